@@ -1,0 +1,15 @@
+// Counts bytes held in Buffers (current and peak), and reads the process's peak resident set.
+// The trainer prints both: Buffer bytes are what the planner predicts; RSS adds libraries and heap.
+#pragma once
+#include <cstddef>
+
+namespace mt::memory_stats {
+
+void add(size_t bytes);
+void sub(size_t bytes);
+size_t current_bytes();
+size_t peak_bytes();
+void reset_peak();
+size_t peak_rss_bytes();  // VmHWM of this process
+
+}  // namespace mt::memory_stats

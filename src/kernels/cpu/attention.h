@@ -1,0 +1,29 @@
+// Causal grouped-query attention, tiled with an online softmax (FlashAttention-2 style): the
+// (T x T) score matrix of a head is never materialised; forward keeps only the output and the
+// per-row log-sum-exp, backward recomputes scores tile by tile.
+//
+// Layouts are the GEMM outputs as they come: q: [B, T, Hq, D], k and v: [B, T, Hkv, D],
+// out: [B, T, Hq, D]. Query head h uses KV head h / (Hq / Hkv). Scale 1/sqrt(D).
+// segment (optional, may be null): [B, T] document ids; a query attends only to keys of the same
+// segment (packed sequences). Causality is by index within the row of T tokens.
+#pragma once
+#include <cstdint>
+
+namespace mt {
+
+struct AttentionShape {
+  int64_t B, T, Hq, Hkv, D;
+};
+
+// lse: [B, Hq, T] f32, saved for backward.
+template <class T>
+void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v,
+                       const int32_t* segment, const AttentionShape& s);
+
+// dq, dk, dv are overwritten. out and lse are the forward's results.
+template <class T>
+void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const float* lse,
+                        const T* q, const T* k, const T* v, const int32_t* segment,
+                        const AttentionShape& s);
+
+}  // namespace mt

@@ -1,0 +1,133 @@
+#include "kernels/cpu/gemm.h"
+
+#include <dnnl.hpp>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace mt {
+
+namespace {
+
+dnnl::memory::data_type to_dnnl(DType t) {
+  return t == DType::bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+}
+
+struct Engine {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::unordered_map<std::string, dnnl::matmul> cache;
+  std::mutex mutex;
+  int64_t created = 0;
+};
+
+Engine& engine() {
+  static Engine e;
+  return e;
+}
+
+std::string key_of(const GemmArgs& a) {
+  return std::to_string(a.M) + ',' + std::to_string(a.N) + ',' + std::to_string(a.K) + ',' +
+         std::to_string(a.trans_a) + std::to_string(a.trans_b) + ',' + std::to_string(a.lda) + ',' +
+         std::to_string(a.ldb) + ',' + std::to_string(a.ldc) + ',' +
+         std::to_string(int(a.ab_type)) + std::to_string(int(a.c_type)) + ',' +
+         std::to_string(a.alpha) + ',' + std::to_string(a.accumulate);
+}
+
+dnnl::matmul make_primitive(const GemmArgs& a, Engine& e) {
+  using dims = dnnl::memory::dims;
+  auto ab = to_dnnl(a.ab_type);
+  dnnl::memory::desc amd(dims{a.M, a.K}, ab, a.trans_a ? dims{1, a.lda} : dims{a.lda, 1});
+  dnnl::memory::desc bmd(dims{a.K, a.N}, ab, a.trans_b ? dims{1, a.ldb} : dims{a.ldb, 1});
+  dnnl::memory::desc cmd(dims{a.M, a.N}, to_dnnl(a.c_type), dims{a.ldc, 1});
+  dnnl::primitive_attr attr;
+  if (a.alpha != 1.0f) attr.set_output_scales(0, {a.alpha});
+  if (a.accumulate) {
+    dnnl::post_ops po;
+    po.append_sum(1.0f);
+    attr.set_post_ops(po);
+  }
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(amd, bmd, cmd), attr, e.engine);
+  ++e.created;
+  return dnnl::matmul(pd);
+}
+
+}  // namespace
+
+void gemm(const GemmArgs& a) {
+  MT_CHECK(a.M > 0 && a.N > 0 && a.K > 0, "gemm sizes must be positive");
+  MT_CHECK(a.c_type == DType::f32 || a.ab_type == DType::bf16, "bf16 output needs bf16 inputs");
+  Engine& e = engine();
+  dnnl::matmul* prim;
+  {
+    std::lock_guard<std::mutex> lock(e.mutex);
+    std::string key = key_of(a);
+    auto it = e.cache.find(key);
+    if (it == e.cache.end()) it = e.cache.emplace(key, make_primitive(a, e)).first;
+    prim = &it->second;
+  }
+  auto pd = prim->get_primitive_desc();
+  dnnl::matmul::primitive_desc mpd(const_cast<dnnl_primitive_desc_t>(pd));
+  dnnl::memory A(mpd.src_desc(), e.engine, const_cast<void*>(a.A));
+  dnnl::memory B(mpd.weights_desc(), e.engine, const_cast<void*>(a.B));
+  dnnl::memory C(mpd.dst_desc(), e.engine, a.C);
+  prim->execute(e.stream, {{DNNL_ARG_SRC, A}, {DNNL_ARG_WEIGHTS, B}, {DNNL_ARG_DST, C}});
+  e.stream.wait();
+}
+
+int64_t gemm_primitives_created() { return engine().created; }
+
+template <class T>
+void linear_forward(T* y, const T* x, const T* w, int64_t M, int64_t out, int64_t in, float alpha,
+                    bool accumulate) {
+  GemmArgs g;
+  g.M = M, g.N = out, g.K = in;
+  g.A = x, g.lda = in;
+  g.B = w, g.ldb = in, g.trans_b = true;
+  g.C = y, g.ldc = out;
+  g.ab_type = g.c_type = dtype_of<T>();
+  g.alpha = alpha, g.accumulate = accumulate;
+  gemm(g);
+}
+
+template <class T>
+void linear_backward_input(T* dx, const T* dy, const T* w, int64_t M, int64_t out, int64_t in,
+                           float alpha, bool accumulate) {
+  GemmArgs g;
+  g.M = M, g.N = in, g.K = out;
+  g.A = dy, g.lda = out;
+  g.B = w, g.ldb = in;
+  g.C = dx, g.ldc = in;
+  g.ab_type = g.c_type = dtype_of<T>();
+  g.alpha = alpha, g.accumulate = accumulate;
+  gemm(g);
+}
+
+template <class T>
+void linear_backward_weight(float* dw, const T* dy, const T* x, int64_t M, int64_t out, int64_t in,
+                            float alpha) {
+  GemmArgs g;
+  g.M = out, g.N = in, g.K = M;
+  g.A = dy, g.lda = out, g.trans_a = true;
+  g.B = x, g.ldb = in;
+  g.C = dw, g.ldc = in;
+  g.ab_type = dtype_of<T>();
+  g.c_type = DType::f32;
+  g.alpha = alpha, g.accumulate = true;
+  gemm(g);
+}
+
+#define MT_INSTANTIATE(T)                                                                     \
+  template void linear_forward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t, float,   \
+                                  bool);                                                      \
+  template void linear_backward_input<T>(T*, const T*, const T*, int64_t, int64_t, int64_t,   \
+                                         float, bool);                                        \
+  template void linear_backward_weight<T>(float*, const T*, const T*, int64_t, int64_t,       \
+                                          int64_t, float);
+MT_INSTANTIATE(float)
+MT_INSTANTIATE(bf16)
+#undef MT_INSTANTIATE
+
+}  // namespace mt

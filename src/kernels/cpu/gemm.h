@@ -1,0 +1,57 @@
+// Matrix multiply on the CPU through oneDNN (AMX / AVX-512 BF16 where the CPU has them).
+//
+//   C[M,N] = alpha * op(A)[M,K] * op(B)[K,N]  (+ C if accumulate)
+//
+// All matrices are row-major with a leading dimension (elements between rows as stored).
+// op(A) = A stored [M,K], or A stored [K,M] when trans_a; likewise B stored [K,N] or [N,K].
+// A and B share one element type (f32 or bf16); C is f32, or bf16 when A and B are bf16.
+// Accumulation is always in f32 inside the kernel. Primitives are cached by shape, so the first
+// call of a shape is slow and every later one is not.
+#pragma once
+#include <cstdint>
+
+#include "core/bf16.h"
+
+namespace mt {
+
+enum class DType : uint8_t { f32, bf16 };
+
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::f32; }
+template <> constexpr DType dtype_of<bf16>() { return DType::bf16; }
+
+struct GemmArgs {
+  int64_t M = 0, N = 0, K = 0;
+  bool trans_a = false, trans_b = false;
+  const void* A = nullptr;
+  int64_t lda = 0;
+  const void* B = nullptr;
+  int64_t ldb = 0;
+  void* C = nullptr;
+  int64_t ldc = 0;
+  DType ab_type = DType::f32;
+  DType c_type = DType::f32;
+  float alpha = 1.0f;
+  bool accumulate = false;
+};
+
+void gemm(const GemmArgs& args);
+
+// The three products of a linear layer y = x W^T with W stored [out, in] (the HF layout).
+// x: [M, in], y: [M, out].
+template <class T>
+void linear_forward(T* y, const T* x, const T* w, int64_t M, int64_t out, int64_t in,
+                    float alpha = 1.0f, bool accumulate = false);
+// dx (+)= dy W
+template <class T>
+void linear_backward_input(T* dx, const T* dy, const T* w, int64_t M, int64_t out, int64_t in,
+                           float alpha = 1.0f, bool accumulate = false);
+// dw += alpha * dy^T x   (dw is the f32 gradient buffer, always accumulated)
+template <class T>
+void linear_backward_weight(float* dw, const T* dy, const T* x, int64_t M, int64_t out, int64_t in,
+                            float alpha = 1.0f);
+
+// Number of primitives created so far (tests check that the cache is used).
+int64_t gemm_primitives_created();
+
+}  // namespace mt

@@ -1,0 +1,81 @@
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/gemm.h"
+
+namespace mt {
+namespace {
+
+// Reference product in double for C = op(A) op(B).
+std::vector<double> reference(const std::vector<float>& A, const std::vector<float>& B, int M,
+                              int N, int K, bool ta, bool tb) {
+  std::vector<double> C(size_t(M) * N, 0.0);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double s = 0;
+      for (int k = 0; k < K; ++k) {
+        double a = ta ? A[size_t(k) * M + i] : A[size_t(i) * K + k];
+        double b = tb ? B[size_t(j) * K + k] : B[size_t(k) * N + j];
+        s += a * b;
+      }
+      C[size_t(i) * N + j] = s;
+    }
+  return C;
+}
+
+TEST(Gemm, F32AllTransposesAndAccumulate) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  const int M = 37, N = 21, K = 53;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      std::vector<float> A(M * K), B(K * N), C(M * N, 1.0f);
+      for (auto& x : A) x = nd(rng);
+      for (auto& x : B) x = nd(rng);
+      GemmArgs g;
+      g.M = M, g.N = N, g.K = K, g.trans_a = ta, g.trans_b = tb;
+      g.A = A.data(), g.lda = ta ? M : K;
+      g.B = B.data(), g.ldb = tb ? K : N;
+      g.C = C.data(), g.ldc = N;
+      g.alpha = 0.5f, g.accumulate = true;
+      gemm(g);
+      auto R = reference(A, B, M, N, K, ta, tb);
+      for (int i = 0; i < M * N; ++i) ASSERT_NEAR(C[i], 1.0 + 0.5 * R[i], 1e-4) << ta << tb << i;
+    }
+}
+
+TEST(Gemm, Bf16InputsF32Output) {
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd;
+  const int M = 64, N = 48, K = 96;
+  std::vector<float> A(M * K), B(N * K);
+  for (auto& x : A) x = to_float(float_to_bf16(nd(rng)));  // exactly representable in bf16
+  for (auto& x : B) x = to_float(float_to_bf16(nd(rng)));
+  std::vector<bf16> Ab(A.size()), Bb(B.size());
+  convert(Ab.data(), A.data(), A.size());
+  convert(Bb.data(), B.data(), B.size());
+  // dW[N,K] += dy^T x with dy = A^T... use A as dy [M,N]? shapes: dy [M, out=N], x [M, in=K]
+  std::vector<float> dy(M * N);
+  for (auto& x : dy) x = to_float(float_to_bf16(nd(rng)));
+  std::vector<bf16> dyb(dy.size());
+  convert(dyb.data(), dy.data(), dy.size());
+  std::vector<float> dW(N * K, 0.0f);
+  linear_backward_weight<bf16>(dW.data(), dyb.data(), Ab.data(), M, N, K);
+  auto R = reference(dy, A, N, K, M, /*ta=*/true, /*tb=*/false);
+  for (int i = 0; i < N * K; ++i) ASSERT_NEAR(dW[i], R[i], 1e-3 * (1 + std::abs(R[i]))) << i;
+
+  // y = x W^T in bf16: output rounded to bf16, so compare at bf16 precision.
+  std::vector<bf16> y(M * N);
+  linear_forward<bf16>(y.data(), Ab.data(), Bb.data(), M, N, K);
+  auto Y = reference(A, B, M, N, K, false, true);
+  for (int i = 0; i < M * N; ++i) ASSERT_NEAR(to_float(y[i]), Y[i], 1e-2 * (1 + std::abs(Y[i])));
+
+  int64_t before = gemm_primitives_created();
+  linear_forward<bf16>(y.data(), Ab.data(), Bb.data(), M, N, K);
+  EXPECT_EQ(gemm_primitives_created(), before) << "same shape must reuse the cached primitive";
+}
+
+}  // namespace
+}  // namespace mt

@@ -1,0 +1,78 @@
+// Everything a training run is told: one TOML file with sections [model] [lora] [optim] [train]
+// [data] [output], overridable from the command line with --set section.key=value.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace mt {
+
+enum class Precision { fp32, bf16 };
+
+struct LoraConfig {
+  bool enabled = false;
+  int64_t rank = 8;
+  float alpha = 16.0f;
+  // Subset of: q, k, v, o, gate, up, down, lm_head
+  std::vector<std::string> targets = {"q", "k", "v", "o", "gate", "up", "down"};
+  float init_std = 0.02f;  // A ~ N(0, init_std); B = 0
+};
+
+struct OptimConfig {
+  float lr = 3e-4f;
+  float min_lr = 3e-5f;  // cosine decays from lr to min_lr
+  int64_t warmup_steps = 10;
+  float weight_decay = 0.1f;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float grad_clip = 1.0f;  // global-norm clip; <= 0 disables
+};
+
+struct TrainConfig {
+  int64_t steps = 100;
+  int64_t batch_size = 4;    // sequences per micro-batch
+  int64_t grad_accum = 1;    // micro-batches per optimizer step
+  int64_t seq_len = 256;
+  uint64_t seed = 1234;
+  Precision precision = Precision::bf16;
+  bool activation_checkpointing = false;
+  int64_t log_every = 1;
+  int64_t threads = 0;  // 0: all cores
+};
+
+struct DataConfig {
+  std::string path;  // plain-text file; empty: the built-in demo text
+  float val_fraction = 0.05f;
+};
+
+struct OutputConfig {
+  std::string dir = "runs/default";  // metrics.jsonl and the final weights go here
+};
+
+struct RunConfig {
+  LlamaConfig model;
+  LoraConfig lora;
+  OptimConfig optim;
+  TrainConfig train;
+  DataConfig data;
+  OutputConfig output;
+};
+
+// Parse TOML text, then apply overrides ("section.key=value", value parsed as TOML), then validate.
+// Any problem throws mt::Error with one line naming the key (and the file when there is one):
+// unknown section or key, wrong type, out-of-range value, inconsistent model shape, rank <= 0,
+// unknown LoRA target.
+RunConfig parse_run_config(const std::string& toml_text, const std::vector<std::string>& overrides,
+                           const std::string& source_name = "<config>");
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides);
+
+// The built-in default run (the README's main job): a small LLaMA, LoRA-free, on the built-in text.
+std::string default_run_config_toml();
+
+// Serialise back to TOML (written next to the run's outputs so a run can be repeated).
+std::string to_toml(const RunConfig& cfg);
+
+}  // namespace mt

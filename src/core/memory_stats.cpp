@@ -22,6 +22,11 @@ size_t current_bytes() { return g_current.load(); }
 size_t peak_bytes() { return g_peak.load(); }
 void reset_peak() { g_peak.store(g_current.load()); }
 
+void reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+}
+
 size_t peak_rss_bytes() {
   std::ifstream f("/proc/self/status");
   std::string line;

@@ -11,5 +11,6 @@ size_t current_bytes();
 size_t peak_bytes();
 void reset_peak();
 size_t peak_rss_bytes();  // VmHWM of this process
+void reset_peak_rss();     // start a new VmHWM window (Linux clear_refs)
 
 }  // namespace mt::memory_stats

@@ -1,0 +1,13 @@
+// Each verb of the meshtrain command line registers itself on the app; main() runs the one chosen.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace mt::cli {
+
+// Registers the subcommand and returns the action to run when it is selected.
+using Action = std::function<int()>;
+Action add_train_command(CLI::App& app);
+Action add_bench_command(CLI::App& app);
+
+}  // namespace mt::cli

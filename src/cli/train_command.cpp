@@ -1,0 +1,33 @@
+// meshtrain train [--config run.toml] [--set section.key=value ...]
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "train/run_config.h"
+#include "train/trainer.h"
+
+namespace mt::cli {
+
+Action add_train_command(CLI::App& app) {
+  struct Options {
+    std::string config;
+    std::vector<std::string> overrides;
+  };
+  auto opt = std::make_shared<Options>();
+  auto* sub = app.add_subcommand(
+      "train", "Train or LoRA fine-tune a model (no --config: the built-in default run)");
+  sub->add_option("--config,-c", opt->config, "TOML run configuration")->check(CLI::ExistingFile);
+  sub->add_option("--set", opt->overrides, "Override a config value: section.key=value")
+      ->allow_extra_args(false);
+  return [opt] {
+    RunConfig cfg = opt->config.empty()
+                        ? parse_run_config(default_run_config_toml(), opt->overrides, "<built-in default>")
+                        : load_run_config(opt->config, opt->overrides);
+    train(cfg, std::cout);
+    return 0;
+  };
+}
+
+}  // namespace mt::cli

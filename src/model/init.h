@@ -1,0 +1,12 @@
+// Deterministic parameter initialisation: each tensor's values depend only on (seed, name).
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace mt {
+
+// Fill dst[0..n) with N(mean 0, std) drawn from a generator seeded by (seed, name).
+void fill_normal(float* dst, int64_t n, float std, uint64_t seed, const std::string& name);
+uint64_t hash_name(const std::string& name);
+
+}  // namespace mt

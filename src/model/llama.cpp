@@ -1,0 +1,413 @@
+#include "model/llama.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.h"
+#include "core/profile.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "model/init.h"
+
+namespace mt {
+
+std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
+
+std::string proj_param_name(int64_t layer, Proj p) {
+  const char* attn = "self_attn.";
+  const char* mlp = "mlp.";
+  return layer_prefix(layer) + (p <= kO ? attn : mlp) + proj_name(p) + "_proj";
+}
+
+std::array<bool, kNumProj> lora_targets_mask(const LoraConfig& lora) {
+  std::array<bool, kNumProj> on{};
+  if (!lora.enabled) return on;
+  for (const auto& t : lora.targets)
+    for (int p = 0; p < kNumProj; ++p)
+      if (t == proj_name(Proj(p))) on[p] = true;
+  return on;
+}
+
+bool lora_targets_head(const LoraConfig& lora) {
+  return lora.enabled && std::find(lora.targets.begin(), lora.targets.end(), "lm_head") !=
+                             lora.targets.end();
+}
+
+namespace {
+
+const char* kEmbed = "model.embed_tokens.weight";
+const char* kFinalNorm = "model.norm.weight";
+const char* kHead = "lm_head.weight";
+
+std::pair<int64_t, int64_t> proj_shape(Proj p, const LlamaConfig& c) {  // {out, in}
+  switch (p) {
+    case kQ: case kO: return {c.hidden_size, c.hidden_size};
+    case kK: case kV: return {c.kv_dim(), c.hidden_size};
+    case kGate: case kUp: return {c.intermediate_size, c.hidden_size};
+    default: return {c.hidden_size, c.intermediate_size};
+  }
+}
+
+template <class T> const T* compute_ptr(const Param& p);
+template <> const float* compute_ptr<float>(const Param& p) { return p.master; }
+template <> const bf16* compute_ptr<bf16>(const Param& p) { return p.compute; }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Parameter declaration
+
+LlamaModel::LlamaModel(const LlamaConfig& config, Precision precision, const LoraConfig& lora)
+    : config_(config), precision_(precision), lora_(lora) {
+  config_.validate();
+  const bool bf = precision == Precision::bf16;
+  const bool frozen = lora.enabled;
+  ParamPlan matrix{/*master=*/!bf || !frozen, /*compute=*/bf, /*grad=*/!frozen, /*decay=*/true};
+  ParamPlan norm{true, false, !frozen, false};
+  ParamPlan embed{true, bf && config.tie_word_embeddings, !frozen, true};
+  const int64_t C = config.hidden_size;
+
+  base_.add(kEmbed, {config.vocab_size, C}, embed);
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    base_.add(layer_prefix(l) + "input_layernorm.weight", {C}, norm);
+    base_.add(layer_prefix(l) + "post_attention_layernorm.weight", {C}, norm);
+    for (int p = 0; p < kNumProj; ++p) {
+      auto [out, in] = proj_shape(Proj(p), config);
+      base_.add(proj_param_name(l, Proj(p)) + ".weight", {out, in}, matrix);
+    }
+  }
+  base_.add(kFinalNorm, {C}, norm);
+  if (!config.tie_word_embeddings) base_.add(kHead, {config.vocab_size, C}, matrix);
+  base_.allocate();
+
+  if (lora.enabled) {
+    ParamPlan adapter{true, bf, true, true};
+    auto on = lora_targets_mask(lora);
+    for (int64_t l = 0; l < config.num_hidden_layers; ++l)
+      for (int p = 0; p < kNumProj; ++p) {
+        if (!on[p]) continue;
+        auto [out, in] = proj_shape(Proj(p), config);
+        adapters_.add(proj_param_name(l, Proj(p)) + ".lora_A.weight", {lora.rank, in}, adapter);
+        adapters_.add(proj_param_name(l, Proj(p)) + ".lora_B.weight", {out, lora.rank}, adapter);
+      }
+    if (lora_targets_head(lora)) {
+      adapters_.add("lm_head.lora_A.weight", {lora.rank, C}, adapter);
+      adapters_.add("lm_head.lora_B.weight", {config.vocab_size, lora.rank}, adapter);
+    }
+    adapters_.allocate();
+  }
+}
+
+LlamaModel::~LlamaModel() = default;
+
+void LlamaModel::init_weights(uint64_t seed) {
+  std::vector<float> tmp;
+  for (auto& p : base_.params()) {
+    tmp.assign(size_t(p.numel), 1.0f);
+    bool is_norm = p.shape.size() == 1;
+    if (!is_norm) fill_normal(tmp.data(), p.numel, 0.02f, seed, p.name);
+    if (p.master) std::copy(tmp.begin(), tmp.end(), p.master);
+    if (p.compute) convert(p.compute, tmp.data(), tmp.size());
+  }
+  init_adapters(seed);
+}
+
+void LlamaModel::init_adapters(uint64_t seed) {
+  for (auto& p : adapters_.params()) {
+    bool is_a = p.name.find("lora_A") != std::string::npos;
+    if (is_a) fill_normal(p.master, p.numel, lora_.init_std, seed, p.name);
+    else std::fill(p.master, p.master + p.numel, 0.0f);
+  }
+  adapters_.sync_compute();
+}
+
+void LlamaModel::sync_compute_weights() {
+  base_.sync_compute();
+  adapters_.sync_compute();
+}
+
+void LlamaModel::merge_adapters() {
+  if (!lora_.enabled) return;
+  const float scale = lora_.alpha / float(lora_.rank);
+  const int64_t r = lora_.rank;
+  auto merge = [&](const std::string& base_name, const std::string& prefix) {
+    Param& W = base_.get(base_name);
+    Param& A = adapters_.get(prefix + ".lora_A.weight");
+    Param& B = adapters_.get(prefix + ".lora_B.weight");
+    const int64_t out = W.shape[0], in = W.shape[1];
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t i = 0; i < in; ++i) {
+        double d = 0.0;
+        for (int64_t k = 0; k < r; ++k) d += double(B.master[o * r + k]) * A.master[k * in + i];
+        int64_t idx = o * in + i;
+        float w = W.master ? W.master[idx] : to_float(W.compute[idx]);
+        float merged = float(w + scale * d);
+        if (W.master) W.master[idx] = merged;
+        if (W.compute) W.compute[idx] = float_to_bf16(merged);
+      }
+    std::fill(B.master, B.master + B.numel, 0.0f);
+  };
+  auto on = lora_targets_mask(lora_);
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l)
+    for (int p = 0; p < kNumProj; ++p)
+      if (on[p]) merge(proj_param_name(l, Proj(p)) + ".weight", proj_param_name(l, Proj(p)));
+  if (lora_targets_head(lora_))
+    merge(config_.tie_word_embeddings ? kEmbed : kHead, "lm_head");
+  adapters_.sync_compute();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The compute-type-specific runner: weight views and the activation arena.
+
+struct LlamaModel::Runner {
+  virtual ~Runner() = default;
+  virtual LossSum run(const ModelInput& in, bool backward, float grad_scale, float* logits) = 0;
+  virtual size_t arena_bytes() const = 0;
+};
+
+namespace {
+
+template <class T>
+class RunnerImpl : public LlamaModel::Runner {
+ public:
+  explicit RunnerImpl(LlamaModel& m) : m_(m), c_(m.config()) {
+    const int64_t D = c_.head_dim();
+    rope_cos_.resize(c_.max_position_embeddings * D / 2);
+    rope_sin_.resize(c_.max_position_embeddings * D / 2);
+    rope_tables(rope_cos_.data(), rope_sin_.data(), c_.max_position_embeddings, D, c_.rope_theta,
+                c_.rope_scaling);
+    bind_weights();
+  }
+
+  size_t arena_bytes() const override {
+    return t_arena_.bytes() + f_arena_.bytes() + scratch_.bytes() + head_.bytes();
+  }
+
+  LossSum run(const ModelInput& in, bool backward, float grad_scale, float* logits) override;
+
+ private:
+  void bind_weights();
+  void plan(int64_t B, int64_t seq);
+  LinearWeights<T> linear(const std::string& name, const std::string& lora_prefix, bool lora_on);
+  LossSum head_chunk(int64_t n0, int64_t M, const ModelInput& in, bool backward, float grad_scale,
+                     float* logits);
+
+  LlamaModel& m_;
+  const LlamaConfig& c_;
+  std::vector<float> rope_cos_, rope_sin_;
+  // Weights
+  const float* embed_ = nullptr;
+  float* dembed_ = nullptr;
+  std::vector<BlockWeights<T>> blocks_;
+  const float* final_norm_ = nullptr;
+  float* dfinal_norm_ = nullptr;
+  LinearWeights<T> head_w_;
+  std::array<bool, kNumProj> lora_on_{};
+  int64_t lora_rank_ = 0;
+  // Arena, planned for one (B, T)
+  int64_t B_ = 0, T_ = 0, chunk_ = 0;
+  bool planned_checkpointing_ = false;
+  Buffer<T> t_arena_;      // block activations (all layers, or one when checkpointing), final norm
+  Buffer<float> f_arena_;  // residual stream per layer, its gradient, rstd/lse, positions
+  Buffer<T> scratch_;      // block scratch
+  Buffer<T> head_;         // one chunk of logits + LoRA u/du for the head
+  std::vector<BlockActivations<T>> acts_;
+  BlockScratch<T> scratch_view_{};
+  std::vector<float*> xs_;  // residual stream: xs_[l] is block l's input, xs_[L] the output
+  float* dx_ = nullptr;
+  float* y_tmp_ = nullptr;  // recompute target under checkpointing
+  T* nf_ = nullptr;         // final norm output
+  float* rstdf_ = nullptr;
+  float* losses_ = nullptr;
+  std::vector<int32_t> default_pos_;
+};
+
+template <class T>
+LinearWeights<T> RunnerImpl<T>::linear(const std::string& name, const std::string& lora_prefix,
+                                       bool lora_on) {
+  LinearWeights<T> w;
+  Param& W = m_.base().get(name);
+  w.W = compute_ptr<T>(W);
+  w.dW = W.grad;
+  if (lora_on) {
+    Param& A = m_.adapters().get(lora_prefix + ".lora_A.weight");
+    Param& B = m_.adapters().get(lora_prefix + ".lora_B.weight");
+    w.A = compute_ptr<T>(A), w.B = compute_ptr<T>(B);
+    w.dA = A.grad, w.dB = B.grad;
+    w.rank = m_.lora_config().rank;
+    w.scale = m_.lora_config().alpha / float(w.rank);
+  }
+  return w;
+}
+
+template <class T>
+void RunnerImpl<T>::bind_weights() {
+  lora_on_ = lora_targets_mask(m_.lora_config());
+  lora_rank_ = m_.has_lora() ? m_.lora_config().rank : 0;
+  Param& E = m_.base().get(kEmbed);
+  embed_ = E.master, dembed_ = E.grad;
+  for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
+    BlockWeights<T> b;
+    Param& n1 = m_.base().get(layer_prefix(l) + "input_layernorm.weight");
+    Param& n2 = m_.base().get(layer_prefix(l) + "post_attention_layernorm.weight");
+    b.norm1 = n1.master, b.dnorm1 = n1.grad, b.norm2 = n2.master, b.dnorm2 = n2.grad;
+    for (int p = 0; p < kNumProj; ++p) {
+      std::string name = proj_param_name(l, Proj(p));
+      b.proj[p] = linear(name + ".weight", name, lora_on_[p]);
+    }
+    blocks_.push_back(b);
+  }
+  Param& F = m_.base().get(kFinalNorm);
+  final_norm_ = F.master, dfinal_norm_ = F.grad;
+  head_w_ = linear(c_.tie_word_embeddings ? kEmbed : kHead, "lm_head",
+                   lora_targets_head(m_.lora_config()));
+}
+
+template <class T>
+void RunnerImpl<T>::plan(int64_t B, int64_t seq) {
+  const bool ckpt = m_.activation_checkpointing();
+  if (B == B_ && seq == T_ && ckpt == planned_checkpointing_) return;
+  if (seq > c_.max_position_embeddings)
+    fail("sequence length " + std::to_string(seq) + " exceeds model.max_position_embeddings (" +
+         std::to_string(c_.max_position_embeddings) + ")");
+  B_ = B, T_ = seq, planned_checkpointing_ = ckpt;
+  const int64_t N = B * seq, C = c_.hidden_size, L = c_.num_hidden_layers, V = c_.vocab_size;
+  const int64_t stored_blocks = ckpt ? 1 : L;
+  auto sizes = block_activation_sizes(c_, lora_rank_, lora_on_);
+
+  t_arena_.resize(stored_blocks * N * sizes.t_elems + N * C);
+  // residuals (L+1), dx, y_tmp, rstd_f, losses
+  f_arena_.resize(stored_blocks * N * sizes.f_elems + (L + 3) * N * C + 2 * N);
+  T* tc = t_arena_.data();
+  float* fc = f_arena_.data();
+  acts_.clear();
+  for (int64_t l = 0; l < stored_blocks; ++l)
+    acts_.push_back(carve_block_activations<T>(tc, fc, N, c_, lora_rank_, lora_on_));
+  nf_ = tc;
+  xs_.clear();
+  for (int64_t l = 0; l <= L; ++l) xs_.push_back(fc), fc += N * C;
+  dx_ = fc, fc += N * C;
+  y_tmp_ = fc, fc += N * C;
+  rstdf_ = fc, fc += N;
+  losses_ = fc;
+
+  scratch_.resize(block_scratch_elems(c_, N, lora_rank_));
+  scratch_view_ = carve_block_scratch<T>(scratch_.data(), c_, N, lora_rank_);
+  // Logit chunks of about 4M elements keep the head's working set small at any vocabulary size.
+  chunk_ = std::clamp<int64_t>((int64_t(1) << 22) / V, 1, N);
+  head_.resize(chunk_ * (V + 2 * std::max<int64_t>(lora_rank_, 1)));
+  default_pos_.resize(N);
+  for (int64_t n = 0; n < N; ++n) default_pos_[n] = int32_t(n % seq);
+}
+
+template <class T>
+LossSum RunnerImpl<T>::head_chunk(int64_t n0, int64_t M, const ModelInput& in, bool backward,
+                                  float grad_scale, float* logits_out) {
+  const int64_t C = c_.hidden_size, V = c_.vocab_size, r = std::max<int64_t>(lora_rank_, 1);
+  T* logits = head_.data();
+  T* u = logits + chunk_ * V;
+  T* du = u + chunk_ * r;
+  const T* x = nf_ + n0 * C;
+  {
+    MT_PROFILE("lm_head forward");
+    linear_layer_forward(logits, u, x, head_w_, M, V, C);
+  }
+  LossSum ls;
+  if (logits_out) {
+    for (int64_t i = 0; i < M * V; ++i) logits_out[n0 * V + i] = to_float(logits[i]);
+  }
+  if (!in.targets) return ls;
+  MT_PROFILE("cross-entropy");
+  ls.sum = cross_entropy_forward_backward<T>(losses_ + n0, backward ? logits : nullptr, logits,
+                                             in.targets + n0, M, V, grad_scale);
+  for (int64_t i = 0; i < M; ++i) ls.count += in.targets[n0 + i] >= 0;
+  if (backward) {
+    // Gradient of the final norm's output for these rows, in T, into the scratch's t3 rows.
+    T* dnf = scratch_view_.t3 + n0 * C;
+    MT_PROFILE("lm_head backward");
+    linear_layer_backward(dnf, false, du, logits, x, u, head_w_, M, V, C);
+  }
+  return ls;
+}
+
+template <class T>
+LossSum RunnerImpl<T>::run(const ModelInput& in, bool backward, float grad_scale,
+                           float* logits) {
+  MT_CHECK(in.B > 0 && in.T > 0 && in.tokens, "empty model input");
+  plan(in.B, in.T);
+  const int64_t N = in.B * in.T, C = c_.hidden_size, L = c_.num_hidden_layers;
+  const int64_t V = c_.vocab_size;
+  for (int64_t n = 0; n < N; ++n)
+    if (in.tokens[n] < 0 || in.tokens[n] >= V)
+      fail("token id " + std::to_string(in.tokens[n]) + " at position " + std::to_string(n) +
+           " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  if (in.targets)
+    for (int64_t n = 0; n < N; ++n)
+      if (in.targets[n] >= V)
+        fail("target id " + std::to_string(in.targets[n]) + " is outside the vocabulary");
+
+  BlockInput bi{in.B, in.T, in.positions ? in.positions : default_pos_.data(), in.segments,
+                rope_cos_.data(), rope_sin_.data()};
+  const bool ckpt = planned_checkpointing_;
+
+  {
+    MT_PROFILE("embedding");
+    embedding_forward(xs_[0], in.tokens, embed_, N, C);
+  }
+  for (int64_t l = 0; l < L; ++l)
+    block_forward(xs_[l + 1], xs_[l], acts_[ckpt ? 0 : l], blocks_[l], bi, c_, scratch_view_);
+  rmsnorm_forward(nf_, rstdf_, xs_[L], final_norm_, N, C, c_.rms_norm_eps);
+
+  LossSum total;
+  for (int64_t n0 = 0; n0 < N; n0 += chunk_) {
+    LossSum ls = head_chunk(n0, std::min(chunk_, N - n0), in, backward, grad_scale, logits);
+    total.sum += ls.sum, total.count += ls.count;
+  }
+  if (!backward) return total;
+
+  std::fill(dx_, dx_ + N * C, 0.0f);
+  rmsnorm_backward(dx_, dfinal_norm_, scratch_view_.t3, xs_[L], final_norm_, rstdf_, N, C);
+  for (int64_t l = L - 1; l >= 0; --l) {
+    if (ckpt) {  // recompute this block's activations from its saved input
+      MT_PROFILE("recompute (checkpointing)");
+      block_forward(y_tmp_, xs_[l], acts_[0], blocks_[l], bi, c_, scratch_view_);
+    }
+    block_backward(dx_, xs_[l], acts_[ckpt ? 0 : l], blocks_[l], bi, c_, scratch_view_);
+  }
+  MT_PROFILE("embedding");
+  if (dembed_) embedding_backward(dembed_, in.tokens, dx_, N, C);
+  return total;
+}
+
+}  // namespace
+
+void LlamaModel::ensure_runner() {
+  if (runner_) return;
+  if (precision_ == Precision::bf16) runner_ = std::make_unique<RunnerImpl<bf16>>(*this);
+  else runner_ = std::make_unique<RunnerImpl<float>>(*this);
+}
+
+LossSum LlamaModel::forward_backward(const ModelInput& in, float grad_scale) {
+  ensure_runner();
+  MT_CHECK(in.targets, "forward_backward needs targets");
+  return runner_->run(in, true, grad_scale, nullptr);
+}
+
+LossSum LlamaModel::forward_loss(const ModelInput& in) {
+  ensure_runner();
+  return runner_->run(in, false, 0.0f, nullptr);
+}
+
+void LlamaModel::forward_logits(const ModelInput& in, float* logits) {
+  ensure_runner();
+  ModelInput no_targets = in;
+  no_targets.targets = nullptr;
+  runner_->run(no_targets, false, 0.0f, logits);
+}
+
+size_t LlamaModel::activation_bytes() const { return runner_ ? runner_->arena_bytes() : 0; }
+
+}  // namespace mt

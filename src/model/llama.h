@@ -1,0 +1,89 @@
+// The LLaMA model for one device: parameters, optional LoRA adapters, forward and backward over a
+// batch of token rows. It knows nothing of meshes or ranks; parallelism wraps it from outside.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <memory>
+
+#include "model/block.h"
+#include "model/config.h"
+#include "model/params.h"
+#include "train/run_config.h"
+
+namespace mt {
+
+struct ModelInput {
+  const int32_t* tokens = nullptr;     // [B*T]
+  const int32_t* targets = nullptr;    // [B*T], negative = not counted; may be null for logits
+  const int32_t* positions = nullptr;  // [B*T] RoPE positions; null: 0..T-1 in every row
+  const int32_t* segments = nullptr;   // [B*T] packed-document ids; null: one document per row
+  int64_t B = 0, T = 0;
+};
+
+struct LossSum {
+  double sum = 0.0;   // sum of per-token losses over counted tokens
+  int64_t count = 0;  // counted tokens
+};
+
+class LlamaModel {
+ public:
+  // lora.enabled selects LoRA training: the base is frozen (no gradients, bf16-only matrices in
+  // bf16 mode) and only the adapters are trainable.
+  LlamaModel(const LlamaConfig& config, Precision precision, const LoraConfig& lora);
+  ~LlamaModel();
+  LlamaModel(const LlamaModel&) = delete;
+  LlamaModel& operator=(const LlamaModel&) = delete;
+
+  const LlamaConfig& config() const { return config_; }
+  Precision precision() const { return precision_; }
+  bool has_lora() const { return lora_.enabled; }
+  const LoraConfig& lora_config() const { return lora_; }
+  ParamStore& base() { return base_; }
+  ParamStore& adapters() { return adapters_; }
+  ParamStore& trainable() { return lora_.enabled ? adapters_ : base_; }
+
+  // Base: N(0, 0.02) matrices and embeddings, ones for norms. Adapters: A ~ N(0, init_std), B = 0.
+  // Each tensor's values depend only on (seed, name), not on layout or order.
+  void init_weights(uint64_t seed);
+  void init_adapters(uint64_t seed);
+
+  void set_activation_checkpointing(bool on) { checkpointing_ = on; }
+  bool activation_checkpointing() const { return checkpointing_; }
+
+  // Forward and backward of sum(loss) * grad_scale; gradients are accumulated into the trainable
+  // store's grad buffer (call zero_grad between optimizer steps). Returns the unscaled loss sum.
+  LossSum forward_backward(const ModelInput& in, float grad_scale);
+  // Forward only: the loss over counted tokens.
+  LossSum forward_loss(const ModelInput& in);
+  // Forward only: all logits, f32 [B*T, V] (tests and generation).
+  void forward_logits(const ModelInput& in, float* logits);
+
+  // After the optimizer changed master values: refresh the bf16 copies the GEMMs read.
+  void sync_compute_weights();
+  // W += (alpha/r) B A for every adapter, then zero B so the adapters are inert.
+  void merge_adapters();
+
+  // Bytes of the activation arena for the last batch shape (planned, allocated once per shape).
+  size_t activation_bytes() const;
+
+  struct Runner;  // the compute-type-specific implementation (f32 or bf16)
+
+ private:
+  void ensure_runner();
+
+  LlamaConfig config_;
+  Precision precision_;
+  LoraConfig lora_;
+  ParamStore base_;
+  ParamStore adapters_;
+  bool checkpointing_ = false;
+  std::unique_ptr<Runner> runner_;
+};
+
+// HF-style names, shared by the model, loaders and exporters.
+std::string layer_prefix(int64_t layer);                 // "model.layers.{i}."
+std::string proj_param_name(int64_t layer, Proj p);      // "...self_attn.q_proj" (no suffix)
+std::array<bool, kNumProj> lora_targets_mask(const LoraConfig& lora);
+bool lora_targets_head(const LoraConfig& lora);
+
+}  // namespace mt

@@ -1,0 +1,71 @@
+#include "model/params.h"
+
+#include "core/error.h"
+
+namespace mt {
+
+void ParamStore::add(const std::string& name, std::vector<int64_t> shape, ParamPlan plan) {
+  MT_CHECK(params_.empty(), "add() after allocate()");
+  MT_CHECK(!plan.grad || plan.master, "a trainable tensor needs master values: " + name);
+  pending_.push_back({name, std::move(shape), plan});
+}
+
+void ParamStore::allocate() {
+  MT_CHECK(params_.empty(), "allocate() twice");
+  int64_t master = 0, compute = 0, grad = 0;
+  // Two passes: trainable tensors first, so [0, trainable_numel) of master and grad line up.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const auto& p : pending_) {
+      if (p.plan.grad != (pass == 0)) continue;
+      Param q;
+      q.name = p.name;
+      q.shape = p.shape;
+      q.numel = 1;
+      for (int64_t d : p.shape) q.numel *= d;
+      q.decay = p.plan.decay;
+      if (p.plan.master) q.master_offset = master, master += q.numel;
+      if (p.plan.compute) q.compute_offset = compute, compute += q.numel;
+      if (p.plan.grad) q.grad_offset = grad, grad += q.numel;
+      params_.push_back(std::move(q));
+    }
+    if (pass == 0) trainable_numel_ = grad;
+  }
+  pending_.clear();
+  master_.resize(master);
+  compute_.resize(compute);
+  grad_.resize(grad);
+  for (auto& p : params_) {
+    if (p.master_offset >= 0) p.master = master_.data() + p.master_offset;
+    if (p.compute_offset >= 0) p.compute = compute_.data() + p.compute_offset;
+    if (p.grad_offset >= 0) p.grad = grad_.data() + p.grad_offset;
+  }
+}
+
+Param& ParamStore::get(const std::string& name) {
+  for (auto& p : params_)
+    if (p.name == name) return p;
+  fail("no parameter named '" + name + "'");
+}
+
+const Param& ParamStore::get(const std::string& name) const {
+  return const_cast<ParamStore*>(this)->get(name);
+}
+
+const Param* ParamStore::find(const std::string& name) const {
+  for (auto& p : params_)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+int64_t ParamStore::numel() const {
+  int64_t n = 0;
+  for (auto& p : params_) n += p.numel;
+  return n;
+}
+
+void ParamStore::sync_compute() {
+  for (auto& p : params_)
+    if (p.compute && p.master) convert(p.compute, p.master, size_t(p.numel));
+}
+
+}  // namespace mt

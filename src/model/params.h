@@ -1,0 +1,78 @@
+// A set of named parameter tensors carved out of a few flat buffers (llm.c style): one f32 buffer
+// of values, one bf16 buffer of compute copies, one f32 buffer of gradients. Flat buffers make the
+// optimizer, clipping, checkpointing and (later) sharding simple loops over contiguous memory.
+//
+// Every tensor has a storage plan decided when it is added:
+//   master  - f32 values exist (trainable tensors, norms, embeddings, and everything in fp32 mode)
+//   compute - a bf16 copy exists for the GEMMs (matrices in bf16 mode)
+//   grad    - a gradient exists (trainable tensors only)
+// A frozen LoRA base in bf16 mode has compute but no master and no grad: bf16 only.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/bf16.h"
+#include "core/buffer.h"
+
+namespace mt {
+
+struct Param {
+  std::string name;             // HF name, e.g. model.layers.0.self_attn.q_proj.weight
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+  bool decay = true;            // AdamW weight decay applies (matrices yes, norms no)
+  float* master = nullptr;
+  bf16* compute = nullptr;
+  float* grad = nullptr;
+  // Offsets into the store's flat buffers, -1 when absent.
+  int64_t master_offset = -1, compute_offset = -1, grad_offset = -1;
+};
+
+struct ParamPlan {
+  bool master = true;
+  bool compute = false;
+  bool grad = true;
+  bool decay = true;
+};
+
+class ParamStore {
+ public:
+  // Declare a tensor; storage is allocated by allocate(). Trainable tensors (grad) are laid out
+  // first and contiguously in master and grad, so the optimizer sees one flat range.
+  void add(const std::string& name, std::vector<int64_t> shape, ParamPlan plan);
+  void allocate();
+
+  std::vector<Param>& params() { return params_; }
+  const std::vector<Param>& params() const { return params_; }
+  Param& get(const std::string& name);
+  const Param& get(const std::string& name) const;
+  const Param* find(const std::string& name) const;
+
+  // Trainable range: master[0, trainable_numel) pairs with grad[0, trainable_numel).
+  int64_t trainable_numel() const { return trainable_numel_; }
+  float* master_data() { return master_.data(); }
+  float* grad_data() { return grad_.data(); }
+  const float* grad_data() const { return grad_.data(); }
+  int64_t numel() const;
+
+  void zero_grad() { grad_.zero(); }
+  // Refresh every bf16 compute copy from its master (after an optimizer step).
+  void sync_compute();
+  size_t bytes() const { return master_.bytes() + compute_.bytes() + grad_.bytes(); }
+
+ private:
+  struct Pending {
+    std::string name;
+    std::vector<int64_t> shape;
+    ParamPlan plan;
+  };
+  std::vector<Pending> pending_;
+  std::vector<Param> params_;
+  Buffer<float> master_;
+  Buffer<bf16> compute_;
+  Buffer<float> grad_;
+  int64_t trainable_numel_ = 0;
+};
+
+}  // namespace mt

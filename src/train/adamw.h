@@ -1,0 +1,38 @@
+// AdamW with decoupled weight decay and bias correction (as torch.optim.AdamW), over the trainable
+// range of a ParamStore. Moments are f32 and live here; the store's master values are updated.
+#pragma once
+#include <cstdint>
+
+#include "core/buffer.h"
+#include "model/params.h"
+#include "train/run_config.h"
+
+namespace mt {
+
+class AdamW {
+ public:
+  AdamW(ParamStore& params, const OptimConfig& cfg);
+  void step(float lr);  // one update from the current gradients
+  int64_t steps_taken() const { return t_; }
+
+  // State, exposed for checkpoints.
+  Buffer<float>& m() { return m_; }
+  Buffer<float>& v() { return v_; }
+  void set_steps_taken(int64_t t) { t_ = t; }
+  size_t state_bytes() const { return m_.bytes() + v_.bytes(); }
+
+ private:
+  ParamStore& params_;
+  OptimConfig cfg_;
+  Buffer<float> m_, v_;
+  int64_t t_ = 0;
+};
+
+// Global L2 norm of a gradient vector, summed in a fixed order (bit-identical for any thread
+// count), then scaled down to max_norm when above it. Returns the norm before clipping.
+double clip_grad_norm(float* grad, int64_t n, float max_norm);
+
+// Linear warmup over warmup_steps to lr, then cosine decay to min_lr at total_steps. step is 0-based.
+float lr_at(int64_t step, int64_t total_steps, const OptimConfig& cfg);
+
+}  // namespace mt

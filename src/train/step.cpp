@@ -1,0 +1,32 @@
+#include "train/step.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "core/profile.h"
+
+namespace mt {
+
+StepResult train_step(LlamaModel& model, AdamW& optimizer, const std::vector<ModelInput>& micro,
+                      const OptimConfig& cfg, int64_t step, int64_t total_steps) {
+  StepResult r;
+  for (const auto& in : micro)
+    for (int64_t i = 0; i < in.B * in.T; ++i) r.counted_tokens += in.targets[i] >= 0;
+  const float scale = 1.0f / float(std::max<int64_t>(r.counted_tokens, 1));
+  model.trainable().zero_grad();
+  double loss_sum = 0.0;
+  for (const auto& in : micro) loss_sum += model.forward_backward(in, scale).sum;
+  r.loss = loss_sum / double(std::max<int64_t>(r.counted_tokens, 1));
+  if (!std::isfinite(r.loss)) fail("loss is not finite at step " + std::to_string(step + 1));
+  MT_PROFILE("optimizer");
+  ParamStore& params = model.trainable();
+  r.grad_norm = clip_grad_norm(params.grad_data(), params.trainable_numel(), cfg.grad_clip);
+  r.lr = lr_at(step, total_steps, cfg);
+  optimizer.step(r.lr);
+  model.sync_compute_weights();
+  return r;
+}
+
+}  // namespace mt

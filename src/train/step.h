@@ -1,0 +1,23 @@
+// One optimizer step over a list of micro-batches: zero grads, forward/backward each micro-batch
+// with the loss scaled by the step's total counted tokens (so the gradient is the mean over all
+// of them, however they are split), clip, AdamW, refresh the bf16 weight copies.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "model/llama.h"
+#include "train/adamw.h"
+
+namespace mt {
+
+struct StepResult {
+  double loss = 0.0;  // mean over counted tokens
+  double grad_norm = 0.0;
+  float lr = 0.0f;
+  int64_t counted_tokens = 0;
+};
+
+StepResult train_step(LlamaModel& model, AdamW& optimizer, const std::vector<ModelInput>& micro,
+                      const OptimConfig& cfg, int64_t step, int64_t total_steps);
+
+}  // namespace mt

@@ -1,0 +1,156 @@
+#include "train/trainer.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/memory_stats.h"
+#include "data/text_dataset.h"
+#include "io/atomic_file.h"
+#include "io/model_files.h"
+#include "model/llama.h"
+#include "train/adamw.h"
+#include "train/flops.h"
+#include "train/metrics.h"
+#include "train/step.h"
+
+namespace mt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+ModelInput input_of(const Batch& b) {
+  ModelInput in;
+  in.tokens = b.inputs.data();
+  in.targets = b.targets.data();
+  in.B = b.batch_size, in.T = b.seq_len;
+  return in;
+}
+
+double evaluate(LlamaModel& model, const TextDataset& data, int64_t batch_size,
+                int64_t max_batches) {
+  ValidationBatches val(data, batch_size);
+  Batch b;
+  LossSum total;
+  for (int64_t i = 0; i < max_batches && val.next(b); ++i) {
+    LossSum s = model.forward_loss(input_of(b));
+    total.sum += s.sum, total.count += s.count;
+  }
+  return total.count ? total.sum / double(total.count) : std::nan("");
+}
+
+}  // namespace
+
+TrainSummary train(const RunConfig& cfg, std::ostream& log) {
+  if (cfg.train.threads > 0) omp_set_num_threads(int(cfg.train.threads));
+  if (cfg.model.vocab_size < 256)
+    fail("model.vocab_size (" + std::to_string(cfg.model.vocab_size) +
+         ") must be >= 256 for the byte-level tokenizer");
+  const auto& tc = cfg.train;
+  TextDataset data(cfg.data.path, cfg.data.val_fraction, tc.seq_len);
+  BatchSampler sampler(data, tc.batch_size, tc.seed);
+
+  LlamaModel model(cfg.model, tc.precision, cfg.lora);
+  model.init_weights(tc.seed);
+  model.set_activation_checkpointing(tc.activation_checkpointing);
+  AdamW optimizer(model.trainable(), cfg.optim);
+
+  const FlopCount flops = training_flops(cfg.model, cfg.lora, tc.seq_len);
+  const double peak = tc.peak_gflops > 0 ? tc.peak_gflops * 1e9
+                                         : measure_gemm_flops(2048, 0.5, /*bf16=*/true);
+  const int64_t tokens_per_step = tc.batch_size * tc.grad_accum * tc.seq_len;
+
+  log << "meshtrain: " << (cfg.lora.enabled ? "LoRA" : "full") << " training, "
+      << (tc.precision == Precision::bf16 ? "bf16 mixed" : "fp32") << ", "
+      << model.base().numel() << " base parameters, " << model.trainable().trainable_numel()
+      << " trainable\n"
+      << "data: " << data.name() << " (" << data.train_tokens().size() << " train / "
+      << data.val_tokens().size() << " validation tokens)\n"
+      << "batch: " << tc.batch_size << " x " << tc.seq_len << " tokens x " << tc.grad_accum
+      << " micro-batches = " << tokens_per_step << " tokens/step"
+      << (tc.activation_checkpointing ? ", activation checkpointing" : "") << "\n"
+      << "MFU basis: " << flops.per_token / 1e6 << " MFLOP/token (" << flops.formula
+      << ") over peak " << peak / 1e9 << " GFLOP/s (" << (tc.peak_gflops > 0 ? "given" : "measured bf16 GEMM")
+      << ")\n";
+
+  const std::string out_dir = cfg.output.dir;
+  std::filesystem::create_directories(out_dir);
+  TrainSummary summary;
+  const std::string config_path = out_dir + "/run.toml";
+  write_file_atomically(config_path, [&](std::ostream& os) { os << to_toml(cfg); });
+  summary.files_written.push_back(config_path);
+  JsonlWriter metrics(out_dir + "/metrics.jsonl", /*append=*/false);
+  summary.files_written.push_back(metrics.path());
+
+  const int64_t eval_batches = 8;
+  summary.val_loss_before = data.val_tokens().empty() ? std::nan("")
+                                                      : evaluate(model, data, tc.batch_size, eval_batches);
+  if (!data.val_tokens().empty()) log << "validation loss before: " << summary.val_loss_before << "\n";
+
+  auto t_start = Clock::now();
+  double timed_seconds = 0.0;
+  int64_t timed_tokens = 0;
+  for (int64_t step = 0; step < tc.steps; ++step) {
+    auto t0 = Clock::now();
+    std::vector<Batch> micro;
+    std::vector<ModelInput> inputs;
+    for (int64_t k = 0; k < tc.grad_accum; ++k) micro.push_back(sampler.next());
+    for (const Batch& b : micro) inputs.push_back(input_of(b));
+    const StepResult r = train_step(model, optimizer, inputs, cfg.optim, step, tc.steps);
+    const double dt = seconds_since(t0);
+    if (step > 0 || tc.steps == 1) timed_seconds += dt, timed_tokens += tokens_per_step;
+    summary.losses.push_back(r.loss);
+
+    StepMetrics m;
+    m.step = step + 1;
+    m.total_steps = tc.steps;
+    m.loss = r.loss;
+    m.lr = r.lr;
+    m.tokens_per_s = double(tokens_per_step) / dt;
+    m.mfu = m.tokens_per_s * flops.per_token / peak;
+    m.peak_mem_bytes = int64_t(memory_stats::peak_rss_bytes());
+    m.elapsed_s = seconds_since(t_start);
+    m.eta_s = m.elapsed_s / double(step + 1) * double(tc.steps - step - 1);
+    auto j = step_json(m);
+    j["grad_norm"] = r.grad_norm;
+    j["peak_tensor_bytes"] = memory_stats::peak_bytes();
+    metrics.write(j);
+    if ((step + 1) % tc.log_every == 0 || step + 1 == tc.steps) log << format_progress_line(m) << "\n";
+    log.flush();
+  }
+
+  summary.tokens_per_s = timed_seconds > 0 ? double(timed_tokens) / timed_seconds : 0.0;
+  summary.mfu = summary.tokens_per_s * flops.per_token / peak;
+  summary.val_loss_after = data.val_tokens().empty() ? std::nan("")
+                                                     : evaluate(model, data, tc.batch_size, eval_batches);
+  summary.peak_rss_bytes = memory_stats::peak_rss_bytes();
+  summary.peak_tensor_bytes = memory_stats::peak_bytes();
+
+  if (cfg.lora.enabled) {
+    summary.files_written.push_back(save_adapters(model, out_dir));
+  } else {
+    for (auto& f : save_base_model(model, out_dir)) summary.files_written.push_back(f);
+  }
+
+  log << "done: " << tc.steps << " steps, final loss " << summary.losses.back();
+  if (!data.val_tokens().empty())
+    log << ", validation loss " << summary.val_loss_before << " -> " << summary.val_loss_after;
+  log << "\n"
+      << "throughput: " << std::lround(summary.tokens_per_s) << " tokens/s, MFU "
+      << std::round(summary.mfu * 1000.0) / 10.0 << "%, peak memory "
+      << format_bytes(int64_t(summary.peak_rss_bytes)) << " (tensors "
+      << format_bytes(int64_t(summary.peak_tensor_bytes)) << ")\n"
+      << "wrote:\n";
+  for (const auto& f : summary.files_written) log << "  " << f << "\n";
+  return summary;
+}
+
+}  // namespace mt

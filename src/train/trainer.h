@@ -1,0 +1,25 @@
+// The single-process training loop: data -> micro-batches -> forward/backward -> clip -> AdamW,
+// with progress lines, metrics.jsonl, evaluation before and after, and the final weights.
+#pragma once
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "train/run_config.h"
+
+namespace mt {
+
+struct TrainSummary {
+  std::vector<double> losses;  // mean training loss per step
+  double val_loss_before = 0.0, val_loss_after = 0.0;
+  double tokens_per_s = 0.0;   // mean over steps after the first (which builds GEMM primitives)
+  double mfu = 0.0;
+  size_t peak_rss_bytes = 0;
+  size_t peak_tensor_bytes = 0;
+  std::vector<std::string> files_written;
+};
+
+// Runs the whole job described by cfg, printing progress to `log`. Throws mt::Error on bad input.
+TrainSummary train(const RunConfig& cfg, std::ostream& log);
+
+}  // namespace mt

@@ -1,0 +1,44 @@
+#include "kernels/cpu/swiglu.h"
+
+#include "core/bf16.h"
+#include "kernels/cpu/fast_exp.h"
+
+namespace mt {
+
+namespace {
+constexpr int64_t kParallelMin = 1 << 15;
+inline float sigmoid(float a) { return 1.0f / (1.0f + fast_exp(-a)); }
+}  // namespace
+
+// Each element's inputs are read before its outputs are written, so outputs may alias inputs
+// element for element (the simd pragma promises no cross-element overlap, nothing more).
+template <class T>
+void swiglu_forward(T* h, const T* gate, const T* up, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = to_float(gate[i]), u = to_float(up[i]);
+    h[i] = from_float<T>(g * sigmoid(g) * u);
+  }
+}
+
+// d silu(g)/dg = s + g s (1 - s) with s = sigmoid(g).
+template <class T>
+void swiglu_backward(T* dgate, T* dup, const T* dh, const T* gate, const T* up, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = to_float(gate[i]), u = to_float(up[i]), d = to_float(dh[i]);
+    const float s = sigmoid(g);
+    const float silu = g * s;
+    dgate[i] = from_float<T>(d * u * (s + silu * (1.0f - s)));
+    dup[i] = from_float<T>(d * silu);
+  }
+}
+
+#define MT_INSTANTIATE(T)                                                     \
+  template void swiglu_forward<T>(T*, const T*, const T*, int64_t);           \
+  template void swiglu_backward<T>(T*, T*, const T*, const T*, const T*, int64_t);
+MT_INSTANTIATE(float)
+MT_INSTANTIATE(bf16)
+#undef MT_INSTANTIATE
+
+}  // namespace mt

@@ -1,0 +1,341 @@
+// Causal GQA attention, FlashAttention-2 style on the CPU. See attention.h for the contract and
+// attention_tiles.h for the tile kernels.
+//
+// Forward: one work item per (batch, KV head, query tile). The item runs all query heads of the
+// KV group, so each K/V tile is converted and transposed once and used by every head of the
+// group. Online softmax in the log2 domain (exp2 is cheaper than exp; lse is stored as natural
+// log as the contract says).
+//
+// Backward: one work item per (batch, KV head, key chunk). An item owns the dK/dV rows of its key
+// tiles, summed over the query heads of the group and the query tiles in a fixed order, so GQA
+// needs no atomics. dQ of a query tile receives contributions from every key tile; when a
+// (batch, KV head) is split into several key chunks (only when there are fewer (b, KV head) pairs
+// than threads), each chunk writes its own f32 dQ partial and the partials are summed in chunk
+// order afterwards. Results are therefore bit-identical run to run for a fixed thread count.
+#include "kernels/cpu/attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/error.h"
+#include "kernels/cpu/attention_tiles.h"
+
+namespace mt {
+
+namespace {
+
+using namespace attn;
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// Shape facts used everywhere.
+struct Geo {
+  int64_t B, T, Hq, Hkv, D;
+  int64_t Dp;     // D padded to kPad
+  int64_t nrep;   // query heads per KV head
+  int64_t nt;     // tiles along T
+  int64_t qs;     // row stride of q/out/dq (elements between consecutive tokens)
+  int64_t ks;     // row stride of k/v/dk/dv
+  float scale;    // 1/sqrt(D)
+  explicit Geo(const AttentionShape& s)
+      : B(s.B), T(s.T), Hq(s.Hq), Hkv(s.Hkv), D(s.D), Dp(pad_dim(s.D)), nrep(s.Hq / s.Hkv),
+        nt((s.T + kTile - 1) / kTile), qs(s.Hq * s.D), ks(s.Hkv * s.D),
+        scale(1.0f / std::sqrt(float(s.D))) {}
+};
+
+void check_shape(const AttentionShape& s) {
+  MT_CHECK(s.B > 0 && s.T > 0 && s.Hq > 0 && s.Hkv > 0 && s.D > 0, "attention sizes");
+  MT_CHECK(s.Hq % s.Hkv == 0, "query heads must be a multiple of KV heads");
+}
+
+// Does the (query tile qt, key tile kt) block hold any pair the mask lets through? Only asked
+// with segments (packed documents make many off-diagonal tiles empty). Skipping an empty tile is
+// bit-exact with processing it: it would add P = 0 and rescale by exp2(0) = 1.
+bool tile_has_pair(const int32_t* seg, int64_t i0, int64_t mq, int64_t j0, int64_t nk) {
+  for (int64_t i = 0; i < mq; ++i)
+    for (int64_t j = 0; j < nk && j0 + j <= i0 + i; ++j)
+      if (seg[j0 + j] == seg[i0 + i]) return true;
+  return false;
+}
+
+// Set the masked entries of one score row to -inf: keys after the query (causal), keys past T
+// (partial tile padding) and keys of another segment.
+void mask_row(float* s, int64_t qi, int64_t j0, int64_t nk, const int32_t* seg) {
+  if (seg) {
+    const int32_t sq = seg[qi];
+    const int32_t* sk = seg + j0;
+    for (int64_t j = 0; j < nk; ++j) s[j] = (j0 + j > qi || sk[j] != sq) ? kNegInf : s[j];
+  } else {
+    for (int64_t j = 0; j < nk; ++j) s[j] = (j0 + j > qi) ? kNegInf : s[j];
+  }
+  for (int64_t j = nk; j < kTile; ++j) s[j] = kNegInf;
+}
+
+float hmax(vf v) {
+  float m = v[0];
+  for (int i = 1; i < kVL; ++i) m = v[i] > m ? v[i] : m;
+  return m;
+}
+float hsum(vf v) {
+  float s = 0.0f;
+  for (int i = 0; i < kVL; ++i) s += v[i];
+  return s;
+}
+
+constexpr int kTV = kTile / kVL;  // vectors per score row
+
+// Per-thread forward scratch, sized for one work item.
+struct FwdScratch {
+  Buffer<float> buf;
+  float *kt, *v, *s, *q, *o, *m, *l;
+  explicit FwdScratch(const Geo& g) {
+    const int64_t tile = kTile * g.Dp;
+    buf.resize(2 * tile + kTile * kTile + g.nrep * (2 * tile + 2 * kTile));
+    float* p = buf.data();
+    kt = p, p += tile;
+    v = p, p += tile;
+    s = p, p += kTile * kTile;
+    q = p, p += g.nrep * tile;
+    o = p, p += g.nrep * tile;
+    m = p, p += g.nrep * kTile;
+    l = p;
+  }
+};
+
+// Online-softmax update of one row with a new tile of raw scores s (already masked): turns s into
+// P = exp2(s*c2 - m_new), updates max m and sum l, returns the factor the output row must be
+// rescaled by. -inf - -inf cannot occur: an all-masked row so far uses 0 as its reference max.
+float softmax_row(float* s, float& m, float& l, float c2) {
+  vf mx = vsplat(kNegInf);
+  for (int v = 0; v < kTV; ++v) mx = vmax(mx, vload(s + v * kVL) * c2);
+  const float m_new = std::fmax(m, hmax(mx));
+  const float ref = m_new == kNegInf ? 0.0f : m_new;
+  vf sum = vf{};
+  for (int v = 0; v < kTV; ++v) {
+    vf p = vexp2(vload(s + v * kVL) * c2 - ref);
+    vstore(s + v * kVL, p);
+    sum += p;
+  }
+  const float alpha = vexp2(vsplat(m - ref))[0];
+  l = l * alpha + hsum(sum);
+  m = m_new;
+  return alpha;
+}
+
+template <class T>
+void forward_item(T* out, float* lse, const T* q, const T* k, const T* v, const int32_t* seg,
+                  const Geo& g, FwdScratch& sc, int64_t b, int64_t kvh, int64_t qt) {
+  const int64_t i0 = qt * kTile, mq = std::min<int64_t>(kTile, g.T - i0);
+  const int64_t tile = kTile * g.Dp;
+  const float c2 = g.scale * kLog2e;
+  const int32_t* segb = seg ? seg + b * g.T : nullptr;
+  for (int64_t r = 0; r < g.nrep; ++r) {
+    const int64_t h = kvh * g.nrep + r;
+    load_rows(sc.q + r * tile, g.Dp, q + (b * g.T + i0) * g.qs + h * g.D, g.qs, mq, mq, g.D);
+    std::memset(sc.o + r * tile, 0, sizeof(float) * mq * g.Dp);
+    for (int64_t i = 0; i < mq; ++i) sc.m[r * kTile + i] = kNegInf, sc.l[r * kTile + i] = 0.0f;
+  }
+  for (int64_t kt = 0; kt <= qt; ++kt) {
+    const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.T - j0);
+    if (segb && !tile_has_pair(segb, i0, mq, j0, nk)) continue;
+    const T* kb = k + (b * g.T + j0) * g.ks + kvh * g.D;
+    load_rows(sc.v, g.Dp, kb, g.ks, nk, kTile, g.D);  // K rows, staged in v's space
+    transpose_tile(sc.kt, sc.v, g.Dp);
+    load_rows(sc.v, g.Dp, v + (b * g.T + j0) * g.ks + kvh * g.D, g.ks, nk, kTile, g.D);
+    const bool masked = kt == qt || nk < kTile || segb;
+    for (int64_t r = 0; r < g.nrep; ++r) {
+      float* o = sc.o + r * tile;
+      mm<false>(sc.s, kTile, sc.q + r * tile, g.Dp, 1, sc.kt, kTile, mq, kTile, g.D);
+      for (int64_t i = 0; i < mq; ++i) {
+        float* s = sc.s + i * kTile;
+        if (masked) mask_row(s, i0 + i, j0, nk, segb);
+        const float alpha = softmax_row(s, sc.m[r * kTile + i], sc.l[r * kTile + i], c2);
+        if (alpha != 1.0f)
+          for (int64_t d = 0; d < g.Dp; ++d) o[i * g.Dp + d] *= alpha;
+      }
+      mm<true>(o, g.Dp, sc.s, kTile, 1, sc.v, g.Dp, mq, g.Dp, nk);
+    }
+  }
+  for (int64_t r = 0; r < g.nrep; ++r) {
+    const int64_t h = kvh * g.nrep + r;
+    for (int64_t i = 0; i < mq; ++i) {
+      const float l = sc.l[r * kTile + i], m = sc.m[r * kTile + i];
+      // l == 0 only if a row saw no key (impossible with a causal mask): output 0, lse -inf.
+      store_row(out + (b * g.T + i0 + i) * g.qs + h * g.D, sc.o + r * tile + i * g.Dp, g.D,
+                l > 0.0f ? 1.0f / l : 0.0f);
+      lse[(b * g.Hq + h) * g.T + i0 + i] = l > 0.0f ? (m + std::log2(l)) * kLn2 : kNegInf;
+    }
+  }
+}
+
+// Per-thread backward scratch.
+struct BwdScratch {
+  Buffer<float> buf;
+  float *k, *kt, *vt, *dk, *dv, *q, *dout, *p, *ds;
+  explicit BwdScratch(const Geo& g) {
+    const int64_t tile = kTile * g.Dp;
+    buf.resize(7 * tile + 2 * kTile * kTile);
+    float* x = buf.data();
+    for (float** t : {&k, &kt, &vt, &dk, &dv, &q, &dout}) *t = x, x += tile;
+    p = x, x += kTile * kTile;
+    ds = x;
+  }
+};
+
+// One (query tile, key tile) step of the backward for query head h: recompute P, form dS, and
+// accumulate dV, dK (item-owned tiles) and dQ (this chunk's partial).
+template <class T>
+void backward_step(const T* dout, const float* lse, const float* drow, const T* q,
+                   const int32_t* segb, const Geo& g, BwdScratch& sc, float* dq_part, int64_t b,
+                   int64_t h, int64_t qt, int64_t kt) {
+  const int64_t i0 = qt * kTile, mq = std::min<int64_t>(kTile, g.T - i0);
+  const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.T - j0);
+  const float c2 = g.scale * kLog2e;
+  load_rows(sc.q, g.Dp, q + (b * g.T + i0) * g.qs + h * g.D, g.qs, mq, mq, g.D);
+  load_rows(sc.dout, g.Dp, dout + (b * g.T + i0) * g.qs + h * g.D, g.qs, mq, mq, g.D);
+  mm<false>(sc.p, kTile, sc.q, g.Dp, 1, sc.kt, kTile, mq, kTile, g.D);      // S = Q K^T
+  mm<false>(sc.ds, kTile, sc.dout, g.Dp, 1, sc.vt, kTile, mq, kTile, g.D);  // dP = dO V^T
+  const bool masked = kt == qt || nk < kTile || segb;
+  const float* lse_h = lse + (b * g.Hq + h) * g.T + i0;
+  const float* drow_h = drow + (b * g.Hq + h) * g.T + i0;
+  for (int64_t i = 0; i < mq; ++i) {
+    float* s = sc.p + i * kTile;
+    float* dp = sc.ds + i * kTile;
+    if (masked) mask_row(s, i0 + i, j0, nk, segb);
+    // A row without keys has lse = -inf; +inf as reference makes its P exactly 0, not NaN.
+    const float ref = lse_h[i] == kNegInf ? -kNegInf : lse_h[i] * kLog2e;
+    const float dr = drow_h[i];
+    for (int v = 0; v < kTV; ++v) {
+      vf p = vexp2(vload(s + v * kVL) * c2 - ref);
+      vstore(s + v * kVL, p);
+      // dS = P (dP - D) with the softmax scale folded in (both dQ and dK need it).
+      vstore(dp + v * kVL, p * (vload(dp + v * kVL) - dr) * g.scale);
+    }
+  }
+  mm<true>(sc.dv, g.Dp, sc.p, 1, kTile, sc.dout, g.Dp, nk, g.Dp, mq);  // dV += P^T dO
+  mm<true>(sc.dk, g.Dp, sc.ds, 1, kTile, sc.q, g.Dp, nk, g.Dp, mq);    // dK += dS^T Q
+  mm<true>(dq_part + i0 * g.Dp, g.Dp, sc.ds, kTile, 1, sc.k, g.Dp, mq, g.Dp, nk);  // dQ += dS K
+}
+
+template <class T>
+void backward_item(T* dk, T* dv, const T* dout, const float* lse, const float* drow, const T* q,
+                   const T* k, const T* v, const int32_t* seg, const Geo& g, BwdScratch& sc,
+                   float* dq_part, int64_t b, int64_t kvh, int64_t chunk, int64_t nchunks) {
+  const int32_t* segb = seg ? seg + b * g.T : nullptr;
+  for (int64_t kt = chunk; kt < g.nt; kt += nchunks) {
+    const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.T - j0);
+    const int64_t row0 = (b * g.T + j0) * g.ks + kvh * g.D;
+    load_rows(sc.k, g.Dp, k + row0, g.ks, nk, kTile, g.D);
+    transpose_tile(sc.kt, sc.k, g.Dp);
+    load_rows(sc.dv, g.Dp, v + row0, g.ks, nk, kTile, g.D);  // V rows, staged in dv's space
+    transpose_tile(sc.vt, sc.dv, g.Dp);
+    std::memset(sc.dk, 0, sizeof(float) * kTile * g.Dp);
+    std::memset(sc.dv, 0, sizeof(float) * kTile * g.Dp);
+    for (int64_t r = 0; r < g.nrep; ++r) {
+      const int64_t h = kvh * g.nrep + r;
+      float* dq_h = dq_part + h * g.T * g.Dp;
+      for (int64_t qt = kt; qt < g.nt; ++qt) {
+        const int64_t i0 = qt * kTile, mq = std::min<int64_t>(kTile, g.T - i0);
+        if (segb && !tile_has_pair(segb, i0, mq, j0, nk)) continue;
+        backward_step(dout, lse, drow, q, segb, g, sc, dq_h, b, h, qt, kt);
+      }
+    }
+    for (int64_t j = 0; j < nk; ++j) {
+      store_row(dk + row0 + j * g.ks, sc.dk + j * g.Dp, g.D, 1.0f);
+      store_row(dv + row0 + j * g.ks, sc.dv + j * g.Dp, g.D, 1.0f);
+    }
+  }
+}
+
+}  // namespace
+
+template <class T>
+void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v,
+                       const int32_t* segment, const AttentionShape& s) {
+  check_shape(s);
+  const Geo g(s);
+  const int64_t items = g.B * g.Hkv * g.nt;
+#pragma omp parallel
+  {
+    FwdScratch sc(g);
+    // Round-robin (static, 1) with the heaviest query tiles (most keys) first balances the
+    // causal triangle; each item's result does not depend on which thread runs it.
+#pragma omp for schedule(static, 1)
+    for (int64_t it = 0; it < items; ++it) {
+      const int64_t qt = g.nt - 1 - it % g.nt, kvh = it / g.nt % g.Hkv, b = it / (g.nt * g.Hkv);
+      forward_item(out, lse, q, k, v, segment, g, sc, b, kvh, qt);
+    }
+  }
+}
+
+template <class T>
+void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const float* lse,
+                        const T* q, const T* k, const T* v, const int32_t* segment,
+                        const AttentionShape& s) {
+  check_shape(s);
+  const Geo g(s);
+  // Split a (b, KV head) into key chunks only when there are too few pairs to feed the threads.
+  const int64_t pairs = g.B * g.Hkv;
+  const int64_t nchunks =
+      std::min<int64_t>(g.nt, std::max<int64_t>(1, (omp_get_max_threads() + pairs - 1) / pairs));
+  Buffer<float> drow(size_t(g.B * g.Hq * g.T));
+  Buffer<float> dq_part(size_t(nchunks * g.B * g.Hq * g.T * g.Dp));  // [chunk, b, h, t, Dp]
+
+  // Drow[b, h, t] = sum_d dO * O, the softmax-backward row term.
+#pragma omp parallel for schedule(static)
+  for (int64_t bt = 0; bt < g.B * g.T; ++bt) {
+    const int64_t b = bt / g.T, t = bt % g.T;
+    for (int64_t h = 0; h < g.Hq; ++h) {
+      const T* o = out + bt * g.qs + h * g.D;
+      const T* d = dout + bt * g.qs + h * g.D;
+      float acc = 0.0f;
+      for (int64_t i = 0; i < g.D; ++i) acc += to_float(o[i]) * to_float(d[i]);
+      drow[(b * g.Hq + h) * g.T + t] = acc;
+    }
+  }
+
+  const int64_t items = pairs * nchunks;
+  const int64_t part_stride = g.B * g.Hq * g.T * g.Dp;
+#pragma omp parallel
+  {
+    BwdScratch sc(g);
+#pragma omp for schedule(static, 1)
+    for (int64_t it = 0; it < items; ++it) {
+      const int64_t chunk = it % nchunks, kvh = it / nchunks % g.Hkv, b = it / (nchunks * g.Hkv);
+      float* part = dq_part.data() + chunk * part_stride + b * g.Hq * g.T * g.Dp;
+      backward_item(dk, dv, dout, lse, drow.data(), q, k, v, segment, g, sc, part, b, kvh, chunk,
+                    nchunks);
+    }
+  }
+
+  // dQ = sum of the chunk partials, always in chunk order.
+#pragma omp parallel for schedule(static)
+  for (int64_t bt = 0; bt < g.B * g.T; ++bt) {
+    const int64_t b = bt / g.T, t = bt % g.T;
+    for (int64_t h = 0; h < g.Hq; ++h) {
+      const float* p0 = dq_part.data() + ((b * g.Hq + h) * g.T + t) * g.Dp;
+      T* o = dq + bt * g.qs + h * g.D;
+      for (int64_t i = 0; i < g.D; ++i) {
+        float acc = p0[i];
+        for (int64_t c = 1; c < nchunks; ++c) acc += p0[c * part_stride + i];
+        o[i] = from_float<T>(acc);
+      }
+    }
+  }
+}
+
+#define MT_INSTANTIATE(T)                                                                    \
+  template void attention_forward<T>(T*, float*, const T*, const T*, const T*, const int32_t*, \
+                                     const AttentionShape&);                                 \
+  template void attention_backward<T>(T*, T*, T*, const T*, const T*, const float*, const T*, \
+                                      const T*, const T*, const int32_t*, const AttentionShape&);
+MT_INSTANTIATE(float)
+MT_INSTANTIATE(bf16)
+#undef MT_INSTANTIATE
+
+}  // namespace mt

@@ -1,0 +1,150 @@
+// Tile-level building blocks of the attention kernel (internal to attention.cpp): a small f32
+// matrix-multiply micro-kernel, a vectorised exp2, and loaders that turn a tile of q/k/v rows
+// (bf16 or f32, strided by heads) into a dense, zero-padded f32 scratch tile.
+//
+// Why hand-written rather than the oneDNN wrapper: a 64x64x64 tile product is ~0.5 MFLOP, so
+// per-call overhead (cache lookup, memory objects, stream wait) would dominate; these loops run
+// straight out of L1. GCC vector extensions give explicit register blocking while staying
+// portable (without AVX-512 the compiler splits the vectors; slower but correct).
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "core/bf16.h"
+
+namespace mt::attn {
+
+// Vector width in floats for the build target.
+#if defined(__AVX512F__)
+constexpr int kVL = 16;
+constexpr int kRows = 4;  // 4 rows x 4 vectors = 16 accumulators of the 32 zmm registers
+#elif defined(__AVX2__)
+constexpr int kVL = 8;
+constexpr int kRows = 2;
+#else
+constexpr int kVL = 4;
+constexpr int kRows = 2;
+#endif
+typedef float vf __attribute__((vector_size(kVL * 4)));
+typedef int32_t vi __attribute__((vector_size(kVL * 4)));
+
+// Tile edge (query rows per tile = key columns per tile). 64x64 f32 = 16 KiB: the operands of
+// one tile product fit in L1 together.
+constexpr int kTile = 64;
+// Head dimension is padded to a multiple of this in scratch tiles, so every row is whole vectors.
+constexpr int kPad = 16;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+inline int64_t pad_dim(int64_t d) { return (d + kPad - 1) / kPad * kPad; }
+
+// Unaligned loads/stores (memcpy compiles to one vmovups; no aliasing questions).
+inline vf vload(const float* p) {
+  vf v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void vstore(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
+inline vf vsplat(float x) { return vf{} + x; }
+inline vf vmax(vf a, vf b) { return a > b ? a : b; }
+
+// 2^x for a vector. Range reduction x = n + r with n = round(x), |r| <= 1/2, then a degree-7
+// Taylor polynomial of 2^r (relative error < 1e-8, below f32 rounding) and 2^n put into the
+// exponent bits. x is clamped to [-127, 127]; at -127 the exponent field is 0, so -inf (a masked
+// score) gives exactly 0, which the online softmax relies on.
+inline vf vexp2(vf x) {
+  x = vmax(x, vsplat(-127.0f));
+  x = x < 127.0f ? x : vsplat(127.0f);
+  const float magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer (ties to even)
+  vf t = x + magic;
+  vf n = t - magic;
+  vf r = x - n;  // exact
+  vi ni = (vi)t - (vi)vsplat(magic);  // the integer n, read from the mantissa bits of t
+  vf p = vsplat(1.5252733804059840e-05f);
+  p = p * r + 1.5403530393381609e-04f;
+  p = p * r + 1.3333558146428443e-03f;
+  p = p * r + 9.6181291076284772e-03f;
+  p = p * r + 5.5504108664821580e-02f;
+  p = p * r + 2.4022650695910071e-01f;
+  p = p * r + 6.9314718055994531e-01f;
+  p = p * r + 1.0f;
+  vf scale = (vf)((ni + 127) << 23);
+  return p * scale;
+}
+
+// C[R x (NV*kVL)] (+)= A[R x K] * B[K x (NV*kVL)], accumulators held in registers.
+// A(i, k) is read at a[i*ars + k*aks], so a transposed A (P^T, dS^T) costs nothing extra.
+template <int R, int NV, bool kAcc>
+inline void mm_block(float* c, int64_t ldc, const float* a, int64_t ars, int64_t aks,
+                     const float* b, int64_t ldb, int64_t K) {
+  vf acc[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = kAcc ? vload(c + r * ldc + v * kVL) : vf{};
+  for (int64_t k = 0; k < K; ++k) {
+    vf bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) bv[v] = vload(b + k * ldb + v * kVL);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      vf av = vsplat(a[r * ars + k * aks]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] += av * bv[v];
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) vstore(c + r * ldc + v * kVL, acc[r][v]);
+}
+
+template <int R, bool kAcc>
+inline void mm_rows(float* c, int64_t ldc, const float* a, int64_t ars, int64_t aks,
+                    const float* b, int64_t ldb, int64_t N, int64_t K) {
+  constexpr int kWide = 64 / kVL;  // a 64-float column block per pass
+  int64_t n = 0;
+  for (; n + kWide * kVL <= N; n += kWide * kVL)
+    mm_block<R, kWide, kAcc>(c + n, ldc, a, ars, aks, b + n, ldb, K);
+  for (; n < N; n += kVL) mm_block<R, 1, kAcc>(c + n, ldc, a, ars, aks, b + n, ldb, K);
+}
+
+// C[M x N] (+)= A[M x K] * B[K x N]; B and C row-major, N a multiple of kVL. The summation order
+// over k is fixed (k ascending), so results do not depend on threads or tiling of M and N.
+template <bool kAcc>
+inline void mm(float* c, int64_t ldc, const float* a, int64_t ars, int64_t aks, const float* b,
+               int64_t ldb, int64_t M, int64_t N, int64_t K) {
+  int64_t i = 0;
+  for (; i + kRows <= M; i += kRows)
+    mm_rows<kRows, kAcc>(c + i * ldc, ldc, a + i * ars, ars, aks, b, ldb, N, K);
+  for (; i < M; ++i) mm_rows<1, kAcc>(c + i * ldc, ldc, a + i * ars, ars, aks, b, ldb, N, K);
+}
+
+// dst[r, 0:dp] = f32(src[r*stride + 0:d]) for r < rows, zero in the padding columns and in rows
+// rows..rows_total (a partial tile then behaves like a full one whose extra rows are zero).
+template <class T>
+inline void load_rows(float* dst, int64_t dp, const T* src, int64_t stride, int64_t rows,
+                      int64_t rows_total, int64_t d) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* s = src + r * stride;
+    float* o = dst + r * dp;
+    for (int64_t i = 0; i < d; ++i) o[i] = to_float(s[i]);
+    for (int64_t i = d; i < dp; ++i) o[i] = 0.0f;
+  }
+  if (rows_total > rows) std::memset(dst + rows * dp, 0, sizeof(float) * (rows_total - rows) * dp);
+}
+
+// dst[c, r] = src[r, c] for a kTile-row tile: K^T and V^T are the B operands whose rows must run
+// over keys. Done once per key tile and shared by every query tile and head that uses it.
+inline void transpose_tile(float* dst, const float* src, int64_t dp) {
+  for (int64_t c = 0; c < dp; ++c)
+    for (int r = 0; r < kTile; ++r) dst[c * kTile + r] = src[r * dp + c];
+}
+
+// Store a row of f32 as T (first d values).
+template <class T>
+inline void store_row(T* dst, const float* src, int64_t d, float mul) {
+  for (int64_t i = 0; i < d; ++i) dst[i] = from_float<T>(src[i] * mul);
+}
+
+}  // namespace mt::attn

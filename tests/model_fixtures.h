@@ -37,10 +37,10 @@ struct TinyBatch {
 inline TinyBatch tiny_batch(int64_t vocab, uint64_t seed = 7, int64_t B = 2, int64_t T = 6) {
   TinyBatch b;
   b.B = B, b.T = T;
-  std::mt19937 rng(uint32_t(seed));
+  std::mt19937 gen{uint32_t(seed)};
   for (int64_t i = 0; i < B * T; ++i) {
-    b.tokens.push_back(int32_t(rng() % vocab));
-    b.targets.push_back(int32_t(rng() % vocab));
+    b.tokens.push_back(int32_t(gen() % vocab));
+    b.targets.push_back(int32_t(gen() % vocab));
   }
   b.targets[1] = -1;  // one ignored position exercises the loss mask
   return b;

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "model_fixtures.h"
@@ -48,8 +49,15 @@ TEST_P(Lora, MergedAdapterGivesTheSameLogits) {
   auto before = logits_of(m, batch.input());
   m.merge_adapters();
   auto after = logits_of(m, batch.input());
-  const float tol = GetParam() == Precision::fp32 ? 1e-4f : 5e-2f;
-  for (size_t i = 0; i < before.size(); ++i) ASSERT_NEAR(before[i], after[i], tol) << i;
+  if (GetParam() == Precision::fp32) {
+    for (size_t i = 0; i < before.size(); ++i) ASSERT_NEAR(before[i], after[i], 1e-4f) << i;
+  } else {
+    // bf16 rounds the merged weights and every activation: compare the logits as a whole.
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < before.size(); ++i)
+      diff += (before[i] - after[i]) * (before[i] - after[i]), norm += before[i] * before[i];
+    EXPECT_LT(std::sqrt(diff / norm), 3e-2);
+  }
   for (auto& p : m.adapters().params())
     if (p.name.find("lora_B") != std::string::npos)
       for (int64_t i = 0; i < p.numel; ++i) ASSERT_EQ(p.master[i], 0.0f);

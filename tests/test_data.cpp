@@ -5,6 +5,8 @@
 #include <fstream>
 #include <set>
 
+#include <unistd.h>
+
 #include "core/error.h"
 #include "data/byte_tokenizer.h"
 #include "data/text_dataset.h"
@@ -25,7 +27,7 @@ std::string error_of(F&& f) {
 
 std::filesystem::path temp_file(const std::string& name, const std::string& content) {
   auto p = std::filesystem::temp_directory_path() /
-           ("meshtrain_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+           ("meshtrain_test_" + std::to_string(::getpid()) +
             "_" + name);
   std::ofstream(p, std::ios::binary) << content;
   return p;

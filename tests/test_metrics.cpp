@@ -5,6 +5,8 @@
 #include <fstream>
 #include <limits>
 
+#include <unistd.h>
+
 #include "core/error.h"
 #include "train/metrics.h"
 
@@ -60,7 +62,8 @@ TEST(MetricsFormat, ProgressLine) {
 }
 
 TEST(MetricsJsonl, OneValidJsonObjectPerLine) {
-  auto path = std::filesystem::temp_directory_path() / "meshtrain_test_metrics" / "sub" / "m.jsonl";
+  auto path = std::filesystem::temp_directory_path() /
+              ("meshtrain_test_metrics_" + std::to_string(::getpid())) / "sub" / "m.jsonl";
   std::filesystem::remove_all(path.parent_path().parent_path());
   {
     JsonlWriter w(path.string(), /*append=*/false);

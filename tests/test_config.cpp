@@ -131,6 +131,7 @@ TEST(ConfigOverride, QuotedString) {
 TEST(ConfigOverride, BareWordIsString) {
   EXPECT_EQ(parse_default({"train.precision=fp32"}).train.precision, Precision::fp32);
   EXPECT_EQ(parse_default({"data.path=/tmp/some file.txt"}).data.path, "/tmp/some file.txt");
+  EXPECT_EQ(parse_default({"output.dir=2024"}).output.dir, "2024");  // string key: raw text
   // Only the first '=' splits.
   EXPECT_EQ(parse_default({"output.dir=runs/a=b"}).output.dir, "runs/a=b");
 }

@@ -440,7 +440,13 @@ std::string apply_override(toml::table& doc, const std::string& ov) {
     }
     tbl = n->as_table();
   }
-  toml::table v = parse_override_value(ov.substr(eq + 1));
+  const std::string raw = ov.substr(eq + 1);
+  toml::table v = parse_override_value(raw);
+  // For a string-valued key the raw text is the string, even when it happens to be valid TOML of
+  // another type (--set output.dir=2024, --set data.path=inf).
+  if (!v.get("v")->is_string() &&
+      (path == "data.path" || path == "output.dir" || path == "train.precision"))
+    v.insert_or_assign("v", raw);
   v.get("v")->visit([&](auto& node) { tbl->insert_or_assign(parts.back(), node); });
 
   // Type-check the value on its own now, so a bad value is blamed on this --set, not the file.

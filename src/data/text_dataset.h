@@ -1,0 +1,93 @@
+// Plain text -> byte tokens -> train/validation splits -> batches of next-token prediction.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mt {
+
+// The built-in demo text (original English prose, about 10 KB), used when data.path is empty.
+std::string_view builtin_text();
+
+// One micro-batch: `inputs` and `targets` are [batch_size, seq_len] row-major token ids, and
+// targets[b][t] = inputs[b][t + 1] within the same window of seq_len + 1 tokens.
+struct Batch {
+  std::vector<int32_t> inputs, targets;
+  int64_t batch_size = 0, seq_len = 0;
+};
+
+// Everything needed to reproduce the sampler's future batches (saved in checkpoints).
+struct SamplerState {
+  uint64_t seed = 0;
+  int64_t batches_drawn = 0;
+};
+
+class TextDataset {
+ public:
+  // Loads the plain-text file at `path` (empty: the built-in demo text), tokenises it with the
+  // byte tokenizer and splits it: the last floor(n * val_fraction) tokens are the validation
+  // split, the rest the training split. Throws mt::Error naming the file when it is missing,
+  // unreadable or empty, and when a split is shorter than seq_len + 1 tokens (a validation split
+  // is only required when val_fraction > 0).
+  TextDataset(const std::string& path, double val_fraction, int64_t seq_len);
+  // Same, from text in memory; `name` is used in error messages.
+  static TextDataset from_text(std::string_view text, double val_fraction, int64_t seq_len,
+                               const std::string& name = "<text>");
+
+  const std::vector<int32_t>& train_tokens() const { return train_; }
+  const std::vector<int32_t>& val_tokens() const { return val_; }
+  int64_t seq_len() const { return seq_len_; }
+  const std::string& name() const { return name_; }  // the file path, or "<built-in text>"
+
+ private:
+  TextDataset() = default;
+  void init(std::string_view text, double val_fraction, int64_t seq_len);
+
+  std::vector<int32_t> train_, val_;
+  int64_t seq_len_ = 0;
+  std::string name_;
+};
+
+// Random windows of seq_len + 1 tokens from the training split. Batch k depends only on
+// (seed, k), so the sequence is the same on every platform and a restored sampler continues
+// exactly where the saved one stopped. Keeps a reference to the dataset.
+class BatchSampler {
+ public:
+  BatchSampler(const TextDataset& data, int64_t batch_size, uint64_t seed);
+
+  Batch next();
+  SamplerState state() const { return {seed_, drawn_}; }
+  void restore(const SamplerState& s);
+
+  int64_t batch_size() const { return batch_size_; }
+
+ private:
+  const TextDataset* data_;
+  int64_t batch_size_;
+  uint64_t seed_;
+  int64_t drawn_ = 0;
+};
+
+// The validation split cut into consecutive non-overlapping windows (window i: inputs are tokens
+// [i*seq_len, (i+1)*seq_len), targets the same shifted by one), grouped into batches of up to
+// batch_size windows; the last batch may be smaller. Fixed, so evaluations are comparable.
+class ValidationBatches {
+ public:
+  ValidationBatches(const TextDataset& data, int64_t batch_size);
+
+  int64_t num_windows() const { return num_windows_; }
+  int64_t num_batches() const { return (num_windows_ + batch_size_ - 1) / batch_size_; }
+  // Fills `out` with the next batch; false once the split is exhausted (then call reset()).
+  bool next(Batch& out);
+  void reset() { pos_ = 0; }
+
+ private:
+  const TextDataset* data_;
+  int64_t batch_size_;
+  int64_t num_windows_;
+  int64_t pos_ = 0;  // next window
+};
+
+}  // namespace mt

@@ -1,0 +1,95 @@
+#include "train/metrics.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace mt {
+
+std::string format_bytes(int64_t bytes) {
+  if (bytes < 0) return std::string("-").append(format_bytes(bytes == INT64_MIN ? INT64_MAX : -bytes));
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  static const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = double(bytes) / 1024.0;
+  int u = 0;
+  // Move up a unit when the value would print as 1024 or more.
+  while (v >= 1023.995 && u < 5) v /= 1024.0, ++u;
+  char buf[32];
+  if (v < 9.995)
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+  else if (v < 99.95)
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f %s", v, units[u]);
+  return buf;
+}
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  char buf[48];
+  if (seconds < 9.995) {
+    std::snprintf(buf, sizeof buf, "%.2fs", seconds);
+    return buf;
+  }
+  const long long s = std::llround(seconds);
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%llds", s);
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
+  } else {
+    const long long m = (s + 30) / 60;  // minutes, rounded
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", m / 60, m % 60);
+  }
+  return buf;
+}
+
+std::string format_progress_line(const StepMetrics& m) {
+  const int width = int(std::to_string(m.total_steps).size());
+  char head[64], loss[32], lr[32], tok[32], mfu[32];
+  std::snprintf(head, sizeof head, "step %*lld/%lld", width, (long long)m.step,
+                (long long)m.total_steps);
+  std::snprintf(loss, sizeof loss, "loss %.4f", m.loss);
+  std::snprintf(lr, sizeof lr, "lr %.2e", m.lr);
+  std::snprintf(tok, sizeof tok, "%.0f tok/s", std::isfinite(m.tokens_per_s) ? m.tokens_per_s : 0.0);
+  std::snprintf(mfu, sizeof mfu, "MFU %.1f%%", 100.0 * m.mfu);
+  return std::string(head) + " | " + loss + " | " + lr + " | " + tok + " | " + mfu + " | mem " +
+         format_bytes(m.peak_mem_bytes) + " | elapsed " + format_duration(m.elapsed_s) + " | eta " +
+         format_duration(m.eta_s);
+}
+
+nlohmann::json step_json(const StepMetrics& m) {
+  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  return nlohmann::json{{"step", m.step},
+                        {"total_steps", m.total_steps},
+                        {"loss", num(m.loss)},
+                        {"lr", num(m.lr)},
+                        {"tokens_per_s", num(m.tokens_per_s)},
+                        {"mfu", num(m.mfu)},
+                        {"peak_mem_bytes", m.peak_mem_bytes},
+                        {"elapsed_s", num(m.elapsed_s)},
+                        {"eta_s", num(m.eta_s)}};
+}
+
+JsonlWriter::JsonlWriter(const std::string& path, bool append) : path_(path) {
+  std::filesystem::path p(path);
+  if (p.has_parent_path()) {
+    std::error_code ec;
+    std::filesystem::create_directories(p.parent_path(), ec);
+    if (ec) fail("cannot create directory '" + p.parent_path().string() + "' for '" + path +
+                 "': " + ec.message());
+  }
+  out_.open(path, append ? std::ios::app : std::ios::trunc);
+  if (!out_) fail("cannot open metrics file '" + path + "' for writing");
+}
+
+void JsonlWriter::write(const nlohmann::json& obj) {
+  // dump() escapes control characters, so the object is always exactly one line. Invalid UTF-8
+  // in strings is replaced rather than thrown on.
+  out_ << obj.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+  out_.flush();
+  if (!out_) fail("cannot write to metrics file '" + path_ + "'");
+}
+
+}  // namespace mt

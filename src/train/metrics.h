@@ -1,0 +1,51 @@
+// Progress reporting: the one-line console summary of a step, metrics.jsonl, and human-readable
+// byte counts and durations.
+#pragma once
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace mt {
+
+struct StepMetrics {
+  int64_t step = 0;         // 1-based step just finished
+  int64_t total_steps = 0;
+  double loss = 0.0;
+  double lr = 0.0;
+  double tokens_per_s = 0.0;
+  double mfu = 0.0;         // model FLOPs utilisation, a fraction (0.412 -> "41.2%")
+  int64_t peak_mem_bytes = 0;
+  double elapsed_s = 0.0;
+  double eta_s = 0.0;
+};
+
+// "1.23 GiB", "512 B", "12.0 KiB" (binary units; three significant digits from KiB up).
+std::string format_bytes(int64_t bytes);
+// "0.42s" below 10 s, "45s", "1m05s", "2h03m"; "?" for a negative or non-finite duration.
+std::string format_duration(double seconds);
+// "step   12/200 | loss 2.3456 | lr 1.20e-03 | 1234 tok/s | MFU 41.2% | mem 1.23 GiB |
+//  elapsed 14s | eta 1m05s" (one line; the step is padded to the width of the total).
+std::string format_progress_line(const StepMetrics& m);
+
+// The JSON object written for one step (keys: step, total_steps, loss, lr, tokens_per_s, mfu,
+// peak_mem_bytes, elapsed_s, eta_s; a non-finite number becomes null).
+nlohmann::json step_json(const StepMetrics& m);
+
+// Appends one JSON object per line to a file and flushes after every line, so the file is valid
+// JSONL even if the run is killed. Creates the parent directory. Throws mt::Error naming the file
+// when it cannot be opened or written.
+class JsonlWriter {
+ public:
+  explicit JsonlWriter(const std::string& path, bool append = true);
+  void write(const nlohmann::json& obj);
+  void write(const StepMetrics& m) { write(step_json(m)); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+}  // namespace mt

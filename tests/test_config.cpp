@@ -1,0 +1,352 @@
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "train/run_config.h"
+
+namespace mt {
+namespace {
+
+// The mt::Error message thrown by f, or a test failure when it does not throw one.
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "error message is not one line: " << msg;
+    return msg;
+  }
+  ADD_FAILURE() << "expected an mt::Error";
+  return "";
+}
+
+std::string parse_error(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  return error_of([&] { parse_run_config(text, overrides, "run.toml"); });
+}
+
+std::string default_error(const std::vector<std::string>& overrides) {
+  return error_of([&] { parse_run_config(default_run_config_toml(), overrides, "run.toml"); });
+}
+
+RunConfig parse_default(const std::vector<std::string>& overrides = {}) {
+  return parse_run_config(default_run_config_toml(), overrides, "default");
+}
+
+void expect_same(const RunConfig& a, const RunConfig& b) {
+  EXPECT_EQ(a.model.hidden_size, b.model.hidden_size);
+  EXPECT_EQ(a.model.intermediate_size, b.model.intermediate_size);
+  EXPECT_EQ(a.model.num_hidden_layers, b.model.num_hidden_layers);
+  EXPECT_EQ(a.model.num_attention_heads, b.model.num_attention_heads);
+  EXPECT_EQ(a.model.num_key_value_heads, b.model.num_key_value_heads);
+  EXPECT_EQ(a.model.vocab_size, b.model.vocab_size);
+  EXPECT_EQ(a.model.max_position_embeddings, b.model.max_position_embeddings);
+  EXPECT_EQ(a.model.rms_norm_eps, b.model.rms_norm_eps);
+  EXPECT_EQ(a.model.rope_theta, b.model.rope_theta);
+  EXPECT_EQ(a.model.rope_scaling.factor, b.model.rope_scaling.factor);
+  EXPECT_EQ(a.model.rope_scaling.low_freq_factor, b.model.rope_scaling.low_freq_factor);
+  EXPECT_EQ(a.model.rope_scaling.high_freq_factor, b.model.rope_scaling.high_freq_factor);
+  EXPECT_EQ(a.model.rope_scaling.original_max_position_embeddings,
+            b.model.rope_scaling.original_max_position_embeddings);
+  EXPECT_EQ(a.model.tie_word_embeddings, b.model.tie_word_embeddings);
+  EXPECT_EQ(a.lora.enabled, b.lora.enabled);
+  EXPECT_EQ(a.lora.rank, b.lora.rank);
+  EXPECT_EQ(a.lora.alpha, b.lora.alpha);
+  EXPECT_EQ(a.lora.targets, b.lora.targets);
+  EXPECT_EQ(a.lora.init_std, b.lora.init_std);
+  EXPECT_EQ(a.optim.lr, b.optim.lr);
+  EXPECT_EQ(a.optim.min_lr, b.optim.min_lr);
+  EXPECT_EQ(a.optim.warmup_steps, b.optim.warmup_steps);
+  EXPECT_EQ(a.optim.weight_decay, b.optim.weight_decay);
+  EXPECT_EQ(a.optim.beta1, b.optim.beta1);
+  EXPECT_EQ(a.optim.beta2, b.optim.beta2);
+  EXPECT_EQ(a.optim.eps, b.optim.eps);
+  EXPECT_EQ(a.optim.grad_clip, b.optim.grad_clip);
+  EXPECT_EQ(a.train.steps, b.train.steps);
+  EXPECT_EQ(a.train.batch_size, b.train.batch_size);
+  EXPECT_EQ(a.train.grad_accum, b.train.grad_accum);
+  EXPECT_EQ(a.train.seq_len, b.train.seq_len);
+  EXPECT_EQ(a.train.seed, b.train.seed);
+  EXPECT_EQ(a.train.precision, b.train.precision);
+  EXPECT_EQ(a.train.activation_checkpointing, b.train.activation_checkpointing);
+  EXPECT_EQ(a.train.log_every, b.train.log_every);
+  EXPECT_EQ(a.train.threads, b.train.threads);
+  EXPECT_EQ(a.data.path, b.data.path);
+  EXPECT_EQ(a.data.val_fraction, b.data.val_fraction);
+  EXPECT_EQ(a.output.dir, b.output.dir);
+}
+
+TEST(ConfigParse, DefaultParses) {
+  RunConfig c = parse_default();
+  EXPECT_EQ(c.model.hidden_size, 128);
+  EXPECT_EQ(c.model.intermediate_size, 344);
+  EXPECT_EQ(c.model.num_hidden_layers, 4);
+  EXPECT_EQ(c.model.num_attention_heads, 8);
+  EXPECT_EQ(c.model.num_key_value_heads, 4);
+  EXPECT_EQ(c.model.vocab_size, 256);
+  EXPECT_EQ(c.model.max_position_embeddings, 256);
+  EXPECT_FALSE(c.lora.enabled);
+  EXPECT_EQ(c.train.precision, Precision::bf16);
+  EXPECT_EQ(c.train.seq_len, 128);
+  EXPECT_EQ(c.train.batch_size, 8);
+  EXPECT_EQ(c.train.steps, 200);
+  EXPECT_FLOAT_EQ(c.optim.lr, 2e-3f);
+  EXPECT_EQ(c.optim.warmup_steps, 20);
+  EXPECT_EQ(c.data.path, "");
+  EXPECT_EQ(c.output.dir, "runs/default");
+}
+
+TEST(ConfigParse, EmptyDocumentGivesStructDefaults) {
+  expect_same(parse_run_config("", {}), RunConfig{});
+}
+
+TEST(ConfigParse, IntegerAcceptedForFloat) {
+  RunConfig c = parse_run_config("[optim]\nlr = 1\n[lora]\nalpha = 32\n", {});
+  EXPECT_EQ(c.optim.lr, 1.0f);
+  EXPECT_EQ(c.lora.alpha, 32.0f);
+}
+
+TEST(ConfigParse, RopeScalingSubTable) {
+  RunConfig c = parse_run_config(
+      "[model.rope_scaling]\nfactor = 8\nlow_freq_factor = 1.0\nhigh_freq_factor = 4.0\n"
+      "original_max_position_embeddings = 8192\n",
+      {});
+  EXPECT_EQ(c.model.rope_scaling.factor, 8.0f);
+  EXPECT_EQ(c.model.rope_scaling.original_max_position_embeddings, 8192);
+}
+
+TEST(ConfigOverride, Integer) {
+  EXPECT_EQ(parse_default({"train.steps=50"}).train.steps, 50);
+}
+
+TEST(ConfigOverride, Float) {
+  EXPECT_FLOAT_EQ(parse_default({"optim.lr=1e-4"}).optim.lr, 1e-4f);
+  EXPECT_FLOAT_EQ(parse_default({"optim.beta2=0.99"}).optim.beta2, 0.99f);
+}
+
+TEST(ConfigOverride, QuotedString) {
+  EXPECT_EQ(parse_default({"train.precision=\"fp32\""}).train.precision, Precision::fp32);
+  EXPECT_EQ(parse_default({"output.dir=\"runs/x y\""}).output.dir, "runs/x y");
+}
+
+TEST(ConfigOverride, BareWordIsString) {
+  EXPECT_EQ(parse_default({"train.precision=fp32"}).train.precision, Precision::fp32);
+  EXPECT_EQ(parse_default({"data.path=/tmp/some file.txt"}).data.path, "/tmp/some file.txt");
+  EXPECT_EQ(parse_default({"output.dir=2024"}).output.dir, "2024");  // string key: raw text
+  // Only the first '=' splits.
+  EXPECT_EQ(parse_default({"output.dir=runs/a=b"}).output.dir, "runs/a=b");
+}
+
+TEST(ConfigOverride, Array) {
+  RunConfig c = parse_default({"lora.enabled=true", "lora.targets=[\"q\",\"v\"]"});
+  EXPECT_TRUE(c.lora.enabled);
+  EXPECT_EQ(c.lora.targets, (std::vector<std::string>{"q", "v"}));
+}
+
+TEST(ConfigOverride, NestedKeyAndLaterOverrideWins) {
+  RunConfig c = parse_default({"model.rope_scaling.factor=8", "train.steps=5", "train.steps=7"});
+  EXPECT_EQ(c.model.rope_scaling.factor, 8.0f);
+  EXPECT_EQ(c.train.steps, 7);
+}
+
+TEST(ConfigOverride, CreatesMissingSection) {
+  RunConfig c = parse_run_config("", {"lora.rank=4", "model.rope_scaling.factor=2"});
+  EXPECT_EQ(c.lora.rank, 4);
+  EXPECT_EQ(c.model.rope_scaling.factor, 2.0f);
+}
+
+TEST(ConfigOverride, UnknownKeyNamesKey) {
+  std::string msg = default_error({"train.stpes=5"});
+  EXPECT_NE(msg.find("unknown key 'train.stpes'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("train.steps"), std::string::npos) << msg;  // suggestion
+}
+
+TEST(ConfigOverride, UnknownSectionNamesSection) {
+  std::string msg = default_error({"trian.steps=5"});
+  EXPECT_NE(msg.find("unknown section 'trian'"), std::string::npos) << msg;
+}
+
+TEST(ConfigOverride, MalformedOverride) {
+  EXPECT_NE(default_error({"train.steps"}).find("section.key=value"), std::string::npos);
+  EXPECT_NE(default_error({"train=5"}).find("section.key=value"), std::string::npos);
+}
+
+TEST(ConfigOverride, WrongTypeNamesKey) {
+  std::string msg = default_error({"train.steps=many"});
+  EXPECT_NE(msg.find("train.steps must be an integer, got a string"), std::string::npos) << msg;
+}
+
+TEST(ConfigOverride, ErrorsNameTheOverride) {
+  // A bad value that came from --set is blamed on that --set, not on the file.
+  EXPECT_EQ(default_error({"lora.rank=0"}).rfind("--set lora.rank=0: lora.rank must be > 0", 0), 0u);
+  EXPECT_EQ(default_error({"train.steps=x"}).rfind("--set train.steps=x: train.steps", 0), 0u);
+  EXPECT_EQ(default_error({"model.num_attention_heads=6"}).rfind("--set model.num_attention_heads=6: ", 0), 0u);
+  // Overrides that are only consistent together are checked together.
+  RunConfig c = parse_default({"model.num_attention_heads=6", "model.num_key_value_heads=3",
+                               "model.hidden_size=96"});
+  EXPECT_EQ(c.model.head_dim(), 16);
+}
+
+TEST(ConfigErrors, UnknownKey) {
+  std::string msg = parse_error("[train]\nstpes = 5\n");
+  EXPECT_NE(msg.find("run.toml: unknown key 'train.stpes'"), std::string::npos) << msg;
+}
+
+TEST(ConfigErrors, UnknownRopeScalingKey) {
+  std::string msg = parse_error("[model.rope_scaling]\nfactr = 8\n");
+  EXPECT_NE(msg.find("unknown key 'model.rope_scaling.factr'"), std::string::npos) << msg;
+}
+
+TEST(ConfigErrors, UnknownSection) {
+  std::string msg = parse_error("[trainer]\nsteps = 5\n");
+  EXPECT_NE(msg.find("unknown section 'trainer'"), std::string::npos) << msg;
+}
+
+TEST(ConfigErrors, WrongTypeStringForInteger) {
+  std::string msg = parse_error("[train]\nsteps = \"ten\"\n");
+  EXPECT_NE(msg.find("train.steps must be an integer, got a string"), std::string::npos) << msg;
+}
+
+TEST(ConfigErrors, WrongTypeFloatForInteger) {
+  std::string msg = parse_error("[model]\nhidden_size = 128.0\n");
+  EXPECT_NE(msg.find("model.hidden_size must be an integer, got a float"), std::string::npos) << msg;
+}
+
+TEST(ConfigErrors, WrongTypeOthers) {
+  EXPECT_NE(parse_error("[optim]\nlr = \"fast\"\n").find("optim.lr must be a number"),
+            std::string::npos);
+  EXPECT_NE(parse_error("[lora]\nenabled = 1\n").find("lora.enabled must be a boolean"),
+            std::string::npos);
+  EXPECT_NE(parse_error("[lora]\ntargets = \"q\"\n").find("lora.targets must be an array"),
+            std::string::npos);
+  EXPECT_NE(parse_error("[lora]\ntargets = [1]\n").find("lora.targets must be an array of strings"),
+            std::string::npos);
+  EXPECT_NE(parse_error("model = 3\n").find("'model' must be a table"), std::string::npos);
+  EXPECT_NE(parse_error("[model]\nrope_scaling = 8\n").find("model.rope_scaling must be a table"),
+            std::string::npos);
+}
+
+TEST(ConfigErrors, HeadsMustDivideHiddenSize) {
+  std::string msg = parse_error("[model]\nnum_attention_heads = 6\n");
+  EXPECT_NE(msg.find("model.num_attention_heads"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model.hidden_size"), std::string::npos) << msg;
+  EXPECT_EQ(msg.rfind("run.toml: ", 0), 0u) << msg;
+}
+
+TEST(ConfigErrors, KvHeadsMustDivideHeads) {
+  std::string msg = default_error({"model.num_key_value_heads=3"});
+  EXPECT_NE(msg.find("model.num_key_value_heads"), std::string::npos) << msg;
+}
+
+TEST(ConfigErrors, LoraRankZero) {
+  std::string msg = default_error({"lora.rank=0"});
+  EXPECT_NE(msg.find("lora.rank must be > 0"), std::string::npos) << msg;
+}
+
+TEST(ConfigErrors, SeqLenAboveMaxPositions) {
+  std::string msg = default_error({"train.seq_len=512"});
+  EXPECT_NE(msg.find("train.seq_len"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model.max_position_embeddings"), std::string::npos) << msg;
+}
+
+TEST(ConfigErrors, BadPrecision) {
+  std::string msg = default_error({"train.precision=fp16"});
+  EXPECT_NE(msg.find("train.precision"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("fp16"), std::string::npos) << msg;
+}
+
+TEST(ConfigErrors, UnknownLoraTarget) {
+  std::string msg = default_error({"lora.targets=[\"q\", \"qkv\"]"});
+  EXPECT_NE(msg.find("lora.targets"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'qkv'"), std::string::npos) << msg;
+}
+
+TEST(ConfigErrors, RangeChecksNameTheKey) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"train.steps=0", "train.steps"},          {"train.batch_size=0", "train.batch_size"},
+      {"train.grad_accum=-1", "train.grad_accum"}, {"train.seq_len=0", "train.seq_len"},
+      {"optim.lr=0", "optim.lr"},                {"optim.beta1=1.0", "optim.beta1"},
+      {"optim.beta2=-0.1", "optim.beta2"},       {"lora.alpha=0", "lora.alpha"},
+      {"train.log_every=0", "train.log_every"},  {"data.val_fraction=1", "data.val_fraction"},
+      {"data.val_fraction=-0.5", "data.val_fraction"},
+      {"optim.warmup_steps=-1", "optim.warmup_steps"},
+      {"train.threads=-2", "train.threads"},     {"train.seed=-1", "train.seed"},
+      {"model.hidden_size=0", "model.hidden_size"},
+      {"optim.lr=nan", "optim.lr"},
+  };
+  for (const auto& [ov, key] : cases) {
+    std::string msg = default_error({ov});
+    EXPECT_NE(msg.find(key), std::string::npos) << ov << " -> " << msg;
+  }
+}
+
+TEST(ConfigErrors, SyntaxErrorNamesSourceAndLine) {
+  std::string msg = parse_error("[train]\nsteps = = 3\n");
+  EXPECT_EQ(msg.rfind("run.toml:2:", 0), 0u) << msg;
+}
+
+TEST(ConfigErrors, MissingFileNamesFile) {
+  std::string msg = error_of([] { load_run_config("/nonexistent/dir/run.toml", {}); });
+  EXPECT_NE(msg.find("/nonexistent/dir/run.toml"), std::string::npos) << msg;
+}
+
+TEST(ConfigRoundTrip, Default) {
+  RunConfig a = parse_default();
+  RunConfig b = parse_run_config(to_toml(a), {});
+  expect_same(a, b);
+  EXPECT_EQ(to_toml(a), to_toml(b));
+}
+
+TEST(ConfigRoundTrip, EveryFieldChanged) {
+  RunConfig a = parse_default();
+  a.model = LlamaConfig{};
+  a.model.hidden_size = 96;
+  a.model.intermediate_size = 250;
+  a.model.num_hidden_layers = 3;
+  a.model.num_attention_heads = 6;
+  a.model.num_key_value_heads = 2;
+  a.model.vocab_size = 300;
+  a.model.max_position_embeddings = 1000;
+  a.model.rms_norm_eps = 1.5e-6f;
+  a.model.rope_theta = 123456.7f;
+  a.model.rope_scaling = {8.0f, 1.0f, 4.0f, 4096};
+  a.model.tie_word_embeddings = true;
+  a.lora = {true, 16, 7.5f, {"lm_head", "q", "down"}, 0.01f};
+  a.optim = {3.3e-4f, 1e-7f, 7, 0.0f, 0.85f, 0.999f, 1e-10f, 0.0f};
+  a.train.steps = 12345;
+  a.train.batch_size = 3;
+  a.train.grad_accum = 5;
+  a.train.seq_len = 1000;
+  a.train.seed = 987654321012345ull;
+  a.train.precision = Precision::fp32;
+  a.train.activation_checkpointing = true;
+  a.train.log_every = 17;
+  a.train.threads = 2;
+  a.data.path = "C:\\data\\\"quoted\" text\twith tab.txt";
+  a.data.val_fraction = 0.3f;
+  a.output.dir = "runs/über";
+  RunConfig b = parse_run_config(to_toml(a), {}, "roundtrip");
+  expect_same(a, b);
+}
+
+TEST(ConfigFiles, TinyTomlIsTheDefault) {
+  const std::string path = std::string(MESHTRAIN_SOURCE_DIR) + "/configs/tiny.toml";
+  expect_same(load_run_config(path, {}), parse_default());
+}
+
+TEST(ConfigFiles, ReferenceToml) {
+  const std::string path = std::string(MESHTRAIN_SOURCE_DIR) + "/configs/reference.toml";
+  RunConfig c = load_run_config(path, {});
+  EXPECT_EQ(c.model.hidden_size, 768);
+  EXPECT_EQ(c.model.intermediate_size, 2048);
+  EXPECT_EQ(c.model.num_hidden_layers, 12);
+  EXPECT_EQ(c.model.num_attention_heads, 12);
+  EXPECT_EQ(c.model.num_key_value_heads, 4);
+  EXPECT_EQ(c.model.vocab_size, 32000);
+  EXPECT_EQ(c.train.seq_len, 512);
+  EXPECT_EQ(c.train.batch_size, 4);
+  EXPECT_FALSE(c.model.tie_word_embeddings);
+  EXPECT_EQ(c.train.precision, Precision::bf16);
+}
+
+}  // namespace
+}  // namespace mt

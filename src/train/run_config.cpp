@@ -38,7 +38,7 @@ const std::vector<Section>& schema() {
        {"lr", "min_lr", "warmup_steps", "weight_decay", "beta1", "beta2", "eps", "grad_clip"}},
       {"train",
        {"steps", "batch_size", "grad_accum", "seq_len", "seed", "precision",
-        "activation_checkpointing", "log_every", "threads"}},
+        "activation_checkpointing", "log_every", "threads", "peak_gflops"}},
       {"data", {"path", "val_fraction"}},
       {"output", {"dir"}},
   };
@@ -277,6 +277,7 @@ RunConfig convert(const toml::table& doc, const std::string& where) {
     r.read("activation_checkpointing", t.activation_checkpointing);
     r.read("log_every", t.log_every);
     r.read("threads", t.threads);
+    r.read("peak_gflops", t.peak_gflops);
   }
   {
     Reader r(section(doc, "data"), where, "data.");
@@ -360,6 +361,7 @@ void validate_run(const RunConfig& c, const WhereFor& where_for) {
         std::to_string(c.model.max_position_embeddings) + ")");
   positive(t.log_every, "train.log_every");
   if (t.threads < 0) bad("train.threads must be >= 0 (0: all cores), got " + std::to_string(t.threads));
+  if (!(t.peak_gflops >= 0.0)) bad("train.peak_gflops must be >= 0 (0: measure), got " + std::to_string(t.peak_gflops));
 
   unit(c.data.val_fraction, "data.val_fraction");
   if (c.output.dir.empty()) bad("output.dir must not be empty");
@@ -573,6 +575,7 @@ precision = "bf16"
 activation_checkpointing = false
 log_every = 10
 threads = 0                    # 0: all cores
+peak_gflops = 0.0              # MFU denominator; 0: measure this machine's bf16 GEMM
 
 [data]
 path = ""                      # empty: the built-in demo text
@@ -634,7 +637,8 @@ std::string to_toml(const RunConfig& c) {
     << "precision = " << (t.precision == Precision::fp32 ? "\"fp32\"" : "\"bf16\"") << "\n"
     << "activation_checkpointing = " << fmt_bool(t.activation_checkpointing) << "\n"
     << "log_every = " << t.log_every << "\n"
-    << "threads = " << t.threads << "\n";
+    << "threads = " << t.threads << "\n"
+    << "peak_gflops = " << fmt_float(t.peak_gflops) << "\n";
   o << "\n[data]\n"
     << "path = " << fmt_string(c.data.path) << "\n"
     << "val_fraction = " << fmt_float(c.data.val_fraction) << "\n";

@@ -41,7 +41,7 @@ struct TrainConfig {
   bool activation_checkpointing = false;
   int64_t log_every = 1;
   int64_t threads = 0;  // 0: all cores
-  double peak_gflops = 0.0;  // MFU denominator; 0: measure this machine's bf16 GEMM at start
+  float peak_gflops = 0.0f;  // MFU denominator; 0: measure this machine's bf16 GEMM at start
 };
 
 struct DataConfig {

@@ -58,9 +58,10 @@ TEST_P(Lora, MergedAdapterGivesTheSameLogits) {
       diff += (before[i] - after[i]) * (before[i] - after[i]), norm += before[i] * before[i];
     EXPECT_LT(std::sqrt(diff / norm), 3e-2);
   }
-  for (auto& p : m.adapters().params())
-    if (p.name.find("lora_B") != std::string::npos)
-      for (int64_t i = 0; i < p.numel; ++i) ASSERT_EQ(p.master[i], 0.0f);
+  for (auto& p : m.adapters().params()) {
+    if (p.name.find("lora_B") == std::string::npos) continue;
+    for (int64_t i = 0; i < p.numel; ++i) ASSERT_EQ(p.master[i], 0.0f);
+  }
 }
 
 TEST_P(Lora, StepChangesOnlyAdaptersAndBaseStaysBitIdentical) {
@@ -92,8 +93,9 @@ TEST_P(Lora, StepChangesOnlyAdaptersAndBaseStaysBitIdentical) {
   EXPECT_GT(changed, m.adapters().numel() / 2);
   // The frozen base carries no gradients and, in bf16 mode, no f32 copy of its matrices.
   EXPECT_EQ(m.base().trainable_numel(), 0);
-  if (GetParam() == Precision::bf16)
+  if (GetParam() == Precision::bf16) {
     EXPECT_EQ(m.base().get("model.layers.0.self_attn.q_proj.weight").master, nullptr);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Model, Lora, ::testing::Values(Precision::fp32, Precision::bf16),

@@ -320,9 +320,11 @@ LossSum RunnerImpl<T>::head_chunk(int64_t n0, int64_t M, const ModelInput& in, b
     for (int64_t i = 0; i < M * V; ++i) logits_out[n0 * V + i] = to_float(logits[i]);
   }
   if (!in.targets) return ls;
-  MT_PROFILE("cross-entropy");
-  ls.sum = cross_entropy_forward_backward<T>(losses_ + n0, backward ? logits : nullptr, logits,
-                                             in.targets + n0, M, V, grad_scale);
+  {
+    MT_PROFILE("cross-entropy");
+    ls.sum = cross_entropy_forward_backward<T>(losses_ + n0, backward ? logits : nullptr, logits,
+                                               in.targets + n0, M, V, grad_scale);
+  }
   for (int64_t i = 0; i < M; ++i) ls.count += in.targets[n0 + i] >= 0;
   if (backward) {
     // Gradient of the final norm's output for these rows, in T, into the scratch's t3 rows.

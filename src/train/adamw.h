@@ -1,5 +1,7 @@
 // AdamW with decoupled weight decay and bias correction (as torch.optim.AdamW), over the trainable
-// range of a ParamStore. Moments are f32 and live here; the store's master values are updated.
+// range of a ParamStore. Moments are f32 and live here; the store's master values are updated and,
+// in the same pass, their bf16 compute copies (one sweep over memory instead of three: clip scale,
+// update and bf16 refresh are fused).
 #pragma once
 #include <cstdint>
 
@@ -12,7 +14,8 @@ namespace mt {
 class AdamW {
  public:
   AdamW(ParamStore& params, const OptimConfig& cfg);
-  void step(float lr);  // one update from the current gradients
+  // One update from the current gradients, each multiplied by grad_scale first (the clip factor).
+  void step(float lr, float grad_scale = 1.0f);
   int64_t steps_taken() const { return t_; }
 
   // State, exposed for checkpoints.
@@ -28,9 +31,10 @@ class AdamW {
   int64_t t_ = 0;
 };
 
-// Global L2 norm of a gradient vector, summed in a fixed order (bit-identical for any thread
-// count), then scaled down to max_norm when above it. Returns the norm before clipping.
-double clip_grad_norm(float* grad, int64_t n, float max_norm);
+// Global L2 norm of a gradient vector, summed in a fixed order (bit-identical for any thread count).
+double global_grad_norm(const float* grad, int64_t n);
+// The factor that brings a gradient of this norm down to max_norm (1 when below, or max_norm <= 0).
+float clip_factor(double norm, float max_norm);
 
 // Linear warmup over warmup_steps to lr, then cosine decay to min_lr at total_steps. step is 0-based.
 float lr_at(int64_t step, int64_t total_steps, const OptimConfig& cfg);

@@ -22,10 +22,9 @@ StepResult train_step(LlamaModel& model, AdamW& optimizer, const std::vector<Mod
   if (!std::isfinite(r.loss)) fail("loss is not finite at step " + std::to_string(step + 1));
   MT_PROFILE("optimizer");
   ParamStore& params = model.trainable();
-  r.grad_norm = clip_grad_norm(params.grad_data(), params.trainable_numel(), cfg.grad_clip);
+  r.grad_norm = global_grad_norm(params.grad_data(), params.trainable_numel());
   r.lr = lr_at(step, total_steps, cfg);
-  optimizer.step(r.lr);
-  model.sync_compute_weights();
+  optimizer.step(r.lr, clip_factor(r.grad_norm, cfg.grad_clip));  // also refreshes bf16 copies
   return r;
 }
 

@@ -1,6 +1,6 @@
 // One optimizer step over a list of micro-batches: zero grads, forward/backward each micro-batch
 // with the loss scaled by the step's total counted tokens (so the gradient is the mean over all
-// of them, however they are split), clip, AdamW, refresh the bf16 weight copies.
+// of them, however they are split), clip by global norm, AdamW (which refreshes the bf16 copies).
 #pragma once
 #include <cstdint>
 #include <vector>

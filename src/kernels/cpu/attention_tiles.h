@@ -45,7 +45,9 @@ inline vf vload(const float* p) {
   return v;
 }
 inline void vstore(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
-inline vf vsplat(float x) { return vf{} + x; }
+// x - (+0) is exactly x for every x (also -0), so the compiler folds it to a bare broadcast;
+// vf{} + x would keep an add to turn -0 into +0.
+inline vf vsplat(float x) { return x - vf{}; }
 inline vf vmax(vf a, vf b) { return a > b ? a : b; }
 
 // 2^x for a vector. Range reduction x = n + r with n = round(x), |r| <= 1/2, then a degree-7

@@ -8,10 +8,12 @@
 //
 // Backward: one work item per (batch, KV head, key chunk). An item owns the dK/dV rows of its key
 // tiles, summed over the query heads of the group and the query tiles in a fixed order, so GQA
-// needs no atomics. dQ of a query tile receives contributions from every key tile; when a
-// (batch, KV head) is split into several key chunks (only when there are fewer (b, KV head) pairs
-// than threads), each chunk writes its own f32 dQ partial and the partials are summed in chunk
-// order afterwards. Results are therefore bit-identical run to run for a fixed thread count.
+// needs no atomics. dQ of a query tile receives contributions from every key tile, so an item
+// accumulates the dQ of its group's heads in f32 ([nrep, T, Dp], per thread). Normally one item
+// covers all key tiles of a (b, KV head) and writes dQ itself; only when there are fewer
+// (b, KV head) pairs than threads are the key tiles split into chunks, each item then keeps its
+// partial dQ and the partials are summed in chunk order afterwards. Results are therefore
+// bit-identical run to run for a fixed thread count (the chunk count depends on it).
 #include "kernels/cpu/attention.h"
 
 #include <omp.h>
@@ -188,10 +190,10 @@ struct BwdScratch {
 };
 
 // One (query tile, key tile) step of the backward for query head h: recompute P, form dS, and
-// accumulate dV, dK (item-owned tiles) and dQ (this chunk's partial).
+// accumulate dV, dK (item-owned tiles) and dQ (the item's f32 accumulator).
 template <class T>
 void backward_step(const T* dout, const float* lse, const float* drow, const T* q,
-                   const int32_t* segb, const Geo& g, BwdScratch& sc, float* dq_part, int64_t b,
+                   const int32_t* segb, const Geo& g, BwdScratch& sc, float* dq_acc, int64_t b,
                    int64_t h, int64_t qt, int64_t kt) {
   const int64_t i0 = qt * kTile, mq = std::min<int64_t>(kTile, g.T - i0);
   const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.T - j0);
@@ -219,13 +221,13 @@ void backward_step(const T* dout, const float* lse, const float* drow, const T* 
   }
   mm<true>(sc.dv, g.Dp, sc.p, 1, kTile, sc.dout, g.Dp, nk, g.Dp, mq);  // dV += P^T dO
   mm<true>(sc.dk, g.Dp, sc.ds, 1, kTile, sc.q, g.Dp, nk, g.Dp, mq);    // dK += dS^T Q
-  mm<true>(dq_part + i0 * g.Dp, g.Dp, sc.ds, kTile, 1, sc.k, g.Dp, mq, g.Dp, nk);  // dQ += dS K
+  mm<true>(dq_acc + i0 * g.Dp, g.Dp, sc.ds, kTile, 1, sc.k, g.Dp, mq, g.Dp, nk);  // dQ += dS K
 }
 
 template <class T>
 void backward_item(T* dk, T* dv, const T* dout, const float* lse, const float* drow, const T* q,
                    const T* k, const T* v, const int32_t* seg, const Geo& g, BwdScratch& sc,
-                   float* dq_part, int64_t b, int64_t kvh, int64_t chunk, int64_t nchunks) {
+                   float* dq_acc, int64_t b, int64_t kvh, int64_t chunk, int64_t nchunks) {
   const int32_t* segb = seg ? seg + b * g.T : nullptr;
   for (int64_t kt = chunk; kt < g.nt; kt += nchunks) {
     const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.T - j0);
@@ -238,7 +240,7 @@ void backward_item(T* dk, T* dv, const T* dout, const float* lse, const float* d
     std::memset(sc.dv, 0, sizeof(float) * kTile * g.Dp);
     for (int64_t r = 0; r < g.nrep; ++r) {
       const int64_t h = kvh * g.nrep + r;
-      float* dq_h = dq_part + h * g.T * g.Dp;
+      float* dq_h = dq_acc + r * g.T * g.Dp;
       for (int64_t qt = kt; qt < g.nt; ++qt) {
         const int64_t i0 = qt * kTile, mq = std::min<int64_t>(kTile, g.T - i0);
         if (segb && !tile_has_pair(segb, i0, mq, j0, nk)) continue;
@@ -283,8 +285,10 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
   const int64_t pairs = g.B * g.Hkv;
   const int64_t nchunks =
       std::min<int64_t>(g.nt, std::max<int64_t>(1, (omp_get_max_threads() + pairs - 1) / pairs));
+  const int64_t group = g.nrep * g.T * g.Dp;  // f32 dQ of one (b, KV head): [nrep, T, Dp]
   Buffer<float> drow(size_t(g.B * g.Hq * g.T));
-  Buffer<float> dq_part(size_t(nchunks * g.B * g.Hq * g.T * g.Dp));  // [chunk, b, h, t, Dp]
+  // Chunk partials [b, KV head, chunk, nrep, T, Dp], only when keys are split.
+  Buffer<float> dq_part(nchunks > 1 ? size_t(pairs * nchunks * group) : 0);
 
   // Drow[b, h, t] = sum_d dO * O, the softmax-backward row term.
 #pragma omp parallel for schedule(static)
@@ -300,30 +304,38 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
   }
 
   const int64_t items = pairs * nchunks;
-  const int64_t part_stride = g.B * g.Hq * g.T * g.Dp;
 #pragma omp parallel
   {
     BwdScratch sc(g);
+    Buffer<float> own(nchunks == 1 ? size_t(group) : 0);  // this thread's dQ accumulator
 #pragma omp for schedule(static, 1)
     for (int64_t it = 0; it < items; ++it) {
       const int64_t chunk = it % nchunks, kvh = it / nchunks % g.Hkv, b = it / (nchunks * g.Hkv);
-      float* part = dq_part.data() + chunk * part_stride + b * g.Hq * g.T * g.Dp;
-      backward_item(dk, dv, dout, lse, drow.data(), q, k, v, segment, g, sc, part, b, kvh, chunk,
+      float* acc = nchunks == 1 ? own.data() : dq_part.data() + it * group;
+      if (nchunks == 1) own.zero();
+      backward_item(dk, dv, dout, lse, drow.data(), q, k, v, segment, g, sc, acc, b, kvh, chunk,
                     nchunks);
+      if (nchunks > 1) continue;
+      for (int64_t r = 0; r < g.nrep; ++r)
+        for (int64_t t = 0; t < g.T; ++t)
+          store_row(dq + (b * g.T + t) * g.qs + (kvh * g.nrep + r) * g.D,
+                    acc + (r * g.T + t) * g.Dp, g.D, 1.0f);
     }
   }
+  if (nchunks == 1) return;
 
   // dQ = sum of the chunk partials, always in chunk order.
 #pragma omp parallel for schedule(static)
   for (int64_t bt = 0; bt < g.B * g.T; ++bt) {
     const int64_t b = bt / g.T, t = bt % g.T;
     for (int64_t h = 0; h < g.Hq; ++h) {
-      const float* p0 = dq_part.data() + ((b * g.Hq + h) * g.T + t) * g.Dp;
+      const int64_t kvh = h / g.nrep, r = h % g.nrep;
+      const float* p0 = dq_part.data() + (b * g.Hkv + kvh) * nchunks * group + (r * g.T + t) * g.Dp;
       T* o = dq + bt * g.qs + h * g.D;
       for (int64_t i = 0; i < g.D; ++i) {
-        float acc = p0[i];
-        for (int64_t c = 1; c < nchunks; ++c) acc += p0[c * part_stride + i];
-        o[i] = from_float<T>(acc);
+        float sum = p0[i];
+        for (int64_t c = 1; c < nchunks; ++c) sum += p0[c * group + i];
+        o[i] = from_float<T>(sum);
       }
     }
   }

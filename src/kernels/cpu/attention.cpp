@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "core/buffer.h"
@@ -78,16 +79,31 @@ void mask_row(float* s, int64_t qi, int64_t j0, int64_t nk, const int32_t* seg) 
   for (int64_t j = nk; j < kTile; ++j) s[j] = kNegInf;
 }
 
-float hmax(vf v) {
-  float m = v[0];
-  for (int i = 1; i < kVL; ++i) m = v[i] > m ? v[i] : m;
-  return m;
+// Horizontal max / sum of one vector by a shuffle tree (log2 steps, fixed order, so
+// deterministic). Lane-by-lane extraction cost as much as the exp of the whole row. The lane
+// indices are built from a parameter pack so they are compile-time constants (one vpermps).
+template <int W, int... I>
+vf rotate(vf v, std::integer_sequence<int, I...>) {
+  return __builtin_shuffle(v, vi{((I + W) & (kVL - 1))...});
 }
-float hsum(vf v) {
-  float s = 0.0f;
-  for (int i = 0; i < kVL; ++i) s += v[i];
-  return s;
+template <int W>
+vf tree_max(vf v) {
+  if constexpr (W == 0) {
+    return v;
+  } else {
+    return tree_max<W / 2>(vmax(v, rotate<W>(v, std::make_integer_sequence<int, kVL>{})));
+  }
 }
+template <int W>
+vf tree_sum(vf v) {
+  if constexpr (W == 0) {
+    return v;
+  } else {
+    return tree_sum<W / 2>(v + rotate<W>(v, std::make_integer_sequence<int, kVL>{}));
+  }
+}
+float hmax(vf v) { return tree_max<kVL / 2>(v)[0]; }
+float hsum(vf v) { return tree_sum<kVL / 2>(v)[0]; }
 
 constexpr int kTV = kTile / kVL;  // vectors per score row
 

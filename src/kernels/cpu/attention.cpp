@@ -314,6 +314,8 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
       const T* o = out + bt * g.qs + h * g.D;
       const T* d = dout + bt * g.qs + h * g.D;
       float acc = 0.0f;
+      // simd reduction: lane-wise partial sums in a fixed order, still deterministic.
+#pragma omp simd reduction(+ : acc)
       for (int64_t i = 0; i < g.D; ++i) acc += to_float(o[i]) * to_float(d[i]);
       drow[(b * g.Hq + h) * g.T + t] = acc;
     }

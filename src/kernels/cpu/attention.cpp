@@ -245,7 +245,10 @@ void backward_item(T* dk, T* dv, const T* dout, const float* lse, const float* d
                    const T* k, const T* v, const int32_t* seg, const Geo& g, BwdScratch& sc,
                    float* dq_acc, int64_t b, int64_t kvh, int64_t chunk, int64_t nchunks) {
   const int32_t* segb = seg ? seg + b * g.T : nullptr;
-  for (int64_t kt = chunk; kt < g.nt; kt += nchunks) {
+  for (int64_t kt = 0; kt < g.nt; ++kt) {
+    // Key tile kt meets nt - kt query tiles; tiles kt and nt-1-kt go to the same chunk so chunks
+    // get equal work.
+    if (std::min(kt, g.nt - 1 - kt) % nchunks != chunk) continue;
     const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.T - j0);
     const int64_t row0 = (b * g.T + j0) * g.ks + kvh * g.D;
     load_rows(sc.k, g.Dp, k + row0, g.ks, nk, kTile, g.D);
@@ -277,16 +280,20 @@ void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v,
                        const int32_t* segment, const AttentionShape& s) {
   check_shape(s);
   const Geo g(s);
-  const int64_t items = g.B * g.Hkv * g.nt;
+  // Causal work per query tile grows with its index (qt + 1 key tiles), so an item is the pair
+  // of tiles (u, nt-1-u): every item then costs nt + 1 tile products (the middle tile of an odd
+  // nt alone costs about half), and a plain static schedule is balanced for any thread count.
+  // Each item's result does not depend on which thread runs it.
+  const int64_t halves = (g.nt + 1) / 2;
+  const int64_t items = g.B * g.Hkv * halves;
 #pragma omp parallel
   {
     FwdScratch sc(g);
-    // Round-robin (static, 1) with the heaviest query tiles (most keys) first balances the
-    // causal triangle; each item's result does not depend on which thread runs it.
-#pragma omp for schedule(static, 1)
+#pragma omp for schedule(static)
     for (int64_t it = 0; it < items; ++it) {
-      const int64_t qt = g.nt - 1 - it % g.nt, kvh = it / g.nt % g.Hkv, b = it / (g.nt * g.Hkv);
-      forward_item(out, lse, q, k, v, segment, g, sc, b, kvh, qt);
+      const int64_t u = it % halves, kvh = it / halves % g.Hkv, b = it / (halves * g.Hkv);
+      forward_item(out, lse, q, k, v, segment, g, sc, b, kvh, g.nt - 1 - u);
+      if (u != g.nt - 1 - u) forward_item(out, lse, q, k, v, segment, g, sc, b, kvh, u);
     }
   }
 }
@@ -299,8 +306,8 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
   const Geo g(s);
   // Split a (b, KV head) into key chunks only when there are too few pairs to feed the threads.
   const int64_t pairs = g.B * g.Hkv;
-  const int64_t nchunks =
-      std::min<int64_t>(g.nt, std::max<int64_t>(1, (omp_get_max_threads() + pairs - 1) / pairs));
+  const int64_t nchunks = std::min<int64_t>(
+      (g.nt + 1) / 2, std::max<int64_t>(1, (omp_get_max_threads() + pairs - 1) / pairs));
   const int64_t group = g.nrep * g.T * g.Dp;  // f32 dQ of one (b, KV head): [nrep, T, Dp]
   Buffer<float> drow(size_t(g.B * g.Hq * g.T));
   // Chunk partials [b, KV head, chunk, nrep, T, Dp], only when keys are split.
@@ -326,7 +333,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
   {
     BwdScratch sc(g);
     Buffer<float> own(nchunks == 1 ? size_t(group) : 0);  // this thread's dQ accumulator
-#pragma omp for schedule(static, 1)
+#pragma omp for schedule(static)  // items cost the same (see the chunk rule in backward_item)
     for (int64_t it = 0; it < items; ++it) {
       const int64_t chunk = it % nchunks, kvh = it / nchunks % g.Hkv, b = it / (nchunks * g.Hkv);
       float* acc = nchunks == 1 ? own.data() : dq_part.data() + it * group;

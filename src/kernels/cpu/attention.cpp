@@ -110,14 +110,15 @@ constexpr int kTV = kTile / kVL;  // vectors per score row
 // Per-thread forward scratch, sized for one work item.
 struct FwdScratch {
   Buffer<float> buf;
-  float *kt, *v, *s, *q, *o, *m, *l;
+  float *kt, *v, *s, *alpha, *q, *o, *m, *l;
   explicit FwdScratch(const Geo& g) {
     const int64_t tile = kTile * g.Dp;
-    buf.resize(2 * tile + kTile * kTile + g.nrep * (2 * tile + 2 * kTile));
+    buf.resize(2 * tile + kTile * kTile + kTile + g.nrep * (2 * tile + 2 * kTile));
     float* p = buf.data();
     kt = p, p += tile;
     v = p, p += tile;
     s = p, p += kTile * kTile;
+    alpha = p, p += kTile;
     q = p, p += g.nrep * tile;
     o = p, p += g.nrep * tile;
     m = p, p += g.nrep * kTile;
@@ -125,24 +126,27 @@ struct FwdScratch {
   }
 };
 
-// Online-softmax update of one row with a new tile of raw scores s (already masked): turns s into
-// P = exp2(s*c2 - m_new), updates max m and sum l, returns the factor the output row must be
-// rescaled by. -inf - -inf cannot occur: an all-masked row so far uses 0 as its reference max.
-float softmax_row(float* s, float& m, float& l, float c2) {
-  vf mx = vsplat(kNegInf);
-  for (int v = 0; v < kTV; ++v) mx = vmax(mx, vload(s + v * kVL) * c2);
-  const float m_new = std::fmax(m, hmax(mx));
-  const float ref = m_new == kNegInf ? 0.0f : m_new;
-  vf sum = vf{};
-  for (int v = 0; v < kTV; ++v) {
-    vf p = vexp2(vload(s + v * kVL) * c2 - ref);
-    vstore(s + v * kVL, p);
-    sum += p;
+// Online-softmax update of a tile of raw scores s (already masked), row by row: turns s into
+// P = exp2(s*c2 - m_new), updates each row's max m and sum l, and writes the factor alpha the
+// output row must be rescaled by. -inf - -inf cannot occur: a row that saw only masked keys so
+// far uses 0 as its reference max. One call per tile keeps the exp constants in registers.
+void softmax_tile(float* s, float* m, float* l, float* alpha, int64_t rows, float c2) {
+  for (int64_t i = 0; i < rows; ++i, s += kTile) {
+    vf mx = vsplat(kNegInf);
+    for (int v = 0; v < kTV; ++v) mx = vmax(mx, vload(s + v * kVL) * c2);
+    const float tmax = hmax(mx);
+    const float m_new = tmax > m[i] ? tmax : m[i];
+    const float ref = m_new == kNegInf ? 0.0f : m_new;
+    vf sum = vf{};
+    for (int v = 0; v < kTV; ++v) {
+      vf p = vexp2(vload(s + v * kVL) * c2 - ref);
+      vstore(s + v * kVL, p);
+      sum += p;
+    }
+    alpha[i] = m[i] == m_new ? 1.0f : vexp2(vsplat(m[i] - ref))[0];
+    l[i] = l[i] * alpha[i] + hsum(sum);
+    m[i] = m_new;
   }
-  const float alpha = vexp2(vsplat(m - ref))[0];
-  l = l * alpha + hsum(sum);
-  m = m_new;
-  return alpha;
 }
 
 template <class T>
@@ -169,13 +173,12 @@ void forward_item(T* out, float* lse, const T* q, const T* k, const T* v, const 
     for (int64_t r = 0; r < g.nrep; ++r) {
       float* o = sc.o + r * tile;
       mm<false>(sc.s, kTile, sc.q + r * tile, g.Dp, 1, sc.kt, kTile, mq, kTile, g.D);
-      for (int64_t i = 0; i < mq; ++i) {
-        float* s = sc.s + i * kTile;
-        if (masked) mask_row(s, i0 + i, j0, nk, segb);
-        const float alpha = softmax_row(s, sc.m[r * kTile + i], sc.l[r * kTile + i], c2);
-        if (alpha != 1.0f)
-          for (int64_t d = 0; d < g.Dp; ++d) o[i * g.Dp + d] *= alpha;
-      }
+      if (masked)
+        for (int64_t i = 0; i < mq; ++i) mask_row(sc.s + i * kTile, i0 + i, j0, nk, segb);
+      softmax_tile(sc.s, sc.m + r * kTile, sc.l + r * kTile, sc.alpha, mq, c2);
+      for (int64_t i = 0; i < mq; ++i)
+        if (sc.alpha[i] != 1.0f)
+          for (int64_t d = 0; d < g.Dp; ++d) o[i * g.Dp + d] *= sc.alpha[i];
       mm<true>(o, g.Dp, sc.s, kTile, 1, sc.v, g.Dp, mq, g.Dp, nk);
     }
   }

@@ -133,9 +133,11 @@ void check_against_reference(const Case& c, bool backward, double tol_fwd, doubl
 }
 
 TEST(OpsAttentionForward, MatchesReferenceAcrossShapes) {
-  // {B, T, Hq, Hkv, D}: tiny, T not a multiple of the 64-row tile, GQA and MHA, D = 8, 24, 64.
+  // {B, T, Hq, Hkv, D}: tiny, T not a multiple of the 64-row tile, GQA and MHA, D = 4, 8, 24, 64,
+  // and a single token.
   const AttentionShape shapes[] = {{2, 7, 4, 2, 4},   {1, 150, 4, 2, 8},  {2, 130, 4, 4, 64},
-                                   {1, 64, 2, 1, 64}, {1, 200, 6, 2, 24}, {2, 65, 4, 2, 64}};
+                                   {1, 64, 2, 1, 64}, {1, 200, 6, 2, 24}, {2, 65, 4, 2, 64},
+                                   {1, 1, 1, 1, 4}};
   for (const auto& s : shapes) {
     SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " Hq=" << s.Hq
                                     << " Hkv=" << s.Hkv << " D=" << s.D);

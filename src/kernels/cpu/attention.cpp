@@ -8,16 +8,19 @@
 //
 // Backward: one work item per (batch, KV head, key chunk). An item owns the dK/dV rows of its key
 // tiles, summed over the query heads of the group and the query tiles in a fixed order, so GQA
-// needs no atomics. dQ of a query tile receives contributions from every key tile; when a
-// (batch, KV head) is split into several key chunks (only when there are fewer (b, KV head) pairs
-// than threads), each chunk writes its own f32 dQ partial and the partials are summed in chunk
-// order afterwards. Results are therefore bit-identical run to run for a fixed thread count.
+// needs no atomics. dQ of a query tile receives contributions from every key tile, so an item
+// accumulates the dQ of its group's heads in f32 ([nrep, T, Dp], per thread). Normally one item
+// covers all key tiles of a (b, KV head) and writes dQ itself; only when there are fewer
+// (b, KV head) pairs than threads are the key tiles split into chunks, each item then keeps its
+// partial dQ and the partials are summed in chunk order afterwards. Results are therefore
+// bit-identical run to run for a fixed thread count (the chunk count depends on it).
 #include "kernels/cpu/attention.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "core/buffer.h"
@@ -76,30 +79,46 @@ void mask_row(float* s, int64_t qi, int64_t j0, int64_t nk, const int32_t* seg) 
   for (int64_t j = nk; j < kTile; ++j) s[j] = kNegInf;
 }
 
-float hmax(vf v) {
-  float m = v[0];
-  for (int i = 1; i < kVL; ++i) m = v[i] > m ? v[i] : m;
-  return m;
+// Horizontal max / sum of one vector by a shuffle tree (log2 steps, fixed order, so
+// deterministic). Lane-by-lane extraction cost as much as the exp of the whole row. The lane
+// indices are built from a parameter pack so they are compile-time constants (one vpermps).
+template <int W, int... I>
+vf rotate(vf v, std::integer_sequence<int, I...>) {
+  return __builtin_shuffle(v, vi{((I + W) & (kVL - 1))...});
 }
-float hsum(vf v) {
-  float s = 0.0f;
-  for (int i = 0; i < kVL; ++i) s += v[i];
-  return s;
+template <int W>
+vf tree_max(vf v) {
+  if constexpr (W == 0) {
+    return v;
+  } else {
+    return tree_max<W / 2>(vmax(v, rotate<W>(v, std::make_integer_sequence<int, kVL>{})));
+  }
 }
+template <int W>
+vf tree_sum(vf v) {
+  if constexpr (W == 0) {
+    return v;
+  } else {
+    return tree_sum<W / 2>(v + rotate<W>(v, std::make_integer_sequence<int, kVL>{}));
+  }
+}
+float hmax(vf v) { return tree_max<kVL / 2>(v)[0]; }
+float hsum(vf v) { return tree_sum<kVL / 2>(v)[0]; }
 
 constexpr int kTV = kTile / kVL;  // vectors per score row
 
 // Per-thread forward scratch, sized for one work item.
 struct FwdScratch {
   Buffer<float> buf;
-  float *kt, *v, *s, *q, *o, *m, *l;
+  float *kt, *v, *s, *alpha, *q, *o, *m, *l;
   explicit FwdScratch(const Geo& g) {
     const int64_t tile = kTile * g.Dp;
-    buf.resize(2 * tile + kTile * kTile + g.nrep * (2 * tile + 2 * kTile));
+    buf.resize(2 * tile + kTile * kTile + kTile + g.nrep * (2 * tile + 2 * kTile));
     float* p = buf.data();
     kt = p, p += tile;
     v = p, p += tile;
     s = p, p += kTile * kTile;
+    alpha = p, p += kTile;
     q = p, p += g.nrep * tile;
     o = p, p += g.nrep * tile;
     m = p, p += g.nrep * kTile;
@@ -107,24 +126,27 @@ struct FwdScratch {
   }
 };
 
-// Online-softmax update of one row with a new tile of raw scores s (already masked): turns s into
-// P = exp2(s*c2 - m_new), updates max m and sum l, returns the factor the output row must be
-// rescaled by. -inf - -inf cannot occur: an all-masked row so far uses 0 as its reference max.
-float softmax_row(float* s, float& m, float& l, float c2) {
-  vf mx = vsplat(kNegInf);
-  for (int v = 0; v < kTV; ++v) mx = vmax(mx, vload(s + v * kVL) * c2);
-  const float m_new = std::fmax(m, hmax(mx));
-  const float ref = m_new == kNegInf ? 0.0f : m_new;
-  vf sum = vf{};
-  for (int v = 0; v < kTV; ++v) {
-    vf p = vexp2(vload(s + v * kVL) * c2 - ref);
-    vstore(s + v * kVL, p);
-    sum += p;
+// Online-softmax update of a tile of raw scores s (already masked), row by row: turns s into
+// P = exp2(s*c2 - m_new), updates each row's max m and sum l, and writes the factor alpha the
+// output row must be rescaled by. -inf - -inf cannot occur: a row that saw only masked keys so
+// far uses 0 as its reference max. One call per tile keeps the exp constants in registers.
+void softmax_tile(float* s, float* m, float* l, float* alpha, int64_t rows, float c2) {
+  for (int64_t i = 0; i < rows; ++i, s += kTile) {
+    vf mx = vsplat(kNegInf);
+    for (int v = 0; v < kTV; ++v) mx = vmax(mx, vload(s + v * kVL) * c2);
+    const float tmax = hmax(mx);
+    const float m_new = tmax > m[i] ? tmax : m[i];
+    const float ref = m_new == kNegInf ? 0.0f : m_new;
+    vf sum = vf{};
+    for (int v = 0; v < kTV; ++v) {
+      vf p = vexp2(vload(s + v * kVL) * c2 - ref);
+      vstore(s + v * kVL, p);
+      sum += p;
+    }
+    alpha[i] = m[i] == m_new ? 1.0f : vexp2(vsplat(m[i] - ref))[0];
+    l[i] = l[i] * alpha[i] + hsum(sum);
+    m[i] = m_new;
   }
-  const float alpha = vexp2(vsplat(m - ref))[0];
-  l = l * alpha + hsum(sum);
-  m = m_new;
-  return alpha;
 }
 
 template <class T>
@@ -151,13 +173,12 @@ void forward_item(T* out, float* lse, const T* q, const T* k, const T* v, const 
     for (int64_t r = 0; r < g.nrep; ++r) {
       float* o = sc.o + r * tile;
       mm<false>(sc.s, kTile, sc.q + r * tile, g.Dp, 1, sc.kt, kTile, mq, kTile, g.D);
-      for (int64_t i = 0; i < mq; ++i) {
-        float* s = sc.s + i * kTile;
-        if (masked) mask_row(s, i0 + i, j0, nk, segb);
-        const float alpha = softmax_row(s, sc.m[r * kTile + i], sc.l[r * kTile + i], c2);
-        if (alpha != 1.0f)
-          for (int64_t d = 0; d < g.Dp; ++d) o[i * g.Dp + d] *= alpha;
-      }
+      if (masked)
+        for (int64_t i = 0; i < mq; ++i) mask_row(sc.s + i * kTile, i0 + i, j0, nk, segb);
+      softmax_tile(sc.s, sc.m + r * kTile, sc.l + r * kTile, sc.alpha, mq, c2);
+      for (int64_t i = 0; i < mq; ++i)
+        if (sc.alpha[i] != 1.0f)
+          for (int64_t d = 0; d < g.Dp; ++d) o[i * g.Dp + d] *= sc.alpha[i];
       mm<true>(o, g.Dp, sc.s, kTile, 1, sc.v, g.Dp, mq, g.Dp, nk);
     }
   }
@@ -188,10 +209,10 @@ struct BwdScratch {
 };
 
 // One (query tile, key tile) step of the backward for query head h: recompute P, form dS, and
-// accumulate dV, dK (item-owned tiles) and dQ (this chunk's partial).
+// accumulate dV, dK (item-owned tiles) and dQ (the item's f32 accumulator).
 template <class T>
 void backward_step(const T* dout, const float* lse, const float* drow, const T* q,
-                   const int32_t* segb, const Geo& g, BwdScratch& sc, float* dq_part, int64_t b,
+                   const int32_t* segb, const Geo& g, BwdScratch& sc, float* dq_acc, int64_t b,
                    int64_t h, int64_t qt, int64_t kt) {
   const int64_t i0 = qt * kTile, mq = std::min<int64_t>(kTile, g.T - i0);
   const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.T - j0);
@@ -219,15 +240,18 @@ void backward_step(const T* dout, const float* lse, const float* drow, const T* 
   }
   mm<true>(sc.dv, g.Dp, sc.p, 1, kTile, sc.dout, g.Dp, nk, g.Dp, mq);  // dV += P^T dO
   mm<true>(sc.dk, g.Dp, sc.ds, 1, kTile, sc.q, g.Dp, nk, g.Dp, mq);    // dK += dS^T Q
-  mm<true>(dq_part + i0 * g.Dp, g.Dp, sc.ds, kTile, 1, sc.k, g.Dp, mq, g.Dp, nk);  // dQ += dS K
+  mm<true>(dq_acc + i0 * g.Dp, g.Dp, sc.ds, kTile, 1, sc.k, g.Dp, mq, g.Dp, nk);  // dQ += dS K
 }
 
 template <class T>
 void backward_item(T* dk, T* dv, const T* dout, const float* lse, const float* drow, const T* q,
                    const T* k, const T* v, const int32_t* seg, const Geo& g, BwdScratch& sc,
-                   float* dq_part, int64_t b, int64_t kvh, int64_t chunk, int64_t nchunks) {
+                   float* dq_acc, int64_t b, int64_t kvh, int64_t chunk, int64_t nchunks) {
   const int32_t* segb = seg ? seg + b * g.T : nullptr;
-  for (int64_t kt = chunk; kt < g.nt; kt += nchunks) {
+  for (int64_t kt = 0; kt < g.nt; ++kt) {
+    // Key tile kt meets nt - kt query tiles; tiles kt and nt-1-kt go to the same chunk so chunks
+    // get equal work.
+    if (std::min(kt, g.nt - 1 - kt) % nchunks != chunk) continue;
     const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.T - j0);
     const int64_t row0 = (b * g.T + j0) * g.ks + kvh * g.D;
     load_rows(sc.k, g.Dp, k + row0, g.ks, nk, kTile, g.D);
@@ -238,7 +262,7 @@ void backward_item(T* dk, T* dv, const T* dout, const float* lse, const float* d
     std::memset(sc.dv, 0, sizeof(float) * kTile * g.Dp);
     for (int64_t r = 0; r < g.nrep; ++r) {
       const int64_t h = kvh * g.nrep + r;
-      float* dq_h = dq_part + h * g.T * g.Dp;
+      float* dq_h = dq_acc + r * g.T * g.Dp;
       for (int64_t qt = kt; qt < g.nt; ++qt) {
         const int64_t i0 = qt * kTile, mq = std::min<int64_t>(kTile, g.T - i0);
         if (segb && !tile_has_pair(segb, i0, mq, j0, nk)) continue;
@@ -259,16 +283,20 @@ void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v,
                        const int32_t* segment, const AttentionShape& s) {
   check_shape(s);
   const Geo g(s);
-  const int64_t items = g.B * g.Hkv * g.nt;
+  // Causal work per query tile grows with its index (qt + 1 key tiles), so an item is the pair
+  // of tiles (u, nt-1-u): every item then costs nt + 1 tile products (the middle tile of an odd
+  // nt alone costs about half), and a plain static schedule is balanced for any thread count.
+  // Each item's result does not depend on which thread runs it.
+  const int64_t halves = (g.nt + 1) / 2;
+  const int64_t items = g.B * g.Hkv * halves;
 #pragma omp parallel
   {
     FwdScratch sc(g);
-    // Round-robin (static, 1) with the heaviest query tiles (most keys) first balances the
-    // causal triangle; each item's result does not depend on which thread runs it.
-#pragma omp for schedule(static, 1)
+#pragma omp for schedule(static)
     for (int64_t it = 0; it < items; ++it) {
-      const int64_t qt = g.nt - 1 - it % g.nt, kvh = it / g.nt % g.Hkv, b = it / (g.nt * g.Hkv);
-      forward_item(out, lse, q, k, v, segment, g, sc, b, kvh, qt);
+      const int64_t u = it % halves, kvh = it / halves % g.Hkv, b = it / (halves * g.Hkv);
+      forward_item(out, lse, q, k, v, segment, g, sc, b, kvh, g.nt - 1 - u);
+      if (u != g.nt - 1 - u) forward_item(out, lse, q, k, v, segment, g, sc, b, kvh, u);
     }
   }
 }
@@ -281,10 +309,12 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
   const Geo g(s);
   // Split a (b, KV head) into key chunks only when there are too few pairs to feed the threads.
   const int64_t pairs = g.B * g.Hkv;
-  const int64_t nchunks =
-      std::min<int64_t>(g.nt, std::max<int64_t>(1, (omp_get_max_threads() + pairs - 1) / pairs));
+  const int64_t nchunks = std::min<int64_t>(
+      (g.nt + 1) / 2, std::max<int64_t>(1, (omp_get_max_threads() + pairs - 1) / pairs));
+  const int64_t group = g.nrep * g.T * g.Dp;  // f32 dQ of one (b, KV head): [nrep, T, Dp]
   Buffer<float> drow(size_t(g.B * g.Hq * g.T));
-  Buffer<float> dq_part(size_t(nchunks * g.B * g.Hq * g.T * g.Dp));  // [chunk, b, h, t, Dp]
+  // Chunk partials [b, KV head, chunk, nrep, T, Dp], only when keys are split.
+  Buffer<float> dq_part(nchunks > 1 ? size_t(pairs * nchunks * group) : 0);
 
   // Drow[b, h, t] = sum_d dO * O, the softmax-backward row term.
 #pragma omp parallel for schedule(static)
@@ -294,36 +324,46 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
       const T* o = out + bt * g.qs + h * g.D;
       const T* d = dout + bt * g.qs + h * g.D;
       float acc = 0.0f;
+      // simd reduction: lane-wise partial sums in a fixed order, still deterministic.
+#pragma omp simd reduction(+ : acc)
       for (int64_t i = 0; i < g.D; ++i) acc += to_float(o[i]) * to_float(d[i]);
       drow[(b * g.Hq + h) * g.T + t] = acc;
     }
   }
 
   const int64_t items = pairs * nchunks;
-  const int64_t part_stride = g.B * g.Hq * g.T * g.Dp;
 #pragma omp parallel
   {
     BwdScratch sc(g);
-#pragma omp for schedule(static, 1)
+    Buffer<float> own(nchunks == 1 ? size_t(group) : 0);  // this thread's dQ accumulator
+#pragma omp for schedule(static)  // items cost the same (see the chunk rule in backward_item)
     for (int64_t it = 0; it < items; ++it) {
       const int64_t chunk = it % nchunks, kvh = it / nchunks % g.Hkv, b = it / (nchunks * g.Hkv);
-      float* part = dq_part.data() + chunk * part_stride + b * g.Hq * g.T * g.Dp;
-      backward_item(dk, dv, dout, lse, drow.data(), q, k, v, segment, g, sc, part, b, kvh, chunk,
+      float* acc = nchunks == 1 ? own.data() : dq_part.data() + it * group;
+      if (nchunks == 1) own.zero();
+      backward_item(dk, dv, dout, lse, drow.data(), q, k, v, segment, g, sc, acc, b, kvh, chunk,
                     nchunks);
+      if (nchunks > 1) continue;
+      for (int64_t r = 0; r < g.nrep; ++r)
+        for (int64_t t = 0; t < g.T; ++t)
+          store_row(dq + (b * g.T + t) * g.qs + (kvh * g.nrep + r) * g.D,
+                    acc + (r * g.T + t) * g.Dp, g.D, 1.0f);
     }
   }
+  if (nchunks == 1) return;
 
   // dQ = sum of the chunk partials, always in chunk order.
 #pragma omp parallel for schedule(static)
   for (int64_t bt = 0; bt < g.B * g.T; ++bt) {
     const int64_t b = bt / g.T, t = bt % g.T;
     for (int64_t h = 0; h < g.Hq; ++h) {
-      const float* p0 = dq_part.data() + ((b * g.Hq + h) * g.T + t) * g.Dp;
+      const int64_t kvh = h / g.nrep, r = h % g.nrep;
+      const float* p0 = dq_part.data() + (b * g.Hkv + kvh) * nchunks * group + (r * g.T + t) * g.Dp;
       T* o = dq + bt * g.qs + h * g.D;
       for (int64_t i = 0; i < g.D; ++i) {
-        float acc = p0[i];
-        for (int64_t c = 1; c < nchunks; ++c) acc += p0[c * part_stride + i];
-        o[i] = from_float<T>(acc);
+        float sum = p0[i];
+        for (int64_t c = 1; c < nchunks; ++c) sum += p0[c * group + i];
+        o[i] = from_float<T>(sum);
       }
     }
   }

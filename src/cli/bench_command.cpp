@@ -46,7 +46,7 @@ LlamaConfig reference_shape() {
 }
 
 double bench_gemm() {
-  std::printf("== bf16 GEMM throughput (%d threads; best of ~1 s per size)\n", omp_get_max_threads());
+  std::printf("== bf16 GEMM throughput (%d threads; mean over ~1 s per size)\n", omp_get_max_threads());
   double best = 0.0;
   for (int64_t n : {1024, 2048, 4096}) {
     double f = measure_gemm_flops(n, 1.0, true);

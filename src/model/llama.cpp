@@ -296,8 +296,11 @@ void RunnerImpl<T>::plan(int64_t B, int64_t seq) {
 
   scratch_.resize(block_scratch_elems(c_, N, lora_rank_));
   scratch_view_ = carve_block_scratch<T>(scratch_.data(), c_, N, lora_rank_);
-  // Logit chunks of about 4M elements keep the head's working set small at any vocabulary size.
-  chunk_ = std::clamp<int64_t>((int64_t(1) << 22) / V, 1, N);
+  // Logits are made and consumed in chunks of rows, so the whole [N, V] matrix never exists.
+  // Each chunk's weight-gradient GEMM reads and writes all of dW [V, C] in f32, so chunks must be
+  // large for that traffic to stay small next to the FLOPs: 2^25 elements (64 MiB in bf16) is
+  // about 1000 rows at V = 32000.
+  chunk_ = std::clamp<int64_t>((int64_t(1) << 25) / V, 1, N);
   head_.resize(chunk_ * (V + 2 * std::max<int64_t>(lora_rank_, 1)));
   default_pos_.resize(N);
   for (int64_t n = 0; n < N; ++n) default_pos_[n] = int32_t(n % seq);

@@ -1,6 +1,5 @@
 #include "train/flops.h"
 
-#include <algorithm>
 #include <chrono>
 
 #include "core/buffer.h"
@@ -51,16 +50,18 @@ double measure_gemm_flops(int64_t n, double seconds, bool bf16) {
     g.A = af.data(), g.B = af.data() + elems;
   }
   gemm(g);  // create the primitive and warm the caches
+  // Mean over the window, not the best single call: a single short call can read high when the
+  // other core happens to be idle and the clock boosts.
   const double flops = 2.0 * double(n) * double(n) * double(n);
-  double best = 0.0, spent = 0.0;
-  while (spent < seconds) {
-    auto t0 = std::chrono::steady_clock::now();
+  int64_t calls = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  double spent = 0.0;
+  while (spent < seconds || calls < 3) {
     gemm(g);
-    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    spent += dt;
-    best = std::max(best, flops / dt);
+    ++calls;
+    spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  return best;
+  return flops * double(calls) / spent;
 }
 
 }  // namespace mt

@@ -21,7 +21,7 @@ struct FlopCount {
 // LoRA: the frozen base needs no weight gradients: 4 * matmul_params + 6 * lora_params + 12·L·C·T.
 FlopCount training_flops(const LlamaConfig& c, const LoraConfig& lora, int64_t seq_len);
 
-// Best bf16 GEMM throughput (FLOP/s) on square matrices of the given size, over `seconds`.
+// Sustained GEMM throughput (FLOP/s) on square matrices of the given size, over `seconds`.
 double measure_gemm_flops(int64_t size, double seconds, bool bf16 = true);
 
 }  // namespace mt

@@ -96,3 +96,35 @@ TEST(ModelCheckpointing, SameGradientsAsWithout) {
 
 }  // namespace
 }  // namespace mt
+
+namespace mt {
+namespace {
+
+TEST(ModelFusedQkv, SameLossAndGradientsAsSeparateProjections) {
+  for (bool lora_on : {false, true}) {
+    LoraConfig lora;
+    lora.enabled = lora_on;
+    lora.rank = 2;
+    auto run = [&](bool fused) {
+      LlamaModel m(testing::tiny_config(), Precision::fp32, lora);
+      m.set_fuse_qkv(fused);
+      m.init_weights(1);
+      testing::randomize(m.base(), 2, 0.3f);
+      testing::randomize(m.adapters(), 3, 0.3f);
+      auto batch = testing::tiny_batch(32);
+      m.trainable().zero_grad();
+      double loss = m.forward_backward(batch.input(), 0.1f).sum;
+      const float* g = m.trainable().grad_data();
+      std::vector<float> grads(g, g + m.trainable().trainable_numel());
+      return std::make_pair(loss, grads);
+    };
+    auto [la, ga] = run(true);
+    auto [lb, gb] = run(false);
+    EXPECT_NEAR(la, lb, 1e-5 * std::abs(la));
+    for (size_t i = 0; i < ga.size(); ++i)
+      ASSERT_NEAR(ga[i], gb[i], 1e-5 + 1e-4 * std::abs(gb[i])) << "lora=" << lora_on << " " << i;
+  }
+}
+
+}  // namespace
+}  // namespace mt

@@ -4,6 +4,8 @@
 
 #include "core/bf16.h"
 #include "core/profile.h"
+#include "kernels/cpu/columns.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/residual.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
@@ -59,7 +61,7 @@ BlockActivations<T> carve_block_activations(T*& tc, float*& fc, int64_t N, const
 
 int64_t block_scratch_elems(const LlamaConfig& c, int64_t N, int64_t lora_rank) {
   const int64_t C = c.hidden_size, kv = c.kv_dim(), wide = std::max(C, c.intermediate_size);
-  return N * (3 * wide + C + 2 * kv + std::max<int64_t>(lora_rank, 1));
+  return N * (3 * wide + 2 * C + 4 * kv + std::max<int64_t>(lora_rank, 1));
 }
 
 template <class T>
@@ -72,17 +74,32 @@ BlockScratch<T> carve_block_scratch(T* base, const LlamaConfig& c, int64_t N, in
   s.t3 = base, base += N * C;
   s.t4 = base, base += N * kv;
   s.t5 = base, base += N * kv;
+  s.qkv = base, base += N * (C + 2 * kv);
   s.du = base;
   return s;
 }
 
 template <class T>
+void fuse_qkv_if_adjacent(BlockWeights<T>& w, const LlamaConfig& c) {
+  const int64_t C = c.hidden_size, kv = c.kv_dim();
+  const auto &q = w.proj[kQ], &k = w.proj[kK], &v = w.proj[kV];
+  if (k.W != q.W + C * C || v.W != k.W + kv * C) return;
+  const bool grads_adjacent = q.dW ? (k.dW == q.dW + C * C && v.dW == k.dW + kv * C)
+                                   : (!k.dW && !v.dW);
+  if (!grads_adjacent) return;
+  w.qkv = q.W;
+  w.dqkv = q.dW;
+}
+
+template <class T>
 void block_forward(float* y, const float* x, BlockActivations<T>& a, const BlockWeights<T>& w,
                    const BlockInput& in, const LlamaConfig& c, BlockScratch<T>& s) {
-  const int64_t N = in.B * in.T, C = c.hidden_size, I = c.intermediate_size;
+  const int64_t N = in.B * in.T, C = c.hidden_size, kv = c.kv_dim(), I = c.intermediate_size;
   const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim();
   auto proj = [&](Proj p, T* out, const T* inp) {
-    MT_PROFILE("gemm forward");
+    static const char* names[kNumProj] = {"gemm fwd q", "gemm fwd k", "gemm fwd v", "gemm fwd o",
+                                          "gemm fwd gate", "gemm fwd up", "gemm fwd down"};
+    MT_PROFILE(names[p]);
     auto [o, i] = proj_dims(p, c);
     linear_layer_forward(out, a.lora_u[p], inp, w.proj[p], N, o, i);
   };
@@ -91,9 +108,18 @@ void block_forward(float* y, const float* x, BlockActivations<T>& a, const Block
     MT_PROFILE("rmsnorm forward");
     rmsnorm_forward(a.n1, a.rstd1, x, w.norm1, N, C, c.rms_norm_eps);
   }
-  proj(kQ, a.q, a.n1);
-  proj(kK, a.k, a.n1);
-  proj(kV, a.v, a.n1);
+  if (w.qkv) {
+    MT_PROFILE("gemm fwd qkv");
+    linear_forward(s.qkv, a.n1, w.qkv, N, C + 2 * kv, C);
+    split_columns<T>(s.qkv, N, {{a.q, C}, {a.k, kv}, {a.v, kv}});
+    lora_forward(a.q, a.lora_u[kQ], a.n1, w.proj[kQ], N, C, C);
+    lora_forward(a.k, a.lora_u[kK], a.n1, w.proj[kK], N, kv, C);
+    lora_forward(a.v, a.lora_u[kV], a.n1, w.proj[kV], N, kv, C);
+  } else {
+    proj(kQ, a.q, a.n1);
+    proj(kK, a.k, a.n1);
+    proj(kV, a.v, a.n1);
+  }
   {
     MT_PROFILE("rope forward");
     rope_forward(a.q, in.rope_cos, in.rope_sin, in.positions, N, Hq, D);
@@ -125,10 +151,12 @@ template <class T>
 void block_backward(float* dy, const float* x, const BlockActivations<T>& a,
                     const BlockWeights<T>& w, const BlockInput& in, const LlamaConfig& c,
                     BlockScratch<T>& s) {
-  const int64_t N = in.B * in.T, C = c.hidden_size, I = c.intermediate_size;
+  const int64_t N = in.B * in.T, C = c.hidden_size, kv = c.kv_dim(), I = c.intermediate_size;
   const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim();
   auto proj_back = [&](Proj p, T* dinp, bool accumulate, const T* dout, const T* inp) {
-    MT_PROFILE("gemm backward");
+    static const char* names[kNumProj] = {"gemm bwd q", "gemm bwd k", "gemm bwd v", "gemm bwd o",
+                                          "gemm bwd gate", "gemm bwd up", "gemm bwd down"};
+    MT_PROFILE(names[p]);
     auto [o, i] = proj_dims(p, c);
     linear_layer_backward(dinp, accumulate, s.du, dout, inp, a.lora_u[p], w.proj[p], N, o, i);
   };
@@ -163,9 +191,19 @@ void block_backward(float* dy, const float* x, const BlockActivations<T>& a,
     rope_backward(s.t1, in.rope_cos, in.rope_sin, in.positions, N, Hq, D);
     rope_backward(s.t4, in.rope_cos, in.rope_sin, in.positions, N, Hkv, D);
   }
-  proj_back(kQ, s.t0, false, s.t1, a.n1);                     // t0 = dn1
-  proj_back(kK, s.t0, true, s.t4, a.n1);
-  proj_back(kV, s.t0, true, s.t5, a.n1);
+  if (w.qkv) {
+    MT_PROFILE("gemm bwd qkv");
+    concat_columns<T>(s.qkv, N, {{s.t1, C}, {s.t4, kv}, {s.t5, kv}});
+    linear_backward_input(s.t0, s.qkv, w.qkv, N, C + 2 * kv, C);  // t0 = dn1
+    if (w.dqkv) linear_backward_weight(w.dqkv, s.qkv, a.n1, N, C + 2 * kv, C);
+    lora_backward(s.t0, s.du, s.t1, a.n1, a.lora_u[kQ], w.proj[kQ], N, C, C);
+    lora_backward(s.t0, s.du, s.t4, a.n1, a.lora_u[kK], w.proj[kK], N, kv, C);
+    lora_backward(s.t0, s.du, s.t5, a.n1, a.lora_u[kV], w.proj[kV], N, kv, C);
+  } else {
+    proj_back(kQ, s.t0, false, s.t1, a.n1);                   // t0 = dn1
+    proj_back(kK, s.t0, true, s.t4, a.n1);
+    proj_back(kV, s.t0, true, s.t5, a.n1);
+  }
   MT_PROFILE("residual/norm backward");
   rmsnorm_backward(dy, w.dnorm1, s.t0, x, w.norm1, a.rstd1, N, C);  // dy = dL/dx
 }
@@ -175,6 +213,7 @@ void block_backward(float* dy, const float* x, const BlockActivations<T>& a,
                                                           const LlamaConfig&, int64_t,           \
                                                           const std::array<bool, kNumProj>&);    \
   template BlockScratch<T> carve_block_scratch<T>(T*, const LlamaConfig&, int64_t, int64_t);     \
+  template void fuse_qkv_if_adjacent<T>(BlockWeights<T>&, const LlamaConfig&);                   \
   template void block_forward<T>(float*, const float*, BlockActivations<T>&,                     \
                                  const BlockWeights<T>&, const BlockInput&, const LlamaConfig&,  \
                                  BlockScratch<T>&);                                              \

@@ -22,7 +22,15 @@ struct BlockWeights {
   const float* norm2 = nullptr;
   float* dnorm2 = nullptr;
   std::array<LinearWeights<T>, kNumProj> proj;
+  // When q, k and v are adjacent in memory they form one [C + 2kv, C] matrix: one GEMM instead of
+  // three (the k and v products alone are narrow and run well below the GEMM peak).
+  const T* qkv = nullptr;
+  float* dqkv = nullptr;  // null when frozen
 };
+
+// Sets w.qkv / w.dqkv when the three projections' weights (and gradients) are contiguous.
+template <class T>
+void fuse_qkv_if_adjacent(BlockWeights<T>& w, const LlamaConfig& c);
 
 // Everything the backward needs from the forward, for one block. Sizes per token in brackets.
 template <class T>
@@ -64,6 +72,7 @@ struct BlockScratch {
   T* t3;  // [N, C]
   T* t4;  // [N, kv]
   T* t5;  // [N, kv]
+  T* qkv;  // [N, C + 2kv]
   T* du;  // [N, r]
 };
 int64_t block_scratch_elems(const LlamaConfig& c, int64_t N, int64_t lora_rank);

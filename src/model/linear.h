@@ -29,4 +29,13 @@ template <class T>
 void linear_layer_backward(T* dx, bool accumulate_dx, T* du, const T* dy, const T* x, const T* u,
                            const LinearWeights<T>& w, int64_t M, int64_t out, int64_t in);
 
+// The adapter halves alone (no-ops without an adapter), for callers that run the base product
+// themselves, e.g. one fused GEMM for q, k and v.
+template <class T>
+void lora_forward(T* y, T* u, const T* x, const LinearWeights<T>& w, int64_t M, int64_t out,
+                  int64_t in);  // y += scale * (x A^T) B^T
+template <class T>
+void lora_backward(T* dx, T* du, const T* dy, const T* x, const T* u, const LinearWeights<T>& w,
+                   int64_t M, int64_t out, int64_t in);  // dx += du A, adapter grads
+
 }  // namespace mt

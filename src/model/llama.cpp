@@ -258,6 +258,7 @@ void RunnerImpl<T>::bind_weights() {
       std::string name = proj_param_name(l, Proj(p));
       b.proj[p] = linear(name + ".weight", name, lora_on_[p]);
     }
+    if (m_.fuse_qkv()) fuse_qkv_if_adjacent(b, c_);
     blocks_.push_back(b);
   }
   Param& F = m_.base().get(kFinalNorm);

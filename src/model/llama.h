@@ -48,6 +48,10 @@ class LlamaModel {
   void init_adapters(uint64_t seed);
 
   void set_activation_checkpointing(bool on) { checkpointing_ = on; }
+  // One GEMM for q, k and v (on by default; off only to test that both paths agree).
+  // Must be chosen before the first forward.
+  void set_fuse_qkv(bool on) { fuse_qkv_ = on; }
+  bool fuse_qkv() const { return fuse_qkv_; }
   bool activation_checkpointing() const { return checkpointing_; }
 
   // Forward and backward of sum(loss) * grad_scale; gradients are accumulated into the trainable
@@ -77,6 +81,7 @@ class LlamaModel {
   ParamStore base_;
   ParamStore adapters_;
   bool checkpointing_ = false;
+  bool fuse_qkv_ = true;
   std::unique_ptr<Runner> runner_;
 };
 

@@ -10,6 +10,7 @@
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
 #include "model/init.h"
+#include "model/weights.h"
 
 namespace mt {
 
@@ -37,9 +38,6 @@ bool lora_targets_head(const LoraConfig& lora) {
 
 namespace {
 
-const char* kEmbed = "model.embed_tokens.weight";
-const char* kFinalNorm = "model.norm.weight";
-const char* kHead = "lm_head.weight";
 
 std::pair<int64_t, int64_t> proj_shape(Proj p, const LlamaConfig& c) {  // {out, in}
   switch (p) {
@@ -50,9 +48,6 @@ std::pair<int64_t, int64_t> proj_shape(Proj p, const LlamaConfig& c) {  // {out,
   }
 }
 
-template <class T> const T* compute_ptr(const Param& p);
-template <> const float* compute_ptr<float>(const Param& p) { return p.master; }
-template <> const bf16* compute_ptr<bf16>(const Param& p) { return p.compute; }
 
 }  // namespace
 
@@ -69,7 +64,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Precision precision, const Lor
   ParamPlan embed{true, bf && config.tie_word_embeddings, !frozen, true};
   const int64_t C = config.hidden_size;
 
-  base_.add(kEmbed, {config.vocab_size, C}, embed);
+  base_.add(kEmbedName, {config.vocab_size, C}, embed);
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     base_.add(layer_prefix(l) + "input_layernorm.weight", {C}, norm);
     base_.add(layer_prefix(l) + "post_attention_layernorm.weight", {C}, norm);
@@ -78,8 +73,8 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Precision precision, const Lor
       base_.add(proj_param_name(l, Proj(p)) + ".weight", {out, in}, matrix);
     }
   }
-  base_.add(kFinalNorm, {C}, norm);
-  if (!config.tie_word_embeddings) base_.add(kHead, {config.vocab_size, C}, matrix);
+  base_.add(kFinalNormName, {C}, norm);
+  if (!config.tie_word_embeddings) base_.add(kHeadName, {config.vocab_size, C}, matrix);
   base_.allocate();
 
   if (lora.enabled) {
@@ -155,7 +150,7 @@ void LlamaModel::merge_adapters() {
     for (int p = 0; p < kNumProj; ++p)
       if (on[p]) merge(proj_param_name(l, Proj(p)) + ".weight", proj_param_name(l, Proj(p)));
   if (lora_targets_head(lora_))
-    merge(config_.tie_word_embeddings ? kEmbed : kHead, "lm_head");
+    merge(config_.tie_word_embeddings ? kEmbedName : kHeadName, "lm_head");
   adapters_.sync_compute();
 }
 
@@ -173,13 +168,15 @@ namespace {
 template <class T>
 class RunnerImpl : public LlamaModel::Runner {
  public:
-  explicit RunnerImpl(LlamaModel& m) : m_(m), c_(m.config()) {
+  explicit RunnerImpl(LlamaModel& m)
+      : m_(m), c_(m.config()), w_(bind_model_weights<T>(m)),
+        lora_on_(lora_targets_mask(m.lora_config())),
+        lora_rank_(m.has_lora() ? m.lora_config().rank : 0) {
     const int64_t D = c_.head_dim();
     rope_cos_.resize(c_.max_position_embeddings * D / 2);
     rope_sin_.resize(c_.max_position_embeddings * D / 2);
     rope_tables(rope_cos_.data(), rope_sin_.data(), c_.max_position_embeddings, D, c_.rope_theta,
                 c_.rope_scaling);
-    bind_weights();
   }
 
   size_t arena_bytes() const override {
@@ -189,22 +186,14 @@ class RunnerImpl : public LlamaModel::Runner {
   LossSum run(const ModelInput& in, bool backward, float grad_scale, float* logits) override;
 
  private:
-  void bind_weights();
   void plan(int64_t B, int64_t seq);
-  LinearWeights<T> linear(const std::string& name, const std::string& lora_prefix, bool lora_on);
   LossSum head_chunk(int64_t n0, int64_t M, const ModelInput& in, bool backward, float grad_scale,
                      float* logits);
 
   LlamaModel& m_;
   const LlamaConfig& c_;
   std::vector<float> rope_cos_, rope_sin_;
-  // Weights
-  const float* embed_ = nullptr;
-  float* dembed_ = nullptr;
-  std::vector<BlockWeights<T>> blocks_;
-  const float* final_norm_ = nullptr;
-  float* dfinal_norm_ = nullptr;
-  LinearWeights<T> head_w_;
+  ModelWeights<T> w_;
   std::array<bool, kNumProj> lora_on_{};
   int64_t lora_rank_ = 0;
   // Arena, planned for one (B, T)
@@ -224,48 +213,6 @@ class RunnerImpl : public LlamaModel::Runner {
   float* losses_ = nullptr;
   std::vector<int32_t> default_pos_;
 };
-
-template <class T>
-LinearWeights<T> RunnerImpl<T>::linear(const std::string& name, const std::string& lora_prefix,
-                                       bool lora_on) {
-  LinearWeights<T> w;
-  Param& W = m_.base().get(name);
-  w.W = compute_ptr<T>(W);
-  w.dW = W.grad;
-  if (lora_on) {
-    Param& A = m_.adapters().get(lora_prefix + ".lora_A.weight");
-    Param& B = m_.adapters().get(lora_prefix + ".lora_B.weight");
-    w.A = compute_ptr<T>(A), w.B = compute_ptr<T>(B);
-    w.dA = A.grad, w.dB = B.grad;
-    w.rank = m_.lora_config().rank;
-    w.scale = m_.lora_config().alpha / float(w.rank);
-  }
-  return w;
-}
-
-template <class T>
-void RunnerImpl<T>::bind_weights() {
-  lora_on_ = lora_targets_mask(m_.lora_config());
-  lora_rank_ = m_.has_lora() ? m_.lora_config().rank : 0;
-  Param& E = m_.base().get(kEmbed);
-  embed_ = E.master, dembed_ = E.grad;
-  for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
-    BlockWeights<T> b;
-    Param& n1 = m_.base().get(layer_prefix(l) + "input_layernorm.weight");
-    Param& n2 = m_.base().get(layer_prefix(l) + "post_attention_layernorm.weight");
-    b.norm1 = n1.master, b.dnorm1 = n1.grad, b.norm2 = n2.master, b.dnorm2 = n2.grad;
-    for (int p = 0; p < kNumProj; ++p) {
-      std::string name = proj_param_name(l, Proj(p));
-      b.proj[p] = linear(name + ".weight", name, lora_on_[p]);
-    }
-    if (m_.fuse_qkv()) fuse_qkv_if_adjacent(b, c_);
-    blocks_.push_back(b);
-  }
-  Param& F = m_.base().get(kFinalNorm);
-  final_norm_ = F.master, dfinal_norm_ = F.grad;
-  head_w_ = linear(c_.tie_word_embeddings ? kEmbed : kHead, "lm_head",
-                   lora_targets_head(m_.lora_config()));
-}
 
 template <class T>
 void RunnerImpl<T>::plan(int64_t B, int64_t seq) {
@@ -317,7 +264,7 @@ LossSum RunnerImpl<T>::head_chunk(int64_t n0, int64_t M, const ModelInput& in, b
   const T* x = nf_ + n0 * C;
   {
     MT_PROFILE("lm_head forward");
-    linear_layer_forward(logits, u, x, head_w_, M, V, C);
+    linear_layer_forward(logits, u, x, w_.head, M, V, C);
   }
   LossSum ls;
   if (logits_out) {
@@ -334,7 +281,7 @@ LossSum RunnerImpl<T>::head_chunk(int64_t n0, int64_t M, const ModelInput& in, b
     // Gradient of the final norm's output for these rows, in T, into the scratch's t3 rows.
     T* dnf = scratch_view_.t3 + n0 * C;
     MT_PROFILE("lm_head backward");
-    linear_layer_backward(dnf, false, du, logits, x, u, head_w_, M, V, C);
+    linear_layer_backward(dnf, false, du, logits, x, u, w_.head, M, V, C);
   }
   return ls;
 }
@@ -361,11 +308,11 @@ LossSum RunnerImpl<T>::run(const ModelInput& in, bool backward, float grad_scale
 
   {
     MT_PROFILE("embedding");
-    embedding_forward(xs_[0], in.tokens, embed_, N, C);
+    embedding_forward(xs_[0], in.tokens, w_.embed, N, C);
   }
   for (int64_t l = 0; l < L; ++l)
-    block_forward(xs_[l + 1], xs_[l], acts_[ckpt ? 0 : l], blocks_[l], bi, c_, scratch_view_);
-  rmsnorm_forward(nf_, rstdf_, xs_[L], final_norm_, N, C, c_.rms_norm_eps);
+    block_forward(xs_[l + 1], xs_[l], acts_[ckpt ? 0 : l], w_.blocks[l], bi, c_, scratch_view_);
+  rmsnorm_forward(nf_, rstdf_, xs_[L], w_.final_norm, N, C, c_.rms_norm_eps);
 
   LossSum total;
   for (int64_t n0 = 0; n0 < N; n0 += chunk_) {
@@ -375,16 +322,16 @@ LossSum RunnerImpl<T>::run(const ModelInput& in, bool backward, float grad_scale
   if (!backward) return total;
 
   std::fill(dx_, dx_ + N * C, 0.0f);
-  rmsnorm_backward(dx_, dfinal_norm_, scratch_view_.t3, xs_[L], final_norm_, rstdf_, N, C);
+  rmsnorm_backward(dx_, w_.dfinal_norm, scratch_view_.t3, xs_[L], w_.final_norm, rstdf_, N, C);
   for (int64_t l = L - 1; l >= 0; --l) {
     if (ckpt) {  // recompute this block's activations from its saved input
       MT_PROFILE("recompute (checkpointing)");
-      block_forward(y_tmp_, xs_[l], acts_[0], blocks_[l], bi, c_, scratch_view_);
+      block_forward(y_tmp_, xs_[l], acts_[0], w_.blocks[l], bi, c_, scratch_view_);
     }
-    block_backward(dx_, xs_[l], acts_[ckpt ? 0 : l], blocks_[l], bi, c_, scratch_view_);
+    block_backward(dx_, xs_[l], acts_[ckpt ? 0 : l], w_.blocks[l], bi, c_, scratch_view_);
   }
   MT_PROFILE("embedding");
-  if (dembed_) embedding_backward(dembed_, in.tokens, dx_, N, C);
+  if (w_.dembed) embedding_backward(w_.dembed, in.tokens, dx_, N, C);
   return total;
 }
 

@@ -86,6 +86,9 @@ class LlamaModel {
 };
 
 // HF-style names, shared by the model, loaders and exporters.
+inline constexpr const char* kEmbedName = "model.embed_tokens.weight";
+inline constexpr const char* kFinalNormName = "model.norm.weight";
+inline constexpr const char* kHeadName = "lm_head.weight";
 std::string layer_prefix(int64_t layer);                 // "model.layers.{i}."
 std::string proj_param_name(int64_t layer, Proj p);      // "...self_attn.q_proj" (no suffix)
 std::array<bool, kNumProj> lora_targets_mask(const LoraConfig& lora);

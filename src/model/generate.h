@@ -1,0 +1,29 @@
+// Text generation over a Decoder: greedy, or temperature with nucleus (top-p) sampling, stopping
+// at an end token or a length limit.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "model/llama.h"
+
+namespace mt {
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 256;
+  float temperature = 0.0f;  // 0: greedy (argmax, lowest id on ties)
+  float top_p = 1.0f;        // nucleus: sample from the smallest set of tokens with mass >= top_p
+  uint64_t seed = 0;
+  std::vector<int32_t> stop_ids;  // generation ends when one of these is produced (not emitted)
+};
+
+// Runs the prompt through the model, then produces up to max_new_tokens tokens. `on_token` (may
+// be empty) is called with each new token as it is produced. Returns the new tokens.
+std::vector<int32_t> generate(LlamaModel& model, const std::vector<int32_t>& prompt,
+                              const GenerateOptions& opt,
+                              const std::function<void(int32_t)>& on_token = {});
+
+// Picks the next token from logits (exposed for tests). `uniform` is a draw in [0, 1).
+int32_t pick_token(const std::vector<float>& logits, float temperature, float top_p, double uniform);
+
+}  // namespace mt

@@ -1,0 +1,65 @@
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "model/decoder.h"
+#include "model/generate.h"
+#include "model_fixtures.h"
+
+namespace mt {
+namespace {
+
+class DecoderMatchesForward : public ::testing::TestWithParam<bool> {};  // param: LoRA
+
+TEST_P(DecoderMatchesForward, CachedStepsGiveTheFullForwardLogits) {
+  LoraConfig lora;
+  lora.enabled = GetParam();
+  lora.rank = 2;
+  lora.targets = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"};
+  LlamaModel m(testing::tiny_config(), Precision::fp32, lora);
+  m.init_weights(4);
+  testing::randomize(m.base(), 5, 0.3f);
+  testing::randomize(m.adapters(), 6, 0.3f);
+  auto batch = testing::tiny_batch(32, 9, 1, 10);
+  ModelInput in = batch.input();
+  std::vector<float> full(size_t(10 * 32));
+  m.forward_logits(in, full.data());
+  Decoder dec(m, 10);
+  for (int64_t t = 0; t < 10; ++t) {
+    const auto& logits = dec.step(batch.tokens[size_t(t)]);
+    for (int64_t v = 0; v < 32; ++v)
+      ASSERT_NEAR(logits[size_t(v)], full[size_t(t * 32 + v)], 1e-4) << "t " << t << " v " << v;
+  }
+  EXPECT_THROW(dec.step(1), Error);  // past max_len
+}
+
+INSTANTIATE_TEST_SUITE_P(Generate, DecoderMatchesForward, ::testing::Values(false, true));
+
+TEST(GeneratePick, GreedyTemperatureAndTopP) {
+  std::vector<float> logits = {0.0f, 2.0f, 1.0f, 2.0f};
+  EXPECT_EQ(pick_token(logits, 0.0f, 1.0f, 0.5), 1);  // argmax, lowest id on ties
+  // top_p small: only the most likely token (id 1, tie broken by id) survives.
+  for (double u : {0.0, 0.3, 0.99}) EXPECT_EQ(pick_token(logits, 1.0f, 0.01f, u), 1);
+  // Full distribution: u spans the ids in probability order 1, 3, 2, 0.
+  EXPECT_EQ(pick_token(logits, 1.0f, 1.0f, 0.0), 1);
+  EXPECT_EQ(pick_token(logits, 1.0f, 1.0f, 0.999999), 0);
+}
+
+TEST(GenerateLoop, StopsAtStopIdAndIsDeterministicBySeed) {
+  LlamaModel m(testing::tiny_config(), Precision::fp32, LoraConfig{});
+  m.init_weights(4);
+  testing::randomize(m.base(), 5, 0.5f);
+  GenerateOptions o;
+  o.max_new_tokens = 8;
+  o.temperature = 1.0f;
+  o.seed = 3;
+  auto a = generate(m, {1, 2}, o);
+  auto b = generate(m, {1, 2}, o);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a.size(), 8u);
+  o.stop_ids = {a[2]};
+  auto c = generate(m, {1, 2}, o);
+  EXPECT_LE(c.size(), 2u);
+}
+
+}  // namespace
+}  // namespace mt

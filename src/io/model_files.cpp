@@ -3,37 +3,10 @@
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
+#include "io/hf_config.h"
 #include "io/safetensors_write.h"
 
 namespace mt {
-
-std::string hf_config_json(const LlamaConfig& c) {
-  nlohmann::ordered_json j;
-  j["architectures"] = {"LlamaForCausalLM"};
-  j["model_type"] = "llama";
-  j["hidden_size"] = c.hidden_size;
-  j["intermediate_size"] = c.intermediate_size;
-  j["num_hidden_layers"] = c.num_hidden_layers;
-  j["num_attention_heads"] = c.num_attention_heads;
-  j["num_key_value_heads"] = c.num_key_value_heads;
-  j["vocab_size"] = c.vocab_size;
-  j["max_position_embeddings"] = c.max_position_embeddings;
-  j["rms_norm_eps"] = c.rms_norm_eps;
-  j["rope_theta"] = c.rope_theta;
-  if (c.rope_scaling.factor > 0.0f)
-    j["rope_scaling"] = {{"rope_type", "llama3"},
-                         {"factor", c.rope_scaling.factor},
-                         {"low_freq_factor", c.rope_scaling.low_freq_factor},
-                         {"high_freq_factor", c.rope_scaling.high_freq_factor},
-                         {"original_max_position_embeddings",
-                          c.rope_scaling.original_max_position_embeddings}};
-  else
-    j["rope_scaling"] = nullptr;
-  j["tie_word_embeddings"] = c.tie_word_embeddings;
-  j["hidden_act"] = "silu";
-  j["torch_dtype"] = "bfloat16";
-  return j.dump(2) + "\n";
-}
 
 std::vector<std::string> save_base_model(LlamaModel& model, const std::string& dir) {
   const bool bf = model.precision() == Precision::bf16;

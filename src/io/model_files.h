@@ -8,7 +8,6 @@
 
 namespace mt {
 
-std::string hf_config_json(const LlamaConfig& c);
 // Writes <dir>/config.json and <dir>/model.safetensors (base weights, in the run's precision).
 // Returns the paths written.
 std::vector<std::string> save_base_model(LlamaModel& model, const std::string& dir);

@@ -1,0 +1,117 @@
+#include "io/hf_config.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace mt {
+
+namespace {
+
+using json = nlohmann::json;
+
+template <class V>
+void read_key(const json& j, const char* key, V& out, const std::string& src, bool required) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (required) fail(src + ": missing key '" + key + "'");
+    return;
+  }
+  if constexpr (std::is_same_v<V, bool>) {
+    if (!it->is_boolean()) fail(src + ": key '" + key + "' must be a boolean");
+  } else if constexpr (std::is_integral_v<V>) {
+    if (!it->is_number_integer()) fail(src + ": key '" + key + "' must be an integer");
+  } else {
+    if (!it->is_number()) fail(src + ": key '" + key + "' must be a number");
+  }
+  out = it->get<V>();
+}
+
+}  // namespace
+
+LlamaConfig parse_hf_config(const std::string& text, const std::string& src) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail(src + ": not valid JSON (" + std::string(e.what()) + ")");
+  }
+  if (!j.is_object()) fail(src + ": expected a JSON object");
+  if (j.contains("model_type") && j["model_type"].is_string() && j["model_type"] != "llama")
+    fail(src + ": model_type '" + j["model_type"].get<std::string>() + "' is not supported (llama only)");
+  LlamaConfig c;
+  read_key(j, "hidden_size", c.hidden_size, src, true);
+  read_key(j, "intermediate_size", c.intermediate_size, src, true);
+  read_key(j, "num_hidden_layers", c.num_hidden_layers, src, true);
+  read_key(j, "num_attention_heads", c.num_attention_heads, src, true);
+  c.num_key_value_heads = c.num_attention_heads;  // HF's default when absent (no GQA)
+  read_key(j, "num_key_value_heads", c.num_key_value_heads, src, false);
+  read_key(j, "vocab_size", c.vocab_size, src, true);
+  read_key(j, "max_position_embeddings", c.max_position_embeddings, src, true);
+  c.rms_norm_eps = 1e-6f;  // HF LlamaConfig defaults
+  c.rope_theta = 10000.0f;
+  read_key(j, "rms_norm_eps", c.rms_norm_eps, src, false);
+  read_key(j, "rope_theta", c.rope_theta, src, false);
+  read_key(j, "tie_word_embeddings", c.tie_word_embeddings, src, false);
+  if (j.contains("head_dim") && j["head_dim"].is_number_integer() &&
+      j["head_dim"].get<int64_t>() * c.num_attention_heads != c.hidden_size)
+    fail(src + ": head_dim * num_attention_heads != hidden_size is not supported");
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
+    const json& rs = j["rope_scaling"];
+    if (!rs.is_object()) fail(src + ": rope_scaling must be an object or null");
+    std::string type = rs.value("rope_type", rs.value("type", std::string()));
+    if (type != "llama3") fail(src + ": rope_scaling type '" + type + "' is not supported (llama3 only)");
+    const std::string where = src + " rope_scaling";
+    read_key(rs, "factor", c.rope_scaling.factor, where, true);
+    read_key(rs, "low_freq_factor", c.rope_scaling.low_freq_factor, where, true);
+    read_key(rs, "high_freq_factor", c.rope_scaling.high_freq_factor, where, true);
+    read_key(rs, "original_max_position_embeddings",
+             c.rope_scaling.original_max_position_embeddings, where, true);
+  }
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    fail(src + ": " + e.what());
+  }
+  return c;
+}
+
+LlamaConfig load_hf_config(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) fail(path + ": cannot open");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_hf_config(ss.str(), path);
+}
+
+std::string hf_config_json(const LlamaConfig& c) {
+  nlohmann::ordered_json j;
+  j["architectures"] = {"LlamaForCausalLM"};
+  j["model_type"] = "llama";
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["vocab_size"] = c.vocab_size;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  if (c.rope_scaling.factor > 0.0f)
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", c.rope_scaling.factor},
+                         {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                         {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                         {"original_max_position_embeddings",
+                          c.rope_scaling.original_max_position_embeddings}};
+  else
+    j["rope_scaling"] = nullptr;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["hidden_act"] = "silu";
+  j["torch_dtype"] = "bfloat16";
+  return j.dump(2) + "\n";
+}
+
+}  // namespace mt

@@ -1,0 +1,76 @@
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "io/hf_config.h"
+
+namespace mt {
+namespace {
+
+// The config.json of Llama 3.1 8B as published (unused keys included).
+const char* kLlama31_8B = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096,
+  "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 131072,
+  "mlp_bias": false, "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32,
+  "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+  "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+  "transformers_version": "4.43.0.dev0", "use_cache": true, "vocab_size": 128256})";
+
+TEST(HfConfig, ReadsLlama31) {
+  LlamaConfig c = parse_hf_config(kLlama31_8B, "config.json");
+  EXPECT_EQ(c.hidden_size, 4096);
+  EXPECT_EQ(c.intermediate_size, 14336);
+  EXPECT_EQ(c.num_hidden_layers, 32);
+  EXPECT_EQ(c.num_attention_heads, 32);
+  EXPECT_EQ(c.num_key_value_heads, 8);
+  EXPECT_EQ(c.vocab_size, 128256);
+  EXPECT_EQ(c.max_position_embeddings, 131072);
+  EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-5f);
+  EXPECT_FLOAT_EQ(c.rope_theta, 500000.0f);
+  EXPECT_FLOAT_EQ(c.rope_scaling.factor, 8.0f);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_FALSE(c.tie_word_embeddings);
+}
+
+TEST(HfConfig, WriteThenReadIsTheSame) {
+  LlamaConfig c = parse_hf_config(kLlama31_8B, "config.json");
+  c.tie_word_embeddings = true;
+  LlamaConfig d = parse_hf_config(hf_config_json(c), "written");
+  EXPECT_EQ(d.hidden_size, c.hidden_size);
+  EXPECT_EQ(d.num_key_value_heads, c.num_key_value_heads);
+  EXPECT_FLOAT_EQ(d.rope_scaling.high_freq_factor, c.rope_scaling.high_freq_factor);
+  EXPECT_TRUE(d.tie_word_embeddings);
+}
+
+void expect_error(const std::string& text, const std::string& word) {
+  try {
+    parse_hf_config(text, "cfg.json");
+    ADD_FAILURE() << "no error for " << text;
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("cfg.json"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(word), std::string::npos) << msg;
+  }
+}
+
+TEST(HfConfig, BadFilesNameTheProblem) {
+  std::string good = kLlama31_8B;
+  auto replace = [&](const std::string& a, const std::string& b) {
+    std::string s = good;
+    s.replace(s.find(a), a.size(), b);
+    return s;
+  };
+  expect_error("{not json", "JSON");
+  expect_error("[1,2]", "object");
+  expect_error(replace("\"hidden_size\": 4096,", ""), "hidden_size");
+  expect_error(replace("\"num_hidden_layers\": 32", "\"num_hidden_layers\": \"32\""), "num_hidden_layers");
+  expect_error(replace("\"num_attention_heads\": 32", "\"num_attention_heads\": 30"), "num_attention_heads");
+  expect_error(replace("\"num_key_value_heads\": 8", "\"num_key_value_heads\": 7"), "num_key_value_heads");
+  expect_error(replace("\"rope_type\": \"llama3\"", "\"rope_type\": \"yarn\""), "yarn");
+  expect_error(replace("\"model_type\": \"llama\"", "\"model_type\": \"gpt2\""), "gpt2");
+}
+
+}  // namespace
+}  // namespace mt

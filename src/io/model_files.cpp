@@ -31,13 +31,4 @@ std::vector<std::string> save_base_model(LlamaModel& model, const std::string& d
   return {config, weights};
 }
 
-std::string save_adapters(LlamaModel& model, const std::string& dir) {
-  std::vector<TensorOut> out;
-  for (auto& p : model.adapters().params())
-    out.push_back({p.name, "F32", p.shape, p.master, size_t(p.numel) * 4});
-  std::string path = dir + "/adapter.safetensors";
-  write_safetensors(path, out, {{"format", "pt"}});
-  return path;
-}
-
 }  // namespace mt

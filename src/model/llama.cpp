@@ -103,8 +103,7 @@ void LlamaModel::init_weights(uint64_t seed) {
     tmp.assign(size_t(p.numel), 1.0f);
     bool is_norm = p.shape.size() == 1;
     if (!is_norm) fill_normal(tmp.data(), p.numel, 0.02f, seed, p.name);
-    if (p.master) std::copy(tmp.begin(), tmp.end(), p.master);
-    if (p.compute) convert(p.compute, tmp.data(), tmp.size());
+    base_.set_values(p, tmp.data());
   }
   init_adapters(seed);
 }

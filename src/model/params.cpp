@@ -1,5 +1,7 @@
 #include "model/params.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace mt {
@@ -61,6 +63,16 @@ int64_t ParamStore::numel() const {
   int64_t n = 0;
   for (auto& p : params_) n += p.numel;
   return n;
+}
+
+void ParamStore::set_values(Param& p, const float* values) {
+  if (p.master) std::copy(values, values + p.numel, p.master);
+  if (p.compute) convert(p.compute, values, size_t(p.numel));
+}
+
+void ParamStore::get_values(const Param& p, float* out) const {
+  if (p.master) std::copy(p.master, p.master + p.numel, out);
+  else convert(out, p.compute, size_t(p.numel));
 }
 
 void ParamStore::sync_compute() {

@@ -56,6 +56,12 @@ class ParamStore {
   const float* grad_data() const { return grad_.data(); }
   int64_t numel() const;
 
+  // Sets a tensor's values from f32 data: the master copy and/or the bf16 copy, whichever exist.
+  void set_values(Param& p, const float* values);
+  void set_values(const std::string& name, const float* values) { set_values(get(name), values); }
+  // Reads a tensor's values as f32 (from the master copy, else from the bf16 copy).
+  void get_values(const Param& p, float* out) const;
+
   void zero_grad() { grad_.zero(); }
   // Refresh every bf16 compute copy from its master (after an optimizer step).
   void sync_compute();

@@ -30,7 +30,7 @@ struct Section {
 const std::vector<Section>& schema() {
   static const std::vector<Section> s = {
       {"model",
-       {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+       {"path", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
         "num_key_value_heads", "vocab_size", "max_position_embeddings", "rms_norm_eps",
         "rope_theta", "rope_scaling", "tie_word_embeddings"}},
       {"lora", {"enabled", "rank", "alpha", "targets", "init_std"}},
@@ -217,7 +217,14 @@ RunConfig convert(const toml::table& doc, const std::string& where) {
   RunConfig c;
 
   {
-    Reader r(section(doc, "model"), where, "model.");
+    const toml::table* model_table = section(doc, "model");
+    Reader r(model_table, where, "model.");
+    r.read("path", c.model_path);
+    if (!c.model_path.empty())
+      for (const auto& [key, value] : *model_table)
+        if (key.str() != "path")
+          fail(where + ": model." + std::string(key.str()) +
+               " cannot be combined with model.path (the architecture comes from the model's files)");
     LlamaConfig& m = c.model;
     r.read("hidden_size", m.hidden_size);
     r.read("intermediate_size", m.intermediate_size);
@@ -355,7 +362,7 @@ void validate_run(const RunConfig& c, const WhereFor& where_for) {
   positive(t.batch_size, "train.batch_size");
   positive(t.grad_accum, "train.grad_accum");
   positive(t.seq_len, "train.seq_len");
-  if (t.seq_len > c.model.max_position_embeddings)
+  if (c.model_path.empty() && t.seq_len > c.model.max_position_embeddings)
     bad("train.seq_len (" + std::to_string(t.seq_len) +
         ") must be <= model.max_position_embeddings (" +
         std::to_string(c.model.max_position_embeddings) + ")");
@@ -589,6 +596,9 @@ dir = "runs/default"
 std::string to_toml(const RunConfig& c) {
   std::ostringstream o;
   const LlamaConfig& m = c.model;
+  if (!c.model_path.empty()) {
+    o << "[model]\npath = " << fmt_string(c.model_path) << "\n";
+  } else {
   o << "[model]\n"
     << "hidden_size = " << m.hidden_size << "\n"
     << "intermediate_size = " << m.intermediate_size << "\n"
@@ -606,6 +616,7 @@ std::string to_toml(const RunConfig& c) {
     << "high_freq_factor = " << fmt_float(m.rope_scaling.high_freq_factor) << "\n"
     << "original_max_position_embeddings = " << m.rope_scaling.original_max_position_embeddings
     << "\n";
+  }
   o << "\n[lora]\n"
     << "enabled = " << fmt_bool(c.lora.enabled) << "\n"
     << "rank = " << c.lora.rank << "\n"

@@ -54,6 +54,9 @@ struct OutputConfig {
 };
 
 struct RunConfig {
+  // [model] path: a model to start from (an HF directory with config.json and safetensors, or a
+  // llama2.c .bin). When set, the architecture comes from it and no other [model] key may be given.
+  std::string model_path;
   LlamaConfig model;
   LoraConfig lora;
   OptimConfig optim;

@@ -11,6 +11,7 @@
 #include "data/text_dataset.h"
 #include "io/atomic_file.h"
 #include "io/model_files.h"
+#include "io/peft.h"
 #include "model/llama.h"
 #include "train/adamw.h"
 #include "train/flops.h"
@@ -135,7 +136,8 @@ TrainSummary train(const RunConfig& cfg, std::ostream& log) {
   summary.peak_tensor_bytes = memory_stats::peak_bytes();
 
   if (cfg.lora.enabled) {
-    summary.files_written.push_back(save_adapters(model, out_dir));
+    for (auto& f : save_peft_adapter(model, out_dir + "/adapter", cfg.model_path))
+      summary.files_written.push_back(f);
   } else {
     for (auto& f : save_base_model(model, out_dir)) summary.files_written.push_back(f);
   }

@@ -1,0 +1,18 @@
+// PEFT LoRA adapter directories: adapter_config.json + adapter_model.safetensors with PEFT's
+// tensor names (base_model.model.<module>.lora_A.weight, A [r, in], B [out, r]), as written by
+// peft's save_pretrained and read by its from_pretrained.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "model/llama.h"
+
+namespace mt {
+
+std::string peft_module_name(const std::string& target);  // "q" -> "q_proj", "lm_head" -> "lm_head"
+std::string peft_adapter_config_json(const LoraConfig& lora, const std::string& base_model);
+// Writes <dir>/adapter_config.json and <dir>/adapter_model.safetensors (f32). Returns the paths.
+std::vector<std::string> save_peft_adapter(LlamaModel& model, const std::string& dir,
+                                           const std::string& base_model);
+
+}  // namespace mt

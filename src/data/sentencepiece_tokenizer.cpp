@@ -118,6 +118,10 @@ std::unique_ptr<Tokenizer> read_llama2c_tokenizer(std::string_view content, cons
     if (len < 0 || len > max_len)
       fail(name + ": token " + std::to_string(id) + " has length " + std::to_string(len) +
            " outside 0.." + std::to_string(max_len));
+    // Checked before allocating: a corrupt length must not become a huge allocation.
+    if (size_t(len) > content.size() - pos)
+      fail(name + ": truncated llama2.c tokenizer (token " + std::to_string(id) + " needs " +
+           std::to_string(len) + " bytes at offset " + std::to_string(pos) + ")");
     std::string piece(size_t(len), '\0');
     take(piece.data(), size_t(len), "bytes", id);
     pieces.push_back(std::move(piece));

@@ -1,4 +1,5 @@
 // tiktoken .model/.tiktoken files -> byte-level BPE with Llama 3 special tokens.
+#include <algorithm>
 #include <charconv>
 
 #include "core/error.h"
@@ -72,6 +73,9 @@ std::unique_ptr<Tokenizer> read_tiktoken(std::string_view content, const std::st
   t.whole_piece_first = true;  // tiktoken returns a piece that is a token without merging
   std::string bytes;
   size_t line_no = 0, count = 0;
+  // Ranks are dense, so none can reach the line count; checking that first keeps a corrupt
+  // rank from sizing the id table.
+  const int64_t max_rank = int64_t(std::count(content.begin(), content.end(), '\n'));
   for (size_t pos = 0; pos < content.size();) {
     size_t nl = content.find('\n', pos);
     if (nl == std::string_view::npos) nl = content.size();
@@ -92,6 +96,9 @@ std::unique_ptr<Tokenizer> read_tiktoken(std::string_view content, const std::st
         rank > kMaxTokenId)
       fail(where() + "rank is not an integer in 0.." + std::to_string(kMaxTokenId) + ": '" +
            std::string(rank_text) + "'");
+    if (rank > max_rank)
+      fail(where() + "rank " + std::to_string(rank) + " is not below the number of lines, so the "
+           "ranks cannot be 0..n-1");
     t.add_token(int32_t(rank), bytes, loc());
     ++count;
   }

@@ -11,7 +11,7 @@
 namespace mt {
 
 // Ids above this are rejected: no real vocabulary is near it, and it bounds memory on bad input.
-inline constexpr int64_t kMaxTokenId = (1 << 21) - 1;
+inline constexpr int64_t kMaxTokenId = (1 << 20) - 1;
 
 // tiktoken: lines `base64(token bytes) rank`, ranks 0..n-1 each once. The 256 Llama 3 special
 // tokens follow at n..n+255 (<|begin_of_text|> = n is BOS, <|end_of_text|> = n+1 is EOS).

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "data/bpe_tokenizer.h"
+#include "data/merge_queue.h"
 #include "data/byte_tokenizer.h"
 #include "data/pretokenize.h"
 #include "data/sentencepiece_tokenizer.h"
@@ -251,6 +252,39 @@ TEST(TokenizerSentencePiece, LongTextMatchesLiteralLlama2cLoop) {
   EXPECT_EQ(cached("stories260K/tok512.bin").encode(text), ids);
 }
 
+// The heap strategy (pieces over 64 tokens) against a literal "merge the best, leftmost pair"
+// loop, on random merge tables with many equal priorities so that tie-breaking matters.
+TEST(TokenizerMergeQueue, HeapPathMatchesLiteralLoop) {
+  std::mt19937 rng(99);
+  for (int trial = 0; trial < 50; ++trial) {
+    const int32_t alphabet = 4 + int32_t(rng() % 4);
+    std::map<std::pair<int32_t, int32_t>, PairMerge<int32_t>> table;
+    int32_t next_id = alphabet;
+    for (int m = 0; m < 40; ++m)
+      table[{int32_t(rng() % next_id), int32_t(rng() % next_id)}] = {int32_t(rng() % 8), next_id++};
+    auto fn = [&](int32_t l, int32_t r) -> std::optional<PairMerge<int32_t>> {
+      auto it = table.find({l, r});
+      if (it == table.end()) return std::nullopt;
+      return it->second;
+    };
+    Ids ids(65 + rng() % 200);
+    for (auto& id : ids) id = int32_t(rng() % alphabet);
+    Ids expect = ids;
+    for (;;) {
+      int best = -1;
+      for (size_t i = 0; i + 1 < expect.size(); ++i) {
+        auto m = fn(expect[i], expect[i + 1]);
+        if (m && (best < 0 || m->priority < fn(expect[best], expect[best + 1])->priority)) best = int(i);
+      }
+      if (best < 0) break;
+      expect[best] = fn(expect[best], expect[best + 1])->merged;
+      expect.erase(expect.begin() + best + 1);
+    }
+    merge_adjacent_pairs<int32_t>(ids, fn);
+    ASSERT_EQ(ids, expect) << "trial " << trial;
+  }
+}
+
 TEST(TokenizerLoad, DetectsFormatsInDirectories) {
   REQUIRE_DATA("tokenizers/tiktoken_small/tokenizer.json");
   EXPECT_EQ(load_tokenizer(data_dir() + "tokenizers/tiktoken_small")->kind(), "hf-bpe");
@@ -364,6 +398,18 @@ TEST(TokenizerMalformed, EachReaderNamesTheFile) {
   fs::path dir = fs::path(::testing::TempDir()) / "meshtrain_tok_empty_dir";
   fs::create_directories(dir);
   expect_error_naming(dir.string(), "no tokenizer");
+}
+
+TEST(TokenizerMalformed, DecodeOfUnknownIdNamesTheId) {
+  REQUIRE_DATA("tokenizers/tiktoken_small/tokenizer.model");
+  for (const char* rel : {"tokenizers/tiktoken_small/tokenizer.model", "stories260K/tok512.bin"}) {
+    try {
+      cached(rel).decode({5, 999999});
+      ADD_FAILURE() << rel;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("999999"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(TokenizerMalformed, Gpt2MergeOutsideVocab) {

@@ -9,5 +9,6 @@ namespace mt::cli {
 using Action = std::function<int()>;
 Action add_train_command(CLI::App& app);
 Action add_bench_command(CLI::App& app);
+Action add_tokenize_command(CLI::App& app);
 
 }  // namespace mt::cli

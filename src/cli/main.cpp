@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   };
   add(mt::cli::add_train_command);
   add(mt::cli::add_bench_command);
+  add(mt::cli::add_tokenize_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

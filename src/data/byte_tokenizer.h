@@ -7,16 +7,22 @@
 #include <string_view>
 #include <vector>
 
+#include "data/tokenizer.h"
+
 namespace mt {
 
-class ByteTokenizer {
+class ByteTokenizer final : public Tokenizer {
  public:
   static constexpr int64_t kVocabSize = 256;
 
-  int64_t vocab_size() const { return kVocabSize; }
-  std::vector<int32_t> encode(std::string_view text) const;
+  std::string_view kind() const override { return "byte"; }
+  int64_t vocab_size() const override { return kVocabSize; }
+  std::vector<int32_t> encode(std::string_view text) const override;
   // Throws mt::Error naming the first id outside 0..255.
   std::string decode(std::span<const int32_t> ids) const;
+  std::string decode(const std::vector<int32_t>& ids) const override {
+    return decode(std::span<const int32_t>(ids));
+  }
 };
 
 }  // namespace mt

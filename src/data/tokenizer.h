@@ -1,0 +1,61 @@
+// The tokenizer interface and the loader that picks an implementation from a file or directory.
+// Implementations: ByteTokenizer (byte_tokenizer.h), byte-level BPE read from a tiktoken
+// tokenizer.model, an HF tokenizer.json or GPT-2 vocab.json+merges.txt (bpe_tokenizer.h), and
+// llama2.c's sentencepiece export tokenizer.bin (sentencepiece_tokenizer.h).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace mt {
+
+class Tokenizer {
+ public:
+  struct Special {
+    std::string text;
+    int32_t id;
+  };
+
+  virtual ~Tokenizer() = default;
+  // "byte", "tiktoken", "hf-bpe", "gpt2-bpe" or "sentencepiece".
+  virtual std::string_view kind() const = 0;
+  // Special-token strings in `text` are encoded as plain text, so user data can never inject
+  // control tokens. No BOS/EOS is added.
+  virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // Like encode(), but occurrences of special-token strings become their ids (chat templates).
+  // Where two specials start at the same place the longer wins.
+  std::vector<int32_t> encode_with_specials(std::string_view text) const;
+  // mt::Error naming the id for an id outside the vocabulary.
+  virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
+  virtual int64_t vocab_size() const = 0;
+  virtual int32_t bos_id() const { return -1; }  // -1: none
+  virtual int32_t eos_id() const { return -1; }
+  // Id of a special token by its text, or -1.
+  int32_t token_to_id(std::string_view special) const;
+  const std::vector<Special>& special_tokens() const { return specials_; }
+
+ protected:
+  void set_special_tokens(std::vector<Special> specials);
+  // Text of special token `id`, or nullptr.
+  const std::string* special_text(int32_t id) const;
+
+ private:
+  std::vector<Special> specials_;  // longest text first, for matching
+  std::unordered_map<std::string, int32_t> by_text_;
+  std::unordered_map<int32_t, size_t> by_id_;  // index into specials_
+};
+
+// Detects the format and loads it (see README "Tokenizers"):
+//   directory       -> tokenizer.json, tokenizer.model, vocab.json+merges.txt, tokenizer.bin or
+//                      tok*.bin inside it, first found in that order
+//   *.json          -> HF tokenizer.json (vocab.json: GPT-2 with merges.txt next to it)
+//   merges.txt      -> GPT-2 with vocab.json next to it
+//   *.bin           -> llama2.c sentencepiece export
+//   other           -> tiktoken if its first line is `base64 rank`
+// mt::Error naming the path when missing, unrecognised or malformed.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
+
+}  // namespace mt

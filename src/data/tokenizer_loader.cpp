@@ -1,0 +1,70 @@
+// load_tokenizer(): format detection by file name and content, then the matching reader.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "data/tokenizer.h"
+#include "data/tokenizer_readers.h"
+
+namespace mt {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) fail("cannot open tokenizer file " + p.string());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) fail("cannot read tokenizer file " + p.string());
+  return ss.str();
+}
+
+std::unique_ptr<Tokenizer> load_gpt2_pair(const fs::path& dir) {
+  fs::path vocab = dir / "vocab.json", merges = dir / "merges.txt";
+  if (!fs::is_regular_file(vocab) || !fs::is_regular_file(merges))
+    fail("GPT-2 tokenizer needs vocab.json and merges.txt together in " + dir.string());
+  return read_gpt2(read_file(vocab), read_file(merges), vocab.string());
+}
+
+std::unique_ptr<Tokenizer> load_file(const fs::path& p) {
+  std::string fname = p.filename().string(), ext = p.extension().string();
+  if (fname == "vocab.json" || fname == "merges.txt") return load_gpt2_pair(p.parent_path());
+  std::string content = read_file(p);
+  if (ext == ".bin") return read_llama2c_tokenizer(content, p.string());
+  if (ext == ".json") return read_hf_tokenizer_json(content, p.string());
+  if (looks_like_tiktoken(content)) return read_tiktoken(content, p.string());
+  size_t first = content.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && content[first] == '{')
+    return read_hf_tokenizer_json(content, p.string());
+  if (ext == ".model" && !content.empty() && content[0] == '\x0a')
+    fail(p.string() + ": looks like a sentencepiece protobuf model, which is not supported; "
+         "export it to llama2.c's tokenizer.bin format instead");
+  fail(p.string() + ": unrecognised tokenizer file (expected tiktoken `base64 rank` lines, "
+       "tokenizer.json, vocab.json/merges.txt or a llama2.c .bin)");
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
+  fs::path p(path);
+  std::error_code ec;
+  if (!fs::exists(p, ec)) fail("tokenizer not found: " + path);
+  if (!fs::is_directory(p, ec)) return load_file(p);
+  for (const char* name : {"tokenizer.json", "tokenizer.model"})
+    if (fs::is_regular_file(p / name, ec)) return load_file(p / name);
+  if (fs::is_regular_file(p / "vocab.json", ec) && fs::is_regular_file(p / "merges.txt", ec))
+    return load_gpt2_pair(p);
+  if (fs::is_regular_file(p / "tokenizer.bin", ec)) return load_file(p / "tokenizer.bin");
+  // llama2.c's custom-vocabulary exports are named tok<N>.bin (tok512.bin).
+  for (const auto& entry : fs::directory_iterator(p, ec)) {
+    std::string n = entry.path().filename().string();
+    if (entry.is_regular_file() && n.rfind("tok", 0) == 0 && entry.path().extension() == ".bin")
+      return load_file(entry.path());
+  }
+  fail("no tokenizer found in directory " + path +
+       " (looked for tokenizer.json, tokenizer.model, vocab.json+merges.txt, tokenizer.bin, tok*.bin)");
+}
+
+}  // namespace mt

@@ -98,8 +98,10 @@ TensorInfo parse_entry(const std::string& key, const json& j, uint64_t data_star
       fail(where + "element count overflows");
     t.shape.push_back(int64_t(v));
   }
+  // Kept within int64 too, so slice arithmetic in int64 (the API's index type) cannot overflow.
   uint64_t max_bytes;
-  if (__builtin_mul_overflow(nonzero_product, dtype_size(t.dtype), &max_bytes))
+  if (__builtin_mul_overflow(nonzero_product, dtype_size(t.dtype), &max_bytes) ||
+      max_bytes > uint64_t(std::numeric_limits<int64_t>::max()))
     fail(where + "element count overflows");
   t.numel = 1;
   for (int64_t v : t.shape) t.numel *= uint64_t(v);

@@ -325,8 +325,8 @@ TEST_F(SafetensorsTest, ShardedWriteThenCheckpointReadGivesSameTensors) {
   for (size_t i = 0; i < data.size(); ++i)
     out.push_back({"layer." + std::to_string(i) + ".weight", "F32", {rows[i], 8}, data[i].data(),
                    data[i].size() * 4});
-  // 200 bytes a shard: tensors of 128, 320, 32, 192, 96 bytes -> [0], [1], [2], [3], [4]? No:
-  // 128 | 320 (alone, too big) | 32+... 32+192 > 200 -> [2] | [3] | [4]: five shards.
+  // 200 bytes a shard, tensors of 128, 320, 32, 192, 96 bytes: 128+320 > 200, 320 is too big and
+  // goes alone, 32+192 > 200, 192+96 > 200, so five shards of one tensor each.
   const std::string ckpt = path("ckpt");
   auto written = write_sharded_safetensors(ckpt, out, 200, {{"format", "pt"}});
   ASSERT_EQ(written.size(), 6u);

@@ -1,0 +1,114 @@
+#include "io/pretrained.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <vector>
+
+#include "core/error.h"
+#include "io/hf_config.h"
+#include "io/llama2c.h"
+#include "io/safetensors_index.h"
+
+namespace mt {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_llama2c_file(const std::string& path) {
+  return fs::is_regular_file(path) && fs::path(path).extension() == ".bin";
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+// Copies each tensor of `store` from the checkpoint under `prefix + name`, checking shapes.
+void load_store(const SafetensorsCheckpoint& ckpt, ParamStore& store, const std::string& prefix,
+                const std::string& where) {
+  std::vector<float> tmp;
+  for (auto& p : store.params()) {
+    const std::string name = prefix + p.name;
+    if (!ckpt.contains(name)) fail(where + ": missing tensor '" + name + "'");
+    const auto& info = ckpt.info(name);
+    if (info.shape != p.shape)
+      fail(where + ": tensor '" + name + "' has shape " + shape_text(info.shape) + ", config expects " +
+           shape_text(p.shape));
+    tmp.resize(size_t(p.numel));
+    ckpt.read_f32(name, tmp.data());
+    store.set_values(p, tmp.data());
+  }
+}
+
+}  // namespace
+
+LlamaConfig pretrained_config(const std::string& path) {
+  if (!fs::exists(path)) fail(path + ": model path does not exist");
+  if (is_llama2c_file(path)) return read_llama2c_config(path);
+  if (fs::is_directory(path)) {
+    const std::string cfg = (fs::path(path) / "config.json").string();
+    if (!fs::exists(cfg)) fail(path + ": no config.json in the model directory");
+    return load_hf_config(cfg);
+  }
+  fail(path + ": expected an HF model directory (config.json + safetensors) or a llama2.c .bin");
+}
+
+std::unique_ptr<LlamaModel> load_pretrained(const std::string& path, Precision precision,
+                                            const LoraConfig& lora, uint64_t seed) {
+  auto model = std::make_unique<LlamaModel>(pretrained_config(path), precision, lora);
+  model->init_adapters(seed);
+  if (is_llama2c_file(path)) {
+    load_llama2c_weights(path, *model);
+  } else {
+    SafetensorsCheckpoint ckpt(path);
+    load_store(ckpt, model->base(), "", path);
+  }
+  return model;
+}
+
+LoraConfig read_peft_config(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "adapter_config.json").string();
+  std::ifstream f(path);
+  if (!f) fail(path + ": cannot open (expected a PEFT adapter directory)");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    fail(path + ": not valid JSON (" + std::string(e.what()) + ")");
+  }
+  if (!j.is_object() || j.value("peft_type", "") != "LORA")
+    fail(path + ": not a LoRA adapter config (peft_type must be \"LORA\")");
+  LoraConfig lora;
+  lora.enabled = true;
+  try {
+    lora.rank = j.at("r").get<int64_t>();
+    lora.alpha = j.at("lora_alpha").get<float>();
+    lora.targets.clear();
+    for (const auto& m : j.at("target_modules")) {
+      std::string name = m.get<std::string>();
+      if (name.size() > 5 && name.substr(name.size() - 5) == "_proj") name.resize(name.size() - 5);
+      lora.targets.push_back(name);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail(path + ": missing or wrong-typed r / lora_alpha / target_modules (" + e.what() + ")");
+  }
+  if (lora.rank <= 0) fail(path + ": r must be > 0");
+  for (const auto& t : lora.targets)
+    if (t != "q" && t != "k" && t != "v" && t != "o" && t != "gate" && t != "up" && t != "down" &&
+        t != "lm_head")
+      fail(path + ": unsupported target module '" + t + "'");
+  return lora;
+}
+
+void load_peft_adapter(const std::string& dir, LlamaModel& model) {
+  const std::string path = (fs::path(dir) / "adapter_model.safetensors").string();
+  if (!fs::exists(path)) fail(path + ": missing (expected a PEFT adapter directory)");
+  SafetensorsCheckpoint ckpt(path);
+  load_store(ckpt, model.adapters(), "base_model.model.", path);
+}
+
+}  // namespace mt

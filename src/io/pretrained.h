@@ -1,0 +1,25 @@
+// Loading a model to start from, whatever form the user has it in:
+//   - an HF directory: config.json + model.safetensors or a sharded model.safetensors.index.json
+//     (HF's q/k rows are already in the rotate-half layout the model uses: no permutation);
+//   - a llama2.c checkpoint file (*.bin), permuted on load;
+// and a PEFT adapter directory onto a model built with adapters.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "model/llama.h"
+
+namespace mt {
+
+// The architecture of a model path (config.json of an HF directory, or a llama2.c header).
+LlamaConfig pretrained_config(const std::string& path);
+// A new model in the given precision and LoRA setup with the base weights of `path`; adapters
+// (if any) are initialised from `seed`.
+std::unique_ptr<LlamaModel> load_pretrained(const std::string& path, Precision precision,
+                                            const LoraConfig& lora, uint64_t seed);
+// Reads adapter_config.json (r, lora_alpha, target_modules) of a PEFT directory.
+LoraConfig read_peft_config(const std::string& adapter_dir);
+// Loads adapter_model.safetensors into a model whose LoraConfig matches the directory's.
+void load_peft_adapter(const std::string& adapter_dir, LlamaModel& model);
+
+}  // namespace mt

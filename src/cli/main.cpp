@@ -17,6 +17,9 @@ int main(int argc, char** argv) {
   add(mt::cli::add_train_command);
   add(mt::cli::add_bench_command);
   add(mt::cli::add_tokenize_command);
+  add(mt::cli::add_convert_command);
+  add(mt::cli::add_generate_command);
+  add(mt::cli::add_eval_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,44 @@
+// meshtrain convert --llama2c MODEL.bin [--tokenizer tok.bin] --out DIR: an HF model directory.
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "data/tokenizer.h"
+#include "io/llama2c.h"
+#include "io/model_files.h"
+
+namespace mt::cli {
+
+Action add_convert_command(CLI::App& app) {
+  struct Options {
+    std::string llama2c, tokenizer, out;
+  };
+  auto o = std::make_shared<Options>();
+  auto* sub = app.add_subcommand("convert", "Convert a llama2.c checkpoint into an HF model directory");
+  sub->add_option("--llama2c", o->llama2c, "llama2.c checkpoint (.bin)")->required();
+  sub->add_option("--tokenizer", o->tokenizer, "llama2.c tokenizer (.bin), copied as tokenizer.bin");
+  sub->add_option("--out,-o", o->out, "output directory")->required();
+  return [o] {
+    namespace fs = std::filesystem;
+    auto model = load_llama2c(o->llama2c);
+    if (!o->tokenizer.empty()) {
+      auto tok = load_tokenizer(o->tokenizer);  // validate before writing anything
+      if (tok->vocab_size() != model->config().vocab_size)
+        fail(o->tokenizer + ": tokenizer has " + std::to_string(tok->vocab_size()) +
+             " tokens, the model " + std::to_string(model->config().vocab_size));
+    }
+    auto written = save_base_model(*model, o->out);
+    if (!o->tokenizer.empty()) {
+      const std::string dst = (fs::path(o->out) / "tokenizer.bin").string();
+      fs::copy_file(o->tokenizer, dst, fs::copy_options::overwrite_existing);
+      written.push_back(dst);
+    }
+    std::cout << "converted " << o->llama2c << " (" << model->base().numel() << " parameters)\n";
+    for (const auto& f : written) std::cout << "  wrote " << f << "\n";
+    return 0;
+  };
+}
+
+}  // namespace mt::cli

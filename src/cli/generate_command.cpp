@@ -1,0 +1,54 @@
+// meshtrain generate --model DIR [--adapter DIR] --prompt STR: sample text with a KV cache.
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/model_args.h"
+#include "model/generate.h"
+
+namespace mt::cli {
+
+Action add_generate_command(CLI::App& app) {
+  struct Options {
+    ModelArgs model;
+    std::string prompt;
+    GenerateOptions gen;
+  };
+  auto o = std::make_shared<Options>();
+  auto* sub = app.add_subcommand("generate", "Generate text from a model (and adapter)");
+  o->model.add_to(sub);
+  sub->add_option("--prompt,-p", o->prompt, "prompt text (BOS is added when the tokenizer has one)");
+  sub->add_option("--max-new-tokens,-n", o->gen.max_new_tokens, "tokens to generate")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--temperature,-t", o->gen.temperature, "0: greedy")->check(CLI::NonNegativeNumber);
+  sub->add_option("--top-p", o->gen.top_p, "nucleus sampling mass")->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--seed", o->gen.seed, "sampling seed");
+  return [o] {
+    auto tok = o->model.load_tokenizer();
+    auto model = o->model.load_model();
+    std::vector<int32_t> prompt;
+    if (tok->bos_id() >= 0) prompt.push_back(tok->bos_id());
+    for (int32_t id : tok->encode(o->prompt)) prompt.push_back(id);
+    GenerateOptions gen = o->gen;
+    // End of text: EOS, and BOS (a model trained on concatenated documents starts a new one).
+    for (int32_t id : {tok->eos_id(), tok->bos_id(), tok->token_to_id("<|eot_id|>")})
+      if (id >= 0) gen.stop_ids.push_back(id);
+    // Print text as it is produced: decode the whole output each time and print the new suffix,
+    // since one token can complete a multi-byte character started by the previous one.
+    std::vector<int32_t> out = prompt;
+    std::string printed = tok->decode(out);
+    std::cout << printed << std::flush;
+    generate(*model, prompt, gen, [&](int32_t id) {
+      out.push_back(id);
+      std::string text = tok->decode(out);
+      if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0) {
+        std::cout << text.substr(printed.size()) << std::flush;
+        printed = text;
+      }
+    });
+    std::cout << std::endl;
+    return 0;
+  };
+}
+
+}  // namespace mt::cli

@@ -1,0 +1,33 @@
+#include "cli/model_args.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/pretrained.h"
+
+namespace mt::cli {
+
+void ModelArgs::add_to(CLI::App* sub) {
+  sub->add_option("--model,-m", model, "HF model directory or llama2.c .bin")->required();
+  sub->add_option("--adapter", adapter, "PEFT LoRA adapter directory to apply");
+  sub->add_option("--tokenizer", tokenizer, "tokenizer file or directory (default: the model's)");
+  sub->add_option("--precision", precision, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
+}
+
+std::unique_ptr<LlamaModel> ModelArgs::load_model() const {
+  LoraConfig lora;
+  if (!adapter.empty()) lora = read_peft_config(adapter);
+  auto m = load_pretrained(model, precision == "bf16" ? Precision::bf16 : Precision::fp32, lora, 0);
+  if (!adapter.empty()) load_peft_adapter(adapter, *m);
+  return m;
+}
+
+std::unique_ptr<Tokenizer> ModelArgs::load_tokenizer() const {
+  if (!tokenizer.empty()) return mt::load_tokenizer(tokenizer);
+  namespace fs = std::filesystem;
+  // A llama2.c .bin has its tokenizer beside it; an HF directory has it inside.
+  fs::path dir = fs::is_directory(model) ? fs::path(model) : fs::path(model).parent_path();
+  return mt::load_tokenizer(dir.empty() ? "." : dir.string());
+}
+
+}  // namespace mt::cli

@@ -1,0 +1,24 @@
+// Options shared by the verbs that load a trained model: --model, --adapter, --tokenizer,
+// --precision; and the loading itself.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "data/tokenizer.h"
+#include "model/llama.h"
+
+namespace mt::cli {
+
+struct ModelArgs {
+  std::string model;      // HF directory or llama2.c .bin
+  std::string adapter;    // PEFT adapter directory (optional)
+  std::string tokenizer;  // default: the model directory
+  std::string precision = "fp32";
+
+  void add_to(CLI::App* sub);
+  std::unique_ptr<LlamaModel> load_model() const;
+  std::unique_ptr<Tokenizer> load_tokenizer() const;
+};
+
+}  // namespace mt::cli

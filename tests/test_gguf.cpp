@@ -349,6 +349,10 @@ TEST(GgufExport, LoraErrors) {
   lora.enabled = true, lora.targets = {"q", "lm_head"};
   LlamaModel tied(testing::tiny_config(/*tied=*/true), Precision::fp32, lora);
   EXPECT_THROW(export_gguf_lora(tied, temp_path("x.gguf"), "x"), Error);
+  lora.targets = {"q"}, lora.alpha = 0.0f;
+  LlamaModel zero_alpha(testing::tiny_config(), Precision::fp32, lora);
+  EXPECT_THROW(export_gguf_lora(zero_alpha, temp_path("x.gguf"), "x"), Error);
+  EXPECT_FALSE(std::filesystem::exists(temp_path("x.gguf")));
 }
 
 // ----------------------------------------------------------------------------------------------

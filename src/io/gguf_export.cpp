@@ -193,6 +193,10 @@ void export_gguf_lora(LlamaModel& model, const std::string& path, const std::str
   if (c.tie_word_embeddings && lora_targets_head(model.lora_config()))
     fail(path + ": an lm_head adapter on a tied-embedding model has no output.weight in llama.cpp; "
          "merge the adapters and export the full model instead");
+  // llama.cpp scales by alpha / rank only when alpha is non-zero and by 1 otherwise, so an
+  // adapter that is inert here (alpha 0) would be applied at full strength there.
+  if (!(model.lora_config().alpha > 0.0f))
+    fail(path + ": LoRA alpha must be > 0 for GGUF (llama.cpp reads alpha 0 as scale 1)");
   std::vector<GgufKV> kvs = {
       {"general.architecture", GgufValue::str("llama")},
       {"general.type", GgufValue::str("adapter")},

@@ -21,8 +21,8 @@ void export_gguf_model(LlamaModel& model, const std::string& path, const Tokeniz
 
 // Writes the model's adapters (F32) as a GGUF LoRA adapter: <base tensor>.lora_a / .lora_b, the
 // lora_b rows of q and k permuted like the base rows, alpha in adapter.lora.alpha. base_name goes
-// to general.name. Throws mt::Error when the model has no adapters, or when lm_head is adapted in
-// a tied-embedding model (llama.cpp has no output.weight to attach it to).
+// to general.name. Throws mt::Error when the model has no adapters, when alpha <= 0, or when
+// lm_head is adapted in a tied-embedding model (llama.cpp has no output.weight to attach it to).
 void export_gguf_lora(LlamaModel& model, const std::string& path, const std::string& base_name);
 
 // llama.cpp's tensor name for an HF-named base tensor ("model.layers.0.self_attn.q_proj.weight"

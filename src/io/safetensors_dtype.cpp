@@ -58,7 +58,7 @@ void convert_elements(Dtype from, const std::byte* src, size_t n, float* dst) {
       for (size_t i = 0; i < n; ++i) dst[i] = to_float(bf16{load<uint16_t>(src + 2 * i)});
       return;
     case Dtype::F16:
-      for (size_t i = 0; i < n; ++i) dst[i] = f16_bits_to_float(load<uint16_t>(src + 2 * i));
+      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_float(load<uint16_t>(src + 2 * i));
       return;
     default:
       MT_CHECK(false, std::string("convert_elements: unsupported dtype ") + dtype_name(from));
@@ -75,7 +75,7 @@ void convert_elements(Dtype from, const std::byte* src, size_t n, bf16* dst) {
       std::memcpy(dst, src, n * 2);
       return;
     case Dtype::F16:
-      for (size_t i = 0; i < n; ++i) dst[i] = float_to_bf16(f16_bits_to_float(load<uint16_t>(src + 2 * i)));
+      for (size_t i = 0; i < n; ++i) dst[i] = float_to_bf16(f16_to_float(load<uint16_t>(src + 2 * i)));
       return;
     default:
       MT_CHECK(false, std::string("convert_elements: unsupported dtype ") + dtype_name(from));

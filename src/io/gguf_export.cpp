@@ -1,0 +1,221 @@
+#include "io/gguf_export.h"
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "core/bf16.h"
+#include "core/error.h"
+#include "core/f16.h"
+#include "io/gguf_writer.h"
+#include "kernels/cpu/rope.h"
+
+namespace mt {
+
+void unpermute_rotary_rows(const float* src, float* dst, int64_t heads, int64_t head_dim,
+                           int64_t cols) {
+  const int64_t half = head_dim / 2;
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t s = 0; s < 2; ++s)
+      for (int64_t i = 0; i < half; ++i)
+        std::memcpy(dst + (h * head_dim + 2 * i + s) * cols, src + (h * head_dim + s * half + i) * cols,
+                    size_t(cols) * sizeof(float));
+}
+
+std::string gguf_tensor_name(const std::string& hf) {
+  if (hf == kEmbedName) return "token_embd.weight";
+  if (hf == kFinalNormName) return "output_norm.weight";
+  if (hf == kHeadName) return "output.weight";
+  static const std::map<std::string, std::string> per_layer = {
+      {"input_layernorm.weight", "attn_norm.weight"},
+      {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.k_proj.weight", "attn_k.weight"},
+      {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"post_attention_layernorm.weight", "ffn_norm.weight"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},
+      {"mlp.up_proj.weight", "ffn_up.weight"},
+      {"mlp.down_proj.weight", "ffn_down.weight"},
+  };
+  const std::string prefix = "model.layers.";
+  if (hf.compare(0, prefix.size(), prefix) == 0) {
+    const size_t dot = hf.find('.', prefix.size());
+    const std::string layer = hf.substr(prefix.size(), dot == std::string::npos ? 0 : dot - prefix.size());
+    if (dot != std::string::npos && !layer.empty() && layer.find_first_not_of("0123456789") == std::string::npos) {
+      auto it = per_layer.find(hf.substr(dot + 1));
+      if (it != per_layer.end()) return "blk." + layer + "." + it->second;
+    }
+  }
+  fail("gguf: no llama.cpp name for tensor '" + hf + "'");
+}
+
+namespace {
+
+// The f32 values of a parameter: its master copy, or the bf16 compute copy widened (a frozen base
+// in bf16 mode has only that).
+std::vector<float> values_of(const Param& p) {
+  std::vector<float> v(size_t(p.numel));
+  if (p.master) std::memcpy(v.data(), p.master, v.size() * sizeof(float));
+  else if (p.compute) convert(v.data(), p.compute, v.size());
+  else MT_CHECK(false, "parameter without values: " + p.name);
+  return v;
+}
+
+// Heads whose rows are rotary-permuted in a projection's output, 0 for no permutation.
+int64_t rotary_heads(const std::string& hf_name, const LlamaConfig& c) {
+  if (hf_name.find("self_attn.q_proj.") != std::string::npos) return c.num_attention_heads;
+  if (hf_name.find("self_attn.k_proj.") != std::string::npos) return c.num_key_value_heads;
+  return 0;
+}
+
+std::vector<float> interleaved(std::vector<float> v, int64_t heads, const LlamaConfig& c) {
+  if (heads == 0) return v;
+  std::vector<float> out(v.size());
+  const int64_t rows = heads * c.head_dim();
+  unpermute_rotary_rows(v.data(), out.data(), heads, c.head_dim(), int64_t(v.size()) / rows);
+  return out;
+}
+
+GgmlType ggml_type_of(GgufDtype d) {
+  switch (d) {
+    case GgufDtype::f16: return GgmlType::f16;
+    case GgufDtype::bf16: return GgmlType::bf16;
+    default: return GgmlType::f32;
+  }
+}
+
+void encode(const std::vector<float>& v, GgmlType t, std::vector<char>& out) {
+  out.resize(v.size() * ggml_type_size(t));
+  if (t == GgmlType::f32) {
+    std::memcpy(out.data(), v.data(), out.size());
+    return;
+  }
+  for (size_t k = 0; k < v.size(); ++k) {
+    const uint16_t h = t == GgmlType::f16 ? float_to_f16(v[k]) : float_to_bf16(v[k]).bits;
+    std::memcpy(out.data() + 2 * k, &h, 2);
+  }
+}
+
+// A tensor whose bytes are produced while the file is written, so converted copies exist one at
+// a time.
+GgufTensorOut lazy_tensor(const Param& p, std::string name, GgmlType type, int64_t heads,
+                          const LlamaConfig& c) {
+  GgufTensorOut t;
+  t.name = std::move(name);
+  t.shape = p.shape;
+  t.type = type;
+  t.fill = [&p, type, heads, &c](std::vector<char>& out) { encode(interleaved(values_of(p), heads, c), type, out); };
+  return t;
+}
+
+uint32_t u32_of(int64_t v, const char* what) {
+  MT_CHECK(v >= 0 && v <= int64_t(UINT32_MAX), std::string(what) + " does not fit uint32");
+  return uint32_t(v);
+}
+
+void add_tokenizer(std::vector<GgufKV>& kvs, const TokenizerInfo& tok, const LlamaConfig& c,
+                   const std::string& path) {
+  const size_t n = tok.tokens.size();
+  if (int64_t(n) != c.vocab_size)
+    fail(path + ": tokenizer has " + std::to_string(n) + " tokens but the model's vocab_size is " +
+         std::to_string(c.vocab_size));
+  if ((!tok.scores.empty() && tok.scores.size() != n) || (!tok.token_types.empty() && tok.token_types.size() != n))
+    fail(path + ": tokenizer scores / token types must have one entry per token");
+  if (tok.model.empty()) fail(path + ": tokenizer model (\"llama\" or \"gpt2\") is empty");
+  for (int32_t id : {tok.bos, tok.eos})
+    if (id >= int32_t(n)) fail(path + ": tokenizer bos/eos id " + std::to_string(id) + " is beyond the vocabulary");
+  kvs.push_back({"tokenizer.ggml.model", GgufValue::str(tok.model)});
+  if (!tok.pre.empty()) kvs.push_back({"tokenizer.ggml.pre", GgufValue::str(tok.pre)});
+  kvs.push_back({"tokenizer.ggml.tokens", GgufValue::str_array(tok.tokens)});
+  if (!tok.scores.empty()) kvs.push_back({"tokenizer.ggml.scores", GgufValue::f32_array(tok.scores)});
+  if (!tok.token_types.empty())
+    kvs.push_back({"tokenizer.ggml.token_type", GgufValue::i32_array(tok.token_types)});
+  if (!tok.merges.empty()) kvs.push_back({"tokenizer.ggml.merges", GgufValue::str_array(tok.merges)});
+  if (tok.bos >= 0) kvs.push_back({"tokenizer.ggml.bos_token_id", GgufValue::u32(uint32_t(tok.bos))});
+  if (tok.eos >= 0) kvs.push_back({"tokenizer.ggml.eos_token_id", GgufValue::u32(uint32_t(tok.eos))});
+}
+
+// llama.cpp applies llama3 rope scaling through per-frequency divisors of the angle
+// (rope_freqs.weight): factor[i] = inv_freq_unscaled[i] / inv_freq_scaled[i].
+std::vector<float> rope_freq_factors(const LlamaConfig& c) {
+  const int64_t D = c.head_dim();
+  std::vector<float> plain(size_t(D / 2)), scaled(size_t(D / 2));
+  rope_inv_freq(plain.data(), D, c.rope_theta, RopeScaling{});
+  rope_inv_freq(scaled.data(), D, c.rope_theta, c.rope_scaling);
+  std::vector<float> f(plain.size());
+  for (size_t i = 0; i < f.size(); ++i) f[i] = plain[i] / scaled[i];
+  return f;
+}
+
+}  // namespace
+
+void export_gguf_model(LlamaModel& model, const std::string& path, const TokenizerInfo* tok,
+                       GgufDtype dtype) {
+  const LlamaConfig& c = model.config();
+  const GgmlType mat = ggml_type_of(dtype);
+  // llama_ftype: ALL_F32 = 0, MOSTLY_F16 = 1, MOSTLY_BF16 = 32.
+  const uint32_t file_type = dtype == GgufDtype::f32 ? 0 : dtype == GgufDtype::f16 ? 1 : 32;
+
+  std::vector<GgufKV> kvs = {
+      {"general.architecture", GgufValue::str("llama")},
+      {"general.name", GgufValue::str(std::filesystem::path(path).stem().string())},
+      {"general.file_type", GgufValue::u32(file_type)},
+      {"llama.context_length", GgufValue::u32(u32_of(c.max_position_embeddings, "context length"))},
+      {"llama.embedding_length", GgufValue::u32(u32_of(c.hidden_size, "hidden size"))},
+      {"llama.block_count", GgufValue::u32(u32_of(c.num_hidden_layers, "layers"))},
+      {"llama.feed_forward_length", GgufValue::u32(u32_of(c.intermediate_size, "intermediate size"))},
+      {"llama.rope.dimension_count", GgufValue::u32(u32_of(c.head_dim(), "head dim"))},
+      {"llama.attention.head_count", GgufValue::u32(u32_of(c.num_attention_heads, "heads"))},
+      {"llama.attention.head_count_kv", GgufValue::u32(u32_of(c.num_key_value_heads, "kv heads"))},
+      {"llama.attention.layer_norm_rms_epsilon", GgufValue::f32(c.rms_norm_eps)},
+      {"llama.rope.freq_base", GgufValue::f32(c.rope_theta)},
+      {"llama.vocab_size", GgufValue::u32(u32_of(c.vocab_size, "vocab size"))},
+  };
+  if (tok) add_tokenizer(kvs, *tok, c, path);
+
+  std::vector<GgufTensorOut> tensors;
+  std::vector<float> freqs;  // outlives the write (borrowed by its tensor)
+  if (c.rope_scaling.factor > 0.0f) {
+    freqs = rope_freq_factors(c);
+    tensors.push_back({"rope_freqs.weight", {int64_t(freqs.size())}, GgmlType::f32, freqs.data(), {}});
+  }
+  for (const Param& p : model.base().params()) {
+    const bool norm = p.shape.size() == 1;  // norms stay F32, as llama.cpp's converter keeps them
+    tensors.push_back(lazy_tensor(p, gguf_tensor_name(p.name), norm ? GgmlType::f32 : mat,
+                                  rotary_heads(p.name, c), c));
+  }
+  write_gguf(path, kvs, tensors);
+}
+
+void export_gguf_lora(LlamaModel& model, const std::string& path, const std::string& base_name) {
+  if (!model.has_lora()) fail(path + ": the model has no LoRA adapters to export");
+  const LlamaConfig& c = model.config();
+  if (c.tie_word_embeddings && lora_targets_head(model.lora_config()))
+    fail(path + ": an lm_head adapter on a tied-embedding model has no output.weight in llama.cpp; "
+         "merge the adapters and export the full model instead");
+  // llama.cpp scales by alpha / rank only when alpha is non-zero and by 1 otherwise, so an
+  // adapter that is inert here (alpha 0) would be applied at full strength there.
+  if (!(model.lora_config().alpha > 0.0f))
+    fail(path + ": LoRA alpha must be > 0 for GGUF (llama.cpp reads alpha 0 as scale 1)");
+  std::vector<GgufKV> kvs = {
+      {"general.architecture", GgufValue::str("llama")},
+      {"general.type", GgufValue::str("adapter")},
+      {"general.name", GgufValue::str(base_name)},
+      {"adapter.type", GgufValue::str("lora")},
+      {"adapter.lora.alpha", GgufValue::f32(model.lora_config().alpha)},
+  };
+  std::vector<GgufTensorOut> tensors;
+  for (const Param& p : model.adapters().params()) {
+    // "<module>.lora_A.weight" -> base "<module>.weight" -> "<gguf base>.lora_a"
+    const bool is_a = p.name.find(".lora_A.weight") != std::string::npos;
+    const std::string module = p.name.substr(0, p.name.rfind(is_a ? ".lora_A.weight" : ".lora_B.weight"));
+    const std::string base = module + ".weight";
+    // Only B's rows are the projection's output rows, so only B takes the rotary permutation.
+    const int64_t heads = is_a ? 0 : rotary_heads(base, c);
+    tensors.push_back(lazy_tensor(p, gguf_tensor_name(base) + (is_a ? ".lora_a" : ".lora_b"), GgmlType::f32,
+                                  heads, c));
+  }
+  write_gguf(path, kvs, tensors);
+}
+
+}  // namespace mt

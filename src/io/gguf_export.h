@@ -1,0 +1,36 @@
+// Export to GGUF, llama.cpp's file format: the full model (llama.cpp's LLaMA tensor names and
+// metadata) or a LoRA adapter (as llama.cpp's convert_lora_to_gguf.py writes it).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "io/gguf_tokenizer.h"
+#include "model/llama.h"
+
+namespace mt {
+
+enum class GgufDtype { f32, f16, bf16 };  // element type of the matrices (norms are always F32)
+
+// Writes the base weights (adapters are not merged; call merge_adapters first to include them).
+// q and k rows are permuted from the model's rotate-half layout to the interleaved layout
+// llama.cpp's LLaMA graph expects. general.name is the file name without its extension.
+// tok (optional) adds the tokenizer.ggml.* keys; its token count must equal vocab_size.
+// With llama3 rope scaling a rope_freqs.weight tensor carries the per-frequency factors.
+void export_gguf_model(LlamaModel& model, const std::string& path, const TokenizerInfo* tok,
+                       GgufDtype dtype);
+
+// Writes the model's adapters (F32) as a GGUF LoRA adapter: <base tensor>.lora_a / .lora_b, the
+// lora_b rows of q and k permuted like the base rows, alpha in adapter.lora.alpha. base_name goes
+// to general.name. Throws mt::Error when the model has no adapters, when alpha <= 0, or when
+// lm_head is adapted in a tied-embedding model (llama.cpp has no output.weight to attach it to).
+void export_gguf_lora(LlamaModel& model, const std::string& path, const std::string& base_name);
+
+// llama.cpp's tensor name for an HF-named base tensor ("model.layers.0.self_attn.q_proj.weight"
+// -> "blk.0.attn_q.weight"); throws mt::Error for a name it does not know.
+std::string gguf_tensor_name(const std::string& hf_name);
+
+// The inverse of permute_rotary_rows (llama2c.h): HF row (head, half, i) goes to interleaved row
+// (head, i, half). rows = heads * head_dim, each row cols wide.
+void unpermute_rotary_rows(const float* src, float* dst, int64_t heads, int64_t head_dim, int64_t cols);
+
+}  // namespace mt

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <sys/wait.h>
 
@@ -58,6 +59,35 @@ TEST(Cli, TrainsAndSummarises) {
   EXPECT_NE(r.output.find("MFU"), std::string::npos);
   EXPECT_NE(r.output.find("metrics.jsonl"), std::string::npos);
   EXPECT_NE(r.output.find("model.safetensors"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// The real-model path a user takes: convert stories260K, generate, evaluate, export.
+TEST(Cli, ConvertGenerateEvalExportStories260K) {
+  const std::string data = std::string(MESHTRAIN_SOURCE_DIR) + "/../shared/data/";
+  if (FILE* f = fopen((data + "stories260K/stories260K.bin").c_str(), "rb")) fclose(f);
+  else GTEST_SKIP() << "shared data not present";
+  const std::string dir = std::string(::testing::TempDir()) + "meshtrain_cli_stories";
+  Result r = run("convert --llama2c " + data + "stories260K/stories260K.bin --tokenizer " + data +
+                 "stories260K/tok512.bin --out " + dir);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run("generate -m " + dir + " -n 40");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << r.output;
+  const std::string text = dir + "_eval.txt";
+  ASSERT_EQ(std::system(("head -c 20000 " + data + "text/tinyshakespeare.txt > " + text).c_str()), 0);
+  r = run("eval -m " + dir + " -d " + text + " --seq-len 64 --batch 4");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("perplexity"), std::string::npos) << r.output;
+  r = run("export -m " + dir + " --merged " + dir + "_merged --gguf " + dir + ".gguf");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run("generate -m " + dir + "_merged -n 10");
+  EXPECT_EQ(r.code, 0) << r.output;
+  expect_one_line_error("generate -m /nonexistent/model -n 3", "/nonexistent/model");
+  expect_one_line_error("export -m " + dir, "nothing to do");
 }
 
 }  // namespace

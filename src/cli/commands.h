@@ -13,5 +13,6 @@ Action add_tokenize_command(CLI::App& app);
 Action add_generate_command(CLI::App& app);
 Action add_eval_command(CLI::App& app);
 Action add_convert_command(CLI::App& app);
+Action add_export_command(CLI::App& app);
 
 }  // namespace mt::cli

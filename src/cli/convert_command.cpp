@@ -33,6 +33,7 @@ Action add_convert_command(CLI::App& app) {
     if (!o->tokenizer.empty()) {
       const std::string dst = (fs::path(o->out) / "tokenizer.bin").string();
       fs::copy_file(o->tokenizer, dst, fs::copy_options::overwrite_existing);
+      fs::permissions(dst, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
       written.push_back(dst);
     }
     std::cout << "converted " << o->llama2c << " (" << model->base().numel() << " parameters)\n";

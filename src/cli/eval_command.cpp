@@ -25,8 +25,8 @@ Action add_eval_command(CLI::App& app) {
   sub->add_option("--seq-len", o->seq_len, "tokens per window")->check(CLI::PositiveNumber);
   sub->add_option("--batch", o->batch, "windows per batch")->check(CLI::PositiveNumber);
   return [o] {
-    auto tok = o->model.load_tokenizer();
     auto model = o->model.load_model();
+    auto tok = o->model.load_tokenizer();
     const int64_t seq = std::min(o->seq_len, model->config().max_position_embeddings);
     std::ifstream f(o->data, std::ios::binary);
     if (!f) fail(o->data + ": cannot open data file");

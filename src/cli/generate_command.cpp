@@ -24,8 +24,8 @@ Action add_generate_command(CLI::App& app) {
   sub->add_option("--top-p", o->gen.top_p, "nucleus sampling mass")->check(CLI::Range(0.0, 1.0));
   sub->add_option("--seed", o->gen.seed, "sampling seed");
   return [o] {
-    auto tok = o->model.load_tokenizer();
     auto model = o->model.load_model();
+    auto tok = o->model.load_tokenizer();
     std::vector<int32_t> prompt;
     if (tok->bos_id() >= 0) prompt.push_back(tok->bos_id());
     for (int32_t id : tok->encode(o->prompt)) prompt.push_back(id);

@@ -1,0 +1,81 @@
+// meshtrain export --model DIR [--adapter DIR] [--merged DIR] [--gguf FILE] [--gguf-adapter FILE]:
+// a merged HF model directory, GGUF files for llama.cpp (model and LoRA adapter).
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/model_args.h"
+#include "core/error.h"
+#include "io/gguf_export.h"
+#include "io/model_files.h"
+
+namespace mt::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The tokenizer file that travels with a model directory, if any (copied next to exports).
+std::string tokenizer_file_of(const std::string& model) {
+  fs::path dir = fs::is_directory(model) ? fs::path(model) : fs::path(model).parent_path();
+  for (const char* name : {"tokenizer.json", "tokenizer.model", "tokenizer.bin"})
+    if (fs::exists(dir / name)) return (dir / name).string();
+  return "";
+}
+
+}  // namespace
+
+Action add_export_command(CLI::App& app) {
+  struct Options {
+    ModelArgs model;
+    std::string merged, gguf, gguf_adapter, gguf_dtype = "f16";
+  };
+  auto o = std::make_shared<Options>();
+  auto* sub = app.add_subcommand("export", "Write a merged HF model and/or GGUF files");
+  o->model.add_to(sub);
+  sub->add_option("--merged", o->merged, "directory for the model with the adapter merged in");
+  sub->add_option("--gguf", o->gguf, "GGUF file of the (merged) model for llama.cpp");
+  sub->add_option("--gguf-dtype", o->gguf_dtype, "matrix type in the GGUF model: f32, f16, bf16")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  sub->add_option("--gguf-adapter", o->gguf_adapter, "GGUF LoRA adapter file (needs --adapter)");
+  return [o] {
+    if (o->merged.empty() && o->gguf.empty() && o->gguf_adapter.empty())
+      fail("export: nothing to do; give --merged, --gguf and/or --gguf-adapter");
+    if (!o->gguf_adapter.empty() && o->model.adapter.empty())
+      fail("export: --gguf-adapter needs --adapter");
+    auto model = o->model.load_model();
+    const std::string tok_file = tokenizer_file_of(o->model.model);
+    if (!o->gguf_adapter.empty()) {
+      export_gguf_lora(*model, o->gguf_adapter, fs::path(o->model.model).filename().string());
+      std::cout << "wrote " << o->gguf_adapter << " (GGUF LoRA adapter)\n";
+    }
+    model->merge_adapters();
+    if (!o->merged.empty()) {
+      for (const auto& f : save_base_model(*model, o->merged)) std::cout << "wrote " << f << "\n";
+      if (!tok_file.empty()) {
+        fs::path dst = fs::path(o->merged) / fs::path(tok_file).filename();
+        fs::copy_file(tok_file, dst, fs::copy_options::overwrite_existing);
+        fs::permissions(dst, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
+        std::cout << "wrote " << dst.string() << "\n";
+      }
+    }
+    if (!o->gguf.empty()) {
+      const GgufDtype dt = o->gguf_dtype == "f32" ? GgufDtype::f32
+                           : o->gguf_dtype == "bf16" ? GgufDtype::bf16 : GgufDtype::f16;
+      // llama.cpp needs the vocabulary inside the file; llama2.c's tokenizer.bin carries it.
+      std::unique_ptr<TokenizerInfo> info;
+      if (fs::path(tok_file).filename() == "tokenizer.bin")
+        info = std::make_unique<TokenizerInfo>(
+            tokenizer_info_from_llama2c(tok_file, model->config().vocab_size));
+      else
+        std::cerr << "export: warning: no llama2.c tokenizer.bin next to the model; the GGUF file "
+                     "has no tokenizer.ggml.* metadata\n";
+      export_gguf_model(*model, o->gguf, info.get(), dt);
+      std::cout << "wrote " << o->gguf << " (GGUF model, " << o->gguf_dtype << ")\n";
+    }
+    return 0;
+  };
+}
+
+}  // namespace mt::cli

@@ -56,6 +56,10 @@ class Tokenizer {
 //   *.bin           -> llama2.c sentencepiece export
 //   other           -> tiktoken if its first line is `base64 rank`
 // mt::Error naming the path when missing, unrecognised or malformed.
+//   tokenizer.byte  -> the byte-level tokenizer (a marker file meshtrain writes next to models it
+//                      trained with it; its content is ignored)
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
+
+inline constexpr const char* kByteTokenizerFile = "tokenizer.byte";
 
 }  // namespace mt

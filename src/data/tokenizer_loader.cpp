@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "data/byte_tokenizer.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_readers.h"
 
@@ -30,6 +31,7 @@ std::unique_ptr<Tokenizer> load_gpt2_pair(const fs::path& dir) {
 
 std::unique_ptr<Tokenizer> load_file(const fs::path& p) {
   std::string fname = p.filename().string(), ext = p.extension().string();
+  if (fname == kByteTokenizerFile) return std::make_unique<ByteTokenizer>();
   if (fname == "vocab.json" || fname == "merges.txt") return load_gpt2_pair(p.parent_path());
   std::string content = read_file(p);
   if (ext == ".bin") return read_llama2c_tokenizer(content, p.string());
@@ -52,7 +54,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(p, ec)) fail("tokenizer not found: " + path);
   if (!fs::is_directory(p, ec)) return load_file(p);
-  for (const char* name : {"tokenizer.json", "tokenizer.model"})
+  for (const char* name : {"tokenizer.json", "tokenizer.model", kByteTokenizerFile})
     if (fs::is_regular_file(p / name, ec)) return load_file(p / name);
   if (fs::is_regular_file(p / "vocab.json", ec) && fs::is_regular_file(p / "merges.txt", ec))
     return load_gpt2_pair(p);
@@ -64,7 +66,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
       return load_file(entry.path());
   }
   fail("no tokenizer found in directory " + path +
-       " (looked for tokenizer.json, tokenizer.model, vocab.json+merges.txt, tokenizer.bin, tok*.bin)");
+       " (looked for tokenizer.json, tokenizer.model, tokenizer.byte, vocab.json+merges.txt, "
+       "tokenizer.bin, tok*.bin)");
 }
 
 }  // namespace mt

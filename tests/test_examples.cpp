@@ -120,7 +120,7 @@ TEST(DatasetChat, Llama31TemplateIdsAndMask) {
   }
   EXPECT_EQ(ex.tokens, want);
   EXPECT_EQ(ex.trained, mask);
-  // The special-looking text inside user content stays plain text: exactly 6 <|eot_id|> ids... 5.
+  // Special-token text inside user content stays plain text: one <|eot_id|> id per message.
   EXPECT_EQ(std::count(ex.tokens.begin(), ex.tokens.end(), 128009), 5);
   EXPECT_EQ(tok.decode(ex.tokens),
             "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "data/byte_tokenizer.h"
@@ -9,6 +10,8 @@
 #include "data/packed_sampler.h"
 #include "data/shuffle.h"
 #include "data_fixtures.h"
+#include "model_fixtures.h"
+#include "train/run_config.h"
 
 namespace mt {
 namespace {
@@ -251,6 +254,45 @@ TEST(DatasetPacking, SplitAndValidationBatches) {
     ASSERT_TRUE(val.next(b));
     EXPECT_TRUE(same(b, f));
   }
+}
+
+// The point of positions and segments: a packed row must give the model exactly the loss of
+// its examples run one at a time.
+TEST(DatasetPacking, PackedLossEqualsSeparateLosses) {
+  LlamaModel m(testing::tiny_config(), Precision::fp32, LoraConfig{});
+  m.init_weights(3);
+  testing::randomize(m.base(), 4, 0.3f);
+  std::vector<Example> ex;
+  for (int e = 0; e < 3; ++e) {
+    Example x;
+    for (int i = 0; i < 4 + e; ++i) {
+      x.tokens.push_back(int32_t((e * 11 + i * 5) % 32));
+      x.trained.push_back(uint8_t(i >= 1 + e % 2));
+    }
+    ex.push_back(x);
+  }
+  ExampleTable table(ex);
+  RowPlan plan = plan_rows(table, all_ids(3), 16);
+  ASSERT_EQ(plan.num_rows(), 1);
+  PackedBatch b = make_packed_batch(1, 16);
+  fill_row(b, 0, table, plan.row(0));
+  LossSum packed = m.forward_loss(model_input(b));
+
+  double sum = 0;
+  int64_t count = 0;
+  for (uint32_t id = 0; id < 3; ++id) {
+    PackedBatch one = make_packed_batch(1, table.length(id));
+    const uint32_t ids[] = {id};
+    fill_row(one, 0, table, ids);
+    ModelInput in = model_input(one);
+    in.positions = nullptr;  // the defaults for a single example
+    in.segments = nullptr;
+    LossSum s = m.forward_loss(in);
+    sum += s.sum;
+    count += s.count;
+  }
+  EXPECT_EQ(packed.count, count);
+  EXPECT_NEAR(packed.sum, sum, 1e-4 * std::max(1.0, std::abs(sum)));
 }
 
 }  // namespace

@@ -161,6 +161,11 @@ TEST(DatasetChat, NeedsLlama3Specials) {
   std::string msg = error_of([&] { render_chat(tok, {{"user", "hi"}, {"assistant", "yo"}}); });
   EXPECT_NE(msg.find("byte tokenizer"), std::string::npos) << msg;
   EXPECT_NE(msg.find("Llama 3 special tokens"), std::string::npos) << msg;
+  TempDir dir("chat_specials");
+  std::string p = dir.file("c.jsonl", R"({"messages": [{"role": "assistant", "content": "x"}]})");
+  msg = error_of([&] { read_examples(p, tok); });
+  EXPECT_NE(msg.find(p), std::string::npos) << msg;
+  EXPECT_NE(msg.find("byte tokenizer has no <|begin_of_text|>"), std::string::npos) << msg;
 }
 
 TEST(DatasetBadInput, SkipsAndCountsBadRecords) {

@@ -151,7 +151,12 @@ ExampleSet read_examples(const std::string& path, const Tokenizer& tok, const Ex
   std::string first_skip;
   for (const Record& r : records) {
     Example ex;
-    std::optional<std::string> why = render_record(r.value, set.format, tok, ex);
+    std::optional<std::string> why;
+    try {
+      why = render_record(r.value, set.format, tok, ex);
+    } catch (const Error& e) {  // a setup problem (tokenizer without chat specials), not the record's
+      fail("data file '" + path + "': " + e.what());
+    }
     if (!why && opt.max_tokens > 0 && int64_t(ex.tokens.size()) > opt.max_tokens) {
       if (opt.truncate) {
         ex.tokens.resize(size_t(opt.max_tokens));

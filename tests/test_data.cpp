@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "data/byte_tokenizer.h"
 #include "data/text_dataset.h"
+#include "data/tokenizer.h"
 
 namespace mt {
 namespace {
@@ -221,6 +222,24 @@ TEST(DataValidation, EmptyWhenNoValidationSplit) {
   Batch b;
   EXPECT_EQ(v.num_windows(), 0);
   EXPECT_FALSE(v.next(b));
+}
+
+// A real tokenizer replaces the byte tokenizer for plain text; the split is over its tokens.
+TEST(DataDataset, UsesGivenTokenizer) {
+  const std::string path =
+      std::string(MESHTRAIN_SOURCE_DIR) + "/../shared/data/tokenizers/tiktoken_small/tokenizer.model";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data missing: " << path;
+  auto tok = load_tokenizer(path);
+  const std::string text(builtin_text());
+  TextDataset d = TextDataset::from_text(text, 0.1, 32, "<text>", tok.get());
+  std::vector<int32_t> all = tok->encode(text);
+  std::vector<int32_t> joined = d.train_tokens();
+  joined.insert(joined.end(), d.val_tokens().begin(), d.val_tokens().end());
+  EXPECT_EQ(joined, all);
+  EXPECT_LT(all.size(), text.size());  // BPE merges bytes
+  EXPECT_EQ(TextDataset::from_text(text, 0.1, 32).train_tokens().size() +
+                TextDataset::from_text(text, 0.1, 32).val_tokens().size(),
+            text.size());
 }
 
 }  // namespace

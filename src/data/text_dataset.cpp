@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "data/byte_tokenizer.h"
+#include "data/shuffle.h"
 
 namespace mt {
 namespace {
@@ -28,22 +29,6 @@ std::string read_text_file(const std::string& path) {
   std::string text = ss.str();
   if (text.empty()) fail("data file '" + path + "' is empty");
   return text;
-}
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// Uniform integer in [0, n), n > 0, by rejection: the same on every standard library.
-uint64_t uniform_below(std::mt19937_64& rng, uint64_t n) {
-  const uint64_t limit = std::numeric_limits<uint64_t>::max() / n * n;
-  uint64_t r;
-  do r = rng();
-  while (r >= limit);
-  return r % n;
 }
 
 void fill_window(Batch& b, int64_t row, const std::vector<int32_t>& tokens, int64_t start) {
@@ -65,32 +50,34 @@ Batch make_batch(int64_t batch_size, int64_t seq_len) {
 
 }  // namespace
 
-TextDataset::TextDataset(const std::string& path, double val_fraction, int64_t seq_len) {
+TextDataset::TextDataset(const std::string& path, double val_fraction, int64_t seq_len,
+                         const Tokenizer* tokenizer) {
   if (path.empty()) {
     name_ = "<built-in text>";
-    init(builtin_text(), val_fraction, seq_len);
+    init(builtin_text(), val_fraction, seq_len, tokenizer);
   } else {
     name_ = path;
-    init(read_text_file(path), val_fraction, seq_len);
+    init(read_text_file(path), val_fraction, seq_len, tokenizer);
   }
 }
 
 TextDataset TextDataset::from_text(std::string_view text, double val_fraction, int64_t seq_len,
-                                   const std::string& name) {
+                                   const std::string& name, const Tokenizer* tokenizer) {
   TextDataset d;
   d.name_ = name;
   if (text.empty()) fail("data '" + name + "' is empty");
-  d.init(text, val_fraction, seq_len);
+  d.init(text, val_fraction, seq_len, tokenizer);
   return d;
 }
 
-void TextDataset::init(std::string_view text, double val_fraction, int64_t seq_len) {
+void TextDataset::init(std::string_view text, double val_fraction, int64_t seq_len,
+                       const Tokenizer* tokenizer) {
   if (seq_len <= 0) fail("data '" + name_ + "': seq_len must be > 0, got " + std::to_string(seq_len));
   if (!(val_fraction >= 0.0 && val_fraction < 1.0))
     fail("data '" + name_ + "': data.val_fraction must be in [0, 1), got " +
          std::to_string(val_fraction));
   seq_len_ = seq_len;
-  std::vector<int32_t> tokens = ByteTokenizer().encode(text);
+  std::vector<int32_t> tokens = tokenizer ? tokenizer->encode(text) : ByteTokenizer().encode(text);
   const int64_t n = int64_t(tokens.size());
   const int64_t n_val = int64_t(std::floor(double(n) * val_fraction));
   const int64_t n_train = n - n_val;

@@ -1,10 +1,12 @@
-// Plain text -> byte tokens -> train/validation splits -> batches of next-token prediction.
+// Plain text -> tokens (byte tokenizer unless one is given) -> train/validation splits -> batches of next-token prediction.
 #pragma once
 #include <cstdint>
 #include <random>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "data/tokenizer.h"
 
 namespace mt {
 
@@ -26,15 +28,18 @@ struct SamplerState {
 
 class TextDataset {
  public:
-  // Loads the plain-text file at `path` (empty: the built-in demo text), tokenises it with the
-  // byte tokenizer and splits it: the last floor(n * val_fraction) tokens are the validation
+  // Loads the plain-text file at `path` (empty: the built-in demo text), tokenises it with
+  // `tokenizer` (null: the byte tokenizer; no BOS/EOS is added; the dataset does not keep the
+  // pointer) and splits it: the last floor(n * val_fraction) tokens are the validation
   // split, the rest the training split. Throws mt::Error naming the file when it is missing,
   // unreadable or empty, and when a split is shorter than seq_len + 1 tokens (a validation split
   // is only required when val_fraction > 0).
-  TextDataset(const std::string& path, double val_fraction, int64_t seq_len);
+  TextDataset(const std::string& path, double val_fraction, int64_t seq_len,
+              const Tokenizer* tokenizer = nullptr);
   // Same, from text in memory; `name` is used in error messages.
   static TextDataset from_text(std::string_view text, double val_fraction, int64_t seq_len,
-                               const std::string& name = "<text>");
+                               const std::string& name = "<text>",
+                               const Tokenizer* tokenizer = nullptr);
 
   const std::vector<int32_t>& train_tokens() const { return train_; }
   const std::vector<int32_t>& val_tokens() const { return val_; }
@@ -43,7 +48,7 @@ class TextDataset {
 
  private:
   TextDataset() = default;
-  void init(std::string_view text, double val_fraction, int64_t seq_len);
+  void init(std::string_view text, double val_fraction, int64_t seq_len, const Tokenizer* tokenizer);
 
   std::vector<int32_t> train_, val_;
   int64_t seq_len_ = 0;

@@ -1,0 +1,91 @@
+#include "data/packed_sampler.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "data/shuffle.h"
+
+namespace mt {
+
+PackedSampler::PackedSampler(const ExampleTable& table, std::vector<uint32_t> ids, int64_t seq_len,
+                             int64_t batch_size, uint64_t seed)
+    : table_(&table), ids_(std::move(ids)), seq_len_(seq_len), batch_size_(batch_size), seed_(seed) {
+  if (batch_size <= 0) fail("packed sampler: batch_size must be > 0, got " + std::to_string(batch_size));
+  if (ids_.empty()) fail("packed sampler: no training examples");
+  for (uint32_t id : ids_) MT_CHECK(id < table.size(), "example id out of range");
+  plan_ = plan_for(0);
+}
+
+RowPlan PackedSampler::plan_for(int64_t epoch) const {
+  std::vector<uint32_t> order = shuffled_order(uint32_t(ids_.size()), seed_ + uint64_t(epoch));
+  for (uint32_t& o : order) o = ids_[o];
+  return plan_rows(*table_, order, seq_len_);
+}
+
+PackedBatch PackedSampler::next() {
+  PackedBatch b = make_packed_batch(batch_size_, seq_len_);
+  for (int64_t r = 0; r < batch_size_; ++r) {
+    if (row_ == plan_.num_rows()) {
+      ++epoch_;
+      row_ = 0;
+      plan_ = plan_for(epoch_);
+    }
+    fill_row(b, r, *table_, plan_.row(row_++));
+  }
+  ++drawn_;
+  return b;
+}
+
+void PackedSampler::restore(const PackedSamplerState& s) {
+  if (s.epoch < 0 || s.row < 0 || s.batches_drawn < 0)
+    fail("packed sampler: cannot restore a negative position (epoch " + std::to_string(s.epoch) +
+         ", row " + std::to_string(s.row) + ", batches " + std::to_string(s.batches_drawn) + ")");
+  seed_ = s.seed;
+  RowPlan plan = plan_for(s.epoch);
+  if (s.row > plan.num_rows())
+    fail("packed sampler: cannot restore row " + std::to_string(s.row) + " of epoch " +
+         std::to_string(s.epoch) + ", which has " + std::to_string(plan.num_rows()) +
+         " rows (was the data or seq_len changed?)");
+  epoch_ = s.epoch;
+  row_ = s.row;
+  drawn_ = s.batches_drawn;
+  plan_ = std::move(plan);
+}
+
+void PackedSampler::restore(const SamplerState& s) {
+  if (s.batches_drawn < 0)
+    fail("packed sampler: cannot restore a negative batch count " + std::to_string(s.batches_drawn));
+  seed_ = s.seed;
+  int64_t rows_left = s.batches_drawn * batch_size_;
+  int64_t epoch = 0;
+  RowPlan plan = plan_for(0);
+  // Stop at the exact end of an epoch rather than past it, as next() only moves on lazily.
+  while (rows_left > plan.num_rows()) {
+    rows_left -= plan.num_rows();
+    plan = plan_for(++epoch);
+  }
+  epoch_ = epoch;
+  row_ = rows_left;
+  drawn_ = s.batches_drawn;
+  plan_ = std::move(plan);
+}
+
+PackedValidation::PackedValidation(const ExampleTable& table, const std::vector<uint32_t>& ids,
+                                   int64_t seq_len, int64_t batch_size)
+    : table_(&table), seq_len_(seq_len), batch_size_(batch_size) {
+  if (batch_size <= 0)
+    fail("packed validation: batch_size must be > 0, got " + std::to_string(batch_size));
+  plan_ = plan_rows(table, ids, seq_len);
+}
+
+bool PackedValidation::next(PackedBatch& out) {
+  if (pos_ >= num_rows()) return false;
+  const int64_t rows = std::min(batch_size_, num_rows() - pos_);
+  out = make_packed_batch(rows, seq_len_);
+  for (int64_t r = 0; r < rows; ++r) fill_row(out, r, *table_, plan_.row(pos_ + r));
+  pos_ += rows;
+  return true;
+}
+
+}  // namespace mt

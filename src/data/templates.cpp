@@ -1,0 +1,96 @@
+// Prompt templates: Stanford Alpaca and the Llama 3.1 chat format (declared in examples.h).
+#include <string>
+
+#include "core/error.h"
+#include "data/examples.h"
+
+namespace mt {
+namespace {
+
+void append(Example& ex, const std::vector<int32_t>& ids, bool trained) {
+  ex.tokens.insert(ex.tokens.end(), ids.begin(), ids.end());
+  ex.trained.insert(ex.trained.end(), ids.size(), trained ? 1 : 0);
+}
+
+void append(Example& ex, int32_t id, bool trained) {
+  ex.tokens.push_back(id);
+  ex.trained.push_back(trained ? 1 : 0);
+}
+
+int32_t require_special(const Tokenizer& tok, const char* text) {
+  const int32_t id = tok.token_to_id(text);
+  if (id < 0)
+    fail("chat data needs the Llama 3 special tokens, but the " + std::string(tok.kind()) +
+         " tokenizer has no " + text + " (use a Llama 3 tokenizer.model, or Alpaca data)");
+  return id;
+}
+
+}  // namespace
+
+std::string_view format_name(DataFormat f) {
+  switch (f) {
+    case DataFormat::kAlpaca: return "alpaca";
+    case DataFormat::kChat: return "chat";
+    case DataFormat::kAuto: break;
+  }
+  return "auto";
+}
+
+DataFormat parse_format(std::string_view name) {
+  if (name == "auto" || name.empty()) return DataFormat::kAuto;
+  if (name == "alpaca") return DataFormat::kAlpaca;
+  if (name == "chat") return DataFormat::kChat;
+  fail("unknown data format '" + std::string(name) + "' (expected auto, alpaca or chat)");
+}
+
+std::string alpaca_prompt(std::string_view instruction, std::string_view input) {
+  std::string s;
+  if (input.empty()) {
+    s = "Below is an instruction that describes a task. Write a response that appropriately "
+        "completes the request.\n\n### Instruction:\n";
+    s += instruction;
+  } else {
+    s = "Below is an instruction that describes a task, paired with an input that provides "
+        "further context. Write a response that appropriately completes the request.\n\n"
+        "### Instruction:\n";
+    s += instruction;
+    s += "\n\n### Input:\n";
+    s += input;
+  }
+  s += "\n\n### Response:\n";
+  return s;
+}
+
+Example render_alpaca(const Tokenizer& tok, std::string_view instruction, std::string_view input,
+                      std::string_view output) {
+  Example ex;
+  if (tok.bos_id() >= 0) append(ex, tok.bos_id(), false);
+  append(ex, tok.encode(alpaca_prompt(instruction, input)), false);
+  append(ex, tok.encode(output), true);
+  // Training on EOS teaches the model to stop after the response; a tokenizer without one
+  // (the byte tokenizer) has no way to say it.
+  if (tok.eos_id() >= 0) append(ex, tok.eos_id(), true);
+  return ex;
+}
+
+Example render_chat(const Tokenizer& tok, const std::vector<ChatMessage>& messages) {
+  const int32_t begin = require_special(tok, "<|begin_of_text|>");
+  const int32_t start_header = require_special(tok, "<|start_header_id|>");
+  const int32_t end_header = require_special(tok, "<|end_header_id|>");
+  const int32_t eot = require_special(tok, "<|eot_id|>");
+  const std::vector<int32_t> blank_line = tok.encode("\n\n");
+  Example ex;
+  append(ex, begin, false);
+  for (const ChatMessage& m : messages) {
+    const bool assistant = m.role == "assistant";
+    append(ex, start_header, false);
+    append(ex, tok.encode(m.role), false);
+    append(ex, end_header, false);
+    append(ex, blank_line, false);
+    append(ex, tok.encode(m.content), assistant);
+    append(ex, eot, assistant);
+  }
+  return ex;
+}
+
+}  // namespace mt

@@ -1,0 +1,90 @@
+// Helpers shared by the training-data tests: shared-data paths, temp files, error capture and a
+// tokenizer wrapper that counts encode() calls (to prove the token cache skips tokenising).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <unistd.h>
+
+#include "core/error.h"
+#include "data/tokenizer.h"
+
+namespace mt::testdata {
+
+inline std::string data_dir() { return std::string(MESHTRAIN_SOURCE_DIR) + "/../shared/data/"; }
+
+#define MT_REQUIRE_DATA(rel)                                                             \
+  do {                                                                                   \
+    if (!std::filesystem::exists(::mt::testdata::data_dir() + (rel)))                    \
+      GTEST_SKIP() << "shared data missing: " << ::mt::testdata::data_dir() + (rel);     \
+  } while (0)
+
+// Loading a tokenizer takes a moment; one instance per file for the whole test binary.
+inline const Tokenizer& shared_tokenizer(const std::string& rel) {
+  static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
+  auto& slot = cache[rel];
+  if (!slot) slot = load_tokenizer(data_dir() + rel);
+  return *slot;
+}
+
+// A fresh directory per test, removed at the end.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& name)
+      : path_(std::filesystem::temp_directory_path() /
+              ("meshtrain_data_" + std::to_string(::getpid()) + "_" + name)) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string file(const std::string& name, const std::string& content) const {
+    auto p = path_ / name;
+    std::ofstream(p, std::ios::binary) << content;
+    return p.string();
+  }
+  std::string path(const std::string& name = "") const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an mt::Error";
+  return "";
+}
+
+// Forwards to another tokenizer and counts encode() calls.
+class CountingTokenizer final : public Tokenizer {
+ public:
+  explicit CountingTokenizer(const Tokenizer& inner) : inner_(inner) {
+    set_special_tokens(inner.special_tokens());
+  }
+  std::string_view kind() const override { return inner_.kind(); }
+  std::vector<int32_t> encode(std::string_view text) const override {
+    ++calls;
+    return inner_.encode(text);
+  }
+  std::string decode(const std::vector<int32_t>& ids) const override { return inner_.decode(ids); }
+  int64_t vocab_size() const override { return inner_.vocab_size(); }
+  int32_t bos_id() const override { return inner_.bos_id(); }
+  int32_t eos_id() const override { return inner_.eos_id(); }
+
+  mutable std::atomic<int64_t> calls{0};
+
+ private:
+  const Tokenizer& inner_;
+};
+
+}  // namespace mt::testdata

@@ -59,6 +59,8 @@ class Tokenizer {
 //   tokenizer.byte  -> the byte-level tokenizer (a marker file meshtrain writes next to models it
 //                      trained with it; its content is ignored)
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
+// The file load_tokenizer(path) reads (for a GPT-2 pair: vocab.json, with merges.txt beside it).
+std::string find_tokenizer_file(const std::string& path);
 
 inline constexpr const char* kByteTokenizerFile = "tokenizer.byte";
 

@@ -49,25 +49,29 @@ std::unique_ptr<Tokenizer> load_file(const fs::path& p) {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
+std::string find_tokenizer_file(const std::string& path) {
   fs::path p(path);
   std::error_code ec;
   if (!fs::exists(p, ec)) fail("tokenizer not found: " + path);
-  if (!fs::is_directory(p, ec)) return load_file(p);
+  if (!fs::is_directory(p, ec)) return p.string();
   for (const char* name : {"tokenizer.json", "tokenizer.model", kByteTokenizerFile})
-    if (fs::is_regular_file(p / name, ec)) return load_file(p / name);
+    if (fs::is_regular_file(p / name, ec)) return (p / name).string();
   if (fs::is_regular_file(p / "vocab.json", ec) && fs::is_regular_file(p / "merges.txt", ec))
-    return load_gpt2_pair(p);
-  if (fs::is_regular_file(p / "tokenizer.bin", ec)) return load_file(p / "tokenizer.bin");
+    return (p / "vocab.json").string();
+  if (fs::is_regular_file(p / "tokenizer.bin", ec)) return (p / "tokenizer.bin").string();
   // llama2.c's custom-vocabulary exports are named tok<N>.bin (tok512.bin).
   for (const auto& entry : fs::directory_iterator(p, ec)) {
     std::string n = entry.path().filename().string();
     if (entry.is_regular_file() && n.rfind("tok", 0) == 0 && entry.path().extension() == ".bin")
-      return load_file(entry.path());
+      return entry.path().string();
   }
   fail("no tokenizer found in directory " + path +
        " (looked for tokenizer.json, tokenizer.model, tokenizer.byte, vocab.json+merges.txt, "
        "tokenizer.bin, tok*.bin)");
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
+  return load_file(find_tokenizer_file(path));
 }
 
 }  // namespace mt

@@ -39,7 +39,7 @@ const std::vector<Section>& schema() {
       {"train",
        {"steps", "batch_size", "grad_accum", "seq_len", "seed", "precision",
         "activation_checkpointing", "log_every", "threads", "peak_gflops"}},
-      {"data", {"path", "val_fraction"}},
+      {"data", {"path", "format", "tokenizer", "cache_dir", "truncate", "val_fraction"}},
       {"output", {"dir"}},
   };
   return s;
@@ -289,6 +289,10 @@ RunConfig convert(const toml::table& doc, const std::string& where) {
   {
     Reader r(section(doc, "data"), where, "data.");
     r.read("path", c.data.path);
+    r.read("format", c.data.format);
+    r.read("tokenizer", c.data.tokenizer);
+    r.read("cache_dir", c.data.cache_dir);
+    r.read("truncate", c.data.truncate);
     r.read("val_fraction", c.data.val_fraction);
   }
   {
@@ -371,6 +375,9 @@ void validate_run(const RunConfig& c, const WhereFor& where_for) {
   if (!(t.peak_gflops >= 0.0)) bad("train.peak_gflops must be >= 0 (0: measure), got " + std::to_string(t.peak_gflops));
 
   unit(c.data.val_fraction, "data.val_fraction");
+  if (c.data.format != "auto" && c.data.format != "text" && c.data.format != "alpaca" &&
+      c.data.format != "chat")
+    bad("data.format must be \"auto\", \"text\", \"alpaca\" or \"chat\", got \"" + c.data.format + "\"");
   if (c.output.dir.empty()) bad("output.dir must not be empty");
 }
 
@@ -454,7 +461,9 @@ std::string apply_override(toml::table& doc, const std::string& ov) {
   // For a string-valued key the raw text is the string, even when it happens to be valid TOML of
   // another type (--set output.dir=2024, --set data.path=inf).
   if (!v.get("v")->is_string() &&
-      (path == "data.path" || path == "output.dir" || path == "train.precision"))
+      (path == "data.path" || path == "output.dir" || path == "train.precision" ||
+       path == "data.format" || path == "data.tokenizer" || path == "data.cache_dir" ||
+       path == "model.path"))
     v.insert_or_assign("v", raw);
   v.get("v")->visit([&](auto& node) { tbl->insert_or_assign(parts.back(), node); });
 
@@ -586,6 +595,10 @@ peak_gflops = 0.0              # MFU denominator; 0: measure this machine's bf16
 
 [data]
 path = ""                      # empty: the built-in demo text
+format = "auto"                # auto, text, alpaca or chat
+tokenizer = ""                 # empty: the model's own, else the byte-level tokenizer
+cache_dir = ""                 # tokenised-example cache; empty: ~/.cache/meshtrain/tokens
+truncate = false               # cut examples longer than seq_len instead of skipping them
 val_fraction = 0.1
 
 [output]
@@ -652,6 +665,10 @@ std::string to_toml(const RunConfig& c) {
     << "peak_gflops = " << fmt_float(t.peak_gflops) << "\n";
   o << "\n[data]\n"
     << "path = " << fmt_string(c.data.path) << "\n"
+    << "format = " << fmt_string(c.data.format) << "\n"
+    << "tokenizer = " << fmt_string(c.data.tokenizer) << "\n"
+    << "cache_dir = " << fmt_string(c.data.cache_dir) << "\n"
+    << "truncate = " << fmt_bool(c.data.truncate) << "\n"
     << "val_fraction = " << fmt_float(c.data.val_fraction) << "\n";
   o << "\n[output]\n"
     << "dir = " << fmt_string(c.output.dir) << "\n";

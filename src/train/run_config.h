@@ -45,7 +45,15 @@ struct TrainConfig {
 };
 
 struct DataConfig {
-  std::string path;  // plain-text file; empty: the built-in demo text
+  std::string path;  // training file; empty: the built-in demo text
+  // "auto": .json/.jsonl files are examples (alpaca or chat, told apart by their fields), anything
+  // else plain text. Or "text", "alpaca", "chat".
+  std::string format = "auto";
+  // Tokenizer file or directory. Empty: the model's own (model.path) or, without a model path,
+  // the byte-level tokenizer. "byte": the byte-level tokenizer.
+  std::string tokenizer;
+  std::string cache_dir;  // tokenised-example cache; empty: ~/.cache/meshtrain/tokens, "off": none
+  bool truncate = false;  // examples longer than seq_len: cut (true) or skip with a count (false)
   float val_fraction = 0.05f;
 };
 

@@ -8,15 +8,16 @@
 
 #include "core/error.h"
 #include "core/memory_stats.h"
-#include "data/text_dataset.h"
 #include "io/atomic_file.h"
 #include "io/model_files.h"
 #include "io/peft.h"
+#include "io/pretrained.h"
 #include "model/llama.h"
 #include "train/adamw.h"
 #include "train/flops.h"
 #include "train/metrics.h"
 #include "train/step.h"
+#include "train/training_data.h"
 
 namespace mt {
 
@@ -28,59 +29,64 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-ModelInput input_of(const Batch& b) {
-  ModelInput in;
-  in.tokens = b.inputs.data();
-  in.targets = b.targets.data();
-  in.B = b.batch_size, in.T = b.seq_len;
-  return in;
-}
-
-double evaluate(LlamaModel& model, const TextDataset& data, int64_t batch_size,
-                int64_t max_batches) {
-  ValidationBatches val(data, batch_size);
-  Batch b;
+double evaluate(LlamaModel& model, TrainingData& data, int64_t max_batches) {
   LossSum total;
-  for (int64_t i = 0; i < max_batches && val.next(b); ++i) {
+  PackedBatch b;
+  data.reset_validation();
+  for (int64_t i = 0; i < max_batches && data.next_validation(b); ++i) {
     LossSum s = model.forward_loss(input_of(b));
     total.sum += s.sum, total.count += s.count;
   }
   return total.count ? total.sum / double(total.count) : std::nan("");
 }
 
+// The model to train: from model.path, or a new one of the [model] shape with random weights.
+std::unique_ptr<LlamaModel> make_model(const RunConfig& cfg, const Tokenizer& tok) {
+  const auto& tc = cfg.train;
+  const LlamaConfig shape = cfg.model_path.empty() ? cfg.model : pretrained_config(cfg.model_path);
+  const std::string where = cfg.model_path.empty() ? "model" : cfg.model_path;
+  if (tc.seq_len > shape.max_position_embeddings)
+    fail("train.seq_len (" + std::to_string(tc.seq_len) + ") exceeds max_position_embeddings (" +
+         std::to_string(shape.max_position_embeddings) + ") of " + where);
+  if (tok.vocab_size() > shape.vocab_size)
+    fail("the " + std::string(tok.kind()) + " tokenizer has " + std::to_string(tok.vocab_size()) +
+         " tokens but " + where + " has vocab_size " + std::to_string(shape.vocab_size) +
+         (cfg.model_path.empty() && tok.kind() == "byte" ? " (the byte-level tokenizer needs 256)" : ""));
+  if (!cfg.model_path.empty()) return load_pretrained(cfg.model_path, tc.precision, cfg.lora, tc.seed);
+  auto model = std::make_unique<LlamaModel>(shape, tc.precision, cfg.lora);
+  model->init_weights(tc.seed);
+  return model;
+}
+
 }  // namespace
 
 TrainSummary train(const RunConfig& cfg, std::ostream& log) {
   if (cfg.train.threads > 0) omp_set_num_threads(int(cfg.train.threads));
-  if (cfg.model.vocab_size < 256)
-    fail("model.vocab_size (" + std::to_string(cfg.model.vocab_size) +
-         ") must be >= 256 for the byte-level tokenizer");
   const auto& tc = cfg.train;
-  TextDataset data(cfg.data.path, cfg.data.val_fraction, tc.seq_len);
-  BatchSampler sampler(data, tc.batch_size, tc.seed);
-
-  LlamaModel model(cfg.model, tc.precision, cfg.lora);
-  model.init_weights(tc.seed);
+  auto tok = run_tokenizer(cfg);
+  auto data = open_training_data(cfg, *tok, log);
+  auto model_ptr = make_model(cfg, *tok);
+  LlamaModel& model = *model_ptr;
   model.set_activation_checkpointing(tc.activation_checkpointing);
   AdamW optimizer(model.trainable(), cfg.optim);
 
-  const FlopCount flops = training_flops(cfg.model, cfg.lora, tc.seq_len);
+  const FlopCount flops = training_flops(model.config(), cfg.lora, tc.seq_len);
   const double peak = tc.peak_gflops > 0 ? tc.peak_gflops * 1e9
                                          : measure_gemm_flops(2048, 0.5, /*bf16=*/true);
   const int64_t tokens_per_step = tc.batch_size * tc.grad_accum * tc.seq_len;
 
   log << "meshtrain: " << (cfg.lora.enabled ? "LoRA" : "full") << " training, "
       << (tc.precision == Precision::bf16 ? "bf16 mixed" : "fp32") << ", "
+      << (cfg.model_path.empty() ? "new model" : cfg.model_path) << ", "
       << model.base().numel() << " base parameters, " << model.trainable().trainable_numel()
       << " trainable\n"
-      << "data: " << data.name() << " (" << data.train_tokens().size() << " train / "
-      << data.val_tokens().size() << " validation tokens)\n"
+      << "data: " << data->describe() << ", " << tok->kind() << " tokenizer\n"
       << "batch: " << tc.batch_size << " x " << tc.seq_len << " tokens x " << tc.grad_accum
       << " micro-batches = " << tokens_per_step << " tokens/step"
       << (tc.activation_checkpointing ? ", activation checkpointing" : "") << "\n"
       << "MFU basis: " << flops.per_token / 1e6 << " MFLOP/token (" << flops.formula
-      << ") over peak " << peak / 1e9 << " GFLOP/s (" << (tc.peak_gflops > 0 ? "given" : "measured bf16 GEMM")
-      << ")\n";
+      << ") over peak " << peak / 1e9 << " GFLOP/s ("
+      << (tc.peak_gflops > 0 ? "given" : "measured bf16 GEMM") << ")\n";
 
   const std::string out_dir = cfg.output.dir;
   std::filesystem::create_directories(out_dir);
@@ -92,19 +98,18 @@ TrainSummary train(const RunConfig& cfg, std::ostream& log) {
   summary.files_written.push_back(metrics.path());
 
   const int64_t eval_batches = 8;
-  summary.val_loss_before = data.val_tokens().empty() ? std::nan("")
-                                                      : evaluate(model, data, tc.batch_size, eval_batches);
-  if (!data.val_tokens().empty()) log << "validation loss before: " << summary.val_loss_before << "\n";
+  summary.val_loss_before = data->has_validation() ? evaluate(model, *data, eval_batches) : std::nan("");
+  if (data->has_validation()) log << "validation loss before: " << summary.val_loss_before << "\n";
 
   auto t_start = Clock::now();
   double timed_seconds = 0.0;
   int64_t timed_tokens = 0;
   for (int64_t step = 0; step < tc.steps; ++step) {
     auto t0 = Clock::now();
-    std::vector<Batch> micro;
+    std::vector<PackedBatch> micro;
     std::vector<ModelInput> inputs;
-    for (int64_t k = 0; k < tc.grad_accum; ++k) micro.push_back(sampler.next());
-    for (const Batch& b : micro) inputs.push_back(input_of(b));
+    for (int64_t k = 0; k < tc.grad_accum; ++k) micro.push_back(data->next());
+    for (const PackedBatch& b : micro) inputs.push_back(input_of(b));
     const StepResult r = train_step(model, optimizer, inputs, cfg.optim, step, tc.steps);
     const double dt = seconds_since(t0);
     if (step > 0 || tc.steps == 1) timed_seconds += dt, timed_tokens += tokens_per_step;
@@ -122,6 +127,7 @@ TrainSummary train(const RunConfig& cfg, std::ostream& log) {
     m.eta_s = m.elapsed_s / double(step + 1) * double(tc.steps - step - 1);
     auto j = step_json(m);
     j["grad_norm"] = r.grad_norm;
+    j["counted_tokens"] = r.counted_tokens;
     j["peak_tensor_bytes"] = memory_stats::peak_bytes();
     metrics.write(j);
     if ((step + 1) % tc.log_every == 0 || step + 1 == tc.steps) log << format_progress_line(m) << "\n";
@@ -130,8 +136,7 @@ TrainSummary train(const RunConfig& cfg, std::ostream& log) {
 
   summary.tokens_per_s = timed_seconds > 0 ? double(timed_tokens) / timed_seconds : 0.0;
   summary.mfu = summary.tokens_per_s * flops.per_token / peak;
-  summary.val_loss_after = data.val_tokens().empty() ? std::nan("")
-                                                     : evaluate(model, data, tc.batch_size, eval_batches);
+  summary.val_loss_after = data->has_validation() ? evaluate(model, *data, eval_batches) : std::nan("");
   summary.peak_rss_bytes = memory_stats::peak_rss_bytes();
   summary.peak_tensor_bytes = memory_stats::peak_bytes();
 
@@ -139,11 +144,13 @@ TrainSummary train(const RunConfig& cfg, std::ostream& log) {
     for (auto& f : save_peft_adapter(model, out_dir + "/adapter", cfg.model_path))
       summary.files_written.push_back(f);
   } else {
-    for (auto& f : save_base_model(model, out_dir)) summary.files_written.push_back(f);
+    for (auto& f : save_base_model(model, out_dir + "/model")) summary.files_written.push_back(f);
+    for (auto& f : save_tokenizer_files(tokenizer_source(cfg), out_dir + "/model"))
+      summary.files_written.push_back(f);
   }
 
   log << "done: " << tc.steps << " steps, final loss " << summary.losses.back();
-  if (!data.val_tokens().empty())
+  if (data->has_validation())
     log << ", validation loss " << summary.val_loss_before << " -> " << summary.val_loss_after;
   log << "\n"
       << "throughput: " << std::lround(summary.tokens_per_s) << " tokens/s, MFU "

@@ -1,0 +1,136 @@
+#include "train/training_data.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "data/byte_tokenizer.h"
+#include "data/packed_sampler.h"
+#include "data/token_cache.h"
+
+namespace mt {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+PackedBatch packed_from(const Batch& b) {
+  PackedBatch p;
+  p.tokens = b.inputs;
+  p.targets = b.targets;
+  p.batch_size = b.batch_size;
+  p.seq_len = b.seq_len;
+  return p;
+}
+
+class TextData : public TrainingData {
+ public:
+  TextData(const RunConfig& cfg, const Tokenizer& tok)
+      : data_(cfg.data.path, cfg.data.val_fraction, cfg.train.seq_len, &tok),
+        sampler_(data_, cfg.train.batch_size, cfg.train.seed),
+        val_(data_, cfg.train.batch_size) {}
+  PackedBatch next() override { return packed_from(sampler_.next()); }
+  SamplerState state() const override { return sampler_.state(); }
+  void restore(const SamplerState& s) override { sampler_.restore(s); }
+  bool has_validation() const override { return !data_.val_tokens().empty(); }
+  bool next_validation(PackedBatch& out) override {
+    Batch b;
+    if (!val_.next(b)) return false;
+    out = packed_from(b);
+    return true;
+  }
+  void reset_validation() override { val_.reset(); }
+  std::string describe() const override {
+    return data_.name() + " (plain text: " + std::to_string(data_.train_tokens().size()) +
+           " train / " + std::to_string(data_.val_tokens().size()) + " validation tokens)";
+  }
+
+ private:
+  TextDataset data_;
+  BatchSampler sampler_;
+  ValidationBatches val_;
+};
+
+class ExampleData : public TrainingData {
+ public:
+  ExampleData(const RunConfig& cfg, const Tokenizer& tok, std::ostream& log)
+      : loaded_(load(cfg, tok)),
+        split_(split_examples(loaded_.table.size(), cfg.data.val_fraction, cfg.train.seed)),
+        sampler_(loaded_.table, split_.train, cfg.train.seq_len, cfg.train.batch_size, cfg.train.seed),
+        val_(loaded_.table, split_.val, cfg.train.seq_len, cfg.train.batch_size),
+        path_(cfg.data.path) {
+    if (!loaded_.cache_path.empty())
+      log << "token cache: " << loaded_.cache_path << (loaded_.from_cache ? " (hit)" : " (written)")
+          << "\n";
+  }
+  PackedBatch next() override { return sampler_.next(); }
+  SamplerState state() const override { return sampler_.sampler_state(); }
+  void restore(const SamplerState& s) override { sampler_.restore(s); }
+  bool has_validation() const override { return !split_.val.empty(); }
+  bool next_validation(PackedBatch& out) override { return val_.next(out); }
+  void reset_validation() override { val_.reset(); }
+  std::string describe() const override {
+    return path_ + " (" + std::string(format_name(loaded_.format)) + " examples: " +
+           std::to_string(split_.train.size()) + " train / " + std::to_string(split_.val.size()) +
+           " validation, " + std::to_string(loaded_.skipped) + " skipped; packed " +
+           std::to_string(sampler_.rows_in_epoch()) + " rows per epoch)";
+  }
+
+ private:
+  static LoadedExamples load(const RunConfig& cfg, const Tokenizer& tok) {
+    ExampleOptions opt;
+    opt.format = cfg.data.format == "auto" ? DataFormat::kAuto : parse_format(cfg.data.format);
+    opt.max_tokens = cfg.train.seq_len;
+    opt.truncate = cfg.data.truncate;
+    return load_examples(cfg.data.path, tok, opt, cfg.data.cache_dir);
+  }
+
+  LoadedExamples loaded_;
+  ExampleSplit split_;
+  PackedSampler sampler_;
+  PackedValidation val_;
+  std::string path_;
+};
+
+bool is_example_file(const RunConfig& cfg) {
+  if (cfg.data.format == "text" || cfg.data.path.empty()) return false;
+  if (cfg.data.format != "auto") return true;
+  const std::string ext = fs::path(cfg.data.path).extension().string();
+  return ext == ".json" || ext == ".jsonl";
+}
+
+}  // namespace
+
+std::unique_ptr<TrainingData> open_training_data(const RunConfig& cfg, const Tokenizer& tok,
+                                                 std::ostream& log) {
+  if (cfg.data.path.empty() && cfg.data.format != "auto" && cfg.data.format != "text")
+    fail("data.format \"" + cfg.data.format + "\" needs a data.path (the built-in data is plain text)");
+  if (is_example_file(cfg)) return std::make_unique<ExampleData>(cfg, tok, log);
+  return std::make_unique<TextData>(cfg, tok);
+}
+
+std::string tokenizer_source(const RunConfig& cfg) {
+  if (cfg.data.tokenizer == "byte") return "";
+  if (!cfg.data.tokenizer.empty()) return cfg.data.tokenizer;
+  if (cfg.model_path.empty()) return "";
+  fs::path p(cfg.model_path);
+  return (fs::is_directory(p) ? p : p.parent_path()).string();
+}
+
+std::unique_ptr<Tokenizer> run_tokenizer(const RunConfig& cfg) {
+  const std::string source = tokenizer_source(cfg);
+  if (source.empty()) return std::make_unique<ByteTokenizer>();
+  return load_tokenizer(source);
+}
+
+ModelInput input_of(const PackedBatch& b) {
+  ModelInput in;
+  in.tokens = b.tokens.data();
+  in.targets = b.targets.data();
+  in.positions = b.positions.empty() ? nullptr : b.positions.data();
+  in.segments = b.segments.empty() ? nullptr : b.segments.data();
+  in.B = b.batch_size;
+  in.T = b.seq_len;
+  return in;
+}
+
+}  // namespace mt

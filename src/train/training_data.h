@@ -1,0 +1,41 @@
+// The data of a training run, whatever its form: plain text cut into random windows, or
+// instruction / chat examples packed into rows (with per-example positions and segments and loss
+// only on responses). Both come out as PackedBatch so the loop has one shape to handle.
+#pragma once
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "data/packing.h"
+#include "data/text_dataset.h"
+#include "data/tokenizer.h"
+#include "model/llama.h"
+#include "train/run_config.h"
+
+namespace mt {
+
+class TrainingData {
+ public:
+  virtual ~TrainingData() = default;
+  virtual PackedBatch next() = 0;
+  virtual SamplerState state() const = 0;
+  virtual void restore(const SamplerState& s) = 0;
+  // Fixed validation batches: next_validation() until it returns false, then reset_validation().
+  virtual bool has_validation() const = 0;
+  virtual bool next_validation(PackedBatch& out) = 0;
+  virtual void reset_validation() = 0;
+  virtual std::string describe() const = 0;  // one line for the log
+};
+
+// Opens cfg.data with `tok`; progress and warnings (skipped records, cache use) go to `log`.
+std::unique_ptr<TrainingData> open_training_data(const RunConfig& cfg, const Tokenizer& tok,
+                                                 std::ostream& log);
+// Where a run's tokenizer comes from (see DataConfig::tokenizer): a file or directory, or empty
+// for the byte-level tokenizer.
+std::string tokenizer_source(const RunConfig& cfg);
+// The tokenizer a run uses.
+std::unique_ptr<Tokenizer> run_tokenizer(const RunConfig& cfg);
+// The model's input view of a batch (null positions/segments when the batch has none).
+ModelInput input_of(const PackedBatch& b);
+
+}  // namespace mt

@@ -63,3 +63,31 @@ TEST(GenerateLoop, StopsAtStopIdAndIsDeterministicBySeed) {
 
 }  // namespace
 }  // namespace mt
+
+#include <filesystem>
+
+#include "data/examples.h"
+#include "data/tokenizer.h"
+
+namespace mt {
+namespace {
+
+TEST(GenerateChatPrompt, MessagesThenAnOpenAssistantHeader) {
+  const std::string path =
+      std::string(MESHTRAIN_SOURCE_DIR) + "/../shared/data/tokenizers/llama3/tokenizer.model";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data not present";
+  auto tok = load_tokenizer(path);
+  auto ids = chat_generation_prompt(*tok, {{"user", "Hi"}});
+  auto rendered = render_chat(*tok, {{"user", "Hi"}}).tokens;
+  ASSERT_GT(ids.size(), rendered.size());
+  EXPECT_TRUE(std::equal(rendered.begin(), rendered.end(), ids.begin()));
+  std::vector<int32_t> tail(ids.begin() + long(rendered.size()), ids.end());
+  std::vector<int32_t> expected = {128006};  // <|start_header_id|>
+  for (int32_t id : tok->encode("assistant")) expected.push_back(id);
+  expected.push_back(128007);  // <|end_header_id|>
+  for (int32_t id : tok->encode("\n\n")) expected.push_back(id);
+  EXPECT_EQ(tail, expected);
+}
+
+}  // namespace
+}  // namespace mt

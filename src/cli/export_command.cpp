@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/model_args.h"
 #include "core/error.h"
+#include "data/tokenizer.h"
 #include "io/gguf_export.h"
 #include "io/model_files.h"
 
@@ -16,12 +17,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The tokenizer file that travels with a model directory, if any (copied next to exports).
+// The tokenizer file that travels with a model (copied next to exports), or "" when none.
 std::string tokenizer_file_of(const std::string& model) {
   fs::path dir = fs::is_directory(model) ? fs::path(model) : fs::path(model).parent_path();
-  for (const char* name : {"tokenizer.json", "tokenizer.model", "tokenizer.bin"})
-    if (fs::exists(dir / name)) return (dir / name).string();
-  return "";
+  try {
+    return find_tokenizer_file(dir.empty() ? "." : dir.string());
+  } catch (const Error&) {
+    return "";
+  }
 }
 
 }  // namespace
@@ -53,12 +56,8 @@ Action add_export_command(CLI::App& app) {
     model->merge_adapters();
     if (!o->merged.empty()) {
       for (const auto& f : save_base_model(*model, o->merged)) std::cout << "wrote " << f << "\n";
-      if (!tok_file.empty()) {
-        fs::path dst = fs::path(o->merged) / fs::path(tok_file).filename();
-        fs::copy_file(tok_file, dst, fs::copy_options::overwrite_existing);
-        fs::permissions(dst, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
-        std::cout << "wrote " << dst.string() << "\n";
-      }
+      if (!tok_file.empty())
+        for (const auto& f : save_tokenizer_files(tok_file, o->merged)) std::cout << "wrote " << f << "\n";
     }
     if (!o->gguf.empty()) {
       const GgufDtype dt = o->gguf_dtype == "f32" ? GgufDtype::f32

@@ -4,20 +4,39 @@
 
 #include "cli/commands.h"
 #include "cli/model_args.h"
+#include "data/examples.h"
 #include "model/generate.h"
 
 namespace mt::cli {
+
+namespace {
+
+// BOS (when the tokenizer has one), then the prompt as the fine-tuning data rendered it.
+std::vector<int32_t> prompt_ids(const Tokenizer& tok, const std::string& text, const std::string& format) {
+  std::vector<int32_t> ids;
+  if (format == "chat") return chat_generation_prompt(tok, {{"user", text}});
+  if (tok.bos_id() >= 0) ids.push_back(tok.bos_id());
+  for (int32_t id : tok.encode(format == "alpaca" ? alpaca_prompt(text, "") : text)) ids.push_back(id);
+  return ids;
+}
+
+}  // namespace
 
 Action add_generate_command(CLI::App& app) {
   struct Options {
     ModelArgs model;
     std::string prompt;
+    std::string format = "none";
     GenerateOptions gen;
   };
   auto o = std::make_shared<Options>();
   auto* sub = app.add_subcommand("generate", "Generate text from a model (and adapter)");
   o->model.add_to(sub);
   sub->add_option("--prompt,-p", o->prompt, "prompt text (BOS is added when the tokenizer has one)");
+  sub->add_option("--template", o->format,
+                  "wrap the prompt as the model was fine-tuned: none, alpaca (an instruction) or "
+                  "chat (a user message, Llama 3.1 template)")
+      ->check(CLI::IsMember({"none", "alpaca", "chat"}));
   sub->add_option("--max-new-tokens,-n", o->gen.max_new_tokens, "tokens to generate")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--temperature,-t", o->gen.temperature, "0: greedy")->check(CLI::NonNegativeNumber);
@@ -26,9 +45,7 @@ Action add_generate_command(CLI::App& app) {
   return [o] {
     auto model = o->model.load_model();
     auto tok = o->model.load_tokenizer();
-    std::vector<int32_t> prompt;
-    if (tok->bos_id() >= 0) prompt.push_back(tok->bos_id());
-    for (int32_t id : tok->encode(o->prompt)) prompt.push_back(id);
+    const std::vector<int32_t> prompt = prompt_ids(*tok, o->prompt, o->format);
     GenerateOptions gen = o->gen;
     // End of text: EOS, and BOS (a model trained on concatenated documents starts a new one).
     for (int32_t id : {tok->eos_id(), tok->bos_id(), tok->token_to_id("<|eot_id|>")})

@@ -43,6 +43,10 @@ Example render_alpaca(const Tokenizer& tok, std::string_view instruction, std::s
 // and its <|eot_id|> are trained. mt::Error naming the tokenizer kind when it lacks the Llama 3
 // special tokens.
 Example render_chat(const Tokenizer& tok, const std::vector<ChatMessage>& messages);
+// The messages as render_chat writes them, then an open assistant header: what a model
+// fine-tuned on chat data continues with its answer.
+std::vector<int32_t> chat_generation_prompt(const Tokenizer& tok,
+                                            const std::vector<ChatMessage>& messages);
 
 struct ExampleOptions {
   DataFormat format = DataFormat::kAuto;  // kAuto: "messages" -> chat, "instruction" -> alpaca

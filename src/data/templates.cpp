@@ -93,4 +93,14 @@ Example render_chat(const Tokenizer& tok, const std::vector<ChatMessage>& messag
   return ex;
 }
 
+std::vector<int32_t> chat_generation_prompt(const Tokenizer& tok,
+                                            const std::vector<ChatMessage>& messages) {
+  std::vector<int32_t> ids = render_chat(tok, messages).tokens;
+  const std::vector<int32_t> tail = render_chat(tok, {{"assistant", ""}}).tokens;
+  // render_chat of an empty assistant turn is <|begin_of_text|> header "\n\n" <|eot_id|>: keep
+  // the header part, drop the leading begin-of-text and the closing <|eot_id|>.
+  ids.insert(ids.end(), tail.begin() + 1, tail.end() - 1);
+  return ids;
+}
+
 }  // namespace mt

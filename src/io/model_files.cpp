@@ -38,7 +38,8 @@ std::vector<std::string> save_tokenizer_files(const std::string& tokenizer_path,
                                               const std::string& dir) {
   namespace fs = std::filesystem;
   std::vector<std::string> written;
-  if (tokenizer_path.empty()) {
+  if (tokenizer_path.empty() ||
+      std::filesystem::path(tokenizer_path).filename() == kByteTokenizerFile) {
     const std::string marker = (fs::path(dir) / kByteTokenizerFile).string();
     write_file_atomically(marker, [](std::ostream& os) {
       os << "meshtrain byte-level tokenizer: token id = byte value (0..255)\n";

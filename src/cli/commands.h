@@ -14,5 +14,6 @@ Action add_generate_command(CLI::App& app);
 Action add_eval_command(CLI::App& app);
 Action add_convert_command(CLI::App& app);
 Action add_export_command(CLI::App& app);
+Action add_shard_command(CLI::App& app);
 
 }  // namespace mt::cli

@@ -1,0 +1,244 @@
+// meshtrain shard: how a model's parameters lie on a device mesh (a box grid per tensor in the
+// manner of jax.debug.visualize_array_sharding) and the bytes each rank holds. Shape-only: no
+// weights are read or allocated, and no MPI is needed (the world is the mesh's product).
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "dist/dist_config.h"
+#include "dist/grid_view.h"
+#include "dist/shard_plan.h"
+#include "io/pretrained.h"
+#include "model/presets.h"
+
+namespace mt::cli {
+namespace {
+
+struct Options {
+  std::string mesh, config, model, preset, rules;
+  std::vector<std::string> overrides;
+  bool json = false, all = false;
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail(path + ": cannot open");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+struct Inputs {
+  RunConfig run;
+  dist::MeshShape mesh;
+  dist::PartitionRules rules;
+};
+
+// The model's architecture and LoRA setup, the mesh and the rules, from whichever source was given.
+Inputs resolve(const Options& o) {
+  Inputs in;
+  dist::DistConfig dist;
+  if (!o.config.empty()) {
+    auto split = dist::split_dist_config(read_text(o.config), o.config);
+    dist = split.dist;
+    in.run = parse_run_config(split.rest_toml, o.overrides, o.config);
+  } else {
+    RunConfig base;
+    if (!o.preset.empty()) base.model = llama_preset(o.preset);
+    std::string text = o.model.empty() ? (o.preset.empty() ? default_run_config_toml() : to_toml(base))
+                                       : "[model]\npath = " + nlohmann::json(o.model).dump() + "\n";
+    in.run = parse_run_config(text, o.overrides, "<shard>");
+  }
+  if (!in.run.model_path.empty()) in.run.model = pretrained_config(in.run.model_path);
+
+  if (!o.mesh.empty()) in.mesh = dist::MeshShape::parse(o.mesh);
+  else if (dist.mesh) in.mesh = *dist.mesh;
+  else fail("shard: give the mesh with --mesh (e.g. --mesh dp=1,fsdp=2,tp=2) or [mesh] in --config");
+  if (in.mesh.pp != 1) fail("shard: pp > 1 is not supported yet (pipeline stages are a later layer)");
+
+  // Order of precedence: --rules file, then the config's rules, then the defaults.
+  dist::PartitionConfig user = dist.partition;
+  if (!o.rules.empty()) {
+    auto file = dist::parse_partition_toml(read_text(o.rules), o.rules);
+    user.rules = user.rules.after(file.rules);
+    user.replace_defaults = user.replace_defaults || file.replace_defaults;
+  }
+  in.rules = user.effective();
+  return in;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+std::string human(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) v /= 1024.0, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+const char* kAssumption =
+    "bf16 mixed-precision AdamW: 2 B (bf16 weight) per element of every tensor, plus per trainable "
+    "element 4 B f32 master + 4 B f32 grad + 8 B f32 Adam m,v (18 B in all); a frozen LoRA base is "
+    "bf16 only; activations, buffers and gather scratch are not counted";
+
+void print_text(const Inputs& in, const std::vector<dist::ShardedParam>& params, bool all) {
+  const auto& m = in.mesh;
+  const auto& c = in.run.model;
+  std::cout << "mesh " << m.str() << " (" << m.world() << " ranks; rank = (dp*" << m.fsdp
+            << " + fsdp)*" << m.tp << " + tp, tp fastest)\n";
+  std::cout << "model: " << c.num_hidden_layers << " layers, hidden " << c.hidden_size
+            << ", intermediate " << c.intermediate_size << ", heads " << c.num_attention_heads << "/"
+            << c.num_key_value_heads << ", vocab " << c.vocab_size
+            << (in.run.lora.enabled ? ", LoRA rank " + std::to_string(in.run.lora.rank) + " (base frozen)"
+                                    : ", full training")
+            << "\n\n";
+
+  // One entry per distinct (name with the layer index wildcarded, shape, spec): a per-layer
+  // tensor is shown once with its layer count unless --all.
+  static const std::regex layer_re(R"(layers\.\d+\.)");
+  struct Group {
+    const dist::ShardedParam* first;
+    std::string label;
+    int64_t count = 0;
+  };
+  std::vector<Group> groups;
+  std::map<std::string, size_t> index;
+  for (const auto& p : params) {
+    std::string label = all ? p.param.name : std::regex_replace(p.param.name, layer_re, "layers.*.");
+    std::string key = label + shape_str(p.param.shape) + p.layout.spec.str();
+    auto [it, added] = index.emplace(key, groups.size());
+    if (added) groups.push_back({&p, label, 0});
+    ++groups[it->second].count;
+  }
+  for (const auto& g : groups) {
+    const auto& t = g.first->layout;
+    std::cout << g.label;
+    if (g.count > 1) std::cout << "  x " << g.count << " layers";
+    std::cout << "\n  shape " << shape_str(t.shape) << "  spec " << t.spec.str() << "  local "
+              << shape_str(t.local_shape);
+    if (t.replication() > 1) std::cout << "  replicated x" << t.replication();
+    std::cout << (g.first->trainable ? "" : "  frozen") << "\n" << dist::render_grid(t, "  ");
+  }
+
+  const auto ranks = dist::bytes_per_rank(params, m);
+  std::cout << "\nbytes per rank (" << kAssumption << ")\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-9s %4s %4s %4s %13s %13s %13s %13s %18s %11s\n", "rank", "dp",
+                "fsdp", "tp", "bf16 weights", "f32 master", "f32 grads", "f32 Adam m,v",
+                "total bytes", "total");
+  std::cout << line;
+  // Ranks with identical rows are merged into a range once the table would pass 16 lines.
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    if (ranks.size() > 16)
+      while (j + 1 < ranks.size() && ranks[j + 1].elements == ranks[i].elements &&
+             ranks[j + 1].trainable_elements == ranks[i].trainable_elements)
+        ++j;
+    const auto& b = ranks[i];
+    const auto cc = dist::coords_of(m, b.rank);
+    std::string who = j > i ? std::to_string(i) + "-" + std::to_string(j) : std::to_string(i);
+    std::string dp = j > i ? "*" : std::to_string(cc[size_t(dist::Axis::dp)]);
+    std::string fs = j > i ? "*" : std::to_string(cc[size_t(dist::Axis::fsdp)]);
+    std::string tp = j > i ? "*" : std::to_string(cc[size_t(dist::Axis::tp)]);
+    std::snprintf(line, sizeof line, "%-9s %4s %4s %4s %13s %13s %13s %13s %18lld %11s\n",
+                  who.c_str(), dp.c_str(), fs.c_str(), tp.c_str(), human(b.weights_bf16()).c_str(),
+                  human(b.master_f32()).c_str(), human(b.grads_f32()).c_str(),
+                  human(b.adam_f32()).c_str(), (long long)b.total(), human(b.total()).c_str());
+    std::cout << line;
+    i = j + 1;
+  }
+  int64_t sum = 0;
+  for (const auto& b : ranks) sum += b.total();
+  const auto one = dist::unsharded_bytes(params);
+  std::cout << "sum over ranks: " << sum << " bytes (" << human(sum) << ")\n"
+            << "one unsharded copy: " << one.total() << " bytes (" << human(one.total()) << "), "
+            << one.elements << " parameters, " << one.trainable_elements << " trainable\n";
+}
+
+void print_json(const Inputs& in, const std::vector<dist::ShardedParam>& params) {
+  using nlohmann::json;
+  const auto& m = in.mesh;
+  json j;
+  j["mesh"] = {{"dp", m.dp}, {"fsdp", m.fsdp}, {"tp", m.tp}, {"pp", m.pp}};
+  j["world"] = m.world();
+  j["assumption"] = kAssumption;
+  j["tensors"] = json::array();
+  for (const auto& p : params) {
+    const auto& t = p.layout;
+    json spec = json::array();
+    for (const auto& axes : t.spec.dims) {
+      json a = json::array();
+      for (auto ax : axes) a.push_back(dist::axis_name(ax));
+      spec.push_back(a);
+    }
+    json blocks = json::array();
+    for (int64_t r = 0; r < m.world(); ++r) {
+      json ranges = json::array();
+      for (size_t d = 0; d < t.shape.size(); ++d) ranges.push_back({t.range(r, d).begin, t.range(r, d).end});
+      blocks.push_back({{"rank", r}, {"ranges", ranges}});
+    }
+    j["tensors"].push_back({{"name", t.name}, {"shape", t.shape}, {"spec", spec},
+                            {"local_shape", t.local_shape}, {"trainable", p.trainable},
+                            {"replication", t.replication()}, {"blocks", blocks}});
+  }
+  int64_t sum = 0;
+  j["ranks"] = json::array();
+  for (const auto& b : dist::bytes_per_rank(params, m)) {
+    const auto cc = dist::coords_of(m, b.rank);
+    j["ranks"].push_back({{"rank", b.rank},
+                          {"coords", {{"dp", cc[size_t(dist::Axis::dp)]},
+                                      {"fsdp", cc[size_t(dist::Axis::fsdp)]},
+                                      {"tp", cc[size_t(dist::Axis::tp)]}}},
+                          {"elements", b.elements},
+                          {"trainable_elements", b.trainable_elements},
+                          {"bytes", {{"weights_bf16", b.weights_bf16()}, {"master_f32", b.master_f32()},
+                                     {"grads_f32", b.grads_f32()}, {"adam_f32", b.adam_f32()},
+                                     {"total", b.total()}}}});
+    sum += b.total();
+  }
+  j["total_bytes"] = sum;
+  j["unsharded_bytes"] = dist::unsharded_bytes(params).total();
+  std::cout << j.dump(2) << "\n";
+}
+
+}  // namespace
+
+Action add_shard_command(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  auto* sub = app.add_subcommand("shard", "Show how a model's tensors lie on a device mesh and the bytes per rank");
+  sub->add_option("--mesh", o->mesh, "mesh axes, e.g. dp=1,fsdp=2,tp=2 (default: [mesh] of --config)");
+  auto* cfg = sub->add_option("--config,-c", o->config, "TOML run configuration")->check(CLI::ExistingFile);
+  auto* mdl = sub->add_option("--model,-m", o->model, "HF model directory or llama2.c .bin (only its config is read)");
+  auto* pre = sub->add_option("--preset", o->preset, "published architecture")
+                  ->check(CLI::IsMember(llama_preset_names()));
+  cfg->excludes(mdl)->excludes(pre);
+  mdl->excludes(pre);
+  sub->add_option("--set", o->overrides, "override a config value: section.key=value (e.g. lora.enabled=true)");
+  sub->add_option("--rules", o->rules, "TOML file with [[partition.rules]] tried before the config's and the defaults")
+      ->check(CLI::ExistingFile);
+  sub->add_flag("--json", o->json, "machine-readable output: every tensor's blocks and the bytes per rank");
+  sub->add_flag("--all", o->all, "show every tensor instead of one entry per per-layer pattern");
+  return [o] {
+    Inputs in = resolve(*o);
+    auto params = dist::shard_params(llama_param_shapes(in.run.model, in.run.lora),
+                                     in.run.lora.enabled, in.rules, in.mesh);
+    if (o->json) print_json(in, params);
+    else print_text(in, params, o->all);
+    return 0;
+  };
+}
+
+}  // namespace mt::cli

@@ -1,0 +1,35 @@
+#include "model/presets.h"
+
+#include "core/error.h"
+
+namespace mt {
+namespace {
+
+LlamaConfig llama31(int64_t hidden, int64_t inter, int64_t layers, int64_t heads) {
+  LlamaConfig c;
+  c.hidden_size = hidden;
+  c.intermediate_size = inter;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = heads;
+  c.num_key_value_heads = 8;
+  c.vocab_size = 128256;
+  c.max_position_embeddings = 131072;
+  c.rms_norm_eps = 1e-5f;
+  c.rope_theta = 500000.0f;
+  c.rope_scaling = {8.0f, 1.0f, 4.0f, 8192};
+  c.tie_word_embeddings = false;
+  return c;
+}
+
+}  // namespace
+
+std::vector<std::string> llama_preset_names() { return {"llama3-8b", "llama3-70b", "llama3-405b"}; }
+
+LlamaConfig llama_preset(const std::string& name) {
+  if (name == "llama3-8b") return llama31(4096, 14336, 32, 32);
+  if (name == "llama3-70b") return llama31(8192, 28672, 80, 64);
+  if (name == "llama3-405b") return llama31(16384, 53248, 126, 128);
+  fail("unknown model preset '" + name + "' (expected llama3-8b, llama3-70b or llama3-405b)");
+}
+
+}  // namespace mt

@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "dist/comm.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"meshtrain: LLaMA training and LoRA fine-tuning over a device mesh"};
@@ -27,18 +28,24 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  // One line per error; under MPI it names the rank, and the whole job is ended so that no rank
+  // waits forever in a collective for the one that failed.
+  auto report = [](const std::string& what) {
+    const std::string rank = mt::dist::world_rank_label();
+    std::cerr << "meshtrain: error" << (rank.empty() ? "" : " [" + rank + "]") << ": " << what
+              << std::endl;
+    mt::dist::abort_world_after_error(1);
+    return 1;
+  };
   try {
     for (auto& [sub, action] : verbs)
       if (sub->parsed()) return action();
   } catch (const mt::Error& e) {
-    std::cerr << "meshtrain: error: " << e.what() << std::endl;
-    return 1;
+    return report(e.what());
   } catch (const std::bad_alloc&) {
-    std::cerr << "meshtrain: error: out of memory" << std::endl;
-    return 1;
+    return report("out of memory");
   } catch (const std::exception& e) {
-    std::cerr << "meshtrain: error: " << e.what() << std::endl;
-    return 1;
+    return report(e.what());
   }
   return 0;
 }

@@ -14,6 +14,7 @@ Action add_train_command(CLI::App& app) {
   struct Options {
     std::string config;
     std::vector<std::string> overrides;
+    std::string mesh;
   };
   auto opt = std::make_shared<Options>();
   auto* sub = app.add_subcommand(
@@ -21,10 +22,13 @@ Action add_train_command(CLI::App& app) {
   sub->add_option("--config,-c", opt->config, "TOML run configuration")->check(CLI::ExistingFile);
   sub->add_option("--set", opt->overrides, "Override a config value: section.key=value")
       ->allow_extra_args(false);
+  sub->add_option("--mesh", opt->mesh,
+                  "device mesh, e.g. dp=2 (overrides [mesh]); launch with mpirun -n <ranks>");
   return [opt] {
     RunConfig cfg = opt->config.empty()
                         ? parse_run_config(default_run_config_toml(), opt->overrides, "<built-in default>")
                         : load_run_config(opt->config, opt->overrides);
+    if (!opt->mesh.empty()) cfg.mesh = dist::MeshShape::parse(opt->mesh);
     train(cfg, std::cout);
     return 0;
   };

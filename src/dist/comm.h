@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace mt::dist {
 
@@ -85,5 +86,12 @@ bool launched_with_mpi();
 // The world group: an MpiComm over MPI_COMM_WORLD (initialising MPI once, finalised at exit)
 // when launched_with_mpi(), else a LocalComm. Plain `meshtrain train` never touches MPI.
 std::unique_ptr<Comm> make_world_comm();
+
+// After an error on this rank: when MPI runs with more than one rank, end the whole job
+// (MPI_Abort), since the other ranks may be waiting in a collective for this one forever.
+// Returns when there is nothing to abort (single process).
+void abort_world_after_error(int code);
+// "rank 1/4" when running under MPI with several ranks, else "" (for error messages).
+std::string world_rank_label();
 
 }  // namespace mt::dist

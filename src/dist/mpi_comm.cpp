@@ -147,6 +147,27 @@ bool launched_with_mpi() {
   return forced && std::string(forced) == "1";
 }
 
+void abort_world_after_error(int code) {
+  int initialised = 0, finalised = 0;
+  MPI_Initialized(&initialised);
+  MPI_Finalized(&finalised);
+  if (initialised && !finalised) {
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  }
+}
+
+std::string world_rank_label() {
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  if (!initialised) return "";
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size > 1 ? "rank " + std::to_string(rank) + "/" + std::to_string(size) : "";
+}
+
 std::unique_ptr<Comm> make_world_comm() {
   if (!launched_with_mpi()) return std::make_unique<LocalComm>();
   ensure_mpi_initialised();

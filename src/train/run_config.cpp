@@ -2,6 +2,8 @@
 // range, and every problem is reported as one line naming the key and the file (or --set).
 #include "train/run_config.h"
 
+#include "dist/dist_config.h"
+
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -520,12 +522,15 @@ const char* fmt_bool(bool b) { return b ? "true" : "false"; }
 
 RunConfig parse_run_config(const std::string& toml_text, const std::vector<std::string>& overrides,
                            const std::string& source_name) {
-  toml::table doc = parse_doc(toml_text, source_name);
+  dist::SplitConfig split = dist::split_dist_config(toml_text, source_name);
+  toml::table doc = parse_doc(split.rest_toml, source_name);
   // Unknown keys in the file are reported against the file before overrides can touch it.
   check_known(doc, source_name);
   std::map<std::string, std::string> overridden;  // key -> the (last) --set that changed it
   for (const auto& ov : overrides) overridden[apply_override(doc, ov)] = ov;
   RunConfig c = convert(doc, source_name);
+  c.mesh = split.dist.mesh.value_or(dist::MeshShape{});
+  c.partition = split.dist.partition;
   validate_run(c, [&](const std::string& key) {
     auto it = overridden.find(key);
     return it == overridden.end() ? source_name : "--set " + it->second;
@@ -670,6 +675,10 @@ std::string to_toml(const RunConfig& c) {
     << "cache_dir = " << fmt_string(c.data.cache_dir) << "\n"
     << "truncate = " << fmt_bool(c.data.truncate) << "\n"
     << "val_fraction = " << fmt_float(c.data.val_fraction) << "\n";
+  o << "\n[mesh]\n"
+    << "dp = " << c.mesh.dp << "\nfsdp = " << c.mesh.fsdp << "\ntp = " << c.mesh.tp << "\n";
+  if (!c.partition.rules.empty())
+    o << "# (the run's [[partition.rules]] are in its original config file)\n";
   o << "\n[output]\n"
     << "dir = " << fmt_string(c.output.dir) << "\n";
   return o.str();

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "dist/mesh.h"
+#include "dist/partition.h"
 #include "model/config.h"
 
 namespace mt {
@@ -71,6 +73,9 @@ struct RunConfig {
   TrainConfig train;
   DataConfig data;
   OutputConfig output;
+  // [mesh] and [partition] (src/dist/dist_config.h); the command line's --mesh overrides [mesh].
+  dist::MeshShape mesh;
+  dist::PartitionConfig partition;
 };
 
 // Parse TOML text, then apply overrides ("section.key=value", value parsed as TOML), then validate.

@@ -10,18 +10,25 @@
 namespace mt {
 
 StepResult train_step(LlamaModel& model, AdamW& optimizer, const std::vector<ModelInput>& micro,
-                      const OptimConfig& cfg, int64_t step, int64_t total_steps) {
+                      const OptimConfig& cfg, int64_t step, int64_t total_steps,
+                      GradientSync* sync) {
   StepResult r;
   for (const auto& in : micro)
     for (int64_t i = 0; i < in.B * in.T; ++i) r.counted_tokens += in.targets[i] >= 0;
+  if (sync) r.counted_tokens = sync->sum_count(r.counted_tokens);
   const float scale = 1.0f / float(std::max<int64_t>(r.counted_tokens, 1));
   model.trainable().zero_grad();
   double loss_sum = 0.0;
   for (const auto& in : micro) loss_sum += model.forward_backward(in, scale).sum;
+  ParamStore& params = model.trainable();
+  if (sync) {
+    MT_PROFILE("gradient all-reduce");
+    loss_sum = sync->sum_loss(loss_sum);
+    sync->sum_gradients(params.grad_data(), params.trainable_numel());
+  }
   r.loss = loss_sum / double(std::max<int64_t>(r.counted_tokens, 1));
   if (!std::isfinite(r.loss)) fail("loss is not finite at step " + std::to_string(step + 1));
   MT_PROFILE("optimizer");
-  ParamStore& params = model.trainable();
   r.grad_norm = global_grad_norm(params.grad_data(), params.trainable_numel());
   r.lr = lr_at(step, total_steps, cfg);
   optimizer.step(r.lr, clip_factor(r.grad_norm, cfg.grad_clip));  // also refreshes bf16 copies

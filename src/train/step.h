@@ -7,6 +7,7 @@
 
 #include "model/llama.h"
 #include "train/adamw.h"
+#include "train/gradient_sync.h"
 
 namespace mt {
 
@@ -17,7 +18,10 @@ struct StepResult {
   int64_t counted_tokens = 0;
 };
 
+// `sync` (may be null: one rank) combines counts, losses and gradients across ranks; the
+// returned loss and norm are then the global ones, identical on every rank.
 StepResult train_step(LlamaModel& model, AdamW& optimizer, const std::vector<ModelInput>& micro,
-                      const OptimConfig& cfg, int64_t step, int64_t total_steps);
+                      const OptimConfig& cfg, int64_t step, int64_t total_steps,
+                      GradientSync* sync = nullptr);
 
 }  // namespace mt

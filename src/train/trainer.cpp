@@ -13,6 +13,9 @@
 #include "io/peft.h"
 #include "io/pretrained.h"
 #include "model/llama.h"
+#include "dist/comm.h"
+#include "dist/data_parallel.h"
+#include "dist/mesh.h"
 #include "train/adamw.h"
 #include "train/flops.h"
 #include "train/metrics.h"
@@ -29,16 +32,28 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-double evaluate(LlamaModel& model, TrainingData& data, int64_t max_batches) {
+// Mean validation loss over up to max_batches fixed batches, each split over the data-parallel
+// ranks like training batches; a batch whose rows do not divide (the last, partial one) is
+// evaluated whole by the group's first rank alone, so every token counts once.
+double evaluate(LlamaModel& model, TrainingData& data, int64_t max_batches, dist::DataParallel& dp) {
   LossSum total;
   PackedBatch b;
   data.reset_validation();
   for (int64_t i = 0; i < max_batches && data.next_validation(b); ++i) {
-    LossSum s = model.forward_loss(input_of(b));
+    LossSum s;
+    if (b.batch_size % dp.ranks() == 0) s = model.forward_loss(input_of(dp.slice(b)));
+    else if (dp.rank() == 0) s = model.forward_loss(input_of(b));
     total.sum += s.sum, total.count += s.count;
   }
+  total.sum = dp.sum_loss(total.sum);
+  total.count = dp.sum_count(total.count);
   return total.count ? total.sum / double(total.count) : std::nan("");
 }
+
+// Where progress goes: rank 0 prints, the others stay quiet.
+struct NullBuffer : std::streambuf {
+  int overflow(int c) override { return c; }
+};
 
 // The model to train: from model.path, or a new one of the [model] shape with random weights.
 std::unique_ptr<LlamaModel> make_model(const RunConfig& cfg, const Tokenizer& tok) {
@@ -60,9 +75,24 @@ std::unique_ptr<LlamaModel> make_model(const RunConfig& cfg, const Tokenizer& to
 
 }  // namespace
 
-TrainSummary train(const RunConfig& cfg, std::ostream& log) {
+TrainSummary train(const RunConfig& cfg, std::ostream& out) {
   if (cfg.train.threads > 0) omp_set_num_threads(int(cfg.train.threads));
   const auto& tc = cfg.train;
+  // The mesh: refused before any work when it does not match the ranks launched.
+  std::unique_ptr<dist::Comm> world = dist::make_world_comm();
+  cfg.mesh.check_world(world->size());
+  if (cfg.mesh.fsdp > 1 || cfg.mesh.tp > 1 || cfg.mesh.pp > 1)
+    fail("mesh " + cfg.mesh.str() + ": only data parallelism (dp) is implemented so far; fsdp, tp "
+         "and pp are planned (see README, Device mesh)");
+  dist::Mesh mesh(*world, cfg.mesh);
+  dist::DataParallel dp(mesh.data_parallel());
+  if (tc.batch_size % dp.ranks() != 0)
+    fail("train.batch_size (" + std::to_string(tc.batch_size) + ") must be divisible by dp x fsdp (" +
+         std::to_string(dp.ranks()) + ")");
+  const bool leader = world->rank() == 0;  // prints and writes files
+  NullBuffer null_buffer;
+  std::ostream quiet(&null_buffer);
+  std::ostream& log = leader ? out : quiet;
   auto tok = run_tokenizer(cfg);
   auto data = open_training_data(cfg, *tok, log);
   auto model_ptr = make_model(cfg, *tok);
@@ -83,22 +113,27 @@ TrainSummary train(const RunConfig& cfg, std::ostream& log) {
       << "data: " << data->describe() << ", " << tok->kind() << " tokenizer\n"
       << "batch: " << tc.batch_size << " x " << tc.seq_len << " tokens x " << tc.grad_accum
       << " micro-batches = " << tokens_per_step << " tokens/step"
+      << (dp.ranks() > 1 ? " over " + std::to_string(dp.ranks()) + " data-parallel ranks (mesh " +
+                               cfg.mesh.str() + ")" : std::string())
       << (tc.activation_checkpointing ? ", activation checkpointing" : "") << "\n"
       << "MFU basis: " << flops.per_token / 1e6 << " MFLOP/token (" << flops.formula
       << ") over peak " << peak / 1e9 << " GFLOP/s ("
       << (tc.peak_gflops > 0 ? "given" : "measured bf16 GEMM") << ")\n";
 
   const std::string out_dir = cfg.output.dir;
-  std::filesystem::create_directories(out_dir);
   TrainSummary summary;
-  const std::string config_path = out_dir + "/run.toml";
-  write_file_atomically(config_path, [&](std::ostream& os) { os << to_toml(cfg); });
-  summary.files_written.push_back(config_path);
-  JsonlWriter metrics(out_dir + "/metrics.jsonl", /*append=*/false);
-  summary.files_written.push_back(metrics.path());
+  std::unique_ptr<JsonlWriter> metrics;
+  if (leader) {
+    std::filesystem::create_directories(out_dir);
+    const std::string config_path = out_dir + "/run.toml";
+    write_file_atomically(config_path, [&](std::ostream& os) { os << to_toml(cfg); });
+    summary.files_written.push_back(config_path);
+    metrics = std::make_unique<JsonlWriter>(out_dir + "/metrics.jsonl", /*append=*/false);
+    summary.files_written.push_back(metrics->path());
+  }
 
   const int64_t eval_batches = 8;
-  summary.val_loss_before = data->has_validation() ? evaluate(model, *data, eval_batches) : std::nan("");
+  summary.val_loss_before = data->has_validation() ? evaluate(model, *data, eval_batches, dp) : std::nan("");
   if (data->has_validation()) log << "validation loss before: " << summary.val_loss_before << "\n";
 
   auto t_start = Clock::now();
@@ -108,9 +143,12 @@ TrainSummary train(const RunConfig& cfg, std::ostream& log) {
     auto t0 = Clock::now();
     std::vector<PackedBatch> micro;
     std::vector<ModelInput> inputs;
-    for (int64_t k = 0; k < tc.grad_accum; ++k) micro.push_back(data->next());
+    // Every rank draws the same global batch and keeps its own rows.
+    for (int64_t k = 0; k < tc.grad_accum; ++k)
+      micro.push_back(dp.ranks() > 1 ? dp.slice(data->next()) : data->next());
     for (const PackedBatch& b : micro) inputs.push_back(input_of(b));
-    const StepResult r = train_step(model, optimizer, inputs, cfg.optim, step, tc.steps);
+    const StepResult r = train_step(model, optimizer, inputs, cfg.optim, step, tc.steps,
+                                    dp.ranks() > 1 ? &dp : nullptr);
     const double dt = seconds_since(t0);
     if (step > 0 || tc.steps == 1) timed_seconds += dt, timed_tokens += tokens_per_step;
     summary.losses.push_back(r.loss);
@@ -121,7 +159,7 @@ TrainSummary train(const RunConfig& cfg, std::ostream& log) {
     m.loss = r.loss;
     m.lr = r.lr;
     m.tokens_per_s = double(tokens_per_step) / dt;
-    m.mfu = m.tokens_per_s * flops.per_token / peak;
+    m.mfu = m.tokens_per_s * flops.per_token / (peak * dp.ranks());  // peak is per process
     m.peak_mem_bytes = int64_t(memory_stats::peak_rss_bytes());
     m.elapsed_s = seconds_since(t_start);
     m.eta_s = m.elapsed_s / double(step + 1) * double(tc.steps - step - 1);
@@ -129,21 +167,21 @@ TrainSummary train(const RunConfig& cfg, std::ostream& log) {
     j["grad_norm"] = r.grad_norm;
     j["counted_tokens"] = r.counted_tokens;
     j["peak_tensor_bytes"] = memory_stats::peak_bytes();
-    metrics.write(j);
+    if (metrics) metrics->write(j);
     if ((step + 1) % tc.log_every == 0 || step + 1 == tc.steps) log << format_progress_line(m) << "\n";
     log.flush();
   }
 
   summary.tokens_per_s = timed_seconds > 0 ? double(timed_tokens) / timed_seconds : 0.0;
-  summary.mfu = summary.tokens_per_s * flops.per_token / peak;
-  summary.val_loss_after = data->has_validation() ? evaluate(model, *data, eval_batches) : std::nan("");
+  summary.mfu = summary.tokens_per_s * flops.per_token / (peak * dp.ranks());
+  summary.val_loss_after = data->has_validation() ? evaluate(model, *data, eval_batches, dp) : std::nan("");
   summary.peak_rss_bytes = memory_stats::peak_rss_bytes();
   summary.peak_tensor_bytes = memory_stats::peak_bytes();
 
-  if (cfg.lora.enabled) {
+  if (leader && cfg.lora.enabled) {
     for (auto& f : save_peft_adapter(model, out_dir + "/adapter", cfg.model_path))
       summary.files_written.push_back(f);
-  } else {
+  } else if (leader) {
     for (auto& f : save_base_model(model, out_dir + "/model")) summary.files_written.push_back(f);
     for (auto& f : save_tokenizer_files(tokenizer_source(cfg), out_dir + "/model"))
       summary.files_written.push_back(f);

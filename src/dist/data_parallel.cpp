@@ -1,0 +1,42 @@
+#include "dist/data_parallel.h"
+
+#include <string>
+
+#include "core/error.h"
+
+namespace mt::dist {
+
+PackedBatch DataParallel::slice(const PackedBatch& full) const {
+  const int64_t n = group_.size(), B = full.batch_size, T = full.seq_len;
+  if (B % n != 0)
+    fail("train.batch_size (" + std::to_string(B) + ") must be divisible by the data-parallel ranks (dp x fsdp = " +
+         std::to_string(n) + ")");
+  const int64_t rows = B / n, begin = group_.rank() * rows * T, end = begin + rows * T;
+  auto cut = [&](const std::vector<int32_t>& v) {
+    return v.empty() ? v : std::vector<int32_t>(v.begin() + begin, v.begin() + end);
+  };
+  PackedBatch out;
+  out.tokens = cut(full.tokens);
+  out.targets = cut(full.targets);
+  out.positions = cut(full.positions);
+  out.segments = cut(full.segments);
+  out.batch_size = rows;
+  out.seq_len = T;
+  return out;
+}
+
+int64_t DataParallel::sum_count(int64_t local) {
+  group_.all_reduce_sum(&local, 1);
+  return local;
+}
+
+double DataParallel::sum_loss(double local) {
+  group_.all_reduce_sum(&local, 1);
+  return local;
+}
+
+void DataParallel::sum_gradients(float* grad, int64_t n) {
+  if (n > 0) group_.all_reduce_sum(grad, n);
+}
+
+}  // namespace mt::dist

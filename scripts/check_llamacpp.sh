@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Optional check (not run by ctest or CI): the GGUF files meshtrain writes, loaded by the real
+# llama.cpp, give the same text as meshtrain.
+#
+# llama.cpp comes from npm: node-llama-cpp ships prebuilt llama.cpp binaries as optional
+# dependencies (@node-llama-cpp/linux-x64). It is installed into build-llamacpp/ (git-ignored)
+# with its install scripts off and NODE_LLAMA_CPP_SKIP_DOWNLOAD=true, and run with
+# build: "never", so nothing is built or downloaded from anywhere but the npm registry.
+#
+#   1. stories260K (llama2.c) -> meshtrain model -> GGUF f32, f16, bf16
+#   2. llama.cpp greedy generation from BOS (60 tokens) on each = meshtrain generate = the
+#      reference text of llama2.c; llama.cpp's tokenizer = meshtrain tokenize on a few strings
+#   3. a LoRA adapter trained by meshtrain (20 steps), exported as a GGUF adapter and as a merged
+#      model: llama.cpp base + adapter = llama.cpp merged GGUF = meshtrain with the adapter
+#
+#   scripts/check_llamacpp.sh [--stories DIR] [--data alpaca.json] [--work DIR]
+# Needs node >= 20 and npm. Exits 0 when everything matches, 1 on a mismatch, 2 on bad setup.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+REPO=$PWD
+
+STORIES=${STORIES:-$REPO/../shared/data/stories260K}
+DATA=${DATA:-$REPO/../shared/data/instruct/alpaca_tiny.json}
+NLC_VERSION=${NODE_LLAMA_CPP_VERSION:-3.22.1}
+NODE_DIR=$REPO/build-llamacpp
+WORK=$NODE_DIR/work
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --stories) STORIES=$2; shift 2 ;;
+    --data) DATA=$2; shift 2 ;;
+    --work) WORK=$2; shift 2 ;;
+    *) echo "check_llamacpp: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+MT=$REPO/build/meshtrain
+REFERENCE="Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high"
+
+for f in "$STORIES/stories260K.bin" "$STORIES/tok512.bin" "$DATA"; do
+  [ -f "$f" ] || { echo "check_llamacpp: $f not found" >&2; exit 2; }
+done
+command -v node >/dev/null && command -v npm >/dev/null || { echo "check_llamacpp: needs node and npm" >&2; exit 2; }
+if [ ! -x "$MT" ]; then
+  cmake -S . -B build -G Ninja >/dev/null && ninja -C build -j2 meshtrain
+fi
+
+export NODE_LLAMA_CPP_SKIP_DOWNLOAD=true
+mkdir -p "$NODE_DIR" "$WORK"
+if [ ! -f "$NODE_DIR/node_modules/node-llama-cpp/package.json" ] ||
+   [ "$(node -p "require('$NODE_DIR/node_modules/node-llama-cpp/package.json').version")" != "$NLC_VERSION" ]; then
+  echo "=== installing node-llama-cpp@$NLC_VERSION into build-llamacpp/ (npm registry only)"
+  (cd "$NODE_DIR" && { [ -f package.json ] || npm init -y >/dev/null; } &&
+   npm install --ignore-scripts --no-audit --no-fund --omit=optional \
+     "node-llama-cpp@$NLC_VERSION" "@node-llama-cpp/linux-x64@$NLC_VERSION")
+fi
+cp scripts/llamacpp_generate.mjs "$NODE_DIR/"
+LC() { node "$NODE_DIR/llamacpp_generate.mjs" "$@"; }
+
+FAIL=0
+same() {  # same NAME FILE_A FILE_B
+  if cmp -s "$2" "$3"; then echo "  ok    $1"
+  else echo "  FAIL  $1"; diff "$2" "$3" | sed 's/^/        /' || true; FAIL=1; fi
+}
+
+echo "=== llama.cpp"
+LC --info
+if command -v cc >/dev/null; then  # the build number and commit libllama-common.so was built from
+  cat > "$WORK/llama_build.c" <<'C'
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char** argv) {
+  void* h = dlopen(argv[1], RTLD_NOW);
+  if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+  int (*num)(void) = (int (*)(void))dlsym(h, "_Z18llama_build_numberv");
+  const char* (*commit)(void) = (const char* (*)(void))dlsym(h, "_Z12llama_commitv");
+  if (!num || !commit) return 1;
+  printf("llama.cpp build: b%d, commit %s\n", num(), commit());
+  return 0;
+}
+C
+  cc "$WORK/llama_build.c" -o "$WORK/llama_build" -ldl 2>/dev/null &&
+    "$WORK/llama_build" "$(ls "$NODE_DIR"/node_modules/@node-llama-cpp/linux-x64/bins/*/libllama-common.so | head -1)" || true
+fi
+
+echo "=== meshtrain: stories260K -> GGUF"
+rm -rf "$WORK/stories" "$WORK/lora" "$WORK/merged"
+"$MT" convert --llama2c "$STORIES/stories260K.bin" --tokenizer "$STORIES/tok512.bin" --out "$WORK/stories" >/dev/null
+for d in f32 f16 bf16; do
+  "$MT" export -m "$WORK/stories" --gguf "$WORK/stories-$d.gguf" --gguf-dtype "$d"
+done
+echo "$REFERENCE" > "$WORK/reference.txt"
+"$MT" generate -m "$WORK/stories" -n 60 > "$WORK/meshtrain.txt"
+
+echo "=== greedy, 60 tokens from BOS"
+same "meshtrain = llama2.c reference" "$WORK/reference.txt" "$WORK/meshtrain.txt"
+for d in f32 f16 bf16; do
+  LC --model "$WORK/stories-$d.gguf" -n 60 --text-out "$WORK/llamacpp-$d.txt" > "$WORK/llamacpp-$d.ids"
+  same "llama.cpp $d GGUF = reference" "$WORK/reference.txt" "$WORK/llamacpp-$d.txt"
+done
+echo "  llama.cpp: $(cat "$WORK/llamacpp-f32.txt")"
+
+echo "=== tokenizer"
+for s in "Once upon a time" "Lily's big red ball, 123!" $'  two  spaces\nnewline' "café ☃ 猫"; do
+  "$MT" tokenize --tokenizer "$STORIES/tok512.bin" --text "$s" | tr -d '[],' > "$WORK/tok-mt.txt"
+  LC --model "$WORK/stories-f32.gguf" -n 0 --tokenize "$s" | sed 's/^tokens: //' > "$WORK/tok-lc.txt"
+  same "tokenize $(printf '%q' "$s"): $(cat "$WORK/tok-lc.txt")" "$WORK/tok-mt.txt" "$WORK/tok-lc.txt"
+done
+
+echo "=== LoRA"
+cat > "$WORK/lora.toml" <<TOML
+[model]
+path = "$WORK/stories"
+[lora]
+enabled = true
+rank = 4
+alpha = 8.0
+targets = ["q", "k", "v", "o", "gate", "up", "down"]
+[optim]
+lr = 1e-2
+warmup_steps = 2
+weight_decay = 0.0
+[train]
+steps = 20
+batch_size = 2
+seq_len = 256
+log_every = 10
+[data]
+path = "$DATA"
+format = "alpaca"
+[output]
+dir = "$WORK/lora"
+TOML
+"$MT" train --config "$WORK/lora.toml" | grep -E '^done'
+"$MT" export -m "$WORK/stories" --adapter "$WORK/lora/adapter" --gguf-adapter "$WORK/lora.gguf" --merged "$WORK/merged" >/dev/null
+"$MT" export -m "$WORK/merged" --gguf "$WORK/merged-f32.gguf" --gguf-dtype f32
+"$MT" generate -m "$WORK/stories" --adapter "$WORK/lora/adapter" -n 40 > "$WORK/meshtrain-lora.txt"
+LC --model "$WORK/stories-f32.gguf" --lora "$WORK/lora.gguf" -n 40 --text-out "$WORK/llamacpp-lora.txt" > "$WORK/llamacpp-lora.ids"
+LC --model "$WORK/merged-f32.gguf" -n 40 --text-out "$WORK/llamacpp-merged.txt" > "$WORK/llamacpp-merged.ids"
+LC --model "$WORK/stories-f32.gguf" -n 40 --text-out "$WORK/llamacpp-base40.txt" > /dev/null
+same "llama.cpp base + GGUF adapter = llama.cpp merged GGUF (ids)" "$WORK/llamacpp-lora.ids" "$WORK/llamacpp-merged.ids"
+same "llama.cpp base + GGUF adapter = meshtrain with the adapter" "$WORK/meshtrain-lora.txt" "$WORK/llamacpp-lora.txt"
+if cmp -s "$WORK/llamacpp-lora.txt" "$WORK/llamacpp-base40.txt"; then
+  echo "  FAIL  the adapter changed nothing (no evidence it was applied)"; FAIL=1
+else
+  echo "  ok    the adapter changes the text (base and adapted differ)"
+fi
+echo "  meshtrain + adapter: $(cat "$WORK/meshtrain-lora.txt")"
+echo "  llama.cpp + adapter: $(cat "$WORK/llamacpp-lora.txt")"
+
+if [ "$FAIL" = 0 ]; then echo "=== all match"; else echo "=== MISMATCH" >&2; fi
+exit "$FAIL"

@@ -40,9 +40,9 @@ const std::vector<Section>& schema() {
        {"lr", "min_lr", "warmup_steps", "weight_decay", "beta1", "beta2", "eps", "grad_clip"}},
       {"train",
        {"steps", "batch_size", "grad_accum", "seq_len", "seed", "precision",
-        "activation_checkpointing", "log_every", "threads", "peak_gflops"}},
+        "activation_checkpointing", "log_every", "threads", "peak_gflops", "resume"}},
       {"data", {"path", "format", "tokenizer", "cache_dir", "truncate", "val_fraction"}},
-      {"output", {"dir"}},
+      {"output", {"dir", "checkpoint_every", "keep_checkpoints"}},
   };
   return s;
 }
@@ -287,6 +287,7 @@ RunConfig convert(const toml::table& doc, const std::string& where) {
     r.read("log_every", t.log_every);
     r.read("threads", t.threads);
     r.read("peak_gflops", t.peak_gflops);
+    r.read("resume", t.resume);
   }
   {
     Reader r(section(doc, "data"), where, "data.");
@@ -300,6 +301,8 @@ RunConfig convert(const toml::table& doc, const std::string& where) {
   {
     Reader r(section(doc, "output"), where, "output.");
     r.read("dir", c.output.dir);
+    r.read("checkpoint_every", c.output.checkpoint_every);
+    r.read("keep_checkpoints", c.output.keep_checkpoints);
   }
   return c;
 }
@@ -381,6 +384,8 @@ void validate_run(const RunConfig& c, const WhereFor& where_for) {
       c.data.format != "chat")
     bad("data.format must be \"auto\", \"text\", \"alpaca\" or \"chat\", got \"" + c.data.format + "\"");
   if (c.output.dir.empty()) bad("output.dir must not be empty");
+  if (c.output.checkpoint_every < 0) bad("output.checkpoint_every must be >= 0 (0: none)");
+  if (c.output.keep_checkpoints < 1) bad("output.keep_checkpoints must be >= 1");
 }
 
 std::string one_line(std::string_view s) {
@@ -465,7 +470,7 @@ std::string apply_override(toml::table& doc, const std::string& ov) {
   if (!v.get("v")->is_string() &&
       (path == "data.path" || path == "output.dir" || path == "train.precision" ||
        path == "data.format" || path == "data.tokenizer" || path == "data.cache_dir" ||
-       path == "model.path"))
+       path == "model.path" || path == "train.resume"))
     v.insert_or_assign("v", raw);
   v.get("v")->visit([&](auto& node) { tbl->insert_or_assign(parts.back(), node); });
 
@@ -597,6 +602,7 @@ activation_checkpointing = false
 log_every = 10
 threads = 0                    # 0: all cores
 peak_gflops = 0.0              # MFU denominator; 0: measure this machine's bf16 GEMM
+resume = ""                    # "latest" or a checkpoint directory to continue from
 
 [data]
 path = ""                      # empty: the built-in demo text
@@ -608,6 +614,8 @@ val_fraction = 0.1
 
 [output]
 dir = "runs/default"
+checkpoint_every = 0           # steps between checkpoints (0: none)
+keep_checkpoints = 2           # newest checkpoints kept
 )";
 }
 
@@ -667,7 +675,8 @@ std::string to_toml(const RunConfig& c) {
     << "activation_checkpointing = " << fmt_bool(t.activation_checkpointing) << "\n"
     << "log_every = " << t.log_every << "\n"
     << "threads = " << t.threads << "\n"
-    << "peak_gflops = " << fmt_float(t.peak_gflops) << "\n";
+    << "peak_gflops = " << fmt_float(t.peak_gflops) << "\n"
+    << "resume = " << fmt_string(t.resume) << "\n";
   o << "\n[data]\n"
     << "path = " << fmt_string(c.data.path) << "\n"
     << "format = " << fmt_string(c.data.format) << "\n"
@@ -680,7 +689,9 @@ std::string to_toml(const RunConfig& c) {
   if (!c.partition.rules.empty())
     o << "# (the run's [[partition.rules]] are in its original config file)\n";
   o << "\n[output]\n"
-    << "dir = " << fmt_string(c.output.dir) << "\n";
+    << "dir = " << fmt_string(c.output.dir) << "\n"
+    << "checkpoint_every = " << c.output.checkpoint_every << "\n"
+    << "keep_checkpoints = " << c.output.keep_checkpoints << "\n";
   return o.str();
 }
 

@@ -44,6 +44,9 @@ struct TrainConfig {
   int64_t log_every = 1;
   int64_t threads = 0;  // 0: all cores
   float peak_gflops = 0.0f;  // MFU denominator; 0: measure this machine's bf16 GEMM at start
+  // Continue from a checkpoint: "" (start fresh), "latest" (the newest in output.dir), or the path
+  // of a checkpoint directory.
+  std::string resume;
 };
 
 struct DataConfig {
@@ -61,6 +64,8 @@ struct DataConfig {
 
 struct OutputConfig {
   std::string dir = "runs/default";  // metrics.jsonl and the final weights go here
+  int64_t checkpoint_every = 0;      // steps between checkpoints in <dir>/checkpoints; 0: none
+  int64_t keep_checkpoints = 2;      // newest checkpoints kept; older ones are deleted
 };
 
 struct RunConfig {

@@ -17,6 +17,7 @@
 #include "dist/data_parallel.h"
 #include "dist/mesh.h"
 #include "train/adamw.h"
+#include "train/checkpoint.h"
 #include "train/flops.h"
 #include "train/metrics.h"
 #include "train/step.h"
@@ -128,8 +129,20 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
     const std::string config_path = out_dir + "/run.toml";
     write_file_atomically(config_path, [&](std::ostream& os) { os << to_toml(cfg); });
     summary.files_written.push_back(config_path);
-    metrics = std::make_unique<JsonlWriter>(out_dir + "/metrics.jsonl", /*append=*/false);
+    metrics = std::make_unique<JsonlWriter>(out_dir + "/metrics.jsonl", /*append=*/!tc.resume.empty());
     summary.files_written.push_back(metrics->path());
+  }
+
+  int64_t start_step = 0;
+  if (!tc.resume.empty()) {
+    const std::string dir = resolve_checkpoint(tc.resume, out_dir);
+    const CheckpointState state = load_checkpoint(dir, model, optimizer);
+    data->restore(state.sampler);
+    start_step = state.step;
+    if (start_step >= tc.steps)
+      fail(dir + ": checkpoint is at step " + std::to_string(start_step) + ", train.steps is " +
+           std::to_string(tc.steps) + ": nothing left to do");
+    log << "resumed from " << dir << " at step " << start_step << "\n";
   }
 
   const int64_t eval_batches = 8;
@@ -139,7 +152,7 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
   auto t_start = Clock::now();
   double timed_seconds = 0.0;
   int64_t timed_tokens = 0;
-  for (int64_t step = 0; step < tc.steps; ++step) {
+  for (int64_t step = start_step; step < tc.steps; ++step) {
     auto t0 = Clock::now();
     std::vector<PackedBatch> micro;
     std::vector<ModelInput> inputs;
@@ -150,7 +163,7 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
     const StepResult r = train_step(model, optimizer, inputs, cfg.optim, step, tc.steps,
                                     dp.ranks() > 1 ? &dp : nullptr);
     const double dt = seconds_since(t0);
-    if (step > 0 || tc.steps == 1) timed_seconds += dt, timed_tokens += tokens_per_step;
+    if (step > start_step || tc.steps - start_step == 1) timed_seconds += dt, timed_tokens += tokens_per_step;
     summary.losses.push_back(r.loss);
 
     StepMetrics m;
@@ -162,13 +175,22 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
     m.mfu = m.tokens_per_s * flops.per_token / (peak * dp.ranks());  // peak is per process
     m.peak_mem_bytes = int64_t(memory_stats::peak_rss_bytes());
     m.elapsed_s = seconds_since(t_start);
-    m.eta_s = m.elapsed_s / double(step + 1) * double(tc.steps - step - 1);
+    m.eta_s = m.elapsed_s / double(step + 1 - start_step) * double(tc.steps - step - 1);
     auto j = step_json(m);
     j["grad_norm"] = r.grad_norm;
     j["counted_tokens"] = r.counted_tokens;
     j["peak_tensor_bytes"] = memory_stats::peak_bytes();
     if (metrics) metrics->write(j);
     if ((step + 1) % tc.log_every == 0 || step + 1 == tc.steps) log << format_progress_line(m) << "\n";
+    const int64_t every = cfg.output.checkpoint_every;
+    if (every > 0 && ((step + 1) % every == 0 || step + 1 == tc.steps)) {
+      if (leader) {
+        const std::string dir = save_checkpoint(out_dir, {step + 1, data->state()}, model,
+                                                optimizer, to_toml(cfg), cfg.output.keep_checkpoints);
+        log << "checkpoint: " << dir << "\n";
+      }
+      world->barrier();  // no rank runs ahead of a checkpoint it may need to resume from
+    }
     log.flush();
   }
 

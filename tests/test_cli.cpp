@@ -5,24 +5,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <sys/wait.h>
+#include "run_command.h"
 
 namespace {
 
-struct Result {
-  int code;
-  std::string output;
-};
-
-Result run(const std::string& args) {
-  std::string cmd = std::string(MESHTRAIN_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using Result = mt::testing::CommandResult;
+Result run(const std::string& args) { return mt::testing::run_meshtrain(args); }
 
 void expect_one_line_error(const std::string& args, const std::string& must_name) {
   Result r = run(args);

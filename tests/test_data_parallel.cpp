@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "run_command.h"
 #include "train/checkpoint.h"
 #include "train/run_config.h"
 
@@ -22,13 +23,9 @@ namespace {
 namespace fs = std::filesystem;
 
 int run(const std::string& cmd, std::string* output = nullptr) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  int status = pclose(p);
-  if (output) *output = out;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  auto r = mt::testing::run_command(cmd);
+  if (output) *output = r.output;
+  return r.code;
 }
 
 bool have_mpirun() { return run("mpirun --version") == 0; }

@@ -1,6 +1,8 @@
 // Partition rules, tensor layouts, the shape-only parameter list and the shard command.
 #include <gtest/gtest.h>
 
+#include "run_command.h"
+
 #include <array>
 #include <cstdio>
 #include <functional>
@@ -200,13 +202,8 @@ struct CmdResult {
 };
 
 CmdResult run_binary(const std::string& args) {
-  std::string cmd = std::string(MESHTRAIN_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  auto r = mt::testing::run_meshtrain(args);
+  return {r.code, r.output};
 }
 
 const char* kTinySet =

@@ -2,6 +2,8 @@
 // round trips on random input, malformed files and the `meshtrain tokenize` command.
 #include <gtest/gtest.h>
 
+#include "run_command.h"
+
 #include <array>
 #include <cstdio>
 #include <cstring>
@@ -426,13 +428,8 @@ struct CliRun {
   std::string out;
 };
 CliRun run_cli(const std::string& args) {
-  std::string cmd = std::string(MESHTRAIN_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  auto r = mt::testing::run_meshtrain(args);
+  return {r.code, r.output};
 }
 
 TEST(TokenizerCli, TokenizePrintsJsonIds) {

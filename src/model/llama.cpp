@@ -10,6 +10,7 @@
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
 #include "model/init.h"
+#include "model/param_shapes.h"
 #include "model/weights.h"
 
 namespace mt {
@@ -36,21 +37,6 @@ bool lora_targets_head(const LoraConfig& lora) {
                              lora.targets.end();
 }
 
-namespace {
-
-
-std::pair<int64_t, int64_t> proj_shape(Proj p, const LlamaConfig& c) {  // {out, in}
-  switch (p) {
-    case kQ: case kO: return {c.hidden_size, c.hidden_size};
-    case kK: case kV: return {c.kv_dim(), c.hidden_size};
-    case kGate: case kUp: return {c.intermediate_size, c.hidden_size};
-    default: return {c.hidden_size, c.intermediate_size};
-  }
-}
-
-
-}  // namespace
-
 // ---------------------------------------------------------------------------------------------
 // Parameter declaration
 
@@ -62,37 +48,16 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Precision precision, const Lor
   ParamPlan matrix{/*master=*/!bf || !frozen, /*compute=*/bf, /*grad=*/!frozen, /*decay=*/true};
   ParamPlan norm{true, false, !frozen, false};
   ParamPlan embed{true, bf && config.tie_word_embeddings, !frozen, true};
-  const int64_t C = config.hidden_size;
-
-  base_.add(kEmbedName, {config.vocab_size, C}, embed);
-  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
-    base_.add(layer_prefix(l) + "input_layernorm.weight", {C}, norm);
-    base_.add(layer_prefix(l) + "post_attention_layernorm.weight", {C}, norm);
-    for (int p = 0; p < kNumProj; ++p) {
-      auto [out, in] = proj_shape(Proj(p), config);
-      base_.add(proj_param_name(l, Proj(p)) + ".weight", {out, in}, matrix);
-    }
+  ParamPlan adapter{true, bf, true, true};
+  // One list of names and shapes serves the model, the shard planner and the memory planner.
+  for (const ParamShape& p : llama_param_shapes(config_, lora)) {
+    if (p.adapter) adapters_.add(p.name, p.shape, adapter);
+    else if (p.shape.size() == 1) base_.add(p.name, p.shape, norm);
+    else if (p.name == kEmbedName) base_.add(p.name, p.shape, embed);
+    else base_.add(p.name, p.shape, matrix);
   }
-  base_.add(kFinalNormName, {C}, norm);
-  if (!config.tie_word_embeddings) base_.add(kHeadName, {config.vocab_size, C}, matrix);
   base_.allocate();
-
-  if (lora.enabled) {
-    ParamPlan adapter{true, bf, true, true};
-    auto on = lora_targets_mask(lora);
-    for (int64_t l = 0; l < config.num_hidden_layers; ++l)
-      for (int p = 0; p < kNumProj; ++p) {
-        if (!on[p]) continue;
-        auto [out, in] = proj_shape(Proj(p), config);
-        adapters_.add(proj_param_name(l, Proj(p)) + ".lora_A.weight", {lora.rank, in}, adapter);
-        adapters_.add(proj_param_name(l, Proj(p)) + ".lora_B.weight", {out, lora.rank}, adapter);
-      }
-    if (lora_targets_head(lora)) {
-      adapters_.add("lm_head.lora_A.weight", {lora.rank, C}, adapter);
-      adapters_.add("lm_head.lora_B.weight", {config.vocab_size, lora.rank}, adapter);
-    }
-    adapters_.allocate();
-  }
+  if (lora.enabled) adapters_.allocate();
 }
 
 LlamaModel::~LlamaModel() = default;

@@ -166,8 +166,9 @@ std::string front_svg(const SearchResult& r, double capacity) {
   double xmax = capacity, ymax = 0;
   for (const auto* v : {&r.ranked, &r.too_big})
     for (const auto& c : *v) xmax = std::max(xmax, c.memory.total), ymax = std::max(ymax, c.time.tokens_per_s);
-  xmax *= 1.05, ymax = ymax > 0 ? ymax * 1.05 : 1.0;
-  auto X = [&](double v) { return L + (W - L - R) * v / xmax; };
+  // Layouts far past the capacity would squeeze the interesting part: clip the axis at 3x.
+  xmax = std::min(xmax, 3.0 * capacity) * 1.05, ymax = ymax > 0 ? ymax * 1.05 : 1.0;
+  auto X = [&](double v) { return L + (W - L - R) * std::min(v, xmax) / xmax; };
   auto Y = [&](double v) { return H - B - (H - B - T) * v / ymax; };
   std::ostringstream s;
   s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H

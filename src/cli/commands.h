@@ -15,5 +15,6 @@ Action add_eval_command(CLI::App& app);
 Action add_convert_command(CLI::App& app);
 Action add_export_command(CLI::App& app);
 Action add_shard_command(CLI::App& app);
+Action add_plan_command(CLI::App& app);
 
 }  // namespace mt::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add(mt::cli::add_eval_command);
   add(mt::cli::add_export_command);
   add(mt::cli::add_shard_command);
+  add(mt::cli::add_plan_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,116 @@
+// meshtrain plan: before booking a cluster, whether a run fits, how fast it will go and which
+// layout is best. Shape-only (nothing allocated): the model's tensors are laid out with the
+// trainer's partition rules, then src/plan's memory and time models price them.
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "plan/report.h"
+
+namespace mt::cli {
+namespace {
+
+struct PlanOptions {
+  std::string model = "llama3-8b", cluster = "mi300x-node", mesh, mode = "full", precision = "bf16";
+  std::string lora_targets = "q,k,v,o,gate,up,down", svg;
+  int64_t devices = 0, lora_rank = 8, seq = 2048, global_batch = 8, micro_batch = 1, top = 10;
+  int zero = 0;
+  bool checkpointing = false, search = false, json = false, no_overlap = false;
+};
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+plan::PlanInput make_input(const PlanOptions& o) {
+  plan::PlanInput in;
+  in.model = plan::resolve_model(o.model);
+  in.cluster = plan::resolve_cluster(o.cluster);
+  if (o.mode == "lora") {
+    in.lora.enabled = true;
+    in.lora.rank = o.lora_rank;
+    in.lora.targets = split_commas(o.lora_targets);
+    if (o.lora_rank <= 0) fail("--lora-rank must be > 0, got " + std::to_string(o.lora_rank));
+    static const std::vector<std::string> known = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"};
+    for (const auto& t : in.lora.targets)
+      if (std::find(known.begin(), known.end(), t) == known.end())
+        fail("--lora-targets: unknown target '" + t + "' (expected some of q,k,v,o,gate,up,down,lm_head)");
+  } else if (o.mode != "full") {
+    fail("--mode must be full or lora, got '" + o.mode + "'");
+  }
+  if (o.precision == "bf16") in.precision = Precision::bf16;
+  else if (o.precision == "fp32") in.precision = Precision::fp32;
+  else fail("--precision must be bf16 or fp32, got '" + o.precision + "'");
+  in.seq = o.seq, in.global_batch = o.global_batch, in.micro_batch = o.micro_batch;
+  in.checkpointing = o.checkpointing;
+  in.zero = o.zero;
+  in.overlap = !o.no_overlap;
+  if (o.devices < 0) fail("--devices must be > 0, got " + std::to_string(o.devices));
+  if (o.top <= 0) fail("--top must be > 0, got " + std::to_string(o.top));
+  if (!o.mesh.empty()) in.mesh = dist::MeshShape::parse(o.mesh);
+  else if (!o.search) fail("give --mesh dp=..,fsdp=..,tp=..,pp=.. (or --search with --devices)");
+  if (!o.mesh.empty() && o.devices > 0 && in.mesh.world() != o.devices)
+    fail("mesh " + in.mesh.str() + " has " + std::to_string(in.mesh.world()) + " ranks but --devices is " +
+         std::to_string(o.devices));
+  return in;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f || !(f << text)) fail(path + ": cannot write");
+}
+
+int run_plan(const PlanOptions& o) {
+  plan::PlanInput in = make_input(o);
+  if (o.search) {
+    const int64_t devices = o.devices > 0 ? o.devices : in.mesh.world();
+    if (o.devices <= 0 && o.mesh.empty()) fail("--search needs --devices N");
+    const auto r = plan::search_layouts(in, devices);
+    if (o.json) std::cout << plan::search_json(r, size_t(o.top)).dump(2) << "\n";
+    else plan::print_search(std::cout, r, size_t(o.top));
+    if (!o.svg.empty()) write_file(o.svg, plan::front_svg(r, in.cluster.memory_bytes));
+    return 0;
+  }
+  plan::validate(in);
+  plan::Candidate c{in, plan::peak_memory(in), plan::step_time(in)};
+  if (o.json) std::cout << plan::plan_json(c).dump(2) << "\n";
+  else plan::print_plan(std::cout, c);
+  if (!o.svg.empty()) write_file(o.svg, plan::memory_svg(c));
+  return 0;
+}
+
+}  // namespace
+
+Action add_plan_command(CLI::App& app) {
+  auto o = std::make_shared<PlanOptions>();
+  auto* sub = app.add_subcommand("plan", "Predict memory per device and time per step of a run, or search layouts");
+  sub->add_option("--model", o->model, "llama3-8b|llama3-70b|llama3-405b|gpt-22b|gpt-175b|gpt-1t or a config.json");
+  sub->add_option("--cluster", o->cluster, "mi300x-node|frontier|dgx-h100|dgx-h200|cpu or a .toml file");
+  sub->add_option("--devices", o->devices, "device count (must equal the mesh's product; required for --search)");
+  sub->add_option("--mesh", o->mesh, "dp=..,fsdp=..,tp=..,pp=..");
+  sub->add_option("--mode", o->mode, "full or lora");
+  sub->add_option("--lora-rank", o->lora_rank, "LoRA rank");
+  sub->add_option("--lora-targets", o->lora_targets, "comma-separated: q,k,v,o,gate,up,down,lm_head");
+  sub->add_option("--precision", o->precision, "bf16 (mixed) or fp32");
+  sub->add_option("--seq", o->seq, "sequence length");
+  sub->add_option("--global-batch", o->global_batch, "sequences per optimizer step");
+  sub->add_option("--micro-batch", o->micro_batch, "sequences per micro-batch per data-parallel rank");
+  sub->add_flag("--checkpointing", o->checkpointing, "activation checkpointing (recompute each layer)");
+  sub->add_option("--zero", o->zero, "0-3: also shard optimizer (1), grads (2), weights (3) over dp");
+  sub->add_flag("--no-overlap", o->no_overlap, "communication does not overlap compute (eager execution)");
+  sub->add_flag("--search", o->search, "enumerate layouts for --devices and rank those that fit");
+  sub->add_option("--top", o->top, "rows of the search table");
+  sub->add_flag("--json", o->json, "JSON output");
+  sub->add_option("--svg", o->svg, "write the memory breakdown (or with --search the front) as SVG");
+  return [o] { return run_plan(*o); };
+}
+
+}  // namespace mt::cli

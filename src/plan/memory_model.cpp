@@ -1,0 +1,129 @@
+#include "plan/memory_model.h"
+
+#include <algorithm>
+
+#include "model/block.h"
+#include "model/llama.h"
+
+namespace mt::plan {
+
+double MemoryBreakdown::item(const std::string& name) const {
+  for (const auto& i : items)
+    if (i.name == name) return i.bytes;
+  return 0.0;
+}
+
+namespace {
+
+// LLaMA: the engine's arenas (model/llama.cpp RunnerImpl::plan), with the per-token sizes of
+// model/block.cpp split into what tensor parallelism shards (heads, KV, MLP width) and what it
+// keeps whole (norm outputs, the f32 residual stream).
+ActivationBytes llama_activations(const PlanInput& in, int64_t layers, bool last) {
+  const auto& c = in.model.config;
+  const double tp = double(in.mesh.tp), N = double(in.micro_tokens());
+  const double t = in.precision == Precision::bf16 ? 2.0 : 4.0;
+  const double C = double(c.hidden_size), kv = double(c.kv_dim()), I = double(c.intermediate_size);
+  const double H = double(c.num_attention_heads);
+  const auto on = lora_targets_mask(in.lora);
+  double adapters = 0.0;
+  for (bool b : on) adapters += b ? double(in.lora.rank) : 0.0;
+  // n1, n2 whole; q, att, k, v, gate, up, h sharded; LoRA u whole. f32: rstd x2 and x2 whole, lse sharded.
+  const double t_elems = 2.0 * C + (2.0 * C + 2.0 * kv + 3.0 * I) / tp + adapters;
+  const double f_elems = 2.0 + C + H / tp;
+  const double block = N * (t * t_elems + 4.0 * f_elems);
+  const double residual = 4.0 * N * C * double(layers + 3) + 4.0 * 2.0 * N + t * N * C;
+  ActivationBytes a;
+  a.layer = block;
+  a.per_micro_batch = residual + (in.checkpointing ? 0.0 : double(layers) * block);
+  LlamaConfig shard = c;  // scratch of one block at the tp-local widths
+  shard.intermediate_size = c.intermediate_size / in.mesh.tp;
+  shard.num_key_value_heads = std::max<int64_t>(1, c.num_key_value_heads / in.mesh.tp);
+  a.shared = t * double(block_scratch_elems(shard, int64_t(N), in.lora.enabled ? in.lora.rank : 0)) +
+             (in.checkpointing ? block : 0.0);
+  if (last) {
+    const double V = double(c.vocab_size) / tp;
+    const double rows = std::clamp(double(int64_t(1) << 25) / double(c.vocab_size), 1.0, N);
+    a.logits = t * rows * (V + 2.0 * double(std::max<int64_t>(in.lora.enabled ? in.lora.rank : 0, 1)));
+  }
+  return a;
+}
+
+// GPT (Megatron, flash attention, no sequence parallelism): h·(10 + 24/t) bytes per token per
+// layer (Korthikanti et al. 2022, Table 2 without the 5·a·s/h score term flash attention removes);
+// with full recomputation only the layer's bf16 input, 2h, is kept.
+ActivationBytes gpt_activations(const PlanInput& in, int64_t layers, bool last) {
+  const double h = double(in.model.hidden()), tp = double(in.mesh.tp), N = double(in.micro_tokens());
+  const double full_layer = N * h * (10.0 + 24.0 / tp);
+  ActivationBytes a;
+  a.layer = full_layer;
+  a.per_micro_batch = in.checkpointing ? double(layers) * 2.0 * N * h : double(layers) * full_layer;
+  a.shared = in.checkpointing ? full_layer : 0.0;
+  // bf16 logits plus the fp32 copy the vocab-parallel cross-entropy works in.
+  if (last) a.logits = 6.0 * N * double(in.model.vocab()) / tp;
+  return a;
+}
+
+}  // namespace
+
+ActivationBytes activation_bytes(const PlanInput& in, int64_t layers, bool last_stage) {
+  return in.model.arch == Arch::llama ? llama_activations(in, layers, last_stage)
+                                      : gpt_activations(in, layers, last_stage);
+}
+
+MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
+  const bool bf16 = in.precision == Precision::bf16;
+  const double dp = double(in.mesh.dp);
+  auto z = [&](int level) { return in.zero >= level ? dp : 1.0; };  // ZeRO divides over dp
+  const ElemCount& e = s.params;
+  const double frozen = double(e.local - e.local_trainable), train = double(e.local_trainable);
+  const double wbytes = bf16 ? 2.0 : 4.0;  // bf16 copy for the GEMMs (fp32: the weight itself)
+
+  MemoryBreakdown m;
+  m.stage = s.index;
+  m.capacity = in.cluster.memory_bytes;
+  auto add = [&](const char* name, double bytes) { m.items.push_back({name, bytes}); };
+  const double master = bf16 ? 4.0 * train / z(1) : 0.0;
+  if (in.lora.enabled) {
+    add("weights", wbytes * frozen / z(3));
+    add("lora params", wbytes * train / z(3) + master);
+    add("lora grads+optimizer", 4.0 * train / z(2) + 8.0 * train / z(1));
+  } else {
+    add("weights", wbytes * train / z(3));
+    add("grads", 4.0 * train / z(2));
+    add("master", master);
+    add("optimizer", 8.0 * train / z(1));
+  }
+
+  const int64_t in_flight = std::min(in.micro_batches(), in.mesh.pp - s.index);  // 1F1B
+  const ActivationBytes a = activation_bytes(in, s.layers, s.last);
+  add("activations", double(in_flight) * a.per_micro_batch + a.shared);
+  add("logits+loss", a.logits);
+
+  // Gather buffers: the unit in use and the next one prefetched (bf16), and the unit's f32
+  // gradients before its reduce-scatter; tp all-reduce and pp send/receive staging.
+  double comm = 0.0;
+  const double N = double(in.micro_tokens()), h = double(in.model.hidden());
+  const bool gathers = in.mesh.fsdp > 1 || (in.zero >= 3 && in.mesh.dp > 1);
+  if (gathers) comm += 2.0 * wbytes * double(s.max_unit.gathered) + 4.0 * double(s.max_unit.gathered_trainable);
+  if (in.mesh.tp > 1) comm += 2.0 * 2.0 * N * h;
+  if (in.mesh.pp > 1) comm += 2.0 * 2.0 * N * h;
+  if (in.mesh.dp > 1 && in.zero < 3) comm += kGradBucketBytes;
+  add("comm buffers", comm);
+  add("overhead", in.cluster.runtime_overhead_bytes);
+  for (const auto& i : m.items) m.total += i.bytes;
+  return m;
+}
+
+MemoryBreakdown peak_memory(const PlanInput& in) { return peak_memory(in, stage_params(in)); }
+
+MemoryBreakdown peak_memory(const PlanInput& in, const std::vector<StageParams>& stages) {
+  MemoryBreakdown best;
+  best.total = -1.0;
+  for (const auto& s : stages) {
+    MemoryBreakdown m = memory_per_device(in, s);
+    if (m.total > best.total) best = std::move(m);
+  }
+  return best;
+}
+
+}  // namespace mt::plan

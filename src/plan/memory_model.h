@@ -1,0 +1,45 @@
+// Memory per device, item by item, for the busiest pipeline stage. Parameter state comes from the
+// trainer's layouts (exact); activations from the engine's own arena sizes for LLaMA and from
+// Korthikanti et al. (2022) for the GPT shapes. Formulas: docs/planner.md, "Memory".
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plan/plan_input.h"
+
+namespace mt::plan {
+
+// Gradient-reduction bucket a data-parallel all-reduce stages through (bytes, when dp > 1).
+inline constexpr double kGradBucketBytes = 100e6;
+
+struct MemoryItem {
+  std::string name;
+  double bytes = 0.0;
+};
+
+struct MemoryBreakdown {
+  int64_t stage = 0;                // the pipeline stage these figures are for
+  std::vector<MemoryItem> items;    // weights, grads, master, optimizer, lora ..., overhead
+  double total = 0.0;
+  double capacity = 0.0;
+  bool fits() const { return total <= capacity; }
+  double item(const std::string& name) const;  // 0 when absent
+};
+
+// Bytes of saved activations of one micro-batch on a stage of `layers` layers, and the scratch
+// and logits buffers that exist once. checkpointing: only layer inputs plus one layer's set.
+struct ActivationBytes {
+  double per_micro_batch = 0.0;  // kept from forward to backward, per micro-batch in flight
+  double shared = 0.0;           // one layer's full set under checkpointing (recompute target) + scratch
+  double logits = 0.0;           // head and loss buffers (last stage only)
+  double layer = 0.0;            // one layer's full saved set for one micro-batch (elementwise traffic)
+};
+ActivationBytes activation_bytes(const PlanInput& in, int64_t layers, bool last_stage);
+
+MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& stage);
+// The stage with the largest total (stages: stage_params(in), passed in to reuse across a search).
+MemoryBreakdown peak_memory(const PlanInput& in, const std::vector<StageParams>& stages);
+MemoryBreakdown peak_memory(const PlanInput& in);
+
+}  // namespace mt::plan

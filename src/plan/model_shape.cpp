@@ -1,0 +1,153 @@
+#include "plan/model_shape.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/pretrained.h"
+#include "model/presets.h"
+#include "train/flops.h"
+
+namespace mt::plan {
+
+ModelShape gpt_shape(const std::string& name, int64_t layers, int64_t hidden, int64_t heads,
+                     int64_t vocab, int64_t max_positions) {
+  ModelShape m;
+  m.name = name;
+  m.arch = Arch::gpt;
+  LlamaConfig& c = m.config;
+  c.num_hidden_layers = layers;
+  c.hidden_size = hidden;
+  c.intermediate_size = 4 * hidden;
+  c.num_attention_heads = heads;
+  c.num_key_value_heads = heads;
+  c.vocab_size = vocab;
+  c.max_position_embeddings = max_positions;
+  c.tie_word_embeddings = true;
+  c.validate();
+  return m;
+}
+
+std::vector<std::string> model_preset_names() {
+  auto names = llama_preset_names();
+  for (const char* g : {"gpt-22b", "gpt-175b", "gpt-1t", "reference"}) names.push_back(g);
+  return names;
+}
+
+ModelShape model_preset(const std::string& name) {
+  // The Frontier study's shapes (Dash et al. 2023): vocab 50257 padded to 50688, seq 2048.
+  if (name == "gpt-22b") return gpt_shape(name, 48, 6144, 48, 50688, 2048);
+  if (name == "gpt-175b") return gpt_shape(name, 96, 12288, 96, 50688, 2048);
+  if (name == "gpt-1t") return gpt_shape(name, 128, 25600, 128, 50688, 2048);
+  for (const auto& n : llama_preset_names())
+    if (n == name) return {name, Arch::llama, llama_preset(name)};
+  if (name == "reference") {  // the engine's benchmark shape (configs/reference.toml, meshtrain bench)
+    LlamaConfig c;
+    c.hidden_size = 768, c.intermediate_size = 2048, c.num_hidden_layers = 12;
+    c.num_attention_heads = 12, c.num_key_value_heads = 4, c.vocab_size = 32000;
+    c.max_position_embeddings = 2048, c.tie_word_embeddings = false;
+    return {name, Arch::llama, c};
+  }
+  std::string known;
+  for (const auto& n : model_preset_names()) known += (known.empty() ? "" : ", ") + n;
+  fail("unknown model '" + name + "' (known: " + known + ", or a config.json / model directory)");
+}
+
+ModelShape resolve_model(const std::string& s) {
+  namespace fs = std::filesystem;
+  if (s.find('/') == std::string::npos && !fs::exists(s)) return model_preset(s);
+  if (!fs::exists(s)) fail(s + ": no such file or directory (expected a config.json or a model directory)");
+  ModelShape m{fs::path(s).filename().string(), Arch::llama, pretrained_config(s)};
+  return m;
+}
+
+namespace {
+
+ModelParts llama_parts(const ModelShape& m, const LoraConfig& lora) {
+  // One layer's list is exact for every layer: the rules match names up to the layer index.
+  LlamaConfig one = m.config;
+  one.num_hidden_layers = 1;
+  ModelParts p;
+  const std::string layer0 = "model.layers.0.";
+  for (auto& t : llama_param_shapes(one, lora)) {
+    if (t.name.rfind(layer0, 0) == 0) p.layer.push_back(std::move(t));
+    else if (t.name == "model.embed_tokens.weight") p.first.push_back(std::move(t));
+    else p.last.push_back(std::move(t));
+  }
+  if (m.config.tie_word_embeddings) p.head_copy.push_back({"lm_head.weight", {m.vocab(), m.hidden()}});
+  return p;
+}
+
+ModelParts gpt_parts(const ModelShape& m) {
+  const int64_t h = m.hidden(), f = m.config.intermediate_size, V = m.vocab();
+  ModelParts p;
+  p.first = {{"transformer.wte.weight", {V, h}},
+             {"transformer.wpe.weight", {m.config.max_position_embeddings, h}}};
+  const std::string l = "transformer.h.0.";
+  p.layer = {{l + "ln_1.weight", {h}},           {l + "ln_1.bias", {h}},
+             {l + "attn.qkv.weight", {3 * h, h}}, {l + "attn.qkv.bias", {3 * h}},
+             {l + "attn.proj.weight", {h, h}},    {l + "attn.proj.bias", {h}},
+             {l + "ln_2.weight", {h}},           {l + "ln_2.bias", {h}},
+             {l + "mlp.fc1.weight", {f, h}},      {l + "mlp.fc1.bias", {f}},
+             {l + "mlp.fc2.weight", {h, f}},      {l + "mlp.fc2.bias", {h}}};
+  p.last = {{"transformer.ln_f.weight", {h}}, {"transformer.ln_f.bias", {h}}};
+  p.head_copy = {{"lm_head.weight", {V, h}}};  // Megatron's copy of wte on the last stage
+  return p;
+}
+
+}  // namespace
+
+ModelParts model_parts(const ModelShape& m, const LoraConfig& lora) {
+  if (m.arch == Arch::llama) return llama_parts(m, lora);
+  if (lora.enabled) fail("LoRA is planned for LLaMA models only (" + m.name + " is a GPT shape)");
+  return gpt_parts(m);
+}
+
+namespace {
+
+dist::PartitionRules gpt_rules() {
+  // Megatron: qkv and fc1 column-parallel (output rows over tp), proj and fc2 row-parallel (input
+  // columns over tp); the vocabulary split over tp; fsdp shards the other dimension.
+  const std::vector<dist::Axis> tp = {dist::Axis::tp}, fsdp = {dist::Axis::fsdp};
+  dist::PartitionRules r;
+  r.add(R"(^(transformer\.wte|lm_head)\.weight$)", {tp, fsdp});
+  r.add(R"(^transformer\.wpe\.weight$)", {{}, fsdp});
+  r.add(R"(\.(attn\.qkv|mlp\.fc1)\.weight$)", {tp, fsdp});
+  r.add(R"(\.(attn\.qkv|mlp\.fc1)\.bias$)", {tp});
+  r.add(R"(\.(attn\.proj|mlp\.fc2)\.weight$)", {fsdp, tp});
+  r.add(R"(\.(attn\.proj|mlp\.fc2)\.bias$)", {});
+  r.add(R"(\.ln_(1|2|f)\.(weight|bias)$)", {});
+  return r;
+}
+
+}  // namespace
+
+const dist::PartitionRules& model_rules(const ModelShape& m) {
+  static const dist::PartitionRules llama = dist::default_llama_rules(), gpt = gpt_rules();
+  return m.arch == Arch::llama ? llama : gpt;
+}
+
+int64_t total_params(const ModelParts& p, int64_t layers, bool adapters) {
+  auto sum = [&](const std::vector<ParamShape>& v) {
+    int64_t n = 0;
+    for (const auto& t : v)
+      if (t.adapter == adapters) n += t.numel();
+    return n;
+  };
+  return sum(p.first) + layers * sum(p.layer) + sum(p.last);
+}
+
+double model_flops_per_token(const ModelShape& m, const LoraConfig& lora, int64_t seq) {
+  if (m.arch == Arch::llama) return training_flops(m.config, lora, seq).per_token;
+  const double h = double(m.hidden()), l = double(m.layers());
+  const double n = l * 12.0 * h * h + double(m.vocab()) * h;  // matmul weights incl. the tied head
+  return 6.0 * n + 12.0 * l * h * double(seq);
+}
+
+double megatron_flops(int64_t B, int64_t s, int64_t l, int64_t h, int64_t V, bool recompute) {
+  const double c = recompute ? 4.0 : 3.0;
+  const double hd = double(h);
+  return 24.0 * c * double(B) * double(s) * double(l) * hd * hd *
+         (1.0 + double(s) / (6.0 * hd) + double(V) / (16.0 * double(l) * hd));
+}
+
+}  // namespace mt::plan

@@ -1,0 +1,62 @@
+// What the planner needs to know about a model: its architecture (LLaMA, or the GPT shape of the
+// Frontier study), its parameters as shape-only tensors in three parts (what the first pipeline
+// stage holds, one transformer layer, what the last stage holds), the partition rules that place
+// them, and its FLOPs. LLaMA parameters come from llama_param_shapes, the trainer's own list.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dist/partition.h"
+#include "model/config.h"
+#include "model/param_shapes.h"
+#include "train/run_config.h"
+
+namespace mt::plan {
+
+enum class Arch { llama, gpt };
+
+struct ModelShape {
+  std::string name;
+  Arch arch = Arch::llama;
+  // LLaMA: the model's config. GPT: layers, hidden, heads (= KV heads), vocab, intermediate = 4h,
+  // max_position_embeddings = the learned position table, tied embeddings.
+  LlamaConfig config;
+
+  int64_t layers() const { return config.num_hidden_layers; }
+  int64_t hidden() const { return config.hidden_size; }
+  int64_t vocab() const { return config.vocab_size; }
+};
+
+// llama3-8b, llama3-70b, llama3-405b, gpt-22b, gpt-175b, gpt-1t, reference (the engine's
+// benchmark shape); throws listing the names.
+ModelShape model_preset(const std::string& name);
+std::vector<std::string> model_preset_names();
+// A preset name, an HF config.json, or a model directory (LLaMA).
+ModelShape resolve_model(const std::string& name_or_path);
+// A GPT (Megatron) shape: 4h GELU MLP with biases, multi-head attention, tied embeddings.
+ModelShape gpt_shape(const std::string& name, int64_t layers, int64_t hidden, int64_t heads,
+                     int64_t vocab, int64_t max_positions);
+
+struct ModelParts {
+  std::vector<ParamShape> first;      // embedding(s): held by the first stage
+  std::vector<ParamShape> layer;      // one transformer layer (layer 0's names)
+  std::vector<ParamShape> last;       // final norm, head, head adapters: the last stage
+  std::vector<ParamShape> head_copy;  // tied head: a copy the last stage holds when it is not the first
+};
+// Throws for LoRA on a GPT shape (the trainer's adapters are LLaMA's).
+ModelParts model_parts(const ModelShape& m, const LoraConfig& lora);
+// Compiled once per architecture (the search asks thousands of times).
+const dist::PartitionRules& model_rules(const ModelShape& m);
+
+int64_t total_params(const ModelParts& p, int64_t layers, bool adapters);
+
+// Model FLOPs per trained token (no recomputation): LLaMA as train/flops.h counts them
+// (6N + 12·L·C·T, LoRA 4N + 6N_lora + 12·L·C·T); GPT the same with N = 12·l·h² + V·h.
+double model_flops_per_token(const ModelShape& m, const LoraConfig& lora, int64_t seq);
+// Megatron's count per iteration (Narayanan et al. 2021), as the Frontier study reports it:
+// 24·c·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)); c = 3, or 4 with activation recomputation.
+double megatron_flops(int64_t batch, int64_t seq, int64_t layers, int64_t hidden, int64_t vocab,
+                      bool recompute);
+
+}  // namespace mt::plan

@@ -1,0 +1,82 @@
+#include "plan/plan_input.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "dist/shard_plan.h"
+
+namespace mt::plan {
+
+void validate(const PlanInput& in) {
+  auto positive = [](int64_t v, const char* what) {
+    if (v <= 0) fail(std::string(what) + " must be > 0, got " + std::to_string(v));
+  };
+  positive(in.seq, "sequence length");
+  positive(in.global_batch, "global batch");
+  positive(in.micro_batch, "micro-batch");
+  if (in.zero < 0 || in.zero > 3) fail("ZeRO level must be 0, 1, 2 or 3, got " + std::to_string(in.zero));
+  const auto& m = in.mesh;
+  const auto& c = in.model.config;
+  const int64_t per_step = in.micro_batch * in.data_parallel();
+  if (in.global_batch % per_step != 0)
+    fail("global batch " + std::to_string(in.global_batch) + " is not divisible by micro-batch x dp x fsdp = " +
+         std::to_string(per_step));
+  if (c.num_hidden_layers % m.pp != 0)
+    fail(in.model.name + ": " + std::to_string(c.num_hidden_layers) + " layers are not divisible by pp=" +
+         std::to_string(m.pp));
+  if (c.num_attention_heads % m.tp != 0 || c.num_key_value_heads % m.tp != 0)
+    fail(in.model.name + ": " + std::to_string(c.num_attention_heads) + " heads / " +
+         std::to_string(c.num_key_value_heads) + " KV heads are not divisible by tp=" + std::to_string(m.tp));
+  if (in.seq > c.max_position_embeddings)
+    fail("sequence length " + std::to_string(in.seq) + " exceeds " + in.model.name + "'s " +
+         std::to_string(c.max_position_embeddings) + " positions");
+}
+
+ElemCount& ElemCount::operator+=(const ElemCount& o) {
+  local += o.local, local_trainable += o.local_trainable;
+  gathered += o.gathered, gathered_trainable += o.gathered_trainable;
+  return *this;
+}
+
+ElemCount ElemCount::times(int64_t k) const {
+  return {local * k, local_trainable * k, gathered * k, gathered_trainable * k};
+}
+
+ElemCount count_elems(const std::vector<ParamShape>& params, const PlanInput& in) {
+  ElemCount e;
+  const auto sharded = dist::shard_params(params, in.lora.enabled, model_rules(in.model), in.mesh);
+  for (const auto& p : sharded) {
+    // Rank 0's block, from the same ranges bytes_per_rank sums (every rank's block is equal).
+    int64_t n = 1;
+    bool by_fsdp = false;
+    for (size_t d = 0; d < p.layout.shape.size(); ++d) n *= p.layout.range(0, d).size();
+    for (const auto& axes : p.layout.spec.dims)
+      by_fsdp = by_fsdp || std::find(axes.begin(), axes.end(), dist::Axis::fsdp) != axes.end();
+    const int64_t g = by_fsdp ? n * in.mesh.fsdp : n;
+    e.local += n, e.gathered += g;
+    if (p.trainable) e.local_trainable += n, e.gathered_trainable += g;
+  }
+  return e;
+}
+
+std::vector<StageParams> stage_params(const PlanInput& in) {
+  const ModelParts parts = model_parts(in.model, in.lora);
+  const ElemCount first = count_elems(parts.first, in), layer = count_elems(parts.layer, in);
+  ElemCount last = count_elems(parts.last, in);
+  if (in.mesh.pp > 1) last += count_elems(parts.head_copy, in);
+  auto bigger = [](const ElemCount& a, const ElemCount& b) { return a.gathered >= b.gathered ? a : b; };
+  std::vector<StageParams> out;
+  for (int64_t k = 0; k < in.mesh.pp; ++k) {
+    StageParams s;
+    s.index = k, s.layers = in.layers_per_stage();
+    s.first = k == 0, s.last = k == in.mesh.pp - 1;
+    s.params = layer.times(s.layers);
+    s.max_unit = layer;
+    if (s.first) s.params += first, s.max_unit = bigger(s.max_unit, first);
+    if (s.last) s.params += last, s.max_unit = bigger(s.max_unit, last);
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace mt::plan

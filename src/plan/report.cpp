@@ -1,0 +1,202 @@
+#include "plan/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace mt::plan {
+namespace {
+
+constexpr double GB = 1e9;
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string mode_str(const PlanInput& in) {
+  if (!in.lora.enabled) return "full";
+  std::string t;
+  for (const auto& s : in.lora.targets) t += (t.empty() ? "" : ",") + s;
+  return "lora r=" + std::to_string(in.lora.rank) + " [" + t + "]";
+}
+
+std::string mesh_str(const dist::MeshShape& m) {
+  return "dp=" + std::to_string(m.dp) + ",fsdp=" + std::to_string(m.fsdp) + ",tp=" + std::to_string(m.tp) +
+         ",pp=" + std::to_string(m.pp);
+}
+
+}  // namespace
+
+std::string describe_input(const PlanInput& in) {
+  return in.model.name + ", " + mode_str(in) + ", " + (in.precision == Precision::bf16 ? "bf16" : "fp32") +
+         ", batch " + std::to_string(in.global_batch) + " x seq " + std::to_string(in.seq) + " (micro-batch " +
+         std::to_string(in.micro_batch) + ", " + std::to_string(in.micro_batches()) + " per step)" +
+         (in.checkpointing ? ", checkpointing" : "") + ", ZeRO-" + std::to_string(in.zero) + ", mesh " +
+         mesh_str(in.mesh) + " on " + std::to_string(in.mesh.world()) + " x " + in.cluster.name;
+}
+
+void print_plan(std::ostream& os, const Candidate& c) {
+  const auto& m = c.memory;
+  const auto& t = c.time;
+  os << describe_input(c.input) << "\n\n";
+  os << "memory per device (pipeline stage " << m.stage << ", the largest)\n";
+  for (const auto& i : m.items)
+    os << "  " << i.name << std::string(24 - std::min<size_t>(22, i.name.size()), ' ') << fmt("%10.2f GB", i.bytes / GB)
+       << fmt("  %5.1f%%\n", 100.0 * i.bytes / m.capacity);
+  os << "  total" << std::string(19, ' ') << fmt("%10.2f GB", m.total / GB)
+     << fmt("  %5.1f%% of ", 100.0 * m.total / m.capacity) << fmt("%.0f GB", m.capacity / GB)
+     << (m.fits() ? "  fits\n" : "  DOES NOT FIT\n");
+  os << "\ntime per step (slowest stage)\n";
+  auto row = [&](const char* name, double s) {
+    os << "  " << name << std::string(24 - std::string(name).size(), ' ') << fmt("%10.4f s", s)
+       << fmt("  %5.1f%%\n", t.step > 0 ? 100.0 * s / t.step : 0.0);
+  };
+  row("compute", t.compute);
+  row("tp all-reduce", t.tp);
+  row("fsdp exposed", t.fsdp_exposed);
+  row("pp send/recv", t.pp);
+  row("pipeline bubble", t.bubble);
+  row("dp exposed", t.dp_exposed);
+  row("optimizer", t.optimizer);
+  row("step", t.step);
+  os << fmt("  (fsdp traffic %.4f s and dp traffic ", t.fsdp) << fmt("%.4f s before overlap; ", t.dp)
+     << fmt("bubble fraction %.3f)\n", t.bubble_fraction);
+  os << "\nthroughput\n"
+     << fmt("  tokens/s                %12.1f\n", t.tokens_per_s)
+     << fmt("  TFLOP/s per device      %12.2f\n", t.tflops_per_device)
+     << fmt("  MFU                     %11.2f%%", 100.0 * t.mfu)
+     << "  (model FLOPs per token: 6N + 12·L·h·s; LoRA 4N + 6N_lora + 12·L·h·s)\n"
+     << fmt("  Megatron %% of peak      %11.2f%%", 100.0 * t.megatron_fraction)
+     << "  (24·c·B·s·l·h²·(1 + s/6h + V/16lh), c = " << (c.input.checkpointing ? "4)\n" : "3)\n");
+}
+
+void print_search(std::ostream& os, const SearchResult& r, size_t top) {
+  os << r.considered << " layouts evaluated, " << r.ranked.size() << " fit, " << r.too_big.size()
+     << " do not fit, " << r.invalid << " meshes skipped (model or batch not divisible)\n\n";
+  if (r.ranked.empty()) {
+    os << "no layout fits\n";
+    return;
+  }
+  os << "rank  dp  fsdp  tp  pp  mb  ckpt  mem/device GB  step s    tokens/s  TFLOP/s/dev    MFU\n";
+  for (size_t i = 0; i < std::min(top, r.ranked.size()); ++i) {
+    const auto& c = r.ranked[i];
+    const auto& m = c.input.mesh;
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%4zu %3ld %5ld %3ld %3ld %3ld  %4s  %13.1f %7.3f %11.1f %12.1f %5.1f%%\n",
+                  i + 1, long(m.dp), long(m.fsdp), long(m.tp), long(m.pp), long(c.input.micro_batch),
+                  c.input.checkpointing ? "yes" : "no", c.memory.total / GB, c.time.step,
+                  c.time.tokens_per_s, c.time.tflops_per_device, 100.0 * c.time.mfu);
+    os << buf;
+  }
+}
+
+nlohmann::json plan_json(const Candidate& c) {
+  const auto& in = c.input;
+  nlohmann::json j;
+  j["model"] = in.model.name;
+  j["mode"] = in.lora.enabled ? "lora" : "full";
+  if (in.lora.enabled) j["lora"] = {{"rank", in.lora.rank}, {"targets", in.lora.targets}};
+  j["precision"] = in.precision == Precision::bf16 ? "bf16" : "fp32";
+  j["seq"] = in.seq;
+  j["global_batch"] = in.global_batch;
+  j["micro_batch"] = in.micro_batch;
+  j["micro_batches"] = in.micro_batches();
+  j["checkpointing"] = in.checkpointing;
+  j["zero"] = in.zero;
+  j["mesh"] = {{"dp", in.mesh.dp}, {"fsdp", in.mesh.fsdp}, {"tp", in.mesh.tp}, {"pp", in.mesh.pp}};
+  j["cluster"] = in.cluster.name;
+  nlohmann::json mem = nlohmann::json::object();
+  for (const auto& i : c.memory.items) mem[i.name] = i.bytes;
+  j["memory_bytes"] = {{"stage", c.memory.stage}, {"items", mem}, {"total", c.memory.total},
+                       {"capacity", c.memory.capacity}, {"fits", c.memory.fits()}};
+  const auto& t = c.time;
+  j["time_s"] = {{"compute", t.compute}, {"tp", t.tp}, {"fsdp", t.fsdp}, {"fsdp_exposed", t.fsdp_exposed},
+                 {"pp", t.pp}, {"dp", t.dp}, {"dp_exposed", t.dp_exposed}, {"bubble", t.bubble},
+                 {"bubble_fraction", t.bubble_fraction}, {"optimizer", t.optimizer}, {"step", t.step}};
+  j["throughput"] = {{"tokens_per_s", t.tokens_per_s}, {"tflops_per_device", t.tflops_per_device},
+                     {"mfu", t.mfu}, {"model_flops_per_step", t.model_flops},
+                     {"megatron_flops_per_step", t.megatron_flops}, {"megatron_fraction_of_peak", t.megatron_fraction}};
+  return j;
+}
+
+nlohmann::json search_json(const SearchResult& r, size_t top) {
+  nlohmann::json j;
+  j["considered"] = r.considered;
+  j["fit"] = r.ranked.size();
+  j["too_big"] = r.too_big.size();
+  j["invalid_meshes"] = r.invalid;
+  j["top"] = nlohmann::json::array();
+  for (size_t i = 0; i < std::min(top, r.ranked.size()); ++i) j["top"].push_back(plan_json(r.ranked[i]));
+  return j;
+}
+
+std::string memory_svg(const Candidate& c) {
+  static const char* colors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                 "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+  const double W = 760, left = 20, bar = 720, cap = std::max(c.memory.capacity, c.memory.total);
+  std::ostringstream s;
+  const int rows = int(c.memory.items.size());
+  s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << 130 + 18 * rows
+    << "' font-family='sans-serif' font-size='12'>\n";
+  s << "<text x='20' y='20' font-size='14'>Memory per device: " << describe_input(c.input).substr(0, 110)
+    << "</text>\n";
+  double x = left;
+  int k = 0;
+  for (const auto& i : c.memory.items) {
+    const double w = bar * i.bytes / cap;
+    s << "<rect x='" << x << "' y='40' width='" << w << "' height='30' fill='" << colors[k % 10] << "'/>\n";
+    s << "<rect x='20' y='" << 90 + 18 * k << "' width='12' height='12' fill='" << colors[k % 10] << "'/>"
+      << "<text x='38' y='" << 100 + 18 * k << "'>" << i.name << ": " << fmt("%.2f GB", i.bytes / GB)
+      << "</text>\n";
+    x += w, ++k;
+  }
+  const double cx = left + bar * c.memory.capacity / cap;
+  s << "<line x1='" << cx << "' y1='32' x2='" << cx << "' y2='78' stroke='black' stroke-width='2'/>\n";
+  s << "<text x='" << std::min(cx, W - 200) << "' y='" << 100 + 18 * rows << "'>capacity "
+    << fmt("%.0f GB", c.memory.capacity / GB) << ", total " << fmt("%.1f GB", c.memory.total / GB)
+    << (c.memory.fits() ? " (fits)" : " (does not fit)") << "</text>\n</svg>\n";
+  return s.str();
+}
+
+std::string front_svg(const SearchResult& r, double capacity) {
+  const double W = 720, H = 480, L = 70, B = 50, T = 30, R = 20;
+  double xmax = capacity, ymax = 0;
+  for (const auto* v : {&r.ranked, &r.too_big})
+    for (const auto& c : *v) xmax = std::max(xmax, c.memory.total), ymax = std::max(ymax, c.time.tokens_per_s);
+  // Layouts far past the capacity would squeeze the interesting part: clip the axis at 3x.
+  xmax = std::min(xmax, 3.0 * capacity) * 1.05, ymax = ymax > 0 ? ymax * 1.05 : 1.0;
+  auto X = [&](double v) { return L + (W - L - R) * std::min(v, xmax) / xmax; };
+  auto Y = [&](double v) { return H - B - (H - B - T) * v / ymax; };
+  std::ostringstream s;
+  s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
+    << "' font-family='sans-serif' font-size='12'>\n";
+  s << "<text x='" << L << "' y='18' font-size='14'>Search: tokens/s against peak memory per device</text>\n";
+  s << "<line x1='" << L << "' y1='" << H - B << "' x2='" << W - R << "' y2='" << H - B << "' stroke='black'/>\n";
+  s << "<line x1='" << L << "' y1='" << T << "' x2='" << L << "' y2='" << H - B << "' stroke='black'/>\n";
+  s << "<text x='" << (W / 2) << "' y='" << H - 12 << "'>memory per device (GB), max " << fmt("%.0f", xmax / GB)
+    << "</text>\n";
+  s << "<text x='12' y='" << T + 10 << "'>tok/s</text><text x='12' y='" << T + 26 << "'>" << fmt("%.0f", ymax)
+    << "</text>\n";
+  s << "<line x1='" << X(capacity) << "' y1='" << T << "' x2='" << X(capacity) << "' y2='" << H - B
+    << "' stroke='red' stroke-dasharray='4'/><text x='" << X(capacity) + 4 << "' y='" << T + 12
+    << "' fill='red'>capacity</text>\n";
+  for (const auto& c : r.too_big)
+    s << "<circle cx='" << X(c.memory.total) << "' cy='" << Y(c.time.tokens_per_s)
+      << "' r='3' fill='none' stroke='#999'/>\n";
+  for (const auto& c : r.ranked)
+    s << "<circle cx='" << X(c.memory.total) << "' cy='" << Y(c.time.tokens_per_s) << "' r='3' fill='#4e79a7'/>\n";
+  if (!r.ranked.empty()) {
+    const auto& b = r.ranked.front();
+    s << "<circle cx='" << X(b.memory.total) << "' cy='" << Y(b.time.tokens_per_s)
+      << "' r='6' fill='none' stroke='#e15759' stroke-width='2'/>\n<text x='" << X(b.memory.total) + 8
+      << "' y='" << Y(b.time.tokens_per_s) + 4 << "'>best: " << mesh_str(b.input.mesh) << " mb "
+      << b.input.micro_batch << (b.input.checkpointing ? " ckpt" : "") << "</text>\n";
+  }
+  s << "</svg>\n";
+  return s.str();
+}
+
+}  // namespace mt::plan

@@ -1,0 +1,178 @@
+#include "plan/time_model.h"
+
+#include <algorithm>
+
+#include "model/llama.h"
+#include "plan/collectives.h"
+#include "plan/memory_model.h"
+
+namespace mt::plan {
+
+double gemm_efficiency(const Cluster& c, double m, double n, double k) {
+  const double d = std::min({m, n, k});
+  return c.gemm_efficiency * d / (d + c.gemm_half_dim);
+}
+
+double gemm_seconds(const Cluster& c, double m, double n, double k) {
+  return 2.0 * m * n * k / (c.peak_flops * gemm_efficiency(c, m, n, k));
+}
+
+namespace {
+
+struct LinearShape {
+  double out, in;      // this rank's block: [out, in]
+  bool trainable;
+};
+
+// One layer's linear maps at the tp-local sizes, base then adapters.
+std::vector<LinearShape> layer_linears(const PlanInput& in) {
+  const auto& c = in.model.config;
+  const double tp = double(in.mesh.tp), C = double(c.hidden_size), I = double(c.intermediate_size);
+  const bool base_trains = !in.lora.enabled;
+  std::vector<LinearShape> out;
+  if (in.model.arch == Arch::gpt) {
+    for (auto [o, i] : {std::pair{3 * C / tp, C}, {C, C / tp}, {I / tp, C}, {C, I / tp}})
+      out.push_back({o, i, true});
+    return out;
+  }
+  const double kv = double(c.kv_dim());
+  const LinearShape proj[kNumProj] = {{C / tp, C, base_trains},  {kv / tp, C, base_trains},
+                                      {kv / tp, C, base_trains}, {C, C / tp, base_trains},
+                                      {I / tp, C, base_trains},  {I / tp, C, base_trains},
+                                      {C, I / tp, base_trains}};
+  out.assign(proj, proj + kNumProj);
+  const auto on = lora_targets_mask(in.lora);
+  const double r = double(in.lora.rank);
+  for (int p = 0; p < kNumProj; ++p)
+    if (on[p]) out.push_back({r, proj[p].in, true}), out.push_back({proj[p].out, r, true});
+  return out;
+}
+
+// Forward and backward seconds of linear maps over N tokens: backward is dX, plus dW if trainable.
+std::pair<double, double> linear_seconds(const Cluster& cl, const std::vector<LinearShape>& ls, double N) {
+  double f = 0.0, b = 0.0;
+  for (const auto& l : ls) {
+    const double t = gemm_seconds(cl, N, l.out, l.in);
+    f += t;
+    b += l.trainable ? 2.0 * t : t;
+  }
+  return {f, b};
+}
+
+struct StageMicroBatch {
+  double forward = 0.0, backward = 0.0;  // compute of one micro-batch (recompute inside forward)
+  double tp = 0.0, fsdp = 0.0, pp = 0.0;
+};
+
+StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
+  const Cluster& cl = in.cluster;
+  const auto& c = in.model.config;
+  const auto& mesh = in.mesh;
+  const double N = double(in.micro_tokens()), C = double(c.hidden_size), tp = double(mesh.tp);
+  const double act = in.precision == Precision::bf16 ? 2.0 : 4.0;
+  StageMicroBatch r;
+
+  // One layer: linears, causal flash attention (half the T x T square), elementwise traffic.
+  auto [lf, lb] = linear_seconds(cl, layer_linears(in), N);
+  const double att_flops = 2.0 * double(in.micro_batch) * double(in.seq) * double(in.seq) * C / tp;
+  const double att = att_flops / (cl.peak_flops * cl.attention_efficiency);
+  const double elem = activation_bytes(in, 1, false).layer * kElementwiseTraffic / cl.memory_bandwidth;
+  const double layer_f = lf + att + 0.5 * elem, layer_b = lb + kAttentionBackwardRatio * att + 0.5 * elem;
+  const double L = double(s.layers);
+  r.forward = L * layer_f * (in.checkpointing ? 2.0 : 1.0);
+  r.backward = L * layer_b;
+  if (s.last) {
+    const double V = double(c.vocab_size) / tp;
+    std::vector<LinearShape> head = {{V, C, !in.lora.enabled || in.model.arch == Arch::gpt}};
+    if (lora_targets_head(in.lora)) head.push_back({double(in.lora.rank), C, true}), head.push_back({V, double(in.lora.rank), true});
+    auto [hf, hb] = linear_seconds(cl, head, N);
+    r.forward += hf, r.backward += hb;
+  }
+
+  // Tensor parallel: Megatron's two all-reduces per layer forward, two backward, two more when
+  // the forward is recomputed; one for the embedding, one for the head's input gradient.
+  if (mesh.tp > 1) {
+    const Link link = axis_link(mesh, dist::Axis::tp, cl);
+    const double per_layer = 4.0 + (in.checkpointing ? 2.0 : 0.0);
+    const double count = L * per_layer + (s.first ? 1.0 : 0.0) + (s.last ? 1.0 : 0.0);
+    r.tp = count * ring_all_reduce(act * N * C, mesh.tp, link);
+  }
+  // Sharded weights: gathered for forward and again for backward, gradients reduce-scattered,
+  // once per micro-batch and unit (layer, embedding, head); over fsdp, and over dp under ZeRO-3.
+  const double wbytes = in.precision == Precision::bf16 ? 2.0 : 4.0;
+  const double units = L + (s.first ? 1.0 : 0.0) + (s.last ? 1.0 : 0.0);
+  auto gathers = [&](dist::Axis axis, int64_t n, double gathered, double gathered_trainable) {
+    if (n <= 1) return 0.0;
+    const Link link = axis_link(mesh, axis, cl);
+    const double extra_latency = (units - 1.0) * double(n - 1) * link.latency;
+    return 2.0 * (ring_all_gather(wbytes * gathered, n, link) + extra_latency) +
+           ring_reduce_scatter(4.0 * gathered_trainable, n, link) + extra_latency;
+  };
+  r.fsdp = gathers(dist::Axis::fsdp, mesh.fsdp, double(s.params.gathered), double(s.params.gathered_trainable));
+  if (in.zero >= 3)
+    r.fsdp += gathers(dist::Axis::dp, mesh.dp, double(s.params.local), double(s.params.local_trainable));
+  if (mesh.pp > 1) r.pp = 2.0 * point_to_point(act * N * C, axis_link(mesh, dist::Axis::pp, cl));
+  return r;
+}
+
+}  // namespace
+
+TimeBreakdown step_time(const PlanInput& in) { return step_time(in, stage_params(in)); }
+
+TimeBreakdown step_time(const PlanInput& in, const std::vector<StageParams>& stages) {
+  validate(in);
+  const int64_t m = in.micro_batches(), p = in.mesh.pp;
+  TimeBreakdown t;
+  t.micro_batches = m;
+
+  // The slowest stage sets the pipeline's pace.
+  StageMicroBatch worst;
+  double worst_t = -1.0;
+  const StageParams* most_trainable = &stages[0];
+  for (const auto& s : stages) {
+    const StageMicroBatch r = stage_micro_batch(in, s);
+    const double compute = r.forward + r.backward;
+    const double fsdp_exposed = in.overlap ? std::max(0.0, r.fsdp - compute) : r.fsdp;
+    const double total = compute + r.tp + r.pp + fsdp_exposed;
+    if (total > worst_t) worst_t = total, worst = r;
+    if (s.params.local_trainable > most_trainable->params.local_trainable) most_trainable = &s;
+  }
+  const double compute = worst.forward + worst.backward;
+  t.compute = double(m) * compute;
+  t.tp = double(m) * worst.tp;
+  t.pp = double(m) * worst.pp;
+  t.fsdp = double(m) * worst.fsdp;
+  t.fsdp_exposed = double(m) * (in.overlap ? std::max(0.0, worst.fsdp - compute) : worst.fsdp);
+  t.bubble = double(p - 1) * worst_t;
+  t.bubble_fraction = double(p - 1) / double(m + p - 1);
+
+  // Data parallel, once per step: all-reduce of the gradients, or (ZeRO 1-2) reduce-scatter of the
+  // gradients and all-gather of the updated bf16 weights. The reduction overlaps the last
+  // micro-batch's backward; the gather waits for the optimizer.
+  const double train = double(most_trainable->params.local_trainable);
+  const double wbytes = in.precision == Precision::bf16 ? 2.0 : 4.0;
+  if (in.mesh.dp > 1 && in.zero < 3) {
+    const Link link = axis_link(in.mesh, dist::Axis::dp, in.cluster);
+    const double reduce = in.zero == 0 ? ring_all_reduce(4.0 * train, in.mesh.dp, link)
+                                       : ring_reduce_scatter(4.0 * train, in.mesh.dp, link);
+    const double gather = in.zero == 0 ? 0.0 : ring_all_gather(wbytes * train, in.mesh.dp, link);
+    t.dp = reduce + gather;
+    t.dp_exposed = in.overlap ? std::max(0.0, reduce - worst.backward) + gather : t.dp;
+  }
+  const double opt_shard = in.zero >= 1 ? double(in.mesh.dp) : 1.0;
+  t.optimizer = train / opt_shard * kOptimizerBytes / in.cluster.memory_bandwidth;
+
+  t.step = t.compute + t.tp + t.pp + t.fsdp_exposed + t.bubble + t.dp_exposed + t.optimizer;
+  const double tokens = double(in.global_batch) * double(in.seq);
+  const double devices = double(in.mesh.world());
+  t.tokens_per_s = tokens / t.step;
+  t.model_flops = model_flops_per_token(in.model, in.lora, in.seq) * tokens;
+  t.tflops_per_device = t.model_flops / t.step / devices / 1e12;
+  t.mfu = t.model_flops / t.step / devices / in.cluster.peak_flops;
+  t.megatron_flops = megatron_flops(in.global_batch, in.seq, in.model.layers(), in.model.hidden(),
+                                    in.model.vocab(), in.checkpointing);
+  t.megatron_fraction = t.megatron_flops / t.step / devices / in.cluster.peak_flops;
+  return t;
+}
+
+}  // namespace mt::plan

@@ -1,0 +1,225 @@
+// The planner's models against hand-computed values: memory items of a tiny LLaMA (and parameter
+// bytes equal to shard_plan's, the trainer's own count), the 405B seed's sizes, FLOP formulas,
+// ring collectives, the pipeline bubble, the search and bad input.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "dist/shard_plan.h"
+#include "plan/collectives.h"
+#include "plan/search.h"
+
+namespace mt::plan {
+namespace {
+
+ModelShape tiny() {
+  LlamaConfig c;
+  c.hidden_size = 64, c.intermediate_size = 128, c.num_hidden_layers = 2;
+  c.num_attention_heads = 4, c.num_key_value_heads = 2, c.vocab_size = 256;
+  c.max_position_embeddings = 64, c.tie_word_embeddings = false;
+  return {"tiny", Arch::llama, c};
+}
+
+PlanInput tiny_input(const dist::MeshShape& mesh) {
+  PlanInput in;
+  in.model = tiny();
+  in.cluster = cluster_preset("cpu");
+  in.seq = 16, in.micro_batch = 1, in.global_batch = mesh.dp * mesh.fsdp * 2;
+  in.mesh = mesh;
+  return in;
+}
+
+TEST(PlanMemory, TinyParameterStateByHand) {
+  PlanInput in = tiny_input({1, 2, 2, 1});  // fsdp 2, tp 2
+  const MemoryBreakdown m = peak_memory(in);
+  // Per rank: embedding and head 256x64/4 = 4096 each; per layer q 1024, k 512, v 512, o 1024,
+  // gate/up/down 2048 each, norms 2x64 whole = 9344; final norm 64.  4096*2 + 2*9344 + 64 = 26944.
+  const double local = 26944;
+  EXPECT_EQ(m.item("weights"), 2 * local);
+  EXPECT_EQ(m.item("grads"), 4 * local);
+  EXPECT_EQ(m.item("master"), 4 * local);
+  EXPECT_EQ(m.item("optimizer"), 8 * local);
+}
+
+TEST(PlanMemory, ParameterBytesEqualShardPlan) {
+  for (auto mesh : {dist::MeshShape{1, 2, 2, 1}, dist::MeshShape{2, 1, 2, 1}, dist::MeshShape{1, 4, 1, 1}})
+    for (bool lora : {false, true}) {
+      PlanInput in = tiny_input(mesh);
+      in.lora.enabled = lora;
+      in.lora.targets = {"q", "v", "down", "lm_head"};
+      const auto sharded = dist::shard_params(llama_param_shapes(in.model.config, in.lora), lora,
+                                              dist::default_llama_rules(), mesh);
+      const auto ranks = dist::bytes_per_rank(sharded, mesh);
+      const MemoryBreakdown m = peak_memory(in);
+      const double state = m.item("weights") + m.item("grads") + m.item("master") + m.item("optimizer") +
+                           m.item("lora params") + m.item("lora grads+optimizer");
+      for (const auto& r : ranks) EXPECT_EQ(state, double(r.total())) << mesh.str() << " lora " << lora;
+    }
+}
+
+TEST(PlanMemory, TinyActivationsByHand) {
+  PlanInput in = tiny_input({1, 2, 2, 1});
+  // N = 16 tokens, tp 2. Per token per layer: bf16 2C + (2C + 2kv + 3I)/tp = 128 + 288 = 416,
+  // f32 2 + C + H/tp = 68: block = 16 * (2*416 + 4*68) = 17664. Residual f32 4*N*C*(L+3) + 8N,
+  // final norm bf16 2*N*C: 20480 + 128 + 2048 = 22656. Scratch at tp-local widths (I 64, kv 16):
+  // 2 * 16 * (3*64 + 2*64 + 4*16 + 1) = 12320.
+  const MemoryBreakdown m = peak_memory(in);
+  EXPECT_EQ(m.item("activations"), 22656 + 2 * 17664 + 12320);
+  // Checkpointing keeps the residual stream and one block (the recompute target).
+  in.checkpointing = true;
+  EXPECT_EQ(peak_memory(in).item("activations"), 22656 + 17664 + 12320);
+  // Logits: one chunk of min(2^25 / V, N) = 16 rows of V/tp + 2 columns in bf16.
+  EXPECT_EQ(m.item("logits+loss"), 16 * (128 + 2) * 2);
+}
+
+TEST(PlanMemory, ZeroShardsOptimizerOverDp) {
+  PlanInput in = tiny_input({2, 1, 1, 1});
+  const double full = peak_memory(in).item("optimizer");
+  in.zero = 1;
+  EXPECT_DOUBLE_EQ(peak_memory(in).item("optimizer"), full / 2);
+  EXPECT_DOUBLE_EQ(peak_memory(in).item("grads"), peak_memory(tiny_input({2, 1, 1, 1})).item("grads"));
+}
+
+TEST(PlanSeed405B, WeightsAndLoraSizes) {
+  const ModelShape m = model_preset("llama3-405b");
+  LoraConfig lora;
+  lora.enabled = true;
+  lora.rank = 8;
+  lora.targets = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"};
+  const ModelParts parts = model_parts(m, lora);
+  const double base = double(total_params(parts, m.layers(), false));
+  EXPECT_NEAR(2.0 * base / 1e9, 811.7, 1.0);  // bf16 weights: ~810 GB
+  // Rank 8 on q, k, v, o, gate, up, down per layer: 8 * ((16384+16384)*2 + (16384+1024)*2 +
+  // (16384+53248)*3) = 2473984, times 126 layers, plus lm_head 8 * (16384 + 128256).
+  const int64_t lora_params = total_params(parts, m.layers(), true);
+  EXPECT_EQ(lora_params, int64_t(2473984) * 126 + 8 * (16384 + 128256));
+  EXPECT_NEAR(double(lora_params) / 1e6, 313.0, 0.5);  // the seed's "about 313M"
+
+  PlanInput in;
+  in.model = m, in.lora = lora, in.cluster = cluster_preset("mi300x-node");
+  in.seq = 64, in.global_batch = 16, in.micro_batch = 2, in.mesh = {1, 8, 1, 1};
+  const MemoryBreakdown mem = peak_memory(in);
+  EXPECT_NEAR(mem.item("weights") / 1e9, 811.7 / 8, 0.5);
+  EXPECT_TRUE(mem.fits());
+  EXPECT_LT(mem.total, 0.75 * 192e9);  // the seed's "77%" was JAX's preallocation, not use
+}
+
+TEST(PlanFlops, MegatronFormulaByHand) {
+  // 24*3*B*s*l*h^2 = 24*3*2*4*1*36 = 20736; (1 + 4/36 + 16/96) = 1.2777...; product 26496.
+  EXPECT_NEAR(megatron_flops(2, 4, 1, 6, 16, false), 26496.0, 1e-9);
+  EXPECT_NEAR(megatron_flops(2, 4, 1, 6, 16, true), 26496.0 * 4 / 3, 1e-9);
+}
+
+TEST(PlanFlops, GptModelFlopsPerToken) {
+  const ModelShape g = model_preset("gpt-175b");
+  const double h = 12288, l = 96, V = 50688, s = 2048;
+  EXPECT_DOUBLE_EQ(model_flops_per_token(g, {}, 2048), 6 * (12 * l * h * h + V * h) + 12 * l * h * s);
+  // Parameters: ~175B (12 l h^2 + biases + norms + V h + 2048 h positions).
+  const double n = double(total_params(model_parts(g, {}), g.layers(), false));
+  EXPECT_NEAR(n / 1e9, 174.6, 0.5);
+}
+
+TEST(PlanCollectives, RingAlphaBeta) {
+  const Link l{100e9, 1e-5};
+  EXPECT_DOUBLE_EQ(ring_all_gather(1e9, 8, l), 7 * 1e-5 + 7.0 / 8.0 * 1e9 / 100e9);
+  EXPECT_DOUBLE_EQ(ring_reduce_scatter(1e9, 8, l), ring_all_gather(1e9, 8, l));
+  EXPECT_DOUBLE_EQ(ring_all_reduce(1e9, 8, l), 2 * (7 * 1e-5 + 7.0 / 8.0 * 1e9 / 100e9));
+  EXPECT_DOUBLE_EQ(ring_all_reduce(1e9, 1, l), 0.0);
+  EXPECT_DOUBLE_EQ(point_to_point(1e6, l), 1e-5 + 1e6 / 100e9);
+}
+
+TEST(PlanCollectives, AxisLinkIntraOrInterNode) {
+  const Cluster c = cluster_preset("frontier");  // 8 GCDs per node
+  const dist::MeshShape m{2, 1, 4, 16};          // the 175B layout: tp 4 in a node, dp 2 x tp 4 = 8
+  EXPECT_DOUBLE_EQ(axis_link(m, dist::Axis::tp, c).bandwidth, c.intra.bandwidth * c.link_efficiency);
+  EXPECT_DOUBLE_EQ(axis_link(m, dist::Axis::dp, c).bandwidth, c.intra.bandwidth * c.link_efficiency);
+  EXPECT_DOUBLE_EQ(axis_link(m, dist::Axis::pp, c).bandwidth, c.inter.bandwidth * c.link_efficiency);
+}
+
+TEST(PlanTime, BubbleFraction) {
+  PlanInput in = tiny_input({1, 1, 1, 2});
+  in.global_batch = 8;
+  const TimeBreakdown t = step_time(in);
+  EXPECT_EQ(t.micro_batches, 8);
+  EXPECT_DOUBLE_EQ(t.bubble_fraction, 1.0 / 9.0);  // (p-1)/(m+p-1)
+  EXPECT_GT(t.bubble, 0.0);
+  EXPECT_NEAR(t.step, t.compute + t.tp + t.pp + t.fsdp_exposed + t.bubble + t.dp_exposed + t.optimizer, 1e-12);
+}
+
+TEST(PlanTime, GemmEfficiencyGrowsWithSize) {
+  const Cluster c = cluster_preset("mi300x-node");
+  EXPECT_LT(gemm_efficiency(c, 64, 8192, 8192), gemm_efficiency(c, 4096, 8192, 8192));
+  EXPECT_LT(gemm_efficiency(c, 1e6, 1e6, 1e6), c.gemm_efficiency);
+  EXPECT_NEAR(gemm_efficiency(c, c.gemm_half_dim, 1e9, 1e9), c.gemm_efficiency / 2, 1e-12);
+}
+
+TEST(PlanSearch, ReturnsOnlyLayoutsThatFitAndDivide) {
+  PlanInput base = tiny_input({1, 1, 1, 1});
+  base.global_batch = 8;
+  const SearchResult r = search_layouts(base, 4);
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_GT(r.invalid, 0);  // tp 4 does not divide 2 KV heads
+  for (size_t i = 0; i < r.ranked.size(); ++i) {
+    const auto& c = r.ranked[i];
+    EXPECT_EQ(c.input.mesh.world(), 4);
+    EXPECT_TRUE(c.memory.fits());
+    EXPECT_EQ(2 % c.input.mesh.tp, 0);
+    EXPECT_EQ(2 % c.input.mesh.pp, 0);
+    EXPECT_EQ(8 % (c.input.micro_batch * c.input.data_parallel()), 0);
+    if (i) {
+      EXPECT_GE(r.ranked[i - 1].time.tokens_per_s, c.time.tokens_per_s);
+    }
+  }
+  // Too small a device: nothing fits.
+  base.cluster.memory_bytes = 1000;
+  EXPECT_TRUE(search_layouts(base, 4).ranked.empty());
+}
+
+TEST(PlanInputs, BadInputThrows) {
+  EXPECT_THROW(model_preset("llama9-1b"), Error);
+  EXPECT_THROW(cluster_preset("tpu-pod"), Error);
+  PlanInput in = tiny_input({1, 1, 1, 1});
+  in.seq = 0;
+  EXPECT_THROW(validate(in), Error);
+  in = tiny_input({1, 1, 1, 1});
+  in.global_batch = -4;
+  EXPECT_THROW(validate(in), Error);
+  in = tiny_input({1, 1, 4, 1});  // 2 KV heads over tp 4
+  EXPECT_THROW(step_time(in), Error);
+  in = tiny_input({1, 1, 1, 4});  // 2 layers over pp 4
+  EXPECT_THROW(validate(in), Error);
+  in = tiny_input({3, 1, 1, 1});
+  in.global_batch = 4;  // not divisible by dp 3
+  EXPECT_THROW(validate(in), Error);
+  in = tiny_input({1, 1, 1, 1});
+  in.zero = 4;
+  EXPECT_THROW(validate(in), Error);
+  in = tiny_input({1, 1, 1, 1});
+  in.lora.enabled = true;
+  in.model = model_preset("gpt-22b");
+  EXPECT_THROW(stage_params(in), Error);
+}
+
+TEST(PlanCluster, TomlFileAndErrors) {
+  const Cluster c = parse_cluster_toml(R"(
+name = "two-node"
+devices_per_node = 4
+peak_tflops = 100
+memory_gb = 32
+memory_bandwidth_gbs = 1000
+[intra]
+bandwidth_gbs = 200
+latency_us = 5
+[inter]
+bandwidth_gbs = 25
+latency_us = 15
+)", "c.toml");
+  EXPECT_EQ(c.devices_per_node, 4);
+  EXPECT_DOUBLE_EQ(c.peak_flops, 100e12);
+  EXPECT_DOUBLE_EQ(c.inter.latency, 15e-6);
+  EXPECT_THROW(parse_cluster_toml("devices_per_node = 4\n", "c.toml"), Error);
+  EXPECT_THROW(parse_cluster_toml("peak_tflops = -1\n", "c.toml"), Error);
+  EXPECT_THROW(parse_cluster_toml("bogus = 1\n", "c.toml"), Error);
+}
+
+}  // namespace
+}  // namespace mt::plan

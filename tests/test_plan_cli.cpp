@@ -1,0 +1,74 @@
+// meshtrain plan as a user runs it: a report, JSON, an SVG; bad input gives one line and a
+// non-zero exit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <sys/wait.h>
+
+namespace {
+
+struct Result {
+  int code;
+  std::string output;
+};
+
+Result run_plan(const std::string& args) {
+  std::string cmd = std::string(MESHTRAIN_BINARY) + " plan " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+void expect_one_line_error(const std::string& args, const std::string& must_name) {
+  Result r = run_plan(args);
+  EXPECT_NE(r.code, 0) << args;
+  EXPECT_NE(r.output.find(must_name), std::string::npos) << args << "\n" << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << "\n" << r.output;
+}
+
+const std::string kSeed =
+    "--model llama3-405b --cluster mi300x-node --devices 8 --mesh fsdp=8 --mode lora --lora-rank 8 "
+    "--lora-targets q,k,v,o,gate,up,down,lm_head --seq 64 --global-batch 16 --micro-batch 2";
+
+TEST(PlanCli, SeedReportAndJson) {
+  Result r = run_plan(kSeed);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("fits"), std::string::npos);
+  EXPECT_NE(r.output.find("tokens/s"), std::string::npos);
+  Result j = run_plan(kSeed + " --json");
+  ASSERT_EQ(j.code, 0) << j.output;
+  auto doc = nlohmann::json::parse(j.output);
+  EXPECT_TRUE(doc["memory_bytes"]["fits"].get<bool>());
+  EXPECT_GT(doc["throughput"]["tokens_per_s"].get<double>(), 0.0);
+}
+
+TEST(PlanCli, SearchJsonAndSvg) {
+  const std::string svg = (std::filesystem::temp_directory_path() / "plan_front_test.svg").string();
+  Result r = run_plan("--model llama3-8b --cluster dgx-h100 --devices 8 --search --global-batch 64 "
+                      "--seq 2048 --json --top 3 --svg " + svg);
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto doc = nlohmann::json::parse(r.output);
+  EXPECT_EQ(doc["top"].size(), 3u);
+  EXPECT_TRUE(std::filesystem::exists(svg));
+  std::filesystem::remove(svg);
+}
+
+TEST(PlanCli, BadInputIsOneLine) {
+  expect_one_line_error("--model llama9-1b --mesh dp=1", "unknown model 'llama9-1b'");
+  expect_one_line_error("--model llama3-8b --cluster tpu --mesh dp=1", "unknown cluster 'tpu'");
+  expect_one_line_error("--model llama3-8b --devices 8 --mesh dp=3", "has 3 ranks but --devices is 8");
+  expect_one_line_error("--model llama3-8b --mesh tp=3 --global-batch 3", "not divisible by tp=3");
+  expect_one_line_error("--model llama3-8b --mesh dp=1 --seq 0", "sequence length must be > 0");
+  expect_one_line_error("--model llama3-8b --mesh dp=1 --micro-batch -2", "micro-batch must be > 0");
+  expect_one_line_error("--model llama3-8b --search --devices 0", "--search needs --devices");
+}
+
+}  // namespace

@@ -5,7 +5,7 @@
 # not run meshes yet. Usage: scripts/plan_calibrate.sh [build/meshtrain] [peak GFLOP/s]
 set -euo pipefail
 B=${1:-build/meshtrain}
-PEAK=${2:-380}
+PEAK=${2:-610}
 echo "| config | predicted memory | measured memory (tensors) | error | predicted step | measured step | error |"
 echo "|---|---|---|---|---|---|---|"
 for cfg in "full 1" "full 2" "full 4" "full 4 ckpt" "lora 2" "lora 4" "lora 4 ckpt"; do

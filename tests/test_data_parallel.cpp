@@ -53,8 +53,10 @@ std::vector<float> weights(const std::string& file) {
   return all;
 }
 
-void expect_same_run(const std::string& args, int ranks, const std::string& weights_file) {
-  const std::string base = (fs::temp_directory_path() / "meshtrain_dp").string();
+// `tag` keeps the output directories of tests that ctest runs in parallel apart.
+void expect_same_run(const std::string& tag, const std::string& args, int ranks,
+                     const std::string& weights_file) {
+  const std::string base = (fs::temp_directory_path() / ("meshtrain_dp_" + tag)).string();
   const std::string one = base + "_1", many = base + "_" + std::to_string(ranks);
   std::string out;
   ASSERT_EQ(run("OMP_NUM_THREADS=1 " + std::string(MESHTRAIN_BINARY) + " train " + args +
@@ -79,13 +81,13 @@ const char* kRun =
 
 TEST(DataParallel, FullTrainingMatchesOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  expect_same_run(kRun, 2, "/model/model.safetensors");
-  expect_same_run(kRun, 4, "/model/model.safetensors");
+  expect_same_run("full", kRun, 2, "/model/model.safetensors");
+  expect_same_run("full", kRun, 4, "/model/model.safetensors");
 }
 
 TEST(DataParallel, LoraTrainingMatchesOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  expect_same_run(std::string(kRun) + " --set lora.enabled=true --set lora.rank=4", 2,
+  expect_same_run("lora", std::string(kRun) + " --set lora.enabled=true --set lora.rank=4", 2,
                   "/adapter/adapter_model.safetensors");
 }
 

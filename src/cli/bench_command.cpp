@@ -15,6 +15,7 @@
 #include "core/memory_stats.h"
 #include "core/profile.h"
 #include "model/llama.h"
+#include "model/presets.h"
 #include "train/adamw.h"
 #include "train/flops.h"
 #include "train/metrics.h"
@@ -32,19 +33,6 @@ struct BenchOptions {
   double peak_gflops = 0.0;
 };
 
-LlamaConfig reference_shape() {
-  LlamaConfig c;
-  c.hidden_size = 768;
-  c.intermediate_size = 2048;
-  c.num_hidden_layers = 12;
-  c.num_attention_heads = 12;
-  c.num_key_value_heads = 4;
-  c.vocab_size = 32000;
-  c.max_position_embeddings = 2048;
-  c.tie_word_embeddings = false;
-  return c;
-}
-
 double bench_gemm() {
   std::printf("== bf16 GEMM throughput (%d threads; mean over ~1 s per size)\n", omp_get_max_threads());
   double best = 0.0;
@@ -60,7 +48,7 @@ double bench_gemm() {
 }
 
 void bench_training(const BenchOptions& o, bool lora_on, double peak) {
-  LlamaConfig c = reference_shape();
+  LlamaConfig c = llama_preset("reference");
   LoraConfig lora;
   lora.enabled = lora_on;
   lora.rank = 8;

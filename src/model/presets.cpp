@@ -23,13 +23,22 @@ LlamaConfig llama31(int64_t hidden, int64_t inter, int64_t layers, int64_t heads
 
 }  // namespace
 
-std::vector<std::string> llama_preset_names() { return {"llama3-8b", "llama3-70b", "llama3-405b"}; }
+std::vector<std::string> llama_preset_names() {
+  return {"llama3-8b", "llama3-70b", "llama3-405b", "reference"};
+}
 
 LlamaConfig llama_preset(const std::string& name) {
   if (name == "llama3-8b") return llama31(4096, 14336, 32, 32);
   if (name == "llama3-70b") return llama31(8192, 28672, 80, 64);
   if (name == "llama3-405b") return llama31(16384, 53248, 126, 128);
-  fail("unknown model preset '" + name + "' (expected llama3-8b, llama3-70b or llama3-405b)");
+  if (name == "reference") {  // the engine's benchmark shape (meshtrain bench, configs/reference.toml)
+    LlamaConfig c;
+    c.hidden_size = 768, c.intermediate_size = 2048, c.num_hidden_layers = 12;
+    c.num_attention_heads = 12, c.num_key_value_heads = 4, c.vocab_size = 32000;
+    c.max_position_embeddings = 2048, c.tie_word_embeddings = false;
+    return c;
+  }
+  fail("unknown model preset '" + name + "' (expected llama3-8b, llama3-70b, llama3-405b or reference)");
 }
 
 }  // namespace mt

@@ -7,7 +7,8 @@
 
 namespace mt {
 
-// "llama3-8b", "llama3-70b", "llama3-405b": the Llama 3.1 configs (config.json of the HF release).
+// "llama3-8b", "llama3-70b", "llama3-405b": the Llama 3.1 configs (config.json of the HF release);
+// "reference": the engine's benchmark shape (125M parameters).
 // Throws mt::Error listing the known names for anything else.
 LlamaConfig llama_preset(const std::string& name);
 std::vector<std::string> llama_preset_names();

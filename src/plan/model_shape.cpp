@@ -29,7 +29,7 @@ ModelShape gpt_shape(const std::string& name, int64_t layers, int64_t hidden, in
 
 std::vector<std::string> model_preset_names() {
   auto names = llama_preset_names();
-  for (const char* g : {"gpt-22b", "gpt-175b", "gpt-1t", "reference"}) names.push_back(g);
+  for (const char* g : {"gpt-22b", "gpt-175b", "gpt-1t"}) names.push_back(g);
   return names;
 }
 
@@ -40,13 +40,6 @@ ModelShape model_preset(const std::string& name) {
   if (name == "gpt-1t") return gpt_shape(name, 128, 25600, 128, 50688, 2048);
   for (const auto& n : llama_preset_names())
     if (n == name) return {name, Arch::llama, llama_preset(name)};
-  if (name == "reference") {  // the engine's benchmark shape (configs/reference.toml, meshtrain bench)
-    LlamaConfig c;
-    c.hidden_size = 768, c.intermediate_size = 2048, c.num_hidden_layers = 12;
-    c.num_attention_heads = 12, c.num_key_value_heads = 4, c.vocab_size = 32000;
-    c.max_position_embeddings = 2048, c.tie_word_embeddings = false;
-    return {name, Arch::llama, c};
-  }
   std::string known;
   for (const auto& n : model_preset_names()) known += (known.empty() ? "" : ", ") + n;
   fail("unknown model '" + name + "' (known: " + known + ", or a config.json / model directory)");

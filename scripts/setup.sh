@@ -8,6 +8,7 @@ PACKAGES=(
   libdnnl-dev libtomlplusplus-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
+  iproute2 procps  # scripts/two_hosts.sh (ip netns) and the killed-rank test (pkill)
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang++ with libFuzzer and the sanitizers
 )
 

@@ -94,16 +94,7 @@ void bench_training(const BenchOptions& o, bool lora_on, double peak) {
               format_bytes(int64_t(model->base().bytes() + model->adapters().bytes() + opt.state_bytes())).c_str(),
               format_bytes(int64_t(model->activation_bytes())).c_str(),
               format_bytes(int64_t(std::max(memory_stats::peak_rss_bytes(), rss_before))).c_str());
-  std::printf("  time per step by op:\n");
-  std::vector<std::pair<double, std::string>> rows;
-  double accounted = 0.0;
-  for (auto& [name, sec] : profile::totals()) rows.push_back({sec, name}), accounted += sec;
-  std::sort(rows.rbegin(), rows.rend());
-  for (auto& [sec, name] : rows)
-    std::printf("    %-28s %7.1f ms  %5.1f%%\n", name.c_str(), 1e3 * sec / double(o.steps),
-                100.0 * sec / dt);
-  std::printf("    %-28s %7.1f ms  %5.1f%%\n", "(unaccounted)", 1e3 * (dt - accounted) / double(o.steps),
-              100.0 * (dt - accounted) / dt);
+  std::printf("  time per step by op:\n%s", profile::table(dt, o.steps).c_str());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // recomputed block inside "recompute") are never counted twice and the totals add up.
 #pragma once
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -15,6 +16,9 @@ void reset();
 void add(const char* name, double seconds);
 int& depth();
 const std::map<std::string, double>& totals();  // seconds per op name
+// The totals as a table, largest first, per step (divided by `steps`), with each op's share of
+// `wall_seconds` and the unaccounted rest.
+std::string table(double wall_seconds, int64_t steps);
 
 class Scope {
  public:

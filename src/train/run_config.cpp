@@ -40,7 +40,7 @@ const std::vector<Section>& schema() {
        {"lr", "min_lr", "warmup_steps", "weight_decay", "beta1", "beta2", "eps", "grad_clip"}},
       {"train",
        {"steps", "batch_size", "grad_accum", "seq_len", "seed", "precision",
-        "activation_checkpointing", "log_every", "threads", "peak_gflops", "resume"}},
+        "activation_checkpointing", "log_every", "threads", "peak_gflops", "resume", "profile"}},
       {"data", {"path", "format", "tokenizer", "cache_dir", "truncate", "val_fraction"}},
       {"output", {"dir", "checkpoint_every", "keep_checkpoints"}},
   };
@@ -288,6 +288,7 @@ RunConfig convert(const toml::table& doc, const std::string& where) {
     r.read("threads", t.threads);
     r.read("peak_gflops", t.peak_gflops);
     r.read("resume", t.resume);
+    r.read("profile", t.profile);
   }
   {
     Reader r(section(doc, "data"), where, "data.");
@@ -603,6 +604,7 @@ log_every = 10
 threads = 0                    # 0: all cores
 peak_gflops = 0.0              # MFU denominator; 0: measure this machine's bf16 GEMM
 resume = ""                    # "latest" or a checkpoint directory to continue from
+profile = false                # print the time per op at the end
 
 [data]
 path = ""                      # empty: the built-in demo text
@@ -676,7 +678,8 @@ std::string to_toml(const RunConfig& c) {
     << "log_every = " << t.log_every << "\n"
     << "threads = " << t.threads << "\n"
     << "peak_gflops = " << fmt_float(t.peak_gflops) << "\n"
-    << "resume = " << fmt_string(t.resume) << "\n";
+    << "resume = " << fmt_string(t.resume) << "\n"
+    << "profile = " << fmt_bool(t.profile) << "\n";
   o << "\n[data]\n"
     << "path = " << fmt_string(c.data.path) << "\n"
     << "format = " << fmt_string(c.data.format) << "\n"

@@ -47,6 +47,7 @@ struct TrainConfig {
   // Continue from a checkpoint: "" (start fresh), "latest" (the newest in output.dir), or the path
   // of a checkpoint directory.
   std::string resume;
+  bool profile = false;  // print where the step time went (per op) at the end of the run
 };
 
 struct DataConfig {

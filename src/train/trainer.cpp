@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/memory_stats.h"
+#include "core/profile.h"
 #include "io/atomic_file.h"
 #include "io/model_files.h"
 #include "io/peft.h"
@@ -150,6 +151,7 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
   if (data->has_validation()) log << "validation loss before: " << summary.val_loss_before << "\n";
 
   auto t_start = Clock::now();
+  profile::reset();
   double timed_seconds = 0.0;
   int64_t timed_tokens = 0;
   for (int64_t step = start_step; step < tc.steps; ++step) {
@@ -160,6 +162,8 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
     for (int64_t k = 0; k < tc.grad_accum; ++k)
       micro.push_back(dp.ranks() > 1 ? dp.slice(data->next()) : data->next());
     for (const PackedBatch& b : micro) inputs.push_back(input_of(b));
+    // The first step builds the GEMM primitives: profile the steady state only.
+    profile::enable(tc.profile && step > start_step);
     const StepResult r = train_step(model, optimizer, inputs, cfg.optim, step, tc.steps,
                                     dp.ranks() > 1 ? &dp : nullptr);
     const double dt = seconds_since(t0);
@@ -194,6 +198,10 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
     log.flush();
   }
 
+  profile::enable(false);
+  if (tc.profile && timed_seconds > 0)
+    log << "time per step by op (steps after the first):\n"
+        << profile::table(timed_seconds, std::max<int64_t>(1, tc.steps - start_step - 1));
   summary.tokens_per_s = timed_seconds > 0 ? double(timed_tokens) / timed_seconds : 0.0;
   summary.mfu = summary.tokens_per_s * flops.per_token / (peak * dp.ranks());
   summary.val_loss_after = data->has_validation() ? evaluate(model, *data, eval_batches, dp) : std::nan("");

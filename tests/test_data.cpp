@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "data_fixtures.h"
 #include "data/byte_tokenizer.h"
 #include "data/text_dataset.h"
 #include "data/tokenizer.h"
@@ -15,16 +16,7 @@
 namespace mt {
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an mt::Error";
-  return "";
-}
+using testdata::error_of;
 
 std::filesystem::path temp_file(const std::string& name, const std::string& content) {
   auto p = std::filesystem::temp_directory_path() /

@@ -5,15 +5,19 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <utility>
 
 #include "kernels/cpu/attention.h"
 #include "model/config.h"
 #include "model/linear.h"
+#include "model/partial_sums.h"
 
 namespace mt {
 
 enum Proj { kQ, kK, kV, kO, kGate, kUp, kDown, kNumProj };
 const char* proj_name(Proj p);  // "q", "k", ..., as LoRA targets are named
+// [out, in] of each projection's weight: q [q_dim, C], k/v [kv_dim, C], o [C, q_dim], ...
+std::pair<int64_t, int64_t> proj_dims(Proj p, const LlamaConfig& c);
 
 template <class T>
 struct BlockWeights {
@@ -85,6 +89,7 @@ struct BlockInput {
   const int32_t* segments;   // [B*T] or null
   const float* rope_cos;     // [max_pos, D/2]
   const float* rope_sin;
+  PartialSums* partials = nullptr;  // tensor parallelism (config holds this rank's heads); else null
 };
 
 // y = block(x). y and x are [N, C] f32 and may not alias.

@@ -15,14 +15,14 @@ void LlamaConfig::validate() const {
   positive(num_key_value_heads, "num_key_value_heads");
   positive(vocab_size, "vocab_size");
   positive(max_position_embeddings, "max_position_embeddings");
-  if (hidden_size % num_attention_heads != 0)
+  if (head_dim_override <= 0 && hidden_size % num_attention_heads != 0)
     fail("model.num_attention_heads (" + std::to_string(num_attention_heads) +
          ") must divide model.hidden_size (" + std::to_string(hidden_size) + ")");
   if (num_attention_heads % num_key_value_heads != 0)
     fail("model.num_key_value_heads (" + std::to_string(num_key_value_heads) +
          ") must divide model.num_attention_heads (" + std::to_string(num_attention_heads) + ")");
   if (head_dim() % 2 != 0)
-    fail("model.hidden_size / model.num_attention_heads (head_dim " + std::to_string(head_dim()) +
+    fail("model head_dim (" + std::to_string(head_dim()) +
          ") must be even for rotary embeddings");
   if (!(rms_norm_eps > 0.0f)) fail("model.rms_norm_eps must be > 0");
   if (!(rope_theta > 0.0f)) fail("model.rope_theta must be > 0");

@@ -19,8 +19,12 @@ struct LlamaConfig {
   float rope_theta = 500000.0f;
   RopeScaling rope_scaling;  // factor 0: no scaling
   bool tie_word_embeddings = false;
+  // 0: hidden_size / num_attention_heads (every LLaMA). Set when the heads do not span the hidden
+  // size, as in a tensor-parallel rank's share of the model (its heads, the full hidden size).
+  int64_t head_dim_override = 0;
 
-  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden_size / num_attention_heads; }
+  int64_t q_dim() const { return head_dim() * num_attention_heads; }  // query / attention width
   int64_t kv_dim() const { return head_dim() * num_key_value_heads; }
 
   // Throws mt::Error naming the offending key when the shape is inconsistent

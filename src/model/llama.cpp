@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/profile.h"
 #include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/cross_entropy_vocab_parallel.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
@@ -40,7 +41,8 @@ bool lora_targets_head(const LoraConfig& lora) {
 // ---------------------------------------------------------------------------------------------
 // Parameter declaration
 
-LlamaModel::LlamaModel(const LlamaConfig& config, Precision precision, const LoraConfig& lora)
+LlamaModel::LlamaModel(const LlamaConfig& config, Precision precision, const LoraConfig& lora,
+                       bool own_storage)
     : config_(config), precision_(precision), lora_(lora) {
   config_.validate();
   const bool bf = precision == Precision::bf16;
@@ -56,13 +58,14 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Precision precision, const Lor
     else if (p.name == kEmbedName) base_.add(p.name, p.shape, embed);
     else base_.add(p.name, p.shape, matrix);
   }
-  base_.allocate();
-  if (lora.enabled) adapters_.allocate();
+  base_.allocate(own_storage);
+  if (lora.enabled) adapters_.allocate(own_storage);
 }
 
 LlamaModel::~LlamaModel() = default;
 
 void LlamaModel::init_weights(uint64_t seed) {
+  MT_CHECK(owns_storage(), "init_weights on a model whose parameters live in a parallel layer");
   std::vector<float> tmp;
   for (auto& p : base_.params()) {
     tmp.assign(size_t(p.numel), 1.0f);
@@ -74,6 +77,7 @@ void LlamaModel::init_weights(uint64_t seed) {
 }
 
 void LlamaModel::init_adapters(uint64_t seed) {
+  MT_CHECK(owns_storage(), "init_adapters on a model whose parameters live in a parallel layer");
   for (auto& p : adapters_.params()) {
     bool is_a = p.name.find("lora_A") != std::string::npos;
     if (is_a) fill_normal(p.master, p.numel, lora_.init_std, seed, p.name);
@@ -89,6 +93,7 @@ void LlamaModel::sync_compute_weights() {
 
 void LlamaModel::merge_adapters() {
   if (!lora_.enabled) return;
+  MT_CHECK(owns_storage(), "merge_adapters on a model whose parameters live in a parallel layer");
   const float scale = lora_.alpha / float(lora_.rank);
   const int64_t r = lora_.rank;
   auto merge = [&](const std::string& base_name, const std::string& prefix) {
@@ -133,7 +138,9 @@ template <class T>
 class RunnerImpl : public LlamaModel::Runner {
  public:
   explicit RunnerImpl(LlamaModel& m)
-      : m_(m), c_(m.config()), w_(bind_model_weights<T>(m)),
+      : m_(m), c_(m.config()), par_(m.parallel()),
+        partials_(par_ ? par_->partials() : nullptr),
+        w_(par_ ? ModelWeights<T>{} : bind_model_weights<T>(m)),
         lora_on_(lora_targets_mask(m.lora_config())),
         lora_rank_(m.has_lora() ? m.lora_config().rank : 0) {
     const int64_t D = c_.head_dim();
@@ -141,6 +148,7 @@ class RunnerImpl : public LlamaModel::Runner {
     rope_sin_.resize(c_.max_position_embeddings * D / 2);
     rope_tables(rope_cos_.data(), rope_sin_.data(), c_.max_position_embeddings, D, c_.rope_theta,
                 c_.rope_scaling);
+    if (par_) w_.blocks.resize(size_t(c_.num_hidden_layers));
   }
 
   size_t arena_bytes() const override {
@@ -153,9 +161,16 @@ class RunnerImpl : public LlamaModel::Runner {
   void plan(int64_t B, int64_t seq);
   LossSum head_chunk(int64_t n0, int64_t M, const ModelInput& in, bool backward, float grad_scale,
                      float* logits);
+  // Parameter units (see ModelParallel): acquire and re-read the unit's pointers / release.
+  void use(int unit, bool grads);
+  void done(int unit, bool grads) {
+    if (par_) par_->release(unit, grads);
+  }
 
   LlamaModel& m_;
   const LlamaConfig& c_;
+  ModelParallel* par_ = nullptr;
+  PartialSums* partials_ = nullptr;  // tensor parallelism, else null
   std::vector<float> rope_cos_, rope_sin_;
   ModelWeights<T> w_;
   std::array<bool, kNumProj> lora_on_{};
@@ -175,8 +190,19 @@ class RunnerImpl : public LlamaModel::Runner {
   T* nf_ = nullptr;         // final norm output
   float* rstdf_ = nullptr;
   float* losses_ = nullptr;
+  std::vector<float> ce_stats_;  // vocabulary-parallel cross-entropy: row max, sum, target logit
   std::vector<int32_t> default_pos_;
 };
+
+template <class T>
+void RunnerImpl<T>::use(int unit, bool grads) {
+  if (!par_) return;
+  par_->acquire(unit, grads);
+  const int64_t L = c_.num_hidden_layers;
+  if (unit == 0) bind_embedding(w_, m_);
+  else if (unit <= L) w_.blocks[size_t(unit - 1)] = bind_block_weights<T>(m_, unit - 1);
+  else bind_head(w_, m_);
+}
 
 template <class T>
 void RunnerImpl<T>::plan(int64_t B, int64_t seq) {
@@ -214,6 +240,7 @@ void RunnerImpl<T>::plan(int64_t B, int64_t seq) {
   // about 1000 rows at V = 32000.
   chunk_ = std::clamp<int64_t>((int64_t(1) << 25) / V, 1, N);
   head_.resize(chunk_ * (V + 2 * std::max<int64_t>(lora_rank_, 1)));
+  ce_stats_.resize(size_t(3 * chunk_));
   default_pos_.resize(N);
   for (int64_t n = 0; n < N; ++n) default_pos_[n] = int32_t(n % seq);
 }
@@ -235,7 +262,18 @@ LossSum RunnerImpl<T>::head_chunk(int64_t n0, int64_t M, const ModelInput& in, b
     for (int64_t i = 0; i < M * V; ++i) logits_out[n0 * V + i] = to_float(logits[i]);
   }
   if (!in.targets) return ls;
-  {
+  if (partials_) {  // this rank holds vocabulary columns [v0, v0 + V) of the logits
+    MT_PROFILE("cross-entropy");
+    const int64_t v0 = par_->vocab_begin();
+    float* mx = ce_stats_.data();
+    float* sums = mx + chunk_;
+    vp_ce_row_max(mx, logits, in.targets + n0, M, V);
+    partials_->max(mx, M);
+    vp_ce_row_sums(sums, logits, in.targets + n0, mx, M, V, v0);
+    partials_->sum(sums, 2 * M);
+    ls.sum = vp_ce_finish(losses_ + n0, backward ? logits : nullptr, logits, in.targets + n0, mx,
+                          sums, M, V, v0, grad_scale);
+  } else {
     MT_PROFILE("cross-entropy");
     ls.sum = cross_entropy_forward_backward<T>(losses_ + n0, backward ? logits : nullptr, logits,
                                                in.targets + n0, M, V, grad_scale);
@@ -244,8 +282,11 @@ LossSum RunnerImpl<T>::head_chunk(int64_t n0, int64_t M, const ModelInput& in, b
   if (backward) {
     // Gradient of the final norm's output for these rows, in T, into the scratch's t3 rows.
     T* dnf = scratch_view_.t3 + n0 * C;
-    MT_PROFILE("lm_head backward");
-    linear_layer_backward(dnf, false, du, logits, x, u, w_.head, M, V, C);
+    {
+      MT_PROFILE("lm_head backward");
+      linear_layer_backward(dnf, false, du, logits, x, u, w_.head, M, V, C);
+    }
+    sum_partials(partials_, dnf, M * C);  // each rank's vocabulary columns give a partial dnf
   }
   return ls;
 }
@@ -254,9 +295,11 @@ template <class T>
 LossSum RunnerImpl<T>::run(const ModelInput& in, bool backward, float grad_scale,
                            float* logits) {
   MT_CHECK(in.B > 0 && in.T > 0 && in.tokens, "empty model input");
+  MT_CHECK(!(partials_ && logits), "whole logits are not available under tensor parallelism");
   plan(in.B, in.T);
   const int64_t N = in.B * in.T, C = c_.hidden_size, L = c_.num_hidden_layers;
-  const int64_t V = c_.vocab_size;
+  const int64_t V = par_ ? par_->vocab_size() : c_.vocab_size;
+  const int64_t v0 = par_ ? par_->vocab_begin() : 0, rows = c_.vocab_size;  // rows held here
   for (int64_t n = 0; n < N; ++n)
     if (in.tokens[n] < 0 || in.tokens[n] >= V)
       fail("token id " + std::to_string(in.tokens[n]) + " at position " + std::to_string(n) +
@@ -267,15 +310,29 @@ LossSum RunnerImpl<T>::run(const ModelInput& in, bool backward, float grad_scale
         fail("target id " + std::to_string(in.targets[n]) + " is outside the vocabulary");
 
   BlockInput bi{in.B, in.T, in.positions ? in.positions : default_pos_.data(), in.segments,
-                rope_cos_.data(), rope_sin_.data()};
+                rope_cos_.data(), rope_sin_.data(), partials_};
   const bool ckpt = planned_checkpointing_;
+  const bool tied = c_.tie_word_embeddings;
+  const int head_unit = int(L) + 1;
 
+  use(0, false);
   {
     MT_PROFILE("embedding");
-    embedding_forward(xs_[0], in.tokens, w_.embed, N, C);
+    if (partials_) embedding_forward_rows(xs_[0], in.tokens, w_.embed, N, C, v0, rows);
+    else embedding_forward(xs_[0], in.tokens, w_.embed, N, C);
   }
-  for (int64_t l = 0; l < L; ++l)
+  sum_partials(partials_, xs_[0], N * C);  // vocabulary-parallel: each token's row is on one rank
+  done(0, false);
+  for (int64_t l = 0; l < L; ++l) {
+    use(int(l) + 1, false);
     block_forward(xs_[l + 1], xs_[l], acts_[ckpt ? 0 : l], w_.blocks[l], bi, c_, scratch_view_);
+    done(int(l) + 1, false);
+  }
+  // The head's forward and backward run chunk by chunk together, so its unit is acquired once
+  // with gradients. A tied head is the embedding, which then stays held until the embedding's own
+  // backward at the end.
+  use(head_unit, backward);
+  if (tied) use(0, backward);
   rmsnorm_forward(nf_, rstdf_, xs_[L], w_.final_norm, N, C, c_.rms_norm_eps);
 
   LossSum total;
@@ -283,19 +340,31 @@ LossSum RunnerImpl<T>::run(const ModelInput& in, bool backward, float grad_scale
     LossSum ls = head_chunk(n0, std::min(chunk_, N - n0), in, backward, grad_scale, logits);
     total.sum += ls.sum, total.count += ls.count;
   }
-  if (!backward) return total;
+  if (!backward) {
+    done(head_unit, false);
+    if (tied) done(0, false);
+    return total;
+  }
 
   std::fill(dx_, dx_ + N * C, 0.0f);
   rmsnorm_backward(dx_, w_.dfinal_norm, scratch_view_.t3, xs_[L], w_.final_norm, rstdf_, N, C);
+  done(head_unit, true);
   for (int64_t l = L - 1; l >= 0; --l) {
+    use(int(l) + 1, true);
     if (ckpt) {  // recompute this block's activations from its saved input
       MT_PROFILE("recompute (checkpointing)");
       block_forward(y_tmp_, xs_[l], acts_[0], w_.blocks[l], bi, c_, scratch_view_);
     }
     block_backward(dx_, xs_[l], acts_[ckpt ? 0 : l], w_.blocks[l], bi, c_, scratch_view_);
+    done(int(l) + 1, true);
   }
-  MT_PROFILE("embedding");
-  if (w_.dembed) embedding_backward(w_.dembed, in.tokens, dx_, N, C);
+  use(0, true);
+  {
+    MT_PROFILE("embedding");
+    if (w_.dembed && partials_) embedding_backward_rows(w_.dembed, in.tokens, dx_, N, C, v0, rows);
+    else if (w_.dembed) embedding_backward(w_.dembed, in.tokens, dx_, N, C);
+  }
+  done(0, true);
   return total;
 }
 

@@ -7,6 +7,7 @@
 
 #include "model/block.h"
 #include "model/config.h"
+#include "model/model_parallel.h"
 #include "model/params.h"
 #include "train/run_config.h"
 
@@ -29,7 +30,10 @@ class LlamaModel {
  public:
   // lora.enabled selects LoRA training: the base is frozen (no gradients, bf16-only matrices in
   // bf16 mode) and only the adapters are trainable.
-  LlamaModel(const LlamaConfig& config, Precision precision, const LoraConfig& lora);
+  // With `own_storage` false the parameters are declared but not allocated: a parallel layer
+  // (set_parallel) owns their storage and points them at it unit by unit.
+  LlamaModel(const LlamaConfig& config, Precision precision, const LoraConfig& lora,
+             bool own_storage = true);
   ~LlamaModel();
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
@@ -53,6 +57,11 @@ class LlamaModel {
   void set_fuse_qkv(bool on) { fuse_qkv_ = on; }
   bool fuse_qkv() const { return fuse_qkv_; }
   bool activation_checkpointing() const { return checkpointing_; }
+  // A parallel layer (FSDP, tensor parallelism) called at fixed points of forward and backward;
+  // null (the default) for a model whole on one device. Must be set before the first forward.
+  void set_parallel(ModelParallel* parallel) { parallel_ = parallel; }
+  ModelParallel* parallel() const { return parallel_; }
+  bool owns_storage() const { return base_.has_buffers(); }
 
   // Forward and backward of sum(loss) * grad_scale; gradients are accumulated into the trainable
   // store's grad buffer (call zero_grad between optimizer steps). Returns the unscaled loss sum.
@@ -82,6 +91,7 @@ class LlamaModel {
   ParamStore adapters_;
   bool checkpointing_ = false;
   bool fuse_qkv_ = true;
+  ModelParallel* parallel_ = nullptr;
   std::unique_ptr<Runner> runner_;
 };
 

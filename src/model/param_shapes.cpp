@@ -3,19 +3,6 @@
 #include "model/llama.h"
 
 namespace mt {
-namespace {
-
-std::pair<int64_t, int64_t> proj_out_in(Proj p, const LlamaConfig& c) {
-  switch (p) {
-    case kQ: case kO: return {c.hidden_size, c.hidden_size};
-    case kK: case kV: return {c.kv_dim(), c.hidden_size};
-    case kGate: case kUp: return {c.intermediate_size, c.hidden_size};
-    default: return {c.hidden_size, c.intermediate_size};
-  }
-}
-
-}  // namespace
-
 std::vector<ParamShape> llama_param_shapes(const LlamaConfig& c, const LoraConfig& lora) {
   c.validate();
   const int64_t C = c.hidden_size;
@@ -25,7 +12,7 @@ std::vector<ParamShape> llama_param_shapes(const LlamaConfig& c, const LoraConfi
     out.push_back({layer_prefix(l) + "input_layernorm.weight", {C}});
     out.push_back({layer_prefix(l) + "post_attention_layernorm.weight", {C}});
     for (int p = 0; p < kNumProj; ++p) {
-      auto [o, i] = proj_out_in(Proj(p), c);
+      auto [o, i] = proj_dims(Proj(p), c);
       out.push_back({proj_param_name(l, Proj(p)) + ".weight", {o, i}});
     }
   }
@@ -36,7 +23,7 @@ std::vector<ParamShape> llama_param_shapes(const LlamaConfig& c, const LoraConfi
   for (int64_t l = 0; l < c.num_hidden_layers; ++l)
     for (int p = 0; p < kNumProj; ++p) {
       if (!on[p]) continue;
-      auto [o, i] = proj_out_in(Proj(p), c);
+      auto [o, i] = proj_dims(Proj(p), c);
       out.push_back({proj_param_name(l, Proj(p)) + ".lora_A.weight", {lora.rank, i}, true});
       out.push_back({proj_param_name(l, Proj(p)) + ".lora_B.weight", {o, lora.rank}, true});
     }

@@ -12,7 +12,7 @@ void ParamStore::add(const std::string& name, std::vector<int64_t> shape, ParamP
   pending_.push_back({name, std::move(shape), plan});
 }
 
-void ParamStore::allocate() {
+void ParamStore::allocate(bool buffers) {
   MT_CHECK(params_.empty(), "allocate() twice");
   int64_t master = 0, compute = 0, grad = 0;
   // Two passes: trainable tensors first, so [0, trainable_numel) of master and grad line up.
@@ -33,6 +33,8 @@ void ParamStore::allocate() {
     if (pass == 0) trainable_numel_ = grad;
   }
   pending_.clear();
+  has_buffers_ = buffers;
+  if (!buffers) return;
   master_.resize(master);
   compute_.resize(compute);
   grad_.resize(grad);

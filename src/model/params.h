@@ -41,7 +41,11 @@ class ParamStore {
   // Declare a tensor; storage is allocated by allocate(). Trainable tensors (grad) are laid out
   // first and contiguously in master and grad, so the optimizer sees one flat range.
   void add(const std::string& name, std::vector<int64_t> shape, ParamPlan plan);
-  void allocate();
+  // Lays the tensors out and, with `buffers`, allocates them. Without, only the plan exists (the
+  // offsets say which copies a tensor has) and the pointers stay null until whoever owns the
+  // storage (a sharded-parameter layer) points them somewhere.
+  void allocate(bool buffers = true);
+  bool has_buffers() const { return has_buffers_; }
 
   std::vector<Param>& params() { return params_; }
   const std::vector<Param>& params() const { return params_; }
@@ -79,6 +83,7 @@ class ParamStore {
   Buffer<bf16> compute_;
   Buffer<float> grad_;
   int64_t trainable_numel_ = 0;
+  bool has_buffers_ = false;
 };
 
 }  // namespace mt

@@ -29,32 +29,53 @@ LinearWeights<T> linear(LlamaModel& m, const std::string& name, const std::strin
 }  // namespace
 
 template <class T>
-ModelWeights<T> bind_model_weights(LlamaModel& m) {
-  const LlamaConfig& c = m.config();
-  const auto lora_on = lora_targets_mask(m.lora_config());
-  ModelWeights<T> w;
+void bind_embedding(ModelWeights<T>& w, LlamaModel& m) {
   Param& E = m.base().get(kEmbedName);
   w.embed = E.master, w.dembed = E.grad;
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    BlockWeights<T> b;
-    Param& n1 = m.base().get(layer_prefix(l) + "input_layernorm.weight");
-    Param& n2 = m.base().get(layer_prefix(l) + "post_attention_layernorm.weight");
-    b.norm1 = n1.master, b.dnorm1 = n1.grad, b.norm2 = n2.master, b.dnorm2 = n2.grad;
-    for (int p = 0; p < kNumProj; ++p) {
-      std::string name = proj_param_name(l, Proj(p));
-      b.proj[p] = linear<T>(m, name + ".weight", name, lora_on[p]);
-    }
-    if (m.fuse_qkv()) fuse_qkv_if_adjacent(b, c);
-    w.blocks.push_back(b);
+  if (m.config().tie_word_embeddings)
+    w.head = linear<T>(m, kEmbedName, "lm_head", lora_targets_head(m.lora_config()));
+}
+
+template <class T>
+BlockWeights<T> bind_block_weights(LlamaModel& m, int64_t l) {
+  const auto lora_on = lora_targets_mask(m.lora_config());
+  BlockWeights<T> b;
+  Param& n1 = m.base().get(layer_prefix(l) + "input_layernorm.weight");
+  Param& n2 = m.base().get(layer_prefix(l) + "post_attention_layernorm.weight");
+  b.norm1 = n1.master, b.dnorm1 = n1.grad, b.norm2 = n2.master, b.dnorm2 = n2.grad;
+  for (int p = 0; p < kNumProj; ++p) {
+    std::string name = proj_param_name(l, Proj(p));
+    b.proj[p] = linear<T>(m, name + ".weight", name, lora_on[p]);
   }
+  if (m.fuse_qkv()) fuse_qkv_if_adjacent(b, m.config());
+  return b;
+}
+
+template <class T>
+void bind_head(ModelWeights<T>& w, LlamaModel& m) {
+  const LlamaConfig& c = m.config();
   Param& F = m.base().get(kFinalNormName);
   w.final_norm = F.master, w.dfinal_norm = F.grad;
-  w.head = linear<T>(m, c.tie_word_embeddings ? kEmbedName : kHeadName, "lm_head",
-                     lora_targets_head(m.lora_config()));
+  if (!c.tie_word_embeddings)
+    w.head = linear<T>(m, kHeadName, "lm_head", lora_targets_head(m.lora_config()));
+}
+
+template <class T>
+ModelWeights<T> bind_model_weights(LlamaModel& m) {
+  ModelWeights<T> w;
+  bind_embedding(w, m);
+  for (int64_t l = 0; l < m.config().num_hidden_layers; ++l) w.blocks.push_back(bind_block_weights<T>(m, l));
+  bind_head(w, m);
   return w;
 }
 
-template ModelWeights<float> bind_model_weights<float>(LlamaModel&);
-template ModelWeights<bf16> bind_model_weights<bf16>(LlamaModel&);
+#define MT_INSTANTIATE(T)                                                  \
+  template ModelWeights<T> bind_model_weights<T>(LlamaModel&);            \
+  template void bind_embedding<T>(ModelWeights<T>&, LlamaModel&);         \
+  template BlockWeights<T> bind_block_weights<T>(LlamaModel&, int64_t);   \
+  template void bind_head<T>(ModelWeights<T>&, LlamaModel&);
+MT_INSTANTIATE(float)
+MT_INSTANTIATE(bf16)
+#undef MT_INSTANTIATE
 
 }  // namespace mt

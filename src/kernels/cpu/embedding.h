@@ -11,4 +11,12 @@ void embedding_forward(float* out, const int32_t* tokens, const float* table, in
 void embedding_backward(float* dtable, const int32_t* tokens, const float* dout, int64_t N,
                         int64_t C);
 
+// Vocabulary-parallel versions: the table holds rows [row0, row0 + rows) of the vocabulary only.
+// Forward writes zeros for tokens outside it (the ranks' outputs then sum to the lookup);
+// backward accumulates only the rows held.
+void embedding_forward_rows(float* out, const int32_t* tokens, const float* table, int64_t N,
+                            int64_t C, int64_t row0, int64_t rows);
+void embedding_backward_rows(float* dtable, const int32_t* tokens, const float* dout, int64_t N,
+                             int64_t C, int64_t row0, int64_t rows);
+
 }  // namespace mt

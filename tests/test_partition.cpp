@@ -58,9 +58,16 @@ TEST(PartitionRules, DefaultsMatchEveryLlamaTensor) {
   EXPECT_EQ(rules.match("model.layers.3.input_layernorm.weight").spec, PartitionSpec{});
   EXPECT_EQ(rules.match("model.norm.weight").spec, PartitionSpec{});
   EXPECT_EQ(rules.match("lm_head.weight").spec, col);
-  EXPECT_EQ(rules.match("model.layers.0.self_attn.q_proj.lora_A.weight").spec, col);
-  EXPECT_EQ(rules.match("model.layers.0.self_attn.q_proj.lora_B.weight").spec, row);
-  EXPECT_EQ(rules.match("lm_head.lora_B.weight").spec, row);
+  // Adapters follow their base layer's tensor-parallel split; fsdp takes the large dimension.
+  const PartitionSpec whole_fsdp{kNone, {Axis::fsdp}}, rows_tp_fsdp{{Axis::tp, Axis::fsdp}};
+  EXPECT_EQ(rules.match("model.layers.0.self_attn.q_proj.lora_A.weight").spec, whole_fsdp);
+  EXPECT_EQ(rules.match("model.layers.0.self_attn.q_proj.lora_B.weight").spec, rows_tp_fsdp);
+  EXPECT_EQ(rules.match("lm_head.lora_A.weight").spec, whole_fsdp);
+  EXPECT_EQ(rules.match("lm_head.lora_B.weight").spec, rows_tp_fsdp);
+  EXPECT_EQ(rules.match("model.layers.0.mlp.down_proj.lora_A.weight").spec,
+            (PartitionSpec{kNone, {Axis::tp, Axis::fsdp}}));
+  EXPECT_EQ(rules.match("model.layers.0.self_attn.o_proj.lora_B.weight").spec,
+            (PartitionSpec{{Axis::fsdp}}));
   EXPECT_EQ(col.str(), "(tp, fsdp)");
 }
 

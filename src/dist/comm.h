@@ -33,6 +33,8 @@ class Comm {
   virtual void all_reduce_sum(float* data, int64_t n) = 0;
   virtual void all_reduce_sum(double* data, int64_t n) = 0;
   virtual void all_reduce_sum(int64_t* data, int64_t n) = 0;
+  // In place: data[i] becomes the maximum of data[i] over all ranks.
+  virtual void all_reduce_max(float* data, int64_t n) = 0;
 
   // out[r*n, (r+1)*n) = rank r's `in` (n elements of elem_bytes each: any dtype, bf16 included).
   // `in` may alias its own block of `out` (in-place gather).
@@ -69,6 +71,7 @@ class LocalComm final : public Comm {
   void all_reduce_sum(float*, int64_t) override {}
   void all_reduce_sum(double*, int64_t) override {}
   void all_reduce_sum(int64_t*, int64_t) override {}
+  void all_reduce_max(float*, int64_t) override {}
   void all_gather_bytes(const void* in, void* out, int64_t n, int elem_bytes) override;
   void reduce_scatter_sum(const float* in, float* out, int64_t n) override;
   void broadcast_bytes(void*, int64_t, int root) override;

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "train/adamw.h"
 
 namespace mt::dist {
 
@@ -35,8 +36,12 @@ double DataParallel::sum_loss(double local) {
   return local;
 }
 
-void DataParallel::sum_gradients(float* grad, int64_t n) {
-  if (n > 0) group_.all_reduce_sum(grad, n);
+void DataParallel::sum_gradients(ParamStore& params) {
+  if (params.trainable_numel() > 0) group_.all_reduce_sum(params.grad_data(), params.trainable_numel());
+}
+
+double DataParallel::grad_norm(const ParamStore& params) {
+  return global_grad_norm(params.grad_data(), params.trainable_numel());
 }
 
 }  // namespace mt::dist

@@ -95,6 +95,11 @@ void MpiComm::all_reduce_sum(int64_t* data, int64_t n) {
         "MPI_Allreduce");
 }
 
+void MpiComm::all_reduce_max(float* data, int64_t n) {
+  check(MPI_Allreduce(MPI_IN_PLACE, data, count(n, "all_reduce"), MPI_FLOAT, MPI_MAX, comm_),
+        "MPI_Allreduce");
+}
+
 void MpiComm::all_gather_bytes(const void* in, void* out, int64_t n, int elem_bytes) {
   MPI_Datatype t = element_type(elem_bytes);
   const bool in_place = in == static_cast<const char*>(out) + int64_t(rank_) * n * elem_bytes;

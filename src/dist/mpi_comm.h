@@ -22,6 +22,7 @@ class MpiComm final : public Comm {
   void all_reduce_sum(float* data, int64_t n) override;
   void all_reduce_sum(double* data, int64_t n) override;
   void all_reduce_sum(int64_t* data, int64_t n) override;
+  void all_reduce_max(float* data, int64_t n) override;
   void all_gather_bytes(const void* in, void* out, int64_t n, int elem_bytes) override;
   void reduce_scatter_sum(const float* in, float* out, int64_t n) override;
   void broadcast_bytes(void* data, int64_t bytes, int root) override;

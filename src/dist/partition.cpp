@@ -51,12 +51,18 @@ const PartitionRule& PartitionRules::match(const std::string& name) const {
 }
 
 PartitionRules default_llama_rules() {
-  const std::vector<Axis> tp = {Axis::tp}, fsdp = {Axis::fsdp};
+  const std::vector<Axis> tp = {Axis::tp}, fsdp = {Axis::fsdp}, tp_fsdp = {Axis::tp, Axis::fsdp};
   PartitionRules r;
-  // Adapters first: their names also contain the projection's name. Seed: lora_a [in, r]
-  // (fsdp, mp) and lora_b [r, out] (mp, fsdp); ours are stored [r, in] and [out, r].
-  r.add(R"(\.lora_A\.weight$)", {tp, fsdp});
-  r.add(R"(\.lora_B\.weight$)", {fsdp, tp});
+  // Adapters first: their names also contain the projection's name. Ours are stored [r, in] (A)
+  // and [out, r] (B). The seed splits the rank dimension r over mp, which compiler-inserted
+  // collectives (GSPMD) can absorb but explicit Megatron tensor parallelism cannot: here each
+  // adapter follows its base layer. Column-parallel layers (q/k/v/gate/up, lm_head): A whole over
+  // tp, B's output rows over tp; row-parallel (o/down): A's input columns over tp, B whole. fsdp
+  // then splits the large dimension (never r, which may be as small as 1).
+  r.add(R"((\.(q|k|v|gate|up)_proj|^lm_head)\.lora_A\.weight$)", {{}, fsdp});
+  r.add(R"((\.(q|k|v|gate|up)_proj|^lm_head)\.lora_B\.weight$)", {tp_fsdp});
+  r.add(R"(\.(o|down)_proj\.lora_A\.weight$)", {{}, tp_fsdp});
+  r.add(R"(\.(o|down)_proj\.lora_B\.weight$)", {fsdp});
   r.add(R"(^model\.embed_tokens\.weight$)", {tp, fsdp});                    // [vocab, hidden]
   r.add(R"(\.self_attn\.(q|k|v)_proj\.weight$)", {tp, fsdp});              // column-parallel
   r.add(R"(\.mlp\.(gate|up)_proj\.weight$)", {tp, fsdp});                  // column-parallel

@@ -17,6 +17,7 @@ class AdamW {
   // One update from the current gradients, each multiplied by grad_scale first (the clip factor).
   void step(float lr, float grad_scale = 1.0f);
   int64_t steps_taken() const { return t_; }
+  ParamStore& params() { return params_; }
 
   // State, exposed for checkpoints.
   Buffer<float>& m() { return m_; }

@@ -12,15 +12,20 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
-#include "io/safetensors.h"
-#include "io/safetensors_write.h"
+#include "io/box_shards.h"
 
 namespace mt {
 
 namespace {
 
 namespace fs = std::filesystem;
-constexpr int kFormatVersion = 1;
+constexpr int kFormatVersion = 2;  // 2: blocks in shard files (1 held whole tensors in two files)
+
+std::string shard_name(int rank) {
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "shard-%05d.safetensors", rank);
+  return buf;
+}
 
 std::string step_name(int64_t step) {
   char buf[32];
@@ -49,47 +54,71 @@ std::vector<fs::path> list_checkpoints(const fs::path& root) {
 
 }  // namespace
 
+std::vector<HeldTensor> whole_tensors(ParamStore& trainable, AdamW& optimizer) {
+  std::vector<HeldTensor> out;
+  for (auto& p : trainable.params()) {
+    if (!p.grad) continue;
+    out.push_back({p.name, p.shape, TensorBox::whole(p.shape), p.master,
+                   optimizer.m().data() + p.grad_offset, optimizer.v().data() + p.grad_offset, true});
+  }
+  return out;
+}
+
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
-                            LlamaModel& model, AdamW& optimizer, const std::string& config_toml,
-                            int64_t keep) {
+                            const std::vector<HeldTensor>& held, const AdamW& optimizer,
+                            const CheckpointInfo& info, int64_t keep, dist::Comm& world) {
   const fs::path root = fs::path(output_dir) / "checkpoints";
   const fs::path final_dir = root / step_name(state.step);
   const fs::path tmp = root / (step_name(state.step) + ".tmp");
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-
-  ParamStore& params = model.trainable();
-  std::vector<TensorOut> values, moments;
-  nlohmann::ordered_json tensors = nlohmann::ordered_json::array();
-  for (auto& p : params.params()) {
-    if (!p.grad) continue;
-    const size_t bytes = size_t(p.numel) * 4;
-    values.push_back({p.name, "F32", p.shape, p.master, bytes});
-    moments.push_back({p.name + ".exp_avg", "F32", p.shape, optimizer.m().data() + p.grad_offset, bytes});
-    moments.push_back({p.name + ".exp_avg_sq", "F32", p.shape, optimizer.v().data() + p.grad_offset, bytes});
-    tensors.push_back({{"name", p.name}, {"shape", p.shape}});
+  const bool leader = world.rank() == 0;
+  if (leader) {
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
   }
-  write_safetensors((tmp / "trainable.safetensors").string(), values);
-  write_safetensors((tmp / "optimizer.safetensors").string(), moments);
-  nlohmann::ordered_json m;
-  m["format"] = "meshtrain-checkpoint";
-  m["version"] = kFormatVersion;
-  m["step"] = state.step;
-  m["sampler"] = {{"seed", state.sampler.seed}, {"batches_drawn", state.sampler.batches_drawn}};
-  m["optimizer_steps"] = optimizer.steps_taken();
-  m["lora"] = model.has_lora();
-  m["tensors"] = tensors;
-  m["config"] = config_toml;
-  write_file_atomically((tmp / "manifest.json").string(), [&](std::ostream& os) { os << m.dump(2) << "\n"; });
-  fsync_dir(tmp);
+  world.barrier();
 
-  fs::remove_all(final_dir);  // a re-save of the same step replaces it
-  fs::rename(tmp, final_dir);
-  fsync_dir(root);
-  write_file_atomically((root / "latest").string(),
-                        [&](std::ostream& os) { os << final_dir.filename().string() << "\n"; });
-  auto all = list_checkpoints(root);
-  for (size_t i = 0; i + size_t(keep) < all.size(); ++i) fs::remove_all(all[i]);
+  // Every rank writes the blocks it is the writer of; the leader learns who wrote.
+  std::vector<BoxShardOut> boxes;
+  for (const auto& t : held) {
+    if (!t.writer) continue;
+    boxes.push_back({t.name, t.full_shape, t.box, t.values});
+    boxes.push_back({t.name + ".exp_avg", t.full_shape, t.box, t.exp_avg});
+    boxes.push_back({t.name + ".exp_avg_sq", t.full_shape, t.box, t.exp_avg_sq});
+  }
+  std::vector<int64_t> wrote(size_t(world.size()), 0);
+  if (!boxes.empty()) {
+    write_box_shard((tmp / shard_name(world.rank())).string(), boxes);
+    wrote[size_t(world.rank())] = 1;
+  }
+  world.all_reduce_sum(wrote.data(), int64_t(wrote.size()));
+
+  if (leader) {
+    nlohmann::ordered_json tensors = nlohmann::ordered_json::array(), files = nlohmann::ordered_json::array();
+    for (const auto& t : held) tensors.push_back({{"name", t.name}, {"shape", t.full_shape}});
+    for (size_t r = 0; r < wrote.size(); ++r)
+      if (wrote[r]) files.push_back(shard_name(int(r)));
+    nlohmann::ordered_json m;
+    m["format"] = "meshtrain-checkpoint";
+    m["version"] = kFormatVersion;
+    m["step"] = state.step;
+    m["sampler"] = {{"seed", state.sampler.seed}, {"batches_drawn", state.sampler.batches_drawn}};
+    m["optimizer_steps"] = optimizer.steps_taken();
+    m["lora"] = info.lora;
+    m["mesh"] = info.mesh;
+    m["tensors"] = tensors;
+    m["files"] = files;
+    m["config"] = info.config_toml;
+    write_file_atomically((tmp / "manifest.json").string(), [&](std::ostream& os) { os << m.dump(2) << "\n"; });
+    fsync_dir(tmp);
+    fs::remove_all(final_dir);  // a re-save of the same step replaces it
+    fs::rename(tmp, final_dir);
+    fsync_dir(root);
+    write_file_atomically((root / "latest").string(),
+                          [&](std::ostream& os) { os << final_dir.filename().string() << "\n"; });
+    auto all = list_checkpoints(root);
+    for (size_t i = 0; i + size_t(keep) < all.size(); ++i) fs::remove_all(all[i]);
+  }
+  world.barrier();  // no rank runs ahead of a checkpoint it may need to resume from
   return final_dir.string();
 }
 
@@ -108,7 +137,8 @@ std::string resolve_checkpoint(const std::string& spec, const std::string& outpu
   return all.back().string();
 }
 
-CheckpointState load_checkpoint(const std::string& dir, LlamaModel& model, AdamW& optimizer) {
+CheckpointState load_checkpoint(const std::string& dir, const std::vector<HeldTensor>& held,
+                                 AdamW& optimizer, bool lora) {
   const fs::path d(dir);
   std::ifstream mf(d / "manifest.json");
   nlohmann::json m;
@@ -120,30 +150,42 @@ CheckpointState load_checkpoint(const std::string& dir, LlamaModel& model, AdamW
   if (m.value("format", "") != "meshtrain-checkpoint" || m.value("version", 0) != kFormatVersion)
     fail((d / "manifest.json").string() + ": not a meshtrain checkpoint of format version " +
          std::to_string(kFormatVersion));
-  if (m.value("lora", false) != model.has_lora())
+  if (m.value("lora", false) != lora)
     fail(dir + ": checkpoint is from a " + std::string(m.value("lora", false) ? "LoRA" : "full") +
-         " run, this run is " + (model.has_lora() ? "LoRA" : "full"));
-  SafetensorsFile values((d / "trainable.safetensors").string());
-  SafetensorsFile moments((d / "optimizer.safetensors").string());
-  ParamStore& params = model.trainable();
-  for (auto& p : params.params()) {
-    if (!p.grad) continue;
-    if (!values.contains(p.name)) fail(dir + ": checkpoint has no tensor '" + p.name + "'");
-    if (values.info(p.name).shape != p.shape)
-      fail(dir + ": tensor '" + p.name + "' has another shape in the checkpoint");
-    values.read_f32(p.name, p.master);
-    moments.read_f32(p.name + ".exp_avg", optimizer.m().data() + p.grad_offset);
-    moments.read_f32(p.name + ".exp_avg_sq", optimizer.v().data() + p.grad_offset);
-  }
-  if (int64_t(m["tensors"].size()) != int64_t(std::count_if(params.params().begin(), params.params().end(),
-                                                            [](const Param& p) { return p.grad != nullptr; })))
+         " run, this run is " + (lora ? "LoRA" : "full"));
+  if (int64_t(m["tensors"].size()) != int64_t(held.size()))
     fail(dir + ": checkpoint and model have different trainable tensors");
-  model.sync_compute_weights();
+  std::vector<std::string> files;
+  for (const auto& f : m["files"]) files.push_back((d / f.get<std::string>()).string());
+  const BoxShardSet shards(files);
+  for (const auto& t : held) {
+    if (!shards.contains(t.name)) fail(dir + ": checkpoint has no tensor '" + t.name + "'");
+    if (shards.full_shape(t.name) != t.full_shape)
+      fail(dir + ": tensor '" + t.name + "' has another shape in the checkpoint");
+    shards.read_box_f32(t.name, t.box, t.values);
+    shards.read_box_f32(t.name + ".exp_avg", t.box, t.exp_avg);
+    shards.read_box_f32(t.name + ".exp_avg_sq", t.box, t.exp_avg_sq);
+  }
   optimizer.set_steps_taken(m["optimizer_steps"].get<int64_t>());
   CheckpointState s;
   s.step = m["step"].get<int64_t>();
   s.sampler.seed = m["sampler"]["seed"].get<uint64_t>();
   s.sampler.batches_drawn = m["sampler"]["batches_drawn"].get<int64_t>();
+  return s;
+}
+
+std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
+                            LlamaModel& model, AdamW& optimizer, const std::string& config_toml,
+                            int64_t keep) {
+  dist::LocalComm one;
+  return save_checkpoint(output_dir, state, whole_tensors(model.trainable(), optimizer), optimizer,
+                         {config_toml, "dp=1", model.has_lora()}, keep, one);
+}
+
+CheckpointState load_checkpoint(const std::string& dir, LlamaModel& model, AdamW& optimizer) {
+  CheckpointState s = load_checkpoint(dir, whole_tensors(model.trainable(), optimizer), optimizer,
+                                      model.has_lora());
+  model.sync_compute_weights();
   return s;
 }
 

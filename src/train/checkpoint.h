@@ -1,22 +1,28 @@
-// Training checkpoints: everything needed to continue a run exactly where it stopped.
+// Training checkpoints: everything needed to continue a run exactly where it stopped, under the
+// same mesh or another one.
 //
 //   <output.dir>/checkpoints/step-000050/
-//     manifest.json          step, sampler state, optimizer step count, the run config (TOML),
-//                            the tensor list, and a format version
-//     trainable.safetensors  f32 master values of the trainable tensors (all of the model in full
-//                            training, the adapters in LoRA runs), under their model names
-//     optimizer.safetensors  AdamW moments: <name>.exp_avg and <name>.exp_avg_sq
+//     manifest.json            step, sampler state, optimizer step count, the run config (TOML),
+//                              the mesh it was saved under, the tensor list, the shard files
+//     shard-00000.safetensors  per writing rank: its blocks of the trainable tensors (f32 master
+//     shard-00001.safetensors  values under their model names, AdamW moments as <name>.exp_avg and
+//     ...                      <name>.exp_avg_sq), each file recording which block of which whole
+//                              tensor it holds (io/box_shards.h)
 //   <output.dir>/checkpoints/latest   the newest complete checkpoint's directory name
 //
-// A checkpoint is written into step-N.tmp/, every file fsynced, then renamed into place and only
-// then named in `latest`, so a crash mid-save leaves the previous checkpoint intact and loadable.
-// The data-parallel layout does not enter the files: a checkpoint saved under one mesh loads
-// under another.
+// Each distinct block is written once (by the first rank holding it), so a replicated model
+// (one rank, or data parallelism) writes one file with every tensor whole, and an FSDP x TP run
+// writes one file per rank. A loader under any mesh reads the blocks it needs from whichever
+// files cover them. A checkpoint is written into step-N.tmp/, every file fsynced, then renamed into
+// place and only then named in `latest`, so a crash mid-save leaves the previous one intact.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "data/text_dataset.h"
+#include "dist/comm.h"
+#include "io/tensor_box.h"
 #include "model/llama.h"
 #include "train/adamw.h"
 
@@ -27,17 +33,47 @@ struct CheckpointState {
   SamplerState sampler;
 };
 
-// Writes the checkpoint for `state.step`; deletes older checkpoints beyond `keep`. Returns its
-// directory.
+// One trainable tensor as this rank holds it: a block of the whole tensor, with its f32 values
+// and AdamW moments (each box.numel() floats).
+struct HeldTensor {
+  std::string name;
+  std::vector<int64_t> full_shape;
+  TensorBox box;
+  float* values = nullptr;
+  float* exp_avg = nullptr;
+  float* exp_avg_sq = nullptr;
+  bool writer = true;  // this rank saves the block (one rank per distinct block)
+};
+
+// The trainable tensors of a store the optimizer updates, each whole.
+std::vector<HeldTensor> whole_tensors(ParamStore& trainable, AdamW& optimizer);
+
+struct CheckpointInfo {
+  std::string config_toml;  // the run config, for the record
+  std::string mesh;         // "dp=2,fsdp=2", for the record (loading works under any mesh)
+  bool lora = false;
+};
+
+// Collective over `world`: every rank passes the tensors it holds. Writes the checkpoint for
+// `state.step`, deletes older ones beyond `keep`, and returns its directory.
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
-                            LlamaModel& model, AdamW& optimizer, const std::string& config_toml,
-                            int64_t keep);
+                            const std::vector<HeldTensor>& held, const AdamW& optimizer,
+                            const CheckpointInfo& info, int64_t keep, dist::Comm& world);
 
 // "latest" -> the newest checkpoint of output_dir; anything else is a checkpoint directory.
 std::string resolve_checkpoint(const std::string& spec, const std::string& output_dir);
 
-// Restores the trainable values, the optimizer and returns the state to continue from. The model
-// must have the same trainable tensors (names and shapes) as the one saved: mt::Error otherwise.
+// Fills each held block (values and moments) from the checkpoint and sets the optimizer's step
+// count; returns the state to continue from. mt::Error when the checkpoint is of the other kind
+// (LoRA / full) or lacks a tensor or has it with another shape. The caller refreshes any bf16
+// copies afterwards.
+CheckpointState load_checkpoint(const std::string& dir, const std::vector<HeldTensor>& held,
+                                 AdamW& optimizer, bool lora);
+
+// The whole model on one process (tests, tools): the two calls above over its trainable tensors.
+std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
+                            LlamaModel& model, AdamW& optimizer, const std::string& config_toml,
+                            int64_t keep);
 CheckpointState load_checkpoint(const std::string& dir, LlamaModel& model, AdamW& optimizer);
 
 }  // namespace mt

@@ -17,19 +17,19 @@ StepResult train_step(LlamaModel& model, AdamW& optimizer, const std::vector<Mod
     for (int64_t i = 0; i < in.B * in.T; ++i) r.counted_tokens += in.targets[i] >= 0;
   if (sync) r.counted_tokens = sync->sum_count(r.counted_tokens);
   const float scale = 1.0f / float(std::max<int64_t>(r.counted_tokens, 1));
-  model.trainable().zero_grad();
+  ParamStore& params = optimizer.params();  // the model's trainable store, or this rank's shards
+  params.zero_grad();
   double loss_sum = 0.0;
   for (const auto& in : micro) loss_sum += model.forward_backward(in, scale).sum;
-  ParamStore& params = model.trainable();
   if (sync) {
     MT_PROFILE("gradient all-reduce");
     loss_sum = sync->sum_loss(loss_sum);
-    sync->sum_gradients(params.grad_data(), params.trainable_numel());
+    sync->sum_gradients(params);
   }
   r.loss = loss_sum / double(std::max<int64_t>(r.counted_tokens, 1));
   if (!std::isfinite(r.loss)) fail("loss is not finite at step " + std::to_string(step + 1));
   MT_PROFILE("optimizer");
-  r.grad_norm = global_grad_norm(params.grad_data(), params.trainable_numel());
+  r.grad_norm = sync ? sync->grad_norm(params) : global_grad_norm(params.grad_data(), params.trainable_numel());
   r.lr = lr_at(step, total_steps, cfg);
   optimizer.step(r.lr, clip_factor(r.grad_norm, cfg.grad_clip));  // also refreshes bf16 copies
   return r;

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -22,6 +23,7 @@
 #include "train/flops.h"
 #include "train/metrics.h"
 #include "train/step.h"
+#include "train/placed_model.h"
 #include "train/training_data.h"
 
 namespace mt {
@@ -36,15 +38,18 @@ double seconds_since(Clock::time_point t0) {
 
 // Mean validation loss over up to max_batches fixed batches, each split over the data-parallel
 // ranks like training batches; a batch whose rows do not divide (the last, partial one) is
-// evaluated whole by the group's first rank alone, so every token counts once.
-double evaluate(LlamaModel& model, TrainingData& data, int64_t max_batches, dist::DataParallel& dp) {
+// counted by the group's first rank alone, so every token counts once. A sharded model's forward
+// is collective, so there every rank runs that batch and only the first one counts it.
+double evaluate(LlamaModel& model, TrainingData& data, int64_t max_batches, dist::DataParallel& dp,
+                bool collective) {
   LossSum total;
   PackedBatch b;
   data.reset_validation();
   for (int64_t i = 0; i < max_batches && data.next_validation(b); ++i) {
     LossSum s;
     if (b.batch_size % dp.ranks() == 0) s = model.forward_loss(input_of(dp.slice(b)));
-    else if (dp.rank() == 0) s = model.forward_loss(input_of(b));
+    else if (dp.rank() == 0 || collective) s = model.forward_loss(input_of(b));
+    if (b.batch_size % dp.ranks() != 0 && dp.rank() != 0) s = LossSum{};
     total.sum += s.sum, total.count += s.count;
   }
   total.sum = dp.sum_loss(total.sum);
@@ -57,24 +62,6 @@ struct NullBuffer : std::streambuf {
   int overflow(int c) override { return c; }
 };
 
-// The model to train: from model.path, or a new one of the [model] shape with random weights.
-std::unique_ptr<LlamaModel> make_model(const RunConfig& cfg, const Tokenizer& tok) {
-  const auto& tc = cfg.train;
-  const LlamaConfig shape = cfg.model_path.empty() ? cfg.model : pretrained_config(cfg.model_path);
-  const std::string where = cfg.model_path.empty() ? "model" : cfg.model_path;
-  if (tc.seq_len > shape.max_position_embeddings)
-    fail("train.seq_len (" + std::to_string(tc.seq_len) + ") exceeds max_position_embeddings (" +
-         std::to_string(shape.max_position_embeddings) + ") of " + where);
-  if (tok.vocab_size() > shape.vocab_size)
-    fail("the " + std::string(tok.kind()) + " tokenizer has " + std::to_string(tok.vocab_size()) +
-         " tokens but " + where + " has vocab_size " + std::to_string(shape.vocab_size) +
-         (cfg.model_path.empty() && tok.kind() == "byte" ? " (the byte-level tokenizer needs 256)" : ""));
-  if (!cfg.model_path.empty()) return load_pretrained(cfg.model_path, tc.precision, cfg.lora, tc.seed);
-  auto model = std::make_unique<LlamaModel>(shape, tc.precision, cfg.lora);
-  model->init_weights(tc.seed);
-  return model;
-}
-
 }  // namespace
 
 TrainSummary train(const RunConfig& cfg, std::ostream& out) {
@@ -83,9 +70,9 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
   // The mesh: refused before any work when it does not match the ranks launched.
   std::unique_ptr<dist::Comm> world = dist::make_world_comm();
   cfg.mesh.check_world(world->size());
-  if (cfg.mesh.fsdp > 1 || cfg.mesh.tp > 1 || cfg.mesh.pp > 1)
-    fail("mesh " + cfg.mesh.str() + ": only data parallelism (dp) is implemented so far; fsdp, tp "
-         "and pp are planned (see README, Device mesh)");
+  if (cfg.mesh.pp > 1)
+    fail("mesh " + cfg.mesh.str() + ": pipeline parallelism (pp) is not implemented yet; use dp, "
+         "fsdp and tp");
   dist::Mesh mesh(*world, cfg.mesh);
   dist::DataParallel dp(mesh.data_parallel());
   if (tc.batch_size % dp.ranks() != 0)
@@ -97,10 +84,9 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
   std::ostream& log = leader ? out : quiet;
   auto tok = run_tokenizer(cfg);
   auto data = open_training_data(cfg, *tok, log);
-  auto model_ptr = make_model(cfg, *tok);
-  LlamaModel& model = *model_ptr;
-  model.set_activation_checkpointing(tc.activation_checkpointing);
-  AdamW optimizer(model.trainable(), cfg.optim);
+  PlacedModel placed(cfg, mesh, *tok, log);
+  LlamaModel& model = placed.model();
+  AdamW optimizer(placed.trainable(), cfg.optim);
 
   const FlopCount flops = training_flops(model.config(), cfg.lora, tc.seq_len);
   const double peak = tc.peak_gflops > 0 ? tc.peak_gflops * 1e9
@@ -110,8 +96,11 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
   log << "meshtrain: " << (cfg.lora.enabled ? "LoRA" : "full") << " training, "
       << (tc.precision == Precision::bf16 ? "bf16 mixed" : "fp32") << ", "
       << (cfg.model_path.empty() ? "new model" : cfg.model_path) << ", "
-      << model.base().numel() << " base parameters, " << model.trainable().trainable_numel()
-      << " trainable\n"
+      << placed.base_numel() << " base parameters, " << placed.trainable_numel() << " trainable"
+      << (placed.sharded() ? ", sharded over mesh " + cfg.mesh.str() + " (" +
+                                 std::to_string(placed.trainable().trainable_numel()) + " trainable on this rank)"
+                           : std::string())
+      << "\n"
       << "data: " << data->describe() << ", " << tok->kind() << " tokenizer\n"
       << "batch: " << tc.batch_size << " x " << tc.seq_len << " tokens x " << tc.grad_accum
       << " micro-batches = " << tokens_per_step << " tokens/step"
@@ -137,7 +126,9 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
   int64_t start_step = 0;
   if (!tc.resume.empty()) {
     const std::string dir = resolve_checkpoint(tc.resume, out_dir);
-    const CheckpointState state = load_checkpoint(dir, model, optimizer);
+    const CheckpointState state = load_checkpoint(dir, placed.held_tensors(optimizer), optimizer,
+                                                  cfg.lora.enabled);
+    placed.refresh_compute_copies();
     data->restore(state.sampler);
     start_step = state.step;
     if (start_step >= tc.steps)
@@ -147,7 +138,7 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
   }
 
   const int64_t eval_batches = 8;
-  summary.val_loss_before = data->has_validation() ? evaluate(model, *data, eval_batches, dp) : std::nan("");
+  summary.val_loss_before = data->has_validation() ? evaluate(model, *data, eval_batches, dp, placed.sharded()) : std::nan("");
   if (data->has_validation()) log << "validation loss before: " << summary.val_loss_before << "\n";
 
   auto t_start = Clock::now();
@@ -164,8 +155,7 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
     for (const PackedBatch& b : micro) inputs.push_back(input_of(b));
     // The first step builds the GEMM primitives: profile the steady state only.
     profile::enable(tc.profile && step > start_step);
-    const StepResult r = train_step(model, optimizer, inputs, cfg.optim, step, tc.steps,
-                                    dp.ranks() > 1 ? &dp : nullptr);
+    const StepResult r = train_step(model, optimizer, inputs, cfg.optim, step, tc.steps, placed.sync());
     const double dt = seconds_since(t0);
     if (step > start_step || tc.steps - start_step == 1) timed_seconds += dt, timed_tokens += tokens_per_step;
     summary.losses.push_back(r.loss);
@@ -176,7 +166,7 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
     m.loss = r.loss;
     m.lr = r.lr;
     m.tokens_per_s = double(tokens_per_step) / dt;
-    m.mfu = m.tokens_per_s * flops.per_token / (peak * dp.ranks());  // peak is per process
+    m.mfu = m.tokens_per_s * flops.per_token / (peak * world->size());  // peak is per process
     m.peak_mem_bytes = int64_t(memory_stats::peak_rss_bytes());
     m.elapsed_s = seconds_since(t_start);
     m.eta_s = m.elapsed_s / double(step + 1 - start_step) * double(tc.steps - step - 1);
@@ -188,12 +178,11 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
     if ((step + 1) % tc.log_every == 0 || step + 1 == tc.steps) log << format_progress_line(m) << "\n";
     const int64_t every = cfg.output.checkpoint_every;
     if (every > 0 && ((step + 1) % every == 0 || step + 1 == tc.steps)) {
-      if (leader) {
-        const std::string dir = save_checkpoint(out_dir, {step + 1, data->state()}, model,
-                                                optimizer, to_toml(cfg), cfg.output.keep_checkpoints);
-        log << "checkpoint: " << dir << "\n";
-      }
-      world->barrier();  // no rank runs ahead of a checkpoint it may need to resume from
+      const std::string dir = save_checkpoint(out_dir, {step + 1, data->state()},
+                                              placed.held_tensors(optimizer), optimizer,
+                                              {to_toml(cfg), cfg.mesh.str(), cfg.lora.enabled},
+                                              cfg.output.keep_checkpoints, *world);
+      log << "checkpoint: " << dir << "\n";
     }
     log.flush();
   }
@@ -203,16 +192,22 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
     log << "time per step by op (steps after the first):\n"
         << profile::table(timed_seconds, std::max<int64_t>(1, tc.steps - start_step - 1));
   summary.tokens_per_s = timed_seconds > 0 ? double(timed_tokens) / timed_seconds : 0.0;
-  summary.mfu = summary.tokens_per_s * flops.per_token / (peak * dp.ranks());
-  summary.val_loss_after = data->has_validation() ? evaluate(model, *data, eval_batches, dp) : std::nan("");
+  summary.mfu = summary.tokens_per_s * flops.per_token / (peak * world->size());
+  summary.val_loss_after = data->has_validation() ? evaluate(model, *data, eval_batches, dp, placed.sharded()) : std::nan("");
   summary.peak_rss_bytes = memory_stats::peak_rss_bytes();
+  // The largest rank's peak is what a machine must hold: gather every rank's.
+  std::vector<int64_t> peaks(size_t(world->size()), 0);
+  peaks[size_t(world->rank())] = int64_t(summary.peak_rss_bytes);
+  world->all_reduce_sum(peaks.data(), int64_t(peaks.size()));
+  summary.peak_rss_max_rank_bytes = size_t(*std::max_element(peaks.begin(), peaks.end()));
   summary.peak_tensor_bytes = memory_stats::peak_bytes();
 
+  LlamaModel* whole = placed.whole_on_rank0(/*adapters_only=*/cfg.lora.enabled);  // collective
   if (leader && cfg.lora.enabled) {
-    for (auto& f : save_peft_adapter(model, out_dir + "/adapter", cfg.model_path))
+    for (auto& f : save_peft_adapter(*whole, out_dir + "/adapter", cfg.model_path))
       summary.files_written.push_back(f);
   } else if (leader) {
-    for (auto& f : save_base_model(model, out_dir + "/model")) summary.files_written.push_back(f);
+    for (auto& f : save_base_model(*whole, out_dir + "/model")) summary.files_written.push_back(f);
     for (auto& f : save_tokenizer_files(tokenizer_source(cfg), out_dir + "/model"))
       summary.files_written.push_back(f);
   }
@@ -224,7 +219,10 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
       << "throughput: " << std::lround(summary.tokens_per_s) << " tokens/s, MFU "
       << std::round(summary.mfu * 1000.0) / 10.0 << "%, peak memory "
       << format_bytes(int64_t(summary.peak_rss_bytes)) << " (tensors "
-      << format_bytes(int64_t(summary.peak_tensor_bytes)) << ")\n"
+      << format_bytes(int64_t(summary.peak_tensor_bytes)) << ")"
+      << (world->size() > 1 ? ", largest rank " + format_bytes(int64_t(summary.peak_rss_max_rank_bytes))
+                            : std::string())
+      << "\n"
       << "wrote:\n";
   for (const auto& f : summary.files_written) log << "  " << f << "\n";
   return summary;

@@ -14,7 +14,8 @@ struct TrainSummary {
   double val_loss_before = 0.0, val_loss_after = 0.0;
   double tokens_per_s = 0.0;   // mean over steps after the first (which builds GEMM primitives)
   double mfu = 0.0;
-  size_t peak_rss_bytes = 0;
+  size_t peak_rss_bytes = 0;            // this rank
+  size_t peak_rss_max_rank_bytes = 0;   // the largest over all ranks
   size_t peak_tensor_bytes = 0;
   std::vector<std::string> files_written;
 };

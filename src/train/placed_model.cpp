@@ -1,0 +1,108 @@
+#include "train/placed_model.h"
+
+#include "core/error.h"
+#include "io/pretrained.h"
+#include "model/param_shapes.h"
+
+namespace mt {
+
+namespace {
+
+// Counts, losses over the data-parallel group; gradients and their norm from the sharded model.
+class ShardedSync final : public GradientSync {
+ public:
+  ShardedSync(dist::DataParallel& dp, dist::ShardedModel& model) : dp_(dp), model_(model) {}
+  int64_t sum_count(int64_t local) override { return dp_.sum_count(local); }
+  double sum_loss(double local) override { return dp_.sum_loss(local); }
+  void sum_gradients(ParamStore&) override { model_.finish_gradients(); }
+  double grad_norm(const ParamStore&) override { return model_.grad_norm(); }
+
+ private:
+  dist::DataParallel& dp_;
+  dist::ShardedModel& model_;
+};
+
+LlamaConfig model_shape(const RunConfig& cfg, const Tokenizer& tok) {
+  const auto& tc = cfg.train;
+  const LlamaConfig shape = cfg.model_path.empty() ? cfg.model : pretrained_config(cfg.model_path);
+  const std::string where = cfg.model_path.empty() ? "model" : cfg.model_path;
+  if (tc.seq_len > shape.max_position_embeddings)
+    fail("train.seq_len (" + std::to_string(tc.seq_len) + ") exceeds max_position_embeddings (" +
+         std::to_string(shape.max_position_embeddings) + ") of " + where);
+  if (tok.vocab_size() > shape.vocab_size)
+    fail("the " + std::string(tok.kind()) + " tokenizer has " + std::to_string(tok.vocab_size()) +
+         " tokens but " + where + " has vocab_size " + std::to_string(shape.vocab_size) +
+         (cfg.model_path.empty() && tok.kind() == "byte" ? " (the byte-level tokenizer needs 256)" : ""));
+  return shape;
+}
+
+}  // namespace
+
+PlacedModel::PlacedModel(const RunConfig& cfg, dist::Mesh& mesh, const Tokenizer& tok,
+                         std::ostream& log)
+    : cfg_(cfg), mesh_(mesh), dp_(mesh.data_parallel()) {
+  const auto& tc = cfg.train;
+  const LlamaConfig shape = model_shape(cfg, tok);
+  for (const auto& p : llama_param_shapes(shape, cfg.lora)) {
+    int64_t n = 1;
+    for (int64_t d : p.shape) n *= d;
+    if (!p.adapter) base_numel_ += n;
+    if (p.adapter == cfg.lora.enabled) trainable_numel_ += n;
+  }
+  const dist::MeshShape& m = mesh.shape();
+  if (m.fsdp > 1 || m.tp > 1) {
+    sharded_ = std::make_unique<dist::ShardedModel>(mesh, shape, tc.precision, cfg.lora,
+                                                    cfg.partition.effective());
+    if (cfg.model_path.empty()) sharded_->init_weights(tc.seed);
+    else sharded_->load_hf(cfg.model_path, mesh.rank() == 0 ? &log : nullptr);
+    sync_ = std::make_unique<ShardedSync>(dp_, *sharded_);
+  } else {
+    if (!cfg.model_path.empty()) {
+      whole_ = load_pretrained(cfg.model_path, tc.precision, cfg.lora, tc.seed);
+    } else {
+      whole_ = std::make_unique<LlamaModel>(shape, tc.precision, cfg.lora);
+      whole_->init_weights(tc.seed);
+    }
+  }
+  model().set_activation_checkpointing(tc.activation_checkpointing);
+}
+
+PlacedModel::~PlacedModel() = default;
+
+GradientSync* PlacedModel::sync() {
+  if (sync_) return sync_.get();
+  return dp_.ranks() > 1 ? &dp_ : nullptr;
+}
+
+std::vector<HeldTensor> PlacedModel::held_tensors(AdamW& optimizer) {
+  if (!sharded_) return whole_tensors(whole_->trainable(), optimizer);
+  std::vector<HeldTensor> out;
+  for (const auto& s : sharded_->slots()) {
+    if (!s.trainable) continue;
+    Param& p = *s.shard;
+    out.push_back({s.name, s.full_shape, s.box, p.master, optimizer.m().data() + p.grad_offset,
+                   optimizer.v().data() + p.grad_offset, s.writer});
+  }
+  return out;
+}
+
+void PlacedModel::refresh_compute_copies() {
+  if (!sharded_) return whole_->sync_compute_weights();
+  sharded_->shard_base().sync_compute();
+  sharded_->shard_adapters().sync_compute();
+}
+
+LlamaModel* PlacedModel::whole_on_rank0(bool adapters_only) {
+  const bool leader = mesh_.rank() == 0;
+  if (!sharded_) return leader ? whole_.get() : nullptr;
+  if (leader) gathered_ = std::make_unique<LlamaModel>(sharded_->full_config(), cfg_.train.precision, cfg_.lora);
+  for (const auto& s : sharded_->slots()) {
+    const bool adapter = s.name.find(".lora_") != std::string::npos;
+    if (adapters_only && !adapter) continue;
+    std::vector<float> values = sharded_->gather_whole(s.name);
+    if (leader) (adapter ? gathered_->adapters() : gathered_->base()).set_values(s.name, values.data());
+  }
+  return gathered_.get();
+}
+
+}  // namespace mt

@@ -1,0 +1,63 @@
+// The model a training run updates, placed on the mesh: whole on every rank (one rank, or data
+// parallelism), or sharded by the partition rules (FSDP and/or tensor parallelism, see
+// dist/sharded_model.h). The trainer talks to this one interface whichever it is.
+#pragma once
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "data/tokenizer.h"
+#include "dist/data_parallel.h"
+#include "dist/mesh.h"
+#include "dist/sharded_model.h"
+#include "model/llama.h"
+#include "train/adamw.h"
+#include "train/checkpoint.h"
+#include "train/gradient_sync.h"
+#include "train/run_config.h"
+
+namespace mt {
+
+class PlacedModel {
+ public:
+  // Builds the model of cfg (model.path, or a new one with random weights) on the mesh. Under
+  // FSDP / tensor parallelism each rank holds and loads only its blocks.
+  PlacedModel(const RunConfig& cfg, dist::Mesh& mesh, const Tokenizer& tok, std::ostream& log);
+  ~PlacedModel();
+
+  LlamaModel& model() { return sharded_ ? sharded_->model() : *whole_; }
+  bool sharded() const { return sharded_ != nullptr; }
+  dist::DataParallel& data_parallel() { return dp_; }
+  // What the optimizer updates: the whole trainable store, or this rank's blocks of it.
+  ParamStore& trainable() { return sharded_ ? sharded_->trainable_shards() : whole_->trainable(); }
+  // How a step combines across ranks; null on a single rank.
+  GradientSync* sync();
+  // Whole-model counts (not this rank's share).
+  int64_t base_numel() const { return base_numel_; }
+  int64_t trainable_numel() const { return trainable_numel_; }
+
+  std::vector<HeldTensor> held_tensors(AdamW& optimizer);
+  // After the trainable values changed outside the optimizer (a checkpoint load).
+  void refresh_compute_copies();
+  // Collective: the whole model on rank 0 (null elsewhere), for export; a sharded model is
+  // gathered into a new whole one. With adapters_only, a LoRA run gathers only the adapters
+  // (the base is not exported with them).
+  LlamaModel* whole_on_rank0(bool adapters_only);
+  // Seconds blocked in FSDP collectives since the last reset (0 when not sharded).
+  double exposed_comm_seconds() const { return sharded_ ? sharded_->exposed_comm_seconds() : 0.0; }
+  void reset_comm_stats() {
+    if (sharded_) sharded_->reset_comm_stats();
+  }
+
+ private:
+  const RunConfig& cfg_;
+  dist::Mesh& mesh_;
+  dist::DataParallel dp_;
+  std::unique_ptr<LlamaModel> whole_;
+  std::unique_ptr<dist::ShardedModel> sharded_;
+  std::unique_ptr<GradientSync> sync_;
+  std::unique_ptr<LlamaModel> gathered_;
+  int64_t base_numel_ = 0, trainable_numel_ = 0;
+};
+
+}  // namespace mt

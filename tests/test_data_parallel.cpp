@@ -13,65 +13,22 @@
 #include <sys/wait.h>
 #include <vector>
 
-#include "io/safetensors.h"
-#include "run_command.h"
+#include "mesh_runs.h"
 #include "train/checkpoint.h"
 #include "train/run_config.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using mt::testing::have_mpirun;
+using mt::testing::losses;
+using mt::testing::mpirun;
+using mt::testing::run;
 
-int run(const std::string& cmd, std::string* output = nullptr) {
-  auto r = mt::testing::run_command(cmd);
-  if (output) *output = r.output;
-  return r.code;
-}
-
-bool have_mpirun() { return run("mpirun --version") == 0; }
-
-std::string mpirun(int n) {
-  return "OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe -n " + std::to_string(n) + " ";
-}
-
-std::vector<double> losses(const std::string& dir) {
-  std::vector<double> out;
-  std::ifstream f(dir + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(f, line)) out.push_back(nlohmann::json::parse(line)["loss"].get<double>());
-  return out;
-}
-
-std::vector<float> weights(const std::string& file) {
-  mt::SafetensorsFile st(file);
-  std::vector<float> all;
-  for (const auto& name : st.names()) {
-    std::vector<float> t(st.info(name).numel);
-    st.read_f32(name, t.data());
-    all.insert(all.end(), t.begin(), t.end());
-  }
-  return all;
-}
-
-// `tag` keeps the output directories of tests that ctest runs in parallel apart.
 void expect_same_run(const std::string& tag, const std::string& args, int ranks,
                      const std::string& weights_file) {
-  const std::string base = (fs::temp_directory_path() / ("meshtrain_dp_" + tag)).string();
-  const std::string one = base + "_1", many = base + "_" + std::to_string(ranks);
-  std::string out;
-  ASSERT_EQ(run("OMP_NUM_THREADS=1 " + std::string(MESHTRAIN_BINARY) + " train " + args +
-                " --set output.dir=" + one, &out), 0) << out;
-  ASSERT_EQ(run(mpirun(ranks) + MESHTRAIN_BINARY + " train --mesh dp=" + std::to_string(ranks) +
-                " " + args + " --set output.dir=" + many, &out), 0) << out;
-  auto a = losses(one), b = losses(many);
-  ASSERT_EQ(a.size(), b.size());
-  ASSERT_GE(a.size(), 5u);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * std::abs(a[i])) << "step " << i;
-  auto wa = weights(one + weights_file), wb = weights(many + weights_file);
-  ASSERT_EQ(wa.size(), wb.size());
-  double max_diff = 0.0;
-  for (size_t i = 0; i < wa.size(); ++i) max_diff = std::max(max_diff, double(std::abs(wa[i] - wb[i])));
-  EXPECT_LT(max_diff, 1e-5) << "final parameters differ";
+  mt::testing::expect_same_run("dp_" + tag + std::to_string(ranks), args, "dp=" + std::to_string(ranks),
+                               weights_file);
 }
 
 const char* kRun =

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A data-parallel run across two simulated hosts: two network namespaces joined by a veth pair,
+# Runs across two simulated hosts (dp=2, fsdp=2 and tp=2, one rank per host): two network namespaces joined by a veth pair,
 # OpenMPI over TCP between them (its daemons started in each namespace by `ip netns exec`), and
 # the result compared with the single-process run. Needs root (ip netns) and mpirun; exits 77
 # (skipped) without them. Traffic stays inside the two namespaces this script creates.
@@ -46,13 +46,16 @@ echo "two_hosts: ranks run in namespaces: $where"
 args=(train --set train.steps=5 --set train.precision=fp32 --set train.peak_gflops=100
       --set train.seq_len=64 --set train.log_every=100)
 OMP_NUM_THREADS=1 "$MT" "${args[@]}" --set output.dir="$work/one" >/dev/null
-"${launch[@]}" "$MT" "${args[@]}" --mesh dp=2 --set output.dir="$work/two" >/dev/null
-# Per-step losses of both runs must agree to 1e-5 (relative).
+# Per-step losses of each mesh must agree with the single process to 1e-5 (relative).
 losses() { sed -n 's/.*"loss":\([-0-9.eE+]*\).*/\1/p' "$1" | tr '\n' ' '; }
-one=$(losses "$work/one/metrics.jsonl") two=$(losses "$work/two/metrics.jsonl")
-awk -v a="$one" -v b="$two" 'BEGIN {
-  n = split(a, x, " "); m = split(b, y, " ")
-  if (n != 5 || m != 5) { print "two_hosts: expected 5 losses each, got: " a " / " b; exit 1 }
-  for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d
-    if (d > 1e-5 * x[i]) { print "two_hosts: losses differ: " a " / " b; exit 1 } }
-  print "two_hosts: dp=2 across two namespaces gives the single-process losses: " b }'
+one=$(losses "$work/one/metrics.jsonl")
+for mesh in dp=2 fsdp=2 tp=2; do
+  "${launch[@]}" "$MT" "${args[@]}" --mesh $mesh --set output.dir="$work/$mesh" >/dev/null
+  two=$(losses "$work/$mesh/metrics.jsonl")
+  awk -v a="$one" -v b="$two" -v mesh="$mesh" 'BEGIN {
+    n = split(a, x, " "); m = split(b, y, " ")
+    if (n != 5 || m != 5) { print "two_hosts: expected 5 losses each, got: " a " / " b; exit 1 }
+    for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d
+      if (d > 1e-5 * x[i]) { print "two_hosts: " mesh ": losses differ: " a " / " b; exit 1 } }
+    print "two_hosts: " mesh " across two namespaces gives the single-process losses: " b }'
+done

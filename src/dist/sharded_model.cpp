@@ -19,16 +19,23 @@ struct ShardedModel::Unit {
   std::vector<int64_t> chunk_compute, chunk_master, compute_off, master_off, grad_off, grad_chunk_off;
   int64_t chunk = 0;                        // uint16 units each rank sends
   int64_t compute_elems = 0, master_elems = 0, grad_elems = 0, grad_chunk = 0;
-  Buffer<uint16_t> send, recv;
-  Buffer<bf16> compute;
-  Buffer<float> master, grad;
+  // When this rank's blocks already lie back to back in gather order (a block's bf16 copies, or
+  // its f32 masters in fp32 mode), the gather sends from the shard store itself: no staging copy.
+  const uint16_t* direct_send = nullptr;
+  // Pool blocks while in use, else null.
+  uint16_t* send = nullptr;
+  uint16_t* recv = nullptr;
+  bf16* compute = nullptr;
+  float* master = nullptr;
+  float* grad = nullptr;
   Request gather;
   bool gathering = false, held = false, has_grads = false;
 };
 
 struct ShardedModel::PendingScatter {
   Unit* unit = nullptr;
-  Buffer<float> send, recv;
+  float* send = nullptr;  // pool blocks
+  float* recv = nullptr;
   Request request;
 };
 
@@ -200,6 +207,27 @@ void ShardedModel::build_units() {
     U.grad_chunk_off.push_back(U.grad_chunk);
     if (s.trainable) U.grad_elems += whole, U.grad_chunk += local;
   }
+  for (auto& up : units_) {
+    Unit& U = *up;
+    if (U.split.empty()) continue;
+    const char* expect = nullptr;
+    bool contiguous = true;
+    for (size_t i = 0; i < U.split.size() && contiguous; ++i) {
+      const ShardSlot& s = *U.split[i];
+      const int64_t n = s.box.numel();
+      auto follow = [&](const void* p, int64_t bytes) {
+        const char* c = static_cast<const char*>(p);
+        if (expect && c != expect) contiguous = false;
+        expect = c + bytes;
+      };
+      if (s.gather_compute) follow(s.shard->compute, n * 2);
+      if (s.gather_master) follow(s.shard->master, n * 4);
+    }
+    const ShardSlot& first = *U.split.front();
+    if (contiguous)
+      U.direct_send = reinterpret_cast<const uint16_t*>(first.gather_compute ? static_cast<const void*>(first.shard->compute)
+                                                                             : static_cast<const void*>(first.shard->master));
+  }
 }
 
 void ShardedModel::point_model_at_shards() {
@@ -215,15 +243,19 @@ void ShardedModel::start_gather(int u) {
   Unit& U = *units_[size_t(u)];
   if (U.split.empty() || U.gathering || U.held) return;
   MT_PROFILE("fsdp gather (issue)");
-  U.send.resize(U.chunk);
-  U.recv.resize(U.chunk * mesh_.shape().fsdp);
-  for (size_t i = 0; i < U.split.size(); ++i) {
-    const ShardSlot& s = *U.split[i];
-    const int64_t n = s.box.numel();
-    if (s.gather_compute) std::memcpy(U.send.data() + U.chunk_compute[i], s.shard->compute, size_t(n) * 2);
-    if (s.gather_master) std::memcpy(U.send.data() + U.chunk_master[i], s.shard->master, size_t(n) * 4);
+  U.recv = pool_.take<uint16_t>(size_t(U.chunk * mesh_.shape().fsdp));
+  const uint16_t* send = U.direct_send;
+  if (!send) {
+    U.send = pool_.take<uint16_t>(size_t(U.chunk));
+    for (size_t i = 0; i < U.split.size(); ++i) {
+      const ShardSlot& s = *U.split[i];
+      const int64_t n = s.box.numel();
+      if (s.gather_compute) std::memcpy(U.send + U.chunk_compute[i], s.shard->compute, size_t(n) * 2);
+      if (s.gather_master) std::memcpy(U.send + U.chunk_master[i], s.shard->master, size_t(n) * 4);
+    }
+    send = U.send;
   }
-  U.gather = mesh_.axis(Axis::fsdp).iall_gather_bytes(U.send.data(), U.recv.data(), U.chunk, 2);
+  U.gather = mesh_.axis(Axis::fsdp).iall_gather_bytes(send, U.recv, U.chunk, 2);
   U.gathering = true;
 }
 
@@ -236,27 +268,28 @@ void ShardedModel::finish_gather(int u) {
   }
   MT_PROFILE("fsdp gather (unpack)");
   U.gathering = false;
-  U.compute.resize(U.compute_elems);
-  U.master.resize(U.master_elems);
+  U.compute = pool_.take<bf16>(size_t(U.compute_elems));
+  U.master = pool_.take<float>(size_t(U.master_elems));
   const int64_t F = mesh_.shape().fsdp;
   for (size_t i = 0; i < U.split.size(); ++i) {
     ShardSlot& s = *U.split[i];
     const TensorBox whole = TensorBox::whole(s.tp_box.shape());
     for (int64_t f = 0; f < F; ++f) {
-      const uint16_t* piece = U.recv.data() + f * U.chunk;
+      const uint16_t* piece = U.recv + f * U.chunk;
       const TensorBox& pb = s.peer_boxes[size_t(f)];
       if (s.gather_compute)
         copy_box(reinterpret_cast<const bf16*>(piece + U.chunk_compute[i]), pb,
-                 U.compute.data() + U.compute_off[i], whole, pb);
+                 U.compute + U.compute_off[i], whole, pb);
       if (s.gather_master)
         copy_box(reinterpret_cast<const float*>(piece + U.chunk_master[i]), pb,
-                 U.master.data() + U.master_off[i], whole, pb);
+                 U.master + U.master_off[i], whole, pb);
     }
-    s.model->compute = s.gather_compute ? U.compute.data() + U.compute_off[i] : nullptr;
-    s.model->master = s.gather_master ? U.master.data() + U.master_off[i] : nullptr;
+    s.model->compute = s.gather_compute ? U.compute + U.compute_off[i] : nullptr;
+    s.model->master = s.gather_master ? U.master + U.master_off[i] : nullptr;
   }
-  U.send.resize(0);
-  U.recv.resize(0);
+  pool_.give(U.send);
+  pool_.give(U.recv);
+  U.send = nullptr, U.recv = nullptr;
 }
 
 void ShardedModel::acquire(int u, bool grads) {
@@ -269,13 +302,13 @@ void ShardedModel::acquire(int u, bool grads) {
     U.held = true;
     // Prefetch the unit that comes next in this pass, so its gather overlaps this unit's compute.
     const int next = grads ? u - 1 : u + 1;
-    if (next >= 0 && next < num_units()) start_gather(next);
+    if (prefetch_ && next >= 0 && next < num_units()) start_gather(next);
   }
   if (grads && !U.has_grads) {
-    U.grad.resize(U.grad_elems);
-    U.grad.zero();
+    U.grad = pool_.take<float>(size_t(U.grad_elems));
+    if (U.grad) std::memset(U.grad, 0, size_t(U.grad_elems) * sizeof(float));
     for (size_t i = 0; i < U.split.size(); ++i)
-      if (U.split[i]->trainable) U.split[i]->model->grad = U.grad.data() + U.grad_off[i];
+      if (U.split[i]->trainable) U.split[i]->model->grad = U.grad + U.grad_off[i];
     U.has_grads = true;
   }
 }
@@ -288,29 +321,31 @@ void ShardedModel::release(int u, bool grads) {
     const int64_t F = mesh_.shape().fsdp;
     auto ps = std::make_unique<PendingScatter>();
     ps->unit = &U;
-    ps->send.resize(U.grad_chunk * F);
-    ps->recv.resize(U.grad_chunk);
+    ps->send = pool_.take<float>(size_t(U.grad_chunk * F));
+    ps->recv = pool_.take<float>(size_t(U.grad_chunk));
     for (int64_t f = 0; f < F; ++f)
       for (size_t i = 0; i < U.split.size(); ++i) {
         const ShardSlot& s = *U.split[i];
         if (!s.trainable) continue;
         const TensorBox& pb = s.peer_boxes[size_t(f)];
-        copy_box(U.grad.data() + U.grad_off[i], TensorBox::whole(s.tp_box.shape()),
-                 ps->send.data() + f * U.grad_chunk + U.grad_chunk_off[i], pb, pb);
+        copy_box(U.grad + U.grad_off[i], TensorBox::whole(s.tp_box.shape()),
+                 ps->send + f * U.grad_chunk + U.grad_chunk_off[i], pb, pb);
       }
-    ps->request = mesh_.axis(Axis::fsdp).ireduce_scatter_sum(ps->send.data(), ps->recv.data(), U.grad_chunk);
+    ps->request = mesh_.axis(Axis::fsdp).ireduce_scatter_sum(ps->send, ps->recv, U.grad_chunk);
     scatters_.push_back(std::move(ps));
   }
   if (grads && U.has_grads) {
     for (auto* s : U.split)
       if (s->trainable) s->model->grad = nullptr;
-    U.grad.resize(0);
+    pool_.give(U.grad);
+    U.grad = nullptr;
     U.has_grads = false;
   }
   if (!U.split.empty()) {
     for (auto* s : U.split) s->model->compute = nullptr, s->model->master = nullptr;
-    U.compute.resize(0);
-    U.master.resize(0);
+    pool_.give(U.compute);
+    pool_.give(U.master);
+    U.compute = nullptr, U.master = nullptr;
   }
   U.held = false;
 }
@@ -326,10 +361,12 @@ void ShardedModel::complete_scatters() {
     for (size_t i = 0; i < U.split.size(); ++i) {
       const ShardSlot& s = *U.split[i];
       if (!s.trainable) continue;
-      const float* src = ps->recv.data() + U.grad_chunk_off[i];
+      const float* src = ps->recv + U.grad_chunk_off[i];
       float* dst = s.shard->grad;
       for (int64_t k = 0, n = s.box.numel(); k < n; ++k) dst[k] += src[k];
     }
+    pool_.give(ps->send);
+    pool_.give(ps->recv);
   }
   scatters_.clear();
 }

@@ -23,6 +23,7 @@
 #include "dist/mesh.h"
 #include "dist/layout.h"
 #include "dist/partition.h"
+#include "dist/scratch_pool.h"
 #include "dist/tensor_parallel.h"
 #include "io/tensor_box.h"
 #include "model/llama.h"
@@ -88,6 +89,8 @@ class ShardedModel final : public ModelParallel {
   // communication), and the bytes they moved.
   double exposed_comm_seconds() const { return exposed_s_; }
   void reset_comm_stats() { exposed_s_ = 0.0; }
+  // Off: every unit is gathered when needed (only to measure what prefetching hides).
+  void set_prefetch(bool on) { prefetch_ = on; }
 
   // ModelParallel
   void acquire(int unit, bool grads) override;
@@ -114,11 +117,13 @@ class ShardedModel final : public ModelParallel {
   std::unique_ptr<LlamaModel> model_;
   ParamStore shard_base_, shard_adapters_;
   std::vector<ShardSlot> slots_;
+  ScratchPool pool_;  // declared before the units and scatters, which hold its blocks
   std::vector<std::unique_ptr<Unit>> units_;
   std::vector<std::unique_ptr<PendingScatter>> scatters_;
   std::unique_ptr<CommPartialSums> partials_;
   int64_t vocab_begin_ = 0;
   double exposed_s_ = 0.0;
+  bool prefetch_ = true;
 };
 
 }  // namespace mt::dist

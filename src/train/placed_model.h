@@ -35,6 +35,8 @@ class PlacedModel {
   // Whole-model counts (not this rank's share).
   int64_t base_numel() const { return base_numel_; }
   int64_t trainable_numel() const { return trainable_numel_; }
+  // The whole model's architecture (the model() of a tp rank computes with its share).
+  const LlamaConfig& full_config() { return sharded_ ? sharded_->full_config() : whole_->config(); }
 
   std::vector<HeldTensor> held_tensors(AdamW& optimizer);
   // After the trainable values changed outside the optimizer (a checkpoint load).

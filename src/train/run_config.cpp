@@ -40,7 +40,8 @@ const std::vector<Section>& schema() {
        {"lr", "min_lr", "warmup_steps", "weight_decay", "beta1", "beta2", "eps", "grad_clip"}},
       {"train",
        {"steps", "batch_size", "grad_accum", "seq_len", "seed", "precision",
-        "activation_checkpointing", "log_every", "threads", "peak_gflops", "resume", "profile"}},
+        "activation_checkpointing", "log_every", "threads", "peak_gflops", "resume", "profile",
+        "fsdp_prefetch"}},
       {"data", {"path", "format", "tokenizer", "cache_dir", "truncate", "val_fraction"}},
       {"output", {"dir", "checkpoint_every", "keep_checkpoints"}},
   };
@@ -284,6 +285,7 @@ RunConfig convert(const toml::table& doc, const std::string& where) {
     else
       fail(where + ": train.precision must be \"fp32\" or \"bf16\", got \"" + prec + "\"");
     r.read("activation_checkpointing", t.activation_checkpointing);
+    r.read("fsdp_prefetch", t.fsdp_prefetch);
     r.read("log_every", t.log_every);
     r.read("threads", t.threads);
     r.read("peak_gflops", t.peak_gflops);
@@ -605,6 +607,7 @@ threads = 0                    # 0: all cores
 peak_gflops = 0.0              # MFU denominator; 0: measure this machine's bf16 GEMM
 resume = ""                    # "latest" or a checkpoint directory to continue from
 profile = false                # print the time per op at the end
+fsdp_prefetch = true           # issue the next unit's FSDP gather before computing this one
 
 [data]
 path = ""                      # empty: the built-in demo text
@@ -679,7 +682,8 @@ std::string to_toml(const RunConfig& c) {
     << "threads = " << t.threads << "\n"
     << "peak_gflops = " << fmt_float(t.peak_gflops) << "\n"
     << "resume = " << fmt_string(t.resume) << "\n"
-    << "profile = " << fmt_bool(t.profile) << "\n";
+    << "profile = " << fmt_bool(t.profile) << "\n"
+    << "fsdp_prefetch = " << fmt_bool(t.fsdp_prefetch) << "\n";
   o << "\n[data]\n"
     << "path = " << fmt_string(c.data.path) << "\n"
     << "format = " << fmt_string(c.data.format) << "\n"

@@ -41,6 +41,7 @@ struct TrainConfig {
   uint64_t seed = 1234;
   Precision precision = Precision::bf16;
   bool activation_checkpointing = false;
+  bool fsdp_prefetch = true;  // FSDP: gather the next unit while this one computes
   int64_t log_every = 1;
   int64_t threads = 0;  // 0: all cores
   float peak_gflops = 0.0f;  // MFU denominator; 0: measure this machine's bf16 GEMM at start

@@ -88,7 +88,7 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
   LlamaModel& model = placed.model();
   AdamW optimizer(placed.trainable(), cfg.optim);
 
-  const FlopCount flops = training_flops(model.config(), cfg.lora, tc.seq_len);
+  const FlopCount flops = training_flops(placed.full_config(), cfg.lora, tc.seq_len);
   const double peak = tc.peak_gflops > 0 ? tc.peak_gflops * 1e9
                                          : measure_gemm_flops(2048, 0.5, /*bf16=*/true);
   const int64_t tokens_per_step = tc.batch_size * tc.grad_accum * tc.seq_len;
@@ -155,6 +155,7 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
     for (const PackedBatch& b : micro) inputs.push_back(input_of(b));
     // The first step builds the GEMM primitives: profile the steady state only.
     profile::enable(tc.profile && step > start_step);
+    if (step == start_step + 1) placed.reset_comm_stats();  // steady state, as the timings
     const StepResult r = train_step(model, optimizer, inputs, cfg.optim, step, tc.steps, placed.sync());
     const double dt = seconds_since(t0);
     if (step > start_step || tc.steps - start_step == 1) timed_seconds += dt, timed_tokens += tokens_per_step;
@@ -192,6 +193,9 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
     log << "time per step by op (steps after the first):\n"
         << profile::table(timed_seconds, std::max<int64_t>(1, tc.steps - start_step - 1));
   summary.tokens_per_s = timed_seconds > 0 ? double(timed_tokens) / timed_seconds : 0.0;
+  const int64_t steady_steps = tc.steps - start_step - 1;
+  if (placed.sharded() && steady_steps > 0)
+    summary.fsdp_wait_s_per_step = placed.exposed_comm_seconds() / double(steady_steps);
   summary.mfu = summary.tokens_per_s * flops.per_token / (peak * world->size());
   summary.val_loss_after = data->has_validation() ? evaluate(model, *data, eval_batches, dp, placed.sharded()) : std::nan("");
   summary.peak_rss_bytes = memory_stats::peak_rss_bytes();
@@ -222,8 +226,12 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
       << format_bytes(int64_t(summary.peak_tensor_bytes)) << ")"
       << (world->size() > 1 ? ", largest rank " + format_bytes(int64_t(summary.peak_rss_max_rank_bytes))
                             : std::string())
-      << "\n"
-      << "wrote:\n";
+      << "\n";
+  if (placed.sharded())
+    log << "FSDP collectives: " << std::round(summary.fsdp_wait_s_per_step * 1e4) / 10.0
+        << " ms/step spent waiting (rank 0; gathers " << (tc.fsdp_prefetch ? "prefetched" : "not prefetched")
+        << ")\n";
+  log << "wrote:\n";
   for (const auto& f : summary.files_written) log << "  " << f << "\n";
   return summary;
 }

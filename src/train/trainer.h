@@ -16,6 +16,7 @@ struct TrainSummary {
   double mfu = 0.0;
   size_t peak_rss_bytes = 0;            // this rank
   size_t peak_rss_max_rank_bytes = 0;   // the largest over all ranks
+  double fsdp_wait_s_per_step = 0.0;    // sharded runs: time blocked in FSDP collectives
   size_t peak_tensor_bytes = 0;
   std::vector<std::string> files_written;
 };

@@ -1,0 +1,31 @@
+#include "dist/scratch_pool.h"
+
+#include "core/error.h"
+
+namespace mt::dist {
+
+void* ScratchPool::take_bytes(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  for (auto& b : blocks_)
+    if (!b->in_use && b->bytes.size() == bytes) {
+      b->in_use = true;
+      return b->bytes.data();
+    }
+  blocks_.push_back(std::make_unique<Block>());
+  blocks_.back()->bytes.resize(bytes);
+  blocks_.back()->in_use = true;
+  return blocks_.back()->bytes.data();
+}
+
+void ScratchPool::give(const void* p) {
+  if (!p) return;
+  for (auto& b : blocks_)
+    if (b->bytes.data() == p) {
+      MT_CHECK(b->in_use, "scratch block handed back twice");
+      b->in_use = false;
+      return;
+    }
+  MT_CHECK(false, "scratch block not from this pool");
+}
+
+}  // namespace mt::dist

@@ -2,7 +2,7 @@
 # Device-mesh benchmark on the reference shape (configs/reference.toml, ~125M parameters, bf16
 # mixed precision, full training): tokens/s and MFU of each mesh, the largest rank's peak memory
 # against its model states (from `meshtrain shard`), and the time FSDP spent waiting for its
-# collectives with and without prefetching. Ranks beyond the machine's cores are oversubscribed:
+# collectives with and without prefetching (each log has the per-op table). Ranks beyond the machine's cores are oversubscribed:
 # their memory figures hold, their throughput does not. Usage: scripts/bench_mesh.sh [steps]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +11,7 @@ STEPS=${1:-5}
 OUT=$(mktemp -d /tmp/meshtrain_bench_mesh.XXXXXX)
 COMMON="--config configs/reference.toml --set train.steps=$STEPS --set train.batch_size=8 \
   --set train.seq_len=256 --set train.peak_gflops=610 --set train.log_every=1000 \
-  --set output.checkpoint_every=0"
+  --set output.checkpoint_every=0 --set train.profile=true"
 
 run() {  # name ranks threads mesh [extra --set ...]
   local name=$1 ranks=$2 threads=$3 mesh=$4; shift 4

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -13,6 +14,8 @@
 #include "dist/mesh.h"
 #include "io/safetensors.h"
 #include "run_command.h"
+#include "train/checkpoint.h"
+#include "train/run_config.h"
 
 namespace mt::testing {
 
@@ -77,6 +80,42 @@ inline void expect_same_run(const std::string& tag, const std::string& args, con
   double max_diff = 0.0;
   for (size_t i = 0; i < wa.size(); ++i) max_diff = std::max(max_diff, double(std::abs(wa[i] - wb[i])));
   EXPECT_LT(max_diff, weight_tolerance) << mesh << ": final parameters differ";
+}
+
+// A run on `mesh` that loses a rank to SIGKILL once a checkpoint exists ends non-zero within 30 s
+// with mpirun's message, and its newest complete checkpoint loads into a whole model.
+inline void expect_killed_rank_ends_job(const std::string& tag, const std::string& args_in,
+                                        const std::string& mesh) {
+  namespace fs = std::filesystem;
+  const std::string dir = (fs::temp_directory_path() / ("meshtrain_killed_" + tag)).string();
+  fs::remove_all(dir);
+  const std::string args = args_in + " --set train.steps=100000 --set output.checkpoint_every=2 --set output.dir=" + dir;
+  // Run in the background; once a checkpoint exists, kill one rank with SIGKILL, then wait (at
+  // most 30 s) for the job to end.
+  const std::string script_path = dir + ".sh";
+  std::ofstream(script_path)
+      << "(" << train_command(mesh) << args << " > " << dir << ".log 2>&1; echo $? > " << dir << ".rc) &\n"
+      << "for i in $(seq 1 600); do [ -f " << dir << "/checkpoints/latest ] && break; sleep 0.1; done\n"
+      << "pkill -9 -n -f 'output.dir=" << dir << "$'\n"
+      << "for i in $(seq 1 300); do [ -f " << dir << ".rc ] && break; sleep 0.1; done\n";
+  fs::remove(dir + ".rc");
+  run("bash " + script_path);
+  ASSERT_TRUE(fs::exists(dir + ".rc")) << "the job did not end within 30 s of losing a rank";
+  std::ifstream rc_file(dir + ".rc");
+  int rc = 0;
+  rc_file >> rc;
+  EXPECT_NE(rc, 0);
+  std::ifstream log_file(dir + ".log");
+  std::stringstream log;
+  log << log_file.rdbuf();
+  EXPECT_NE(log.str().find("signal 9"), std::string::npos) << log.str();
+  // The newest complete checkpoint loads into a model of the run's shape.
+  RunConfig cfg = parse_run_config(default_run_config_toml(), {}, "<test>");
+  LlamaModel model(cfg.model, Precision::fp32, LoraConfig{});
+  AdamW opt(model.trainable(), cfg.optim);
+  const CheckpointState st = load_checkpoint(resolve_checkpoint("latest", dir), model, opt);
+  EXPECT_GE(st.step, 2);
+  EXPECT_EQ(st.step % 2, 0);
 }
 
 }  // namespace mt::testing

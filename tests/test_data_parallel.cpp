@@ -79,37 +79,7 @@ TEST(DataParallel, CheckpointFromOneRankResumesUnderDp2) {
 
 TEST(DataParallel, KilledRankEndsTheJobAndTheLastCheckpointLoads) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_dp_killed").string();
-  fs::remove_all(dir);
-  const std::string args = std::string(kRun) +
-                           " --set train.steps=100000 --set output.checkpoint_every=2 --set output.dir=" + dir;
-  // Run in the background; once a checkpoint exists, kill one rank with SIGKILL, then wait (at
-  // most 30 s) for the job to end.
-  const std::string script_path = dir + ".sh";
-  std::ofstream(script_path)
-      << "(" << mpirun(2) << MESHTRAIN_BINARY << " train --mesh dp=2 " << args << " > " << dir
-      << ".log 2>&1; echo $? > " << dir << ".rc) &\n"
-      << "for i in $(seq 1 600); do [ -f " << dir << "/checkpoints/latest ] && break; sleep 0.1; done\n"
-      << "pkill -9 -n -f 'output.dir=" << dir << "$'\n"
-      << "for i in $(seq 1 300); do [ -f " << dir << ".rc ] && break; sleep 0.1; done\n";
-  fs::remove(dir + ".rc");
-  run("bash " + script_path);
-  ASSERT_TRUE(fs::exists(dir + ".rc")) << "the job did not end within 30 s of losing a rank";
-  std::ifstream rc_file(dir + ".rc");
-  int rc = 0;
-  rc_file >> rc;
-  EXPECT_NE(rc, 0);
-  std::ifstream log_file(dir + ".log");
-  std::stringstream log;
-  log << log_file.rdbuf();
-  EXPECT_NE(log.str().find("signal 9"), std::string::npos) << log.str();
-  // The newest complete checkpoint loads into a model of the run's shape.
-  mt::RunConfig cfg = mt::parse_run_config(mt::default_run_config_toml(), {}, "<test>");
-  mt::LlamaModel model(cfg.model, mt::Precision::fp32, mt::LoraConfig{});
-  mt::AdamW opt(model.trainable(), cfg.optim);
-  const mt::CheckpointState st = mt::load_checkpoint(mt::resolve_checkpoint("latest", dir), model, opt);
-  EXPECT_GE(st.step, 2);
-  EXPECT_EQ(st.step % 2, 0);
+  mt::testing::expect_killed_rank_ends_job("dp", kRun, "dp=2");
 }
 
 }  // namespace

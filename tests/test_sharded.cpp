@@ -140,6 +140,11 @@ TEST(Sharded, HuggingFaceCheckpointLoadsBlockByBlock) {
   EXPECT_NE(out.find("tensors, "), std::string::npos) << "no loading progress line:\n" << out;
 }
 
+TEST(Sharded, KilledRankEndsTheJobAndTheLastCheckpointLoads) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  expect_killed_rank_ends_job("fsdp_tp", kRun, "fsdp=2,tp=2");  // per-rank shard files, read whole
+}
+
 TEST(Sharded, LayoutTensorParallelismCannotComputeIsRefused) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   const std::string dir = (fs::temp_directory_path() / "meshtrain_sharded_badrule").string();

@@ -1,8 +1,9 @@
 // Reusable blocks for buffers that live for one unit's use and come back in the same sizes every
 // step (FSDP's gathered weights, unit gradients, collective staging). Taking a block of a size
 // handed back before skips what a fresh allocation costs each time: the allocation, the page
-// faults and the zeroing, about a gigabyte of memory traffic per step on the reference shape. The
-// pool only grows to the largest number of blocks of each size ever in use at once.
+// faults and the zeroing, about a gigabyte of memory traffic per step on the reference shape. A
+// request takes the smallest free block large enough, so the pool settles near the most bytes
+// ever in use at once.
 #pragma once
 #include <cstddef>
 #include <memory>

@@ -99,12 +99,14 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
   add("activations", double(in_flight) * a.per_micro_batch + a.shared);
   add("logits+loss", a.logits);
 
-  // Gather buffers: the unit in use and the next one prefetched (bf16), and the unit's f32
-  // gradients before its reduce-scatter; tp all-reduce and pp send/receive staging.
+  // Gather buffers, as src/dist/sharded_model.cpp holds them at the head (the largest unit): the
+  // unit in use, the next one prefetched and the receive staging of a gather (bf16 each), the
+  // unit's f32 gradients and their reduce-scatter staging (f32 each); tp all-reduce and pp
+  // send/receive staging.
   double comm = 0.0;
   const double N = double(in.micro_tokens()), h = double(in.model.hidden());
   const bool gathers = in.mesh.fsdp > 1 || (in.zero >= 3 && in.mesh.dp > 1);
-  if (gathers) comm += 2.0 * wbytes * double(s.max_unit.gathered) + 4.0 * double(s.max_unit.gathered_trainable);
+  if (gathers) comm += 3.0 * wbytes * double(s.max_unit.gathered) + 8.0 * double(s.max_unit.gathered_trainable);
   if (in.mesh.tp > 1) comm += 2.0 * 2.0 * N * h;
   if (in.mesh.pp > 1) comm += 2.0 * 2.0 * N * h;
   if (in.mesh.dp > 1 && in.zero < 3) comm += kGradBucketBytes;

@@ -77,7 +77,8 @@ class ShardedModel final : public ModelParallel {
   // Loads a Hugging Face checkpoint: each rank reads only its blocks (mmap), with a progress line
   // on `progress` (may be null).
   void load_hf(const std::string& path, std::ostream* progress);
-  // Collective: the whole tensor on every rank (for export).
+  // Collective over each replica's fsdp x tp group: the whole tensor on every rank (for export,
+  // one tensor at a time).
   std::vector<float> gather_whole(const std::string& name);
 
   // After the last micro-batch's backward: completes the reduce-scatters and sums the gradients

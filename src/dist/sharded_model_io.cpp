@@ -73,21 +73,27 @@ void ShardedModel::load_hf(const std::string& path, std::ostream* progress) {
 }
 
 std::vector<float> ShardedModel::gather_whole(const std::string& name) {
+  // Tensors are never split over dp (or pp), so the ranks of this replica's fsdp x tp group hold
+  // every block: gather there (each replica in parallel), not over the whole world.
   const ShardSlot& s = slot(name);
-  const int64_t n = s.box.numel(), world = mesh_.world().size();
-  std::vector<float> mine(static_cast<size_t>(n)), all(static_cast<size_t>(n * world));
+  Comm& group = mesh_.group(axis_bit(Axis::fsdp) | axis_bit(Axis::tp));
+  const int64_t n = s.box.numel(), members = group.size(), TP = mesh_.shape().tp;
+  std::vector<float> mine(static_cast<size_t>(n)), all(static_cast<size_t>(n * members));
   if (s.shard->master) std::copy(s.shard->master, s.shard->master + n, mine.begin());
   else convert(mine.data(), s.shard->compute, size_t(n));
-  mesh_.world().all_gather(mine.data(), all.data(), n);
+  group.all_gather(mine.data(), all.data(), n);
   const TensorBox whole_box = TensorBox::whole(s.full_shape);
-  std::vector<float> whole(size_t(whole_box.numel()));
-  for (int64_t r = 0; r < world; ++r) {
+  std::vector<float> whole(static_cast<size_t>(whole_box.numel()));
+  Coords c = mesh_.coords();
+  for (int64_t j = 0; j < members; ++j) {  // the group is row-major over (fsdp, tp)
+    c[size_t(Axis::fsdp)] = j / TP, c[size_t(Axis::tp)] = j % TP;
+    const int64_t r = rank_of(mesh_.shape(), c);
     TensorBox b;
     for (size_t d = 0; d < s.full_shape.size(); ++d) {
       Range rg = s.layout.range(r, d);
       b.begin.push_back(rg.begin), b.end.push_back(rg.end);
     }
-    copy_box(all.data() + r * n, b, whole.data(), whole_box, b);
+    copy_box(all.data() + j * n, b, whole.data(), whole_box, b);
   }
   return whole;
 }

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstring>
 #include <filesystem>
 
 #include "data/tokenizer.h"
@@ -11,27 +12,37 @@
 
 namespace mt {
 
-std::vector<std::string> save_base_model(LlamaModel& model, const std::string& dir) {
-  const bool bf = model.precision() == Precision::bf16;
-  std::vector<Buffer<bf16>> converted;  // bf16 copies of tensors that only have f32 values
-  std::vector<TensorOut> out;
-  for (auto& p : model.base().params()) {
-    TensorOut t{p.name, bf ? "BF16" : "F32", p.shape, nullptr, 0};
-    if (!bf) {
-      t.data = p.master, t.bytes = size_t(p.numel) * 4;
-    } else if (p.compute && !p.master) {
-      t.data = p.compute, t.bytes = size_t(p.numel) * 2;
-    } else {
-      converted.emplace_back(size_t(p.numel));
-      convert(converted.back().data(), p.master, size_t(p.numel));
-      t.data = converted.back().data(), t.bytes = size_t(p.numel) * 2;
-    }
-    out.push_back(t);
+std::vector<std::string> save_base_model(const LlamaConfig& config, Precision precision,
+                                         const std::vector<ExportTensor>& tensors,
+                                         const FetchValues& fetch, const std::string& dir) {
+  const bool bf = precision == Precision::bf16;  // written in the run's precision
+  std::vector<TensorOut> specs;
+  for (const auto& t : tensors) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    specs.push_back({t.name, bf ? "BF16" : "F32", t.shape, nullptr, size_t(n) * (bf ? 2 : 4)});
   }
-  std::string weights = dir + "/model.safetensors", config = dir + "/config.json";
-  write_safetensors(weights, out, {{"format", "pt"}});
-  write_file_atomically(config, [&](std::ostream& os) { os << hf_config_json(model.config()); });
-  return {config, weights};
+  std::string weights = dir + "/model.safetensors", config_path = dir + "/config.json";
+  write_safetensors_streamed(weights, specs, [&](size_t i) {
+    const std::vector<float> v = fetch(tensors[i].name);
+    std::vector<char> bytes(specs[i].bytes);
+    if (bf) convert(reinterpret_cast<bf16*>(bytes.data()), v.data(), v.size());
+    else std::memcpy(bytes.data(), v.data(), bytes.size());
+    return bytes;
+  }, {{"format", "pt"}});
+  write_file_atomically(config_path, [&](std::ostream& os) { os << hf_config_json(config); });
+  return {config_path, weights};
+}
+
+std::vector<std::string> save_base_model(LlamaModel& model, const std::string& dir) {
+  std::vector<ExportTensor> tensors;
+  for (const auto& p : model.base().params()) tensors.push_back({p.name, p.shape});
+  return save_base_model(model.config(), model.precision(), tensors, [&](const std::string& name) {
+    const Param& p = model.base().get(name);
+    std::vector<float> v(static_cast<size_t>(p.numel));
+    model.base().get_values(p, v.data());  // a bf16-only tensor round-trips exactly
+    return v;
+  }, dir);
 }
 
 std::vector<std::string> save_tokenizer_files(const std::string& tokenizer_path,

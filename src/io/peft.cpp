@@ -1,5 +1,7 @@
 #include "io/peft.h"
 
+#include <cstring>
+
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
@@ -32,18 +34,35 @@ std::string peft_adapter_config_json(const LoraConfig& lora, const std::string& 
   return j.dump(2) + "\n";
 }
 
-std::vector<std::string> save_peft_adapter(LlamaModel& model, const std::string& dir,
+std::vector<std::string> save_peft_adapter(const LoraConfig& lora, const std::vector<ExportTensor>& adapters,
+                                           const FetchValues& fetch, const std::string& dir,
                                            const std::string& base_model) {
-  std::vector<TensorOut> out;
-  for (auto& p : model.adapters().params())
-    out.push_back({"base_model.model." + p.name, "F32", p.shape, p.master, size_t(p.numel) * 4});
+  std::vector<TensorOut> specs;
+  for (const auto& a : adapters) {
+    int64_t n = 1;
+    for (int64_t d : a.shape) n *= d;
+    specs.push_back({"base_model.model." + a.name, "F32", a.shape, nullptr, size_t(n) * 4});
+  }
   const std::string weights = dir + "/adapter_model.safetensors";
   const std::string config = dir + "/adapter_config.json";
-  write_safetensors(weights, out, {{"format", "pt"}});
-  write_file_atomically(config, [&](std::ostream& os) {
-    os << peft_adapter_config_json(model.lora_config(), base_model);
-  });
+  write_safetensors_streamed(weights, specs, [&](size_t i) {
+    const std::vector<float> v = fetch(adapters[i].name);
+    std::vector<char> bytes(v.size() * 4);
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    return bytes;
+  }, {{"format", "pt"}});
+  write_file_atomically(config, [&](std::ostream& os) { os << peft_adapter_config_json(lora, base_model); });
   return {config, weights};
+}
+
+std::vector<std::string> save_peft_adapter(LlamaModel& model, const std::string& dir,
+                                           const std::string& base_model) {
+  std::vector<ExportTensor> adapters;
+  for (const auto& p : model.adapters().params()) adapters.push_back({p.name, p.shape});
+  return save_peft_adapter(model.lora_config(), adapters, [&](const std::string& name) {
+    const Param& p = model.adapters().get(name);
+    return std::vector<float>(p.master, p.master + p.numel);
+  }, dir, base_model);
 }
 
 }  // namespace mt

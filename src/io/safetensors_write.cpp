@@ -30,7 +30,6 @@ std::string safetensors_header_text(const std::string& path, const std::vector<T
       numel *= size_t(d);
     }
     MT_CHECK(numel * dtype_size(*dtype) == t.bytes, "tensor byte size mismatch: " + t.name);
-    MT_CHECK(t.data || t.bytes == 0, "tensor without data: " + t.name);
     header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes}}};
     offset += t.bytes;
   }
@@ -39,17 +38,42 @@ std::string safetensors_header_text(const std::string& path, const std::vector<T
   return text;
 }
 
+namespace {
+
+void write_header(std::ostream& out, const std::string& text) {
+  const uint64_t n = text.size();
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = (unsigned char)(n >> (8 * i));
+  out.write(reinterpret_cast<const char*>(len), 8);
+  out.write(text.data(), std::streamsize(text.size()));
+}
+
+}  // namespace
+
 void write_safetensors(const std::string& path, const std::vector<TensorOut>& tensors,
                        const std::map<std::string, std::string>& metadata) {
+  for (const auto& t : tensors) MT_CHECK(t.data || t.bytes == 0, "tensor without data: " + t.name);
   const std::string text = safetensors_header_text(path, tensors, metadata);
   write_file_atomically(path, [&](std::ostream& out) {
-    const uint64_t n = text.size();
-    unsigned char len[8];
-    for (int i = 0; i < 8; ++i) len[i] = (unsigned char)(n >> (8 * i));
-    out.write(reinterpret_cast<const char*>(len), 8);
-    out.write(text.data(), std::streamsize(text.size()));
+    write_header(out, text);
     for (const auto& t : tensors)
       if (t.bytes) out.write(static_cast<const char*>(t.data), std::streamsize(t.bytes));
+  });
+}
+
+void write_safetensors_streamed(const std::string& path, const std::vector<TensorOut>& tensors,
+                                const std::function<std::vector<char>(size_t)>& produce,
+                                const std::map<std::string, std::string>& metadata) {
+  const std::string text = safetensors_header_text(path, tensors, metadata);
+  write_file_atomically(path, [&](std::ostream& out) {
+    write_header(out, text);
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const std::vector<char> bytes = produce(i);
+      if (bytes.size() != tensors[i].bytes)
+        fail(path + ": tensor '" + tensors[i].name + "' produced " + std::to_string(bytes.size()) +
+             " bytes, expected " + std::to_string(tensors[i].bytes));
+      out.write(bytes.data(), std::streamsize(bytes.size()));
+    }
   });
 }
 

@@ -5,6 +5,7 @@
 // back to back in the same order. Files are written atomically (io/atomic_file.h).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -27,6 +28,14 @@ std::string safetensors_header_text(const std::string& path, const std::vector<T
 
 void write_safetensors(const std::string& path, const std::vector<TensorOut>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+
+// The same file with tensors produced one at a time, so they never all exist in memory at once
+// (exporting a sharded model, gathered tensor by tensor). `tensors` gives names, dtypes, shapes
+// and byte counts (data is ignored); produce(i) returns tensor i's bytes, exactly tensors[i].bytes
+// of them, and is called once per tensor in order. Atomic like write_safetensors.
+void write_safetensors_streamed(const std::string& path, const std::vector<TensorOut>& tensors,
+                                const std::function<std::vector<char>(size_t)>& produce,
+                                const std::map<std::string, std::string>& metadata = {});
 
 // Hugging Face's sharded layout in `dir`: model-00001-of-0000N.safetensors, ... (tensors kept in
 // order, a new shard started when the next tensor would take the current one past

@@ -1,6 +1,8 @@
 #include "train/placed_model.h"
 
 #include "core/error.h"
+#include "io/model_files.h"
+#include "io/peft.h"
 #include "io/pretrained.h"
 #include "model/param_shapes.h"
 
@@ -93,17 +95,22 @@ void PlacedModel::refresh_compute_copies() {
   sharded_->shard_adapters().sync_compute();
 }
 
-LlamaModel* PlacedModel::whole_on_rank0(bool adapters_only) {
-  const bool leader = mesh_.rank() == 0;
-  if (!sharded_) return leader ? whole_.get() : nullptr;
-  if (leader) gathered_ = std::make_unique<LlamaModel>(sharded_->full_config(), cfg_.train.precision, cfg_.lora);
-  for (const auto& s : sharded_->slots()) {
-    const bool adapter = s.name.find(".lora_") != std::string::npos;
-    if (adapters_only && !adapter) continue;
-    std::vector<float> values = sharded_->gather_whole(s.name);
-    if (leader) (adapter ? gathered_->adapters() : gathered_->base()).set_values(s.name, values.data());
+std::vector<std::string> PlacedModel::export_model(const std::string& dir) {
+  const bool leader = mesh_.rank() == 0, lora = cfg_.lora.enabled;
+  if (!sharded_) {
+    if (!leader) return {};
+    return lora ? save_peft_adapter(*whole_, dir, cfg_.model_path) : save_base_model(*whole_, dir);
   }
-  return gathered_.get();
+  std::vector<ExportTensor> tensors;  // in the model's order, the same on every rank
+  for (const auto& s : sharded_->slots())
+    if ((s.name.find(".lora_") != std::string::npos) == lora) tensors.push_back({s.name, s.full_shape});
+  const FetchValues gather = [&](const std::string& name) { return sharded_->gather_whole(name); };
+  if (!leader) {  // the same gathers, in the same order, as rank 0 makes while it writes
+    for (const auto& t : tensors) gather(t.name);
+    return {};
+  }
+  return lora ? save_peft_adapter(cfg_.lora, tensors, gather, dir, cfg_.model_path)
+              : save_base_model(sharded_->full_config(), cfg_.train.precision, tensors, gather, dir);
 }
 
 }  // namespace mt

@@ -41,10 +41,11 @@ class PlacedModel {
   std::vector<HeldTensor> held_tensors(AdamW& optimizer);
   // After the trainable values changed outside the optimizer (a checkpoint load).
   void refresh_compute_copies();
-  // Collective: the whole model on rank 0 (null elsewhere), for export; a sharded model is
-  // gathered into a new whole one. With adapters_only, a LoRA run gathers only the adapters
-  // (the base is not exported with them).
-  LlamaModel* whole_on_rank0(bool adapters_only);
+  // Collective: rank 0 writes the trained model to `dir` (a PEFT adapter directory in LoRA runs,
+  // else config.json + model.safetensors); returns the files written (empty on other ranks). A
+  // sharded model is gathered one tensor at a time as the file is written, so no rank ever holds
+  // more than one whole tensor.
+  std::vector<std::string> export_model(const std::string& dir);
   // Seconds blocked in FSDP collectives since the last reset (0 when not sharded).
   double exposed_comm_seconds() const { return sharded_ ? sharded_->exposed_comm_seconds() : 0.0; }
   void reset_comm_stats() {
@@ -58,7 +59,6 @@ class PlacedModel {
   std::unique_ptr<LlamaModel> whole_;
   std::unique_ptr<dist::ShardedModel> sharded_;
   std::unique_ptr<GradientSync> sync_;
-  std::unique_ptr<LlamaModel> gathered_;
   int64_t base_numel_ = 0, trainable_numel_ = 0;
 };
 

@@ -206,12 +206,9 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
   summary.peak_rss_max_rank_bytes = size_t(*std::max_element(peaks.begin(), peaks.end()));
   summary.peak_tensor_bytes = memory_stats::peak_bytes();
 
-  LlamaModel* whole = placed.whole_on_rank0(/*adapters_only=*/cfg.lora.enabled);  // collective
-  if (leader && cfg.lora.enabled) {
-    for (auto& f : save_peft_adapter(*whole, out_dir + "/adapter", cfg.model_path))
-      summary.files_written.push_back(f);
-  } else if (leader) {
-    for (auto& f : save_base_model(*whole, out_dir + "/model")) summary.files_written.push_back(f);
+  for (auto& f : placed.export_model(out_dir + (cfg.lora.enabled ? "/adapter" : "/model")))  // collective
+    summary.files_written.push_back(f);
+  if (leader && !cfg.lora.enabled) {
     for (auto& f : save_tokenizer_files(tokenizer_source(cfg), out_dir + "/model"))
       summary.files_written.push_back(f);
   }

@@ -115,6 +115,34 @@ TEST_F(SafetensorsTest, RoundTripF32IsBitExact) {
   for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(as_bf16[i].bits, float_to_bf16(v[i]).bits) << i;
 }
 
+TEST_F(SafetensorsTest, StreamedWriteEqualsWholeWriteAndChecksSizes) {
+  std::vector<float> a = {1.0f, -2.0f, 3.5f, 0.25f, 7.0f, -8.0f};
+  std::vector<bf16> b = {float_to_bf16(0.5f), float_to_bf16(-1.5f)};
+  std::vector<TensorOut> tensors = {{"a", "F32", {2, 3}, a.data(), a.size() * 4},
+                                    {"b", "BF16", {2}, b.data(), b.size() * 2}};
+  write_safetensors(path("whole.safetensors"), tensors, {{"format", "pt"}});
+  auto produce = [&](size_t i) {
+    const char* p = static_cast<const char*>(tensors[i].data);
+    return std::vector<char>(p, p + tensors[i].bytes);
+  };
+  std::vector<TensorOut> specs = tensors;
+  for (auto& t : specs) t.data = nullptr;  // the streamed writer needs only sizes up front
+  write_safetensors_streamed(path("streamed.safetensors"), specs, produce, {{"format", "pt"}});
+  auto slurp = [](const std::string& f) {
+    std::ifstream in(f, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(slurp(path("streamed.safetensors")), slurp(path("whole.safetensors")));
+  // A producer that returns the wrong number of bytes fails naming the tensor; nothing is left.
+  try {
+    write_safetensors_streamed(path("bad.safetensors"), specs, [](size_t) { return std::vector<char>(3); });
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'a' produced 3 bytes, expected 24"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(path("bad.safetensors")));
+}
+
 TEST_F(SafetensorsTest, RoundTripBf16IsBitExact) {
   std::mt19937 gen(2);
   std::vector<bf16> v(6 * 5);

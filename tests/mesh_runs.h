@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -56,6 +57,16 @@ inline std::vector<float> weights(const std::string& file) {
   return all;
 }
 
+// "validation loss 5.57 -> 3.97" from a run's output: {before, after}, empty without validation.
+inline std::vector<double> validation_losses(const std::string& output) {
+  const std::string key = "validation loss ";
+  const size_t at = output.rfind(key);
+  if (at == std::string::npos) return {};
+  double before = 0, after = 0;
+  if (std::sscanf(output.c_str() + at + key.size(), "%lf -> %lf", &before, &after) != 2) return {};
+  return {before, after};
+}
+
 // The per-step losses (relative 1e-5) and the exported final parameters (absolute
 // `weight_tolerance`) of the run on `mesh` equal the single-rank run's. `tag` keeps the output
 // directories of tests that ctest runs in parallel apart. (Sums over ranks round differently from
@@ -68,9 +79,14 @@ inline void expect_same_run(const std::string& tag, const std::string& args, con
   const std::string one = base + "_one", many = base + "_mesh";
   fs::remove_all(one);
   fs::remove_all(many);
-  std::string out;
-  ASSERT_EQ(run(train_command("") + args + " --set output.dir=" + one, &out), 0) << out;
+  std::string out_one, out;
+  ASSERT_EQ(run(train_command("") + args + " --set output.dir=" + one, &out_one), 0) << out_one;
   ASSERT_EQ(run(train_command(mesh) + args + " --set output.dir=" + many, &out), 0) << out;
+  // Validation (before and after) runs the forward alone, partial batches included.
+  const auto val_one = validation_losses(out_one), val = validation_losses(out);
+  ASSERT_EQ(val_one.size(), 2u) << out_one;
+  ASSERT_EQ(val.size(), 2u) << out;
+  for (size_t i = 0; i < val.size(); ++i) EXPECT_NEAR(val_one[i], val[i], 1e-5 * val_one[i]) << mesh << " validation";
   auto a = losses(one), b = losses(many);
   ASSERT_EQ(a.size(), b.size());
   ASSERT_GE(a.size(), 5u);

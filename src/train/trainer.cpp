@@ -47,9 +47,12 @@ double evaluate(LlamaModel& model, TrainingData& data, int64_t max_batches, dist
   data.reset_validation();
   for (int64_t i = 0; i < max_batches && data.next_validation(b); ++i) {
     LossSum s;
-    if (b.batch_size % dp.ranks() == 0) s = model.forward_loss(input_of(dp.slice(b)));
-    else if (dp.rank() == 0 || collective) s = model.forward_loss(input_of(b));
-    if (b.batch_size % dp.ranks() != 0 && dp.rank() != 0) s = LossSum{};
+    if (b.batch_size % dp.ranks() == 0) {
+      s = model.forward_loss(input_of(dp.slice(b)));
+    } else if (dp.rank() == 0 || collective) {
+      s = model.forward_loss(input_of(b));
+      if (dp.rank() != 0) s = LossSum{};  // ran only to keep the collectives in step
+    }
     total.sum += s.sum, total.count += s.count;
   }
   total.sum = dp.sum_loss(total.sum);

@@ -84,7 +84,9 @@ TEST(MeshLocal, LocalCommCopiesAndIsNotMpiWithoutLauncher) {
   c.ireduce_scatter_sum(in, rs, 2)->wait();
   EXPECT_EQ(rs[1], 2.0f);
   // ctest runs this binary without mpirun: the world must then be the single-process one.
-  if (!launched_with_mpi()) EXPECT_EQ(make_world_comm()->size(), 1);
+  if (!launched_with_mpi()) {
+    EXPECT_EQ(make_world_comm()->size(), 1);
+  }
 }
 
 }  // namespace

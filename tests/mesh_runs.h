@@ -38,13 +38,16 @@ inline std::string train_command(const std::string& mesh) {
   return mpirun(dist::MeshShape::parse(mesh).world()) + MESHTRAIN_BINARY + " train --mesh " + mesh + " ";
 }
 
-inline std::vector<double> losses(const std::string& dir) {
+// One field of every step in a run's metrics.jsonl.
+inline std::vector<double> metric(const std::string& dir, const std::string& key) {
   std::vector<double> out;
   std::ifstream f(dir + "/metrics.jsonl");
   std::string line;
-  while (std::getline(f, line)) out.push_back(nlohmann::json::parse(line)["loss"].get<double>());
+  while (std::getline(f, line)) out.push_back(nlohmann::json::parse(line)[key].get<double>());
   return out;
 }
+
+inline std::vector<double> losses(const std::string& dir) { return metric(dir, "loss"); }
 
 inline std::vector<float> weights(const std::string& file) {
   SafetensorsFile st(file);
@@ -91,6 +94,9 @@ inline void expect_same_run(const std::string& tag, const std::string& args, con
   ASSERT_EQ(a.size(), b.size());
   ASSERT_GE(a.size(), 5u);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * std::abs(a[i])) << mesh << " step " << i;
+  // The global gradient norm (each distinct block counted once) drives clipping.
+  const auto na = metric(one, "grad_norm"), nb = metric(many, "grad_norm");
+  for (size_t i = 0; i < na.size(); ++i) EXPECT_NEAR(na[i], nb[i], 1e-5 * na[i]) << mesh << " grad norm, step " << i;
   auto wa = weights(one + weights_file), wb = weights(many + weights_file);
   ASSERT_EQ(wa.size(), wb.size());
   double max_diff = 0.0;

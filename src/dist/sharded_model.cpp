@@ -292,17 +292,19 @@ void ShardedModel::finish_gather(int u) {
   U.send = nullptr, U.recv = nullptr;
 }
 
-void ShardedModel::acquire(int u, bool grads) {
+void ShardedModel::acquire(int u, bool grads, bool weights) {
   Unit& U = *units_[size_t(u)];
   if (!U.held) {
-    if (!U.split.empty()) {
+    if (!U.split.empty() && (weights || U.gathering)) {
       start_gather(u);  // no-op when prefetched
       finish_gather(u);
     }
     U.held = true;
     // Prefetch the unit that comes next in this pass, so its gather overlaps this unit's compute.
+    // The last unit of the backward, an untied embedding, needs no weights (see ModelParallel).
     const int next = grads ? u - 1 : u + 1;
-    if (prefetch_ && next >= 0 && next < num_units()) start_gather(next);
+    const bool next_reads_weights = !(grads && next == 0 && !full_.tie_word_embeddings);
+    if (prefetch_ && next >= 0 && next < num_units() && next_reads_weights) start_gather(next);
   }
   if (grads && !U.has_grads) {
     U.grad = pool_.take<float>(size_t(U.grad_elems));
@@ -315,7 +317,16 @@ void ShardedModel::acquire(int u, bool grads) {
 
 void ShardedModel::release(int u, bool grads) {
   Unit& U = *units_[size_t(u)];
-  if (grads && U.has_grads && U.grad_chunk > 0) {
+  // The weights go first, so their block can hold the reduce-scatter staging below.
+  if (!U.split.empty()) {
+    for (auto* s : U.split) s->model->compute = nullptr, s->model->master = nullptr;
+    pool_.give(U.compute);
+    pool_.give(U.master);
+    U.compute = nullptr, U.master = nullptr;
+  }
+  U.held = false;
+  if (!grads || !U.has_grads) return;
+  if (U.grad_chunk > 0) {
     complete_scatters();  // at most one unit's reduce-scatter in flight
     MT_PROFILE("fsdp reduce-scatter (issue)");
     const int64_t F = mesh_.shape().fsdp;
@@ -334,20 +345,11 @@ void ShardedModel::release(int u, bool grads) {
     ps->request = mesh_.axis(Axis::fsdp).ireduce_scatter_sum(ps->send, ps->recv, U.grad_chunk);
     scatters_.push_back(std::move(ps));
   }
-  if (grads && U.has_grads) {
-    for (auto* s : U.split)
-      if (s->trainable) s->model->grad = nullptr;
-    pool_.give(U.grad);
-    U.grad = nullptr;
-    U.has_grads = false;
-  }
-  if (!U.split.empty()) {
-    for (auto* s : U.split) s->model->compute = nullptr, s->model->master = nullptr;
-    pool_.give(U.compute);
-    pool_.give(U.master);
-    U.compute = nullptr, U.master = nullptr;
-  }
-  U.held = false;
+  for (auto* s : U.split)
+    if (s->trainable) s->model->grad = nullptr;
+  pool_.give(U.grad);
+  U.grad = nullptr;
+  U.has_grads = false;
 }
 
 void ShardedModel::complete_scatters() {

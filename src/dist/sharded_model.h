@@ -94,7 +94,7 @@ class ShardedModel final : public ModelParallel {
   void set_prefetch(bool on) { prefetch_ = on; }
 
   // ModelParallel
-  void acquire(int unit, bool grads) override;
+  void acquire(int unit, bool grads, bool weights) override;
   void release(int unit, bool grads) override;
   PartialSums* partials() override { return partials_.get(); }
   int64_t vocab_begin() const override { return vocab_begin_; }

@@ -162,7 +162,7 @@ class RunnerImpl : public LlamaModel::Runner {
   LossSum head_chunk(int64_t n0, int64_t M, const ModelInput& in, bool backward, float grad_scale,
                      float* logits);
   // Parameter units (see ModelParallel): acquire and re-read the unit's pointers / release.
-  void use(int unit, bool grads);
+  void use(int unit, bool grads, bool weights = true);
   void done(int unit, bool grads) {
     if (par_) par_->release(unit, grads);
   }
@@ -195,9 +195,9 @@ class RunnerImpl : public LlamaModel::Runner {
 };
 
 template <class T>
-void RunnerImpl<T>::use(int unit, bool grads) {
+void RunnerImpl<T>::use(int unit, bool grads, bool weights) {
   if (!par_) return;
-  par_->acquire(unit, grads);
+  par_->acquire(unit, grads, weights);
   const int64_t L = c_.num_hidden_layers;
   if (unit == 0) bind_embedding(w_, m_);
   else if (unit <= L) w_.blocks[size_t(unit - 1)] = bind_block_weights<T>(m_, unit - 1);
@@ -358,7 +358,7 @@ LossSum RunnerImpl<T>::run(const ModelInput& in, bool backward, float grad_scale
     block_backward(dx_, xs_[l], acts_[ckpt ? 0 : l], w_.blocks[l], bi, c_, scratch_view_);
     done(int(l) + 1, true);
   }
-  use(0, true);
+  use(0, true, /*weights=*/tied);  // a lookup's gradient reads no weights (tied: held anyway)
   {
     MT_PROFILE("embedding");
     if (w_.dembed && partials_) embedding_backward_rows(w_.dembed, in.tokens, dx_, N, C, v0, rows);

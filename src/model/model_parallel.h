@@ -17,8 +17,9 @@ class ModelParallel {
   // and must leave the model's Param pointers of the unit valid; with `grads`, its gradient
   // pointers too, zeroed. release() follows the unit's last use in the pass; with `grads`, the
   // unit's gradients are then complete. A unit acquired again while held stays as it is (an
-  // acquire with grads of a unit held without them adds zeroed gradients).
-  virtual void acquire(int unit, bool grads) = 0;
+  // acquire with grads of a unit held without them adds zeroed gradients). With `weights` false
+  // only the gradients are needed (the untied embedding's backward is a scatter-add of rows).
+  virtual void acquire(int unit, bool grads, bool weights) = 0;
   virtual void release(int unit, bool grads) = 0;
 
   // Tensor parallelism: the group's partial sums, or null when every rank holds whole layers

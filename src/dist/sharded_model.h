@@ -70,13 +70,15 @@ class ShardedModel final : public ModelParallel {
   // Values as LlamaModel::init_weights gives the whole model (each tensor depends only on seed and
   // name), each rank keeping its blocks.
   void init_weights(uint64_t seed);
+  // The adapters alone: A ~ N(0, lora.init_std), B = 0, as LlamaModel::init_adapters.
+  void init_adapters(uint64_t seed);
   // Sets this rank's block of `name` from the whole tensor's values (f32).
   void set_block_from_whole(const std::string& name, const float* whole);
   // Sets this rank's block of `name` from its own block's values (f32).
   void set_block(const std::string& name, const float* block);
-  // Loads a Hugging Face checkpoint: each rank reads only its blocks (mmap), with a progress line
-  // on `progress` (may be null).
-  void load_hf(const std::string& path, std::ostream* progress);
+  // Loads a Hugging Face checkpoint (or a llama2.c file): each rank reads only its blocks (mmap),
+  // with a progress line on `progress` (may be null); adapters are initialised from adapter_seed.
+  void load_hf(const std::string& path, uint64_t adapter_seed, std::ostream* progress);
   // Collective over each replica's fsdp x tp group: the whole tensor on every rank (for export,
   // one tensor at a time).
   std::vector<float> gather_whole(const std::string& name);

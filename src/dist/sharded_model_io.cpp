@@ -26,21 +26,35 @@ void ShardedModel::set_block_from_whole(const std::string& name, const float* wh
   set_block(name, block.data());
 }
 
+namespace {
+bool is_adapter(const ShardSlot& s) { return s.name.find(".lora_") != std::string::npos; }
+}  // namespace
+
 void ShardedModel::init_weights(uint64_t seed) {
   std::vector<float> whole;
   for (const auto& s : slots_) {
+    if (is_adapter(s)) continue;
     const int64_t n = TensorBox::whole(s.full_shape).numel();
-    whole.assign(size_t(n), s.full_shape.size() == 1 ? 1.0f : 0.0f);
-    const bool adapter = s.name.find(".lora_") != std::string::npos;
-    if (!adapter && s.full_shape.size() > 1) fill_normal(whole.data(), n, 0.02f, seed, s.name);
-    if (adapter && s.name.find("lora_A") != std::string::npos)
-      fill_normal(whole.data(), n, lora_.init_std, seed, s.name);
+    whole.assign(size_t(n), 1.0f);  // norms: ones
+    if (s.full_shape.size() > 1) fill_normal(whole.data(), n, 0.02f, seed, s.name);
+    set_block_from_whole(s.name, whole.data());
+  }
+  init_adapters(seed);
+}
+
+void ShardedModel::init_adapters(uint64_t seed) {
+  std::vector<float> whole;
+  for (const auto& s : slots_) {
+    if (!is_adapter(s)) continue;
+    const int64_t n = TensorBox::whole(s.full_shape).numel();
+    whole.assign(size_t(n), 0.0f);  // B: zeros
+    if (s.name.find("lora_A") != std::string::npos) fill_normal(whole.data(), n, lora_.init_std, seed, s.name);
     set_block_from_whole(s.name, whole.data());
   }
 }
 
-void ShardedModel::load_hf(const std::string& path, std::ostream* progress) {
-  init_weights(0);  // adapters (A random, B zero) need values; the base is overwritten below
+void ShardedModel::load_hf(const std::string& path, uint64_t adapter_seed, std::ostream* progress) {
+  init_adapters(adapter_seed);  // as load_pretrained does for the whole model
   namespace fs = std::filesystem;
   if (fs::is_regular_file(path) && fs::path(path).extension() == ".bin") {
     // llama2.c files are small and not sliceable: read whole, keep this rank's blocks.
@@ -51,9 +65,9 @@ void ShardedModel::load_hf(const std::string& path, std::ostream* progress) {
   SafetensorsCheckpoint ckpt(path);
   std::vector<float> block;
   int64_t done = 0, total = 0, bytes = 0;
-  for (const auto& s : slots_) total += s.name.find(".lora_") == std::string::npos;
+  for (const auto& s : slots_) total += !is_adapter(s);
   for (const auto& s : slots_) {
-    if (s.name.find(".lora_") != std::string::npos) continue;
+    if (is_adapter(s)) continue;
     if (!ckpt.contains(s.name)) fail(path + ": missing tensor '" + s.name + "'");
     if (ckpt.info(s.name).shape != s.full_shape)
       fail(path + ": tensor '" + s.name + "' has another shape than the config gives");

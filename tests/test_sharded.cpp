@@ -58,6 +58,20 @@ TEST(Sharded, TiedEmbeddingsWithGradAccumulationMatchOneRank) {
   expect_same_run("tied_lora", args + kLora, "fsdp=2,tp=2", "/adapter/adapter_model.safetensors", 5e-5);
 }
 
+TEST(Sharded, WeightsAgreeToRoundingWhenUpdatesAreLinearInTheGradient) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  // With AdamW's eps = 1 the update is ~ lr * m, linear in the gradient, so nothing amplifies
+  // rounding (see expect_same_run): the weights must then agree to 1e-6, not 1e-5 or 5e-5. This
+  // is the sharp check that every gradient piece (partial sums over tp, reduce-scatters, the
+  // tied head, adapters) arrives exactly once.
+  const std::string linear = std::string(kRun) + "--set optim.eps=1.0 --set optim.lr=0.05 ";
+  expect_same_run("linear_full", linear, "dp=2,fsdp=2,tp=2", "/model/model.safetensors", 1e-6);
+  expect_same_run("linear_tied", linear + "--set model.tie_word_embeddings=true --set train.grad_accum=2 ",
+                  "fsdp=2,tp=2", "/model/model.safetensors", 1e-6);
+  expect_same_run("linear_lora", linear + kLora + "--set optim.lr=0.5 ", "fsdp=2,tp=2",
+                  "/adapter/adapter_model.safetensors", 1e-6);
+}
+
 TEST(Sharded, ActivationCheckpointingMatchesOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   expect_same_run("ckpt", std::string(kRun) + "--set train.activation_checkpointing=true ", "fsdp=2,tp=2",

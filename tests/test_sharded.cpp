@@ -137,6 +137,36 @@ TEST(Sharded, EachRankWritesItsBlocksOnce) {
   EXPECT_FALSE(fs::exists(step + ".tmp"));
 }
 
+TEST(Sharded, CheckpointExportsAsTheRunsOwnExport) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  struct Case {
+    const char* mesh;
+    std::string extra;
+    const char* subdir;
+    const char* file;
+  };
+  for (const Case& c : {Case{"fsdp=2,tp=2", "", "model", "model.safetensors"},
+                        Case{"dp=2,tp=2", kLora, "adapter", "adapter_model.safetensors"}}) {
+    const std::string dir = (fs::temp_directory_path() / ("meshtrain_ckpt_export_" + tag_of(c.mesh))).string();
+    fs::remove_all(dir);
+    std::string out;
+    ASSERT_EQ(run(train_command(c.mesh) + kRun + c.extra + "--set output.checkpoint_every=6 --set output.dir=" + dir, &out), 0) << out;
+    // The step-6 checkpoint (per-rank shard files) written out by one process, without MPI.
+    ASSERT_EQ(run(std::string(MESHTRAIN_BINARY) + " export-checkpoint --checkpoint " + dir +
+                  "/checkpoints/step-000006 --out " + dir + "/exported", &out), 0) << out;
+    auto slurp = [](const std::string& f) {
+      std::ifstream in(f, std::ios::binary);
+      return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    const std::string ours = slurp(dir + "/exported/" + c.file);
+    EXPECT_FALSE(ours.empty()) << out;
+    EXPECT_EQ(ours, slurp(dir + "/" + c.subdir + "/" + c.file)) << c.mesh << ": not the run's own export";
+  }
+  std::string out;
+  EXPECT_NE(run(std::string(MESHTRAIN_BINARY) + " export-checkpoint --checkpoint /nonexistent --out /tmp/x", &out), 0);
+  EXPECT_NE(out.find("not a checkpoint directory"), std::string::npos) << out;
+}
+
 TEST(Sharded, HuggingFaceCheckpointLoadsBlockByBlock) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   // A short run exports an HF directory (config.json, model.safetensors, tokenizer); fine-tuning

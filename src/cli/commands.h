@@ -14,6 +14,7 @@ Action add_generate_command(CLI::App& app);
 Action add_eval_command(CLI::App& app);
 Action add_convert_command(CLI::App& app);
 Action add_export_command(CLI::App& app);
+Action add_export_checkpoint_command(CLI::App& app);
 Action add_shard_command(CLI::App& app);
 Action add_plan_command(CLI::App& app);
 

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   add(mt::cli::add_generate_command);
   add(mt::cli::add_eval_command);
   add(mt::cli::add_export_command);
+  add(mt::cli::add_export_checkpoint_command);
   add(mt::cli::add_shard_command);
   add(mt::cli::add_plan_command);
   try {

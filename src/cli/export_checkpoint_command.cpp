@@ -1,0 +1,27 @@
+// meshtrain export-checkpoint --checkpoint DIR --out DIR: a training checkpoint (saved under any
+// mesh) as an HF model directory (full training) or a PEFT adapter directory (LoRA).
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "train/checkpoint_export.h"
+
+namespace mt::cli {
+
+Action add_export_checkpoint_command(CLI::App& app) {
+  struct Options {
+    std::string checkpoint, out;
+  };
+  auto o = std::make_shared<Options>();
+  auto* sub = app.add_subcommand("export-checkpoint",
+                                 "Write a training checkpoint as an HF model or PEFT adapter directory");
+  sub->add_option("--checkpoint", o->checkpoint, "checkpoint directory (output.dir/checkpoints/step-N)")
+      ->required();
+  sub->add_option("--out", o->out, "directory to write")->required();
+  return [o] {
+    for (const auto& f : export_checkpoint(o->checkpoint, o->out)) std::cout << "wrote " << f << "\n";
+    return 0;
+  };
+}
+
+}  // namespace mt::cli

@@ -1,0 +1,54 @@
+#include "train/checkpoint_export.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/box_shards.h"
+#include "io/model_files.h"
+#include "io/peft.h"
+#include "io/pretrained.h"
+#include "model/param_shapes.h"
+#include "train/run_config.h"
+#include "train/training_data.h"
+
+namespace mt {
+
+std::vector<std::string> export_checkpoint(const std::string& checkpoint_dir, const std::string& out_dir) {
+  namespace fs = std::filesystem;
+  const fs::path manifest_path = fs::path(checkpoint_dir) / "manifest.json";
+  std::ifstream mf(manifest_path);
+  if (!mf) fail(checkpoint_dir + ": not a checkpoint directory (no manifest.json)");
+  nlohmann::json m;
+  try {
+    m = nlohmann::json::parse(mf);
+  } catch (const nlohmann::json::exception& e) {
+    fail(manifest_path.string() + ": not valid JSON (" + e.what() + ")");
+  }
+  if (m.value("format", "") != "meshtrain-checkpoint" || !m.contains("files") || !m.contains("config"))
+    fail(manifest_path.string() + ": not a meshtrain checkpoint with shard files (format version 2)");
+  // The run's own config says what the tensors are: the model shape (or model.path), LoRA, precision.
+  const RunConfig cfg = parse_run_config(m["config"].get<std::string>(), {}, manifest_path.string());
+  const LlamaConfig shape = cfg.model_path.empty() ? cfg.model : pretrained_config(cfg.model_path);
+  std::vector<std::string> files;
+  for (const auto& f : m["files"]) files.push_back((fs::path(checkpoint_dir) / f.get<std::string>()).string());
+  const BoxShardSet shards(files);
+
+  std::vector<ExportTensor> tensors;
+  for (const auto& p : llama_param_shapes(shape, cfg.lora))
+    if (p.adapter == cfg.lora.enabled) tensors.push_back({p.name, p.shape});
+  const FetchValues read_whole = [&](const std::string& name) {
+    if (!shards.contains(name)) fail(checkpoint_dir + ": checkpoint has no tensor '" + name + "'");
+    const TensorBox whole = TensorBox::whole(shards.full_shape(name));
+    std::vector<float> v(static_cast<size_t>(whole.numel()));
+    shards.read_box_f32(name, whole, v.data());
+    return v;
+  };
+  if (cfg.lora.enabled) return save_peft_adapter(cfg.lora, tensors, read_whole, out_dir, cfg.model_path);
+  std::vector<std::string> written = save_base_model(shape, cfg.train.precision, tensors, read_whole, out_dir);
+  for (auto& f : save_tokenizer_files(tokenizer_source(cfg), out_dir)) written.push_back(f);
+  return written;
+}
+
+}  // namespace mt

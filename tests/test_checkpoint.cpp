@@ -72,7 +72,7 @@ TEST(Checkpoint, HalfWrittenCheckpointIsIgnoredAndKeepLimitsTheCount) {
   EXPECT_TRUE(fs::exists(root / "step-000012"));
   // A crash while writing step 16: its .tmp directory exists, `latest` still names step 12.
   fs::create_directories(root / "step-000016.tmp");
-  std::ofstream(root / "step-000016.tmp" / "trainable.safetensors") << "partial";
+  std::ofstream(root / "step-000016.tmp" / "shard-00000.safetensors") << "partial";
   EXPECT_EQ(fs::path(resolve_checkpoint("latest", cfg.output.dir)).filename(), "step-000012");
   // Even if `latest` were lost or stale, the newest complete checkpoint is found.
   std::ofstream(root / "latest") << "step-000099\n";

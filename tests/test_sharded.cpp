@@ -201,6 +201,26 @@ TEST(Sharded, RealPretrainedModelMatchesOneRank) {
                   "/adapter/adapter_model.safetensors", 5e-5);
 }
 
+TEST(Sharded, EveryRankBuildingTheTokenCacheAtOnceIsSafe) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  // Instruction data is tokenised into a cache on first use; four ranks starting together all
+  // build it. Each writes its own temporary file and renames it into place, so the cache is whole
+  // and the run equals one rank's (which builds its own cache in another directory).
+  const std::string base = (fs::temp_directory_path() / "meshtrain_sharded_cache").string();
+  fs::remove_all(base);
+  const std::string args = std::string(kRun) + kLora + "--set data.path=" + MESHTRAIN_SOURCE_DIR +
+                           "/examples/village_qa.jsonl --set train.seq_len=256 "
+                           "--set model.max_position_embeddings=256 --set train.batch_size=4 ";
+  std::string out;
+  ASSERT_EQ(run(train_command("dp=2,fsdp=2") + args + "--set data.cache_dir=" + base + "/cache_mesh --set output.dir=" + base + "/mesh", &out), 0) << out;
+  ASSERT_EQ(run(train_command("") + args + "--set data.cache_dir=" + base + "/cache_one --set output.dir=" + base + "/one", &out), 0) << out;
+  const auto a = losses(base + "/one"), b = losses(base + "/mesh");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * a[i]) << "step " << i;
+  for (const auto& e : fs::directory_iterator(base + "/cache_mesh"))
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << "left behind: " << e.path();
+}
+
 TEST(Sharded, KilledRankEndsTheJobAndTheLastCheckpointLoads) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   expect_killed_rank_ends_job("fsdp_tp", kRun, "fsdp=2,tp=2");  // per-rank shard files, read whole

@@ -29,7 +29,9 @@ void write_file_atomically(const std::string& path,
     fs::create_directories(p.parent_path(), ec);
     if (ec) fail(path + ": cannot create directory: " + ec.message());
   }
-  const std::string tmp = path + ".tmp";
+  // The temporary name is this process's own: ranks of one job may write the same file at once
+  // (every rank building the same token cache); each then renames a complete file into place.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) fail(path + ": cannot open for writing");

@@ -1,5 +1,6 @@
 // Write a file so that readers see either the old file or the complete new one, never a torn
-// one: write to "<path>.tmp", fsync, rename over <path>, fsync the directory.
+// one: write to "<path>.tmp.<pid>", fsync, rename over <path>, fsync the directory. Processes
+// writing the same path at once each rename a complete file; the last one wins.
 #pragma once
 #include <functional>
 #include <ostream>

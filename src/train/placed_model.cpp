@@ -40,9 +40,9 @@ LlamaConfig model_shape(const RunConfig& cfg, const Tokenizer& tok) {
 
 }  // namespace
 
-PlacedModel::PlacedModel(const RunConfig& cfg, dist::Mesh& mesh, const Tokenizer& tok,
-                         std::ostream& log)
-    : cfg_(cfg), mesh_(mesh), dp_(mesh.data_parallel()) {
+PlacedModel::PlacedModel(const RunConfig& cfg, dist::Mesh& mesh, dist::DataParallel& dp,
+                         const Tokenizer& tok, std::ostream& log)
+    : cfg_(cfg), mesh_(mesh), dp_(dp) {
   const auto& tc = cfg.train;
   const LlamaConfig shape = model_shape(cfg, tok);
   for (const auto& p : llama_param_shapes(shape, cfg.lora)) {

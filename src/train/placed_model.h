@@ -21,13 +21,14 @@ namespace mt {
 class PlacedModel {
  public:
   // Builds the model of cfg (model.path, or a new one with random weights) on the mesh. Under
-  // FSDP / tensor parallelism each rank holds and loads only its blocks.
-  PlacedModel(const RunConfig& cfg, dist::Mesh& mesh, const Tokenizer& tok, std::ostream& log);
+  // FSDP / tensor parallelism each rank holds and loads only its blocks. `dp` is the mesh's
+  // data-parallel group (dp x fsdp), which sums counts and losses; both must outlive this.
+  PlacedModel(const RunConfig& cfg, dist::Mesh& mesh, dist::DataParallel& dp, const Tokenizer& tok,
+              std::ostream& log);
   ~PlacedModel();
 
   LlamaModel& model() { return sharded_ ? sharded_->model() : *whole_; }
   bool sharded() const { return sharded_ != nullptr; }
-  dist::DataParallel& data_parallel() { return dp_; }
   // What the optimizer updates: the whole trainable store, or this rank's blocks of it.
   ParamStore& trainable() { return sharded_ ? sharded_->trainable_shards() : whole_->trainable(); }
   // How a step combines across ranks; null on a single rank.
@@ -55,7 +56,7 @@ class PlacedModel {
  private:
   const RunConfig& cfg_;
   dist::Mesh& mesh_;
-  dist::DataParallel dp_;
+  dist::DataParallel& dp_;
   std::unique_ptr<LlamaModel> whole_;
   std::unique_ptr<dist::ShardedModel> sharded_;
   std::unique_ptr<GradientSync> sync_;

@@ -87,7 +87,7 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
   std::ostream& log = leader ? out : quiet;
   auto tok = run_tokenizer(cfg);
   auto data = open_training_data(cfg, *tok, log);
-  PlacedModel placed(cfg, mesh, *tok, log);
+  PlacedModel placed(cfg, mesh, dp, *tok, log);
   LlamaModel& model = placed.model();
   AdamW optimizer(placed.trainable(), cfg.optim);
 

@@ -60,19 +60,25 @@ void ShardedModel::finish_gather(int u) {
   U.compute = pool_.take<bf16>(size_t(U.compute_elems));
   U.master = pool_.take<float>(size_t(U.master_elems));
   const int64_t F = mesh_.shape().fsdp;
+  // Every (tensor, peer) piece lands in its own region of the unit buffer: spread over threads.
+  const int64_t pieces = int64_t(U.split.size()) * F;
+#pragma omp parallel for schedule(dynamic, 1) if (pieces > 1 && U.compute_elems + U.master_elems > (1 << 16))
+  for (int64_t k = 0; k < pieces; ++k) {
+    const size_t i = size_t(k / F);
+    const int64_t f = k % F;
+    const ShardSlot& s = *U.split[i];
+    const TensorBox whole = TensorBox::whole(s.tp_box.shape());
+    const uint16_t* piece = U.recv + f * U.chunk;
+    const TensorBox& pb = s.peer_boxes[size_t(f)];
+    if (s.gather_compute)
+      copy_box(reinterpret_cast<const bf16*>(piece + U.chunk_compute[i]), pb,
+               U.compute + U.compute_off[i], whole, pb);
+    if (s.gather_master)
+      copy_box(reinterpret_cast<const float*>(piece + U.chunk_master[i]), pb,
+               U.master + U.master_off[i], whole, pb);
+  }
   for (size_t i = 0; i < U.split.size(); ++i) {
     ShardSlot& s = *U.split[i];
-    const TensorBox whole = TensorBox::whole(s.tp_box.shape());
-    for (int64_t f = 0; f < F; ++f) {
-      const uint16_t* piece = U.recv + f * U.chunk;
-      const TensorBox& pb = s.peer_boxes[size_t(f)];
-      if (s.gather_compute)
-        copy_box(reinterpret_cast<const bf16*>(piece + U.chunk_compute[i]), pb,
-                 U.compute + U.compute_off[i], whole, pb);
-      if (s.gather_master)
-        copy_box(reinterpret_cast<const float*>(piece + U.chunk_master[i]), pb,
-                 U.master + U.master_off[i], whole, pb);
-    }
     s.model->compute = s.gather_compute ? U.compute + U.compute_off[i] : nullptr;
     s.model->master = s.gather_master ? U.master + U.master_off[i] : nullptr;
   }
@@ -123,14 +129,17 @@ void ShardedModel::release(int u, bool grads) {
     ps->unit = &U;
     ps->send = pool_.take<float>(size_t(U.grad_chunk * F));
     ps->recv = pool_.take<float>(size_t(U.grad_chunk));
-    for (int64_t f = 0; f < F; ++f)
-      for (size_t i = 0; i < U.split.size(); ++i) {
-        const ShardSlot& s = *U.split[i];
-        if (!s.trainable) continue;
-        const TensorBox& pb = s.peer_boxes[size_t(f)];
-        copy_box(U.grad + U.grad_off[i], TensorBox::whole(s.tp_box.shape()),
-                 ps->send + f * U.grad_chunk + U.grad_chunk_off[i], pb, pb);
-      }
+    const int64_t pieces = int64_t(U.split.size()) * F;  // disjoint destinations, as above
+#pragma omp parallel for schedule(dynamic, 1) if (pieces > 1 && U.grad_elems > (1 << 16))
+    for (int64_t k = 0; k < pieces; ++k) {
+      const size_t i = size_t(k / F);
+      const int64_t f = k % F;
+      const ShardSlot& s = *U.split[i];
+      if (!s.trainable) continue;
+      const TensorBox& pb = s.peer_boxes[size_t(f)];
+      copy_box(U.grad + U.grad_off[i], TensorBox::whole(s.tp_box.shape()),
+               ps->send + f * U.grad_chunk + U.grad_chunk_off[i], pb, pb);
+    }
     ps->request = mesh_.axis(Axis::fsdp).ireduce_scatter_sum(ps->send, ps->recv, U.grad_chunk);
     scatters_.push_back(std::move(ps));
   }
@@ -154,7 +163,9 @@ void ShardedModel::complete_scatters() {
       if (!s.trainable) continue;
       const float* src = ps->recv + U.grad_chunk_off[i];
       float* dst = s.shard->grad;
-      for (int64_t k = 0, n = s.box.numel(); k < n; ++k) dst[k] += src[k];
+      const int64_t n = s.box.numel();
+#pragma omp parallel for simd schedule(static) if (n > (1 << 16))
+      for (int64_t k = 0; k < n; ++k) dst[k] += src[k];
     }
     pool_.give(ps->send);
     pool_.give(ps->recv);

@@ -15,6 +15,7 @@
 #include "core/bf16.h"
 #include "core/error.h"
 #include "core/f16.h"
+#include "data_fixtures.h"
 #include "io/box_read.h"
 #include "io/box_shards.h"
 #include "io/safetensors_index.h"
@@ -26,16 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an mt::Error";
-  return "";
-}
+using testdata::error_of;
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 

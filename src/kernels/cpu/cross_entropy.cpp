@@ -8,12 +8,9 @@
 #include "core/bf16.h"
 #include "core/error.h"
 #include "kernels/cpu/fast_exp.h"
+#include "kernels/cpu/row_sum_exp.h"
 
 namespace mt {
-
-namespace {
-constexpr int64_t kBlock = 4096;
-}
 
 // One row per iteration, three passes over the row (max, sum of exp, gradient). A row of V
 // logits (64-128 KB at V = 32000) stays in L2 between passes, so only the first pass and the
@@ -42,16 +39,7 @@ double cross_entropy_forward_backward(float* losses, T* dlogits, const T* logits
     float m = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : m)
     for (int64_t v = 0; v < V; ++v) m = std::max(m, to_float(x[v]));
-    // Sum of exp: float partial sums over blocks (16 simd lanes each), blocks added in double,
-    // so no float accumulator sees more than a few hundred terms.
-    double sum = 0.0;
-    for (int64_t b = 0; b < V; b += kBlock) {
-      const int64_t e = std::min(V, b + kBlock);
-      float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-      for (int64_t v = b; v < e; ++v) s += fast_exp(to_float(x[v]) - m);
-      sum += double(s);
-    }
+    const double sum = row_sum_exp(x, V, m);
     // Read the target logit before the gradient pass may overwrite it (in-place use).
     const float xt = to_float(x[t]);
     losses[n] = float(std::log(sum) + double(m) - double(xt));

@@ -6,6 +6,7 @@
 
 #include "core/bf16.h"
 #include "kernels/cpu/fast_exp.h"
+#include "kernels/cpu/row_sum_exp.h"
 
 namespace mt {
 
@@ -32,15 +33,7 @@ void vp_ce_row_sums(float* sums, const T* logits, const int32_t* targets, const 
       sums[n] = 0.0f, sums[N + n] = 0.0f;
       continue;
     }
-    double s = 0.0;  // float blocks of 4096 added in double, as the single-rank kernel does
-    for (int64_t b = 0; b < V; b += 4096) {
-      const int64_t e = std::min(V, b + 4096);
-      float part = 0.0f;
-#pragma omp simd reduction(+ : part)
-      for (int64_t v = b; v < e; ++v) part += fast_exp(to_float(x[v]) - m[n]);
-      s += double(part);
-    }
-    sums[n] = float(s);
+    sums[n] = float(row_sum_exp(x, V, m[n]));
     sums[N + n] = (t >= v0 && t < v0 + V) ? to_float(x[t - v0]) : 0.0f;
   }
 }

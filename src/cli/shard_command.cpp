@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/shape_string.h"
 #include "dist/dist_config.h"
 #include "dist/grid_view.h"
 #include "dist/shard_plan.h"
@@ -73,12 +74,6 @@ Inputs resolve(const Options& o) {
   return in;
 }
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 std::string human(int64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = double(bytes);
@@ -118,7 +113,7 @@ void print_text(const Inputs& in, const std::vector<dist::ShardedParam>& params,
   std::map<std::string, size_t> index;
   for (const auto& p : params) {
     std::string label = all ? p.param.name : std::regex_replace(p.param.name, layer_re, "layers.*.");
-    std::string key = label + shape_str(p.param.shape) + p.layout.spec.str();
+    std::string key = label + shape_string(p.param.shape) + p.layout.spec.str();
     auto [it, added] = index.emplace(key, groups.size());
     if (added) groups.push_back({&p, label, 0});
     ++groups[it->second].count;
@@ -127,8 +122,8 @@ void print_text(const Inputs& in, const std::vector<dist::ShardedParam>& params,
     const auto& t = g.first->layout;
     std::cout << g.label;
     if (g.count > 1) std::cout << "  x " << g.count << " layers";
-    std::cout << "\n  shape " << shape_str(t.shape) << "  spec " << t.spec.str() << "  local "
-              << shape_str(t.local_shape);
+    std::cout << "\n  shape " << shape_string(t.shape) << "  spec " << t.spec.str() << "  local "
+              << shape_string(t.local_shape);
     if (t.replication() > 1) std::cout << "  replicated x" << t.replication();
     std::cout << (g.first->trainable ? "" : "  frozen") << "\n" << dist::render_grid(t, "  ");
   }

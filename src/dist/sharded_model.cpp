@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/shape_string.h"
 #include "dist/shard_plan.h"
 #include "dist/sharded_units.h"
 #include "model/param_shapes.h"
@@ -26,12 +27,6 @@ TensorBox relative_to(const TensorBox& b, const TensorBox& origin) {
   TensorBox r = b;
   for (size_t d = 0; d < b.rank(); ++d) r.begin[d] -= origin.begin[d], r.end[d] -= origin.begin[d];
   return r;
-}
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
 }
 
 // 0 = embedding, 1..L = blocks, L + 1 = final norm and head (a tied head's adapter: unit 0).
@@ -114,7 +109,7 @@ void ShardedModel::build_slots(const PartitionRules& rules) {
         aligned = s.tp_box.begin[d] == mesh_.coord(Axis::tp) * tp_shape[d];
     if (!aligned)
       fail("tensor parallelism: " + s.name + " is split " + sp.layout.spec.str() + ", giving " +
-           shape_str(tp_shape) + " per tp rank, but the model computes " + shape_str(mp.shape) +
+           shape_string(tp_shape) + " per tp rank, but the model computes " + shape_string(mp.shape) +
            " (rows over tp for q/k/v/gate/up/embedding/lm_head and their lora_B, columns for "
            "o/down and their lora_A, norms and other adapter halves whole)");
     for (const auto& p : peers) s.peer_boxes.push_back(relative_to(p, s.tp_box));

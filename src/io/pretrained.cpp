@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/shape_string.h"
 #include "io/hf_config.h"
 #include "io/llama2c.h"
 #include "io/safetensors_index.h"
@@ -21,12 +22,6 @@ bool is_llama2c_file(const std::string& path) {
   return fs::is_regular_file(path) && fs::path(path).extension() == ".bin";
 }
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "[";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
-}
-
 // Copies each tensor of `store` from the checkpoint under `prefix + name`, checking shapes.
 void load_store(const SafetensorsCheckpoint& ckpt, ParamStore& store, const std::string& prefix,
                 const std::string& where) {
@@ -36,8 +31,8 @@ void load_store(const SafetensorsCheckpoint& ckpt, ParamStore& store, const std:
     if (!ckpt.contains(name)) fail(where + ": missing tensor '" + name + "'");
     const auto& info = ckpt.info(name);
     if (info.shape != p.shape)
-      fail(where + ": tensor '" + name + "' has shape " + shape_text(info.shape) + ", config expects " +
-           shape_text(p.shape));
+      fail(where + ": tensor '" + name + "' has shape " + shape_string(info.shape) + ", config expects " +
+           shape_string(p.shape));
     tmp.resize(size_t(p.numel));
     ckpt.read_f32(name, tmp.data());
     store.set_values(p, tmp.data());

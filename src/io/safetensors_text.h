@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/shape_string.h"
+
 namespace mt {
 
 // A name as a JSON string literal: quoted, with newlines and control characters escaped and
@@ -25,12 +27,6 @@ inline std::string json_error_text(const std::exception& e) {
   for (char& c : msg)
     if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
   return msg;
-}
-
-inline std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 }  // namespace mt

@@ -78,7 +78,7 @@ class ShardedModel final : public ModelParallel {
   void set_block(const std::string& name, const float* block);
   // Loads a Hugging Face checkpoint (or a llama2.c file): each rank reads only its blocks (mmap),
   // with a progress line on `progress` (may be null); adapters are initialised from adapter_seed.
-  void load_hf(const std::string& path, uint64_t adapter_seed, std::ostream* progress);
+  void load_weights(const std::string& path, uint64_t adapter_seed, std::ostream* progress);
   // Collective over each replica's fsdp x tp group: the whole tensor on every rank (for export,
   // one tensor at a time).
   std::vector<float> gather_whole(const std::string& name);

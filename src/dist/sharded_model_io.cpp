@@ -53,7 +53,7 @@ void ShardedModel::init_adapters(uint64_t seed) {
   }
 }
 
-void ShardedModel::load_hf(const std::string& path, uint64_t adapter_seed, std::ostream* progress) {
+void ShardedModel::load_weights(const std::string& path, uint64_t adapter_seed, std::ostream* progress) {
   init_adapters(adapter_seed);  // as load_pretrained does for the whole model
   namespace fs = std::filesystem;
   if (fs::is_regular_file(path) && fs::path(path).extension() == ".bin") {

@@ -56,7 +56,7 @@ PlacedModel::PlacedModel(const RunConfig& cfg, dist::Mesh& mesh, dist::DataParal
     sharded_ = std::make_unique<dist::ShardedModel>(mesh, shape, tc.precision, cfg.lora,
                                                     cfg.partition.effective());
     if (cfg.model_path.empty()) sharded_->init_weights(tc.seed);
-    else sharded_->load_hf(cfg.model_path, tc.seed, mesh.rank() == 0 ? &log : nullptr);
+    else sharded_->load_weights(cfg.model_path, tc.seed, mesh.rank() == 0 ? &log : nullptr);
     sharded_->set_prefetch(tc.fsdp_prefetch);
     sync_ = std::make_unique<ShardedSync>(dp_, *sharded_);
   } else {

@@ -88,8 +88,8 @@ class ShardedModel final : public ModelParallel {
   void finish_gradients();
   // The global L2 norm of the (finished) gradient: each block counted once.
   double grad_norm();
-  // Seconds spent waiting for collectives of the parameter layer since the last reset (exposed
-  // communication), and the bytes they moved.
+  // Seconds spent waiting for the FSDP gathers and reduce-scatters since the last reset (the
+  // communication compute did not hide).
   double exposed_comm_seconds() const { return exposed_s_; }
   void reset_comm_stats() { exposed_s_ = 0.0; }
   // Off: every unit is gathered when needed (only to measure what prefetching hides).

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/mesh.h"
+#include "parallel/mesh.h"
 #include "io/safetensors.h"
 #include "run_command.h"
 #include "train/checkpoint.h"
@@ -35,7 +35,7 @@ inline std::string mpirun(int64_t n) {
 // `meshtrain train` on the ranks of `mesh` ("dp=1" or "" : one process without mpirun).
 inline std::string train_command(const std::string& mesh) {
   if (mesh.empty() || mesh == "dp=1") return "OMP_NUM_THREADS=1 " + std::string(MESHTRAIN_BINARY) + " train ";
-  return mpirun(dist::MeshShape::parse(mesh).world()) + MESHTRAIN_BINARY + " train --mesh " + mesh + " ";
+  return mpirun(parallel::MeshShape::parse(mesh).world()) + MESHTRAIN_BINARY + " train --mesh " + mesh + " ";
 }
 
 // One field of every step in a run's metrics.jsonl.

@@ -20,7 +20,7 @@
 #include "io/box_shards.h"
 #include "io/safetensors_index.h"
 #include "io/safetensors_write.h"
-#include "io/tensor_box.h"
+#include "core/tensor_box.h"
 
 namespace mt {
 namespace {

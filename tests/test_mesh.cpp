@@ -2,10 +2,10 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
-#include "dist/comm.h"
-#include "dist/mesh.h"
+#include "parallel/comm.h"
+#include "parallel/mesh.h"
 
-namespace mt::dist {
+namespace mt::parallel {
 namespace {
 
 std::string error_of(const std::function<void()>& f) {
@@ -90,4 +90,4 @@ TEST(MeshLocal, LocalCommCopiesAndIsNotMpiWithoutLauncher) {
 }
 
 }  // namespace
-}  // namespace mt::dist
+}  // namespace mt::parallel

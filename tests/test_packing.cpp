@@ -6,7 +6,7 @@
 #include <map>
 
 #include "data/byte_tokenizer.h"
-#include "data/packed_input.h"
+#include "train/training_data.h"
 #include "data/packed_sampler.h"
 #include "data/shuffle.h"
 #include "data_fixtures.h"
@@ -132,7 +132,7 @@ TEST(DatasetPacking, SyntheticRowsHoldWholeExamples) {
     for (uint32_t id : plan.row(r)) used += table.length(id);
     EXPECT_GT(used + table.length(plan.row(r + 1)[0]), 20);
   }
-  ModelInput in = model_input(b);
+  ModelInput in = input_of(b);
   EXPECT_EQ(in.tokens, b.tokens.data());
   EXPECT_EQ(in.targets, b.targets.data());
   EXPECT_EQ(in.positions, b.positions.data());
@@ -276,7 +276,7 @@ TEST(DatasetPacking, PackedLossEqualsSeparateLosses) {
   ASSERT_EQ(plan.num_rows(), 1);
   PackedBatch b = make_packed_batch(1, 16);
   fill_row(b, 0, table, plan.row(0));
-  LossSum packed = m.forward_loss(model_input(b));
+  LossSum packed = m.forward_loss(input_of(b));
 
   double sum = 0;
   int64_t count = 0;
@@ -284,7 +284,7 @@ TEST(DatasetPacking, PackedLossEqualsSeparateLosses) {
     PackedBatch one = make_packed_batch(1, table.length(id));
     const uint32_t ids[] = {id};
     fill_row(one, 0, table, ids);
-    ModelInput in = model_input(one);
+    ModelInput in = input_of(one);
     in.positions = nullptr;  // the defaults for a single example
     in.segments = nullptr;
     LossSum s = m.forward_loss(in);

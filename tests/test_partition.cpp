@@ -10,15 +10,15 @@
 #include <sys/wait.h>
 
 #include "core/error.h"
-#include "dist/layout.h"
-#include "dist/partition.h"
-#include "dist/shard_plan.h"
+#include "parallel/layout.h"
+#include "parallel/partition.h"
+#include "parallel/shard_plan.h"
 #include "model/llama.h"
 #include "model/param_shapes.h"
 #include "model/presets.h"
 #include "model_fixtures.h"
 
-namespace mt::dist {
+namespace mt::parallel {
 namespace {
 
 const std::vector<Axis> kTp = {Axis::tp}, kFsdp = {Axis::fsdp}, kNone = {};
@@ -267,4 +267,4 @@ TEST(ShardCommand, BadInputGivesOneClearLine) {
 }
 
 }  // namespace
-}  // namespace mt::dist
+}  // namespace mt::parallel

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
-#include "dist/shard_plan.h"
+#include "parallel/shard_plan.h"
 #include "plan/collectives.h"
 #include "plan/search.h"
 
@@ -19,7 +19,7 @@ ModelShape tiny() {
   return {"tiny", Arch::llama, c};
 }
 
-PlanInput tiny_input(const dist::MeshShape& mesh) {
+PlanInput tiny_input(const parallel::MeshShape& mesh) {
   PlanInput in;
   in.model = tiny();
   in.cluster = cluster_preset("cpu");
@@ -41,14 +41,14 @@ TEST(PlanMemory, TinyParameterStateByHand) {
 }
 
 TEST(PlanMemory, ParameterBytesEqualShardPlan) {
-  for (auto mesh : {dist::MeshShape{1, 2, 2, 1}, dist::MeshShape{2, 1, 2, 1}, dist::MeshShape{1, 4, 1, 1}})
+  for (auto mesh : {parallel::MeshShape{1, 2, 2, 1}, parallel::MeshShape{2, 1, 2, 1}, parallel::MeshShape{1, 4, 1, 1}})
     for (bool lora : {false, true}) {
       PlanInput in = tiny_input(mesh);
       in.lora.enabled = lora;
       in.lora.targets = {"q", "v", "down", "lm_head"};
-      const auto sharded = dist::shard_params(llama_param_shapes(in.model.config, in.lora), lora,
-                                              dist::default_llama_rules(), mesh);
-      const auto ranks = dist::bytes_per_rank(sharded, mesh);
+      const auto sharded = parallel::shard_params(llama_param_shapes(in.model.config, in.lora), lora,
+                                              parallel::default_llama_rules(), mesh);
+      const auto ranks = parallel::bytes_per_rank(sharded, mesh);
       const MemoryBreakdown m = peak_memory(in);
       const double state = m.item("weights") + m.item("grads") + m.item("master") + m.item("optimizer") +
                            m.item("lora params") + m.item("lora grads+optimizer");
@@ -129,10 +129,10 @@ TEST(PlanCollectives, RingAlphaBeta) {
 
 TEST(PlanCollectives, AxisLinkIntraOrInterNode) {
   const Cluster c = cluster_preset("frontier");  // 8 GCDs per node
-  const dist::MeshShape m{2, 1, 4, 16};          // the 175B layout: tp 4 in a node, dp 2 x tp 4 = 8
-  EXPECT_DOUBLE_EQ(axis_link(m, dist::Axis::tp, c).bandwidth, c.intra.bandwidth * c.link_efficiency);
-  EXPECT_DOUBLE_EQ(axis_link(m, dist::Axis::dp, c).bandwidth, c.intra.bandwidth * c.link_efficiency);
-  EXPECT_DOUBLE_EQ(axis_link(m, dist::Axis::pp, c).bandwidth, c.inter.bandwidth * c.link_efficiency);
+  const parallel::MeshShape m{2, 1, 4, 16};          // the 175B layout: tp 4 in a node, dp 2 x tp 4 = 8
+  EXPECT_DOUBLE_EQ(axis_link(m, parallel::Axis::tp, c).bandwidth, c.intra.bandwidth * c.link_efficiency);
+  EXPECT_DOUBLE_EQ(axis_link(m, parallel::Axis::dp, c).bandwidth, c.intra.bandwidth * c.link_efficiency);
+  EXPECT_DOUBLE_EQ(axis_link(m, parallel::Axis::pp, c).bandwidth, c.inter.bandwidth * c.link_efficiency);
 }
 
 TEST(PlanTime, BubbleFraction) {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "dist/tensor_parallel.h"
+#include "parallel/tensor_parallel.h"
 #include "finite_diff.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/cross_entropy_vocab_parallel.h"
@@ -57,7 +57,7 @@ TEST(TensorParallel, VocabParallelCrossEntropyEqualsWholeVocabulary) {
 
 TEST(TensorParallel, RankConfigHoldsWholeHeads) {
   LlamaConfig full = testing::tiny_config();  // hidden 16, 4 heads of 4, 2 KV heads, I 24, V 32
-  LlamaConfig local = dist::tensor_parallel_config(full, 2);
+  LlamaConfig local = parallel::tensor_parallel_config(full, 2);
   EXPECT_EQ(local.hidden_size, 16);
   EXPECT_EQ(local.head_dim(), 4);
   EXPECT_EQ(local.num_attention_heads, 2);
@@ -66,9 +66,9 @@ TEST(TensorParallel, RankConfigHoldsWholeHeads) {
   EXPECT_EQ(local.kv_dim(), 4);
   EXPECT_EQ(local.intermediate_size, 12);
   EXPECT_EQ(local.vocab_size, 16);
-  EXPECT_EQ(dist::tensor_parallel_config(full, 1).q_dim(), 16);
+  EXPECT_EQ(parallel::tensor_parallel_config(full, 1).q_dim(), 16);
   try {
-    dist::tensor_parallel_config(full, 4);
+    parallel::tensor_parallel_config(full, 4);
     FAIL() << "4 ranks cannot split 2 KV heads";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "tensor parallelism: model.num_key_value_heads (2) is not divisible by tp=4");

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "data/tokenizer.h"
 #include "io/gguf_export.h"
+#include "data/tokenizer_files.h"
 #include "io/model_files.h"
 
 namespace mt::cli {

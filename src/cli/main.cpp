@@ -4,7 +4,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"meshtrain: LLaMA training and LoRA fine-tuning over a device mesh"};
@@ -33,10 +33,10 @@ int main(int argc, char** argv) {
   // One line per error; under MPI it names the rank, and the whole job is ended so that no rank
   // waits forever in a collective for the one that failed.
   auto report = [](const std::string& what) {
-    const std::string rank = mt::dist::world_rank_label();
+    const std::string rank = mt::parallel::world_rank_label();
     std::cerr << "meshtrain: error" << (rank.empty() ? "" : " [" + rank + "]") << ": " << what
               << std::endl;
-    mt::dist::abort_world_after_error(1);
+    mt::parallel::abort_world_after_error(1);
     return 1;
   };
   try {

@@ -55,7 +55,7 @@ plan::PlanInput make_input(const PlanOptions& o) {
   in.overlap = !o.no_overlap;
   if (o.devices < 0) fail("--devices must be > 0, got " + std::to_string(o.devices));
   if (o.top <= 0) fail("--top must be > 0, got " + std::to_string(o.top));
-  if (!o.mesh.empty()) in.mesh = dist::MeshShape::parse(o.mesh);
+  if (!o.mesh.empty()) in.mesh = parallel::MeshShape::parse(o.mesh);
   else if (!o.search) fail("give --mesh dp=..,fsdp=..,tp=..,pp=.. (or --search with --devices)");
   if (!o.mesh.empty() && o.devices > 0 && in.mesh.world() != o.devices)
     fail("mesh " + in.mesh.str() + " has " + std::to_string(in.mesh.world()) + " ranks but --devices is " +

@@ -12,11 +12,12 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/shape_string.h"
-#include "dist/dist_config.h"
-#include "dist/grid_view.h"
-#include "dist/shard_plan.h"
+#include "parallel/dist_config.h"
+#include "parallel/grid_view.h"
+#include "parallel/shard_plan.h"
 #include "io/pretrained.h"
 #include "model/presets.h"
+#include "train/run_config.h"
 
 namespace mt::cli {
 namespace {
@@ -37,16 +38,16 @@ std::string read_text(const std::string& path) {
 
 struct Inputs {
   RunConfig run;
-  dist::MeshShape mesh;
-  dist::PartitionRules rules;
+  parallel::MeshShape mesh;
+  parallel::PartitionRules rules;
 };
 
 // The model's architecture and LoRA setup, the mesh and the rules, from whichever source was given.
 Inputs resolve(const Options& o) {
   Inputs in;
-  dist::DistConfig dist;
+  parallel::DistConfig dist;
   if (!o.config.empty()) {
-    auto split = dist::split_dist_config(read_text(o.config), o.config);
+    auto split = parallel::split_dist_config(read_text(o.config), o.config);
     dist = split.dist;
     in.run = parse_run_config(split.rest_toml, o.overrides, o.config);
   } else {
@@ -58,15 +59,15 @@ Inputs resolve(const Options& o) {
   }
   if (!in.run.model_path.empty()) in.run.model = pretrained_config(in.run.model_path);
 
-  if (!o.mesh.empty()) in.mesh = dist::MeshShape::parse(o.mesh);
+  if (!o.mesh.empty()) in.mesh = parallel::MeshShape::parse(o.mesh);
   else if (dist.mesh) in.mesh = *dist.mesh;
   else fail("shard: give the mesh with --mesh (e.g. --mesh dp=1,fsdp=2,tp=2) or [mesh] in --config");
   if (in.mesh.pp != 1) fail("shard: pp > 1 is not supported yet (pipeline stages are a later layer)");
 
   // Order of precedence: --rules file, then the config's rules, then the defaults.
-  dist::PartitionConfig user = dist.partition;
+  parallel::PartitionConfig user = dist.partition;
   if (!o.rules.empty()) {
-    auto file = dist::parse_partition_toml(read_text(o.rules), o.rules);
+    auto file = parallel::parse_partition_toml(read_text(o.rules), o.rules);
     user.rules = user.rules.after(file.rules);
     user.replace_defaults = user.replace_defaults || file.replace_defaults;
   }
@@ -89,7 +90,7 @@ const char* kAssumption =
     "element 4 B f32 master + 4 B f32 grad + 8 B f32 Adam m,v (18 B in all); a frozen LoRA base is "
     "bf16 only; activations, buffers and gather scratch are not counted";
 
-void print_text(const Inputs& in, const std::vector<dist::ShardedParam>& params, bool all) {
+void print_text(const Inputs& in, const std::vector<parallel::ShardedParam>& params, bool all) {
   const auto& m = in.mesh;
   const auto& c = in.run.model;
   std::cout << "mesh " << m.str() << " (" << m.world() << " ranks; rank = (dp*" << m.fsdp
@@ -105,7 +106,7 @@ void print_text(const Inputs& in, const std::vector<dist::ShardedParam>& params,
   // tensor is shown once with its layer count unless --all.
   static const std::regex layer_re(R"(layers\.\d+\.)");
   struct Group {
-    const dist::ShardedParam* first;
+    const parallel::ShardedParam* first;
     std::string label;
     int64_t count = 0;
   };
@@ -125,10 +126,10 @@ void print_text(const Inputs& in, const std::vector<dist::ShardedParam>& params,
     std::cout << "\n  shape " << shape_string(t.shape) << "  spec " << t.spec.str() << "  local "
               << shape_string(t.local_shape);
     if (t.replication() > 1) std::cout << "  replicated x" << t.replication();
-    std::cout << (g.first->trainable ? "" : "  frozen") << "\n" << dist::render_grid(t, "  ");
+    std::cout << (g.first->trainable ? "" : "  frozen") << "\n" << parallel::render_grid(t, "  ");
   }
 
-  const auto ranks = dist::bytes_per_rank(params, m);
+  const auto ranks = parallel::bytes_per_rank(params, m);
   std::cout << "\nbytes per rank (" << kAssumption << ")\n";
   char line[256];
   std::snprintf(line, sizeof line, "%-9s %4s %4s %4s %13s %13s %13s %13s %18s %11s\n", "rank", "dp",
@@ -143,11 +144,11 @@ void print_text(const Inputs& in, const std::vector<dist::ShardedParam>& params,
              ranks[j + 1].trainable_elements == ranks[i].trainable_elements)
         ++j;
     const auto& b = ranks[i];
-    const auto cc = dist::coords_of(m, b.rank);
+    const auto cc = parallel::coords_of(m, b.rank);
     std::string who = j > i ? std::to_string(i) + "-" + std::to_string(j) : std::to_string(i);
-    std::string dp = j > i ? "*" : std::to_string(cc[size_t(dist::Axis::dp)]);
-    std::string fs = j > i ? "*" : std::to_string(cc[size_t(dist::Axis::fsdp)]);
-    std::string tp = j > i ? "*" : std::to_string(cc[size_t(dist::Axis::tp)]);
+    std::string dp = j > i ? "*" : std::to_string(cc[size_t(parallel::Axis::dp)]);
+    std::string fs = j > i ? "*" : std::to_string(cc[size_t(parallel::Axis::fsdp)]);
+    std::string tp = j > i ? "*" : std::to_string(cc[size_t(parallel::Axis::tp)]);
     std::snprintf(line, sizeof line, "%-9s %4s %4s %4s %13s %13s %13s %13s %18lld %11s\n",
                   who.c_str(), dp.c_str(), fs.c_str(), tp.c_str(), human(b.weights_bf16()).c_str(),
                   human(b.master_f32()).c_str(), human(b.grads_f32()).c_str(),
@@ -157,13 +158,13 @@ void print_text(const Inputs& in, const std::vector<dist::ShardedParam>& params,
   }
   int64_t sum = 0;
   for (const auto& b : ranks) sum += b.total();
-  const auto one = dist::unsharded_bytes(params);
+  const auto one = parallel::unsharded_bytes(params);
   std::cout << "sum over ranks: " << sum << " bytes (" << human(sum) << ")\n"
             << "one unsharded copy: " << one.total() << " bytes (" << human(one.total()) << "), "
             << one.elements << " parameters, " << one.trainable_elements << " trainable\n";
 }
 
-void print_json(const Inputs& in, const std::vector<dist::ShardedParam>& params) {
+void print_json(const Inputs& in, const std::vector<parallel::ShardedParam>& params) {
   using nlohmann::json;
   const auto& m = in.mesh;
   json j;
@@ -176,7 +177,7 @@ void print_json(const Inputs& in, const std::vector<dist::ShardedParam>& params)
     json spec = json::array();
     for (const auto& axes : t.spec.dims) {
       json a = json::array();
-      for (auto ax : axes) a.push_back(dist::axis_name(ax));
+      for (auto ax : axes) a.push_back(parallel::axis_name(ax));
       spec.push_back(a);
     }
     json blocks = json::array();
@@ -191,12 +192,12 @@ void print_json(const Inputs& in, const std::vector<dist::ShardedParam>& params)
   }
   int64_t sum = 0;
   j["ranks"] = json::array();
-  for (const auto& b : dist::bytes_per_rank(params, m)) {
-    const auto cc = dist::coords_of(m, b.rank);
+  for (const auto& b : parallel::bytes_per_rank(params, m)) {
+    const auto cc = parallel::coords_of(m, b.rank);
     j["ranks"].push_back({{"rank", b.rank},
-                          {"coords", {{"dp", cc[size_t(dist::Axis::dp)]},
-                                      {"fsdp", cc[size_t(dist::Axis::fsdp)]},
-                                      {"tp", cc[size_t(dist::Axis::tp)]}}},
+                          {"coords", {{"dp", cc[size_t(parallel::Axis::dp)]},
+                                      {"fsdp", cc[size_t(parallel::Axis::fsdp)]},
+                                      {"tp", cc[size_t(parallel::Axis::tp)]}}},
                           {"elements", b.elements},
                           {"trainable_elements", b.trainable_elements},
                           {"bytes", {{"weights_bf16", b.weights_bf16()}, {"master_f32", b.master_f32()},
@@ -205,7 +206,7 @@ void print_json(const Inputs& in, const std::vector<dist::ShardedParam>& params)
     sum += b.total();
   }
   j["total_bytes"] = sum;
-  j["unsharded_bytes"] = dist::unsharded_bytes(params).total();
+  j["unsharded_bytes"] = parallel::unsharded_bytes(params).total();
   std::cout << j.dump(2) << "\n";
 }
 
@@ -228,7 +229,7 @@ Action add_shard_command(CLI::App& app) {
   sub->add_flag("--all", o->all, "show every tensor instead of one entry per per-layer pattern");
   return [o] {
     Inputs in = resolve(*o);
-    auto params = dist::shard_params(llama_param_shapes(in.run.model, in.run.lora),
+    auto params = parallel::shard_params(llama_param_shapes(in.run.model, in.run.lora),
                                      in.run.lora.enabled, in.rules, in.mesh);
     if (o->json) print_json(in, params);
     else print_text(in, params, o->all);

@@ -28,7 +28,7 @@ Action add_train_command(CLI::App& app) {
     RunConfig cfg = opt->config.empty()
                         ? parse_run_config(default_run_config_toml(), opt->overrides, "<built-in default>")
                         : load_run_config(opt->config, opt->overrides);
-    if (!opt->mesh.empty()) cfg.mesh = dist::MeshShape::parse(opt->mesh);
+    if (!opt->mesh.empty()) cfg.mesh = parallel::MeshShape::parse(opt->mesh);
     train(cfg, std::cout);
     return 0;
   };

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "data/examples.h"
-#include "io/mapped_file.h"
+#include "core/mapped_file.h"
 
 namespace mt {
 

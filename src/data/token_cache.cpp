@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "data/shuffle.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 
 namespace mt {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "core/bf16.h"
 #include "io/safetensors_index.h"
-#include "io/tensor_box.h"
+#include "core/tensor_box.h"
 
 namespace mt {
 

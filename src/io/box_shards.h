@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
-#include "io/tensor_box.h"
+#include "core/tensor_box.h"
 
 namespace mt {
 

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/f16.h"
 #include "io/gguf_writer.h"
-#include "kernels/cpu/rope.h"
+#include "core/rope_frequencies.h"
 
 namespace mt {
 

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "core/error.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 
 namespace mt {
 

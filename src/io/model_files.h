@@ -23,9 +23,4 @@ std::vector<std::string> save_base_model(const LlamaConfig& config, Precision pr
                                          const std::vector<ExportTensor>& tensors,
                                          const FetchValues& fetch, const std::string& dir);
 
-// Puts the tokenizer a model was trained with next to it: copies the tokenizer file(s) found at
-// `tokenizer_path` (a GPT-2 pair as both files), or, when it is empty, writes the byte-level
-// tokenizer's marker file. Returns the paths written.
-std::vector<std::string> save_tokenizer_files(const std::string& tokenizer_path, const std::string& dir);
-
 }  // namespace mt

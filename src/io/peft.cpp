@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io/safetensors_write.h"
 
 namespace mt {

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "core/bf16.h"
-#include "io/mapped_file.h"
+#include "core/mapped_file.h"
 #include "io/safetensors_dtype.h"
 
 namespace mt {

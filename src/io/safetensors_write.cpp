@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io/safetensors_dtype.h"
 
 namespace mt {

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cpu/rope.h"
+#include "core/rope_frequencies.h"
 
 namespace mt {
 

@@ -9,7 +9,7 @@
 #include "model/config.h"
 #include "model/model_parallel.h"
 #include "model/params.h"
-#include "train/run_config.h"
+#include "model/lora_config.h"
 
 namespace mt {
 

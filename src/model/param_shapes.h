@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "model/config.h"
-#include "train/run_config.h"
+#include "model/lora_config.h"
 
 namespace mt {
 

@@ -14,9 +14,9 @@ double ring_all_reduce(double bytes, int64_t n, const Link& l) { return 2.0 * ri
 
 double point_to_point(double bytes, const Link& l) { return l.latency + bytes / l.bandwidth; }
 
-Link axis_link(const dist::MeshShape& m, dist::Axis axis, const Cluster& c) {
+Link axis_link(const parallel::MeshShape& m, parallel::Axis axis, const Cluster& c) {
   int64_t stride = 1;  // product of the axes that vary faster than `axis`
-  for (dist::Axis a : {dist::Axis::tp, dist::Axis::fsdp, dist::Axis::dp, dist::Axis::pp}) {
+  for (parallel::Axis a : {parallel::Axis::tp, parallel::Axis::fsdp, parallel::Axis::dp, parallel::Axis::pp}) {
     if (a == axis) break;
     stride *= m.size(a);
   }

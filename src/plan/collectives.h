@@ -6,7 +6,7 @@
 #pragma once
 #include <cstdint>
 
-#include "dist/mesh.h"
+#include "parallel/mesh.h"
 #include "plan/hardware.h"
 
 namespace mt::plan {
@@ -19,6 +19,6 @@ double point_to_point(double bytes, const Link& link);
 // The link a group along `axis` uses, at the achievable fraction of its bandwidth: the intra-node
 // link when the group's ranks lie within one node (rank order tp fastest, then fsdp, dp, pp: the
 // group spans stride x size consecutive ranks), otherwise the inter-node link.
-Link axis_link(const dist::MeshShape& mesh, dist::Axis axis, const Cluster& cluster);
+Link axis_link(const parallel::MeshShape& mesh, parallel::Axis axis, const Cluster& cluster);
 
 }  // namespace mt::plan

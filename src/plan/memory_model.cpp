@@ -99,7 +99,7 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
   add("activations", double(in_flight) * a.per_micro_batch + a.shared);
   add("logits+loss", a.logits);
 
-  // Gather buffers, as src/dist/sharded_model.cpp holds them at the head (the largest unit): the
+  // Gather buffers, as src/parallel/sharded_model.cpp holds them at the head (the largest unit): the
   // unit in use, the next one prefetched and the receive staging of a gather (bf16 each), the
   // unit's f32 gradients and their reduce-scatter staging (f32 each); tp all-reduce and pp
   // send/receive staging.

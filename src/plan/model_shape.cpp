@@ -97,11 +97,11 @@ ModelParts model_parts(const ModelShape& m, const LoraConfig& lora) {
 
 namespace {
 
-dist::PartitionRules gpt_rules() {
+parallel::PartitionRules gpt_rules() {
   // Megatron: qkv and fc1 column-parallel (output rows over tp), proj and fc2 row-parallel (input
   // columns over tp); the vocabulary split over tp; fsdp shards the other dimension.
-  const std::vector<dist::Axis> tp = {dist::Axis::tp}, fsdp = {dist::Axis::fsdp};
-  dist::PartitionRules r;
+  const std::vector<parallel::Axis> tp = {parallel::Axis::tp}, fsdp = {parallel::Axis::fsdp};
+  parallel::PartitionRules r;
   r.add(R"(^(transformer\.wte|lm_head)\.weight$)", {tp, fsdp});
   r.add(R"(^transformer\.wpe\.weight$)", {{}, fsdp});
   r.add(R"(\.(attn\.qkv|mlp\.fc1)\.weight$)", {tp, fsdp});
@@ -114,8 +114,8 @@ dist::PartitionRules gpt_rules() {
 
 }  // namespace
 
-const dist::PartitionRules& model_rules(const ModelShape& m) {
-  static const dist::PartitionRules llama = dist::default_llama_rules(), gpt = gpt_rules();
+const parallel::PartitionRules& model_rules(const ModelShape& m) {
+  static const parallel::PartitionRules llama = parallel::default_llama_rules(), gpt = gpt_rules();
   return m.arch == Arch::llama ? llama : gpt;
 }
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/partition.h"
+#include "parallel/partition.h"
 #include "model/config.h"
 #include "model/param_shapes.h"
 #include "train/run_config.h"
@@ -47,7 +47,7 @@ struct ModelParts {
 // Throws for LoRA on a GPT shape (the trainer's adapters are LLaMA's).
 ModelParts model_parts(const ModelShape& m, const LoraConfig& lora);
 // Compiled once per architecture (the search asks thousands of times).
-const dist::PartitionRules& model_rules(const ModelShape& m);
+const parallel::PartitionRules& model_rules(const ModelShape& m);
 
 int64_t total_params(const ModelParts& p, int64_t layers, bool adapters);
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "dist/shard_plan.h"
+#include "parallel/shard_plan.h"
 
 namespace mt::plan {
 
@@ -44,14 +44,14 @@ ElemCount ElemCount::times(int64_t k) const {
 
 ElemCount count_elems(const std::vector<ParamShape>& params, const PlanInput& in) {
   ElemCount e;
-  const auto sharded = dist::shard_params(params, in.lora.enabled, model_rules(in.model), in.mesh);
+  const auto sharded = parallel::shard_params(params, in.lora.enabled, model_rules(in.model), in.mesh);
   for (const auto& p : sharded) {
     // Rank 0's block, from the same ranges bytes_per_rank sums (every rank's block is equal).
     int64_t n = 1;
     bool by_fsdp = false;
     for (size_t d = 0; d < p.layout.shape.size(); ++d) n *= p.layout.range(0, d).size();
     for (const auto& axes : p.layout.spec.dims)
-      by_fsdp = by_fsdp || std::find(axes.begin(), axes.end(), dist::Axis::fsdp) != axes.end();
+      by_fsdp = by_fsdp || std::find(axes.begin(), axes.end(), parallel::Axis::fsdp) != axes.end();
     const int64_t g = by_fsdp ? n * in.mesh.fsdp : n;
     e.local += n, e.gathered += g;
     if (p.trainable) e.local_trainable += n, e.gathered_trainable += g;

@@ -1,10 +1,10 @@
 // One candidate run: model, training mode, batch, mesh and cluster; and the per-rank parameter
-// counts of each pipeline stage, from the trainer's own layouts (dist/shard_plan.h).
+// counts of each pipeline stage, from the trainer's own layouts (parallel/shard_plan.h).
 #pragma once
 #include <cstdint>
 #include <vector>
 
-#include "dist/mesh.h"
+#include "parallel/mesh.h"
 #include "plan/hardware.h"
 #include "plan/model_shape.h"
 #include "train/run_config.h"
@@ -20,7 +20,7 @@ struct PlanInput {
   int64_t micro_batch = 1;   // sequences per micro-batch per data-parallel rank
   bool checkpointing = false;
   int zero = 0;  // 0-3: what is also sharded over the dp axis (1 optimizer, 2 + grads, 3 + weights)
-  dist::MeshShape mesh;
+  parallel::MeshShape mesh;
   Cluster cluster;
   bool overlap = true;  // fsdp gathers and dp reductions overlap compute (false: eager, serial)
 
@@ -52,7 +52,7 @@ struct StageParams {
 
 // One entry per pipeline stage. Every rank of a stage holds the same counts (no padding).
 std::vector<StageParams> stage_params(const PlanInput& in);
-// Per-rank count of a tensor list under the input's rules and mesh (via dist::shard_params).
+// Per-rank count of a tensor list under the input's rules and mesh (via parallel::shard_params).
 ElemCount count_elems(const std::vector<ParamShape>& params, const PlanInput& in);
 
 }  // namespace mt::plan

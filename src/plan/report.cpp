@@ -23,7 +23,7 @@ std::string mode_str(const PlanInput& in) {
   return "lora r=" + std::to_string(in.lora.rank) + " [" + t + "]";
 }
 
-std::string mesh_str(const dist::MeshShape& m) {
+std::string mesh_str(const parallel::MeshShape& m) {
   return "dp=" + std::to_string(m.dp) + ",fsdp=" + std::to_string(m.fsdp) + ",tp=" + std::to_string(m.tp) +
          ",pp=" + std::to_string(m.pp);
 }

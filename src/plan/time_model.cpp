@@ -92,7 +92,7 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
   // Tensor parallel: Megatron's two all-reduces per layer forward, two backward, two more when
   // the forward is recomputed; one for the embedding, one for the head's input gradient.
   if (mesh.tp > 1) {
-    const Link link = axis_link(mesh, dist::Axis::tp, cl);
+    const Link link = axis_link(mesh, parallel::Axis::tp, cl);
     const double per_layer = 4.0 + (in.checkpointing ? 2.0 : 0.0);
     const double count = L * per_layer + (s.first ? 1.0 : 0.0) + (s.last ? 1.0 : 0.0);
     r.tp = count * ring_all_reduce(act * N * C, mesh.tp, link);
@@ -101,17 +101,17 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
   // once per micro-batch and unit (layer, embedding, head); over fsdp, and over dp under ZeRO-3.
   const double wbytes = in.precision == Precision::bf16 ? 2.0 : 4.0;
   const double units = L + (s.first ? 1.0 : 0.0) + (s.last ? 1.0 : 0.0);
-  auto gathers = [&](dist::Axis axis, int64_t n, double gathered, double gathered_trainable) {
+  auto gathers = [&](parallel::Axis axis, int64_t n, double gathered, double gathered_trainable) {
     if (n <= 1) return 0.0;
     const Link link = axis_link(mesh, axis, cl);
     const double extra_latency = (units - 1.0) * double(n - 1) * link.latency;
     return 2.0 * (ring_all_gather(wbytes * gathered, n, link) + extra_latency) +
            ring_reduce_scatter(4.0 * gathered_trainable, n, link) + extra_latency;
   };
-  r.fsdp = gathers(dist::Axis::fsdp, mesh.fsdp, double(s.params.gathered), double(s.params.gathered_trainable));
+  r.fsdp = gathers(parallel::Axis::fsdp, mesh.fsdp, double(s.params.gathered), double(s.params.gathered_trainable));
   if (in.zero >= 3)
-    r.fsdp += gathers(dist::Axis::dp, mesh.dp, double(s.params.local), double(s.params.local_trainable));
-  if (mesh.pp > 1) r.pp = 2.0 * point_to_point(act * N * C, axis_link(mesh, dist::Axis::pp, cl));
+    r.fsdp += gathers(parallel::Axis::dp, mesh.dp, double(s.params.local), double(s.params.local_trainable));
+  if (mesh.pp > 1) r.pp = 2.0 * point_to_point(act * N * C, axis_link(mesh, parallel::Axis::pp, cl));
   return r;
 }
 
@@ -152,7 +152,7 @@ TimeBreakdown step_time(const PlanInput& in, const std::vector<StageParams>& sta
   const double train = double(most_trainable->params.local_trainable);
   const double wbytes = in.precision == Precision::bf16 ? 2.0 : 4.0;
   if (in.mesh.dp > 1 && in.zero < 3) {
-    const Link link = axis_link(in.mesh, dist::Axis::dp, in.cluster);
+    const Link link = axis_link(in.mesh, parallel::Axis::dp, in.cluster);
     const double reduce = in.zero == 0 ? ring_all_reduce(4.0 * train, in.mesh.dp, link)
                                        : ring_reduce_scatter(4.0 * train, in.mesh.dp, link);
     const double gather = in.zero == 0 ? 0.0 : ring_all_gather(wbytes * train, in.mesh.dp, link);

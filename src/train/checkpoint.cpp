@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io/box_shards.h"
 
 namespace mt {
@@ -66,7 +66,7 @@ std::vector<HeldTensor> whole_tensors(ParamStore& trainable, AdamW& optimizer) {
 
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
                             const std::vector<HeldTensor>& held, const AdamW& optimizer,
-                            const CheckpointInfo& info, int64_t keep, dist::Comm& world) {
+                            const CheckpointInfo& info, int64_t keep, parallel::Comm& world) {
   const fs::path root = fs::path(output_dir) / "checkpoints";
   const fs::path final_dir = root / step_name(state.step);
   const fs::path tmp = root / (step_name(state.step) + ".tmp");
@@ -177,7 +177,7 @@ CheckpointState load_checkpoint(const std::string& dir, const std::vector<HeldTe
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
                             LlamaModel& model, AdamW& optimizer, const std::string& config_toml,
                             int64_t keep) {
-  dist::LocalComm one;
+  parallel::LocalComm one;
   return save_checkpoint(output_dir, state, whole_tensors(model.trainable(), optimizer), optimizer,
                          {config_toml, "dp=1", model.has_lora()}, keep, one);
 }

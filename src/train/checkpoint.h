@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "data/text_dataset.h"
-#include "dist/comm.h"
-#include "io/tensor_box.h"
+#include "parallel/comm.h"
+#include "core/tensor_box.h"
 #include "model/llama.h"
 #include "train/adamw.h"
 
@@ -58,7 +58,7 @@ struct CheckpointInfo {
 // `state.step`, deletes older ones beyond `keep`, and returns its directory.
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
                             const std::vector<HeldTensor>& held, const AdamW& optimizer,
-                            const CheckpointInfo& info, int64_t keep, dist::Comm& world);
+                            const CheckpointInfo& info, int64_t keep, parallel::Comm& world);
 
 // "latest" -> the newest checkpoint of output_dir; anything else is a checkpoint directory.
 std::string resolve_checkpoint(const std::string& spec, const std::string& output_dir);

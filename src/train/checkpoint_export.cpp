@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "io/box_shards.h"
+#include "data/tokenizer_files.h"
 #include "io/model_files.h"
 #include "io/peft.h"
 #include "io/pretrained.h"

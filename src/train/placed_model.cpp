@@ -13,15 +13,15 @@ namespace {
 // Counts, losses over the data-parallel group; gradients and their norm from the sharded model.
 class ShardedSync final : public GradientSync {
  public:
-  ShardedSync(dist::DataParallel& dp, dist::ShardedModel& model) : dp_(dp), model_(model) {}
+  ShardedSync(parallel::DataParallel& dp, parallel::ShardedModel& model) : dp_(dp), model_(model) {}
   int64_t sum_count(int64_t local) override { return dp_.sum_count(local); }
   double sum_loss(double local) override { return dp_.sum_loss(local); }
   void sum_gradients(ParamStore&) override { model_.finish_gradients(); }
   double grad_norm(const ParamStore&) override { return model_.grad_norm(); }
 
  private:
-  dist::DataParallel& dp_;
-  dist::ShardedModel& model_;
+  parallel::DataParallel& dp_;
+  parallel::ShardedModel& model_;
 };
 
 LlamaConfig model_shape(const RunConfig& cfg, const Tokenizer& tok) {
@@ -40,7 +40,7 @@ LlamaConfig model_shape(const RunConfig& cfg, const Tokenizer& tok) {
 
 }  // namespace
 
-PlacedModel::PlacedModel(const RunConfig& cfg, dist::Mesh& mesh, dist::DataParallel& dp,
+PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::DataParallel& dp,
                          const Tokenizer& tok, std::ostream& log)
     : cfg_(cfg), mesh_(mesh), dp_(dp) {
   const auto& tc = cfg.train;
@@ -51,9 +51,9 @@ PlacedModel::PlacedModel(const RunConfig& cfg, dist::Mesh& mesh, dist::DataParal
     if (!p.adapter) base_numel_ += n;
     if (p.adapter == cfg.lora.enabled) trainable_numel_ += n;
   }
-  const dist::MeshShape& m = mesh.shape();
+  const parallel::MeshShape& m = mesh.shape();
   if (m.fsdp > 1 || m.tp > 1) {
-    sharded_ = std::make_unique<dist::ShardedModel>(mesh, shape, tc.precision, cfg.lora,
+    sharded_ = std::make_unique<parallel::ShardedModel>(mesh, shape, tc.precision, cfg.lora,
                                                     cfg.partition.effective());
     if (cfg.model_path.empty()) sharded_->init_weights(tc.seed);
     else sharded_->load_weights(cfg.model_path, tc.seed, mesh.rank() == 0 ? &log : nullptr);

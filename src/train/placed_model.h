@@ -1,19 +1,19 @@
 // The model a training run updates, placed on the mesh: whole on every rank (one rank, or data
 // parallelism), or sharded by the partition rules (FSDP and/or tensor parallelism, see
-// dist/sharded_model.h). The trainer talks to this one interface whichever it is.
+// parallel/sharded_model.h). The trainer talks to this one interface whichever it is.
 #pragma once
 #include <memory>
 #include <ostream>
 #include <vector>
 
 #include "data/tokenizer.h"
-#include "dist/data_parallel.h"
-#include "dist/mesh.h"
-#include "dist/sharded_model.h"
+#include "parallel/data_parallel.h"
+#include "parallel/mesh.h"
+#include "parallel/sharded_model.h"
 #include "model/llama.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
-#include "train/gradient_sync.h"
+#include "parallel/gradient_sync.h"
 #include "train/run_config.h"
 
 namespace mt {
@@ -23,7 +23,7 @@ class PlacedModel {
   // Builds the model of cfg (model.path, or a new one with random weights) on the mesh. Under
   // FSDP / tensor parallelism each rank holds and loads only its blocks. `dp` is the mesh's
   // data-parallel group (dp x fsdp), which sums counts and losses; both must outlive this.
-  PlacedModel(const RunConfig& cfg, dist::Mesh& mesh, dist::DataParallel& dp, const Tokenizer& tok,
+  PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::DataParallel& dp, const Tokenizer& tok,
               std::ostream& log);
   ~PlacedModel();
 
@@ -55,10 +55,10 @@ class PlacedModel {
 
  private:
   const RunConfig& cfg_;
-  dist::Mesh& mesh_;
-  dist::DataParallel& dp_;
+  parallel::Mesh& mesh_;
+  parallel::DataParallel& dp_;
   std::unique_ptr<LlamaModel> whole_;
-  std::unique_ptr<dist::ShardedModel> sharded_;
+  std::unique_ptr<parallel::ShardedModel> sharded_;
   std::unique_ptr<GradientSync> sync_;
   int64_t base_numel_ = 0, trainable_numel_ = 0;
 };

@@ -2,7 +2,7 @@
 // range, and every problem is reported as one line naming the key and the file (or --set).
 #include "train/run_config.h"
 
-#include "dist/dist_config.h"
+#include "parallel/dist_config.h"
 
 #include <toml++/toml.h>
 
@@ -530,14 +530,14 @@ const char* fmt_bool(bool b) { return b ? "true" : "false"; }
 
 RunConfig parse_run_config(const std::string& toml_text, const std::vector<std::string>& overrides,
                            const std::string& source_name) {
-  dist::SplitConfig split = dist::split_dist_config(toml_text, source_name);
+  parallel::SplitConfig split = parallel::split_dist_config(toml_text, source_name);
   toml::table doc = parse_doc(split.rest_toml, source_name);
   // Unknown keys in the file are reported against the file before overrides can touch it.
   check_known(doc, source_name);
   std::map<std::string, std::string> overridden;  // key -> the (last) --set that changed it
   for (const auto& ov : overrides) overridden[apply_override(doc, ov)] = ov;
   RunConfig c = convert(doc, source_name);
-  c.mesh = split.dist.mesh.value_or(dist::MeshShape{});
+  c.mesh = split.dist.mesh.value_or(parallel::MeshShape{});
   c.partition = split.dist.partition;
   validate_run(c, [&](const std::string& key) {
     auto it = overridden.find(key);

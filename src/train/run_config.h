@@ -5,22 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "dist/mesh.h"
-#include "dist/partition.h"
+#include "parallel/mesh.h"
+#include "parallel/partition.h"
 #include "model/config.h"
+#include "model/lora_config.h"
 
 namespace mt {
-
-enum class Precision { fp32, bf16 };
-
-struct LoraConfig {
-  bool enabled = false;
-  int64_t rank = 8;
-  float alpha = 16.0f;
-  // Subset of: q, k, v, o, gate, up, down, lm_head
-  std::vector<std::string> targets = {"q", "k", "v", "o", "gate", "up", "down"};
-  float init_std = 0.02f;  // A ~ N(0, init_std); B = 0
-};
 
 struct OptimConfig {
   float lr = 3e-4f;
@@ -80,9 +70,9 @@ struct RunConfig {
   TrainConfig train;
   DataConfig data;
   OutputConfig output;
-  // [mesh] and [partition] (src/dist/dist_config.h); the command line's --mesh overrides [mesh].
-  dist::MeshShape mesh;
-  dist::PartitionConfig partition;
+  // [mesh] and [partition] (src/parallel/dist_config.h); the command line's --mesh overrides [mesh].
+  parallel::MeshShape mesh;
+  parallel::PartitionConfig partition;
 };
 
 // Parse TOML text, then apply overrides ("section.key=value", value parsed as TOML), then validate.

@@ -7,7 +7,7 @@
 
 #include "model/llama.h"
 #include "train/adamw.h"
-#include "train/gradient_sync.h"
+#include "parallel/gradient_sync.h"
 
 namespace mt {
 

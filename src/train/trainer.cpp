@@ -10,14 +10,15 @@
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "core/profile.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
+#include "data/tokenizer_files.h"
 #include "io/model_files.h"
 #include "io/peft.h"
 #include "io/pretrained.h"
 #include "model/llama.h"
-#include "dist/comm.h"
-#include "dist/data_parallel.h"
-#include "dist/mesh.h"
+#include "parallel/comm.h"
+#include "parallel/data_parallel.h"
+#include "parallel/mesh.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/flops.h"
@@ -40,7 +41,7 @@ double seconds_since(Clock::time_point t0) {
 // ranks like training batches; a batch whose rows do not divide (the last, partial one) is
 // counted by the group's first rank alone, so every token counts once. A sharded model's forward
 // is collective, so there every rank runs that batch and only the first one counts it.
-double evaluate(LlamaModel& model, TrainingData& data, int64_t max_batches, dist::DataParallel& dp,
+double evaluate(LlamaModel& model, TrainingData& data, int64_t max_batches, parallel::DataParallel& dp,
                 bool collective) {
   LossSum total;
   PackedBatch b;
@@ -71,13 +72,13 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
   if (cfg.train.threads > 0) omp_set_num_threads(int(cfg.train.threads));
   const auto& tc = cfg.train;
   // The mesh: refused before any work when it does not match the ranks launched.
-  std::unique_ptr<dist::Comm> world = dist::make_world_comm();
+  std::unique_ptr<parallel::Comm> world = parallel::make_world_comm();
   cfg.mesh.check_world(world->size());
   if (cfg.mesh.pp > 1)
     fail("mesh " + cfg.mesh.str() + ": pipeline parallelism (pp) is not implemented yet; use dp, "
          "fsdp and tp");
-  dist::Mesh mesh(*world, cfg.mesh);
-  dist::DataParallel dp(mesh.data_parallel());
+  parallel::Mesh mesh(*world, cfg.mesh);
+  parallel::DataParallel dp(mesh.data_parallel());
   if (tc.batch_size % dp.ranks() != 0)
     fail("train.batch_size (" + std::to_string(tc.batch_size) + ") must be divisible by dp x fsdp (" +
          std::to_string(dp.ranks()) + ")");

@@ -4,9 +4,9 @@
 #include <numeric>
 #include <vector>
 
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
-namespace mt::dist {
+namespace mt::parallel {
 namespace {
 
 struct MpiCommTest : ::testing::Test {
@@ -89,4 +89,4 @@ TEST_F(MpiCommTest, BroadcastBarrierAndSplit) {
 }
 
 }  // namespace
-}  // namespace mt::dist
+}  // namespace mt::parallel

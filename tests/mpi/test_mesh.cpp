@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
-#include "dist/mesh.h"
+#include "parallel/mesh.h"
 
-namespace mt::dist {
+namespace mt::parallel {
 namespace {
 
 MeshShape mesh_for(int world) {
@@ -72,4 +72,4 @@ TEST(MeshMpi, WrongSizeIsRefusedOnEveryRank) {
 }
 
 }  // namespace
-}  // namespace mt::dist
+}  // namespace mt::parallel

@@ -4,20 +4,9 @@
 #pragma once
 #include <cstdint>
 
+#include "core/rope_frequencies.h"
+
 namespace mt {
-
-struct RopeScaling {  // Llama 3.1 "llama3" frequency scaling; factor 0 means none
-  float factor = 0.0f;
-  float low_freq_factor = 1.0f;
-  float high_freq_factor = 4.0f;
-  int64_t original_max_position_embeddings = 8192;
-};
-
-// inv_freq: [D/2], the per-pair frequencies, with llama3 scaling applied when factor > 0.
-void rope_inv_freq(float* inv_freq, int64_t D, float theta, const RopeScaling& scaling);
-// cos/sin tables: [max_pos, D/2]
-void rope_tables(float* cos, float* sin, int64_t max_pos, int64_t D, float theta,
-                 const RopeScaling& scaling);
 
 // In place on x: [N, H, D] (N tokens, H heads); pos: [N] positions (< max_pos of the tables).
 template <class T>

@@ -1,0 +1,13 @@
+// Writing a tokenizer next to a model it was trained with (HF model directories, exports).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace mt {
+
+// Puts the tokenizer a model was trained with next to it: copies the tokenizer file(s) found at
+// `tokenizer_path` (a GPT-2 pair as both files), or, when it is empty, writes the byte-level
+// tokenizer's marker file. Returns the paths written.
+std::vector<std::string> save_tokenizer_files(const std::string& tokenizer_path, const std::string& dir);
+
+}  // namespace mt

@@ -1,0 +1,22 @@
+// How a model is built for training: the arithmetic precision of its compute copies and the LoRA
+// adapters attached to it. Part of the run config, declared here so the model needs nothing from
+// the trainer.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mt {
+
+enum class Precision { fp32, bf16 };
+
+struct LoraConfig {
+  bool enabled = false;
+  int64_t rank = 8;
+  float alpha = 16.0f;
+  // Subset of: q, k, v, o, gate, up, down, lm_head
+  std::vector<std::string> targets = {"q", "k", "v", "o", "gate", "up", "down"};
+  float init_std = 0.02f;  // A ~ N(0, init_std); B = 0
+};
+
+}  // namespace mt

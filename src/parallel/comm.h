@@ -1,0 +1,100 @@
+// Collective communication between the ranks of one group, as the parallel layers see it. The
+// interface knows nothing of MPI so that model, mesh and test code compile and run without it:
+// MpiComm (mpi_comm.h) implements it over an MPI communicator, LocalComm over a single process.
+//
+// Buffers are counted in elements of the named type. all_gather / reduce_scatter use the rank-
+// ordered layout of MPI: the full buffer holds size() blocks of n elements, block i for rank i.
+// Every rank of the group must make the same calls in the same order (as with MPI itself).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace mt::parallel {
+
+// A pending non-blocking collective. wait() completes it (idempotent); the destructor waits too,
+// so a request can never outlive the buffers it was given by accident of an early return.
+class CommRequest {
+ public:
+  virtual ~CommRequest() = default;
+  virtual void wait() = 0;
+};
+using Request = std::unique_ptr<CommRequest>;
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual void barrier() = 0;
+
+  // In place: data[i] becomes the sum of data[i] over all ranks.
+  virtual void all_reduce_sum(float* data, int64_t n) = 0;
+  virtual void all_reduce_sum(double* data, int64_t n) = 0;
+  virtual void all_reduce_sum(int64_t* data, int64_t n) = 0;
+  // In place: data[i] becomes the maximum of data[i] over all ranks.
+  virtual void all_reduce_max(float* data, int64_t n) = 0;
+
+  // out[r*n, (r+1)*n) = rank r's `in` (n elements of elem_bytes each: any dtype, bf16 included).
+  // `in` may alias its own block of `out` (in-place gather).
+  virtual void all_gather_bytes(const void* in, void* out, int64_t n, int elem_bytes) = 0;
+  void all_gather(const float* in, float* out, int64_t n) { all_gather_bytes(in, out, n, 4); }
+
+  // out[0, n) = sum over ranks of their in[rank()*n, (rank()+1)*n).
+  virtual void reduce_scatter_sum(const float* in, float* out, int64_t n) = 0;
+
+  // Root's bytes are copied to every rank.
+  virtual void broadcast_bytes(void* data, int64_t bytes, int root) = 0;
+  template <class T>
+  void broadcast(T* data, int64_t n, int root) { broadcast_bytes(data, n * int64_t(sizeof(T)), root); }
+
+  // Non-blocking versions: the buffers must stay alive and untouched until wait().
+  virtual Request iall_gather_bytes(const void* in, void* out, int64_t n, int elem_bytes) = 0;
+  Request iall_gather(const float* in, float* out, int64_t n) { return iall_gather_bytes(in, out, n, 4); }
+  virtual Request ireduce_scatter_sum(const float* in, float* out, int64_t n) = 0;
+
+  // Ranks that pass the same color form a new group, ordered by key (then by rank). Collective.
+  virtual std::unique_ptr<Comm> split(int color, int key) = 0;
+
+  // Ends every process of the job (MPI_Abort) — for an error seen by one rank only, where
+  // returning would leave the others waiting forever in a collective.
+  [[noreturn]] virtual void abort(int code) = 0;
+};
+
+// The single-process group: every collective is a copy. Used when not launched by mpirun/srun.
+class LocalComm final : public Comm {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  void barrier() override {}
+  void all_reduce_sum(float*, int64_t) override {}
+  void all_reduce_sum(double*, int64_t) override {}
+  void all_reduce_sum(int64_t*, int64_t) override {}
+  void all_reduce_max(float*, int64_t) override {}
+  void all_gather_bytes(const void* in, void* out, int64_t n, int elem_bytes) override;
+  void reduce_scatter_sum(const float* in, float* out, int64_t n) override;
+  void broadcast_bytes(void*, int64_t, int root) override;
+  Request iall_gather_bytes(const void* in, void* out, int64_t n, int elem_bytes) override;
+  Request ireduce_scatter_sum(const float* in, float* out, int64_t n) override;
+  std::unique_ptr<Comm> split(int color, int key) override;
+  [[noreturn]] void abort(int code) override;
+};
+
+// True when this process was started by a launcher that gives it a rank: mpirun/mpiexec
+// (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK) or srun (SLURM_STEP_NUM_TASKS, set for job
+// steps but not for the batch script itself), or when MESHTRAIN_MPI=1 asks for MPI explicitly.
+bool launched_with_mpi();
+
+// The world group: an MpiComm over MPI_COMM_WORLD (initialising MPI once, finalised at exit)
+// when launched_with_mpi(), else a LocalComm. Plain `meshtrain train` never touches MPI.
+std::unique_ptr<Comm> make_world_comm();
+
+// After an error on this rank: when MPI runs with more than one rank, end the whole job
+// (MPI_Abort), since the other ranks may be waiting in a collective for this one forever.
+// Returns when there is nothing to abort (single process).
+void abort_world_after_error(int code);
+// "rank 1/4" when running under MPI with several ranks, else "" (for error messages).
+std::string world_rank_label();
+
+}  // namespace mt::parallel

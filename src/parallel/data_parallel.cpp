@@ -1,0 +1,47 @@
+#include "parallel/data_parallel.h"
+
+#include <string>
+
+#include "core/error.h"
+#include "train/adamw.h"
+
+namespace mt::parallel {
+
+PackedBatch DataParallel::slice(const PackedBatch& full) const {
+  const int64_t n = group_.size(), B = full.batch_size, T = full.seq_len;
+  if (B % n != 0)
+    fail("train.batch_size (" + std::to_string(B) + ") must be divisible by the data-parallel ranks (dp x fsdp = " +
+         std::to_string(n) + ")");
+  const int64_t rows = B / n, begin = group_.rank() * rows * T, end = begin + rows * T;
+  auto cut = [&](const std::vector<int32_t>& v) {
+    return v.empty() ? v : std::vector<int32_t>(v.begin() + begin, v.begin() + end);
+  };
+  PackedBatch out;
+  out.tokens = cut(full.tokens);
+  out.targets = cut(full.targets);
+  out.positions = cut(full.positions);
+  out.segments = cut(full.segments);
+  out.batch_size = rows;
+  out.seq_len = T;
+  return out;
+}
+
+int64_t DataParallel::sum_count(int64_t local) {
+  group_.all_reduce_sum(&local, 1);
+  return local;
+}
+
+double DataParallel::sum_loss(double local) {
+  group_.all_reduce_sum(&local, 1);
+  return local;
+}
+
+void DataParallel::sum_gradients(ParamStore& params) {
+  if (params.trainable_numel() > 0) group_.all_reduce_sum(params.grad_data(), params.trainable_numel());
+}
+
+double DataParallel::grad_norm(const ParamStore& params) {
+  return global_grad_norm(params.grad_data(), params.trainable_numel());
+}
+
+}  // namespace mt::parallel

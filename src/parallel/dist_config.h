@@ -1,0 +1,27 @@
+// The distributed sections of a run's TOML file:
+//   [mesh]       dp = 1, fsdp = 8, tp = 1 (pp = 1)      -- or --mesh dp=1,fsdp=8 on the command line
+//   [partition]  replace_defaults, [[partition.rules]]  -- see partition.h
+// They live beside the run config's own sections; split_dist_config separates them so the strict
+// RunConfig parser sees only the sections it knows.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "parallel/mesh.h"
+#include "parallel/partition.h"
+
+namespace mt::parallel {
+
+struct DistConfig {
+  std::optional<MeshShape> mesh;  // absent when the file has no [mesh]
+  PartitionConfig partition;
+};
+
+struct SplitConfig {
+  DistConfig dist;
+  std::string rest_toml;  // the document without [mesh] and [partition]
+};
+
+SplitConfig split_dist_config(const std::string& toml_text, const std::string& where);
+
+}  // namespace mt::parallel

@@ -1,0 +1,76 @@
+// The device mesh: the world's ranks laid out over named axes, outermost first
+//   pp (pipeline stages, reserved for the pipeline layer), dp (replicas), fsdp (sharded data
+//   parallel), tp (tensor parallel),
+// row-major with the LAST axis fastest: world rank r = ((pp*DP + dp)*FSDP + fsdp)*TP + tp. So a tp
+// group is TP adjacent ranks (one node's fast links), and pp stages are the slowest-varying.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "parallel/comm.h"
+
+namespace mt::parallel {
+
+enum class Axis : int { pp = 0, dp = 1, fsdp = 2, tp = 3 };
+inline constexpr int kNumAxes = 4;
+inline constexpr std::array<Axis, kNumAxes> kAxes = {Axis::pp, Axis::dp, Axis::fsdp, Axis::tp};
+
+const char* axis_name(Axis a);
+// "dp", "fsdp", "tp", "pp" -> Axis; throws mt::Error naming `where` for anything else.
+Axis parse_axis(const std::string& name, const std::string& where);
+
+struct MeshShape {
+  int64_t dp = 1, fsdp = 1, tp = 1, pp = 1;
+
+  int64_t size(Axis a) const;
+  int64_t& size(Axis a);
+  int64_t world() const { return dp * fsdp * tp * pp; }
+  // "dp=2,fsdp=2,tp=2": the axes larger than 1, in rank order (or "dp=1" for a single rank).
+  std::string str() const;
+
+  // Parses "dp=2,fsdp=2,tp=2": any subset of dp, fsdp, tp, pp in any order, each a positive
+  // integer, each at most once; the ones not named are 1.
+  static MeshShape parse(const std::string& text);
+  // Throws "mesh dp=2,fsdp=2 has 4 ranks but the world has 3" when the product differs.
+  void check_world(int64_t world_size) const;
+};
+
+using Coords = std::array<int64_t, kNumAxes>;  // indexed by int(Axis)
+Coords coords_of(const MeshShape& shape, int64_t rank);
+int64_t rank_of(const MeshShape& shape, const Coords& c);
+
+// A set of axes as a bit mask (bit int(Axis)), naming a sub-group of the mesh: the ranks that
+// differ only along those axes.
+using AxisSet = unsigned;
+inline constexpr AxisSet axis_bit(Axis a) { return 1u << int(a); }
+
+class Mesh {
+ public:
+  // Collective over `world`: builds a communicator for every non-empty set of axes (15 splits)
+  // so no later call has to be collective. Throws (on every rank alike) when the mesh does not
+  // have world.size() ranks. `world` must outlive the Mesh.
+  Mesh(Comm& world, const MeshShape& shape);
+
+  const MeshShape& shape() const { return shape_; }
+  int rank() const { return world_.rank(); }
+  const Coords& coords() const { return coords_; }
+  int64_t coord(Axis a) const { return coords_[size_t(a)]; }
+
+  Comm& world() { return world_; }
+  // The ranks sharing all coordinates except along `a` (ordered by their coordinate on `a`).
+  Comm& axis(Axis a) { return group(axis_bit(a)); }
+  // The ranks differing only along the axes in `axes` (ordered row-major over those axes).
+  Comm& group(AxisSet axes);
+  // dp x fsdp: the ranks that see different batches (the data-parallel group).
+  Comm& data_parallel() { return group(axis_bit(Axis::dp) | axis_bit(Axis::fsdp)); }
+
+ private:
+  Comm& world_;
+  MeshShape shape_;
+  Coords coords_{};
+  std::array<std::unique_ptr<Comm>, 1u << kNumAxes> groups_;
+};
+
+}  // namespace mt::parallel

@@ -1,0 +1,41 @@
+// Comm over an MPI communicator. The only header that includes <mpi.h>: everything else talks to
+// the abstract Comm. Counts above INT_MAX elements are refused with a clear error (MPI's counts are
+// int); the parallel layers send per-tensor shards, far below that.
+#pragma once
+#include <mpi.h>
+
+#include "parallel/comm.h"
+
+namespace mt::parallel {
+
+class MpiComm final : public Comm {
+ public:
+  // Takes ownership of `comm` (freed in the destructor) unless it is MPI_COMM_WORLD.
+  explicit MpiComm(MPI_Comm comm);
+  ~MpiComm() override;
+  MpiComm(const MpiComm&) = delete;
+  MpiComm& operator=(const MpiComm&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void barrier() override;
+  void all_reduce_sum(float* data, int64_t n) override;
+  void all_reduce_sum(double* data, int64_t n) override;
+  void all_reduce_sum(int64_t* data, int64_t n) override;
+  void all_reduce_max(float* data, int64_t n) override;
+  void all_gather_bytes(const void* in, void* out, int64_t n, int elem_bytes) override;
+  void reduce_scatter_sum(const float* in, float* out, int64_t n) override;
+  void broadcast_bytes(void* data, int64_t bytes, int root) override;
+  Request iall_gather_bytes(const void* in, void* out, int64_t n, int elem_bytes) override;
+  Request ireduce_scatter_sum(const float* in, float* out, int64_t n) override;
+  std::unique_ptr<Comm> split(int color, int key) override;
+  [[noreturn]] void abort(int code) override;
+
+  MPI_Comm native() const { return comm_; }
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace mt::parallel

@@ -1,0 +1,150 @@
+#include "parallel/partition.h"
+
+#include <toml++/toml.h>
+
+#include "core/error.h"
+
+namespace mt::parallel {
+
+std::string PartitionSpec::str() const {
+  std::string s = "(";
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (d) s += ", ";
+    const auto& axes = dims[d];
+    if (axes.empty()) s += "None";
+    if (axes.size() > 1) s += "(";
+    for (size_t i = 0; i < axes.size(); ++i) s += (i ? ", " : "") + std::string(axis_name(axes[i]));
+    if (axes.size() > 1) s += ")";
+  }
+  return s + ")";
+}
+
+void PartitionRules::add(const std::string& pattern, const PartitionSpec& spec) {
+  unsigned used = 0;
+  for (const auto& axes : spec.dims)
+    for (Axis a : axes) {
+      if (a == Axis::pp)
+        fail("partition rule '" + pattern + "': pp cannot split a tensor (pipeline stages hold whole layers)");
+      if (used & axis_bit(a))
+        fail("partition rule '" + pattern + "': axis " + axis_name(a) + " used twice in " + spec.str());
+      used |= axis_bit(a);
+    }
+  std::regex re;
+  try {
+    re = std::regex(pattern, std::regex::ECMAScript | std::regex::optimize);
+  } catch (const std::regex_error& e) {
+    fail("partition rule '" + pattern + "': bad regular expression (" + e.what() + ")");
+  }
+  rules_.push_back({pattern, std::move(re), spec});
+}
+
+PartitionRules PartitionRules::after(const PartitionRules& first) const {
+  PartitionRules out = first;
+  out.rules_.insert(out.rules_.end(), rules_.begin(), rules_.end());
+  return out;
+}
+
+const PartitionRule& PartitionRules::match(const std::string& name) const {
+  for (const auto& r : rules_)
+    if (std::regex_search(name, r.regex)) return r;
+  fail("no partition rule matches '" + name + "' (add a [[partition.rules]] entry for it)");
+}
+
+PartitionRules default_llama_rules() {
+  const std::vector<Axis> tp = {Axis::tp}, fsdp = {Axis::fsdp}, tp_fsdp = {Axis::tp, Axis::fsdp};
+  PartitionRules r;
+  // Adapters first: their names also contain the projection's name. Ours are stored [r, in] (A)
+  // and [out, r] (B). The seed splits the rank dimension r over mp, which compiler-inserted
+  // collectives (GSPMD) can absorb but explicit Megatron tensor parallelism cannot: here each
+  // adapter follows its base layer. Column-parallel layers (q/k/v/gate/up, lm_head): A whole over
+  // tp, B's output rows over tp; row-parallel (o/down): A's input columns over tp, B whole. fsdp
+  // then splits the large dimension (never r, which may be as small as 1).
+  r.add(R"((\.(q|k|v|gate|up)_proj|^lm_head)\.lora_A\.weight$)", {{}, fsdp});
+  r.add(R"((\.(q|k|v|gate|up)_proj|^lm_head)\.lora_B\.weight$)", {tp_fsdp});
+  r.add(R"(\.(o|down)_proj\.lora_A\.weight$)", {{}, tp_fsdp});
+  r.add(R"(\.(o|down)_proj\.lora_B\.weight$)", {fsdp});
+  r.add(R"(^model\.embed_tokens\.weight$)", {tp, fsdp});                    // [vocab, hidden]
+  r.add(R"(\.self_attn\.(q|k|v)_proj\.weight$)", {tp, fsdp});              // column-parallel
+  r.add(R"(\.mlp\.(gate|up)_proj\.weight$)", {tp, fsdp});                  // column-parallel
+  r.add(R"(\.self_attn\.o_proj\.weight$)", {fsdp, tp});                    // row-parallel
+  r.add(R"(\.mlp\.down_proj\.weight$)", {fsdp, tp});                       // row-parallel
+  r.add(R"((input_layernorm|post_attention_layernorm|^model\.norm)\.weight$)", {});  // replicated
+  r.add(R"(^lm_head\.weight$)", {tp, fsdp});                               // [vocab, hidden]
+  return r;
+}
+
+PartitionRules PartitionConfig::effective() const {
+  return replace_defaults ? rules : default_llama_rules().after(rules);
+}
+
+namespace {
+
+std::vector<Axis> parse_dim(const toml::node& n, const std::string& where) {
+  if (const auto* s = n.as_string()) {
+    const std::string& v = s->get();
+    if (v.empty() || v == "none" || v == "None") return {};
+    return {parse_axis(v, where)};
+  }
+  if (const auto* arr = n.as_array()) {
+    std::vector<Axis> axes;
+    for (const auto& e : *arr) {
+      if (!e.is_string()) fail(where + ": a list of axes must hold axis names");
+      axes.push_back(parse_axis(e.as_string()->get(), where));
+    }
+    return axes;
+  }
+  fail(where + ": each dimension of spec must be an axis name, a list of axis names, or \"none\"");
+}
+
+}  // namespace
+
+PartitionConfig parse_partition_toml(const std::string& toml_text, const std::string& where) {
+  toml::table doc;
+  try {
+    doc = toml::parse(toml_text, where);
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    std::string msg(e.description());
+    for (char& c : msg)
+      if (c == '\n' || c == '\r') c = ' ';  // errors are one line
+    fail(where + ":" + std::to_string(b.line) + ":" + std::to_string(b.column) +
+         ": TOML syntax error: " + msg);
+  }
+  PartitionConfig out;
+  const toml::node* part = doc.get("partition");
+  if (!part) return out;
+  const toml::table* pt = part->as_table();
+  if (!pt) fail(where + ": 'partition' must be a table");
+  for (auto&& [k, v] : *pt) {
+    const std::string key(k.str());
+    if (key == "replace_defaults") {
+      if (!v.is_boolean()) fail(where + ": partition.replace_defaults must be true or false");
+      out.replace_defaults = v.as_boolean()->get();
+    } else if (key != "rules") {
+      fail(where + ": unknown key 'partition." + key + "' (expected rules, replace_defaults)");
+    }
+  }
+  const toml::node* rules = pt->get("rules");
+  if (!rules) return out;
+  const toml::array* arr = rules->as_array();
+  if (!arr) fail(where + ": partition.rules must be an array of tables ([[partition.rules]])");
+  size_t i = 0;
+  for (const auto& item : *arr) {
+    const std::string at = where + ": partition.rules[" + std::to_string(i++) + "]";
+    const toml::table* t = item.as_table();
+    if (!t) fail(at + " must be a table with pattern and spec");
+    for (auto&& [k, v] : *t)
+      if (k.str() != "pattern" && k.str() != "spec")
+        fail(at + ": unknown key '" + std::string(k.str()) + "' (expected pattern, spec)");
+    const toml::node* pattern = t->get("pattern");
+    const toml::node* spec = t->get("spec");
+    if (!pattern || !pattern->is_string()) fail(at + ": pattern (a string) is required");
+    if (!spec || !spec->is_array()) fail(at + ": spec (an array, one entry per dimension) is required");
+    PartitionSpec ps;
+    for (const auto& d : *spec->as_array()) ps.dims.push_back(parse_dim(d, at + ".spec"));
+    out.rules.add(pattern->as_string()->get(), ps);
+  }
+  return out;
+}
+
+}  // namespace mt::parallel

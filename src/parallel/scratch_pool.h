@@ -1,0 +1,35 @@
+// Reusable blocks for buffers that live for one unit's use and come back in the same sizes every
+// step (FSDP's gathered weights, unit gradients, collective staging). Taking a block of a size
+// handed back before skips what a fresh allocation costs each time: the allocation, the page
+// faults and the zeroing, about a gigabyte of memory traffic per step on the reference shape. A
+// request takes the smallest free block large enough, so the pool settles near the most bytes
+// ever in use at once.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "core/buffer.h"
+
+namespace mt::parallel {
+
+class ScratchPool {
+ public:
+  // n elements of T, uninitialised (what a previous user left, or zeros when new).
+  template <class T>
+  T* take(size_t n) {
+    return static_cast<T*>(take_bytes(n * sizeof(T)));
+  }
+  // Hands a block back (null is ignored).
+  void give(const void* p);
+
+ private:
+  struct Block {
+    Buffer<std::byte> bytes;
+    bool in_use = false;
+  };
+  void* take_bytes(size_t bytes);
+  std::vector<std::unique_ptr<Block>> blocks_;
+};
+
+}  // namespace mt::parallel

@@ -1,0 +1,41 @@
+#include "parallel/shard_plan.h"
+
+namespace mt::parallel {
+
+std::vector<ShardedParam> shard_params(const std::vector<ParamShape>& params, bool lora_training,
+                                       const PartitionRules& rules, const MeshShape& mesh) {
+  std::vector<ShardedParam> out;
+  out.reserve(params.size());
+  for (const auto& p : params) {
+    const PartitionRule& rule = rules.match(p.name);
+    out.push_back({p, !lora_training || p.adapter, make_layout(p.name, p.shape, rule.spec, mesh)});
+  }
+  return out;
+}
+
+std::vector<RankBytes> bytes_per_rank(const std::vector<ShardedParam>& params, const MeshShape& mesh) {
+  std::vector<RankBytes> out(size_t(mesh.world()));
+  for (int64_t r = 0; r < mesh.world(); ++r) {
+    RankBytes& b = out[size_t(r)];
+    b.rank = r;
+    for (const auto& p : params) {
+      // From the rank's own ranges rather than local_shape, so a future uneven policy stays exact.
+      int64_t n = 1;
+      for (size_t d = 0; d < p.layout.shape.size(); ++d) n *= p.layout.range(r, d).size();
+      b.elements += n;
+      if (p.trainable) b.trainable_elements += n;
+    }
+  }
+  return out;
+}
+
+RankBytes unsharded_bytes(const std::vector<ShardedParam>& params) {
+  RankBytes b;
+  for (const auto& p : params) {
+    b.elements += p.param.numel();
+    if (p.trainable) b.trainable_elements += p.param.numel();
+  }
+  return b;
+}
+
+}  // namespace mt::parallel

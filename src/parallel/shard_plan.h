@@ -1,0 +1,44 @@
+// The layout of a whole model on a mesh and the bytes each rank holds, from shapes alone. Shared
+// by `meshtrain shard` and (later) the planner, so both count exactly what the trainer places.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "parallel/layout.h"
+#include "model/param_shapes.h"
+
+namespace mt::parallel {
+
+// Bytes per element under bf16 mixed-precision AdamW: every tensor keeps a bf16 copy for the
+// GEMMs; a trainable one adds an f32 master, an f32 gradient and f32 Adam m and v (2+4+4+8 = 18).
+// A frozen (LoRA base) tensor is bf16 only (2).
+inline constexpr int64_t kBf16Bytes = 2, kMasterBytes = 4, kGradBytes = 4, kAdamBytes = 8;
+
+struct ShardedParam {
+  ParamShape param;
+  bool trainable = true;
+  TensorLayout layout;
+};
+
+struct RankBytes {
+  int64_t rank = 0;
+  int64_t elements = 0;            // local elements of every tensor
+  int64_t trainable_elements = 0;  // of which trainable
+  int64_t weights_bf16() const { return elements * kBf16Bytes; }
+  int64_t master_f32() const { return trainable_elements * kMasterBytes; }
+  int64_t grads_f32() const { return trainable_elements * kGradBytes; }
+  int64_t adam_f32() const { return trainable_elements * kAdamBytes; }
+  int64_t total() const { return weights_bf16() + master_f32() + grads_f32() + adam_f32(); }
+};
+
+// Every parameter's layout by the first matching rule; with `lora_training` only adapters are
+// trainable, otherwise every tensor is. Throws for an unmatched name or an indivisible dim.
+std::vector<ShardedParam> shard_params(const std::vector<ParamShape>& params, bool lora_training,
+                                       const PartitionRules& rules, const MeshShape& mesh);
+
+std::vector<RankBytes> bytes_per_rank(const std::vector<ShardedParam>& params, const MeshShape& mesh);
+
+// The same bytes for one unsharded copy of the model state (what a single device would hold).
+RankBytes unsharded_bytes(const std::vector<ShardedParam>& params);
+
+}  // namespace mt::parallel

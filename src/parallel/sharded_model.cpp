@@ -1,0 +1,197 @@
+// The sharded model's layout: each parameter's block on this rank (from the partition rules),
+// its tensor-parallel share, the shard stores, and how units are packed for their gathers.
+#include "parallel/sharded_model.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/shape_string.h"
+#include "parallel/shard_plan.h"
+#include "parallel/sharded_units.h"
+#include "model/param_shapes.h"
+
+namespace mt::parallel {
+
+namespace {
+
+TensorBox box_of(const TensorLayout& layout, int64_t rank) {
+  TensorBox b;
+  for (size_t d = 0; d < layout.shape.size(); ++d) {
+    Range r = layout.range(rank, d);
+    b.begin.push_back(r.begin), b.end.push_back(r.end);
+  }
+  return b;
+}
+
+TensorBox relative_to(const TensorBox& b, const TensorBox& origin) {
+  TensorBox r = b;
+  for (size_t d = 0; d < b.rank(); ++d) r.begin[d] -= origin.begin[d], r.end[d] -= origin.begin[d];
+  return r;
+}
+
+// 0 = embedding, 1..L = blocks, L + 1 = final norm and head (a tied head's adapter: unit 0).
+int unit_of(const std::string& name, const LlamaConfig& c) {
+  const std::string layers = "model.layers.";
+  if (name.rfind(layers, 0) == 0) return std::stoi(name.substr(layers.size())) + 1;
+  if (name == kEmbedName) return 0;
+  if (name.rfind("lm_head.", 0) == 0 && c.tie_word_embeddings) return 0;
+  return int(c.num_hidden_layers) + 1;
+}
+
+ParamPlan plan_of(const Param& p) {
+  return ParamPlan{p.master_offset >= 0, p.compute_offset >= 0, p.grad_offset >= 0, p.decay};
+}
+
+}  // namespace
+
+ShardedModel::ShardedModel(Mesh& mesh, const LlamaConfig& full, Precision precision,
+                           const LoraConfig& lora, const PartitionRules& rules)
+    : mesh_(mesh), full_(full), precision_(precision), lora_(lora) {
+  local_ = tensor_parallel_config(full_, mesh_.shape().tp);
+  model_ = std::make_unique<LlamaModel>(local_, precision_, lora_, /*own_storage=*/false);
+  if (mesh_.shape().tp > 1) partials_ = std::make_unique<CommPartialSums>(mesh_.axis(Axis::tp));
+  build_slots(rules);
+  build_units();
+  point_model_at_shards();
+  model_->set_parallel(this);
+}
+
+ShardedModel::~ShardedModel() {
+  for (auto& s : scatters_)
+    if (s->request) s->request->wait();
+  for (auto& u : units_)
+    if (u->gathering) u->gather->wait();
+}
+
+const ShardSlot& ShardedModel::slot(const std::string& name) const {
+  for (const auto& s : slots_)
+    if (s.name == name) return s;
+  fail("no parameter named '" + name + "'");
+}
+
+void ShardedModel::build_slots(const PartitionRules& rules) {
+  const MeshShape& shape = mesh_.shape();
+  const int64_t rank = mesh_.rank();
+  const auto sharded = shard_params(llama_param_shapes(full_, lora_), lora_.enabled, rules, shape);
+  for (const ShardedParam& sp : sharded) {
+    ShardSlot s;
+    s.name = sp.param.name;
+    s.layout = sp.layout;
+    s.full_shape = sp.param.shape;
+    s.trainable = sp.trainable;
+    s.box = box_of(sp.layout, rank);
+    // The fsdp peers: same coordinates except along fsdp. Their blocks must tile this rank's
+    // tensor-parallel share, which is what the model computes with.
+    Coords c = mesh_.coords();
+    std::vector<TensorBox> peers;
+    for (int64_t f = 0; f < shape.fsdp; ++f) {
+      c[size_t(Axis::fsdp)] = f;
+      peers.push_back(box_of(sp.layout, rank_of(shape, c)));
+    }
+    s.tp_box = peers[0];
+    int64_t tiled = 0;
+    for (const auto& p : peers) {
+      for (size_t d = 0; d < p.rank(); ++d) {
+        s.tp_box.begin[d] = std::min(s.tp_box.begin[d], p.begin[d]);
+        s.tp_box.end[d] = std::max(s.tp_box.end[d], p.end[d]);
+      }
+      tiled += p.numel();
+    }
+    if (shape.fsdp > 1 && tiled != s.tp_box.numel() && s.tp_box != s.box)
+      fail("partition rules: the fsdp blocks of " + s.name + " (" + sp.layout.spec.str() +
+           ") do not tile its tensor-parallel share; list tp before fsdp on a dimension both split");
+    ParamStore& store = sp.param.adapter ? model_->adapters() : model_->base();
+    Param& mp = store.get(s.name);
+    const auto tp_shape = s.tp_box.shape();
+    bool aligned = tp_shape == mp.shape;
+    for (size_t d = 0; aligned && d < tp_shape.size(); ++d)
+      if (tp_shape[d] != s.full_shape[d])
+        aligned = s.tp_box.begin[d] == mesh_.coord(Axis::tp) * tp_shape[d];
+    if (!aligned)
+      fail("tensor parallelism: " + s.name + " is split " + sp.layout.spec.str() + ", giving " +
+           shape_string(tp_shape) + " per tp rank, but the model computes " + shape_string(mp.shape) +
+           " (rows over tp for q/k/v/gate/up/embedding/lm_head and their lora_B, columns for "
+           "o/down and their lora_A, norms and other adapter halves whole)");
+    for (const auto& p : peers) s.peer_boxes.push_back(relative_to(p, s.tp_box));
+    s.split_fsdp = s.box != s.tp_box;
+    s.writer = sp.layout.replicas(rank).front() == rank;
+    s.unit = unit_of(s.name, full_);
+    s.model = &mp;
+    s.gather_compute = mp.compute_offset >= 0;
+    s.gather_master = mp.master_offset >= 0 && (!s.gather_compute || s.name == kEmbedName);
+    // The adapter's down-projection A of a column-parallel layer (rows over tp) sees the whole
+    // input but only this rank's rows of the output gradient: its gradient is a partial sum.
+    const size_t lora_a = s.name.find(".lora_A.weight");
+    if (shape.tp > 1 && lora_a != std::string::npos) {
+      std::string base = s.name.substr(0, lora_a) + ".weight";
+      if (base == "lm_head.weight" && full_.tie_word_embeddings) base = kEmbedName;
+      const Param& bp = model_->base().get(base);
+      const auto* bl = std::find_if(sharded.data(), sharded.data() + sharded.size(),
+                                    [&](const ShardedParam& x) { return x.param.name == base; });
+      s.partial_over_tp = bp.shape[0] != bl->param.shape[0];
+    }
+    (sp.param.adapter ? shard_adapters_ : shard_base_).add(s.name, s.box.shape(), plan_of(mp));
+    slots_.push_back(std::move(s));
+  }
+  shard_base_.allocate();
+  if (lora_.enabled) shard_adapters_.allocate();
+  for (auto& s : slots_) {
+    Param* p = const_cast<Param*>(shard_base_.find(s.name));
+    if (!p) p = const_cast<Param*>(shard_adapters_.find(s.name));
+    s.shard = p;
+  }
+  vocab_begin_ = slot(kEmbedName).tp_box.begin[0];
+}
+
+void ShardedModel::build_units() {
+  for (int u = 0; u < num_units(); ++u) units_.push_back(std::make_unique<Unit>());
+  for (auto& s : slots_) {
+    if (!s.split_fsdp) continue;
+    Unit& U = *units_[size_t(s.unit)];
+    const int64_t local = s.box.numel(), whole = s.tp_box.numel();
+    U.split.push_back(&s);
+    U.chunk_compute.push_back(U.chunk);
+    if (s.gather_compute) U.chunk += local;  // bf16: one uint16 unit per element
+    U.chunk_master.push_back(U.chunk);
+    if (s.gather_master) U.chunk += 2 * local;  // f32: two units
+    U.compute_off.push_back(U.compute_elems);
+    if (s.gather_compute) U.compute_elems += whole;
+    U.master_off.push_back(U.master_elems);
+    if (s.gather_master) U.master_elems += whole;
+    U.grad_off.push_back(U.grad_elems);
+    U.grad_chunk_off.push_back(U.grad_chunk);
+    if (s.trainable) U.grad_elems += whole, U.grad_chunk += local;
+  }
+  for (auto& up : units_) {
+    Unit& U = *up;
+    if (U.split.empty()) continue;
+    const char* expect = nullptr;
+    bool contiguous = true;
+    for (size_t i = 0; i < U.split.size() && contiguous; ++i) {
+      const ShardSlot& s = *U.split[i];
+      const int64_t n = s.box.numel();
+      auto follow = [&](const void* p, int64_t bytes) {
+        const char* c = static_cast<const char*>(p);
+        if (expect && c != expect) contiguous = false;
+        expect = c + bytes;
+      };
+      if (s.gather_compute) follow(s.shard->compute, n * 2);
+      if (s.gather_master) follow(s.shard->master, n * 4);
+    }
+    const ShardSlot& first = *U.split.front();
+    if (contiguous)
+      U.direct_send = reinterpret_cast<const uint16_t*>(first.gather_compute ? static_cast<const void*>(first.shard->compute)
+                                                                             : static_cast<const void*>(first.shard->master));
+  }
+}
+
+void ShardedModel::point_model_at_shards() {
+  for (auto& s : slots_) {
+    if (s.split_fsdp) continue;  // pointed at a unit buffer while its unit is held
+    s.model->master = s.shard->master;
+    s.model->compute = s.shard->compute;
+    s.model->grad = s.shard->grad;
+  }
+}
+
+}  // namespace mt::parallel

@@ -1,0 +1,132 @@
+// A LLaMA model laid over the mesh by the partition rules: FSDP (ZeRO-3) over `fsdp`, Megatron
+// tensor parallelism over `tp`, replicas over `dp`. It owns this rank's shards and implements the
+// model's ModelParallel hooks, so src/model stays mesh-free:
+//
+//   - Every parameter is stored as the block the rules give this rank (the same blocks `meshtrain
+//     shard` prints): master f32, bf16 compute copy and gradient where the tensor has them, in
+//     ParamStores of their own, which the optimizer updates shard by shard.
+//   - The model (a LlamaModel of this rank's tensor-parallel share, without storage of its own)
+//     computes on whole tensors of its share. A parameter split over fsdp is all-gathered into a
+//     unit buffer when its unit (embedding, a block, or the head) is acquired, and freed on
+//     release; the next unit's gather is issued right away so it overlaps this unit's compute.
+//     A parameter not split over fsdp (norms) is read in place.
+//   - Gradients of a unit are reduce-scattered over fsdp on release after backward (non-blocking,
+//     completed while the next unit computes); finish_gradients() then sums over dp (and over
+//     fsdp for unsplit tensors, over tp for adapter halves whose gradient is a partial sum).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/buffer.h"
+#include "parallel/mesh.h"
+#include "parallel/layout.h"
+#include "parallel/partition.h"
+#include "parallel/scratch_pool.h"
+#include "parallel/tensor_parallel.h"
+#include "core/tensor_box.h"
+#include "model/llama.h"
+#include "model/model_parallel.h"
+
+namespace mt::parallel {
+
+// One parameter as this rank holds it.
+struct ShardSlot {
+  std::string name;
+  TensorLayout layout;
+  std::vector<int64_t> full_shape;  // the whole tensor's shape
+  TensorBox box;                    // this rank's block of the whole tensor
+  TensorBox tp_box;                 // this rank's tensor-parallel share (what the model sees)
+  std::vector<TensorBox> peer_boxes;  // every fsdp peer's block, relative to tp_box, in fsdp order
+  bool split_fsdp = false;          // false: box == tp_box, read in place
+  bool trainable = false;
+  bool partial_over_tp = false;     // its gradient is a partial sum over tp (see finish_gradients)
+  bool writer = false;              // first of the ranks holding this same block (saves it)
+  int unit = 0;
+  Param* model = nullptr;           // the model's tensor (tp share; pointers set per unit)
+  Param* shard = nullptr;           // this rank's block in the shard stores
+  // Which copies travel in a gather: what the model reads.
+  bool gather_compute = false, gather_master = false;
+};
+
+class ShardedModel final : public ModelParallel {
+ public:
+  // Collective over the mesh. Throws (one line, on every rank alike) when a dimension does not
+  // divide or the rules give a layout tensor parallelism cannot compute.
+  ShardedModel(Mesh& mesh, const LlamaConfig& full, Precision precision, const LoraConfig& lora,
+               const PartitionRules& rules);
+  ~ShardedModel() override;
+
+  LlamaModel& model() { return *model_; }
+  const LlamaConfig& full_config() const { return full_; }
+  // The stores the optimizer and checkpoints work on: this rank's blocks.
+  ParamStore& shard_base() { return shard_base_; }
+  ParamStore& shard_adapters() { return shard_adapters_; }
+  ParamStore& trainable_shards() { return lora_.enabled ? shard_adapters_ : shard_base_; }
+  const std::vector<ShardSlot>& slots() const { return slots_; }
+  const ShardSlot& slot(const std::string& name) const;
+
+  // Values as LlamaModel::init_weights gives the whole model (each tensor depends only on seed and
+  // name), each rank keeping its blocks.
+  void init_weights(uint64_t seed);
+  // The adapters alone: A ~ N(0, lora.init_std), B = 0, as LlamaModel::init_adapters.
+  void init_adapters(uint64_t seed);
+  // Sets this rank's block of `name` from the whole tensor's values (f32).
+  void set_block_from_whole(const std::string& name, const float* whole);
+  // Sets this rank's block of `name` from its own block's values (f32).
+  void set_block(const std::string& name, const float* block);
+  // Loads a Hugging Face checkpoint (or a llama2.c file): each rank reads only its blocks (mmap),
+  // with a progress line on `progress` (may be null); adapters are initialised from adapter_seed.
+  void load_weights(const std::string& path, uint64_t adapter_seed, std::ostream* progress);
+  // Collective over each replica's fsdp x tp group: the whole tensor on every rank (for export,
+  // one tensor at a time).
+  std::vector<float> gather_whole(const std::string& name);
+
+  // After the last micro-batch's backward: completes the reduce-scatters and sums the gradients
+  // over the ranks that share them, so every shard holds its block of the global gradient.
+  void finish_gradients();
+  // The global L2 norm of the (finished) gradient: each block counted once.
+  double grad_norm();
+  // Seconds spent waiting for the FSDP gathers and reduce-scatters since the last reset (the
+  // communication compute did not hide).
+  double exposed_comm_seconds() const { return exposed_s_; }
+  void reset_comm_stats() { exposed_s_ = 0.0; }
+  // Off: every unit is gathered when needed (only to measure what prefetching hides).
+  void set_prefetch(bool on) { prefetch_ = on; }
+
+  // ModelParallel
+  void acquire(int unit, bool grads, bool weights) override;
+  void release(int unit, bool grads) override;
+  PartialSums* partials() override { return partials_.get(); }
+  int64_t vocab_begin() const override { return vocab_begin_; }
+  int64_t vocab_size() const override { return full_.vocab_size; }
+
+ private:
+  struct Unit;
+  struct PendingScatter;
+  void build_slots(const PartitionRules& rules);
+  void build_units();
+  void start_gather(int unit);
+  void finish_gather(int unit);
+  void point_model_at_shards();
+  void complete_scatters();
+  int num_units() const { return int(full_.num_hidden_layers) + 2; }
+
+  Mesh& mesh_;
+  LlamaConfig full_, local_;
+  Precision precision_;
+  LoraConfig lora_;
+  std::unique_ptr<LlamaModel> model_;
+  ParamStore shard_base_, shard_adapters_;
+  std::vector<ShardSlot> slots_;
+  ScratchPool pool_;  // declared before the units and scatters, which hold its blocks
+  std::vector<std::unique_ptr<Unit>> units_;
+  std::vector<std::unique_ptr<PendingScatter>> scatters_;
+  std::unique_ptr<CommPartialSums> partials_;
+  int64_t vocab_begin_ = 0;
+  double exposed_s_ = 0.0;
+  bool prefetch_ = true;
+};
+
+}  // namespace mt::parallel

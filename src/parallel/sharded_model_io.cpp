@@ -1,0 +1,115 @@
+// Filling and reading a ShardedModel's blocks: initialisation, Hugging Face loading (each rank
+// reads only its blocks), and gathering whole tensors for export.
+#include <filesystem>
+#include <ostream>
+
+#include "core/error.h"
+#include "parallel/sharded_model.h"
+#include "io/box_read.h"
+#include "io/pretrained.h"
+#include "io/safetensors_index.h"
+#include "model/init.h"
+
+namespace mt::parallel {
+
+void ShardedModel::set_block(const std::string& name, const float* block) {
+  const ShardSlot& s = slot(name);
+  const int64_t n = s.box.numel();
+  if (s.shard->master) std::copy(block, block + n, s.shard->master);
+  if (s.shard->compute) convert(s.shard->compute, block, size_t(n));
+}
+
+void ShardedModel::set_block_from_whole(const std::string& name, const float* whole) {
+  const ShardSlot& s = slot(name);
+  std::vector<float> block(size_t(s.box.numel()));
+  copy_box(whole, TensorBox::whole(s.full_shape), block.data(), s.box, s.box);
+  set_block(name, block.data());
+}
+
+namespace {
+bool is_adapter(const ShardSlot& s) { return s.name.find(".lora_") != std::string::npos; }
+}  // namespace
+
+void ShardedModel::init_weights(uint64_t seed) {
+  std::vector<float> whole;
+  for (const auto& s : slots_) {
+    if (is_adapter(s)) continue;
+    const int64_t n = TensorBox::whole(s.full_shape).numel();
+    whole.assign(size_t(n), 1.0f);  // norms: ones
+    if (s.full_shape.size() > 1) fill_normal(whole.data(), n, 0.02f, seed, s.name);
+    set_block_from_whole(s.name, whole.data());
+  }
+  init_adapters(seed);
+}
+
+void ShardedModel::init_adapters(uint64_t seed) {
+  std::vector<float> whole;
+  for (const auto& s : slots_) {
+    if (!is_adapter(s)) continue;
+    const int64_t n = TensorBox::whole(s.full_shape).numel();
+    whole.assign(size_t(n), 0.0f);  // B: zeros
+    if (s.name.find("lora_A") != std::string::npos) fill_normal(whole.data(), n, lora_.init_std, seed, s.name);
+    set_block_from_whole(s.name, whole.data());
+  }
+}
+
+void ShardedModel::load_weights(const std::string& path, uint64_t adapter_seed, std::ostream* progress) {
+  init_adapters(adapter_seed);  // as load_pretrained does for the whole model
+  namespace fs = std::filesystem;
+  if (fs::is_regular_file(path) && fs::path(path).extension() == ".bin") {
+    // llama2.c files are small and not sliceable: read whole, keep this rank's blocks.
+    auto whole = load_pretrained(path, Precision::fp32, LoraConfig{}, 0);
+    for (auto& p : whole->base().params()) set_block_from_whole(p.name, p.master);
+    return;
+  }
+  SafetensorsCheckpoint ckpt(path);
+  std::vector<float> block;
+  int64_t done = 0, total = 0, bytes = 0;
+  for (const auto& s : slots_) total += !is_adapter(s);
+  for (const auto& s : slots_) {
+    if (is_adapter(s)) continue;
+    if (!ckpt.contains(s.name)) fail(path + ": missing tensor '" + s.name + "'");
+    if (ckpt.info(s.name).shape != s.full_shape)
+      fail(path + ": tensor '" + s.name + "' has another shape than the config gives");
+    block.resize(size_t(s.box.numel()));
+    read_box_f32(ckpt, s.name, s.box, block.data());
+    set_block(s.name, block.data());
+    bytes += s.box.numel() * int64_t(dtype_size(ckpt.info(s.name).dtype));
+    ++done;
+    if (progress && (done == total || done % 8 == 0)) {
+      const int width = 30, filled = int(width * done / total);
+      *progress << "\rloading " << path << " [" << std::string(size_t(filled), '#')
+                << std::string(size_t(width - filled), ' ') << "] " << done << "/" << total
+                << " tensors, " << bytes / (1 << 20) << " MiB read by this rank" << std::flush;
+    }
+  }
+  if (progress) *progress << "\n";
+}
+
+std::vector<float> ShardedModel::gather_whole(const std::string& name) {
+  // Tensors are never split over dp (or pp), so the ranks of this replica's fsdp x tp group hold
+  // every block: gather there (each replica in parallel), not over the whole world.
+  const ShardSlot& s = slot(name);
+  Comm& group = mesh_.group(axis_bit(Axis::fsdp) | axis_bit(Axis::tp));
+  const int64_t n = s.box.numel(), members = group.size(), TP = mesh_.shape().tp;
+  std::vector<float> mine(static_cast<size_t>(n)), all(static_cast<size_t>(n * members));
+  if (s.shard->master) std::copy(s.shard->master, s.shard->master + n, mine.begin());
+  else convert(mine.data(), s.shard->compute, size_t(n));
+  group.all_gather(mine.data(), all.data(), n);
+  const TensorBox whole_box = TensorBox::whole(s.full_shape);
+  std::vector<float> whole(static_cast<size_t>(whole_box.numel()));
+  Coords c = mesh_.coords();
+  for (int64_t j = 0; j < members; ++j) {  // the group is row-major over (fsdp, tp)
+    c[size_t(Axis::fsdp)] = j / TP, c[size_t(Axis::tp)] = j % TP;
+    const int64_t r = rank_of(mesh_.shape(), c);
+    TensorBox b;
+    for (size_t d = 0; d < s.full_shape.size(); ++d) {
+      Range rg = s.layout.range(r, d);
+      b.begin.push_back(rg.begin), b.end.push_back(rg.end);
+    }
+    copy_box(all.data() + j * n, b, whole.data(), whole_box, b);
+  }
+  return whole;
+}
+
+}  // namespace mt::parallel

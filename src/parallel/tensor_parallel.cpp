@@ -1,0 +1,27 @@
+#include "parallel/tensor_parallel.h"
+
+#include <string>
+
+#include "core/error.h"
+
+namespace mt::parallel {
+
+LlamaConfig tensor_parallel_config(const LlamaConfig& full, int64_t tp) {
+  full.validate();
+  if (tp == 1) return full;
+  auto divide = [&](int64_t size, const char* key) {
+    if (size % tp != 0)
+      fail("tensor parallelism: model." + std::string(key) + " (" + std::to_string(size) +
+           ") is not divisible by tp=" + std::to_string(tp));
+    return size / tp;
+  };
+  LlamaConfig local = full;
+  local.head_dim_override = full.head_dim();
+  local.num_attention_heads = divide(full.num_attention_heads, "num_attention_heads");
+  local.num_key_value_heads = divide(full.num_key_value_heads, "num_key_value_heads");
+  local.intermediate_size = divide(full.intermediate_size, "intermediate_size");
+  local.vocab_size = divide(full.vocab_size, "vocab_size");
+  return local;
+}
+
+}  // namespace mt::parallel

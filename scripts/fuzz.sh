@@ -19,11 +19,11 @@ OUT=${FUZZ_BUILD_DIR:-build-fuzz}
 
 TARGETS=(safetensors_header tokenizers)
 declare -A SOURCES=(
-  [safetensors_header]="src/io/safetensors.cpp src/io/safetensors_header.cpp src/io/safetensors_dtype.cpp src/io/mapped_file.cpp src/core/f16.cpp"
+  [safetensors_header]="src/io/safetensors.cpp src/io/safetensors_header.cpp src/io/safetensors_dtype.cpp src/core/mapped_file.cpp src/core/f16.cpp"
   [tokenizers]="src/data/unicode.cpp src/data/pretokenize.cpp src/data/bpe.cpp src/data/bpe_tokenizer.cpp src/data/byte_level.cpp src/data/tokenizer.cpp src/data/tiktoken_reader.cpp src/data/hf_bpe_reader.cpp src/data/sentencepiece_tokenizer.cpp src/data/tokenizer_loader.cpp src/data/byte_tokenizer.cpp"
 )
 declare -A SEED_SOURCES=(
-  [safetensors_header]="src/io/safetensors_write.cpp src/io/atomic_file.cpp src/io/safetensors_dtype.cpp src/core/f16.cpp"
+  [safetensors_header]="src/io/safetensors_write.cpp src/core/atomic_file.cpp src/io/safetensors_dtype.cpp src/core/f16.cpp"
 )
 
 if [ $# -gt 0 ]; then TARGETS=("$@"); fi

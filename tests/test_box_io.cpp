@@ -497,7 +497,7 @@ TEST_F(BoxShards, WrittenFileIsPlainSafetensorsWithBoxMetadata) {
   write_pieces(p, {w_piece(box({3, 2}, {5, 6})), v_piece(box({7}, {10}))});
   const SafetensorsFile f(p);
   EXPECT_EQ(f.info("W").shape, (std::vector<int64_t>{2, 4}));
-  EXPECT_EQ(f.info("W").dtype, Dtype::F32);
+  EXPECT_EQ(f.info("W").dtype, FileDtype::F32);
   EXPECT_EQ(f.metadata().at("meshtrain.boxes"),
             R"({"W":{"box":[[3,5],[2,6]],"shape":[12,8]},"v":{"box":[[7,10]],"shape":[10]}})");
   std::vector<float> w(8);

@@ -104,7 +104,7 @@ TEST_F(SafetensorsTest, RoundTripF32IsBitExact) {
   EXPECT_EQ(f.names(), std::vector<std::string>{"w"});
   EXPECT_EQ(f.metadata().at("format"), "pt");
   const TensorInfo& t = f.info("w");
-  EXPECT_EQ(t.dtype, Dtype::F32);
+  EXPECT_EQ(t.dtype, FileDtype::F32);
   EXPECT_EQ(t.shape, std::vector<int64_t>{int64_t(v.size())});
   EXPECT_EQ(t.numel, v.size());
   std::vector<float> back(v.size());
@@ -247,7 +247,7 @@ TEST_F(SafetensorsTest, FormatReadsHandBuiltFile) {
   EXPECT_EQ(f.info("empty").numel, 0u);
   f.read_f32("empty", nullptr);  // nothing to read
   EXPECT_EQ(f.bytes("ids").size(), 16u);
-  EXPECT_EQ(f.info("ids").dtype, Dtype::I64);
+  EXPECT_EQ(f.info("ids").dtype, FileDtype::I64);
 
   // The in-memory entry point the fuzzer uses agrees with the mmap path.
   const std::string whole = read_whole(p);

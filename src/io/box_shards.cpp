@@ -157,7 +157,7 @@ void BoxShardSet::read_box_f32(const std::string& name, const TensorBox& box, fl
     if (missing == 0) break;  // the remaining pieces (replicas) are not even touched
     const TensorBox region = intersect(p.box, box);
     if (region.empty()) continue;
-    const Dtype dtype = p.file->info(name).dtype;
+    const FileDtype dtype = p.file->info(name).dtype;
     const std::byte* src = p.file->bytes(name).data();
     const size_t es = dtype_size(dtype);
     for_each_run(p.box, box, region, [&](int64_t so, int64_t dof, int64_t len) {

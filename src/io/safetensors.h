@@ -29,7 +29,7 @@ namespace mt {
 
 struct TensorInfo {
   std::string name;
-  Dtype dtype = Dtype::F32;
+  FileDtype dtype = FileDtype::F32;
   std::vector<int64_t> shape;  // [] is a scalar (one element)
   uint64_t numel = 0;
   uint64_t data_begin = 0, data_end = 0;  // "data_offsets": relative to the data section

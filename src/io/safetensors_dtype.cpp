@@ -9,20 +9,20 @@ namespace mt {
 
 namespace {
 struct DtypeRow {
-  Dtype dtype;
+  FileDtype dtype;
   const char* name;
   size_t size;
 };
 constexpr DtypeRow kDtypes[] = {
-    {Dtype::BOOL, "BOOL", 1}, {Dtype::U8, "U8", 1},     {Dtype::I8, "I8", 1},
-    {Dtype::F8_E5M2, "F8_E5M2", 1}, {Dtype::F8_E4M3, "F8_E4M3", 1},
-    {Dtype::I16, "I16", 2},   {Dtype::U16, "U16", 2},   {Dtype::F16, "F16", 2},
-    {Dtype::BF16, "BF16", 2}, {Dtype::I32, "I32", 4},   {Dtype::U32, "U32", 4},
-    {Dtype::F32, "F32", 4},   {Dtype::F64, "F64", 8},   {Dtype::I64, "I64", 8},
-    {Dtype::U64, "U64", 8},
+    {FileDtype::BOOL, "BOOL", 1}, {FileDtype::U8, "U8", 1},     {FileDtype::I8, "I8", 1},
+    {FileDtype::F8_E5M2, "F8_E5M2", 1}, {FileDtype::F8_E4M3, "F8_E4M3", 1},
+    {FileDtype::I16, "I16", 2},   {FileDtype::U16, "U16", 2},   {FileDtype::F16, "F16", 2},
+    {FileDtype::BF16, "BF16", 2}, {FileDtype::I32, "I32", 4},   {FileDtype::U32, "U32", 4},
+    {FileDtype::F32, "F32", 4},   {FileDtype::F64, "F64", 8},   {FileDtype::I64, "I64", 8},
+    {FileDtype::U64, "U64", 8},
 };
 
-const DtypeRow& row(Dtype d) {
+const DtypeRow& row(FileDtype d) {
   for (const auto& r : kDtypes)
     if (r.dtype == d) return r;
   fail("internal error: dtype missing from the safetensors dtype table");
@@ -38,26 +38,26 @@ T load(const std::byte* p) {
 }
 }  // namespace
 
-std::optional<Dtype> dtype_from_string(std::string_view s) {
+std::optional<FileDtype> dtype_from_string(std::string_view s) {
   for (const auto& r : kDtypes)
     if (s == r.name) return r.dtype;
   return std::nullopt;
 }
 
-const char* dtype_name(Dtype d) { return row(d).name; }
-size_t dtype_size(Dtype d) { return row(d).size; }
-bool dtype_is_convertible(Dtype d) { return d == Dtype::F32 || d == Dtype::BF16 || d == Dtype::F16; }
+const char* dtype_name(FileDtype d) { return row(d).name; }
+size_t dtype_size(FileDtype d) { return row(d).size; }
+bool dtype_is_convertible(FileDtype d) { return d == FileDtype::F32 || d == FileDtype::BF16 || d == FileDtype::F16; }
 
-void convert_elements(Dtype from, const std::byte* src, size_t n, float* dst) {
+void convert_elements(FileDtype from, const std::byte* src, size_t n, float* dst) {
   if (n == 0) return;  // dst may then be null, which memcpy must not see
   switch (from) {
-    case Dtype::F32:
+    case FileDtype::F32:
       std::memcpy(dst, src, n * 4);
       return;
-    case Dtype::BF16:
+    case FileDtype::BF16:
       for (size_t i = 0; i < n; ++i) dst[i] = to_float(bf16{load<uint16_t>(src + 2 * i)});
       return;
-    case Dtype::F16:
+    case FileDtype::F16:
       for (size_t i = 0; i < n; ++i) dst[i] = f16_to_float(load<uint16_t>(src + 2 * i));
       return;
     default:
@@ -65,16 +65,16 @@ void convert_elements(Dtype from, const std::byte* src, size_t n, float* dst) {
   }
 }
 
-void convert_elements(Dtype from, const std::byte* src, size_t n, bf16* dst) {
+void convert_elements(FileDtype from, const std::byte* src, size_t n, bf16* dst) {
   if (n == 0) return;
   switch (from) {
-    case Dtype::F32:
+    case FileDtype::F32:
       for (size_t i = 0; i < n; ++i) dst[i] = float_to_bf16(load<float>(src + 4 * i));
       return;
-    case Dtype::BF16:
+    case FileDtype::BF16:
       std::memcpy(dst, src, n * 2);
       return;
-    case Dtype::F16:
+    case FileDtype::F16:
       for (size_t i = 0; i < n; ++i) dst[i] = float_to_bf16(f16_to_float(load<uint16_t>(src + 2 * i)));
       return;
     default:

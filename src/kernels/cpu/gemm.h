@@ -10,15 +10,9 @@
 #pragma once
 #include <cstdint>
 
-#include "core/bf16.h"
+#include "core/dtype.h"
 
 namespace mt {
-
-enum class DType : uint8_t { f32, bf16 };
-
-template <class T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<bf16>() { return DType::bf16; }
 
 struct GemmArgs {
   int64_t M = 0, N = 0, K = 0;

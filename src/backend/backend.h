@@ -1,0 +1,183 @@
+// The device boundary: everything the model, the optimizer and the parallel layer ask of a device,
+// and nothing else. A backend owns memory on its device and runs the ops below on tensor views
+// (core/tensor.h) that carry their dtype, shape and device, so callers never know a kernel's
+// element type at compile time: a new weight dtype is a new case inside the backends.
+//
+// Adding a device is implementing this class (see docs/architecture.md). Today there are two:
+//   CpuBackend       (cpu_backend.cpp)       the fast kernels of kernels/cpu/ (oneDNN, OpenMP)
+//   ReferenceBackend (reference_backend.cpp) plain loops with double accumulation, the oracle the
+//                                            CPU kernels and the whole model are tested against
+//
+// Ordering: ops are issued in program order on one queue. A backend may run them asynchronously
+// (a GPU stream); record()/wait() order work against other queues and the host, synchronize()
+// waits for everything issued. The CPU backends run each op to completion before returning, so
+// there their events are already complete. Ops that return a value to the host (cross-entropy's
+// loss sum, sum_squares) synchronize.
+//
+// Shapes: tensors are [rows, cols] row-major. Unless an op says otherwise every tensor's numel must
+// match the op's sizes; backends check dtypes and devices (a tensor from another backend's memory
+// is a programming error, caught as mt::Error).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "core/tensor.h"
+#include "core/tensor_box.h"
+
+namespace mt {
+
+// Attention over a batch of rows: q [B*T, Hq*D], k and v [B*T, Hkv*D], out like q. Query head h
+// reads KV head h / (Hq / Hkv); scale 1/sqrt(D); causal within each row of T tokens.
+struct AttentionDims {
+  int64_t B, T, Hq, Hkv, D;
+};
+
+struct AdamWHyper {
+  float lr, beta1, beta2, eps, weight_decay;
+  int64_t t;         // 1-based step number (bias correction)
+  float grad_scale;  // every gradient is multiplied by this first (the clip factor)
+};
+
+struct Event {
+  uint64_t id = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  virtual Device device() const = 0;
+
+  // ---- memory ---------------------------------------------------------------------------------
+  // Zero-filled, aligned for any dtype. Counted in memory_stats. Throws std::bad_alloc.
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* p, size_t bytes) = 0;
+  virtual void copy_from_host(const Tensor& dst, const void* src) = 0;  // dst.bytes() bytes
+  virtual void copy_to_host(void* dst, const Tensor& src) = 0;
+  virtual void copy(const Tensor& dst, const Tensor& src) = 0;  // same dtype and numel
+  virtual void fill(const Tensor& dst, float value) = 0;        // value converted to dst's dtype
+
+  // ---- ordering -------------------------------------------------------------------------------
+  virtual Event record() { return {}; }
+  virtual void wait(Event) {}
+  virtual void synchronize() {}
+
+  // ---- dense algebra --------------------------------------------------------------------------
+  // c = alpha * op(a) op(b) (+ c if accumulate); op transposes when asked. a and b share a dtype;
+  // c is f32 or a's dtype. Accumulation is f32 or wider.
+  virtual void matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
+                      bool trans_b, float alpha, bool accumulate) = 0;
+  // The three products of a linear layer y = x W^T, W stored [out, in] (the HF layout).
+  void linear_forward(const Tensor& y, const Tensor& x, const Tensor& w, float alpha = 1.0f,
+                      bool accumulate = false) {
+    matmul(y, x, false, w, true, alpha, accumulate);
+  }
+  void linear_backward_input(const Tensor& dx, const Tensor& dy, const Tensor& w,
+                             float alpha = 1.0f, bool accumulate = false) {
+    matmul(dx, dy, false, w, false, alpha, accumulate);
+  }
+  // dw += alpha dy^T x (dw is an f32 gradient, always accumulated)
+  void linear_backward_weight(const Tensor& dw, const Tensor& dy, const Tensor& x,
+                              float alpha = 1.0f) {
+    matmul(dw, dy, true, x, false, alpha, true);
+  }
+
+  // ---- transformer ops ------------------------------------------------------------------------
+  // lse: f32, B*T*Hq elements in a layout of the backend's choosing, saved for backward.
+  // segments: i32 [B*T] document ids (a query attends only to keys of its own document) or an
+  // empty tensor.
+  virtual void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
+                                 const Tensor& k, const Tensor& v, const Tensor& segments,
+                                 const AttentionDims& d) = 0;
+  // dq, dk, dv overwritten.
+  virtual void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                  const Tensor& dout, const Tensor& out, const Tensor& lse,
+                                  const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& segments, const AttentionDims& d) = 0;
+  // One new token over a KV cache: q and out [1, Hq*D]; the caches f32 with at least `len` rows
+  // of Hkv*D (keys after RoPE, values), positions 0..len-1.
+  virtual void decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_cache,
+                                const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv) = 0;
+
+  // out = x / rms(x) * w: x f32 [N, C], w f32 [1, C] (or [C, 1]), rstd f32 [N] saved.
+  virtual void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x,
+                               const Tensor& w, float eps) = 0;
+  // dx += input gradient (f32); dw += weight gradient unless dw is empty (a frozen weight).
+  virtual void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dout,
+                                const Tensor& x, const Tensor& w, const Tensor& rstd) = 0;
+
+  // Rotary embedding in place on x [N, heads*D] (the HF "rotate_half" pairing); cos and sin are
+  // f32 tables [max_pos, D/2] (core/rope_frequencies.h), positions i32 [N]. Backward rotates back.
+  virtual void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
+                            const Tensor& positions, int64_t heads) = 0;
+  virtual void rope_backward(const Tensor& dx, const Tensor& cos, const Tensor& sin,
+                             const Tensor& positions, int64_t heads) = 0;
+
+  // h = silu(gate) * up, elementwise; backward overwrites dgate and dup.
+  virtual void swiglu_forward(const Tensor& h, const Tensor& gate, const Tensor& up) = 0;
+  virtual void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dh,
+                               const Tensor& gate, const Tensor& up) = 0;
+
+  // The table holds vocabulary rows [row0, row0 + table.rows) (all of them on one device). out f32
+  // [N, C]: a token's row, or zeros where another device holds it (the devices' outputs then sum
+  // to the lookup). Backward: dtable[token - row0] += dout in a fixed order (deterministic).
+  virtual void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& table,
+                                 int64_t row0) = 0;
+  virtual void embedding_backward(const Tensor& dtable, const Tensor& tokens, const Tensor& dout,
+                                  int64_t row0) = 0;
+
+  // Softmax cross-entropy over whole rows of logits [N, V]; targets i32 [N], negative = ignored.
+  // losses f32 [N]; if dlogits is given (it may be logits itself) it becomes
+  // (softmax - onehot) * grad_scale. Returns the sum of the losses.
+  virtual double cross_entropy(const Tensor& losses, const Tensor& dlogits, const Tensor& logits,
+                               const Tensor& targets, float grad_scale) = 0;
+  // The same over a vocabulary split across devices (this one holds columns [v0, v0 + V)), in
+  // three local passes around two reductions the caller performs: row maxima (-> max over the
+  // devices), then sums of exponentials and target logits in sums [2N] (-> sum), then finish.
+  virtual void cross_entropy_row_max(const Tensor& row_max, const Tensor& logits,
+                                     const Tensor& targets) = 0;
+  virtual void cross_entropy_row_sums(const Tensor& sums, const Tensor& logits,
+                                      const Tensor& targets, const Tensor& row_max,
+                                      int64_t v0) = 0;
+  virtual double cross_entropy_finish(const Tensor& losses, const Tensor& dlogits,
+                                      const Tensor& logits, const Tensor& targets,
+                                      const Tensor& row_max, const Tensor& sums, int64_t v0,
+                                      float grad_scale) = 0;
+
+  // ---- elementwise and layout -----------------------------------------------------------------
+  // y = x + delta: y, x f32, delta any float dtype; y may be x.
+  virtual void residual_add(const Tensor& y, const Tensor& x, const Tensor& delta) = 0;
+  // dst = src converted (rounded to nearest even into bf16); equal numel, any float dtypes.
+  virtual void convert(const Tensor& dst, const Tensor& src) = 0;
+  // dst += src, both f32.
+  virtual void add(const Tensor& dst, const Tensor& src) = 0;
+  // src [N, sum of widths] -> blocks [N, width_i], and back. One dtype throughout.
+  virtual void split_columns(const Tensor& src, std::span<const Tensor> blocks) = 0;
+  virtual void concat_columns(const Tensor& dst, std::span<const Tensor> blocks) = 0;
+  // The part `region` of a tensor from a buffer holding box src_box of it into one holding
+  // dst_box (core/tensor_box.h): FSDP's packing of shards into collective buffers and back.
+  // src and dst are flat, one dtype.
+  virtual void copy_box(const Tensor& src, const TensorBox& src_box, const Tensor& dst,
+                        const TensorBox& dst_box, const TensorBox& region) = 0;
+
+  // ---- optimizer ------------------------------------------------------------------------------
+  // AdamW with decoupled decay (torch.optim.AdamW) on f32 master, grad, m, v of one tensor;
+  // `decay` applies the weight decay; master16 (bf16, may be empty) is refreshed from the result.
+  virtual void adamw_update(const Tensor& master, const Tensor& master16, const Tensor& grad,
+                            const Tensor& m, const Tensor& v, bool decay,
+                            const AdamWHyper& h) = 0;
+  // Sum of squares of an f32 tensor, in an order fixed by its size alone (bit-identical whatever
+  // the thread count), in double.
+  virtual double sum_squares(const Tensor& x) = 0;
+
+  // A [rows, cols] view of memory this backend allocated.
+  Tensor view(void* p, DType dtype, int64_t rows, int64_t cols) const {
+    return {p, dtype, rows, cols, device()};
+  }
+};
+
+// The process's backend for host memory: the fast CPU kernels.
+Backend& cpu_backend();
+
+}  // namespace mt

@@ -1,0 +1,307 @@
+// The CPU backend: each op checks its tensors and hands typed pointers to the kernels of
+// kernels/cpu/, which stay exactly what they were before the boundary existed (same speed).
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/tensor_checks.h"
+#include "core/memory_stats.h"
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/columns.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/cross_entropy_vocab_parallel.h"
+#include "kernels/cpu/decode_attention.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/residual.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/sum_squares.h"
+#include "kernels/cpu/swiglu.h"
+
+namespace mt {
+
+namespace {
+
+AdamWScalars adamw_scalars(const AdamWHyper& h, bool decay) {
+  const double t = double(h.t);
+  return {h.beta1,
+          h.beta2,
+          h.eps,
+          float(h.lr / float(1.0 - std::pow(double(h.beta1), t))),
+          float(std::sqrt(1.0 - std::pow(double(h.beta2), t))),
+          decay ? 1.0f - h.lr * h.weight_decay : 1.0f,
+          h.grad_scale};
+}
+
+class CpuBackend final : public Backend {
+ public:
+  const char* name() const override { return "cpu"; }
+  Device device() const override { return {DeviceKind::cpu, 0}; }
+
+  void* allocate(size_t bytes) override {
+    const size_t padded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, padded);
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0, padded);
+    memory_stats::add(padded);
+    return p;
+  }
+  void deallocate(void* p, size_t bytes) override {
+    if (!p) return;
+    memory_stats::sub((bytes + 63) / 64 * 64);
+    std::free(p);
+  }
+  void copy_from_host(const Tensor& dst, const void* src) override {
+    on_device(dst, "copy_from_host");
+    if (dst.bytes()) std::memcpy(dst.data, src, dst.bytes());
+  }
+  void copy_to_host(void* dst, const Tensor& src) override {
+    on_device(src, "copy_to_host");
+    if (src.bytes()) std::memcpy(dst, src.data, src.bytes());
+  }
+  void copy(const Tensor& dst, const Tensor& src) override {
+    on_device(dst, "copy"), on_device(src, "copy");
+    same_layout(dst, src, "copy");
+    if (dst.bytes()) std::memmove(dst.data, src.data, dst.bytes());
+  }
+  void fill(const Tensor& dst, float value) override {
+    on_device(dst, "fill");
+    const int64_t n = dst.numel();
+    switch (dst.dtype) {
+      case DType::f32: std::fill(dst.as<float>(), dst.as<float>() + n, value); break;
+      case DType::bf16: std::fill(dst.as<bf16>(), dst.as<bf16>() + n, float_to_bf16(value)); break;
+      case DType::i32: std::fill(dst.as<int32_t>(), dst.as<int32_t>() + n, int32_t(value)); break;
+    }
+  }
+
+  void matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+              float alpha, bool accumulate) override {
+    on_device(c, "matmul"), on_device(a, "matmul"), on_device(b, "matmul");
+    const MatmulDims d = matmul_dims(c, a, trans_a, b, trans_b);
+    GemmArgs g;
+    g.M = d.M, g.N = d.N, g.K = d.K;
+    g.trans_a = trans_a, g.trans_b = trans_b;
+    g.A = a.data, g.lda = a.cols;
+    g.B = b.data, g.ldb = b.cols;
+    g.C = c.data, g.ldc = c.cols;
+    g.ab_type = a.dtype, g.c_type = c.dtype;
+    g.alpha = alpha, g.accumulate = accumulate;
+    gemm(g);
+  }
+
+  void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                         const Tensor& v, const Tensor& segments,
+                         const AttentionDims& d) override {
+    check_attention(d, out, lse, q, k, v, segments, device(), "attention_forward");
+    float_dispatch(q.dtype, [&]<class T>(T) {
+      mt::attention_forward(out.as<T>(), lse.as<float>(), q.as<T>(), k.as<T>(), v.as<T>(),
+                            segments.as<int32_t>(), AttentionShape{d.B, d.T, d.Hq, d.Hkv, d.D});
+    });
+  }
+  void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                          const Tensor& dout, const Tensor& out, const Tensor& lse,
+                          const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Tensor& segments, const AttentionDims& d) override {
+    check_attention(d, out, lse, q, k, v, segments, device(), "attention_backward");
+    same_layout(dq, q, "attention_backward"), same_layout(dout, q, "attention_backward");
+    same_layout(dk, k, "attention_backward"), same_layout(dv, v, "attention_backward");
+    on_device(dq, "attention_backward"), on_device(dk, "attention_backward");
+    on_device(dv, "attention_backward"), on_device(dout, "attention_backward");
+    float_dispatch(q.dtype, [&]<class T>(T) {
+      mt::attention_backward(dq.as<T>(), dk.as<T>(), dv.as<T>(), dout.as<T>(), out.as<T>(),
+                             lse.as<float>(), q.as<T>(), k.as<T>(), v.as<T>(),
+                             segments.as<int32_t>(), AttentionShape{d.B, d.T, d.Hq, d.Hkv, d.D});
+    });
+  }
+  void decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_cache,
+                        const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv) override {
+    const int64_t D = check_decode(out, q, k_cache, v_cache, len, Hq, Hkv, device());
+    float_dispatch(q.dtype, [&]<class T>(T) {
+      mt::decode_attention(out.as<T>(), q.as<T>(), k_cache.as<float>(), v_cache.as<float>(), len,
+                           Hq, Hkv, D);
+    });
+  }
+
+  void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                       float eps) override {
+    check_rmsnorm(out, rstd, x, w, device(), "rmsnorm_forward");
+    float_dispatch(out.dtype, [&]<class T>(T) {
+      mt::rmsnorm_forward(out.as<T>(), rstd.as<float>(), x.as<float>(), w.as<float>(), x.rows,
+                          x.cols, eps);
+    });
+  }
+  void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dout, const Tensor& x,
+                        const Tensor& w, const Tensor& rstd) override {
+    check_rmsnorm(dout, rstd, x, w, device(), "rmsnorm_backward");
+    same_layout(dx, x, "rmsnorm_backward"), on_device(dx, "rmsnorm_backward");
+    if (dw) same_numel(dw, w, "rmsnorm_backward"), on_device(dw, "rmsnorm_backward");
+    float_dispatch(dout.dtype, [&]<class T>(T) {
+      mt::rmsnorm_backward(dx.as<float>(), dw.as<float>(), dout.as<T>(), x.as<float>(),
+                           w.as<float>(), rstd.as<float>(), x.rows, x.cols);
+    });
+  }
+
+  void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
+                    const Tensor& positions, int64_t heads) override {
+    const int64_t D = check_rope(x, cos, sin, positions, heads, device(), "rope_forward");
+    float_dispatch(x.dtype, [&]<class T>(T) {
+      mt::rope_forward(x.as<T>(), cos.as<float>(), sin.as<float>(), positions.as<int32_t>(),
+                       x.rows, heads, D);
+    });
+  }
+  void rope_backward(const Tensor& dx, const Tensor& cos, const Tensor& sin,
+                     const Tensor& positions, int64_t heads) override {
+    const int64_t D = check_rope(dx, cos, sin, positions, heads, device(), "rope_backward");
+    float_dispatch(dx.dtype, [&]<class T>(T) {
+      mt::rope_backward(dx.as<T>(), cos.as<float>(), sin.as<float>(), positions.as<int32_t>(),
+                        dx.rows, heads, D);
+    });
+  }
+
+  void swiglu_forward(const Tensor& h, const Tensor& gate, const Tensor& up) override {
+    check_elementwise({&h, &gate, &up}, device(), "swiglu_forward");
+    float_dispatch(h.dtype, [&]<class T>(T) {
+      mt::swiglu_forward(h.as<T>(), gate.as<T>(), up.as<T>(), h.numel());
+    });
+  }
+  void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dh,
+                       const Tensor& gate, const Tensor& up) override {
+    check_elementwise({&dgate, &dup, &dh, &gate, &up}, device(), "swiglu_backward");
+    float_dispatch(dh.dtype, [&]<class T>(T) {
+      mt::swiglu_backward(dgate.as<T>(), dup.as<T>(), dh.as<T>(), gate.as<T>(), up.as<T>(),
+                          dh.numel());
+    });
+  }
+
+  void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& table,
+                         int64_t row0) override {
+    check_embedding(out, tokens, table, device(), "embedding_forward");
+    embedding_forward_rows(out.as<float>(), tokens.as<int32_t>(), table.as<float>(), out.rows,
+                           out.cols, row0, table.rows);
+  }
+  void embedding_backward(const Tensor& dtable, const Tensor& tokens, const Tensor& dout,
+                          int64_t row0) override {
+    check_embedding(dout, tokens, dtable, device(), "embedding_backward");
+    embedding_backward_rows(dtable.as<float>(), tokens.as<int32_t>(), dout.as<float>(),
+                            dout.rows, dout.cols, row0, dtable.rows);
+  }
+
+  double cross_entropy(const Tensor& losses, const Tensor& dlogits, const Tensor& logits,
+                       const Tensor& targets, float grad_scale) override {
+    check_cross_entropy(losses, dlogits, logits, targets, device(), "cross_entropy");
+    double sum = 0.0;
+    float_dispatch(logits.dtype, [&]<class T>(T) {
+      sum = cross_entropy_forward_backward(losses.as<float>(), dlogits.as<T>(), logits.as<T>(),
+                                           targets.as<int32_t>(), logits.rows, logits.cols,
+                                           grad_scale);
+    });
+    return sum;
+  }
+  void cross_entropy_row_max(const Tensor& row_max, const Tensor& logits,
+                             const Tensor& targets) override {
+    check_cross_entropy(row_max, {}, logits, targets, device(), "cross_entropy_row_max");
+    float_dispatch(logits.dtype, [&]<class T>(T) {
+      vp_ce_row_max(row_max.as<float>(), logits.as<T>(), targets.as<int32_t>(), logits.rows,
+                    logits.cols);
+    });
+  }
+  void cross_entropy_row_sums(const Tensor& sums, const Tensor& logits, const Tensor& targets,
+                              const Tensor& row_max, int64_t v0) override {
+    check_cross_entropy(row_max, {}, logits, targets, device(), "cross_entropy_row_sums");
+    check_numel(sums, 2 * logits.rows, DType::f32, device(), "cross_entropy_row_sums");
+    float_dispatch(logits.dtype, [&]<class T>(T) {
+      vp_ce_row_sums(sums.as<float>(), logits.as<T>(), targets.as<int32_t>(),
+                     row_max.as<float>(), logits.rows, logits.cols, v0);
+    });
+  }
+  double cross_entropy_finish(const Tensor& losses, const Tensor& dlogits, const Tensor& logits,
+                              const Tensor& targets, const Tensor& row_max, const Tensor& sums,
+                              int64_t v0, float grad_scale) override {
+    check_cross_entropy(losses, dlogits, logits, targets, device(), "cross_entropy_finish");
+    check_numel(row_max, logits.rows, DType::f32, device(), "cross_entropy_finish");
+    check_numel(sums, 2 * logits.rows, DType::f32, device(), "cross_entropy_finish");
+    double sum = 0.0;
+    float_dispatch(logits.dtype, [&]<class T>(T) {
+      sum = vp_ce_finish(losses.as<float>(), dlogits.as<T>(), logits.as<T>(),
+                         targets.as<int32_t>(), row_max.as<float>(), sums.as<float>(),
+                         logits.rows, logits.cols, v0, grad_scale);
+    });
+    return sum;
+  }
+
+  void residual_add(const Tensor& y, const Tensor& x, const Tensor& delta) override {
+    check_numel(y, delta.numel(), DType::f32, device(), "residual_add");
+    check_numel(x, delta.numel(), DType::f32, device(), "residual_add");
+    on_device(delta, "residual_add");
+    float_dispatch(delta.dtype, [&]<class T>(T) {
+      mt::residual_add(y.as<float>(), x.as<float>(), delta.as<T>(), y.numel());
+    });
+  }
+  void convert(const Tensor& dst, const Tensor& src) override {
+    on_device(dst, "convert"), on_device(src, "convert");
+    same_numel(dst, src, "convert");
+    const size_t n = size_t(dst.numel());
+    if (dst.dtype == src.dtype) return copy(dst, src);
+    if (dst.dtype == DType::bf16 && src.dtype == DType::f32)
+      return mt::convert(dst.as<bf16>(), src.as<float>(), n);
+    if (dst.dtype == DType::f32 && src.dtype == DType::bf16)
+      return mt::convert(dst.as<float>(), src.as<bf16>(), n);
+    unsupported_conversion(dst, src);
+  }
+  void add(const Tensor& dst, const Tensor& src) override {
+    check_numel(dst, src.numel(), DType::f32, device(), "add");
+    check_numel(src, dst.numel(), DType::f32, device(), "add");
+    mt::residual_add(dst.as<float>(), dst.as<float>(), src.as<float>(), dst.numel());
+  }
+  void split_columns(const Tensor& src, std::span<const Tensor> blocks) override {
+    check_column_blocks(src, blocks, device(), "split_columns");
+    float_dispatch(src.dtype, [&]<class T>(T) {
+      std::vector<ColumnBlock<T>> b;
+      for (const Tensor& t : blocks) b.push_back({t.as<T>(), t.cols});
+      mt::split_columns<T>(src.as<T>(), src.rows, b);
+    });
+  }
+  void concat_columns(const Tensor& dst, std::span<const Tensor> blocks) override {
+    check_column_blocks(dst, blocks, device(), "concat_columns");
+    float_dispatch(dst.dtype, [&]<class T>(T) {
+      std::vector<ColumnBlock<T>> b;
+      for (const Tensor& t : blocks) b.push_back({t.as<T>(), t.cols});
+      mt::concat_columns<T>(dst.as<T>(), dst.rows, b);
+    });
+  }
+  void copy_box(const Tensor& src, const TensorBox& src_box, const Tensor& dst,
+                const TensorBox& dst_box, const TensorBox& region) override {
+    check_boxes(src, src_box, dst, dst_box, device(), "copy_box");
+    float_dispatch(src.dtype, [&]<class T>(T) {
+      mt::copy_box(src.as<T>(), src_box, dst.as<T>(), dst_box, region);
+    });
+  }
+
+  void adamw_update(const Tensor& master, const Tensor& master16, const Tensor& grad,
+                    const Tensor& m, const Tensor& v, bool decay, const AdamWHyper& h) override {
+    check_adamw(master, master16, grad, m, v, device());
+    mt::adamw_update(master.as<float>(), master16.as<bf16>(), grad.as<float>(), m.as<float>(),
+                     v.as<float>(), master.numel(), adamw_scalars(h, decay));
+  }
+  double sum_squares(const Tensor& x) override {
+    check_numel(x, x.numel(), DType::f32, device(), "sum_squares");
+    return mt::sum_squares(x.as<float>(), x.numel());
+  }
+
+ private:
+  void on_device(const Tensor& t, const char* op) const { check_device(t, device(), op); }
+};
+
+}  // namespace
+
+Backend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
+}
+
+}  // namespace mt

@@ -1,0 +1,164 @@
+#include "backend/tensor_checks.h"
+
+#include "core/error.h"
+
+namespace mt {
+
+namespace {
+
+std::string desc(const Tensor& t) {
+  return std::string(dtype_name(t.dtype)) + " [" + std::to_string(t.rows) + ", " +
+         std::to_string(t.cols) + "]";
+}
+
+}  // namespace
+
+void fail_op(const char* op, const std::string& what) { fail(std::string(op) + ": " + what); }
+
+void check_device(const Tensor& t, Device device, const char* op) {
+  if (t && !(t.device == device))
+    fail_op(op, std::string("tensor on ") + device_kind_name(t.device.kind) + ":" +
+                    std::to_string(t.device.index) + " handed to the " +
+                    device_kind_name(device.kind) + " backend");
+}
+
+void same_numel(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.numel() != b.numel()) fail_op(op, desc(a) + " and " + desc(b) + " differ in size");
+}
+
+void same_layout(const Tensor& a, const Tensor& b, const char* op) {
+  same_numel(a, b, op);
+  if (a.dtype != b.dtype) fail_op(op, desc(a) + " and " + desc(b) + " differ in dtype");
+}
+
+void check_numel(const Tensor& t, int64_t numel, DType dtype, Device device, const char* op) {
+  check_device(t, device, op);
+  if (numel > 0 && !t) fail_op(op, "missing tensor");
+  if (t.numel() != numel || t.dtype != dtype)
+    fail_op(op, desc(t) + " where " + dtype_name(dtype) + " with " + std::to_string(numel) +
+                    " elements was expected");
+}
+
+void unsupported_conversion(const Tensor& dst, const Tensor& src) {
+  fail_op("convert", std::string("no conversion from ") + dtype_name(src.dtype) + " to " +
+                         dtype_name(dst.dtype));
+}
+
+MatmulDims matmul_dims(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
+                       bool trans_b) {
+  const int64_t M = trans_a ? a.cols : a.rows, K = trans_a ? a.rows : a.cols;
+  const int64_t Kb = trans_b ? b.cols : b.rows, N = trans_b ? b.rows : b.cols;
+  if (K != Kb || c.rows != M || c.cols != N)
+    fail_op("matmul", desc(c) + " = " + desc(a) + (trans_a ? "^T" : "") + " x " + desc(b) +
+                          (trans_b ? "^T" : "") + " does not fit");
+  if (a.dtype != b.dtype || a.dtype == DType::i32)
+    fail_op("matmul", "operands " + desc(a) + " and " + desc(b) + " need one float dtype");
+  if (c.dtype != DType::f32 && c.dtype != a.dtype)
+    fail_op("matmul", "result " + desc(c) + " must be f32 or the operands' dtype");
+  return {M, N, K};
+}
+
+void check_attention(const AttentionDims& d, const Tensor& out, const Tensor& lse,
+                     const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& segments,
+                     Device device, const char* op) {
+  if (d.B <= 0 || d.T <= 0 || d.D <= 0 || d.Hkv <= 0 || d.Hq % d.Hkv != 0)
+    fail_op(op, "bad attention sizes");
+  const int64_t N = d.B * d.T;
+  check_numel(q, N * d.Hq * d.D, q.dtype, device, op);
+  same_layout(out, q, op), check_device(out, device, op);
+  check_numel(k, N * d.Hkv * d.D, q.dtype, device, op);
+  check_numel(v, N * d.Hkv * d.D, q.dtype, device, op);
+  check_numel(lse, N * d.Hq, DType::f32, device, op);
+  if (segments) check_numel(segments, N, DType::i32, device, op);
+}
+
+int64_t check_decode(const Tensor& out, const Tensor& q, const Tensor& k_cache,
+                     const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv, Device device) {
+  const char* op = "decode_attention";
+  if (Hq <= 0 || Hkv <= 0 || Hq % Hkv != 0 || q.numel() % Hq != 0 || len <= 0)
+    fail_op(op, "bad attention sizes");
+  const int64_t D = q.numel() / Hq;
+  check_device(q, device, op), same_layout(out, q, op), check_device(out, device, op);
+  for (const Tensor* c : {&k_cache, &v_cache}) {
+    check_device(*c, device, op);
+    if (c->dtype != DType::f32 || c->numel() < len * Hkv * D)
+      fail_op(op, "cache " + desc(*c) + " holds fewer than " + std::to_string(len) + " positions");
+  }
+  return D;
+}
+
+void check_rmsnorm(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                   Device device, const char* op) {
+  check_numel(x, x.numel(), DType::f32, device, op);
+  check_numel(w, x.cols, DType::f32, device, op);
+  check_numel(rstd, x.rows, DType::f32, device, op);
+  same_numel(out, x, op), check_device(out, device, op);
+}
+
+int64_t check_rope(const Tensor& x, const Tensor& cos, const Tensor& sin,
+                   const Tensor& positions, int64_t heads, Device device, const char* op) {
+  if (heads <= 0 || x.cols % heads != 0 || (x.cols / heads) % 2 != 0)
+    fail_op(op, desc(x) + " is not " + std::to_string(heads) + " heads of even size");
+  const int64_t D = x.cols / heads;
+  check_device(x, device, op);
+  check_numel(positions, x.rows, DType::i32, device, op);
+  check_numel(cos, cos.numel(), DType::f32, device, op);
+  same_layout(sin, cos, op), check_device(sin, device, op);
+  if (cos.numel() % (D / 2) != 0) fail_op(op, "rope tables are not rows of D/2");
+  return D;
+}
+
+void check_elementwise(std::initializer_list<const Tensor*> ts, Device device, const char* op) {
+  const Tensor& first = **ts.begin();
+  for (const Tensor* t : ts) check_device(*t, device, op), same_layout(*t, first, op);
+}
+
+void check_embedding(const Tensor& rows, const Tensor& tokens, const Tensor& table, Device device,
+                     const char* op) {
+  check_numel(rows, rows.numel(), DType::f32, device, op);
+  check_numel(tokens, rows.rows, DType::i32, device, op);
+  check_numel(table, table.numel(), DType::f32, device, op);
+  if (table.cols != rows.cols) fail_op(op, "table " + desc(table) + " and rows " + desc(rows));
+}
+
+void check_cross_entropy(const Tensor& per_row, const Tensor& dlogits, const Tensor& logits,
+                         const Tensor& targets, Device device, const char* op) {
+  check_device(logits, device, op);
+  check_numel(per_row, logits.rows, DType::f32, device, op);
+  check_numel(targets, logits.rows, DType::i32, device, op);
+  if (dlogits) same_layout(dlogits, logits, op), check_device(dlogits, device, op);
+}
+
+void check_column_blocks(const Tensor& whole, std::span<const Tensor> blocks, Device device,
+                         const char* op) {
+  check_device(whole, device, op);
+  int64_t width = 0;
+  for (const Tensor& b : blocks) {
+    check_device(b, device, op);
+    if (b.rows != whole.rows || b.dtype != whole.dtype)
+      fail_op(op, "block " + desc(b) + " does not fit " + desc(whole));
+    width += b.cols;
+  }
+  if (width != whole.cols) fail_op(op, "blocks' widths do not add up to " + desc(whole));
+}
+
+void check_boxes(const Tensor& src, const TensorBox& src_box, const Tensor& dst,
+                 const TensorBox& dst_box, Device device, const char* op) {
+  check_device(src, device, op), check_device(dst, device, op);
+  if (src.dtype != dst.dtype) fail_op(op, desc(src) + " and " + desc(dst) + " differ in dtype");
+  if (src.numel() < src_box.numel() || dst.numel() < dst_box.numel())
+    fail_op(op, "a buffer is smaller than its box");
+}
+
+void check_adamw(const Tensor& master, const Tensor& master16, const Tensor& grad,
+                 const Tensor& m, const Tensor& v, Device device) {
+  const char* op = "adamw_update";
+  const int64_t n = master.numel();
+  check_numel(master, n, DType::f32, device, op);
+  check_numel(grad, n, DType::f32, device, op);
+  check_numel(m, n, DType::f32, device, op);
+  check_numel(v, n, DType::f32, device, op);
+  if (master16) check_numel(master16, n, DType::bf16, device, op);
+}
+
+}  // namespace mt

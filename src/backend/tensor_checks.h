@@ -1,0 +1,62 @@
+// The argument checks every backend makes before running an op: dtypes, element counts, shapes
+// and devices. Shared so that two backends reject the same misuse with the same message, and a
+// kernel never runs on a tensor it would read out of bounds. Each failure is one mt::Error line
+// naming the op.
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace mt {
+
+[[noreturn]] void fail_op(const char* op, const std::string& what);
+
+void check_device(const Tensor& t, Device device, const char* op);  // empty tensors pass
+void same_layout(const Tensor& a, const Tensor& b, const char* op);  // dtype and numel
+void same_numel(const Tensor& a, const Tensor& b, const char* op);
+void check_numel(const Tensor& t, int64_t numel, DType dtype, Device device, const char* op);
+[[noreturn]] void unsupported_conversion(const Tensor& dst, const Tensor& src);
+
+struct MatmulDims {
+  int64_t M, N, K;
+};
+MatmulDims matmul_dims(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
+                       bool trans_b);
+void check_attention(const AttentionDims& d, const Tensor& out, const Tensor& lse,
+                     const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& segments,
+                     Device device, const char* op);
+int64_t check_decode(const Tensor& out, const Tensor& q, const Tensor& k_cache,
+                     const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv,
+                     Device device);  // returns D
+void check_rmsnorm(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                   Device device, const char* op);
+int64_t check_rope(const Tensor& x, const Tensor& cos, const Tensor& sin,
+                   const Tensor& positions, int64_t heads, Device device,
+                   const char* op);  // returns D
+void check_elementwise(std::initializer_list<const Tensor*> ts, Device device, const char* op);
+void check_embedding(const Tensor& rows, const Tensor& tokens, const Tensor& table, Device device,
+                     const char* op);
+void check_cross_entropy(const Tensor& per_row, const Tensor& dlogits, const Tensor& logits,
+                         const Tensor& targets, Device device, const char* op);
+void check_column_blocks(const Tensor& whole, std::span<const Tensor> blocks, Device device,
+                         const char* op);
+void check_boxes(const Tensor& src, const TensorBox& src_box, const Tensor& dst,
+                 const TensorBox& dst_box, Device device, const char* op);
+void check_adamw(const Tensor& master, const Tensor& master16, const Tensor& grad,
+                 const Tensor& m, const Tensor& v, Device device);
+
+// Calls f(float{}) or f(bf16{}) for a floating-point dtype: one place where a kernel's element
+// type is chosen at run time. A new float dtype is one more case here and in the kernels.
+template <class F>
+void float_dispatch(DType t, F&& f) {
+  switch (t) {
+    case DType::f32: return f(float{});
+    case DType::bf16: return f(bf16{});
+    default: fail_op("dispatch", std::string("no floating-point kernel for ") + dtype_name(t));
+  }
+}
+
+}  // namespace mt

@@ -2,14 +2,7 @@
 
 #include <algorithm>
 
-#include "core/bf16.h"
 #include "core/profile.h"
-#include "kernels/cpu/columns.h"
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/residual.h"
-#include "kernels/cpu/rmsnorm.h"
-#include "kernels/cpu/rope.h"
-#include "kernels/cpu/swiglu.h"
 
 namespace mt {
 
@@ -46,18 +39,17 @@ BlockActivationSizes block_activation_sizes(const LlamaConfig& c, int64_t lora_r
   return {t, f};
 }
 
-template <class T>
-BlockActivations<T> carve_block_activations(T*& tc, float*& fc, int64_t N, const LlamaConfig& c,
-                                            int64_t lora_rank,
-                                            const std::array<bool, kNumProj>& lora_on) {
+BlockActivations carve_block_activations(ArenaCursor& t, ArenaCursor& f, int64_t N,
+                                         const LlamaConfig& c, int64_t lora_rank,
+                                         const std::array<bool, kNumProj>& lora_on) {
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), I = c.intermediate_size;
-  auto t = [&](int64_t per_token) { T* p = tc; tc += N * per_token; return p; };
-  auto f = [&](int64_t per_token) { float* p = fc; fc += N * per_token; return p; };
-  BlockActivations<T> a;
-  a.n1 = t(C), a.q = t(qd), a.k = t(kv), a.v = t(kv), a.att = t(qd), a.n2 = t(C);
-  a.gate = t(I), a.up = t(I), a.h = t(I);
-  for (int p = 0; p < kNumProj; ++p) a.lora_u[p] = lora_on[p] ? t(lora_rank) : nullptr;
-  a.rstd1 = f(1), a.rstd2 = f(1), a.lse = f(c.num_attention_heads), a.x2 = f(C);
+  BlockActivations a;
+  a.n1 = t.take(N, C), a.q = t.take(N, qd), a.k = t.take(N, kv), a.v = t.take(N, kv);
+  a.att = t.take(N, qd), a.n2 = t.take(N, C);
+  a.gate = t.take(N, I), a.up = t.take(N, I), a.h = t.take(N, I);
+  for (int p = 0; p < kNumProj; ++p) a.lora_u[p] = lora_on[p] ? t.take(N, lora_rank) : Tensor{};
+  a.rstd1 = f.take(N, 1), a.rstd2 = f.take(N, 1), a.lse = f.take(N, c.num_attention_heads);
+  a.x2 = f.take(N, C);
   return a;
 }
 
@@ -66,76 +58,74 @@ int64_t block_scratch_elems(const LlamaConfig& c, int64_t N, int64_t lora_rank) 
   return N * (3 * wide + C + qd + 4 * kv + std::max<int64_t>(lora_rank, 1));
 }
 
-template <class T>
-BlockScratch<T> carve_block_scratch(T* base, const LlamaConfig& c, int64_t N, int64_t lora_rank) {
+BlockScratch carve_block_scratch(const Tensor& arena, const LlamaConfig& c, int64_t N,
+                                 int64_t lora_rank) {
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), wide = widest(c);
-  BlockScratch<T> s;
-  s.t0 = base, base += N * wide;
-  s.t1 = base, base += N * wide;
-  s.t2 = base, base += N * wide;
-  s.t3 = base, base += N * C;
-  s.t4 = base, base += N * kv;
-  s.t5 = base, base += N * kv;
-  s.qkv = base, base += N * (qd + 2 * kv);
-  s.du = base;
+  ArenaCursor cur(arena);
+  BlockScratch s;
+  s.t0 = cur.take(1, N * wide), s.t1 = cur.take(1, N * wide), s.t2 = cur.take(1, N * wide);
+  s.t3 = cur.take(1, N * C);
+  s.t4 = cur.take(1, N * kv), s.t5 = cur.take(1, N * kv);
+  s.qkv = cur.take(1, N * (qd + 2 * kv));
+  s.du = cur.take(1, N * std::max<int64_t>(lora_rank, 1));
   return s;
 }
 
-template <class T>
-void fuse_qkv_if_adjacent(BlockWeights<T>& w, const LlamaConfig& c) {
+void fuse_qkv_if_adjacent(BlockWeights& w, const LlamaConfig& c) {
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim();
   const auto &q = w.proj[kQ], &k = w.proj[kK], &v = w.proj[kV];
-  if (k.W != q.W + qd * C || v.W != k.W + kv * C) return;
-  const bool grads_adjacent = q.dW ? (k.dW == q.dW + qd * C && v.dW == k.dW + kv * C)
+  auto follows = [](const Tensor& next, const Tensor& prev, int64_t elems) {
+    return next.data == static_cast<char*>(prev.data) + size_t(elems) * dtype_size(prev.dtype);
+  };
+  if (!follows(k.W, q.W, qd * C) || !follows(v.W, k.W, kv * C)) return;
+  const bool grads_adjacent = q.dW ? (follows(k.dW, q.dW, qd * C) && follows(v.dW, k.dW, kv * C))
                                    : (!k.dW && !v.dW);
   if (!grads_adjacent) return;
-  w.qkv = q.W;
-  w.dqkv = q.dW;
+  w.qkv = Tensor(q.W.data, q.W.dtype, qd + 2 * kv, C, q.W.device);
+  if (q.dW) w.dqkv = Tensor(q.dW.data, q.dW.dtype, qd + 2 * kv, C, q.dW.device);
 }
 
-template <class T>
-void block_forward(float* y, const float* x, BlockActivations<T>& a, const BlockWeights<T>& w,
-                   const BlockInput& in, const LlamaConfig& c, BlockScratch<T>& s) {
-  const int64_t N = in.B * in.T, C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim();
-  const int64_t I = c.intermediate_size;
+void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockActivations& a,
+                   const BlockWeights& w, const BlockInput& in, const LlamaConfig& c,
+                   const BlockScratch& s, const KvCache* cache) {
+  const int64_t N = in.B * in.T, C = c.hidden_size;
   const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim();
-  auto proj = [&](Proj p, T* out, const T* inp) {
+  ModelParallel& par = *in.parallel;
+  auto proj = [&](Proj p, const Tensor& out, const Tensor& inp) {
     static const char* names[kNumProj] = {"gemm fwd q", "gemm fwd k", "gemm fwd v", "gemm fwd o",
                                           "gemm fwd gate", "gemm fwd up", "gemm fwd down"};
     MT_PROFILE(names[p]);
-    auto [o, i] = proj_dims(p, c);
-    linear_layer_forward(out, a.lora_u[p], inp, w.proj[p], N, o, i);
+    linear_layer_forward(be, out, a.lora_u[p], inp, w.proj[p]);
   };
-  // o and down under tensor parallelism: each rank holds some input columns, so its product is a
-  // partial sum. The adapter's inner product x A^T is partial too and is summed before B applies
-  // (B is whole on every rank), so the adapter adds its term once.
-  auto row_parallel = [&](Proj p, T* out, const T* inp) {
-    if (!in.partials) return proj(p, out, inp);
-    const LinearWeights<T>& lw = w.proj[p];
-    auto [o, i] = proj_dims(p, c);
+  // o and down are row-parallel under tensor parallelism: each rank holds some input columns, so
+  // its product is a partial sum. The adapter's inner product x A^T is partial too and is summed
+  // before B applies (B is whole on every rank), so the adapter adds its term once.
+  auto row_parallel = [&](Proj p, const Tensor& out, const Tensor& inp) {
+    const LinearWeights& lw = w.proj[p];
     {
       MT_PROFILE(p == kO ? "gemm fwd o" : "gemm fwd down");
-      linear_forward(out, inp, lw.W, N, o, i);
-      if (lw.A) linear_forward(a.lora_u[p], inp, lw.A, N, lw.rank, i);
+      be.linear_forward(out, inp, lw.W);
+      lora_inner(be, a.lora_u[p], inp, lw);
     }
-    sum_partials(in.partials, out, N * o);
-    if (!lw.A) return;
-    sum_partials(in.partials, a.lora_u[p], N * lw.rank);
+    par.reduce_sum(out);
+    if (lw.A) par.reduce_sum(a.lora_u[p]);
     MT_PROFILE(p == kO ? "gemm fwd o" : "gemm fwd down");
-    linear_forward(out, a.lora_u[p], lw.B, N, o, lw.rank, lw.scale, /*accumulate=*/true);
+    lora_outer(be, out, a.lora_u[p], lw);
   };
 
   {
     MT_PROFILE("rmsnorm forward");
-    rmsnorm_forward(a.n1, a.rstd1, x, w.norm1, N, C, c.rms_norm_eps);
+    be.rmsnorm_forward(a.n1, a.rstd1, x, w.norm1, c.rms_norm_eps);
   }
   if (w.qkv) {
     MT_PROFILE("gemm fwd qkv");
-    linear_forward(s.qkv, a.n1, w.qkv, N, qd + 2 * kv, C);
-    split_columns<T>(s.qkv, N, {{a.q, qd}, {a.k, kv}, {a.v, kv}});
-    lora_forward(a.q, a.lora_u[kQ], a.n1, w.proj[kQ], N, qd, C);
-    lora_forward(a.k, a.lora_u[kK], a.n1, w.proj[kK], N, kv, C);
-    lora_forward(a.v, a.lora_u[kV], a.n1, w.proj[kV], N, kv, C);
+    const Tensor qkv = rows_of(s.qkv, N, w.qkv.rows);
+    be.linear_forward(qkv, a.n1, w.qkv);
+    const Tensor parts[] = {a.q, a.k, a.v};
+    be.split_columns(qkv, parts);
+    lora_forward(be, a.q, a.lora_u[kQ], a.n1, w.proj[kQ]);
+    lora_forward(be, a.k, a.lora_u[kK], a.n1, w.proj[kK]);
+    lora_forward(be, a.v, a.lora_u[kV], a.n1, w.proj[kV]);
   } else {
     proj(kQ, a.q, a.n1);
     proj(kK, a.k, a.n1);
@@ -143,109 +133,110 @@ void block_forward(float* y, const float* x, BlockActivations<T>& a, const Block
   }
   {
     MT_PROFILE("rope forward");
-    rope_forward(a.q, in.rope_cos, in.rope_sin, in.positions, N, Hq, D);
-    rope_forward(a.k, in.rope_cos, in.rope_sin, in.positions, N, Hkv, D);
+    be.rope_forward(a.q, in.rope_cos, in.rope_sin, in.positions, Hq);
+    be.rope_forward(a.k, in.rope_cos, in.rope_sin, in.positions, Hkv);
   }
-  {
+  if (cache) {
     MT_PROFILE("attention forward");
-    attention_forward(a.att, a.lse, a.q, a.k, a.v, in.segments,
-                      AttentionShape{in.B, in.T, Hq, Hkv, D});
+    be.convert(cache->k.rows_slice(cache->position, 1), a.k);
+    be.convert(cache->v.rows_slice(cache->position, 1), a.v);
+    be.decode_attention(a.att, a.q, cache->k, cache->v, cache->position + 1, Hq, Hkv);
+  } else {
+    MT_PROFILE("attention forward");
+    be.attention_forward(a.att, a.lse, a.q, a.k, a.v, in.segments,
+                         AttentionDims{in.B, in.T, Hq, Hkv, D});
   }
-  row_parallel(kO, s.t0, a.att);
+  const Tensor delta = rows_of(s.t0, N, C);
+  row_parallel(kO, delta, a.att);
   {
     MT_PROFILE("residual/norm forward");
-    residual_add(a.x2, x, s.t0, N * C);
-    rmsnorm_forward(a.n2, a.rstd2, a.x2, w.norm2, N, C, c.rms_norm_eps);
+    be.residual_add(a.x2, x, delta);
+    be.rmsnorm_forward(a.n2, a.rstd2, a.x2, w.norm2, c.rms_norm_eps);
   }
   proj(kGate, a.gate, a.n2);
   proj(kUp, a.up, a.n2);
   {
     MT_PROFILE("swiglu forward");
-    swiglu_forward(a.h, a.gate, a.up, N * I);
+    be.swiglu_forward(a.h, a.gate, a.up);
   }
-  row_parallel(kDown, s.t0, a.h);
+  row_parallel(kDown, delta, a.h);
   MT_PROFILE("residual/norm forward");
-  residual_add(y, a.x2, s.t0, N * C);
+  be.residual_add(y, a.x2, delta);
 }
 
-template <class T>
-void block_backward(float* dy, const float* x, const BlockActivations<T>& a,
-                    const BlockWeights<T>& w, const BlockInput& in, const LlamaConfig& c,
-                    BlockScratch<T>& s) {
+void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockActivations& a,
+                    const BlockWeights& w, const BlockInput& in, const LlamaConfig& c,
+                    const BlockScratch& s) {
   const int64_t N = in.B * in.T, C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim();
   const int64_t I = c.intermediate_size;
   const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim();
-  auto proj_back = [&](Proj p, T* dinp, bool accumulate, const T* dout, const T* inp) {
+  ModelParallel& par = *in.parallel;
+  auto proj_back = [&](Proj p, const Tensor& dinp, bool accumulate, const Tensor& dout,
+                       const Tensor& inp) {
     static const char* names[kNumProj] = {"gemm bwd q", "gemm bwd k", "gemm bwd v", "gemm bwd o",
                                           "gemm bwd gate", "gemm bwd up", "gemm bwd down"};
     MT_PROFILE(names[p]);
-    auto [o, i] = proj_dims(p, c);
-    linear_layer_backward(dinp, accumulate, s.du, dout, inp, a.lora_u[p], w.proj[p], N, o, i);
+    const Tensor du = rows_of(s.du, N, std::max<int64_t>(w.proj[p].rank(), 1));
+    linear_layer_backward(be, dinp, accumulate, du, dout, inp, a.lora_u[p], w.proj[p]);
   };
+  const Tensor dy_c = rows_of(s.t3, N, C);  // dy in the compute dtype, for the GEMMs
 
   // MLP half: dy is dL/dy, which is also the residual path's share of dL/dx2.
   {
     MT_PROFILE("residual/norm backward");
-    to_compute(s.t3, dy, N * C);
+    be.convert(dy_c, dy);
   }
-  proj_back(kDown, s.t0, false, s.t3, a.h);                   // t0 = dh
+  const Tensor dh = rows_of(s.t0, N, I);
+  proj_back(kDown, dh, false, dy_c, a.h);
+  const Tensor dgate = rows_of(s.t1, N, I), dup = rows_of(s.t2, N, I);
   {
     MT_PROFILE("swiglu backward");
-    swiglu_backward(s.t1, s.t2, s.t0, a.gate, a.up, N * I);   // t1 = dgate, t2 = dup
+    be.swiglu_backward(dgate, dup, dh, a.gate, a.up);
   }
-  proj_back(kGate, s.t0, false, s.t1, a.n2);                  // t0 = dn2
-  proj_back(kUp, s.t0, true, s.t2, a.n2);
-  sum_partials(in.partials, s.t0, N * C);  // column-parallel: each rank's dn2 is a partial sum
+  const Tensor dn2 = rows_of(s.t0, N, C);
+  proj_back(kGate, dn2, false, dgate, a.n2);
+  proj_back(kUp, dn2, true, dup, a.n2);
+  par.reduce_sum(dn2);  // column-parallel: each rank's dn2 is a partial sum
   {
     MT_PROFILE("residual/norm backward");
-    rmsnorm_backward(dy, w.dnorm2, s.t0, a.x2, w.norm2, a.rstd2, N, C);  // dy = dL/dx2
-    to_compute(s.t3, dy, N * C);
+    be.rmsnorm_backward(dy, w.dnorm2, dn2, a.x2, w.norm2, a.rstd2);  // dy = dL/dx2
+    be.convert(dy_c, dy);
   }
 
   // Attention half.
-  proj_back(kO, s.t0, false, s.t3, a.att);                    // t0 = datt
+  const Tensor datt = rows_of(s.t0, N, qd);
+  proj_back(kO, datt, false, dy_c, a.att);
+  const Tensor dq = rows_of(s.t1, N, qd), dk = rows_of(s.t4, N, kv), dv = rows_of(s.t5, N, kv);
   {
     MT_PROFILE("attention backward");
-    attention_backward(s.t1, s.t4, s.t5, s.t0, a.att, a.lse, a.q, a.k, a.v, in.segments,
-                       AttentionShape{in.B, in.T, Hq, Hkv, D});  // t1 = dq, t4 = dk, t5 = dv
+    be.attention_backward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, in.segments,
+                          AttentionDims{in.B, in.T, Hq, Hkv, D});
   }
   {
     MT_PROFILE("rope backward");
-    rope_backward(s.t1, in.rope_cos, in.rope_sin, in.positions, N, Hq, D);
-    rope_backward(s.t4, in.rope_cos, in.rope_sin, in.positions, N, Hkv, D);
+    be.rope_backward(dq, in.rope_cos, in.rope_sin, in.positions, Hq);
+    be.rope_backward(dk, in.rope_cos, in.rope_sin, in.positions, Hkv);
   }
+  const Tensor dn1 = rows_of(s.t0, N, C);
   if (w.qkv) {
     MT_PROFILE("gemm bwd qkv");
-    concat_columns<T>(s.qkv, N, {{s.t1, qd}, {s.t4, kv}, {s.t5, kv}});
-    linear_backward_input(s.t0, s.qkv, w.qkv, N, qd + 2 * kv, C);  // t0 = dn1
-    if (w.dqkv) linear_backward_weight(w.dqkv, s.qkv, a.n1, N, qd + 2 * kv, C);
-    lora_backward(s.t0, s.du, s.t1, a.n1, a.lora_u[kQ], w.proj[kQ], N, qd, C);
-    lora_backward(s.t0, s.du, s.t4, a.n1, a.lora_u[kK], w.proj[kK], N, kv, C);
-    lora_backward(s.t0, s.du, s.t5, a.n1, a.lora_u[kV], w.proj[kV], N, kv, C);
+    const Tensor dqkv = rows_of(s.qkv, N, qd + 2 * kv);
+    const Tensor parts[] = {dq, dk, dv};
+    be.concat_columns(dqkv, parts);
+    be.linear_backward_input(dn1, dqkv, w.qkv);
+    if (w.dqkv) be.linear_backward_weight(w.dqkv, dqkv, a.n1);
+    for (Proj p : {kQ, kK, kV}) {
+      const Tensor du = rows_of(s.du, N, std::max<int64_t>(w.proj[p].rank(), 1));
+      lora_backward(be, dn1, du, p == kQ ? dq : p == kK ? dk : dv, a.n1, a.lora_u[p], w.proj[p]);
+    }
   } else {
-    proj_back(kQ, s.t0, false, s.t1, a.n1);                   // t0 = dn1
-    proj_back(kK, s.t0, true, s.t4, a.n1);
-    proj_back(kV, s.t0, true, s.t5, a.n1);
+    proj_back(kQ, dn1, false, dq, a.n1);
+    proj_back(kK, dn1, true, dk, a.n1);
+    proj_back(kV, dn1, true, dv, a.n1);
   }
-  sum_partials(in.partials, s.t0, N * C);  // column-parallel: dn1 likewise
+  par.reduce_sum(dn1);  // column-parallel: dn1 likewise
   MT_PROFILE("residual/norm backward");
-  rmsnorm_backward(dy, w.dnorm1, s.t0, x, w.norm1, a.rstd1, N, C);  // dy = dL/dx
+  be.rmsnorm_backward(dy, w.dnorm1, dn1, x, w.norm1, a.rstd1);  // dy = dL/dx
 }
-
-#define MT_INSTANTIATE(T)                                                                        \
-  template BlockActivations<T> carve_block_activations<T>(T*&, float*&, int64_t,                 \
-                                                          const LlamaConfig&, int64_t,           \
-                                                          const std::array<bool, kNumProj>&);    \
-  template BlockScratch<T> carve_block_scratch<T>(T*, const LlamaConfig&, int64_t, int64_t);     \
-  template void fuse_qkv_if_adjacent<T>(BlockWeights<T>&, const LlamaConfig&);                   \
-  template void block_forward<T>(float*, const float*, BlockActivations<T>&,                     \
-                                 const BlockWeights<T>&, const BlockInput&, const LlamaConfig&,  \
-                                 BlockScratch<T>&);                                              \
-  template void block_backward<T>(float*, const float*, const BlockActivations<T>&,              \
-                                  const BlockWeights<T>&, const BlockInput&, const LlamaConfig&, \
-                                  BlockScratch<T>&);
-MT_INSTANTIATE(float)
-MT_INSTANTIATE(bf16)
-#undef MT_INSTANTIATE
 
 }  // namespace mt

@@ -1,16 +1,17 @@
 // One LLaMA transformer block, forward and backward, for one device:
 //   x2 = x + o_proj(attention(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1))),  n1 = norm1(x)
 //   y  = x2 + down_proj(silu(gate_proj(n2)) * up_proj(n2)),                      n2 = norm2(x2)
-// The residual stream (x, x2, y) and its gradient are f32; everything feeding a GEMM is T.
+// The residual stream (x, x2, y) and its gradient are f32; everything feeding a GEMM is of the
+// compute dtype (f32, or bf16 in mixed precision). The ops run on whichever backend is passed in.
 #pragma once
 #include <array>
 #include <cstdint>
 #include <utility>
 
-#include "kernels/cpu/attention.h"
+#include "backend/backend.h"
 #include "model/config.h"
 #include "model/linear.h"
-#include "model/partial_sums.h"
+#include "model/model_parallel.h"
 
 namespace mt {
 
@@ -19,88 +20,107 @@ const char* proj_name(Proj p);  // "q", "k", ..., as LoRA targets are named
 // [out, in] of each projection's weight: q [q_dim, C], k/v [kv_dim, C], o [C, q_dim], ...
 std::pair<int64_t, int64_t> proj_dims(Proj p, const LlamaConfig& c);
 
-template <class T>
 struct BlockWeights {
-  const float* norm1 = nullptr;
-  float* dnorm1 = nullptr;
-  const float* norm2 = nullptr;
-  float* dnorm2 = nullptr;
-  std::array<LinearWeights<T>, kNumProj> proj;
-  // When q, k and v are adjacent in memory they form one [C + 2kv, C] matrix: one GEMM instead of
-  // three (the k and v products alone are narrow and run well below the GEMM peak).
-  const T* qkv = nullptr;
-  float* dqkv = nullptr;  // null when frozen
+  Tensor norm1, dnorm1, norm2, dnorm2;  // f32 [1, C]; gradients empty when frozen
+  std::array<LinearWeights, kNumProj> proj;
+  // When q, k and v are adjacent in memory they form one [q_dim + 2kv, C] matrix: one GEMM instead
+  // of three (the k and v products alone are narrow and run well below the GEMM peak).
+  Tensor qkv, dqkv;  // dqkv empty when frozen
 };
 
 // Sets w.qkv / w.dqkv when the three projections' weights (and gradients) are contiguous.
-template <class T>
-void fuse_qkv_if_adjacent(BlockWeights<T>& w, const LlamaConfig& c);
+void fuse_qkv_if_adjacent(BlockWeights& w, const LlamaConfig& c);
 
-// Everything the backward needs from the forward, for one block. Sizes per token in brackets.
-template <class T>
+// Everything the backward needs from the forward, for one block: [N, per-token size] views, of
+// the compute dtype unless marked f32.
 struct BlockActivations {
-  T* n1;         // [C]
-  float* rstd1;  // [1]
-  T* q;          // [C]   after RoPE
-  T* k;          // [kv]  after RoPE
-  T* v;          // [kv]
-  T* att;        // [C]   attention output (input of o_proj)
-  float* lse;    // [Hq]  per query row
-  float* x2;     // [C]   residual after attention
-  T* n2;         // [C]
-  float* rstd2;  // [1]
-  T* gate;       // [I]
-  T* up;         // [I]
-  T* h;          // [I]
-  std::array<T*, kNumProj> lora_u;  // [r] each, null where no adapter
+  Tensor n1;     // [C]
+  Tensor rstd1;  // [1]   f32
+  Tensor q;      // [qd]  after RoPE
+  Tensor k;      // [kv]  after RoPE
+  Tensor v;      // [kv]
+  Tensor att;    // [qd]  attention output (input of o_proj)
+  Tensor lse;    // [Hq]  f32, per query row
+  Tensor x2;     // [C]   f32, residual after attention
+  Tensor n2;     // [C]
+  Tensor rstd2;  // [1]   f32
+  Tensor gate;   // [I]
+  Tensor up;     // [I]
+  Tensor h;      // [I]
+  std::array<Tensor, kNumProj> lora_u;  // [r] each, empty where no adapter
 };
 
-// Per-token element counts of BlockActivations, so an arena can be planned up front.
+// Hands out consecutive [rows, cols] views of one flat tensor (an arena).
+class ArenaCursor {
+ public:
+  explicit ArenaCursor(const Tensor& whole) : whole_(whole) {}
+  Tensor take(int64_t rows, int64_t cols) {
+    Tensor t = whole_.flat_slice(at_, rows * cols).view(rows, cols);
+    at_ += rows * cols;
+    return t;
+  }
+
+ private:
+  Tensor whole_;
+  int64_t at_ = 0;
+};
+
+// Per-token element counts of BlockActivations, so an arena can be planned up front (the memory
+// planner reads them too).
 struct BlockActivationSizes {
-  int64_t t_elems;  // elements of T
+  int64_t t_elems;  // elements of the compute dtype
   int64_t f_elems;  // f32 elements
 };
 BlockActivationSizes block_activation_sizes(const LlamaConfig& c, int64_t lora_rank,
                                             const std::array<bool, kNumProj>& lora_on);
-template <class T>
-BlockActivations<T> carve_block_activations(T*& t_cursor, float*& f_cursor, int64_t N,
-                                            const LlamaConfig& c, int64_t lora_rank,
-                                            const std::array<bool, kNumProj>& lora_on);
+// Carves one block's activations for N tokens from a compute-dtype and an f32 arena.
+BlockActivations carve_block_activations(ArenaCursor& t_arena, ArenaCursor& f_arena, int64_t N,
+                                         const LlamaConfig& c, int64_t lora_rank,
+                                         const std::array<bool, kNumProj>& lora_on);
 
-// Scratch shared by all blocks (not saved between forward and backward).
-template <class T>
+// Scratch shared by all blocks (not saved between forward and backward), flat regions of the
+// compute dtype that ops view at the width they need.
 struct BlockScratch {
-  T* t0;  // [N, max(C, I)]
-  T* t1;  // [N, max(C, I)]
-  T* t2;  // [N, max(C, I)]
-  T* t3;  // [N, C]
-  T* t4;  // [N, kv]
-  T* t5;  // [N, kv]
-  T* qkv;  // [N, C + 2kv]
-  T* du;  // [N, r]
+  Tensor t0, t1, t2;  // [N * max(C, qd, I)]
+  Tensor t3;          // [N * C]
+  Tensor t4, t5;      // [N * kv]
+  Tensor qkv;         // [N * (qd + 2kv)]
+  Tensor du;          // [N * max(r, 1)]
 };
 int64_t block_scratch_elems(const LlamaConfig& c, int64_t N, int64_t lora_rank);
-template <class T>
-BlockScratch<T> carve_block_scratch(T* base, const LlamaConfig& c, int64_t N, int64_t lora_rank);
+BlockScratch carve_block_scratch(const Tensor& arena, const LlamaConfig& c, int64_t N,
+                                 int64_t lora_rank);
+
+// The first rows * cols elements of a flat region as a [rows, cols] matrix.
+inline Tensor rows_of(const Tensor& flat, int64_t rows, int64_t cols) {
+  return flat.flat_slice(0, rows * cols).view(rows, cols);
+}
 
 struct BlockInput {
   int64_t B, T;
-  const int32_t* positions;  // [B*T]
-  const int32_t* segments;   // [B*T] or null
-  const float* rope_cos;     // [max_pos, D/2]
-  const float* rope_sin;
-  PartialSums* partials = nullptr;  // tensor parallelism (config holds this rank's heads); else null
+  Tensor positions;  // i32 [B*T]
+  Tensor segments;   // i32 [B*T], or empty: one document per row
+  Tensor rope_cos;   // f32 [max_pos, D/2]
+  Tensor rope_sin;
+  ModelParallel* parallel;  // tensor-parallel reductions (a no-op ModelParallel on one device)
 };
 
-// y = block(x). y and x are [N, C] f32 and may not alias.
-template <class T>
-void block_forward(float* y, const float* x, BlockActivations<T>& a, const BlockWeights<T>& w,
-                   const BlockInput& in, const LlamaConfig& c, BlockScratch<T>& s);
+// Decoding one token: a layer's keys (after RoPE) and values of every position so far, f32
+// [max_len, kv]; the new token's go to row `position` and it attends to rows [0, position].
+struct KvCache {
+  Tensor k, v;
+  int64_t position = 0;
+};
+
+// y = block(x). y and x are [N, C] f32 and may not alias. With a cache (N == 1) the attention
+// reads the cache instead of the batch.
+void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockActivations& a,
+                   const BlockWeights& w, const BlockInput& in, const LlamaConfig& c,
+                   const BlockScratch& s, const KvCache* cache = nullptr);
 
 // On entry dy holds dL/dy; on exit it holds dL/dx (updated in place). Weight grads accumulate.
-template <class T>
-void block_backward(float* dy, const float* x, const BlockActivations<T>& a,
-                    const BlockWeights<T>& w, const BlockInput& in, const LlamaConfig& c,
-                    BlockScratch<T>& s);
+void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockActivations& a,
+                    const BlockWeights& w, const BlockInput& in, const LlamaConfig& c,
+                    const BlockScratch& s);
 
 }  // namespace mt

@@ -2,14 +2,10 @@
 
 #include <algorithm>
 
-#include "core/buffer.h"
+#include "backend/device_buffer.h"
 #include "core/error.h"
-#include "kernels/cpu/decode_attention.h"
-#include "kernels/cpu/embedding.h"
-#include "kernels/cpu/residual.h"
-#include "kernels/cpu/rmsnorm.h"
-#include "kernels/cpu/rope.h"
-#include "kernels/cpu/swiglu.h"
+#include "core/rope_frequencies.h"
+#include "core/token_ids.h"
 #include "model/weights.h"
 
 namespace mt {
@@ -22,69 +18,75 @@ struct Decoder::Impl {
 
 namespace {
 
-template <class T>
+// Each step is the training block's own forward for one token (block_forward with a KV cache),
+// so generation and training cannot drift apart.
 class DecoderImpl : public Decoder::Impl {
  public:
-  DecoderImpl(LlamaModel& m, int64_t len) : m_(m), c_(m.config()), w_(bind_model_weights<T>(m)) {
+  DecoderImpl(LlamaModel& m, int64_t len)
+      : c_(m.config()), be_(m.backend()), w_(bind_model_weights(m)) {
     max_len = len;
-    const int64_t C = c_.hidden_size, kv = c_.kv_dim(), I = c_.intermediate_size, D = c_.head_dim();
-    const int64_t r = std::max<int64_t>(m.has_lora() ? m.lora_config().rank : 0, 1);
-    cos_.resize(size_t(len * D / 2)), sin_.resize(size_t(len * D / 2));
-    rope_tables(cos_.data(), sin_.data(), len, D, c_.rope_theta, c_.rope_scaling);
-    k_cache_.resize(size_t(c_.num_hidden_layers * len * kv));
-    v_cache_.resize(size_t(c_.num_hidden_layers * len * kv));
-    x_.resize(size_t(C)), rstd_.resize(1);
-    n_.resize(size_t(C)), q_.resize(size_t(C)), k_.resize(size_t(kv)), v_.resize(size_t(kv));
-    att_.resize(size_t(C)), o_.resize(size_t(C)), gate_.resize(size_t(I)), up_.resize(size_t(I));
-    h_.resize(size_t(I)), u_.resize(size_t(r)), logits_t_.resize(size_t(c_.vocab_size));
-    logits_.resize(size_t(c_.vocab_size));
+    const int64_t C = c_.hidden_size, kv = c_.kv_dim(), D = c_.head_dim(), V = c_.vocab_size;
+    const int64_t L = c_.num_hidden_layers, rank = m.has_lora() ? m.lora_config().rank : 0;
+    const DType ct = m.compute_dtype();
+    const auto lora_on = lora_targets_mask(m.lora_config());
+
+    std::vector<float> cos(size_t(len * D / 2)), sin(size_t(len * D / 2));
+    rope_tables(cos.data(), sin.data(), len, D, c_.rope_theta, c_.rope_scaling);
+    const auto sizes = block_activation_sizes(c_, rank, lora_on);
+    f32_.resize(be_, DType::f32, len * D + 2 * L * len * kv + 2 * C + 1 + V + sizes.f_elems);
+    ArenaCursor f(f32_.tensor());
+    rope_cos_ = f.take(len, D / 2), rope_sin_ = f.take(len, D / 2);
+    for (int64_t l = 0; l < L; ++l) caches_.push_back({f.take(len, kv), f.take(len, kv), 0});
+    x_ = f.take(1, C), y_ = f.take(1, C), rstd_ = f.take(1, 1), logits_f32_ = f.take(1, V);
+    be_.copy_from_host(rope_cos_, cos.data());
+    be_.copy_from_host(rope_sin_, sin.data());
+
+    const int64_t r = std::max<int64_t>(rank, 1);
+    compute_.resize(be_, ct, sizes.t_elems + C + V + r);
+    ArenaCursor t(compute_.tensor());
+    acts_ = carve_block_activations(t, f, 1, c_, rank, lora_on);
+    nf_ = t.take(1, C), logits_ = t.take(1, V), head_u_ = t.take(1, w_.head.rank());
+    scratch_.resize(be_, ct, block_scratch_elems(c_, 1, rank));
+    scratch_view_ = carve_block_scratch(scratch_.tensor(), c_, 1, rank);
+    ids_.resize(be_, DType::i32, 2);
+    token_ = ids_.slice(0, 1, 1), position_ = ids_.slice(1, 1, 1);
+    host_logits_.resize(size_t(V));
   }
 
   const std::vector<float>& step(int32_t token) override {
     if (pos >= max_len)
       fail("generation reached its context limit of " + std::to_string(max_len) + " tokens");
-    if (token < 0 || token >= c_.vocab_size)
-      fail("token id " + std::to_string(token) + " is outside the vocabulary [0, " +
-           std::to_string(c_.vocab_size) + ")");
-    const int64_t C = c_.hidden_size, kv = c_.kv_dim(), I = c_.intermediate_size;
-    const int64_t Hq = c_.num_attention_heads, Hkv = c_.num_key_value_heads, D = c_.head_dim();
+    check_token_ids(&token, nullptr, 1, c_.vocab_size);
     const int32_t p = int32_t(pos);
-    embedding_forward(x_.data(), &token, w_.embed, 1, C);
+    be_.copy_from_host(token_, &token);
+    be_.copy_from_host(position_, &p);
+    static ModelParallel whole;  // one device: no partial sums to combine
+    const BlockInput in{1, 1, position_, Tensor{}, rope_cos_, rope_sin_, &whole};
+    be_.embedding_forward(x_, token_, w_.embed, 0);
     for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
-      const BlockWeights<T>& b = w_.blocks[size_t(l)];
-      rmsnorm_forward(n_.data(), rstd_.data(), x_.data(), b.norm1, 1, C, c_.rms_norm_eps);
-      linear_layer_forward(q_.data(), u_.data(), n_.data(), b.proj[kQ], 1, C, C);
-      linear_layer_forward(k_.data(), u_.data(), n_.data(), b.proj[kK], 1, kv, C);
-      linear_layer_forward(v_.data(), u_.data(), n_.data(), b.proj[kV], 1, kv, C);
-      rope_forward(q_.data(), cos_.data(), sin_.data(), &p, 1, Hq, D);
-      rope_forward(k_.data(), cos_.data(), sin_.data(), &p, 1, Hkv, D);
-      float* kc = k_cache_.data() + l * max_len * kv;
-      float* vc = v_cache_.data() + l * max_len * kv;
-      for (int64_t i = 0; i < kv; ++i)
-        kc[pos * kv + i] = to_float(k_[size_t(i)]), vc[pos * kv + i] = to_float(v_[size_t(i)]);
-      decode_attention(att_.data(), q_.data(), kc, vc, pos + 1, Hq, Hkv, D);
-      linear_layer_forward(o_.data(), u_.data(), att_.data(), b.proj[kO], 1, C, C);
-      residual_add(x_.data(), x_.data(), o_.data(), C);
-      rmsnorm_forward(n_.data(), rstd_.data(), x_.data(), b.norm2, 1, C, c_.rms_norm_eps);
-      linear_layer_forward(gate_.data(), u_.data(), n_.data(), b.proj[kGate], 1, I, C);
-      linear_layer_forward(up_.data(), u_.data(), n_.data(), b.proj[kUp], 1, I, C);
-      swiglu_forward(h_.data(), gate_.data(), up_.data(), I);
-      linear_layer_forward(o_.data(), u_.data(), h_.data(), b.proj[kDown], 1, C, I);
-      residual_add(x_.data(), x_.data(), o_.data(), C);
+      caches_[size_t(l)].position = pos;
+      block_forward(be_, y_, x_, acts_, w_.blocks[size_t(l)], in, c_, scratch_view_,
+                    &caches_[size_t(l)]);
+      std::swap(x_, y_);
     }
-    rmsnorm_forward(n_.data(), rstd_.data(), x_.data(), w_.final_norm, 1, C, c_.rms_norm_eps);
-    linear_layer_forward(logits_t_.data(), u_.data(), n_.data(), w_.head, 1, c_.vocab_size, C);
-    for (int64_t i = 0; i < c_.vocab_size; ++i) logits_[size_t(i)] = to_float(logits_t_[size_t(i)]);
+    be_.rmsnorm_forward(nf_, rstd_, x_, w_.final_norm, c_.rms_norm_eps);
+    linear_layer_forward(be_, logits_, head_u_, nf_, w_.head);
+    be_.convert(logits_f32_, logits_);
+    be_.copy_to_host(host_logits_.data(), logits_f32_);
     ++pos;
-    return logits_;
+    return host_logits_;
   }
 
  private:
-  LlamaModel& m_;
   const LlamaConfig& c_;
-  ModelWeights<T> w_;
-  std::vector<float> cos_, sin_, k_cache_, v_cache_, x_, rstd_, logits_;
-  std::vector<T> n_, q_, k_, v_, att_, o_, gate_, up_, h_, u_, logits_t_;
+  Backend& be_;
+  ModelWeights w_;
+  DeviceBuffer f32_, compute_, scratch_, ids_;
+  Tensor rope_cos_, rope_sin_, x_, y_, rstd_, logits_f32_, nf_, logits_, head_u_, token_, position_;
+  std::vector<KvCache> caches_;
+  BlockActivations acts_;
+  BlockScratch scratch_view_;
+  std::vector<float> host_logits_;
 };
 
 }  // namespace
@@ -93,8 +95,8 @@ Decoder::Decoder(LlamaModel& model, int64_t max_len) {
   if (max_len <= 0 || max_len > model.config().max_position_embeddings)
     fail("generation length " + std::to_string(max_len) + " must be in [1, " +
          std::to_string(model.config().max_position_embeddings) + "] (max_position_embeddings)");
-  if (model.precision() == Precision::bf16) impl_ = std::make_unique<DecoderImpl<bf16>>(model, max_len);
-  else impl_ = std::make_unique<DecoderImpl<float>>(model, max_len);
+  if (!model.owns_storage()) fail("generation needs the whole model on one device");
+  impl_ = std::make_unique<DecoderImpl>(model, max_len);
 }
 Decoder::~Decoder() = default;
 const std::vector<float>& Decoder::step(int32_t token) { return impl_->step(token); }

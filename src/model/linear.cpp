@@ -1,54 +1,42 @@
 #include "model/linear.h"
 
-#include "core/bf16.h"
-#include "kernels/cpu/gemm.h"
-
 namespace mt {
 
-template <class T>
-void lora_forward(T* y, T* u, const T* x, const LinearWeights<T>& w, int64_t M, int64_t out,
-                  int64_t in) {
+void lora_inner(Backend& be, const Tensor& u, const Tensor& x, const LinearWeights& w) {
+  if (w.A) be.linear_forward(u, x, w.A);
+}
+
+void lora_outer(Backend& be, const Tensor& y, const Tensor& u, const LinearWeights& w) {
+  if (w.A) be.linear_forward(y, u, w.B, w.scale, /*accumulate=*/true);
+}
+
+void lora_forward(Backend& be, const Tensor& y, const Tensor& u, const Tensor& x,
+                  const LinearWeights& w) {
+  lora_inner(be, u, x, w);
+  lora_outer(be, y, u, w);
+}
+
+void lora_backward(Backend& be, const Tensor& dx, const Tensor& du, const Tensor& dy,
+                   const Tensor& x, const Tensor& u, const LinearWeights& w) {
   if (!w.A) return;
-  linear_forward(u, x, w.A, M, w.rank, in);
-  linear_forward(y, u, w.B, M, out, w.rank, w.scale, /*accumulate=*/true);
+  be.linear_backward_input(du, dy, w.B, w.scale, false);           // du = s dy B
+  if (w.dB) be.linear_backward_weight(w.dB, dy, u, w.scale);       // dB += s dy^T u
+  if (w.dA) be.linear_backward_weight(w.dA, du, x);                // dA += du^T x
+  be.linear_backward_input(dx, du, w.A, 1.0f, /*accumulate=*/true);  // dx += du A
 }
 
-template <class T>
-void lora_backward(T* dx, T* du, const T* dy, const T* x, const T* u, const LinearWeights<T>& w,
-                   int64_t M, int64_t out, int64_t in) {
-  if (!w.A) return;
-  linear_backward_input(du, dy, w.B, M, out, w.rank, w.scale, false);      // du = s dy B
-  if (w.dB) linear_backward_weight(w.dB, dy, u, M, out, w.rank, w.scale);  // dB += s dy^T u
-  if (w.dA) linear_backward_weight(w.dA, du, x, M, w.rank, in);           // dA += du^T x
-  linear_backward_input(dx, du, w.A, M, w.rank, in, 1.0f, true);          // dx += du A
+void linear_layer_forward(Backend& be, const Tensor& y, const Tensor& u, const Tensor& x,
+                          const LinearWeights& w) {
+  be.linear_forward(y, x, w.W);
+  lora_forward(be, y, u, x, w);
 }
 
-template <class T>
-void linear_layer_forward(T* y, T* u, const T* x, const LinearWeights<T>& w, int64_t M,
-                          int64_t out, int64_t in) {
-  linear_forward(y, x, w.W, M, out, in);
-  lora_forward(y, u, x, w, M, out, in);
+void linear_layer_backward(Backend& be, const Tensor& dx, bool accumulate_dx, const Tensor& du,
+                           const Tensor& dy, const Tensor& x, const Tensor& u,
+                           const LinearWeights& w) {
+  be.linear_backward_input(dx, dy, w.W, 1.0f, accumulate_dx);
+  if (w.dW) be.linear_backward_weight(w.dW, dy, x);
+  lora_backward(be, dx, du, dy, x, u, w);
 }
-
-template <class T>
-void linear_layer_backward(T* dx, bool accumulate_dx, T* du, const T* dy, const T* x, const T* u,
-                           const LinearWeights<T>& w, int64_t M, int64_t out, int64_t in) {
-  linear_backward_input(dx, dy, w.W, M, out, in, 1.0f, accumulate_dx);
-  if (w.dW) linear_backward_weight(w.dW, dy, x, M, out, in);
-  lora_backward(dx, du, dy, x, u, w, M, out, in);
-}
-
-#define MT_INSTANTIATE(T)                                                                        \
-  template void lora_forward<T>(T*, T*, const T*, const LinearWeights<T>&, int64_t, int64_t,     \
-                                int64_t);                                                        \
-  template void lora_backward<T>(T*, T*, const T*, const T*, const T*, const LinearWeights<T>&,  \
-                                 int64_t, int64_t, int64_t);                                     \
-  template void linear_layer_forward<T>(T*, T*, const T*, const LinearWeights<T>&, int64_t,      \
-                                        int64_t, int64_t);                                       \
-  template void linear_layer_backward<T>(T*, bool, T*, const T*, const T*, const T*,             \
-                                         const LinearWeights<T>&, int64_t, int64_t, int64_t);
-MT_INSTANTIATE(float)
-MT_INSTANTIATE(bf16)
-#undef MT_INSTANTIATE
 
 }  // namespace mt

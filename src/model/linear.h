@@ -1,41 +1,35 @@
 // A linear layer y = x W^T (+ scale * (x A^T) B^T when a LoRA adapter is attached), forward and
 // backward. W is [out, in] (HF layout), A is [r, in], B is [out, r] (PEFT layout).
-// Gradient pointers are null for frozen tensors: their products are skipped entirely.
+// Gradient tensors are empty for frozen tensors: their products are skipped entirely.
 #pragma once
 #include <cstdint>
 
+#include "backend/backend.h"
+
 namespace mt {
 
-template <class T>
 struct LinearWeights {
-  const T* W = nullptr;
-  float* dW = nullptr;
-  // LoRA (A == nullptr: no adapter on this layer)
-  const T* A = nullptr;
-  const T* B = nullptr;
-  float* dA = nullptr;
-  float* dB = nullptr;
-  int64_t rank = 0;
-  float scale = 1.0f;  // alpha / rank
+  Tensor W, dW;
+  Tensor A, B, dA, dB;  // LoRA; empty A: no adapter on this layer
+  float scale = 1.0f;   // alpha / rank
+  int64_t rank() const { return A ? A.rows : 0; }
 };
 
 // y = x W^T (+ scale * u B^T with u = x A^T saved for backward). x: [M, in], y: [M, out], u: [M, r]
-template <class T>
-void linear_layer_forward(T* y, T* u, const T* x, const LinearWeights<T>& w, int64_t M,
-                          int64_t out, int64_t in);
-
+void linear_layer_forward(Backend& be, const Tensor& y, const Tensor& u, const Tensor& x,
+                          const LinearWeights& w);
 // dx (+)= dy W (+ du A); weight grads accumulated where present. du: [M, r] scratch.
-template <class T>
-void linear_layer_backward(T* dx, bool accumulate_dx, T* du, const T* dy, const T* x, const T* u,
-                           const LinearWeights<T>& w, int64_t M, int64_t out, int64_t in);
+void linear_layer_backward(Backend& be, const Tensor& dx, bool accumulate_dx, const Tensor& du,
+                           const Tensor& dy, const Tensor& x, const Tensor& u,
+                           const LinearWeights& w);
 
 // The adapter halves alone (no-ops without an adapter), for callers that run the base product
-// themselves, e.g. one fused GEMM for q, k and v.
-template <class T>
-void lora_forward(T* y, T* u, const T* x, const LinearWeights<T>& w, int64_t M, int64_t out,
-                  int64_t in);  // y += scale * (x A^T) B^T
-template <class T>
-void lora_backward(T* dx, T* du, const T* dy, const T* x, const T* u, const LinearWeights<T>& w,
-                   int64_t M, int64_t out, int64_t in);  // dx += du A, adapter grads
+// themselves (one fused GEMM for q, k and v; a row-parallel product summed over ranks).
+void lora_inner(Backend& be, const Tensor& u, const Tensor& x, const LinearWeights& w);  // u = x A^T
+void lora_outer(Backend& be, const Tensor& y, const Tensor& u, const LinearWeights& w);  // y += s u B^T
+void lora_forward(Backend& be, const Tensor& y, const Tensor& u, const Tensor& x,
+                  const LinearWeights& w);  // both
+void lora_backward(Backend& be, const Tensor& dx, const Tensor& du, const Tensor& dy,
+                   const Tensor& x, const Tensor& u, const LinearWeights& w);  // dx += du A, grads
 
 }  // namespace mt

@@ -3,13 +3,11 @@
 #include <algorithm>
 #include <vector>
 
+#include "backend/device_buffer.h"
 #include "core/error.h"
 #include "core/profile.h"
-#include "kernels/cpu/cross_entropy.h"
-#include "kernels/cpu/cross_entropy_vocab_parallel.h"
-#include "kernels/cpu/embedding.h"
-#include "kernels/cpu/rmsnorm.h"
-#include "kernels/cpu/rope.h"
+#include "core/rope_frequencies.h"
+#include "core/token_ids.h"
 #include "model/init.h"
 #include "model/param_shapes.h"
 #include "model/weights.h"
@@ -42,8 +40,9 @@ bool lora_targets_head(const LoraConfig& lora) {
 // Parameter declaration
 
 LlamaModel::LlamaModel(const LlamaConfig& config, Precision precision, const LoraConfig& lora,
-                       bool own_storage)
-    : config_(config), precision_(precision), lora_(lora) {
+                       bool own_storage, Backend& backend)
+    : config_(config), precision_(precision), backend_(backend), lora_(lora), base_(backend),
+      adapters_(backend) {
   config_.validate();
   const bool bf = precision == Precision::bf16;
   const bool frozen = lora.enabled;
@@ -64,6 +63,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Precision precision, const Lor
 
 LlamaModel::~LlamaModel() = default;
 
+// Values are drawn on the host (they depend only on seed and name) and uploaded.
 void LlamaModel::init_weights(uint64_t seed) {
   MT_CHECK(owns_storage(), "init_weights on a model whose parameters live in a parallel layer");
   std::vector<float> tmp;
@@ -78,12 +78,13 @@ void LlamaModel::init_weights(uint64_t seed) {
 
 void LlamaModel::init_adapters(uint64_t seed) {
   MT_CHECK(owns_storage(), "init_adapters on a model whose parameters live in a parallel layer");
+  std::vector<float> tmp;
   for (auto& p : adapters_.params()) {
-    bool is_a = p.name.find("lora_A") != std::string::npos;
-    if (is_a) fill_normal(p.master, p.numel, lora_.init_std, seed, p.name);
-    else std::fill(p.master, p.master + p.numel, 0.0f);
+    tmp.assign(size_t(p.numel), 0.0f);
+    if (p.name.find("lora_A") != std::string::npos)
+      fill_normal(tmp.data(), p.numel, lora_.init_std, seed, p.name);
+    adapters_.set_values(p, tmp.data());
   }
-  adapters_.sync_compute();
 }
 
 void LlamaModel::sync_compute_weights() {
@@ -91,28 +92,29 @@ void LlamaModel::sync_compute_weights() {
   adapters_.sync_compute();
 }
 
+// W += (alpha/r) B A in f32 on the device; a bf16-only base is widened, merged and rounded once.
 void LlamaModel::merge_adapters() {
   if (!lora_.enabled) return;
   MT_CHECK(owns_storage(), "merge_adapters on a model whose parameters live in a parallel layer");
+  Backend& be = backend_;
   const float scale = lora_.alpha / float(lora_.rank);
-  const int64_t r = lora_.rank;
   auto merge = [&](const std::string& base_name, const std::string& prefix) {
     Param& W = base_.get(base_name);
-    Param& A = adapters_.get(prefix + ".lora_A.weight");
+    const Param& A = adapters_.get(prefix + ".lora_A.weight");
     Param& B = adapters_.get(prefix + ".lora_B.weight");
     const int64_t out = W.shape[0], in = W.shape[1];
-#pragma omp parallel for schedule(static)
-    for (int64_t o = 0; o < out; ++o)
-      for (int64_t i = 0; i < in; ++i) {
-        double d = 0.0;
-        for (int64_t k = 0; k < r; ++k) d += double(B.master[o * r + k]) * A.master[k * in + i];
-        int64_t idx = o * in + i;
-        float w = W.master ? W.master[idx] : to_float(W.compute[idx]);
-        float merged = float(w + scale * d);
-        if (W.master) W.master[idx] = merged;
-        if (W.compute) W.compute[idx] = float_to_bf16(merged);
-      }
-    std::fill(B.master, B.master + B.numel, 0.0f);
+    DeviceBuffer delta(be, DType::f32, out * in), widened;
+    const Tensor d = delta.tensor().view(out, in);
+    be.matmul(d, B.master_tensor(), false, A.master_tensor(), false, scale, false);
+    Tensor merged = W.master_tensor();
+    if (!merged) {
+      widened.resize(be, DType::f32, out * in);
+      merged = widened.tensor().view(out, in);
+      be.convert(merged, W.compute_tensor());
+    }
+    be.add(merged, d);
+    if (W.compute) be.convert(W.compute_tensor(), merged);
+    be.fill(B.master_tensor(), 0.0f);
   };
   auto on = lora_targets_mask(lora_);
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l)
@@ -124,88 +126,90 @@ void LlamaModel::merge_adapters() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The compute-type-specific runner: weight views and the activation arena.
-
-struct LlamaModel::Runner {
-  virtual ~Runner() = default;
-  virtual LossSum run(const ModelInput& in, bool backward, float grad_scale, float* logits) = 0;
-  virtual size_t arena_bytes() const = 0;
-};
+// The runner: weight views, the activation arena, and the forward and backward over them.
 
 namespace {
 
-template <class T>
-class RunnerImpl : public LlamaModel::Runner {
+ModelParallel& no_parallel() {
+  static ModelParallel none;
+  return none;
+}
+
+}  // namespace
+
+class LlamaModel::Runner {
  public:
-  explicit RunnerImpl(LlamaModel& m)
-      : m_(m), c_(m.config()), par_(m.parallel()),
-        partials_(par_ ? par_->partials() : nullptr),
-        w_(par_ ? ModelWeights<T>{} : bind_model_weights<T>(m)),
+  explicit Runner(LlamaModel& m)
+      : m_(m), c_(m.config()), be_(m.backend()), ct_(m.compute_dtype()), par_(m.parallel()),
+        hooks_(par_ ? *par_ : no_parallel()),
+        w_(par_ ? ModelWeights{} : bind_model_weights(m)),
         lora_on_(lora_targets_mask(m.lora_config())),
         lora_rank_(m.has_lora() ? m.lora_config().rank : 0) {
-    const int64_t D = c_.head_dim();
-    rope_cos_.resize(c_.max_position_embeddings * D / 2);
-    rope_sin_.resize(c_.max_position_embeddings * D / 2);
-    rope_tables(rope_cos_.data(), rope_sin_.data(), c_.max_position_embeddings, D, c_.rope_theta,
-                c_.rope_scaling);
+    const int64_t D = c_.head_dim(), P = c_.max_position_embeddings;
+    std::vector<float> cos(size_t(P * D / 2)), sin(size_t(P * D / 2));
+    rope_tables(cos.data(), sin.data(), P, D, c_.rope_theta, c_.rope_scaling);
+    rope_.resize(be_, DType::f32, 2 * P * D / 2);
+    rope_cos_ = rope_.slice(0, P, D / 2), rope_sin_ = rope_.slice(P * D / 2, P, D / 2);
+    be_.copy_from_host(rope_cos_, cos.data());
+    be_.copy_from_host(rope_sin_, sin.data());
     if (par_) w_.blocks.resize(size_t(c_.num_hidden_layers));
   }
 
-  size_t arena_bytes() const override {
+  size_t arena_bytes() const {
     return t_arena_.bytes() + f_arena_.bytes() + scratch_.bytes() + head_.bytes();
   }
 
-  LossSum run(const ModelInput& in, bool backward, float grad_scale, float* logits) override;
+  LossSum run(const ModelInput& in, bool backward, float grad_scale, float* logits);
 
  private:
   void plan(int64_t B, int64_t seq);
+  void upload(const ModelInput& in);
   LossSum head_chunk(int64_t n0, int64_t M, const ModelInput& in, bool backward, float grad_scale,
                      float* logits);
-  // Parameter units (see ModelParallel): acquire and re-read the unit's pointers / release.
+  // Parameter units (see ModelParallel): acquire and re-read the unit's views / release.
   void use(int unit, bool grads, bool weights = true);
-  void done(int unit, bool grads) {
-    if (par_) par_->release(unit, grads);
-  }
+  void done(int unit, bool grads) { hooks_.release(unit, grads); }
 
   LlamaModel& m_;
   const LlamaConfig& c_;
-  ModelParallel* par_ = nullptr;
-  PartialSums* partials_ = nullptr;  // tensor parallelism, else null
-  std::vector<float> rope_cos_, rope_sin_;
-  ModelWeights<T> w_;
+  Backend& be_;
+  DType ct_;                  // compute dtype
+  ModelParallel* par_;        // null on one device
+  ModelParallel& hooks_;      // par_, or one that does nothing
+  DeviceBuffer rope_;
+  Tensor rope_cos_, rope_sin_;
+  ModelWeights w_;
   std::array<bool, kNumProj> lora_on_{};
   int64_t lora_rank_ = 0;
   // Arena, planned for one (B, T)
   int64_t B_ = 0, T_ = 0, chunk_ = 0;
   bool planned_checkpointing_ = false;
-  Buffer<T> t_arena_;      // block activations (all layers, or one when checkpointing), final norm
-  Buffer<float> f_arena_;  // residual stream per layer, its gradient, rstd/lse, positions
-  Buffer<T> scratch_;      // block scratch
-  Buffer<T> head_;         // one chunk of logits + LoRA u/du for the head
-  std::vector<BlockActivations<T>> acts_;
-  BlockScratch<T> scratch_view_{};
-  std::vector<float*> xs_;  // residual stream: xs_[l] is block l's input, xs_[L] the output
-  float* dx_ = nullptr;
-  float* y_tmp_ = nullptr;  // recompute target under checkpointing
-  T* nf_ = nullptr;         // final norm output
-  float* rstdf_ = nullptr;
-  float* losses_ = nullptr;
-  std::vector<float> ce_stats_;  // vocabulary-parallel cross-entropy: row max, sum, target logit
+  DeviceBuffer t_arena_;   // block activations (all layers, or one when checkpointing), final norm
+  DeviceBuffer f_arena_;   // residual stream per layer, its gradient, rstd/lse, losses
+  DeviceBuffer scratch_;   // block scratch
+  DeviceBuffer head_;      // one chunk of logits + LoRA u/du for the head
+  DeviceBuffer ce_stats_;  // vocabulary-parallel cross-entropy: row max, sums, target logits
+  DeviceBuffer inputs_;    // i32 tokens, targets, positions, segments
+  DeviceBuffer logits_f32_;  // a chunk of logits widened for the host (bf16 mode)
+  std::vector<BlockActivations> acts_;
+  BlockScratch scratch_view_{};
+  std::vector<Tensor> xs_;  // residual stream: xs_[l] is block l's input, xs_[L] the output
+  Tensor dx_, y_tmp_;       // its gradient; the recompute target under checkpointing
+  Tensor nf_, rstdf_, losses_;  // final norm output, its rstd, per-token losses
+  Tensor tokens_, targets_, positions_, segments_;
   std::vector<int32_t> default_pos_;
 };
 
-template <class T>
-void RunnerImpl<T>::use(int unit, bool grads, bool weights) {
-  if (!par_) return;
-  par_->acquire(unit, grads, weights);
+void LlamaModel::Runner::use(int unit, bool grads, bool weights) {
+  hooks_.acquire(unit, grads, weights);
+  if (!par_) return;  // views bound once: without a parallel layer the storage never moves
   const int64_t L = c_.num_hidden_layers;
   if (unit == 0) bind_embedding(w_, m_);
-  else if (unit <= L) w_.blocks[size_t(unit - 1)] = bind_block_weights<T>(m_, unit - 1);
+  else if (unit <= L) w_.blocks[size_t(unit - 1)] = bind_block_weights(m_, unit - 1);
   else bind_head(w_, m_);
 }
 
-template <class T>
-void RunnerImpl<T>::plan(int64_t B, int64_t seq) {
+void LlamaModel::Runner::plan(int64_t B, int64_t seq) {
   const bool ckpt = m_.activation_checkpointing();
   if (B == B_ && seq == T_ && ckpt == planned_checkpointing_) return;
   if (seq > c_.max_position_embeddings)
@@ -216,101 +220,112 @@ void RunnerImpl<T>::plan(int64_t B, int64_t seq) {
   const int64_t stored_blocks = ckpt ? 1 : L;
   auto sizes = block_activation_sizes(c_, lora_rank_, lora_on_);
 
-  t_arena_.resize(stored_blocks * N * sizes.t_elems + N * C);
+  t_arena_.resize(be_, ct_, stored_blocks * N * sizes.t_elems + N * C);
   // residuals (L+1), dx, y_tmp, rstd_f, losses
-  f_arena_.resize(stored_blocks * N * sizes.f_elems + (L + 3) * N * C + 2 * N);
-  T* tc = t_arena_.data();
-  float* fc = f_arena_.data();
+  f_arena_.resize(be_, DType::f32, stored_blocks * N * sizes.f_elems + (L + 3) * N * C + 2 * N);
+  ArenaCursor tc(t_arena_.tensor()), fc(f_arena_.tensor());
   acts_.clear();
   for (int64_t l = 0; l < stored_blocks; ++l)
-    acts_.push_back(carve_block_activations<T>(tc, fc, N, c_, lora_rank_, lora_on_));
-  nf_ = tc;
+    acts_.push_back(carve_block_activations(tc, fc, N, c_, lora_rank_, lora_on_));
+  nf_ = tc.take(N, C);
   xs_.clear();
-  for (int64_t l = 0; l <= L; ++l) xs_.push_back(fc), fc += N * C;
-  dx_ = fc, fc += N * C;
-  y_tmp_ = fc, fc += N * C;
-  rstdf_ = fc, fc += N;
-  losses_ = fc;
+  for (int64_t l = 0; l <= L; ++l) xs_.push_back(fc.take(N, C));
+  dx_ = fc.take(N, C), y_tmp_ = fc.take(N, C);
+  rstdf_ = fc.take(N, 1), losses_ = fc.take(N, 1);
 
-  scratch_.resize(block_scratch_elems(c_, N, lora_rank_));
-  scratch_view_ = carve_block_scratch<T>(scratch_.data(), c_, N, lora_rank_);
+  scratch_.resize(be_, ct_, block_scratch_elems(c_, N, lora_rank_));
+  scratch_view_ = carve_block_scratch(scratch_.tensor(), c_, N, lora_rank_);
   // Logits are made and consumed in chunks of rows, so the whole [N, V] matrix never exists.
   // Each chunk's weight-gradient GEMM reads and writes all of dW [V, C] in f32, so chunks must be
   // large for that traffic to stay small next to the FLOPs: 2^25 elements (64 MiB in bf16) is
   // about 1000 rows at V = 32000.
   chunk_ = std::clamp<int64_t>((int64_t(1) << 25) / V, 1, N);
-  head_.resize(chunk_ * (V + 2 * std::max<int64_t>(lora_rank_, 1)));
-  ce_stats_.resize(size_t(3 * chunk_));
-  default_pos_.resize(N);
-  for (int64_t n = 0; n < N; ++n) default_pos_[n] = int32_t(n % seq);
+  head_.resize(be_, ct_, chunk_ * (V + 2 * std::max<int64_t>(lora_rank_, 1)));
+  ce_stats_.resize(be_, DType::f32, 3 * chunk_);
+  inputs_.resize(be_, DType::i32, 4 * N);
+  ArenaCursor ic(inputs_.tensor());
+  tokens_ = ic.take(N, 1), targets_ = ic.take(N, 1), positions_ = ic.take(N, 1);
+  segments_ = ic.take(N, 1);
+  logits_f32_ = DeviceBuffer();
+  default_pos_.resize(size_t(N));
+  for (int64_t n = 0; n < N; ++n) default_pos_[size_t(n)] = int32_t(n % seq);
 }
 
-template <class T>
-LossSum RunnerImpl<T>::head_chunk(int64_t n0, int64_t M, const ModelInput& in, bool backward,
-                                  float grad_scale, float* logits_out) {
+void LlamaModel::Runner::upload(const ModelInput& in) {
+  be_.copy_from_host(tokens_, in.tokens);
+  if (in.targets) be_.copy_from_host(targets_, in.targets);
+  be_.copy_from_host(positions_, in.positions ? in.positions : default_pos_.data());
+  if (in.segments) be_.copy_from_host(segments_, in.segments);
+}
+
+LossSum LlamaModel::Runner::head_chunk(int64_t n0, int64_t M, const ModelInput& in,
+                                       bool backward, float grad_scale, float* logits_out) {
   const int64_t C = c_.hidden_size, V = c_.vocab_size, r = std::max<int64_t>(lora_rank_, 1);
-  T* logits = head_.data();
-  T* u = logits + chunk_ * V;
-  T* du = u + chunk_ * r;
-  const T* x = nf_ + n0 * C;
+  const int64_t rank = w_.head.rank();
+  ArenaCursor hc(head_.tensor());
+  const Tensor logits = rows_of(hc.take(1, chunk_ * V), M, V);
+  const Tensor u = rows_of(hc.take(1, chunk_ * r), M, rank);
+  const Tensor du = rows_of(hc.take(1, chunk_ * r), M, rank);
+  const Tensor x = nf_.rows_slice(n0, M);
   {
     MT_PROFILE("lm_head forward");
-    linear_layer_forward(logits, u, x, w_.head, M, V, C);
+    linear_layer_forward(be_, logits, u, x, w_.head);
   }
   LossSum ls;
   if (logits_out) {
-    for (int64_t i = 0; i < M * V; ++i) logits_out[n0 * V + i] = to_float(logits[i]);
+    Tensor wide = logits;
+    if (ct_ != DType::f32) {
+      if (logits_f32_.empty()) logits_f32_.resize(be_, DType::f32, chunk_ * V);
+      wide = rows_of(logits_f32_.tensor(), M, V);
+      be_.convert(wide, logits);
+    }
+    be_.copy_to_host(logits_out + n0 * V, wide);
   }
   if (!in.targets) return ls;
-  if (partials_) {  // this rank holds vocabulary columns [v0, v0 + V) of the logits
+  const Tensor targets = targets_.rows_slice(n0, M), losses = losses_.rows_slice(n0, M);
+  const Tensor dlogits = backward ? logits : Tensor{};
+  {
     MT_PROFILE("cross-entropy");
-    const int64_t v0 = par_->vocab_begin();
-    float* mx = ce_stats_.data();
-    float* sums = mx + chunk_;
-    vp_ce_row_max(mx, logits, in.targets + n0, M, V);
-    partials_->max(mx, M);
-    vp_ce_row_sums(sums, logits, in.targets + n0, mx, M, V, v0);
-    partials_->sum(sums, 2 * M);
-    ls.sum = vp_ce_finish(losses_ + n0, backward ? logits : nullptr, logits, in.targets + n0, mx,
-                          sums, M, V, v0, grad_scale);
-  } else {
-    MT_PROFILE("cross-entropy");
-    ls.sum = cross_entropy_forward_backward<T>(losses_ + n0, backward ? logits : nullptr, logits,
-                                               in.targets + n0, M, V, grad_scale);
+    if (hooks_.splits_vocabulary()) {  // this rank holds vocabulary columns [v0, v0 + V)
+      const int64_t v0 = hooks_.vocab_begin();
+      ArenaCursor sc(ce_stats_.tensor());
+      const Tensor mx = sc.take(M, 1), sums = sc.take(2 * M, 1);
+      be_.cross_entropy_row_max(mx, logits, targets);
+      hooks_.reduce_max(mx);
+      be_.cross_entropy_row_sums(sums, logits, targets, mx, v0);
+      hooks_.reduce_sum(sums);
+      ls.sum = be_.cross_entropy_finish(losses, dlogits, logits, targets, mx, sums, v0,
+                                        grad_scale);
+    } else {
+      ls.sum = be_.cross_entropy(losses, dlogits, logits, targets, grad_scale);
+    }
   }
-  for (int64_t i = 0; i < M; ++i) ls.count += in.targets[n0 + i] >= 0;
+  ls.count = count_targets(in.targets + n0, M);
   if (backward) {
-    // Gradient of the final norm's output for these rows, in T, into the scratch's t3 rows.
-    T* dnf = scratch_view_.t3 + n0 * C;
+    // Gradient of the final norm's output for these rows, into the scratch's t3 rows.
+    const Tensor dnf = scratch_view_.t3.flat_slice(n0 * C, M * C).view(M, C);
     {
       MT_PROFILE("lm_head backward");
-      linear_layer_backward(dnf, false, du, logits, x, u, w_.head, M, V, C);
+      linear_layer_backward(be_, dnf, false, du, logits, x, u, w_.head);
     }
-    sum_partials(partials_, dnf, M * C);  // each rank's vocabulary columns give a partial dnf
+    hooks_.reduce_sum(dnf);  // each rank's vocabulary columns give a partial dnf
   }
   return ls;
 }
 
-template <class T>
-LossSum RunnerImpl<T>::run(const ModelInput& in, bool backward, float grad_scale,
-                           float* logits) {
+LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_scale,
+                                float* logits) {
   MT_CHECK(in.B > 0 && in.T > 0 && in.tokens, "empty model input");
-  MT_CHECK(!(partials_ && logits), "whole logits are not available under tensor parallelism");
+  const bool split_vocab = hooks_.splits_vocabulary();
+  MT_CHECK(!(split_vocab && logits), "whole logits are not available under tensor parallelism");
   plan(in.B, in.T);
   const int64_t N = in.B * in.T, C = c_.hidden_size, L = c_.num_hidden_layers;
-  const int64_t V = par_ ? par_->vocab_size() : c_.vocab_size;
-  const int64_t v0 = par_ ? par_->vocab_begin() : 0, rows = c_.vocab_size;  // rows held here
-  for (int64_t n = 0; n < N; ++n)
-    if (in.tokens[n] < 0 || in.tokens[n] >= V)
-      fail("token id " + std::to_string(in.tokens[n]) + " at position " + std::to_string(n) +
-           " is outside the vocabulary [0, " + std::to_string(V) + ")");
-  if (in.targets)
-    for (int64_t n = 0; n < N; ++n)
-      if (in.targets[n] >= V)
-        fail("target id " + std::to_string(in.targets[n]) + " is outside the vocabulary");
+  check_token_ids(in.tokens, in.targets, N, split_vocab ? hooks_.vocab_size() : c_.vocab_size);
+  upload(in);
+  const int64_t v0 = split_vocab ? hooks_.vocab_begin() : 0;
 
-  BlockInput bi{in.B, in.T, in.positions ? in.positions : default_pos_.data(), in.segments,
-                rope_cos_.data(), rope_sin_.data(), partials_};
+  BlockInput bi{in.B, in.T, positions_, in.segments ? segments_ : Tensor{}, rope_cos_,
+                rope_sin_, &hooks_};
   const bool ckpt = planned_checkpointing_;
   const bool tied = c_.tie_word_embeddings;
   const int head_unit = int(L) + 1;
@@ -318,14 +333,14 @@ LossSum RunnerImpl<T>::run(const ModelInput& in, bool backward, float grad_scale
   use(0, false);
   {
     MT_PROFILE("embedding");
-    if (partials_) embedding_forward_rows(xs_[0], in.tokens, w_.embed, N, C, v0, rows);
-    else embedding_forward(xs_[0], in.tokens, w_.embed, N, C);
+    be_.embedding_forward(xs_[0], tokens_, w_.embed, v0);
   }
-  sum_partials(partials_, xs_[0], N * C);  // vocabulary-parallel: each token's row is on one rank
+  hooks_.reduce_sum(xs_[0]);  // vocabulary-parallel: each token's row is on one rank
   done(0, false);
   for (int64_t l = 0; l < L; ++l) {
     use(int(l) + 1, false);
-    block_forward(xs_[l + 1], xs_[l], acts_[ckpt ? 0 : l], w_.blocks[l], bi, c_, scratch_view_);
+    block_forward(be_, xs_[l + 1], xs_[l], acts_[ckpt ? 0 : l], w_.blocks[l], bi, c_,
+                  scratch_view_);
     done(int(l) + 1, false);
   }
   // The head's forward and backward run chunk by chunk together, so its unit is acquired once
@@ -333,7 +348,7 @@ LossSum RunnerImpl<T>::run(const ModelInput& in, bool backward, float grad_scale
   // backward at the end.
   use(head_unit, backward);
   if (tied) use(0, backward);
-  rmsnorm_forward(nf_, rstdf_, xs_[L], w_.final_norm, N, C, c_.rms_norm_eps);
+  be_.rmsnorm_forward(nf_, rstdf_, xs_[L], w_.final_norm, c_.rms_norm_eps);
 
   LossSum total;
   for (int64_t n0 = 0; n0 < N; n0 += chunk_) {
@@ -346,34 +361,30 @@ LossSum RunnerImpl<T>::run(const ModelInput& in, bool backward, float grad_scale
     return total;
   }
 
-  std::fill(dx_, dx_ + N * C, 0.0f);
-  rmsnorm_backward(dx_, w_.dfinal_norm, scratch_view_.t3, xs_[L], w_.final_norm, rstdf_, N, C);
+  be_.fill(dx_, 0.0f);
+  be_.rmsnorm_backward(dx_, w_.dfinal_norm, rows_of(scratch_view_.t3, N, C), xs_[L],
+                       w_.final_norm, rstdf_);
   done(head_unit, true);
   for (int64_t l = L - 1; l >= 0; --l) {
     use(int(l) + 1, true);
     if (ckpt) {  // recompute this block's activations from its saved input
       MT_PROFILE("recompute (checkpointing)");
-      block_forward(y_tmp_, xs_[l], acts_[0], w_.blocks[l], bi, c_, scratch_view_);
+      block_forward(be_, y_tmp_, xs_[l], acts_[0], w_.blocks[l], bi, c_, scratch_view_);
     }
-    block_backward(dx_, xs_[l], acts_[ckpt ? 0 : l], w_.blocks[l], bi, c_, scratch_view_);
+    block_backward(be_, dx_, xs_[l], acts_[ckpt ? 0 : l], w_.blocks[l], bi, c_, scratch_view_);
     done(int(l) + 1, true);
   }
   use(0, true, /*weights=*/tied);  // a lookup's gradient reads no weights (tied: held anyway)
   {
     MT_PROFILE("embedding");
-    if (w_.dembed && partials_) embedding_backward_rows(w_.dembed, in.tokens, dx_, N, C, v0, rows);
-    else if (w_.dembed) embedding_backward(w_.dembed, in.tokens, dx_, N, C);
+    if (w_.dembed) be_.embedding_backward(w_.dembed, tokens_, dx_, v0);
   }
   done(0, true);
   return total;
 }
 
-}  // namespace
-
 void LlamaModel::ensure_runner() {
-  if (runner_) return;
-  if (precision_ == Precision::bf16) runner_ = std::make_unique<RunnerImpl<bf16>>(*this);
-  else runner_ = std::make_unique<RunnerImpl<float>>(*this);
+  if (!runner_) runner_ = std::make_unique<Runner>(*this);
 }
 
 LossSum LlamaModel::forward_backward(const ModelInput& in, float grad_scale) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "backend/backend.h"
 #include "model/block.h"
 #include "model/config.h"
 #include "model/model_parallel.h"
@@ -31,15 +32,19 @@ class LlamaModel {
   // lora.enabled selects LoRA training: the base is frozen (no gradients, bf16-only matrices in
   // bf16 mode) and only the adapters are trainable.
   // With `own_storage` false the parameters are declared but not allocated: a parallel layer
-  // (set_parallel) owns their storage and points them at it unit by unit.
+  // (set_parallel) owns their storage and points them at it unit by unit. Every op and every
+  // buffer of the model goes through `backend`.
   LlamaModel(const LlamaConfig& config, Precision precision, const LoraConfig& lora,
-             bool own_storage = true);
+             bool own_storage = true, Backend& backend = cpu_backend());
   ~LlamaModel();
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
 
   const LlamaConfig& config() const { return config_; }
   Precision precision() const { return precision_; }
+  // The dtype the GEMMs and the activations between them use: bf16 in mixed precision, else f32.
+  DType compute_dtype() const { return precision_ == Precision::bf16 ? DType::bf16 : DType::f32; }
+  Backend& backend() const { return backend_; }
   bool has_lora() const { return lora_.enabled; }
   const LoraConfig& lora_config() const { return lora_; }
   ParamStore& base() { return base_; }
@@ -68,7 +73,7 @@ class LlamaModel {
   LossSum forward_backward(const ModelInput& in, float grad_scale);
   // Forward only: the loss over counted tokens.
   LossSum forward_loss(const ModelInput& in);
-  // Forward only: all logits, f32 [B*T, V] (tests and generation).
+  // Forward only: all logits, f32 [B*T, V] into host memory (tests and generation).
   void forward_logits(const ModelInput& in, float* logits);
 
   // After the optimizer changed master values: refresh the bf16 copies the GEMMs read.
@@ -79,13 +84,14 @@ class LlamaModel {
   // Bytes of the activation arena for the last batch shape (planned, allocated once per shape).
   size_t activation_bytes() const;
 
-  struct Runner;  // the compute-type-specific implementation (f32 or bf16)
+  class Runner;  // the activation arena and the forward/backward over it
 
  private:
   void ensure_runner();
 
   LlamaConfig config_;
   Precision precision_;
+  Backend& backend_;
   LoraConfig lora_;
   ParamStore base_;
   ParamStore adapters_;

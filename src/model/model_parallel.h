@@ -1,10 +1,12 @@
 // The model's side of a parallel layer: where FSDP gathers and frees parameters, and where tensor
 // parallelism combines partial results. LlamaModel calls these at fixed points of its forward and
-// backward; what they do (all-gathers, reduce-scatters, over which ranks) stays outside the model.
+// backward whether or not a parallel layer is set (this base class, doing nothing, stands in for
+// a model whole on one device); what they do (all-gathers, reduce-scatters, over which ranks)
+// stays outside the model.
 #pragma once
 #include <cstdint>
 
-#include "model/partial_sums.h"
+#include "core/tensor.h"
 
 namespace mt {
 
@@ -19,14 +21,22 @@ class ModelParallel {
   // unit's gradients are then complete. A unit acquired again while held stays as it is (an
   // acquire with grads of a unit held without them adds zeroed gradients). With `weights` false
   // only the gradients are needed (the untied embedding's backward is a scatter-add of rows).
-  virtual void acquire(int unit, bool grads, bool weights) = 0;
-  virtual void release(int unit, bool grads) = 0;
+  virtual void acquire(int unit, bool grads, bool weights) {}
+  virtual void release(int unit, bool grads) {}
 
-  // Tensor parallelism: the group's partial sums, or null when every rank holds whole layers
-  // (the model's config then has all the heads and the whole vocabulary).
-  virtual PartialSums* partials() = 0;
-  virtual int64_t vocab_begin() const = 0;  // first vocabulary row of this rank's embedding/head
-  virtual int64_t vocab_size() const = 0;   // the whole vocabulary
+  // Tensor parallelism (Megatron): in place, the elementwise sum / maximum of a tensor over the
+  // ranks that each computed a partial result of it. The model calls reduce_sum after the
+  // row-parallel o and down products (and a LoRA adapter's inner product there), after the
+  // column-parallel input gradients, after the vocabulary-parallel embedding lookup and the head's
+  // input gradient; reduce_max and reduce_sum around the vocabulary-parallel cross-entropy.
+  // Without tensor parallelism there is nothing to combine.
+  virtual void reduce_sum(const Tensor& partial) {}
+  virtual void reduce_max(const Tensor& partial) {}
+  // True when this rank's embedding and head hold vocabulary rows [vocab_begin(), + the config's
+  // vocab_size) of vocab_size() (the model's config then has this rank's heads only).
+  virtual bool splits_vocabulary() const { return false; }
+  virtual int64_t vocab_begin() const { return 0; }
+  virtual int64_t vocab_size() const { return 0; }
 };
 
 }  // namespace mt

@@ -35,13 +35,14 @@ void ParamStore::allocate(bool buffers) {
   pending_.clear();
   has_buffers_ = buffers;
   if (!buffers) return;
-  master_.resize(master);
-  compute_.resize(compute);
-  grad_.resize(grad);
+  master_.resize(*backend_, DType::f32, master);
+  compute_.resize(*backend_, DType::bf16, compute);
+  grad_.resize(*backend_, DType::f32, grad);
   for (auto& p : params_) {
-    if (p.master_offset >= 0) p.master = master_.data() + p.master_offset;
-    if (p.compute_offset >= 0) p.compute = compute_.data() + p.compute_offset;
-    if (p.grad_offset >= 0) p.grad = grad_.data() + p.grad_offset;
+    p.device = backend_->device();
+    if (p.master_offset >= 0) p.master = master_.as<float>() + p.master_offset;
+    if (p.compute_offset >= 0) p.compute = compute_.as<bf16>() + p.compute_offset;
+    if (p.grad_offset >= 0) p.grad = grad_.as<float>() + p.grad_offset;
   }
 }
 
@@ -67,19 +68,33 @@ int64_t ParamStore::numel() const {
   return n;
 }
 
+// Values go through an f32 staging tensor on the device, so the bf16 copy is rounded by the
+// backend's own conversion whatever the device.
 void ParamStore::set_values(Param& p, const float* values) {
-  if (p.master) std::copy(values, values + p.numel, p.master);
-  if (p.compute) convert(p.compute, values, size_t(p.numel));
+  if (p.master) {
+    backend_->copy_from_host(p.master_tensor(), values);
+    if (p.compute) backend_->convert(p.compute_tensor(), p.master_tensor());
+    return;
+  }
+  DeviceBuffer staging(*backend_, DType::f32, p.numel);
+  backend_->copy_from_host(staging.tensor(), values);
+  backend_->convert(p.compute_tensor(), staging.tensor());
 }
 
 void ParamStore::get_values(const Param& p, float* out) const {
-  if (p.master) std::copy(p.master, p.master + p.numel, out);
-  else convert(out, p.compute, size_t(p.numel));
+  if (p.master) return backend_->copy_to_host(out, p.master_tensor());
+  DeviceBuffer staging(*backend_, DType::f32, p.numel);
+  backend_->convert(staging.tensor(), p.compute_tensor());
+  backend_->copy_to_host(out, staging.tensor());
+}
+
+void ParamStore::zero_grad() {
+  if (!grad_.empty()) backend_->fill(grad_.tensor(), 0.0f);
 }
 
 void ParamStore::sync_compute() {
   for (auto& p : params_)
-    if (p.compute && p.master) convert(p.compute, p.master, size_t(p.numel));
+    if (p.compute && p.master) backend_->convert(p.compute_tensor(), p.master_tensor());
 }
 
 }  // namespace mt

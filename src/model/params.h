@@ -1,6 +1,7 @@
 // A set of named parameter tensors carved out of a few flat buffers (llm.c style): one f32 buffer
-// of values, one bf16 buffer of compute copies, one f32 buffer of gradients. Flat buffers make the
-// optimizer, clipping, checkpointing and (later) sharding simple loops over contiguous memory.
+// of values, one bf16 buffer of compute copies, one f32 buffer of gradients, all allocated on one
+// backend's device. Flat buffers make the optimizer, clipping, checkpointing and sharding simple
+// passes over contiguous memory.
 //
 // Every tensor has a storage plan decided when it is added:
 //   master  - f32 values exist (trainable tensors, norms, embeddings, and everything in fp32 mode)
@@ -12,8 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
+#include "backend/device_buffer.h"
 #include "core/bf16.h"
-#include "core/buffer.h"
 
 namespace mt {
 
@@ -22,11 +24,28 @@ struct Param {
   std::vector<int64_t> shape;
   int64_t numel = 0;
   bool decay = true;            // AdamW weight decay applies (matrices yes, norms no)
+  // Device memory (of the store's backend, or of whoever owns sharded storage), null when absent.
   float* master = nullptr;
   bf16* compute = nullptr;
   float* grad = nullptr;
+  Device device;
   // Offsets into the store's flat buffers, -1 when absent.
   int64_t master_offset = -1, compute_offset = -1, grad_offset = -1;
+
+  // The copies as tensor views: a matrix [out, in] as itself, a vector as [1, n]. Empty where the
+  // copy is absent.
+  Tensor master_tensor() const { return view(master, DType::f32); }
+  Tensor compute_tensor() const { return view(compute, DType::bf16); }
+  Tensor grad_tensor() const { return view(grad, DType::f32); }
+  // What the GEMMs read: the bf16 copy where there is one (bf16 mode), else the f32 master.
+  Tensor gemm_tensor() const { return compute ? compute_tensor() : master_tensor(); }
+
+ private:
+  Tensor view(void* p, DType t) const {
+    if (!p) return {};
+    const int64_t rows = shape.size() >= 2 ? shape[0] : 1;
+    return {p, t, rows, numel / rows, device};
+  }
 };
 
 struct ParamPlan {
@@ -38,6 +57,9 @@ struct ParamPlan {
 
 class ParamStore {
  public:
+  explicit ParamStore(Backend& backend = cpu_backend()) : backend_(&backend) {}
+  Backend& backend() const { return *backend_; }
+
   // Declare a tensor; storage is allocated by allocate(). Trainable tensors (grad) are laid out
   // first and contiguously in master and grad, so the optimizer sees one flat range.
   void add(const std::string& name, std::vector<int64_t> shape, ParamPlan plan);
@@ -55,18 +77,21 @@ class ParamStore {
 
   // Trainable range: master[0, trainable_numel) pairs with grad[0, trainable_numel).
   int64_t trainable_numel() const { return trainable_numel_; }
-  float* master_data() { return master_.data(); }
-  float* grad_data() { return grad_.data(); }
-  const float* grad_data() const { return grad_.data(); }
+  float* master_data() { return master_.as<float>(); }
+  float* grad_data() { return grad_.as<float>(); }
+  const float* grad_data() const { return grad_.as<float>(); }
+  // The trainable range of the gradients as one f32 tensor [1, trainable_numel].
+  Tensor trainable_grads() const { return grad_.tensor(); }
   int64_t numel() const;
 
-  // Sets a tensor's values from f32 data: the master copy and/or the bf16 copy, whichever exist.
+  // Sets a tensor's values from f32 host data: the master copy and/or the bf16 copy, whichever
+  // exist.
   void set_values(Param& p, const float* values);
   void set_values(const std::string& name, const float* values) { set_values(get(name), values); }
-  // Reads a tensor's values as f32 (from the master copy, else from the bf16 copy).
+  // Reads a tensor's values into f32 host memory (from the master copy, else the bf16 copy).
   void get_values(const Param& p, float* out) const;
 
-  void zero_grad() { grad_.zero(); }
+  void zero_grad();
   // Refresh every bf16 compute copy from its master (after an optimizer step).
   void sync_compute();
   size_t bytes() const { return master_.bytes() + compute_.bytes() + grad_.bytes(); }
@@ -79,9 +104,10 @@ class ParamStore {
   };
   std::vector<Pending> pending_;
   std::vector<Param> params_;
-  Buffer<float> master_;
-  Buffer<bf16> compute_;
-  Buffer<float> grad_;
+  Backend* backend_;
+  DeviceBuffer master_;   // f32
+  DeviceBuffer compute_;  // bf16
+  DeviceBuffer grad_;     // f32
   int64_t trainable_numel_ = 0;
   bool has_buffers_ = false;
 };

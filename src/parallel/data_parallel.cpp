@@ -1,9 +1,9 @@
 #include "parallel/data_parallel.h"
 
+#include <cmath>
 #include <string>
 
 #include "core/error.h"
-#include "train/adamw.h"
 
 namespace mt::parallel {
 
@@ -41,7 +41,8 @@ void DataParallel::sum_gradients(ParamStore& params) {
 }
 
 double DataParallel::grad_norm(const ParamStore& params) {
-  return global_grad_norm(params.grad_data(), params.trainable_numel());
+  const Tensor grads = params.trainable_grads();
+  return grads ? std::sqrt(params.backend().sum_squares(grads)) : 0.0;
 }
 
 }  // namespace mt::parallel

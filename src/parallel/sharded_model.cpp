@@ -49,7 +49,8 @@ ShardedModel::ShardedModel(Mesh& mesh, const LlamaConfig& full, Precision precis
     : mesh_(mesh), full_(full), precision_(precision), lora_(lora) {
   local_ = tensor_parallel_config(full_, mesh_.shape().tp);
   model_ = std::make_unique<LlamaModel>(local_, precision_, lora_, /*own_storage=*/false);
-  if (mesh_.shape().tp > 1) partials_ = std::make_unique<CommPartialSums>(mesh_.axis(Axis::tp));
+  if (mesh_.shape().tp > 1)
+    tp_ = std::make_unique<TensorParallelGroup>(mesh_.axis(Axis::tp), cpu_backend());
   build_slots(rules);
   build_units();
   point_model_at_shards();

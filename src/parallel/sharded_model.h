@@ -98,7 +98,13 @@ class ShardedModel final : public ModelParallel {
   // ModelParallel
   void acquire(int unit, bool grads, bool weights) override;
   void release(int unit, bool grads) override;
-  PartialSums* partials() override { return partials_.get(); }
+  void reduce_sum(const Tensor& partial) override {
+    if (tp_) tp_->sum(partial);
+  }
+  void reduce_max(const Tensor& partial) override {
+    if (tp_) tp_->max(partial);
+  }
+  bool splits_vocabulary() const override { return tp_ != nullptr; }
   int64_t vocab_begin() const override { return vocab_begin_; }
   int64_t vocab_size() const override { return full_.vocab_size; }
 
@@ -123,7 +129,7 @@ class ShardedModel final : public ModelParallel {
   ScratchPool pool_;  // declared before the units and scatters, which hold its blocks
   std::vector<std::unique_ptr<Unit>> units_;
   std::vector<std::unique_ptr<PendingScatter>> scatters_;
-  std::unique_ptr<CommPartialSums> partials_;
+  std::unique_ptr<TensorParallelGroup> tp_;  // null when tp = 1
   int64_t vocab_begin_ = 0;
   double exposed_s_ = 0.0;
   bool prefetch_ = true;

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/profile.h"
 
 namespace mt::parallel {
 
@@ -22,6 +23,28 @@ LlamaConfig tensor_parallel_config(const LlamaConfig& full, int64_t tp) {
   local.intermediate_size = divide(full.intermediate_size, "intermediate_size");
   local.vocab_size = divide(full.vocab_size, "vocab_size");
   return local;
+}
+
+Tensor TensorParallelGroup::widened(const Tensor& t) {
+  if (t.dtype == DType::f32) return t;
+  if (staging_.numel() < t.numel()) staging_.resize(backend_, DType::f32, t.numel());
+  const Tensor f32 = staging_.slice(0, t.rows, t.cols);
+  backend_.convert(f32, t);
+  return f32;
+}
+
+void TensorParallelGroup::sum(const Tensor& partial) {
+  MT_PROFILE("tensor-parallel all-reduce");
+  const Tensor f32 = widened(partial);
+  group_.all_reduce_sum(f32.as<float>(), f32.numel());
+  if (f32.data != partial.data) backend_.convert(partial, f32);
+}
+
+void TensorParallelGroup::max(const Tensor& partial) {
+  MT_PROFILE("tensor-parallel all-reduce");
+  const Tensor f32 = widened(partial);
+  group_.all_reduce_max(f32.as<float>(), f32.numel());
+  if (f32.data != partial.data) backend_.convert(partial, f32);
 }
 
 }  // namespace mt::parallel

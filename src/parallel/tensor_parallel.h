@@ -1,15 +1,15 @@
 // Megatron-style tensor parallelism, the parts outside the model: the share of the model one tp
 // rank computes (its attention heads, MLP columns and vocabulary rows, the whole hidden size) and
 // the partial sums over the tp group. The model (src/model/block.cpp) does the rest at the points
-// PartialSums marks: one all-reduce after the row-parallel o and down products in forward, one
+// where it calls ModelParallel::reduce_sum: one all-reduce after the row-parallel o and down products in forward, one
 // after the column-parallel input gradients in backward, and the vocabulary-parallel embedding and
 // cross-entropy, so the logits are never gathered whole.
 #pragma once
 #include <cstdint>
 
-#include "parallel/comm.h"
+#include "backend/device_buffer.h"
 #include "model/config.h"
-#include "model/partial_sums.h"
+#include "parallel/comm.h"
 
 namespace mt::parallel {
 
@@ -18,15 +18,21 @@ namespace mt::parallel {
 // naming the size that does not divide (each rank must hold whole heads).
 LlamaConfig tensor_parallel_config(const LlamaConfig& full, int64_t tp);
 
-// PartialSums over a communicator (the tp group).
-class CommPartialSums final : public PartialSums {
+// Elementwise sums and maxima of partial results over the tp group, in place, for tensors of any
+// float dtype: bf16 partials are summed in f32, so the reduction adds no rounding beyond the
+// final conversion.
+class TensorParallelGroup {
  public:
-  explicit CommPartialSums(Comm& group) : group_(group) {}
-  void sum(float* data, int64_t n) override { group_.all_reduce_sum(data, n); }
-  void max(float* data, int64_t n) override { group_.all_reduce_max(data, n); }
+  TensorParallelGroup(Comm& group, Backend& backend) : group_(group), backend_(backend) {}
+  void sum(const Tensor& partial);
+  void max(const Tensor& partial);
 
  private:
+  Tensor widened(const Tensor& t);  // t itself when f32, else an f32 copy in staging_
+
   Comm& group_;
+  Backend& backend_;
+  DeviceBuffer staging_;
 };
 
 }  // namespace mt::parallel

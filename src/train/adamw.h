@@ -1,11 +1,11 @@
 // AdamW with decoupled weight decay and bias correction (as torch.optim.AdamW), over the trainable
-// range of a ParamStore. Moments are f32 and live here; the store's master values are updated and,
-// in the same pass, their bf16 compute copies (one sweep over memory instead of three: clip scale,
-// update and bf16 refresh are fused).
+// range of a ParamStore. Moments are f32 and live here, on the store's backend; the backend's
+// adamw_update updates the master values and, in the same pass, their bf16 compute copies (one
+// sweep over memory instead of three: clip scale, update and bf16 refresh are fused).
 #pragma once
 #include <cstdint>
 
-#include "core/buffer.h"
+#include "backend/device_buffer.h"
 #include "model/params.h"
 #include "train/run_config.h"
 
@@ -20,20 +20,20 @@ class AdamW {
   ParamStore& params() { return params_; }
 
   // State, exposed for checkpoints.
-  Buffer<float>& m() { return m_; }
-  Buffer<float>& v() { return v_; }
+  float* m() { return m_.as<float>(); }
+  float* v() { return v_.as<float>(); }
   void set_steps_taken(int64_t t) { t_ = t; }
   size_t state_bytes() const { return m_.bytes() + v_.bytes(); }
 
  private:
   ParamStore& params_;
   OptimConfig cfg_;
-  Buffer<float> m_, v_;
+  DeviceBuffer m_, v_;  // f32, laid out like the store's trainable gradients
   int64_t t_ = 0;
 };
 
-// Global L2 norm of a gradient vector, summed in a fixed order (bit-identical for any thread count).
-double global_grad_norm(const float* grad, int64_t n);
+// L2 norm of an f32 gradient tensor, summed in a fixed order (bit-identical for any thread count).
+double grad_norm(Backend& backend, const Tensor& grads);
 // The factor that brings a gradient of this norm down to max_norm (1 when below, or max_norm <= 0).
 float clip_factor(double norm, float max_norm);
 

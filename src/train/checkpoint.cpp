@@ -59,7 +59,7 @@ std::vector<HeldTensor> whole_tensors(ParamStore& trainable, AdamW& optimizer) {
   for (auto& p : trainable.params()) {
     if (!p.grad) continue;
     out.push_back({p.name, p.shape, TensorBox::whole(p.shape), p.master,
-                   optimizer.m().data() + p.grad_offset, optimizer.v().data() + p.grad_offset, true});
+                   optimizer.m() + p.grad_offset, optimizer.v() + p.grad_offset, true});
   }
   return out;
 }

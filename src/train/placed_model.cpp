@@ -83,8 +83,8 @@ std::vector<HeldTensor> PlacedModel::held_tensors(AdamW& optimizer) {
   for (const auto& s : sharded_->slots()) {
     if (!s.trainable) continue;
     Param& p = *s.shard;
-    out.push_back({s.name, s.full_shape, s.box, p.master, optimizer.m().data() + p.grad_offset,
-                   optimizer.v().data() + p.grad_offset, s.writer});
+    out.push_back({s.name, s.full_shape, s.box, p.master, optimizer.m() + p.grad_offset,
+                   optimizer.v() + p.grad_offset, s.writer});
   }
   return out;
 }

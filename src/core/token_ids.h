@@ -1,0 +1,14 @@
+// Checks on the token ids a batch hands the model, on the host before anything is uploaded, so a
+// bad id is one clear error line instead of an out-of-bounds read on some device.
+#pragma once
+#include <cstdint>
+
+namespace mt {
+
+// mt::Error unless every token is in [0, vocab) and every target is < vocab (negative targets
+// mean "not counted").
+void check_token_ids(const int32_t* tokens, const int32_t* targets, int64_t n, int64_t vocab);
+// Targets that count towards the loss (the non-negative ones).
+int64_t count_targets(const int32_t* targets, int64_t n);
+
+}  // namespace mt

@@ -1,0 +1,248 @@
+// The reference backend: each op makes the same argument checks as the CPU backend
+// (tensor_checks.h), then runs the textbook kernel of kernels/reference/.
+#include "backend/reference_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "backend/tensor_checks.h"
+#include "core/memory_stats.h"
+#include "kernels/reference/attention.h"
+#include "kernels/reference/cross_entropy.h"
+#include "kernels/reference/embedding.h"
+#include "kernels/reference/layout.h"
+#include "kernels/reference/matmul.h"
+#include "kernels/reference/optimizer.h"
+#include "kernels/reference/rmsnorm.h"
+#include "kernels/reference/rope.h"
+#include "kernels/reference/swiglu.h"
+
+namespace mt {
+
+namespace {
+
+constexpr size_t kAlign = 64;  // a cache line: enough for every dtype and for vector loads
+size_t padded(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+ref::AttentionSizes sizes(const AttentionDims& d) { return {d.B, d.T, d.Hq, d.Hkv, d.D}; }
+
+// Only float tensors reach the math kernels (they read f32 or bf16).
+void float_only(const Tensor& t, const char* op) {
+  if (t.dtype == DType::i32) fail_op(op, "no i32 kernel");
+}
+
+class ReferenceBackend final : public Backend {
+ public:
+  const char* name() const override { return "reference"; }
+  Device device() const override { return {DeviceKind::reference, 0}; }
+
+  void* allocate(size_t bytes) override {
+    void* p = std::aligned_alloc(kAlign, padded(bytes));
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0, padded(bytes));
+    memory_stats::add(padded(bytes));
+    return p;
+  }
+  void deallocate(void* p, size_t bytes) override {
+    if (!p) return;
+    memory_stats::sub(padded(bytes));
+    std::free(p);
+  }
+  void copy_from_host(const Tensor& dst, const void* src) override {
+    on_device(dst, "copy_from_host");
+    if (dst.bytes()) std::memcpy(dst.data, src, dst.bytes());
+  }
+  void copy_to_host(void* dst, const Tensor& src) override {
+    on_device(src, "copy_to_host");
+    if (src.bytes()) std::memcpy(dst, src.data, src.bytes());
+  }
+  void copy(const Tensor& dst, const Tensor& src) override {
+    on_device(dst, "copy"), on_device(src, "copy");
+    same_layout(dst, src, "copy");
+    if (dst.bytes()) std::memmove(dst.data, src.data, dst.bytes());
+  }
+  void fill(const Tensor& dst, float value) override {
+    on_device(dst, "fill");
+    const int64_t n = dst.numel();
+    switch (dst.dtype) {
+      case DType::f32: std::fill_n(dst.as<float>(), n, value); break;
+      case DType::bf16: std::fill_n(dst.as<bf16>(), n, float_to_bf16(value)); break;
+      case DType::i32: std::fill_n(dst.as<int32_t>(), n, int32_t(value)); break;
+    }
+  }
+
+  void matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+              float alpha, bool accumulate) override {
+    on_device(c, "matmul"), on_device(a, "matmul"), on_device(b, "matmul");
+    matmul_dims(c, a, trans_a, b, trans_b);
+    ref::matmul(c, a, trans_a, b, trans_b, alpha, accumulate);
+  }
+
+  void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                         const Tensor& v, const Tensor& segments,
+                         const AttentionDims& d) override {
+    check_attention(d, out, lse, q, k, v, segments, device(), "attention_forward");
+    float_only(q, "attention_forward");
+    ref::attention_forward(out, lse, q, k, v, segments, sizes(d));
+  }
+  void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                          const Tensor& dout, const Tensor& out, const Tensor& lse,
+                          const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Tensor& segments, const AttentionDims& d) override {
+    const char* op = "attention_backward";
+    check_attention(d, out, lse, q, k, v, segments, device(), op);
+    float_only(q, op);
+    same_layout(dq, q, op), same_layout(dout, q, op), same_layout(dk, k, op);
+    same_layout(dv, v, op);
+    for (const Tensor* t : {&dq, &dk, &dv, &dout}) on_device(*t, op);
+    ref::attention_backward(dq, dk, dv, dout, q, k, v, segments, sizes(d));
+  }
+  void decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_cache,
+                        const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv) override {
+    check_decode(out, q, k_cache, v_cache, len, Hq, Hkv, device());
+    float_only(q, "decode_attention");
+    ref::decode_attention(out, q, k_cache, v_cache, len, Hq, Hkv);
+  }
+
+  void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                       float eps) override {
+    check_rmsnorm(out, rstd, x, w, device(), "rmsnorm_forward");
+    float_only(out, "rmsnorm_forward");
+    ref::rmsnorm_forward(out, rstd, x, w, eps);
+  }
+  void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dout, const Tensor& x,
+                        const Tensor& w, const Tensor& rstd) override {
+    const char* op = "rmsnorm_backward";
+    check_rmsnorm(dout, rstd, x, w, device(), op);
+    float_only(dout, op);
+    same_layout(dx, x, op), on_device(dx, op);
+    if (dw) check_numel(dw, w.numel(), DType::f32, device(), op);
+    ref::rmsnorm_backward(dx, dw, dout, x, w, rstd);
+  }
+
+  void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
+                    const Tensor& positions, int64_t heads) override {
+    check_rope(x, cos, sin, positions, heads, device(), "rope_forward");
+    float_only(x, "rope_forward");
+    ref::rope_forward(x, cos, sin, positions, heads);
+  }
+  void rope_backward(const Tensor& dx, const Tensor& cos, const Tensor& sin,
+                     const Tensor& positions, int64_t heads) override {
+    check_rope(dx, cos, sin, positions, heads, device(), "rope_backward");
+    float_only(dx, "rope_backward");
+    ref::rope_backward(dx, cos, sin, positions, heads);
+  }
+
+  void swiglu_forward(const Tensor& h, const Tensor& gate, const Tensor& up) override {
+    check_elementwise({&h, &gate, &up}, device(), "swiglu_forward");
+    float_only(h, "swiglu_forward");
+    ref::swiglu_forward(h, gate, up);
+  }
+  void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dh,
+                       const Tensor& gate, const Tensor& up) override {
+    check_elementwise({&dgate, &dup, &dh, &gate, &up}, device(), "swiglu_backward");
+    float_only(dh, "swiglu_backward");
+    ref::swiglu_backward(dgate, dup, dh, gate, up);
+  }
+
+  void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& table,
+                         int64_t row0) override {
+    check_embedding(out, tokens, table, device(), "embedding_forward");
+    ref::embedding_forward(out, tokens, table, row0);
+  }
+  void embedding_backward(const Tensor& dtable, const Tensor& tokens, const Tensor& dout,
+                          int64_t row0) override {
+    check_embedding(dout, tokens, dtable, device(), "embedding_backward");
+    ref::embedding_backward(dtable, tokens, dout, row0);
+  }
+
+  double cross_entropy(const Tensor& losses, const Tensor& dlogits, const Tensor& logits,
+                       const Tensor& targets, float grad_scale) override {
+    check_cross_entropy(losses, dlogits, logits, targets, device(), "cross_entropy");
+    float_only(logits, "cross_entropy");
+    return ref::cross_entropy(losses, dlogits, logits, targets, grad_scale);
+  }
+  void cross_entropy_row_max(const Tensor& row_max, const Tensor& logits,
+                             const Tensor& targets) override {
+    check_cross_entropy(row_max, {}, logits, targets, device(), "cross_entropy_row_max");
+    float_only(logits, "cross_entropy_row_max");
+    ref::cross_entropy_row_max(row_max, logits, targets);
+  }
+  void cross_entropy_row_sums(const Tensor& sums, const Tensor& logits, const Tensor& targets,
+                              const Tensor& row_max, int64_t v0) override {
+    const char* op = "cross_entropy_row_sums";
+    check_cross_entropy(row_max, {}, logits, targets, device(), op);
+    check_numel(sums, 2 * logits.rows, DType::f32, device(), op);
+    float_only(logits, op);
+    ref::cross_entropy_row_sums(sums, logits, targets, row_max, v0);
+  }
+  double cross_entropy_finish(const Tensor& losses, const Tensor& dlogits, const Tensor& logits,
+                              const Tensor& targets, const Tensor& row_max, const Tensor& sums,
+                              int64_t v0, float grad_scale) override {
+    const char* op = "cross_entropy_finish";
+    check_cross_entropy(losses, dlogits, logits, targets, device(), op);
+    check_numel(row_max, logits.rows, DType::f32, device(), op);
+    check_numel(sums, 2 * logits.rows, DType::f32, device(), op);
+    float_only(logits, op);
+    return ref::cross_entropy_finish(losses, dlogits, logits, targets, row_max, sums, v0,
+                                     grad_scale);
+  }
+
+  void residual_add(const Tensor& y, const Tensor& x, const Tensor& delta) override {
+    check_numel(y, delta.numel(), DType::f32, device(), "residual_add");
+    check_numel(x, delta.numel(), DType::f32, device(), "residual_add");
+    on_device(delta, "residual_add");
+    float_only(delta, "residual_add");
+    ref::residual_add(y, x, delta);
+  }
+  void convert(const Tensor& dst, const Tensor& src) override {
+    on_device(dst, "convert"), on_device(src, "convert");
+    same_numel(dst, src, "convert");
+    if (dst.dtype != src.dtype && (dst.dtype == DType::i32 || src.dtype == DType::i32))
+      unsupported_conversion(dst, src);
+    ref::convert(dst, src);
+  }
+  void add(const Tensor& dst, const Tensor& src) override {
+    check_numel(dst, src.numel(), DType::f32, device(), "add");
+    check_numel(src, dst.numel(), DType::f32, device(), "add");
+    ref::residual_add(dst, dst, src);
+  }
+  void split_columns(const Tensor& src, std::span<const Tensor> blocks) override {
+    check_column_blocks(src, blocks, device(), "split_columns");
+    ref::split_columns(src, blocks);
+  }
+  void concat_columns(const Tensor& dst, std::span<const Tensor> blocks) override {
+    check_column_blocks(dst, blocks, device(), "concat_columns");
+    ref::concat_columns(dst, blocks);
+  }
+  void copy_box(const Tensor& src, const TensorBox& src_box, const Tensor& dst,
+                const TensorBox& dst_box, const TensorBox& region) override {
+    check_boxes(src, src_box, dst, dst_box, device(), "copy_box");
+    ref::copy_box(src, src_box, dst, dst_box, region);
+  }
+
+  void adamw_update(const Tensor& master, const Tensor& master16, const Tensor& grad,
+                    const Tensor& m, const Tensor& v, bool decay, const AdamWHyper& h) override {
+    check_adamw(master, master16, grad, m, v, device());
+    ref::adamw_update(master, master16, grad, m, v,
+                      {h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.t, h.grad_scale, decay});
+  }
+  double sum_squares(const Tensor& x) override {
+    check_numel(x, x.numel(), DType::f32, device(), "sum_squares");
+    return ref::sum_squares(x);
+  }
+
+ private:
+  void on_device(const Tensor& t, const char* op) const { check_device(t, device(), op); }
+};
+
+}  // namespace
+
+Backend& reference_backend() {
+  static ReferenceBackend backend;
+  return backend;
+}
+
+}  // namespace mt

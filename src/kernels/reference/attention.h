@@ -1,0 +1,33 @@
+// Reference attention: the score matrix of each (batch, query head) is materialised, masked
+// (causal, and same document when segment ids are given), and softmaxed in double.
+//
+// Layouts are the backend's: q and out [B, T, Hq, D], k and v [B, T, Hkv, D] (GEMM outputs as
+// they come), segments [B, T] or empty. Query head h reads KV head h / (Hq / Hkv); scale 1/sqrt(D).
+// This backend's lse layout is [B, T, Hq]: the log-sum-exp of a query row's scaled scores.
+#pragma once
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace mt::ref {
+
+struct AttentionSizes {
+  int64_t B, T, Hq, Hkv, D;
+};
+
+void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                       const Tensor& v, const Tensor& segments, const AttentionSizes& s);
+
+// dq, dk, dv overwritten with the exact gradient of the forward. The softmax is recomputed from
+// q and k rather than taken from out and lse, so the oracle does not inherit a rounding of the
+// saved values (bf16 out); out and lse are only checked to have been given.
+void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                        const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& segments, const AttentionSizes& s);
+
+// One query token over a KV cache: q and out [Hq, D]; caches [>= len, Hkv, D] f32, every one of
+// the first len positions visible.
+void decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_cache,
+                      const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv);
+
+}  // namespace mt::ref

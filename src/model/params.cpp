@@ -33,13 +33,13 @@ void ParamStore::allocate(bool buffers) {
     if (pass == 0) trainable_numel_ = grad;
   }
   pending_.clear();
+  for (auto& p : params_) p.device = backend_->device();  // also where another layer owns storage
   has_buffers_ = buffers;
   if (!buffers) return;
   master_.resize(*backend_, DType::f32, master);
   compute_.resize(*backend_, DType::bf16, compute);
   grad_.resize(*backend_, DType::f32, grad);
   for (auto& p : params_) {
-    p.device = backend_->device();
     if (p.master_offset >= 0) p.master = master_.as<float>() + p.master_offset;
     if (p.compute_offset >= 0) p.compute = compute_.as<bf16>() + p.compute_offset;
     if (p.grad_offset >= 0) p.grad = grad_.as<float>() + p.grad_offset;
@@ -70,15 +70,15 @@ int64_t ParamStore::numel() const {
 
 // Values go through an f32 staging tensor on the device, so the bf16 copy is rounded by the
 // backend's own conversion whatever the device.
-void ParamStore::set_values(Param& p, const float* values) {
+void set_param_values(Backend& backend, const Param& p, const float* values) {
   if (p.master) {
-    backend_->copy_from_host(p.master_tensor(), values);
-    if (p.compute) backend_->convert(p.compute_tensor(), p.master_tensor());
+    backend.copy_from_host(p.master_tensor(), values);
+    if (p.compute) backend.convert(p.compute_tensor(), p.master_tensor());
     return;
   }
-  DeviceBuffer staging(*backend_, DType::f32, p.numel);
-  backend_->copy_from_host(staging.tensor(), values);
-  backend_->convert(p.compute_tensor(), staging.tensor());
+  DeviceBuffer staging(backend, DType::f32, p.numel);
+  backend.copy_from_host(staging.tensor(), values);
+  backend.convert(p.compute_tensor(), staging.tensor());
 }
 
 void ParamStore::get_values(const Param& p, float* out) const {

@@ -55,6 +55,10 @@ struct ParamPlan {
   bool decay = true;
 };
 
+// Sets a tensor's values from f32 host data, through the backend: the master copy and/or the
+// bf16 copy, whichever exist.
+void set_param_values(Backend& backend, const Param& p, const float* values);
+
 class ParamStore {
  public:
   explicit ParamStore(Backend& backend = cpu_backend()) : backend_(&backend) {}
@@ -86,7 +90,7 @@ class ParamStore {
 
   // Sets a tensor's values from f32 host data: the master copy and/or the bf16 copy, whichever
   // exist.
-  void set_values(Param& p, const float* values);
+  void set_values(Param& p, const float* values) { set_param_values(*backend_, p, values); }
   void set_values(const std::string& name, const float* values) { set_values(get(name), values); }
   // Reads a tensor's values into f32 host memory (from the master copy, else the bf16 copy).
   void get_values(const Param& p, float* out) const;

@@ -10,14 +10,15 @@ void* ScratchPool::take_bytes(size_t bytes) {
   // unit (the vocabulary-sized head) serve the smaller ones (blocks) instead of sitting idle.
   Block* best = nullptr;
   for (auto& b : blocks_)
-    if (!b->in_use && b->bytes.size() >= bytes && (!best || b->bytes.size() < best->bytes.size()))
+    if (!b->in_use && b->bytes.bytes() >= bytes && (!best || b->bytes.bytes() < best->bytes.bytes()))
       best = b.get();
   if (best) {
     best->in_use = true;
     return best->bytes.data();
   }
   blocks_.push_back(std::make_unique<Block>());
-  blocks_.back()->bytes.resize(bytes);
+  // i32 elements: any dtype's view fits a whole number of them (4-byte aligned sizes).
+  blocks_.back()->bytes.resize(backend_, DType::i32, int64_t((bytes + 3) / 4));
   blocks_.back()->in_use = true;
   return blocks_.back()->bytes.data();
 }

@@ -3,18 +3,19 @@
 // handed back before skips what a fresh allocation costs each time: the allocation, the page
 // faults and the zeroing, about a gigabyte of memory traffic per step on the reference shape. A
 // request takes the smallest free block large enough, so the pool settles near the most bytes
-// ever in use at once.
+// ever in use at once. Blocks are allocated on the backend's device.
 #pragma once
 #include <cstddef>
 #include <memory>
 #include <vector>
 
-#include "core/buffer.h"
+#include "backend/device_buffer.h"
 
 namespace mt::parallel {
 
 class ScratchPool {
  public:
+  explicit ScratchPool(Backend& backend) : backend_(backend) {}
   // n elements of T, uninitialised (what a previous user left, or zeros when new).
   template <class T>
   T* take(size_t n) {
@@ -25,10 +26,11 @@ class ScratchPool {
 
  private:
   struct Block {
-    Buffer<std::byte> bytes;
+    DeviceBuffer bytes;
     bool in_use = false;
   };
   void* take_bytes(size_t bytes);
+  Backend& backend_;
   std::vector<std::unique_ptr<Block>> blocks_;
 };
 

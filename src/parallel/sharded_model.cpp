@@ -45,12 +45,13 @@ ParamPlan plan_of(const Param& p) {
 }  // namespace
 
 ShardedModel::ShardedModel(Mesh& mesh, const LlamaConfig& full, Precision precision,
-                           const LoraConfig& lora, const PartitionRules& rules)
-    : mesh_(mesh), full_(full), precision_(precision), lora_(lora) {
+                           const LoraConfig& lora, const PartitionRules& rules, Backend& backend)
+    : mesh_(mesh), full_(full), precision_(precision), lora_(lora), backend_(backend),
+      shard_base_(backend), shard_adapters_(backend), pool_(backend) {
   local_ = tensor_parallel_config(full_, mesh_.shape().tp);
-  model_ = std::make_unique<LlamaModel>(local_, precision_, lora_, /*own_storage=*/false);
+  model_ = std::make_unique<LlamaModel>(local_, precision_, lora_, /*own_storage=*/false, backend);
   if (mesh_.shape().tp > 1)
-    tp_ = std::make_unique<TensorParallelGroup>(mesh_.axis(Axis::tp), cpu_backend());
+    tp_ = std::make_unique<TensorParallelGroup>(mesh_.axis(Axis::tp), backend);
   build_slots(rules);
   build_units();
   point_model_at_shards();

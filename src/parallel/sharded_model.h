@@ -55,7 +55,7 @@ class ShardedModel final : public ModelParallel {
   // Collective over the mesh. Throws (one line, on every rank alike) when a dimension does not
   // divide or the rules give a layout tensor parallelism cannot compute.
   ShardedModel(Mesh& mesh, const LlamaConfig& full, Precision precision, const LoraConfig& lora,
-               const PartitionRules& rules);
+               const PartitionRules& rules, Backend& backend = cpu_backend());
   ~ShardedModel() override;
 
   LlamaModel& model() { return *model_; }
@@ -123,6 +123,7 @@ class ShardedModel final : public ModelParallel {
   LlamaConfig full_, local_;
   Precision precision_;
   LoraConfig lora_;
+  Backend& backend_;  // the shards, gathered units and collective buffers live on its device
   std::unique_ptr<LlamaModel> model_;
   ParamStore shard_base_, shard_adapters_;
   std::vector<ShardSlot> slots_;

@@ -13,10 +13,7 @@
 namespace mt::parallel {
 
 void ShardedModel::set_block(const std::string& name, const float* block) {
-  const ShardSlot& s = slot(name);
-  const int64_t n = s.box.numel();
-  if (s.shard->master) std::copy(block, block + n, s.shard->master);
-  if (s.shard->compute) convert(s.shard->compute, block, size_t(n));
+  set_param_values(backend_, *slot(name).shard, block);
 }
 
 void ShardedModel::set_block_from_whole(const std::string& name, const float* whole) {

@@ -3,7 +3,6 @@
 // step.
 #include <chrono>
 #include <cmath>
-#include <cstring>
 
 #include "core/error.h"
 #include "core/profile.h"
@@ -39,8 +38,12 @@ void ShardedModel::start_gather(int u) {
     for (size_t i = 0; i < U.split.size(); ++i) {
       const ShardSlot& s = *U.split[i];
       const int64_t n = s.box.numel();
-      if (s.gather_compute) std::memcpy(U.send + U.chunk_compute[i], s.shard->compute, size_t(n) * 2);
-      if (s.gather_master) std::memcpy(U.send + U.chunk_master[i], s.shard->master, size_t(n) * 4);
+      if (s.gather_compute)
+        backend_.copy(backend_.view(U.send + U.chunk_compute[i], DType::bf16, 1, n),
+                      s.shard->compute_tensor().view(1, n));
+      if (s.gather_master)
+        backend_.copy(backend_.view(U.send + U.chunk_master[i], DType::f32, 1, n),
+                      s.shard->master_tensor().view(1, n));
     }
     send = U.send;
   }
@@ -68,14 +71,16 @@ void ShardedModel::finish_gather(int u) {
     const int64_t f = k % F;
     const ShardSlot& s = *U.split[i];
     const TensorBox whole = TensorBox::whole(s.tp_box.shape());
-    const uint16_t* piece = U.recv + f * U.chunk;
+    uint16_t* piece = U.recv + f * U.chunk;
     const TensorBox& pb = s.peer_boxes[size_t(f)];
     if (s.gather_compute)
-      copy_box(reinterpret_cast<const bf16*>(piece + U.chunk_compute[i]), pb,
-               U.compute + U.compute_off[i], whole, pb);
+      backend_.copy_box(backend_.view(piece + U.chunk_compute[i], DType::bf16, 1, pb.numel()), pb,
+                        backend_.view(U.compute + U.compute_off[i], DType::bf16, 1, whole.numel()),
+                        whole, pb);
     if (s.gather_master)
-      copy_box(reinterpret_cast<const float*>(piece + U.chunk_master[i]), pb,
-               U.master + U.master_off[i], whole, pb);
+      backend_.copy_box(backend_.view(piece + U.chunk_master[i], DType::f32, 1, pb.numel()), pb,
+                        backend_.view(U.master + U.master_off[i], DType::f32, 1, whole.numel()),
+                        whole, pb);
   }
   for (size_t i = 0; i < U.split.size(); ++i) {
     ShardSlot& s = *U.split[i];
@@ -103,7 +108,7 @@ void ShardedModel::acquire(int u, bool grads, bool weights) {
   }
   if (grads && !U.has_grads) {
     U.grad = pool_.take<float>(size_t(U.grad_elems));
-    if (U.grad) std::memset(U.grad, 0, size_t(U.grad_elems) * sizeof(float));
+    if (U.grad) backend_.fill(backend_.view(U.grad, DType::f32, 1, U.grad_elems), 0.0f);
     for (size_t i = 0; i < U.split.size(); ++i)
       if (U.split[i]->trainable) U.split[i]->model->grad = U.grad + U.grad_off[i];
     U.has_grads = true;
@@ -137,8 +142,11 @@ void ShardedModel::release(int u, bool grads) {
       const ShardSlot& s = *U.split[i];
       if (!s.trainable) continue;
       const TensorBox& pb = s.peer_boxes[size_t(f)];
-      copy_box(U.grad + U.grad_off[i], TensorBox::whole(s.tp_box.shape()),
-               ps->send + f * U.grad_chunk + U.grad_chunk_off[i], pb, pb);
+      const TensorBox whole = TensorBox::whole(s.tp_box.shape());
+      backend_.copy_box(backend_.view(U.grad + U.grad_off[i], DType::f32, 1, whole.numel()), whole,
+                        backend_.view(ps->send + f * U.grad_chunk + U.grad_chunk_off[i],
+                                      DType::f32, 1, pb.numel()),
+                        pb, pb);
     }
     ps->request = mesh_.axis(Axis::fsdp).ireduce_scatter_sum(ps->send, ps->recv, U.grad_chunk);
     scatters_.push_back(std::move(ps));
@@ -161,11 +169,9 @@ void ShardedModel::complete_scatters() {
     for (size_t i = 0; i < U.split.size(); ++i) {
       const ShardSlot& s = *U.split[i];
       if (!s.trainable) continue;
-      const float* src = ps->recv + U.grad_chunk_off[i];
-      float* dst = s.shard->grad;
       const int64_t n = s.box.numel();
-#pragma omp parallel for simd schedule(static) if (n > (1 << 16))
-      for (int64_t k = 0; k < n; ++k) dst[k] += src[k];
+      backend_.add(s.shard->grad_tensor().view(1, n),
+                   backend_.view(ps->recv + U.grad_chunk_off[i], DType::f32, 1, n));
     }
     pool_.give(ps->send);
     pool_.give(ps->recv);
@@ -183,17 +189,27 @@ void ShardedModel::finish_gradients() {
   // partial sums over tp. Packed so each axis costs one collective.
   auto reduce_where = [&](Axis axis, auto&& pick) {
     if (mesh_.shape().size(axis) == 1) return;
-    std::vector<float> packed;
+    int64_t total = 0;
     for (const auto& s : slots_)
-      if (s.trainable && pick(s)) packed.insert(packed.end(), s.shard->grad, s.shard->grad + s.box.numel());
-    if (packed.empty()) return;
-    mesh_.axis(axis).all_reduce_sum(packed.data(), int64_t(packed.size()));
-    size_t at = 0;
-    for (const auto& s : slots_)
-      if (s.trainable && pick(s)) {
-        std::copy(packed.begin() + int64_t(at), packed.begin() + int64_t(at) + s.box.numel(), s.shard->grad);
-        at += size_t(s.box.numel());
-      }
+      if (s.trainable && pick(s)) total += s.box.numel();
+    if (total == 0) return;
+    float* packed = pool_.take<float>(size_t(total));
+    // Packs (to_packed) or unpacks every picked gradient, in slot order.
+    auto move = [&](bool to_packed) {
+      int64_t at = 0;
+      for (const auto& s : slots_)
+        if (s.trainable && pick(s)) {
+          const int64_t n = s.box.numel();
+          const Tensor grad = s.shard->grad_tensor().view(1, n);
+          const Tensor part = backend_.view(packed + at, DType::f32, 1, n);
+          to_packed ? backend_.copy(part, grad) : backend_.copy(grad, part);
+          at += n;
+        }
+    };
+    move(true);
+    mesh_.axis(axis).all_reduce_sum(packed, total);
+    move(false);
+    pool_.give(packed);
   };
   reduce_where(Axis::fsdp, [](const ShardSlot& s) { return !s.split_fsdp; });
   reduce_where(Axis::tp, [](const ShardSlot& s) { return s.partial_over_tp; });
@@ -203,9 +219,7 @@ double ShardedModel::grad_norm() {
   double sq = 0.0;
   for (const auto& s : slots_) {
     if (!s.trainable || !s.writer) continue;
-    double part = 0.0;
-    for (int64_t k = 0, n = s.box.numel(); k < n; ++k) part += double(s.shard->grad[k]) * s.shard->grad[k];
-    sq += part;
+    sq += backend_.sum_squares(s.shard->grad_tensor());
   }
   mesh_.world().all_reduce_sum(&sq, 1);
   return std::sqrt(sq);

@@ -1,9 +1,9 @@
 #include "train/flops.h"
 
 #include <chrono>
+#include <vector>
 
-#include "core/buffer.h"
-#include "kernels/cpu/gemm.h"
+#include "backend/device_buffer.h"
 #include "model/llama.h"
 
 namespace mt {
@@ -33,23 +33,17 @@ FlopCount training_flops(const LlamaConfig& c, const LoraConfig& lora, int64_t s
   return f;
 }
 
-double measure_gemm_flops(int64_t n, double seconds, bool bf16) {
-  const size_t elems = size_t(n * n);
-  Buffer<float> c(elems);
-  GemmArgs g;
-  g.M = g.N = g.K = n;
-  g.lda = g.ldb = g.ldc = n;
-  g.C = c.data();
-  Buffer<mt::bf16> ab(bf16 ? 2 * elems : 0);
-  Buffer<float> af(bf16 ? 0 : 2 * elems);
-  if (bf16) {
-    for (size_t i = 0; i < 2 * elems; ++i) ab[i] = float_to_bf16(float(i % 7) * 0.1f);
-    g.A = ab.data(), g.B = ab.data() + elems, g.ab_type = DType::bf16;
-  } else {
-    for (size_t i = 0; i < 2 * elems; ++i) af[i] = float(i % 7) * 0.1f;
-    g.A = af.data(), g.B = af.data() + elems;
-  }
-  gemm(g);  // create the primitive and warm the caches
+double measure_gemm_flops(int64_t n, double seconds, bool bf16, Backend& backend) {
+  const DType t = bf16 ? DType::bf16 : DType::f32;
+  DeviceBuffer c(backend, DType::f32, n * n), ab(backend, t, 2 * n * n);
+  std::vector<float> host(size_t(2 * n * n));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = float(i % 7) * 0.1f;
+  DeviceBuffer staging(backend, DType::f32, 2 * n * n);
+  backend.copy_from_host(staging.tensor(), host.data());
+  backend.convert(ab.tensor(), staging.tensor());
+  const Tensor C = c.slice(0, n, n), A = ab.slice(0, n, n), B = ab.slice(n * n, n, n);
+  backend.matmul(C, A, false, B, false, 1.0f, false);  // create the primitive, warm the caches
+  backend.synchronize();
   // Mean over the window, not the best single call: a single short call can read high when the
   // other core happens to be idle and the clock boosts.
   const double flops = 2.0 * double(n) * double(n) * double(n);
@@ -57,7 +51,8 @@ double measure_gemm_flops(int64_t n, double seconds, bool bf16) {
   auto t0 = std::chrono::steady_clock::now();
   double spent = 0.0;
   while (spent < seconds || calls < 3) {
-    gemm(g);
+    backend.matmul(C, A, false, B, false, 1.0f, false);
+    backend.synchronize();
     ++calls;
     spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }

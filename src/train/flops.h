@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/backend.h"
 #include "model/config.h"
 #include "train/run_config.h"
 
@@ -21,7 +22,9 @@ struct FlopCount {
 // LoRA: the frozen base needs no weight gradients: 4 * matmul_params + 6 * lora_params + 12·L·C·T.
 FlopCount training_flops(const LlamaConfig& c, const LoraConfig& lora, int64_t seq_len);
 
-// Sustained GEMM throughput (FLOP/s) on square matrices of the given size, over `seconds`.
-double measure_gemm_flops(int64_t size, double seconds, bool bf16 = true);
+// Sustained GEMM throughput (FLOP/s) of a backend on square matrices of the given size, over
+// `seconds`.
+double measure_gemm_flops(int64_t size, double seconds, bool bf16 = true,
+                          Backend& backend = cpu_backend());
 
 }  // namespace mt

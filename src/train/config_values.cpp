@@ -19,21 +19,6 @@ struct Overloaded : F... {
 template <class... F>
 Overloaded(F...) -> Overloaded<F...>;
 
-const char* node_type_name(const toml::node& n) {
-  switch (n.type()) {
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::date: return "a date";
-    case toml::node_type::time: return "a time";
-    case toml::node_type::date_time: return "a date-time";
-    default: return "nothing";
-  }
-}
-
 std::string num(double v) {
   std::ostringstream s;
   s << v;
@@ -149,11 +134,26 @@ bool is_choice(const ConfigKey& key, const std::string& v) {
 
 }  // namespace
 
+const char* toml_type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::date: return "a date";
+    case toml::node_type::time: return "a time";
+    case toml::node_type::date_time: return "a date-time";
+    default: return "nothing";
+  }
+}
+
 void read_config_value(const toml::node& n, const ConfigKey& key, RunConfig& c,
                        const std::string& where) {
   const std::string name(key.name);
   auto type_error = [&](const std::string& expected, const toml::node& got) {
-    fail(where + ": " + name + " must be " + expected + ", got " + node_type_name(got));
+    fail(where + ": " + name + " must be " + expected + ", got " + toml_type_name(got));
   };
   std::visit(
       Overloaded{
@@ -187,7 +187,7 @@ void read_config_value(const toml::node& n, const ConfigKey& key, RunConfig& c,
             for (const toml::node& e : *a) {
               if (!e.is_string())
                 fail(where + ": " + name + " must be an array of strings, got an element that is " +
-                     node_type_name(e));
+                     toml_type_name(e));
               v.push_back(e.as_string()->get());
             }
             *out = std::move(v);

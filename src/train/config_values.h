@@ -21,6 +21,9 @@ std::string check_config_value(const ConfigKey& key, const RunConfig& c);
 // The key's value in `c` as TOML.
 std::string config_value_toml(const ConfigKey& key, const RunConfig& c);
 
+// "an integer", "a string", ...: what a TOML value is, for error messages.
+const char* toml_type_name(const toml::node& node);
+
 // For documentation: the key's type ("int", "float", "array of strings", ...) and what it allows
 // ("> 0", "in [0, 1)", "\"fp32\" or \"bf16\"", ...; "" when anything of its type goes).
 std::string config_type_name(const ConfigKey& key);

@@ -60,17 +60,6 @@ std::string section_list() {
   fail(where + ": unknown section '" + section + "'" + hint);
 }
 
-const char* node_type_name(const toml::node& n) {
-  switch (n.type()) {
-    case toml::node_type::array: return "an array";
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    default: return "a date or time";
-  }
-}
-
 // Checks that `tbl` (the document, or a table at `prefix`) holds only known tables and keys.
 // The keys' values are type-checked when they are read.
 void check_known(const toml::table& tbl, const std::string& where, const std::string& prefix = "") {
@@ -84,7 +73,7 @@ void check_known(const toml::table& tbl, const std::string& where, const std::st
     const toml::table* t = node.as_table();
     if (!t) {
       if (prefix.empty()) fail(where + ": '" + path + "' must be a table ([" + path + "])");
-      fail(where + ": " + path + " must be a table, got " + node_type_name(node));
+      fail(where + ": " + path + " must be a table, got " + toml_type_name(node));
     }
     check_known(*t, where, path);
   }

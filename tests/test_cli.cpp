@@ -4,8 +4,15 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
+
 #include "run_command.h"
+#include "train/config_schema.h"
+#include "train/config_values.h"
 
 namespace {
 
@@ -47,6 +54,53 @@ TEST(Cli, TrainsAndSummarises) {
   EXPECT_NE(r.output.find("MFU"), std::string::npos);
   EXPECT_NE(r.output.find("metrics.jsonl"), std::string::npos);
   EXPECT_NE(r.output.find("model.safetensors"), std::string::npos);
+}
+
+// `meshtrain train --help` lists every config key with its default.
+TEST(Cli, TrainHelpListsEveryKeyWithItsDefault) {
+  Result r = run("train --help");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const mt::RunConfig defaults;
+  for (const mt::ConfigKey& key : mt::config_keys()) {
+    const std::string line = "  " + std::string(key.name) + " = " + mt::config_value_toml(key, defaults);
+    EXPECT_NE(r.output.find(line), std::string::npos) << "missing: " << line << "\n" << r.output;
+  }
+}
+
+// The per-step losses in a run's metrics.jsonl, exactly as written.
+std::vector<std::string> losses_of(const std::string& dir) {
+  std::ifstream in(dir + "/metrics.jsonl");
+  EXPECT_TRUE(in) << dir;
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("step") && j.contains("loss")) out.push_back(j["loss"].dump());
+  }
+  return out;
+}
+
+// The run.toml a run writes is a full record: training again from it gives the same losses.
+TEST(Cli, RunTomlRepeatsTheRun) {
+  const std::string text = std::string(MESHTRAIN_SOURCE_DIR) + "/../shared/data/text/tinyshakespeare.txt";
+  if (!std::filesystem::exists(text)) GTEST_SKIP() << "shared data not present";
+  const std::string first = std::string(::testing::TempDir()) + "meshtrain_cli_repeat_first";
+  const std::string again = std::string(::testing::TempDir()) + "meshtrain_cli_repeat_again";
+  std::filesystem::remove_all(first);
+  std::filesystem::remove_all(again);
+  // Keys away from the built-in run's values, so that a key run.toml lost would show.
+  Result r = run("train --set data.path=" + text + " --set data.cache_dir=off "
+                 "--set train.steps=4 --set train.batch_size=2 --set train.grad_accum=2 "
+                 "--set train.seq_len=64 --set train.seed=99 --set train.precision=fp32 "
+                 "--set train.log_every=1 --set train.peak_gflops=100 --set optim.lr=3e-3 "
+                 "--set optim.warmup_steps=1 --set optim.grad_clip=0.5 --set model.hidden_size=64 "
+                 "--set model.intermediate_size=160 --set model.num_hidden_layers=2 "
+                 "--set data.val_fraction=0.02 --set output.dir=" + first);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run("train --config " + first + "/run.toml --set output.dir=" + again);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::vector<std::string> expected = losses_of(first);
+  ASSERT_EQ(expected.size(), 4u);
+  EXPECT_EQ(losses_of(again), expected);
 }
 
 }  // namespace

@@ -1,6 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "core/error.h"
+#include "train/config_docs.h"
+#include "train/config_schema.h"
+#include "train/config_values.h"
 #include "train/run_config.h"
 
 namespace mt {
@@ -70,9 +76,32 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.train.activation_checkpointing, b.train.activation_checkpointing);
   EXPECT_EQ(a.train.log_every, b.train.log_every);
   EXPECT_EQ(a.train.threads, b.train.threads);
+  EXPECT_EQ(a.train.peak_gflops, b.train.peak_gflops);
+  EXPECT_EQ(a.train.resume, b.train.resume);
+  EXPECT_EQ(a.train.profile, b.train.profile);
+  EXPECT_EQ(a.train.fsdp_prefetch, b.train.fsdp_prefetch);
   EXPECT_EQ(a.data.path, b.data.path);
+  EXPECT_EQ(a.data.format, b.data.format);
+  EXPECT_EQ(a.data.tokenizer, b.data.tokenizer);
+  EXPECT_EQ(a.data.cache_dir, b.data.cache_dir);
+  EXPECT_EQ(a.data.truncate, b.data.truncate);
   EXPECT_EQ(a.data.val_fraction, b.data.val_fraction);
   EXPECT_EQ(a.output.dir, b.output.dir);
+  EXPECT_EQ(a.output.checkpoint_every, b.output.checkpoint_every);
+  EXPECT_EQ(a.output.keep_checkpoints, b.output.keep_checkpoints);
+  EXPECT_EQ(a.model_path, b.model_path);
+  EXPECT_EQ(a.mesh.dp, b.mesh.dp);
+  EXPECT_EQ(a.mesh.fsdp, b.mesh.fsdp);
+  EXPECT_EQ(a.mesh.tp, b.mesh.tp);
+  EXPECT_EQ(a.mesh.pp, b.mesh.pp);
+  EXPECT_EQ(a.partition.replace_defaults, b.partition.replace_defaults);
+  const auto& ra = a.partition.rules.rules();
+  const auto& rb = b.partition.rules.rules();
+  ASSERT_EQ(ra.size(), rb.size());
+  for (size_t i = 0; i < ra.size(); ++i) {
+    EXPECT_EQ(ra[i].pattern, rb[i].pattern) << "rule " << i;
+    EXPECT_EQ(ra[i].spec, rb[i].spec) << "rule " << i << ": " << ra[i].spec.str() << " vs " << rb[i].spec.str();
+  }
 }
 
 TEST(ConfigParse, DefaultParses) {
@@ -308,7 +337,7 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.model.max_position_embeddings = 1000;
   a.model.rms_norm_eps = 1.5e-6f;
   a.model.rope_theta = 123456.7f;
-  a.model.rope_scaling = {8.0f, 1.0f, 4.0f, 4096};
+  a.model.rope_scaling = {8.0f, 2.0f, 6.0f, 4096};
   a.model.tie_word_embeddings = true;
   a.lora = {true, 16, 7.5f, {"lm_head", "q", "down"}, 0.01f};
   a.optim = {3.3e-4f, 1e-7f, 7, 0.0f, 0.85f, 0.999f, 1e-10f, 0.0f};
@@ -324,13 +353,122 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.data.path = "C:\\data\\\"quoted\" text\twith tab.txt";
   a.data.val_fraction = 0.3f;
   a.output.dir = "runs/über";
+  a.train.fsdp_prefetch = false;
+  a.train.peak_gflops = 123.5f;
+  a.train.resume = "latest";
+  a.train.profile = true;
+  a.data.format = "alpaca";
+  a.data.tokenizer = "byte";
+  a.data.cache_dir = "off";
+  a.data.truncate = true;
+  a.output.checkpoint_every = 9;
+  a.output.keep_checkpoints = 4;
+  a.mesh = {.dp = 2, .fsdp = 3, .tp = 4, .pp = 5};
+  a.partition.replace_defaults = true;
+  using parallel::Axis;
+  a.partition.rules.add(R"(mlp\.down_proj\.weight$)", {{Axis::fsdp, Axis::tp}, {}});
+  a.partition.rules.add("norm", {});
+  a.partition.rules.add(R"(^lm_head\.weight$)", {{Axis::tp}, {Axis::dp, Axis::fsdp}});
+  // Every key of the schema differs from its default here (model.path has its own test), so a
+  // key added to the schema without a change here fails this check.
+  const RunConfig defaults;
+  for (const ConfigKey& key : config_keys()) {
+    if (key.name == "model.path") continue;
+    EXPECT_NE(config_value_toml(key, a), config_value_toml(key, defaults))
+        << key.name << " is not changed from its default in this test";
+  }
   RunConfig b = parse_run_config(to_toml(a), {}, "roundtrip");
   expect_same(a, b);
+  EXPECT_EQ(to_toml(a), to_toml(b));
+}
+
+TEST(ConfigRoundTrip, ModelPath) {
+  RunConfig a = parse_run_config("", {"model.path=/models/my llama", "train.steps=3"});
+  const std::string text = to_toml(a);
+  EXPECT_EQ(text.find("hidden_size"), std::string::npos) << text;  // the model's files give it
+  expect_same(a, parse_run_config(text, {}, "roundtrip"));
+}
+
+TEST(ConfigRoundTrip, TheBuiltInDefaultRunIsRecordedWithEveryKey) {
+  const std::string text = to_toml(parse_default());
+  for (const ConfigKey& key : config_keys())
+    EXPECT_NE(text.find(std::string(leaf_of(key)) + " = "), std::string::npos) << key.name;
+  EXPECT_NE(text.find("[mesh]"), std::string::npos) << text;
+  EXPECT_NE(text.find("pp = 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("[partition]"), std::string::npos) << text;
+}
+
+TEST(ConfigMeshAndPartition, ReadFromFileAndOverrides) {
+  RunConfig c = parse_run_config(
+      "[mesh]\ndp = 2\npp = 3\n[partition]\nreplace_defaults = true\n"
+      "[[partition.rules]]\npattern = 'norm'\nspec = []\n"
+      "[[partition.rules]]\npattern = 'proj'\nspec = [['fsdp', 'tp'], 'none']\n",
+      {"mesh.tp=2"});
+  EXPECT_EQ(c.mesh.dp, 2);
+  EXPECT_EQ(c.mesh.fsdp, 1);
+  EXPECT_EQ(c.mesh.tp, 2);
+  EXPECT_EQ(c.mesh.pp, 3);
+  EXPECT_TRUE(c.partition.replace_defaults);
+  ASSERT_EQ(c.partition.rules.rules().size(), 2u);
+  EXPECT_EQ(c.partition.rules.rules()[1].spec.str(), "((fsdp, tp), None)");
+}
+
+TEST(ConfigMeshAndPartition, ErrorsNameTheKey) {
+  EXPECT_NE(default_error({"mesh.pp=0"}).find("mesh.pp must be >= 1"), std::string::npos);
+  EXPECT_NE(parse_error("[mesh]\nmp = 2\n").find("unknown key 'mesh.mp'"), std::string::npos);
+  EXPECT_NE(parse_error("[mesh]\ntp = 1.5\n").find("mesh.tp must be an integer"), std::string::npos);
+  EXPECT_NE(parse_error("[partition]\nrules = 3\n").find("partition.rules must be an array"),
+            std::string::npos);
+  EXPECT_NE(parse_error("[[partition.rules]]\npattern = 'a'\nspec = ['mp']\n").find("unknown mesh axis 'mp'"),
+            std::string::npos);
 }
 
 TEST(ConfigFiles, TinyTomlIsTheDefault) {
   const std::string path = std::string(MESHTRAIN_SOURCE_DIR) + "/configs/tiny.toml";
   expect_same(load_run_config(path, {}), parse_default());
+}
+
+std::string read_source_file(const std::string& relative) {
+  std::ifstream in(std::string(MESHTRAIN_SOURCE_DIR) + "/" + relative, std::ios::binary);
+  EXPECT_TRUE(in) << relative;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// configs/tiny.toml is the built-in default written out, byte for byte.
+TEST(ConfigFiles, TinyTomlIsGeneratedFromTheSchema) {
+  EXPECT_EQ(read_source_file("configs/tiny.toml"), default_run_config_toml())
+      << "configs/tiny.toml is out of date: run scripts/update_config_docs.sh "
+         "(or build/meshtrain train --print-default-config > configs/tiny.toml)";
+}
+
+// The README's key table is the one generated from the schema.
+TEST(ConfigFiles, ReadmeKeyTableIsGeneratedFromTheSchema) {
+  const std::string readme = read_source_file("README.md");
+  const std::string begin = "<!-- config-keys:begin -->\n", end = "<!-- config-keys:end -->";
+  const size_t b = readme.find(begin), e = readme.find(end);
+  ASSERT_NE(b, std::string::npos) << "README.md has no " << begin;
+  ASSERT_NE(e, std::string::npos) << "README.md has no " << end;
+  ASSERT_LT(b, e);
+  EXPECT_EQ(readme.substr(b + begin.size(), e - b - begin.size()), config_keys_markdown())
+      << "README.md's config key table is out of date: run scripts/update_config_docs.sh "
+         "(it puts build/meshtrain train --print-config-table between the config-keys markers)";
+}
+
+TEST(ConfigSchema, EveryKeyIsDocumented) {
+  for (const ConfigKey& key : config_keys()) {
+    EXPECT_FALSE(key.help.empty()) << key.name;
+    EXPECT_EQ(key.help.find('\n'), std::string_view::npos) << key.name << ": help is one line";
+    EXPECT_EQ(find_config_key(key.name), &key) << key.name << " is listed twice";
+    // The built-in run's value reads back for its key (and differs from the default).
+    if (!key.builtin.empty()) {
+      const std::string table(table_of(key));
+      RunConfig c = parse_run_config(
+          "[" + table + "]\n" + std::string(leaf_of(key)) + " = " + std::string(key.builtin) + "\n", {});
+      EXPECT_NE(config_value_toml(key, c), config_value_toml(key, RunConfig{})) << key.name;
+    }
+  }
 }
 
 TEST(ConfigFiles, ReferenceToml) {

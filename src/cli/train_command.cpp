@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "train/config_docs.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 
@@ -15,6 +16,8 @@ Action add_train_command(CLI::App& app) {
     std::string config;
     std::vector<std::string> overrides;
     std::string mesh;
+    bool print_config_table = false;
+    bool print_default_config = false;
   };
   auto opt = std::make_shared<Options>();
   auto* sub = app.add_subcommand(
@@ -24,7 +27,17 @@ Action add_train_command(CLI::App& app) {
       ->allow_extra_args(false);
   sub->add_option("--mesh", opt->mesh,
                   "device mesh, e.g. dp=2 (overrides [mesh]); launch with mpirun -n <ranks>");
+  // The generated documents, so they can be regenerated (scripts/update_config_docs.sh).
+  sub->add_flag("--print-config-table", opt->print_config_table,
+                "print the README's table of config keys (Markdown) and exit");
+  sub->add_flag("--print-default-config", opt->print_default_config,
+                "print the built-in default run's TOML (configs/tiny.toml) and exit");
+  sub->footer(config_keys_help());
   return [opt] {
+    if (opt->print_config_table || opt->print_default_config) {
+      std::cout << (opt->print_config_table ? config_keys_markdown() : default_run_config_toml());
+      return 0;
+    }
     RunConfig cfg = opt->config.empty()
                         ? parse_run_config(default_run_config_toml(), opt->overrides, "<built-in default>")
                         : load_run_config(opt->config, opt->overrides);

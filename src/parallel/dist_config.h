@@ -1,8 +1,9 @@
 // The distributed sections of a run's TOML file:
 //   [mesh]       dp = 1, fsdp = 8, tp = 1 (pp = 1)      -- or --mesh dp=1,fsdp=8 on the command line
 //   [partition]  replace_defaults, [[partition.rules]]  -- see partition.h
-// They live beside the run config's own sections; split_dist_config separates them so the strict
-// RunConfig parser sees only the sections it knows.
+// They live beside the run config's own sections. The run config reads them through its key table
+// (train/config_schema.cpp); split_dist_config is for `meshtrain shard`, which must know whether
+// [mesh] was given at all.
 #pragma once
 #include <optional>
 #include <string>

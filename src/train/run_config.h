@@ -1,5 +1,6 @@
 // Everything a training run is told: one TOML file with sections [model] [lora] [optim] [train]
-// [data] [output], overridable from the command line with --set section.key=value.
+// [data] [output] [mesh] [partition], overridable from the command line with
+// --set section.key=value. The keys are listed once, in train/config_schema.cpp.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -70,7 +71,8 @@ struct RunConfig {
   TrainConfig train;
   DataConfig data;
   OutputConfig output;
-  // [mesh] and [partition] (src/parallel/dist_config.h); the command line's --mesh overrides [mesh].
+  // [mesh] and [partition] (their syntax as in src/parallel/dist_config.h); the command line's
+  // --mesh overrides [mesh].
   parallel::MeshShape mesh;
   parallel::PartitionConfig partition;
 };
@@ -84,9 +86,12 @@ RunConfig parse_run_config(const std::string& toml_text, const std::vector<std::
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides);
 
 // The built-in default run (the README's main job): a small LLaMA, LoRA-free, on the built-in text.
+// configs/tiny.toml is this text. Every key is written, each after its help.
 std::string default_run_config_toml();
 
-// Serialise back to TOML (written next to the run's outputs so a run can be repeated).
+// Serialise back to TOML, every key (written next to the run's outputs as run.toml, so that
+// `meshtrain train --config run.toml` repeats the run). With model.path set, the other [model]
+// keys are left out (the model's files give the architecture).
 std::string to_toml(const RunConfig& cfg);
 
 }  // namespace mt

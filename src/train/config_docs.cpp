@@ -1,0 +1,55 @@
+#include "train/config_docs.h"
+
+#include "train/config_values.h"
+
+namespace mt {
+namespace {
+
+std::string default_text(const ConfigKey& key) { return config_value_toml(key, RunConfig{}); }
+
+// Strings and arrays in code quotes, numbers and booleans as they are; '|' cannot end a cell.
+std::string markdown_value(const std::string& toml) {
+  if (toml.empty()) return "";
+  std::string out = toml.front() == '"' || toml.front() == '[' ? "`" + toml + "`" : toml;
+  std::string escaped;
+  for (char ch : out) escaped += ch == '|' ? std::string("\\|") : std::string(1, ch);
+  return escaped;
+}
+
+std::string markdown_text(const std::string& text) {
+  std::string out;
+  for (char ch : text) out += ch == '|' ? std::string("\\|") : std::string(1, ch);
+  return out;
+}
+
+}  // namespace
+
+std::string config_key_description(const ConfigKey& key) {
+  const std::string allowed = config_allowed_text(key);
+  return std::string(key.help) + (allowed.empty() ? "" : "; " + allowed);
+}
+
+std::string config_keys_help() {
+  std::string out =
+      "Config keys (set with --set section.key=value): each with its default, and the built-in "
+      "run's value where it differs\n";
+  for (const ConfigKey& key : config_keys()) {
+    out += "  " + std::string(key.name) + " = " + default_text(key);
+    if (!key.builtin.empty()) out += " (built-in run: " + std::string(key.builtin) + ")";
+    out += "\n      " + config_key_description(key) + "\n";
+  }
+  return out;
+}
+
+std::string config_keys_markdown() {
+  std::string out =
+      "| Key | Type | Default | Built-in run | Meaning and constraints |\n"
+      "|---|---|---|---|---|\n";
+  for (const ConfigKey& key : config_keys())
+    out += "| `" + std::string(key.name) + "` | " + config_type_name(key) + " | " +
+           markdown_value(default_text(key)) + " | " + markdown_value(std::string(key.builtin)) +
+           " | " + markdown_text(config_key_description(key)) + " |\n";
+  return out;
+}
+
+}  // namespace mt

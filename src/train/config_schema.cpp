@@ -1,0 +1,179 @@
+// The table of run-config keys (see config_schema.h for what is derived from it). To add a key:
+// add its field to RunConfig (with its default as the member initialiser) and one row here, then
+// regenerate configs/tiny.toml and the README's key table with scripts/update_config_docs.sh.
+#include "train/config_schema.h"
+
+#include <algorithm>
+
+namespace mt {
+namespace {
+
+// KEY(train.steps): the name and the field from one spelling, so they cannot drift apart.
+#define KEY(path) \
+  .name = #path, .field = [](RunConfig& c) -> ConfigField { return &c.path; }
+
+constexpr ValueRange kPositive{.min = 0, .min_open = true};
+constexpr ValueRange kNonNegative{.min = 0};
+constexpr ValueRange kAtLeastOne{.min = 1};
+constexpr ValueRange kUnitInterval{.min = 0, .max = 1, .max_open = true};  // [0, 1)
+
+std::vector<ConfigKey> make_keys() {
+  return {
+      // [model]
+      {.name = "model.path",
+       .field = [](RunConfig& c) -> ConfigField { return &c.model_path; },
+       .help = "A model to start from: an HF directory (config.json + safetensors) or a llama2.c "
+               ".bin; then no other [model] key may be given"},
+      {KEY(model.hidden_size), .range = kPositive, .builtin = "128",
+       .help = "Model width; divisible by model.num_attention_heads"},
+      {KEY(model.intermediate_size), .range = kPositive, .builtin = "344", .help = "SwiGLU MLP width"},
+      {KEY(model.num_hidden_layers), .range = kPositive, .help = "Transformer blocks"},
+      {KEY(model.num_attention_heads), .range = kPositive,
+       .help = "Query heads; hidden_size / num_attention_heads (head_dim) must be even"},
+      {KEY(model.num_key_value_heads), .range = kPositive,
+       .help = "Key/value heads (grouped-query attention); divides model.num_attention_heads"},
+      {KEY(model.vocab_size), .range = kPositive,
+       .help = "Vocabulary size (the byte-level tokenizer uses ids 0..255)"},
+      {KEY(model.max_position_embeddings), .range = kPositive, .builtin = "256",
+       .help = "Longest sequence; at least train.seq_len"},
+      {KEY(model.rms_norm_eps), .range = kPositive, .help = "RMSNorm epsilon"},
+      {KEY(model.rope_theta), .range = kPositive, .builtin = "10000.0", .help = "RoPE base"},
+      {KEY(model.tie_word_embeddings), .help = "Share the embedding matrix with the output head"},
+      {KEY(model.rope_scaling.factor), .range = kNonNegative,
+       .help = "Llama 3.1 (\"llama3\") RoPE scaling factor; 0 disables scaling"},
+      {KEY(model.rope_scaling.low_freq_factor),
+       .help = "Llama 3.1 scaling; must be < high_freq_factor when scaling"},
+      {KEY(model.rope_scaling.high_freq_factor), .help = "Llama 3.1 scaling"},
+      {KEY(model.rope_scaling.original_max_position_embeddings),
+       .help = "Llama 3.1 scaling; > 0 when scaling"},
+
+      // [lora]
+      {KEY(lora.enabled), .help = "Train LoRA adapters on a frozen model instead of all weights"},
+      {KEY(lora.rank), .range = kPositive, .help = "Adapter rank"},
+      {KEY(lora.alpha), .range = kPositive, .help = "Adapter scale is alpha / rank"},
+      {KEY(lora.targets), .choices = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"},
+       .help = "Projections that get adapters; not empty when enabled"},
+      {KEY(lora.init_std), .range = kNonNegative, .help = "A ~ N(0, init_std), B = 0"},
+
+      // [optim]
+      {KEY(optim.lr), .range = kPositive, .builtin = "2e-3", .help = "Peak learning rate (AdamW)"},
+      {KEY(optim.min_lr), .range = kNonNegative, .builtin = "2e-4",
+       .help = "Cosine schedule decays from lr to min_lr (above lr is allowed: it then rises)"},
+      {KEY(optim.warmup_steps), .range = kNonNegative, .builtin = "20", .help = "Linear warm-up steps"},
+      {KEY(optim.weight_decay), .range = kNonNegative, .help = "Decoupled weight decay"},
+      {KEY(optim.beta1), .range = kUnitInterval, .help = "AdamW beta1"},
+      {KEY(optim.beta2), .range = kUnitInterval, .help = "AdamW beta2"},
+      {KEY(optim.eps), .range = kPositive, .help = "AdamW epsilon"},
+      {KEY(optim.grad_clip), .help = "Global gradient-norm clip; <= 0 disables"},
+
+      // [train]
+      {KEY(train.steps), .range = kPositive, .builtin = "200", .help = "Optimizer steps"},
+      {KEY(train.batch_size), .range = kPositive, .builtin = "8", .help = "Sequences per micro-batch"},
+      {KEY(train.grad_accum), .range = kPositive, .help = "Micro-batches per optimizer step"},
+      {KEY(train.seq_len), .range = kPositive, .builtin = "128",
+       .help = "Tokens per sequence; <= model.max_position_embeddings"},
+      {KEY(train.seed), .help = "Seeds initialisation and batch sampling; >= 0"},
+      {KEY(train.precision), .choices = {"fp32", "bf16"},
+       .help = "Compute precision (bf16: mixed, with fp32 master weights)"},
+      {KEY(train.activation_checkpointing),
+       .help = "Recompute activations in the backward pass to save memory"},
+      {KEY(train.log_every), .range = kPositive, .builtin = "10",
+       .help = "Print a progress line every N steps"},
+      {KEY(train.threads), .range = kNonNegative, .help = "Worker threads; 0 uses all cores"},
+      {KEY(train.peak_gflops), .range = kNonNegative,
+       .help = "MFU denominator in GFLOP/s; 0 measures this machine's bf16 GEMM at start"},
+      {KEY(train.resume),
+       .help = "\"latest\" or a checkpoint directory to continue from (see Checkpoints)"},
+      {KEY(train.profile), .help = "Print the time per op (steps after the first) at the end of the run"},
+      {KEY(train.fsdp_prefetch),
+       .help = "FSDP: issue the next unit's all-gather before this unit computes (false: gather "
+               "each unit when it is needed, to measure what prefetch hides)"},
+
+      // [data]
+      {KEY(data.path),
+       .help = "Training file (plain text, Alpaca JSON/JSONL or chat JSONL); empty uses the "
+               "built-in demo text"},
+      {KEY(data.format), .choices = {"auto", "text", "alpaca", "chat"},
+       .help = "auto: .json/.jsonl files are examples, anything else plain text (see Training data)"},
+      {KEY(data.tokenizer),
+       .help = "Tokenizer file or directory; empty: the model's own (model.path), else the "
+               "byte-level tokenizer; \"byte\": byte-level"},
+      {KEY(data.cache_dir),
+       .help = "Tokenised-example cache; empty: ~/.cache/meshtrain/tokens; \"off\": none"},
+      {KEY(data.truncate),
+       .help = "Cut examples longer than train.seq_len instead of skipping (and counting) them"},
+      {KEY(data.val_fraction), .range = kUnitInterval, .builtin = "0.1",
+       .help = "Tail of the text held out for validation"},
+
+      // [output]
+      {KEY(output.dir), .non_empty = true,
+       .help = "Where metrics.jsonl, the run's config (run.toml) and the weights go"},
+      {KEY(output.checkpoint_every), .range = kNonNegative,
+       .help = "Steps between checkpoints (and one at the end); 0: none"},
+      {KEY(output.keep_checkpoints), .range = kAtLeastOne, .help = "Newest checkpoints kept"},
+
+      // [mesh]: the command line's --mesh replaces it; the product must equal the number of ranks.
+      {KEY(mesh.dp), .range = kAtLeastOne, .help = "Data-parallel replicas (each sees its own batches)"},
+      {KEY(mesh.fsdp), .range = kAtLeastOne,
+       .help = "Fully sharded data parallel (own batches, parameters sharded)"},
+      {KEY(mesh.tp), .range = kAtLeastOne, .help = "Tensor parallel (Megatron column/row splits)"},
+      {KEY(mesh.pp), .range = kAtLeastOne,
+       .help = "Pipeline stages (reserved for the pipeline layer)"},
+
+      // [partition]
+      {KEY(partition.replace_defaults),
+       .help = "Use only the rules below instead of trying them before the default rules"},
+      {KEY(partition.rules),
+       .help = "Tried in order before the defaults, first match wins: {pattern = 'regex', spec = "
+               "[per dimension: \"axis\", [\"axis\", ...] or \"none\"]} (see Partition rules)"},
+  };
+}
+
+#undef KEY
+
+}  // namespace
+
+const std::vector<ConfigKey>& config_keys() {
+  static const std::vector<ConfigKey> keys = make_keys();
+  return keys;
+}
+
+const ConfigKey* find_config_key(std::string_view name) {
+  for (const ConfigKey& k : config_keys())
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+std::string_view table_of(const ConfigKey& key) { return key.name.substr(0, key.name.rfind('.')); }
+
+std::string_view leaf_of(const ConfigKey& key) { return key.name.substr(key.name.rfind('.') + 1); }
+
+const std::vector<std::string>& config_tables() {
+  static const std::vector<std::string> tables = [] {
+    std::vector<std::string> out;
+    for (const ConfigKey& k : config_keys()) {
+      // Every enclosing table too, outer first: "model" before "model.rope_scaling".
+      const std::string_view table = table_of(k);
+      for (size_t dot = 0; dot != std::string_view::npos;) {
+        dot = table.find('.', dot + 1);
+        std::string prefix(table.substr(0, dot));
+        if (std::find(out.begin(), out.end(), prefix) == out.end()) out.push_back(prefix);
+      }
+    }
+    return out;
+  }();
+  return tables;
+}
+
+bool is_config_table(std::string_view path) {
+  const auto& t = config_tables();
+  return std::find(t.begin(), t.end(), path) != t.end();
+}
+
+ConfigField field_of(const ConfigKey& key, RunConfig& c) { return key.field(c); }
+
+ConfigField field_of(const ConfigKey& key, const RunConfig& c) {
+  return key.field(const_cast<RunConfig&>(c));
+}
+
+}  // namespace mt

@@ -1,0 +1,89 @@
+// The floors of src/ include one way down (docs/architecture.md). This test reads every source
+// file's #include "..." lines and fails on any include a floor may not make, e.g. the model
+// reaching for a CPU kernel, the trainer or the mesh, or the parallel layer for the trainer.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The floor a path under src/ belongs to: its directory, with kernels split by implementation.
+std::string floor_of(const std::string& rel) {
+  const auto slash = rel.find('/');
+  const std::string dir = rel.substr(0, slash);
+  if (dir != "kernels") return dir;
+  return rel.substr(0, rel.find('/', slash + 1));  // kernels/cpu, kernels/reference
+}
+
+// What each floor may include, itself included. Lower floors never see higher ones; io and data
+// are siblings that never include each other.
+const std::map<std::string, std::set<std::string>>& allowed() {
+  static const std::map<std::string, std::set<std::string>> rules = {
+      {"core", {"core"}},
+      {"kernels/cpu", {"core", "kernels/cpu"}},
+      {"kernels/reference", {"core", "kernels/reference"}},
+      {"backend", {"core", "kernels/cpu", "kernels/reference", "backend"}},
+      {"model", {"core", "backend", "model"}},
+      {"io", {"core", "backend", "model", "io"}},
+      {"data", {"core", "data"}},
+      {"parallel", {"core", "backend", "model", "io", "data", "parallel"}},
+      {"train", {"core", "backend", "model", "io", "data", "parallel", "train"}},
+      {"plan", {"core", "backend", "model", "io", "data", "parallel", "train", "plan"}},
+      {"cli", {"core", "backend", "model", "io", "data", "parallel", "train", "plan", "cli"}},
+  };
+  return rules;
+}
+
+TEST(Layering, IncludesGoOneWayDown) {
+  const fs::path src = fs::path(MESHTRAIN_SOURCE_DIR) / "src";
+  const std::regex include_line(R"(^\s*#\s*include\s+"([^"]+)\")");
+  std::vector<std::string> violations;
+  int64_t includes_seen = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(src)) {
+    const std::string ext = entry.path().extension().string();
+    if (!entry.is_regular_file() || (ext != ".h" && ext != ".cpp" && ext != ".cu")) continue;
+    const std::string rel = fs::relative(entry.path(), src).generic_string();
+    const std::string from = floor_of(rel);
+    const auto rule = allowed().find(from);
+    if (rule == allowed().end()) {
+      violations.push_back(rel + ": directory '" + from + "' has no floor in this test's table");
+      continue;
+    }
+    std::ifstream in(entry.path());
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      std::smatch m;
+      if (!std::regex_search(line, m, include_line)) continue;
+      const std::string target = m[1].str();
+      if (target.find('/') == std::string::npos) continue;  // not a path under src/
+      ++includes_seen;
+      const std::string to = floor_of(target);
+      if (!rule->second.count(to))
+        violations.push_back(rel + ":" + std::to_string(n) + " (" + from + ") includes " + target +
+                             " (" + to + ")");
+    }
+  }
+  // The scan itself must have found the project's includes, or it would prove nothing.
+  EXPECT_GT(includes_seen, 500);
+  for (const auto& v : violations) ADD_FAILURE() << v;
+}
+
+// The issue-level promises, named so a failure says which one broke.
+TEST(Layering, ModelKnowsNeitherKernelsNorTrainerNorMesh) {
+  EXPECT_FALSE(allowed().at("model").count("kernels/cpu"));
+  EXPECT_FALSE(allowed().at("model").count("train"));
+  EXPECT_FALSE(allowed().at("model").count("parallel"));
+  EXPECT_FALSE(allowed().at("parallel").count("train"));
+  EXPECT_FALSE(allowed().at("io").count("data"));
+  EXPECT_FALSE(allowed().at("data").count("io"));
+}
+
+}  // namespace

@@ -2,19 +2,17 @@
 
 #include <omp.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "core/profile.h"
-#include "core/atomic_file.h"
 #include "data/tokenizer_files.h"
-#include "io/model_files.h"
-#include "io/peft.h"
-#include "io/pretrained.h"
 #include "model/llama.h"
 #include "parallel/comm.h"
 #include "parallel/data_parallel.h"
@@ -23,8 +21,8 @@
 #include "train/checkpoint.h"
 #include "train/flops.h"
 #include "train/metrics.h"
-#include "train/step.h"
 #include "train/placed_model.h"
+#include "train/step.h"
 #include "train/training_data.h"
 
 namespace mt {
@@ -37,16 +35,83 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Mean validation loss over up to max_batches fixed batches, each split over the data-parallel
-// ranks like training batches; a batch whose rows do not divide (the last, partial one) is
-// counted by the group's first rank alone, so every token counts once. A sharded model's forward
-// is collective, so there every rank runs that batch and only the first one counts it.
-double evaluate(LlamaModel& model, TrainingData& data, int64_t max_batches, parallel::DataParallel& dp,
-                bool collective) {
+// Where progress goes: rank 0 prints, the others stay quiet.
+struct NullBuffer : std::streambuf {
+  int overflow(int c) override { return c; }
+};
+
+// The world, refused before any work when the mesh does not match the ranks launched.
+std::unique_ptr<parallel::Comm> open_world(const parallel::MeshShape& shape) {
+  std::unique_ptr<parallel::Comm> world = parallel::make_world_comm();
+  shape.check_world(world->size());
+  if (shape.pp > 1)
+    fail("mesh " + shape.str() + ": pipeline parallelism (pp) is not implemented yet; use dp, "
+         "fsdp and tp");
+  return world;
+}
+
+// The group (dp x fsdp) that shares out each batch's rows, refused before any work when it cannot
+// split the batch evenly.
+parallel::Comm& data_parallel_group(parallel::Mesh& mesh, int64_t batch_size) {
+  parallel::Comm& group = mesh.data_parallel();
+  if (batch_size % group.size() != 0)
+    fail("train.batch_size (" + std::to_string(batch_size) + ") must be divisible by dp x fsdp (" +
+         std::to_string(group.size()) + ")");
+  return group;
+}
+
+// Setup: everything the step loop and the finish work with. The members are built in the order
+// they are declared, which is the order the work must happen in (the mesh is checked before
+// anything loads, the model is placed before the optimizer takes its trainable tensors); the
+// model keeps references to the mesh and its data-parallel group, so a run never moves.
+struct TrainingRun {
+  // Builds the members, logs the run's header, writes run.toml and opens metrics.jsonl, resumes
+  // from train.resume if given, and measures the validation loss the finish compares against.
+  TrainingRun(const RunConfig& cfg, std::ostream& out);
+  TrainingRun(const TrainingRun&) = delete;
+  TrainingRun& operator=(const TrainingRun&) = delete;
+
+  const RunConfig& cfg;
+  const TrainConfig& tc;
+  std::unique_ptr<parallel::Comm> world;
+  parallel::Mesh mesh;
+  parallel::DataParallel dp;
+  const bool leader;  // prints and writes files
+  NullBuffer null_buffer;
+  std::ostream quiet{&null_buffer};
+  std::ostream& log;
+  std::unique_ptr<Tokenizer> tok;
+  std::unique_ptr<TrainingData> data;
+  PlacedModel placed;
+  AdamW optimizer;
+  const FlopCount flops;
+  const double peak;  // FLOP/s of one process: the MFU denominator
+  const int64_t tokens_per_step;
+  std::unique_ptr<JsonlWriter> metrics;  // rank 0's
+  int64_t start_step = 0;                // a resumed run's checkpoint step
+  TrainSummary summary;                  // filled in as the run goes
+
+ private:
+  void log_header();
+  void open_outputs();
+  void resume();
+};
+
+// Mean validation loss over up to 8 fixed batches (NaN when the data has none), each split over
+// the data-parallel ranks like training batches; a batch whose rows do not divide (the last,
+// partial one) is counted by the group's first rank alone, so every token counts once. A sharded
+// model's forward is collective, so there every rank runs that batch and only the first one
+// counts it.
+double validation_loss(TrainingRun& run) {
+  if (!run.data->has_validation()) return std::nan("");
+  const int64_t max_batches = 8;
+  LlamaModel& model = run.placed.model();
+  parallel::DataParallel& dp = run.dp;
+  const bool collective = run.placed.sharded();
   LossSum total;
   PackedBatch b;
-  data.reset_validation();
-  for (int64_t i = 0; i < max_batches && data.next_validation(b); ++i) {
+  run.data->reset_validation();
+  for (int64_t i = 0; i < max_batches && run.data->next_validation(b); ++i) {
     LossSum s;
     if (b.batch_size % dp.ranks() == 0) {
       s = model.forward_loss(input_of(dp.slice(b)));
@@ -61,42 +126,30 @@ double evaluate(LlamaModel& model, TrainingData& data, int64_t max_batches, para
   return total.count ? total.sum / double(total.count) : std::nan("");
 }
 
-// Where progress goes: rank 0 prints, the others stay quiet.
-struct NullBuffer : std::streambuf {
-  int overflow(int c) override { return c; }
-};
+TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out)
+    : cfg(cfg),
+      tc(cfg.train),
+      world(open_world(cfg.mesh)),
+      mesh(*world, cfg.mesh),
+      dp(data_parallel_group(mesh, tc.batch_size)),
+      leader(world->rank() == 0),
+      log(leader ? out : quiet),
+      tok(run_tokenizer(cfg)),
+      data(open_training_data(cfg, *tok, log)),
+      placed(cfg, mesh, dp, *tok, log),
+      optimizer(placed.trainable(), cfg.optim),
+      flops(training_flops(placed.full_config(), cfg.lora, tc.seq_len)),
+      peak(tc.peak_gflops > 0 ? tc.peak_gflops * 1e9
+                              : measure_gemm_flops(2048, 0.5, /*bf16=*/true)),
+      tokens_per_step(tc.batch_size * tc.grad_accum * tc.seq_len) {
+  log_header();
+  open_outputs();
+  if (!tc.resume.empty()) resume();
+  summary.val_loss_before = validation_loss(*this);
+  if (data->has_validation()) log << "validation loss before: " << summary.val_loss_before << "\n";
+}
 
-}  // namespace
-
-TrainSummary train(const RunConfig& cfg, std::ostream& out) {
-  if (cfg.train.threads > 0) omp_set_num_threads(int(cfg.train.threads));
-  const auto& tc = cfg.train;
-  // The mesh: refused before any work when it does not match the ranks launched.
-  std::unique_ptr<parallel::Comm> world = parallel::make_world_comm();
-  cfg.mesh.check_world(world->size());
-  if (cfg.mesh.pp > 1)
-    fail("mesh " + cfg.mesh.str() + ": pipeline parallelism (pp) is not implemented yet; use dp, "
-         "fsdp and tp");
-  parallel::Mesh mesh(*world, cfg.mesh);
-  parallel::DataParallel dp(mesh.data_parallel());
-  if (tc.batch_size % dp.ranks() != 0)
-    fail("train.batch_size (" + std::to_string(tc.batch_size) + ") must be divisible by dp x fsdp (" +
-         std::to_string(dp.ranks()) + ")");
-  const bool leader = world->rank() == 0;  // prints and writes files
-  NullBuffer null_buffer;
-  std::ostream quiet(&null_buffer);
-  std::ostream& log = leader ? out : quiet;
-  auto tok = run_tokenizer(cfg);
-  auto data = open_training_data(cfg, *tok, log);
-  PlacedModel placed(cfg, mesh, dp, *tok, log);
-  LlamaModel& model = placed.model();
-  AdamW optimizer(placed.trainable(), cfg.optim);
-
-  const FlopCount flops = training_flops(placed.full_config(), cfg.lora, tc.seq_len);
-  const double peak = tc.peak_gflops > 0 ? tc.peak_gflops * 1e9
-                                         : measure_gemm_flops(2048, 0.5, /*bf16=*/true);
-  const int64_t tokens_per_step = tc.batch_size * tc.grad_accum * tc.seq_len;
-
+void TrainingRun::log_header() {
   log << "meshtrain: " << (cfg.lora.enabled ? "LoRA" : "full") << " training, "
       << (tc.precision == Precision::bf16 ? "bf16 mixed" : "fp32") << ", "
       << (cfg.model_path.empty() ? "new model" : cfg.model_path) << ", "
@@ -114,127 +167,177 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
       << "MFU basis: " << flops.per_token / 1e6 << " MFLOP/token (" << flops.formula
       << ") over peak " << peak / 1e9 << " GFLOP/s ("
       << (tc.peak_gflops > 0 ? "given" : "measured bf16 GEMM") << ")\n";
+}
 
-  const std::string out_dir = cfg.output.dir;
-  TrainSummary summary;
-  std::unique_ptr<JsonlWriter> metrics;
-  if (leader) {
-    std::filesystem::create_directories(out_dir);
-    const std::string config_path = out_dir + "/run.toml";
-    write_file_atomically(config_path, [&](std::ostream& os) { os << to_toml(cfg); });
-    summary.files_written.push_back(config_path);
-    metrics = std::make_unique<JsonlWriter>(out_dir + "/metrics.jsonl", /*append=*/!tc.resume.empty());
-    summary.files_written.push_back(metrics->path());
-  }
+// A resumed run appends to the metrics of the steps before it.
+void TrainingRun::open_outputs() {
+  if (!leader) return;
+  std::filesystem::create_directories(cfg.output.dir);
+  const std::string config_path = cfg.output.dir + "/run.toml";
+  write_file_atomically(config_path, [&](std::ostream& os) { os << to_toml(cfg); });
+  summary.files_written.push_back(config_path);
+  metrics = std::make_unique<JsonlWriter>(cfg.output.dir + "/metrics.jsonl",
+                                          /*append=*/!tc.resume.empty());
+  summary.files_written.push_back(metrics->path());
+}
 
-  int64_t start_step = 0;
-  if (!tc.resume.empty()) {
-    const std::string dir = resolve_checkpoint(tc.resume, out_dir);
-    const CheckpointState state = load_checkpoint(dir, placed.held_tensors(optimizer), optimizer,
-                                                  cfg.lora.enabled);
-    placed.refresh_compute_copies();
-    data->restore(state.sampler);
-    start_step = state.step;
-    if (start_step >= tc.steps)
-      fail(dir + ": checkpoint is at step " + std::to_string(start_step) + ", train.steps is " +
-           std::to_string(tc.steps) + ": nothing left to do");
-    log << "resumed from " << dir << " at step " << start_step << "\n";
-  }
+void TrainingRun::resume() {
+  const std::string dir = resolve_checkpoint(tc.resume, cfg.output.dir);
+  const CheckpointState state = load_checkpoint(dir, placed.held_tensors(optimizer), optimizer,
+                                                cfg.lora.enabled);
+  placed.refresh_compute_copies();
+  data->restore(state.sampler);
+  start_step = state.step;
+  if (start_step >= tc.steps)
+    fail(dir + ": checkpoint is at step " + std::to_string(start_step) + ", train.steps is " +
+         std::to_string(tc.steps) + ": nothing left to do");
+  log << "resumed from " << dir << " at step " << start_step << "\n";
+}
 
-  const int64_t eval_batches = 8;
-  summary.val_loss_before = data->has_validation() ? evaluate(model, *data, eval_batches, dp, placed.sharded()) : std::nan("");
-  if (data->has_validation()) log << "validation loss before: " << summary.val_loss_before << "\n";
+// The steady state's time and tokens: every step after the first (which builds the GEMM
+// primitives), or the first when it is the only one.
+struct StepTiming {
+  double seconds = 0.0;
+  int64_t tokens = 0;
+};
 
+// Step `step` (0-based) took `dt` seconds: its line in metrics.jsonl, and its progress line every
+// train.log_every steps and at the last.
+void report_step(TrainingRun& run, int64_t step, const StepResult& r, double dt,
+                 Clock::time_point t_start) {
+  const TrainConfig& tc = run.tc;
+  StepMetrics m;
+  m.step = step + 1;
+  m.total_steps = tc.steps;
+  m.loss = r.loss;
+  m.lr = r.lr;
+  m.tokens_per_s = double(run.tokens_per_step) / dt;
+  // peak is per process
+  m.mfu = m.tokens_per_s * run.flops.per_token / (run.peak * run.world->size());
+  m.peak_mem_bytes = int64_t(memory_stats::peak_rss_bytes());
+  m.elapsed_s = seconds_since(t_start);
+  m.eta_s = m.elapsed_s / double(step + 1 - run.start_step) * double(tc.steps - step - 1);
+  auto j = step_json(m);
+  j["grad_norm"] = r.grad_norm;
+  j["counted_tokens"] = r.counted_tokens;
+  j["peak_tensor_bytes"] = memory_stats::peak_bytes();
+  if (run.metrics) run.metrics->write(j);
+  if ((step + 1) % tc.log_every == 0 || step + 1 == tc.steps)
+    run.log << format_progress_line(m) << "\n";
+}
+
+// Collective: every rank saves what it holds of the model and the optimizer state.
+void checkpoint(TrainingRun& run, int64_t steps_done) {
+  const RunConfig& cfg = run.cfg;
+  const std::string dir = save_checkpoint(cfg.output.dir, {steps_done, run.data->state()},
+                                          run.placed.held_tensors(run.optimizer), run.optimizer,
+                                          {to_toml(cfg), cfg.mesh.str(), cfg.lora.enabled},
+                                          cfg.output.keep_checkpoints, *run.world);
+  run.log << "checkpoint: " << dir << "\n";
+}
+
+// The step loop, from the start (or the resumed) step to train.steps, with a checkpoint every
+// output.checkpoint_every steps and at the last.
+StepTiming run_steps(TrainingRun& run) {
+  const TrainConfig& tc = run.tc;
+  const int64_t every = run.cfg.output.checkpoint_every;
   auto t_start = Clock::now();
   profile::reset();
-  double timed_seconds = 0.0;
-  int64_t timed_tokens = 0;
-  for (int64_t step = start_step; step < tc.steps; ++step) {
+  StepTiming timed;
+  for (int64_t step = run.start_step; step < tc.steps; ++step) {
     auto t0 = Clock::now();
     std::vector<PackedBatch> micro;
     std::vector<ModelInput> inputs;
     // Every rank draws the same global batch and keeps its own rows.
     for (int64_t k = 0; k < tc.grad_accum; ++k)
-      micro.push_back(dp.ranks() > 1 ? dp.slice(data->next()) : data->next());
+      micro.push_back(run.dp.ranks() > 1 ? run.dp.slice(run.data->next()) : run.data->next());
     for (const PackedBatch& b : micro) inputs.push_back(input_of(b));
     // The first step builds the GEMM primitives: profile the steady state only.
-    profile::enable(tc.profile && step > start_step);
-    if (step == start_step + 1) placed.reset_comm_stats();  // steady state, as the timings
-    const StepResult r = train_step(model, optimizer, inputs, cfg.optim, step, tc.steps, placed.sync());
+    profile::enable(tc.profile && step > run.start_step);
+    if (step == run.start_step + 1) run.placed.reset_comm_stats();  // steady state, as the timings
+    const StepResult r = train_step(run.placed.model(), run.optimizer, inputs, run.cfg.optim, step,
+                                    tc.steps, run.placed.sync());
     const double dt = seconds_since(t0);
-    if (step > start_step || tc.steps - start_step == 1) timed_seconds += dt, timed_tokens += tokens_per_step;
-    summary.losses.push_back(r.loss);
-
-    StepMetrics m;
-    m.step = step + 1;
-    m.total_steps = tc.steps;
-    m.loss = r.loss;
-    m.lr = r.lr;
-    m.tokens_per_s = double(tokens_per_step) / dt;
-    m.mfu = m.tokens_per_s * flops.per_token / (peak * world->size());  // peak is per process
-    m.peak_mem_bytes = int64_t(memory_stats::peak_rss_bytes());
-    m.elapsed_s = seconds_since(t_start);
-    m.eta_s = m.elapsed_s / double(step + 1 - start_step) * double(tc.steps - step - 1);
-    auto j = step_json(m);
-    j["grad_norm"] = r.grad_norm;
-    j["counted_tokens"] = r.counted_tokens;
-    j["peak_tensor_bytes"] = memory_stats::peak_bytes();
-    if (metrics) metrics->write(j);
-    if ((step + 1) % tc.log_every == 0 || step + 1 == tc.steps) log << format_progress_line(m) << "\n";
-    const int64_t every = cfg.output.checkpoint_every;
-    if (every > 0 && ((step + 1) % every == 0 || step + 1 == tc.steps)) {
-      const std::string dir = save_checkpoint(out_dir, {step + 1, data->state()},
-                                              placed.held_tensors(optimizer), optimizer,
-                                              {to_toml(cfg), cfg.mesh.str(), cfg.lora.enabled},
-                                              cfg.output.keep_checkpoints, *world);
-      log << "checkpoint: " << dir << "\n";
-    }
-    log.flush();
+    if (step > run.start_step || tc.steps - run.start_step == 1)
+      timed.seconds += dt, timed.tokens += run.tokens_per_step;
+    run.summary.losses.push_back(r.loss);
+    report_step(run, step, r, dt, t_start);
+    if (every > 0 && ((step + 1) % every == 0 || step + 1 == tc.steps)) checkpoint(run, step + 1);
+    run.log.flush();
   }
+  return timed;
+}
 
-  profile::enable(false);
-  if (tc.profile && timed_seconds > 0)
-    log << "time per step by op (steps after the first):\n"
-        << profile::table(timed_seconds, std::max<int64_t>(1, tc.steps - start_step - 1));
-  summary.tokens_per_s = timed_seconds > 0 ? double(timed_tokens) / timed_seconds : 0.0;
-  const int64_t steady_steps = tc.steps - start_step - 1;
-  if (placed.sharded() && steady_steps > 0)
-    summary.fsdp_wait_s_per_step = placed.exposed_comm_seconds() / double(steady_steps);
-  summary.mfu = summary.tokens_per_s * flops.per_token / (peak * world->size());
-  summary.val_loss_after = data->has_validation() ? evaluate(model, *data, eval_batches, dp, placed.sharded()) : std::nan("");
-  summary.peak_rss_bytes = memory_stats::peak_rss_bytes();
-  // The largest rank's peak is what a machine must hold: gather every rank's.
-  std::vector<int64_t> peaks(size_t(world->size()), 0);
-  peaks[size_t(world->rank())] = int64_t(summary.peak_rss_bytes);
-  world->all_reduce_sum(peaks.data(), int64_t(peaks.size()));
-  summary.peak_rss_max_rank_bytes = size_t(*std::max_element(peaks.begin(), peaks.end()));
-  summary.peak_tensor_bytes = memory_stats::peak_bytes();
-
-  for (auto& f : placed.export_model(out_dir + (cfg.lora.enabled ? "/adapter" : "/model")))  // collective
-    summary.files_written.push_back(f);
-  if (leader && !cfg.lora.enabled) {
-    for (auto& f : save_tokenizer_files(tokenizer_source(cfg), out_dir + "/model"))
-      summary.files_written.push_back(f);
+// Collective: rank 0 writes the trained model (or the PEFT adapter) and, for a whole model, the
+// tokenizer files beside it.
+void export_trained_model(TrainingRun& run) {
+  const RunConfig& cfg = run.cfg;
+  const std::string dir = cfg.output.dir + (cfg.lora.enabled ? "/adapter" : "/model");
+  for (auto& f : run.placed.export_model(dir))
+    run.summary.files_written.push_back(f);
+  if (run.leader && !cfg.lora.enabled) {
+    for (auto& f : save_tokenizer_files(tokenizer_source(cfg), cfg.output.dir + "/model"))
+      run.summary.files_written.push_back(f);
   }
+}
 
-  log << "done: " << tc.steps << " steps, final loss " << summary.losses.back();
-  if (data->has_validation())
+void log_summary(TrainingRun& run) {
+  const TrainSummary& summary = run.summary;
+  std::ostream& log = run.log;
+  log << "done: " << run.tc.steps << " steps, final loss " << summary.losses.back();
+  if (run.data->has_validation())
     log << ", validation loss " << summary.val_loss_before << " -> " << summary.val_loss_after;
   log << "\n"
       << "throughput: " << std::lround(summary.tokens_per_s) << " tokens/s, MFU "
       << std::round(summary.mfu * 1000.0) / 10.0 << "%, peak memory "
       << format_bytes(int64_t(summary.peak_rss_bytes)) << " (tensors "
       << format_bytes(int64_t(summary.peak_tensor_bytes)) << ")"
-      << (world->size() > 1 ? ", largest rank " + format_bytes(int64_t(summary.peak_rss_max_rank_bytes))
-                            : std::string())
+      << (run.world->size() > 1
+              ? ", largest rank " + format_bytes(int64_t(summary.peak_rss_max_rank_bytes))
+              : std::string())
       << "\n";
-  if (placed.sharded())
+  if (run.placed.sharded())
     log << "FSDP collectives: " << std::round(summary.fsdp_wait_s_per_step * 1e4) / 10.0
-        << " ms/step spent waiting (rank 0; gathers " << (tc.fsdp_prefetch ? "prefetched" : "not prefetched")
-        << ")\n";
+        << " ms/step spent waiting (rank 0; gathers "
+        << (run.tc.fsdp_prefetch ? "prefetched" : "not prefetched") << ")\n";
   log << "wrote:\n";
   for (const auto& f : summary.files_written) log << "  " << f << "\n";
-  return summary;
+}
+
+// Finish: the summary's throughput, validation and memory figures, the trained model written
+// out, and the closing lines of the log.
+void finish_run(TrainingRun& run, const StepTiming& timed) {
+  const TrainConfig& tc = run.tc;
+  TrainSummary& summary = run.summary;
+  profile::enable(false);
+  if (tc.profile && timed.seconds > 0)
+    run.log << "time per step by op (steps after the first):\n"
+            << profile::table(timed.seconds, std::max<int64_t>(1, tc.steps - run.start_step - 1));
+  summary.tokens_per_s = timed.seconds > 0 ? double(timed.tokens) / timed.seconds : 0.0;
+  const int64_t steady_steps = tc.steps - run.start_step - 1;
+  if (run.placed.sharded() && steady_steps > 0)
+    summary.fsdp_wait_s_per_step = run.placed.exposed_comm_seconds() / double(steady_steps);
+  summary.mfu = summary.tokens_per_s * run.flops.per_token / (run.peak * run.world->size());
+  summary.val_loss_after = validation_loss(run);
+  summary.peak_rss_bytes = memory_stats::peak_rss_bytes();
+  // The largest rank's peak is what a machine must hold: gather every rank's.
+  std::vector<int64_t> peaks(size_t(run.world->size()), 0);
+  peaks[size_t(run.world->rank())] = int64_t(summary.peak_rss_bytes);
+  run.world->all_reduce_sum(peaks.data(), int64_t(peaks.size()));
+  summary.peak_rss_max_rank_bytes = size_t(*std::max_element(peaks.begin(), peaks.end()));
+  summary.peak_tensor_bytes = memory_stats::peak_bytes();
+  export_trained_model(run);
+  log_summary(run);
+}
+
+}  // namespace
+
+TrainSummary train(const RunConfig& cfg, std::ostream& out) {
+  if (cfg.train.threads > 0) omp_set_num_threads(int(cfg.train.threads));
+  TrainingRun run(cfg, out);
+  const StepTiming timed = run_steps(run);
+  finish_run(run, timed);
+  return std::move(run.summary);
 }
 
 }  // namespace mt

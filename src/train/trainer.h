@@ -1,5 +1,8 @@
-// The single-process training loop: data -> micro-batches -> forward/backward -> clip -> AdamW,
-// with progress lines, metrics.jsonl, evaluation before and after, and the final weights.
+// A training run, on one process or over a mesh of MPI ranks, in three parts (trainer.cpp): setup
+// builds the mesh, data, placed model and optimizer, writes run.toml, resumes from a checkpoint
+// and measures the validation loss; the step loop runs micro-batches -> forward/backward -> clip
+// -> AdamW with progress lines, metrics.jsonl and checkpoints; the finish measures the validation
+// loss again and writes the trained model or adapter.
 #pragma once
 #include <ostream>
 #include <string>

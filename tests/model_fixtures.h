@@ -3,7 +3,7 @@
 #include <random>
 #include <vector>
 
-#include "model/init.h"
+#include "core/normal_init.h"
 #include "model/llama.h"
 
 namespace mt::testing {

@@ -11,7 +11,7 @@
 
 #include "backend/reference_backend.h"
 #include "model/decoder.h"
-#include "model/init.h"
+#include "core/normal_init.h"
 #include "model/llama.h"
 #include "model_fixtures.h"
 #include "train/adamw.h"

@@ -5,6 +5,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/token_sampling.h"  // pick_token
 #include "model/llama.h"
 
 namespace mt {
@@ -22,8 +23,5 @@ struct GenerateOptions {
 std::vector<int32_t> generate(LlamaModel& model, const std::vector<int32_t>& prompt,
                               const GenerateOptions& opt,
                               const std::function<void(int32_t)>& on_token = {});
-
-// Picks the next token from logits (exposed for tests). `uniform` is a draw in [0, 1).
-int32_t pick_token(const std::vector<float>& logits, float temperature, float top_p, double uniform);
 
 }  // namespace mt

@@ -8,7 +8,7 @@
 #include "core/profile.h"
 #include "core/rope_frequencies.h"
 #include "core/token_ids.h"
-#include "model/init.h"
+#include "core/normal_init.h"
 #include "model/param_shapes.h"
 #include "model/weights.h"
 
@@ -247,8 +247,7 @@ void LlamaModel::Runner::plan(int64_t B, int64_t seq) {
   tokens_ = ic.take(N, 1), targets_ = ic.take(N, 1), positions_ = ic.take(N, 1);
   segments_ = ic.take(N, 1);
   logits_f32_ = DeviceBuffer();
-  default_pos_.resize(size_t(N));
-  for (int64_t n = 0; n < N; ++n) default_pos_[size_t(n)] = int32_t(n % seq);
+  default_pos_ = row_positions(B, seq);
 }
 
 void LlamaModel::Runner::upload(const ModelInput& in) {

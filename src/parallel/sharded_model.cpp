@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "core/shape_string.h"
 #include "parallel/shard_plan.h"
-#include "parallel/sharded_units.h"
+#include "parallel/fsdp_units.h"
 #include "model/param_shapes.h"
 
 namespace mt::parallel {

@@ -19,7 +19,6 @@
 #include <string>
 #include <vector>
 
-#include "core/buffer.h"
 #include "parallel/mesh.h"
 #include "parallel/layout.h"
 #include "parallel/partition.h"

@@ -8,7 +8,7 @@
 #include "io/box_read.h"
 #include "io/pretrained.h"
 #include "io/safetensors_index.h"
-#include "model/init.h"
+#include "core/normal_init.h"
 
 namespace mt::parallel {
 

@@ -1,4 +1,4 @@
-// Internal to the sharded model (sharded_model.cpp lays units out, sharded_units.cpp moves
+// Internal to the sharded model (sharded_model.cpp lays units out, fsdp_units.cpp moves
 // them): one unit's gather and gradient buffers, and a reduce-scatter in flight.
 #pragma once
 #include <cstdint>

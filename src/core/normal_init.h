@@ -1,4 +1,5 @@
-// Deterministic parameter initialisation: each tensor's values depend only on (seed, name).
+// Deterministic initial values: each tensor's values depend only on (seed, name), drawn on the host
+// (the same numbers whatever the device, layout or rank count) and uploaded by the caller.
 #pragma once
 #include <cstdint>
 #include <string>

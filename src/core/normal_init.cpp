@@ -1,4 +1,4 @@
-#include "model/init.h"
+#include "core/normal_init.h"
 
 #include <cmath>
 #include <random>

@@ -1,13 +1,13 @@
-// The ModelParallel side of the sharded model: gathering units over fsdp (prefetched one unit
-// ahead), freeing them, reduce-scattering their gradients, and the sums and norm that finish a
-// step.
+// FSDP, the ModelParallel side of the sharded model: gathering units over fsdp (prefetched one
+// unit ahead), freeing them, reduce-scattering their gradients, and the sums and norm that finish
+// a step. Tensor parallelism's reductions are in tensor_parallel.cpp.
 #include <chrono>
 #include <cmath>
 
 #include "core/error.h"
 #include "core/profile.h"
 #include "parallel/sharded_model.h"
-#include "parallel/sharded_units.h"
+#include "parallel/fsdp_units.h"
 
 namespace mt::parallel {
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "core/shape_string.h"
 #include "io/hf_config.h"
 #include "io/llama2c.h"
@@ -43,6 +44,7 @@ void load_store(const SafetensorsCheckpoint& ckpt, ParamStore& store, const std:
 
 LlamaConfig pretrained_config(const std::string& path) {
   if (!fs::exists(path)) fail(path + ": model path does not exist");
+  if (!fs::is_directory(path)) require_regular_file(path, "model path");
   if (is_llama2c_file(path)) return read_llama2c_config(path);
   if (fs::is_directory(path)) {
     const std::string cfg = (fs::path(path) / "config.json").string();
@@ -67,6 +69,7 @@ std::unique_ptr<LlamaModel> load_pretrained(const std::string& path, Precision p
 
 LoraConfig read_peft_config(const std::string& dir) {
   const std::string path = (fs::path(dir) / "adapter_config.json").string();
+  require_regular_file(path, "adapter config");
   std::ifstream f(path);
   if (!f) fail(path + ": cannot open (expected a PEFT adapter directory)");
   nlohmann::json j;

@@ -111,6 +111,13 @@ TEST(Cli, NonRegularFilesAreRefusedNotRead) {
   expect_refused_quickly("generate -m " + (dir / "weights").string() + " -n 1", "model.safetensors");
 }
 
+// `generate -t nan` used to exit 0 having printed nothing; the options are checked before the
+// model is loaded, so no model is needed to see the refusal.
+TEST(Cli, NonFiniteSamplingOptionsAreRefused) {
+  expect_one_line_error("generate -m /nonexistent/model -t nan", "temperature");
+  expect_one_line_error("generate -m /nonexistent/model -t 1 --top-p nan", "top_p");
+}
+
 // The per-step losses in a run's metrics.jsonl, exactly as written.
 std::vector<std::string> losses_of(const std::string& dir) {
   std::ifstream in(dir + "/metrics.jsonl");

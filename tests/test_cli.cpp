@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
+#include "io/hf_config.h"
 #include "run_command.h"
 #include "train/config_schema.h"
 #include "train/config_values.h"
@@ -65,6 +68,54 @@ TEST(Cli, TrainHelpListsEveryKeyWithItsDefault) {
     const std::string line = "  " + std::string(key.name) + " = " + mt::config_value_toml(key, defaults);
     EXPECT_NE(r.output.find(line), std::string::npos) << "missing: " << line << "\n" << r.output;
   }
+}
+
+// A reader given a FIFO waits forever for a writer, and one given /dev/zero never reaches the end:
+// both must be refused at once with one line naming the path. `timeout` bounds each run so that a
+// regression fails (exit 124) instead of hanging the suite.
+void expect_refused_quickly(const std::string& args, const std::string& path) {
+  const Result r = mt::testing::run_command("timeout -k 5 30 " + std::string(MESHTRAIN_BINARY) + " " + args);
+  ASSERT_NE(r.code, 124) << args << ": still reading after 30 s";
+  EXPECT_NE(r.code, 0) << args;
+  EXPECT_NE(r.output.find(path), std::string::npos) << args << "\n" << r.output;
+  EXPECT_NE(r.output.find("not a regular file"), std::string::npos) << args << "\n" << r.output;
+  size_t lines = 0;
+  for (char c : r.output) lines += c == '\n';
+  EXPECT_EQ(lines, 1u) << args << "\n" << r.output;
+}
+
+TEST(Cli, NonRegularFilesAreRefusedNotRead) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "meshtrain_cli_fifo";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "model");
+  const std::string fifo = (dir / "input.fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // An HF model directory whose config.json, or whose weights, are a FIFO.
+  ASSERT_EQ(::mkfifo((dir / "model" / "config.json").c_str(), 0600), 0);
+  fs::create_directories(dir / "weights");
+  std::ofstream(dir / "weights" / "config.json") << mt::hf_config_json(mt::LlamaConfig{});
+  ASSERT_EQ(::mkfifo((dir / "weights" / "model.safetensors").c_str(), 0600), 0);
+
+  for (const std::string special : {fifo, std::string("/dev/zero")}) {
+    expect_refused_quickly("train --config " + special, special);
+    expect_refused_quickly("train --set data.path=" + special, special);
+    // Examples go through the token cache, or straight to the reader with the cache off.
+    expect_refused_quickly("train --set data.path=" + special + " --set data.format=alpaca", special);
+    expect_refused_quickly("train --set data.path=" + special + " --set data.format=alpaca --set data.cache_dir=off",
+                           special);
+    expect_refused_quickly("generate -m " + special + " -n 1", special);
+    expect_refused_quickly("tokenize --tokenizer " + special + " --text hi", special);
+  }
+  expect_refused_quickly("generate -m " + (dir / "model").string() + " -n 1", "config.json");
+  expect_refused_quickly("generate -m " + (dir / "weights").string() + " -n 1", "model.safetensors");
+}
+
+// `generate -t nan` used to exit 0 having printed nothing; the options are checked before the
+// model is loaded, so no model is needed to see the refusal.
+TEST(Cli, NonFiniteSamplingOptionsAreRefused) {
+  expect_one_line_error("generate -m /nonexistent/model -t nan", "temperature");
+  expect_one_line_error("generate -m /nonexistent/model -t 1 --top-p nan", "top_p");
 }
 
 // The per-step losses in a run's metrics.jsonl, exactly as written.

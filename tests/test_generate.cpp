@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "core/error.h"
 #include "model/decoder.h"
 #include "model/generate.h"
@@ -42,6 +44,27 @@ TEST(GeneratePick, GreedyTemperatureAndTopP) {
   // Full distribution: u spans the ids in probability order 1, 3, 2, 0.
   EXPECT_EQ(pick_token(logits, 1.0f, 1.0f, 0.0), 1);
   EXPECT_EQ(pick_token(logits, 1.0f, 1.0f, 0.999999), 0);
+}
+
+// NaN slips past "temperature < 0"; it used to sample nothing and end generation silently.
+TEST(GenerateLoop, RefusesNonFiniteSamplingOptions) {
+  LlamaModel m(testing::tiny_config(), Precision::fp32, LoraConfig{});
+  m.init_weights(4);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (float t : {nan, inf, -inf, -1.0f}) {
+    GenerateOptions o;
+    o.temperature = t;
+    EXPECT_THROW(generate(m, {1, 2}, o), Error) << "temperature " << t;
+  }
+  for (float p : {nan, inf, 0.0f, 1.5f}) {
+    GenerateOptions o;
+    o.temperature = 1.0f;
+    o.top_p = p;
+    EXPECT_THROW(generate(m, {1, 2}, o), Error) << "top_p " << p;
+  }
+  GenerateOptions ok;
+  ok.temperature = 0.7f, ok.top_p = 0.9f;
+  EXPECT_NO_THROW(validate_sampling(ok));
 }
 
 TEST(GenerateLoop, StopsAtStopIdAndIsDeterministicBySeed) {

@@ -3,6 +3,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "data/tokenizer.h"
@@ -94,6 +96,70 @@ TEST(Pretrained, PeftAdapterRoundTripGivesTheSameLogits) {
   auto batch = testing::tiny_batch(32);
   auto a = logits_of(m, batch), b = logits_of(*loaded, batch);
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
+}
+
+// Sets keys of <dir>/adapter_config.json, as a PEFT version with more options would have written it.
+void set_adapter_config_keys(const std::string& dir, const nlohmann::json& keys) {
+  const std::string path = dir + "/adapter_config.json";
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(path));
+  j.update(keys);
+  std::ofstream(path) << j.dump(2);
+}
+
+// An adapter of rank 4 with random A and B, saved beside its base; returns the model it came from.
+std::unique_ptr<LlamaModel> saved_adapter(const LoraConfig& lora, const std::string& base,
+                                          const std::string& adapter) {
+  auto m = std::make_unique<LlamaModel>(testing::tiny_config(), Precision::fp32, lora);
+  m->init_weights(3);
+  testing::randomize(m->adapters(), 8, 0.3f);
+  save_base_model(*m, base);
+  save_peft_adapter(*m, adapter, base);
+  return m;
+}
+
+// use_rslora used to be ignored, applying the adapter at alpha / r instead of alpha / sqrt(r).
+TEST(Peft, RsloraAdapterIsScaledByAlphaOverSqrtRank) {
+  LoraConfig lora;
+  lora.enabled = true;
+  lora.rank = 4;
+  lora.alpha = 8.0f;  // plain LoRA scale 8 / 4 = 2, the same as rsLoRA's 4 / sqrt(4)
+  lora.targets = {"q", "v", "down", "lm_head"};
+  std::string base = temp_dir("meshtrain_rslora_base"), adapter = temp_dir("meshtrain_rslora_adapter");
+  auto plain = saved_adapter(lora, base, adapter);
+  set_adapter_config_keys(adapter, {{"use_rslora", true}, {"lora_alpha", 4.0}});
+  const LoraConfig read = read_peft_config(adapter);
+  EXPECT_TRUE(read.rank_stabilized);
+  EXPECT_EQ(read.scale(), 2.0f);
+  auto loaded = load_pretrained(base, Precision::fp32, read, 0);
+  load_peft_adapter(adapter, *loaded);
+  auto batch = testing::tiny_batch(32);
+  auto a = logits_of(*plain, batch), b = logits_of(*loaded, batch);
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
+  // Written back, the flag survives.
+  const std::string again = temp_dir("meshtrain_rslora_again");
+  save_peft_adapter(*loaded, again, base);
+  EXPECT_TRUE(read_peft_config(again).rank_stabilized);
+}
+
+// use_dora used to be ignored, applying a DoRA adapter as plain LoRA (no magnitude vector).
+TEST(Peft, DoraAdapterIsRefusedNamingTheOption) {
+  LoraConfig lora;
+  lora.enabled = true;
+  lora.rank = 4;
+  std::string base = temp_dir("meshtrain_dora_base"), adapter = temp_dir("meshtrain_dora_adapter");
+  saved_adapter(lora, base, adapter);
+  set_adapter_config_keys(adapter, {{"use_dora", true}});
+  try {
+    read_peft_config(adapter);
+    ADD_FAILURE() << "a DoRA adapter was read as LoRA";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("use_dora"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("adapter_config.json"), std::string::npos) << e.what();
+  }
+  set_adapter_config_keys(adapter, {{"use_dora", false}, {"use_rslora", nullptr}});
+  EXPECT_FALSE(read_peft_config(adapter).rank_stabilized);  // false and null are PEFT's defaults
+  set_adapter_config_keys(adapter, {{"use_rslora", "yes"}});
+  EXPECT_THROW(read_peft_config(adapter), Error);
 }
 
 // ../shared/data/README.md: greedy generation from stories260K, BOS first, no prompt.

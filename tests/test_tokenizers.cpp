@@ -445,5 +445,35 @@ TEST(TokenizerCli, TokenizePrintsJsonIds) {
   EXPECT_NE(r.out.find("/nonexistent/tok.model"), std::string::npos) << r.out;
 }
 
+// Standard base64 with padding, for writing tiktoken lines.
+std::string base64(const std::string& bytes) {
+  static const char* digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16;
+    if (i + 1 < bytes.size()) v |= uint32_t(uint8_t(bytes[i + 1])) << 8;
+    if (i + 2 < bytes.size()) v |= uint8_t(bytes[i + 2]);
+    out += digits[v >> 18], out += digits[(v >> 12) & 63];
+    out += i + 1 < bytes.size() ? digits[(v >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? digits[v & 63] : '=';
+  }
+  return out;
+}
+
+// A tiktoken file whose last line is one 3 MB token (4 MB of base64) used to take time quadratic
+// in the line (1 MB 3.6 s, 2 MB 38 s): every prefix of the token was hashed to look for merges.
+// `timeout` bounds the run so that a regression fails instead of stalling the suite.
+TEST(TokenizerTiktoken, OneHugeLineIsReadInLinearTime) {
+  std::string text;
+  for (int b = 0; b < 256; ++b) text += base64(std::string(1, char(b))) + " " + std::to_string(b) + "\n";
+  text += base64(std::string(3 << 20, 'a')) + " 256\n";
+  const std::string path = write_temp("huge_line.tiktoken", text);
+  auto r = mt::testing::run_command("timeout -k 5 30 " + std::string(MESHTRAIN_BINARY) +
+                                    " tokenize --tokenizer " + path + " --text ab");
+  ASSERT_NE(r.code, 124) << "still reading the tokenizer after 30 s";
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output, "[97, 98]\n");
+}
+
 }  // namespace
 }  // namespace mt

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/model_args.h"
 #include "core/error.h"
+#include "core/regular_file.h"
 
 
 namespace mt::cli {
@@ -28,6 +29,7 @@ Action add_eval_command(CLI::App& app) {
     auto model = o->model.load_model();
     auto tok = o->model.load_tokenizer();
     const int64_t seq = std::min(o->seq_len, model->config().max_position_embeddings);
+    require_regular_file(o->data, "data file");
     std::ifstream f(o->data, std::ios::binary);
     if (!f) fail(o->data + ": cannot open data file");
     std::stringstream ss;

@@ -43,6 +43,7 @@ Action add_generate_command(CLI::App& app) {
   sub->add_option("--top-p", o->gen.top_p, "nucleus sampling mass")->check(CLI::Range(0.0, 1.0));
   sub->add_option("--seed", o->gen.seed, "sampling seed");
   return [o] {
+    validate_sampling(o->gen);  // before loading the model: a bad option should cost nothing
     auto model = o->model.load_model();
     auto tok = o->model.load_tokenizer();
     const std::vector<int32_t> prompt = prompt_ids(*tok, o->prompt, o->format);

@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "core/shape_string.h"
 #include "parallel/dist_config.h"
 #include "parallel/grid_view.h"
@@ -29,6 +30,7 @@ struct Options {
 };
 
 std::string read_text(const std::string& path) {
+  require_regular_file(path, "input file");
   std::ifstream f(path, std::ios::binary);
   if (!f) fail(path + ": cannot open");
   std::stringstream ss;

@@ -10,11 +10,15 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 
 namespace mt {
 
 MappedFile::MappedFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  require_regular_file(path, "file");
+  // O_NONBLOCK: should the path become a FIFO after the check, open returns instead of waiting
+  // for a writer, and the fstat below refuses it.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

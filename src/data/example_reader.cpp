@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "data/examples.h"
 
 namespace mt {
@@ -26,6 +27,7 @@ std::string read_whole(const std::string& path) {
   if (!std::filesystem::exists(path, ec)) fail("data file '" + path + "' does not exist");
   if (std::filesystem::is_directory(path, ec))
     fail("data file '" + path + "' is a directory, expected a .json or .jsonl file");
+  require_regular_file(path, "data file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot open data file '" + path + "'");
   std::ostringstream ss;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "data/byte_tokenizer.h"
 #include "data/shuffle.h"
 
@@ -21,6 +22,7 @@ std::string read_text_file(const std::string& path) {
   if (!std::filesystem::exists(path, ec)) fail("data file '" + path + "' does not exist");
   if (std::filesystem::is_directory(path, ec))
     fail("data file '" + path + "' is a directory, expected a plain-text file");
+  require_regular_file(path, "data file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot open data file '" + path + "': " + std::strerror(errno));
   std::ostringstream ss;

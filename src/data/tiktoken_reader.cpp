@@ -1,6 +1,8 @@
 // tiktoken .model/.tiktoken files -> byte-level BPE with Llama 3 special tokens.
 #include <algorithm>
 #include <charconv>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "data/bpe_tokenizer.h"
@@ -55,6 +57,42 @@ std::vector<std::string> llama3_special_names() {
   return names;
 }
 
+// which[n]: some token is n bytes long.
+std::vector<bool> token_lengths(const BpeTables& t) {
+  std::vector<bool> which;
+  for (const std::string& tok : t.token_bytes) {
+    if (tok.size() >= which.size()) which.resize(tok.size() + 1);
+    which[tok.size()] = true;
+  }
+  return which;
+}
+
+// Every split of a token into two tokens is a merge at the token's rank: tiktoken merges the
+// adjacent parts whose concatenation has the lowest rank, and parts are always tokens. Only splits
+// where both parts have a length some token has are looked up: trying every split would hash
+// every prefix, time quadratic in a token's length, which one long line of a bad file makes huge.
+void add_split_merges(BpeTables& t) {
+  const std::vector<bool> is_length = token_lengths(t);
+  std::vector<size_t> lengths;  // ascending, so each token's loop stops at its own length
+  for (size_t n = 1; n < is_length.size(); ++n)
+    if (is_length[n]) lengths.push_back(n);
+  std::string part;
+  for (size_t id = 0; id < t.token_bytes.size(); ++id) {
+    const std::string& tok = t.token_bytes[id];
+    for (size_t k : lengths) {
+      if (k >= tok.size()) break;
+      if (!is_length[tok.size() - k]) continue;
+      part.assign(tok, 0, k);
+      auto l = t.bytes_to_id.find(part);
+      if (l == t.bytes_to_id.end()) continue;
+      part.assign(tok, k);
+      auto r = t.bytes_to_id.find(part);
+      if (r == t.bytes_to_id.end()) continue;
+      t.add_merge(l->second, r->second, int32_t(id), int32_t(id));
+    }
+  }
+}
+
 }  // namespace
 
 bool looks_like_tiktoken(std::string_view content) {
@@ -107,18 +145,7 @@ std::unique_ptr<Tokenizer> read_tiktoken(std::string_view content, const std::st
   if (t.token_bytes.size() != count)
     fail(name + ": ranks are not 0.." + std::to_string(count - 1) + " (largest is " +
          std::to_string(t.token_bytes.size() - 1) + ")");
-  // Every split of a token into two tokens is a merge at the token's rank: tiktoken merges the
-  // adjacent parts whose concatenation has the lowest rank, and parts are always tokens.
-  for (size_t id = 0; id < t.token_bytes.size(); ++id) {
-    const std::string& tok = t.token_bytes[id];
-    for (size_t k = 1; k < tok.size(); ++k) {
-      auto l = t.bytes_to_id.find(tok.substr(0, k));
-      if (l == t.bytes_to_id.end()) continue;
-      auto r = t.bytes_to_id.find(tok.substr(k));
-      if (r == t.bytes_to_id.end()) continue;
-      t.add_merge(l->second, r->second, int32_t(id), int32_t(id));
-    }
-  }
+  add_split_merges(t);
   BpeTokenizer::Config cfg;
   cfg.kind = "tiktoken";
   cfg.pattern = SplitPattern::kLlama3;

@@ -7,6 +7,7 @@
 #include <span>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "data/shuffle.h"
 #include "core/atomic_file.h"
 
@@ -204,6 +205,7 @@ LoadedExamples load_examples(const std::string& path, const Tokenizer& tok,
   uint64_t key = 0;
   if (cache_dir != "off") {
     std::error_code ec;
+    require_regular_file(path, "data file");
     if (!fs::is_regular_file(path, ec)) fail("data file '" + path + "' does not exist or is not a file");
     key = hash_string(cache_key(path, tok, options));
     file = cache_file_name(path, cache_dir, key);

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "data/byte_tokenizer.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_readers.h"
@@ -14,6 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string read_file(const fs::path& p) {
+  require_regular_file(p.string(), "tokenizer file");
   std::ifstream in(p, std::ios::binary);
   if (!in) fail("cannot open tokenizer file " + p.string());
   std::ostringstream ss;

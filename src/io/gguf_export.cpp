@@ -202,7 +202,8 @@ void export_gguf_lora(LlamaModel& model, const std::string& path, const std::str
       {"general.type", GgufValue::str("adapter")},
       {"general.name", GgufValue::str(base_name)},
       {"adapter.type", GgufValue::str("lora")},
-      {"adapter.lora.alpha", GgufValue::f32(model.lora_config().alpha)},
+      // llama.cpp scales by alpha / rank and knows no rsLoRA, so write the alpha that gives our scale.
+      {"adapter.lora.alpha", GgufValue::f32(model.lora_config().scale() * float(model.lora_config().rank))},
   };
   std::vector<GgufTensorOut> tensors;
   for (const Param& p : model.adapters().params()) {

@@ -6,6 +6,7 @@
 
 #include "core/bf16.h"
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "core/f16.h"
 
 namespace mt {
@@ -201,6 +202,7 @@ GgufFile parse_gguf(std::vector<char> bytes, const std::string& label) {
 }
 
 GgufFile read_gguf(const std::string& path) {
+  require_regular_file(path, "GGUF file");
   std::ifstream f(path, std::ios::binary);
   if (!f) fail(path + ": cannot open GGUF file");
   std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 
 namespace mt {
 
@@ -24,6 +25,7 @@ std::string spaces_to_word_marker(const std::string& t) {
 }  // namespace
 
 TokenizerInfo tokenizer_info_from_llama2c(const std::string& path, int64_t vocab_size) {
+  require_regular_file(path, "llama2.c tokenizer");
   std::ifstream f(path, std::ios::binary);
   if (!f) fail(path + ": cannot open llama2.c tokenizer");
   f.seekg(0, std::ios::end);

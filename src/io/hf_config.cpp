@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 
 namespace mt {
 
@@ -79,6 +80,7 @@ LlamaConfig parse_hf_config(const std::string& text, const std::string& src) {
 }
 
 LlamaConfig load_hf_config(const std::string& path) {
+  require_regular_file(path, "model config");
   std::ifstream f(path);
   if (!f) fail(path + ": cannot open");
   std::stringstream ss;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 
 namespace mt {
 
@@ -77,12 +78,14 @@ Header read_header(std::ifstream& f, const std::string& path) {
 }  // namespace
 
 LlamaConfig read_llama2c_config(const std::string& path) {
+  require_regular_file(path, "llama2.c checkpoint");
   std::ifstream f(path, std::ios::binary);
   if (!f) fail(path + ": cannot open llama2.c checkpoint");
   return read_header(f, path).config;
 }
 
 void load_llama2c_weights(const std::string& path, LlamaModel& model) {
+  require_regular_file(path, "llama2.c checkpoint");
   std::ifstream f(path, std::ios::binary);
   if (!f) fail(path + ": cannot open llama2.c checkpoint");
   const Header hd = read_header(f, path);

@@ -28,7 +28,7 @@ std::string peft_adapter_config_json(const LoraConfig& lora, const std::string& 
   j["fan_in_fan_out"] = false;
   j["inference_mode"] = true;
   j["init_lora_weights"] = true;
-  j["use_rslora"] = false;
+  j["use_rslora"] = lora.rank_stabilized;
   j["use_dora"] = false;
   j["modules_to_save"] = nullptr;
   return j.dump(2) + "\n";

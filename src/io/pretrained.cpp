@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "core/shape_string.h"
 #include "io/hf_config.h"
 #include "io/llama2c.h"
@@ -39,10 +40,25 @@ void load_store(const SafetensorsCheckpoint& ckpt, ParamStore& store, const std:
   }
 }
 
+// An optional boolean of adapter_config.json: absent or null is false (PEFT's default).
+bool peft_flag(const nlohmann::json& j, const char* key, const std::string& path) {
+  if (!j.contains(key) || j[key].is_null()) return false;
+  if (!j[key].is_boolean()) fail(path + ": \"" + key + "\" must be true or false");
+  return j[key].get<bool>();
+}
+
+// Variants that change what the adapter computes, so reading one as plain LoRA would give a
+// different model without a word: refuse them until they are implemented.
+void refuse_unsupported_peft_variants(const nlohmann::json& j, const std::string& path) {
+  if (peft_flag(j, "use_dora", path))
+    fail(path + ": DoRA adapters (\"use_dora\": true) are not supported; only LoRA and rsLoRA are");
+}
+
 }  // namespace
 
 LlamaConfig pretrained_config(const std::string& path) {
   if (!fs::exists(path)) fail(path + ": model path does not exist");
+  if (!fs::is_directory(path)) require_regular_file(path, "model path");
   if (is_llama2c_file(path)) return read_llama2c_config(path);
   if (fs::is_directory(path)) {
     const std::string cfg = (fs::path(path) / "config.json").string();
@@ -67,6 +83,7 @@ std::unique_ptr<LlamaModel> load_pretrained(const std::string& path, Precision p
 
 LoraConfig read_peft_config(const std::string& dir) {
   const std::string path = (fs::path(dir) / "adapter_config.json").string();
+  require_regular_file(path, "adapter config");
   std::ifstream f(path);
   if (!f) fail(path + ": cannot open (expected a PEFT adapter directory)");
   nlohmann::json j;
@@ -77,8 +94,10 @@ LoraConfig read_peft_config(const std::string& dir) {
   }
   if (!j.is_object() || j.value("peft_type", "") != "LORA")
     fail(path + ": not a LoRA adapter config (peft_type must be \"LORA\")");
+  refuse_unsupported_peft_variants(j, path);
   LoraConfig lora;
   lora.enabled = true;
+  lora.rank_stabilized = peft_flag(j, "use_rslora", path);
   try {
     lora.rank = j.at("r").get<int64_t>();
     lora.alpha = j.at("lora_alpha").get<float>();

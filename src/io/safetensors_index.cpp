@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "io/safetensors_text.h"
 
 namespace mt {
@@ -33,6 +34,7 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& path) : path_(pa
 }
 
 void SafetensorsCheckpoint::open_index(const std::string& index_path) {
+  require_regular_file(index_path, "safetensors index");
   std::ifstream in(index_path, std::ios::binary);
   if (!in) fail(index_path + ": cannot open");
   std::stringstream text;

@@ -1,7 +1,9 @@
 #include "model/generate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
+#include <string>
 
 #include "core/error.h"
 #include "core/token_sampling.h"
@@ -9,11 +11,18 @@
 
 namespace mt {
 
+void validate_sampling(const GenerateOptions& opt) {
+  // Written as "must hold" tests: NaN fails every comparison, so "temperature < 0" would let it in.
+  if (!(std::isfinite(opt.temperature) && opt.temperature >= 0.0f))
+    fail("temperature must be a finite number >= 0 (got " + std::to_string(opt.temperature) + ")");
+  if (!(opt.top_p > 0.0f && opt.top_p <= 1.0f))
+    fail("top_p must be in (0, 1] (got " + std::to_string(opt.top_p) + ")");
+}
+
 std::vector<int32_t> generate(LlamaModel& model, const std::vector<int32_t>& prompt,
                               const GenerateOptions& opt, const std::function<void(int32_t)>& on_token) {
   if (prompt.empty()) fail("generation needs at least one prompt token (e.g. BOS)");
-  if (opt.temperature < 0.0f) fail("temperature must be >= 0");
-  if (!(opt.top_p > 0.0f && opt.top_p <= 1.0f)) fail("top_p must be in (0, 1]");
+  validate_sampling(opt);
   const int64_t limit = std::min<int64_t>(model.config().max_position_embeddings,
                                           int64_t(prompt.size()) + opt.max_new_tokens);
   if (int64_t(prompt.size()) >= limit + (opt.max_new_tokens == 0 ? 1 : 0) && opt.max_new_tokens > 0)

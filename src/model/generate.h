@@ -18,6 +18,11 @@ struct GenerateOptions {
   std::vector<int32_t> stop_ids;  // generation ends when one of these is produced (not emitted)
 };
 
+// mt::Error naming the option when temperature or top_p cannot be sampled with: a negative,
+// NaN or infinite temperature, a top_p outside (0, 1]. Called by generate(); callers that print
+// before generating (the CLI) call it first so bad options fail before any output.
+void validate_sampling(const GenerateOptions& opt);
+
 // Runs the prompt through the model, then produces up to max_new_tokens tokens. `on_token` (may
 // be empty) is called with each new token as it is produced. Returns the new tokens.
 std::vector<int32_t> generate(LlamaModel& model, const std::vector<int32_t>& prompt,

@@ -92,12 +92,12 @@ void LlamaModel::sync_compute_weights() {
   adapters_.sync_compute();
 }
 
-// W += (alpha/r) B A in f32 on the device; a bf16-only base is widened, merged and rounded once.
+// W += scale B A (alpha/r, or alpha/sqrt(r) for rsLoRA) in f32 on the device; a bf16-only base is widened, merged and rounded once.
 void LlamaModel::merge_adapters() {
   if (!lora_.enabled) return;
   MT_CHECK(owns_storage(), "merge_adapters on a model whose parameters live in a parallel layer");
   Backend& be = backend_;
-  const float scale = lora_.alpha / float(lora_.rank);
+  const float scale = lora_.scale();
   auto merge = [&](const std::string& base_name, const std::string& prefix) {
     Param& W = base_.get(base_name);
     const Param& A = adapters_.get(prefix + ".lora_A.weight");

@@ -2,6 +2,7 @@
 // adapters attached to it. Part of the run config, declared here so the model needs nothing from
 // the trainer.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,6 +18,12 @@ struct LoraConfig {
   // Subset of: q, k, v, o, gate, up, down, lm_head
   std::vector<std::string> targets = {"q", "k", "v", "o", "gate", "up", "down"};
   float init_std = 0.02f;  // A ~ N(0, init_std); B = 0
+  // rsLoRA (PEFT's use_rslora): scale by alpha / sqrt(rank), which keeps the update's size steady
+  // as the rank grows; plain LoRA scales by alpha / rank.
+  bool rank_stabilized = false;
+
+  // The factor on B A in W + scale * B A.
+  float scale() const { return rank_stabilized ? alpha / std::sqrt(float(rank)) : alpha / float(rank); }
 };
 
 }  // namespace mt

@@ -15,7 +15,7 @@ LinearWeights linear(LlamaModel& m, const std::string& name, const std::string& 
     Param& B = m.adapters().get(lora_prefix + ".lora_B.weight");
     w.A = A.gemm_tensor(), w.B = B.gemm_tensor();
     w.dA = A.grad_tensor(), w.dB = B.grad_tensor();
-    w.scale = m.lora_config().alpha / float(m.lora_config().rank);
+    w.scale = m.lora_config().scale();
   }
   return w;
 }

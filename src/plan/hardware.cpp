@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 
 namespace mt::plan {
 namespace {
@@ -160,6 +161,7 @@ Cluster parse_cluster_toml(const std::string& text, const std::string& where) {
 
 Cluster resolve_cluster(const std::string& s) {
   if (s.size() > 5 && s.substr(s.size() - 5) == ".toml") {
+    require_regular_file(s, "cluster file");
     std::ifstream f(s);
     if (!f) fail(s + ": cannot open cluster file");
     std::stringstream ss;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "core/atomic_file.h"
 #include "io/box_shards.h"
 
@@ -140,6 +141,7 @@ std::string resolve_checkpoint(const std::string& spec, const std::string& outpu
 CheckpointState load_checkpoint(const std::string& dir, const std::vector<HeldTensor>& held,
                                  AdamW& optimizer, bool lora) {
   const fs::path d(dir);
+  require_regular_file((d / "manifest.json").string(), "checkpoint manifest");
   std::ifstream mf(d / "manifest.json");
   nlohmann::json m;
   try {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "io/box_shards.h"
 #include "data/tokenizer_files.h"
 #include "io/model_files.h"
@@ -19,6 +20,7 @@ namespace mt {
 std::vector<std::string> export_checkpoint(const std::string& checkpoint_dir, const std::string& out_dir) {
   namespace fs = std::filesystem;
   const fs::path manifest_path = fs::path(checkpoint_dir) / "manifest.json";
+  require_regular_file(manifest_path.string(), "checkpoint manifest");
   std::ifstream mf(manifest_path);
   if (!mf) fail(checkpoint_dir + ": not a checkpoint directory (no manifest.json)");
   nlohmann::json m;

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "train/config_schema.h"
 #include "train/config_values.h"
 
@@ -251,6 +252,7 @@ RunConfig parse_run_config(const std::string& toml_text, const std::vector<std::
 }
 
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
+  require_regular_file(path, "config file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot open config file '" + path + "'");
   std::ostringstream ss;

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -462,6 +464,28 @@ TEST_F(BoxShards, MissingCoverageIsExact) {
   const std::string e = error_of([&] { read(vset, "v", box({0}, {8})); });
   EXPECT_NE(e.find("\"v\": box [0:8] is not covered by the shards (element [6]"), std::string::npos) << e;
   EXPECT_EQ(read(vset, "v", box({0}, {6})), slice(v_data(), kV, box({0}, {6})));
+}
+
+TEST_F(BoxShards, NonFiniteValuesAreRefusedWhenRequiredNamingFileTensorAndElement) {
+  // W's rows 0:6 in a clean file, rows 6:12 in one with a NaN at [9, 5] and v with +inf at [3].
+  Piece bad_w = w_piece(box({6, 0}, {12, 8}));
+  bad_w.data[size_t((9 - 6) * 8 + 5)] = std::numeric_limits<float>::quiet_NaN();
+  Piece bad_v = v_piece(box({0}, {10}));
+  bad_v.data[3] = std::numeric_limits<float>::infinity();
+  write_pieces(path("clean.safetensors"), {w_piece(box({0, 0}, {6, 8}))});
+  write_pieces(path("nan.safetensors"), {bad_w, bad_v});
+  const BoxShardSet set({path("clean.safetensors"), path("nan.safetensors")});
+  std::vector<float> dst(96);
+  constexpr auto required = BoxShardSet::Finite::required;
+  EXPECT_EQ(error_of([&] { set.read_box_f32("W", TensorBox::whole(kW), dst.data(), required); }),
+            path("nan.safetensors") + ": tensor \"W\" holds NaN at element [9, 5]; the file is corrupt");
+  EXPECT_EQ(error_of([&] { set.read_box_f32("v", box({2}, {5}), dst.data(), required); }),
+            path("nan.safetensors") + ": tensor \"v\" holds an infinity at element [3]; the file is corrupt");
+  // Boxes that miss the bad elements read, and without the requirement the values pass through.
+  set.read_box_f32("W", box({0, 0}, {9, 8}), dst.data(), required);
+  set.read_box_f32("v", box({4}, {10}), dst.data(), required);
+  set.read_box_f32("W", TensorBox::whole(kW), dst.data());
+  EXPECT_TRUE(std::isnan(dst[9 * 8 + 5]));
 }
 
 TEST_F(BoxShards, BadRequests) {

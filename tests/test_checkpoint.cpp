@@ -1,12 +1,20 @@
 // Checkpoints: a resumed run continues exactly like the uninterrupted one; a half-written
-// checkpoint never replaces a complete one.
+// checkpoint never replaces a complete one; a corrupted shard file or a non-finite value is
+// refused at load, naming the file (and the tensor).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
+#include "core/crc32c.h"
+#include "core/crc32c_io.h"
 #include "core/error.h"
+#include "io/safetensors.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -28,7 +36,8 @@ RunConfig run_config(const std::string& name) {
   return cfg;
 }
 
-void expect_exact_resume(RunConfig cfg) {
+// `edit` may change the copied checkpoint before it is resumed from.
+void expect_exact_resume(RunConfig cfg, const std::function<void(const fs::path&)>& edit = {}) {
   std::ostringstream log;
   const auto full = train(cfg, log).losses;  // 8 steps, checkpoints at 4 and 8
   ASSERT_EQ(full.size(), 8u);
@@ -39,6 +48,7 @@ void expect_exact_resume(RunConfig cfg) {
   fs::create_directories(resumed.output.dir + "/checkpoints");
   fs::copy(cfg.output.dir + "/checkpoints/step-000004", resumed.output.dir + "/checkpoints/step-000004",
            fs::copy_options::recursive);
+  if (edit) edit(resumed.output.dir + "/checkpoints/step-000004");
   resumed.train.resume = "latest";
   const auto tail = train(resumed, log).losses;
   ASSERT_EQ(tail.size(), 4u) << log.str();
@@ -98,6 +108,134 @@ TEST(Checkpoint, MismatchedOrCorruptCheckpointsAreRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("manifest.json"), std::string::npos) << e.what();
   }
+}
+
+nlohmann::json read_manifest(const fs::path& dir) {
+  std::ifstream f(dir / "manifest.json");
+  return nlohmann::json::parse(f);
+}
+
+void write_manifest(const fs::path& dir, const nlohmann::json& m) {
+  std::ofstream(dir / "manifest.json", std::ios::trunc) << m.dump(2) << "\n";
+}
+
+// Overwrites bytes of a file in place.
+void poke(const fs::path& file, uint64_t offset, const void* bytes, size_t n) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(std::streamoff(offset));
+  f.write(static_cast<const char*>(bytes), std::streamsize(n));
+  ASSERT_TRUE(f.good());
+}
+
+// Writes `value` over element 0 of `tensor` in the checkpoint's only shard file, then records the
+// file's new checksum, as a writer that saved a non-finite value would have.
+void plant_value(const fs::path& dir, const std::string& tensor, float value) {
+  const fs::path shard = dir / "shard-00000.safetensors";
+  uint64_t offset = 0;
+  {
+    const SafetensorsFile f(shard.string());
+    offset = f.info(tensor).file_offset;
+  }
+  poke(shard, offset, &value, sizeof value);
+  nlohmann::json m = read_manifest(dir);
+  m["crc32c"]["shard-00000.safetensors"] = crc32c_hex(crc32c_of_file(shard.string()));
+  write_manifest(dir, m);
+}
+
+// A copy of `src` at `dst`, replacing what was there.
+fs::path copy_checkpoint(const fs::path& src, const fs::path& dst) {
+  fs::remove_all(dst);
+  fs::copy(src, dst, fs::copy_options::recursive);
+  return dst;
+}
+
+std::string resume_error(RunConfig cfg, const fs::path& checkpoint) {
+  cfg.train.resume = checkpoint.string();
+  cfg.train.steps = 12;
+  std::ostringstream log;
+  try {
+    train(cfg, log);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "resumed from a corrupt checkpoint " << checkpoint;
+  return "";
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(Checkpoint, ManifestRecordsACrc32cPerShardFile) {
+  RunConfig cfg = run_config("meshtrain_ckpt_crc");
+  cfg.train.steps = 4;
+  std::ostringstream log;
+  train(cfg, log);
+  const fs::path dir = fs::path(cfg.output.dir) / "checkpoints/step-000004";
+  const nlohmann::json m = read_manifest(dir);
+  ASSERT_EQ(m["files"], nlohmann::json::array({"shard-00000.safetensors"}));
+  ASSERT_TRUE(m.contains("crc32c")) << m.dump();
+  EXPECT_EQ(m["crc32c"]["shard-00000.safetensors"], crc32c_hex(crc32c_of_file((dir / "shard-00000.safetensors").string())));
+}
+
+TEST(Checkpoint, CorruptShardFilesAndNonFiniteValuesAreRefusedByName) {
+  RunConfig cfg = run_config("meshtrain_ckpt_integrity");
+  std::ostringstream log;
+  train(cfg, log);
+  const fs::path saved = fs::path(cfg.output.dir) / "checkpoints/step-000008";
+  const fs::path work = fs::path(cfg.output.dir) / "damaged";
+  const std::string tensor = read_manifest(saved)["tensors"][0]["name"].get<std::string>();
+
+  {  // One bit flipped in the middle of the shard file: caught by its checksum, file named.
+    const fs::path dir = copy_checkpoint(saved, work);
+    const fs::path shard = dir / "shard-00000.safetensors";
+    const uint64_t mid = fs::file_size(shard) / 2;
+    std::ifstream in(shard, std::ios::binary);
+    in.seekg(std::streamoff(mid));
+    char byte = 0;
+    in.get(byte);
+    in.close();
+    byte = char(byte ^ 0x10);
+    poke(shard, mid, &byte, 1);
+    const std::string e = resume_error(cfg, dir);
+    EXPECT_TRUE(has(e, shard.string() + " is corrupt: CRC32C ")) << e;
+    EXPECT_TRUE(has(e, ", the manifest records " + read_manifest(dir)["crc32c"]["shard-00000.safetensors"].get<std::string>()))
+        << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << "one line: " << e;
+  }
+  {  // A NaN in a weight with the checksum recomputed over it: the finiteness check names it.
+    const fs::path dir = copy_checkpoint(saved, work);
+    plant_value(dir, tensor, std::numeric_limits<float>::quiet_NaN());
+    const std::string e = resume_error(cfg, dir);
+    EXPECT_TRUE(has(e, (dir / "shard-00000.safetensors").string() + ": tensor \"" + tensor + "\" holds NaN")) << e;
+  }
+  {  // The same for the optimizer state: an infinity in the second moment.
+    const fs::path dir = copy_checkpoint(saved, work);
+    plant_value(dir, tensor + ".exp_avg_sq", std::numeric_limits<float>::infinity());
+    const std::string e = resume_error(cfg, dir);
+    EXPECT_TRUE(has(e, "tensor \"" + tensor + ".exp_avg_sq\" holds an infinity")) << e;
+  }
+  {  // A manifest with checksums must have one for every file.
+    const fs::path dir = copy_checkpoint(saved, work);
+    nlohmann::json m = read_manifest(dir);
+    m["crc32c"] = nlohmann::json::object();
+    write_manifest(dir, m);
+    const std::string e = resume_error(cfg, dir);
+    EXPECT_TRUE(has(e, "manifest.json: no valid CRC32C (8 hex digits) recorded for shard-00000.safetensors")) << e;
+  }
+  {  // A missing shard file is named.
+    const fs::path dir = copy_checkpoint(saved, work);
+    fs::remove(dir / "shard-00000.safetensors");
+    const std::string e = resume_error(cfg, dir);
+    EXPECT_TRUE(has(e, (dir / "shard-00000.safetensors").string() + ": missing")) << e;
+  }
+}
+
+TEST(Checkpoint, ManifestWithoutChecksumsStillResumesBitExactly) {
+  // Checkpoints written before checksums were recorded load unverified, and exactly.
+  expect_exact_resume(run_config("meshtrain_ckpt_no_crc"), [](const fs::path& dir) {
+    nlohmann::json m = read_manifest(dir);
+    ASSERT_EQ(m.erase("crc32c"), 1u);
+    write_manifest(dir, m);
+  });
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "io/box_shards.h"
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -59,9 +61,20 @@ BoxEntry parse_entry(const std::string& where, const json& e) {
   return out;
 }
 
+// Full-tensor coordinates of element `flat` (row-major) of `box`.
+std::vector<int64_t> element_index(const TensorBox& box, int64_t flat) {
+  const std::vector<int64_t> shape = box.shape();
+  std::vector<int64_t> idx(box.rank());
+  for (size_t d = box.rank(); d-- > 0;) {
+    idx[d] = box.begin[d] + flat % shape[d];
+    flat /= shape[d];
+  }
+  return idx;
+}
+
 }  // namespace
 
-void write_box_shard(const std::string& path, const std::vector<BoxShardOut>& boxes) {
+uint32_t write_box_shard(const std::string& path, const std::vector<BoxShardOut>& boxes) {
   json meta = json::object();
   std::vector<TensorOut> tensors;
   for (const auto& b : boxes) {
@@ -76,7 +89,7 @@ void write_box_shard(const std::string& path, const std::vector<BoxShardOut>& bo
     meta[b.name] = {{"shape", b.full_shape}, {"box", box}};
     tensors.push_back({b.name, "F32", b.box.shape(), b.data, size_t(n) * sizeof(float)});
   }
-  write_safetensors(path, tensors, {{kBoxesMetadataKey, meta.dump()}});
+  return write_safetensors(path, tensors, {{kBoxesMetadataKey, meta.dump()}});
 }
 
 BoxShardSet::BoxShardSet(const std::vector<std::string>& paths) {
@@ -144,7 +157,8 @@ std::vector<std::string> BoxShardSet::names() const {
   return out;
 }
 
-void BoxShardSet::read_box_f32(const std::string& name, const TensorBox& box, float* dst) const {
+void BoxShardSet::read_box_f32(const std::string& name, const TensorBox& box, float* dst,
+                               Finite finite) const {
   const Tensor& t = tensor(name);
   const std::string what = desc_ + ": " + quote_name(name);
   if (box.rank() != t.full_shape.size() || !TensorBox::whole(t.full_shape).contains(box))
@@ -162,6 +176,12 @@ void BoxShardSet::read_box_f32(const std::string& name, const TensorBox& box, fl
     const size_t es = dtype_size(dtype);
     for_each_run(p.box, box, region, [&](int64_t so, int64_t dof, int64_t len) {
       convert_elements(dtype, src + uint64_t(so) * es, size_t(len), dst + dof);
+      if (finite == Finite::required)
+        for (int64_t i = dof; i < dof + len; ++i)
+          if (!std::isfinite(dst[i]))
+            fail(p.file->path() + ": tensor " + quote_name(name) + " holds " +
+                 (std::isnan(dst[i]) ? "NaN" : "an infinity") + " at element " +
+                 shape_string(element_index(box, i)) + "; the file is corrupt");
       for (int64_t i = dof; i < dof + len; ++i) {
         missing -= covered[size_t(i)] == 0;
         covered[size_t(i)] = 1;
@@ -172,13 +192,8 @@ void BoxShardSet::read_box_f32(const std::string& name, const TensorBox& box, fl
   // Name the first element no piece holds, in full-tensor coordinates.
   int64_t flat = 0;
   while (covered[size_t(flat)]) ++flat;
-  const std::vector<int64_t> shape = box.shape();
-  std::vector<int64_t> idx(box.rank());
-  for (size_t d = box.rank(); d-- > 0;) {
-    idx[d] = box.begin[d] + flat % shape[d];
-    flat /= shape[d];
-  }
-  fail(what + ": box " + box.str() + " is not covered by the shards (element " + shape_string(idx) +
+  fail(what + ": box " + box.str() + " is not covered by the shards (element " +
+       shape_string(element_index(box, flat)) +
        " is in none of the " + std::to_string(t.pieces.size()) + " pieces of this tensor)");
 }
 

@@ -29,9 +29,9 @@ struct BoxShardOut {
   const float* data = nullptr;  // box.numel() floats, row-major over box.shape()
 };
 
-// Writes one file atomically (write_safetensors). mt::Error naming `path` if a box does not lie
-// within its full shape or a name repeats.
-void write_box_shard(const std::string& path, const std::vector<BoxShardOut>& boxes);
+// Writes one file atomically (write_safetensors) and returns its CRC32C. mt::Error naming `path`
+// if a box does not lie within its full shape or a name repeats.
+uint32_t write_box_shard(const std::string& path, const std::vector<BoxShardOut>& boxes);
 
 class BoxShardSet {
  public:
@@ -47,8 +47,13 @@ class BoxShardSet {
 
   // Fills dst (box.numel() floats, row-major over the box) from every stored piece meeting the
   // box. mt::Error if the name is unknown, the box is out of bounds, or some element of the box
-  // is in no piece ("<name>: box [..] is not covered by the shards ...").
-  void read_box_f32(const std::string& name, const TensorBox& box, float* dst) const;
+  // is in no piece ("<name>: box [..] is not covered by the shards ..."). With Finite::required,
+  // a NaN or infinity read is refused naming the file, the tensor and the element: training
+  // state is never legitimately non-finite, and it is checked here because only here is the
+  // file each element came from known.
+  enum class Finite { any, required };
+  void read_box_f32(const std::string& name, const TensorBox& box, float* dst,
+                    Finite finite = Finite::any) const;
 
  private:
   struct Piece {

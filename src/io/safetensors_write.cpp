@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/atomic_file.h"
+#include "core/crc32c_io.h"
 #include "io/safetensors_dtype.h"
 
 namespace mt {
@@ -50,15 +51,19 @@ void write_header(std::ostream& out, const std::string& text) {
 
 }  // namespace
 
-void write_safetensors(const std::string& path, const std::vector<TensorOut>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+uint32_t write_safetensors(const std::string& path, const std::vector<TensorOut>& tensors,
+                           const std::map<std::string, std::string>& metadata) {
   for (const auto& t : tensors) MT_CHECK(t.data || t.bytes == 0, "tensor without data: " + t.name);
   const std::string text = safetensors_header_text(path, tensors, metadata);
-  write_file_atomically(path, [&](std::ostream& out) {
+  uint32_t crc = 0;
+  write_file_atomically(path, [&](std::ostream& file) {
+    Crc32cOstream out(file);
     write_header(out, text);
     for (const auto& t : tensors)
       if (t.bytes) out.write(static_cast<const char*>(t.data), std::streamsize(t.bytes));
+    crc = out.crc();
   });
+  return crc;
 }
 
 void write_safetensors_streamed(const std::string& path, const std::vector<TensorOut>& tensors,

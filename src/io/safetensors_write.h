@@ -26,8 +26,9 @@ struct TensorOut {
 std::string safetensors_header_text(const std::string& path, const std::vector<TensorOut>& tensors,
                                     const std::map<std::string, std::string>& metadata);
 
-void write_safetensors(const std::string& path, const std::vector<TensorOut>& tensors,
-                       const std::map<std::string, std::string>& metadata = {});
+// Returns the CRC32C of the file's bytes, computed as they are written (no read-back).
+uint32_t write_safetensors(const std::string& path, const std::vector<TensorOut>& tensors,
+                           const std::map<std::string, std::string>& metadata = {});
 
 // The same file with tensors produced one at a time, so they never all exist in memory at once
 // (exporting a sharded model, gathered tensor by tensor). `tensors` gives names, dtypes, shapes

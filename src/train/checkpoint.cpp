@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "core/regular_file.h"
 #include "core/atomic_file.h"
 #include "io/box_shards.h"
+#include "train/checkpoint_files.h"
 
 namespace mt {
 
@@ -86,18 +88,25 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
     boxes.push_back({t.name + ".exp_avg", t.full_shape, t.box, t.exp_avg});
     boxes.push_back({t.name + ".exp_avg_sq", t.full_shape, t.box, t.exp_avg_sq});
   }
-  std::vector<int64_t> wrote(size_t(world.size()), 0);
+  // One sum tells the leader who wrote ([0, n)) and each file's CRC32C ([n, 2n)), computed while
+  // writing; every other rank contributes zeros to the slots that are not its own.
+  const size_t n = size_t(world.size()), me = size_t(world.rank());
+  std::vector<int64_t> wrote(2 * n, 0);
   if (!boxes.empty()) {
-    write_box_shard((tmp / shard_name(world.rank())).string(), boxes);
-    wrote[size_t(world.rank())] = 1;
+    wrote[n + me] = write_box_shard((tmp / shard_name(world.rank())).string(), boxes);
+    wrote[me] = 1;
   }
   world.all_reduce_sum(wrote.data(), int64_t(wrote.size()));
 
   if (leader) {
     nlohmann::ordered_json tensors = nlohmann::ordered_json::array(), files = nlohmann::ordered_json::array();
     for (const auto& t : held) tensors.push_back({{"name", t.name}, {"shape", t.full_shape}});
-    for (size_t r = 0; r < wrote.size(); ++r)
-      if (wrote[r]) files.push_back(shard_name(int(r)));
+    std::map<std::string, uint32_t> crcs;
+    for (size_t r = 0; r < n; ++r)
+      if (wrote[r]) {
+        files.push_back(shard_name(int(r)));
+        crcs[shard_name(int(r))] = uint32_t(wrote[n + r]);
+      }
     nlohmann::ordered_json m;
     m["format"] = "meshtrain-checkpoint";
     m["version"] = kFormatVersion;
@@ -108,6 +117,7 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
     m["mesh"] = info.mesh;
     m["tensors"] = tensors;
     m["files"] = files;
+    m[kCrc32cManifestKey] = crc32c_manifest_entry(crcs);
     m["config"] = info.config_toml;
     write_file_atomically((tmp / "manifest.json").string(), [&](std::ostream& os) { os << m.dump(2) << "\n"; });
     fsync_dir(tmp);
@@ -157,16 +167,18 @@ CheckpointState load_checkpoint(const std::string& dir, const std::vector<HeldTe
          " run, this run is " + (lora ? "LoRA" : "full"));
   if (int64_t(m["tensors"].size()) != int64_t(held.size()))
     fail(dir + ": checkpoint and model have different trainable tensors");
-  std::vector<std::string> files;
-  for (const auto& f : m["files"]) files.push_back((d / f.get<std::string>()).string());
-  const BoxShardSet shards(files);
+  // Checksums first: a corrupt file must be named as such, not misread as a bad header or shape.
+  const BoxShardSet shards(verified_shard_files(dir, m));
+  // A NaN or infinity written by a diverged run (or that survived a checksum recomputed over it)
+  // would poison every later step; refuse it at load, where the tensor and file are known.
+  constexpr auto finite = BoxShardSet::Finite::required;
   for (const auto& t : held) {
     if (!shards.contains(t.name)) fail(dir + ": checkpoint has no tensor '" + t.name + "'");
     if (shards.full_shape(t.name) != t.full_shape)
       fail(dir + ": tensor '" + t.name + "' has another shape in the checkpoint");
-    shards.read_box_f32(t.name, t.box, t.values);
-    shards.read_box_f32(t.name + ".exp_avg", t.box, t.exp_avg);
-    shards.read_box_f32(t.name + ".exp_avg_sq", t.box, t.exp_avg_sq);
+    shards.read_box_f32(t.name, t.box, t.values, finite);
+    shards.read_box_f32(t.name + ".exp_avg", t.box, t.exp_avg, finite);
+    shards.read_box_f32(t.name + ".exp_avg_sq", t.box, t.exp_avg_sq, finite);
   }
   optimizer.set_steps_taken(m["optimizer_steps"].get<int64_t>());
   CheckpointState s;

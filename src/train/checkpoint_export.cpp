@@ -12,6 +12,7 @@
 #include "io/peft.h"
 #include "io/pretrained.h"
 #include "model/param_shapes.h"
+#include "train/checkpoint_files.h"
 #include "train/run_config.h"
 #include "train/training_data.h"
 
@@ -34,9 +35,7 @@ std::vector<std::string> export_checkpoint(const std::string& checkpoint_dir, co
   // The run's own config says what the tensors are: the model shape (or model.path), LoRA, precision.
   const RunConfig cfg = parse_run_config(m["config"].get<std::string>(), {}, manifest_path.string());
   const LlamaConfig shape = cfg.model_path.empty() ? cfg.model : pretrained_config(cfg.model_path);
-  std::vector<std::string> files;
-  for (const auto& f : m["files"]) files.push_back((fs::path(checkpoint_dir) / f.get<std::string>()).string());
-  const BoxShardSet shards(files);
+  const BoxShardSet shards(verified_shard_files(checkpoint_dir, m));
 
   std::vector<ExportTensor> tensors;
   for (const auto& p : llama_param_shapes(shape, cfg.lora))
@@ -45,7 +44,7 @@ std::vector<std::string> export_checkpoint(const std::string& checkpoint_dir, co
     if (!shards.contains(name)) fail(checkpoint_dir + ": checkpoint has no tensor '" + name + "'");
     const TensorBox whole = TensorBox::whole(shards.full_shape(name));
     std::vector<float> v(static_cast<size_t>(whole.numel()));
-    shards.read_box_f32(name, whole, v.data());
+    shards.read_box_f32(name, whole, v.data(), BoxShardSet::Finite::required);
     return v;
   };
   if (cfg.lora.enabled) return save_peft_adapter(cfg.lora, tensors, read_whole, out_dir, cfg.model_path);

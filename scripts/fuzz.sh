@@ -7,9 +7,10 @@
 #   FUZZ_SECONDS=300 scripts/fuzz.sh safetensors_header
 #
 # Adding a target NAME: write fuzz/fuzz_NAME.cpp (LLVMFuzzerTestOneInput), list it in TARGETS
-# with the src/ files it needs in SOURCES, and optionally add fuzz/seed_NAME.cpp (a program that
-# writes seed inputs into the directory given as its argument; it gets SEED_SOURCES[NAME]) and a
-# dictionary fuzz/NAME.dict. Crashing inputs are saved under build-fuzz/artifacts/NAME/.
+# with the src/ files above core it needs in SOURCES (every target links all of src/core, which
+# depends on nothing else, so a new core helper never breaks the lists), and optionally add
+# fuzz/seed_NAME.cpp (a program that writes seed inputs into the directory given as its argument;
+# it gets SEED_SOURCES[NAME]) and a dictionary fuzz/NAME.dict. Crashing inputs are saved under build-fuzz/artifacts/NAME/.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -19,11 +20,11 @@ OUT=${FUZZ_BUILD_DIR:-build-fuzz}
 
 TARGETS=(safetensors_header tokenizers)
 declare -A SOURCES=(
-  [safetensors_header]="src/io/safetensors.cpp src/io/safetensors_header.cpp src/io/safetensors_dtype.cpp src/core/mapped_file.cpp src/core/f16.cpp"
+  [safetensors_header]="src/io/safetensors.cpp src/io/safetensors_header.cpp src/io/safetensors_dtype.cpp"
   [tokenizers]="src/data/unicode.cpp src/data/pretokenize.cpp src/data/bpe.cpp src/data/bpe_tokenizer.cpp src/data/byte_level.cpp src/data/tokenizer.cpp src/data/tiktoken_reader.cpp src/data/hf_bpe_reader.cpp src/data/sentencepiece_tokenizer.cpp src/data/tokenizer_loader.cpp src/data/byte_tokenizer.cpp"
 )
 declare -A SEED_SOURCES=(
-  [safetensors_header]="src/io/safetensors_write.cpp src/core/atomic_file.cpp src/io/safetensors_dtype.cpp src/core/f16.cpp"
+  [safetensors_header]="src/io/safetensors_write.cpp src/io/safetensors_dtype.cpp"
 )
 
 if [ $# -gt 0 ]; then TARGETS=("$@"); fi
@@ -32,20 +33,21 @@ for t in "${TARGETS[@]}"; do
 done
 
 COMMON=(-std=c++20 -O1 -g -Isrc -Wall -Wextra -Wno-unused-parameter)
+CORE_SOURCES=$(ls src/core/*.cpp)
 SAN=(-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 mkdir -p "$OUT"
 failed=()
 for t in "${TARGETS[@]}"; do
   echo "fuzz: building $t"
   # shellcheck disable=SC2086  # the source lists are space-separated on purpose
-  "$CLANGXX" "${COMMON[@]}" "${SAN[@]}" "fuzz/fuzz_$t.cpp" ${SOURCES[$t]} -o "$OUT/fuzz_$t"
+  "$CLANGXX" "${COMMON[@]}" "${SAN[@]}" "fuzz/fuzz_$t.cpp" ${SOURCES[$t]} $CORE_SOURCES -o "$OUT/fuzz_$t"
 
   seeds="$OUT/seeds/$t" corpus="$OUT/corpus/$t" artifacts="$OUT/artifacts/$t"
   rm -rf "$seeds"
   mkdir -p "$seeds" "$corpus" "$artifacts"
   if [ -f "fuzz/seed_$t.cpp" ]; then
     # shellcheck disable=SC2086
-    "$CLANGXX" "${COMMON[@]}" "fuzz/seed_$t.cpp" ${SEED_SOURCES[$t]:-} -o "$OUT/seed_$t"
+    "$CLANGXX" "${COMMON[@]}" "fuzz/seed_$t.cpp" ${SEED_SOURCES[$t]:-} $CORE_SOURCES -o "$OUT/seed_$t"
     "$OUT/seed_$t" "$seeds"
   fi
   dict=()

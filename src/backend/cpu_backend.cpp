@@ -1,14 +1,10 @@
 // The CPU backend: each op checks its tensors and hands typed pointers to the kernels of
 // kernels/cpu/, which stay exactly what they were before the boundary existed (same speed).
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
-#include <new>
 #include <vector>
 
-#include "backend/backend.h"
+#include "backend/host_memory_backend.h"
 #include "backend/tensor_checks.h"
-#include "core/memory_stats.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/columns.h"
@@ -38,46 +34,10 @@ AdamWScalars adamw_scalars(const AdamWHyper& h, bool decay) {
           h.grad_scale};
 }
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public HostMemoryBackend {
  public:
   const char* name() const override { return "cpu"; }
   Device device() const override { return {DeviceKind::cpu, 0}; }
-
-  void* allocate(size_t bytes) override {
-    const size_t padded = (bytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, padded);
-    if (!p) throw std::bad_alloc();
-    std::memset(p, 0, padded);
-    memory_stats::add(padded);
-    return p;
-  }
-  void deallocate(void* p, size_t bytes) override {
-    if (!p) return;
-    memory_stats::sub((bytes + 63) / 64 * 64);
-    std::free(p);
-  }
-  void copy_from_host(const Tensor& dst, const void* src) override {
-    on_device(dst, "copy_from_host");
-    if (dst.bytes()) std::memcpy(dst.data, src, dst.bytes());
-  }
-  void copy_to_host(void* dst, const Tensor& src) override {
-    on_device(src, "copy_to_host");
-    if (src.bytes()) std::memcpy(dst, src.data, src.bytes());
-  }
-  void copy(const Tensor& dst, const Tensor& src) override {
-    on_device(dst, "copy"), on_device(src, "copy");
-    same_layout(dst, src, "copy");
-    if (dst.bytes()) std::memmove(dst.data, src.data, dst.bytes());
-  }
-  void fill(const Tensor& dst, float value) override {
-    on_device(dst, "fill");
-    const int64_t n = dst.numel();
-    switch (dst.dtype) {
-      case DType::f32: std::fill(dst.as<float>(), dst.as<float>() + n, value); break;
-      case DType::bf16: std::fill(dst.as<bf16>(), dst.as<bf16>() + n, float_to_bf16(value)); break;
-      case DType::i32: std::fill(dst.as<int32_t>(), dst.as<int32_t>() + n, int32_t(value)); break;
-    }
-  }
 
   void matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
               float alpha, bool accumulate) override {
@@ -292,9 +252,6 @@ class CpuBackend final : public Backend {
     check_numel(x, x.numel(), DType::f32, device(), "sum_squares");
     return mt::sum_squares(x.as<float>(), x.numel());
   }
-
- private:
-  void on_device(const Tensor& t, const char* op) const { check_device(t, device(), op); }
 };
 
 }  // namespace

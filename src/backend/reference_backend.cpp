@@ -3,12 +3,9 @@
 #include "backend/reference_backend.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
-#include <new>
 
+#include "backend/host_memory_backend.h"
 #include "backend/tensor_checks.h"
-#include "core/memory_stats.h"
 #include "kernels/reference/attention.h"
 #include "kernels/reference/cross_entropy.h"
 #include "kernels/reference/embedding.h"
@@ -23,9 +20,6 @@ namespace mt {
 
 namespace {
 
-constexpr size_t kAlign = 64;  // a cache line: enough for every dtype and for vector loads
-size_t padded(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
-
 ref::AttentionSizes sizes(const AttentionDims& d) { return {d.B, d.T, d.Hq, d.Hkv, d.D}; }
 
 // Only float tensors reach the math kernels (they read f32 or bf16).
@@ -33,45 +27,10 @@ void float_only(const Tensor& t, const char* op) {
   if (t.dtype == DType::i32) fail_op(op, "no i32 kernel");
 }
 
-class ReferenceBackend final : public Backend {
+class ReferenceBackend final : public HostMemoryBackend {
  public:
   const char* name() const override { return "reference"; }
   Device device() const override { return {DeviceKind::reference, 0}; }
-
-  void* allocate(size_t bytes) override {
-    void* p = std::aligned_alloc(kAlign, padded(bytes));
-    if (!p) throw std::bad_alloc();
-    std::memset(p, 0, padded(bytes));
-    memory_stats::add(padded(bytes));
-    return p;
-  }
-  void deallocate(void* p, size_t bytes) override {
-    if (!p) return;
-    memory_stats::sub(padded(bytes));
-    std::free(p);
-  }
-  void copy_from_host(const Tensor& dst, const void* src) override {
-    on_device(dst, "copy_from_host");
-    if (dst.bytes()) std::memcpy(dst.data, src, dst.bytes());
-  }
-  void copy_to_host(void* dst, const Tensor& src) override {
-    on_device(src, "copy_to_host");
-    if (src.bytes()) std::memcpy(dst, src.data, src.bytes());
-  }
-  void copy(const Tensor& dst, const Tensor& src) override {
-    on_device(dst, "copy"), on_device(src, "copy");
-    same_layout(dst, src, "copy");
-    if (dst.bytes()) std::memmove(dst.data, src.data, dst.bytes());
-  }
-  void fill(const Tensor& dst, float value) override {
-    on_device(dst, "fill");
-    const int64_t n = dst.numel();
-    switch (dst.dtype) {
-      case DType::f32: std::fill_n(dst.as<float>(), n, value); break;
-      case DType::bf16: std::fill_n(dst.as<bf16>(), n, float_to_bf16(value)); break;
-      case DType::i32: std::fill_n(dst.as<int32_t>(), n, int32_t(value)); break;
-    }
-  }
 
   void matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
               float alpha, bool accumulate) override {
@@ -233,9 +192,6 @@ class ReferenceBackend final : public Backend {
     check_numel(x, x.numel(), DType::f32, device(), "sum_squares");
     return ref::sum_squares(x);
   }
-
- private:
-  void on_device(const Tensor& t, const char* op) const { check_device(t, device(), op); }
 };
 
 }  // namespace

@@ -1,13 +1,12 @@
-// A 64-byte aligned, zero-initialised array: the one owner of every large allocation (parameters,
-// gradients, optimizer state, activation arena), so memory use can be counted in one place.
+// A 64-byte aligned, zero-initialised host array, counted in memory_stats (core/host_memory.h):
+// the CPU kernels' own scratch. What the model, optimizer and parallel layer hold is a
+// DeviceBuffer (backend/device_buffer.h), allocated by their backend.
 #pragma once
 #include <cstddef>
-#include <cstdlib>
 #include <cstring>
-#include <new>
 #include <utility>
 
-#include "core/memory_stats.h"
+#include "core/host_memory.h"
 
 namespace mt {
 
@@ -29,12 +28,8 @@ class Buffer {
   void resize(size_t n) {
     release();
     if (n == 0) return;
-    size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
-    data_ = static_cast<T*>(std::aligned_alloc(64, bytes));
-    if (!data_) throw std::bad_alloc();
-    std::memset(static_cast<void*>(data_), 0, bytes);
+    data_ = static_cast<T*>(allocate_host(n * sizeof(T)));
     size_ = n;
-    memory_stats::add(bytes);
   }
   void zero() {
     if (data_) std::memset(static_cast<void*>(data_), 0, size_ * sizeof(T));
@@ -50,10 +45,7 @@ class Buffer {
 
  private:
   void release() {
-    if (data_) {
-      memory_stats::sub((size_ * sizeof(T) + 63) / 64 * 64);
-      std::free(data_);
-    }
+    free_host(data_, size_ * sizeof(T));
     data_ = nullptr;
     size_ = 0;
   }

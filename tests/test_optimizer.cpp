@@ -54,7 +54,7 @@ TEST(OptimClip, NormIsExactAndClipFactorBringsItToTheMax) {
   std::vector<float> g(100001);
   double ref = 0.0;
   for (size_t i = 0; i < g.size(); ++i) g[i] = float(std::sin(double(i))), ref += double(g[i]) * g[i];
-  double norm = grad_norm(cpu_backend(), Tensor(g.data(), DType::f32, 1, int64_t(g.size()), Device{}));
+  double norm = l2_norm(cpu_backend(), Tensor(g.data(), DType::f32, 1, int64_t(g.size()), Device{}));
   EXPECT_NEAR(norm, std::sqrt(ref), 1e-6 * std::sqrt(ref));
   EXPECT_EQ(clip_factor(norm, 0.0f), 1.0f);                // disabled
   EXPECT_EQ(clip_factor(norm, float(norm * 2)), 1.0f);     // below the max

@@ -177,6 +177,9 @@ class Backend {
   }
 };
 
+// L2 norm of an f32 tensor (0 for an empty one), in the fixed order of sum_squares.
+double l2_norm(Backend& backend, const Tensor& x);
+
 // The process's backend for host memory: the fast CPU kernels.
 Backend& cpu_backend();
 

@@ -60,8 +60,7 @@ class DecoderImpl : public Decoder::Impl {
     const int32_t p = int32_t(pos);
     be_.copy_from_host(token_, &token);
     be_.copy_from_host(position_, &p);
-    static ModelParallel whole;  // one device: no partial sums to combine
-    const BlockInput in{1, 1, position_, Tensor{}, rope_cos_, rope_sin_, &whole};
+    const BlockInput in{1, 1, position_, Tensor{}, rope_cos_, rope_sin_, &single_device()};
     be_.embedding_forward(x_, token_, w_.embed, 0);
     for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
       caches_[size_t(l)].position = pos;

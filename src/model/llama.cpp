@@ -128,20 +128,11 @@ void LlamaModel::merge_adapters() {
 // ---------------------------------------------------------------------------------------------
 // The runner: weight views, the activation arena, and the forward and backward over them.
 
-namespace {
-
-ModelParallel& no_parallel() {
-  static ModelParallel none;
-  return none;
-}
-
-}  // namespace
-
 class LlamaModel::Runner {
  public:
   explicit Runner(LlamaModel& m)
       : m_(m), c_(m.config()), be_(m.backend()), ct_(m.compute_dtype()), par_(m.parallel()),
-        hooks_(par_ ? *par_ : no_parallel()),
+        hooks_(par_ ? *par_ : single_device()),
         w_(par_ ? ModelWeights{} : bind_model_weights(m)),
         lora_on_(lora_targets_mask(m.lora_config())),
         lora_rank_(m.has_lora() ? m.lora_config().rank : 0) {

@@ -39,4 +39,10 @@ class ModelParallel {
   virtual int64_t vocab_size() const { return 0; }
 };
 
+// The hooks of a model whole on one device: they do nothing.
+inline ModelParallel& single_device() {
+  static ModelParallel none;
+  return none;
+}
+
 }  // namespace mt

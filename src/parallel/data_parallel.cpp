@@ -1,6 +1,5 @@
 #include "parallel/data_parallel.h"
 
-#include <cmath>
 #include <string>
 
 #include "core/error.h"
@@ -41,8 +40,7 @@ void DataParallel::sum_gradients(ParamStore& params) {
 }
 
 double DataParallel::grad_norm(const ParamStore& params) {
-  const Tensor grads = params.trainable_grads();
-  return grads ? std::sqrt(params.backend().sum_squares(grads)) : 0.0;
+  return l2_norm(params.backend(), params.trainable_grads());
 }
 
 }  // namespace mt::parallel

@@ -25,26 +25,20 @@ LlamaConfig tensor_parallel_config(const LlamaConfig& full, int64_t tp) {
   return local;
 }
 
-Tensor TensorParallelGroup::widened(const Tensor& t) {
-  if (t.dtype == DType::f32) return t;
-  if (staging_.numel() < t.numel()) staging_.resize(backend_, DType::f32, t.numel());
-  const Tensor f32 = staging_.slice(0, t.rows, t.cols);
-  backend_.convert(f32, t);
-  return f32;
-}
-
-void TensorParallelGroup::sum(const Tensor& partial) {
+void TensorParallelGroup::reduce(const Tensor& partial, bool max) {
   MT_PROFILE("tensor-parallel all-reduce");
-  const Tensor f32 = widened(partial);
-  group_.all_reduce_sum(f32.as<float>(), f32.numel());
+  Tensor f32 = partial;
+  if (partial.dtype != DType::f32) {
+    if (staging_.numel() < partial.numel()) staging_.resize(backend_, DType::f32, partial.numel());
+    f32 = staging_.slice(0, partial.rows, partial.cols);
+    backend_.convert(f32, partial);
+  }
+  if (max) group_.all_reduce_max(f32.as<float>(), f32.numel());
+  else group_.all_reduce_sum(f32.as<float>(), f32.numel());
   if (f32.data != partial.data) backend_.convert(partial, f32);
 }
 
-void TensorParallelGroup::max(const Tensor& partial) {
-  MT_PROFILE("tensor-parallel all-reduce");
-  const Tensor f32 = widened(partial);
-  group_.all_reduce_max(f32.as<float>(), f32.numel());
-  if (f32.data != partial.data) backend_.convert(partial, f32);
-}
+void TensorParallelGroup::sum(const Tensor& partial) { reduce(partial, false); }
+void TensorParallelGroup::max(const Tensor& partial) { reduce(partial, true); }
 
 }  // namespace mt::parallel

@@ -28,7 +28,7 @@ class TensorParallelGroup {
   void max(const Tensor& partial);
 
  private:
-  Tensor widened(const Tensor& t);  // t itself when f32, else an f32 copy in staging_
+  void reduce(const Tensor& partial, bool max);  // in f32 (bf16 widened in staging_), in place
 
   Comm& group_;
   Backend& backend_;

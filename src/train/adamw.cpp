@@ -24,10 +24,6 @@ void AdamW::step(float lr, float grad_scale) {
   }
 }
 
-double grad_norm(Backend& backend, const Tensor& grads) {
-  return grads ? std::sqrt(backend.sum_squares(grads)) : 0.0;
-}
-
 float clip_factor(double norm, float max_norm) {
   if (max_norm <= 0.0f || !(norm > max_norm)) return 1.0f;
   return float(max_norm / (norm + 1e-6));

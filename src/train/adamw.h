@@ -32,8 +32,6 @@ class AdamW {
   int64_t t_ = 0;
 };
 
-// L2 norm of an f32 gradient tensor, summed in a fixed order (bit-identical for any thread count).
-double grad_norm(Backend& backend, const Tensor& grads);
 // The factor that brings a gradient of this norm down to max_norm (1 when below, or max_norm <= 0).
 float clip_factor(double norm, float max_norm);
 

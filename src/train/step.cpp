@@ -29,7 +29,7 @@ StepResult train_step(LlamaModel& model, AdamW& optimizer, const std::vector<Mod
   r.loss = loss_sum / double(std::max<int64_t>(r.counted_tokens, 1));
   if (!std::isfinite(r.loss)) fail("loss is not finite at step " + std::to_string(step + 1));
   MT_PROFILE("optimizer");
-  r.grad_norm = sync ? sync->grad_norm(params) : grad_norm(params.backend(), params.trainable_grads());
+  r.grad_norm = sync ? sync->grad_norm(params) : l2_norm(params.backend(), params.trainable_grads());
   r.lr = lr_at(step, total_steps, cfg);
   optimizer.step(r.lr, clip_factor(r.grad_norm, cfg.grad_clip));  // also refreshes bf16 copies
   return r;

@@ -97,7 +97,7 @@ TEST(Cli, NonRegularFilesAreRefusedNotRead) {
   std::ofstream(dir / "weights" / "config.json") << mt::hf_config_json(mt::LlamaConfig{});
   ASSERT_EQ(::mkfifo((dir / "weights" / "model.safetensors").c_str(), 0600), 0);
 
-  for (const std::string special : {fifo, std::string("/dev/zero")}) {
+  for (const std::string& special : {fifo, std::string("/dev/zero")}) {
     expect_refused_quickly("train --config " + special, special);
     expect_refused_quickly("train --set data.path=" + special, special);
     // Examples go through the token cache, or straight to the reader with the cache off.

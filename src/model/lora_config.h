@@ -10,6 +10,7 @@
 namespace mt {
 
 enum class Precision { fp32, bf16 };
+inline const char* precision_name(Precision p) { return p == Precision::fp32 ? "fp32" : "bf16"; }
 
 struct LoraConfig {
   bool enabled = false;

@@ -31,7 +31,7 @@ std::string mesh_str(const parallel::MeshShape& m) {
 }  // namespace
 
 std::string describe_input(const PlanInput& in) {
-  return in.model.name + ", " + mode_str(in) + ", " + (in.precision == Precision::bf16 ? "bf16" : "fp32") +
+  return in.model.name + ", " + mode_str(in) + ", " + precision_name(in.precision) +
          ", batch " + std::to_string(in.global_batch) + " x seq " + std::to_string(in.seq) + " (micro-batch " +
          std::to_string(in.micro_batch) + ", " + std::to_string(in.micro_batches()) + " per step)" +
          (in.checkpointing ? ", checkpointing" : "") + ", ZeRO-" + std::to_string(in.zero) + ", mesh " +
@@ -99,7 +99,7 @@ nlohmann::json plan_json(const Candidate& c) {
   j["model"] = in.model.name;
   j["mode"] = in.lora.enabled ? "lora" : "full";
   if (in.lora.enabled) j["lora"] = {{"rank", in.lora.rank}, {"targets", in.lora.targets}};
-  j["precision"] = in.precision == Precision::bf16 ? "bf16" : "fp32";
+  j["precision"] = precision_name(in.precision);
   j["seq"] = in.seq;
   j["global_batch"] = in.global_batch;
   j["micro_batch"] = in.micro_batch;

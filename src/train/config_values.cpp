@@ -25,8 +25,6 @@ std::string num(double v) {
   return s.str();
 }
 
-const char* precision_name(Precision p) { return p == Precision::fp32 ? "fp32" : "bf16"; }
-
 // Shortest text that reads back to the same float, kept a TOML float ("1.0", not "1") and with
 // the exponent's leading zeros dropped ("1e-8", not "1e-08").
 std::string fmt_float(float v) {

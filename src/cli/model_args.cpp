@@ -16,7 +16,11 @@ void ModelArgs::add_to(CLI::App* sub) {
 
 std::unique_ptr<LlamaModel> ModelArgs::load_model() const {
   LoraConfig lora;
-  if (!adapter.empty()) lora = read_peft_config(adapter);
+  if (!adapter.empty()) {
+    lora = read_peft_config(adapter);
+    // Both files against the config from their headers, before the model is allocated.
+    check_peft_adapter(adapter, checked_pretrained_config(model), lora);
+  }
   auto m = load_pretrained(model, precision == "bf16" ? Precision::bf16 : Precision::fp32, lora, 0);
   if (!adapter.empty()) load_peft_adapter(adapter, *m);
   return m;

@@ -108,8 +108,12 @@ GgufTensorOut lazy_tensor(const Param& p, std::string name, GgmlType type, int64
   return t;
 }
 
+// A model size as GGUF stores it. The config's own limits keep every size below 2^32 in practice,
+// but a size past them is the user's model, not a bug: say which field could not hold it.
 uint32_t u32_of(int64_t v, const char* what) {
-  MT_CHECK(v >= 0 && v <= int64_t(UINT32_MAX), std::string(what) + " does not fit uint32");
+  if (v < 0 || v > int64_t(UINT32_MAX))
+    fail(std::string("GGUF export: the model's ") + what + " (" + std::to_string(v) +
+         ") does not fit GGUF's 32-bit field");
   return uint32_t(v);
 }
 

@@ -12,6 +12,7 @@
 #include "io/hf_config.h"
 #include "io/llama2c.h"
 #include "io/safetensors_index.h"
+#include "io/weight_shapes.h"
 
 namespace mt {
 
@@ -38,6 +39,20 @@ void load_store(const SafetensorsCheckpoint& ckpt, ParamStore& store, const std:
     ckpt.read_f32(name, tmp.data());
     store.set_values(p, tmp.data());
   }
+}
+
+// What a checkpoint holds, as its headers say.
+HeldTensors held_tensors(const SafetensorsCheckpoint& ckpt) {
+  return {ckpt.names(), [&ckpt](const std::string& name) -> std::optional<std::vector<int64_t>> {
+            if (!ckpt.contains(name)) return std::nullopt;
+            return ckpt.info(name).shape;
+          }};
+}
+
+std::string adapter_weights_path(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "adapter_model.safetensors").string();
+  if (!fs::exists(path)) fail(path + ": missing (expected a PEFT adapter directory)");
+  return path;
 }
 
 // An optional boolean of adapter_config.json: absent or null is false (PEFT's default).
@@ -68,9 +83,17 @@ LlamaConfig pretrained_config(const std::string& path) {
   fail(path + ": expected an HF model directory (config.json + safetensors) or a llama2.c .bin");
 }
 
+LlamaConfig checked_pretrained_config(const std::string& path) {
+  const LlamaConfig config = pretrained_config(path);
+  if (is_llama2c_file(path)) return config;  // its header was checked against the file's size
+  const SafetensorsCheckpoint ckpt(path);
+  check_held_shapes(config, LoraConfig{}, /*adapters=*/false, held_tensors(ckpt), "", path);
+  return config;
+}
+
 std::unique_ptr<LlamaModel> load_pretrained(const std::string& path, Precision precision,
                                             const LoraConfig& lora, uint64_t seed) {
-  auto model = std::make_unique<LlamaModel>(pretrained_config(path), precision, lora);
+  auto model = std::make_unique<LlamaModel>(checked_pretrained_config(path), precision, lora);
   model->init_adapters(seed);
   if (is_llama2c_file(path)) {
     load_llama2c_weights(path, *model);
@@ -118,9 +141,14 @@ LoraConfig read_peft_config(const std::string& dir) {
   return lora;
 }
 
+void check_peft_adapter(const std::string& dir, const LlamaConfig& config, const LoraConfig& lora) {
+  const std::string path = adapter_weights_path(dir);
+  const SafetensorsCheckpoint ckpt(path);
+  check_held_shapes(config, lora, /*adapters=*/true, held_tensors(ckpt), "base_model.model.", path);
+}
+
 void load_peft_adapter(const std::string& dir, LlamaModel& model) {
-  const std::string path = (fs::path(dir) / "adapter_model.safetensors").string();
-  if (!fs::exists(path)) fail(path + ": missing (expected a PEFT adapter directory)");
+  const std::string path = adapter_weights_path(dir);
   SafetensorsCheckpoint ckpt(path);
   load_store(ckpt, model.adapters(), "base_model.model.", path);
 }

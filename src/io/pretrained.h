@@ -13,12 +13,19 @@ namespace mt {
 
 // The architecture of a model path (config.json of an HF directory, or a llama2.c header).
 LlamaConfig pretrained_config(const std::string& path);
-// A new model in the given precision and LoRA setup with the base weights of `path`; adapters
-// (if any) are initialised from `seed`.
+// The same, with every base tensor of the weights checked against it from the file headers
+// (io/weight_shapes.h) before anything is allocated; a llama2.c file's size is checked against
+// its header. Everything that builds a model from a path asks this first.
+LlamaConfig checked_pretrained_config(const std::string& path);
+// A new model in the given precision and LoRA setup with the base weights of `path` (checked
+// first, as above); adapters (if any) are initialised from `seed`.
 std::unique_ptr<LlamaModel> load_pretrained(const std::string& path, Precision precision,
                                             const LoraConfig& lora, uint64_t seed);
 // Reads adapter_config.json (r, lora_alpha, target_modules) of a PEFT directory.
 LoraConfig read_peft_config(const std::string& adapter_dir);
+// Checks adapter_model.safetensors' tensors against `config` and `lora` (read_peft_config) from its
+// header, before the model that would hold them is allocated.
+void check_peft_adapter(const std::string& adapter_dir, const LlamaConfig& config, const LoraConfig& lora);
 // Loads adapter_model.safetensors into a model whose LoraConfig matches the directory's.
 void load_peft_adapter(const std::string& adapter_dir, LlamaModel& model);
 

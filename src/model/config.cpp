@@ -1,8 +1,32 @@
 #include "model/config.h"
 
+#include <limits>
+
 #include "core/error.h"
 
 namespace mt {
+
+namespace {
+
+// Sizes whose byte counts the engine could not represent are refused before anything is sized
+// from them: every count is an int64, and sums of them must not overflow either, so no part of
+// the model may pass 2^62 bytes. Training holds up to 18 bytes per parameter (bf16 copy, f32
+// master, gradient, Adam m and v). Token ids and RoPE positions are 32-bit.
+constexpr double kMaxBytes = double(int64_t(1) << 62);
+constexpr double kTrainingBytesPerParam = 18.0;
+constexpr int64_t kMaxId = std::numeric_limits<int32_t>::max();
+// Every layer is a set of named tensors the engine lists one by one (names, views, FSDP units):
+// about a kilobyte of bookkeeping per layer before any weight, so a layer count from a corrupt
+// file must be refused before it is listed. Published models have a few hundred layers.
+constexpr int64_t kMaxLayers = int64_t(1) << 20;
+
+void refuse_past(double bytes, const char* key, int64_t value, const char* what) {
+  if (bytes > kMaxBytes)
+    fail(std::string("model.") + key + " (" + std::to_string(value) + ") is too large: " + what +
+         " would pass 2^62 bytes, past what 64-bit byte counts hold");
+}
+
+}  // namespace
 
 void LlamaConfig::validate() const {
   auto positive = [](int64_t v, const char* key) {
@@ -15,6 +39,25 @@ void LlamaConfig::validate() const {
   positive(num_key_value_heads, "num_key_value_heads");
   positive(vocab_size, "vocab_size");
   positive(max_position_embeddings, "max_position_embeddings");
+  if (vocab_size > kMaxId)
+    fail("model.vocab_size (" + std::to_string(vocab_size) + ") is too large: token ids are 32-bit (at most " +
+         std::to_string(kMaxId) + ")");
+  if (max_position_embeddings > kMaxId)
+    fail("model.max_position_embeddings (" + std::to_string(max_position_embeddings) +
+         ") is too large: positions are 32-bit (at most " + std::to_string(kMaxId) + ")");
+  if (num_hidden_layers > kMaxLayers)
+    fail("model.num_hidden_layers (" + std::to_string(num_hidden_layers) + ") is too large: at most " +
+         std::to_string(kMaxLayers) + " layers");
+  // In the order a reader looks for the culprit: the width first, then what multiplies it.
+  const double C = double(hidden_size), I = double(intermediate_size), per = kTrainingBytesPerParam;
+  refuse_past(per * C * C, "hidden_size", hidden_size, "one attention projection's training state");
+  refuse_past(per * C * I, "intermediate_size", intermediate_size, "one MLP projection's training state");
+  refuse_past(per * C * double(vocab_size), "vocab_size", vocab_size, "the embedding's training state");
+  refuse_past(per * double(num_hidden_layers) * (4.0 * C * C + 3.0 * C * I), "num_hidden_layers",
+              num_hidden_layers, "the layers' training state");
+  // f32 cos and sin tables of max_position_embeddings x head_dim / 2 (head_dim <= hidden_size).
+  refuse_past(4.0 * double(max_position_embeddings) * C, "max_position_embeddings", max_position_embeddings,
+              "the RoPE tables");
   if (head_dim_override <= 0 && hidden_size % num_attention_heads != 0)
     fail("model.num_attention_heads (" + std::to_string(num_attention_heads) +
          ") must divide model.hidden_size (" + std::to_string(hidden_size) + ")");

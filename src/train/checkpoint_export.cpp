@@ -11,6 +11,7 @@
 #include "io/model_files.h"
 #include "io/peft.h"
 #include "io/pretrained.h"
+#include "io/weight_shapes.h"
 #include "model/param_shapes.h"
 #include "train/checkpoint_files.h"
 #include "train/run_config.h"
@@ -36,12 +37,18 @@ std::vector<std::string> export_checkpoint(const std::string& checkpoint_dir, co
   const RunConfig cfg = parse_run_config(m["config"].get<std::string>(), {}, manifest_path.string());
   const LlamaConfig shape = cfg.model_path.empty() ? cfg.model : pretrained_config(cfg.model_path);
   const BoxShardSet shards(verified_shard_files(checkpoint_dir, m));
+  // Every tensor the export writes against the config, before any is read or written: the files
+  // and the config that describes them must agree on each shape.
+  const HeldTensors held{shards.names(), [&](const std::string& name) -> std::optional<std::vector<int64_t>> {
+                           if (!shards.contains(name)) return std::nullopt;
+                           return shards.full_shape(name);
+                         }};
+  check_held_shapes(shape, cfg.lora, cfg.lora.enabled, held, "", checkpoint_dir);
 
   std::vector<ExportTensor> tensors;
   for (const auto& p : llama_param_shapes(shape, cfg.lora))
     if (p.adapter == cfg.lora.enabled) tensors.push_back({p.name, p.shape});
   const FetchValues read_whole = [&](const std::string& name) {
-    if (!shards.contains(name)) fail(checkpoint_dir + ": checkpoint has no tensor '" + name + "'");
     const TensorBox whole = TensorBox::whole(shards.full_shape(name));
     std::vector<float> v(static_cast<size_t>(whole.numel()));
     shards.read_box_f32(name, whole, v.data(), BoxShardSet::Finite::required);

@@ -26,7 +26,8 @@ class ShardedSync final : public GradientSync {
 
 LlamaConfig model_shape(const RunConfig& cfg, const Tokenizer& tok) {
   const auto& tc = cfg.train;
-  const LlamaConfig shape = cfg.model_path.empty() ? cfg.model : pretrained_config(cfg.model_path);
+  // Checked against the weights' headers here too: a sharded model is allocated before it loads.
+  const LlamaConfig shape = cfg.model_path.empty() ? cfg.model : checked_pretrained_config(cfg.model_path);
   const std::string where = cfg.model_path.empty() ? "model" : cfg.model_path;
   if (tc.seq_len > shape.max_position_embeddings)
     fail("train.seq_len (" + std::to_string(tc.seq_len) + ") exceeds max_position_embeddings (" +

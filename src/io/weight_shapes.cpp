@@ -1,0 +1,54 @@
+#include "io/weight_shapes.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/error.h"
+#include "core/shape_string.h"
+#include "model/llama.h"
+#include "model/param_shapes.h"
+
+namespace mt {
+
+namespace {
+
+// One more than the highest N of a "<prefix>model.layers.N." name; 0 when there is none.
+int64_t layers_in(const std::vector<std::string>& names, const std::string& prefix) {
+  const std::string layers = prefix + "model.layers.";
+  int64_t count = 0;
+  for (const auto& name : names) {
+    if (name.compare(0, layers.size(), layers) != 0) continue;
+    const char* digits = name.c_str() + layers.size();
+    char* end = nullptr;
+    const long long n = std::strtoll(digits, &end, 10);
+    if (end != digits && *end == '.' && n >= 0) count = std::max<int64_t>(count, n + 1);
+  }
+  return count;
+}
+
+}  // namespace
+
+void check_held_shapes(const LlamaConfig& config, const LoraConfig& lora, bool adapters,
+                       const HeldTensors& held, const std::string& prefix, const std::string& where) {
+  config.validate();
+  // Adapters live in the layers unless they target only the head.
+  const auto mask = lora_targets_mask(lora);
+  const bool layered = !adapters || std::find(mask.begin(), mask.end(), true) != mask.end();
+  if (layered) {
+    const int64_t found = layers_in(held.names, prefix);
+    if (found != config.num_hidden_layers)
+      fail(where + ": the weights hold " + std::to_string(found) +
+           " layers, the config gives num_hidden_layers = " + std::to_string(config.num_hidden_layers));
+  }
+  for (const ParamShape& p : llama_param_shapes(config, lora)) {
+    if (p.adapter != adapters) continue;
+    const std::string name = prefix + p.name;
+    const auto shape = held.shape(name);
+    if (!shape) fail(where + ": missing tensor '" + name + "'");
+    if (*shape != p.shape)
+      fail(where + ": tensor '" + name + "' has shape " + shape_string(*shape) + ", the config gives " +
+           shape_string(p.shape));
+  }
+}
+
+}  // namespace mt

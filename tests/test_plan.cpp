@@ -71,6 +71,16 @@ TEST(PlanMemory, TinyActivationsByHand) {
   EXPECT_EQ(m.item("logits+loss"), 16 * (128 + 2) * 2);
 }
 
+// The engine builds LLaMA's f32 cos and sin tables for every position on every rank; GPT learns its
+// positions (they are in its weights).
+TEST(PlanMemory, RopeTablesOfEveryPosition) {
+  const PlanInput in = tiny_input({1, 1, 2, 1});
+  EXPECT_EQ(peak_memory(in).item("rope tables"), 2 * 4 * 64 * (16 / 2));  // 64 positions, head_dim 16
+  PlanInput gpt = in;
+  gpt.model = gpt_shape("gpt", 2, 64, 4, 256, 64);
+  EXPECT_EQ(peak_memory(gpt).item("rope tables"), 0.0);
+}
+
 TEST(PlanMemory, ZeroShardsOptimizerOverDp) {
   PlanInput in = tiny_input({2, 1, 1, 1});
   const double full = peak_memory(in).item("optimizer");

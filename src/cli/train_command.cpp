@@ -1,15 +1,39 @@
 // meshtrain train [--config run.toml] [--set section.key=value ...]
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "core/available_memory.h"
+#include "core/error.h"
+#include "io/pretrained.h"
+#include "parallel/comm.h"
+#include "plan/run_memory.h"
 #include "train/config_docs.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 
 namespace mt::cli {
+
+namespace {
+
+// Before the trainer allocates anything: the model's files against their config (from the
+// headers), then the run's memory per rank, as `meshtrain plan` computes it, against what this
+// host has left. MESHTRAIN_MEMORY_CHECK=off skips the memory check for users who know better
+// (swap, memory that will be freed by the time the run grows).
+void check_before_training(const RunConfig& cfg) {
+  const LlamaConfig shape = cfg.model_path.empty() ? cfg.model : checked_pretrained_config(cfg.model_path);
+  const char* check = std::getenv("MESHTRAIN_MEMORY_CHECK");
+  const std::string mode = check ? check : "";
+  if (mode == "off") return;
+  if (!mode.empty() && mode != "on")
+    fail("MESHTRAIN_MEMORY_CHECK must be on or off, got '" + mode + "'");
+  plan::check_run_memory(cfg, shape, available_memory(), parallel::ranks_on_this_host());
+}
+
+}  // namespace
 
 Action add_train_command(CLI::App& app) {
   struct Options {
@@ -42,6 +66,7 @@ Action add_train_command(CLI::App& app) {
                         ? parse_run_config(default_run_config_toml(), opt->overrides, "<built-in default>")
                         : load_run_config(opt->config, opt->overrides);
     if (!opt->mesh.empty()) cfg.mesh = parallel::MeshShape::parse(opt->mesh);
+    check_before_training(cfg);
     train(cfg, std::cout);
     return 0;
   };

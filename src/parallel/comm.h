@@ -96,5 +96,9 @@ std::unique_ptr<Comm> make_world_comm();
 void abort_world_after_error(int code);
 // "rank 1/4" when running under MPI with several ranks, else "" (for error messages).
 std::string world_rank_label();
+// How many ranks of this job the launcher started on this host (OMPI_COMM_WORLD_LOCAL_SIZE of
+// Open MPI, MPI_LOCALNRANKS of MPICH's Hydra), read before MPI starts; 1 when not launched so.
+// The ranks of one host share its memory.
+int64_t ranks_on_this_host();
 
 }  // namespace mt::parallel

@@ -152,6 +152,16 @@ bool launched_with_mpi() {
   return forced && std::string(forced) == "1";
 }
 
+int64_t ranks_on_this_host() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+    if (const char* v = std::getenv(var)) {
+      char* end = nullptr;
+      const long long n = std::strtoll(v, &end, 10);
+      if (end != v && *end == '\0' && n > 0) return n;
+    }
+  return 1;
+}
+
 void abort_world_after_error(int code) {
   int initialised = 0, finalised = 0;
   MPI_Initialized(&initialised);

@@ -98,6 +98,10 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
   const ActivationBytes a = activation_bytes(in, s.layers, s.last);
   add("activations", double(in_flight) * a.per_micro_batch + a.shared);
   add("logits+loss", a.logits);
+  // LLaMA's RoPE tables: f32 cos and sin of every position (max_position_embeddings x head_dim/2
+  // each), built whole on every rank (model/llama.cpp's runner); a GPT shape learns its positions.
+  if (in.model.arch == Arch::llama)
+    add("rope tables", 4.0 * double(in.model.config.max_position_embeddings) * double(in.model.config.head_dim()));
 
   // Gather buffers, as src/parallel/sharded_model.cpp holds them at the head (the largest unit): the
   // unit in use, the next one prefetched and the receive staging of a gather (bf16 each), the

@@ -1,0 +1,66 @@
+#include "plan/run_memory.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "plan/hardware.h"
+#include "train/metrics.h"
+
+namespace mt::plan {
+
+namespace {
+
+std::string bytes_text(double bytes) { return format_bytes(int64_t(std::min(bytes, 9e18))); }
+
+// What to change, for the item that takes the most memory.
+std::string advice(const RunConfig& cfg, const std::string& largest) {
+  if (largest == "activations" || largest == "logits+loss" || largest == "comm buffers")
+    return std::string("lower train.batch_size or train.seq_len") +
+           (cfg.train.activation_checkpointing ? "" : ", or set train.activation_checkpointing = true");
+  if (largest == "rope tables") return "lower model.max_position_embeddings";
+  return std::string("the model's state does not fit: ") +
+         (cfg.lora.enabled ? "" : "train LoRA adapters (lora.enabled = true), ") +
+         "shard it over more ranks (mesh.fsdp, mesh.tp) or use a smaller model";
+}
+
+}  // namespace
+
+PlanInput run_plan_input(const RunConfig& cfg, const LlamaConfig& shape, double memory_per_rank) {
+  const TrainConfig& tc = cfg.train;
+  PlanInput in;
+  in.model = {cfg.model_path.empty() ? "model" : cfg.model_path, Arch::llama, shape};
+  in.lora = cfg.lora;
+  in.precision = tc.precision;
+  in.seq = tc.seq_len;
+  in.checkpointing = tc.activation_checkpointing;
+  in.mesh = cfg.mesh;
+  // Each micro-batch's rows are shared out over dp x fsdp; a batch that does not divide is the
+  // trainer's to refuse, so round up here and let it.
+  const int64_t ranks = in.data_parallel();
+  in.micro_batch = (tc.batch_size + ranks - 1) / ranks;
+  in.global_batch = in.micro_batch * ranks * tc.grad_accum;
+  in.cluster = cluster_preset("cpu");
+  in.cluster.memory_bytes = memory_per_rank;
+  return in;
+}
+
+void check_run_memory(const RunConfig& cfg, const LlamaConfig& shape, const AvailableMemory& available,
+                      int64_t ranks_on_host) {
+  if (available.bytes < 0) return;
+  const double per_rank = double(available.bytes) / double(std::max<int64_t>(1, ranks_on_host));
+  const double usable = kUsableMemoryFraction * per_rank;
+  const MemoryBreakdown need = peak_memory(run_plan_input(cfg, shape, usable));
+  if (need.total <= usable) return;
+  const auto largest = std::max_element(need.items.begin(), need.items.end(),
+                                        [](const MemoryItem& a, const MemoryItem& b) { return a.bytes < b.bytes; });
+  const std::string shared =
+      ranks_on_host > 1 ? ", shared by " + std::to_string(ranks_on_host) + " ranks on this host" : "";
+  fail("train needs " + bytes_text(need.total) + " per rank (" + largest->name + " " +
+       bytes_text(largest->bytes) + "), " + bytes_text(usable) + " available (" +
+       std::to_string(int(kUsableMemoryFraction * 100)) + "% of " + available.source + " " +
+       bytes_text(double(available.bytes)) + shared + "): " + advice(cfg, largest->name) +
+       "; MESHTRAIN_MEMORY_CHECK=off skips this check");
+}
+
+}  // namespace mt::plan

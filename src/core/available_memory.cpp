@@ -1,6 +1,7 @@
 #include "core/available_memory.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>

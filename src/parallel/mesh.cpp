@@ -106,6 +106,10 @@ Mesh::Mesh(Comm& world, const MeshShape& shape) : world_(world), shape_(shape) {
     for (Axis a : kAxes)
       if (set & axis_bit(a)) outside[size_t(a)] = 0;
     groups_[set] = world.split(int(rank_of(shape_, outside)), world.rank());
+    std::string name;
+    for (Axis a : kAxes)
+      if (set & axis_bit(a)) name += (name.empty() ? "" : "+") + std::string(axis_name(a));
+    groups_[set]->set_name(name);
   }
 }
 

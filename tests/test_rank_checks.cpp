@@ -64,6 +64,32 @@ TEST(RankChecks, DifferentLrOrSeedUnderDpAreRefusedNamingTheKeys) {
   EXPECT_EQ(out.find("done:"), std::string::npos) << out;
 }
 
+// Each rank reads model.path itself: the same path (here relative, each rank in its own working
+// directory) can hold different models on different hosts, named before any weight moves.
+TEST(RankChecks, DifferentModelFilesUnderFsdpAreRefusedNamingTheShapes) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const fs::path base = fs::temp_directory_path() / "meshtrain_rank_check_models";
+  fs::remove_all(base);
+  std::string out;
+  for (const std::string layers : {"2", "3"}) {
+    ASSERT_EQ(run("OMP_NUM_THREADS=1 " + std::string(MESHTRAIN_BINARY) + " train " + kRun +
+                      " --set train.steps=1 --set model.num_hidden_layers=" + layers +
+                      " --set output.dir=" + (base / layers).string(), &out), 0) << out;
+  }
+  std::ofstream(base / "run.toml") << "[model]\npath = \"model\"\n";
+  const std::string args = " train --mesh fsdp=2 --config " + (base / "run.toml").string() + " " +
+                           kRun + " --set output.dir=" + (base / "out").string();
+  const int rc = run("OMP_NUM_THREADS=1 timeout 120 mpirun --allow-run-as-root --oversubscribe -n 1 "
+                     "--wdir " + (base / "2").string() + " " + MESHTRAIN_BINARY + args +
+                     " : -n 1 --wdir " + (base / "3").string() + " " + MESHTRAIN_BINARY + args, &out);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(rc, 124) << "timed out instead of refusing:\n" << out;
+  EXPECT_NE(out.find("ranks disagree on the model's shapes (each rank reads model.path itself): "
+                     "num_hidden_layers (rank 0: 2, rank 1: 3); model.layers.2."),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("; and 4 more"), std::string::npos) << out;  // 9 tensors of layer 2, 1 + 5 shown
+}
+
 // The keys about a rank's own host may differ; debug mode checks every collective of a real
 // FSDP run (gathers, reduce-scatters, sums, checkpoint) and finds them in step.
 TEST(RankChecks, PerRankKeysMayDifferAndDebugModePassesARealRun) {

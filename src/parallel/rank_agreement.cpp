@@ -84,6 +84,9 @@ void require_agreement(Comm& group, const std::string& what, const std::vector<N
   for (const auto& rank_items : all)
     for (const NamedValue& it : rank_items)
       if (std::find(names.begin(), names.end(), it.name) == names.end()) names.push_back(it.name);
+  // The first few differing items (a model with one layer more differs in nine tensors).
+  const int64_t shown_items = 6;
+  int64_t differing_items = 0;
   std::string listed;
   for (const std::string& name : names) {
     const std::string* first = value_of(all[0], name);
@@ -94,10 +97,12 @@ void require_agreement(Comm& group, const std::string& what, const std::vector<N
       if ((v == nullptr) == (first == nullptr) && (!v || *v == *first)) continue;
       if (++count <= 3) differing += ", rank " + std::to_string(r) + ": " + shown(v);
     }
-    if (count == 0) continue;
+    if (count == 0 || ++differing_items > shown_items) continue;
     if (count > 3) differing += ", and " + std::to_string(count - 3) + " more ranks";
     listed += (listed.empty() ? "" : "; ") + name + " (rank 0: " + shown(first) + differing + ")";
   }
+  if (differing_items > shown_items)
+    listed += "; and " + std::to_string(differing_items - shown_items) + " more";
   // Every name with the same value everywhere, yet different texts: the order differs.
   if (listed.empty()) listed = "the same items in a different order";
   fail("ranks disagree on " + what + ": " + listed);

@@ -16,8 +16,8 @@ struct NamedValue {
 };
 
 // Collective over `group`: returns when every rank holds the same items (names and values, in the
-// same order); otherwise throws mt::Error, on every rank alike, naming each item that differs and
-// the ranks whose value is not rank 0's:
+// same order); otherwise throws mt::Error, on every rank alike, naming the items that differ (the
+// first six, then how many more) and up to three ranks whose value is not rank 0's:
 //   "ranks disagree on the run config: train.steps (rank 0: 6, rank 1: 8); train.seq_len (...)"
 // Cheap when they agree: each rank sends a length and a checksum of its items; only on a
 // mismatch are the items themselves gathered, to name them.

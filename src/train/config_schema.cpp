@@ -91,7 +91,7 @@ std::vector<ConfigKey> make_keys() {
                "each unit when it is needed, to measure what prefetch hides)"},
       {KEY(train.collective_timeout), .range = kNonNegative,
        .help = "Seconds a rank may wait in one collective before the watchdog names what each "
-               "rank is stuck in and ends the job; 0: no watchdog (see Distributed checks)"},
+               "rank is stuck in and ends the job; 0: no watchdog (see docs/distributed.md)"},
       {KEY(train.debug_collectives),
        .help = "Before each collective, the ranks compare its sequence number and signature and "
                "name a mismatch instead of hanging (one small all-gather per collective)"},

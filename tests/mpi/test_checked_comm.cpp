@@ -56,7 +56,7 @@ TEST_F(CheckedCommTest, DifferentCountIsNamedOnEveryRank) {
   EXPECT_EQ(v[0], float(world->size()));
 }
 
-TEST_F(CheckedCommTest, DifferentOpAndSkippedCollectiveAreNamed) {
+TEST_F(CheckedCommTest, DifferentOpAndExtraCollectiveAreNamed) {
   std::vector<double> d(2, 1.0);
   const std::string e = error_of([&] {
     if (world->rank() == 0) world->broadcast(d.data(), 2, 0);

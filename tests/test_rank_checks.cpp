@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -148,40 +149,44 @@ TEST(RankChecks, StoppedRankEndsTheJobWithTheWatchdogsReport) {
 // one that blocks past the timeout with its group, sequence number, signature and the history.
 TEST(Watchdog, ReportsOnlyACollectiveBlockedPastTheTimeout) {
   using namespace mt::parallel;
+  using std::chrono::steady_clock;
   FlightRecorder recorder;
   std::string report;
   std::mutex m;
-  {
-    Watchdog dog(recorder, 0.3, "rank 3", "test.timeout", [&](const std::string& r) {
-      std::lock_guard lock(m);
-      report = r;
-    });
-    CollectiveRecord r;
-    r.group = "dp";
-    r.sig = {.seq = 0, .op = CollectiveOp::all_reduce_sum, .kind = ElemKind::f32, .elem_bytes = 4,
-             .count = 10};
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(800);
-    while (std::chrono::steady_clock::now() < until) {
-      ++r.sig.seq;
-      recorder.enter(r);
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      recorder.leave();
-    }
-    {
-      std::lock_guard lock(m);
-      EXPECT_EQ(report, "");
-    }
-    r.group = "fsdp";
-    r.sig = {.seq = 42, .op = CollectiveOp::all_gather, .kind = ElemKind::raw, .elem_bytes = 2,
-             .count = 8};
-    r.waiting = true;
+  auto reported = [&] {
+    std::lock_guard lock(m);
+    return report;
+  };
+  Watchdog dog(recorder, 1.0, "rank 3", "test.timeout", [&](const std::string& r) {
+    std::lock_guard lock(m);
+    report = r;
+  });
+  CollectiveRecord r;
+  r.group = "dp";
+  r.sig = {.seq = 0, .op = CollectiveOp::all_reduce_sum, .kind = ElemKind::f32, .elem_bytes = 4,
+           .count = 10};
+  for (const auto until = steady_clock::now() + std::chrono::milliseconds(1500);
+       steady_clock::now() < until;) {  // 1.5 s of short collectives: more than the timeout
+    ++r.sig.seq;
     recorder.enter(r);
-    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    recorder.leave();
   }
-  EXPECT_NE(report.find("rank 3 stuck in the wait for all_gather #42 on fsdp (2-byte x 8, 16 bytes) "
-                        "for 0."), std::string::npos) << report;
-  EXPECT_NE(report.find("(test.timeout)"), std::string::npos) << report;
-  EXPECT_NE(report.find("  all_reduce_sum #"), std::string::npos) << report;  // the history
+  EXPECT_EQ(reported(), "");
+  r.group = "fsdp";
+  r.sig = {.seq = 42, .op = CollectiveOp::all_gather, .kind = ElemKind::raw, .elem_bytes = 2,
+           .count = 8};
+  r.waiting = true;
+  recorder.enter(r);
+  // Reported after the 1 s timeout (waiting up to 20 s: the machine may be loaded).
+  for (const auto until = steady_clock::now() + std::chrono::seconds(20);
+       reported().empty() && steady_clock::now() < until;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const std::string text = reported();
+  EXPECT_NE(text.find("rank 3 stuck in the wait for all_gather #42 on fsdp (2-byte x 8, 16 bytes) "
+                      "for "), std::string::npos) << text;
+  EXPECT_NE(text.find(" s (test.timeout)"), std::string::npos) << text;
+  EXPECT_NE(text.find("  all_reduce_sum #"), std::string::npos) << text;  // the history
 }
 
 }  // namespace

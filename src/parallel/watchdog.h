@@ -16,8 +16,8 @@ namespace mt::parallel {
 
 class Watchdog {
  public:
-  // Called once, from the watchdog thread, with the report (several lines); must not return
-  // (it ends the process, e.g. Comm::abort).
+  // Called at most once, from the watchdog thread, with the report (several lines). It is meant
+  // to end the job (the trainer's calls Comm::abort); if it returns, the watchdog stops watching.
   using OnStuck = std::function<void(const std::string& report)>;
 
   // `label` names this rank in the report ("rank 1"); `setting` names where the timeout comes

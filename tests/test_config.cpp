@@ -357,6 +357,8 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.train.peak_gflops = 123.5f;
   a.train.resume = "latest";
   a.train.profile = true;
+  a.train.collective_timeout = 42.5f;
+  a.train.debug_collectives = true;
   a.data.format = "alpaca";
   a.data.tokenizer = "byte";
   a.data.cache_dir = "off";

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace mt::parallel {
 
@@ -60,6 +61,14 @@ class Comm {
   // Ends every process of the job (MPI_Abort) — for an error seen by one rank only, where
   // returning would leave the others waiting forever in a collective.
   [[noreturn]] virtual void abort(int code) = 0;
+
+  // What the group is called in diagnostics ("world", or the mesh axes it spans, "dp+fsdp"): the
+  // watchdog and the collective checks (checked_comm.h) name the group a rank is stuck in.
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+
+ private:
+  std::string name_ = "world";
 };
 
 // The single-process group: every collective is a copy. Used when not launched by mpirun/srun.

@@ -106,6 +106,13 @@ Mesh::Mesh(Comm& world, const MeshShape& shape) : world_(world), shape_(shape) {
     for (Axis a : kAxes)
       if (set & axis_bit(a)) outside[size_t(a)] = 0;
     groups_[set] = world.split(int(rank_of(shape_, outside)), world.rank());
+    std::string name;
+    for (Axis a : kAxes)
+      if (set & axis_bit(a)) {
+        if (!name.empty()) name += '+';  // piecewise, as in str()
+        name += axis_name(a);
+      }
+    groups_[set]->set_name(name);
   }
 }
 

@@ -26,7 +26,8 @@ std::string markdown_text(const std::string& text) {
 
 std::string config_key_description(const ConfigKey& key) {
   const std::string allowed = config_allowed_text(key);
-  return std::string(key.help) + (allowed.empty() ? "" : "; " + allowed);
+  return std::string(key.help) + (allowed.empty() ? "" : "; " + allowed) +
+         (key.per_rank ? "; may differ between ranks" : "");
 }
 
 std::string config_keys_help() {

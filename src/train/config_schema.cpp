@@ -81,13 +81,20 @@ std::vector<ConfigKey> make_keys() {
        .help = "Print a progress line every N steps"},
       {KEY(train.threads), .range = kNonNegative, .help = "Worker threads; 0 uses all cores"},
       {KEY(train.peak_gflops), .range = kNonNegative,
-       .help = "MFU denominator in GFLOP/s; 0 measures this machine's bf16 GEMM at start"},
+       .help = "MFU denominator in GFLOP/s; 0 measures this machine's bf16 GEMM at start",
+       .per_rank = true},
       {KEY(train.resume),
        .help = "\"latest\" or a checkpoint directory to continue from (see Checkpoints)"},
       {KEY(train.profile), .help = "Print the time per op (steps after the first) at the end of the run"},
       {KEY(train.fsdp_prefetch),
        .help = "FSDP: issue the next unit's all-gather before this unit computes (false: gather "
                "each unit when it is needed, to measure what prefetch hides)"},
+      {KEY(train.collective_timeout), .range = kNonNegative,
+       .help = "Seconds a rank may wait in one collective before the watchdog names what each "
+               "rank is stuck in and ends the job; 0: no watchdog (see docs/distributed.md)"},
+      {KEY(train.debug_collectives),
+       .help = "Before each collective, the ranks compare its sequence number and signature and "
+               "name a mismatch instead of hanging (one small all-gather per collective)"},
 
       // [data]
       {KEY(data.path),
@@ -99,7 +106,8 @@ std::vector<ConfigKey> make_keys() {
        .help = "Tokenizer file or directory; empty: the model's own (model.path), else the "
                "byte-level tokenizer; \"byte\": byte-level"},
       {KEY(data.cache_dir),
-       .help = "Tokenised-example cache; empty: ~/.cache/meshtrain/tokens; \"off\": none"},
+       .help = "Tokenised-example cache; empty: ~/.cache/meshtrain/tokens; \"off\": none",
+       .per_rank = true},
       {KEY(data.truncate),
        .help = "Cut examples longer than train.seq_len instead of skipping (and counting) them"},
       {KEY(data.val_fraction), .range = kUnitInterval, .builtin = "0.1",

@@ -42,6 +42,9 @@ struct ConfigKey {
   bool non_empty = false;              // strings
   std::string_view builtin = "";       // the built-in run's value as TOML, where it differs
   std::string_view help = "";          // one line; cross-key rules are stated here, checked in run_config.cpp
+  // The ranks of a job may be given different values (it describes the rank's own host and
+  // changes nothing any other rank computes); every other key must be the same on every rank.
+  bool per_rank = false;
 };
 
 // Every key, in the order they are documented and written.

@@ -5,6 +5,7 @@
 #include "io/peft.h"
 #include "io/pretrained.h"
 #include "model/param_shapes.h"
+#include "train/run_agreement.h"
 
 namespace mt {
 
@@ -46,6 +47,7 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
     : cfg_(cfg), mesh_(mesh), dp_(dp) {
   const auto& tc = cfg.train;
   const LlamaConfig shape = model_shape(cfg, tok);
+  require_same_model(shape, cfg.lora, tok, mesh.world());  // before any weight moves
   for (const auto& p : llama_param_shapes(shape, cfg.lora)) {
     int64_t n = 1;
     for (int64_t d : p.shape) n *= d;

@@ -40,6 +40,9 @@ struct TrainConfig {
   // of a checkpoint directory.
   std::string resume;
   bool profile = false;  // print where the step time went (per op) at the end of the run
+  // Seconds a rank may wait in one collective before the watchdog ends the job; 0: no watchdog.
+  float collective_timeout = 300.0f;
+  bool debug_collectives = false;  // every rank cross-checks each collective's signature first
 };
 
 struct DataConfig {

@@ -14,6 +14,7 @@
 #include "core/profile.h"
 #include "data/tokenizer_files.h"
 #include "model/llama.h"
+#include "parallel/checked_comm.h"
 #include "parallel/comm.h"
 #include "parallel/data_parallel.h"
 #include "parallel/mesh.h"
@@ -22,6 +23,7 @@
 #include "train/flops.h"
 #include "train/metrics.h"
 #include "train/placed_model.h"
+#include "train/run_agreement.h"
 #include "train/step.h"
 #include "train/training_data.h"
 
@@ -40,9 +42,19 @@ struct NullBuffer : std::streambuf {
   int overflow(int c) override { return c; }
 };
 
-// The world, refused before any work when the mesh does not match the ranks launched.
-std::unique_ptr<parallel::Comm> open_world(const parallel::MeshShape& shape) {
+// The world, refused before any work when the ranks were given different configs or the mesh
+// does not match the ranks launched. With several ranks every collective is numbered and watched
+// (parallel/checked_comm.h); the signature checks start once the ranks agree on whether to make them.
+std::unique_ptr<parallel::Comm> open_world(const RunConfig& cfg) {
+  const parallel::MeshShape& shape = cfg.mesh;
   std::unique_ptr<parallel::Comm> world = parallel::make_world_comm();
+  if (world->size() > 1) {
+    auto checked = std::make_unique<parallel::CheckedComm>(
+        std::move(world), cfg.train.collective_timeout, "train.collective_timeout");
+    require_same_run_config(cfg, *checked);
+    checked->check_signatures(cfg.train.debug_collectives);
+    world = std::move(checked);
+  }
   shape.check_world(world->size());
   if (shape.pp > 1)
     fail("mesh " + shape.str() + ": pipeline parallelism (pp) is not implemented yet; use dp, "
@@ -129,7 +141,7 @@ double validation_loss(TrainingRun& run) {
 TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out)
     : cfg(cfg),
       tc(cfg.train),
-      world(open_world(cfg.mesh)),
+      world(open_world(cfg)),
       mesh(*world, cfg.mesh),
       dp(data_parallel_group(mesh, tc.batch_size)),
       leader(world->rank() == 0),

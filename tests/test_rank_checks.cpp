@@ -1,0 +1,192 @@
+// Ranks that were told different things, or that stop: refused at the start naming the config
+// keys, or ended by the collective watchdog naming the rank, collective and sequence number
+// (src/train/run_agreement.h, src/parallel/checked_comm.h). Real mpirun ranks, each command under
+// `timeout` so that a regression (a hang) fails the test instead of stalling the suite.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "mesh_runs.h"
+#include "parallel/flight_recorder.h"
+#include "parallel/watchdog.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using mt::testing::have_mpirun;
+using mt::testing::run;
+
+const char* kRun =
+    "--set train.steps=4 --set train.precision=fp32 --set train.peak_gflops=100 "
+    "--set train.batch_size=4 --set train.seq_len=64 --set train.log_every=100";
+
+std::string rank_command(const std::string& mesh, const std::string& dir, const std::string& extra) {
+  return std::string("-n 1 ") + MESHTRAIN_BINARY + " train --mesh " + mesh + " " + kRun +
+         " --set output.dir=" + dir + " " + extra;
+}
+
+// Two ranks under one mpirun (MPMD), each with its own --set options; at most 120 s.
+int run_two_ranks(const std::string& mesh, const std::string& tag, const std::string& rank0,
+                  const std::string& rank1, std::string* out) {
+  const std::string dir = (fs::temp_directory_path() / ("meshtrain_rank_check_" + tag)).string();
+  fs::remove_all(dir);
+  return run("OMP_NUM_THREADS=1 timeout 120 mpirun --allow-run-as-root --oversubscribe " +
+                 rank_command(mesh, dir, rank0) + " : " + rank_command(mesh, dir, rank1),
+             out);
+}
+
+TEST(RankChecks, DifferentStepsOrSeqLenUnderFsdpAreRefusedNamingTheKeys) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  std::string out;
+  const int rc = run_two_ranks("fsdp=2", "fsdp", "", "--set train.steps=5 --set train.seq_len=32", &out);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(rc, 124) << "timed out (hung) instead of refusing:\n" << out;
+  EXPECT_NE(out.find("ranks disagree on the run config"), std::string::npos) << out;
+  EXPECT_NE(out.find("train.steps (rank 0: 4, rank 1: 5); train.seq_len (rank 0: 64, rank 1: 32)"),
+            std::string::npos) << out;
+}
+
+TEST(RankChecks, DifferentLrOrSeedUnderDpAreRefusedNamingTheKeys) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  std::string out;
+  const int rc = run_two_ranks("dp=2", "dp", "--set optim.lr=0.002 --set train.seed=1",
+                               "--set optim.lr=0.001 --set train.seed=2", &out);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(rc, 124) << "timed out instead of refusing:\n" << out;
+  EXPECT_NE(out.find("optim.lr (rank 0: 0.002, rank 1: 0.001)"), std::string::npos) << out;
+  EXPECT_NE(out.find("train.seed (rank 0: 1, rank 1: 2)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("done:"), std::string::npos) << out;
+}
+
+// Each rank reads model.path itself: the same path (here relative, each rank in its own working
+// directory) can hold different models on different hosts, named before any weight moves.
+TEST(RankChecks, DifferentModelFilesUnderFsdpAreRefusedNamingTheShapes) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const fs::path base = fs::temp_directory_path() / "meshtrain_rank_check_models";
+  fs::remove_all(base);
+  std::string out;
+  for (const std::string layers : {"2", "3"}) {
+    ASSERT_EQ(run("OMP_NUM_THREADS=1 " + std::string(MESHTRAIN_BINARY) + " train " + kRun +
+                      " --set train.steps=1 --set model.num_hidden_layers=" + layers +
+                      " --set output.dir=" + (base / layers).string(), &out), 0) << out;
+  }
+  std::ofstream(base / "run.toml") << "[model]\npath = \"model\"\n";
+  const std::string args = " train --mesh fsdp=2 --config " + (base / "run.toml").string() + " " +
+                           kRun + " --set output.dir=" + (base / "out").string();
+  const int rc = run("OMP_NUM_THREADS=1 timeout 120 mpirun --allow-run-as-root --oversubscribe -n 1 "
+                     "--wdir " + (base / "2").string() + " " + MESHTRAIN_BINARY + args +
+                     " : -n 1 --wdir " + (base / "3").string() + " " + MESHTRAIN_BINARY + args, &out);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(rc, 124) << "timed out instead of refusing:\n" << out;
+  EXPECT_NE(out.find("ranks disagree on the model's shapes (each rank reads model.path itself): "
+                     "num_hidden_layers (rank 0: 2, rank 1: 3); model.layers.2."),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("; and 4 more"), std::string::npos) << out;  // 9 tensors of layer 2, 1 + 5 shown
+}
+
+// The keys about a rank's own host may differ; debug mode checks every collective of a real
+// FSDP run (gathers, reduce-scatters, sums, checkpoint) and finds them in step.
+TEST(RankChecks, PerRankKeysMayDifferAndDebugModePassesARealRun) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  std::string out;
+  const std::string both = "--set train.debug_collectives=true --set output.checkpoint_every=2 ";
+  const int rc = run_two_ranks("fsdp=2", "per_rank",
+                               both + "--set data.cache_dir=off",
+                               both + "--set train.peak_gflops=50", &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("done: 4 steps"), std::string::npos) << out;
+}
+
+// A rank stopped mid-run (SIGSTOP: alive, so mpirun sees nothing wrong) leaves the other blocked
+// in its next collective; the watchdog there names it and ends the job within the timeout.
+TEST(RankChecks, StoppedRankEndsTheJobWithTheWatchdogsReport) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string dir = (fs::temp_directory_path() / "meshtrain_rank_check_stopped").string();
+  fs::remove_all(dir);
+  fs::remove(dir + ".rc");
+  const std::string args = std::string(kRun) +
+                           " --set train.steps=100000 --set train.collective_timeout=3 "
+                           "--set output.dir=" + dir;
+  // Once a step is logged, stop the newest rank; then wait at most 60 s for the job to end, and
+  // kill what is left of it either way (a stopped process would otherwise stay forever).
+  const std::string script = dir + ".sh";
+  std::ofstream(script)
+      << "(" << mt::testing::train_command("dp=2") << args << " > " << dir << ".log 2>&1; echo $? > "
+      << dir << ".rc) &\n"
+      << "for i in $(seq 1 600); do [ -s " << dir << "/metrics.jsonl ] && break; sleep 0.1; done\n"
+      << "pkill -STOP -n -f 'output.dir=" << dir << "$'\n"
+      << "for i in $(seq 1 600); do [ -f " << dir << ".rc ] && break; sleep 0.1; done\n"
+      << "pkill -9 -f 'output.dir=" << dir << "$'\n"
+      << "exit 0\n";
+  const auto t0 = std::chrono::steady_clock::now();
+  run("bash " + script);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(fs::exists(dir + ".rc")) << "the job did not end within 60 s of a rank stopping";
+  std::ifstream rc_file(dir + ".rc");
+  int rc = 0;
+  rc_file >> rc;
+  EXPECT_NE(rc, 0);
+  std::ifstream log_file(dir + ".log");
+  std::stringstream log;
+  log << log_file.rdbuf();
+  EXPECT_TRUE(std::regex_search(
+      log.str(), std::regex("watchdog \\[rank [01]/2\\]: rank [01] stuck in (the wait for )?[a-z_]+ "
+                            "#[0-9]+ on [a-z+]+( \\([^)]*\\))? for [3-9]\\.[0-9] s "
+                            "\\(train\\.collective_timeout\\)")))
+      << log.str();
+  EXPECT_NE(log.str().find("last finished collectives"), std::string::npos) << log.str();
+  EXPECT_LT(waited, 90.0);
+}
+
+// The watchdog alone: it stays quiet while collectives finish, however many, and reports the
+// one that blocks past the timeout with its group, sequence number, signature and the history.
+TEST(Watchdog, ReportsOnlyACollectiveBlockedPastTheTimeout) {
+  using namespace mt::parallel;
+  using std::chrono::steady_clock;
+  FlightRecorder recorder;
+  std::string report;
+  std::mutex m;
+  auto reported = [&] {
+    std::lock_guard lock(m);
+    return report;
+  };
+  Watchdog dog(recorder, 1.0, "rank 3", "test.timeout", [&](const std::string& r) {
+    std::lock_guard lock(m);
+    report = r;
+  });
+  CollectiveRecord r;
+  r.group = "dp";
+  r.sig = {.seq = 0, .op = CollectiveOp::all_reduce_sum, .kind = ElemKind::f32, .elem_bytes = 4,
+           .count = 10};
+  for (const auto until = steady_clock::now() + std::chrono::milliseconds(1500);
+       steady_clock::now() < until;) {  // 1.5 s of short collectives: more than the timeout
+    ++r.sig.seq;
+    recorder.enter(r);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    recorder.leave();
+  }
+  EXPECT_EQ(reported(), "");
+  r.group = "fsdp";
+  r.sig = {.seq = 42, .op = CollectiveOp::all_gather, .kind = ElemKind::raw, .elem_bytes = 2,
+           .count = 8};
+  r.waiting = true;
+  recorder.enter(r);
+  // Reported after the 1 s timeout (waiting up to 20 s: the machine may be loaded).
+  for (const auto until = steady_clock::now() + std::chrono::seconds(20);
+       reported().empty() && steady_clock::now() < until;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const std::string text = reported();
+  EXPECT_NE(text.find("rank 3 stuck in the wait for all_gather #42 on fsdp (2-byte x 8, 16 bytes) "
+                      "for "), std::string::npos) << text;
+  EXPECT_NE(text.find(" s (test.timeout)"), std::string::npos) << text;
+  EXPECT_NE(text.find("  all_reduce_sum #"), std::string::npos) << text;  // the history
+}
+
+}  // namespace

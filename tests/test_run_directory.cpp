@@ -176,7 +176,7 @@ TEST(RunDirectory, WhatCrashesLeftUnfinishedIsRemovedAtStart) {
   const CommandResult r = train(dir, "--set train.resume=latest --set train.steps=6");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "removed what an interrupted run left unfinished")) << r.output;
-  for (const fs::path p : {ck / "step-000006.tmp", ck / "step-000002.tmp.old", ck / "latest.tmp.4242",
+  for (const fs::path& p : {ck / "step-000006.tmp", ck / "step-000002.tmp.old", ck / "latest.tmp.4242",
                            ck / "step-000005", fs::path(dir) / "metrics.jsonl.tmp.77",
                            fs::path(dir) / "model/model.safetensors.tmp.99"})
     EXPECT_FALSE(fs::exists(p)) << p;

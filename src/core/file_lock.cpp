@@ -46,6 +46,10 @@ FileLock::FileLock(const std::string& path, const std::string& what, std::string
     if (fd_ < 0) fail(path + ": cannot create lock file: " + std::strerror(errno));
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
+      if (err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS) {
+        locked_ = false;
+        break;
+      }
       const std::string holder = read_all(fd_);
       ::close(fd_);
       if (err == EWOULDBLOCK)

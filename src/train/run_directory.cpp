@@ -90,7 +90,10 @@ void RunDirectory::claim(const RunConfig& cfg, std::ostream& log) {
   if (ec) fail("output.dir '" + dir_ + "': cannot create it: " + ec.message());
   std::string previous;
   lock_ = std::make_unique<FileLock>((dir / "run.lock").string(), "output.dir '" + dir_ + "'", &previous);
-  if (!previous.empty())
+  if (!lock_->locked())
+    log << "output.dir: warning: this file system does not lock files, so a second run into "
+        << dir_ << " at the same time would not be refused\n";
+  else if (!previous.empty())
     log << "output.dir: took over the lock of a run that ended without releasing it (" << previous << ")\n";
 
   if (holds_a_run(dir) && resume.empty()) {

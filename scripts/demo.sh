@@ -8,6 +8,8 @@
 #   3. export: the PEFT adapter (written by training), a GGUF adapter and a merged model
 #   4. a sample answer generated with the adapter
 #
+# Rerunning it replaces the previous demo's runs under --out (the training runs pass --overwrite).
+#
 #   scripts/demo.sh
 #   scripts/demo.sh --llama2c ../shared/data/stories260K/stories260K.bin \
 #                   --tokenizer ../shared/data/stories260K/tok512.bin \
@@ -42,14 +44,14 @@ if [ -n "$LLAMA2C" ]; then
 else
   step "1/4 base model: pretraining a small LLaMA on the built-in text"
   "$MT" train --set model.max_position_embeddings=512 --set train.steps=600 \
-              --set output.dir="$OUT/pretrain"
+              --set output.dir="$OUT/pretrain" --overwrite
   BASE=$OUT/pretrain/model
   SEQ=384
 fi
 
 step "2/4 LoRA fine-tuning $BASE on $DATA"
 "$MT" train --config configs/demo_lora.toml --set model.path="$BASE" --set data.path="$DATA" \
-            --set train.seq_len="$SEQ" --set train.steps="$STEPS" --set output.dir="$OUT/lora"
+            --set train.seq_len="$SEQ" --set train.steps="$STEPS" --set output.dir="$OUT/lora" --overwrite
 
 step "3/4 export"
 "$MT" export --model "$BASE" --adapter "$OUT/lora/adapter" \

@@ -49,6 +49,7 @@ TEST(Cli, MissingFilesAreNamed) {
 }
 
 TEST(Cli, TrainsAndSummarises) {
+  std::filesystem::remove_all(std::string(::testing::TempDir()) + "meshtrain_cli_run");
   Result r = run("train --set train.steps=3 --set train.log_every=1 --set train.peak_gflops=100 "
                  "--set output.dir=" + std::string(::testing::TempDir()) + "meshtrain_cli_run");
   ASSERT_EQ(r.code, 0) << r.output;

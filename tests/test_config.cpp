@@ -365,6 +365,7 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.data.truncate = true;
   a.output.checkpoint_every = 9;
   a.output.keep_checkpoints = 4;
+  a.output.overwrite = true;
   a.mesh = {.dp = 2, .fsdp = 3, .tp = 4, .pp = 5};
   a.partition.replace_defaults = true;
   using parallel::Axis;

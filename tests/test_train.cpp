@@ -22,6 +22,7 @@ RunConfig small_run(const std::string& out_dir) {
   cfg.train.peak_gflops = 100.0f;  // skip the GEMM measurement
   cfg.optim.warmup_steps = 10;
   cfg.output.dir = (std::filesystem::temp_directory_path() / out_dir).string();
+  cfg.output.overwrite = true;  // tests run several times into one directory
   return cfg;
 }
 

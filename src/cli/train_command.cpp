@@ -40,6 +40,7 @@ Action add_train_command(CLI::App& app) {
     std::string config;
     std::vector<std::string> overrides;
     std::string mesh;
+    bool overwrite = false;
     bool print_config_table = false;
     bool print_default_config = false;
   };
@@ -51,6 +52,8 @@ Action add_train_command(CLI::App& app) {
       ->allow_extra_args(false);
   sub->add_option("--mesh", opt->mesh,
                   "device mesh, e.g. dp=2 (overrides [mesh]); launch with mpirun -n <ranks>");
+  sub->add_flag("--overwrite", opt->overwrite,
+                "replace another run's files in output.dir (--set output.overwrite=true)");
   // The generated documents, so they can be regenerated (scripts/update_config_docs.sh).
   sub->add_flag("--print-config-table", opt->print_config_table,
                 "print the README's table of config keys (Markdown) and exit");
@@ -62,6 +65,7 @@ Action add_train_command(CLI::App& app) {
       std::cout << (opt->print_config_table ? config_keys_markdown() : default_run_config_toml());
       return 0;
     }
+    if (opt->overwrite) opt->overrides.push_back("output.overwrite=true");
     RunConfig cfg = opt->config.empty()
                         ? parse_run_config(default_run_config_toml(), opt->overrides, "<built-in default>")
                         : load_run_config(opt->config, opt->overrides);

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +14,7 @@
 #include "core/regular_file.h"
 #include "core/atomic_file.h"
 #include "io/box_shards.h"
+#include "train/checkpoint_dir.h"
 #include "train/checkpoint_files.h"
 
 namespace mt {
@@ -30,29 +30,9 @@ std::string shard_name(int rank) {
   return buf;
 }
 
-std::string step_name(int64_t step) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "step-%06lld", static_cast<long long>(step));
-  return buf;
-}
-
 void fsync_dir(const fs::path& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd >= 0) ::fsync(fd), ::close(fd);
-}
-
-// Completed checkpoints of output_dir, oldest first.
-std::vector<fs::path> list_checkpoints(const fs::path& root) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(root, ec)) {
-    const std::string n = e.path().filename().string();
-    if (e.is_directory() && n.rfind("step-", 0) == 0 && n.find('.') == std::string::npos &&
-        fs::exists(e.path() / "manifest.json"))
-      out.push_back(e.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 }  // namespace
@@ -70,9 +50,9 @@ std::vector<HeldTensor> whole_tensors(ParamStore& trainable, AdamW& optimizer) {
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
                             const std::vector<HeldTensor>& held, const AdamW& optimizer,
                             const CheckpointInfo& info, int64_t keep, parallel::Comm& world) {
-  const fs::path root = fs::path(output_dir) / "checkpoints";
-  const fs::path final_dir = root / step_name(state.step);
-  const fs::path tmp = root / (step_name(state.step) + ".tmp");
+  const fs::path root = checkpoints_root(output_dir);
+  const fs::path final_dir = root / checkpoint_name(state.step);
+  const fs::path tmp = root / (checkpoint_name(state.step) + ".tmp");
   const bool leader = world.rank() == 0;
   if (leader) {
     fs::remove_all(tmp);
@@ -121,13 +101,11 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
     m["config"] = info.config_toml;
     write_file_atomically((tmp / "manifest.json").string(), [&](std::ostream& os) { os << m.dump(2) << "\n"; });
     fsync_dir(tmp);
-    fs::remove_all(final_dir);  // a re-save of the same step replaces it
+    if (fs::exists(final_dir)) remove_checkpoint(final_dir);  // a re-save of the same step replaces it
     fs::rename(tmp, final_dir);
     fsync_dir(root);
-    write_file_atomically((root / "latest").string(),
-                          [&](std::ostream& os) { os << final_dir.filename().string() << "\n"; });
-    auto all = list_checkpoints(root);
-    for (size_t i = 0; i + size_t(keep) < all.size(); ++i) fs::remove_all(all[i]);
+    set_latest(output_dir, state.step);
+    prune_checkpoints(output_dir, state.step, keep);
   }
   world.barrier();  // no rank runs ahead of a checkpoint it may need to resume from
   return final_dir.string();
@@ -139,13 +117,9 @@ std::string resolve_checkpoint(const std::string& spec, const std::string& outpu
       fail("train.resume: '" + spec + "' is not a checkpoint directory (no manifest.json)");
     return spec;
   }
-  const fs::path root = fs::path(output_dir) / "checkpoints";
-  std::ifstream f(root / "latest");
-  std::string name;
-  if (f >> name && fs::exists(root / name / "manifest.json")) return (root / name).string();
-  auto all = list_checkpoints(root);  // `latest` missing or stale: the newest complete one
-  if (all.empty()) fail("train.resume = \"latest\": no checkpoint in " + root.string());
-  return all.back().string();
+  const std::string dir = latest_checkpoint(output_dir);
+  if (dir.empty()) fail("train.resume = \"latest\": no checkpoint in " + checkpoints_root(output_dir).string());
+  return dir;
 }
 
 CheckpointState load_checkpoint(const std::string& dir, const std::vector<HeldTensor>& held,

@@ -14,7 +14,8 @@
 // (one rank, or data parallelism) writes one file with every tensor whole, and an FSDP x TP run
 // writes one file per rank. A loader under any mesh reads the blocks it needs from whichever
 // files cover them. A checkpoint is written into step-N.tmp/, every file fsynced, then renamed into
-// place and only then named in `latest`, so a crash mid-save leaves the previous one intact.
+// place and only then named in `latest`, so a crash mid-save leaves the previous one intact
+// (train/checkpoint_dir.h: listing, `latest`, pruning and the cleanup after a crash).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -119,6 +119,9 @@ std::vector<ConfigKey> make_keys() {
       {KEY(output.checkpoint_every), .range = kNonNegative,
        .help = "Steps between checkpoints (and one at the end); 0: none"},
       {KEY(output.keep_checkpoints), .range = kAtLeastOne, .help = "Newest checkpoints kept"},
+      {KEY(output.overwrite),
+       .help = "Replace the files of another run in output.dir (run.toml, metrics.jsonl, "
+               "checkpoints/, model/, adapter/); false: such a directory is refused unless resumed"},
 
       // [mesh]: the command line's --mesh replaces it; the product must equal the number of ranks.
       {KEY(mesh.dp), .range = kAtLeastOne, .help = "Data-parallel replicas (each sees its own batches)"},

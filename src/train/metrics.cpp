@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace mt {
@@ -90,6 +92,26 @@ void JsonlWriter::write(const nlohmann::json& obj) {
   out_ << obj.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   out_.flush();
   if (!out_) fail("cannot write to metrics file '" + path_ + "'");
+}
+
+}  // namespace mt
+
+namespace mt {
+
+void truncate_metrics(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::ostringstream kept;
+  std::string line;
+  while (std::getline(in, line)) {
+    // A killed run's last line may be cut short (no newline, or not JSON): it goes too.
+    if (in.eof()) break;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
+    if (j["step"].get<int64_t>() <= step) kept << line << '\n';
+  }
+  in.close();
+  write_file_atomically(path, [&](std::ostream& os) { os << kept.str(); });
 }
 
 }  // namespace mt

@@ -48,4 +48,9 @@ class JsonlWriter {
   std::ofstream out_;
 };
 
+// A run resumed at `step` replaces the history after it: keeps the lines of steps <= step and
+// drops the rest, and any torn last line of a killed run (atomically: the old file or the new
+// one, never a mix). Nothing to do when the file does not exist.
+void truncate_metrics(const std::string& path, int64_t step);
+
 }  // namespace mt

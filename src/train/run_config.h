@@ -62,6 +62,7 @@ struct OutputConfig {
   std::string dir = "runs/default";  // metrics.jsonl and the final weights go here
   int64_t checkpoint_every = 0;      // steps between checkpoints in <dir>/checkpoints; 0: none
   int64_t keep_checkpoints = 2;      // newest checkpoints kept; older ones are deleted
+  bool overwrite = false;            // replace another run's files in dir (see train/run_directory.h)
 };
 
 struct RunConfig {

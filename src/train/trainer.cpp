@@ -24,6 +24,7 @@
 #include "train/metrics.h"
 #include "train/placed_model.h"
 #include "train/run_agreement.h"
+#include "train/run_directory.h"
 #include "train/step.h"
 #include "train/training_data.h"
 
@@ -77,8 +78,9 @@ parallel::Comm& data_parallel_group(parallel::Mesh& mesh, int64_t batch_size) {
 // anything loads, the model is placed before the optimizer takes its trainable tensors); the
 // model keeps references to the mesh and its data-parallel group, so a run never moves.
 struct TrainingRun {
-  // Builds the members, logs the run's header, writes run.toml and opens metrics.jsonl, resumes
-  // from train.resume if given, and measures the validation loss the finish compares against.
+  // Builds the members (claiming output.dir before the model loads), logs the run's header, resumes
+  // from train.resume if given, writes run.toml and opens metrics.jsonl, and measures the
+  // validation loss the finish compares against.
   TrainingRun(const RunConfig& cfg, std::ostream& out);
   TrainingRun(const TrainingRun&) = delete;
   TrainingRun& operator=(const TrainingRun&) = delete;
@@ -94,6 +96,9 @@ struct TrainingRun {
   std::ostream& log;
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<TrainingData> data;
+  // Claimed once the inputs are known to open (a bad data path is named as such, leaving the
+  // directory untouched) and before the model, the slow part, loads.
+  RunDirectory run_dir;
   PlacedModel placed;
   AdamW optimizer;
   const FlopCount flops;
@@ -148,6 +153,7 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out)
       log(leader ? out : quiet),
       tok(run_tokenizer(cfg)),
       data(open_training_data(cfg, *tok, log)),
+      run_dir(cfg, *world, log),
       placed(cfg, mesh, dp, *tok, log),
       optimizer(placed.trainable(), cfg.optim),
       flops(training_flops(placed.full_config(), cfg.lora, tc.seq_len)),
@@ -155,8 +161,8 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out)
                               : measure_gemm_flops(2048, 0.5, /*bf16=*/true)),
       tokens_per_step(tc.batch_size * tc.grad_accum * tc.seq_len) {
   log_header();
-  open_outputs();
   if (!tc.resume.empty()) resume();
+  open_outputs();
   summary.val_loss_before = validation_loss(*this);
   if (data->has_validation()) log << "validation loss before: " << summary.val_loss_before << "\n";
 }
@@ -181,12 +187,17 @@ void TrainingRun::log_header() {
       << (tc.peak_gflops > 0 ? "given" : "measured bf16 GEMM") << ")\n";
 }
 
-// A resumed run appends to the metrics of the steps before it.
+// A resumed run appends to the metrics of the steps up to its checkpoint (RunDirectory::rewind_to
+// has dropped any after it).
 void TrainingRun::open_outputs() {
   if (!leader) return;
   std::filesystem::create_directories(cfg.output.dir);
   const std::string config_path = cfg.output.dir + "/run.toml";
-  write_file_atomically(config_path, [&](std::ostream& os) { os << to_toml(cfg); });
+  // Replacing another run is a decision for the command line that made it, not one a rerun of
+  // run.toml should repeat silently, so the record says overwrite = false.
+  RunConfig recorded = cfg;
+  recorded.output.overwrite = false;
+  write_file_atomically(config_path, [&](std::ostream& os) { os << to_toml(recorded); });
   summary.files_written.push_back(config_path);
   metrics = std::make_unique<JsonlWriter>(cfg.output.dir + "/metrics.jsonl",
                                           /*append=*/!tc.resume.empty());
@@ -203,6 +214,7 @@ void TrainingRun::resume() {
   if (start_step >= tc.steps)
     fail(dir + ": checkpoint is at step " + std::to_string(start_step) + ", train.steps is " +
          std::to_string(tc.steps) + ": nothing left to do");
+  run_dir.rewind_to(start_step);
   log << "resumed from " << dir << " at step " << start_step << "\n";
 }
 

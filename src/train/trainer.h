@@ -1,8 +1,9 @@
 // A training run, on one process or over a mesh of MPI ranks, in three parts (trainer.cpp): setup
-// builds the mesh, data, placed model and optimizer, writes run.toml, resumes from a checkpoint
-// and measures the validation loss; the step loop runs micro-batches -> forward/backward -> clip
-// -> AdamW with progress lines, metrics.jsonl and checkpoints; the finish measures the validation
-// loss again and writes the trained model or adapter.
+// builds the mesh and data, claims output.dir (train/run_directory.h), builds the placed model and
+// optimizer, resumes from a checkpoint, writes run.toml and measures the validation loss; the
+// step loop runs micro-batches -> forward/backward -> clip -> AdamW with progress lines,
+// metrics.jsonl and checkpoints; the finish measures the validation loss again and writes the
+// trained model or adapter.
 #pragma once
 #include <ostream>
 #include <string>

@@ -1,0 +1,255 @@
+// A run owns its output.dir: another run's files are refused unless resumed or overwritten (and
+// overwriting removes only a run's own files), a second run at the same time is refused naming
+// the first (a killed run's lock is taken over), `latest` never leads out of the directory,
+// what crashes leave unfinished is removed at start, and a resumed run's metrics.jsonl holds
+// each step once. Issue 14, item 1.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "child_process.h"
+#include "core/error.h"
+#include "core/file_lock.h"
+#include "mesh_runs.h"
+#include "run_command.h"
+#include "train/checkpoint.h"
+#include "train/metrics.h"
+
+namespace mt {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ChildProcess;
+using testing::CommandResult;
+
+std::string temp_dir(const std::string& name) {
+  const std::string dir = (fs::temp_directory_path() / ("meshtrain_rundir_" + name)).string();
+  fs::remove_all(dir);
+  return dir;
+}
+
+// A small `meshtrain train` into `dir` (4 steps, a checkpoint every 2), plus `extra`.
+CommandResult train(const std::string& dir, const std::string& extra = "") {
+  return testing::run_command(
+      "OMP_NUM_THREADS=1 timeout 120 " + std::string(MESHTRAIN_BINARY) +
+      " train --set train.steps=4 --set train.seq_len=64 --set train.batch_size=4 "
+      "--set train.log_every=1000 --set train.peak_gflops=100 --set data.val_fraction=0.02 "
+      "--set output.checkpoint_every=2 --set output.dir=" + dir + " " + extra);
+}
+
+std::vector<int64_t> metric_steps(const std::string& dir) {
+  std::vector<int64_t> out;
+  for (double s : testing::metric(dir, "step")) out.push_back(int64_t(s));
+  return out;
+}
+
+std::string latest_name(const std::string& dir) {
+  std::ifstream f(dir + "/checkpoints/latest");
+  std::string n;
+  f >> n;
+  return n;
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+size_t line_count(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
+
+TEST(RunDirectory, AnotherRunIsRefusedUnlessResumedOrOverwritten) {
+  const std::string dir = temp_dir("refuse");
+  ASSERT_EQ(train(dir).code, 0);
+  std::ofstream(dir + "/notes.txt") << "the user's own file\n";
+  // Before: a shorter new run here pruned its own checkpoints (step-4 of the old run sorted
+  // after them) and left `latest` naming a removed step-2.
+  CommandResult r = train(dir, "--set train.steps=2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(line_count(r.output), 1u) << r.output;
+  EXPECT_TRUE(has(r.output, "holds another run (step 4); pass --overwrite to replace it or set "
+                            "train.resume=latest to continue it")) << r.output;
+  EXPECT_EQ(latest_name(dir), "step-000004") << "the refused run changed the directory";
+  EXPECT_EQ(metric_steps(dir), (std::vector<int64_t>{1, 2, 3, 4}));
+
+  r = train(dir, "--set train.steps=2 --overwrite");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "replaced the previous run (step 4)")) << r.output;
+  EXPECT_EQ(latest_name(dir), "step-000002");
+  EXPECT_FALSE(fs::exists(dir + "/checkpoints/step-000004"));
+  EXPECT_EQ(metric_steps(dir), (std::vector<int64_t>{1, 2}));
+  EXPECT_TRUE(fs::exists(dir + "/notes.txt")) << "--overwrite removed a file no run wrote";
+  EXPECT_FALSE(fs::exists(dir + "/run.lock")) << "a finished run leaves its lock behind";
+
+  // Overwriting the checkpoint a resume continues from is a contradiction, refused.
+  r = train(dir, "--overwrite --set train.resume=latest");
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(has(r.output, "output.overwrite")) << r.output;
+  // A run without checkpoints can only be replaced.
+  const std::string bare = temp_dir("refuse_bare");
+  ASSERT_EQ(train(bare, "--set output.checkpoint_every=0").code, 0);
+  r = train(bare);
+  EXPECT_TRUE(has(r.output, "holds another run (step 4, no checkpoint); pass --overwrite to replace "
+                            "it or choose another output.dir")) << r.output;
+}
+
+TEST(RunDirectory, SecondRunAtTheSameTimeIsRefusedNamingTheFirst) {
+  const std::string dir = temp_dir("concurrent");
+  // Before: both wrote here; one died with "filesystem error: cannot remove all ...
+  // step-0000NN" and metrics.jsonl got a torn line.
+  ChildProcess first({"train", "--set", "train.steps=100000", "--set", "train.seq_len=64", "--set",
+                      "train.batch_size=4", "--set", "train.peak_gflops=100", "--set",
+                      "output.checkpoint_every=2", "--set", "output.dir=" + dir},
+                     dir + ".log");
+  ASSERT_TRUE(first.started());
+  for (int i = 0; i < 3000 && !fs::exists(dir + "/checkpoints/latest"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(fs::exists(dir + "/checkpoints/latest")) << first.log();
+  const std::string holder = "in use by pid " + std::to_string(first.pid()) + " host ";
+  for (const std::string extra : {"", "--set train.resume=latest", "--overwrite"}) {
+    const CommandResult r = train(dir, extra);
+    EXPECT_NE(r.code, 0) << extra;
+    EXPECT_EQ(line_count(r.output), 1u) << r.output;
+    EXPECT_TRUE(has(r.output, holder)) << extra << ": " << r.output;
+  }
+  ASSERT_TRUE(first.running()) << "the second run disturbed the first:\n" << first.log();
+  first.kill(SIGKILL);
+  ASSERT_TRUE(first.wait(30));
+
+  // The killed run's lock file is still there, its lock is not: a resume takes over.
+  ASSERT_TRUE(fs::exists(dir + "/run.lock"));
+  const int64_t at = std::stoll(latest_name(dir).substr(5));
+  const CommandResult r = train(dir, "--set train.resume=latest --set train.steps=" + std::to_string(at + 2));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "took over the lock of a run that ended without releasing it (pid " +
+                                std::to_string(first.pid()))) << r.output;
+  const auto steps = metric_steps(dir);
+  ASSERT_FALSE(steps.empty());
+  for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i], int64_t(i + 1)) << "metrics.jsonl";
+  EXPECT_EQ(steps.back(), at + 2);
+}
+
+TEST(RunDirectory, LatestNeverLeadsOutOfTheRunDirectory) {
+  const std::string other = temp_dir("escape_other"), dir = temp_dir("escape");
+  ASSERT_EQ(train(other).code, 0);
+  ASSERT_EQ(train(dir, "--set train.steps=2").code, 0);
+  const std::string latest = dir + "/checkpoints/latest";
+  // Before: `latest` was followed wherever it led, here into another run's checkpoints.
+  for (const std::string& escape : std::vector<std::string>{"../../meshtrain_rundir_escape_other/checkpoints/step-000004",
+                                                             other + "/checkpoints/step-000004", "..", "step-000004/.."}) {
+    std::ofstream(latest, std::ios::trunc) << escape << "\n";
+    EXPECT_THROW(resolve_checkpoint("latest", dir), Error) << escape;
+    const CommandResult r = train(dir, "--set train.resume=latest --set train.steps=6");
+    EXPECT_NE(r.code, 0) << escape;
+    EXPECT_TRUE(has(r.output, "not a checkpoint directory of this run")) << r.output;
+  }
+  // A step-N that is a symlink to another run's checkpoint is not this run's either.
+  fs::create_directory_symlink(other + "/checkpoints/step-000004", dir + "/checkpoints/step-000004");
+  std::ofstream(latest, std::ios::trunc) << "step-000004\n";
+  EXPECT_THROW(resolve_checkpoint("latest", dir), Error);
+  // Left to the newest checkpoint of its own: the symlink is not one.
+  fs::remove(latest);
+  EXPECT_EQ(fs::path(resolve_checkpoint("latest", dir)).filename(), "step-000002");
+}
+
+TEST(RunDirectory, WhatCrashesLeftUnfinishedIsRemovedAtStart) {
+  const std::string dir = temp_dir("stale");
+  ASSERT_EQ(train(dir).code, 0);
+  const fs::path ck = fs::path(dir) / "checkpoints";
+  // What SIGKILL leaves at each point of a save, a prune or an atomic write.
+  fs::create_directories(ck / "step-000006.tmp");
+  std::ofstream(ck / "step-000006.tmp/shard-00000.safetensors") << "partial";
+  fs::create_directories(ck / "step-000002.tmp.old");
+  std::ofstream(ck / "latest.tmp.4242") << "step-0000";
+  fs::create_directories(ck / "step-000005");  // no manifest: orphaned
+  std::ofstream(ck / "step-000005/shard-00000.safetensors") << "orphan";
+  std::ofstream(fs::path(dir) / "metrics.jsonl.tmp.77") << "{";
+  std::ofstream(fs::path(dir) / "model/model.safetensors.tmp.99") << "partial";
+  // Files that are not meshtrain's temporaries stay.
+  std::ofstream(fs::path(dir) / "notes.tmp.txt") << "mine";
+  std::ofstream(ck / "README") << "mine";
+
+  const CommandResult r = train(dir, "--set train.resume=latest --set train.steps=6");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "removed what an interrupted run left unfinished")) << r.output;
+  for (const fs::path& p : {ck / "step-000006.tmp", ck / "step-000002.tmp.old", ck / "latest.tmp.4242",
+                           ck / "step-000005", fs::path(dir) / "metrics.jsonl.tmp.77",
+                           fs::path(dir) / "model/model.safetensors.tmp.99"})
+    EXPECT_FALSE(fs::exists(p)) << p;
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "notes.tmp.txt"));
+  EXPECT_TRUE(fs::exists(ck / "README"));
+  EXPECT_EQ(latest_name(dir), "step-000006");
+}
+
+TEST(RunDirectory, ResumedRunRecordsEachStepOnce) {
+  const std::string dir = temp_dir("metrics");
+  ASSERT_EQ(train(dir, "--set output.keep_checkpoints=3").code, 0);  // checkpoints at 2 and 4
+  const auto whole = testing::losses(dir);
+  ASSERT_EQ(whole.size(), 4u);
+  // A killed run's last line may be torn.
+  std::ofstream(dir + "/metrics.jsonl", std::ios::app) << "{\"step\": 5, \"lo";
+  // Before: the resumed steps 3 and 4 were appended again after the first 4 lines.
+  const CommandResult r = train(dir, "--set train.resume=" + dir + "/checkpoints/step-000002");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(metric_steps(dir), (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(testing::losses(dir), whole);
+  EXPECT_EQ(latest_name(dir), "step-000004");
+}
+
+TEST(RunDirectory, TruncateMetricsKeepsWholeLinesUpToTheStep) {
+  const std::string dir = temp_dir("truncate");
+  fs::create_directories(dir);
+  const std::string path = dir + "/metrics.jsonl";
+  std::ofstream(path) << "{\"step\":1,\"loss\":3}\n{\"step\":2,\"loss\":2}\n{\"step\":3,\"loss\":1}\n{\"st";
+  truncate_metrics(path, 2);
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  EXPECT_EQ(s.str(), "{\"step\":1,\"loss\":3}\n{\"step\":2,\"loss\":2}\n");
+  truncate_metrics(dir + "/absent.jsonl", 2);
+  EXPECT_FALSE(fs::exists(dir + "/absent.jsonl"));
+}
+
+TEST(RunDirectory, FileLockExcludesAndIsTakenOverFromTheDead) {
+  const std::string dir = temp_dir("lock");
+  fs::create_directories(dir);
+  const std::string path = dir + "/run.lock";
+  std::ofstream(path) << "pid 999999 host gone\n";  // left by a killed process: no lock held
+  std::string previous;
+  {
+    FileLock held(path, "the thing", &previous);
+    EXPECT_EQ(previous, "pid 999999 host gone");
+    try {
+      FileLock again(path, "the thing");
+      ADD_FAILURE() << "a held lock was taken twice";
+    } catch (const Error& e) {
+      EXPECT_TRUE(has(e.what(), "the thing is in use by " + this_process_label())) << e.what();
+    }
+  }
+  EXPECT_FALSE(fs::exists(path));
+  FileLock fresh(path, "the thing", &previous);
+  EXPECT_EQ(previous, "");
+}
+
+TEST(RunDirectory, RankZeroRefusingEndsEveryRank) {
+  if (!testing::have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string dir = temp_dir("ranks");
+  ASSERT_EQ(train(dir).code, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string out;
+  const int rc = testing::run("timeout 60 env " + testing::mpirun(2) + MESHTRAIN_BINARY +
+                                  " train --mesh dp=2 --set train.steps=4 --set train.seq_len=64 "
+                                  "--set train.batch_size=4 --set train.peak_gflops=100 --set output.dir=" + dir,
+                              &out);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(rc, 124) << "the ranks did not end within 60 s";
+  EXPECT_TRUE(has(out, "holds another run (step 4)")) << out;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0);
+}
+
+}  // namespace
+}  // namespace mt

@@ -30,7 +30,10 @@ std::string ranges(const std::vector<int>& sorted) {
     while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
     if (!s.empty()) s += ",";
     s += std::to_string(sorted[i]);
-    if (j > i) s += (j == i + 1 ? "," : "-") + std::to_string(sorted[j]);
+    if (j > i) {
+      s += j == i + 1 ? ',' : '-';
+      s += std::to_string(sorted[j]);
+    }
     i = j + 1;
   }
   return s;

@@ -9,6 +9,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
   iproute2 procps  # scripts/two_hosts.sh (ip netns) and the killed-rank test (pkill)
+  slurm-wlm munge libpmix-dev  # scripts/slurm_test.sh: slurmctld, slurmd, srun; srun --mpi=pmix loads libpmix.so
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang++ with libFuzzer and the sanitizers
 )
 

@@ -47,15 +47,9 @@ args=(train --set train.steps=5 --set train.precision=fp32 --set train.peak_gflo
       --set train.seq_len=64 --set train.log_every=100)
 OMP_NUM_THREADS=1 "$MT" "${args[@]}" --set output.dir="$work/one" >/dev/null
 # Per-step losses of each mesh must agree with the single process to 1e-5 (relative).
-losses() { sed -n 's/.*"loss":\([-0-9.eE+]*\).*/\1/p' "$1" | tr '\n' ' '; }
+source scripts/mesh_losses.sh
 one=$(losses "$work/one/metrics.jsonl")
 for mesh in dp=2 fsdp=2 tp=2; do
   "${launch[@]}" "$MT" "${args[@]}" --mesh $mesh --set output.dir="$work/$mesh" >/dev/null
-  two=$(losses "$work/$mesh/metrics.jsonl")
-  awk -v a="$one" -v b="$two" -v mesh="$mesh" 'BEGIN {
-    n = split(a, x, " "); m = split(b, y, " ")
-    if (n != 5 || m != 5) { print "two_hosts: expected 5 losses each, got: " a " / " b; exit 1 }
-    for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d
-      if (d > 1e-5 * x[i]) { print "two_hosts: " mesh ": losses differ: " a " / " b; exit 1 } }
-    print "two_hosts: " mesh " across two namespaces gives the single-process losses: " b }'
+  losses_agree "two_hosts: $mesh across two namespaces" 5 "$one" "$(losses "$work/$mesh/metrics.jsonl")"
 done

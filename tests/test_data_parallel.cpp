@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 #include "mesh_runs.h"
@@ -75,6 +76,24 @@ TEST(DataParallel, CheckpointFromOneRankResumesUnderDp2) {
   const auto all = losses(dir);  // cut to steps 1..3 at the resume, then steps 4..6 under dp=2
   ASSERT_EQ(all.size(), 6u);
   for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(all[3 + i], full[3 + i], 1e-5 * full[3 + i]) << i;
+}
+
+// Rank 0 prints every rank's node and local rank as the launcher gave them (OMPI_COMM_WORLD_* here;
+// srun's SLURM_* in scripts/slurm_test.sh).
+TEST(DataParallel, RankZeroSaysWhereEveryRankRuns) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string dir = (fs::temp_directory_path() / "meshtrain_dp_world").string();
+  fs::remove_all(dir);
+  std::string out;
+  ASSERT_EQ(run(mpirun(2) + MESHTRAIN_BINARY + " train --mesh dp=2 " + kRun +
+                " --set output.dir=" + dir, &out), 0) << out;
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  EXPECT_NE(out.find("world: 2 ranks on 1 node, placed by mpirun (OMPI_COMM_WORLD_RANK, "
+                     "OMPI_COMM_WORLD_SIZE): " + std::string(host) + " runs ranks 0,1 (local 0,1)\n"),
+            std::string::npos)
+      << out;
+  fs::remove_all(dir);
 }
 
 TEST(DataParallel, KilledRankEndsTheJobAndTheLastCheckpointLoads) {

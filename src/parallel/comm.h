@@ -91,12 +91,14 @@ class LocalComm final : public Comm {
 };
 
 // True when this process was started by a launcher that gives it a rank: mpirun/mpiexec
-// (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK) or srun (SLURM_STEP_NUM_TASKS, set for job
-// steps but not for the batch script itself), or when MESHTRAIN_MPI=1 asks for MPI explicitly.
+// (OMPI_COMM_WORLD_RANK and _SIZE, PMI_SIZE, PMIX_RANK) or srun (SLURM_PROCID and
+// SLURM_STEP_NUM_TASKS, set for job steps but not for the batch script itself; see
+// launch_env.h), or when MESHTRAIN_MPI=1 asks for MPI explicitly.
 bool launched_with_mpi();
 
 // The world group: an MpiComm over MPI_COMM_WORLD (initialising MPI once, finalised at exit)
-// when launched_with_mpi(), else a LocalComm. Plain `meshtrain train` never touches MPI.
+// when launched_with_mpi(), else a LocalComm. An MPI world whose rank or size differs from the
+// launcher's is refused (check_launch_matches). Plain `meshtrain train` never touches MPI.
 std::unique_ptr<Comm> make_world_comm();
 
 // After an error on this rank: when MPI runs with more than one rank, end the whole job

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "parallel/launch_env.h"
 
 namespace mt::parallel {
 namespace {
@@ -146,7 +147,8 @@ void MpiComm::abort(int code) {
 }
 
 bool launched_with_mpi() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_STEP_NUM_TASKS"})
+  if (read_launch_env().launcher != Launcher::none) return true;
+  for (const char* var : {"PMI_SIZE", "PMIX_RANK"})  // other launchers MPI can join
     if (std::getenv(var)) return true;
   const char* forced = std::getenv("MESHTRAIN_MPI");
   return forced && std::string(forced) == "1";
@@ -185,8 +187,11 @@ std::string world_rank_label() {
 
 std::unique_ptr<Comm> make_world_comm() {
   if (!launched_with_mpi()) return std::make_unique<LocalComm>();
+  const LaunchEnv env = read_launch_env();
   ensure_mpi_initialised();
-  return std::make_unique<MpiComm>(MPI_COMM_WORLD);
+  auto world = std::make_unique<MpiComm>(MPI_COMM_WORLD);
+  check_launch_matches(env, world->rank(), world->size());
+  return world;
 }
 
 }  // namespace mt::parallel

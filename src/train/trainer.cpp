@@ -18,6 +18,7 @@
 #include "parallel/comm.h"
 #include "parallel/data_parallel.h"
 #include "parallel/mesh.h"
+#include "parallel/rank_places.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/flops.h"
@@ -168,6 +169,14 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out)
 }
 
 void TrainingRun::log_header() {
+  // Every rank runs the header (the others into a null stream), so the gather of places is
+  // collective.
+  if (world->size() > 1) {
+    const parallel::LaunchEnv env = parallel::read_launch_env();
+    log << "world: "
+        << parallel::describe_rank_places(parallel::gather_rank_places(*world, env), env.launcher)
+        << "\n";
+  }
   log << "meshtrain: " << (cfg.lora.enabled ? "LoRA" : "full") << " training, "
       << (tc.precision == Precision::bf16 ? "bf16 mixed" : "fp32") << ", "
       << (cfg.model_path.empty() ? "new model" : cfg.model_path) << ", "

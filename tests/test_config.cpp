@@ -313,6 +313,16 @@ TEST(ConfigErrors, SyntaxErrorNamesSourceAndLine) {
   EXPECT_EQ(msg.rfind("run.toml:2:", 0), 0u) << msg;
 }
 
+// Found by fuzz/fuzz_run_config.cpp: toml++ asserted (aborting the run) on a table header whose
+// name starts with a character no key can start with; core/toml.h turns that into its syntax error.
+TEST(ConfigErrors, TableHeaderWithABadFirstCharacterIsASyntaxError) {
+  for (const char* text : {"[$model]\n", "[train]\nsteps = 3\n[\f", "[[ #partition.rules]]\n"}) {
+    const std::string msg = parse_error(text);
+    EXPECT_NE(msg.find("TOML syntax error"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("expected bare key starting character"), std::string::npos) << msg;
+  }
+}
+
 TEST(ConfigErrors, MissingFileNamesFile) {
   std::string msg = error_of([] { load_run_config("/nonexistent/dir/run.toml", {}); });
   EXPECT_NE(msg.find("/nonexistent/dir/run.toml"), std::string::npos) << msg;

@@ -4,7 +4,7 @@
 // walks the document, applies --set overrides and checks the rules that join several keys.
 #include "train/run_config.h"
 
-#include <toml++/toml.h>
+#include "core/toml.h"
 
 #include <algorithm>
 #include <fstream>

@@ -2,7 +2,8 @@
 //   - an HF directory: config.json + model.safetensors or a sharded model.safetensors.index.json
 //     (HF's q/k rows are already in the rotate-half layout the model uses: no permutation);
 //   - a llama2.c checkpoint file (*.bin), permuted on load;
-// and a PEFT adapter directory onto a model built with adapters.
+// and a PEFT adapter directory onto a model built with adapters (its adapter_config.json:
+// io/peft_config.h).
 #pragma once
 #include <memory>
 #include <string>
@@ -17,8 +18,6 @@ LlamaConfig pretrained_config(const std::string& path);
 // (if any) are initialised from `seed`.
 std::unique_ptr<LlamaModel> load_pretrained(const std::string& path, Precision precision,
                                             const LoraConfig& lora, uint64_t seed);
-// Reads adapter_config.json (r, lora_alpha, target_modules) of a PEFT directory.
-LoraConfig read_peft_config(const std::string& adapter_dir);
 // Loads adapter_model.safetensors into a model whose LoraConfig matches the directory's.
 void load_peft_adapter(const std::string& adapter_dir, LlamaModel& model);
 

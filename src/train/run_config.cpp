@@ -129,9 +129,6 @@ void validate_run(const RunConfig& c, const WhereFor& where_for) {
   } catch (const Error& e) {
     bad(e.what());
   }
-  if (c.model.rope_scaling.factor > 0.0f && c.model.rope_scaling.original_max_position_embeddings <= 0)
-    bad("model.rope_scaling.original_max_position_embeddings must be > 0 when scaling, got " +
-        std::to_string(c.model.rope_scaling.original_max_position_embeddings));
   if (c.lora.enabled && c.lora.targets.empty())
     bad("lora.targets must not be empty when lora.enabled = true");
   if (c.model_path.empty() && c.train.seq_len > c.model.max_position_embeddings)

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/regular_file.h"
+#include "data/unicode.h"
 #include "train/config_schema.h"
 #include "train/config_values.h"
 
@@ -213,6 +214,13 @@ std::string apply_override(toml::table& doc, const std::string& ov) {
     tbl = n->as_table();
   }
   const std::string raw = ov.substr(eq + 1);
+  // A config file is UTF-8 (toml++ refuses anything else); a --set value must be too, or the
+  // run.toml written from it (to repeat or export the run) could not be read back.
+  for (size_t i = 0; i < raw.size();) {
+    const unicode::CodePoint u = unicode::decode_utf8(raw, i);
+    if (u.cp == unicode::kInvalid) fail(where + ": the value is not valid UTF-8");
+    i += u.len;
+  }
   toml::table v = parse_override_value(raw);
   // For a string-valued key the raw text is the string, even when it happens to be valid TOML of
   // another type (--set output.dir=2024, --set data.path=inf).

@@ -313,6 +313,27 @@ TEST(ConfigErrors, SyntaxErrorNamesSourceAndLine) {
   EXPECT_EQ(msg.rfind("run.toml:2:", 0), 0u) << msg;
 }
 
+// Found by fuzz/fuzz_run_config.cpp: toml++ asserted (aborting the run) on a table header whose
+// name starts with a character no key can start with; core/toml.h turns that into its syntax error.
+TEST(ConfigErrors, TableHeaderWithABadFirstCharacterIsASyntaxError) {
+  for (const char* text : {"[$model]\n", "[train]\nsteps = 3\n[\f", "[[ #partition.rules]]\n"}) {
+    const std::string msg = parse_error(text);
+    EXPECT_NE(msg.find("TOML syntax error"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("expected bare key starting character"), std::string::npos) << msg;
+  }
+}
+
+// Found by fuzz/fuzz_run_config.cpp: a --set value that is not UTF-8 was accepted, and the run.toml
+// written from it could not be read back (toml++ refuses such a file).
+TEST(ConfigOverride, ValueMustBeUtf8) {
+  for (const char* ov : {"data.path=a\xe0", "output.dir=\xff", "lora.targets=[\"q\xc3\"]"}) {
+    const std::string msg = default_error({ov});
+    EXPECT_NE(msg.find("is not valid UTF-8"), std::string::npos) << msg;
+  }
+  const RunConfig c = parse_default({"data.path=d\xc3\xa9j\xc3\xa0.json"});
+  EXPECT_EQ(to_toml(parse_run_config(to_toml(c), {}, "run.toml")), to_toml(c));
+}
+
 TEST(ConfigErrors, MissingFileNamesFile) {
   std::string msg = error_of([] { load_run_config("/nonexistent/dir/run.toml", {}); });
   EXPECT_NE(msg.find("/nonexistent/dir/run.toml"), std::string::npos) << msg;

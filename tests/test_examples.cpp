@@ -238,6 +238,17 @@ TEST(DatasetBadInput, MalformedJsonNamesFileAndPlace) {
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
 }
 
+// Found by reviewing the reader for fuzz/fuzz_examples.cpp: a number beyond double's range is
+// an nlohmann out_of_range, not a parse_error, and escaped uncaught in both layouts.
+TEST(DatasetBadInput, NumberOverflowIsMalformedJson) {
+  ByteTokenizer tok;
+  const std::string rec = R"({"instruction": "a", "output": "b", "n": 1e400})";
+  std::string msg = error_of([&] { parse_examples(rec + "\n", "d.jsonl", tok); });
+  EXPECT_NE(msg.find("data file 'd.jsonl': line 1 is not valid JSON"), std::string::npos) << msg;
+  msg = error_of([&] { parse_examples("[" + rec + "]", "d.json", tok); });
+  EXPECT_NE(msg.find("data file 'd.json': malformed JSON"), std::string::npos) << msg;
+}
+
 TEST(DatasetBadInput, UnusableFilesAreErrors) {
   TempDir dir("unusable");
   ByteTokenizer tok;

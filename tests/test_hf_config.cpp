@@ -72,5 +72,29 @@ TEST(HfConfig, BadFilesNameTheProblem) {
   expect_error(replace("\"model_type\": \"llama\"", "\"model_type\": \"gpt2\""), "gpt2");
 }
 
+// Found by fuzz/fuzz_hf_configs.cpp (and reading the parser for it): each of these escaped as an
+// nlohmann exception, overflowed, or was read as a value that could not be written back.
+TEST(HfConfig, MalformedValuesAreOneErrorLine) {
+  std::string good = kLlama31_8B;
+  auto replace = [&](const std::string& a, const std::string& b) {
+    std::string s = good;
+    s.replace(s.find(a), a.size(), b);
+    return s;
+  };
+  // Was: an uncaught out_of_range (number overflow) from the JSON parser.
+  expect_error(replace("\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": 1e400"), "not valid JSON");
+  // Was: read as infinity, written back as null.
+  expect_error(replace("\"rope_theta\": 500000.0", "\"rope_theta\": 1e300"), "rope_theta");
+  // Was: an uncaught type_error.
+  expect_error(replace("\"rope_type\": \"llama3\"", "\"rope_type\": 3"), "rope_type");
+  // Was: signed overflow (undefined behaviour) in head_dim * num_attention_heads.
+  expect_error(replace("\"hidden_act\"", "\"head_dim\": 4611686018427387904, \"hidden_act\""), "head_dim");
+  expect_error(replace("\"hidden_act\"", "\"head_dim\": 64, \"hidden_act\""), "head_dim");
+  // Was: accepted, with llama3 scaling against an original context of 0.
+  expect_error(replace("\"original_max_position_embeddings\": 8192", "\"original_max_position_embeddings\": 0"),
+               "original_max_position_embeddings");
+  EXPECT_EQ(parse_hf_config(replace("\"hidden_act\"", "\"head_dim\": 128, \"hidden_act\""), "cfg.json").head_dim(), 128);
+}
+
 }  // namespace
 }  // namespace mt

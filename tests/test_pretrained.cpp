@@ -11,6 +11,7 @@
 #include "io/llama2c.h"
 #include "io/model_files.h"
 #include "io/peft.h"
+#include "io/peft_config.h"
 #include "io/pretrained.h"
 #include "io/safetensors_write.h"
 #include "model/generate.h"

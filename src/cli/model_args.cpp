@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "io/peft_config.h"
 #include "io/pretrained.h"
 
 namespace mt::cli {

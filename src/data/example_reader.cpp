@@ -33,9 +33,7 @@ std::string read_whole(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) fail("cannot read data file '" + path + "'");
-  std::string text = ss.str();
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos) fail("data file '" + path + "' is empty");
-  return text;
+  return ss.str();
 }
 
 // nlohmann messages start with "[json.exception.parse_error.101] "; the user needs the rest.
@@ -61,7 +59,7 @@ std::vector<Record> parse_records(const std::string& path, const std::string& te
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       try {
         out.push_back({json::parse(line), "line " + std::to_string(no)});
-      } catch (const json::parse_error& e) {
+      } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
         fail("data file '" + path + "': line " + std::to_string(no) + " is not valid JSON: " +
              short_message(e));
       }
@@ -74,6 +72,8 @@ std::vector<Record> parse_records(const std::string& path, const std::string& te
   } catch (const json::parse_error& e) {
     fail("data file '" + path + "': malformed JSON at byte offset " + std::to_string(e.byte) + ": " +
          short_message(e));
+  } catch (const json::exception& e) {  // out_of_range for a number like 1e400
+    fail("data file '" + path + "': malformed JSON: " + short_message(e));
   }
   if (!all.is_array()) fail("data file '" + path + "': expected a JSON array of records");
   for (size_t i = 0; i < all.size(); ++i)
@@ -145,8 +145,14 @@ bool has_prediction(const Example& ex) {
 }  // namespace
 
 ExampleSet read_examples(const std::string& path, const Tokenizer& tok, const ExampleOptions& opt) {
+  return parse_examples(read_whole(path), path, tok, opt);
+}
+
+ExampleSet parse_examples(const std::string& text, const std::string& path, const Tokenizer& tok,
+                          const ExampleOptions& opt) {
   if (opt.max_tokens < 0) fail("data file '" + path + "': max_tokens must be >= 0");
-  const std::vector<Record> records = parse_records(path, read_whole(path));
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) fail("data file '" + path + "' is empty");
+  const std::vector<Record> records = parse_records(path, text);
   ExampleSet set;
   set.format = opt.format == DataFormat::kAuto ? detect_format(path, records) : opt.format;
   set.records = int64_t(records.size());

@@ -75,5 +75,9 @@ struct ExampleSet {
 // to stderr unless options.quiet.
 ExampleSet read_examples(const std::string& path, const Tokenizer& tok,
                          const ExampleOptions& options = {});
+// The same on the file's text already in memory; `path` names it in messages, and its extension
+// tells JSON Lines (.jsonl) as above.
+ExampleSet parse_examples(const std::string& text, const std::string& path, const Tokenizer& tok,
+                          const ExampleOptions& options = {});
 
 }  // namespace mt

@@ -1,5 +1,6 @@
 #include "io/hf_config.h"
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -26,6 +27,8 @@ void read_key(const json& j, const char* key, V& out, const std::string& src, bo
     if (!it->is_number_integer()) fail(src + ": key '" + key + "' must be an integer");
   } else {
     if (!it->is_number()) fail(src + ": key '" + key + "' must be a number");
+    // A double beyond float's range would become infinity (and be written back as null).
+    if (!std::isfinite(it->get<V>())) fail(src + ": key '" + key + "' is out of range: " + it->dump());
   }
   out = it->get<V>();
 }
@@ -36,7 +39,7 @@ LlamaConfig parse_hf_config(const std::string& text, const std::string& src) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     fail(src + ": not valid JSON (" + std::string(e.what()) + ")");
   }
   if (!j.is_object()) fail(src + ": expected a JSON object");
@@ -56,13 +59,13 @@ LlamaConfig parse_hf_config(const std::string& text, const std::string& src) {
   read_key(j, "rms_norm_eps", c.rms_norm_eps, src, false);
   read_key(j, "rope_theta", c.rope_theta, src, false);
   read_key(j, "tie_word_embeddings", c.tie_word_embeddings, src, false);
-  if (j.contains("head_dim") && j["head_dim"].is_number_integer() &&
-      j["head_dim"].get<int64_t>() * c.num_attention_heads != c.hidden_size)
-    fail(src + ": head_dim * num_attention_heads != hidden_size is not supported");
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     const json& rs = j["rope_scaling"];
     if (!rs.is_object()) fail(src + ": rope_scaling must be an object or null");
-    std::string type = rs.value("rope_type", rs.value("type", std::string()));
+    const char* type_key = rs.contains("rope_type") ? "rope_type" : "type";
+    if (rs.contains(type_key) && !rs[type_key].is_string())
+      fail(src + ": rope_scaling " + type_key + " must be a string");
+    const std::string type = rs.value(type_key, std::string());
     if (type != "llama3") fail(src + ": rope_scaling type '" + type + "' is not supported (llama3 only)");
     const std::string where = src + " rope_scaling";
     read_key(rs, "factor", c.rope_scaling.factor, where, true);
@@ -76,6 +79,10 @@ LlamaConfig parse_hf_config(const std::string& text, const std::string& src) {
   } catch (const Error& e) {
     fail(src + ": " + e.what());
   }
+  // Compared after validate(), which has made sure the division is exact (a product could overflow).
+  if (j.contains("head_dim") && j["head_dim"].is_number_integer() &&
+      j["head_dim"] != c.hidden_size / c.num_attention_heads)
+    fail(src + ": head_dim * num_attention_heads != hidden_size is not supported");
   return c;
 }
 

@@ -1,9 +1,6 @@
 #include "io/pretrained.h"
 
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <vector>
 
 #include "core/error.h"
@@ -55,20 +52,6 @@ std::string adapter_weights_path(const std::string& dir) {
   return path;
 }
 
-// An optional boolean of adapter_config.json: absent or null is false (PEFT's default).
-bool peft_flag(const nlohmann::json& j, const char* key, const std::string& path) {
-  if (!j.contains(key) || j[key].is_null()) return false;
-  if (!j[key].is_boolean()) fail(path + ": \"" + key + "\" must be true or false");
-  return j[key].get<bool>();
-}
-
-// Variants that change what the adapter computes, so reading one as plain LoRA would give a
-// different model without a word: refuse them until they are implemented.
-void refuse_unsupported_peft_variants(const nlohmann::json& j, const std::string& path) {
-  if (peft_flag(j, "use_dora", path))
-    fail(path + ": DoRA adapters (\"use_dora\": true) are not supported; only LoRA and rsLoRA are");
-}
-
 }  // namespace
 
 LlamaConfig pretrained_config(const std::string& path) {
@@ -102,43 +85,6 @@ std::unique_ptr<LlamaModel> load_pretrained(const std::string& path, Precision p
     load_store(ckpt, model->base(), "", path);
   }
   return model;
-}
-
-LoraConfig read_peft_config(const std::string& dir) {
-  const std::string path = (fs::path(dir) / "adapter_config.json").string();
-  require_regular_file(path, "adapter config");
-  std::ifstream f(path);
-  if (!f) fail(path + ": cannot open (expected a PEFT adapter directory)");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    fail(path + ": not valid JSON (" + std::string(e.what()) + ")");
-  }
-  if (!j.is_object() || j.value("peft_type", "") != "LORA")
-    fail(path + ": not a LoRA adapter config (peft_type must be \"LORA\")");
-  refuse_unsupported_peft_variants(j, path);
-  LoraConfig lora;
-  lora.enabled = true;
-  lora.rank_stabilized = peft_flag(j, "use_rslora", path);
-  try {
-    lora.rank = j.at("r").get<int64_t>();
-    lora.alpha = j.at("lora_alpha").get<float>();
-    lora.targets.clear();
-    for (const auto& m : j.at("target_modules")) {
-      std::string name = m.get<std::string>();
-      if (name.size() > 5 && name.substr(name.size() - 5) == "_proj") name.resize(name.size() - 5);
-      lora.targets.push_back(name);
-    }
-  } catch (const nlohmann::json::exception& e) {
-    fail(path + ": missing or wrong-typed r / lora_alpha / target_modules (" + e.what() + ")");
-  }
-  if (lora.rank <= 0) fail(path + ": r must be > 0");
-  for (const auto& t : lora.targets)
-    if (t != "q" && t != "k" && t != "v" && t != "o" && t != "gate" && t != "up" && t != "down" &&
-        t != "lm_head")
-      fail(path + ": unsupported target module '" + t + "'");
-  return lora;
 }
 
 void check_peft_adapter(const std::string& dir, const LlamaConfig& config, const LoraConfig& lora) {

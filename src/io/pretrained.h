@@ -2,7 +2,8 @@
 //   - an HF directory: config.json + model.safetensors or a sharded model.safetensors.index.json
 //     (HF's q/k rows are already in the rotate-half layout the model uses: no permutation);
 //   - a llama2.c checkpoint file (*.bin), permuted on load;
-// and a PEFT adapter directory onto a model built with adapters.
+// and a PEFT adapter directory onto a model built with adapters (its adapter_config.json:
+// io/peft_config.h).
 #pragma once
 #include <memory>
 #include <string>
@@ -21,8 +22,6 @@ LlamaConfig checked_pretrained_config(const std::string& path);
 // first, as above); adapters (if any) are initialised from `seed`.
 std::unique_ptr<LlamaModel> load_pretrained(const std::string& path, Precision precision,
                                             const LoraConfig& lora, uint64_t seed);
-// Reads adapter_config.json (r, lora_alpha, target_modules) of a PEFT directory.
-LoraConfig read_peft_config(const std::string& adapter_dir);
 // Checks adapter_model.safetensors' tensors against `config` and `lora` (read_peft_config) from its
 // header, before the model that would hold them is allocated.
 void check_peft_adapter(const std::string& adapter_dir, const LlamaConfig& config, const LoraConfig& lora);

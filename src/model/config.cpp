@@ -70,6 +70,9 @@ void LlamaConfig::validate() const {
   if (!(rms_norm_eps > 0.0f)) fail("model.rms_norm_eps must be > 0");
   if (!(rope_theta > 0.0f)) fail("model.rope_theta must be > 0");
   if (rope_scaling.factor < 0.0f) fail("model.rope_scaling.factor must be >= 0");
+  if (rope_scaling.factor > 0.0f && rope_scaling.original_max_position_embeddings <= 0)
+    fail("model.rope_scaling.original_max_position_embeddings must be > 0 when scaling, got " +
+         std::to_string(rope_scaling.original_max_position_embeddings));
   if (rope_scaling.factor > 0.0f && !(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor))
     fail("model.rope_scaling.high_freq_factor must be > low_freq_factor");
 }

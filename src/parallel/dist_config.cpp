@@ -1,6 +1,6 @@
 #include "parallel/dist_config.h"
 
-#include <toml++/toml.h>
+#include "core/toml.h"
 
 #include <sstream>
 

@@ -1,6 +1,6 @@
 #include "parallel/partition.h"
 
-#include <toml++/toml.h>
+#include "core/toml.h"
 
 #include "core/error.h"
 

@@ -1,6 +1,6 @@
 #include "plan/hardware.h"
 
-#include <toml++/toml.h>
+#include "core/toml.h"
 
 #include <fstream>
 #include <set>

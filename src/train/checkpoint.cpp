@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/regular_file.h"
 #include "core/atomic_file.h"
 #include "io/box_shards.h"
 #include "train/checkpoint_dir.h"
@@ -22,7 +21,6 @@ namespace mt {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr int kFormatVersion = 2;  // 2: blocks in shard files (1 held whole tensors in two files)
 
 std::string shard_name(int rank) {
   char buf[40];
@@ -88,8 +86,8 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
         crcs[shard_name(int(r))] = uint32_t(wrote[n + r]);
       }
     nlohmann::ordered_json m;
-    m["format"] = "meshtrain-checkpoint";
-    m["version"] = kFormatVersion;
+    m["format"] = kCheckpointFormat;
+    m["version"] = kCheckpointFormatVersion;
     m["step"] = state.step;
     m["sampler"] = {{"seed", state.sampler.seed}, {"batches_drawn", state.sampler.batches_drawn}};
     m["optimizer_steps"] = optimizer.steps_taken();
@@ -124,22 +122,11 @@ std::string resolve_checkpoint(const std::string& spec, const std::string& outpu
 
 CheckpointState load_checkpoint(const std::string& dir, const std::vector<HeldTensor>& held,
                                  AdamW& optimizer, bool lora) {
-  const fs::path d(dir);
-  require_regular_file((d / "manifest.json").string(), "checkpoint manifest");
-  std::ifstream mf(d / "manifest.json");
-  nlohmann::json m;
-  try {
-    m = nlohmann::json::parse(mf);
-  } catch (const nlohmann::json::exception& e) {
-    fail((d / "manifest.json").string() + ": not valid JSON (" + e.what() + ")");
-  }
-  if (m.value("format", "") != "meshtrain-checkpoint" || m.value("version", 0) != kFormatVersion)
-    fail((d / "manifest.json").string() + ": not a meshtrain checkpoint of format version " +
-         std::to_string(kFormatVersion));
-  if (m.value("lora", false) != lora)
-    fail(dir + ": checkpoint is from a " + std::string(m.value("lora", false) ? "LoRA" : "full") +
-         " run, this run is " + (lora ? "LoRA" : "full"));
-  if (int64_t(m["tensors"].size()) != int64_t(held.size()))
+  const CheckpointManifest m = read_checkpoint_manifest(dir);
+  if (m.lora != lora)
+    fail(dir + ": checkpoint is from a " + std::string(m.lora ? "LoRA" : "full") + " run, this run is " +
+         (lora ? "LoRA" : "full"));
+  if (m.tensor_count != int64_t(held.size()))
     fail(dir + ": checkpoint and model have different trainable tensors");
   // Checksums first: a corrupt file must be named as such, not misread as a bad header or shape.
   const BoxShardSet shards(verified_shard_files(dir, m));
@@ -154,11 +141,10 @@ CheckpointState load_checkpoint(const std::string& dir, const std::vector<HeldTe
     shards.read_box_f32(t.name + ".exp_avg", t.box, t.exp_avg, finite);
     shards.read_box_f32(t.name + ".exp_avg_sq", t.box, t.exp_avg_sq, finite);
   }
-  optimizer.set_steps_taken(m["optimizer_steps"].get<int64_t>());
+  optimizer.set_steps_taken(m.optimizer_steps);
   CheckpointState s;
-  s.step = m["step"].get<int64_t>();
-  s.sampler.seed = m["sampler"]["seed"].get<uint64_t>();
-  s.sampler.batches_drawn = m["sampler"]["batches_drawn"].get<int64_t>();
+  s.step = m.step;
+  s.sampler = m.sampler;
   return s;
 }
 

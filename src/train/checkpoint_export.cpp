@@ -1,11 +1,8 @@
 #include "train/checkpoint_export.h"
 
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "core/regular_file.h"
 #include "io/box_shards.h"
 #include "data/tokenizer_files.h"
 #include "io/model_files.h"
@@ -21,20 +18,10 @@ namespace mt {
 
 std::vector<std::string> export_checkpoint(const std::string& checkpoint_dir, const std::string& out_dir) {
   namespace fs = std::filesystem;
-  const fs::path manifest_path = fs::path(checkpoint_dir) / "manifest.json";
-  require_regular_file(manifest_path.string(), "checkpoint manifest");
-  std::ifstream mf(manifest_path);
-  if (!mf) fail(checkpoint_dir + ": not a checkpoint directory (no manifest.json)");
-  nlohmann::json m;
-  try {
-    m = nlohmann::json::parse(mf);
-  } catch (const nlohmann::json::exception& e) {
-    fail(manifest_path.string() + ": not valid JSON (" + e.what() + ")");
-  }
-  if (m.value("format", "") != "meshtrain-checkpoint" || !m.contains("files") || !m.contains("config"))
-    fail(manifest_path.string() + ": not a meshtrain checkpoint with shard files (format version 2)");
+  const CheckpointManifest m = read_checkpoint_manifest(checkpoint_dir);
+  const std::string manifest_path = (fs::path(checkpoint_dir) / "manifest.json").string();
   // The run's own config says what the tensors are: the model shape (or model.path), LoRA, precision.
-  const RunConfig cfg = parse_run_config(m["config"].get<std::string>(), {}, manifest_path.string());
+  const RunConfig cfg = parse_run_config(m.config, {}, manifest_path);
   const LlamaConfig shape = cfg.model_path.empty() ? cfg.model : pretrained_config(cfg.model_path);
   const BoxShardSet shards(verified_shard_files(checkpoint_dir, m));
   // Every tensor the export writes against the config, before any is read or written: the files

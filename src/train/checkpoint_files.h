@@ -13,17 +13,17 @@
 
 #include <nlohmann/json.hpp>
 
-namespace mt {
+#include "train/checkpoint_manifest.h"
 
-inline constexpr const char* kCrc32cManifestKey = "crc32c";
+namespace mt {
 
 // The "crc32c" entry for the manifest: file name -> checksum.
 nlohmann::ordered_json crc32c_manifest_entry(const std::map<std::string, uint32_t>& crc_by_file);
 
 // Paths (dir / name) of the manifest's files, in its order. mt::Error, one line starting with
 // the file's path, if a file is missing or its checksum differs ("... is corrupt: CRC32C
-// 0123abcd, the manifest records e3069283"); one starting with the manifest's path if "files" or
-// "crc32c" is malformed.
-std::vector<std::string> verified_shard_files(const std::string& dir, const nlohmann::json& manifest);
+// 0123abcd, the manifest records e3069283"). The manifest's own form ("files", "crc32c") was
+// checked when it was parsed (train/checkpoint_manifest.h).
+std::vector<std::string> verified_shard_files(const std::string& dir, const CheckpointManifest& manifest);
 
 }  // namespace mt

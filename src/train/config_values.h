@@ -2,7 +2,7 @@
 // name the key), checked against the key's range or choices, and written back as TOML text that
 // reads back to the same value.
 #pragma once
-#include <toml++/toml.h>
+#include "core/toml.h"
 
 #include <string>
 

@@ -4,7 +4,7 @@
 // walks the document, applies --set overrides and checks the rules that join several keys.
 #include "train/run_config.h"
 
-#include <toml++/toml.h>
+#include "core/toml.h"
 
 #include <algorithm>
 #include <fstream>
@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/regular_file.h"
+#include "data/unicode.h"
 #include "train/config_schema.h"
 #include "train/config_values.h"
 
@@ -129,9 +130,6 @@ void validate_run(const RunConfig& c, const WhereFor& where_for) {
   } catch (const Error& e) {
     bad(e.what());
   }
-  if (c.model.rope_scaling.factor > 0.0f && c.model.rope_scaling.original_max_position_embeddings <= 0)
-    bad("model.rope_scaling.original_max_position_embeddings must be > 0 when scaling, got " +
-        std::to_string(c.model.rope_scaling.original_max_position_embeddings));
   if (c.lora.enabled && c.lora.targets.empty())
     bad("lora.targets must not be empty when lora.enabled = true");
   if (c.model_path.empty() && c.train.seq_len > c.model.max_position_embeddings)
@@ -216,6 +214,13 @@ std::string apply_override(toml::table& doc, const std::string& ov) {
     tbl = n->as_table();
   }
   const std::string raw = ov.substr(eq + 1);
+  // A config file is UTF-8 (toml++ refuses anything else); a --set value must be too, or the
+  // run.toml written from it (to repeat or export the run) could not be read back.
+  for (size_t i = 0; i < raw.size();) {
+    const unicode::CodePoint u = unicode::decode_utf8(raw, i);
+    if (u.cp == unicode::kInvalid) fail(where + ": the value is not valid UTF-8");
+    i += u.len;
+  }
   toml::table v = parse_override_value(raw);
   // For a string-valued key the raw text is the string, even when it happens to be valid TOML of
   // another type (--set output.dir=2024, --set data.path=inf).

@@ -1,0 +1,16 @@
+// adapter_config.json of a PEFT LoRA directory: the adapter's shape (r, lora_alpha,
+// target_modules, use_rslora). Split from the weight loading (io/pretrained) so that the text can
+// be parsed, and fuzzed, on its own. Any malformed file is one mt::Error line naming it.
+#pragma once
+#include <string>
+
+#include "model/lora_config.h"
+
+namespace mt {
+
+// The JSON text of an adapter_config.json; `source` names it in messages.
+LoraConfig parse_peft_config(const std::string& json_text, const std::string& source);
+// Reads <adapter_dir>/adapter_config.json.
+LoraConfig read_peft_config(const std::string& adapter_dir);
+
+}  // namespace mt

@@ -1,0 +1,104 @@
+#include "train/checkpoint_manifest.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/crc32c.h"
+#include "core/error.h"
+#include "core/regular_file.h"
+
+namespace mt {
+
+namespace {
+
+using nlohmann::json;
+
+const json& field(const json& obj, const char* key, const std::string& where) {
+  if (!obj.contains(key)) fail(where + ": \"" + key + "\" is missing");
+  return obj[key];
+}
+
+// nlohmann keeps every non-negative integer unsigned (a signed one is negative).
+uint64_t unsigned_field(const json& obj, const char* key, const std::string& where) {
+  const json& v = field(obj, key, where);
+  if (!v.is_number_unsigned()) fail(where + ": \"" + key + "\" must be a non-negative integer, got " + v.dump());
+  return v.get<uint64_t>();
+}
+
+int64_t count_field(const json& obj, const char* key, const std::string& where) {
+  const uint64_t v = unsigned_field(obj, key, where);
+  if (v > uint64_t(INT64_MAX)) fail(where + ": \"" + key + "\" is out of range: " + std::to_string(v));
+  return int64_t(v);
+}
+
+}  // namespace
+
+CheckpointManifest parse_checkpoint_manifest(const std::string& text, const std::string& where) {
+  json m;
+  try {
+    m = json::parse(text);
+  } catch (const json::exception& e) {
+    fail(where + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!m.is_object() || !m.contains("format") || m["format"] != kCheckpointFormat || !m.contains("version") ||
+      m["version"] != kCheckpointFormatVersion)
+    fail(where + ": not a meshtrain checkpoint of format version " + std::to_string(kCheckpointFormatVersion));
+  CheckpointManifest out;
+  out.step = count_field(m, "step", where);
+  out.optimizer_steps = count_field(m, "optimizer_steps", where);
+  const json& sampler = field(m, "sampler", where);
+  if (!sampler.is_object()) fail(where + ": \"sampler\" must be an object");
+  out.sampler.seed = unsigned_field(sampler, "seed", where);
+  out.sampler.batches_drawn = count_field(sampler, "batches_drawn", where);
+  const json& lora = field(m, "lora", where);
+  if (!lora.is_boolean()) fail(where + ": \"lora\" must be true or false");
+  out.lora = lora.get<bool>();
+  const json& tensors = field(m, "tensors", where);
+  if (!tensors.is_array()) fail(where + ": \"tensors\" must be a list");
+  out.tensor_count = int64_t(tensors.size());
+  const json& config = field(m, "config", where);
+  if (!config.is_string()) fail(where + ": \"config\" must be the run config (a string)");
+  out.config = config.get<std::string>();
+
+  const json& files = m.contains("files") ? m["files"] : json();
+  if (!files.is_array() || files.empty()) fail(where + ": \"files\" must be a non-empty list of shard file names");
+  for (const json& f : files) {
+    if (!f.is_string()) fail(where + ": \"files\" must hold file names (strings)");
+    std::string name = f.get<std::string>();
+    // Shards live in the checkpoint's directory; a path would reach (and checksum) files elsewhere.
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+        name.find('\0') != std::string::npos)
+      fail(where + ": shard name \"" + name + "\" is not a plain file name");
+    if (std::find(out.files.begin(), out.files.end(), name) != out.files.end())
+      fail(where + ": shard " + name + " is listed twice");
+    out.files.push_back(std::move(name));
+  }
+  if (m.contains(kCrc32cManifestKey)) {
+    const json& sums = m[kCrc32cManifestKey];
+    if (!sums.is_object()) fail(where + ": \"" + kCrc32cManifestKey + "\" must map file names to checksums");
+    std::map<std::string, uint32_t> crcs;
+    for (const std::string& name : out.files) {
+      uint32_t crc = 0;
+      if (!sums.contains(name) || !sums[name].is_string() || !parse_crc32c_hex(sums[name].get<std::string>(), crc))
+        fail(where + ": no valid CRC32C (8 hex digits) recorded for " + name);
+      crcs[name] = crc;
+    }
+    out.crc32c = std::move(crcs);
+  }
+  return out;
+}
+
+CheckpointManifest read_checkpoint_manifest(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "manifest.json").string();
+  require_regular_file(path, "checkpoint manifest");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail(dir + ": not a checkpoint directory (cannot open manifest.json)");
+  std::ostringstream text;
+  text << f.rdbuf();
+  return parse_checkpoint_manifest(text.str(), path);
+}
+
+}  // namespace mt

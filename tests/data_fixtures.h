@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "error_of.h"
 #include "core/error.h"
 #include "data/tokenizer.h"
 
@@ -54,16 +55,7 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an mt::Error";
-  return "";
-}
+using ::mt::error_of;
 
 // Forwards to another tokenizer and counts encode() calls.
 class CountingTokenizer final : public Tokenizer {

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "error_of.h"
 #include "core/error.h"
 #include "train/config_docs.h"
 #include "train/config_schema.h"
@@ -11,20 +12,6 @@
 
 namespace mt {
 namespace {
-
-// The mt::Error message thrown by f, or a test failure when it does not throw one.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << "error message is not one line: " << msg;
-    return msg;
-  }
-  ADD_FAILURE() << "expected an mt::Error";
-  return "";
-}
 
 std::string parse_error(const std::string& text, const std::vector<std::string>& overrides = {}) {
   return error_of([&] { parse_run_config(text, overrides, "run.toml"); });

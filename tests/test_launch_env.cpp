@@ -3,25 +3,15 @@
 // scripts/slurm_test.sh.
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <map>
 
+#include "error_of.h"
 #include "core/error.h"
 #include "parallel/launch_env.h"
 #include "parallel/rank_places.h"
 
 namespace mt::parallel {
 namespace {
-
-// The message of the mt::Error f throws, "" when it throws none.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 EnvLookup env_of(const std::map<std::string, std::string>& vars) {
   return [vars](const char* name) -> const char* {

@@ -1,21 +1,13 @@
 // The mesh as one process sees it: parsing, rank <-> coordinates, and the size check.
 #include <gtest/gtest.h>
 
+#include "error_of.h"
 #include "core/error.h"
 #include "parallel/comm.h"
 #include "parallel/mesh.h"
 
 namespace mt::parallel {
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(MeshShapeParse, AxesInAnyOrderDefaultToOne) {
   MeshShape m = MeshShape::parse("tp=2,dp=2,fsdp=2");

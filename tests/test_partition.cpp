@@ -1,11 +1,11 @@
 // Partition rules, tensor layouts, the shape-only parameter list and the shard command.
 #include <gtest/gtest.h>
 
+#include "error_of.h"
 #include "run_command.h"
 
 #include <array>
 #include <cstdio>
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
@@ -22,15 +22,6 @@ namespace mt::parallel {
 namespace {
 
 const std::vector<Axis> kTp = {Axis::tp}, kFsdp = {Axis::fsdp}, kNone = {};
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 LoraConfig all_targets_lora() {
   LoraConfig l;

@@ -47,13 +47,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ip netns add "$h1" && ip netns add "$h2"
-ip link add "${tag}v1" type veth peer name "${tag}v2"
-ip link set "${tag}v1" netns "$h1" && ip link set "${tag}v2" netns "$h2"
-ip netns exec "$h1" ip addr add "$ip1/24" dev "${tag}v1"
-ip netns exec "$h2" ip addr add "$ip2/24" dev "${tag}v2"
-for ns in "$h1" "$h2"; do ip netns exec "$ns" ip link set lo up; done
-ip netns exec "$h1" ip link set "${tag}v1" up && ip netns exec "$h2" ip link set "${tag}v2" up
+source scripts/netns_pair.sh
+netns_pair "$h1" "$h2" "$ip1" "$ip2" "$tag"
 # nsenter enters only the network namespace: `ip netns exec` would also remount /sys, hiding the
 # cgroup file system slurmd reads at start. A node also gets its own host name, so that OpenMPI's
 # shared-memory files (named by host) do not collide between the two nodes; it differs from the

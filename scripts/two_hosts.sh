@@ -18,13 +18,8 @@ work=$(mktemp -d)
 cleanup() { ip netns del "$h1" 2>/dev/null || true; ip netns del "$h2" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 
-ip netns add "$h1" && ip netns add "$h2"
-ip link add "${tag}v1" type veth peer name "${tag}v2"
-ip link set "${tag}v1" netns "$h1" && ip link set "${tag}v2" netns "$h2"
-ip netns exec "$h1" ip addr add "$ip1/24" dev "${tag}v1"
-ip netns exec "$h2" ip addr add "$ip2/24" dev "${tag}v2"
-for ns in "$h1" "$h2"; do ip netns exec "$ns" ip link set lo up; done
-ip netns exec "$h1" ip link set "${tag}v1" up && ip netns exec "$h2" ip link set "${tag}v2" up
+source scripts/netns_pair.sh
+netns_pair "$h1" "$h2" "$ip1" "$ip2" "$tag"
 
 # mpirun runs in the first namespace; OpenMPI starts its daemon for the second "host" through
 # this agent, which enters the namespace that owns the address.

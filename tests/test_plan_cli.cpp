@@ -50,6 +50,29 @@ TEST(PlanCli, SeedReportAndJson) {
   EXPECT_GT(doc["throughput"]["tokens_per_s"].get<double>(), 0.0);
 }
 
+// The parameter counts the plan priced, checked against the published sizes: Llama 3 8B has
+// 8,030,261,248 parameters, and PEFT reports 20,971,520 trainable for r=8 on all seven
+// projections (and 3,407,872 for q,v only).
+TEST(PlanCli, ReportsBaseAndTrainableParameters) {
+  Result r = run_plan("--model llama3-8b --mesh dp=1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("parameters: 8030261248 base (8.03 B), 8030261248 trainable (8.03 B)"), std::string::npos)
+      << r.output;
+  r = run_plan("--model llama3-8b --mesh dp=1 --mode lora --lora-rank 8");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("parameters: 8030261248 base (8.03 B), 20971520 trainable (20.97 M, LoRA adapters)"),
+            std::string::npos)
+      << r.output;
+  r = run_plan("--model llama3-8b --mesh dp=1 --mode lora --lora-rank 8 --lora-targets q,v --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto doc = nlohmann::json::parse(r.output);
+  EXPECT_EQ(doc["parameters"]["base"].get<int64_t>(), 8030261248);
+  EXPECT_EQ(doc["parameters"]["trainable"].get<int64_t>(), 3407872);
+  r = run_plan("--model llama3-8b --cluster dgx-h100 --devices 8 --search --global-batch 64 --top 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("parameters: 8030261248 base"), std::string::npos) << r.output;
+}
+
 TEST(PlanCli, SearchJsonAndSvg) {
   const std::string svg = (std::filesystem::temp_directory_path() / "plan_front_test.svg").string();
   Result r = run_plan("--model llama3-8b --cluster dgx-h100 --devices 8 --search --global-batch 64 "

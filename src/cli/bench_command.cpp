@@ -108,7 +108,7 @@ Action add_bench_command(CLI::App& app) {
   sub->add_option("--batch", o->batch, "sequences per step")->check(CLI::PositiveNumber);
   sub->add_option("--seq", o->seq, "sequence length")->check(CLI::Range(1, 2048));
   sub->add_flag("--checkpointing", o->checkpointing, "recompute each block in backward");
-  sub->add_option("--peak-gflops", o->peak_gflops, "MFU denominator (default: measured)");
+  sub->add_option("--peak-gflops", o->peak_gflops, "MFU denominator in GFLOP/s; 0: the measured GEMM peak");
   return [o] {
     double peak = o->peak_gflops * 1e9;
     if (o->what == "gemm" || o->what == "all" || peak <= 0.0) peak = bench_gemm();

@@ -18,7 +18,8 @@ Action add_convert_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* sub = app.add_subcommand("convert", "Convert a llama2.c checkpoint into an HF model directory");
   sub->add_option("--llama2c", o->llama2c, "llama2.c checkpoint (.bin)")->required();
-  sub->add_option("--tokenizer", o->tokenizer, "llama2.c tokenizer (.bin), copied as tokenizer.bin");
+  sub->add_option("--tokenizer", o->tokenizer,
+                  "llama2.c tokenizer (.bin), copied as tokenizer.bin (default: none, no tokenizer)");
   sub->add_option("--out,-o", o->out, "output directory")->required();
   return [o] {
     namespace fs = std::filesystem;

@@ -38,11 +38,13 @@ Action add_export_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* sub = app.add_subcommand("export", "Write a merged HF model and/or GGUF files");
   o->model.add_to(sub);
-  sub->add_option("--merged", o->merged, "directory for the model with the adapter merged in");
-  sub->add_option("--gguf", o->gguf, "GGUF file of the (merged) model for llama.cpp");
+  sub->add_option("--merged", o->merged,
+                  "directory for the model with the adapter merged in (default: none, not written)");
+  sub->add_option("--gguf", o->gguf, "GGUF file of the (merged) model for llama.cpp (default: none, not written)");
   sub->add_option("--gguf-dtype", o->gguf_dtype, "matrix type in the GGUF model: f32, f16, bf16")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
-  sub->add_option("--gguf-adapter", o->gguf_adapter, "GGUF LoRA adapter file (needs --adapter)");
+  sub->add_option("--gguf-adapter", o->gguf_adapter,
+                  "GGUF LoRA adapter file, needs --adapter (default: none, not written)");
   return [o] {
     if (o->merged.empty() && o->gguf.empty() && o->gguf_adapter.empty())
       fail("export: nothing to do; give --merged, --gguf and/or --gguf-adapter");

@@ -32,7 +32,8 @@ Action add_generate_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* sub = app.add_subcommand("generate", "Generate text from a model (and adapter)");
   o->model.add_to(sub);
-  sub->add_option("--prompt,-p", o->prompt, "prompt text (BOS is added when the tokenizer has one)");
+  sub->add_option("--prompt,-p", o->prompt,
+                  "prompt text; BOS is added when the tokenizer has one (default: empty, start from BOS)");
   sub->add_option("--template", o->format,
                   "wrap the prompt as the model was fine-tuned: none, alpaca (an instruction) or "
                   "chat (a user message, Llama 3.1 template)")

@@ -3,12 +3,14 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/help_formatter.h"
 #include "core/error.h"
 #include "parallel/comm.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"meshtrain: LLaMA training and LoRA fine-tuning over a device mesh"};
   app.require_subcommand(1);
+  mt::cli::show_defaults_in_help(app);
   std::vector<std::pair<CLI::App*, mt::cli::Action>> verbs;
   auto add = [&](mt::cli::Action (*reg)(CLI::App&)) {
     size_t before = app.get_subcommands({}).size();

@@ -10,7 +10,7 @@ namespace mt::cli {
 
 void ModelArgs::add_to(CLI::App* sub) {
   sub->add_option("--model,-m", model, "HF model directory or llama2.c .bin")->required();
-  sub->add_option("--adapter", adapter, "PEFT LoRA adapter directory to apply");
+  sub->add_option("--adapter", adapter, "PEFT LoRA adapter directory to apply (default: none, the model alone)");
   sub->add_option("--tokenizer", tokenizer, "tokenizer file or directory (default: the model's)");
   sub->add_option("--precision", precision, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
 }

@@ -92,10 +92,12 @@ int run_plan(const PlanOptions& o) {
 Action add_plan_command(CLI::App& app) {
   auto o = std::make_shared<PlanOptions>();
   auto* sub = app.add_subcommand("plan", "Predict memory per device and time per step of a run, or search layouts");
-  sub->add_option("--model", o->model, "llama3-8b|llama3-70b|llama3-405b|gpt-22b|gpt-175b|gpt-1t or a config.json");
+  sub->add_option("--model", o->model,
+                  "llama3-8b|llama3-70b|llama3-405b|gpt-22b|gpt-175b|gpt-1t or a config.json");
   sub->add_option("--cluster", o->cluster, "mi300x-node|frontier|dgx-h100|dgx-h200|cpu or a .toml file");
-  sub->add_option("--devices", o->devices, "device count (must equal the mesh's product; required for --search)");
-  sub->add_option("--mesh", o->mesh, "dp=..,fsdp=..,tp=..,pp=..");
+  sub->add_option("--devices", o->devices,
+                  "device count: must equal the mesh's product, required for --search; 0: the mesh's product");
+  sub->add_option("--mesh", o->mesh, "dp=..,fsdp=..,tp=..,pp=.. (default: none; needed unless --search)");
   sub->add_option("--mode", o->mode, "full or lora");
   sub->add_option("--lora-rank", o->lora_rank, "LoRA rank");
   sub->add_option("--lora-targets", o->lora_targets, "comma-separated: q,k,v,o,gate,up,down,lm_head");
@@ -109,7 +111,8 @@ Action add_plan_command(CLI::App& app) {
   sub->add_flag("--search", o->search, "enumerate layouts for --devices and rank those that fit");
   sub->add_option("--top", o->top, "rows of the search table");
   sub->add_flag("--json", o->json, "JSON output");
-  sub->add_option("--svg", o->svg, "write the memory breakdown (or with --search the front) as SVG");
+  sub->add_option("--svg", o->svg,
+                  "write the memory breakdown (or with --search the front) as SVG (default: none, not written)");
   return [o] { return run_plan(*o); };
 }
 

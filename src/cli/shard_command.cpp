@@ -218,14 +218,18 @@ Action add_shard_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* sub = app.add_subcommand("shard", "Show how a model's tensors lie on a device mesh and the bytes per rank");
   sub->add_option("--mesh", o->mesh, "mesh axes, e.g. dp=1,fsdp=2,tp=2 (default: [mesh] of --config)");
-  auto* cfg = sub->add_option("--config,-c", o->config, "TOML run configuration")->check(CLI::ExistingFile);
-  auto* mdl = sub->add_option("--model,-m", o->model, "HF model directory or llama2.c .bin (only its config is read)");
-  auto* pre = sub->add_option("--preset", o->preset, "published architecture")
+  auto* cfg = sub->add_option("--config,-c", o->config,
+                  "TOML run configuration (default: none, the built-in run)")->check(CLI::ExistingFile);
+  auto* mdl = sub->add_option("--model,-m", o->model,
+                  "HF model directory or llama2.c .bin, only its config is read (default: none, the config's model)");
+  auto* pre = sub->add_option("--preset", o->preset, "published architecture (default: none, the config's model)")
                   ->check(CLI::IsMember(llama_preset_names()));
   cfg->excludes(mdl)->excludes(pre);
   mdl->excludes(pre);
-  sub->add_option("--set", o->overrides, "override a config value: section.key=value (e.g. lora.enabled=true)");
-  sub->add_option("--rules", o->rules, "TOML file with [[partition.rules]] tried before the config's and the defaults")
+  sub->add_option("--set", o->overrides,
+                  "override a config value: section.key=value, e.g. lora.enabled=true; repeatable (default: none)");
+  sub->add_option("--rules", o->rules,
+                  "TOML file with [[partition.rules]] tried before the config's and the defaults (default: none)")
       ->check(CLI::ExistingFile);
   sub->add_flag("--json", o->json, "machine-readable output: every tensor's blocks and the bytes per rank");
   sub->add_flag("--all", o->all, "show every tensor instead of one entry per per-layer pattern");

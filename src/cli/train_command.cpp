@@ -47,11 +47,13 @@ Action add_train_command(CLI::App& app) {
   auto opt = std::make_shared<Options>();
   auto* sub = app.add_subcommand(
       "train", "Train or LoRA fine-tune a model (no --config: the built-in default run)");
-  sub->add_option("--config,-c", opt->config, "TOML run configuration")->check(CLI::ExistingFile);
-  sub->add_option("--set", opt->overrides, "Override a config value: section.key=value")
+  sub->add_option("--config,-c", opt->config,
+                  "TOML run configuration (default: none, the built-in run)")->check(CLI::ExistingFile);
+  sub->add_option("--set", opt->overrides,
+                  "Override a config value: section.key=value; repeatable, applied in order (default: none)")
       ->allow_extra_args(false);
   sub->add_option("--mesh", opt->mesh,
-                  "device mesh, e.g. dp=2 (overrides [mesh]); launch with mpirun -n <ranks>");
+                  "device mesh, e.g. dp=2, overriding [mesh]; launch with mpirun -n <ranks> (default: the config's [mesh])");
   sub->add_flag("--overwrite", opt->overwrite,
                 "replace another run's files in output.dir (--set output.overwrite=true)");
   // The generated documents, so they can be regenerated (scripts/update_config_docs.sh).

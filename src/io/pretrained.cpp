@@ -1,5 +1,6 @@
 #include "io/pretrained.h"
 
+#include <cctype>
 #include <filesystem>
 #include <vector>
 
@@ -52,9 +53,31 @@ std::string adapter_weights_path(const std::string& dir) {
   return path;
 }
 
+// ORG/NAME with the Hub's characters (letters, digits, '-', '_', '.'), neither part a dot
+// directory: what users of transformers pass as a model name.
+bool looks_like_hub_id(const std::string& path) {
+  const size_t slash = path.find('/');
+  if (slash == std::string::npos || path.find('/', slash + 1) != std::string::npos) return false;
+  const std::string org = path.substr(0, slash), name = path.substr(slash + 1);
+  for (const std::string& part : {org, name}) {
+    if (part.empty() || part.front() == '.') return false;
+    for (char c : part)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') return false;
+  }
+  return true;
+}
+
 }  // namespace
 
+void reject_hub_id(const std::string& path) {
+  if (fs::exists(path) || !looks_like_hub_id(path)) return;
+  const std::string name = path.substr(path.find('/') + 1);
+  fail("'" + path + "' is not a local directory: meshtrain reads local model directories; download it first, "
+       "e.g. `huggingface-cli download " + path + " --local-dir " + name + "`, and give that directory");
+}
+
 LlamaConfig pretrained_config(const std::string& path) {
+  reject_hub_id(path);
   if (!fs::exists(path)) fail(path + ": model path does not exist");
   if (!fs::is_directory(path)) require_regular_file(path, "model path");
   if (is_llama2c_file(path)) return read_llama2c_config(path);

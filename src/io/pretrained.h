@@ -12,6 +12,11 @@
 
 namespace mt {
 
+// A model path that does not exist and is shaped like a Hugging Face Hub id (ORG/NAME, e.g.
+// meta-llama/Llama-3.2-1B) fails with one line saying that meshtrain reads local directories and
+// how to download one; any other path returns (its own checks follow). Every entry that takes a
+// model path calls this first (pretrained_config does).
+void reject_hub_id(const std::string& path);
 // The architecture of a model path (config.json of an HF directory, or a llama2.c header).
 LlamaConfig pretrained_config(const std::string& path);
 // The same, with every base tensor of the weights checked against it from the file headers

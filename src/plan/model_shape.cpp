@@ -48,6 +48,7 @@ ModelShape model_preset(const std::string& name) {
 ModelShape resolve_model(const std::string& s) {
   namespace fs = std::filesystem;
   if (s.find('/') == std::string::npos && !fs::exists(s)) return model_preset(s);
+  reject_hub_id(s);
   if (!fs::exists(s)) fail(s + ": no such file or directory (expected a config.json or a model directory)");
   ModelShape m{fs::path(s).filename().string(), Arch::llama, pretrained_config(s)};
   return m;

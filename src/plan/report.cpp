@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "plan/model_shape.h"
+
 namespace mt::plan {
 namespace {
 
@@ -21,6 +23,34 @@ std::string mode_str(const PlanInput& in) {
   std::string t;
   for (const auto& s : in.lora.targets) t += (t.empty() ? "" : ",") + s;
   return "lora r=" + std::to_string(in.lora.rank) + " [" + t + "]";
+}
+
+// The parameters the plan priced: the whole base model, and what the optimizer updates (the
+// base in full training, the adapters under LoRA).
+struct ParamCounts {
+  int64_t base = 0, trainable = 0;
+};
+
+ParamCounts param_counts(const PlanInput& in) {
+  const ModelParts parts = model_parts(in.model, in.lora);
+  const int64_t base = total_params(parts, in.model.layers(), /*adapters=*/false);
+  return {base, in.lora.enabled ? total_params(parts, in.model.layers(), /*adapters=*/true) : base};
+}
+
+// 8030261248 -> "8.03 B"
+std::string short_count(int64_t n) {
+  const double v = double(n);
+  if (v >= 1e9) return fmt("%.2f B", v / 1e9);
+  if (v >= 1e6) return fmt("%.2f M", v / 1e6);
+  if (v >= 1e3) return fmt("%.2f K", v / 1e3);
+  return std::to_string(n);
+}
+
+std::string parameters_line(const PlanInput& in) {
+  const ParamCounts n = param_counts(in);
+  return "parameters: " + std::to_string(n.base) + " base (" + short_count(n.base) + "), " +
+         std::to_string(n.trainable) + " trainable (" + short_count(n.trainable) +
+         (in.lora.enabled ? ", LoRA adapters" : "") + ")";
 }
 
 std::string mesh_str(const parallel::MeshShape& m) {
@@ -41,7 +71,7 @@ std::string describe_input(const PlanInput& in) {
 void print_plan(std::ostream& os, const Candidate& c) {
   const auto& m = c.memory;
   const auto& t = c.time;
-  os << describe_input(c.input) << "\n\n";
+  os << describe_input(c.input) << "\n" << parameters_line(c.input) << "\n\n";
   os << "memory per device (pipeline stage " << m.stage << ", the largest)\n";
   for (const auto& i : m.items)
     os << "  " << i.name << std::string(24 - std::min<size_t>(22, i.name.size()), ' ') << fmt("%10.2f GB", i.bytes / GB)
@@ -74,6 +104,12 @@ void print_plan(std::ostream& os, const Candidate& c) {
 }
 
 void print_search(std::ostream& os, const SearchResult& r, size_t top) {
+  // Every layout prices the same model and mode.
+  for (const auto* v : {&r.ranked, &r.too_big})
+    if (!v->empty()) {
+      os << parameters_line(v->front().input) << "\n";
+      break;
+    }
   os << r.considered << " layouts evaluated, " << r.ranked.size() << " fit, " << r.too_big.size()
      << " do not fit, " << r.invalid << " meshes skipped (model or batch not divisible)\n\n";
   if (r.ranked.empty()) {
@@ -108,6 +144,8 @@ nlohmann::json plan_json(const Candidate& c) {
   j["zero"] = in.zero;
   j["mesh"] = {{"dp", in.mesh.dp}, {"fsdp", in.mesh.fsdp}, {"tp", in.mesh.tp}, {"pp", in.mesh.pp}};
   j["cluster"] = in.cluster.name;
+  const ParamCounts n = param_counts(in);
+  j["parameters"] = {{"base", n.base}, {"trainable", n.trainable}};
   nlohmann::json mem = nlohmann::json::object();
   for (const auto& i : c.memory.items) mem[i.name] = i.bytes;
   j["memory_bytes"] = {{"stage", c.memory.stage}, {"items", mem}, {"total", c.memory.total},

@@ -30,8 +30,24 @@ std::string config_key_description(const ConfigKey& key) {
          (key.per_rank ? "; may differ between ranks" : "");
 }
 
+namespace {
+
+// The [section] tables of a run's TOML, in the order of the key table.
+std::string config_sections_help() {
+  std::string names;
+  for (const ConfigKey& key : config_keys()) {
+    const std::string section = "[" + std::string(key.name.substr(0, key.name.find('.'))) + "]";
+    if (names.find(section) == std::string::npos) names += (names.empty() ? "" : ", ") + section;
+  }
+  return "Config sections (the tables of a --config TOML file): " + names + ".\n"
+         "The table of every key with its type, default and meaning: README.md \"Configuration\", "
+         "or `meshtrain train --print-config-table`.\n\n";
+}
+
+}  // namespace
+
 std::string config_keys_help() {
-  std::string out =
+  std::string out = config_sections_help() +
       "Config keys (set with --set section.key=value): each with its default, and the built-in "
       "run's value where it differs\n";
   for (const ConfigKey& key : config_keys()) {

@@ -91,20 +91,20 @@ class ExampleData : public TrainingData {
   std::string path_;
 };
 
-bool is_example_file(const RunConfig& cfg) {
-  if (cfg.data.format == "text" || cfg.data.path.empty()) return false;
-  if (cfg.data.format != "auto") return true;
-  const std::string ext = fs::path(cfg.data.path).extension().string();
+}  // namespace
+
+bool is_example_data(const std::string& path, const std::string& format) {
+  if (format == "text" || path.empty()) return false;
+  if (format != "auto") return true;
+  const std::string ext = fs::path(path).extension().string();
   return ext == ".json" || ext == ".jsonl";
 }
-
-}  // namespace
 
 std::unique_ptr<TrainingData> open_training_data(const RunConfig& cfg, const Tokenizer& tok,
                                                  std::ostream& log) {
   if (cfg.data.path.empty() && cfg.data.format != "auto" && cfg.data.format != "text")
     fail("data.format \"" + cfg.data.format + "\" needs a data.path (the built-in data is plain text)");
-  if (is_example_file(cfg)) return std::make_unique<ExampleData>(cfg, tok, log);
+  if (is_example_data(cfg.data.path, cfg.data.format)) return std::make_unique<ExampleData>(cfg, tok, log);
   return std::make_unique<TextData>(cfg, tok);
 }
 

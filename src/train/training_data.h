@@ -27,6 +27,9 @@ class TrainingData {
   virtual std::string describe() const = 0;  // one line for the log
 };
 
+// Whether a data file is read as instruction / chat examples rather than plain text, given
+// data.format ("auto": a .json or .jsonl file is examples).
+bool is_example_data(const std::string& path, const std::string& format);
 // Opens cfg.data with `tok`; progress and warnings (skipped records, cache use) go to `log`.
 std::unique_ptr<TrainingData> open_training_data(const RunConfig& cfg, const Tokenizer& tok,
                                                  std::ostream& log);

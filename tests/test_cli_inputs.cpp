@@ -1,0 +1,124 @@
+// Friendly inputs: `eval` on an Alpaca / chat file evaluates the examples as training computes
+// them (template, loss only on responses), and a Hugging Face Hub id given as a model path is
+// answered with how to get a local directory.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "data/examples.h"
+#include "data/tokenizer.h"
+#include "data_fixtures.h"
+#include "io/pretrained.h"
+#include "run_command.h"
+
+namespace {
+
+using mt::testing::CommandResult;
+using mt::testing::run_meshtrain;
+
+size_t lines_of(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
+
+void expect_hub_answer(const std::string& args, const std::string& id) {
+  const CommandResult r = run_meshtrain(args);
+  EXPECT_NE(r.code, 0) << args;
+  EXPECT_NE(r.output.find("'" + id + "' is not a local directory: meshtrain reads local model directories"),
+            std::string::npos)
+      << args << "\n" << r.output;
+  EXPECT_NE(r.output.find("huggingface-cli download " + id + " --local-dir"), std::string::npos) << r.output;
+  EXPECT_EQ(lines_of(r.output), 1u) << args << "\n" << r.output;
+}
+
+TEST(CliInputs, HubIdAsModelPathSaysHowToDownload) {
+  const std::string dir = std::string(::testing::TempDir()) + "meshtrain_cli_hub";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  // Every entry that takes a model path: the loading verbs, plan, shard and a run's model.path.
+  expect_hub_answer("generate -m meta-llama/Llama-3.2-1B -n 1", "meta-llama/Llama-3.2-1B");
+  expect_hub_answer("eval -m TinyLlama/TinyLlama-1.1B-Chat-v1.0 -d " + dir + "/none.txt",
+                    "TinyLlama/TinyLlama-1.1B-Chat-v1.0");
+  expect_hub_answer("export -m meta-llama/Llama-3.2-1B --merged " + dir + "/merged", "meta-llama/Llama-3.2-1B");
+  expect_hub_answer("plan --model meta-llama/Llama-3.2-1B --mesh dp=1", "meta-llama/Llama-3.2-1B");
+  expect_hub_answer("shard --model meta-llama/Llama-3.2-1B --mesh dp=1", "meta-llama/Llama-3.2-1B");
+  const std::string run = dir + "/run.toml";
+  // model.path from the command line (a path in a config file may be read relative to the file).
+  std::ofstream(run) << "[output]\ndir = \"" << dir << "/out\"\n";
+  expect_hub_answer("train --config " + run + " --set model.path=TinyLlama/TinyLlama-1.1B-Chat-v1.0",
+                    "TinyLlama/TinyLlama-1.1B-Chat-v1.0");
+  // A missing path that is not shaped like ORG/NAME keeps the plain answer.
+  const CommandResult r = run_meshtrain("generate -m " + dir + "/no/such/model -n 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("model path does not exist"), std::string::npos) << r.output;
+  std::filesystem::remove_all(dir);
+}
+
+// The masked loss of one example on its own, as training defines it: token t + 1 is predicted
+// from tokens 0..t and counts only when it is response text (trained).
+mt::LossSum example_loss(mt::LlamaModel& model, const mt::Example& ex) {
+  const int64_t n = int64_t(ex.tokens.size());
+  std::vector<int32_t> targets(size_t(n), -1);
+  for (int64_t t = 0; t + 1 < n; ++t)
+    if (ex.trained[size_t(t + 1)]) targets[size_t(t)] = ex.tokens[size_t(t + 1)];
+  mt::ModelInput in;
+  in.tokens = ex.tokens.data(), in.targets = targets.data(), in.B = 1, in.T = n;
+  return model.forward_loss(in);
+}
+
+TEST(CliInputs, EvalOnAlpacaFileIsTheMaskedExampleLoss) {
+  MT_REQUIRE_DATA("stories260K/stories260K.bin");
+  MT_REQUIRE_DATA("instruct/alpaca_tiny.json");
+  const std::string data = mt::testdata::data_dir();
+  const std::string dir = std::string(::testing::TempDir()) + "meshtrain_cli_eval_examples";
+  std::filesystem::remove_all(dir);
+  CommandResult r = run_meshtrain("convert --llama2c " + data + "stories260K/stories260K.bin --tokenizer " +
+                                  data + "stories260K/tok512.bin --out " + dir);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string alpaca = data + "instruct/alpaca_tiny.json";
+  r = run_meshtrain("eval -m " + dir + " -d " + alpaca + " --seq-len 256 --batch 4");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.output, m,
+      std::regex(R"(eval: (\d+) examples \(alpaca, (\d+) skipped\), trained (\d+) tokens, mean loss ([-+.0-9e]+))")))
+      << r.output;
+
+  // The same examples, each alone and unpacked, through the library.
+  const auto tok = mt::load_tokenizer(dir);
+  mt::ExampleOptions opt;
+  opt.max_tokens = 256;
+  opt.quiet = true;
+  const mt::ExampleSet set = mt::read_examples(alpaca, *tok, opt);
+  auto model = mt::load_pretrained(dir, mt::Precision::fp32, mt::LoraConfig{}, 0);
+  mt::LossSum total;
+  for (const mt::Example& ex : set.examples) {
+    const mt::LossSum s = example_loss(*model, ex);
+    total.sum += s.sum, total.count += s.count;
+  }
+  EXPECT_EQ(std::stoll(m[1]), int64_t(set.examples.size()));
+  EXPECT_EQ(std::stoll(m[2]), set.skipped);
+  EXPECT_EQ(std::stoll(m[3]), total.count);
+  const double expected = total.sum / double(total.count);
+  EXPECT_NEAR(std::stod(m[4]), expected, 1e-4 * expected) << r.output;
+
+  // As plain text the same file is a different number: every token of the JSON counts.
+  r = run_meshtrain("eval -m " + dir + " -d " + alpaca + " --seq-len 256 --format text");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("examples"), std::string::npos) << r.output;
+
+  // A chat file needs the Llama 3 special tokens, which this tokenizer lacks: one clear line.
+  const std::string chat = dir + "/chat.jsonl";
+  std::ofstream(chat) << R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]})"
+                      << "\n";
+  r = run_meshtrain("eval -m " + dir + " -d " + chat);
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("Llama 3 special tokens"), std::string::npos) << r.output;
+  EXPECT_EQ(lines_of(r.output), 1u) << r.output;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace

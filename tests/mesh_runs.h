@@ -16,6 +16,7 @@
 #include "io/safetensors.h"
 #include "run_command.h"
 #include "train/checkpoint.h"
+#include "train/metrics.h"
 #include "train/run_config.h"
 
 namespace mt::testing {
@@ -92,6 +93,16 @@ inline void expect_same_run(const std::string& tag, const std::string& args, con
   ASSERT_EQ(val_one.size(), 2u) << out_one;
   ASSERT_EQ(val.size(), 2u) << out;
   for (size_t i = 0; i < val.size(); ++i) EXPECT_NEAR(val_one[i], val[i], 1e-5 * val_one[i]) << mesh << " validation";
+  // So does the validation during the run (train.eval_every), on the same steps.
+  const auto step_val_one = read_val_losses(one + "/metrics.jsonl"), step_val = read_val_losses(many + "/metrics.jsonl");
+  if (args.find("train.eval_every") != std::string::npos) {
+    ASSERT_FALSE(step_val_one.empty()) << out_one;
+  }
+  ASSERT_EQ(step_val_one.size(), step_val.size()) << mesh << " steps with a validation loss";
+  for (const auto& [step, v] : step_val_one) {
+    ASSERT_TRUE(step_val.count(step)) << mesh << " has no validation loss at step " << step;
+    EXPECT_NEAR(v, step_val.at(step), 1e-5 * v) << mesh << " validation at step " << step;
+  }
   auto a = losses(one), b = losses(many);
   ASSERT_EQ(a.size(), b.size());
   ASSERT_GE(a.size(), 5u);

@@ -61,6 +61,19 @@ TEST(MetricsFormat, ProgressLine) {
   EXPECT_NE(last.find("eta 0.00s"), std::string::npos) << last;
 }
 
+TEST(MetricsFormat, ValidationLossOnlyOnStepsThatEvaluatedIt) {
+  StepMetrics m;
+  m.step = 4;
+  m.total_steps = 10;
+  m.loss = 2.34561;
+  EXPECT_EQ(format_progress_line(m).find("val"), std::string::npos);
+  EXPECT_FALSE(step_json(m).contains("val_loss"));
+  m.val_loss = 2.5;
+  const std::string line = format_progress_line(m);
+  EXPECT_NE(line.find("| loss 2.3456 | val 2.5000 | lr "), std::string::npos) << line;
+  EXPECT_EQ(step_json(m)["val_loss"].get<double>(), 2.5);
+}
+
 TEST(MetricsJsonl, OneValidJsonObjectPerLine) {
   auto path = std::filesystem::temp_directory_path() /
               ("meshtrain_test_metrics_" + std::to_string(::getpid())) / "sub" / "m.jsonl";

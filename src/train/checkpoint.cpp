@@ -103,6 +103,7 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
     fs::rename(tmp, final_dir);
     fsync_dir(root);
     set_latest(output_dir, state.step);
+    if (info.best) set_best(output_dir, state.step);  // before pruning, which keeps the best
     prune_checkpoints(output_dir, state.step, keep);
   }
   world.barrier();  // no rank runs ahead of a checkpoint it may need to resume from

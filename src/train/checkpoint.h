@@ -9,6 +9,7 @@
 //     ...                      <name>.exp_avg_sq), each file recording which block of which whole
 //                              tensor it holds (io/box_shards.h)
 //   <output.dir>/checkpoints/latest   the newest complete checkpoint's directory name
+//   <output.dir>/checkpoints/best     the lowest-validation-loss one's (output.keep_best)
 //
 // Each distinct block is written once (by the first rank holding it), so a replicated model
 // (one rank, or data parallelism) writes one file with every tensor whole, and an FSDP x TP run
@@ -53,10 +54,12 @@ struct CheckpointInfo {
   std::string config_toml;  // the run config, for the record
   std::string mesh;         // "dp=2,fsdp=2", for the record (loading works under any mesh)
   bool lora = false;
+  bool best = false;        // name it in checkpoints/best too (output.keep_best)
 };
 
 // Collective over `world`: every rank passes the tensors it holds. Writes the checkpoint for
-// `state.step`, deletes older ones beyond `keep`, and returns its directory.
+// `state.step`, deletes older ones beyond `keep` (never the one `best` names), and returns its
+// directory.
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
                             const std::vector<HeldTensor>& held, const AdamW& optimizer,
                             const CheckpointInfo& info, int64_t keep, parallel::Comm& world);

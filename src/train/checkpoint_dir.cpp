@@ -57,28 +57,49 @@ std::vector<StoredCheckpoint> list_checkpoints(const std::string& output_dir) {
   return out;
 }
 
-void set_latest(const std::string& output_dir, int64_t step) {
-  const fs::path latest = checkpoints_root(output_dir) / "latest";
+namespace {
+
+// Writes or removes the file `pointer` (latest, best) naming a checkpoint of step `step`.
+void set_pointer(const std::string& output_dir, const char* pointer, int64_t step) {
+  const fs::path file = checkpoints_root(output_dir) / pointer;
   if (step < 0) {
-    fs::remove(latest);
+    fs::remove(file);
     return;
   }
-  write_file_atomically(latest.string(), [&](std::ostream& os) { os << checkpoint_name(step) << "\n"; });
+  write_file_atomically(file.string(), [&](std::ostream& os) { os << checkpoint_name(step) << "\n"; });
 }
 
-std::string latest_checkpoint(const std::string& output_dir) {
+// The complete checkpoint the file `pointer` names, "" when it is missing or names one that is
+// gone; mt::Error when it names anything but a checkpoint directory of this run.
+std::string followed_pointer(const std::string& output_dir, const char* pointer,
+                             const char* remedy) {
   const fs::path root = checkpoints_root(output_dir);
-  std::ifstream f(root / "latest");
+  std::ifstream f(root / pointer);
   std::string name;
-  if (f >> name) {
-    if (step_of(name) < 0 || (fs::exists(root / name) && !is_real_directory(root / name)))
-      fail((root / "latest").string() + " names '" + name +
-           "', which is not a checkpoint directory of this run (step-N inside " + root.string() +
-           "); remove the file to resume from the newest checkpoint there");
-    if (is_complete(root / name)) return (root / name).string();
-  }
+  if (!(f >> name)) return "";
+  if (step_of(name) < 0 || (fs::exists(root / name) && !is_real_directory(root / name)))
+    fail((root / pointer).string() + " names '" + name +
+         "', which is not a checkpoint directory of this run (step-N inside " + root.string() +
+         "); remove the file to " + remedy);
+  return is_complete(root / name) ? (root / name).string() : "";
+}
+
+}  // namespace
+
+void set_latest(const std::string& output_dir, int64_t step) { set_pointer(output_dir, "latest", step); }
+
+void set_best(const std::string& output_dir, int64_t step) { set_pointer(output_dir, "best", step); }
+
+std::string latest_checkpoint(const std::string& output_dir) {
+  const std::string named = followed_pointer(output_dir, "latest", "resume from the newest checkpoint there");
+  if (!named.empty()) return named;
   const auto all = list_checkpoints(output_dir);  // `latest` missing or stale
   return all.empty() ? "" : all.back().dir.string();
+}
+
+int64_t best_checkpoint_step(const std::string& output_dir) {
+  const std::string named = followed_pointer(output_dir, "best", "go on without a best checkpoint");
+  return named.empty() ? -1 : step_of(fs::path(named).filename().string());
 }
 
 void remove_checkpoint(const fs::path& dir) {
@@ -89,12 +110,14 @@ void remove_checkpoint(const fs::path& dir) {
 }
 
 void prune_checkpoints(const std::string& output_dir, int64_t step, int64_t keep) {
+  const int64_t best = best_checkpoint_step(output_dir);
   std::vector<StoredCheckpoint> kept;
   for (const auto& c : list_checkpoints(output_dir)) {
     if (c.step > step) remove_checkpoint(c.dir);
     else kept.push_back(c);
   }
-  for (size_t i = 0; i + size_t(keep) < kept.size(); ++i) remove_checkpoint(kept[i].dir);
+  for (size_t i = 0; i + size_t(keep) < kept.size(); ++i)
+    if (kept[i].step != best) remove_checkpoint(kept[i].dir);
 }
 
 void drop_checkpoints_after(const std::string& output_dir, int64_t step) {
@@ -116,7 +139,8 @@ std::vector<std::string> remove_stale_checkpoint_files(const std::string& output
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(checkpoints_root(output_dir), ec)) {
     const std::string name = e.path().filename().string();
-    const bool ours = name.rfind("step-", 0) == 0 || name.rfind("latest.tmp.", 0) == 0;
+    const bool ours = name.rfind("step-", 0) == 0 || name.rfind("latest.tmp.", 0) == 0 ||
+                      name.rfind("best.tmp.", 0) == 0;
     const bool temporary = name.find(".tmp") != std::string::npos;
     const bool orphan = step_of(name) >= 0 && !is_complete(e.path()) && is_real_directory(e.path());
     if (ours && (temporary || orphan)) {

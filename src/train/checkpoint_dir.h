@@ -1,5 +1,5 @@
-// The checkpoints/ directory of a run: which complete checkpoints it holds, which one `latest`
-// names, and keeping it tidy across crashes. A checkpoint is a real directory step-N (N digits
+// The checkpoints/ directory of a run: which complete checkpoints it holds, which ones `latest`
+// and `best` (output.keep_best) name, and keeping it tidy across crashes. A checkpoint is a real directory step-N (N digits
 // only) holding a manifest.json; anything else there is a temporary of a save or removal that
 // did not finish. Nothing here reaches outside <output_dir>/checkpoints.
 #pragma once
@@ -29,12 +29,21 @@ void set_latest(const std::string& output_dir, int64_t step);
 // directory of this run (a path, "..", a symlink), so another run's files are never picked up.
 std::string latest_checkpoint(const std::string& output_dir);
 
+// Names `step` in checkpoints/best (atomically), or removes `best` when step < 0.
+void set_best(const std::string& output_dir, int64_t step);
+
+// The step of the complete checkpoint `best` names, -1 when there is no `best` or its checkpoint
+// is gone. mt::Error, as latest_checkpoint, when it names anything but a checkpoint directory of
+// this run.
+int64_t best_checkpoint_step(const std::string& output_dir);
+
 // Removes a checkpoint directory so that a crash midway leaves a temporary (cleaned at the next
 // start), never a step-N missing some of its files.
 void remove_checkpoint(const std::filesystem::path& dir);
 
-// After a save of `step`: the `keep` newest checkpoints up to `step` stay; older ones and any
-// after `step` (a history this run has replaced) are removed.
+// After a save of `step`: the `keep` newest checkpoints up to `step` stay, and the one `best`
+// names wherever it is; older ones and any after `step` (a history this run has replaced) are
+// removed.
 void prune_checkpoints(const std::string& output_dir, int64_t step, int64_t keep);
 
 // A run continuing from `step`: checkpoints after it are removed and `latest` names the newest
@@ -42,7 +51,7 @@ void prune_checkpoints(const std::string& output_dir, int64_t step, int64_t keep
 void drop_checkpoints_after(const std::string& output_dir, int64_t step);
 
 // At a run's start: unfinished saves (step-N.tmp/), removals (step-N.tmp.old/), temporaries of
-// atomic writes (latest.tmp.<pid>) and checkpoint directories without a manifest. Returns their
+// atomic writes (latest.tmp.<pid>, best.tmp.<pid>) and checkpoint directories without a manifest. Returns their
 // names.
 std::vector<std::string> remove_stale_checkpoint_files(const std::string& output_dir);
 

@@ -79,6 +79,9 @@ std::vector<ConfigKey> make_keys() {
        .help = "Recompute activations in the backward pass to save memory"},
       {KEY(train.log_every), .range = kPositive, .builtin = "10",
        .help = "Print a progress line every N steps"},
+      {KEY(train.eval_every), .range = kNonNegative,
+       .help = "Steps between validation-loss evaluations of the held-out set (and one at the "
+               "last step), into metrics.jsonl and the progress line; 0: none"},
       {KEY(train.threads), .range = kNonNegative, .help = "Worker threads; 0 uses all cores"},
       {KEY(train.peak_gflops), .range = kNonNegative,
        .help = "MFU denominator in GFLOP/s; 0 measures this machine's bf16 GEMM at start",
@@ -119,6 +122,9 @@ std::vector<ConfigKey> make_keys() {
       {KEY(output.checkpoint_every), .range = kNonNegative,
        .help = "Steps between checkpoints (and one at the end); 0: none"},
       {KEY(output.keep_checkpoints), .range = kAtLeastOne, .help = "Newest checkpoints kept"},
+      {KEY(output.keep_best),
+       .help = "Checkpoint each step whose validation loss is the lowest so far and name it in "
+               "checkpoints/best, which pruning keeps; needs train.eval_every > 0"},
       {KEY(output.overwrite),
        .help = "Replace the files of another run in output.dir (run.toml, metrics.jsonl, "
                "checkpoints/, model/, adapter/); false: such a directory is refused unless resumed"},

@@ -56,22 +56,30 @@ std::string format_progress_line(const StepMetrics& m) {
   std::snprintf(lr, sizeof lr, "lr %.2e", m.lr);
   std::snprintf(tok, sizeof tok, "%.0f tok/s", std::isfinite(m.tokens_per_s) ? m.tokens_per_s : 0.0);
   std::snprintf(mfu, sizeof mfu, "MFU %.1f%%", 100.0 * m.mfu);
-  return std::string(head) + " | " + loss + " | " + lr + " | " + tok + " | " + mfu + " | mem " +
+  std::string val;
+  if (std::isfinite(m.val_loss)) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, " | val %.4f", m.val_loss);
+    val = buf;
+  }
+  return std::string(head) + " | " + loss + val + " | " + lr + " | " + tok + " | " + mfu + " | mem " +
          format_bytes(m.peak_mem_bytes) + " | elapsed " + format_duration(m.elapsed_s) + " | eta " +
          format_duration(m.eta_s);
 }
 
 nlohmann::json step_json(const StepMetrics& m) {
   auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
-  return nlohmann::json{{"step", m.step},
-                        {"total_steps", m.total_steps},
-                        {"loss", num(m.loss)},
-                        {"lr", num(m.lr)},
-                        {"tokens_per_s", num(m.tokens_per_s)},
-                        {"mfu", num(m.mfu)},
-                        {"peak_mem_bytes", m.peak_mem_bytes},
-                        {"elapsed_s", num(m.elapsed_s)},
-                        {"eta_s", num(m.eta_s)}};
+  nlohmann::json j{{"step", m.step},
+                    {"total_steps", m.total_steps},
+                    {"loss", num(m.loss)},
+                    {"lr", num(m.lr)},
+                    {"tokens_per_s", num(m.tokens_per_s)},
+                    {"mfu", num(m.mfu)},
+                    {"peak_mem_bytes", m.peak_mem_bytes},
+                    {"elapsed_s", num(m.elapsed_s)},
+                    {"eta_s", num(m.eta_s)}};
+  if (std::isfinite(m.val_loss)) j["val_loss"] = m.val_loss;
+  return j;
 }
 
 JsonlWriter::JsonlWriter(const std::string& path, bool append) : path_(path) {
@@ -112,6 +120,19 @@ void truncate_metrics(const std::string& path, int64_t step) {
   }
   in.close();
   write_file_atomically(path, [&](std::ostream& os) { os << kept.str(); });
+}
+
+std::map<int64_t, double> read_val_losses(const std::string& path) {
+  std::map<int64_t, double> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+        j.contains("val_loss") && j["val_loss"].is_number())
+      out[j["step"].get<int64_t>()] = j["val_loss"].get<double>();
+  }
+  return out;
 }
 
 }  // namespace mt

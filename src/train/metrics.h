@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +15,8 @@ struct StepMetrics {
   int64_t step = 0;         // 1-based step just finished
   int64_t total_steps = 0;
   double loss = 0.0;
+  // The held-out set's mean loss after this step; NaN on steps that do not evaluate it.
+  double val_loss = std::numeric_limits<double>::quiet_NaN();
   double lr = 0.0;
   double tokens_per_s = 0.0;
   double mfu = 0.0;         // model FLOPs utilisation, a fraction (0.412 -> "41.2%")
@@ -26,11 +30,13 @@ std::string format_bytes(int64_t bytes);
 // "0.42s" below 10 s, "45s", "1m05s", "2h03m"; "?" for a negative or non-finite duration.
 std::string format_duration(double seconds);
 // "step   12/200 | loss 2.3456 | lr 1.20e-03 | 1234 tok/s | MFU 41.2% | mem 1.23 GiB |
-//  elapsed 14s | eta 1m05s" (one line; the step is padded to the width of the total).
+//  elapsed 14s | eta 1m05s" (one line; the step is padded to the width of the total), with
+// "| val 2.4567" after the loss on a step that evaluated the held-out set.
 std::string format_progress_line(const StepMetrics& m);
 
 // The JSON object written for one step (keys: step, total_steps, loss, lr, tokens_per_s, mfu,
-// peak_mem_bytes, elapsed_s, eta_s; a non-finite number becomes null).
+// peak_mem_bytes, elapsed_s, eta_s; a non-finite number becomes null), and val_loss on a step
+// that evaluated the held-out set.
 nlohmann::json step_json(const StepMetrics& m);
 
 // Appends one JSON object per line to a file and flushes after every line, so the file is valid
@@ -52,5 +58,8 @@ class JsonlWriter {
 // drops the rest, and any torn last line of a killed run (atomically: the old file or the new
 // one, never a mix). Nothing to do when the file does not exist.
 void truncate_metrics(const std::string& path, int64_t step);
+
+// Step -> val_loss of the lines of metrics.jsonl that have one (none when the file is missing).
+std::map<int64_t, double> read_val_losses(const std::string& path);
 
 }  // namespace mt

@@ -136,6 +136,8 @@ void validate_run(const RunConfig& c, const WhereFor& where_for) {
     bad("train.seq_len (" + std::to_string(c.train.seq_len) +
         ") must be <= model.max_position_embeddings (" +
         std::to_string(c.model.max_position_embeddings) + ")");
+  if (c.output.keep_best && c.train.eval_every == 0)
+    bad("output.keep_best needs train.eval_every > 0 (the best is chosen by validation loss)");
   // The mesh against the world is checked when the ranks are known (Mesh's constructor).
 }
 

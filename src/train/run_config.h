@@ -34,6 +34,7 @@ struct TrainConfig {
   bool activation_checkpointing = false;
   bool fsdp_prefetch = true;  // FSDP: gather the next unit while this one computes
   int64_t log_every = 1;
+  int64_t eval_every = 0;  // steps between validation-loss evaluations (and at the last); 0: none
   int64_t threads = 0;  // 0: all cores
   float peak_gflops = 0.0f;  // MFU denominator; 0: measure this machine's bf16 GEMM at start
   // Continue from a checkpoint: "" (start fresh), "latest" (the newest in output.dir), or the path
@@ -63,6 +64,7 @@ struct OutputConfig {
   int64_t checkpoint_every = 0;      // steps between checkpoints in <dir>/checkpoints; 0: none
   int64_t keep_checkpoints = 2;      // newest checkpoints kept; older ones are deleted
   bool overwrite = false;            // replace another run's files in dir (see train/run_directory.h)
+  bool keep_best = false;  // save the lowest-validation-loss step as checkpoints/best, never pruned
 };
 
 struct RunConfig {

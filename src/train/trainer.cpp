@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <memory>
 
 #include "core/atomic_file.h"
@@ -21,6 +22,7 @@
 #include "parallel/rank_places.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_dir.h"
 #include "train/flops.h"
 #include "train/metrics.h"
 #include "train/placed_model.h"
@@ -107,12 +109,17 @@ struct TrainingRun {
   const int64_t tokens_per_step;
   std::unique_ptr<JsonlWriter> metrics;  // rank 0's
   int64_t start_step = 0;                // a resumed run's checkpoint step
+  // output.keep_best: the lowest validation loss of a checkpoint so far (rank 0's).
+  double best_val_loss = std::numeric_limits<double>::infinity();
+  // train.eval_every: the validation loss measured after the last step, which the finish reports.
+  double last_step_val_loss = std::nan("");
   TrainSummary summary;                  // filled in as the run goes
 
  private:
   void log_header();
   void open_outputs();
   void resume();
+  void restore_best();
 };
 
 // Mean validation loss over up to 8 fixed batches (NaN when the data has none), each split over
@@ -161,6 +168,9 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out)
       peak(tc.peak_gflops > 0 ? tc.peak_gflops * 1e9
                               : measure_gemm_flops(2048, 0.5, /*bf16=*/true)),
       tokens_per_step(tc.batch_size * tc.grad_accum * tc.seq_len) {
+  if (tc.eval_every > 0 && !data->has_validation())
+    fail("train.eval_every = " + std::to_string(tc.eval_every) +
+         " but the data has no held-out validation set; set data.val_fraction > 0");
   log_header();
   if (!tc.resume.empty()) resume();
   open_outputs();
@@ -224,7 +234,21 @@ void TrainingRun::resume() {
     fail(dir + ": checkpoint is at step " + std::to_string(start_step) + ", train.steps is " +
          std::to_string(tc.steps) + ": nothing left to do");
   run_dir.rewind_to(start_step);
+  if (cfg.output.keep_best && leader) restore_best();
   log << "resumed from " << dir << " at step " << start_step << "\n";
+}
+
+// A resumed run's best so far: the lowest validation loss metrics.jsonl records for a step whose
+// checkpoint is still there (the rewind may have dropped the one `best` named), named in `best`
+// again.
+void TrainingRun::restore_best() {
+  const std::map<int64_t, double> val = read_val_losses(cfg.output.dir + "/metrics.jsonl");
+  int64_t best_step = -1;
+  for (const StoredCheckpoint& c : list_checkpoints(cfg.output.dir)) {
+    const auto it = val.find(c.step);
+    if (it != val.end() && it->second < best_val_loss) best_val_loss = it->second, best_step = c.step;
+  }
+  set_best(cfg.output.dir, best_step);
 }
 
 // The steady state's time and tokens: every step after the first (which builds the GEMM
@@ -234,15 +258,17 @@ struct StepTiming {
   int64_t tokens = 0;
 };
 
-// Step `step` (0-based) took `dt` seconds: its line in metrics.jsonl, and its progress line every
-// train.log_every steps and at the last.
+// Step `step` (0-based) took `dt` seconds and left the model at validation loss `val_loss` (NaN
+// when not evaluated): its line in metrics.jsonl, and its progress line every train.log_every
+// steps, at each evaluation and at the last.
 void report_step(TrainingRun& run, int64_t step, const StepResult& r, double dt,
-                 Clock::time_point t_start) {
+                 Clock::time_point t_start, double val_loss) {
   const TrainConfig& tc = run.tc;
   StepMetrics m;
   m.step = step + 1;
   m.total_steps = tc.steps;
   m.loss = r.loss;
+  m.val_loss = val_loss;
   m.lr = r.lr;
   m.tokens_per_s = double(run.tokens_per_step) / dt;
   // peak is per process
@@ -255,25 +281,38 @@ void report_step(TrainingRun& run, int64_t step, const StepResult& r, double dt,
   j["counted_tokens"] = r.counted_tokens;
   j["peak_tensor_bytes"] = memory_stats::peak_bytes();
   if (run.metrics) run.metrics->write(j);
-  if ((step + 1) % tc.log_every == 0 || step + 1 == tc.steps)
+  if ((step + 1) % tc.log_every == 0 || step + 1 == tc.steps || std::isfinite(val_loss))
     run.log << format_progress_line(m) << "\n";
 }
 
-// Collective: every rank saves what it holds of the model and the optimizer state.
-void checkpoint(TrainingRun& run, int64_t steps_done) {
+// Collective: every rank saves what it holds of the model and the optimizer state; `best` names
+// it in checkpoints/best too.
+void checkpoint(TrainingRun& run, int64_t steps_done, bool best) {
   const RunConfig& cfg = run.cfg;
   const std::string dir = save_checkpoint(cfg.output.dir, {steps_done, run.data->state()},
                                           run.placed.held_tensors(run.optimizer), run.optimizer,
-                                          {to_toml(cfg), cfg.mesh.str(), cfg.lora.enabled},
+                                          {to_toml(cfg), cfg.mesh.str(), cfg.lora.enabled, best},
                                           cfg.output.keep_checkpoints, *run.world);
-  run.log << "checkpoint: " << dir << "\n";
+  run.log << "checkpoint: " << dir << (best ? " (best validation loss so far)" : "") << "\n";
 }
 
-// The step loop, from the start (or the resumed) step to train.steps, with a checkpoint every
-// output.checkpoint_every steps and at the last.
+// Collective: whether `val_loss` is the lowest so far. Rank 0 judges and every rank follows it,
+// so that all of them take part in the save even where their sums rounded differently.
+bool is_new_best(TrainingRun& run, double val_loss) {
+  int64_t better = run.leader && val_loss < run.best_val_loss ? 1 : 0;
+  run.world->all_reduce_sum(&better, 1);
+  if (better && run.leader) run.best_val_loss = val_loss;
+  return better != 0;
+}
+
+// The step loop, from the start (or the resumed) step to train.steps, with a validation loss every
+// train.eval_every steps and at the last, and a checkpoint every output.checkpoint_every steps,
+// at the last, and (output.keep_best) at each new lowest validation loss. A step's time leaves out
+// its validation.
 StepTiming run_steps(TrainingRun& run) {
   const TrainConfig& tc = run.tc;
   const int64_t every = run.cfg.output.checkpoint_every;
+  const int64_t eval_every = tc.eval_every;
   auto t_start = Clock::now();
   profile::reset();
   StepTiming timed;
@@ -294,8 +333,14 @@ StepTiming run_steps(TrainingRun& run) {
     if (step > run.start_step || tc.steps - run.start_step == 1)
       timed.seconds += dt, timed.tokens += run.tokens_per_step;
     run.summary.losses.push_back(r.loss);
-    report_step(run, step, r, dt, t_start);
-    if (every > 0 && ((step + 1) % every == 0 || step + 1 == tc.steps)) checkpoint(run, step + 1);
+    const bool last = step + 1 == tc.steps;
+    const bool evaluate = eval_every > 0 && ((step + 1) % eval_every == 0 || last);
+    if (evaluate) profile::enable(false);  // the op profile is of the training steps
+    const double val_loss = evaluate ? validation_loss(run) : std::nan("");
+    if (last) run.last_step_val_loss = val_loss;
+    report_step(run, step, r, dt, t_start, val_loss);
+    const bool best = evaluate && run.cfg.output.keep_best && is_new_best(run, val_loss);
+    if (best || (every > 0 && ((step + 1) % every == 0 || last))) checkpoint(run, step + 1, best);
     run.log.flush();
   }
   return timed;
@@ -351,7 +396,9 @@ void finish_run(TrainingRun& run, const StepTiming& timed) {
   if (run.placed.sharded() && steady_steps > 0)
     summary.fsdp_wait_s_per_step = run.placed.exposed_comm_seconds() / double(steady_steps);
   summary.mfu = summary.tokens_per_s * run.flops.per_token / (run.peak * run.world->size());
-  summary.val_loss_after = validation_loss(run);
+  // The model has not changed since the last step's evaluation, if there was one.
+  summary.val_loss_after =
+      std::isnan(run.last_step_val_loss) ? validation_loss(run) : run.last_step_val_loss;
   summary.peak_rss_bytes = memory_stats::peak_rss_bytes();
   // The largest rank's peak is what a machine must hold: gather every rank's.
   std::vector<int64_t> peaks(size_t(run.world->size()), 0);

@@ -2,8 +2,9 @@
 // builds the mesh and data, claims output.dir (train/run_directory.h), builds the placed model and
 // optimizer, resumes from a checkpoint, writes run.toml and measures the validation loss; the
 // step loop runs micro-batches -> forward/backward -> clip -> AdamW with progress lines,
-// metrics.jsonl and checkpoints; the finish measures the validation loss again and writes the
-// trained model or adapter.
+// metrics.jsonl, the validation loss every train.eval_every steps and checkpoints; the finish
+// measures the validation loss again (or reuses the last step's) and writes the trained model or
+// adapter.
 #pragma once
 #include <ostream>
 #include <string>

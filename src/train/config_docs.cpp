@@ -36,8 +36,13 @@ namespace {
 std::string config_sections_help() {
   std::string names;
   for (const ConfigKey& key : config_keys()) {
-    const std::string section = "[" + std::string(key.name.substr(0, key.name.find('.'))) + "]";
-    if (names.find(section) == std::string::npos) names += (names.empty() ? "" : ", ") + section;
+    // Built piecewise: "[" + a temporary string trips g++ 12's false -Wrestrict.
+    std::string section = "[";
+    section += key.name.substr(0, key.name.find('.'));
+    section += "]";
+    if (names.find(section) != std::string::npos) continue;
+    if (!names.empty()) names += ", ";
+    names += section;
   }
   return "Config sections (the tables of a --config TOML file): " + names + ".\n"
          "The table of every key with its type, default and meaning: README.md \"Configuration\", "

@@ -32,6 +32,8 @@ while [ $# -gt 0 ]; do
     *) echo "check_llamacpp: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+# Absolute, since the run config written under $WORK reads its paths relative to itself.
+DATA=$(realpath -m "$DATA") WORK=$(realpath -m "$WORK")
 MT=$REPO/build/meshtrain
 REFERENCE="Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high"
 

@@ -39,7 +39,7 @@ if command -v mpirun >/dev/null; then
     out=$(mktemp -d)
     lora_set=""; lora_plan=""
     if [ "$mode" = lora ]; then
-      lora_set="--set lora.enabled=true"
+      lora_set="--set lora.enabled=true --set lora.random_base=true"
       lora_plan="--mode lora --lora-rank 8 --lora-targets q,k,v,o,gate,up,down"
     fi
     OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe -n 2 $B train --mesh dp=2 \

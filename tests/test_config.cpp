@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -46,6 +47,7 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.lora.alpha, b.lora.alpha);
   EXPECT_EQ(a.lora.targets, b.lora.targets);
   EXPECT_EQ(a.lora.init_std, b.lora.init_std);
+  EXPECT_EQ(a.lora_random_base, b.lora_random_base);
   EXPECT_EQ(a.optim.lr, b.optim.lr);
   EXPECT_EQ(a.optim.min_lr, b.optim.min_lr);
   EXPECT_EQ(a.optim.warmup_steps, b.optim.warmup_steps);
@@ -348,6 +350,7 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.model.rope_scaling = {8.0f, 2.0f, 6.0f, 4096};
   a.model.tie_word_embeddings = true;
   a.lora = {true, 16, 7.5f, {"lm_head", "q", "down"}, 0.01f};
+  a.lora_random_base = true;
   a.optim = {3.3e-4f, 1e-7f, 7, 0.0f, 0.85f, 0.999f, 1e-10f, 0.0f};
   a.train.steps = 12345;
   a.train.batch_size = 3;
@@ -400,6 +403,22 @@ TEST(ConfigRoundTrip, ModelPath) {
   expect_same(a, parse_run_config(text, {}, "roundtrip"));
 }
 
+// `meshtrain train --set model.path=DIR` without --config: the model replaces the built-in run's
+// [model] section (a file's too), but a [model] key given with it on the command line still clashes.
+TEST(ConfigParse, ModelPathOnTheCommandLineReplacesTheModelSection) {
+  const RunConfig c = parse_default({"model.path=/models/llama", "lora.enabled=true"});
+  EXPECT_EQ(c.model_path, "/models/llama");
+  EXPECT_EQ(to_toml(c).find("hidden_size"), std::string::npos);
+  EXPECT_EQ(parse_run_config("[model]\nhidden_size = 64\n", {"model.path=m"}).model_path, "m");
+  EXPECT_NE(default_error({"model.hidden_size=64", "model.path=/m"})
+                .find("model.hidden_size cannot be combined with model.path"),
+            std::string::npos);
+  // A file naming a model keeps clashing with its own [model] keys; an empty path changes nothing.
+  EXPECT_NE(parse_error("[model]\npath = \"m\"\nhidden_size = 64\n").find("model.hidden_size"),
+            std::string::npos);
+  EXPECT_EQ(parse_default({"model.path="}).model.hidden_size, 128);
+}
+
 TEST(ConfigRoundTrip, TheBuiltInDefaultRunIsRecordedWithEveryKey) {
   const std::string text = to_toml(parse_default());
   for (const ConfigKey& key : config_keys())
@@ -437,6 +456,37 @@ TEST(ConfigMeshAndPartition, ErrorsNameTheKey) {
 TEST(ConfigFiles, TinyTomlIsTheDefault) {
   const std::string path = std::string(MESHTRAIN_SOURCE_DIR) + "/configs/tiny.toml";
   expect_same(load_run_config(path, {}), parse_default());
+}
+
+// Files a config reads are named relative to the config, so it works from any directory; what the
+// run writes (output.dir) and what --set names stay relative to the working directory.
+TEST(ConfigFiles, InputPathsAreRelativeToTheConfigFile) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "meshtrain_config_relative" / "configs";
+  fs::create_directories(dir);
+  const std::string file = (dir / "run.toml").string();
+  std::ofstream(file) << "[model]\npath = \"../models/llama\"\n[data]\npath = \"data.jsonl\"\n"
+                         "tokenizer = \"byte\"\n[output]\ndir = \"runs/a\"\n";
+  RunConfig c = load_run_config(file, {});
+  EXPECT_EQ(c.model_path, (dir.parent_path() / "models/llama").string());
+  EXPECT_EQ(c.data.path, (dir / "data.jsonl").string());
+  EXPECT_EQ(c.data.tokenizer, "byte");
+  EXPECT_EQ(c.output.dir, "runs/a");
+  c = load_run_config(file, {"data.path=mine.jsonl", "data.tokenizer=tok.json"});
+  EXPECT_EQ(c.data.path, "mine.jsonl");
+  EXPECT_EQ(c.data.tokenizer, "tok.json");
+  make_input_paths_absolute(c);
+  EXPECT_EQ(c.data.path, (fs::current_path() / "mine.jsonl").string());
+  EXPECT_EQ(c.data.tokenizer, (fs::current_path() / "tok.json").string());
+  fs::remove_all(dir.parent_path());
+}
+
+// Every run config shipped in configs/ names files that exist, wherever it is run from.
+TEST(ConfigFiles, ShippedConfigsNameFilesThatExist) {
+  for (const char* name : {"tiny.toml", "reference.toml", "demo_lora.toml"}) {
+    const RunConfig c = load_run_config(std::string(MESHTRAIN_SOURCE_DIR) + "/configs/" + name, {});
+    if (!c.data.path.empty()) EXPECT_TRUE(std::filesystem::exists(c.data.path)) << name << ": " << c.data.path;
+  }
 }
 
 std::string read_source_file(const std::string& relative) {

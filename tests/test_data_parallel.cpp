@@ -45,7 +45,7 @@ TEST(DataParallel, FullTrainingMatchesOneRank) {
 
 TEST(DataParallel, LoraTrainingMatchesOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  expect_same_run("lora", std::string(kRun) + " --set lora.enabled=true --set lora.rank=4", 2,
+  expect_same_run("lora", std::string(kRun) + " --set lora.enabled=true --set lora.random_base=true --set lora.rank=4", 2,
                   "/adapter/adapter_model.safetensors");
 }
 

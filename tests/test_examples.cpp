@@ -193,7 +193,8 @@ TEST(DatasetBadInput, SkipsAndCountsBadRecords) {
   EXPECT_EQ(set.too_long, 1);
   EXPECT_EQ(set.examples.size(), 2u);
   EXPECT_EQ(set.warning, "warning: data file '" + path +
-                             "': 4 of 6 records skipped (1 longer than the sequence length 160; "
+                             "': 4 of 6 records skipped (1 longer than the sequence length 160: a "
+                             "sequence length of 190 keeps them, or truncate them; "
                              "first: line 2: not a JSON object)");
   EXPECT_EQ(err, set.warning + "\n");  // printed once
 

@@ -77,9 +77,9 @@ TEST(RankChecks, DifferentModelFilesUnderFsdpAreRefusedNamingTheShapes) {
                       " --set train.steps=1 --set model.num_hidden_layers=" + layers +
                       " --set output.dir=" + (base / layers).string(), &out), 0) << out;
   }
-  std::ofstream(base / "run.toml") << "[model]\npath = \"model\"\n";
-  const std::string args = " train --mesh fsdp=2 --config " + (base / "run.toml").string() + " " +
-                           kRun + " --set output.dir=" + (base / "out").string();
+  // model.path on the command line is relative to each rank's working directory.
+  const std::string args = " train --mesh fsdp=2 --set model.path=model " + std::string(kRun) +
+                           " --set output.dir=" + (base / "out").string();
   const int rc = run("OMP_NUM_THREADS=1 timeout 120 mpirun --allow-run-as-root --oversubscribe -n 1 "
                      "--wdir " + (base / "2").string() + " " + MESHTRAIN_BINARY + args +
                      " : -n 1 --wdir " + (base / "3").string() + " " + MESHTRAIN_BINARY + args, &out);

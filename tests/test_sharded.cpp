@@ -19,9 +19,10 @@ const char* kRun =
     "--set train.steps=6 --set train.precision=fp32 --set train.peak_gflops=100 "
     "--set train.batch_size=8 --set train.seq_len=64 --set train.log_every=100 "
     "--set optim.warmup_steps=2 ";
-// Every adapter target, the head included, and a larger learning rate so adapters move.
+// Every adapter target, the head included, and a larger learning rate so adapters move. The
+// layouts are compared on a random base (lora.random_base) where no model is given.
 const char* kLora =
-    "--set lora.enabled=true --set lora.rank=4 --set optim.lr=1e-2 "
+    "--set lora.enabled=true --set lora.random_base=true --set lora.rank=4 --set optim.lr=1e-2 "
     "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\",\"lm_head\"]' ";
 
 std::string tag_of(const std::string& mesh) {

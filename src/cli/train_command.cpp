@@ -1,4 +1,5 @@
-// meshtrain train [--config run.toml] [--set section.key=value ...]
+// meshtrain train [--config run.toml] [--model DIR] [--data FILE] [--lora] [--out DIR]
+//                 [--set section.key=value ...]
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -24,6 +25,12 @@ namespace {
 // host has left. MESHTRAIN_MEMORY_CHECK=off skips the memory check for users who know better
 // (swap, memory that will be freed by the time the run grows).
 void check_before_training(const RunConfig& cfg) {
+  // Adapters are only worth anything on the base they were trained with, and a random base is
+  // not saved: such a run would end with an adapter nothing can use.
+  if (cfg.lora.enabled && cfg.model_path.empty() && !cfg.lora_random_base)
+    fail("lora.enabled = true needs the base model the adapter is for: give model.path (--model "
+         "DIR); a random base is never saved, so its adapter would be useless "
+         "(lora.random_base = true allows it, for tests)");
   const LlamaConfig shape = cfg.model_path.empty() ? cfg.model : checked_pretrained_config(cfg.model_path);
   const char* check = std::getenv("MESHTRAIN_MEMORY_CHECK");
   const std::string mode = check ? check : "";
@@ -39,6 +46,8 @@ Action add_train_command(CLI::App& app) {
   struct Options {
     std::string config;
     std::vector<std::string> overrides;
+    std::string model, data, out;
+    bool lora = false;
     std::string mesh;
     bool overwrite = false;
     bool print_config_table = false;
@@ -52,6 +61,12 @@ Action add_train_command(CLI::App& app) {
   sub->add_option("--set", opt->overrides,
                   "Override a config value: section.key=value; repeatable, applied in order (default: none)")
       ->allow_extra_args(false);
+  // Shorthands for the keys of a fine-tuning run, so a model and a data file need no config file.
+  sub->add_option("--model,-m", opt->model,
+                  "model to start from: HF directory or llama2.c .bin (--set model.path=...)");
+  sub->add_option("--data,-d", opt->data, "training file (--set data.path=...)");
+  sub->add_flag("--lora", opt->lora, "train LoRA adapters (--set lora.enabled=true)");
+  sub->add_option("--out,-o", opt->out, "output directory (--set output.dir=...)");
   sub->add_option("--mesh", opt->mesh,
                   "device mesh, e.g. dp=2, overriding [mesh]; launch with mpirun -n <ranks> (default: the config's [mesh])");
   sub->add_flag("--overwrite", opt->overwrite,
@@ -67,6 +82,13 @@ Action add_train_command(CLI::App& app) {
       std::cout << (opt->print_config_table ? config_keys_markdown() : default_run_config_toml());
       return 0;
     }
+    // The shorthands first, so that a --set of the same key, more specific, wins.
+    std::vector<std::string> shorthands;
+    if (!opt->model.empty()) shorthands.push_back("model.path=" + opt->model);
+    if (!opt->data.empty()) shorthands.push_back("data.path=" + opt->data);
+    if (opt->lora) shorthands.push_back("lora.enabled=true");
+    if (!opt->out.empty()) shorthands.push_back("output.dir=" + opt->out);
+    opt->overrides.insert(opt->overrides.begin(), shorthands.begin(), shorthands.end());
     if (opt->overwrite) opt->overrides.push_back("output.overwrite=true");
     RunConfig cfg = opt->config.empty()
                         ? parse_run_config(default_run_config_toml(), opt->overrides, "<built-in default>")

@@ -1,5 +1,6 @@
 // Alpaca / chat files -> Examples (declared in examples.h). Broken JSON is an error (the file is
 // damaged as a whole); a bad record is a counted skip (real datasets have a few).
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -157,6 +158,7 @@ ExampleSet parse_examples(const std::string& text, const std::string& path, cons
   set.format = opt.format == DataFormat::kAuto ? detect_format(path, records) : opt.format;
   set.records = int64_t(records.size());
   std::string first_skip;
+  int64_t longest = 0;  // of the records skipped for length: the sequence length keeping them all
   for (const Record& r : records) {
     Example ex;
     std::optional<std::string> why;
@@ -173,6 +175,7 @@ ExampleSet parse_examples(const std::string& text, const std::string& path, cons
         why = std::to_string(ex.tokens.size()) + " tokens, longer than the sequence length " +
               std::to_string(opt.max_tokens);
         ++set.too_long;
+        longest = std::max(longest, int64_t(ex.tokens.size()));
       }
     }
     if (!why && !has_prediction(ex)) why = "no response tokens to train on";
@@ -187,7 +190,8 @@ ExampleSet parse_examples(const std::string& text, const std::string& path, cons
                   std::to_string(set.records) + " records skipped (";
     if (set.too_long > 0)
       set.warning += std::to_string(set.too_long) + " longer than the sequence length " +
-                     std::to_string(opt.max_tokens) + "; ";
+                     std::to_string(opt.max_tokens) + ": a sequence length of " +
+                     std::to_string(longest) + " keeps them, or truncate them; ";
     set.warning += "first: " + first_skip + ")";
   }
   if (set.examples.empty())

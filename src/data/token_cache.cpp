@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 constexpr char kMagic[8] = {'M', 'T', 'T', 'O', 'K', 'E', 'N', '1'};
 // Bump when the rendering (templates, masking, skip rules) or the file layout changes, so old
 // caches are not reused.
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: the skip warning names the length that keeps them
 
 struct Header {
   char magic[8];

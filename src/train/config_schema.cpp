@@ -23,7 +23,8 @@ std::vector<ConfigKey> make_keys() {
       {.name = "model.path",
        .field = [](RunConfig& c) -> ConfigField { return &c.model_path; },
        .help = "A model to start from: an HF directory (config.json + safetensors) or a llama2.c "
-               ".bin; then no other [model] key may be given"},
+               ".bin; then no other [model] key may be given (--set model.path replaces the "
+               "config's [model] section); in a config file, relative to the file"},
       {KEY(model.hidden_size), .range = kPositive, .builtin = "128",
        .help = "Model width; divisible by model.num_attention_heads"},
       {KEY(model.intermediate_size), .range = kPositive, .builtin = "344", .help = "SwiGLU MLP width"},
@@ -54,6 +55,10 @@ std::vector<ConfigKey> make_keys() {
       {KEY(lora.targets), .choices = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"},
        .help = "Projections that get adapters; not empty when enabled"},
       {KEY(lora.init_std), .range = kNonNegative, .help = "A ~ N(0, init_std), B = 0"},
+      {.name = "lora.random_base",
+       .field = [](RunConfig& c) -> ConfigField { return &c.lora_random_base; },
+       .help = "Allow LoRA without model.path, on a random base that is never saved (the "
+               "adapter is useless without it; for tests); false: such a run is refused"},
 
       // [optim]
       {KEY(optim.lr), .range = kPositive, .builtin = "2e-3", .help = "Peak learning rate (AdamW)"},
@@ -102,12 +107,12 @@ std::vector<ConfigKey> make_keys() {
       // [data]
       {KEY(data.path),
        .help = "Training file (plain text, Alpaca JSON/JSONL or chat JSONL); empty uses the "
-               "built-in demo text"},
+               "built-in demo text; in a config file, relative to the file"},
       {KEY(data.format), .choices = {"auto", "text", "alpaca", "chat"},
        .help = "auto: .json/.jsonl files are examples, anything else plain text (see Training data)"},
       {KEY(data.tokenizer),
        .help = "Tokenizer file or directory; empty: the model's own (model.path), else the "
-               "byte-level tokenizer; \"byte\": byte-level"},
+               "byte-level tokenizer; \"byte\": byte-level; in a config file, relative to the file"},
       {KEY(data.cache_dir),
        .help = "Tokenised-example cache; empty: ~/.cache/meshtrain/tokens; \"off\": none",
        .per_rank = true},
@@ -118,7 +123,8 @@ std::vector<ConfigKey> make_keys() {
 
       // [output]
       {KEY(output.dir), .non_empty = true,
-       .help = "Where metrics.jsonl, the run's config (run.toml) and the weights go"},
+       .help = "Where metrics.jsonl, the run's config (run.toml) and the weights go; relative to "
+               "the working directory"},
       {KEY(output.checkpoint_every), .range = kNonNegative,
        .help = "Steps between checkpoints (and one at the end); 0: none"},
       {KEY(output.keep_checkpoints), .range = kAtLeastOne, .help = "Newest checkpoints kept"},

@@ -7,8 +7,11 @@
 #include "core/toml.h"
 
 #include <algorithm>
+#include <array>
+#include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string_view>
 
@@ -241,21 +244,78 @@ std::string apply_override(toml::table& doc, const std::string& ov) {
   return path;
 }
 
-}  // namespace
+// The string an override gives its key, as apply_override() reads it; nullopt for another key.
+std::optional<std::string> override_string(const std::string& ov, std::string_view key) {
+  const size_t eq = ov.find('=');
+  if (eq == std::string::npos) return std::nullopt;
+  std::string path = ov.substr(0, eq);
+  path.erase(0, path.find_first_not_of(' '));
+  path.erase(path.find_last_not_of(' ') + 1);
+  if (path != key) return std::nullopt;
+  const std::string raw = ov.substr(eq + 1);
+  const toml::table v = parse_override_value(raw);
+  const std::string* s = v.get("v")->as_string() ? &v.get("v")->as_string()->get() : nullptr;
+  return s ? *s : raw;
+}
 
-RunConfig parse_run_config(const std::string& toml_text, const std::vector<std::string>& overrides,
-                           const std::string& source_name) {
+// A model named on the command line brings its architecture with it, so it replaces the
+// document's [model] section (the built-in run's tiny model without --config, or a file's)
+// instead of clashing with it. A [model] key also given with --set still clashes.
+void model_path_replaces_model_section(toml::table& doc, const std::vector<std::string>& overrides) {
+  std::optional<std::string> model_path;
+  for (const auto& ov : overrides)
+    if (auto v = override_string(ov, "model.path")) model_path = v;
+  toml::table* model = doc["model"].as_table();
+  if (!model_path || model_path->empty() || !model) return;
+  std::vector<std::string> others;
+  for (auto&& [key, value] : *model)
+    if (key.str() != "path") others.emplace_back(key.str());
+  for (const std::string& key : others) model->erase(key);
+}
+
+// The keys naming files a run reads. In a config file they are relative to the file's directory,
+// so a config works from any directory; on the command line, to the working directory. Their
+// special values are not paths. (output.dir and data.cache_dir are where the run writes: relative
+// to the working directory, like a command's output; train.resume too, as it points into a run.)
+constexpr std::array<std::pair<std::string_view, std::string_view>, 3> kInputPaths = {
+    {{"model.path", ""}, {"data.path", ""}, {"data.tokenizer", "byte"}}};
+
+void resolve_input_paths(RunConfig& c, const std::filesystem::path& base,
+                         const std::map<std::string, std::string>& overridden) {
+  for (const auto& [name, special] : kInputPaths) {
+    if (overridden.count(std::string(name))) continue;
+    std::string& value = *std::get<std::string*>(field_of(*find_config_key(name), c));
+    if (value.empty() || value == special || std::filesystem::path(value).is_absolute()) continue;
+    value = std::filesystem::absolute(base / value).lexically_normal().string();
+  }
+}
+
+RunConfig parse(const std::string& toml_text, const std::vector<std::string>& overrides,
+                const std::string& source_name, const std::filesystem::path* file_dir) {
   toml::table doc = parse_doc(toml_text, source_name);
   // Unknown keys in the file are reported against the file before overrides can touch it.
   check_known(doc, source_name);
+  model_path_replaces_model_section(doc, overrides);
   std::map<std::string, std::string> overridden;  // key -> the (last) --set that changed it
   for (const auto& ov : overrides) overridden[apply_override(doc, ov)] = ov;
   RunConfig c = convert(doc, source_name);
+  if (file_dir) resolve_input_paths(c, *file_dir, overridden);
   validate_run(c, [&](const std::string& key) {
     auto it = overridden.find(key);
     return it == overridden.end() ? source_name : "--set " + it->second;
   });
   return c;
+}
+
+}  // namespace
+
+RunConfig parse_run_config(const std::string& toml_text, const std::vector<std::string>& overrides,
+                           const std::string& source_name) {
+  return parse(toml_text, overrides, source_name, nullptr);
+}
+
+void make_input_paths_absolute(RunConfig& cfg) {
+  resolve_input_paths(cfg, std::filesystem::current_path(), {});
 }
 
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
@@ -265,7 +325,8 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) fail("cannot read config file '" + path + "'");
-  return parse_run_config(ss.str(), overrides, path);
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  return parse(ss.str(), overrides, path, &dir);
 }
 
 }  // namespace mt

@@ -73,6 +73,9 @@ struct RunConfig {
   std::string model_path;
   LlamaConfig model;
   LoraConfig lora;
+  // [lora] random_base: allow LoRA without model.path, on a randomly initialised base that is not
+  // saved (the adapter is useless without it); for tests of the parallel layouts.
+  bool lora_random_base = false;
   OptimConfig optim;
   TrainConfig train;
   DataConfig data;
@@ -84,12 +87,21 @@ struct RunConfig {
 };
 
 // Parse TOML text, then apply overrides ("section.key=value", value parsed as TOML), then validate.
+// Paths are kept as written (relative to the working directory).
 // Any problem throws mt::Error with one line naming the key (and the file when there is one):
 // unknown section or key, wrong type, out-of-range value, inconsistent model shape, rank <= 0,
 // unknown LoRA target.
 RunConfig parse_run_config(const std::string& toml_text, const std::vector<std::string>& overrides,
                            const std::string& source_name = "<config>");
+// The same on a file. Its model.path, data.path and data.tokenizer are relative to the file's
+// directory (made absolute here), so a config works from any directory; the overrides' paths and
+// output.dir are relative to the working directory. An override of model.path replaces the
+// file's (or the built-in run's) [model] section: the architecture comes from the model.
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides);
+
+// model.path, data.path and data.tokenizer made absolute against the working directory: for
+// run.toml, which is read relative to its own directory.
+void make_input_paths_absolute(RunConfig& cfg);
 
 // The built-in default run (the README's main job): a small LLaMA, LoRA-free, on the built-in text.
 // configs/tiny.toml is this text. Every key is written, each after its help.

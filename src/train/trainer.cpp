@@ -216,6 +216,7 @@ void TrainingRun::open_outputs() {
   // run.toml should repeat silently, so the record says overwrite = false.
   RunConfig recorded = cfg;
   recorded.output.overwrite = false;
+  make_input_paths_absolute(recorded);  // run.toml's paths would be read relative to output.dir
   write_file_atomically(config_path, [&](std::ostream& os) { os << to_toml(recorded); });
   summary.files_written.push_back(config_path);
   metrics = std::make_unique<JsonlWriter>(cfg.output.dir + "/metrics.jsonl",

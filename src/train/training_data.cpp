@@ -58,6 +58,8 @@ class ExampleData : public TrainingData {
         sampler_(loaded_.table, split_.train, cfg.train.seq_len, cfg.train.batch_size, cfg.train.seed),
         val_(loaded_.table, split_.val, cfg.train.seq_len, cfg.train.batch_size),
         path_(cfg.data.path) {
+    // Once, in rank 0's log (every rank reads the data), before the model loads and training starts.
+    if (!loaded_.warning.empty()) log << loaded_.warning << "\n";
     if (!loaded_.cache_path.empty())
       log << "token cache: " << loaded_.cache_path << (loaded_.from_cache ? " (hit)" : " (written)")
           << "\n";
@@ -81,6 +83,7 @@ class ExampleData : public TrainingData {
     opt.format = cfg.data.format == "auto" ? DataFormat::kAuto : parse_format(cfg.data.format);
     opt.max_tokens = cfg.train.seq_len;
     opt.truncate = cfg.data.truncate;
+    opt.quiet = true;  // the constructor logs the warning, on rank 0 only
     return load_examples(cfg.data.path, tok, opt, cfg.data.cache_dir);
   }
 

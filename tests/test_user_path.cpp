@@ -1,0 +1,168 @@
+// The path a new user takes, through the real binary: fine-tune a model in one line, be refused a
+// LoRA run with nothing to adapt, run a config from anywhere, see data warnings once, and the
+// README's "Fine-tune your own model" commands run exactly as written.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "mesh_runs.h"
+#include "run_command.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using mt::testing::CommandResult;
+using mt::testing::run_command;
+using mt::testing::run_meshtrain;
+
+const std::string kShared = std::string(MESHTRAIN_SOURCE_DIR) + "/../shared/data/";
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A fresh directory under the test temp directory.
+fs::path fresh(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("meshtrain_user_path_" + name);
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+// Quick settings for a run that only has to show it works.
+const std::string kQuick =
+    " --set train.steps=2 --set train.batch_size=2 --set train.log_every=1 --set train.peak_gflops=100 "
+    "--set data.cache_dir=off";
+
+// stories260K as an HF directory, the form users have their models in.
+std::string stories_hf_dir(const fs::path& under) {
+  const std::string dir = (under / "stories260K").string();
+  const CommandResult r = run_meshtrain("convert --llama2c " + kShared + "stories260K/stories260K.bin --tokenizer " +
+                                        kShared + "stories260K/tok512.bin --out " + dir);
+  EXPECT_EQ(r.code, 0) << r.output;
+  return dir;
+}
+
+// The words: no --config, and the built-in run's [model] section does not get in the way.
+TEST(UserPath, FineTunesAModelInOneLine) {
+  if (!fs::exists(kShared + "stories260K/stories260K.bin")) GTEST_SKIP() << "shared data not present";
+  const fs::path dir = fresh("one_line");
+  const std::string model = stories_hf_dir(dir);
+  const std::string data = kShared + "instruct/alpaca_tiny.json";
+  CommandResult r = run_meshtrain("train --set model.path=" + model + " --set lora.enabled=true --set data.path=" +
+                                  data + " --set train.seq_len=512 --set output.dir=" + (dir / "a").string() + kQuick);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("LoRA training, bf16 mixed, " + model), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(dir / "a/adapter/adapter_model.safetensors")) << r.output;
+  // The shorthands are the same run.
+  r = run_meshtrain("train --model " + model + " --lora --data " + data + " --out " + (dir / "b").string() +
+                    " --set train.seq_len=512" + kQuick);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::string a = read_file(dir / "a/run.toml"), b = read_file(dir / "b/run.toml");
+  a.replace(a.find((dir / "a").string()), (dir / "a").string().size(), "OUT");
+  b.replace(b.find((dir / "b").string()), (dir / "b").string().size(), "OUT");
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(read_file(dir / "a/adapter/adapter_model.safetensors"),
+            read_file(dir / "b/adapter/adapter_model.safetensors"));
+  fs::remove_all(dir);
+}
+
+// An adapter trained on a random base that is never saved fits nothing: refused in one line,
+// before anything is written.
+TEST(UserPath, LoraWithoutABaseModelIsRefused) {
+  const fs::path dir = fresh("no_base");
+  for (const std::string lora : {"--lora", "--set lora.enabled=true"}) {
+    const CommandResult r = run_meshtrain("train " + lora + " --out " + (dir / "run").string() + kQuick);
+    EXPECT_NE(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("error: lora.enabled = true needs the base model the adapter is for: give "
+                            "model.path (--model DIR)"), std::string::npos) << r.output;
+    EXPECT_EQ(count_of(r.output, "\n"), 1u) << r.output;
+  }
+  EXPECT_FALSE(fs::exists(dir / "run"));
+  fs::remove_all(dir);
+}
+
+// A config's data.path is relative to the config, so the run works from another directory; and
+// run.toml records it absolute, so it repeats from anywhere too.
+TEST(UserPath, ConfigWorksFromAnyDirectory) {
+  const fs::path dir = fresh("any_dir");
+  fs::create_directories(dir / "configs");
+  {
+    std::ofstream text(dir / "configs/corpus.txt");
+    for (int i = 0; i < 400; ++i) text << "line " << i << ": the quick brown fox jumps over the lazy dog.\n";
+  }
+  std::ofstream(dir / "configs/run.toml") << "[data]\npath = \"corpus.txt\"\n[train]\nseq_len = 64\n";
+  const std::string out = (dir / "out").string();
+  CommandResult r = run_command("cd / && " + std::string(MESHTRAIN_BINARY) + " train --config " +
+                                (dir / "configs/run.toml").string() + " --set output.dir=" + out + kQuick);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string recorded = read_file(out + "/run.toml");
+  EXPECT_NE(recorded.find("path = \"" + (dir / "configs/corpus.txt").string() + "\""), std::string::npos)
+      << recorded;
+  r = run_command("cd / && " + std::string(MESHTRAIN_BINARY) + " train --config " + out +
+                  "/run.toml --set output.dir=" + out + "_again");
+  EXPECT_EQ(r.code, 0) << r.output;
+  fs::remove_all(dir);
+  fs::remove_all(out + "_again");
+}
+
+// Examples skipped for length: one warning, from rank 0 only, with the count and the length that
+// would keep them, before the first step.
+TEST(UserPath, DataWarningsArePrintedOnceByRankZeroBeforeTraining) {
+  if (!fs::exists(kShared + "instruct/alpaca_tiny.json")) GTEST_SKIP() << "shared data not present";
+  const fs::path dir = fresh("warnings");
+  // The byte-level tokenizer of the built-in model makes many Alpaca records longer than 256.
+  const std::string args = "train --data " + kShared + "instruct/alpaca_tiny.json --set train.seq_len=256 --out " +
+                           (dir / "run").string() + kQuick;
+  const bool mpi = mt::testing::have_mpirun();
+  const CommandResult r = run_command(mpi ? mt::testing::mpirun(2) + MESHTRAIN_BINARY + " " + args + " --mesh dp=2"
+                                          : std::string(MESHTRAIN_BINARY) + " " + args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(count_of(r.output, "records skipped"), 1u) << r.output;
+  const size_t warning = r.output.find("records skipped");
+  EXPECT_NE(r.output.find("longer than the sequence length 256: a sequence length of "), std::string::npos)
+      << r.output;
+  EXPECT_LT(warning, r.output.find("step 1/")) << r.output;
+  fs::remove_all(dir);
+}
+
+// The README's walk-through, its code block run as written (from a copy of the layout it assumes:
+// the project with ../shared/data beside it), with meshtrain on the PATH.
+TEST(UserPath, ReadmeWalkthroughRunsAsWritten) {
+  if (!fs::exists(kShared + "stories260K/stories260K.bin")) GTEST_SKIP() << "shared data not present";
+  const std::string readme = read_file(std::string(MESHTRAIN_SOURCE_DIR) + "/README.md");
+  const std::string begin = "<!-- walkthrough:begin -->\n```sh\n", end = "```\n<!-- walkthrough:end -->";
+  const size_t b = readme.find(begin), e = readme.find(end);
+  ASSERT_NE(b, std::string::npos) << "README.md has no " << begin;
+  ASSERT_NE(e, std::string::npos) << "README.md has no " << end;
+  const std::string block = readme.substr(b + begin.size(), e - b - begin.size());
+  const fs::path dir = fresh("walkthrough");
+  fs::create_directories(dir / "project");
+  fs::create_directory_symlink(fs::canonical(fs::path(MESHTRAIN_SOURCE_DIR) / "../shared"), dir / "shared");
+  std::ofstream(dir / "walkthrough.sh") << "set -eux\n" << block;
+  const CommandResult r = run_command("cd " + (dir / "project").string() + " && PATH=" +
+                                      fs::path(MESHTRAIN_BINARY).parent_path().string() +
+                                      ":$PATH MESHTRAIN_CACHE_DIR=" + (dir / "cache").string() +
+                                      " bash " + (dir / "walkthrough.sh").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* made : {"runs/stories-lora/adapter/adapter_model.safetensors",
+                           "runs/stories-lora/adapter/adapter_config.json", "runs/stories-merged/config.json",
+                           "runs/stories-merged/model.safetensors", "runs/stories-merged.gguf",
+                           "runs/stories-lora/adapter.gguf"})
+    EXPECT_TRUE(fs::exists(dir / "project" / made)) << made << "\n" << r.output;
+  fs::remove_all(dir);
+}
+
+}  // namespace

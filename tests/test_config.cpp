@@ -69,6 +69,9 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.train.resume, b.train.resume);
   EXPECT_EQ(a.train.profile, b.train.profile);
   EXPECT_EQ(a.train.fsdp_prefetch, b.train.fsdp_prefetch);
+  EXPECT_EQ(a.train.collective_timeout, b.train.collective_timeout);
+  EXPECT_EQ(a.train.debug_collectives, b.train.debug_collectives);
+  EXPECT_EQ(a.train.eval_every, b.train.eval_every);
   EXPECT_EQ(a.data.path, b.data.path);
   EXPECT_EQ(a.data.format, b.data.format);
   EXPECT_EQ(a.data.tokenizer, b.data.tokenizer);
@@ -78,6 +81,8 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.output.dir, b.output.dir);
   EXPECT_EQ(a.output.checkpoint_every, b.output.checkpoint_every);
   EXPECT_EQ(a.output.keep_checkpoints, b.output.keep_checkpoints);
+  EXPECT_EQ(a.output.overwrite, b.output.overwrite);
+  EXPECT_EQ(a.output.keep_best, b.output.keep_best);
   EXPECT_EQ(a.model_path, b.model_path);
   EXPECT_EQ(a.mesh.dp, b.mesh.dp);
   EXPECT_EQ(a.mesh.fsdp, b.mesh.fsdp);
@@ -370,6 +375,7 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.train.profile = true;
   a.train.collective_timeout = 42.5f;
   a.train.debug_collectives = true;
+  a.train.eval_every = 3;
   a.data.format = "alpaca";
   a.data.tokenizer = "byte";
   a.data.cache_dir = "off";
@@ -377,6 +383,7 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.output.checkpoint_every = 9;
   a.output.keep_checkpoints = 4;
   a.output.overwrite = true;
+  a.output.keep_best = true;
   a.mesh = {.dp = 2, .fsdp = 3, .tp = 4, .pp = 5};
   a.partition.replace_defaults = true;
   using parallel::Axis;
@@ -485,7 +492,9 @@ TEST(ConfigFiles, InputPathsAreRelativeToTheConfigFile) {
 TEST(ConfigFiles, ShippedConfigsNameFilesThatExist) {
   for (const char* name : {"tiny.toml", "reference.toml", "demo_lora.toml"}) {
     const RunConfig c = load_run_config(std::string(MESHTRAIN_SOURCE_DIR) + "/configs/" + name, {});
-    if (!c.data.path.empty()) EXPECT_TRUE(std::filesystem::exists(c.data.path)) << name << ": " << c.data.path;
+    if (!c.data.path.empty()) {
+      EXPECT_TRUE(std::filesystem::exists(c.data.path)) << name << ": " << c.data.path;
+    }
   }
 }
 

@@ -63,10 +63,10 @@ Action add_train_command(CLI::App& app) {
       ->allow_extra_args(false);
   // Shorthands for the keys of a fine-tuning run, so a model and a data file need no config file.
   sub->add_option("--model,-m", opt->model,
-                  "model to start from: HF directory or llama2.c .bin (--set model.path=...)");
-  sub->add_option("--data,-d", opt->data, "training file (--set data.path=...)");
+                  "model to start from: HF directory or llama2.c .bin (--set model.path=...) (default: the config's model.path)");
+  sub->add_option("--data,-d", opt->data, "training file (--set data.path=...) (default: the config's data.path)");
   sub->add_flag("--lora", opt->lora, "train LoRA adapters (--set lora.enabled=true)");
-  sub->add_option("--out,-o", opt->out, "output directory (--set output.dir=...)");
+  sub->add_option("--out,-o", opt->out, "output directory (--set output.dir=...) (default: the config's output.dir)");
   sub->add_option("--mesh", opt->mesh,
                   "device mesh, e.g. dp=2, overriding [mesh]; launch with mpirun -n <ranks> (default: the config's [mesh])");
   sub->add_flag("--overwrite", opt->overwrite,

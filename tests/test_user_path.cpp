@@ -118,6 +118,20 @@ TEST(UserPath, ConfigWorksFromAnyDirectory) {
   fs::remove_all(out + "_again");
 }
 
+// `meshtrain shard --config` reads a config as `train` does: its model.path is relative to the file.
+TEST(UserPath, ShardReadsAConfigsModelPathRelativeToTheFile) {
+  if (!fs::exists(kShared + "stories260K/stories260K.bin")) GTEST_SKIP() << "shared data not present";
+  const fs::path dir = fresh("shard_config");
+  fs::create_directories(dir / "configs");
+  fs::copy_file(kShared + "stories260K/stories260K.bin", dir / "configs/model.bin");
+  std::ofstream(dir / "configs/run.toml") << "[model]\npath = \"model.bin\"\n[mesh]\ntp = 2\n";
+  const CommandResult r = run_command("cd / && " + std::string(MESHTRAIN_BINARY) + " shard --config " +
+                                      (dir / "configs/run.toml").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("x 5 layers"), std::string::npos) << r.output;  // stories260K's depth
+  fs::remove_all(dir);
+}
+
 // Examples skipped for length: one warning, from rank 0 only, with the count and the length that
 // would keep them, before the first step.
 TEST(UserPath, DataWarningsArePrintedOnceByRankZeroBeforeTraining) {

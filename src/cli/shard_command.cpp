@@ -51,7 +51,7 @@ Inputs resolve(const Options& o) {
   if (!o.config.empty()) {
     auto split = parallel::split_dist_config(read_text(o.config), o.config);
     dist = split.dist;
-    in.run = parse_run_config(split.rest_toml, o.overrides, o.config);
+    in.run = load_run_config(o.config, o.overrides);  // paths relative to the file, as for train
   } else {
     RunConfig base;
     if (!o.preset.empty()) base.model = llama_preset(o.preset);

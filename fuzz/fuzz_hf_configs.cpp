@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const mt::LlamaConfig c = mt::parse_hf_config(text, "fuzz/config.json");
     mt::LlamaConfig again;
     try {
-      again = mt::parse_hf_config(mt::hf_config_json(c), "written");
+      again = mt::parse_hf_config(mt::hf_config_json(c, "bfloat16"), "written");
     } catch (const mt::Error&) {
       __builtin_trap();  // accepted on reading, refused once written back
     }

@@ -10,10 +10,10 @@ int main(int argc, char** argv) {
   if (argc != 2) return 2;
   const std::string dir = argv[1];
   mt::LlamaConfig c;
-  std::ofstream(dir + "/config.json") << mt::hf_config_json(c);
+  std::ofstream(dir + "/config.json") << mt::hf_config_json(c, "bfloat16");
   c.rope_scaling = {8.0f, 1.0f, 4.0f, 8192};
   c.tie_word_embeddings = true;
-  std::ofstream(dir + "/config_llama3.json") << mt::hf_config_json(c);
+  std::ofstream(dir + "/config_llama3.json") << mt::hf_config_json(c, "bfloat16");
   std::ofstream(dir + "/config_min.json")
       << R"({"hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 1,
              "num_attention_heads": 4, "vocab_size": 32, "max_position_embeddings": 128,

@@ -37,11 +37,27 @@ TEST(HfConfig, ReadsLlama31) {
 TEST(HfConfig, WriteThenReadIsTheSame) {
   LlamaConfig c = parse_hf_config(kLlama31_8B, "config.json");
   c.tie_word_embeddings = true;
-  LlamaConfig d = parse_hf_config(hf_config_json(c), "written");
+  LlamaConfig d = parse_hf_config(hf_config_json(c, "bfloat16"), "written");
   EXPECT_EQ(d.hidden_size, c.hidden_size);
   EXPECT_EQ(d.num_key_value_heads, c.num_key_value_heads);
   EXPECT_FLOAT_EQ(d.rope_scaling.high_freq_factor, c.rope_scaling.high_freq_factor);
   EXPECT_TRUE(d.tie_word_embeddings);
+}
+
+// Floats as the short decimals users write, every one reading back as the same float; torch_dtype
+// as given (the element type of the weights written beside it).
+TEST(HfConfig, WritesShortDecimalsAndTheWeightsDtype) {
+  LlamaConfig c = parse_hf_config(kLlama31_8B, "config.json");
+  c.rms_norm_eps = 1e-5f;
+  c.rope_scaling.low_freq_factor = 1.1f;
+  const std::string text = hf_config_json(c, "float32");
+  EXPECT_NE(text.find("\"rms_norm_eps\": 1e-05,"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"rope_theta\": 500000.0,"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"low_freq_factor\": 1.1,"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"torch_dtype\": \"float32\""), std::string::npos) << text;
+  const LlamaConfig d = parse_hf_config(text, "written");
+  EXPECT_EQ(d.rms_norm_eps, c.rms_norm_eps);
+  EXPECT_EQ(d.rope_scaling.low_freq_factor, c.rope_scaling.low_freq_factor);
 }
 
 void expect_error(const std::string& text, const std::string& word) {

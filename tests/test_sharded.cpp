@@ -183,6 +183,10 @@ TEST(Sharded, HuggingFaceCheckpointLoadsBlockByBlock) {
   {
     std::ofstream(src + ".toml") << "[model]\npath = \"" << src << "/model\"\n";
   }
+  // The exported config.json says what the weights beside it are (an fp32 run writes F32).
+  const auto exported = nlohmann::json::parse(std::ifstream(src + "/model/config.json"));
+  EXPECT_EQ(exported.at("torch_dtype"), "float32");
+  EXPECT_EQ(SafetensorsFile(src + "/model/model.safetensors").info("model.norm.weight").dtype, FileDtype::F32);
   const std::string args = "--config " + src + ".toml " + kRun;
   expect_same_run("hf_full", args, "fsdp=2,tp=2", "/model/model.safetensors");
   // Adapters start from the run's seed on every placement. (5e-5: lr 1e-2 on a pretrained base,

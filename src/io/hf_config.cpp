@@ -1,6 +1,8 @@
 #include "io/hf_config.h"
 
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -95,7 +97,19 @@ LlamaConfig load_hf_config(const std::string& path) {
   return parse_hf_config(ss.str(), path);
 }
 
-std::string hf_config_json(const LlamaConfig& c) {
+namespace {
+
+// The double whose shortest decimal is the float's shortest decimal, so that JSON shows what a
+// user wrote (1e-05) rather than every digit of the float widened to double.
+double short_decimal(float v) {
+  char buf[32];
+  const auto res = std::to_chars(buf, buf + sizeof buf, v);
+  return std::strtod(std::string(buf, res.ptr).c_str(), nullptr);
+}
+
+}  // namespace
+
+std::string hf_config_json(const LlamaConfig& c, const std::string& torch_dtype) {
   nlohmann::ordered_json j;
   j["architectures"] = {"LlamaForCausalLM"};
   j["model_type"] = "llama";
@@ -106,20 +120,20 @@ std::string hf_config_json(const LlamaConfig& c) {
   j["num_key_value_heads"] = c.num_key_value_heads;
   j["vocab_size"] = c.vocab_size;
   j["max_position_embeddings"] = c.max_position_embeddings;
-  j["rms_norm_eps"] = c.rms_norm_eps;
-  j["rope_theta"] = c.rope_theta;
+  j["rms_norm_eps"] = short_decimal(c.rms_norm_eps);
+  j["rope_theta"] = short_decimal(c.rope_theta);
   if (c.rope_scaling.factor > 0.0f)
     j["rope_scaling"] = {{"rope_type", "llama3"},
-                         {"factor", c.rope_scaling.factor},
-                         {"low_freq_factor", c.rope_scaling.low_freq_factor},
-                         {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                         {"factor", short_decimal(c.rope_scaling.factor)},
+                         {"low_freq_factor", short_decimal(c.rope_scaling.low_freq_factor)},
+                         {"high_freq_factor", short_decimal(c.rope_scaling.high_freq_factor)},
                          {"original_max_position_embeddings",
                           c.rope_scaling.original_max_position_embeddings}};
   else
     j["rope_scaling"] = nullptr;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["hidden_act"] = "silu";
-  j["torch_dtype"] = "bfloat16";
+  j["torch_dtype"] = torch_dtype;
   return j.dump(2) + "\n";
 }
 

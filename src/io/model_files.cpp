@@ -29,7 +29,8 @@ std::vector<std::string> save_base_model(const LlamaConfig& config, Precision pr
     else std::memcpy(bytes.data(), v.data(), bytes.size());
     return bytes;
   }, {{"format", "pt"}});
-  write_file_atomically(config_path, [&](std::ostream& os) { os << hf_config_json(config); });
+  const char* torch_dtype = bf ? "bfloat16" : "float32";
+  write_file_atomically(config_path, [&](std::ostream& os) { os << hf_config_json(config, torch_dtype); });
   return {config_path, weights};
 }
 

@@ -6,38 +6,25 @@
 // plain, distinct file names (so a checkpoint cannot reach files outside its directory) with a
 // checksum for each when it has any; verifying them against a directory holding one real shard
 // (shard-00000.safetensors, written once at start) must end in paths or mt::Error.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "fuzz_support.h"
 #include "core/error.h"
 #include "train/checkpoint_files.h"
 #include "train/checkpoint_manifest.h"
 
 namespace {
 
-namespace fs = std::filesystem;
+using fuzz::require;
 
-void require(bool ok) {
-  if (!ok) __builtin_trap();
-}
-
+// One real shard beside the manifests: CRC32C of "123456789" is e3069283.
 const std::string& checkpoint_dir() {
-  // Never destroyed: the atexit cleanup below runs after static destructors would have.
-  static const std::string& dir = *new std::string([] {
-    const std::string d = (fs::temp_directory_path() / ("meshtrain_fuzz_manifest_" + std::to_string(getpid()))).string();
-    fs::remove_all(d);
-    fs::create_directories(d);
-    std::ofstream(d + "/shard-00000.safetensors", std::ios::binary) << "123456789";  // CRC32C e3069283
-    std::atexit([] { fs::remove_all(checkpoint_dir()); });
-    return d;
-  }());
-  return dir;
+  return fuzz::scratch_dir("meshtrain_fuzz_manifest", [](const std::string& d) {
+    std::ofstream(d + "/shard-00000.safetensors", std::ios::binary) << "123456789";
+  });
 }
 
 }  // namespace

@@ -10,14 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_support.h"
 #include "core/error.h"
 #include "data/examples.h"
 
 namespace {
 
-void require(bool ok) {
-  if (!ok) __builtin_trap();
-}
+using fuzz::require;
 
 // Bytes as tokens 0..255 plus, when asked, the four Llama 3 chat tokens as 256..259
 // (<|begin_of_text|> doubling as BOS, <|eot_id|> as EOS), so render_chat has what it needs.

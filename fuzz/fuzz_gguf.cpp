@@ -9,13 +9,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "fuzz_support.h"
 #include "core/error.h"
 #include "io/gguf_reader.h"
 
 namespace {
-void require(bool ok) {
-  if (!ok) __builtin_trap();
-}
+using fuzz::require;
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -8,15 +8,14 @@
 #include <cstdint>
 #include <string>
 
+#include "fuzz_support.h"
 #include "core/error.h"
 #include "io/hf_config.h"
 #include "io/peft_config.h"
 
 namespace {
 
-void require(bool ok) {
-  if (!ok) __builtin_trap();
-}
+using fuzz::require;
 
 bool same(const mt::LlamaConfig& a, const mt::LlamaConfig& b) {
   return a.hidden_size == b.hidden_size && a.intermediate_size == b.intermediate_size &&

@@ -7,41 +7,27 @@
 // model-00002-of-00002.safetensors (c) and other.safetensors (a again, so a map naming it and
 // the first shard puts a tensor in two shards). Opening must succeed or throw mt::Error; a
 // checkpoint that opens must route every name to a shard holding it and read each tensor.
-#include <unistd.h>
-
 #include <cstdint>
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "fuzz_support.h"
 #include "core/error.h"
 #include "io/safetensors_index.h"
 #include "io/safetensors_write.h"
 
 namespace {
 
-namespace fs = std::filesystem;
-
-void require(bool ok) {
-  if (!ok) __builtin_trap();
-}
+using fuzz::require;
 
 const std::string& checkpoint_dir() {
-  // Never destroyed: the atexit cleanup below runs after static destructors would have.
-  static const std::string& dir = *new std::string([] {
-    const std::string d = (fs::temp_directory_path() / ("meshtrain_fuzz_index_" + std::to_string(getpid()))).string();
-    fs::remove_all(d);
-    fs::create_directories(d);
+  return fuzz::scratch_dir("meshtrain_fuzz_index", [](const std::string& d) {
     const float v[6] = {1, 2, 3, 4, 5, 6};
     mt::write_safetensors(d + "/model-00001-of-00002.safetensors", {{"a", "F32", {2, 3}, v, 24}, {"b", "F32", {2}, v, 8}});
     mt::write_safetensors(d + "/model-00002-of-00002.safetensors", {{"c", "F32", {1}, v, 4}});
     mt::write_safetensors(d + "/other.safetensors", {{"a", "F32", {6}, v, 24}});
-    std::atexit([] { fs::remove_all(checkpoint_dir()); });
-    return d;
-  }());
-  return dir;
+  });
 }
 
 }  // namespace

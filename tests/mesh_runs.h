@@ -48,6 +48,21 @@ inline std::vector<double> metric(const std::string& dir, const std::string& key
   return out;
 }
 
+// What a job started in the background by a test's script left: its exit status, which the script
+// wrote to <dir>.rc, and its output, <dir>.log.
+struct BackgroundJob {
+  int rc = 0;
+  std::string log;
+};
+inline BackgroundJob background_job(const std::string& dir) {
+  BackgroundJob job;
+  std::ifstream(dir + ".rc") >> job.rc;
+  std::stringstream log;
+  log << std::ifstream(dir + ".log").rdbuf();
+  job.log = log.str();
+  return job;
+}
+
 inline std::vector<double> losses(const std::string& dir) { return metric(dir, "loss"); }
 
 inline std::vector<float> weights(const std::string& file) {
@@ -136,14 +151,9 @@ inline void expect_killed_rank_ends_job(const std::string& tag, const std::strin
   fs::remove(dir + ".rc");
   run("bash " + script_path);
   ASSERT_TRUE(fs::exists(dir + ".rc")) << "the job did not end within 30 s of losing a rank";
-  std::ifstream rc_file(dir + ".rc");
-  int rc = 0;
-  rc_file >> rc;
-  EXPECT_NE(rc, 0);
-  std::ifstream log_file(dir + ".log");
-  std::stringstream log;
-  log << log_file.rdbuf();
-  EXPECT_NE(log.str().find("signal 9"), std::string::npos) << log.str();
+  const BackgroundJob job = background_job(dir);
+  EXPECT_NE(job.rc, 0);
+  EXPECT_NE(job.log.find("signal 9"), std::string::npos) << job.log;
   // The newest complete checkpoint loads into a model of the run's shape.
   RunConfig cfg = parse_run_config(default_run_config_toml(), {}, "<test>");
   LlamaModel model(cfg.model, Precision::fp32, LoraConfig{});

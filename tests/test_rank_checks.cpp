@@ -9,7 +9,6 @@
 #include <fstream>
 #include <mutex>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <thread>
 
@@ -129,19 +128,14 @@ TEST(RankChecks, StoppedRankEndsTheJobWithTheWatchdogsReport) {
   run("bash " + script);
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(fs::exists(dir + ".rc")) << "the job did not end within 60 s of a rank stopping";
-  std::ifstream rc_file(dir + ".rc");
-  int rc = 0;
-  rc_file >> rc;
-  EXPECT_NE(rc, 0);
-  std::ifstream log_file(dir + ".log");
-  std::stringstream log;
-  log << log_file.rdbuf();
+  const mt::testing::BackgroundJob job = mt::testing::background_job(dir);
+  EXPECT_NE(job.rc, 0);
   EXPECT_TRUE(std::regex_search(
-      log.str(), std::regex("watchdog \\[rank [01]/2\\]: rank [01] stuck in (the wait for )?[a-z_]+ "
+      job.log, std::regex("watchdog \\[rank [01]/2\\]: rank [01] stuck in (the wait for )?[a-z_]+ "
                             "#[0-9]+ on [a-z+]+( \\([^)]*\\))? for [3-9]\\.[0-9] s "
                             "\\(train\\.collective_timeout\\)")))
-      << log.str();
-  EXPECT_NE(log.str().find("last finished collectives"), std::string::npos) << log.str();
+      << job.log;
+  EXPECT_NE(job.log.find("last finished collectives"), std::string::npos) << job.log;
   EXPECT_LT(waited, 90.0);
 }
 

@@ -37,7 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const mt::Error&) {
     return 0;
   }
-  require(!m.files.empty() && m.step >= 0 && m.optimizer_steps >= 0 && m.sampler.batches_drawn >= 0);
+  require(!m.files.empty() && m.step >= 0 && m.optimizer_steps >= 0 && m.sampler.rows_drawn >= 0);
   for (size_t i = 0; i < m.files.size(); ++i) {
     const std::string& f = m.files[i];
     require(!f.empty() && f != "." && f != ".." && f.find('/') == std::string::npos);

@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
   "format": "meshtrain-checkpoint",
   "version": 2,
   "step": 8,
-  "sampler": {"seed": 1234, "batches_drawn": 16},
+  "sampler": {"seed": 1234, "rows_drawn": 16},
   "optimizer_steps": 8,
   "mesh": "dp=1",
   "tensors": [{"name": "layers.0.attn.q_proj.weight", "shape": [64, 64]}],

@@ -86,50 +86,60 @@ inline std::vector<double> validation_losses(const std::string& output) {
   return {before, after};
 }
 
-// The per-step losses (relative 1e-5) and the exported final parameters (absolute
-// `weight_tolerance`) of the run on `mesh` equal the single-rank run's. `tag` keeps the output
-// directories of tests that ctest runs in parallel apart. (Sums over ranks round differently from
-// one rank's sums; AdamW divides each update by the gradient's own magnitude, so for an element
-// whose gradient is near zero that rounding can move the update by a visible fraction of lr.
-// With optim.eps = 1 the update is linear in the gradient and the runs agree to ~1e-7:
+// Two training runs of the same model and data, `args_a` with `command_a` (train_command(mesh))
+// and `args_b` with `command_b`, trained alike: their per-step losses and gradient norms
+// (relative 1e-5), validation losses before, during and after training, and exported final
+// parameters (absolute `weight_tolerance`) are equal. `tag` keeps the output directories of tests
+// that ctest runs in parallel apart. (Sums over ranks or micro-batches round differently from one
+// rank's sums; AdamW divides each update by the gradient's own magnitude, so for an element whose
+// gradient is near zero that rounding can move the update by a visible fraction of lr. With
+// optim.eps = 1 the update is linear in the gradient and the runs agree to ~1e-7:
 // Sharded.WeightsAgreeToRoundingWhenUpdatesAreLinearInTheGradient.)
-inline void expect_same_run(const std::string& tag, const std::string& args, const std::string& mesh,
-                            const std::string& weights_file, double weight_tolerance = 1e-5) {
+inline void expect_same_training(const std::string& tag, const std::string& command_a, const std::string& args_a,
+                                 const std::string& command_b, const std::string& args_b,
+                                 const std::string& weights_file, double weight_tolerance = 1e-5) {
   namespace fs = std::filesystem;
   const std::string base = (fs::temp_directory_path() / ("meshtrain_mesh_" + tag)).string();
   const std::string one = base + "_one", many = base + "_mesh";
+  const std::string what = command_b + args_b;
   fs::remove_all(one);
   fs::remove_all(many);
   std::string out_one, out;
-  ASSERT_EQ(run(train_command("") + args + " --set output.dir=" + one, &out_one), 0) << out_one;
-  ASSERT_EQ(run(train_command(mesh) + args + " --set output.dir=" + many, &out), 0) << out;
+  ASSERT_EQ(run(command_a + args_a + " --set output.dir=" + one, &out_one), 0) << out_one;
+  ASSERT_EQ(run(command_b + args_b + " --set output.dir=" + many, &out), 0) << out;
   // Validation (before and after) runs the forward alone, partial batches included.
   const auto val_one = validation_losses(out_one), val = validation_losses(out);
   ASSERT_EQ(val_one.size(), 2u) << out_one;
   ASSERT_EQ(val.size(), 2u) << out;
-  for (size_t i = 0; i < val.size(); ++i) EXPECT_NEAR(val_one[i], val[i], 1e-5 * val_one[i]) << mesh << " validation";
+  for (size_t i = 0; i < val.size(); ++i) EXPECT_NEAR(val_one[i], val[i], 1e-5 * val_one[i]) << what << " validation";
   // So does the validation during the run (train.eval_every), on the same steps.
   const auto step_val_one = read_val_losses(one + "/metrics.jsonl"), step_val = read_val_losses(many + "/metrics.jsonl");
-  if (args.find("train.eval_every") != std::string::npos) {
+  if (args_a.find("train.eval_every") != std::string::npos) {
     ASSERT_FALSE(step_val_one.empty()) << out_one;
   }
-  ASSERT_EQ(step_val_one.size(), step_val.size()) << mesh << " steps with a validation loss";
+  ASSERT_EQ(step_val_one.size(), step_val.size()) << what << " steps with a validation loss";
   for (const auto& [step, v] : step_val_one) {
-    ASSERT_TRUE(step_val.count(step)) << mesh << " has no validation loss at step " << step;
-    EXPECT_NEAR(v, step_val.at(step), 1e-5 * v) << mesh << " validation at step " << step;
+    ASSERT_TRUE(step_val.count(step)) << what << " has no validation loss at step " << step;
+    EXPECT_NEAR(v, step_val.at(step), 1e-5 * v) << what << " validation at step " << step;
   }
   auto a = losses(one), b = losses(many);
   ASSERT_EQ(a.size(), b.size());
   ASSERT_GE(a.size(), 5u);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * std::abs(a[i])) << mesh << " step " << i;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * std::abs(a[i])) << what << " step " << i;
   // The global gradient norm (each distinct block counted once) drives clipping.
   const auto na = metric(one, "grad_norm"), nb = metric(many, "grad_norm");
-  for (size_t i = 0; i < na.size(); ++i) EXPECT_NEAR(na[i], nb[i], 1e-5 * na[i]) << mesh << " grad norm, step " << i;
+  for (size_t i = 0; i < na.size(); ++i) EXPECT_NEAR(na[i], nb[i], 1e-5 * na[i]) << what << " grad norm, step " << i;
   auto wa = weights(one + weights_file), wb = weights(many + weights_file);
   ASSERT_EQ(wa.size(), wb.size());
   double max_diff = 0.0;
   for (size_t i = 0; i < wa.size(); ++i) max_diff = std::max(max_diff, double(std::abs(wa[i] - wb[i])));
-  EXPECT_LT(max_diff, weight_tolerance) << mesh << ": final parameters differ";
+  EXPECT_LT(max_diff, weight_tolerance) << what << ": final parameters differ";
+}
+
+// The run on `mesh` equals the single-rank run with the same arguments (expect_same_training).
+inline void expect_same_run(const std::string& tag, const std::string& args, const std::string& mesh,
+                            const std::string& weights_file, double weight_tolerance = 1e-5) {
+  expect_same_training(tag, train_command(""), args, train_command(mesh), args, weights_file, weight_tolerance);
 }
 
 // A run on `mesh` that loses a rank to SIGKILL once a checkpoint exists ends non-zero within 30 s

@@ -16,7 +16,7 @@ const char* kWhere = "ckpt/step-000008/manifest.json";
 nlohmann::json good() {
   return nlohmann::json::parse(R"({
     "format": "meshtrain-checkpoint", "version": 2, "step": 8,
-    "sampler": {"seed": 18446744073709551615, "batches_drawn": 16}, "optimizer_steps": 7,
+    "sampler": {"seed": 18446744073709551615, "rows_drawn": 16}, "optimizer_steps": 7,
     "lora": true, "mesh": "dp=1", "tensors": [{"name": "a", "shape": [2]}, {"name": "b", "shape": [2]}],
     "files": ["shard-00000.safetensors", "shard-00001.safetensors"],
     "crc32c": {"shard-00000.safetensors": "e3069283", "shard-00001.safetensors": "00000000"},
@@ -51,7 +51,7 @@ TEST(CheckpointManifest, ReadsWhatSaveWrites) {
   EXPECT_EQ(m.step, 8);
   EXPECT_EQ(m.optimizer_steps, 7);
   EXPECT_EQ(m.sampler.seed, UINT64_MAX);
-  EXPECT_EQ(m.sampler.batches_drawn, 16);
+  EXPECT_EQ(m.sampler.rows_drawn, 16);
   EXPECT_TRUE(m.lora);
   EXPECT_EQ(m.tensor_count, 2);
   EXPECT_EQ(m.config, "[train]\nsteps = 8\n");
@@ -61,6 +61,16 @@ TEST(CheckpointManifest, ReadsWhatSaveWrites) {
   nlohmann::json old = good();
   old.erase("crc32c");  // written before checksums: loads unverified
   EXPECT_FALSE(parse_checkpoint_manifest(old.dump(), kWhere).crc32c.has_value());
+}
+
+// Manifests written before the sampler counted rows hold batches of that run's train.batch_size.
+TEST(CheckpointManifest, OlderManifestsCountBatchesOfTheirRunsBatchSize) {
+  nlohmann::json m = good();
+  m["sampler"] = {{"seed", 3}, {"batches_drawn", 5}};
+  m["config"] = "[train]\nsteps = 8\nbatch_size = 6\n";
+  EXPECT_EQ(parse_checkpoint_manifest(m.dump(), kWhere).sampler.rows_drawn, 30);
+  m["sampler"]["batches_drawn"] = nlohmann::json::number_unsigned_t(INT64_MAX);
+  EXPECT_TRUE(has(error_of(m.dump()), "\"batches_drawn\" is out of range")) << error_of(m.dump());
 }
 
 TEST(CheckpointManifest, DamagedManifestsAreOneErrorLine) {
@@ -75,7 +85,7 @@ TEST(CheckpointManifest, DamagedManifestsAreOneErrorLine) {
   EXPECT_TRUE(has(error_with("optimizer_steps", 2.5), "\"optimizer_steps\""));  // was: read as 2
   EXPECT_TRUE(has(error_with("optimizer_steps", UINT64_MAX), "out of range"));  // was: read as -1
   EXPECT_TRUE(has(error_with("sampler", 3), "\"sampler\" must be an object"));  // was: nlohmann type_error
-  EXPECT_TRUE(has(error_with("sampler", {{"seed", 1}}), "\"batches_drawn\" is missing"));
+  EXPECT_TRUE(has(error_with("sampler", {{"seed", 1}}), "\"rows_drawn\" is missing"));
   EXPECT_TRUE(has(error_with("tensors", 2), "\"tensors\""));
   EXPECT_TRUE(has(error_with("config", 1), "\"config\""));  // was: nlohmann type_error (export)
   EXPECT_TRUE(has(error_with("files", gone), "\"files\" must be a non-empty list"));

@@ -167,14 +167,14 @@ TEST(DataSampler, SaveRestoreReproducesNextBatches) {
   for (int k = 0; k < 3; ++k) a.next();
   SamplerState st = a.state();
   EXPECT_EQ(st.seed, 42u);
-  EXPECT_EQ(st.batches_drawn, 3);
+  EXPECT_EQ(st.rows_drawn, 3 * 4);
   std::vector<Batch> expected;
   for (int k = 0; k < 5; ++k) expected.push_back(a.next());
 
   BatchSampler b(d, 4, 0);  // a resumed run: fresh sampler, state from the checkpoint
   b.restore(st);
   for (int k = 0; k < 5; ++k) EXPECT_TRUE(same_batch(b.next(), expected[size_t(k)])) << k;
-  EXPECT_EQ(b.state().batches_drawn, 8);
+  EXPECT_EQ(b.state().rows_drawn, 8 * 4);
 
   a.restore(st);  // rewinding the same sampler also works
   EXPECT_TRUE(same_batch(a.next(), expected[0]));

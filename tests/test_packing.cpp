@@ -190,7 +190,7 @@ TEST(DatasetPacking, SamplerResumesAcrossEpochBoundary) {
   PackedSampler resumed(table, all_ids(40), 32, B, 999);
   resumed.restore(saved);
   PackedSampler from_plain(table, all_ids(40), 32, B, 999);
-  from_plain.restore(SamplerState{5, before});
+  from_plain.restore(SamplerState{5, before * B});  // rows, not batches
   for (const PackedBatch& w : want) {
     EXPECT_TRUE(same(resumed.next(), w));
     EXPECT_TRUE(same(from_plain.next(), w));
@@ -198,7 +198,7 @@ TEST(DatasetPacking, SamplerResumesAcrossEpochBoundary) {
   EXPECT_EQ(resumed.state().epoch, ref.state().epoch);
   EXPECT_EQ(resumed.state().row, ref.state().row);
   EXPECT_EQ(from_plain.state().row, ref.state().row);
-  EXPECT_EQ(ref.sampler_state().batches_drawn, before + int64_t(want.size()));
+  EXPECT_EQ(ref.sampler_state().rows_drawn, (before + int64_t(want.size())) * B);
 
   // Restoring at the exact end of an epoch, and rejecting a row beyond it.
   PackedSampler at_end(table, all_ids(40), 32, 1, 5);

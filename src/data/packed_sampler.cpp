@@ -33,14 +33,14 @@ PackedBatch PackedSampler::next() {
     }
     fill_row(b, r, *table_, plan_.row(row_++));
   }
-  ++drawn_;
+  rows_drawn_ += batch_size_;
   return b;
 }
 
 void PackedSampler::restore(const PackedSamplerState& s) {
-  if (s.epoch < 0 || s.row < 0 || s.batches_drawn < 0)
+  if (s.epoch < 0 || s.row < 0 || s.rows_drawn < 0)
     fail("packed sampler: cannot restore a negative position (epoch " + std::to_string(s.epoch) +
-         ", row " + std::to_string(s.row) + ", batches " + std::to_string(s.batches_drawn) + ")");
+         ", row " + std::to_string(s.row) + ", rows " + std::to_string(s.rows_drawn) + ")");
   seed_ = s.seed;
   RowPlan plan = plan_for(s.epoch);
   if (s.row > plan.num_rows())
@@ -49,15 +49,15 @@ void PackedSampler::restore(const PackedSamplerState& s) {
          " rows (was the data or seq_len changed?)");
   epoch_ = s.epoch;
   row_ = s.row;
-  drawn_ = s.batches_drawn;
+  rows_drawn_ = s.rows_drawn;
   plan_ = std::move(plan);
 }
 
 void PackedSampler::restore(const SamplerState& s) {
-  if (s.batches_drawn < 0)
-    fail("packed sampler: cannot restore a negative batch count " + std::to_string(s.batches_drawn));
+  if (s.rows_drawn < 0)
+    fail("packed sampler: cannot restore a negative row count " + std::to_string(s.rows_drawn));
   seed_ = s.seed;
-  int64_t rows_left = s.batches_drawn * batch_size_;
+  int64_t rows_left = s.rows_drawn;
   int64_t epoch = 0;
   RowPlan plan = plan_for(0);
   // Stop at the exact end of an epoch rather than past it, as next() only moves on lazily.
@@ -67,7 +67,7 @@ void PackedSampler::restore(const SamplerState& s) {
   }
   epoch_ = epoch;
   row_ = rows_left;
-  drawn_ = s.batches_drawn;
+  rows_drawn_ = s.rows_drawn;
   plan_ = std::move(plan);
 }
 

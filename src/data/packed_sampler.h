@@ -9,31 +9,32 @@
 namespace mt {
 
 // Where a PackedSampler stands: the next batch starts at row `row` of epoch `epoch`.
-// batches_drawn is redundant with (epoch, row) but lets a trainer checkpoint keep storing a
-// plain SamplerState {seed, batches_drawn}.
+// rows_drawn (over all epochs) is redundant with (epoch, row) but lets a trainer checkpoint keep
+// storing a plain SamplerState {seed, rows_drawn}.
 struct PackedSamplerState {
   uint64_t seed = 0;
   int64_t epoch = 0;
   int64_t row = 0;
-  int64_t batches_drawn = 0;
+  int64_t rows_drawn = 0;
 };
 
 // Epoch e packs the examples `ids` in the order shuffled_order(n, seed + e) (see shuffle.h), so
 // every epoch has a new order and the whole stream depends only on the seed. Each batch has
 // exactly batch_size rows; a batch that runs past the end of an epoch continues with the next
-// one. Keeps a reference to `table`.
+// one, so the stream of rows does not depend on how it is cut into batches. Keeps a reference to
+// `table`.
 class PackedSampler {
  public:
   PackedSampler(const ExampleTable& table, std::vector<uint32_t> ids, int64_t seq_len,
                 int64_t batch_size, uint64_t seed);
 
   PackedBatch next();
-  PackedSamplerState state() const { return {seed_, epoch_, row_, drawn_}; }
+  PackedSamplerState state() const { return {seed_, epoch_, row_, rows_drawn_}; }
   // mt::Error when the row is outside the epoch's rows or a count is negative.
   void restore(const PackedSamplerState& s);
   // From the trainer's plain sampler state: replays the epoch plans to find (epoch, row).
   void restore(const SamplerState& s);
-  SamplerState sampler_state() const { return {seed_, drawn_}; }
+  SamplerState sampler_state() const { return {seed_, rows_drawn_}; }
 
   int64_t epoch() const { return epoch_; }
   int64_t rows_in_epoch() const { return plan_.num_rows(); }
@@ -47,7 +48,7 @@ class PackedSampler {
   std::vector<uint32_t> ids_;
   int64_t seq_len_, batch_size_;
   uint64_t seed_;
-  int64_t epoch_ = 0, row_ = 0, drawn_ = 0;
+  int64_t epoch_ = 0, row_ = 0, rows_drawn_ = 0;
   RowPlan plan_;  // of epoch_
 };
 

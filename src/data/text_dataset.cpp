@@ -105,19 +105,19 @@ Batch BatchSampler::next() {
   const auto& tokens = data_->train_tokens();
   const int64_t L = data_->seq_len();
   const uint64_t starts = uint64_t(int64_t(tokens.size()) - L);  // windows of L + 1 tokens
-  std::mt19937_64 rng(splitmix64(seed_ ^ splitmix64(uint64_t(drawn_))));
   Batch b = make_batch(batch_size_, L);
-  for (int64_t row = 0; row < batch_size_; ++row)
+  for (int64_t row = 0; row < batch_size_; ++row) {
+    std::mt19937_64 rng(splitmix64(seed_ ^ splitmix64(uint64_t(rows_drawn_++))));
     fill_window(b, row, tokens, int64_t(uniform_below(rng, starts)));
-  ++drawn_;
+  }
   return b;
 }
 
 void BatchSampler::restore(const SamplerState& s) {
-  if (s.batches_drawn < 0)
-    fail("batch sampler: cannot restore a negative batch count " + std::to_string(s.batches_drawn));
+  if (s.rows_drawn < 0)
+    fail("batch sampler: cannot restore a negative row count " + std::to_string(s.rows_drawn));
   seed_ = s.seed;
-  drawn_ = s.batches_drawn;
+  rows_drawn_ = s.rows_drawn;
 }
 
 ValidationBatches::ValidationBatches(const TextDataset& data, int64_t batch_size)

@@ -20,10 +20,12 @@ struct Batch {
   int64_t batch_size = 0, seq_len = 0;
 };
 
-// Everything needed to reproduce the sampler's future batches (saved in checkpoints).
+// Everything needed to reproduce the sampler's future batches (saved in checkpoints). Counted in
+// rows (sequences), not batches, so that a run resumed with another micro-batch size (more
+// gradient accumulation on fewer devices, say) continues with the same sequences.
 struct SamplerState {
   uint64_t seed = 0;
-  int64_t batches_drawn = 0;
+  int64_t rows_drawn = 0;
 };
 
 class TextDataset {
@@ -55,15 +57,17 @@ class TextDataset {
   std::string name_;
 };
 
-// Random windows of seq_len + 1 tokens from the training split. Batch k depends only on
-// (seed, k), so the sequence is the same on every platform and a restored sampler continues
-// exactly where the saved one stopped. Keeps a reference to the dataset.
+// Random windows of seq_len + 1 tokens from the training split. Row r of the stream (counting rows
+// over all batches drawn) depends only on (seed, r), so the stream is the same on every platform,
+// a restored sampler continues exactly where the saved one stopped, and cutting the stream into
+// batches of 16, or 8 + 8, or 4 + 4 + 4 + 4 gives the same rows: the batch size and gradient
+// accumulation of a step do not change which sequences it sees. Keeps a reference to the dataset.
 class BatchSampler {
  public:
   BatchSampler(const TextDataset& data, int64_t batch_size, uint64_t seed);
 
   Batch next();
-  SamplerState state() const { return {seed_, drawn_}; }
+  SamplerState state() const { return {seed_, rows_drawn_}; }
   void restore(const SamplerState& s);
 
   int64_t batch_size() const { return batch_size_; }
@@ -72,7 +76,7 @@ class BatchSampler {
   const TextDataset* data_;
   int64_t batch_size_;
   uint64_t seed_;
-  int64_t drawn_ = 0;
+  int64_t rows_drawn_ = 0;
 };
 
 // The validation split cut into consecutive non-overlapping windows (window i: inputs are tokens

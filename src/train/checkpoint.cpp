@@ -89,7 +89,7 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
     m["format"] = kCheckpointFormat;
     m["version"] = kCheckpointFormatVersion;
     m["step"] = state.step;
-    m["sampler"] = {{"seed", state.sampler.seed}, {"batches_drawn", state.sampler.batches_drawn}};
+    m["sampler"] = {{"seed", state.sampler.seed}, {"rows_drawn", state.sampler.rows_drawn}};
     m["optimizer_steps"] = optimizer.steps_taken();
     m["lora"] = info.lora;
     m["mesh"] = info.mesh;

@@ -9,6 +9,7 @@
 #include "core/crc32c.h"
 #include "core/error.h"
 #include "core/regular_file.h"
+#include "train/run_config.h"
 
 namespace mt {
 
@@ -49,10 +50,6 @@ CheckpointManifest parse_checkpoint_manifest(const std::string& text, const std:
   CheckpointManifest out;
   out.step = count_field(m, "step", where);
   out.optimizer_steps = count_field(m, "optimizer_steps", where);
-  const json& sampler = field(m, "sampler", where);
-  if (!sampler.is_object()) fail(where + ": \"sampler\" must be an object");
-  out.sampler.seed = unsigned_field(sampler, "seed", where);
-  out.sampler.batches_drawn = count_field(sampler, "batches_drawn", where);
   const json& lora = field(m, "lora", where);
   if (!lora.is_boolean()) fail(where + ": \"lora\" must be true or false");
   out.lora = lora.get<bool>();
@@ -62,6 +59,19 @@ CheckpointManifest parse_checkpoint_manifest(const std::string& text, const std:
   const json& config = field(m, "config", where);
   if (!config.is_string()) fail(where + ": \"config\" must be the run config (a string)");
   out.config = config.get<std::string>();
+  const json& sampler = field(m, "sampler", where);
+  if (!sampler.is_object()) fail(where + ": \"sampler\" must be an object");
+  out.sampler.seed = unsigned_field(sampler, "seed", where);
+  if (sampler.contains("rows_drawn") || !sampler.contains("batches_drawn")) {
+    out.sampler.rows_drawn = count_field(sampler, "rows_drawn", where);
+  } else {
+    // Written before the sampler counted rows: batches of that run's train.batch_size.
+    const int64_t batches = count_field(sampler, "batches_drawn", where);
+    const int64_t batch_size = parse_run_config(out.config, {}, where + " \"config\"").train.batch_size;
+    if (batch_size > 0 && batches > INT64_MAX / batch_size)
+      fail(where + ": \"batches_drawn\" is out of range: " + std::to_string(batches));
+    out.sampler.rows_drawn = batches * batch_size;
+  }
 
   const json& files = m.contains("files") ? m["files"] : json();
   if (!files.is_array() || files.empty()) fail(where + ": \"files\" must be a non-empty list of shard file names");

@@ -87,9 +87,10 @@ inline std::vector<double> validation_losses(const std::string& output) {
 }
 
 // Two training runs of the same model and data, `args_a` with `command_a` (train_command(mesh))
-// and `args_b` with `command_b`, trained alike: their per-step losses and gradient norms
-// (relative 1e-5), validation losses before, during and after training, and exported final
-// parameters (absolute `weight_tolerance`) are equal. `tag` keeps the output directories of tests
+// and `args_b` with `command_b`, trained alike: their per-step losses (relative 1e-5), gradient
+// norms (relative 1e-5 on the first step, 5e-5 after updates that rounding moved, see below),
+// validation losses before, during and after training, and exported final parameters (absolute
+// `weight_tolerance`: 5e-5 is 1% of the 5e-3 an element can move in six steps) are equal. `tag` keeps the output directories of tests
 // that ctest runs in parallel apart. (Sums over ranks or micro-batches round differently from one
 // rank's sums; AdamW divides each update by the gradient's own magnitude, so for an element whose
 // gradient is near zero that rounding can move the update by a visible fraction of lr. With
@@ -97,7 +98,7 @@ inline std::vector<double> validation_losses(const std::string& output) {
 // Sharded.WeightsAgreeToRoundingWhenUpdatesAreLinearInTheGradient.)
 inline void expect_same_training(const std::string& tag, const std::string& command_a, const std::string& args_a,
                                  const std::string& command_b, const std::string& args_b,
-                                 const std::string& weights_file, double weight_tolerance = 1e-5) {
+                                 const std::string& weights_file, double weight_tolerance = 5e-5) {
   namespace fs = std::filesystem;
   const std::string base = (fs::temp_directory_path() / ("meshtrain_mesh_" + tag)).string();
   const std::string one = base + "_one", many = base + "_mesh";
@@ -128,7 +129,8 @@ inline void expect_same_training(const std::string& tag, const std::string& comm
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * std::abs(a[i])) << what << " step " << i;
   // The global gradient norm (each distinct block counted once) drives clipping.
   const auto na = metric(one, "grad_norm"), nb = metric(many, "grad_norm");
-  for (size_t i = 0; i < na.size(); ++i) EXPECT_NEAR(na[i], nb[i], 1e-5 * na[i]) << what << " grad norm, step " << i;
+  for (size_t i = 0; i < na.size(); ++i)
+    EXPECT_NEAR(na[i], nb[i], (i == 0 ? 1e-5 : 5e-5) * na[i]) << what << " grad norm, step " << i;
   auto wa = weights(one + weights_file), wb = weights(many + weights_file);
   ASSERT_EQ(wa.size(), wb.size());
   double max_diff = 0.0;
@@ -138,7 +140,7 @@ inline void expect_same_training(const std::string& tag, const std::string& comm
 
 // The run on `mesh` equals the single-rank run with the same arguments (expect_same_training).
 inline void expect_same_run(const std::string& tag, const std::string& args, const std::string& mesh,
-                            const std::string& weights_file, double weight_tolerance = 1e-5) {
+                            const std::string& weights_file, double weight_tolerance = 5e-5) {
   expect_same_training(tag, train_command(""), args, train_command(mesh), args, weights_file, weight_tolerance);
 }
 

@@ -55,10 +55,10 @@ TEST(Sharded, TiedEmbeddingsWithGradAccumulationMatchOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   // The tied head is the embedding's unit, held from the head's backward to the embedding's.
   // Twelve micro-batch backwards instead of six: rounding differences have twice the chances to
-  // meet a near-zero gradient (see expect_same_run), hence 5e-5 on the weights (they are ~0.02).
+  // meet a near-zero gradient (see expect_same_training).
   const std::string args = std::string(kRun) + "--set model.tie_word_embeddings=true --set train.grad_accum=2 ";
-  expect_same_run("tied_full", args, "fsdp=2,tp=2", "/model/model.safetensors", 5e-5);
-  expect_same_run("tied_lora", args + kLora, "fsdp=2,tp=2", "/adapter/adapter_model.safetensors", 5e-5);
+  expect_same_run("tied_full", args, "fsdp=2,tp=2", "/model/model.safetensors");
+  expect_same_run("tied_lora", args + kLora, "fsdp=2,tp=2", "/adapter/adapter_model.safetensors");
 }
 
 TEST(Sharded, WeightsAgreeToRoundingWhenUpdatesAreLinearInTheGradient) {
@@ -189,9 +189,8 @@ TEST(Sharded, HuggingFaceCheckpointLoadsBlockByBlock) {
   EXPECT_EQ(SafetensorsFile(src + "/model/model.safetensors").info("model.norm.weight").dtype, FileDtype::F32);
   const std::string args = "--config " + src + ".toml " + kRun;
   expect_same_run("hf_full", args, "fsdp=2,tp=2", "/model/model.safetensors");
-  // Adapters start from the run's seed on every placement. (5e-5: lr 1e-2 on a pretrained base,
-  // where more adapter gradients sit near zero; see expect_same_run.)
-  expect_same_run("hf_lora", args + kLora, "fsdp=2,tp=2", "/adapter/adapter_model.safetensors", 5e-5);
+  // Adapters start from the run's seed on every placement.
+  expect_same_run("hf_lora", args + kLora, "fsdp=2,tp=2", "/adapter/adapter_model.safetensors");
   fs::remove_all(src + "_mesh");
   ASSERT_EQ(run(train_command("fsdp=2,tp=2") + args + "--set output.dir=" + src + "_mesh", &out), 0);
   EXPECT_NE(out.find("tensors, "), std::string::npos) << "no loading progress line:\n" << out;
@@ -205,10 +204,11 @@ TEST(Sharded, RealPretrainedModelMatchesOneRank) {
   const std::string cfg = (fs::temp_directory_path() / "meshtrain_sharded_s260.toml").string();
   std::ofstream(cfg) << "[model]\npath = \"" << data << "stories260K.bin\"\n[data]\ntokenizer = \""
                      << data << "tok512.bin\"\n";
-  // 5e-5 on the weights: 1% of the 5e-3 an element can move in these steps (see expect_same_run).
-  expect_same_run("s260_full", "--config " + cfg + " " + kRun, "fsdp=2,tp=2", "/model/model.safetensors", 5e-5);
+  expect_same_run("s260_full", "--config " + cfg + " " + kRun, "fsdp=2,tp=2", "/model/model.safetensors");
+  // lr 1e-2 on adapters over a pretrained base: an element moves up to 6e-2 in six steps, and
+  // more adapter gradients sit near zero (see expect_same_training); 2e-4 is 0.3% of that.
   expect_same_run("s260_lora", "--config " + cfg + " " + kRun + kLora, "dp=2,tp=2",
-                  "/adapter/adapter_model.safetensors", 5e-5);
+                  "/adapter/adapter_model.safetensors", 2e-4);
 }
 
 TEST(Sharded, EveryRankBuildingTheTokenCacheAtOnceIsSafe) {

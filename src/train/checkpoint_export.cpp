@@ -42,7 +42,10 @@ std::vector<std::string> export_checkpoint(const std::string& checkpoint_dir, co
     return v;
   };
   if (cfg.lora.enabled) return save_peft_adapter(cfg.lora, tensors, read_whole, out_dir, cfg.model_path);
-  std::vector<std::string> written = save_base_model(shape, cfg.train.precision, tensors, read_whole, out_dir);
+  const std::unique_ptr<Tokenizer> tok = run_tokenizer(cfg);
+  const ModelOrigin origin{cfg.model_path, {true, tok->bos_id(), tok->eos_id()}};
+  std::vector<std::string> written =
+      save_base_model(shape, cfg.train.precision, tensors, read_whole, out_dir, origin);
   for (auto& f : save_tokenizer_files(tokenizer_source(cfg), out_dir)) written.push_back(f);
   return written;
 }

@@ -1,6 +1,7 @@
 // The HF directories meshtrain writes, through the real binary: config.json keeps the source
-// model's keys (full training, export --merged, export-checkpoint), and generation_config.json is
-// beside every model.
+// model's keys (full training, export --merged, export-checkpoint), generation_config.json is
+// beside every model, and a LoRA adapter records the prompt template that generate --adapter
+// then applies.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -156,6 +157,44 @@ TEST(HfOutputs, KeysMeshtrainDoesNotImplementAreRefused) {
         << r.output;
     EXPECT_FALSE(fs::exists(dir / "run/model")) << r.output;
   }
+  fs::remove_all(dir);
+}
+
+// A LoRA run on Alpaca data records "alpaca" beside its adapter (and export-checkpoint of its
+// checkpoint does too); generate --adapter then wraps the prompt in the Alpaca template (the
+// printed text starts with the prompt as the model saw it), and --template none turns it off.
+TEST(HfOutputs, AdapterRecordsItsTemplateAndGenerateUsesIt) {
+  if (!fs::exists(kShared + "stories260K/stories260K.bin")) GTEST_SKIP() << "shared data not present";
+  const fs::path dir = fresh("template");
+  const std::string model = stories_hf_dir(dir), run = (dir / "run").string();
+  CommandResult r = run_meshtrain("train --model " + model + " --lora --data " + kShared +
+                                  "instruct/alpaca_tiny.json --out " + run +
+                                  " --set train.seq_len=512 --set output.checkpoint_every=2" + kQuick);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(read_json(run + "/adapter/meshtrain_template.json"), json({{"template", "alpaca"}}));
+  // PEFT's own file is untouched by it (older PEFT refuses unknown keys there).
+  EXPECT_FALSE(read_json(run + "/adapter/adapter_config.json").contains("template"));
+  r = run_meshtrain("export-checkpoint --checkpoint " + checkpoint_of(run) + " --out " + (dir / "exported").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(read_json(dir / "exported/meshtrain_template.json"), json({{"template", "alpaca"}}));
+
+  const std::string generate = "generate --model " + model + " --adapter " + run +
+                               "/adapter --prompt 'Name a colour.' -n 2 --temperature 0";
+  r = run_meshtrain(generate);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("### Instruction:\nName a colour.\n\n### Response:\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("using the adapter's alpaca prompt template"), std::string::npos) << r.output;
+  r = run_meshtrain(generate + " --template none");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("### Instruction:"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.rfind("Name a colour.", 0), 0u) << r.output;
+
+  // A malformed record is one error line naming the file.
+  std::ofstream(run + "/adapter/meshtrain_template.json") << "{\"template\": \"vicuna\"}\n";
+  r = run_meshtrain(generate);
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("error: " + run + "/adapter/meshtrain_template.json: expected"), std::string::npos)
+      << r.output;
   fs::remove_all(dir);
 }
 

@@ -153,7 +153,7 @@ TEST(Sharded, CheckpointExportsAsTheRunsOwnExport) {
   };
   for (const Case& c : {Case{"fsdp=2,tp=2", "", "model", {"model.safetensors", "config.json", "generation_config.json"}},
                         Case{"dp=2,tp=2", kLora, "adapter",
-                             {"adapter_model.safetensors", "adapter_config.json"}}}) {
+                             {"adapter_model.safetensors", "adapter_config.json", "meshtrain_template.json"}}}) {
     const std::string dir = (fs::temp_directory_path() / ("meshtrain_ckpt_export_" + tag_of(c.mesh))).string();
     fs::remove_all(dir);
     std::string out;

@@ -86,6 +86,34 @@ TEST(HfConfig, BadFilesNameTheProblem) {
   expect_error(replace("\"num_key_value_heads\": 8", "\"num_key_value_heads\": 7"), "num_key_value_heads");
   expect_error(replace("\"rope_type\": \"llama3\"", "\"rope_type\": \"yarn\""), "yarn");
   expect_error(replace("\"model_type\": \"llama\"", "\"model_type\": \"gpt2\""), "gpt2");
+  // What meshtrain does not compute: read as if absent, then written back, they would claim it.
+  expect_error(replace("\"attention_bias\": false", "\"attention_bias\": true"), "attention_bias true");
+  expect_error(replace("\"mlp_bias\": false", "\"mlp_bias\": true"), "mlp_bias true");
+  expect_error(replace("\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\""), "hidden_act \"gelu\"");
+  expect_error(replace("\"use_cache\": true", "\"use_cache\": true, \"quantization_config\": {}"),
+               "quantization_config");
+}
+
+// The source's keys in its order, unknown ones included; meshtrain's architecture keys and dtype
+// replace theirs in place (dtype too, transformers' newer name for torch_dtype); the tokenizer's
+// ids fill only what the source lacks.
+TEST(HfConfig, WritingKeepsTheSourceKeys) {
+  const std::string source = std::string(kLlama31_8B).replace(std::string(kLlama31_8B).find("\"use_cache\""), 0,
+                                                              "\"dtype\": \"bfloat16\", \"extra\": [1, {\"a\": null}], ");
+  const LlamaConfig c = parse_hf_config(source, "config.json");
+  const std::string text = hf_config_json(c, "float32", source, {true, 5, 6});
+  EXPECT_NE(text.find("\"bos_token_id\": 128000,"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"eos_token_id\": 128001,"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"extra\": [\n    1,\n    {\n      \"a\": null\n    }\n  ],"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"dtype\": \"float32\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"torch_dtype\": \"float32\""), std::string::npos) << text;
+  EXPECT_LT(text.find("\"architectures\""), text.find("\"attention_bias\"")) << text;  // the source's order
+  EXPECT_LT(text.find("\"attention_bias\""), text.find("\"hidden_size\"")) << text;
+  // Without a source: the tokenizer's ids, null for one it lacks.
+  const std::string bare = hf_config_json(c, "bfloat16", "", {true, 5, -1});
+  EXPECT_NE(bare.find("\"bos_token_id\": 5,"), std::string::npos) << bare;
+  EXPECT_NE(bare.find("\"eos_token_id\": null"), std::string::npos) << bare;
+  EXPECT_EQ(hf_config_json(c, "bfloat16").find("bos_token_id"), std::string::npos);
 }
 
 // Found by fuzz/fuzz_hf_configs.cpp (and reading the parser for it): each of these escaped as an

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "mesh_runs.h"
 
@@ -148,10 +149,11 @@ TEST(Sharded, CheckpointExportsAsTheRunsOwnExport) {
     const char* mesh;
     std::string extra;
     const char* subdir;
-    const char* file;
+    std::vector<std::string> files;  // the weights first
   };
-  for (const Case& c : {Case{"fsdp=2,tp=2", "", "model", "model.safetensors"},
-                        Case{"dp=2,tp=2", kLora, "adapter", "adapter_model.safetensors"}}) {
+  for (const Case& c : {Case{"fsdp=2,tp=2", "", "model", {"model.safetensors", "config.json", "generation_config.json"}},
+                        Case{"dp=2,tp=2", kLora, "adapter",
+                             {"adapter_model.safetensors", "adapter_config.json", "meshtrain_template.json"}}}) {
     const std::string dir = (fs::temp_directory_path() / ("meshtrain_ckpt_export_" + tag_of(c.mesh))).string();
     fs::remove_all(dir);
     std::string out;
@@ -163,9 +165,11 @@ TEST(Sharded, CheckpointExportsAsTheRunsOwnExport) {
       std::ifstream in(f, std::ios::binary);
       return std::string(std::istreambuf_iterator<char>(in), {});
     };
-    const std::string ours = slurp(dir + "/exported/" + c.file);
-    EXPECT_FALSE(ours.empty()) << out;
-    EXPECT_EQ(ours, slurp(dir + "/" + c.subdir + "/" + c.file)) << c.mesh << ": not the run's own export";
+    for (const std::string& file : c.files) {
+      const std::string ours = slurp(dir + "/exported/" + file);
+      EXPECT_FALSE(ours.empty()) << file << "\n" << out;
+      EXPECT_EQ(ours, slurp(dir + "/" + c.subdir + "/" + file)) << c.mesh << ": " << file << " is not the run's own export";
+    }
   }
   std::string out;
   EXPECT_NE(run(std::string(MESHTRAIN_BINARY) + " export-checkpoint --checkpoint /nonexistent --out /tmp/x", &out), 0);

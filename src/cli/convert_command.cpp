@@ -24,13 +24,15 @@ Action add_convert_command(CLI::App& app) {
   return [o] {
     namespace fs = std::filesystem;
     auto model = load_llama2c(o->llama2c);
+    ModelOrigin origin{o->llama2c, {}};  // a .bin has no config.json: the ids come from the tokenizer
     if (!o->tokenizer.empty()) {
       auto tok = load_tokenizer(o->tokenizer);  // validate before writing anything
       if (tok->vocab_size() != model->config().vocab_size)
         fail(o->tokenizer + ": tokenizer has " + std::to_string(tok->vocab_size()) +
              " tokens, the model " + std::to_string(model->config().vocab_size));
+      origin.tokens = {true, tok->bos_id(), tok->eos_id()};
     }
-    auto written = save_base_model(*model, o->out);
+    auto written = save_base_model(*model, o->out, origin);
     if (!o->tokenizer.empty()) {
       const std::string dst = (fs::path(o->out) / "tokenizer.bin").string();
       fs::copy_file(o->tokenizer, dst, fs::copy_options::overwrite_existing);

@@ -58,7 +58,12 @@ Action add_export_command(CLI::App& app) {
     }
     model->merge_adapters();
     if (!o->merged.empty()) {
-      for (const auto& f : save_base_model(*model, o->merged)) std::cout << "wrote " << f << "\n";
+      ModelOrigin origin{o->model.model, {}};
+      if (!tok_file.empty()) {
+        const auto tok = load_tokenizer(tok_file);
+        origin.tokens = {true, tok->bos_id(), tok->eos_id()};
+      }
+      for (const auto& f : save_base_model(*model, o->merged, origin)) std::cout << "wrote " << f << "\n";
       if (!tok_file.empty())
         for (const auto& f : save_tokenizer_files(tok_file, o->merged)) std::cout << "wrote " << f << "\n";
     }

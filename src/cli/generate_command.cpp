@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/model_args.h"
 #include "data/examples.h"
+#include "io/adapter_template.h"
 #include "model/generate.h"
 
 namespace mt::cli {
@@ -26,7 +27,7 @@ Action add_generate_command(CLI::App& app) {
   struct Options {
     ModelArgs model;
     std::string prompt;
-    std::string format = "none";
+    std::string format;  // "": the adapter's recorded template, else none
     GenerateOptions gen;
   };
   auto o = std::make_shared<Options>();
@@ -36,7 +37,8 @@ Action add_generate_command(CLI::App& app) {
                   "prompt text; BOS is added when the tokenizer has one (default: empty, start from BOS)");
   sub->add_option("--template", o->format,
                   "wrap the prompt as the model was fine-tuned: none, alpaca (an instruction) or "
-                  "chat (a user message, Llama 3.1 template)")
+                  "chat (a user message, Llama 3.1 template) (default: the template recorded in the "
+                  "--adapter directory's meshtrain_template.json, else none)")
       ->check(CLI::IsMember({"none", "alpaca", "chat"}));
   sub->add_option("--max-new-tokens,-n", o->gen.max_new_tokens, "tokens to generate")
       ->check(CLI::NonNegativeNumber);
@@ -47,7 +49,15 @@ Action add_generate_command(CLI::App& app) {
     validate_sampling(o->gen);  // before loading the model: a bad option should cost nothing
     auto model = o->model.load_model();
     auto tok = o->model.load_tokenizer();
-    const std::vector<int32_t> prompt = prompt_ids(*tok, o->prompt, o->format);
+    std::string format = o->format;
+    if (format.empty() && !o->model.adapter.empty()) {
+      format = read_adapter_template(o->model.adapter);
+      // Said once, so that a wrapped prompt is no surprise and the way to turn it off is at hand.
+      if (!format.empty() && format != "none")
+        std::cerr << "generate: using the adapter's " << format
+                  << " prompt template (--template none for the prompt as given)\n";
+    }
+    const std::vector<int32_t> prompt = prompt_ids(*tok, o->prompt, format.empty() ? "none" : format);
     GenerateOptions gen = o->gen;
     // End of text: EOS, and BOS (a model trained on concatenated documents starts a new one).
     for (int32_t id : {tok->eos_id(), tok->bos_id(), tok->token_to_id("<|eot_id|>")})

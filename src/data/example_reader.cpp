@@ -149,6 +149,12 @@ ExampleSet read_examples(const std::string& path, const Tokenizer& tok, const Ex
   return parse_examples(read_whole(path), path, tok, opt);
 }
 
+DataFormat example_file_format(const std::string& path) {
+  const std::string text = read_whole(path);
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) fail("data file '" + path + "' is empty");
+  return detect_format(path, parse_records(path, text));
+}
+
 ExampleSet parse_examples(const std::string& text, const std::string& path, const Tokenizer& tok,
                           const ExampleOptions& opt) {
   if (opt.max_tokens < 0) fail("data file '" + path + "': max_tokens must be >= 0");

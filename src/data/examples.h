@@ -75,6 +75,9 @@ struct ExampleSet {
 // to stderr unless options.quiet.
 ExampleSet read_examples(const std::string& path, const Tokenizer& tok,
                          const ExampleOptions& options = {});
+// The format read_examples gives a file with format kAuto (alpaca or chat), from its records
+// alone: nothing is tokenized. The same errors as read_examples for an unusable file.
+DataFormat example_file_format(const std::string& path);
 // The same on the file's text already in memory; `path` names it in messages, and its extension
 // tells JSON Lines (.jsonl) as above.
 ExampleSet parse_examples(const std::string& text, const std::string& path, const Tokenizer& tok,

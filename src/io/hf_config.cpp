@@ -35,6 +35,22 @@ void read_key(const json& j, const char* key, V& out, const std::string& src, bo
   out = it->get<V>();
 }
 
+// Keys that describe a model meshtrain does not compute: loading one would drop what they claim
+// (bias tensors are not read, a quantised weight is not dequantised), and writing them back would
+// claim behaviour the weights were not trained with. Refused rather than ignored.
+void refuse_unimplemented(const json& j, const std::string& src) {
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
+    auto it = j.find(key);
+    if (it != j.end() && !(it->is_null() || (it->is_boolean() && !it->get<bool>())))
+      fail(src + ": " + key + " " + it->dump() + " is not supported (meshtrain's linear layers have no biases)");
+  }
+  auto act = j.find("hidden_act");
+  if (act != j.end() && !act->is_null() && *act != "silu")
+    fail(src + ": hidden_act " + act->dump() + " is not supported (meshtrain's MLP is SwiGLU: silu)");
+  if (j.contains("quantization_config"))
+    fail(src + ": quantization_config: quantised weights are not supported (give the unquantised model)");
+}
+
 }  // namespace
 
 LlamaConfig parse_hf_config(const std::string& text, const std::string& src) {
@@ -47,6 +63,7 @@ LlamaConfig parse_hf_config(const std::string& text, const std::string& src) {
   if (!j.is_object()) fail(src + ": expected a JSON object");
   if (j.contains("model_type") && j["model_type"].is_string() && j["model_type"] != "llama")
     fail(src + ": model_type '" + j["model_type"].get<std::string>() + "' is not supported (llama only)");
+  refuse_unimplemented(j, src);
   LlamaConfig c;
   read_key(j, "hidden_size", c.hidden_size, src, true);
   read_key(j, "intermediate_size", c.intermediate_size, src, true);
@@ -109,9 +126,19 @@ double short_decimal(float v) {
 
 }  // namespace
 
-std::string hf_config_json(const LlamaConfig& c, const std::string& torch_dtype) {
-  nlohmann::ordered_json j;
-  j["architectures"] = {"LlamaForCausalLM"};
+std::string hf_config_json(const LlamaConfig& c, const std::string& torch_dtype,
+                           const std::string& source_json, const SpecialTokenIds& tokens) {
+  // The source's keys first, in its order; the keys below replace theirs in place.
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  if (!source_json.empty()) {
+    try {
+      j = nlohmann::ordered_json::parse(source_json);
+    } catch (const json::exception& e) {
+      fail("the source model's config.json is not valid JSON (" + std::string(e.what()) + ")");
+    }
+    if (!j.is_object()) fail("the source model's config.json is not a JSON object");
+  }
+  if (!j.contains("architectures")) j["architectures"] = {"LlamaForCausalLM"};
   j["model_type"] = "llama";
   j["hidden_size"] = c.hidden_size;
   j["intermediate_size"] = c.intermediate_size;
@@ -134,6 +161,15 @@ std::string hf_config_json(const LlamaConfig& c, const std::string& torch_dtype)
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["hidden_act"] = "silu";
   j["torch_dtype"] = torch_dtype;
+  // transformers 4.56 and later write "dtype" for the same thing; a kept one must not disagree.
+  if (j.contains("dtype")) j["dtype"] = torch_dtype;
+  // Absent ids would be read as LlamaConfig's defaults (1 and 2), wrong for most tokenizers; null
+  // says "none".
+  if (tokens.known) {
+    auto id = [](int32_t v) { return v >= 0 ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
+    if (!j.contains("bos_token_id")) j["bos_token_id"] = id(tokens.bos);
+    if (!j.contains("eos_token_id")) j["eos_token_id"] = id(tokens.eos);
+  }
   return j.dump(2) + "\n";
 }
 

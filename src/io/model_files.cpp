@@ -4,16 +4,37 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "core/atomic_file.h"
-#include "io/hf_config.h"
+#include "core/error.h"
+#include "io/hf_generation_config.h"
 #include "io/safetensors_write.h"
 
 namespace mt {
 
+namespace {
+
+// The text of <origin>/<name> when the origin is a directory holding it, else "".
+std::string origin_file(const ModelOrigin& origin, const char* name) {
+  namespace fs = std::filesystem;
+  if (origin.path.empty() || !fs::is_directory(origin.path)) return "";
+  const fs::path path = fs::path(origin.path) / name;
+  if (!fs::exists(path)) return "";
+  std::ifstream f(path);
+  if (!f) fail(path.string() + ": cannot open");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
 std::vector<std::string> save_base_model(const LlamaConfig& config, Precision precision,
                                          const std::vector<ExportTensor>& tensors,
-                                         const FetchValues& fetch, const std::string& dir) {
+                                         const FetchValues& fetch, const std::string& dir,
+                                         const ModelOrigin& origin) {
   const bool bf = precision == Precision::bf16;  // written in the run's precision
   std::vector<TensorOut> specs;
   for (const auto& t : tensors) {
@@ -22,6 +43,14 @@ std::vector<std::string> save_base_model(const LlamaConfig& config, Precision pr
     specs.push_back({t.name, bf ? "BF16" : "F32", t.shape, nullptr, size_t(n) * (bf ? 2 : 4)});
   }
   std::string weights = dir + "/model.safetensors", config_path = dir + "/config.json";
+  // The metadata first: a malformed generation_config.json in the origin fails before the weights
+  // are written, and an origin that is `dir` itself is read before anything there is replaced.
+  const char* torch_dtype = bf ? "bfloat16" : "float32";
+  const std::string config_json =
+      hf_config_json(config, torch_dtype, origin_file(origin, "config.json"), origin.tokens);
+  const std::string generation_path = dir + "/generation_config.json";
+  const std::string generation_json = hf_generation_config_json(
+      config_json, origin_file(origin, "generation_config.json"), origin.path + "/generation_config.json");
   write_safetensors_streamed(weights, specs, [&](size_t i) {
     const std::vector<float> v = fetch(tensors[i].name);
     std::vector<char> bytes(specs[i].bytes);
@@ -29,12 +58,13 @@ std::vector<std::string> save_base_model(const LlamaConfig& config, Precision pr
     else std::memcpy(bytes.data(), v.data(), bytes.size());
     return bytes;
   }, {{"format", "pt"}});
-  const char* torch_dtype = bf ? "bfloat16" : "float32";
-  write_file_atomically(config_path, [&](std::ostream& os) { os << hf_config_json(config, torch_dtype); });
-  return {config_path, weights};
+  write_file_atomically(config_path, [&](std::ostream& os) { os << config_json; });
+  write_file_atomically(generation_path, [&](std::ostream& os) { os << generation_json; });
+  return {config_path, generation_path, weights};
 }
 
-std::vector<std::string> save_base_model(LlamaModel& model, const std::string& dir) {
+std::vector<std::string> save_base_model(LlamaModel& model, const std::string& dir,
+                                         const ModelOrigin& origin) {
   std::vector<ExportTensor> tensors;
   for (const auto& p : model.base().params()) tensors.push_back({p.name, p.shape});
   return save_base_model(model.config(), model.precision(), tensors, [&](const std::string& name) {
@@ -42,7 +72,7 @@ std::vector<std::string> save_base_model(LlamaModel& model, const std::string& d
     std::vector<float> v(static_cast<size_t>(p.numel));
     model.base().get_values(p, v.data());  // a bf16-only tensor round-trips exactly
     return v;
-  }, dir);
+  }, dir, origin);
 }
 
 }  // namespace mt

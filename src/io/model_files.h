@@ -1,16 +1,28 @@
-// Writes a model directory HF transformers loads: config.json and model.safetensors with HF names.
+// Writes a model directory HF transformers loads: config.json, generation_config.json and
+// model.safetensors with HF names.
 #pragma once
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "io/hf_config.h"
 #include "model/llama.h"
 
 namespace mt {
 
-// Writes <dir>/config.json and <dir>/model.safetensors (base weights, in the run's precision).
-// Returns the paths written.
-std::vector<std::string> save_base_model(LlamaModel& model, const std::string& dir);
+// Where the weights came from, for the metadata written beside them.
+struct ModelOrigin {
+  // The model path they were loaded from: an HF directory (the keys of its config.json that
+  // meshtrain does not change, and its generation_config.json, are kept), a llama2.c .bin, or ""
+  // for a new model.
+  std::string path;
+  SpecialTokenIds tokens;  // the tokenizer's ids, for the keys the origin does not give
+};
+
+// Writes <dir>/config.json, <dir>/generation_config.json and <dir>/model.safetensors (base
+// weights, in the run's precision). Returns the paths written.
+std::vector<std::string> save_base_model(LlamaModel& model, const std::string& dir,
+                                         const ModelOrigin& origin = {});
 
 // The same from tensors fetched one at a time (f32 values, in the order given), so a sharded
 // model can be exported tensor by tensor without ever being whole in one process's memory.
@@ -21,6 +33,7 @@ struct ExportTensor {
 using FetchValues = std::function<std::vector<float>(const std::string& name)>;
 std::vector<std::string> save_base_model(const LlamaConfig& config, Precision precision,
                                          const std::vector<ExportTensor>& tensors,
-                                         const FetchValues& fetch, const std::string& dir);
+                                         const FetchValues& fetch, const std::string& dir,
+                                         const ModelOrigin& origin = {});
 
 }  // namespace mt

@@ -1,8 +1,10 @@
 #include "train/checkpoint_export.h"
 
 #include <filesystem>
+#include <iostream>
 
 #include "core/error.h"
+#include "io/adapter_template.h"
 #include "io/box_shards.h"
 #include "data/tokenizer_files.h"
 #include "io/model_files.h"
@@ -41,8 +43,22 @@ std::vector<std::string> export_checkpoint(const std::string& checkpoint_dir, co
     shards.read_box_f32(name, whole, v.data(), BoxShardSet::Finite::required);
     return v;
   };
-  if (cfg.lora.enabled) return save_peft_adapter(cfg.lora, tensors, read_whole, out_dir, cfg.model_path);
-  std::vector<std::string> written = save_base_model(shape, cfg.train.precision, tensors, read_whole, out_dir);
+  if (cfg.lora.enabled) {
+    std::vector<std::string> written =
+        save_peft_adapter(cfg.lora, tensors, read_whole, out_dir, cfg.model_path);
+    // The adapter stands without it (generate then uses no template unless told): a data file
+    // that has moved since the run only costs the record.
+    try {
+      written.push_back(write_adapter_template(out_dir, prompt_template_of(cfg)));
+    } catch (const Error& e) {
+      std::cerr << "export-checkpoint: warning: the prompt template is not recorded: " << e.what() << "\n";
+    }
+    return written;
+  }
+  const std::unique_ptr<Tokenizer> tok = run_tokenizer(cfg);
+  const ModelOrigin origin{cfg.model_path, {true, tok->bos_id(), tok->eos_id()}};
+  std::vector<std::string> written =
+      save_base_model(shape, cfg.train.precision, tensors, read_whole, out_dir, origin);
   for (auto& f : save_tokenizer_files(tokenizer_source(cfg), out_dir)) written.push_back(f);
   return written;
 }

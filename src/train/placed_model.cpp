@@ -44,7 +44,7 @@ LlamaConfig model_shape(const RunConfig& cfg, const Tokenizer& tok) {
 
 PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::DataParallel& dp,
                          const Tokenizer& tok, std::ostream& log)
-    : cfg_(cfg), mesh_(mesh), dp_(dp) {
+    : cfg_(cfg), mesh_(mesh), dp_(dp), origin_{cfg.model_path, {true, tok.bos_id(), tok.eos_id()}} {
   const auto& tc = cfg.train;
   const LlamaConfig shape = model_shape(cfg, tok);
   require_same_model(shape, cfg.lora, tok, mesh.world());  // before any weight moves
@@ -102,7 +102,7 @@ std::vector<std::string> PlacedModel::export_model(const std::string& dir) {
   const bool leader = mesh_.rank() == 0, lora = cfg_.lora.enabled;
   if (!sharded_) {
     if (!leader) return {};
-    return lora ? save_peft_adapter(*whole_, dir, cfg_.model_path) : save_base_model(*whole_, dir);
+    return lora ? save_peft_adapter(*whole_, dir, cfg_.model_path) : save_base_model(*whole_, dir, origin_);
   }
   std::vector<ExportTensor> tensors;  // in the model's order, the same on every rank
   for (const auto& s : sharded_->slots())
@@ -113,7 +113,7 @@ std::vector<std::string> PlacedModel::export_model(const std::string& dir) {
     return {};
   }
   return lora ? save_peft_adapter(cfg_.lora, tensors, gather, dir, cfg_.model_path)
-              : save_base_model(sharded_->full_config(), cfg_.train.precision, tensors, gather, dir);
+              : save_base_model(sharded_->full_config(), cfg_.train.precision, tensors, gather, dir, origin_);
 }
 
 }  // namespace mt

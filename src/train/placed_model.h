@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "data/tokenizer.h"
+#include "io/model_files.h"
 #include "parallel/data_parallel.h"
 #include "parallel/mesh.h"
 #include "parallel/sharded_model.h"
@@ -43,7 +44,8 @@ class PlacedModel {
   // After the trainable values changed outside the optimizer (a checkpoint load).
   void refresh_compute_copies();
   // Collective: rank 0 writes the trained model to `dir` (a PEFT adapter directory in LoRA runs,
-  // else config.json + model.safetensors); returns the files written (empty on other ranks). A
+  // else config.json, generation_config.json and model.safetensors, keeping model.path's config
+  // keys and the tokenizer's ids: io/model_files.h); returns the files written (empty on other ranks). A
   // sharded model is gathered one tensor at a time as the file is written, so no rank ever holds
   // more than one whole tensor.
   std::vector<std::string> export_model(const std::string& dir);
@@ -61,6 +63,7 @@ class PlacedModel {
   std::unique_ptr<parallel::ShardedModel> sharded_;
   std::unique_ptr<GradientSync> sync_;
   int64_t base_numel_ = 0, trainable_numel_ = 0;
+  ModelOrigin origin_;  // model.path and the run's tokenizer ids, for the exported config files
 };
 
 }  // namespace mt

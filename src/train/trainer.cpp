@@ -14,6 +14,7 @@
 #include "core/memory_stats.h"
 #include "core/profile.h"
 #include "data/tokenizer_files.h"
+#include "io/adapter_template.h"
 #include "model/llama.h"
 #include "parallel/checked_comm.h"
 #include "parallel/comm.h"
@@ -354,6 +355,9 @@ void export_trained_model(TrainingRun& run) {
   const std::string dir = cfg.output.dir + (cfg.lora.enabled ? "/adapter" : "/model");
   for (auto& f : run.placed.export_model(dir))
     run.summary.files_written.push_back(f);
+  // The template the adapter was trained with, for generate --adapter (io/adapter_template.h).
+  if (run.leader && cfg.lora.enabled)
+    run.summary.files_written.push_back(write_adapter_template(dir, run.data->prompt_template()));
   if (run.leader && !cfg.lora.enabled) {
     for (auto& f : save_tokenizer_files(tokenizer_source(cfg), cfg.output.dir + "/model"))
       run.summary.files_written.push_back(f);

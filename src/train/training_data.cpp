@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "data/byte_tokenizer.h"
+#include "data/examples.h"
 #include "data/packed_sampler.h"
 #include "data/token_cache.h"
 
@@ -43,6 +44,7 @@ class TextData : public TrainingData {
     return data_.name() + " (plain text: " + std::to_string(data_.train_tokens().size()) +
            " train / " + std::to_string(data_.val_tokens().size()) + " validation tokens)";
   }
+  std::string prompt_template() const override { return "none"; }
 
  private:
   TextDataset data_;
@@ -76,6 +78,7 @@ class ExampleData : public TrainingData {
            " validation, " + std::to_string(loaded_.skipped) + " skipped; packed " +
            std::to_string(sampler_.rows_in_epoch()) + " rows per epoch)";
   }
+  std::string prompt_template() const override { return std::string(format_name(loaded_.format)); }
 
  private:
   static LoadedExamples load(const RunConfig& cfg, const Tokenizer& tok) {
@@ -109,6 +112,12 @@ std::unique_ptr<TrainingData> open_training_data(const RunConfig& cfg, const Tok
     fail("data.format \"" + cfg.data.format + "\" needs a data.path (the built-in data is plain text)");
   if (is_example_data(cfg.data.path, cfg.data.format)) return std::make_unique<ExampleData>(cfg, tok, log);
   return std::make_unique<TextData>(cfg, tok);
+}
+
+std::string prompt_template_of(const RunConfig& cfg) {
+  if (!is_example_data(cfg.data.path, cfg.data.format)) return "none";
+  if (cfg.data.format != "auto") return cfg.data.format;
+  return std::string(format_name(example_file_format(cfg.data.path)));
 }
 
 std::string tokenizer_source(const RunConfig& cfg) {

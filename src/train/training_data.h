@@ -25,6 +25,9 @@ class TrainingData {
   virtual bool next_validation(PackedBatch& out) = 0;
   virtual void reset_validation() = 0;
   virtual std::string describe() const = 0;  // one line for the log
+  // The prompt template of this data, as generate's --template names it: "none" (plain text),
+  // "alpaca" or "chat".
+  virtual std::string prompt_template() const = 0;
 };
 
 // Whether a data file is read as instruction / chat examples rather than plain text, given
@@ -33,6 +36,9 @@ bool is_example_data(const std::string& path, const std::string& format);
 // Opens cfg.data with `tok`; progress and warnings (skipped records, cache use) go to `log`.
 std::unique_ptr<TrainingData> open_training_data(const RunConfig& cfg, const Tokenizer& tok,
                                                  std::ostream& log);
+// The prompt template of cfg.data (as TrainingData::prompt_template) without opening the data:
+// only data.format "auto" on a .json/.jsonl file reads the file's records to tell alpaca from chat.
+std::string prompt_template_of(const RunConfig& cfg);
 // Where a run's tokenizer comes from (see DataConfig::tokenizer): a file or directory, or empty
 // for the byte-level tokenizer.
 std::string tokenizer_source(const RunConfig& cfg);

@@ -1,0 +1,51 @@
+#include "io/adapter_template.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+
+namespace mt {
+
+namespace {
+
+std::string template_path(const std::string& adapter_dir) {
+  return (std::filesystem::path(adapter_dir) / kAdapterTemplateFile).string();
+}
+
+bool known_template(const std::string& name) { return name == "none" || name == "alpaca" || name == "chat"; }
+
+}  // namespace
+
+std::string write_adapter_template(const std::string& adapter_dir, const std::string& name) {
+  if (!known_template(name)) fail("unknown prompt template '" + name + "' (expected none, alpaca or chat)");
+  const std::string path = template_path(adapter_dir);
+  nlohmann::ordered_json j;
+  j["template"] = name;
+  write_file_atomically(path, [&](std::ostream& os) { os << j.dump(2) << "\n"; });
+  return path;
+}
+
+std::string read_adapter_template(const std::string& adapter_dir) {
+  const std::string path = template_path(adapter_dir);
+  if (!std::filesystem::exists(path)) return "";
+  std::ifstream f(path);
+  if (!f) fail(path + ": cannot open");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::exception& e) {
+    fail(path + ": not valid JSON (" + std::string(e.what()) + ")");
+  }
+  const auto it = j.is_object() ? j.find("template") : j.end();
+  if (it == j.end() || !it->is_string() || !known_template(it->get<std::string>()))
+    fail(path + ": expected {\"template\": \"none\" | \"alpaca\" | \"chat\"}");
+  return it->get<std::string>();
+}
+
+}  // namespace mt

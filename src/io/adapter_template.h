@@ -1,0 +1,22 @@
+// The prompt template a LoRA adapter was trained with, recorded in its directory so that
+// `meshtrain generate --adapter DIR` wraps a prompt the way the training data was rendered.
+//
+// It is a file of meshtrain's own, <adapter>/meshtrain_template.json ({"template": "alpaca"}),
+// not a key in adapter_config.json: PEFT before 0.13 refuses an unknown key there with a TypeError
+// (later versions drop it with a warning), so an extra key would break loading the adapter in the
+// PEFT versions many users still have. PEFT ignores files it does not know.
+#pragma once
+#include <string>
+
+namespace mt {
+
+inline constexpr const char* kAdapterTemplateFile = "meshtrain_template.json";
+
+// `name` is one of generate's --template names: "none" (plain text), "alpaca" or "chat". Returns
+// the path written.
+std::string write_adapter_template(const std::string& adapter_dir, const std::string& name);
+// The recorded name, or "" when the directory has no such file (an adapter from PEFT, or from an
+// older meshtrain). mt::Error, one line naming the file, when it is malformed or names no template.
+std::string read_adapter_template(const std::string& adapter_dir);
+
+}  // namespace mt

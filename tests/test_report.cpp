@@ -2,7 +2,7 @@
 // validation, its report rendered by headless Chromium (the DOM keeps every chart's SVG, the
 // screenshot is not blank), and the PNG charts meshtrain wrote valid PNG files that show the
 // lines. Also the run summary the trainer writes for it, an older run without that summary, and
-// bad input.
+// bad input; and the TensorBoard event file.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/crc32c.h"
 #include "run_command.h"
 
 namespace mt {
@@ -258,6 +259,130 @@ TEST(Report, OfARealTwoRankRunRenderedByChromium) {
     SCOPED_TRACE("a run without its summary");
     check_run_without_summary(run);
   }
+}
+
+// One protocol buffer field as the wire format has it: a number (varint, fixed64, fixed32) or bytes.
+struct Field {
+  int number = 0, wire = 0;
+  uint64_t value = 0;
+  std::string bytes;
+};
+
+// Decodes a message's fields; fails the test on a malformed one.
+std::vector<Field> fields_of(const std::string& m) {
+  std::vector<Field> out;
+  size_t at = 0;
+  auto varint = [&] {
+    uint64_t v = 0;
+    for (int shift = 0; at < m.size(); shift += 7) {
+      const uint8_t b = uint8_t(m[at++]);
+      v |= uint64_t(b & 0x7f) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    ADD_FAILURE() << "varint past the end";
+    return v;
+  };
+  while (at < m.size()) {
+    const uint64_t key = varint();
+    Field f;
+    f.number = int(key >> 3), f.wire = int(key & 7);
+    if (f.wire == 0) {
+      f.value = varint();
+    } else if (f.wire == 1 || f.wire == 5) {
+      const size_t n = f.wire == 1 ? 8 : 4;
+      if (at + n > m.size()) {
+        ADD_FAILURE() << "fixed past the end";
+        return out;
+      }
+      std::memcpy(&f.value, m.data() + at, n);
+      at += n;
+    } else if (f.wire == 2) {
+      const uint64_t n = varint();
+      if (at + n > m.size()) {
+        ADD_FAILURE() << "bytes past the end";
+        return out;
+      }
+      f.bytes = m.substr(at, n);
+      at += n;
+    } else {
+      ADD_FAILURE() << "wire type " << f.wire;
+      return out;
+    }
+    out.push_back(f);
+  }
+  return out;
+}
+
+uint32_t masked(const std::string& data) {
+  const uint32_t crc = crc32c(data.data(), data.size());
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
+TEST(Report, TensorBoardEventFileHoldsTheMetrics) {
+  const std::string dir = (fs::temp_directory_path() / "meshtrain_report_tb").string();
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/run");
+  std::ofstream(dir + "/run/metrics.jsonl")
+      << R"({"step": 1, "loss": 3.5, "lr": 0.001, "tokens_per_s": 100.0, "mfu": 0.25, "peak_mem_bytes": 1048576, "elapsed_s": 1.0})" "\n"
+      << R"({"step": 2, "loss": 3.25, "val_loss": 3.75, "lr": 0.002, "tokens_per_s": 200.0, "mfu": 0.5, "peak_mem_bytes": 2097152, "elapsed_s": 2.0})" "\n";
+  const CommandResult r = testing::run_meshtrain("report " + dir + "/run --tensorboard " + dir + "/tb");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::string path;
+  for (const auto& e : fs::directory_iterator(dir + "/tb"))
+    if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0) path = e.path().string();
+  ASSERT_FALSE(path.empty()) << r.output;
+  EXPECT_NE(r.output.find(path), std::string::npos) << r.output;
+  // TFRecord: length (uint64), its masked CRC32C, the data, the data's masked CRC32C.
+  const std::string file = read_file(path);
+  std::vector<std::string> records;
+  for (size_t at = 0; at < file.size();) {
+    ASSERT_LE(at + 12, file.size());
+    uint64_t n = 0;
+    uint32_t length_crc = 0, data_crc = 0;
+    std::memcpy(&n, file.data() + at, 8);
+    std::memcpy(&length_crc, file.data() + at + 8, 4);
+    ASSERT_EQ(length_crc, masked(file.substr(at, 8)));
+    ASSERT_LE(at + 16 + n, file.size());
+    const std::string data = file.substr(at + 12, n);
+    std::memcpy(&data_crc, file.data() + at + 12 + n, 4);
+    ASSERT_EQ(data_crc, masked(data));
+    records.push_back(data);
+    at += 16 + n;
+  }
+  ASSERT_EQ(records.size(), 3u);
+  // Event: wall_time 1 (double), step 2, file_version 3, summary 5 { value 1 { tag 1, simple_value 2 } }.
+  const std::vector<Field> first = fields_of(records[0]);
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(first[2].number, 3);
+  EXPECT_EQ(first[2].bytes, "brain.Event:2");
+  double start = 0.0;
+  std::memcpy(&start, &first[0].value, 8);
+  EXPECT_GT(start, 1.7e9);  // seconds since the epoch: a date after 2023
+  std::map<std::string, std::vector<std::pair<int64_t, float>>> scalars;
+  for (size_t i = 1; i < records.size(); ++i) {
+    int64_t step = -1;
+    for (const Field& f : fields_of(records[i])) {
+      if (f.number == 2) step = int64_t(f.value);
+      if (f.number != 5) continue;
+      for (const Field& v : fields_of(f.bytes)) {
+        ASSERT_EQ(v.number, 1);
+        const std::vector<Field> value = fields_of(v.bytes);
+        ASSERT_EQ(value.size(), 2u);
+        ASSERT_EQ(value[1].wire, 5);
+        float x = 0.0f;
+        std::memcpy(&x, &value[1].value, 4);
+        scalars[value[0].bytes].push_back({step, x});
+      }
+    }
+  }
+  using P = std::vector<std::pair<int64_t, float>>;
+  EXPECT_EQ(scalars["train/loss"], (P{{1, 3.5f}, {2, 3.25f}}));
+  EXPECT_EQ(scalars["val/loss"], (P{{2, 3.75f}}));
+  EXPECT_EQ(scalars["train/lr"], (P{{1, 0.001f}, {2, 0.002f}}));
+  EXPECT_EQ(scalars["perf/tokens_per_s"], (P{{1, 100.0f}, {2, 200.0f}}));
+  EXPECT_EQ(scalars["perf/mfu"], (P{{1, 0.25f}, {2, 0.5f}}));
+  EXPECT_EQ(scalars["memory/peak_bytes"], (P{{1, 1048576.0f}, {2, 2097152.0f}}));
+  EXPECT_EQ(scalars.size(), 6u);
 }
 
 TEST(Report, BadInputIsOneErrorLine) {

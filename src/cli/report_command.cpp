@@ -1,6 +1,7 @@
-// meshtrain report RUN_DIR [--out HTML] [--png-dir DIR]
+// meshtrain report RUN_DIR [--out HTML] [--png-dir DIR] [--tensorboard DIR]
 // One self-contained HTML page of a training run (loss, learning rate, tokens/s, MFU, memory,
-// time per op and per collective, mesh, config) and the same charts as PNG files.
+// time per op and per collective, mesh, config) and the same charts as PNG files; optionally the
+// metrics as a TensorBoard event file.
 #include <iostream>
 #include <memory>
 #include <string>
@@ -8,12 +9,13 @@
 #include "cli/commands.h"
 #include "report/html_report.h"
 #include "report/run_data.h"
+#include "report/tensorboard.h"
 
 namespace mt::cli {
 
 Action add_report_command(CLI::App& app) {
   struct Options {
-    std::string run_dir, out, png_dir;
+    std::string run_dir, out, png_dir, tensorboard;
   };
   auto opt = std::make_shared<Options>();
   auto* sub = app.add_subcommand(
@@ -24,6 +26,9 @@ Action add_report_command(CLI::App& app) {
   sub->add_option("--out,-o", opt->out, "The HTML file to write (default: RUN_DIR/report.html)");
   sub->add_option("--png-dir", opt->png_dir,
                   "Where the PNG charts go (default: report/ beside the HTML file)");
+  sub->add_option("--tensorboard", opt->tensorboard,
+                  "Also write the metrics as a TensorBoard event file into this directory "
+                  "(default: none, not written)");
   return [opt] {
     const report::RunData run = report::read_run(opt->run_dir);
     const std::string html = opt->out.empty() ? opt->run_dir + "/report.html" : opt->out;
@@ -37,6 +42,8 @@ Action add_report_command(CLI::App& app) {
                                      "times not recorded)")
               << "\nwrote:\n";
     for (const std::string& f : report::write_report(run, html, png_dir)) std::cout << "  " << f << "\n";
+    if (!opt->tensorboard.empty())
+      std::cout << "  " << report::write_tensorboard_events(run, opt->tensorboard) << "\n";
     return 0;
   };
 }

@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "core/crc32c.h"
+#include "report/chart.h"
+#include "report/png.h"
 #include "run_command.h"
 
 namespace mt {
@@ -383,6 +385,24 @@ TEST(Report, TensorBoardEventFileHoldsTheMetrics) {
   EXPECT_EQ(scalars["perf/mfu"], (P{{1, 0.25f}, {2, 0.5f}}));
   EXPECT_EQ(scalars["memory/peak_bytes"], (P{{1, 1048576.0f}, {2, 2097152.0f}}));
   EXPECT_EQ(scalars.size(), 6u);
+}
+
+// The PNG writer's checksums against their published check values, and the axis ticks.
+TEST(Report, ChecksumsAndAxes) {
+  const std::string digits = "123456789", wiki = "Wikipedia";
+  EXPECT_EQ(report::crc32(reinterpret_cast<const uint8_t*>(digits.data()), digits.size()), 0xCBF43926u);
+  EXPECT_EQ(report::adler32(reinterpret_cast<const uint8_t*>(wiki.data()), wiki.size()), 0x11E60398u);
+  const report::Axis a = report::nice_axis(4.63, 5.57, 5);
+  EXPECT_DOUBLE_EQ(a.step, 0.5);
+  EXPECT_DOUBLE_EQ(a.lo, 4.5);
+  EXPECT_DOUBLE_EQ(a.hi, 6.0);
+  EXPECT_EQ(a.ticks.size(), 4u);
+  EXPECT_EQ(report::tick_label(5.5, a.step), "5.5");
+  EXPECT_EQ(report::tick_label(2.5e-4, 5e-5), "2.5e-04");
+  EXPECT_EQ(report::tick_label(15000, 5000), "15k");
+  const report::Axis flat = report::nice_axis(130.0, 130.0);  // a flat line still gets a range
+  EXPECT_LT(flat.lo, 130.0);
+  EXPECT_GT(flat.hi, 130.0);
 }
 
 TEST(Report, BadInputIsOneErrorLine) {

@@ -329,7 +329,8 @@ StepTiming run_steps(TrainingRun& run) {
       micro.push_back(run.dp.ranks() > 1 ? run.dp.slice(run.data->next()) : run.data->next());
     for (const PackedBatch& b : micro) inputs.push_back(input_of(b));
     // The first step builds the GEMM primitives: profile the steady state only. Always, for
-    // run_summary.json (a clock read per op, microseconds per step); train.profile prints it.
+    // run_summary.json (two clock reads and a table update per op, against the op's
+    // microseconds to milliseconds); train.profile also prints it.
     profile::enable(step > run.start_step);
     if (step == run.start_step + 1) {  // steady state, as the timings
       run.placed.reset_comm_stats();

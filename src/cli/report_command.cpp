@@ -37,7 +37,7 @@ Action add_report_command(CLI::App& app) {
       const size_t slash = html.find_last_of('/');
       png_dir = (slash == std::string::npos ? std::string() : html.substr(0, slash + 1)) + "report";
     }
-    std::cout << "report of " << run.steps.size() << " steps"
+    std::cout << "report of " << run.steps.size() << (run.steps.size() == 1 ? " step" : " steps")
               << (run.summary ? "" : " (no run_summary.json: memory per rank, op and collective "
                                      "times not recorded)")
               << "\nwrote:\n";

@@ -33,7 +33,7 @@ class CheckedComm final : public Comm {
 
   // This rank's collectives on this group and every group split from the same world, per group
   // and collective, since the last reset (flight_recorder.h).
-  std::map<std::pair<std::string, std::string>, CollectiveTotal> collective_totals() const {
+  CollectiveTotals collective_totals() const {
     return shared_->recorder.totals();
   }
   void reset_collective_totals() { shared_->recorder.reset_totals(); }

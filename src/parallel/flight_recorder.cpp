@@ -84,7 +84,7 @@ std::string FlightRecorder::history() const {
   return out;
 }
 
-std::map<std::pair<std::string, std::string>, CollectiveTotal> FlightRecorder::totals() const {
+CollectiveTotals FlightRecorder::totals() const {
   std::lock_guard lock(mutex_);
   return totals_;
 }

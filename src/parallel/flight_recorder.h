@@ -55,6 +55,8 @@ struct CollectiveTotal {
   int64_t bytes = 0;    // this rank's block of each call, summed
   double seconds = 0.0; // blocked in it: the calls, and the waits of the non-blocking ones
 };
+// Keyed by (group name, collective name).
+using CollectiveTotals = std::map<std::pair<std::string, std::string>, CollectiveTotal>;
 
 class FlightRecorder {
  public:
@@ -71,7 +73,7 @@ class FlightRecorder {
   std::string history() const;
 
   // Every finished collective since the last reset_totals(), per group name and collective name.
-  std::map<std::pair<std::string, std::string>, CollectiveTotal> totals() const;
+  CollectiveTotals totals() const;
   void reset_totals();
 
  private:
@@ -79,7 +81,7 @@ class FlightRecorder {
   mutable std::mutex mutex_;
   std::optional<CollectiveRecord> current_;
   std::deque<CollectiveRecord> done_;
-  std::map<std::pair<std::string, std::string>, CollectiveTotal> totals_;
+  CollectiveTotals totals_;
 };
 
 }  // namespace mt::parallel

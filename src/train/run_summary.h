@@ -23,7 +23,7 @@ struct RunSummaryRecord {
   std::vector<int64_t> peak_tensor_bytes;  // per rank
   std::map<std::string, double> op_seconds;  // rank 0's, per op (core/profile.h)
   // Rank 0's, per (group, collective); empty on one process, which makes none.
-  std::map<std::pair<std::string, std::string>, parallel::CollectiveTotal> collectives;
+  parallel::CollectiveTotals collectives;
 };
 
 // Writes `r` as JSON to `path` (atomically). Throws mt::Error naming the file on failure.

@@ -396,7 +396,7 @@ void log_summary(TrainingRun& run) {
 // and per collective of the steps after the first (`collectives`, taken as the step loop ended).
 void write_summary_file(TrainingRun& run, const StepTiming& timed, const std::vector<int64_t>& rss,
                         const std::vector<int64_t>& tensors,
-                        std::map<std::pair<std::string, std::string>, parallel::CollectiveTotal> collectives) {
+                        parallel::CollectiveTotals collectives) {
   if (!run.leader) return;
   RunSummaryRecord r;
   r.mesh = run.cfg.mesh.str();
@@ -420,7 +420,7 @@ void finish_run(TrainingRun& run, const StepTiming& timed) {
   const TrainConfig& tc = run.tc;
   TrainSummary& summary = run.summary;
   profile::enable(false);
-  std::map<std::pair<std::string, std::string>, parallel::CollectiveTotal> collectives;
+  parallel::CollectiveTotals collectives;
   if (auto* checked = dynamic_cast<parallel::CheckedComm*>(run.world.get()))
     collectives = checked->collective_totals();
   if (tc.profile && timed.seconds > 0)

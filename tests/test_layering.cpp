@@ -37,7 +37,8 @@ const std::map<std::string, std::set<std::string>>& allowed() {
       {"parallel", {"core", "backend", "model", "io", "data", "parallel"}},
       {"train", {"core", "backend", "model", "io", "data", "parallel", "train"}},
       {"plan", {"core", "backend", "model", "io", "data", "parallel", "train", "plan"}},
-      {"cli", {"core", "backend", "model", "io", "data", "parallel", "train", "plan", "cli"}},
+      {"report", {"core", "report"}},
+      {"cli", {"core", "backend", "model", "io", "data", "parallel", "train", "plan", "report", "cli"}},
   };
   return rules;
 }

@@ -183,4 +183,40 @@ TEST(Watchdog, ReportsOnlyACollectiveBlockedPastTheTimeout) {
   EXPECT_NE(text.find("  all_reduce_sum #"), std::string::npos) << text;  // the history
 }
 
+// The totals run_summary.json reports: per group and collective, calls and bytes at the issue,
+// blocked seconds of the call and of a non-blocking one's wait; cleared by reset_totals.
+TEST(FlightRecorder, SumsCallsBytesAndSecondsPerGroupAndCollective) {
+  using namespace mt::parallel;
+  FlightRecorder recorder;
+  CollectiveRecord r;
+  r.group = "dp";
+  r.sig = {.seq = 1, .op = CollectiveOp::all_reduce_sum, .kind = ElemKind::f32, .elem_bytes = 4,
+           .count = 10};
+  for (int i = 0; i < 3; ++i) {
+    recorder.enter(r);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    recorder.leave();
+  }
+  r.group = "fsdp";
+  r.sig = {.seq = 1, .op = CollectiveOp::all_gather, .kind = ElemKind::raw, .elem_bytes = 2, .count = 8};
+  recorder.enter(r);  // the issue of a non-blocking all-gather
+  recorder.leave();
+  r.waiting = true;
+  recorder.enter(r);  // its wait: time, not another call
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  recorder.leave();
+  const auto totals = recorder.totals();
+  ASSERT_EQ(totals.size(), 2u);
+  const CollectiveTotal& sum = totals.at({"dp", "all_reduce_sum"});
+  EXPECT_EQ(sum.calls, 3);
+  EXPECT_EQ(sum.bytes, 3 * 40);
+  EXPECT_GE(sum.seconds, 0.03);
+  const CollectiveTotal& gather = totals.at({"fsdp", "all_gather"});
+  EXPECT_EQ(gather.calls, 1);
+  EXPECT_EQ(gather.bytes, 16);
+  EXPECT_GE(gather.seconds, 0.01);
+  recorder.reset_totals();
+  EXPECT_TRUE(recorder.totals().empty());
+}
+
 }  // namespace

@@ -17,5 +17,6 @@ Action add_export_command(CLI::App& app);
 Action add_export_checkpoint_command(CLI::App& app);
 Action add_shard_command(CLI::App& app);
 Action add_plan_command(CLI::App& app);
+Action add_report_command(CLI::App& app);
 
 }  // namespace mt::cli

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   add(mt::cli::add_export_checkpoint_command);
   add(mt::cli::add_shard_command);
   add(mt::cli::add_plan_command);
+  add(mt::cli::add_report_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

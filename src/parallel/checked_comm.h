@@ -31,6 +31,13 @@ class CheckedComm final : public Comm {
   // are out of step: enable them once the ranks are known to share their config.
   void check_signatures(bool on) { shared_->check = on; }
 
+  // This rank's collectives on this group and every group split from the same world, per group
+  // and collective, since the last reset (flight_recorder.h).
+  CollectiveTotals collective_totals() const {
+    return shared_->recorder.totals();
+  }
+  void reset_collective_totals() { shared_->recorder.reset_totals(); }
+
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   void barrier() override;

@@ -3,9 +3,8 @@
 #include <cstdio>
 
 namespace mt::parallel {
-namespace {
 
-const char* op_name(CollectiveOp op) {
+const char* collective_name(CollectiveOp op) {
   switch (op) {
     case CollectiveOp::barrier: return "barrier";
     case CollectiveOp::all_reduce_sum: return "all_reduce_sum";
@@ -17,6 +16,8 @@ const char* op_name(CollectiveOp op) {
   }
   return "unknown collective";
 }
+
+namespace {
 
 std::string elements(const CollectiveSignature& s) {
   switch (s.kind) {
@@ -37,7 +38,7 @@ std::string seconds_text(double s) {
 }  // namespace
 
 std::string describe(const CollectiveSignature& s) {
-  std::string out = std::string(op_name(s.op)) + " #" + std::to_string(s.seq);
+  std::string out = std::string(collective_name(s.op)) + " #" + std::to_string(s.seq);
   if (s.op == CollectiveOp::barrier || s.op == CollectiveOp::split) return out;
   out += " (" + elements(s) + " x " + std::to_string(s.count) + ", " +
          std::to_string(s.count * s.elem_bytes) + " bytes";
@@ -63,6 +64,9 @@ void FlightRecorder::leave() {
   if (!current_) return;
   current_->seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - current_->started).count();
+  CollectiveTotal& total = totals_[{current_->group, collective_name(current_->sig.op)}];
+  if (!current_->waiting) total.calls += 1, total.bytes += current_->sig.count * current_->sig.elem_bytes;
+  total.seconds += current_->seconds;
   done_.push_back(std::move(*current_));
   current_.reset();
   if (done_.size() > keep_) done_.pop_front();
@@ -78,6 +82,16 @@ std::string FlightRecorder::history() const {
   std::string out;
   for (const CollectiveRecord& r : done_) out += "  " + describe(r) + " in " + seconds_text(r.seconds) + " s\n";
   return out;
+}
+
+CollectiveTotals FlightRecorder::totals() const {
+  std::lock_guard lock(mutex_);
+  return totals_;
+}
+
+void FlightRecorder::reset_totals() {
+  std::lock_guard lock(mutex_);
+  totals_.clear();
 }
 
 }  // namespace mt::parallel

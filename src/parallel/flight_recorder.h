@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -45,6 +46,18 @@ struct CollectiveRecord {
 // "all_reduce_sum #12 on dp (f32 x 1, 4 bytes)"
 std::string describe(const CollectiveRecord& r);
 
+// "all_reduce_sum", "all_gather", ...
+const char* collective_name(CollectiveOp op);
+
+// One group's one kind of collective, summed over a run (the report's time per collective).
+struct CollectiveTotal {
+  int64_t calls = 0;    // issued (a non-blocking one counts once, at its issue)
+  int64_t bytes = 0;    // this rank's block of each call, summed
+  double seconds = 0.0; // blocked in it: the calls, and the waits of the non-blocking ones
+};
+// Keyed by (group name, collective name).
+using CollectiveTotals = std::map<std::pair<std::string, std::string>, CollectiveTotal>;
+
 class FlightRecorder {
  public:
   // Keeps the last `keep` finished collectives.
@@ -59,11 +72,16 @@ class FlightRecorder {
   // The last finished collectives, oldest first, one per line: "  all_gather #3 on fsdp (...) in 0.002 s".
   std::string history() const;
 
+  // Every finished collective since the last reset_totals(), per group name and collective name.
+  CollectiveTotals totals() const;
+  void reset_totals();
+
  private:
   const size_t keep_;
   mutable std::mutex mutex_;
   std::optional<CollectiveRecord> current_;
   std::deque<CollectiveRecord> done_;
+  CollectiveTotals totals_;
 };
 
 }  // namespace mt::parallel

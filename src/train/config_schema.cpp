@@ -93,7 +93,9 @@ std::vector<ConfigKey> make_keys() {
        .per_rank = true},
       {KEY(train.resume),
        .help = "\"latest\" or a checkpoint directory to continue from (see Checkpoints)"},
-      {KEY(train.profile), .help = "Print the time per op (steps after the first) at the end of the run"},
+      {KEY(train.profile),
+       .help = "Print the time per op (steps after the first) at the end of the run "
+               "(run_summary.json records it either way)"},
       {KEY(train.fsdp_prefetch),
        .help = "FSDP: issue the next unit's all-gather before this unit computes (false: gather "
                "each unit when it is needed, to measure what prefetch hides)"},
@@ -133,7 +135,7 @@ std::vector<ConfigKey> make_keys() {
                "checkpoints/best, which pruning keeps; needs train.eval_every > 0"},
       {KEY(output.overwrite),
        .help = "Replace the files of another run in output.dir (run.toml, metrics.jsonl, "
-               "checkpoints/, model/, adapter/); false: such a directory is refused unless resumed"},
+               "run_summary.json, checkpoints/, model/, adapter/); false: such a directory is refused unless resumed"},
 
       // [mesh]: the command line's --mesh replaces it; the product must equal the number of ranks.
       {KEY(mesh.dp), .range = kAtLeastOne, .help = "Data-parallel replicas (each sees its own batches)"},

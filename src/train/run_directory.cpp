@@ -17,7 +17,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // What a run writes into its directory; --overwrite removes these and nothing else.
-const std::vector<std::string> kRunFiles = {"run.toml", "metrics.jsonl", "checkpoints"};
+const std::vector<std::string> kRunFiles = {"run.toml", "metrics.jsonl", "checkpoints",
+                                            "run_summary.json"};
 const std::vector<std::string> kRunOutputs = {"model", "adapter"};  // the trained model's export
 
 bool holds_a_run(const fs::path& dir) {

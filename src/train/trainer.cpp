@@ -29,6 +29,7 @@
 #include "train/placed_model.h"
 #include "train/run_agreement.h"
 #include "train/run_directory.h"
+#include "train/run_summary.h"
 #include "train/step.h"
 #include "train/training_data.h"
 
@@ -222,6 +223,8 @@ void TrainingRun::open_outputs() {
   summary.files_written.push_back(config_path);
   metrics = std::make_unique<JsonlWriter>(cfg.output.dir + "/metrics.jsonl",
                                           /*append=*/!tc.resume.empty());
+  // A resumed run's summary is of the run it resumes until this one ends and writes its own.
+  std::filesystem::remove(cfg.output.dir + "/run_summary.json");
   summary.files_written.push_back(metrics->path());
 }
 
@@ -326,9 +329,15 @@ StepTiming run_steps(TrainingRun& run) {
     for (int64_t k = 0; k < tc.grad_accum; ++k)
       micro.push_back(run.dp.ranks() > 1 ? run.dp.slice(run.data->next()) : run.data->next());
     for (const PackedBatch& b : micro) inputs.push_back(input_of(b));
-    // The first step builds the GEMM primitives: profile the steady state only.
-    profile::enable(tc.profile && step > run.start_step);
-    if (step == run.start_step + 1) run.placed.reset_comm_stats();  // steady state, as the timings
+    // The first step builds the GEMM primitives: profile the steady state only. Always, for
+    // run_summary.json (two clock reads and a table update per op, against the op's
+    // microseconds to milliseconds); train.profile also prints it.
+    profile::enable(step > run.start_step);
+    if (step == run.start_step + 1) {  // steady state, as the timings
+      run.placed.reset_comm_stats();
+      if (auto* checked = dynamic_cast<parallel::CheckedComm*>(run.world.get()))
+        checked->reset_collective_totals();
+    }
     const StepResult r = train_step(run.placed.model(), run.optimizer, inputs, run.cfg.optim, step,
                                     tc.steps, run.placed.sync());
     const double dt = seconds_since(t0);
@@ -387,12 +396,37 @@ void log_summary(TrainingRun& run) {
   for (const auto& f : summary.files_written) log << "  " << f << "\n";
 }
 
+// Rank 0's run_summary.json (train/run_summary.h): every rank's peak memory, and the time per op
+// and per collective of the steps after the first (`collectives`, taken as the step loop ended).
+void write_summary_file(TrainingRun& run, const StepTiming& timed, const std::vector<int64_t>& rss,
+                        const std::vector<int64_t>& tensors,
+                        parallel::CollectiveTotals collectives) {
+  if (!run.leader) return;
+  RunSummaryRecord r;
+  r.mesh = run.cfg.mesh.str();
+  r.world_size = run.world->size();
+  r.timed_steps = std::max<int64_t>(0, run.tc.steps - run.start_step - 1);
+  r.timed_seconds = timed.seconds;
+  r.tokens_per_s = run.summary.tokens_per_s;
+  r.mfu = run.summary.mfu;
+  r.peak_rss_bytes = rss;
+  r.peak_tensor_bytes = tensors;
+  r.op_seconds = profile::totals();
+  r.collectives = std::move(collectives);
+  const std::string path = run.cfg.output.dir + "/run_summary.json";
+  write_run_summary(path, r);
+  run.summary.files_written.push_back(path);
+}
+
 // Finish: the summary's throughput, validation and memory figures, the trained model written
 // out, and the closing lines of the log.
 void finish_run(TrainingRun& run, const StepTiming& timed) {
   const TrainConfig& tc = run.tc;
   TrainSummary& summary = run.summary;
   profile::enable(false);
+  parallel::CollectiveTotals collectives;
+  if (auto* checked = dynamic_cast<parallel::CheckedComm*>(run.world.get()))
+    collectives = checked->collective_totals();
   if (tc.profile && timed.seconds > 0)
     run.log << "time per step by op (steps after the first):\n"
             << profile::table(timed.seconds, std::max<int64_t>(1, tc.steps - run.start_step - 1));
@@ -405,12 +439,18 @@ void finish_run(TrainingRun& run, const StepTiming& timed) {
   summary.val_loss_after =
       std::isnan(run.last_step_val_loss) ? validation_loss(run) : run.last_step_val_loss;
   summary.peak_rss_bytes = memory_stats::peak_rss_bytes();
-  // The largest rank's peak is what a machine must hold: gather every rank's.
-  std::vector<int64_t> peaks(size_t(run.world->size()), 0);
-  peaks[size_t(run.world->rank())] = int64_t(summary.peak_rss_bytes);
-  run.world->all_reduce_sum(peaks.data(), int64_t(peaks.size()));
-  summary.peak_rss_max_rank_bytes = size_t(*std::max_element(peaks.begin(), peaks.end()));
   summary.peak_tensor_bytes = memory_stats::peak_bytes();
+  // The largest rank's peak is what a machine must hold: gather every rank's (the process's, then
+  // its tensors').
+  const size_t ranks = size_t(run.world->size()), rank = size_t(run.world->rank());
+  std::vector<int64_t> peaks(2 * ranks, 0);
+  peaks[rank] = int64_t(summary.peak_rss_bytes);
+  peaks[ranks + rank] = int64_t(summary.peak_tensor_bytes);
+  run.world->all_reduce_sum(peaks.data(), int64_t(peaks.size()));
+  const std::vector<int64_t> rss(peaks.begin(), peaks.begin() + ptrdiff_t(ranks));
+  const std::vector<int64_t> tensors(peaks.begin() + ptrdiff_t(ranks), peaks.end());
+  summary.peak_rss_max_rank_bytes = size_t(*std::max_element(rss.begin(), rss.end()));
+  write_summary_file(run, timed, rss, tensors, std::move(collectives));
   export_trained_model(run);
   log_summary(run);
 }

@@ -1,0 +1,59 @@
+// A chart as data, drawn two ways from the same description: as inline SVG for the HTML report
+// (svg_chart.h) and as pixels for the PNG files (raster_chart.h). Both place ticks with
+// nice_axis, so the two drawings of one chart agree.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mt::report {
+
+struct Series {
+  std::string name;
+  std::string color;                            // "#rrggbb"
+  std::vector<std::pair<double, double>> points;  // (x, y), in x order; non-finite ones are skipped
+  bool markers = false;                          // a dot at each point (sparse series: validation)
+};
+
+struct LineChart {
+  std::string title, x_label, y_label;
+  std::vector<Series> series;
+};
+
+struct Bar {
+  std::string label;
+  double value = 0.0;
+  std::string value_text;  // printed after the bar, e.g. "12.3 ms (41%)"
+};
+
+struct BarChart {
+  std::string title;
+  std::vector<Bar> bars;  // drawn in this order, top to bottom
+  std::string color = "#4c78a8";
+};
+
+// An axis from lo to hi rounded out to ticks at 1, 2 or 5 x 10^k, about `max_ticks` of them. A
+// flat range (lo == hi) is widened around its value; no finite values give [0, 1].
+struct Axis {
+  double lo = 0.0, hi = 1.0;
+  double step = 0.5;
+  std::vector<double> ticks;
+};
+Axis nice_axis(double lo, double hi, int max_ticks = 6);
+
+// A tick's label: "0.25", "1500", "3e-04", "1.5M", precise to the axis' step.
+std::string tick_label(double v, double step);
+
+// The finite x and y extremes over every series' points ({inf, -inf} pairs when there are none).
+struct Extent {
+  double x_lo, x_hi, y_lo, y_hi;
+};
+Extent extent_of(const LineChart& c);
+
+// "#4c78a8" -> {0x4c, 0x78, 0xa8}; anything else is grey.
+struct Rgb {
+  unsigned char r, g, b;
+};
+Rgb parse_color(const std::string& hex);
+
+}  // namespace mt::report

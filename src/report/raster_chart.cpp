@@ -1,0 +1,129 @@
+#include "report/raster_chart.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "report/pixel_font.h"
+
+namespace mt::report {
+namespace {
+
+const Rgb kFrame{0x44, 0x44, 0x44}, kGrid{0xe4, 0xe4, 0xe4}, kText{0x22, 0x22, 0x22};
+
+class Canvas {
+ public:
+  Canvas(int w, int h) {
+    img_.width = w, img_.height = h;
+    img_.rgb.assign(size_t(w) * size_t(h) * 3, 255);
+  }
+  void set(int x, int y, Rgb c) {
+    if (x < 0 || y < 0 || x >= img_.width || y >= img_.height) return;
+    uint8_t* p = &img_.rgb[(size_t(y) * size_t(img_.width) + size_t(x)) * 3];
+    p[0] = c.r, p[1] = c.g, p[2] = c.b;
+  }
+  void fill(int x0, int y0, int x1, int y1, Rgb c) {
+    for (int y = y0; y < y1; ++y)
+      for (int x = x0; x < x1; ++x) set(x, y, c);
+  }
+  // Bresenham's line, `thick` pixels square at each step.
+  void line(double fx0, double fy0, double fx1, double fy1, Rgb c, int thick = 1) {
+    int x0 = int(std::lround(fx0)), y0 = int(std::lround(fy0));
+    const int x1 = int(std::lround(fx1)), y1 = int(std::lround(fy1));
+    const int dx = std::abs(x1 - x0), dy = -std::abs(y1 - y0);
+    const int sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1;
+    int err = dx + dy;
+    for (;;) {
+      fill(x0, y0, x0 + thick, y0 + thick, c);
+      if (x0 == x1 && y0 == y1) break;
+      const int e2 = 2 * err;
+      if (e2 >= dy) err += dy, x0 += sx;
+      if (e2 <= dx) err += dx, y0 += sy;
+    }
+  }
+  // `text` with its left edge at x (or right edge, or centre) and its baseline at y.
+  void text(double fx, double fy, const std::string& s, char align, Rgb c, int scale = 1) {
+    int x = int(std::lround(fx)), y = int(std::lround(fy)) - kGlyphHeight * scale;
+    const int w = text_width(s) * scale;
+    if (align == 'r') x -= w;
+    if (align == 'c') x -= w / 2;
+    for (char ch : s) {
+      for (int gy = 0; gy < kGlyphHeight; ++gy)
+        for (int gx = 0; gx < kGlyphWidth; ++gx)
+          if (glyph_pixel(ch, gx, gy)) fill(x + gx * scale, y + gy * scale, x + (gx + 1) * scale, y + (gy + 1) * scale, c);
+      x += kGlyphAdvance * scale;
+    }
+  }
+  Image take() { return std::move(img_); }
+
+ private:
+  Image img_;
+};
+
+}  // namespace
+
+Image raster_line_chart(const LineChart& chart, int width, int height) {
+  const double left = 72, right = 16, top = 28, bottom = 40;
+  const double pw = width - left - right, ph = height - top - bottom;
+  const Extent e = extent_of(chart);
+  const Axis xa = nice_axis(e.x_lo, e.x_hi), ya = nice_axis(e.y_lo, e.y_hi, 5);
+  auto px = [&](double x) { return left + (x - xa.lo) / (xa.hi - xa.lo) * pw; };
+  auto py = [&](double y) { return top + ph - (y - ya.lo) / (ya.hi - ya.lo) * ph; };
+  Canvas c(width, height);
+  c.text(width / 2.0, 20, chart.title, 'c', kText, 2);
+  for (double t : ya.ticks) {
+    c.line(left, py(t), left + pw, py(t), kGrid);
+    c.text(left - 6, py(t) + 3, tick_label(t, ya.step), 'r', kText);
+  }
+  for (double t : xa.ticks) {
+    c.line(px(t), top + ph, px(t), top + ph + 4, kFrame);
+    c.text(px(t), top + ph + 16, tick_label(t, xa.step), 'c', kText);
+  }
+  c.line(left, top, left + pw, top, kFrame);
+  c.line(left, top + ph, left + pw, top + ph, kFrame);
+  c.line(left, top, left, top + ph, kFrame);
+  c.line(left + pw, top, left + pw, top + ph, kFrame);
+  c.text(left + pw / 2, height - 6, chart.x_label, 'c', kText);
+  double legend_y = top + 14;
+  for (const Series& s : chart.series) {
+    const Rgb color = parse_color(s.color);
+    bool have = false;
+    double lx = 0, ly = 0;
+    for (const auto& [x, y] : s.points) {
+      if (!std::isfinite(x) || !std::isfinite(y)) continue;
+      if (have) c.line(lx, ly, px(x), py(y), color, 2);
+      lx = px(x), ly = py(y), have = true;
+      if (s.markers || s.points.size() == 1) c.fill(int(lx) - 2, int(ly) - 2, int(lx) + 3, int(ly) + 3, color);
+    }
+    if (chart.series.size() > 1) {
+      c.line(left + pw - 110, legend_y - 4, left + pw - 94, legend_y - 4, color, 2);
+      c.text(left + pw - 90, legend_y, s.name, 'l', kText);
+      legend_y += 14;
+    }
+  }
+  // The y label, written above the axis rather than rotated.
+  c.text(8, top - 6, chart.y_label, 'l', kText);
+  return c.take();
+}
+
+Image raster_bar_chart(const BarChart& chart, int width) {
+  const double label_w = 200, value_w = 300, row = 20, top = 32;
+  const int height = int(top + row * double(chart.bars.size()) + 10);
+  double max_value = 0.0;
+  for (const Bar& b : chart.bars) max_value = std::max(max_value, b.value);
+  const double bar_w = width - label_w - value_w - 10;
+  Canvas c(width, height);
+  c.text(width / 2.0, 20, chart.title, 'c', kText, 2);
+  const Rgb color = parse_color(chart.color);
+  double y = top;
+  for (const Bar& b : chart.bars) {
+    const double w = max_value > 0 ? std::max(1.0, b.value / max_value * bar_w) : 1.0;
+    c.text(label_w - 6, y + 13, b.label, 'r', kText);
+    c.fill(int(label_w), int(y + 3), int(label_w + w), int(y + row - 3), color);
+    c.text(label_w + w + 6, y + 13, b.value_text, 'l', kText);
+    y += row;
+  }
+  return c.take();
+}
+
+}  // namespace mt::report

@@ -1,0 +1,35 @@
+#include "train/run_summary.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/atomic_file.h"
+
+namespace mt {
+
+void write_run_summary(const std::string& path, const RunSummaryRecord& r) {
+  nlohmann::json memory = nlohmann::json::array();
+  for (size_t i = 0; i < r.peak_rss_bytes.size(); ++i)
+    memory.push_back({{"rank", i},
+                      {"peak_rss_bytes", r.peak_rss_bytes[i]},
+                      {"peak_tensor_bytes", i < r.peak_tensor_bytes.size() ? r.peak_tensor_bytes[i] : 0}});
+  nlohmann::json collectives = nlohmann::json::array();
+  for (const auto& [key, t] : r.collectives)
+    collectives.push_back({{"group", key.first},
+                           {"collective", key.second},
+                           {"calls", t.calls},
+                           {"bytes", t.bytes},
+                           {"seconds", t.seconds}});
+  const nlohmann::json j{{"format", "meshtrain run summary 1"},
+                         {"mesh", r.mesh},
+                         {"world_size", r.world_size},
+                         {"timed_steps", r.timed_steps},
+                         {"timed_seconds", r.timed_seconds},
+                         {"tokens_per_s", r.tokens_per_s},
+                         {"mfu", r.mfu},
+                         {"memory_per_rank", memory},
+                         {"op_seconds", r.op_seconds},
+                         {"collectives", collectives}};
+  write_file_atomically(path, [&](std::ostream& os) { os << j.dump(1) << '\n'; });
+}
+
+}  // namespace mt

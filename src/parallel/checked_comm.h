@@ -10,6 +10,7 @@
 //     MPI_ERR_TRUNCATE. That costs one small all-gather per collective, so it is a debug mode.
 #pragma once
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -51,7 +52,10 @@ class CheckedComm final : public Comm {
   Request iall_gather_bytes(const void* in, void* out, int64_t n, int elem_bytes) override;
   Request ireduce_scatter_sum(const float* in, float* out, int64_t n) override;
   std::unique_ptr<Comm> split(int color, int key) override;
-  [[noreturn]] void abort(int code) override { inner_->abort(code); }
+  [[noreturn]] void abort(int code) override {
+    inner_->abort(code);
+    std::abort();  // not reached: GCC does not see [[noreturn]] through the virtual call
+  }
 
  private:
   struct Shared {

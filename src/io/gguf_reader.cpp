@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <set>
 
 #include "core/bf16.h"
 #include "core/error.h"
@@ -165,9 +166,12 @@ GgufFile parse_gguf(std::vector<char> bytes, const std::string& label) {
     g.alignment = a->u;
   }
 
+  std::set<std::string> names;
   for (uint64_t k = 0; k < n_tensors; ++k) {
     GgufTensorInfo t;
     t.name = c.str("tensor name " + std::to_string(k));
+    // Tensors are looked up by name: a second one of the same name would never be read.
+    if (!names.insert(t.name).second) fail(label + ": duplicate tensor name '" + t.name + "'");
     const uint32_t n_dims = c.get<uint32_t>("dimension count of '" + t.name + "'");
     if (n_dims == 0 || n_dims > 4)
       fail(label + ": tensor '" + t.name + "' has " + std::to_string(n_dims) + " dimensions (1 to 4 allowed)");

@@ -1,8 +1,8 @@
 // A minimal GGUF reader: header, metadata, tensor infos and each tensor's bytes. It exists to
 // validate what gguf_writer produces (tests, and a check after export), so it reads the whole file
 // into memory and knows only the tensor types we write (F32, F16, BF16, Q8_0, Q4_0). Every malformed input
-// (bad magic or version, counts or lengths running past the end, unknown types, tensor data out of
-// range or misaligned) is an mt::Error naming the file and what is wrong.
+// (bad magic or version, counts or lengths running past the end, unknown types, duplicate tensor
+// names, tensor data out of range or misaligned, rows that are not whole blocks) is an mt::Error naming the file and what is wrong.
 #pragma once
 #include <cstdint>
 #include <string>

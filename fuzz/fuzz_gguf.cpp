@@ -26,7 +26,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   require(g.data_offset % g.alignment == 0);
   for (const mt::GgufTensorInfo& t : g.tensors) {
-    require(t.bytes == t.numel() * mt::ggml_type_size(t.type));
+    // Whole blocks along each row (a quantised type's blocks never span rows), sized by block.
+    const uint64_t block = uint64_t(mt::ggml_block_size(t.type));
+    require(t.ne[0] % block == 0);
+    require(t.bytes == t.numel() / block * mt::ggml_block_bytes(t.type));
     require(t.offset % g.alignment == 0);
     require(g.data_offset + t.offset + t.bytes <= g.bytes.size());
     const std::vector<float> values = g.tensor_f32(t.name);

@@ -1,12 +1,14 @@
 // Writes the seed corpus for fuzz_gguf into the directory given as argv[1]: files from the real
-// writer (every metadata value type we write, each tensor type, a non-default alignment) and
-// truncations of one, so the fuzzer starts from the structure it must accept and near the bounds.
+// writer (every metadata value type we write, each tensor type, Q8_0 and Q4_0 included, a
+// non-default alignment) and truncations of one, so the fuzzer starts from the structure it must
+// accept and near the bounds.
 #include <cstdint>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
 
+#include "io/ggml_quants.h"
 #include "io/gguf_writer.h"
 
 int main(int argc, char** argv) {
@@ -29,6 +31,15 @@ int main(int argc, char** argv) {
                  {{"w", {2, 3}, mt::GgmlType::f32, f32, {}},
                   {"h", {4}, mt::GgmlType::f16, half, {}},
                   {"b", {2, 1, 2}, mt::GgmlType::bf16, half, {}}});
+  // Quantised tensors: two rows of one Q8_0 block, one Q4_0 block, from the real quantisers.
+  float row[64];
+  for (int k = 0; k < 64; ++k) row[k] = float(k % 13) - 6.0f;
+  std::vector<char> q8(2 * mt::kQ8_0BlockBytes), q4(mt::kQ4_0BlockBytes);
+  mt::quantize_q8_0(row, 64, q8.data());
+  mt::quantize_q4_0(row, 32, q4.data());
+  mt::write_gguf(dir + "/quantised.gguf", {{"general.file_type", GgufValue::u32(7)}},
+                 {{"q8", {2, 32}, mt::GgmlType::q8_0, q8.data(), {}},
+                  {"q4", {32}, mt::GgmlType::q4_0, q4.data(), {}}});
   mt::write_gguf(dir + "/aligned.gguf", {{"general.name", GgufValue::str("x")}},
                  {{"w", {6}, mt::GgmlType::f32, f32, {}}}, 64);
   mt::write_gguf(dir + "/empty.gguf", {}, {});

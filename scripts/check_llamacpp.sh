@@ -7,9 +7,11 @@
 # with its install scripts off and NODE_LLAMA_CPP_SKIP_DOWNLOAD=true, and run with
 # build: "never", so nothing is built or downloaded from anywhere but the npm registry.
 #
-#   1. stories260K (llama2.c) -> meshtrain model -> GGUF f32, f16, bf16
-#   2. llama.cpp greedy generation from BOS (60 tokens) on each = meshtrain generate = the
-#      reference text of llama2.c; llama.cpp's tokenizer = meshtrain tokenize on a few strings
+#   1. stories260K (llama2.c) -> meshtrain model -> GGUF f32, f16, bf16, q8_0, q4_0
+#   2. llama.cpp greedy generation from BOS (60 tokens) on each float file = meshtrain generate =
+#      the reference text of llama2.c; llama.cpp's tokenizer = meshtrain tokenize on a few strings
+#   2b. on each quantised file, llama.cpp = meshtrain generate on that same file (its weights
+#      dequantised), and how many tokens each keeps of the f32 text
 #   3. a LoRA adapter trained by meshtrain (20 steps), exported as a GGUF adapter and as a merged
 #      model: llama.cpp base + adapter = llama.cpp merged GGUF = meshtrain with the adapter
 #
@@ -99,6 +101,23 @@ for d in f32 f16 bf16; do
   same "llama.cpp $d GGUF = reference" "$WORK/reference.txt" "$WORK/llamacpp-$d.txt"
 done
 echo "  llama.cpp: $(cat "$WORK/llamacpp-f32.txt")"
+
+echo "=== quantised, greedy, 60 tokens from BOS: llama.cpp and meshtrain on the same file"
+# Leading ids two "ids: ..." lines share.
+common_prefix() {
+  paste -d' ' <(sed 's/^ids: //' "$1" | tr ' ' '\n') <(sed 's/^ids: //' "$2" | tr ' ' '\n') |
+    awk '$1 != $2 { exit } { n++ } END { print n + 0 }'
+}
+for q in q8_0 q4_0; do
+  "$MT" export -m "$WORK/stories" --gguf "$WORK/stories-$q.gguf" --gguf-dtype "$q"
+  "$MT" generate -m "$WORK/stories-$q.gguf" --tokenizer "$WORK/stories" -n 60 > "$WORK/meshtrain-$q.txt"
+  LC --model "$WORK/stories-$q.gguf" -n 60 --text-out "$WORK/llamacpp-$q.txt" > "$WORK/llamacpp-$q.ids"
+  same "llama.cpp $q GGUF = meshtrain on the same file" "$WORK/meshtrain-$q.txt" "$WORK/llamacpp-$q.txt"
+  echo "  llama.cpp $q: $(cat "$WORK/llamacpp-$q.txt")"
+  echo "  meshtrain $q: $(cat "$WORK/meshtrain-$q.txt")"
+  echo "  $q keeps the first $(common_prefix "$WORK/llamacpp-f32.ids" "$WORK/llamacpp-$q.ids") of 60 tokens of the f32 text" \
+       "($(stat -c %s "$WORK/stories-$q.gguf") bytes, f32 $(stat -c %s "$WORK/stories-f32.gguf"))"
+done
 
 echo "=== tokenizer"
 for s in "Once upon a time" "Lily's big red ball, 123!" $'  two  spaces\nnewline' "café ☃ 猫"; do

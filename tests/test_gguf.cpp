@@ -432,6 +432,16 @@ TEST_F(GgufReaderRejects, TensorOffsetsOutOfRangeOrMisaligned) {
   expect_error(b, "beyond the data section");
 }
 
+// Found by fuzz_gguf: two tensors of one name (the second unreadable by name) are refused.
+TEST_F(GgufReaderRejects, DuplicateTensorNames) {
+  const std::string name = "blk.1.attn_q.weight";
+  auto it = std::search(good.begin(), good.end(), name.begin(), name.end());
+  ASSERT_NE(it, good.end());
+  std::vector<char> b = good;
+  b[size_t(it - good.begin()) + 4] = '0';  // blk.1 -> blk.0, already in the file
+  expect_error(b, "duplicate tensor name 'blk.0.attn_q.weight'");
+}
+
 // ----------------------------------------------------------------------------------------------
 
 TEST(GgufTokenizer, Llama2cStories260K) {

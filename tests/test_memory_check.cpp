@@ -146,6 +146,20 @@ TEST(MemoryCheck, BatchTooLargeForTheMemoryIsRefusedWithTheFigure) {
   EXPECT_EQ(r.output.find("activation_checkpointing"), std::string::npos) << r.output;
 }
 
+// lora.base_dtype = "nf4" prices the frozen base's layer matrices at NF4's 4.13 bits in the
+// check train makes; outside LoRA the key changes nothing (a base that trains is not quantised).
+TEST(MemoryCheck, Nf4BaseIsPricedInFourBits) {
+  const RunConfig lora = parse_run_config(default_run_config_toml(), {"lora.enabled=true"});
+  const RunConfig qlora = parse_run_config(default_run_config_toml(), {"lora.enabled=true", "lora.base_dtype=\"nf4\""});
+  const auto weights = [](const RunConfig& c) {
+    return plan::peak_memory(plan::run_plan_input(c, c.model, 1e12)).item("weights");
+  };
+  EXPECT_EQ(plan::run_plan_input(qlora, qlora.model, 1e12).base_dtype, plan::BaseDtype::nf4);
+  EXPECT_LT(weights(qlora), 0.6 * weights(lora));
+  const RunConfig full = parse_run_config(default_run_config_toml(), {"lora.base_dtype=\"nf4\""});
+  EXPECT_EQ(plan::run_plan_input(full, full.model, 1e12).base_dtype, plan::BaseDtype::bf16);
+}
+
 TEST(MemoryCheck, RanksOnOneHostShareItsMemory) {
   // The built-in run needs well under 90% of 1 GiB, but more than a 64th of it.
   const std::string args = "train --set train.steps=1 --set train.peak_gflops=100 --set output.dir=" +

@@ -113,6 +113,71 @@ TEST(PlanSeed405B, WeightsAndLoraSizes) {
   EXPECT_LT(mem.total, 0.75 * 192e9);  // the seed's "77%" was JAX's preallocation, not use
 }
 
+// QLoRA: the layers' matrices in NF4 (4 + 8/64 + 64/(64*256) bits each), the rest bf16.
+TEST(PlanMemory, TinyNf4BaseByHand) {
+  PlanInput in = tiny_input({1, 1, 1, 1});
+  in.lora.enabled = true;
+  in.base_dtype = BaseDtype::nf4;
+  const MemoryBreakdown m = peak_memory(in);
+  // Layer matrices: q 4096, k 2048, v 2048, o 4096, gate/up/down 8192 each = 36864 per layer, 73728
+  // in all, at 4.12890625 / 8 bytes = 38052; embedding and head 16384 each and norms 2*2*64 + 64
+  // in bf16: 2 * 33088 = 66176.
+  EXPECT_EQ(kNf4BytesPerWeight, 4.12890625 / 8);
+  EXPECT_EQ(m.item("weights"), 38052.0 + 66176.0);
+  EXPECT_EQ(m.item("nf4 dequant scratch"), 2.0 * 36864);  // one layer in bf16
+  EXPECT_EQ(base_weight_bytes(in), 38052.0 + 66176.0);
+  in.base_dtype = BaseDtype::bf16;
+  EXPECT_EQ(peak_memory(in).item("weights"), 2.0 * (73728 + 33088));
+  EXPECT_EQ(peak_memory(in).item("nf4 dequant scratch"), 0.0);
+
+  in.lora.enabled = false;  // a base that trains cannot be 4-bit
+  in.base_dtype = BaseDtype::nf4;
+  EXPECT_THROW(validate(in), Error);
+}
+
+PlanInput qlora_405b(const std::string& cluster, const parallel::MeshShape& mesh, BaseDtype base) {
+  PlanInput in;
+  in.model = model_preset("llama3-405b");
+  in.lora.enabled = true;  // rank 8 on q, k, v, o, gate, up, down
+  in.base_dtype = base;
+  in.cluster = cluster_preset(cluster);
+  in.seq = 1024, in.global_batch = 8, in.micro_batch = 1, in.checkpointing = true;
+  in.mesh = mesh;
+  return in;
+}
+
+// The figure: 405B QLoRA weights near 216 GB. Per layer the matrices are q and o
+// 16384^2, k and v 1024 x 16384, gate, up and down 53248 x 16384 = 3187671040; 126 layers =
+// 401646551040 weights in NF4 = 207295119360 bytes; embedding and head 2 x 128256 x 16384 and the
+// norms 126 x 2 x 16384 + 16384 = 4206837760 in bf16 = 8413675520 bytes. 215708794880 in all.
+TEST(PlanSeed405B, QloraWeightsNear216GB) {
+  const PlanInput nf4 = qlora_405b("mi300x-node", {1, 2, 1, 1}, BaseDtype::nf4);
+  EXPECT_NEAR(base_weight_bytes(nf4), 215708794880.0, 1.0);
+  const PlanInput bf16 = qlora_405b("mi300x-node", {1, 2, 1, 1}, BaseDtype::bf16);
+  EXPECT_NEAR(base_weight_bytes(bf16), 2.0 * 405853388800.0, 1.0);
+  EXPECT_NEAR(base_weight_bytes(bf16) / base_weight_bytes(nf4), 3.76, 0.01);  // 3.88 on the layers
+}
+
+// Which small layouts hold 405B QLoRA, batch 8 x seq 1024 with checkpointing: fsdp over
+// 2 x MI300X (192 GB), tp over 4 x H100-80GB; the bf16 base (811 GB) fits on neither.
+TEST(PlanSeed405B, QloraFitsTwoMi300xAndFourH100) {
+  const std::vector<std::pair<std::string, parallel::MeshShape>> layouts = {{"mi300x-node", {1, 2, 1, 1}},
+                                                                             {"dgx-h100", {1, 1, 4, 1}}};
+  for (const auto& [cluster, mesh] : layouts) {
+    SCOPED_TRACE(cluster);
+    const int64_t devices = mesh.world();
+    const MemoryBreakdown q = peak_memory(qlora_405b(cluster, mesh, BaseDtype::nf4));
+    EXPECT_TRUE(q.fits()) << q.total / 1e9 << " GB";
+    // Every rank holds its share of the base and the norms (126 x 2 + 1 of 16384, bf16) whole.
+    const double norms = 2.0 * 4145152;
+    EXPECT_NEAR(q.item("weights"), (215708794880.0 - norms) / double(devices) + norms, 1.0);
+    EXPECT_FALSE(peak_memory(qlora_405b(cluster, mesh, BaseDtype::bf16)).fits());
+    // The search agrees: some layout of that many devices fits with NF4, none with bf16.
+    EXPECT_FALSE(search_layouts(qlora_405b(cluster, mesh, BaseDtype::nf4), devices).ranked.empty());
+    EXPECT_TRUE(search_layouts(qlora_405b(cluster, mesh, BaseDtype::bf16), devices).ranked.empty());
+  }
+}
+
 TEST(PlanFlops, MegatronFormulaByHand) {
   // 24*3*B*s*l*h^2 = 24*3*2*4*1*36 = 20736; (1 + 4/36 + 16/96) = 1.2777...; product 26496.
   EXPECT_NEAR(megatron_flops(2, 4, 1, 6, 16, false), 26496.0, 1e-9);

@@ -73,6 +73,31 @@ TEST(PlanCli, ReportsBaseAndTrainableParameters) {
   EXPECT_NE(r.output.find("parameters: 8030261248 base"), std::string::npos) << r.output;
 }
 
+// QLoRA as a user asks it: the base's bytes in NF4 and whether 2 x MI300X holds it.
+TEST(PlanCli, Nf4BaseWeightsAndFit) {
+  const std::string run = "--model llama3-405b --cluster mi300x-node --devices 2 --mesh fsdp=2 --mode lora "
+                          "--seq 1024 --global-batch 8 --checkpointing --base-dtype ";
+  Result r = run_plan(run + "nf4");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("llama3-405b, lora r=8 [q,k,v,o,gate,up,down], nf4 base"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("base weights: 215.71 GB (nf4: layer matrices at 4.1289 bits, embedding, head and "
+                          "norms bf16)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("  fits\n"), std::string::npos) << r.output;
+  r = run_plan(run + "bf16");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("base weights: 811.71 GB (bf16)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("DOES NOT FIT"), std::string::npos) << r.output;
+  Result j = run_plan(run + "nf4 --json");
+  ASSERT_EQ(j.code, 0) << j.output;
+  auto doc = nlohmann::json::parse(j.output);
+  EXPECT_EQ(doc["base_dtype"].get<std::string>(), "nf4");
+  EXPECT_NEAR(doc["base_weight_bytes"].get<double>(), 215708794880.0, 1.0);
+  expect_one_line_error("--model llama3-8b --mesh dp=1 --base-dtype nf4", "nf4 base needs LoRA");
+  expect_one_line_error("--model llama3-8b --mesh dp=1 --mode lora --base-dtype nf8", "bf16 or nf4, got 'nf8'");
+}
+
 TEST(PlanCli, SearchJsonAndSvg) {
   const std::string svg = (std::filesystem::temp_directory_path() / "plan_front_test.svg").string();
   Result r = run_plan("--model llama3-8b --cluster dgx-h100 --devices 8 --search --global-batch 64 "

@@ -41,8 +41,10 @@ Action add_export_command(CLI::App& app) {
   sub->add_option("--merged", o->merged,
                   "directory for the model with the adapter merged in (default: none, not written)");
   sub->add_option("--gguf", o->gguf, "GGUF file of the (merged) model for llama.cpp (default: none, not written)");
-  sub->add_option("--gguf-dtype", o->gguf_dtype, "matrix type in the GGUF model: f32, f16, bf16")
-      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  sub->add_option("--gguf-dtype", o->gguf_dtype,
+                  "matrix type in the GGUF model: f32, f16, bf16, or ggml's block-quantised q8_0, q4_0 "
+                  "(norms stay f32; README: GGUF export)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"}));
   sub->add_option("--gguf-adapter", o->gguf_adapter,
                   "GGUF LoRA adapter file, needs --adapter (default: none, not written)");
   return [o] {
@@ -68,8 +70,7 @@ Action add_export_command(CLI::App& app) {
         for (const auto& f : save_tokenizer_files(tok_file, o->merged)) std::cout << "wrote " << f << "\n";
     }
     if (!o->gguf.empty()) {
-      const GgufDtype dt = o->gguf_dtype == "f32" ? GgufDtype::f32
-                           : o->gguf_dtype == "bf16" ? GgufDtype::bf16 : GgufDtype::f16;
+      const GgufDtype dt = parse_gguf_dtype(o->gguf_dtype);
       // llama.cpp needs the vocabulary inside the file; llama2.c's tokenizer.bin carries it.
       std::unique_ptr<TokenizerInfo> info;
       if (fs::path(tok_file).filename() == "tokenizer.bin")
@@ -78,8 +79,14 @@ Action add_export_command(CLI::App& app) {
       else
         std::cerr << "export: warning: no llama2.c tokenizer.bin next to the model; the GGUF file "
                      "has no tokenizer.ggml.* metadata\n";
-      export_gguf_model(*model, o->gguf, info.get(), dt);
+      const auto kept = export_gguf_model(*model, o->gguf, info.get(), dt);
       std::cout << "wrote " << o->gguf << " (GGUF model, " << o->gguf_dtype << ")\n";
+      if (!kept.empty()) {
+        std::cout << "  kept at f16 (rows not a multiple of 32 values, which " << o->gguf_dtype
+                  << " blocks need):";
+        for (const auto& n : kept) std::cout << " " << n;
+        std::cout << "\n";
+      }
     }
     return 0;
   };

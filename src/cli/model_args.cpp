@@ -9,7 +9,7 @@
 namespace mt::cli {
 
 void ModelArgs::add_to(CLI::App* sub) {
-  sub->add_option("--model,-m", model, "HF model directory or llama2.c .bin")->required();
+  sub->add_option("--model,-m", model, "HF model directory, llama2.c .bin or GGUF .gguf")->required();
   sub->add_option("--adapter", adapter, "PEFT LoRA adapter directory to apply (default: none, the model alone)");
   sub->add_option("--tokenizer", tokenizer, "tokenizer file or directory (default: the model's)");
   sub->add_option("--precision", precision, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
@@ -30,7 +30,7 @@ std::unique_ptr<LlamaModel> ModelArgs::load_model() const {
 std::unique_ptr<Tokenizer> ModelArgs::load_tokenizer() const {
   if (!tokenizer.empty()) return mt::load_tokenizer(tokenizer);
   namespace fs = std::filesystem;
-  // A llama2.c .bin has its tokenizer beside it; an HF directory has it inside.
+  // A llama2.c .bin (or a .gguf) has its tokenizer beside it; an HF directory has it inside.
   fs::path dir = fs::is_directory(model) ? fs::path(model) : fs::path(model).parent_path();
   return mt::load_tokenizer(dir.empty() ? "." : dir.string());
 }

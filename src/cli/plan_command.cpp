@@ -16,6 +16,7 @@ namespace {
 
 struct PlanOptions {
   std::string model = "llama3-8b", cluster = "mi300x-node", mesh, mode = "full", precision = "bf16";
+  std::string base_dtype = "bf16";
   std::string lora_targets = "q,k,v,o,gate,up,down", svg;
   int64_t devices = 0, lora_rank = 8, seq = 2048, global_batch = 8, micro_batch = 1, top = 10;
   int zero = 0;
@@ -46,6 +47,7 @@ plan::PlanInput make_input(const PlanOptions& o) {
   } else if (o.mode != "full") {
     fail("--mode must be full or lora, got '" + o.mode + "'");
   }
+  in.base_dtype = plan::parse_base_dtype(o.base_dtype);
   if (o.precision == "bf16") in.precision = Precision::bf16;
   else if (o.precision == "fp32") in.precision = Precision::fp32;
   else fail("--precision must be bf16 or fp32, got '" + o.precision + "'");
@@ -101,6 +103,8 @@ Action add_plan_command(CLI::App& app) {
   sub->add_option("--mode", o->mode, "full or lora");
   sub->add_option("--lora-rank", o->lora_rank, "LoRA rank");
   sub->add_option("--lora-targets", o->lora_targets, "comma-separated: q,k,v,o,gate,up,down,lm_head");
+  sub->add_option("--base-dtype", o->base_dtype,
+                  "frozen base under LoRA: bf16 (the compute copy) or nf4 (QLoRA: the layers' matrices in 4 bits)");
   sub->add_option("--precision", o->precision, "bf16 (mixed) or fp32");
   sub->add_option("--seq", o->seq, "sequence length");
   sub->add_option("--global-batch", o->global_batch, "sequences per optimizer step");

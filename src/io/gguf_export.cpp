@@ -3,10 +3,12 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "core/bf16.h"
 #include "core/error.h"
 #include "core/f16.h"
+#include "io/ggml_quants.h"
 #include "io/gguf_writer.h"
 #include "core/rope_frequencies.h"
 
@@ -22,11 +24,11 @@ void unpermute_rotary_rows(const float* src, float* dst, int64_t heads, int64_t 
                     size_t(cols) * sizeof(float));
 }
 
-std::string gguf_tensor_name(const std::string& hf) {
-  if (hf == kEmbedName) return "token_embd.weight";
-  if (hf == kFinalNormName) return "output_norm.weight";
-  if (hf == kHeadName) return "output.weight";
-  static const std::map<std::string, std::string> per_layer = {
+namespace {
+
+// HF name after "model.layers.N." -> llama.cpp's name after "blk.N.".
+const std::map<std::string, std::string>& per_layer_names() {
+  static const std::map<std::string, std::string> m = {
       {"input_layernorm.weight", "attn_norm.weight"},
       {"self_attn.q_proj.weight", "attn_q.weight"},
       {"self_attn.k_proj.weight", "attn_k.weight"},
@@ -37,16 +39,46 @@ std::string gguf_tensor_name(const std::string& hf) {
       {"mlp.up_proj.weight", "ffn_up.weight"},
       {"mlp.down_proj.weight", "ffn_down.weight"},
   };
-  const std::string prefix = "model.layers.";
-  if (hf.compare(0, prefix.size(), prefix) == 0) {
-    const size_t dot = hf.find('.', prefix.size());
-    const std::string layer = hf.substr(prefix.size(), dot == std::string::npos ? 0 : dot - prefix.size());
-    if (dot != std::string::npos && !layer.empty() && layer.find_first_not_of("0123456789") == std::string::npos) {
-      auto it = per_layer.find(hf.substr(dot + 1));
-      if (it != per_layer.end()) return "blk." + layer + "." + it->second;
-    }
+  return m;
+}
+
+// "<prefix>N.<rest>" -> {N, rest} when N is a layer number.
+std::optional<std::pair<std::string, std::string>> split_layer(const std::string& name, const std::string& prefix) {
+  if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  const size_t dot = name.find('.', prefix.size());
+  if (dot == std::string::npos) return std::nullopt;
+  std::string layer = name.substr(prefix.size(), dot - prefix.size());
+  if (layer.empty() || layer.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return std::make_pair(std::move(layer), name.substr(dot + 1));
+}
+
+}  // namespace
+
+std::string gguf_tensor_name(const std::string& hf) {
+  if (hf == kEmbedName) return "token_embd.weight";
+  if (hf == kFinalNormName) return "output_norm.weight";
+  if (hf == kHeadName) return "output.weight";
+  if (auto l = split_layer(hf, "model.layers.")) {
+    auto it = per_layer_names().find(l->second);
+    if (it != per_layer_names().end()) return "blk." + l->first + "." + it->second;
   }
   fail("gguf: no llama.cpp name for tensor '" + hf + "'");
+}
+
+std::optional<std::string> hf_name_of_gguf_tensor(const std::string& gguf) {
+  if (gguf == "token_embd.weight") return std::string(kEmbedName);
+  if (gguf == "output_norm.weight") return std::string(kFinalNormName);
+  if (gguf == "output.weight") return std::string(kHeadName);
+  if (auto l = split_layer(gguf, "blk."))
+    for (const auto& [hf, gg] : per_layer_names())
+      if (gg == l->second) return "model.layers." + l->first + "." + hf;
+  return std::nullopt;
+}
+
+int64_t gguf_rotary_heads(const std::string& hf_name, const LlamaConfig& c) {
+  if (hf_name.find("self_attn.q_proj.") != std::string::npos) return c.num_attention_heads;
+  if (hf_name.find("self_attn.k_proj.") != std::string::npos) return c.num_key_value_heads;
+  return 0;
 }
 
 namespace {
@@ -61,13 +93,6 @@ std::vector<float> values_of(const Param& p) {
   return v;
 }
 
-// Heads whose rows are rotary-permuted in a projection's output, 0 for no permutation.
-int64_t rotary_heads(const std::string& hf_name, const LlamaConfig& c) {
-  if (hf_name.find("self_attn.q_proj.") != std::string::npos) return c.num_attention_heads;
-  if (hf_name.find("self_attn.k_proj.") != std::string::npos) return c.num_key_value_heads;
-  return 0;
-}
-
 std::vector<float> interleaved(std::vector<float> v, int64_t heads, const LlamaConfig& c) {
   if (heads == 0) return v;
   std::vector<float> out(v.size());
@@ -80,12 +105,26 @@ GgmlType ggml_type_of(GgufDtype d) {
   switch (d) {
     case GgufDtype::f16: return GgmlType::f16;
     case GgufDtype::bf16: return GgmlType::bf16;
+    case GgufDtype::q8_0: return GgmlType::q8_0;
+    case GgufDtype::q4_0: return GgmlType::q4_0;
     default: return GgmlType::f32;
   }
 }
 
+// The type one tensor is written in (see GgufDtype).
+GgmlType tensor_type(const Param& p, const std::string& gguf_name, GgufDtype dtype, bool tied) {
+  if (p.shape.size() == 1) return GgmlType::f32;  // norms stay F32, as llama.cpp keeps them
+  GgmlType t = ggml_type_of(dtype);
+  const bool output = gguf_name == "output.weight" || (tied && gguf_name == "token_embd.weight");
+  if (t == GgmlType::q4_0 && output) t = GgmlType::q8_0;
+  if (p.shape.back() % ggml_block_size(t) != 0) t = GgmlType::f16;
+  return t;
+}
+
 void encode(const std::vector<float>& v, GgmlType t, std::vector<char>& out) {
-  out.resize(v.size() * ggml_type_size(t));
+  out.resize(ggml_tensor_bytes(t, v.size(), "GGUF export"));
+  if (t == GgmlType::q8_0) return quantize_q8_0(v.data(), int64_t(v.size()), out.data());
+  if (t == GgmlType::q4_0) return quantize_q4_0(v.data(), int64_t(v.size()), out.data());
   if (t == GgmlType::f32) {
     std::memcpy(out.data(), v.data(), out.size());
     return;
@@ -151,19 +190,37 @@ std::vector<float> rope_freq_factors(const LlamaConfig& c) {
   return f;
 }
 
+// llama_ftype: ALL_F32 = 0, MOSTLY_F16 = 1, MOSTLY_Q4_0 = 2, MOSTLY_Q8_0 = 7, MOSTLY_BF16 = 32.
+uint32_t file_type(GgufDtype d) {
+  switch (d) {
+    case GgufDtype::f32: return 0;
+    case GgufDtype::f16: return 1;
+    case GgufDtype::q4_0: return 2;
+    case GgufDtype::q8_0: return 7;
+    case GgufDtype::bf16: return 32;
+  }
+  return 0;
+}
+
 }  // namespace
 
-void export_gguf_model(LlamaModel& model, const std::string& path, const TokenizerInfo* tok,
-                       GgufDtype dtype) {
+GgufDtype parse_gguf_dtype(const std::string& name) {
+  if (name == "f32") return GgufDtype::f32;
+  if (name == "f16") return GgufDtype::f16;
+  if (name == "bf16") return GgufDtype::bf16;
+  if (name == "q8_0") return GgufDtype::q8_0;
+  if (name == "q4_0") return GgufDtype::q4_0;
+  fail("GGUF type '" + name + "' is not one of f32, f16, bf16, q8_0, q4_0");
+}
+
+std::vector<std::string> export_gguf_model(LlamaModel& model, const std::string& path, const TokenizerInfo* tok,
+                                           GgufDtype dtype) {
   const LlamaConfig& c = model.config();
-  const GgmlType mat = ggml_type_of(dtype);
-  // llama_ftype: ALL_F32 = 0, MOSTLY_F16 = 1, MOSTLY_BF16 = 32.
-  const uint32_t file_type = dtype == GgufDtype::f32 ? 0 : dtype == GgufDtype::f16 ? 1 : 32;
 
   std::vector<GgufKV> kvs = {
       {"general.architecture", GgufValue::str("llama")},
       {"general.name", GgufValue::str(std::filesystem::path(path).stem().string())},
-      {"general.file_type", GgufValue::u32(file_type)},
+      {"general.file_type", GgufValue::u32(file_type(dtype))},
       {"llama.context_length", GgufValue::u32(u32_of(c.max_position_embeddings, "context length"))},
       {"llama.embedding_length", GgufValue::u32(u32_of(c.hidden_size, "hidden size"))},
       {"llama.block_count", GgufValue::u32(u32_of(c.num_hidden_layers, "layers"))},
@@ -175,20 +232,27 @@ void export_gguf_model(LlamaModel& model, const std::string& path, const Tokeniz
       {"llama.rope.freq_base", GgufValue::f32(c.rope_theta)},
       {"llama.vocab_size", GgufValue::u32(u32_of(c.vocab_size, "vocab size"))},
   };
+  // The ggml quantisation format version llama-quantize stamps on quantised files (2 since
+  // ggml's Q4_0 / Q8_0 took their present block layouts).
+  if (dtype == GgufDtype::q8_0 || dtype == GgufDtype::q4_0)
+    kvs.push_back({"general.quantization_version", GgufValue::u32(2)});
   if (tok) add_tokenizer(kvs, *tok, c, path);
 
   std::vector<GgufTensorOut> tensors;
+  std::vector<std::string> kept_f16;
   std::vector<float> freqs;  // outlives the write (borrowed by its tensor)
   if (c.rope_scaling.factor > 0.0f) {
     freqs = rope_freq_factors(c);
     tensors.push_back({"rope_freqs.weight", {int64_t(freqs.size())}, GgmlType::f32, freqs.data(), {}});
   }
   for (const Param& p : model.base().params()) {
-    const bool norm = p.shape.size() == 1;  // norms stay F32, as llama.cpp's converter keeps them
-    tensors.push_back(lazy_tensor(p, gguf_tensor_name(p.name), norm ? GgmlType::f32 : mat,
-                                  rotary_heads(p.name, c), c));
+    const std::string name = gguf_tensor_name(p.name);
+    const GgmlType type = tensor_type(p, name, dtype, c.tie_word_embeddings);
+    if (type == GgmlType::f16 && dtype != GgufDtype::f16) kept_f16.push_back(name);
+    tensors.push_back(lazy_tensor(p, name, type, gguf_rotary_heads(p.name, c), c));
   }
   write_gguf(path, kvs, tensors);
+  return kept_f16;
 }
 
 void export_gguf_lora(LlamaModel& model, const std::string& path, const std::string& base_name) {
@@ -216,7 +280,7 @@ void export_gguf_lora(LlamaModel& model, const std::string& path, const std::str
     const std::string module = p.name.substr(0, p.name.rfind(is_a ? ".lora_A.weight" : ".lora_B.weight"));
     const std::string base = module + ".weight";
     // Only B's rows are the projection's output rows, so only B takes the rotary permutation.
-    const int64_t heads = is_a ? 0 : rotary_heads(base, c);
+    const int64_t heads = is_a ? 0 : gguf_rotary_heads(base, c);
     tensors.push_back(lazy_tensor(p, gguf_tensor_name(base) + (is_a ? ".lora_a" : ".lora_b"), GgmlType::f32,
                                   heads, c));
   }

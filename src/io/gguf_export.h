@@ -2,22 +2,33 @@
 // metadata) or a LoRA adapter (as llama.cpp's convert_lora_to_gguf.py writes it).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "io/gguf_tokenizer.h"
 #include "model/llama.h"
 
 namespace mt {
 
-enum class GgufDtype { f32, f16, bf16 };  // element type of the matrices (norms are always F32)
+// Element type of the matrices (norms and other 1-D tensors are always F32). The quantised types
+// follow llama.cpp's llama-quantize: every matrix in that type, except that a Q4_0 file keeps the
+// output matrix (output.weight, or token_embd.weight when the embeddings are tied) at Q8_0, since
+// llama-quantize raises it to Q6_K, a type meshtrain does not write. A matrix whose rows are not
+// a multiple of 32 values cannot be block-quantised and stays F16, as llama.cpp's converter does.
+enum class GgufDtype { f32, f16, bf16, q8_0, q4_0 };
+
+// Parses "f32", "f16", "bf16", "q8_0" or "q4_0"; throws mt::Error naming the choices otherwise.
+GgufDtype parse_gguf_dtype(const std::string& name);
 
 // Writes the base weights (adapters are not merged; call merge_adapters first to include them).
 // q and k rows are permuted from the model's rotate-half layout to the interleaved layout
 // llama.cpp's LLaMA graph expects. general.name is the file name without its extension.
 // tok (optional) adds the tokenizer.ggml.* keys; its token count must equal vocab_size.
 // With llama3 rope scaling a rope_freqs.weight tensor carries the per-frequency factors.
-void export_gguf_model(LlamaModel& model, const std::string& path, const TokenizerInfo* tok,
-                       GgufDtype dtype);
+// Returns the GGUF names of the matrices kept at F16 instead of the quantised type asked for.
+std::vector<std::string> export_gguf_model(LlamaModel& model, const std::string& path, const TokenizerInfo* tok,
+                                           GgufDtype dtype);
 
 // Writes the model's adapters (F32) as a GGUF LoRA adapter: <base tensor>.lora_a / .lora_b, the
 // lora_b rows of q and k permuted like the base rows, alpha in adapter.lora.alpha. base_name goes
@@ -28,6 +39,10 @@ void export_gguf_lora(LlamaModel& model, const std::string& path, const std::str
 // llama.cpp's tensor name for an HF-named base tensor ("model.layers.0.self_attn.q_proj.weight"
 // -> "blk.0.attn_q.weight"); throws mt::Error for a name it does not know.
 std::string gguf_tensor_name(const std::string& hf_name);
+// The inverse: the HF name of a llama.cpp LLaMA tensor name, nullopt for one it does not know.
+std::optional<std::string> hf_name_of_gguf_tensor(const std::string& gguf_name);
+// Heads whose rows the q / k permutation reorders in an HF-named projection, 0 for the others.
+int64_t gguf_rotary_heads(const std::string& hf_name, const LlamaConfig& c);
 
 // The inverse of permute_rotary_rows (llama2c.h): HF row (head, half, i) goes to interleaved row
 // (head, i, half). rows = heads * head_dim, each row cols wide.

@@ -3,11 +3,13 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <set>
 
 #include "core/bf16.h"
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "core/f16.h"
+#include "io/ggml_quants.h"
 
 namespace mt {
 
@@ -164,9 +166,12 @@ GgufFile parse_gguf(std::vector<char> bytes, const std::string& label) {
     g.alignment = a->u;
   }
 
+  std::set<std::string> names;
   for (uint64_t k = 0; k < n_tensors; ++k) {
     GgufTensorInfo t;
     t.name = c.str("tensor name " + std::to_string(k));
+    // Tensors are looked up by name: a second one of the same name would never be read.
+    if (!names.insert(t.name).second) fail(label + ": duplicate tensor name '" + t.name + "'");
     const uint32_t n_dims = c.get<uint32_t>("dimension count of '" + t.name + "'");
     if (n_dims == 0 || n_dims > 4)
       fail(label + ": tensor '" + t.name + "' has " + std::to_string(n_dims) + " dimensions (1 to 4 allowed)");
@@ -189,7 +194,10 @@ GgufFile parse_gguf(std::vector<char> bytes, const std::string& label) {
   g.data_offset = (c.pos + g.alignment - 1) / g.alignment * g.alignment;
   const uint64_t data_size = g.data_offset <= g.bytes.size() ? g.bytes.size() - g.data_offset : 0;
   for (auto& t : g.tensors) {
-    t.bytes = t.numel() * ggml_type_size(t.type);
+    if (t.ne[0] % uint64_t(ggml_block_size(t.type)) != 0)
+      fail(label + ": tensor '" + t.name + "' rows of " + std::to_string(t.ne[0]) + " values are not whole " +
+           ggml_type_name(t.type) + " blocks");
+    t.bytes = ggml_tensor_bytes(t.type, t.numel(), label + ": tensor '" + t.name + "'");
     if (t.offset % g.alignment != 0)
       fail(label + ": tensor '" + t.name + "' offset " + std::to_string(t.offset) + " is not aligned to " +
            std::to_string(g.alignment));
@@ -252,6 +260,9 @@ std::vector<float> GgufFile::tensor_f32(const std::string& name) const {
   const GgufTensorInfo& t = tensor(name);
   const char* p = tensor_data(t);
   std::vector<float> out(size_t(t.numel()));
+  if (t.type == GgmlType::q8_0) dequantize_q8_0(p, int64_t(out.size()), out.data());
+  if (t.type == GgmlType::q4_0) dequantize_q4_0(p, int64_t(out.size()), out.data());
+  if (t.type == GgmlType::q8_0 || t.type == GgmlType::q4_0) return out;
   for (size_t k = 0; k < out.size(); ++k) {
     if (t.type == GgmlType::f32) {
       std::memcpy(&out[k], p + 4 * k, 4);

@@ -1,8 +1,8 @@
 // A minimal GGUF reader: header, metadata, tensor infos and each tensor's bytes. It exists to
 // validate what gguf_writer produces (tests, and a check after export), so it reads the whole file
-// into memory and knows only the tensor types we write (F32, F16, BF16). Every malformed input
-// (bad magic or version, counts or lengths running past the end, unknown types, tensor data out of
-// range or misaligned) is an mt::Error naming the file and what is wrong.
+// into memory and knows only the tensor types we write (F32, F16, BF16, Q8_0, Q4_0). Every malformed input
+// (bad magic or version, counts or lengths running past the end, unknown types, duplicate tensor
+// names, tensor data out of range or misaligned, rows that are not whole blocks) is an mt::Error naming the file and what is wrong.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -41,7 +41,8 @@ class GgufFile {
   const GgufTensorInfo* find_tensor(const std::string& name) const;
   const GgufTensorInfo& tensor(const std::string& name) const;  // throws when absent
   const char* tensor_data(const GgufTensorInfo& t) const { return bytes.data() + data_offset + t.offset; }
-  std::vector<float> tensor_f32(const std::string& name) const;  // F16 and BF16 widened exactly
+  // F16 and BF16 widened exactly, Q8_0 and Q4_0 dequantised as llama.cpp does (code x scale).
+  std::vector<float> tensor_f32(const std::string& name) const;
 
   std::string label;  // the path, for messages
 };

@@ -21,9 +21,13 @@ enum class GgufType : uint32_t {
 };
 
 // ggml_type values of the tensor element types we write (the reader knows only these too).
-enum class GgmlType : uint32_t { f32 = 0, f16 = 1, bf16 = 30 };
+// Q4_0 and Q8_0 store blocks of 32 values (io/ggml_quants.h); the others one value at a time.
+enum class GgmlType : uint32_t { f32 = 0, f16 = 1, q4_0 = 2, q8_0 = 8, bf16 = 30 };
 
-size_t ggml_type_size(GgmlType t);   // bytes per element
+int64_t ggml_block_size(GgmlType t);   // values per block (1 for the float types)
+size_t ggml_block_bytes(GgmlType t);   // bytes per block
+// Bytes of numel values; throws mt::Error naming `what` when numel is not whole blocks.
+uint64_t ggml_tensor_bytes(GgmlType t, uint64_t numel, const std::string& what);
 const char* ggml_type_name(GgmlType t);
 bool ggml_type_known(uint32_t t);
 

@@ -79,7 +79,7 @@ void put_value(std::ostream& out, const GgufKV& kv) {
 uint64_t tensor_bytes(const GgufTensorOut& t) {
   uint64_t n = 1;
   for (int64_t d : t.shape) n *= uint64_t(d);
-  return n * ggml_type_size(t.type);
+  return ggml_tensor_bytes(t.type, n, "tensor '" + t.name + "'");
 }
 
 }  // namespace
@@ -110,6 +110,10 @@ void write_gguf(const std::string& path, const std::vector<GgufKV>& kvs_in,
            " dimensions; ggml holds 1 to 4");
     for (int64_t d : t.shape)
       if (d <= 0) fail(path + ": tensor '" + t.name + "' has a non-positive dimension");
+    // ggml quantises row by row: a block never spans two rows.
+    if (t.shape.back() % ggml_block_size(t.type) != 0)
+      fail(path + ": tensor '" + t.name + "' rows of " + std::to_string(t.shape.back()) + " values are not whole " +
+           ggml_type_name(t.type) + " blocks of " + std::to_string(ggml_block_size(t.type)));
     MT_CHECK((t.data != nullptr) != bool(t.fill), "tensor '" + t.name + "' needs exactly one of data, fill");
     offsets.push_back(offset);
     offset = align_up(offset + tensor_bytes(t), alignment);

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "core/shape_string.h"
+#include "io/gguf_model.h"
 #include "io/hf_config.h"
 #include "io/llama2c.h"
 #include "io/safetensors_index.h"
@@ -20,6 +21,10 @@ namespace fs = std::filesystem;
 
 bool is_llama2c_file(const std::string& path) {
   return fs::is_regular_file(path) && fs::path(path).extension() == ".bin";
+}
+
+bool is_gguf_file(const std::string& path) {
+  return fs::is_regular_file(path) && fs::path(path).extension() == ".gguf";
 }
 
 // Copies each tensor of `store` from the checkpoint under `prefix + name`, checking shapes.
@@ -81,17 +86,19 @@ LlamaConfig pretrained_config(const std::string& path) {
   if (!fs::exists(path)) fail(path + ": model path does not exist");
   if (!fs::is_directory(path)) require_regular_file(path, "model path");
   if (is_llama2c_file(path)) return read_llama2c_config(path);
+  if (is_gguf_file(path)) return gguf_model_config(read_gguf(path));
   if (fs::is_directory(path)) {
     const std::string cfg = (fs::path(path) / "config.json").string();
     if (!fs::exists(cfg)) fail(path + ": no config.json in the model directory");
     return load_hf_config(cfg);
   }
-  fail(path + ": expected an HF model directory (config.json + safetensors) or a llama2.c .bin");
+  fail(path + ": expected an HF model directory (config.json + safetensors), a llama2.c .bin or a .gguf");
 }
 
 LlamaConfig checked_pretrained_config(const std::string& path) {
   const LlamaConfig config = pretrained_config(path);
-  if (is_llama2c_file(path)) return config;  // its header was checked against the file's size
+  // A llama2.c header was checked against the file's size, a GGUF's tensors against its metadata.
+  if (is_llama2c_file(path) || is_gguf_file(path)) return config;
   const SafetensorsCheckpoint ckpt(path);
   check_held_shapes(config, LoraConfig{}, /*adapters=*/false, held_tensors(ckpt), "", path);
   return config;
@@ -99,6 +106,13 @@ LlamaConfig checked_pretrained_config(const std::string& path) {
 
 std::unique_ptr<LlamaModel> load_pretrained(const std::string& path, Precision precision,
                                             const LoraConfig& lora, uint64_t seed) {
+  if (is_gguf_file(path)) {  // read once: the whole file is in memory
+    const GgufFile g = read_gguf(path);
+    auto model = std::make_unique<LlamaModel>(gguf_model_config(g), precision, lora);
+    model->init_adapters(seed);
+    load_gguf_weights(g, *model);
+    return model;
+  }
   auto model = std::make_unique<LlamaModel>(checked_pretrained_config(path), precision, lora);
   model->init_adapters(seed);
   if (is_llama2c_file(path)) {

@@ -2,6 +2,7 @@
 //   - an HF directory: config.json + model.safetensors or a sharded model.safetensors.index.json
 //     (HF's q/k rows are already in the rotate-half layout the model uses: no permutation);
 //   - a llama2.c checkpoint file (*.bin), permuted on load;
+//   - a GGUF LLaMA file (*.gguf, io/gguf_model.h), quantised types dequantised, permuted on load;
 // and a PEFT adapter directory onto a model built with adapters (its adapter_config.json:
 // io/peft_config.h).
 #pragma once

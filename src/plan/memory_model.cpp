@@ -83,8 +83,15 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
   m.capacity = in.cluster.memory_bytes;
   auto add = [&](const char* name, double bytes) { m.items.push_back({name, bytes}); };
   const double master = bf16 ? 4.0 * train / z(1) : 0.0;
+  // The frozen weights at their storage: NF4 matrices (see BaseDtype), the rest the compute copy.
+  auto frozen_bytes = [&](double all_frozen, double nf4) {
+    return wbytes * (all_frozen - nf4) + kNf4BytesPerWeight * nf4;
+  };
   if (in.lora.enabled) {
-    add("weights", wbytes * frozen / z(3));
+    add("weights", frozen_bytes(frozen, double(e.local_nf4)) / z(3));
+    // The GEMMs run on bf16: one layer's NF4 matrices are dequantised at a time, into scratch
+    // that is reused layer after layer (no whole-model bf16 copy).
+    if (e.local_nf4 > 0) add("nf4 dequant scratch", wbytes * double(e.gathered_nf4) / double(s.layers));
     add("lora params", wbytes * train / z(3) + master);
     add("lora grads+optimizer", 4.0 * train / z(2) + 8.0 * train / z(1));
   } else {
@@ -110,7 +117,11 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
   double comm = 0.0;
   const double N = double(in.micro_tokens()), h = double(in.model.hidden());
   const bool gathers = in.mesh.fsdp > 1 || (in.zero >= 3 && in.mesh.dp > 1);
-  if (gathers) comm += 3.0 * wbytes * double(s.max_unit.gathered) + 8.0 * double(s.max_unit.gathered_trainable);
+  // An NF4 unit is gathered in its 4-bit blocks.
+  const double unit = double(s.max_unit.gathered), unit_train = double(s.max_unit.gathered_trainable);
+  if (gathers)
+    comm += 3.0 * (frozen_bytes(unit - unit_train, double(s.max_unit.gathered_nf4)) + wbytes * unit_train) +
+            8.0 * unit_train;
   if (in.mesh.tp > 1) comm += 2.0 * 2.0 * N * h;
   if (in.mesh.pp > 1) comm += 2.0 * 2.0 * N * h;
   if (in.mesh.dp > 1 && in.zero < 3) comm += kGradBucketBytes;
@@ -118,6 +129,19 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
   add("overhead", in.cluster.runtime_overhead_bytes);
   for (const auto& i : m.items) m.total += i.bytes;
   return m;
+}
+
+double base_weight_bytes(const PlanInput& in) {
+  const double wbytes = in.precision == Precision::bf16 ? 2.0 : 4.0;
+  const bool nf4 = in.lora.enabled && in.base_dtype == BaseDtype::nf4;
+  const ModelParts parts = model_parts(in.model, in.lora);
+  auto bytes = [&](const std::vector<ParamShape>& ps, bool layer) {
+    double b = 0.0;
+    for (const auto& p : ps)
+      if (!p.adapter) b += double(p.numel()) * (nf4 && layer && p.shape.size() == 2 ? kNf4BytesPerWeight : wbytes);
+    return b;
+  };
+  return bytes(parts.first, false) + double(in.model.layers()) * bytes(parts.layer, true) + bytes(parts.last, false);
 }
 
 MemoryBreakdown peak_memory(const PlanInput& in) { return peak_memory(in, stage_params(in)); }

@@ -38,6 +38,9 @@ struct ActivationBytes {
 ActivationBytes activation_bytes(const PlanInput& in, int64_t layers, bool last_stage);
 
 MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& stage);
+// The whole base model's weights as stored, on no mesh: the compute copy (bf16, or f32 in an
+// fp32 run), with an NF4 base its layers' matrices at kNf4BytesPerWeight instead.
+double base_weight_bytes(const PlanInput& in);
 // The stage with the largest total (stages: stage_params(in), passed in to reuse across a search).
 MemoryBreakdown peak_memory(const PlanInput& in, const std::vector<StageParams>& stages);
 MemoryBreakdown peak_memory(const PlanInput& in);

@@ -7,6 +7,14 @@
 
 namespace mt::plan {
 
+BaseDtype parse_base_dtype(const std::string& name) {
+  if (name == "bf16") return BaseDtype::bf16;
+  if (name == "nf4") return BaseDtype::nf4;
+  fail("base dtype must be bf16 or nf4, got '" + name + "'");
+}
+
+const char* base_dtype_name(BaseDtype d) { return d == BaseDtype::nf4 ? "nf4" : "bf16"; }
+
 void validate(const PlanInput& in) {
   auto positive = [](int64_t v, const char* what) {
     if (v <= 0) fail(std::string(what) + " must be > 0, got " + std::to_string(v));
@@ -14,6 +22,8 @@ void validate(const PlanInput& in) {
   positive(in.seq, "sequence length");
   positive(in.global_batch, "global batch");
   positive(in.micro_batch, "micro-batch");
+  if (in.base_dtype == BaseDtype::nf4 && !in.lora.enabled)
+    fail("an nf4 base needs LoRA mode: only a frozen base can be stored in 4 bits");
   if (in.zero < 0 || in.zero > 3) fail("ZeRO level must be 0, 1, 2 or 3, got " + std::to_string(in.zero));
   const auto& m = in.mesh;
   const auto& c = in.model.config;
@@ -35,12 +45,23 @@ void validate(const PlanInput& in) {
 ElemCount& ElemCount::operator+=(const ElemCount& o) {
   local += o.local, local_trainable += o.local_trainable;
   gathered += o.gathered, gathered_trainable += o.gathered_trainable;
+  local_nf4 += o.local_nf4, gathered_nf4 += o.gathered_nf4;
   return *this;
 }
 
 ElemCount ElemCount::times(int64_t k) const {
-  return {local * k, local_trainable * k, gathered * k, gathered_trainable * k};
+  return {local * k, local_trainable * k, gathered * k, gathered_trainable * k, local_nf4 * k, gathered_nf4 * k};
 }
+
+namespace {
+
+// A frozen projection matrix of a transformer layer under an NF4 base (see BaseDtype).
+bool stored_nf4(const parallel::ShardedParam& p, const PlanInput& in) {
+  return in.base_dtype == BaseDtype::nf4 && !p.trainable && p.param.shape.size() == 2 &&
+         p.param.name.rfind("model.layers.", 0) == 0;
+}
+
+}  // namespace
 
 ElemCount count_elems(const std::vector<ParamShape>& params, const PlanInput& in) {
   ElemCount e;
@@ -55,6 +76,7 @@ ElemCount count_elems(const std::vector<ParamShape>& params, const PlanInput& in
     const int64_t g = by_fsdp ? n * in.mesh.fsdp : n;
     e.local += n, e.gathered += g;
     if (p.trainable) e.local_trainable += n, e.gathered_trainable += g;
+    if (stored_nf4(p, in)) e.local_nf4 += n, e.gathered_nf4 += g;
   }
   return e;
 }

@@ -2,6 +2,7 @@
 // counts of each pipeline stage, from the trainer's own layouts (parallel/shard_plan.h).
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "parallel/mesh.h"
@@ -11,9 +12,22 @@
 
 namespace mt::plan {
 
+// How the frozen base is stored under LoRA: the compute precision's copy (bf16, or f32 in an
+// fp32 run), or QLoRA's 4-bit NormalFloat (config: lora.base_dtype = "nf4"). NF4 covers the
+// transformer layers' projection matrices; the embedding, the head and the norms keep the
+// compute copy, as QLoRA (bitsandbytes) leaves everything but the linear layers.
+enum class BaseDtype { bf16, nf4 };
+BaseDtype parse_base_dtype(const std::string& name);  // "bf16" or "nf4"; throws otherwise
+const char* base_dtype_name(BaseDtype d);
+
+// NF4 storage per weight: a 4-bit code, an 8-bit absmax per block of 64 weights, and an f32 scale
+// and offset per 256 such absmaxes (double quantisation): 4 + 8/64 + 64/(64·256) = 4.1289 bits.
+inline constexpr double kNf4BytesPerWeight = (4.0 + 8.0 / 64.0 + 64.0 / (64.0 * 256.0)) / 8.0;
+
 struct PlanInput {
   ModelShape model;
   LoraConfig lora;  // lora.enabled: LoRA mode (frozen base), otherwise full training
+  BaseDtype base_dtype = BaseDtype::bf16;  // nf4: LoRA mode only
   Precision precision = Precision::bf16;
   int64_t seq = 2048;
   int64_t global_batch = 8;  // sequences per optimizer step
@@ -32,13 +46,15 @@ struct PlanInput {
 
 // Throws one line for a non-positive size, a ZeRO level outside 0-3, a batch the data-parallel
 // ranks and micro-batch do not divide, layers or heads the mesh does not divide, a sequence past
-// the model's positions.
+// the model's positions, an NF4 base outside LoRA mode.
 void validate(const PlanInput& in);
 
 // Elements one rank holds of a set of tensors: its own block (local) and, for the tensors fsdp
 // splits, the block after an fsdp all-gather (gathered: what a gather buffer must hold).
+// The nf4 counts are the frozen elements stored in NF4 (of local and gathered, not besides them).
 struct ElemCount {
   int64_t local = 0, local_trainable = 0, gathered = 0, gathered_trainable = 0;
+  int64_t local_nf4 = 0, gathered_nf4 = 0;
   ElemCount& operator+=(const ElemCount& o);
   ElemCount times(int64_t k) const;
 };

@@ -53,6 +53,16 @@ std::string parameters_line(const PlanInput& in) {
          (in.lora.enabled ? ", LoRA adapters" : "") + ")";
 }
 
+// "base weights: 215.73 GB (nf4: ...)": the figure QLoRA is about.
+std::string weights_line(const PlanInput& in) {
+  const bool nf4 = in.lora.enabled && in.base_dtype == BaseDtype::nf4;
+  const std::string copy = in.precision == Precision::bf16 ? "bf16" : "f32";
+  return "base weights: " + fmt("%.2f GB", base_weight_bytes(in) / GB) + " (" +
+         (nf4 ? fmt("nf4: layer matrices at %.4f bits, embedding, head and norms ", kNf4BytesPerWeight * 8.0) + copy
+              : copy) +
+         ")";
+}
+
 std::string mesh_str(const parallel::MeshShape& m) {
   return "dp=" + std::to_string(m.dp) + ",fsdp=" + std::to_string(m.fsdp) + ",tp=" + std::to_string(m.tp) +
          ",pp=" + std::to_string(m.pp);
@@ -61,7 +71,8 @@ std::string mesh_str(const parallel::MeshShape& m) {
 }  // namespace
 
 std::string describe_input(const PlanInput& in) {
-  return in.model.name + ", " + mode_str(in) + ", " + precision_name(in.precision) +
+  return in.model.name + ", " + mode_str(in) + (in.base_dtype == BaseDtype::nf4 ? ", nf4 base" : "") + ", " +
+         precision_name(in.precision) +
          ", batch " + std::to_string(in.global_batch) + " x seq " + std::to_string(in.seq) + " (micro-batch " +
          std::to_string(in.micro_batch) + ", " + std::to_string(in.micro_batches()) + " per step)" +
          (in.checkpointing ? ", checkpointing" : "") + ", ZeRO-" + std::to_string(in.zero) + ", mesh " +
@@ -71,7 +82,7 @@ std::string describe_input(const PlanInput& in) {
 void print_plan(std::ostream& os, const Candidate& c) {
   const auto& m = c.memory;
   const auto& t = c.time;
-  os << describe_input(c.input) << "\n" << parameters_line(c.input) << "\n\n";
+  os << describe_input(c.input) << "\n" << parameters_line(c.input) << "\n" << weights_line(c.input) << "\n\n";
   os << "memory per device (pipeline stage " << m.stage << ", the largest)\n";
   for (const auto& i : m.items)
     os << "  " << i.name << std::string(24 - std::min<size_t>(22, i.name.size()), ' ') << fmt("%10.2f GB", i.bytes / GB)
@@ -107,7 +118,7 @@ void print_search(std::ostream& os, const SearchResult& r, size_t top) {
   // Every layout prices the same model and mode.
   for (const auto* v : {&r.ranked, &r.too_big})
     if (!v->empty()) {
-      os << parameters_line(v->front().input) << "\n";
+      os << parameters_line(v->front().input) << "\n" << weights_line(v->front().input) << "\n";
       break;
     }
   os << r.considered << " layouts evaluated, " << r.ranked.size() << " fit, " << r.too_big.size()
@@ -146,6 +157,8 @@ nlohmann::json plan_json(const Candidate& c) {
   j["cluster"] = in.cluster.name;
   const ParamCounts n = param_counts(in);
   j["parameters"] = {{"base", n.base}, {"trainable", n.trainable}};
+  j["base_dtype"] = base_dtype_name(in.base_dtype);
+  j["base_weight_bytes"] = base_weight_bytes(in);
   nlohmann::json mem = nlohmann::json::object();
   for (const auto& i : c.memory.items) mem[i.name] = i.bytes;
   j["memory_bytes"] = {{"stage", c.memory.stage}, {"items", mem}, {"total", c.memory.total},

@@ -101,16 +101,20 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
   // once per micro-batch and unit (layer, embedding, head); over fsdp, and over dp under ZeRO-3.
   const double wbytes = in.precision == Precision::bf16 ? 2.0 : 4.0;
   const double units = L + (s.first ? 1.0 : 0.0) + (s.last ? 1.0 : 0.0);
-  auto gathers = [&](parallel::Axis axis, int64_t n, double gathered, double gathered_trainable) {
+  // An NF4 base travels in its 4-bit blocks.
+  auto gathers = [&](parallel::Axis axis, int64_t n, double gathered, double gathered_nf4, double gathered_trainable) {
     if (n <= 1) return 0.0;
     const Link link = axis_link(mesh, axis, cl);
     const double extra_latency = (units - 1.0) * double(n - 1) * link.latency;
-    return 2.0 * (ring_all_gather(wbytes * gathered, n, link) + extra_latency) +
+    const double bytes = wbytes * (gathered - gathered_nf4) + kNf4BytesPerWeight * gathered_nf4;
+    return 2.0 * (ring_all_gather(bytes, n, link) + extra_latency) +
            ring_reduce_scatter(4.0 * gathered_trainable, n, link) + extra_latency;
   };
-  r.fsdp = gathers(parallel::Axis::fsdp, mesh.fsdp, double(s.params.gathered), double(s.params.gathered_trainable));
+  r.fsdp = gathers(parallel::Axis::fsdp, mesh.fsdp, double(s.params.gathered), double(s.params.gathered_nf4),
+                   double(s.params.gathered_trainable));
   if (in.zero >= 3)
-    r.fsdp += gathers(parallel::Axis::dp, mesh.dp, double(s.params.local), double(s.params.local_trainable));
+    r.fsdp += gathers(parallel::Axis::dp, mesh.dp, double(s.params.local), double(s.params.local_nf4),
+                      double(s.params.local_trainable));
   if (mesh.pp > 1) r.pp = 2.0 * point_to_point(act * N * C, axis_link(mesh, parallel::Axis::pp, cl));
   return r;
 }

@@ -59,6 +59,10 @@ std::vector<ConfigKey> make_keys() {
        .field = [](RunConfig& c) -> ConfigField { return &c.lora_random_base; },
        .help = "Allow LoRA without model.path, on a random base that is never saved (the "
                "adapter is useless without it; for tests); false: such a run is refused"},
+      {.name = "lora.base_dtype",
+       .field = [](RunConfig& c) -> ConfigField { return &c.lora_base_dtype; },
+       .choices = {"bf16", "nf4"},
+       .help = "Storage of the frozen base: bf16, or nf4 (QLoRA: 4-bit NormalFloat, ~4.13 bits per weight)"},
 
       // [optim]
       {KEY(optim.lr), .range = kPositive, .builtin = "2e-3", .help = "Peak learning rate (AdamW)"},

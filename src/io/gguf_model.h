@@ -1,0 +1,23 @@
+// A GGUF LLaMA model as a model to start from (io/pretrained.h loads *.gguf through this): the
+// architecture from the llama.* metadata, the weights from the tensors, F32 / F16 / BF16 widened
+// and Q8_0 / Q4_0 dequantised, q and k rows permuted back to the model's rotate-half layout.
+// So `meshtrain generate` / `eval` run the very numbers llama.cpp runs from a quantised file.
+// What export_gguf_model writes reads back; so does a llama.cpp LLaMA file of those types.
+// The whole file is read into memory (io/gguf_reader.h): meant for checking exports, not for
+// models larger than the host's memory.
+#pragma once
+#include <string>
+
+#include "io/gguf_reader.h"
+#include "model/llama.h"
+
+namespace mt {
+
+// The architecture (general.architecture must be "llama"), with every base tensor checked
+// against it; absent output.weight means tied embeddings. mt::Error naming the file for anything
+// else, including llama3 rope scaling (rope_freqs.weight), whose parameters the file does not keep.
+LlamaConfig gguf_model_config(const GgufFile& g);
+// Loads the base weights into a model built from gguf_model_config.
+void load_gguf_weights(const GgufFile& g, LlamaModel& model);
+
+}  // namespace mt

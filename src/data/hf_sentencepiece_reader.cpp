@@ -70,6 +70,7 @@ void read_spaces(const json& doc, SentencePieceTokenizer::Vocab& v, const std::s
       fail(name + ": unknown Metaspace prepend_scheme '" + scheme + "'");
     v.add_dummy_prefix = scheme != "never";
     v.prefix_only_if_absent = true;
+    v.prefix_first_only = scheme == "first";
     v.split_at_space = pre.value("split", true);
     escaped = true;
   }
@@ -154,6 +155,7 @@ std::unique_ptr<Tokenizer> parse_hf_sentencepiece(const json& doc, const std::st
     if (v.pieces[id] == "<s>") v.bos = int32_t(id);
     if (v.pieces[id] == "</s>") v.eos = int32_t(id);
   }
+  v.added_tokens_first = true;
   read_spaces(doc, v, name);
   const json& merges = model["merges"];
   v.merges.reserve(merges.size());

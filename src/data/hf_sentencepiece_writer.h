@@ -14,7 +14,7 @@ namespace mt {
 // The normalizer steps (Replace Regex -> content) that write sentencepiece's
 // remove_extra_whitespaces for HF; the reader recognises exactly these.
 inline constexpr std::pair<const char*, const char*> kSqueezeSteps[] = {
-    {" {2,}", " "}, {"^ ", ""}, {"[ \u2581]+$", ""}};
+    {" {2,}", " "}, {"\\A ", ""}, {"[ \u2581]+\\z", ""}};  // \A, \z: not line anchors
 
 std::string hf_tokenizer_json(const SentencePieceTokenizer& tok);
 std::string hf_tokenizer_config_json(const SentencePieceTokenizer& tok);

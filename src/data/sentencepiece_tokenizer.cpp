@@ -84,7 +84,8 @@ int32_t SentencePieceTokenizer::lookup(std::string_view s) const {
   return it == normal_ids_.end() ? -1 : it->second;
 }
 
-std::string SentencePieceTokenizer::normalize(std::string_view text, size_t& prefix_len) const {
+std::string SentencePieceTokenizer::normalize(std::string_view text, bool after_special,
+                                              size_t& prefix_len) const {
   std::string t;
   if (v_.remove_extra_whitespaces) {
     // sentencepiece: leading spaces dropped, runs of spaces become one; trailing space symbols
@@ -103,7 +104,8 @@ std::string SentencePieceTokenizer::normalize(std::string_view text, size_t& pre
   std::string out;
   out.reserve(t.size() + t.size() / 4 + 3);
   bool starts_with_space = t[0] == ' ' || t.compare(0, v_.space.size(), v_.space) == 0;
-  if (v_.add_dummy_prefix && !(v_.prefix_only_if_absent && starts_with_space)) {
+  if (v_.add_dummy_prefix && !(v_.prefix_only_if_absent && starts_with_space) &&
+      !(v_.prefix_first_only && after_special)) {
     out += v_.space;
     prefix_len = v_.space.size();
   }
@@ -118,13 +120,40 @@ std::string SentencePieceTokenizer::normalize(std::string_view text, size_t& pre
   return out;
 }
 
-std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text) const {
+std::vector<int32_t> SentencePieceTokenizer::encode_part(std::string_view text, bool after_special) const {
   std::vector<int32_t> ids;
+  if (!v_.added_tokens_first || user_defined_.empty()) {
+    encode_normalized(text, after_special, ids);
+    return ids;
+  }
+  size_t plain = 0;
+  for (size_t i = 0; i < text.size();) {
+    const std::string* hit = nullptr;
+    for (const auto& u : user_defined_)
+      if (text.compare(i, u.size(), u) == 0) {
+        hit = &u;
+        break;
+      }
+    if (!hit) {
+      i += char_len(text, i, v_.llama2c_chars);
+      continue;
+    }
+    encode_normalized(text.substr(plain, i - plain), after_special || plain != 0, ids);
+    ids.push_back(lookup(*hit));
+    i += hit->size();
+    plain = i;
+  }
+  encode_normalized(text.substr(plain), after_special || plain != 0, ids);
+  return ids;
+}
+
+void SentencePieceTokenizer::encode_normalized(std::string_view text, bool after_special,
+                                               std::vector<int32_t>& ids) const {
   size_t prefix_len = 0;
-  const std::string norm = normalize(text, prefix_len);
+  const std::string norm = normalize(text, after_special, prefix_len);
   if (!v_.split_at_space) {
     encode_word(norm, prefix_len, ids);
-    return ids;
+    return;
   }
   // HF Metaspace split: each space symbol begins a new word (it is merged with what follows).
   std::string_view rest = norm;
@@ -134,7 +163,6 @@ std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text) const
     encode_word(rest.substr(0, next), rest.size() == norm.size() ? prefix_len : 0, ids);
     rest.remove_prefix(next);
   }
-  return ids;
 }
 
 void SentencePieceTokenizer::encode_word(std::string_view word, size_t prefix_len,
@@ -142,7 +170,7 @@ void SentencePieceTokenizer::encode_word(std::string_view word, size_t prefix_le
   // User-defined pieces are whole symbols that never merge with their neighbours, so the text
   // between them is encoded on its own.
   size_t plain = 0;
-  for (size_t i = prefix_len; i < word.size() && !user_defined_.empty();) {
+  for (size_t i = prefix_len; i < word.size() && !user_defined_.empty() && !v_.added_tokens_first;) {
     const std::string* hit = nullptr;
     for (const auto& u : user_defined_)
       if (word.compare(i, u.size(), u) == 0) {

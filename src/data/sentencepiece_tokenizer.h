@@ -39,6 +39,11 @@ class SentencePieceTokenizer final : public Tokenizer {
     // (prepend_scheme "first"/"always"), and with split=true each space starts a new word.
     bool prefix_only_if_absent = false;
     bool split_at_space = false;
+    // Metaspace prepend_scheme "first": no dummy prefix on text that follows a special token.
+    bool prefix_first_only = false;
+    // HF: user-defined pieces (added tokens) are split out of the raw text before normalising,
+    // so the text after one gets its own dummy prefix; sentencepiece matches them afterwards.
+    bool added_tokens_first = false;
     // llama2.c's characters: a byte plus up to three continuation bytes, valid or not (the same
     // as UTF-8 characters on valid text; invalid bytes are otherwise single characters).
     bool llama2c_chars = false;
@@ -49,19 +54,23 @@ class SentencePieceTokenizer final : public Tokenizer {
   SentencePieceTokenizer(Vocab vocab, const std::string& source);
 
   std::string_view kind() const override { return "sentencepiece"; }
-  std::vector<int32_t> encode(std::string_view text) const override;
+  std::vector<int32_t> encode(std::string_view text) const override { return encode_part(text, false); }
   std::string decode(const std::vector<int32_t>& ids) const override;
   int64_t vocab_size() const override { return int64_t(v_.pieces.size()); }
   int32_t bos_id() const override { return v_.bos; }
   int32_t eos_id() const override { return v_.eos; }
   const Vocab& vocab() const { return v_; }
 
+ protected:
+  std::vector<int32_t> encode_part(std::string_view text, bool after_special) const override;
+
  private:
   struct Merge {
     int32_t rank, id;
   };
   // `prefix_len`: bytes of the dummy prefix at the start of the result (0 when none).
-  std::string normalize(std::string_view text, size_t& prefix_len) const;
+  std::string normalize(std::string_view text, bool after_special, size_t& prefix_len) const;
+  void encode_normalized(std::string_view text, bool after_special, std::vector<int32_t>& out) const;
   void encode_word(std::string_view word, size_t prefix_len, std::vector<int32_t>& out) const;
   void encode_chars(std::string_view text, size_t prefix_len, std::vector<int32_t>& out) const;
   int32_t lookup(std::string_view s) const;

@@ -40,6 +40,11 @@ class Tokenizer {
 
  protected:
   void set_special_tokens(std::vector<Special> specials);
+  // encode() of the text between special tokens; `after_special` when the text does not start
+  // the input (an HF Metaspace pre-tokenizer with prepend_scheme "first" adds no "▁" there).
+  virtual std::vector<int32_t> encode_part(std::string_view text, bool after_special) const {
+    return encode(text);
+  }
   // Text of special token `id`, or nullptr.
   const std::string* special_text(int32_t id) const;
 

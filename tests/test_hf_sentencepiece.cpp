@@ -140,7 +140,7 @@ TEST(HfSentencePiece, SaveTokenizerFilesWritesTheHfFiles) {
   TempDir out("meshtrain_hf_spm_save"), again("meshtrain_hf_spm_save2");
   const auto written = save_tokenizer_files(fixture("llama_bpe1000.model"), out.path.string());
   EXPECT_EQ(written.size(), 3u);
-  for (const char* f : {"llama_bpe1000.model", "tokenizer.json", "tokenizer_config.json"})
+  for (const char* f : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json"})
     EXPECT_TRUE(fs::is_regular_file(out.path / f)) << f;
   json cfg = json::parse(read_bytes((out.path / "tokenizer_config.json").string()));
   EXPECT_EQ(cfg["tokenizer_class"], "LlamaTokenizer");
@@ -156,9 +156,9 @@ TEST(HfSentencePiece, SaveTokenizerFilesWritesTheHfFiles) {
   EXPECT_EQ(dir_tok->encode(text), spm->encode(text));
   // Saving from that directory copies tokenizer.json with its companions.
   const auto copied = save_tokenizer_files(out.path.string(), again.path.string());
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "tokenizer.model"})
     EXPECT_TRUE(fs::is_regular_file(again.path / f)) << f;
-  EXPECT_EQ(copied.size(), 2u);
+  EXPECT_EQ(copied.size(), 3u);
 }
 
 TEST(HfSentencePiece, RefusesWhatItDoesNotImplement) {

@@ -3,6 +3,8 @@
 // by scripts/make_spm_fixtures.sh), round trips, and the models and files it refuses.
 #include <gtest/gtest.h>
 
+#include "run_command.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -147,6 +149,24 @@ TEST(SentencePieceModel, RefusesWhatItDoesNotImplement) {
   EXPECT_NE(load_error("nobytes.model", field(1, field(1, "a")) + field(2, varint_field(3, 2) + varint_field(35, 1)))
                 .find("no byte piece <0x00>"),
             std::string::npos);
+}
+
+// The command line, as a user runs it: a tokenizer.model file, and one that is refused.
+TEST(SentencePieceModel, TokenizeCommandReadsTheModel) {
+  const auto& ref = reference();
+  const size_t i = 21;  // "ROMEO:\nBut, soft! ..." has a newline, punctuation and merges
+  auto r = testing::run_meshtrain("tokenize --tokenizer " + fixture("llama_bpe1000.model") +
+                                  " --text \"$(printf 'ROMEO:\\nBut, soft! what light through yonder window breaks?')\"");
+  ASSERT_EQ(ref["strings"][i], "ROMEO:\nBut, soft! what light through yonder window breaks?");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(r.output).get<Ids>(), ref["models"]["llama_bpe1000.model"]["ids"][i].get<Ids>());
+  const fs::path bad = fs::path(::testing::TempDir()) / "unigram_cli.model";
+  std::ofstream(bad, std::ios::binary) << read_bytes(fixture("llama_bpe1000.model")) + field(2, varint_field(3, 1));
+  r = testing::run_meshtrain("tokenize --tokenizer " + bad.string() + " --text hi");
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(r.output, "meshtrain: error: " + bad.string() +
+                          ": sentencepiece model type unigram is not supported (only BPE, as Llama 2, "
+                          "Mistral and TinyLlama use)\n");
 }
 
 }  // namespace

@@ -62,7 +62,7 @@ for model in llama_bpe1000 stories; do
     const fs = require("fs");
     const j = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
     const ms = { type: "Metaspace", replacement: "\u2581", prepend_scheme: "first", split: false };
-    j.normalizer = null; j.pre_tokenizer = ms; j.decoder = ms;
+    j.normalizer = null; j.pre_tokenizer = ms;  // the decoder stays: newer files keep it
     fs.writeFileSync(process.argv[2], JSON.stringify(j));' "$WORK/$model/tokenizer.json" "$out/tokenizer.json"
   dirs+=("$out")
 done

@@ -35,7 +35,7 @@ for (const arg of dirs) {
         console.log(`  ${dir}: string ${i} ${JSON.stringify(s)}\n    tokenizers.js ${JSON.stringify(js)}\n    meshtrain     ${JSON.stringify(ours)}` +
                     (refModel ? `\n    sentencepiece ${JSON.stringify(want)}` : ""));
     }
-    if ((js.length ? tok.decode(js, { skip_special_tokens: true }) : "") === s) roundTrips++;
+    if ((js.length ? tok.decode(js, { skip_special_tokens: false }) : "") === s) roundTrips++;
   });
   console.log(`${mismatches ? "MISMATCH" : "ok"}: ${dir}${refModel ? ` (and sentencepiece ${refModel})` : ""}: ` +
               `${checked - mismatches}/${checked} strings encode alike; tokenizers.js decode gives the text back for ${roundTrips}`);

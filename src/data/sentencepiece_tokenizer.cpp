@@ -84,6 +84,12 @@ int32_t SentencePieceTokenizer::lookup(std::string_view s) const {
   return it == normal_ids_.end() ? -1 : it->second;
 }
 
+const std::string* SentencePieceTokenizer::user_defined_at(std::string_view text, size_t i) const {
+  for (const auto& u : user_defined_)  // longest first
+    if (text.compare(i, u.size(), u) == 0) return &u;
+  return nullptr;
+}
+
 std::string SentencePieceTokenizer::normalize(std::string_view text, bool after_special,
                                               size_t& prefix_len) const {
   std::string t;
@@ -128,12 +134,7 @@ std::vector<int32_t> SentencePieceTokenizer::encode_part(std::string_view text, 
   }
   size_t plain = 0;
   for (size_t i = 0; i < text.size();) {
-    const std::string* hit = nullptr;
-    for (const auto& u : user_defined_)
-      if (text.compare(i, u.size(), u) == 0) {
-        hit = &u;
-        break;
-      }
+    const std::string* hit = user_defined_at(text, i);
     if (!hit) {
       i += char_len(text, i, v_.llama2c_chars);
       continue;
@@ -171,12 +172,7 @@ void SentencePieceTokenizer::encode_word(std::string_view word, size_t prefix_le
   // between them is encoded on its own.
   size_t plain = 0;
   for (size_t i = prefix_len; i < word.size() && !user_defined_.empty() && !v_.added_tokens_first;) {
-    const std::string* hit = nullptr;
-    for (const auto& u : user_defined_)
-      if (word.compare(i, u.size(), u) == 0) {
-        hit = &u;
-        break;
-      }
+    const std::string* hit = user_defined_at(word, i);
     if (!hit) {
       i += char_len(word, i, v_.llama2c_chars);
       continue;

@@ -74,6 +74,8 @@ class SentencePieceTokenizer final : public Tokenizer {
   void encode_word(std::string_view word, size_t prefix_len, std::vector<int32_t>& out) const;
   void encode_chars(std::string_view text, size_t prefix_len, std::vector<int32_t>& out) const;
   int32_t lookup(std::string_view s) const;
+  // The longest user-defined piece that starts at text[i], or nullptr.
+  const std::string* user_defined_at(std::string_view text, size_t i) const;
 
   Vocab v_;
   // Normal and user-defined pieces: control, unknown and byte pieces are never produced from

@@ -168,6 +168,9 @@ TEST(Cli, ConvertGenerateEvalExportStories260K) {
   Result r = run("convert --llama2c " + data + "stories260K/stories260K.bin --tokenizer " + data +
                  "stories260K/tok512.bin --out " + dir);
   ASSERT_EQ(r.code, 0) << r.output;
+  // A complete HF directory: generate below reads its tokenizer.json (load_tokenizer prefers it).
+  for (const char* f : {"tokenizer.bin", "tokenizer.json", "tokenizer_config.json"})
+    EXPECT_TRUE(std::filesystem::is_regular_file(dir + "/" + f)) << f;
   r = run("generate -m " + dir + " -n 40");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(r.output.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << r.output;
@@ -178,6 +181,9 @@ TEST(Cli, ConvertGenerateEvalExportStories260K) {
   EXPECT_NE(r.output.find("perplexity"), std::string::npos) << r.output;
   r = run("export -m " + dir + " --merged " + dir + "_merged --gguf " + dir + ".gguf");
   ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("no tokenizer.ggml"), std::string::npos) << r.output;  // GGUF got the vocabulary
+  for (const char* f : {"tokenizer.bin", "tokenizer.json", "tokenizer_config.json"})
+    EXPECT_TRUE(std::filesystem::is_regular_file(dir + "_merged/" + f)) << f;
   r = run("generate -m " + dir + "_merged -n 10");
   EXPECT_EQ(r.code, 0) << r.output;
   expect_one_line_error("generate -m /nonexistent/model -n 3", "/nonexistent/model");

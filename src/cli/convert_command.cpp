@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_files.h"
 #include "io/llama2c.h"
 #include "io/model_files.h"
 
@@ -19,7 +20,8 @@ Action add_convert_command(CLI::App& app) {
   auto* sub = app.add_subcommand("convert", "Convert a llama2.c checkpoint into an HF model directory");
   sub->add_option("--llama2c", o->llama2c, "llama2.c checkpoint (.bin)")->required();
   sub->add_option("--tokenizer", o->tokenizer,
-                  "llama2.c tokenizer (.bin), copied as tokenizer.bin (default: none, no tokenizer)");
+                  "llama2.c tokenizer (.bin), copied as tokenizer.bin, plus an HF tokenizer.json and "
+                  "tokenizer_config.json made from it (default: none, no tokenizer)");
   sub->add_option("--out,-o", o->out, "output directory")->required();
   return [o] {
     namespace fs = std::filesystem;
@@ -38,6 +40,8 @@ Action add_convert_command(CLI::App& app) {
       fs::copy_file(o->tokenizer, dst, fs::copy_options::overwrite_existing);
       fs::permissions(dst, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
       written.push_back(dst);
+      // tokenizer.json and tokenizer_config.json from it: a complete HF model directory.
+      for (auto& f : save_tokenizer_files(dst, o->out)) written.push_back(f);
     }
     std::cout << "converted " << o->llama2c << " (" << model->base().numel() << " parameters)\n";
     for (const auto& f : written) std::cout << "  wrote " << f << "\n";

@@ -73,9 +73,11 @@ Action add_export_command(CLI::App& app) {
       const GgufDtype dt = parse_gguf_dtype(o->gguf_dtype);
       // llama.cpp needs the vocabulary inside the file; llama2.c's tokenizer.bin carries it.
       std::unique_ptr<TokenizerInfo> info;
-      if (fs::path(tok_file).filename() == "tokenizer.bin")
+      // meshtrain's model directories hold tokenizer.json beside it, which load_tokenizer prefers.
+      const fs::path bin = tok_file.empty() ? fs::path() : fs::path(tok_file).parent_path() / "tokenizer.bin";
+      if (!bin.empty() && fs::is_regular_file(bin))
         info = std::make_unique<TokenizerInfo>(
-            tokenizer_info_from_llama2c(tok_file, model->config().vocab_size));
+            tokenizer_info_from_llama2c(bin.string(), model->config().vocab_size));
       else
         std::cerr << "export: warning: no llama2.c tokenizer.bin next to the model; the GGUF file "
                      "has no tokenizer.ggml.* metadata\n";

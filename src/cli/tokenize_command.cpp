@@ -18,7 +18,8 @@ Action add_tokenize_command(CLI::App& app) {
   auto opt = std::make_shared<Options>();
   auto* sub = app.add_subcommand("tokenize", "Print the token ids of a text as a JSON list");
   sub->add_option("--tokenizer,-t", opt->tokenizer,
-                  "Tokenizer file or directory (tiktoken, tokenizer.json, GPT-2, llama2.c .bin)")
+                  "Tokenizer file or directory (tiktoken, tokenizer.json, sentencepiece .model, GPT-2, "
+                  "llama2.c .bin)")
       ->required();
   sub->add_option("--text", opt->text, "Text to encode")->required();
   sub->add_flag("--bos", opt->bos, "Start with the BOS token");

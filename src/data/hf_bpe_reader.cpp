@@ -1,10 +1,12 @@
-// HF tokenizer.json (byte-level BPE) and GPT-2 vocab.json + merges.txt -> BpeTokenizer.
+// HF tokenizer.json (byte-level BPE; byte-fallback BPE is hf_sentencepiece_reader.cpp) and
+// GPT-2 vocab.json + merges.txt -> BpeTokenizer.
 // Both store tokens as byte-level mapped strings (byte_level.h) and rank merges by list order.
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "data/bpe_tokenizer.h"
 #include "data/byte_level.h"
+#include "data/hf_sentencepiece.h"
 #include "data/tokenizer_readers.h"
 
 namespace mt {
@@ -127,7 +129,8 @@ std::unique_ptr<Tokenizer> parse_hf(const json& doc, const std::string& name) {
   if (!is_null_or_absent(model, "continuing_subword_prefix") ||
       !is_null_or_absent(model, "end_of_word_suffix"))
     fail(name + ": continuing_subword_prefix / end_of_word_suffix are not supported");
-  if (!is_false_or_absent(model, "byte_fallback")) fail(name + ": byte_fallback is not supported");
+  // Byte fallback means sentencepiece-style BPE over "▁"-escaped text (Llama 2, Mistral).
+  if (!is_false_or_absent(model, "byte_fallback")) return parse_hf_sentencepiece(doc, name);
   if (!is_null_or_absent(doc, "normalizer")) fail(name + ": normalizers are not supported");
   if (!doc.contains("pre_tokenizer")) fail(name + ": missing pre_tokenizer");
   SplitPattern pattern = select_pattern(doc["pre_tokenizer"], name);

@@ -46,13 +46,13 @@ std::vector<int32_t> Tokenizer::encode_with_specials(std::string_view text) cons
       ++pos;
       continue;
     }
-    auto plain = encode(text.substr(plain_start, pos - plain_start));
+    auto plain = encode_part(text.substr(plain_start, pos - plain_start), plain_start != 0);
     out.insert(out.end(), plain.begin(), plain.end());
     out.push_back(hit->id);
     pos += hit->text.size();
     plain_start = pos;
   }
-  auto plain = encode(text.substr(plain_start));
+  auto plain = encode_part(text.substr(plain_start), plain_start != 0);
   out.insert(out.end(), plain.begin(), plain.end());
   return out;
 }

@@ -1,7 +1,8 @@
 // The tokenizer interface and the loader that picks an implementation from a file or directory.
 // Implementations: ByteTokenizer (byte_tokenizer.h), byte-level BPE read from a tiktoken
 // tokenizer.model, an HF tokenizer.json or GPT-2 vocab.json+merges.txt (bpe_tokenizer.h), and
-// llama2.c's sentencepiece export tokenizer.bin (sentencepiece_tokenizer.h).
+// sentencepiece BPE read from a sentencepiece tokenizer.model, llama2.c's tokenizer.bin or an HF
+// tokenizer.json with byte fallback (sentencepiece_tokenizer.h).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -39,6 +40,11 @@ class Tokenizer {
 
  protected:
   void set_special_tokens(std::vector<Special> specials);
+  // encode() of the text between special tokens; `after_special` when the text does not start
+  // the input (an HF Metaspace pre-tokenizer with prepend_scheme "first" adds no "▁" there).
+  virtual std::vector<int32_t> encode_part(std::string_view text, bool after_special) const {
+    return encode(text);
+  }
   // Text of special token `id`, or nullptr.
   const std::string* special_text(int32_t id) const;
 
@@ -54,7 +60,8 @@ class Tokenizer {
 //   *.json          -> HF tokenizer.json (vocab.json: GPT-2 with merges.txt next to it)
 //   merges.txt      -> GPT-2 with vocab.json next to it
 //   *.bin           -> llama2.c sentencepiece export
-//   other           -> tiktoken if its first line is `base64 rank`
+//   other           -> tiktoken if its first line is `base64 rank`, a sentencepiece protobuf
+//                      if it is named *.model
 // mt::Error naming the path when missing, unrecognised or malformed.
 //   tokenizer.byte  -> the byte-level tokenizer (a marker file meshtrain writes next to models it
 //                      trained with it; its content is ignored)

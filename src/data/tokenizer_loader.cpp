@@ -42,11 +42,11 @@ std::unique_ptr<Tokenizer> load_file(const fs::path& p) {
   size_t first = content.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && content[first] == '{')
     return read_hf_tokenizer_json(content, p.string());
+  // A ModelProto starts with its first piece: field 1, length-delimited, tag byte 0x0a.
   if (ext == ".model" && !content.empty() && content[0] == '\x0a')
-    fail(p.string() + ": looks like a sentencepiece protobuf model, which is not supported; "
-         "export it to llama2.c's tokenizer.bin format instead");
+    return read_sentencepiece_model(content, p.string());
   fail(p.string() + ": unrecognised tokenizer file (expected tiktoken `base64 rank` lines, "
-       "tokenizer.json, vocab.json/merges.txt or a llama2.c .bin)");
+       "a sentencepiece .model, tokenizer.json, vocab.json/merges.txt or a llama2.c .bin)");
 }
 
 }  // namespace

@@ -19,7 +19,8 @@ std::unique_ptr<Tokenizer> read_tiktoken(std::string_view content, const std::st
 // True if the first line looks like `base64 rank` (format detection).
 bool looks_like_tiktoken(std::string_view content);
 
-// HF tokenizer.json with a byte-level BPE model and a pre-tokenizer this project implements.
+// HF tokenizer.json: byte-level BPE with a pre-tokenizer this project implements, or the Llama 2
+// style of sentencepiece BPE with byte fallback (hf_sentencepiece_reader.cpp).
 std::unique_ptr<Tokenizer> read_hf_tokenizer_json(std::string_view content, const std::string& name);
 
 // GPT-2 release files: vocab.json (token -> id) and merges.txt (one `a b` merge per line).
@@ -29,5 +30,9 @@ std::unique_ptr<Tokenizer> read_gpt2(std::string_view vocab_json, std::string_vi
 // llama2.c's tokenizer.bin: int32 max_token_length, then per token float32 score, int32 length
 // and the bytes, to the end of the file.
 std::unique_ptr<Tokenizer> read_llama2c_tokenizer(std::string_view content, const std::string& name);
+
+// sentencepiece's tokenizer.model (ModelProto protobuf), BPE with byte fallback as Llama 2 /
+// Mistral / TinyLlama use; other model types and normalisation rules are refused.
+std::unique_ptr<Tokenizer> read_sentencepiece_model(std::string_view content, const std::string& name);
 
 }  // namespace mt

@@ -355,6 +355,7 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.model.rope_scaling = {8.0f, 2.0f, 6.0f, 4096};
   a.model.tie_word_embeddings = true;
   a.lora = {true, 16, 7.5f, {"lm_head", "q", "down"}, 0.01f};
+  a.lora.base_dtype = "nf4";
   a.lora_random_base = true;
   a.optim = {3.3e-4f, 1e-7f, 7, 0.0f, 0.85f, 0.999f, 1e-10f, 0.0f};
   a.train.steps = 12345;

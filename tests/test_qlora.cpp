@@ -1,14 +1,16 @@
 // QLoRA through the real binary: LoRA on a 4-bit NF4 base (lora.base_dtype = "nf4") trains on one
 // rank beside the bf16-base run with the same data and seed, the pretrained stories260K keeps its
 // perplexity on a held-out text with its base in NF4, the merged export is the dequantised base
-// plus the adapter, and a base without LoRA is refused.
+// plus the adapter, a base without LoRA is refused, and `meshtrain shard` counts NF4 bytes.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "io/safetensors.h"
 #include "mesh_runs.h"
@@ -108,6 +110,30 @@ TEST(Qlora, MergedExportIsTheDequantisedBasePlusTheAdapter) {
               pm, pq, pp);
   EXPECT_NEAR(pm, pq, 0.01 * pq);
   EXPECT_NE(pm, pp);
+}
+
+TEST(Qlora, ShardCountsNf4BytesAndCutsBetweenRows) {
+  // Llama 3.1 405B's base: ~810 GB in bf16, ~216 GB with the projections in NF4 (~4.13 bits).
+  auto bytes = [](const std::string& dtype) {
+    auto r = run_meshtrain("shard --preset llama3-405b --mesh dp=1 --json --set lora.enabled=true --set lora.base_dtype=" + dtype);
+    EXPECT_EQ(r.code, 0) << r.output;
+    const auto b = nlohmann::json::parse(r.output)["ranks"][0]["bytes"];
+    return std::pair<double, double>(b["weights_bf16"].get<double>(), b["weights_nf4"].get<double>());
+  };
+  const auto [bf, none] = bytes("bf16");
+  const auto [rest, nf4] = bytes("nf4");
+  std::printf("405B base: bf16 %.1f GB, nf4 %.1f GB (projections %.1f GB)\n", bf / 1e9, (rest + nf4) / 1e9, nf4 / 1e9);
+  EXPECT_EQ(none, 0.0);
+  EXPECT_NEAR(bf / 1e9, 812.3, 1.0);
+  EXPECT_NEAR((rest + nf4) / 1e9, 216.3, 1.0);
+  EXPECT_NEAR((bf - rest) / nf4, 16.0 / 4.129, 0.01);  // the projections alone
+  // The layout: fsdp cuts the column-parallel projections between rows, and they show as NF4.
+  auto r = run_meshtrain("shard --mesh fsdp=2,tp=2 --set lora.enabled=true --set lora.base_dtype=nf4 --set model.intermediate_size=256");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("model.layers.*.self_attn.q_proj.weight  x 4 layers\n  shape [128, 128]  spec ((tp, fsdp), "
+                          "None)  local [32, 128]  frozen nf4"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("nf4 weights per rank"), std::string::npos) << r.output;
 }
 
 }  // namespace

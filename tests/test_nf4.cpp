@@ -1,7 +1,8 @@
 // NF4 (core/nf4.h), the 4-bit base of QLoRA: the codebook against the QLoRA paper's published
 // table, the quantisation error against NF4's bound, what double quantisation adds, the bytes per
-// weight, rows that are not whole blocks, and the backends' dequantising convert and GEMM (the CPU
-// kernels against the reference backend).
+// weight, rows that are not whole blocks, the backends' dequantising convert and GEMM (the CPU
+// kernels against the reference backend), and a QLoRA model's memory: NF4 records and one
+// dequantised matrix at a time, never the whole base in bf16.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,8 +12,11 @@
 
 #include "backend/device_buffer.h"
 #include "backend/reference_backend.h"
+#include "core/memory_stats.h"
 #include "core/nf4.h"
 #include "finite_diff.h"
+#include "model/llama.h"
+#include "model_fixtures.h"
 
 namespace mt {
 namespace {
@@ -198,6 +202,39 @@ TEST(Nf4, ConvertRefusesAShapeThatIsNotTheTensors) {
   const Tensor Q = cpu_backend().view(packed.data(), DType::nf4, 2, 64);
   EXPECT_THROW(cpu_backend().convert(Q, wf.tensor()), Error);  // [1, 128] is not [2, 64]
   EXPECT_THROW(DeviceBuffer(cpu_backend(), DType::nf4, 128), Error);
+}
+
+TEST(Nf4, QloraModelNeverHoldsItsProjectionsInBf16) {
+  LlamaConfig c = testing::tiny_config();
+  c.hidden_size = 256, c.intermediate_size = 768, c.num_hidden_layers = 4;
+  c.num_attention_heads = 4, c.num_key_value_heads = 4, c.vocab_size = 64;
+  LoraConfig lora;
+  lora.enabled = true, lora.rank = 4, lora.base_dtype = "nf4";
+  const size_t start = memory_stats::current_bytes();
+  LlamaModel m(c, Precision::bf16, lora);
+  m.init_weights(1);
+  int64_t projections = 0;
+  for (const Param& p : m.base().params()) {
+    if (!p.quant) continue;
+    EXPECT_EQ(p.master, nullptr) << p.name;
+    EXPECT_EQ(p.compute, nullptr) << p.name;
+    projections += p.numel;
+  }
+  ASSERT_EQ(projections, 4 * (4 * 256 * 256 + 3 * 256 * 768));
+  // 4.375 bits a weight on rows of 256, 4.21 on rows of 768: a quarter of bf16 and a bit.
+  EXPECT_LT(double(m.base().quant_bytes()), 0.28 * 2.0 * double(projections));
+  const auto batch = testing::tiny_batch(c.vocab_size, 3, 2, 8);
+  memory_stats::reset_peak();
+  m.forward_backward(batch.input(), 1.0f);
+  // Everything the forward and backward allocated: stores, the activation arena and at most one
+  // dequantised projection (768 x 256 bf16) -- far below the projections in bf16 (6.8 MB).
+  const size_t grown = memory_stats::peak_bytes() - start;
+  // (256 KiB: the small buffers beside the arena, rope tables and loss rows among them.)
+  const size_t allowed = m.base().bytes() + m.adapters().bytes() + m.activation_bytes() + 768 * 256 * 2 + (256 << 10);
+  std::printf("QLoRA model: projections %.2f MB in bf16, %.2f MB as NF4; peak growth %.2f MB\n",
+              2.0 * double(projections) / 1e6, double(m.base().quant_bytes()) / 1e6, double(grown) / 1e6);
+  EXPECT_LE(grown, allowed);
+  EXPECT_LT(double(grown), 2.0 * double(projections));
 }
 
 }  // namespace

@@ -80,8 +80,19 @@ float RowView::offset(int64_t group) const {
   return v;
 }
 
+// A row's blocks fall into groups_per_row equal groups (the last may be shorter), not groups of
+// exactly kGroup from the row's start: then tensor parallelism's power-of-two column splits of the
+// widest rows (Llama 3.1 405B's 832 blocks: 4 groups of 208) fall between groups, or inside one.
+namespace {
+int64_t group_size(int64_t cols) {
+  const int64_t nb = blocks_per_row(cols), ng = groups_per_row(cols);
+  return (nb + ng - 1) / ng;
+}
+int64_t group_of(int64_t cols, int64_t block) { return block / group_size(cols); }
+}  // namespace
+
 float RowView::absmax(int64_t block) const {
-  const int64_t g = block / kGroup;
+  const int64_t g = group_of(cols, block);
   return offset(g) + scale(g) * float(int(qmax(block)) - 128);
 }
 
@@ -97,8 +108,9 @@ void quantize_row(uint8_t* rec, const float* src, int64_t cols, int64_t c0, int6
     amax[size_t(i / kBlock)] = std::max(amax[size_t(i / kBlock)], std::abs(src[i]));
   // Double quantisation: each group's maxima, centred on their mean, in 8 bits on its own scale.
   std::vector<float> offsets, scales;
-  for (int64_t g0 = 0; g0 < all_blocks; g0 += kGroup) {
-    const int64_t g1 = std::min(all_blocks, g0 + kGroup);
+  const int64_t whole_group = group_size(cols);
+  for (int64_t g0 = 0; g0 < all_blocks; g0 += whole_group) {
+    const int64_t g1 = std::min(all_blocks, g0 + whole_group);
     double sum = 0;
     for (int64_t b = g0; b < g1; ++b) sum += amax[size_t(b)];
     const float offset = float(sum / double(g1 - g0));
@@ -107,12 +119,12 @@ void quantize_row(uint8_t* rec, const float* src, int64_t cols, int64_t c0, int6
     offsets.push_back(offset), scales.push_back(spread / 127.0f);
   }
   for (int64_t g = 0; g < ng; ++g) {
-    const size_t whole = size_t((b0 + g * kGroup) / kGroup);
+    const size_t whole = size_t((b0 + g * group_size(n)) / whole_group);
     std::memcpy(rec + 8 * g, &scales[whole], 4);
     std::memcpy(rec + 8 * g + 4, &offsets[whole], 4);
   }
   for (int64_t b = 0; b < nb; ++b) {
-    const size_t whole = size_t((b0 + b) / kGroup);
+    const size_t whole = size_t((b0 + b) / whole_group);
     const float scale = scales[whole], a = amax[size_t(b0 + b)];
     const float q = scale > 0 ? std::nearbyint((a - offsets[whole]) / scale) : 0.0f;
     rec[8 * ng + b] = uint8_t(int(std::clamp(q, -127.0f, 127.0f)) + 128);
@@ -159,8 +171,13 @@ void quantize_rows(uint8_t* dst, const float* src, int64_t rows, int64_t cols) {
 
 bool slice_keeps_groups(int64_t cols, int64_t c0, int64_t c1) {
   if (c0 < 0 || c1 > cols || c0 >= c1 || c0 % kBlock != 0 || (c1 != cols && c1 % kBlock != 0)) return false;
-  const int64_t b0 = c0 / kBlock, nb = blocks_per_row(c1 - c0);
-  return b0 % kGroup == 0 || b0 % kGroup + nb <= kGroup;
+  // Each group of the slice must lie in one group of the row (it stores that group's statistics).
+  const int64_t b0 = c0 / kBlock, nb = blocks_per_row(c1 - c0), local = group_size(c1 - c0), whole = group_size(cols);
+  for (int64_t first = 0; first < nb; first += local) {
+    const int64_t last = std::min(nb, first + local) - 1;
+    if ((b0 + first) / whole != (b0 + last) / whole) return false;
+  }
+  return true;
 }
 
 void quantize_row_slice(uint8_t* dst, const float* src, int64_t rows, int64_t cols, int64_t c0, int64_t c1) {

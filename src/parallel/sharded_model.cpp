@@ -130,8 +130,8 @@ void ShardedModel::build_slots(const PartitionRules& rules) {
       if (!nf4::slice_keeps_groups(s.full_shape[1], s.box.begin[1], s.box.end[1]))
         fail("lora.base_dtype = \"nf4\": tp splits the " + std::to_string(s.full_shape[1]) + " columns of " +
              s.name + " into " + std::to_string(s.box.end[1] - s.box.begin[1]) +
-             ", which cuts an NF4 block of 64 or a double-quantisation group of 256 blocks; use a tp that "
-             "leaves whole blocks (columns / tp a multiple of 64)");
+             ", which cuts an NF4 block of 64 or a double-quantisation group of the row; use a tp that "
+             "leaves whole blocks (columns / tp a multiple of 64) and groups (see docs/qlora.md)");
     }
     // The adapter's down-projection A of a column-parallel layer (rows over tp) sees the whole
     // input but only this rank's rows of the output gradient: its gradient is a partial sum.

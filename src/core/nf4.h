@@ -9,7 +9,8 @@
 // row range is a contiguous byte range (FSDP's shards, tensor parallelism's column-parallel
 // splits and every gather cut between rows, never inside a block). A record holds:
 //   - groups x {f32 scale, f32 offset}: the double quantisation of the block maxima, one pair per
-//     group of up to kGroup consecutive blocks of the row;
+//     group; the row's blocks fall into groups_per_row equal groups of at most kGroup (the last may
+//     be shorter), so power-of-two tp splits of wide rows fall between groups or inside one;
 //   - blocks x u8: each block's absolute maximum a, as round((a - offset) / scale) + 128;
 //   - blocks x 32 bytes: the 64 codes, two per byte, the first in the high nibble;
 //   - zero padding to a multiple of 4 bytes.
@@ -27,7 +28,7 @@
 namespace mt::nf4 {
 
 inline constexpr int64_t kBlock = 64;   // weights per block (one absmax each)
-inline constexpr int64_t kGroup = 256;  // blocks per double-quantisation group
+inline constexpr int64_t kGroup = 256;  // most blocks in a double-quantisation group
 
 // The 16 NF4 values, ascending, derived from the normal quantiles as in the QLoRA paper.
 const std::array<float, 16>& codebook();
@@ -52,7 +53,7 @@ void quantize_rows(uint8_t* dst, const float* src, int64_t rows, int64_t cols);
 // group's scale and offset. Needs slice_keeps_groups.
 void quantize_row_slice(uint8_t* dst, const float* src, int64_t rows, int64_t cols, int64_t c0, int64_t c1);
 // Whether columns [c0, c1) of a row of `cols` are whole blocks (the row's end may be padded) whose
-// groups of kGroup blocks, counted from c0, each lie in one group of the whole row.
+// groups, as a row of c1 - c0 columns has them, each lie in one group of the whole row.
 bool slice_keeps_groups(int64_t cols, int64_t c0, int64_t c1);
 // Dequantises records back to values: each weight is code * (offset + scale * (q - 128)).
 void dequantize_rows(float* dst, const uint8_t* src, int64_t rows, int64_t cols);

@@ -48,7 +48,7 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.lora.targets, b.lora.targets);
   EXPECT_EQ(a.lora.init_std, b.lora.init_std);
   EXPECT_EQ(a.lora_random_base, b.lora_random_base);
-  EXPECT_EQ(a.lora_base_dtype, b.lora_base_dtype);
+  EXPECT_EQ(a.lora.base_dtype, b.lora.base_dtype);
   EXPECT_EQ(a.optim.lr, b.optim.lr);
   EXPECT_EQ(a.optim.min_lr, b.optim.min_lr);
   EXPECT_EQ(a.optim.warmup_steps, b.optim.warmup_steps);
@@ -356,8 +356,8 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.model.rope_scaling = {8.0f, 2.0f, 6.0f, 4096};
   a.model.tie_word_embeddings = true;
   a.lora = {true, 16, 7.5f, {"lm_head", "q", "down"}, 0.01f};
+  a.lora.base_dtype = "nf4";
   a.lora_random_base = true;
-  a.lora_base_dtype = "nf4";
   a.optim = {3.3e-4f, 1e-7f, 7, 0.0f, 0.85f, 0.999f, 1e-10f, 0.0f};
   a.train.steps = 12345;
   a.train.batch_size = 3;

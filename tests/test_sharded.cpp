@@ -52,6 +52,39 @@ INSTANTIATE_TEST_SUITE_P(Meshes, MeshEquality,
                                            "fsdp=2,tp=2", "dp=2,fsdp=2,tp=2"),
                          [](const auto& info) { return tag_of(info.param); });
 
+// QLoRA: the blocks' projections in NF4 (lora.base_dtype), quantised by each rank from its own
+// rows, gathered over fsdp as NF4 records and split over tp between whole blocks. The MLP width
+// is 256 so that tp's column split of down_proj (128 each) leaves whole blocks of 64.
+const char* kQlora = "--set lora.base_dtype=nf4 --set model.intermediate_size=256 ";
+
+class QloraMeshEquality : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(QloraMeshEquality, QloraTrainingMatchesOneRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  // 5e-5 on the adapters as for a pretrained base: AdamW amplifies rounding where gradients are
+  // near zero (see expect_same_run). The sharp check, with updates linear in the gradient, must
+  // agree to 1e-6: every rank's NF4 bytes are the single rank's, and every gradient arrives once.
+  expect_same_run("qlora_" + tag_of(GetParam()), std::string(kRun) + kLora + kQlora, GetParam(),
+                  "/adapter/adapter_model.safetensors", 5e-5);
+  expect_same_run("qlora_linear_" + tag_of(GetParam()),
+                  std::string(kRun) + kLora + kQlora + "--set optim.eps=1.0 --set optim.lr=0.5 ", GetParam(),
+                  "/adapter/adapter_model.safetensors", 1e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Meshes, QloraMeshEquality, ::testing::Values("fsdp=2", "tp=2", "fsdp=2,tp=2"),
+                         [](const auto& info) { return tag_of(info.param); });
+
+TEST(Sharded, QloraTpSplitThatCutsAnNf4BlockIsRefused) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  // The default MLP width 344 splits into 172 columns per tp rank: not whole blocks of 64.
+  const std::string dir = (fs::temp_directory_path() / "meshtrain_qlora_cut").string();
+  std::string out;
+  EXPECT_NE(run(train_command("tp=2") + kRun + kLora + "--set lora.base_dtype=nf4 --set output.dir=" + dir, &out), 0);
+  EXPECT_NE(out.find("tp splits the 344 columns of model.layers.0.mlp.down_proj.weight into 172, which cuts an NF4 block"),
+            std::string::npos)
+      << out;
+}
+
 TEST(Sharded, TiedEmbeddingsWithGradAccumulationMatchOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   // The tied head is the embedding's unit, held from the head's backward to the embedding's.
@@ -200,6 +233,20 @@ TEST(Sharded, HuggingFaceCheckpointLoadsBlockByBlock) {
   EXPECT_NE(out.find("tensors, "), std::string::npos) << "no loading progress line:\n" << out;
 }
 
+TEST(Sharded, QloraOnAHuggingFaceCheckpointMatchesOneRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  // Each rank reads the rows of its NF4 blocks (whole rows where tp splits columns, for the
+  // row's statistics) and quantises them: the same bytes as one rank quantising whole tensors.
+  const std::string src = (fs::temp_directory_path() / "meshtrain_sharded_hf_qlora_src").string();
+  fs::remove_all(src);
+  std::string out;
+  ASSERT_EQ(run(train_command("") + kRun + "--set model.intermediate_size=256 --set output.dir=" + src, &out), 0) << out;
+  std::ofstream(src + ".toml") << "[model]\npath = \"" << src << "/model\"\n";
+  const std::string args = "--config " + src + ".toml " + kRun + kLora + "--set lora.base_dtype=nf4 ";
+  expect_same_run("hf_qlora", args + "--set optim.eps=1.0 --set optim.lr=0.5 ", "fsdp=2,tp=2",
+                  "/adapter/adapter_model.safetensors", 1e-6);
+}
+
 TEST(Sharded, RealPretrainedModelMatchesOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   // The pretrained stories260K (llama2.c file, sentencepiece tokenizer) fine-tuned on fsdp x tp.
@@ -213,6 +260,11 @@ TEST(Sharded, RealPretrainedModelMatchesOneRank) {
   // more adapter gradients sit near zero (see expect_same_training); 2e-4 is 0.3% of that.
   expect_same_run("s260_lora", "--config " + cfg + " " + kRun + kLora, "dp=2,tp=2",
                   "/adapter/adapter_model.safetensors", 2e-4);
+  // QLoRA: its MLP width 172 is not whole blocks (rows padded); fsdp cuts between rows. Updates
+  // linear in the gradient (eps = 1), so the adapters must agree to rounding.
+  expect_same_run("s260_qlora", "--config " + cfg + " " + kRun + kLora +
+                  "--set lora.base_dtype=nf4 --set optim.eps=1.0 --set optim.lr=0.5 ", "fsdp=2",
+                  "/adapter/adapter_model.safetensors", 1e-6);
 }
 
 TEST(Sharded, EveryRankBuildingTheTokenCacheAtOnceIsSafe) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/dequant_scratch.h"
 #include "backend/host_memory_backend.h"
 #include "backend/tensor_checks.h"
 #include "kernels/cpu/adamw.h"
@@ -13,6 +14,7 @@
 #include "kernels/cpu/decode_attention.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/nf4.h"
 #include "kernels/cpu/residual.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
@@ -42,6 +44,8 @@ class CpuBackend final : public HostMemoryBackend {
   void matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
               float alpha, bool accumulate) override {
     on_device(c, "matmul"), on_device(a, "matmul"), on_device(b, "matmul");
+    // A 4-bit frozen weight: dequantised into the scratch in a's dtype, then the usual GEMM.
+    if (b.dtype == DType::nf4) return matmul(c, a, trans_a, scratch_(*this, b, a.dtype), trans_b, alpha, accumulate);
     const MatmulDims d = matmul_dims(c, a, trans_a, b, trans_b);
     GemmArgs g;
     g.M = d.M, g.N = d.N, g.K = d.K;
@@ -207,6 +211,12 @@ class CpuBackend final : public HostMemoryBackend {
     same_numel(dst, src, "convert");
     const size_t n = size_t(dst.numel());
     if (dst.dtype == src.dtype) return copy(dst, src);
+    if (src.dtype == DType::nf4 && dst.cols == src.cols)
+      return float_dispatch(dst.dtype, [&]<class T>(T) {
+        dequantize_nf4(dst.as<T>(), static_cast<const uint8_t*>(src.data), src.rows, src.cols);
+      });
+    if (dst.dtype == DType::nf4 && src.dtype == DType::f32 && dst.cols == src.cols)
+      return quantize_nf4(static_cast<uint8_t*>(dst.data), src.as<float>(), dst.rows, dst.cols);
     if (dst.dtype == DType::bf16 && src.dtype == DType::f32)
       return mt::convert(dst.as<bf16>(), src.as<float>(), n);
     if (dst.dtype == DType::f32 && src.dtype == DType::bf16)
@@ -252,6 +262,9 @@ class CpuBackend final : public HostMemoryBackend {
     check_numel(x, x.numel(), DType::f32, device(), "sum_squares");
     return mt::sum_squares(x.as<float>(), x.numel());
   }
+
+ private:
+  DequantScratch scratch_;
 };
 
 }  // namespace

@@ -27,6 +27,8 @@ class DeviceBuffer {
   // Frees what was held and allocates numel zeroed elements (none for 0).
   void resize(Backend& backend, DType dtype, int64_t numel) {
     release();
+    // A packed tensor's bytes depend on its shape, not its element count: hold it as i32 words.
+    MT_CHECK(!is_packed(dtype), "a DeviceBuffer of a packed dtype; allocate its bytes as i32 words");
     backend_ = &backend, dtype_ = dtype;
     if (numel <= 0) return;
     bytes_ = size_t(numel) * dtype_size(dtype);

@@ -35,6 +35,7 @@ void HostMemoryBackend::fill(const Tensor& dst, float value) {
     case DType::f32: std::fill_n(dst.as<float>(), n, value); break;
     case DType::bf16: std::fill_n(dst.as<bf16>(), n, float_to_bf16(value)); break;
     case DType::i32: std::fill_n(dst.as<int32_t>(), n, int32_t(value)); break;
+    case DType::nf4: fail_op("fill", "an nf4 tensor is written by convert only");
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "backend/dequant_scratch.h"
 #include "backend/host_memory_backend.h"
 #include "backend/tensor_checks.h"
 #include "kernels/reference/attention.h"
@@ -11,6 +12,7 @@
 #include "kernels/reference/embedding.h"
 #include "kernels/reference/layout.h"
 #include "kernels/reference/matmul.h"
+#include "kernels/reference/nf4.h"
 #include "kernels/reference/optimizer.h"
 #include "kernels/reference/rmsnorm.h"
 #include "kernels/reference/rope.h"
@@ -24,7 +26,7 @@ ref::AttentionSizes sizes(const AttentionDims& d) { return {d.B, d.T, d.Hq, d.Hk
 
 // Only float tensors reach the math kernels (they read f32 or bf16).
 void float_only(const Tensor& t, const char* op) {
-  if (t.dtype == DType::i32) fail_op(op, "no i32 kernel");
+  if (t.dtype == DType::i32 || t.dtype == DType::nf4) fail_op(op, std::string("no ") + dtype_name(t.dtype) + " kernel");
 }
 
 class ReferenceBackend final : public HostMemoryBackend {
@@ -35,6 +37,7 @@ class ReferenceBackend final : public HostMemoryBackend {
   void matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
               float alpha, bool accumulate) override {
     on_device(c, "matmul"), on_device(a, "matmul"), on_device(b, "matmul");
+    if (b.dtype == DType::nf4) return matmul(c, a, trans_a, scratch_(*this, b, a.dtype), trans_b, alpha, accumulate);
     matmul_dims(c, a, trans_a, b, trans_b);
     ref::matmul(c, a, trans_a, b, trans_b, alpha, accumulate);
   }
@@ -161,6 +164,10 @@ class ReferenceBackend final : public HostMemoryBackend {
     same_numel(dst, src, "convert");
     if (dst.dtype != src.dtype && (dst.dtype == DType::i32 || src.dtype == DType::i32))
       unsupported_conversion(dst, src);
+    if (dst.dtype != src.dtype && (dst.dtype == DType::nf4 || src.dtype == DType::nf4)) {
+      if (dst.cols != src.cols || dst.dtype == src.dtype) unsupported_conversion(dst, src);
+      return src.dtype == DType::nf4 ? ref::dequantize_nf4(dst, src) : ref::quantize_nf4(dst, src);
+    }
     ref::convert(dst, src);
   }
   void add(const Tensor& dst, const Tensor& src) override {
@@ -192,6 +199,9 @@ class ReferenceBackend final : public HostMemoryBackend {
     check_numel(x, x.numel(), DType::f32, device(), "sum_squares");
     return ref::sum_squares(x);
   }
+
+ private:
+  DequantScratch scratch_;
 };
 
 }  // namespace

@@ -52,7 +52,14 @@ Action add_export_command(CLI::App& app) {
       fail("export: nothing to do; give --merged, --gguf and/or --gguf-adapter");
     if (!o->gguf_adapter.empty() && o->model.adapter.empty())
       fail("export: --gguf-adapter needs --adapter");
-    auto model = o->model.load_model();
+    // An adapter trained on an NF4 base is merged into that base dequantised, as PEFT users merge
+    // a QLoRA adapter: the model is loaded unquantised and its projections replaced by their NF4
+    // round trip (an NF4 tensor cannot hold the sum).
+    ModelArgs args = o->model;
+    const bool nf4 = args.base_dtype == "nf4";
+    args.base_dtype = "bf16";
+    auto model = args.load_model();
+    if (nf4) model->round_trip_nf4();
     const std::string tok_file = tokenizer_file_of(o->model.model);
     if (!o->gguf_adapter.empty()) {
       export_gguf_lora(*model, o->gguf_adapter, fs::path(o->model.model).filename().string());

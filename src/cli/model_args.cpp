@@ -13,6 +13,10 @@ void ModelArgs::add_to(CLI::App* sub) {
   sub->add_option("--adapter", adapter, "PEFT LoRA adapter directory to apply (default: none, the model alone)");
   sub->add_option("--tokenizer", tokenizer, "tokenizer file or directory (default: the model's)");
   sub->add_option("--precision", precision, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
+  sub->add_option("--base-dtype", base_dtype,
+                  "bf16, or nf4: the base's block matrices in 4-bit NormalFloat as QLoRA trains "
+                  "on them (lora.base_dtype)")
+      ->check(CLI::IsMember({"bf16", "nf4"}));
 }
 
 std::unique_ptr<LlamaModel> ModelArgs::load_model() const {
@@ -22,6 +26,7 @@ std::unique_ptr<LlamaModel> ModelArgs::load_model() const {
     // Both files against the config from their headers, before the model is allocated.
     check_peft_adapter(adapter, checked_pretrained_config(model), lora);
   }
+  lora.base_dtype = base_dtype;
   auto m = load_pretrained(model, precision == "bf16" ? Precision::bf16 : Precision::fp32, lora, 0);
   if (!adapter.empty()) load_peft_adapter(adapter, *m);
   return m;

@@ -15,6 +15,7 @@ struct ModelArgs {
   std::string adapter;    // PEFT adapter directory (optional)
   std::string tokenizer;  // default: the model directory
   std::string precision = "fp32";
+  std::string base_dtype = "bf16";  // "nf4": the base's block matrices quantised as loaded (QLoRA)
 
   void add_to(CLI::App* sub);
   std::unique_ptr<LlamaModel> load_model() const;

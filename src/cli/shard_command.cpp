@@ -100,7 +100,8 @@ void print_text(const Inputs& in, const std::vector<parallel::ShardedParam>& par
   std::cout << "model: " << c.num_hidden_layers << " layers, hidden " << c.hidden_size
             << ", intermediate " << c.intermediate_size << ", heads " << c.num_attention_heads << "/"
             << c.num_key_value_heads << ", vocab " << c.vocab_size
-            << (in.run.lora.enabled ? ", LoRA rank " + std::to_string(in.run.lora.rank) + " (base frozen)"
+            << (in.run.lora.enabled ? ", LoRA rank " + std::to_string(in.run.lora.rank) + " (base frozen" +
+                                          (in.run.lora.quantized_base() ? ", blocks' projections in NF4)" : ")")
                                     : ", full training")
             << "\n\n";
 
@@ -128,7 +129,8 @@ void print_text(const Inputs& in, const std::vector<parallel::ShardedParam>& par
     std::cout << "\n  shape " << shape_string(t.shape) << "  spec " << t.spec.str() << "  local "
               << shape_string(t.local_shape);
     if (t.replication() > 1) std::cout << "  replicated x" << t.replication();
-    std::cout << (g.first->trainable ? "" : "  frozen") << "\n" << parallel::render_grid(t, "  ");
+    std::cout << (g.first->trainable ? "" : "  frozen") << (g.first->nf4 ? " nf4" : "") << "\n"
+              << parallel::render_grid(t, "  ");
   }
 
   const auto ranks = parallel::bytes_per_rank(params, m);
@@ -157,6 +159,12 @@ void print_text(const Inputs& in, const std::vector<parallel::ShardedParam>& par
                   human(b.adam_f32()).c_str(), (long long)b.total(), human(b.total()).c_str());
     std::cout << line;
     i = j + 1;
+  }
+  if (in.run.lora.quantized_base()) {
+    // The NF4 records are in the totals; bf16 weights above are the rest of the base.
+    std::cout << "nf4 weights per rank (in the totals):";
+    for (const auto& b : ranks) std::cout << " " << human(b.weights_nf4());
+    std::cout << "\n";
   }
   int64_t sum = 0;
   for (const auto& b : ranks) sum += b.total();
@@ -202,7 +210,7 @@ void print_json(const Inputs& in, const std::vector<parallel::ShardedParam>& par
                                       {"tp", cc[size_t(parallel::Axis::tp)]}}},
                           {"elements", b.elements},
                           {"trainable_elements", b.trainable_elements},
-                          {"bytes", {{"weights_bf16", b.weights_bf16()}, {"master_f32", b.master_f32()},
+                          {"bytes", {{"weights_bf16", b.weights_bf16()}, {"weights_nf4", b.weights_nf4()}, {"master_f32", b.master_f32()},
                                      {"grads_f32", b.grads_f32()}, {"adam_f32", b.adam_f32()},
                                      {"total", b.total()}}}});
     sum += b.total();
@@ -236,7 +244,7 @@ Action add_shard_command(CLI::App& app) {
   return [o] {
     Inputs in = resolve(*o);
     auto params = parallel::shard_params(llama_param_shapes(in.run.model, in.run.lora),
-                                     in.run.lora.enabled, in.rules, in.mesh);
+                                     in.run.lora.enabled, in.rules, in.mesh, in.run.lora.quantized_base());
     if (o->json) print_json(in, params);
     else print_text(in, params, o->all);
     return 0;

@@ -9,6 +9,7 @@ const char* dtype_name(DType t) {
     case DType::f32: return "f32";
     case DType::bf16: return "bf16";
     case DType::i32: return "i32";
+    case DType::nf4: return "nf4";
   }
   return "?";
 }

@@ -9,10 +9,14 @@
 
 namespace mt {
 
-enum class DType : uint8_t { f32, bf16, i32 };
+// nf4: a frozen base quantised to 4-bit NormalFloat (core/nf4.h). It is packed in per-row records,
+// so it has no size per element: Tensor::bytes() counts it, and only whole rows can be sliced.
+enum class DType : uint8_t { f32, bf16, i32, nf4 };
 
-constexpr size_t dtype_size(DType t) { return t == DType::bf16 ? 2 : 4; }
-const char* dtype_name(DType t);  // "f32", "bf16", "i32"
+constexpr bool is_packed(DType t) { return t == DType::nf4; }
+// Bytes per element of an unpacked type (0 for a packed one).
+constexpr size_t dtype_size(DType t) { return t == DType::bf16 ? 2 : t == DType::nf4 ? 0 : 4; }
+const char* dtype_name(DType t);  // "f32", "bf16", "i32", "nf4"
 
 template <class T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::f32; }

@@ -74,8 +74,9 @@ BlockScratch carve_block_scratch(const Tensor& arena, const LlamaConfig& c, int6
 void fuse_qkv_if_adjacent(BlockWeights& w, const LlamaConfig& c) {
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim();
   const auto &q = w.proj[kQ], &k = w.proj[kK], &v = w.proj[kV];
+  // By bytes, so NF4 projections (row records of the same width) fuse as bf16 ones do.
   auto follows = [](const Tensor& next, const Tensor& prev, int64_t elems) {
-    return next.data == static_cast<char*>(prev.data) + size_t(elems) * dtype_size(prev.dtype);
+    return prev.numel() == elems && next.data == static_cast<char*>(prev.data) + prev.bytes();
   };
   if (!follows(k.W, q.W, qd * C) || !follows(v.W, k.W, kv * C)) return;
   const bool grads_adjacent = q.dW ? (follows(k.dW, q.dW, qd * C) && follows(v.dW, k.dW, kv * C))

@@ -50,11 +50,14 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Precision precision, const Lor
   ParamPlan norm{true, false, !frozen, false};
   ParamPlan embed{true, bf && config.tie_word_embeddings, !frozen, true};
   ParamPlan adapter{true, bf, true, true};
+  ParamPlan nf4_base{false, false, false, true, /*quant=*/true};
   // One list of names and shapes serves the model, the shard planner and the memory planner.
   for (const ParamShape& p : llama_param_shapes(config_, lora)) {
     if (p.adapter) adapters_.add(p.name, p.shape, adapter);
     else if (p.shape.size() == 1) base_.add(p.name, p.shape, norm);
     else if (p.name == kEmbedName) base_.add(p.name, p.shape, embed);
+    // QLoRA quantises the blocks' projections; the embedding and the head stay as they are.
+    else if (lora.quantized_base() && quantized_in_qlora(p)) base_.add(p.name, p.shape, nf4_base);
     else base_.add(p.name, p.shape, matrix);
   }
   base_.allocate(own_storage);
@@ -100,6 +103,7 @@ void LlamaModel::merge_adapters() {
   const float scale = lora_.scale();
   auto merge = [&](const std::string& base_name, const std::string& prefix) {
     Param& W = base_.get(base_name);
+    if (W.quant) fail("merge: " + base_name + " is NF4; merge into a bf16 base after round_trip_nf4()");
     const Param& A = adapters_.get(prefix + ".lora_A.weight");
     Param& B = adapters_.get(prefix + ".lora_B.weight");
     const int64_t out = W.shape[0], in = W.shape[1];
@@ -110,7 +114,7 @@ void LlamaModel::merge_adapters() {
     if (!merged) {
       widened.resize(be, DType::f32, out * in);
       merged = widened.tensor().view(out, in);
-      be.convert(merged, W.compute_tensor());
+      be.convert(merged, W.quant ? W.quant_tensor() : W.compute_tensor());
     }
     be.add(merged, d);
     if (W.compute) be.convert(W.compute_tensor(), merged);
@@ -123,6 +127,23 @@ void LlamaModel::merge_adapters() {
   if (lora_targets_head(lora_))
     merge(config_.tie_word_embeddings ? kEmbedName : kHeadName, "lm_head");
   adapters_.sync_compute();
+}
+
+void LlamaModel::round_trip_nf4() {
+  MT_CHECK(owns_storage(), "round_trip_nf4 on a model whose parameters live in a parallel layer");
+  for (auto& p : base_.params()) {
+    if (!quantized_in_qlora({p.name, p.shape, false}) || p.quant) continue;
+    const int64_t rows = p.shape[0], cols = p.shape[1];
+    std::vector<float> values(size_t(p.numel));
+    base_.get_values(p, values.data());
+    DeviceBuffer f32(backend_, DType::f32, p.numel), packed(backend_, DType::i32, int64_t(nf4::tensor_bytes(rows, cols) / 4));
+    const Tensor whole = f32.tensor().view(rows, cols), q = backend_.view(packed.data(), DType::nf4, rows, cols);
+    backend_.copy_from_host(whole, values.data());
+    backend_.convert(q, whole);
+    backend_.convert(whole, q);
+    backend_.copy_to_host(values.data(), whole);
+    base_.set_values(p, values.data());
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

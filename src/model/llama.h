@@ -78,8 +78,13 @@ class LlamaModel {
 
   // After the optimizer changed master values: refresh the bf16 copies the GEMMs read.
   void sync_compute_weights();
-  // W += (alpha/r) B A for every adapter, then zero B so the adapters are inert.
+  // W += (alpha/r) B A for every adapter, then zero B so the adapters are inert. An NF4 base
+  // cannot take the sum (it would be quantised again): merge on a bf16 or f32 base after
+  // round_trip_nf4(), which gives the same dequantised base an adapter trained on NF4 saw.
   void merge_adapters();
+  // Replaces each block matrix a QLoRA base quantises by its NF4 round trip (quantised and
+  // dequantised by the backend), in the model's own dtype.
+  void round_trip_nf4();
 
   // Bytes of the activation arena for the last batch shape (planned, allocated once per shape).
   size_t activation_bytes() const;

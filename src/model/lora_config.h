@@ -22,6 +22,12 @@ struct LoraConfig {
   // rsLoRA (PEFT's use_rslora): scale by alpha / sqrt(rank), which keeps the update's size steady
   // as the rank grows; plain LoRA scales by alpha / rank.
   bool rank_stabilized = false;
+  // The frozen base's block matrices: "bf16" (as the precision gives) or "nf4" (QLoRA: 4-bit
+  // NormalFloat with double quantisation, core/nf4.h; dequantised for each GEMM).
+  std::string base_dtype = "bf16";
+
+  // Training refuses nf4 without adapters (a 4-bit base is frozen); evaluation may use it alone.
+  bool quantized_base() const { return base_dtype == "nf4"; }
 
   // The factor on B A in W + scale * B A.
   float scale() const { return rank_stabilized ? alpha / std::sqrt(float(rank)) : alpha / float(rank); }

@@ -25,4 +25,11 @@ struct ParamShape {
 
 std::vector<ParamShape> llama_param_shapes(const LlamaConfig& config, const LoraConfig& lora);
 
+// A block's projection matrix (q, k, v, o, gate, up, down): what lora.base_dtype = "nf4" stores in
+// 4 bits. The embedding, the head and the norms stay as they are (QLoRA quantises the linear
+// layers the adapters sit on; the head is small next to them and sensitive).
+inline bool quantized_in_qlora(const ParamShape& p) {
+  return !p.adapter && p.shape.size() == 2 && p.name.rfind("model.layers.", 0) == 0;
+}
+
 }  // namespace mt

@@ -7,7 +7,10 @@
 //   master  - f32 values exist (trainable tensors, norms, embeddings, and everything in fp32 mode)
 //   compute - a bf16 copy exists for the GEMMs (matrices in bf16 mode)
 //   grad    - a gradient exists (trainable tensors only)
-// A frozen LoRA base in bf16 mode has compute but no master and no grad: bf16 only.
+//   quant   - a 4-bit NF4 copy exists (core/nf4.h), the only one (a QLoRA base's block matrices)
+// A frozen LoRA base in bf16 mode has compute but no master and no grad: bf16 only. With
+// lora.base_dtype = "nf4" its block matrices are quant only: the backend dequantises one at a
+// time for each GEMM (backend/dequant_scratch.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -28,17 +31,22 @@ struct Param {
   float* master = nullptr;
   bf16* compute = nullptr;
   float* grad = nullptr;
+  uint8_t* quant = nullptr;
   Device device;
-  // Offsets into the store's flat buffers, -1 when absent.
-  int64_t master_offset = -1, compute_offset = -1, grad_offset = -1;
+  // Offsets into the store's flat buffers, -1 when absent (quant's in bytes).
+  int64_t master_offset = -1, compute_offset = -1, grad_offset = -1, quant_offset = -1;
 
   // The copies as tensor views: a matrix [out, in] as itself, a vector as [1, n]. Empty where the
   // copy is absent.
   Tensor master_tensor() const { return view(master, DType::f32); }
   Tensor compute_tensor() const { return view(compute, DType::bf16); }
   Tensor grad_tensor() const { return view(grad, DType::f32); }
-  // What the GEMMs read: the bf16 copy where there is one (bf16 mode), else the f32 master.
-  Tensor gemm_tensor() const { return compute ? compute_tensor() : master_tensor(); }
+  Tensor quant_tensor() const { return view(quant, DType::nf4); }
+  // What the GEMMs read: the NF4 copy of a QLoRA base, the bf16 copy where there is one (bf16
+  // mode), else the f32 master. The backend's matmul dispatches on the dtype.
+  Tensor gemm_tensor() const {
+    return quant ? quant_tensor() : compute ? compute_tensor() : master_tensor();
+  }
 
  private:
   Tensor view(void* p, DType t) const {
@@ -53,6 +61,7 @@ struct ParamPlan {
   bool compute = false;
   bool grad = true;
   bool decay = true;
+  bool quant = false;  // NF4 only (then master, compute and grad are false)
 };
 
 // Sets a tensor's values from f32 host data, through the backend: the master copy and/or the
@@ -92,13 +101,15 @@ class ParamStore {
   // exist.
   void set_values(Param& p, const float* values) { set_param_values(*backend_, p, values); }
   void set_values(const std::string& name, const float* values) { set_values(get(name), values); }
-  // Reads a tensor's values into f32 host memory (from the master copy, else the bf16 copy).
+  // Reads a tensor's values into f32 host memory (from the master copy, else the bf16 copy, else
+  // the NF4 copy dequantised).
   void get_values(const Param& p, float* out) const;
 
   void zero_grad();
   // Refresh every bf16 compute copy from its master (after an optimizer step).
   void sync_compute();
-  size_t bytes() const { return master_.bytes() + compute_.bytes() + grad_.bytes(); }
+  size_t bytes() const { return master_.bytes() + compute_.bytes() + grad_.bytes() + quant_.bytes(); }
+  size_t quant_bytes() const { return quant_.bytes(); }
 
  private:
   struct Pending {
@@ -112,6 +123,7 @@ class ParamStore {
   DeviceBuffer master_;   // f32
   DeviceBuffer compute_;  // bf16
   DeviceBuffer grad_;     // f32
+  DeviceBuffer quant_;    // NF4 records, held as 4-byte words (every record is a multiple of 4)
   int64_t trainable_numel_ = 0;
   bool has_buffers_ = false;
 };

@@ -25,6 +25,13 @@ class Timer {
   Clock::time_point t0_;
 };
 
+// The rows of a box of an NF4 tensor in its uint16 word grid [rows, words per row].
+TensorBox word_box(const TensorBox& b, int64_t words) {
+  TensorBox w;
+  w.begin = {b.begin[0], 0}, w.end = {b.end[0], words};
+  return w;
+}
+
 }  // namespace
 
 void ShardedModel::start_gather(int u) {
@@ -44,6 +51,9 @@ void ShardedModel::start_gather(int u) {
       if (s.gather_master)
         backend_.copy(backend_.view(U.send + U.chunk_master[i], DType::f32, 1, n),
                       s.shard->master_tensor().view(1, n));
+      if (s.gather_quant)
+        backend_.copy(backend_.view(U.send + U.chunk_quant[i], DType::nf4, s.box.shape()[0], s.box.shape()[1]),
+                      s.shard->quant_tensor());
     }
     send = U.send;
   }
@@ -62,10 +72,11 @@ void ShardedModel::finish_gather(int u) {
   U.gathering = false;
   U.compute = pool_.take<bf16>(size_t(U.compute_elems));
   U.master = pool_.take<float>(size_t(U.master_elems));
+  U.quant = pool_.take<uint16_t>(size_t(U.quant_words));
   const int64_t F = mesh_.shape().fsdp;
   // Every (tensor, peer) piece lands in its own region of the unit buffer: spread over threads.
   const int64_t pieces = int64_t(U.split.size()) * F;
-#pragma omp parallel for schedule(dynamic, 1) if (pieces > 1 && U.compute_elems + U.master_elems > (1 << 16))
+#pragma omp parallel for schedule(dynamic, 1) if (pieces > 1 && U.compute_elems + U.master_elems + U.quant_words > (1 << 16))
   for (int64_t k = 0; k < pieces; ++k) {
     const size_t i = size_t(k / F);
     const int64_t f = k % F;
@@ -81,11 +92,19 @@ void ShardedModel::finish_gather(int u) {
       backend_.copy_box(backend_.view(piece + U.chunk_master[i], DType::f32, 1, pb.numel()), pb,
                         backend_.view(U.master + U.master_off[i], DType::f32, 1, whole.numel()),
                         whole, pb);
+    if (s.gather_quant) {
+      // Whole rows of records, moved as uint16 words (bf16 is the 16-bit element copy_box knows).
+      const int64_t w = s.words_per_row();
+      const TensorBox wb = word_box(pb, w), wwhole = word_box(whole, w);
+      backend_.copy_box(backend_.view(piece + U.chunk_quant[i], DType::bf16, 1, wb.numel()), wb,
+                        backend_.view(U.quant + U.quant_off[i], DType::bf16, 1, wwhole.numel()), wwhole, wb);
+    }
   }
   for (size_t i = 0; i < U.split.size(); ++i) {
     ShardSlot& s = *U.split[i];
     s.model->compute = s.gather_compute ? U.compute + U.compute_off[i] : nullptr;
     s.model->master = s.gather_master ? U.master + U.master_off[i] : nullptr;
+    s.model->quant = s.gather_quant ? reinterpret_cast<uint8_t*>(U.quant + U.quant_off[i]) : nullptr;
   }
   pool_.give(U.send);
   pool_.give(U.recv);
@@ -119,10 +138,11 @@ void ShardedModel::release(int u, bool grads) {
   Unit& U = *units_[size_t(u)];
   // The weights go first, so their block can hold the reduce-scatter staging below.
   if (!U.split.empty()) {
-    for (auto* s : U.split) s->model->compute = nullptr, s->model->master = nullptr;
+    for (auto* s : U.split) s->model->compute = nullptr, s->model->master = nullptr, s->model->quant = nullptr;
     pool_.give(U.compute);
     pool_.give(U.master);
-    U.compute = nullptr, U.master = nullptr;
+    pool_.give(U.quant);
+    U.compute = nullptr, U.master = nullptr, U.quant = nullptr;
   }
   U.held = false;
   if (!grads || !U.has_grads) return;

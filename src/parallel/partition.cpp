@@ -73,6 +73,14 @@ PartitionRules default_llama_rules() {
   return r;
 }
 
+PartitionRules nf4_base_rules() {
+  const std::vector<Axis> fsdp = {Axis::fsdp}, tp = {Axis::tp}, tp_fsdp = {Axis::tp, Axis::fsdp};
+  PartitionRules r;
+  r.add(R"(\.(self_attn\.(q|k|v)|mlp\.(gate|up))_proj\.weight$)", {tp_fsdp, {}});  // column-parallel
+  r.add(R"(\.(self_attn\.o|mlp\.down)_proj\.weight$)", {fsdp, tp});             // row-parallel
+  return r;
+}
+
 PartitionRules PartitionConfig::effective() const {
   return replace_defaults ? rules : default_llama_rules().after(rules);
 }

@@ -59,6 +59,10 @@ class PartitionRules {
 
 // The seed's rules for LLaMA (HF names, adapters included), in our [out, in] storage order.
 PartitionRules default_llama_rules();
+// With lora.base_dtype = "nf4", ahead of every other rule: an NF4 base's projections are split
+// between rows (fsdp and column-parallel tp) so that every cut leaves NF4 blocks and groups whole
+// (core/nf4.h); row-parallel o/down keep their tp column split, which must fall on whole blocks.
+PartitionRules nf4_base_rules();
 
 // Rules from TOML:
 //   [[partition.rules]]

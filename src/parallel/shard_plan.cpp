@@ -1,14 +1,18 @@
 #include "parallel/shard_plan.h"
 
+#include "core/nf4.h"
+
 namespace mt::parallel {
 
 std::vector<ShardedParam> shard_params(const std::vector<ParamShape>& params, bool lora_training,
-                                       const PartitionRules& rules, const MeshShape& mesh) {
+                                       const PartitionRules& rules, const MeshShape& mesh, bool nf4_base) {
+  const PartitionRules effective = nf4_base ? rules.after(nf4_base_rules()) : rules;
   std::vector<ShardedParam> out;
   out.reserve(params.size());
   for (const auto& p : params) {
-    const PartitionRule& rule = rules.match(p.name);
-    out.push_back({p, !lora_training || p.adapter, make_layout(p.name, p.shape, rule.spec, mesh)});
+    const PartitionRule& rule = effective.match(p.name);
+    out.push_back({p, !lora_training || p.adapter, nf4_base && quantized_in_qlora(p),
+                   make_layout(p.name, p.shape, rule.spec, mesh)});
   }
   return out;
 }
@@ -24,6 +28,10 @@ std::vector<RankBytes> bytes_per_rank(const std::vector<ShardedParam>& params, c
       for (size_t d = 0; d < p.layout.shape.size(); ++d) n *= p.layout.range(r, d).size();
       b.elements += n;
       if (p.trainable) b.trainable_elements += n;
+      if (p.nf4) {
+        b.nf4_elements += n;
+        b.nf4_bytes += int64_t(nf4::tensor_bytes(p.layout.range(r, 0).size(), p.layout.range(r, 1).size()));
+      }
     }
   }
   return out;
@@ -34,6 +42,10 @@ RankBytes unsharded_bytes(const std::vector<ShardedParam>& params) {
   for (const auto& p : params) {
     b.elements += p.param.numel();
     if (p.trainable) b.trainable_elements += p.param.numel();
+    if (p.nf4) {
+      b.nf4_elements += p.param.numel();
+      b.nf4_bytes += int64_t(nf4::tensor_bytes(p.param.shape[0], p.param.shape[1]));
+    }
   }
   return b;
 }

@@ -39,7 +39,8 @@ int unit_of(const std::string& name, const LlamaConfig& c) {
 }
 
 ParamPlan plan_of(const Param& p) {
-  return ParamPlan{p.master_offset >= 0, p.compute_offset >= 0, p.grad_offset >= 0, p.decay};
+  return ParamPlan{p.master_offset >= 0, p.compute_offset >= 0, p.grad_offset >= 0, p.decay,
+                   p.quant_offset >= 0};
 }
 
 }  // namespace
@@ -74,7 +75,8 @@ const ShardSlot& ShardedModel::slot(const std::string& name) const {
 void ShardedModel::build_slots(const PartitionRules& rules) {
   const MeshShape& shape = mesh_.shape();
   const int64_t rank = mesh_.rank();
-  const auto sharded = shard_params(llama_param_shapes(full_, lora_), lora_.enabled, rules, shape);
+  const auto sharded = shard_params(llama_param_shapes(full_, lora_), lora_.enabled, rules, shape,
+                                    lora_.quantized_base());
   for (const ShardedParam& sp : sharded) {
     ShardSlot s;
     s.name = sp.param.name;
@@ -121,6 +123,16 @@ void ShardedModel::build_slots(const PartitionRules& rules) {
     s.model = &mp;
     s.gather_compute = mp.compute_offset >= 0;
     s.gather_master = mp.master_offset >= 0 && (!s.gather_compute || s.name == kEmbedName);
+    s.gather_quant = mp.quant_offset >= 0;
+    if (s.gather_quant) {
+      if (s.box.begin[1] != s.tp_box.begin[1] || s.box.end[1] != s.tp_box.end[1])
+        fail("lora.base_dtype = \"nf4\": fsdp must split " + s.name + " between rows (see nf4_base_rules)");
+      if (!nf4::slice_keeps_groups(s.full_shape[1], s.box.begin[1], s.box.end[1]))
+        fail("lora.base_dtype = \"nf4\": tp splits the " + std::to_string(s.full_shape[1]) + " columns of " +
+             s.name + " into " + std::to_string(s.box.end[1] - s.box.begin[1]) +
+             ", which cuts an NF4 block of 64 or a double-quantisation group of the row; use a tp that "
+             "leaves whole blocks (columns / tp a multiple of 64) and groups (see docs/qlora.md)");
+    }
     // The adapter's down-projection A of a column-parallel layer (rows over tp) sees the whole
     // input but only this rank's rows of the output gradient: its gradient is a partial sum.
     const size_t lora_a = s.name.find(".lora_A.weight");
@@ -156,6 +168,10 @@ void ShardedModel::build_units() {
     if (s.gather_compute) U.chunk += local;  // bf16: one uint16 unit per element
     U.chunk_master.push_back(U.chunk);
     if (s.gather_master) U.chunk += 2 * local;  // f32: two units
+    U.chunk_quant.push_back(U.chunk);
+    if (s.gather_quant) U.chunk += s.box.shape()[0] * s.words_per_row();
+    U.quant_off.push_back(U.quant_words);
+    if (s.gather_quant) U.quant_words += s.tp_box.shape()[0] * s.words_per_row();
     U.compute_off.push_back(U.compute_elems);
     if (s.gather_compute) U.compute_elems += whole;
     U.master_off.push_back(U.master_elems);
@@ -179,19 +195,24 @@ void ShardedModel::build_units() {
       };
       if (s.gather_compute) follow(s.shard->compute, n * 2);
       if (s.gather_master) follow(s.shard->master, n * 4);
+      if (s.gather_quant) follow(s.shard->quant, int64_t(s.shard->quant_tensor().bytes()));
     }
     const ShardSlot& first = *U.split.front();
     if (contiguous)
       U.direct_send = reinterpret_cast<const uint16_t*>(first.gather_compute ? static_cast<const void*>(first.shard->compute)
+                                                        : first.gather_quant ? static_cast<const void*>(first.shard->quant)
                                                                              : static_cast<const void*>(first.shard->master));
   }
 }
+
+int64_t ShardSlot::words_per_row() const { return nf4::row_bytes(box.shape()[1]) / 2; }
 
 void ShardedModel::point_model_at_shards() {
   for (auto& s : slots_) {
     if (s.split_fsdp) continue;  // pointed at a unit buffer while its unit is held
     s.model->master = s.shard->master;
     s.model->compute = s.shard->compute;
+    s.model->quant = s.shard->quant;
     s.model->grad = s.shard->grad;
   }
 }

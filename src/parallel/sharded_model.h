@@ -46,7 +46,9 @@ struct ShardSlot {
   Param* model = nullptr;           // the model's tensor (tp share; pointers set per unit)
   Param* shard = nullptr;           // this rank's block in the shard stores
   // Which copies travel in a gather: what the model reads.
-  bool gather_compute = false, gather_master = false;
+  bool gather_compute = false, gather_master = false, gather_quant = false;
+  // An NF4 tensor's rows as uint16 words: [rows, words_per_row] (core/nf4.h row records).
+  int64_t words_per_row() const;
 };
 
 class ShardedModel final : public ModelParallel {
@@ -81,6 +83,9 @@ class ShardedModel final : public ModelParallel {
   // Collective over each replica's fsdp x tp group: the whole tensor on every rank (for export,
   // one tensor at a time).
   std::vector<float> gather_whole(const std::string& name);
+  // Quantises this rank's block of NF4 tensor `name` from whole rows of it (rows of the block,
+  // every column), so tensor parallelism's column split keeps the whole-row statistics.
+  void set_quant_block(const std::string& name, const float* block_rows);
 
   // After the last micro-batch's backward: completes the reduce-scatters and sums the gradients
   // over the ranks that share them, so every shard holds its block of the global gradient.

@@ -16,8 +16,29 @@ void ShardedModel::set_block(const std::string& name, const float* block) {
   set_param_values(backend_, *slot(name).shard, block);
 }
 
+void ShardedModel::set_quant_block(const std::string& name, const float* block_rows) {
+  const ShardSlot& s = slot(name);
+  const int64_t rows = s.box.shape()[0];
+  std::vector<uint8_t> records(nf4::tensor_bytes(rows, s.box.shape()[1]));
+  nf4::quantize_row_slice(records.data(), block_rows, rows, s.full_shape[1], s.box.begin[1], s.box.end[1]);
+  backend_.copy_from_host(s.shard->quant_tensor(), records.data());
+}
+
+namespace {
+// The rows of `box`, every column.
+TensorBox whole_rows(const TensorBox& box, const std::vector<int64_t>& full_shape) {
+  TensorBox r = box;
+  r.begin[1] = 0, r.end[1] = full_shape[1];
+  return r;
+}
+}  // namespace
+
 void ShardedModel::set_block_from_whole(const std::string& name, const float* whole) {
   const ShardSlot& s = slot(name);
+  if (s.shard->quant) {  // contiguous rows of the whole tensor
+    const int64_t cols = s.full_shape[1];
+    return set_quant_block(name, whole + s.box.begin[0] * cols);
+  }
   std::vector<float> block(size_t(s.box.numel()));
   copy_box(whole, TensorBox::whole(s.full_shape), block.data(), s.box, s.box);
   set_block(name, block.data());
@@ -68,10 +89,13 @@ void ShardedModel::load_weights(const std::string& path, uint64_t adapter_seed, 
     if (!ckpt.contains(s.name)) fail(path + ": missing tensor '" + s.name + "'");
     if (ckpt.info(s.name).shape != s.full_shape)
       fail(path + ": tensor '" + s.name + "' has another shape than the config gives");
-    block.resize(size_t(s.box.numel()));
-    read_box_f32(ckpt, s.name, s.box, block.data());
-    set_block(s.name, block.data());
-    bytes += s.box.numel() * int64_t(dtype_size(ckpt.info(s.name).dtype));
+    // An NF4 block is quantised from whole rows (the statistics of tp's column split).
+    const TensorBox read = s.shard->quant ? whole_rows(s.box, s.full_shape) : s.box;
+    block.resize(size_t(read.numel()));
+    read_box_f32(ckpt, s.name, read, block.data());
+    if (s.shard->quant) set_quant_block(s.name, block.data());
+    else set_block(s.name, block.data());
+    bytes += read.numel() * int64_t(dtype_size(ckpt.info(s.name).dtype));
     ++done;
     if (progress && (done == total || done % 8 == 0)) {
       const int width = 30, filled = int(width * done / total);

@@ -31,7 +31,7 @@ PlanInput run_plan_input(const RunConfig& cfg, const LlamaConfig& shape, double 
   PlanInput in;
   in.model = {cfg.model_path.empty() ? "model" : cfg.model_path, Arch::llama, shape};
   in.lora = cfg.lora;
-  if (cfg.lora.enabled) in.base_dtype = parse_base_dtype(cfg.lora_base_dtype);
+  if (cfg.lora.enabled) in.base_dtype = parse_base_dtype(cfg.lora.base_dtype);
   in.precision = tc.precision;
   in.seq = tc.seq_len;
   in.checkpointing = tc.activation_checkpointing;

@@ -55,14 +55,14 @@ std::vector<ConfigKey> make_keys() {
       {KEY(lora.targets), .choices = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"},
        .help = "Projections that get adapters; not empty when enabled"},
       {KEY(lora.init_std), .range = kNonNegative, .help = "A ~ N(0, init_std), B = 0"},
+      {KEY(lora.base_dtype), .choices = {"bf16", "nf4"},
+       .help = "The frozen base's block matrices: bf16 (as train.precision gives), or nf4 "
+               "(QLoRA: 4-bit NormalFloat with double quantisation, about 4.13 bits a weight, "
+               "quantised as loaded and dequantised for each GEMM; needs lora.enabled)"},
       {.name = "lora.random_base",
        .field = [](RunConfig& c) -> ConfigField { return &c.lora_random_base; },
        .help = "Allow LoRA without model.path, on a random base that is never saved (the "
                "adapter is useless without it; for tests); false: such a run is refused"},
-      {.name = "lora.base_dtype",
-       .field = [](RunConfig& c) -> ConfigField { return &c.lora_base_dtype; },
-       .choices = {"bf16", "nf4"},
-       .help = "Storage of the frozen base: bf16, or nf4 (QLoRA: 4-bit NormalFloat, ~4.13 bits per weight)"},
 
       // [optim]
       {KEY(optim.lr), .range = kPositive, .builtin = "2e-3", .help = "Peak learning rate (AdamW)"},

@@ -135,6 +135,8 @@ void validate_run(const RunConfig& c, const WhereFor& where_for) {
   }
   if (c.lora.enabled && c.lora.targets.empty())
     bad("lora.targets must not be empty when lora.enabled = true");
+  if (c.lora.base_dtype == "nf4" && !c.lora.enabled)
+    bad("lora.base_dtype = \"nf4\" quantises a frozen base: it needs lora.enabled = true");
   if (c.model_path.empty() && c.train.seq_len > c.model.max_position_embeddings)
     bad("train.seq_len (" + std::to_string(c.train.seq_len) +
         ") must be <= model.max_position_embeddings (" +

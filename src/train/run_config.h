@@ -76,9 +76,6 @@ struct RunConfig {
   // [lora] random_base: allow LoRA without model.path, on a randomly initialised base that is not
   // saved (the adapter is useless without it); for tests of the parallel layouts.
   bool lora_random_base = false;
-  // [lora] base_dtype: how the frozen base is stored, "bf16" or "nf4" (QLoRA, 4-bit NormalFloat);
-  // the memory check before training (plan/run_memory.h) prices it.
-  std::string lora_base_dtype = "bf16";
   OptimConfig optim;
   TrainConfig train;
   DataConfig data;

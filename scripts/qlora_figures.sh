@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The QLoRA figures of docs/qlora.md, printed: the held-out perplexity of the pretrained
-# stories260K with its base in bf16 and in NF4; LoRA fine-tuning of it on the bf16 base and on the
+# stories260K with its base in bf16 and in NF4, and of a larger model trained here on
+# tinyshakespeare; LoRA fine-tuning of it on the bf16 base and on the
 # NF4 base with the same data and seed (loss per step side by side, peak memory of each run); the
 # peak memory of LoRA on a larger random base, bf16 against NF4; and the base's bytes for
 # stories260K and the Llama 3.1 405B shape (from `meshtrain shard`, which counts what the trainer
 # places). A few minutes on two cores.
-# Usage: scripts/qlora_figures.sh [STEPS]   (MESHTRAIN=path/to/meshtrain to use another binary)
+# Usage: scripts/qlora_figures.sh [STEPS]   (MESHTRAIN=path/to/meshtrain to use another binary;
+#        big_steps=N for the larger model's training steps, default 400)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bin=${MESHTRAIN:-build/meshtrain}
@@ -19,6 +21,23 @@ for dt in bf16 nf4; do
   printf '%-5s base: ' "$dt"
   "$bin" eval -m $s260/stories260K.bin --tokenizer $s260/tok512.bin -d tests/data/heldout_story.txt \
     --seq-len 128 --precision bf16 --base-dtype "$dt" | sed 's/^eval: //'
+done
+
+echo "== held-out perplexity of a larger model trained here (hidden 256, MLP 768, 6 layers, tok512;"
+echo "   ${big_steps:=400} full-training steps on tinyshakespeare less its last 100 kB, evaluated on those 100 kB)"
+head -c -100000 ../shared/data/text/tinyshakespeare.txt > "$work/shakespeare_train.txt"
+tail -c 100000 ../shared/data/text/tinyshakespeare.txt > "$work/shakespeare_heldout.txt"
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$bin" train --data "$work/shakespeare_train.txt" --out "$work/trained" \
+  --set data.tokenizer=$s260/tok512.bin --set model.vocab_size=512 --set model.hidden_size=256 \
+  --set model.intermediate_size=768 --set model.num_hidden_layers=6 --set model.num_attention_heads=8 \
+  --set model.num_key_value_heads=4 --set train.steps="$big_steps" --set train.seq_len=256 \
+  --set train.batch_size=8 --set train.seed=1 --set train.log_every=100 --set train.peak_gflops=100 \
+  --set optim.lr=3e-3 --set optim.warmup_steps=40 > "$work/trained.log" 2>&1 || { cat "$work/trained.log"; exit 1; }
+grep -o 'final loss [0-9.]*' "$work/trained.log"
+for dt in bf16 nf4; do
+  printf '%-5s base: ' "$dt"
+  "$bin" eval -m "$work/trained/model" -d "$work/shakespeare_heldout.txt" --seq-len 256 --precision bf16 \
+    --base-dtype "$dt" | sed 's/^eval: //'
 done
 
 echo "== LoRA fine-tuning of stories260K on 200 kB of tinyshakespeare, $steps steps, seed 1"

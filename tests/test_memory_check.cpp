@@ -156,8 +156,8 @@ TEST(MemoryCheck, Nf4BaseIsPricedInFourBits) {
   };
   EXPECT_EQ(plan::run_plan_input(qlora, qlora.model, 1e12).base_dtype, plan::BaseDtype::nf4);
   EXPECT_LT(weights(qlora), 0.6 * weights(lora));
-  const RunConfig full = parse_run_config(default_run_config_toml(), {"lora.base_dtype=\"nf4\""});
-  EXPECT_EQ(plan::run_plan_input(full, full.model, 1e12).base_dtype, plan::BaseDtype::bf16);
+  // A quantised base is a frozen one: without LoRA the config is refused before any pricing.
+  EXPECT_THROW(parse_run_config(default_run_config_toml(), {"lora.base_dtype=\"nf4\""}), Error);
 }
 
 TEST(MemoryCheck, RanksOnOneHostShareItsMemory) {

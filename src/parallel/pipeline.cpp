@@ -180,7 +180,7 @@ double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float gr
       group_.recv_bytes(dy.data(), bytes, s + 1, kBackwardTag);
       span.dy = dy.data();
       std::vector<float>& dx = sent[2 * i + 1];
-      if (!first) dx.resize(size_t(n)), span.dx = dx.data();
+      if (!first) span.x_in = inputs[i].data(), dx.resize(size_t(n)), span.dx = dx.data();
       model_.run_units(in, span, true, grad_scale);
       --in_flight;
       inputs[i] = {};

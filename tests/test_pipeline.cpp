@@ -1,8 +1,9 @@
 // Pipeline parallelism on real MPI ranks: pp=2, pp=4 and pp=2 x dp=2 under GPipe and 1F1B give
 // the single-rank run's per-step losses, gradient norms, validation losses and final parameters
-// (fp32, full and LoRA training, untied and tied embeddings); a checkpoint saved under pp resumes on
-// one rank and exports; a killed stage ends the job; splits that cannot be made are refused in one
-// line. The stage split and the schedules' order are checked without MPI.
+// (fp32, full and LoRA training, untied and tied embeddings); a checkpoint saved under pp (each
+// stage writing its units) resumes on one rank and exports; a killed stage ends the job; splits
+// that cannot be made are refused in one line. The stage split and the schedules' order are
+// checked without MPI.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -27,6 +28,11 @@ const char* kRun =
 const char* kLora =
     "--set lora.enabled=true --set lora.random_base=true --set lora.rank=4 --set optim.lr=1e-2 "
     "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\",\"lm_head\"]' ";
+
+std::string slurp_text(const std::string& f) {
+  std::ifstream in(f, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 std::string tag_of(const std::string& s) {
   std::string t;
@@ -85,16 +91,22 @@ TEST(Pipeline, CheckpointUnderPpResumesOnOneRankAndExports) {
   ASSERT_EQ(run(train_command("pp=2") + a, &out), 0) << out;
   const auto full = losses(dir);
   ASSERT_EQ(full.size(), 6u);
+  // Each stage wrote its own units' tensors: two shard files, neither the whole model.
+  const std::string step = dir + "/checkpoints/step-000006";
+  ASSERT_TRUE(fs::exists(step + "/shard-00000.safetensors"));
+  ASSERT_TRUE(fs::exists(step + "/shard-00001.safetensors"));
+  const std::string shard0 = slurp_text(step + "/shard-00000.safetensors");
+  const std::string shard1 = slurp_text(step + "/shard-00001.safetensors");
+  EXPECT_NE(shard0.find("model.embed_tokens.weight"), std::string::npos);
+  EXPECT_EQ(shard0.find("lm_head.weight"), std::string::npos);
+  EXPECT_NE(shard1.find("lm_head.weight"), std::string::npos);
+  EXPECT_EQ(shard1.find("model.embed_tokens.weight"), std::string::npos);
   // The step-6 checkpoint, exported by one process, is the run's own export.
   ASSERT_EQ(run(std::string(MESHTRAIN_BINARY) + " export-checkpoint --checkpoint " + dir +
                 "/checkpoints/step-000006 --out " + dir + "/exported", &out), 0) << out;
-  auto slurp = [](const std::string& f) {
-    std::ifstream in(f, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
-  const std::string ours = slurp(dir + "/exported/model.safetensors");
+  const std::string ours = slurp_text(dir + "/exported/model.safetensors");
   EXPECT_FALSE(ours.empty()) << out;
-  EXPECT_EQ(ours, slurp(dir + "/model/model.safetensors"));
+  EXPECT_EQ(ours, slurp_text(dir + "/model/model.safetensors"));
   // Resumed at step 3 on one rank: steps 4..6 equal the pipeline's.
   fs::remove_all(dir + "/checkpoints/step-000006");
   fs::remove(dir + "/checkpoints/latest");

@@ -132,10 +132,19 @@ std::string Pipeline::describe_stage() const {
   const int head = int(model_.config().num_hidden_layers) + 1;
   const int b0 = std::max(units_.first, 1), b1 = std::min(units_.last, head - 1);
   std::string what = units_.first == 0 ? "embedding, " : "";
-  what += "blocks " + std::to_string(b0 - 1) + "-" + std::to_string(b1 - 1);
+  what += b0 == b1 ? "block " + std::to_string(b0 - 1)
+                   : "blocks " + std::to_string(b0 - 1) + "-" + std::to_string(b1 - 1);
   if (units_.last == head) what += ", final norm and head";
   return "stage " + std::to_string(stage()) + " of " + std::to_string(group_.size()) + " (blocks " +
          join(blocks_) + "): " + what;
+}
+
+bool Pipeline::holds(const std::string& name) const {
+  const std::string layers = "model.layers.";
+  int unit = int(model_.config().num_hidden_layers) + 1;  // final norm, head and its adapter
+  if (name == kEmbedName) unit = 0;
+  else if (name.rfind(layers, 0) == 0) unit = 1 + std::stoi(name.substr(layers.size()));
+  return units_.first <= unit && unit <= units_.last;
 }
 
 double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float grad_scale) {
@@ -147,8 +156,6 @@ double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float gr
   std::vector<std::vector<float>> inputs(static_cast<size_t>(m)), sent(static_cast<size_t>(2 * m));
   std::vector<float> dy;
   std::vector<Request> sends;
-  int64_t in_flight = 0;
-  peak_held_ = 0;
   double loss = 0.0;
   for (const PipeOp& op : pipeline_order(schedule_, p, s, m)) {
     const size_t i = size_t(op.micro);
@@ -161,13 +168,11 @@ double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float gr
         group_.recv_bytes(inputs[i].data(), bytes, s - 1, kForwardTag);
         span.x_in = inputs[i].data();
       }
-      peak_held_ = std::max(peak_held_, ++in_flight);
       std::vector<float>& out = sent[2 * i];
       out.resize(size_t(n));
       if (last) {  // the loss is here: forward and backward at once
         span.dx = first ? nullptr : out.data();
         loss += model_.run_units(in, span, true, grad_scale).sum;
-        --in_flight;
         inputs[i] = {};
         if (!first) sends.push_back(group_.isend_bytes(out.data(), bytes, s - 1, kBackwardTag));
       } else {
@@ -182,7 +187,6 @@ double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float gr
       std::vector<float>& dx = sent[2 * i + 1];
       if (!first) span.x_in = inputs[i].data(), dx.resize(size_t(n)), span.dx = dx.data();
       model_.run_units(in, span, true, grad_scale);
-      --in_flight;
       inputs[i] = {};
       if (!first) sends.push_back(group_.isend_bytes(dx.data(), bytes, s - 1, kBackwardTag));
     }

@@ -54,6 +54,10 @@ class Pipeline {
   // The units this stage holds, "units 0-2 (embedding, blocks 0-1)" for logs.
   std::string describe_stage() const;
 
+  // Whether the parameter `name` (a base tensor or an adapter) belongs to this stage's units; a
+  // tied head is the embedding's, on the first stage.
+  bool holds(const std::string& name) const;
+
   // Forward and backward of every micro-batch in the schedule's order, gradients accumulated into
   // this stage's units (the other units' stay zero). Returns the loss sum: the last stage's, 0 on
   // the others. Every stage gets the same micro-batches (tokens, positions and segments are read
@@ -61,8 +65,6 @@ class Pipeline {
   double forward_backward(const std::vector<ModelInput>& micro, float grad_scale);
   // Forward only; the loss, summed over the stages, so every stage returns it.
   LossSum forward_loss(const ModelInput& in);
-  // Most micro-batch inputs this stage held at once in the last forward_backward.
-  int64_t peak_inputs_held() const { return peak_held_; }
 
  private:
   Comm& group_;
@@ -70,7 +72,6 @@ class Pipeline {
   std::vector<int64_t> blocks_;
   PipelineSchedule schedule_;
   UnitSpan units_;
-  int64_t peak_held_ = 0;
 };
 
 }  // namespace mt::parallel

@@ -111,6 +111,11 @@ GradientSync* PlacedModel::sync() {
 }
 
 std::vector<HeldTensor> PlacedModel::held_tensors(AdamW& optimizer) {
+  if (pipeline_) {  // every rank holds equal replicas: each stage's first dp rank writes its units
+    std::vector<HeldTensor> out = whole_tensors(whole_->trainable(), optimizer);
+    for (HeldTensor& t : out) t.writer = dp_.rank() == 0 && pipeline_->holds(t.name);
+    return out;
+  }
   if (!sharded_) return whole_tensors(whole_->trainable(), optimizer);
   std::vector<HeldTensor> out;
   for (const auto& s : sharded_->slots()) {

@@ -122,6 +122,42 @@ TEST(Pipeline, KilledRankEndsTheJobAndTheLastCheckpointLoads) {
   expect_killed_rank_ends_job("pp", kRun, "pp=2");
 }
 
+TEST(Pipeline, DebugModeChecksCollectivesBesideSendsAndReceives) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  // Signature checks gather every rank's collective: the stages' sends and receives, which only
+  // two ranks make, must not enter them (or the ranks would be out of step at once).
+  const std::string dir = (fs::temp_directory_path() / "meshtrain_pp_debug").string();
+  fs::remove_all(dir);
+  std::string out;
+  ASSERT_EQ(run(train_command("pp=2,dp=2") + kRun + "--set train.debug_collectives=true --set output.dir=" + dir, &out), 0) << out;
+  EXPECT_NE(out.find("done: 6 steps"), std::string::npos) << out;
+}
+
+// A stage stopped mid-run (SIGSTOP: alive, so mpirun sees nothing wrong) leaves its neighbour
+// blocked in a receive or a collective; the watchdog there names it and ends the job.
+TEST(Pipeline, StoppedStageEndsTheJobWithTheWatchdogsReport) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string dir = (fs::temp_directory_path() / "meshtrain_pp_stopped").string();
+  fs::remove_all(dir);
+  fs::remove(dir + ".rc");
+  const std::string args = std::string(kRun) +
+                           " --set train.steps=100000 --set train.collective_timeout=3 --set output.dir=" + dir;
+  const std::string script = dir + ".sh";
+  std::ofstream(script)
+      << "(" << train_command("pp=2") << args << " > " << dir << ".log 2>&1; echo $? > " << dir << ".rc) &\n"
+      << "for i in $(seq 1 600); do [ -s " << dir << "/metrics.jsonl ] && break; sleep 0.1; done\n"
+      << "pkill -STOP -n -f 'output.dir=" << dir << "$'\n"
+      << "for i in $(seq 1 600); do [ -f " << dir << ".rc ] && break; sleep 0.1; done\n"
+      << "pkill -9 -f 'output.dir=" << dir << "$'\n"
+      << "exit 0\n";
+  run("bash " + script);
+  ASSERT_TRUE(fs::exists(dir + ".rc")) << "the job did not end within 60 s of a stage stopping";
+  const BackgroundJob job = background_job(dir);
+  EXPECT_NE(job.rc, 0);
+  EXPECT_NE(job.log.find("stuck in"), std::string::npos) << job.log;
+  EXPECT_NE(job.log.find("(train.collective_timeout)"), std::string::npos) << job.log;
+}
+
 TEST(Pipeline, SplitsThatCannotBeMadeAreRefusedInOneLine) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   struct Case {

@@ -82,6 +82,13 @@ TEST(Pipeline, TiedEmbeddingsAndAnExplicitSplitMatchOneRank) {
   expect_same_run("pp_tied_lora", args + kLora, "pp=2", "/adapter/adapter_model.safetensors");
 }
 
+TEST(Pipeline, ActivationCheckpointingMatchesOneRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  // Each stage's recompute of its forward meets the model's own per-block recompute.
+  expect_same_run("pp_ckpt", std::string(kRun) + "--set train.activation_checkpointing=true ", "pp=4",
+                  "/model/model.safetensors");
+}
+
 TEST(Pipeline, CheckpointUnderPpResumesOnOneRankAndExports) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   const std::string dir = (fs::temp_directory_path() / "meshtrain_resume_pp2_to_one").string();

@@ -163,6 +163,10 @@ TEST(Pipeline, StoppedStageEndsTheJobWithTheWatchdogsReport) {
   EXPECT_NE(job.rc, 0);
   EXPECT_NE(job.log.find("stuck in"), std::string::npos) << job.log;
   EXPECT_NE(job.log.find("(train.collective_timeout)"), std::string::npos) << job.log;
+  // The stopped stage is the newest rank, 1: stage 0 waits for its message (or, between steps, in
+  // a collective).
+  EXPECT_TRUE(job.log.find("rank 1 of pp never matched it") != std::string::npos ||
+              job.log.find("never joined it") != std::string::npos) << job.log;
 }
 
 TEST(Pipeline, SplitsThatCannotBeMadeAreRefusedInOneLine) {

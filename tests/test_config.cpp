@@ -377,6 +377,8 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.train.profile = true;
   a.train.collective_timeout = 42.5f;
   a.train.debug_collectives = true;
+  a.train.pp_schedule = "gpipe";
+  a.train.pp_blocks = "1,3";
   a.train.eval_every = 3;
   a.data.format = "alpaca";
   a.data.tokenizer = "byte";

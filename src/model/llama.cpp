@@ -171,7 +171,9 @@ class LlamaModel::Runner {
     return t_arena_.bytes() + f_arena_.bytes() + scratch_.bytes() + head_.bytes();
   }
 
-  LossSum run(const ModelInput& in, bool backward, float grad_scale, float* logits);
+  // The units of `span` (null: all of them).
+  LossSum run(const ModelInput& in, bool backward, float grad_scale, float* logits,
+              const UnitSpan* span = nullptr);
 
  private:
   void plan(int64_t B, int64_t seq);
@@ -325,12 +327,17 @@ LossSum LlamaModel::Runner::head_chunk(int64_t n0, int64_t M, const ModelInput& 
 }
 
 LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_scale,
-                                float* logits) {
+                                float* logits, const UnitSpan* span) {
   MT_CHECK(in.B > 0 && in.T > 0 && in.tokens, "empty model input");
   const bool split_vocab = hooks_.splits_vocabulary();
   MT_CHECK(!(split_vocab && logits), "whole logits are not available under tensor parallelism");
   plan(in.B, in.T);
   const int64_t N = in.B * in.T, C = c_.hidden_size, L = c_.num_hidden_layers;
+  const int head_unit = int(L) + 1;
+  const int first = span ? span->first : 0, last = span ? span->last : head_unit;
+  MT_CHECK(0 <= first && first <= last && last <= head_unit, "unit span out of range");
+  MT_CHECK(first == 0 || span->x_in, "a span after the embedding needs its input");
+  MT_CHECK(last == head_unit || span->x_out || (backward && span->dy), "a span before the head needs its output");
   check_token_ids(in.tokens, in.targets, N, split_vocab ? hooks_.vocab_size() : c_.vocab_size);
   upload(in);
   const int64_t v0 = split_vocab ? hooks_.vocab_begin() : 0;
@@ -339,44 +346,55 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
                 rope_sin_, &hooks_};
   const bool ckpt = planned_checkpointing_;
   const bool tied = c_.tie_word_embeddings;
-  const int head_unit = int(L) + 1;
+  // Blocks [lb, le) run; xs_[lb] is the span's input, xs_[le] its output.
+  const int64_t lb = first == 0 ? 0 : first - 1, le = std::min<int64_t>(last, L);
 
-  use(0, false);
-  {
-    MT_PROFILE("embedding");
-    be_.embedding_forward(xs_[0], tokens_, w_.embed, v0);
+  if (first == 0) {
+    use(0, false);
+    {
+      MT_PROFILE("embedding");
+      be_.embedding_forward(xs_[0], tokens_, w_.embed, v0);
+    }
+    hooks_.reduce_sum(xs_[0]);  // vocabulary-parallel: each token's row is on one rank
+    done(0, false);
+  } else {
+    be_.copy_from_host(xs_[lb], span->x_in);
   }
-  hooks_.reduce_sum(xs_[0]);  // vocabulary-parallel: each token's row is on one rank
-  done(0, false);
-  for (int64_t l = 0; l < L; ++l) {
+  for (int64_t l = lb; l < le; ++l) {
     use(int(l) + 1, false);
     block_forward(be_, xs_[l + 1], xs_[l], acts_[ckpt ? 0 : l], w_.blocks[l], bi, c_,
                   scratch_view_);
     done(int(l) + 1, false);
   }
-  // The head's forward and backward run chunk by chunk together, so its unit is acquired once
-  // with gradients. A tied head is the embedding, which then stays held until the embedding's own
-  // backward at the end.
-  use(head_unit, backward);
-  if (tied) use(0, backward);
-  be_.rmsnorm_forward(nf_, rstdf_, xs_[L], w_.final_norm, c_.rms_norm_eps);
-
   LossSum total;
-  for (int64_t n0 = 0; n0 < N; n0 += chunk_) {
-    LossSum ls = head_chunk(n0, std::min(chunk_, N - n0), in, backward, grad_scale, logits);
-    total.sum += ls.sum, total.count += ls.count;
-  }
-  if (!backward) {
-    done(head_unit, false);
-    if (tied) done(0, false);
-    return total;
-  }
+  if (last < head_unit) {
+    if (span->x_out) be_.copy_to_host(span->x_out, xs_[le]);
+    if (!backward) return total;
+    be_.copy_from_host(dx_, span->dy);
+  } else {
+    // The head's forward and backward run chunk by chunk together, so its unit is acquired once
+    // with gradients. A tied head is the embedding, which then stays held until the embedding's
+    // own backward at the end.
+    use(head_unit, backward);
+    if (tied) use(0, backward);
+    be_.rmsnorm_forward(nf_, rstdf_, xs_[L], w_.final_norm, c_.rms_norm_eps);
 
-  be_.fill(dx_, 0.0f);
-  be_.rmsnorm_backward(dx_, w_.dfinal_norm, rows_of(scratch_view_.t3, N, C), xs_[L],
-                       w_.final_norm, rstdf_);
-  done(head_unit, true);
-  for (int64_t l = L - 1; l >= 0; --l) {
+    for (int64_t n0 = 0; n0 < N; n0 += chunk_) {
+      LossSum ls = head_chunk(n0, std::min(chunk_, N - n0), in, backward, grad_scale, logits);
+      total.sum += ls.sum, total.count += ls.count;
+    }
+    if (!backward) {
+      done(head_unit, false);
+      if (tied) done(0, false);
+      return total;
+    }
+
+    be_.fill(dx_, 0.0f);
+    be_.rmsnorm_backward(dx_, w_.dfinal_norm, rows_of(scratch_view_.t3, N, C), xs_[L],
+                         w_.final_norm, rstdf_);
+    done(head_unit, true);
+  }
+  for (int64_t l = le - 1; l >= lb; --l) {
     use(int(l) + 1, true);
     if (ckpt) {  // recompute this block's activations from its saved input
       MT_PROFILE("recompute (checkpointing)");
@@ -384,6 +402,11 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
     }
     block_backward(be_, dx_, xs_[l], acts_[ckpt ? 0 : l], w_.blocks[l], bi, c_, scratch_view_);
     done(int(l) + 1, true);
+  }
+  if (first > 0) {
+    if (span->dx) be_.copy_to_host(span->dx, dx_);
+    if (tied && last == head_unit) done(0, true);  // the head's share of the tied embedding
+    return total;
   }
   use(0, true, /*weights=*/tied);  // a lookup's gradient reads no weights (tied: held anyway)
   {
@@ -402,6 +425,14 @@ LossSum LlamaModel::forward_backward(const ModelInput& in, float grad_scale) {
   ensure_runner();
   MT_CHECK(in.targets, "forward_backward needs targets");
   return runner_->run(in, true, grad_scale, nullptr);
+}
+
+LossSum LlamaModel::run_units(const ModelInput& in, const UnitSpan& span, bool backward,
+                              float grad_scale) {
+  ensure_runner();
+  MT_CHECK(!backward || in.targets || span.last <= config_.num_hidden_layers,
+           "a backward through the head needs targets");
+  return runner_->run(in, backward, grad_scale, nullptr, &span);
 }
 
 LossSum LlamaModel::forward_loss(const ModelInput& in) {

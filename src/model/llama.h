@@ -22,6 +22,17 @@ struct ModelInput {
   int64_t B = 0, T = 0;
 };
 
+// A contiguous run of the model's units (ModelParallel's numbering: 0 = embedding, 1..L = blocks,
+// L + 1 = final norm and head) and the residual stream where it is cut, for running part of the
+// model (a pipeline stage runs its units). Host pointers, [B*T, hidden_size] f32 each.
+struct UnitSpan {
+  int first = 0, last = 0;      // units [first, last]
+  const float* x_in = nullptr;  // first > 0: the input of unit `first`
+  float* x_out = nullptr;       // last <= L: the output of unit `last`, written by the forward
+  const float* dy = nullptr;    // last <= L, backward: the gradient of x_out
+  float* dx = nullptr;          // first > 0, backward: the gradient of x_in, written
+};
+
 struct LossSum {
   double sum = 0.0;   // sum of per-token losses over counted tokens
   int64_t count = 0;  // counted tokens
@@ -71,6 +82,11 @@ class LlamaModel {
   // Forward and backward of sum(loss) * grad_scale; gradients are accumulated into the trainable
   // store's grad buffer (call zero_grad between optimizer steps). Returns the unscaled loss sum.
   LossSum forward_backward(const ModelInput& in, float grad_scale);
+  // Only the units of `span`: forward (backward false) writes x_out; backward recomputes the
+  // span's forward from x_in and then runs its backward from dy (or from the loss, when the span
+  // ends with the head), accumulating gradients like forward_backward. The loss is counted only
+  // when the span holds the head.
+  LossSum run_units(const ModelInput& in, const UnitSpan& span, bool backward, float grad_scale);
   // Forward only: the loss over counted tokens.
   LossSum forward_loss(const ModelInput& in);
   // Forward only: all logits, f32 [B*T, V] into host memory (tests and generation).

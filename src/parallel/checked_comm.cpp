@@ -82,12 +82,21 @@ CollectiveRecord CheckedComm::begin(CollectiveOp op, ElemKind kind, int64_t elem
   return r;
 }
 
+CollectiveRecord CheckedComm::begin_p2p(CollectiveOp op, int64_t bytes, int peer) {
+  CollectiveRecord r;
+  r.group = name();
+  r.sig = {.seq = ++p2p_seq_, .op = op, .kind = ElemKind::raw, .elem_bytes = 1, .count = bytes,
+           .root = peer};
+  return r;
+}
+
 template <class F>
 void CheckedComm::blocking(const CollectiveRecord& r, F&& call) {
   FlightRecorder& recorder = shared_->recorder;
   recorder.enter(r);
   try {
-    if (shared_->check) compare_signatures(r.sig);
+    const bool p2p = r.sig.op == CollectiveOp::send || r.sig.op == CollectiveOp::recv;
+    if (shared_->check && !p2p) compare_signatures(r.sig);
     call();
   } catch (...) {
     recorder.leave();
@@ -166,6 +175,30 @@ Request CheckedComm::ireduce_scatter_sum(const float* in, float* out, int64_t n)
   const CollectiveRecord r = begin(CollectiveOp::reduce_scatter_sum, ElemKind::f32, 4, n);
   Request inner;
   blocking(r, [&] { inner = inner_->ireduce_scatter_sum(in, out, n); });
+  return std::make_unique<CheckedRequest>(std::move(inner), recorder(), r);
+}
+
+void CheckedComm::send_bytes(const void* data, int64_t bytes, int peer, int tag) {
+  blocking(begin_p2p(CollectiveOp::send, bytes, peer),
+           [&] { inner_->send_bytes(data, bytes, peer, tag); });
+}
+
+void CheckedComm::recv_bytes(void* data, int64_t bytes, int peer, int tag) {
+  blocking(begin_p2p(CollectiveOp::recv, bytes, peer),
+           [&] { inner_->recv_bytes(data, bytes, peer, tag); });
+}
+
+Request CheckedComm::isend_bytes(const void* data, int64_t bytes, int peer, int tag) {
+  const CollectiveRecord r = begin_p2p(CollectiveOp::send, bytes, peer);
+  Request inner;
+  blocking(r, [&] { inner = inner_->isend_bytes(data, bytes, peer, tag); });
+  return std::make_unique<CheckedRequest>(std::move(inner), recorder(), r);
+}
+
+Request CheckedComm::irecv_bytes(void* data, int64_t bytes, int peer, int tag) {
+  const CollectiveRecord r = begin_p2p(CollectiveOp::recv, bytes, peer);
+  Request inner;
+  blocking(r, [&] { inner = inner_->irecv_bytes(data, bytes, peer, tag); });
   return std::make_unique<CheckedRequest>(std::move(inner), recorder(), r);
 }
 

@@ -51,6 +51,13 @@ class CheckedComm final : public Comm {
   void broadcast_bytes(void* data, int64_t bytes, int root) override;
   Request iall_gather_bytes(const void* in, void* out, int64_t n, int elem_bytes) override;
   Request ireduce_scatter_sum(const float* in, float* out, int64_t n) override;
+  // Numbered per group in a sequence of their own (the two ends of a message are one rank's send
+  // and another's recv, so they cannot share the collectives' numbers), recorded and watched like
+  // collectives; the signature checks, which are collectives of the whole group, skip them.
+  void send_bytes(const void* data, int64_t bytes, int peer, int tag) override;
+  void recv_bytes(void* data, int64_t bytes, int peer, int tag) override;
+  Request isend_bytes(const void* data, int64_t bytes, int peer, int tag) override;
+  Request irecv_bytes(void* data, int64_t bytes, int peer, int tag) override;
   std::unique_ptr<Comm> split(int color, int key) override;
   [[noreturn]] void abort(int code) override {
     inner_->abort(code);
@@ -70,12 +77,14 @@ class CheckedComm final : public Comm {
                          int64_t root = 0);
   void compare_signatures(const CollectiveSignature& mine);
   std::shared_ptr<FlightRecorder> recorder() const;  // keeps the shared state alive
+  CollectiveRecord begin_p2p(CollectiveOp op, int64_t bytes, int peer);
   template <class F>
   void blocking(const CollectiveRecord&, F&& call);
 
   std::unique_ptr<Comm> inner_;
   std::shared_ptr<Shared> shared_;
   int64_t seq_ = 0;
+  int64_t p2p_seq_ = 0;  // sends and receives
   std::unique_ptr<Watchdog> watchdog_;  // the world's only; stopped before inner_ goes
 };
 

@@ -55,6 +55,14 @@ class Comm {
   Request iall_gather(const float* in, float* out, int64_t n) { return iall_gather_bytes(in, out, n, 4); }
   virtual Request ireduce_scatter_sum(const float* in, float* out, int64_t n) = 0;
 
+  // Point to point (pipeline stages): `bytes` from this rank to rank `peer` of the group, matched
+  // by the peer's recv with this rank and the same tag; messages between two ranks with one tag
+  // arrive in the order sent. Not collective: only the two ranks take part.
+  virtual void send_bytes(const void* data, int64_t bytes, int peer, int tag) = 0;
+  virtual void recv_bytes(void* data, int64_t bytes, int peer, int tag) = 0;
+  virtual Request isend_bytes(const void* data, int64_t bytes, int peer, int tag) = 0;
+  virtual Request irecv_bytes(void* data, int64_t bytes, int peer, int tag) = 0;
+
   // Ranks that pass the same color form a new group, ordered by key (then by rank). Collective.
   virtual std::unique_ptr<Comm> split(int color, int key) = 0;
 
@@ -86,6 +94,11 @@ class LocalComm final : public Comm {
   void broadcast_bytes(void*, int64_t, int root) override;
   Request iall_gather_bytes(const void* in, void* out, int64_t n, int elem_bytes) override;
   Request ireduce_scatter_sum(const float* in, float* out, int64_t n) override;
+  // A single process has no peer: every point-to-point call is a programming error.
+  void send_bytes(const void*, int64_t, int peer, int) override;
+  void recv_bytes(void*, int64_t, int peer, int) override;
+  Request isend_bytes(const void*, int64_t, int peer, int) override;
+  Request irecv_bytes(void*, int64_t, int peer, int) override;
   std::unique_ptr<Comm> split(int color, int key) override;
   [[noreturn]] void abort(int code) override;
 };

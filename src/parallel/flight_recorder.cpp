@@ -13,6 +13,8 @@ const char* collective_name(CollectiveOp op) {
     case CollectiveOp::reduce_scatter_sum: return "reduce_scatter_sum";
     case CollectiveOp::broadcast: return "broadcast";
     case CollectiveOp::split: return "split";
+    case CollectiveOp::send: return "send";
+    case CollectiveOp::recv: return "recv";
   }
   return "unknown collective";
 }
@@ -43,6 +45,8 @@ std::string describe(const CollectiveSignature& s) {
   out += " (" + elements(s) + " x " + std::to_string(s.count) + ", " +
          std::to_string(s.count * s.elem_bytes) + " bytes";
   if (s.op == CollectiveOp::broadcast) out += ", root " + std::to_string(s.root);
+  if (s.op == CollectiveOp::send) out += ", to rank " + std::to_string(s.root);
+  if (s.op == CollectiveOp::recv) out += ", from rank " + std::to_string(s.root);
   return out + ")";
 }
 

@@ -15,6 +15,7 @@ namespace mt::parallel {
 
 enum class CollectiveOp : int64_t {
   barrier = 1, all_reduce_sum, all_reduce_max, all_gather, reduce_scatter_sum, broadcast, split,
+  send, recv,  // point to point: `root` is the peer; numbered apart from the collectives
 };
 
 // How the elements are read: raw (any dtype moved as bytes of elem_bytes each) or a number type.
@@ -28,7 +29,7 @@ struct CollectiveSignature {
   ElemKind kind = ElemKind::raw;
   int64_t elem_bytes = 0;
   int64_t count = 0;  // elements (a rank's block, for gathers and scatters)
-  int64_t root = 0;   // broadcast's root, else 0
+  int64_t root = 0;   // broadcast's root, send / recv's peer, else 0
   bool operator==(const CollectiveSignature&) const = default;
 };
 

@@ -36,6 +36,21 @@ Request LocalComm::ireduce_scatter_sum(const float* in, float* out, int64_t n) {
   return std::make_unique<DoneRequest>();
 }
 
+void LocalComm::send_bytes(const void*, int64_t, int peer, int) {
+  fail("send to rank " + std::to_string(peer) + " in a single-process group");
+}
+void LocalComm::recv_bytes(void*, int64_t, int peer, int) {
+  fail("recv from rank " + std::to_string(peer) + " in a single-process group");
+}
+Request LocalComm::isend_bytes(const void* data, int64_t bytes, int peer, int tag) {
+  send_bytes(data, bytes, peer, tag);
+  return nullptr;
+}
+Request LocalComm::irecv_bytes(void* data, int64_t bytes, int peer, int tag) {
+  recv_bytes(data, bytes, peer, tag);
+  return nullptr;
+}
+
 std::unique_ptr<Comm> LocalComm::split(int, int) { return std::make_unique<LocalComm>(); }
 
 void LocalComm::abort(int code) { std::exit(code); }

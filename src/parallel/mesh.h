@@ -1,5 +1,5 @@
 // The device mesh: the world's ranks laid out over named axes, outermost first
-//   pp (pipeline stages, reserved for the pipeline layer), dp (replicas), fsdp (sharded data
+//   pp (pipeline stages, parallel/pipeline.h), dp (replicas), fsdp (sharded data
 //   parallel), tp (tensor parallel),
 // row-major with the LAST axis fastest: world rank r = ((pp*DP + dp)*FSDP + fsdp)*TP + tp. So a tp
 // group is TP adjacent ranks (one node's fast links), and pp stages are the slowest-varying.

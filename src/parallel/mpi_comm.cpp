@@ -135,6 +135,27 @@ Request MpiComm::ireduce_scatter_sum(const float* in, float* out, int64_t n) {
   return std::make_unique<MpiRequest>(r);
 }
 
+void MpiComm::send_bytes(const void* data, int64_t bytes, int peer, int tag) {
+  check(MPI_Send(data, count(bytes, "send"), MPI_BYTE, peer, tag, comm_), "MPI_Send");
+}
+
+void MpiComm::recv_bytes(void* data, int64_t bytes, int peer, int tag) {
+  check(MPI_Recv(data, count(bytes, "recv"), MPI_BYTE, peer, tag, comm_, MPI_STATUS_IGNORE),
+        "MPI_Recv");
+}
+
+Request MpiComm::isend_bytes(const void* data, int64_t bytes, int peer, int tag) {
+  MPI_Request r;
+  check(MPI_Isend(data, count(bytes, "send"), MPI_BYTE, peer, tag, comm_, &r), "MPI_Isend");
+  return std::make_unique<MpiRequest>(r);
+}
+
+Request MpiComm::irecv_bytes(void* data, int64_t bytes, int peer, int tag) {
+  MPI_Request r;
+  check(MPI_Irecv(data, count(bytes, "recv"), MPI_BYTE, peer, tag, comm_, &r), "MPI_Irecv");
+  return std::make_unique<MpiRequest>(r);
+}
+
 std::unique_ptr<Comm> MpiComm::split(int color, int key) {
   MPI_Comm sub;
   check(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");

@@ -28,6 +28,10 @@ class MpiComm final : public Comm {
   void broadcast_bytes(void* data, int64_t bytes, int root) override;
   Request iall_gather_bytes(const void* in, void* out, int64_t n, int elem_bytes) override;
   Request ireduce_scatter_sum(const float* in, float* out, int64_t n) override;
+  void send_bytes(const void* data, int64_t bytes, int peer, int tag) override;
+  void recv_bytes(void* data, int64_t bytes, int peer, int tag) override;
+  Request isend_bytes(const void* data, int64_t bytes, int peer, int tag) override;
+  Request irecv_bytes(void* data, int64_t bytes, int peer, int tag) override;
   std::unique_ptr<Comm> split(int color, int key) override;
   [[noreturn]] void abort(int code) override;
 

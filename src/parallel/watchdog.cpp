@@ -35,9 +35,13 @@ void Watchdog::watch() {
     if (blocked < timeout_s_) continue;
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%.1f", blocked);
+    const bool p2p = r->sig.op == CollectiveOp::send || r->sig.op == CollectiveOp::recv;
+    const std::string missing = p2p ? "rank " + std::to_string(r->sig.root) + " of " + r->group +
+                                          " never matched it (stopped, dead, or elsewhere)"
+                                    : "the other ranks of " + r->group +
+                                          " never joined it (stopped, dead, or in another collective)";
     on_stuck_(label_ + " stuck in " + describe(*r) + " for " + seconds + " s (" + setting_ +
-              "); the other ranks of " + r->group +
-              " never joined it (stopped, dead, or in another collective). Aborting the job.\n" +
+              "); " + missing + ". Aborting the job.\n" +
               label_ + "'s last finished collectives, oldest first:\n" + recorder_.history());
     return;
   }

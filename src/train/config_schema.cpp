@@ -110,6 +110,13 @@ std::vector<ConfigKey> make_keys() {
        .help = "Before each collective, the ranks compare its sequence number and signature and "
                "name a mismatch instead of hanging (one small all-gather per collective)"},
 
+      {KEY(train.pp_schedule), .choices = {"1f1b", "gpipe"},
+       .help = "Pipeline schedule under mesh pp > 1: 1F1B (one forward, one backward in the "
+               "steady state) or GPipe (all forwards, then all backwards)"},
+      {KEY(train.pp_blocks),
+       .help = "Blocks per pipeline stage, first to last (\"1,3\"); empty: balanced by cost "
+               "(the head's FLOPs count with the last stage)"},
+
       // [data]
       {KEY(data.path),
        .help = "Training file (plain text, Alpaca JSON/JSONL or chat JSONL); empty uses the "
@@ -147,7 +154,7 @@ std::vector<ConfigKey> make_keys() {
        .help = "Fully sharded data parallel (own batches, parameters sharded)"},
       {KEY(mesh.tp), .range = kAtLeastOne, .help = "Tensor parallel (Megatron column/row splits)"},
       {KEY(mesh.pp), .range = kAtLeastOne,
-       .help = "Pipeline stages (reserved for the pipeline layer)"},
+       .help = "Pipeline stages (train: with dp only so far; see train.pp_schedule, train.pp_blocks)"},
 
       // [partition]
       {KEY(partition.replace_defaults),

@@ -25,6 +25,23 @@ class ShardedSync final : public GradientSync {
   parallel::ShardedModel& model_;
 };
 
+// Pipeline stages: counts over the data-parallel group (each stage sees the same rows); losses
+// (the last stage's) and gradients (each stage's own units, zero elsewhere) summed over pp x dp,
+// which leaves every rank with the whole gradient, so the replicated norm is the global one.
+class PipelineSync final : public GradientSync {
+ public:
+  PipelineSync(parallel::DataParallel& dp, parallel::DataParallel& stages_and_replicas)
+      : dp_(dp), all_(stages_and_replicas) {}
+  int64_t sum_count(int64_t local) override { return dp_.sum_count(local); }
+  double sum_loss(double local) override { return all_.sum_loss(local); }
+  void sum_gradients(ParamStore& params) override { all_.sum_gradients(params); }
+  double grad_norm(const ParamStore& params) override { return all_.grad_norm(params); }
+
+ private:
+  parallel::DataParallel& dp_;
+  parallel::DataParallel& all_;
+};
+
 LlamaConfig model_shape(const RunConfig& cfg, const Tokenizer& tok) {
   const auto& tc = cfg.train;
   // Checked against the weights' headers here too: a sharded model is allocated before it loads.
@@ -55,6 +72,9 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
     if (p.adapter == cfg.lora.enabled) trainable_numel_ += n;
   }
   const parallel::MeshShape& m = mesh.shape();
+  // Refused before any weight loads when the model cannot be split as asked.
+  const std::vector<int64_t> stage_blocks =
+      m.pp > 1 ? parallel::pipeline_blocks(shape, m.pp, tc.pp_blocks) : std::vector<int64_t>{};
   if (m.fsdp > 1 || m.tp > 1) {
     sharded_ = std::make_unique<parallel::ShardedModel>(mesh, shape, tc.precision, cfg.lora,
                                                     cfg.partition.effective());
@@ -71,6 +91,16 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
     }
   }
   model().set_activation_checkpointing(tc.activation_checkpointing);
+  if (m.pp > 1) {
+    using parallel::Axis, parallel::axis_bit;
+    pipeline_ = std::make_unique<parallel::Pipeline>(
+        mesh.axis(Axis::pp), *whole_, stage_blocks, parallel::parse_pipeline_schedule(tc.pp_schedule));
+    stages_and_replicas_ =
+        std::make_unique<parallel::DataParallel>(mesh.group(axis_bit(Axis::pp) | axis_bit(Axis::dp)));
+    sync_ = std::make_unique<PipelineSync>(dp_, *stages_and_replicas_);
+    log << "pipeline: " << m.pp << " stages, " << tc.pp_schedule << " schedule; rank 0 is "
+        << pipeline_->describe_stage() << "\n";
+  }
 }
 
 PlacedModel::~PlacedModel() = default;
@@ -81,6 +111,11 @@ GradientSync* PlacedModel::sync() {
 }
 
 std::vector<HeldTensor> PlacedModel::held_tensors(AdamW& optimizer) {
+  if (pipeline_) {  // every rank holds equal replicas: each stage's first dp rank writes its units
+    std::vector<HeldTensor> out = whole_tensors(whole_->trainable(), optimizer);
+    for (HeldTensor& t : out) t.writer = dp_.rank() == 0 && pipeline_->holds(t.name);
+    return out;
+  }
   if (!sharded_) return whole_tensors(whole_->trainable(), optimizer);
   std::vector<HeldTensor> out;
   for (const auto& s : sharded_->slots()) {

@@ -10,6 +10,7 @@
 #include "io/model_files.h"
 #include "parallel/data_parallel.h"
 #include "parallel/mesh.h"
+#include "parallel/pipeline.h"
 #include "parallel/sharded_model.h"
 #include "model/llama.h"
 #include "train/adamw.h"
@@ -34,6 +35,11 @@ class PlacedModel {
   ParamStore& trainable() { return sharded_ ? sharded_->trainable_shards() : whole_->trainable(); }
   // How a step combines across ranks; null on a single rank.
   GradientSync* sync();
+  // Under pp: this rank's stage of the pipeline (it runs the steps' and validation's micro-batches);
+  // else null. Every stage holds the whole model and computes its own units; the gradients are
+  // summed over pp x dp, so every rank's replica stays whole and equal (checkpoints and export as
+  // under dp).
+  parallel::Pipeline* pipeline() { return pipeline_.get(); }
   // Whole-model counts (not this rank's share).
   int64_t base_numel() const { return base_numel_; }
   int64_t trainable_numel() const { return trainable_numel_; }
@@ -62,6 +68,8 @@ class PlacedModel {
   std::unique_ptr<LlamaModel> whole_;
   std::unique_ptr<parallel::ShardedModel> sharded_;
   std::unique_ptr<GradientSync> sync_;
+  std::unique_ptr<parallel::DataParallel> stages_and_replicas_;  // pp x dp: sums losses and gradients
+  std::unique_ptr<parallel::Pipeline> pipeline_;
   int64_t base_numel_ = 0, trainable_numel_ = 0;
   ModelOrigin origin_;  // model.path and the run's tokenizer ids, for the exported config files
 };

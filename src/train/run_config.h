@@ -44,6 +44,10 @@ struct TrainConfig {
   // Seconds a rank may wait in one collective before the watchdog ends the job; 0: no watchdog.
   float collective_timeout = 300.0f;
   bool debug_collectives = false;  // every rank cross-checks each collective's signature first
+  // Pipeline parallelism (mesh pp > 1): the schedule, and the blocks of each stage ("2,3"; empty:
+  // balanced by cost).
+  std::string pp_schedule = "1f1b";
+  std::string pp_blocks;
 };
 
 struct DataConfig {

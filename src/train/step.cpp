@@ -11,7 +11,7 @@ namespace mt {
 
 StepResult train_step(LlamaModel& model, AdamW& optimizer, const std::vector<ModelInput>& micro,
                       const OptimConfig& cfg, int64_t step, int64_t total_steps,
-                      GradientSync* sync) {
+                      GradientSync* sync, const RunMicroBatches& run) {
   StepResult r;
   for (const auto& in : micro)
     for (int64_t i = 0; i < in.B * in.T; ++i) r.counted_tokens += in.targets[i] >= 0;
@@ -20,7 +20,9 @@ StepResult train_step(LlamaModel& model, AdamW& optimizer, const std::vector<Mod
   ParamStore& params = optimizer.params();  // the model's trainable store, or this rank's shards
   params.zero_grad();
   double loss_sum = 0.0;
-  for (const auto& in : micro) loss_sum += model.forward_backward(in, scale).sum;
+  if (run) loss_sum = run(micro, scale);
+  else
+    for (const auto& in : micro) loss_sum += model.forward_backward(in, scale).sum;
   if (sync) {
     MT_PROFILE("gradient all-reduce");
     loss_sum = sync->sum_loss(loss_sum);

@@ -3,6 +3,7 @@
 // of them, however they are split), clip by global norm, AdamW (which refreshes the bf16 copies).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "model/llama.h"
@@ -18,10 +19,15 @@ struct StepResult {
   int64_t counted_tokens = 0;
 };
 
+// How a step runs its micro-batches' forwards and backwards (gradients scaled by grad_scale),
+// returning their loss sum: empty runs each through model.forward_backward in turn; a pipeline
+// runs them through its stages by its schedule (parallel/pipeline.h).
+using RunMicroBatches = std::function<double(const std::vector<ModelInput>& micro, float grad_scale)>;
+
 // `sync` (may be null: one rank) combines counts, losses and gradients across ranks; the
 // returned loss and norm are then the global ones, identical on every rank.
 StepResult train_step(LlamaModel& model, AdamW& optimizer, const std::vector<ModelInput>& micro,
                       const OptimConfig& cfg, int64_t step, int64_t total_steps,
-                      GradientSync* sync = nullptr);
+                      GradientSync* sync = nullptr, const RunMicroBatches& run = {});
 
 }  // namespace mt

@@ -62,9 +62,9 @@ std::unique_ptr<parallel::Comm> open_world(const RunConfig& cfg) {
     world = std::move(checked);
   }
   shape.check_world(world->size());
-  if (shape.pp > 1)
-    fail("mesh " + shape.str() + ": pipeline parallelism (pp) is not implemented yet; use dp, "
-         "fsdp and tp");
+  if (shape.pp > 1 && (shape.fsdp > 1 || shape.tp > 1))
+    fail("mesh " + shape.str() + ": pipeline parallelism (pp) with fsdp or tp is not implemented "
+         "yet; use pp with dp");
   return world;
 }
 
@@ -133,7 +133,12 @@ double validation_loss(TrainingRun& run) {
   if (!run.data->has_validation()) return std::nan("");
   const int64_t max_batches = 8;
   LlamaModel& model = run.placed.model();
+  parallel::Pipeline* pipeline = run.placed.pipeline();
+  const auto forward_loss = [&](const ModelInput& in) {
+    return pipeline ? pipeline->forward_loss(in) : model.forward_loss(in);
+  };
   parallel::DataParallel& dp = run.dp;
+  // A pipeline's forward is collective over its stages, which share the dp rank.
   const bool collective = run.placed.sharded();
   LossSum total;
   PackedBatch b;
@@ -141,9 +146,9 @@ double validation_loss(TrainingRun& run) {
   for (int64_t i = 0; i < max_batches && run.data->next_validation(b); ++i) {
     LossSum s;
     if (b.batch_size % dp.ranks() == 0) {
-      s = model.forward_loss(input_of(dp.slice(b)));
+      s = forward_loss(input_of(dp.slice(b)));
     } else if (dp.rank() == 0 || collective) {
-      s = model.forward_loss(input_of(b));
+      s = forward_loss(input_of(b));
       if (dp.rank() != 0) s = LossSum{};  // ran only to keep the collectives in step
     }
     total.sum += s.sum, total.count += s.count;
@@ -338,8 +343,13 @@ StepTiming run_steps(TrainingRun& run) {
       if (auto* checked = dynamic_cast<parallel::CheckedComm*>(run.world.get()))
         checked->reset_collective_totals();
     }
+    RunMicroBatches through_stages;
+    if (parallel::Pipeline* pipeline = run.placed.pipeline())
+      through_stages = [pipeline](const std::vector<ModelInput>& micro, float grad_scale) {
+        return pipeline->forward_backward(micro, grad_scale);
+      };
     const StepResult r = train_step(run.placed.model(), run.optimizer, inputs, run.cfg.optim, step,
-                                    tc.steps, run.placed.sync());
+                                    tc.steps, run.placed.sync(), through_stages);
     const double dt = seconds_since(t0);
     if (step > run.start_step || tc.steps - run.start_step == 1)
       timed.seconds += dt, timed.tokens += run.tokens_per_step;

@@ -42,6 +42,25 @@ TEST_F(CheckedCommTest, MatchingCollectivesPassAndGiveTheirValues) {
   for (int i = 0; i < world->size(); ++i) EXPECT_EQ(all[size_t(i)], i);
 }
 
+TEST_F(CheckedCommTest, SendsAndReceivesPassBesideSignatureChecks) {
+  // A ring: each rank sends to the next and receives from the previous, blocking and not. Only
+  // two ranks take part in each message, so the signature checks (collectives of the whole group)
+  // must leave them alone, and the collectives' numbering must not move.
+  const int n = world->size(), me = world->rank();
+  std::vector<float> out = {float(me), float(me) + 0.5f}, in(2, -1.0f), in2(2, -1.0f);
+  auto sent = world->isend_bytes(out.data(), 8, (me + 1) % n, 7);
+  world->recv_bytes(in.data(), 8, (me + n - 1) % n, 7);
+  sent->wait();
+  EXPECT_EQ(in[0], float((me + n - 1) % n));
+  auto got = world->irecv_bytes(in2.data(), 8, (me + 1) % n, 9);
+  world->send_bytes(out.data(), 8, (me + n - 1) % n, 9);
+  got->wait();
+  EXPECT_EQ(in2[1], float((me + 1) % n) + 0.5f);
+  std::vector<float> v = {1.0f};
+  world->all_reduce_sum(v.data(), 1);  // still in step with every rank
+  EXPECT_EQ(v[0], float(n));
+}
+
 TEST_F(CheckedCommTest, DifferentCountIsNamedOnEveryRank) {
   world->barrier();  // #1
   std::vector<float> v(4, 1.0f);

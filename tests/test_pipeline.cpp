@@ -1,0 +1,230 @@
+// Pipeline parallelism on real MPI ranks: pp=2, pp=4 and pp=2 x dp=2 under GPipe and 1F1B give
+// the single-rank run's per-step losses, gradient norms, validation losses and final parameters
+// (fp32, full and LoRA training, untied and tied embeddings); a checkpoint saved under pp (each
+// stage writing its units) resumes on one rank and exports; a killed stage ends the job; splits
+// that cannot be made are refused in one line. The stage split and the schedules' order are
+// checked without MPI.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "mesh_runs.h"
+#include "model/config.h"
+#include "parallel/pipeline.h"
+
+namespace mt::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using parallel::PipelineSchedule, parallel::PipeOp;
+
+// Two micro-batches per step, so a schedule has more than one micro-batch to order.
+const char* kRun =
+    "--set train.steps=6 --set train.precision=fp32 --set train.peak_gflops=100 "
+    "--set train.batch_size=4 --set train.grad_accum=2 --set train.seq_len=32 "
+    "--set train.log_every=100 --set optim.warmup_steps=2 --set train.eval_every=3 ";
+const char* kLora =
+    "--set lora.enabled=true --set lora.random_base=true --set lora.rank=4 --set optim.lr=1e-2 "
+    "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\",\"lm_head\"]' ";
+
+std::string slurp_text(const std::string& f) {
+  std::ifstream in(f, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string tag_of(const std::string& s) {
+  std::string t;
+  for (char c : s) t += (c == '=' || c == ',') ? '_' : c;
+  return t;
+}
+
+struct PipeCase {
+  const char* mesh;
+  const char* schedule;
+};
+
+class PipelineEquality : public ::testing::TestWithParam<PipeCase> {
+ protected:
+  std::string args() const {
+    return std::string(kRun) + "--set train.pp_schedule=" + GetParam().schedule + " ";
+  }
+  std::string tag() const { return tag_of(GetParam().mesh) + "_" + GetParam().schedule; }
+};
+
+TEST_P(PipelineEquality, FullTrainingMatchesOneRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  expect_same_run("pp_full_" + tag(), args(), GetParam().mesh, "/model/model.safetensors");
+}
+
+TEST_P(PipelineEquality, LoraTrainingMatchesOneRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  expect_same_run("pp_lora_" + tag(), args() + kLora, GetParam().mesh,
+                  "/adapter/adapter_model.safetensors");
+}
+
+// The tiny default model has 4 blocks: pp=4 puts one on each stage.
+INSTANTIATE_TEST_SUITE_P(Meshes, PipelineEquality,
+                         ::testing::Values(PipeCase{"pp=2", "1f1b"}, PipeCase{"pp=2", "gpipe"},
+                                           PipeCase{"pp=4", "1f1b"}, PipeCase{"pp=4", "gpipe"},
+                                           PipeCase{"pp=2,dp=2", "1f1b"}, PipeCase{"pp=2,dp=2", "gpipe"}),
+                         [](const auto& info) {
+                           return tag_of(info.param.mesh) + "_" + info.param.schedule;
+                         });
+
+TEST(Pipeline, TiedEmbeddingsAndAnExplicitSplitMatchOneRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  // The tied matrix is the first stage's embedding and the last stage's head: its two gradients
+  // are summed between them.
+  const std::string args = std::string(kRun) + "--set model.tie_word_embeddings=true --set train.pp_blocks=1,3 ";
+  expect_same_run("pp_tied_full", args, "pp=2", "/model/model.safetensors");
+  expect_same_run("pp_tied_lora", args + kLora, "pp=2", "/adapter/adapter_model.safetensors");
+}
+
+TEST(Pipeline, ActivationCheckpointingMatchesOneRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  // Each stage's recompute of its forward meets the model's own per-block recompute.
+  expect_same_run("pp_ckpt", std::string(kRun) + "--set train.activation_checkpointing=true ", "pp=4",
+                  "/model/model.safetensors");
+}
+
+TEST(Pipeline, CheckpointUnderPpResumesOnOneRankAndExports) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string dir = (fs::temp_directory_path() / "meshtrain_resume_pp2_to_one").string();
+  fs::remove_all(dir);
+  const std::string a = std::string(kRun) + "--set output.checkpoint_every=3 --set output.dir=" + dir;
+  std::string out;
+  ASSERT_EQ(run(train_command("pp=2") + a, &out), 0) << out;
+  const auto full = losses(dir);
+  ASSERT_EQ(full.size(), 6u);
+  // Each stage wrote its own units' tensors: two shard files, neither the whole model.
+  const std::string step = dir + "/checkpoints/step-000006";
+  ASSERT_TRUE(fs::exists(step + "/shard-00000.safetensors"));
+  ASSERT_TRUE(fs::exists(step + "/shard-00001.safetensors"));
+  const std::string shard0 = slurp_text(step + "/shard-00000.safetensors");
+  const std::string shard1 = slurp_text(step + "/shard-00001.safetensors");
+  EXPECT_NE(shard0.find("model.embed_tokens.weight"), std::string::npos);
+  EXPECT_EQ(shard0.find("lm_head.weight"), std::string::npos);
+  EXPECT_NE(shard1.find("lm_head.weight"), std::string::npos);
+  EXPECT_EQ(shard1.find("model.embed_tokens.weight"), std::string::npos);
+  // The step-6 checkpoint, exported by one process, is the run's own export.
+  ASSERT_EQ(run(std::string(MESHTRAIN_BINARY) + " export-checkpoint --checkpoint " + dir +
+                "/checkpoints/step-000006 --out " + dir + "/exported", &out), 0) << out;
+  const std::string ours = slurp_text(dir + "/exported/model.safetensors");
+  EXPECT_FALSE(ours.empty()) << out;
+  EXPECT_EQ(ours, slurp_text(dir + "/model/model.safetensors"));
+  // Resumed at step 3 on one rank: steps 4..6 equal the pipeline's.
+  fs::remove_all(dir + "/checkpoints/step-000006");
+  fs::remove(dir + "/checkpoints/latest");
+  ASSERT_EQ(run(train_command("") + a + " --set train.resume=latest", &out), 0) << out;
+  EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
+  const auto all = losses(dir);
+  ASSERT_EQ(all.size(), 6u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(all[3 + i], full[3 + i], 1e-5 * full[3 + i]) << "step " << 4 + i;
+}
+
+TEST(Pipeline, KilledRankEndsTheJobAndTheLastCheckpointLoads) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  expect_killed_rank_ends_job("pp", kRun, "pp=2");
+}
+
+TEST(Pipeline, DebugModeChecksCollectivesBesideSendsAndReceives) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  // Signature checks gather every rank's collective: the stages' sends and receives, which only
+  // two ranks make, must not enter them (or the ranks would be out of step at once).
+  const std::string dir = (fs::temp_directory_path() / "meshtrain_pp_debug").string();
+  fs::remove_all(dir);
+  std::string out;
+  ASSERT_EQ(run(train_command("pp=2,dp=2") + kRun + "--set train.debug_collectives=true --set output.dir=" + dir, &out), 0) << out;
+  EXPECT_NE(out.find("done: 6 steps"), std::string::npos) << out;
+}
+
+// A stage stopped mid-run (SIGSTOP: alive, so mpirun sees nothing wrong) leaves its neighbour
+// blocked in a receive or a collective; the watchdog there names it and ends the job.
+TEST(Pipeline, StoppedStageEndsTheJobWithTheWatchdogsReport) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string dir = (fs::temp_directory_path() / "meshtrain_pp_stopped").string();
+  fs::remove_all(dir);
+  fs::remove(dir + ".rc");
+  const std::string args = std::string(kRun) +
+                           " --set train.steps=100000 --set train.collective_timeout=3 --set output.dir=" + dir;
+  const std::string script = dir + ".sh";
+  std::ofstream(script)
+      << "(" << train_command("pp=2") << args << " > " << dir << ".log 2>&1; echo $? > " << dir << ".rc) &\n"
+      << "for i in $(seq 1 600); do [ -s " << dir << "/metrics.jsonl ] && break; sleep 0.1; done\n"
+      << "pkill -STOP -n -f 'output.dir=" << dir << "$'\n"
+      << "for i in $(seq 1 600); do [ -f " << dir << ".rc ] && break; sleep 0.1; done\n"
+      << "pkill -9 -f 'output.dir=" << dir << "$'\n"
+      << "exit 0\n";
+  run("bash " + script);
+  ASSERT_TRUE(fs::exists(dir + ".rc")) << "the job did not end within 60 s of a stage stopping";
+  const BackgroundJob job = background_job(dir);
+  EXPECT_NE(job.rc, 0);
+  EXPECT_NE(job.log.find("stuck in"), std::string::npos) << job.log;
+  EXPECT_NE(job.log.find("(train.collective_timeout)"), std::string::npos) << job.log;
+  // The stopped stage is the newest rank, 1: stage 0 waits for its message (or, between steps, in
+  // a collective).
+  EXPECT_TRUE(job.log.find("rank 1 of pp never matched it") != std::string::npos ||
+              job.log.find("never joined it") != std::string::npos) << job.log;
+}
+
+TEST(Pipeline, SplitsThatCannotBeMadeAreRefusedInOneLine) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  struct Case {
+    std::string mesh, args, says;
+  };
+  for (const Case& c : {Case{"pp=2", "--set train.pp_blocks=1,2", "sums to 3 blocks but the model has 4"},
+                        Case{"pp=2", "--set train.pp_blocks=4", "gives 1 stages but the mesh has pp=2"},
+                        Case{"pp=2", "--set train.pp_blocks=0,4", "every stage needs at least one block"},
+                        Case{"pp=2", "--set train.pp_blocks=2,x", "expected block counts separated by commas"},
+                        Case{"pp=2", "--set model.num_hidden_layers=1", "fewer than its stages"},
+                        Case{"pp=2,tp=2", "", "with fsdp or tp is not implemented yet"}}) {
+    std::string out;
+    EXPECT_NE(run(train_command(c.mesh) + kRun + c.args + " --set output.dir=/tmp/meshtrain_pp_refused", &out), 0);
+    EXPECT_NE(out.find(c.says), std::string::npos) << c.mesh << " " << c.args << "\n" << out;
+  }
+}
+
+TEST(PipelineSplit, BalancedSplitCountsTheHeadWithTheLastStage) {
+  LlamaConfig c;
+  c.hidden_size = 128, c.intermediate_size = 344, c.num_attention_heads = 8, c.num_key_value_heads = 4;
+  c.num_hidden_layers = 4, c.vocab_size = 256;
+  EXPECT_EQ(parallel::pipeline_blocks(c, 2, ""), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(parallel::pipeline_blocks(c, 4, ""), (std::vector<int64_t>{1, 1, 1, 1}));
+  // A head as large as several blocks leaves the last stage fewer of them.
+  c.vocab_size = 32000;  // 4.1M head parameters against 181k per block
+  c.num_hidden_layers = 40;
+  const auto blocks = parallel::pipeline_blocks(c, 2, "");
+  EXPECT_EQ(blocks[0] + blocks[1], 40);
+  EXPECT_GT(blocks[0], blocks[1] + 10);
+  EXPECT_EQ(parallel::pipeline_blocks(c, 2, "30,10"), (std::vector<int64_t>{30, 10}));
+  const auto last = parallel::stage_units({2, 3}, 1), first = parallel::stage_units({2, 3}, 0);
+  EXPECT_EQ(first.first, 0);
+  EXPECT_EQ(first.last, 2);
+  EXPECT_EQ(last.first, 3);
+  EXPECT_EQ(last.last, 6);  // blocks 2..4 (units 3..5) and the head (unit 6)
+}
+
+TEST(PipelineSplit, OneFOneBHoldsAtMostStagesMinusStageMicroBatches) {
+  const int p = 4;
+  const int64_t m = 8;
+  for (int s = 0; s < p; ++s) {
+    for (auto schedule : {PipelineSchedule::one_f_one_b, PipelineSchedule::gpipe}) {
+      const auto order = parallel::pipeline_order(schedule, p, s, m);
+      ASSERT_EQ(order.size(), size_t(2 * m));
+      int64_t in_flight = 0, peak = 0, next_backward = 0, next_forward = 0;
+      for (const PipeOp& op : order) {
+        if (op.forward) EXPECT_EQ(op.micro, next_forward++);
+        else EXPECT_EQ(op.micro, next_backward++);  // gradients accumulate in micro-batch order
+        in_flight += op.forward ? 1 : -1;
+        peak = std::max(peak, in_flight);
+        EXPECT_GE(in_flight, 0);
+      }
+      EXPECT_EQ(peak, schedule == PipelineSchedule::gpipe ? m : int64_t(p - s)) << "stage " << s;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mt::testing

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Optional check (not run by ctest or CI): the tokenizer.json files meshtrain writes from a
-# sentencepiece model load in Hugging Face's tokenizers.js (@huggingface/tokenizers, the
-# tokenizer of transformers.js) and encode exactly as meshtrain and python3-sentencepiece do.
+# sentencepiece model or a byte-level tokenizer load in Hugging Face's tokenizers.js
+# (@huggingface/tokenizers, the tokenizer of transformers.js) and encode exactly as meshtrain and
+# python3-sentencepiece do.
 #
 # tokenizers.js comes from npm into build-hftok/ (git-ignored), install scripts off; it has no
 # dependencies. The files are made the way a user makes them:
@@ -9,6 +10,9 @@
 #   2. `meshtrain export --merged` of a model directory whose tokenizer is each fixture
 #      tests/data/sentencepiece/*.model -> tokenizer.json (the Prepend/Replace normalizer form)
 #   3. the same files rewritten to the Metaspace pre-tokenizer form of newer HF files
+#   4. `meshtrain export --merged` of model directories whose tokenizer is the byte tokenizer's
+#      marker, tiktoken (tiktoken_small, Llama 3) or GPT-2's vocab.json + merges.txt from
+#      ../shared/data/tokenizers -> the byte-level tokenizer.json (hf_byte_level_writer.h)
 # and the reference strings of tests/data/sentencepiece/reference_ids.json are encoded by
 # tokenizers.js, `meshtrain tokenize` and (for 2) python3-sentencepiece's committed ids.
 #
@@ -65,6 +69,20 @@ for model in llama_bpe1000 stories; do
     j.normalizer = null; j.pre_tokenizer = ms;  // the decoder stays: newer files keep it
     fs.writeFileSync(process.argv[2], JSON.stringify(j));' "$WORK/$model/tokenizer.json" "$out/tokenizer.json"
   dirs+=("$out")
+done
+echo "=== 4. meshtrain export --merged from model directories with byte-level tokenizers (byte, tiktoken, GPT-2)"
+TOKS=${TOKS:-$REPO/../shared/data/tokenizers}
+for name in byte tiktoken_small llama3 gpt2; do
+  src=$WORK/src_$name
+  mkdir -p "$src"
+  cp "$WORK/stories/config.json" "$WORK/stories"/*.safetensors "$src/"
+  case $name in
+    byte) echo "meshtrain byte-level tokenizer" > "$src/tokenizer.byte" ;;
+    gpt2) cp "$TOKS/gpt2/vocab.json" "$TOKS/gpt2/merges.txt" "$src/" ;;
+    *) cp "$TOKS/$name/tokenizer.model" "$src/tokenizer.model" ;;
+  esac
+  "$MT" export -m "$src" --merged "$WORK/$name" >/dev/null
+  dirs+=("$WORK/$name")
 done
 echo "=== tokenizers.js vs meshtrain (vs python3-sentencepiece)"
 cd "$NODE_DIR" && node hf_tokenizer_check.mjs "$MT" "$FIX/reference_ids.json" "${dirs[@]}"

@@ -27,6 +27,7 @@ class BpeTokenizer final : public Tokenizer {
   int32_t bos_id() const override { return bos_; }
   int32_t eos_id() const override { return eos_; }
   SplitPattern pattern() const { return pattern_; }
+  const BpeTables& tables() const { return bpe_.tables(); }
 
  private:
   std::string kind_;

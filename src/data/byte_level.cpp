@@ -19,7 +19,26 @@ std::array<int, 0x144> build_inverse() {
   return inv;
 }
 
+// Byte -> its mapped character, UTF-8 encoded.
+std::array<std::string, 256> build_forward() {
+  const std::array<int, 0x144> inv = build_inverse();
+  std::array<std::string, 256> fwd;
+  for (uint32_t cp = 0; cp < inv.size(); ++cp)
+    if (inv[cp] >= 0)  // all below U+0800: one or two UTF-8 bytes
+      fwd[inv[cp]] = cp < 0x80 ? std::string(1, char(cp))
+                               : std::string{char(0xC0 | (cp >> 6)), char(0x80 | (cp & 0x3F))};
+  return fwd;
+}
+
 }  // namespace
+
+std::string bytes_to_byte_level(std::string_view bytes) {
+  static const std::array<std::string, 256> fwd = build_forward();
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (char c : bytes) out += fwd[static_cast<unsigned char>(c)];
+  return out;
+}
 
 std::optional<std::string> byte_level_to_bytes(std::string_view mapped) {
   static const std::array<int, 0x144> inv = build_inverse();

@@ -11,5 +11,7 @@ namespace mt {
 // The bytes a mapped token string stands for; nullopt if it contains a character outside the
 // 256 mapped ones (or is not valid UTF-8).
 std::optional<std::string> byte_level_to_bytes(std::string_view mapped);
+// The mapped string (UTF-8) of any bytes.
+std::string bytes_to_byte_level(std::string_view bytes);
 
 }  // namespace mt

@@ -78,7 +78,8 @@ bool is_null_or_absent(const json& obj, const char* key) {
 }
 
 // The pre-tokenizer configurations that map onto a hand-written pattern (pretokenize.h):
-// ByteLevel with its built-in regex (GPT-2), or Split(Regex, Isolated) + ByteLevel without one.
+// ByteLevel with its built-in regex (GPT-2), ByteLevel without one (no split: the byte
+// tokenizer's file), or Split(Regex, Isolated) + ByteLevel without one.
 SplitPattern select_pattern(const json& pre, const std::string& name) {
   auto unsupported = [&](const std::string& why) -> SplitPattern {
     fail(name + ": unsupported pre_tokenizer (" + why + "): " + pre.dump().substr(0, 300));
@@ -89,6 +90,7 @@ SplitPattern select_pattern(const json& pre, const std::string& name) {
            bl.value("use_regex", true) == use_regex && bl.value("add_prefix_space", false) == false;
   };
   if (byte_level_ok(pre, true)) return SplitPattern::kGpt2;
+  if (byte_level_ok(pre, false)) return SplitPattern::kNone;
   if (pre.value("type", "") != "Sequence") return unsupported("expected ByteLevel or Sequence");
   const json& seq = pre.value("pretokenizers", json::array());
   if (!seq.is_array() || seq.size() != 2 || !byte_level_ok(seq[1], false))

@@ -130,12 +130,22 @@ std::string_view split_pattern_regex(SplitPattern p) {
       return R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
     case SplitPattern::kGpt2:
       return R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+    case SplitPattern::kNone:
+      return "";
   }
   return {};
 }
 
 size_t next_piece_end(SplitPattern p, std::string_view text, size_t pos) {
-  return p == SplitPattern::kLlama3 ? llama3_end(text, pos) : gpt2_end(text, pos);
+  switch (p) {
+    case SplitPattern::kLlama3:
+      return llama3_end(text, pos);
+    case SplitPattern::kGpt2:
+      return gpt2_end(text, pos);
+    case SplitPattern::kNone:
+      break;
+  }
+  return text.size();
 }
 
 }  // namespace mt

@@ -15,9 +15,12 @@ enum class SplitPattern {
   kLlama3,
   // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+   (GPT-2)
   kGpt2,
+  // No split: the whole text is one piece (HF's ByteLevel pre-tokenizer without its regex, as
+  // the byte tokenizer's tokenizer.json uses; with no merges every byte stays its own token).
+  kNone,
 };
 
-// The regex source text of a pattern, as it appears in tokenizer.json.
+// The regex source text of a pattern, as it appears in tokenizer.json ("" for kNone).
 std::string_view split_pattern_regex(SplitPattern p);
 
 // End (exclusive byte offset) of the piece that starts at `pos` (< text.size()). Pieces never

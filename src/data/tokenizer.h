@@ -55,8 +55,8 @@ class Tokenizer {
 };
 
 // Detects the format and loads it (see README "Tokenizers"):
-//   directory       -> tokenizer.json, tokenizer.model, vocab.json+merges.txt, tokenizer.bin or
-//                      tok*.bin inside it, first found in that order
+//   directory       -> tokenizer.byte, tokenizer.json, tokenizer.model, vocab.json+merges.txt,
+//                      tokenizer.bin or tok*.bin inside it, first found in that order
 //   *.json          -> HF tokenizer.json (vocab.json: GPT-2 with merges.txt next to it)
 //   merges.txt      -> GPT-2 with vocab.json next to it
 //   *.bin           -> llama2.c sentencepiece export

@@ -56,7 +56,9 @@ std::string find_tokenizer_file(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(p, ec)) fail("tokenizer not found: " + path);
   if (!fs::is_directory(p, ec)) return p.string();
-  for (const char* name : {"tokenizer.json", "tokenizer.model", kByteTokenizerFile})
+  // The byte tokenizer's marker first: meshtrain writes it beside an HF tokenizer.json that
+  // encodes the same, and the marker loads the byte tokenizer itself.
+  for (const char* name : {kByteTokenizerFile, "tokenizer.json", "tokenizer.model"})
     if (fs::is_regular_file(p / name, ec)) return (p / name).string();
   if (fs::is_regular_file(p / "vocab.json", ec) && fs::is_regular_file(p / "merges.txt", ec))
     return (p / "vocab.json").string();
@@ -68,7 +70,7 @@ std::string find_tokenizer_file(const std::string& path) {
       return entry.path().string();
   }
   fail("no tokenizer found in directory " + path +
-       " (looked for tokenizer.json, tokenizer.model, tokenizer.byte, vocab.json+merges.txt, "
+       " (looked for tokenizer.byte, tokenizer.json, tokenizer.model, vocab.json+merges.txt, "
        "tokenizer.bin, tok*.bin)");
 }
 

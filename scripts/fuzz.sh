@@ -32,6 +32,8 @@ declare -A SOURCES=(
   [checkpoint_manifest]="src/train/checkpoint_manifest.cpp src/train/checkpoint_files.cpp"
   [examples]="src/data/example_reader.cpp src/data/templates.cpp src/data/tokenizer.cpp"
 )
+# A manifest of an older checkpoint is read with its run config (train.batch_size counts its rows).
+SOURCES[checkpoint_manifest]+=" ${SOURCES[run_config]}"
 declare -A SEED_SOURCES=(
   [safetensors_header]="src/io/safetensors_write.cpp src/io/safetensors_dtype.cpp"
   [gguf]="src/io/gguf_writer.cpp src/io/gguf_types.cpp src/io/ggml_quants.cpp"

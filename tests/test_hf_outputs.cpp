@@ -18,6 +18,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using mt::testing::CommandResult;
 using mt::testing::run_meshtrain;
+using mt::testing::stories_hf_dir;
 
 const std::string kShared = std::string(MESHTRAIN_SOURCE_DIR) + "/../shared/data/";
 const std::string kQuick =
@@ -48,15 +49,6 @@ std::string checkpoint_of(const fs::path& run) {
       return e.path().string();
   ADD_FAILURE() << "no checkpoint under " << run;
   return "";
-}
-
-// stories260K as an HF directory (convert, with its llama2.c tokenizer beside it).
-std::string stories_hf_dir(const fs::path& under) {
-  const std::string dir = (under / "stories260K").string();
-  const CommandResult r = run_meshtrain("convert --llama2c " + kShared + "stories260K/stories260K.bin --tokenizer " +
-                                        kShared + "stories260K/tok512.bin --out " + dir);
-  EXPECT_EQ(r.code, 0) << r.output;
-  return dir;
 }
 
 // A model from a llama2.c file has no config.json to keep: the ids come from its tokenizer (tok512:

@@ -16,6 +16,7 @@
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_readers.h"
+#include "sentencepiece_fixtures.h"
 
 namespace mt {
 namespace {
@@ -23,18 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using Ids = std::vector<int32_t>;
 
-std::string fixture(const std::string& name) {
-  return std::string(MESHTRAIN_SOURCE_DIR) + "/tests/data/sentencepiece/" + name;
-}
-std::string shared(const std::string& rel) {
-  return std::string(MESHTRAIN_SOURCE_DIR) + "/../shared/data/" + rel;
-}
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::mt::testing::spm::fixture, ::mt::testing::spm::shared, ::mt::testing::spm::read_bytes;
 const nlohmann::json& reference() {
   static const nlohmann::json ref = nlohmann::json::parse(read_bytes(fixture("reference_ids.json")));
   return ref;

@@ -17,6 +17,7 @@ namespace fs = std::filesystem;
 using mt::testing::CommandResult;
 using mt::testing::run_command;
 using mt::testing::run_meshtrain;
+using mt::testing::stories_hf_dir;
 
 const std::string kShared = std::string(MESHTRAIN_SOURCE_DIR) + "/../shared/data/";
 
@@ -45,15 +46,6 @@ fs::path fresh(const std::string& name) {
 const std::string kQuick =
     " --set train.steps=2 --set train.batch_size=2 --set train.log_every=1 --set train.peak_gflops=100 "
     "--set data.cache_dir=off";
-
-// stories260K as an HF directory, the form users have their models in.
-std::string stories_hf_dir(const fs::path& under) {
-  const std::string dir = (under / "stories260K").string();
-  const CommandResult r = run_meshtrain("convert --llama2c " + kShared + "stories260K/stories260K.bin --tokenizer " +
-                                        kShared + "stories260K/tok512.bin --out " + dir);
-  EXPECT_EQ(r.code, 0) << r.output;
-  return dir;
-}
 
 // The words: no --config, and the built-in run's [model] section does not get in the way.
 TEST(UserPath, FineTunesAModelInOneLine) {

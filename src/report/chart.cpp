@@ -58,6 +58,13 @@ Extent extent_of(const LineChart& c) {
   return e;
 }
 
+PlotFrame plot_frame(const LineChart& c, int width, int height) {
+  const double left = 72, right = 16, top = 28, bottom = 40;
+  const Extent e = extent_of(c);
+  return {left, top, width - left - right, height - top - bottom, nice_axis(e.x_lo, e.x_hi),
+          nice_axis(e.y_lo, e.y_hi, 5)};
+}
+
 Rgb parse_color(const std::string& hex) {
   unsigned r = 0x88, g = 0x88, b = 0x88;
   if (hex.size() == 7 && hex[0] == '#') std::sscanf(hex.c_str() + 1, "%2x%2x%2x", &r, &g, &b);

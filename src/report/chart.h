@@ -50,6 +50,17 @@ struct Extent {
 };
 Extent extent_of(const LineChart& c);
 
+// A line chart's plot area inside a width x height picture (margins for the title, tick labels and
+// axis labels), its axes, and where data lands in it: the SVG and the PNG drawing share it, so the
+// two pictures of one chart agree.
+struct PlotFrame {
+  double left, top, width, height;  // the plot area
+  Axis x, y;
+  double px(double v) const { return left + (v - x.lo) / (x.hi - x.lo) * width; }
+  double py(double v) const { return top + height - (v - y.lo) / (y.hi - y.lo) * height; }
+};
+PlotFrame plot_frame(const LineChart& c, int width, int height);
+
 // "#4c78a8" -> {0x4c, 0x78, 0xa8}; anything else is grey.
 struct Rgb {
   unsigned char r, g, b;

@@ -50,12 +50,11 @@ std::string escape_xml(const std::string& text) {
 }
 
 std::string svg_line_chart(const LineChart& chart, int width, int height) {
-  const double left = 72, right = 16, top = 28, bottom = 40;
-  const double pw = width - left - right, ph = height - top - bottom;
-  const Extent e = extent_of(chart);
-  const Axis xa = nice_axis(e.x_lo, e.x_hi), ya = nice_axis(e.y_lo, e.y_hi, 5);
-  auto px = [&](double x) { return left + (x - xa.lo) / (xa.hi - xa.lo) * pw; };
-  auto py = [&](double y) { return top + ph - (y - ya.lo) / (ya.hi - ya.lo) * ph; };
+  const PlotFrame f = plot_frame(chart, width, height);
+  const double left = f.left, top = f.top, pw = f.width, ph = f.height;
+  const Axis &xa = f.x, &ya = f.y;
+  auto px = [&f](double x) { return f.px(x); };
+  auto py = [&f](double y) { return f.py(y); };
   std::string s = open_svg(width, height, chart.title);
   for (double t : ya.ticks) {
     s += line(left, py(t), left + pw, py(t), "#e4e4e4");

@@ -153,7 +153,8 @@ TOML
 "$MT" train --config "$WORK/lora.toml" | grep -E '^done'
 "$MT" export -m "$WORK/stories" --adapter "$WORK/lora/adapter" --gguf-adapter "$WORK/lora.gguf" --merged "$WORK/merged" >/dev/null
 "$MT" export -m "$WORK/merged" --gguf "$WORK/merged-f32.gguf" --gguf-dtype f32
-"$MT" generate -m "$WORK/stories" --adapter "$WORK/lora/adapter" -n 40 > "$WORK/meshtrain-lora.txt"
+# --template none: llama.cpp is given the bare prompt, not the adapter's recorded Alpaca template.
+"$MT" generate -m "$WORK/stories" --adapter "$WORK/lora/adapter" --template none -n 40 > "$WORK/meshtrain-lora.txt"
 LC --model "$WORK/stories-f32.gguf" --lora "$WORK/lora.gguf" -n 40 --text-out "$WORK/llamacpp-lora.txt" > "$WORK/llamacpp-lora.ids"
 LC --model "$WORK/merged-f32.gguf" -n 40 --text-out "$WORK/llamacpp-merged.txt" > "$WORK/llamacpp-merged.ids"
 LC --model "$WORK/stories-f32.gguf" -n 40 --text-out "$WORK/llamacpp-base40.txt" > /dev/null

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "mesh_runs.h"
 #include "run_command.h"
+#include "text_files.h"
 #include "train/checkpoint_dir.h"
 #include "train/metrics.h"
 
@@ -69,11 +70,7 @@ double number_after(const std::string& text, const std::string& key) {
   return v;
 }
 
-size_t count_of(const std::string& text, const std::string& part) {
-  size_t n = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
-}
+using testing::count_of;
 
 // `meshtrain eval` of the run's checkpoint at `step` on the held-out tail.
 double eval_checkpoint(const std::string& dir, int64_t step) {

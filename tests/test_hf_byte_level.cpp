@@ -18,6 +18,7 @@
 #include "data/tokenizer_files.h"
 #include "data/tokenizer_readers.h"
 #include "data_fixtures.h"
+#include "text_files.h"
 
 namespace mt {
 namespace {
@@ -26,12 +27,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using testdata::TempDir;
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::read_file;
 
 // Strings where pre-tokenizers, merges and the byte mapping tend to go wrong.
 std::vector<std::string> tricky_strings() {
@@ -77,7 +73,7 @@ TEST(HfByteLevel, ByteTokenizerGetsHfFilesAndStillLoadsAsItself) {
   // The marker wins over tokenizer.json: the directory is the byte tokenizer itself.
   EXPECT_EQ(load_tokenizer(dir.path())->kind(), "byte");
 
-  const std::string text = read_bytes(dir.path("tokenizer.json"));
+  const std::string text = read_file(dir.path("tokenizer.json"));
   const json doc = json::parse(text);
   EXPECT_EQ(doc["pre_tokenizer"]["type"], "ByteLevel");
   EXPECT_EQ(doc["pre_tokenizer"]["use_regex"], false);
@@ -97,7 +93,7 @@ TEST(HfByteLevel, ByteTokenizerGetsHfFilesAndStillLoadsAsItself) {
   const std::string bad = "\xFF\xC3\x28\x80";
   EXPECT_EQ(hf->decode(hf->encode(bad)), bad);
 
-  const json cfg = json::parse(read_bytes(dir.path("tokenizer_config.json")));
+  const json cfg = json::parse(read_file(dir.path("tokenizer_config.json")));
   EXPECT_TRUE(cfg["bos_token"].is_null());
   EXPECT_TRUE(cfg["eos_token"].is_null());
   EXPECT_EQ(cfg["tokenizer_class"], "PreTrainedTokenizerFast");
@@ -112,8 +108,8 @@ TEST(HfByteLevel, TiktokenSmallMatchesHfsOwnFileOfIt) {
   for (const char* f : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json"})
     EXPECT_TRUE(fs::is_regular_file(dir.path(f))) << f;
 
-  const std::string text = read_bytes(dir.path("tokenizer.json"));
-  const json mine = json::parse(text), hfs = json::parse(read_bytes(src + "tokenizer.json"));
+  const std::string text = read_file(dir.path("tokenizer.json"));
+  const json mine = json::parse(text), hfs = json::parse(read_file(src + "tokenizer.json"));
   EXPECT_EQ(mine["model"]["vocab"], hfs["model"]["vocab"]);
   EXPECT_EQ(mine["model"]["ignore_merges"], true);
   EXPECT_EQ(mine["pre_tokenizer"], hfs["pre_tokenizer"]);
@@ -140,7 +136,7 @@ TEST(HfByteLevel, TiktokenSmallMatchesHfsOwnFileOfIt) {
   auto hf_own = load_tokenizer(src + "tokenizer.json");
   for (const std::string& s : tricky_strings()) EXPECT_EQ(back->encode(s), hf_own->encode(s));
 
-  const json cfg = json::parse(read_bytes(dir.path("tokenizer_config.json")));
+  const json cfg = json::parse(read_file(dir.path("tokenizer_config.json")));
   EXPECT_EQ(cfg["bos_token"], "<|begin_of_text|>");
   EXPECT_EQ(cfg["eos_token"], "<|end_of_text|>");
   EXPECT_EQ(cfg["added_tokens_decoder"]["2009"]["content"], "<|eot_id|>");
@@ -168,10 +164,10 @@ TEST(HfByteLevel, Gpt2PairGetsTokenizerJson) {
   EXPECT_EQ(written.size(), 4u);
   for (const char* f : {"vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json"})
     EXPECT_TRUE(fs::is_regular_file(dir.path(f))) << f;
-  const std::string text = read_bytes(dir.path("tokenizer.json"));
+  const std::string text = read_file(dir.path("tokenizer.json"));
   const json doc = json::parse(text);
   // The merges keep merges.txt's order.
-  std::istringstream merges_txt(read_bytes(src + "/merges.txt"));
+  std::istringstream merges_txt(read_file(src + "/merges.txt"));
   std::string line;
   size_t n = 0;
   while (std::getline(merges_txt, line)) {
@@ -189,7 +185,7 @@ TEST(HfByteLevel, Gpt2PairGetsTokenizerJson) {
   EXPECT_EQ(back->bos_id(), 50256);
   EXPECT_EQ(back->eos_id(), 50256);
   expect_same_encodings(*source, *back, "GPT-2 tokenizer.json");
-  const json cfg = json::parse(read_bytes(dir.path("tokenizer_config.json")));
+  const json cfg = json::parse(read_file(dir.path("tokenizer_config.json")));
   EXPECT_EQ(cfg["bos_token"], "<|endoftext|>");
   EXPECT_EQ(cfg["add_bos_token"], false);
 }

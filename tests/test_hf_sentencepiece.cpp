@@ -17,6 +17,7 @@
 #include "data/tokenizer_files.h"
 #include "data/tokenizer_readers.h"
 #include "sentencepiece_fixtures.h"
+#include "text_files.h"
 
 namespace mt {
 namespace {
@@ -25,9 +26,9 @@ namespace fs = std::filesystem;
 using Ids = std::vector<int32_t>;
 using nlohmann::json;
 
-using ::mt::testing::spm::fixture, ::mt::testing::spm::shared, ::mt::testing::spm::read_bytes;
+using ::mt::testing::read_file, ::mt::testing::spm::fixture, ::mt::testing::spm::shared;
 const json& reference() {
-  static const json ref = json::parse(read_bytes(fixture("reference_ids.json")));
+  static const json ref = json::parse(read_file(fixture("reference_ids.json")));
   return ref;
 }
 std::string model_path(const std::string& file) {
@@ -109,7 +110,7 @@ TEST(HfSentencePiece, Llama2cTokenizerBinAndItsJsonAgree) {
   // character there but a space for HF (and for sentencepiece); texts without it agree.
   for (const auto& s : reference()["strings"])
     if (s.get<std::string>().find("\u2581") == std::string::npos) texts.push_back(s.get<std::string>());
-  texts.push_back(read_bytes(shared("text/tinyshakespeare.txt")).substr(0, 20000));
+  texts.push_back(read_file(shared("text/tinyshakespeare.txt")).substr(0, 20000));
   for (const auto& s : texts) {
     Ids ids = bin->encode(s);
     EXPECT_EQ(hf->encode(s), ids) << "'" << s.substr(0, 80) << "'";
@@ -132,7 +133,7 @@ TEST(HfSentencePiece, SaveTokenizerFilesWritesTheHfFiles) {
   EXPECT_EQ(written.size(), 3u);
   for (const char* f : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json"})
     EXPECT_TRUE(fs::is_regular_file(out.path / f)) << f;
-  json cfg = json::parse(read_bytes((out.path / "tokenizer_config.json").string()));
+  json cfg = json::parse(read_file((out.path / "tokenizer_config.json").string()));
   EXPECT_EQ(cfg["tokenizer_class"], "LlamaTokenizer");
   EXPECT_EQ(cfg["bos_token"], "<s>");
   EXPECT_EQ(cfg["eos_token"], "</s>");

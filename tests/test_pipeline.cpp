@@ -11,6 +11,7 @@
 #include <string>
 
 #include "mesh_runs.h"
+#include "text_files.h"
 #include "model/config.h"
 #include "parallel/pipeline.h"
 
@@ -28,11 +29,6 @@ const char* kRun =
 const char* kLora =
     "--set lora.enabled=true --set lora.random_base=true --set lora.rank=4 --set optim.lr=1e-2 "
     "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\",\"lm_head\"]' ";
-
-std::string slurp_text(const std::string& f) {
-  std::ifstream in(f, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 std::string tag_of(const std::string& s) {
   std::string t;
@@ -113,8 +109,8 @@ TEST(Pipeline, CheckpointUnderPpResumesOnOneRankAndExports) {
   const std::string step = dir + "/checkpoints/step-000006";
   ASSERT_TRUE(fs::exists(step + "/shard-00000.safetensors"));
   ASSERT_TRUE(fs::exists(step + "/shard-00001.safetensors"));
-  const std::string shard0 = slurp_text(step + "/shard-00000.safetensors");
-  const std::string shard1 = slurp_text(step + "/shard-00001.safetensors");
+  const std::string shard0 = read_file(step + "/shard-00000.safetensors");
+  const std::string shard1 = read_file(step + "/shard-00001.safetensors");
   EXPECT_NE(shard0.find("model.embed_tokens.weight"), std::string::npos);
   EXPECT_EQ(shard0.find("lm_head.weight"), std::string::npos);
   EXPECT_NE(shard1.find("lm_head.weight"), std::string::npos);
@@ -122,9 +118,9 @@ TEST(Pipeline, CheckpointUnderPpResumesOnOneRankAndExports) {
   // The step-6 checkpoint, exported by one process, is the run's own export.
   ASSERT_EQ(run(std::string(MESHTRAIN_BINARY) + " export-checkpoint --checkpoint " + dir +
                 "/checkpoints/step-000006 --out " + dir + "/exported", &out), 0) << out;
-  const std::string ours = slurp_text(dir + "/exported/model.safetensors");
+  const std::string ours = read_file(dir + "/exported/model.safetensors");
   EXPECT_FALSE(ours.empty()) << out;
-  EXPECT_EQ(ours, slurp_text(dir + "/model/model.safetensors"));
+  EXPECT_EQ(ours, read_file(dir + "/model/model.safetensors"));
   // Resumed at step 3 on one rank: steps 4..6 equal the pipeline's.
   fs::remove_all(dir + "/checkpoints/step-000006");
   fs::remove(dir + "/checkpoints/latest");

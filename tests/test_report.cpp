@@ -22,6 +22,7 @@
 #include "report/chart.h"
 #include "report/png.h"
 #include "run_command.h"
+#include "text_files.h"
 
 namespace mt {
 namespace {
@@ -29,18 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::CommandResult;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-size_t count_of(const std::string& text, const std::string& part) {
-  size_t n = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
-}
+using testing::count_of, testing::read_file;
 
 // A decoded 8-bit RGB or RGBA PNG, as RGB.
 struct Decoded {

@@ -17,6 +17,7 @@
 #include "data/tokenizer.h"
 #include "data/tokenizer_readers.h"
 #include "sentencepiece_fixtures.h"
+#include "text_files.h"
 
 namespace mt {
 namespace {
@@ -24,9 +25,9 @@ namespace {
 namespace fs = std::filesystem;
 using Ids = std::vector<int32_t>;
 
-using ::mt::testing::spm::fixture, ::mt::testing::spm::shared, ::mt::testing::spm::read_bytes;
+using ::mt::testing::read_file, ::mt::testing::spm::fixture, ::mt::testing::spm::shared;
 const nlohmann::json& reference() {
-  static const nlohmann::json ref = nlohmann::json::parse(read_bytes(fixture("reference_ids.json")));
+  static const nlohmann::json ref = nlohmann::json::parse(read_file(fixture("reference_ids.json")));
   return ref;
 }
 // The model file of each reference entry (tok512.model is llama2.c's, in the shared data).
@@ -91,7 +92,7 @@ TEST(SentencePieceModel, DecodeOfEncodeIsIdentity) {
     std::string s = random_text(rng, trial % 50);
     EXPECT_EQ(tok->decode(tok->encode(s)), s) << "trial " << trial;
   }
-  const std::string shakespeare = read_bytes(shared("text/tinyshakespeare.txt")).substr(300000, 20000);
+  const std::string shakespeare = read_file(shared("text/tinyshakespeare.txt")).substr(300000, 20000);
   ASSERT_FALSE(shakespeare.empty());
   EXPECT_EQ(tok->decode(tok->encode(shakespeare)), shakespeare);
 }
@@ -122,7 +123,7 @@ std::string load_error(const std::string& name, const std::string& bytes) {
 }
 
 TEST(SentencePieceModel, RefusesWhatItDoesNotImplement) {
-  const std::string good = read_bytes(fixture("llama_bpe1000.model"));
+  const std::string good = read_file(fixture("llama_bpe1000.model"));
   ASSERT_FALSE(good.empty());
   // A later trainer_spec / normalizer_spec merges into the first, as in protobuf.
   EXPECT_NE(load_error("unigram.model", good + field(2, varint_field(3, 1))).find("unigram is not supported"),
@@ -151,7 +152,7 @@ TEST(SentencePieceModel, TokenizeCommandReadsTheModel) {
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(nlohmann::json::parse(r.output).get<Ids>(), ref["models"]["llama_bpe1000.model"]["ids"][i].get<Ids>());
   const fs::path bad = fs::path(::testing::TempDir()) / "unigram_cli.model";
-  std::ofstream(bad, std::ios::binary) << read_bytes(fixture("llama_bpe1000.model")) + field(2, varint_field(3, 1));
+  std::ofstream(bad, std::ios::binary) << read_file(fixture("llama_bpe1000.model")) + field(2, varint_field(3, 1));
   r = testing::run_meshtrain("tokenize --tokenizer " + bad.string() + " --text hi");
   EXPECT_NE(r.code, 0);
   EXPECT_EQ(r.output, "meshtrain: error: " + bad.string() +

@@ -10,6 +10,7 @@
 
 #include "mesh_runs.h"
 #include "run_command.h"
+#include "text_files.h"
 
 namespace {
 
@@ -18,21 +19,9 @@ using mt::testing::CommandResult;
 using mt::testing::run_command;
 using mt::testing::run_meshtrain;
 using mt::testing::stories_hf_dir;
+using mt::testing::count_of, mt::testing::read_file;
 
 const std::string kShared = std::string(MESHTRAIN_SOURCE_DIR) + "/../shared/data/";
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-size_t count_of(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
 
 // A fresh directory under the test temp directory.
 fs::path fresh(const std::string& name) {

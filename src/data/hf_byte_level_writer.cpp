@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "data/byte_level.h"
+#include "data/hf_tokenizer_json.h"
 
 namespace mt {
 namespace {
@@ -40,13 +41,7 @@ std::string name_of(const BpeTokenizer& tok, int32_t id) {
 
 ojson post_processor(const BpeTokenizer& tok) {
   if (!prepends_bos(tok)) return nullptr;
-  const std::string bos = name_of(tok, tok.bos_id());
-  auto special = [&](int type) { return ojson{{"SpecialToken", {{"id", bos}, {"type_id", type}}}}; };
-  auto seq = [](const char* s, int type) { return ojson{{"Sequence", {{"id", s}, {"type_id", type}}}}; };
-  return {{"type", "TemplateProcessing"},
-          {"single", {special(0), seq("A", 0)}},
-          {"pair", {special(0), seq("A", 0), special(1), seq("B", 1)}},
-          {"special_tokens", {{bos, {{"id", bos}, {"ids", {tok.bos_id()}}, {"tokens", {bos}}}}}}};
+  return hf_bos_post_processor(name_of(tok, tok.bos_id()), tok.bos_id());
 }
 
 // Specials in id order.
@@ -62,8 +57,7 @@ std::string hf_byte_level_tokenizer_json(const BpeTokenizer& tok) {
   const BpeTables& t = tok.tables();
   ojson added = ojson::array();
   for (const auto& s : specials_by_id(tok))
-    added.push_back({{"id", s.id}, {"content", s.text}, {"single_word", false}, {"lstrip", false},
-                     {"rstrip", false}, {"normalized", false}, {"special", true}});
+    added.push_back(hf_added_token(s.id, s.text, true));
   ojson model = {{"type", "BPE"},
                  {"dropout", nullptr},
                  {"unk_token", nullptr},
@@ -118,8 +112,7 @@ std::string hf_byte_level_tokenizer_config_json(const BpeTokenizer& tok) {
   auto name = [&](int32_t id) { return id >= 0 ? ojson(name_of(tok, id)) : ojson(nullptr); };
   ojson decoder = ojson::object();
   for (const auto& s : specials_by_id(tok))
-    decoder[std::to_string(s.id)] = {{"content", s.text}, {"lstrip", false}, {"normalized", false},
-                                     {"rstrip", false}, {"single_word", false}, {"special", true}};
+    decoder[std::to_string(s.id)] = hf_added_token_decoder_entry(s.text, true);
   ojson doc = {{"add_bos_token", prepends_bos(tok)},
                {"add_eos_token", false},
                {"added_tokens_decoder", decoder},

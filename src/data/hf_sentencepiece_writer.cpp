@@ -5,6 +5,7 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "data/hf_tokenizer_json.h"
 #include "data/unicode.h"
 
 namespace mt {
@@ -69,8 +70,7 @@ std::string hf_tokenizer_json(const SentencePieceTokenizer& tok) {
   ojson added = ojson::array();
   for (size_t id = 0; id < pieces.size(); ++id)
     if (is_special(v.types[id]) || v.types[id] == Type::user_defined)
-      added.push_back({{"id", id}, {"content", pieces[id]}, {"single_word", false}, {"lstrip", false},
-                       {"rstrip", false}, {"normalized", false}, {"special", is_special(v.types[id])}});
+      added.push_back(hf_added_token(int32_t(id), pieces[id], is_special(v.types[id])));
   ojson norm = ojson::array();
   if (v.remove_extra_whitespaces) {
     // sentencepiece's remove_extra_whitespaces: runs of spaces become one, leading spaces go, and
@@ -80,15 +80,7 @@ std::string hf_tokenizer_json(const SentencePieceTokenizer& tok) {
   if (v.add_dummy_prefix) norm.push_back({{"type", "Prepend"}, {"prepend", kSpace}});
   norm.push_back(replace({{"String", " "}}, kSpace));
   ojson post = nullptr;
-  if (v.bos >= 0) {
-    const std::string bos = pieces[v.bos];
-    auto special = [&] { return ojson{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}}; };
-    auto seq = [](const char* s, int type) { return ojson{{"Sequence", {{"id", s}, {"type_id", type}}}}; };
-    post = {{"type", "TemplateProcessing"},
-            {"single", {special(), seq("A", 0)}},
-            {"pair", {special(), seq("A", 0), {{"SpecialToken", {{"id", bos}, {"type_id", 1}}}}, seq("B", 1)}},
-            {"special_tokens", {{bos, {{"id", bos}, {"ids", {v.bos}}, {"tokens", {bos}}}}}}};
-  }
+  if (v.bos >= 0) post = hf_bos_post_processor(pieces[v.bos], v.bos);
   ojson decoders = {replace({{"String", kSpace}}, " "), {{"type", "ByteFallback"}}, {{"type", "Fuse"}}};
   if (v.add_dummy_prefix || v.remove_extra_whitespaces)
     decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
@@ -125,9 +117,7 @@ std::string hf_tokenizer_config_json(const SentencePieceTokenizer& tok) {
   ojson decoder = ojson::object();
   for (size_t id = 0; id < pieces.size(); ++id)
     if (is_special(v.types[id]) || v.types[id] == Type::user_defined)
-      decoder[std::to_string(id)] = {{"content", pieces[id]}, {"lstrip", false}, {"normalized", false},
-                                     {"rstrip", false}, {"single_word", false},
-                                     {"special", is_special(v.types[id])}};
+      decoder[std::to_string(id)] = hf_added_token_decoder_entry(pieces[id], is_special(v.types[id]));
   ojson doc = {{"add_bos_token", v.bos >= 0},
                {"add_eos_token", false},
                {"added_tokens_decoder", decoder},

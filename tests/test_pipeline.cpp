@@ -213,6 +213,18 @@ TEST(PipelineSplit, BalancedSplitCountsTheHeadWithTheLastStage) {
   EXPECT_EQ(last.last, 6);  // blocks 2..4 (units 3..5) and the head (unit 6)
 }
 
+TEST(PipelineSplit, EachStageHoldsItsUnitsAndTheLastATiedEmbedding) {
+  LlamaConfig c;
+  c.num_hidden_layers = 5;
+  using Held = std::vector<bool>;
+  EXPECT_EQ(parallel::stage_holds(c, {2, 3}, 0), (Held{true, true, true, false, false, false, false}));
+  EXPECT_EQ(parallel::stage_holds(c, {2, 3}, 1), (Held{false, false, false, true, true, true, true}));
+  EXPECT_EQ(parallel::stage_holds(c, {1, 3, 1}, 1), (Held{false, false, true, true, true, false, false}));
+  c.tie_word_embeddings = true;  // the head is the embedding: the last stage keeps a copy
+  EXPECT_EQ(parallel::stage_holds(c, {2, 3}, 1), (Held{true, false, false, true, true, true, true}));
+  EXPECT_EQ(parallel::stage_holds(c, {1, 3, 1}, 1), (Held{false, false, true, true, true, false, false}));
+}
+
 TEST(PipelineSplit, OneFOneBHoldsAtMostStagesMinusStageMicroBatches) {
   const int p = 4;
   const int64_t m = 8;

@@ -107,6 +107,14 @@ UnitSpan stage_units(const std::vector<int64_t>& blocks, int stage) {
   return u;
 }
 
+std::vector<bool> stage_holds(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage) {
+  const UnitSpan span = stage_units(blocks, stage);
+  std::vector<bool> held(size_t(config.num_hidden_layers + 2), false);
+  for (int u = span.first; u <= span.last; ++u) held[size_t(u)] = true;
+  if (config.tie_word_embeddings && stage + 1 == int(blocks.size())) held[0] = true;
+  return held;
+}
+
 std::vector<PipeOp> pipeline_order(PipelineSchedule schedule, int stages, int stage, int64_t micro) {
   std::vector<PipeOp> order;
   const int64_t warm = schedule == PipelineSchedule::gpipe

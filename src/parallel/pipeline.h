@@ -33,6 +33,12 @@ std::vector<int64_t> pipeline_blocks(const LlamaConfig& config, int64_t stages,
 // The units [first, last] of `stage` under `blocks`.
 UnitSpan stage_units(const std::vector<int64_t>& blocks, int stage);
 
+// Per unit (0 = embedding, 1..L = blocks, L + 1 = final norm and head), whether `stage` stores its
+// parameters: its own units, and on the last stage a tied embedding too (the head reads it there;
+// Megatron's copy, its gradient summed with the first stage's, written to checkpoints by the first
+// stage only). Shape-only: the trainer, `meshtrain shard` and the planner place stages alike.
+std::vector<bool> stage_holds(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage);
+
 // One stage's order of work for one step: the forward or the backward of micro-batch `micro`.
 struct PipeOp {
   bool forward = true;

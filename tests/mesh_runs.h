@@ -144,6 +144,25 @@ inline void expect_same_run(const std::string& tag, const std::string& args, con
   expect_same_training(tag, train_command(""), args, train_command(mesh), args, weights_file, weight_tolerance);
 }
 
+// Saved at step 3 under `from`, resumed under `to`: steps 4..6 equal the uninterrupted run's.
+inline void expect_resume_across(const std::string& tag, const std::string& args, const std::string& from,
+                          const std::string& to) {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("meshtrain_resume_" + tag)).string();
+  std::filesystem::remove_all(dir);
+  const std::string a = args + "--set output.checkpoint_every=3 --set output.dir=" + dir;
+  std::string out;
+  ASSERT_EQ(run(train_command(from) + a, &out), 0) << out;
+  const auto full = losses(dir);
+  ASSERT_EQ(full.size(), 6u);
+  std::filesystem::remove_all(dir + "/checkpoints/step-000006");
+  std::filesystem::remove(dir + "/checkpoints/latest");  // the newest complete one is then step 3
+  ASSERT_EQ(run(train_command(to) + a + " --set train.resume=latest", &out), 0) << out;
+  EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
+  const auto all = losses(dir);  // cut to steps 1..3 at the resume, then steps 4..6 again
+  ASSERT_EQ(all.size(), 6u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(all[3 + i], full[3 + i], 1e-5 * full[3 + i]) << from << " -> " << to << " step " << 4 + i;
+}
+
 // A run on `mesh` that loses a rank to SIGKILL once a checkpoint exists ends non-zero within 30 s
 // with mpirun's message, and its newest complete checkpoint loads into a whole model.
 inline void expect_killed_rank_ends_job(const std::string& tag, const std::string& args_in,

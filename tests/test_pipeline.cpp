@@ -1,9 +1,10 @@
-// Pipeline parallelism on real MPI ranks: pp=2, pp=4 and pp=2 x dp=2 under GPipe and 1F1B give
-// the single-rank run's per-step losses, gradient norms, validation losses and final parameters
-// (fp32, full and LoRA training, untied and tied embeddings); a checkpoint saved under pp (each
-// stage writing its units) resumes on one rank and exports; a killed stage ends the job; splits
-// that cannot be made are refused in one line. The stage split and the schedules' order are
-// checked without MPI.
+// Pipeline parallelism on real MPI ranks: pp=2, pp=4, and pp=2 with dp, fsdp and tp (up to
+// pp2 x fsdp2 x tp2 on 8 ranks) under GPipe and 1F1B give the single-rank run's per-step losses,
+// gradient norms, validation losses and final parameters (fp32, full and LoRA training, untied and
+// tied embeddings); each stage stores only its units; a checkpoint saved under pp (each stage
+// writing its units) resumes under other layouts and exports; a killed stage ends the job; splits
+// that cannot be made are refused in one line. The stage split, what each stage holds and the
+// schedules' order are checked without MPI.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -13,6 +14,8 @@
 #include "mesh_runs.h"
 #include "text_files.h"
 #include "model/config.h"
+#include "model/llama.h"
+#include "model/param_shapes.h"
 #include "parallel/pipeline.h"
 
 namespace mt::testing {
@@ -64,7 +67,11 @@ TEST_P(PipelineEquality, LoraTrainingMatchesOneRank) {
 INSTANTIATE_TEST_SUITE_P(Meshes, PipelineEquality,
                          ::testing::Values(PipeCase{"pp=2", "1f1b"}, PipeCase{"pp=2", "gpipe"},
                                            PipeCase{"pp=4", "1f1b"}, PipeCase{"pp=4", "gpipe"},
-                                           PipeCase{"pp=2,dp=2", "1f1b"}, PipeCase{"pp=2,dp=2", "gpipe"}),
+                                           PipeCase{"pp=2,dp=2", "1f1b"}, PipeCase{"pp=2,dp=2", "gpipe"},
+                                           PipeCase{"pp=2,fsdp=2", "1f1b"}, PipeCase{"pp=2,fsdp=2", "gpipe"},
+                                           PipeCase{"pp=2,tp=2", "1f1b"}, PipeCase{"pp=2,tp=2", "gpipe"},
+                                           PipeCase{"pp=2,dp=2,tp=2", "1f1b"}, PipeCase{"pp=2,dp=2,tp=2", "gpipe"},
+                                           PipeCase{"pp=2,fsdp=2,tp=2", "1f1b"}, PipeCase{"pp=2,fsdp=2,tp=2", "gpipe"}),
                          [](const auto& info) {
                            return tag_of(info.param.mesh) + "_" + info.param.schedule;
                          });
@@ -87,6 +94,39 @@ TEST(Pipeline, TiedEmbeddingsAndAnExplicitSplitMatchOneRank) {
   const std::string args = std::string(kRun) + "--set model.tie_word_embeddings=true --set train.pp_blocks=1,3 ";
   expect_same_run("pp_tied_full", args, "pp=2", "/model/model.safetensors");
   expect_same_run("pp_tied_lora", args + kLora, "pp=2", "/adapter/adapter_model.safetensors");
+  // The two copies split further: over tp by vocabulary rows, over fsdp by blocks.
+  expect_same_run("pp_tied_full_fsdp_tp", args, "pp=2,fsdp=2,tp=2", "/model/model.safetensors");
+  expect_same_run("pp_tied_lora_tp", args + kLora, "pp=2,tp=2", "/adapter/adapter_model.safetensors");
+}
+
+TEST(Pipeline, EachStageStoresOnlyItsUnits) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  // Rank 0 (stage 0 of blocks 1,3) reports the trainable parameters it stores: the embedding and
+  // block 0's, not the whole model's.
+  const RunConfig cfg = parse_run_config(default_run_config_toml(), {}, "<test>");
+  const std::vector<int64_t> blocks = {1, int64_t(cfg.model.num_hidden_layers) - 1};
+  const std::vector<bool> held = parallel::stage_holds(cfg.model, blocks, 0);
+  int64_t mine = 0, whole = 0;
+  for (const ParamShape& p : llama_param_shapes(cfg.model, LoraConfig{})) {
+    whole += p.numel();
+    if (held[size_t(param_unit(p.name, cfg.model))]) mine += p.numel();
+  }
+  ASSERT_LT(mine, whole / 2);
+  const std::string dir = (fs::temp_directory_path() / "meshtrain_pp_stage_memory").string();
+  fs::remove_all(dir);
+  std::string out;
+  ASSERT_EQ(run(train_command("pp=2") + kRun + "--set train.pp_blocks=1," + std::to_string(blocks[1]) +
+                    " --set output.dir=" + dir, &out), 0) << out;
+  EXPECT_NE(out.find("(" + std::to_string(mine) + " trainable on this rank)"), std::string::npos)
+      << "expected " << mine << " of " << whole << "\n" << out;
+}
+
+TEST(Pipeline, CheckpointsResumeAcrossPipelineLayouts) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  expect_resume_across("pp2_tp2_to_one", kRun, "pp=2,tp=2", "dp=1");
+  expect_resume_across("pp2_tp2_to_fsdp2_pp2", kRun, "pp=2,tp=2", "pp=2,fsdp=2");
+  expect_resume_across("one_to_pp4", kRun, "dp=1", "pp=4");
+  expect_resume_across("lora_pp2_fsdp2_to_tp2", std::string(kRun) + kLora, "pp=2,fsdp=2", "tp=2");
 }
 
 TEST(Pipeline, ActivationCheckpointingMatchesOneRank) {
@@ -185,8 +225,7 @@ TEST(Pipeline, SplitsThatCannotBeMadeAreRefusedInOneLine) {
                         Case{"pp=2", "--set train.pp_blocks=4", "gives 1 stages but the mesh has pp=2"},
                         Case{"pp=2", "--set train.pp_blocks=0,4", "every stage needs at least one block"},
                         Case{"pp=2", "--set train.pp_blocks=2,x", "expected block counts separated by commas"},
-                        Case{"pp=2", "--set model.num_hidden_layers=1", "fewer than its stages"},
-                        Case{"pp=2,tp=2", "", "with fsdp or tp is not implemented yet"}}) {
+                        Case{"pp=2", "--set model.num_hidden_layers=1", "fewer than its stages"}}) {
     std::string out;
     EXPECT_NE(run(train_command(c.mesh) + kRun + c.args + " --set output.dir=/tmp/meshtrain_pp_refused", &out), 0);
     EXPECT_NE(out.find(c.says), std::string::npos) << c.mesh << " " << c.args << "\n" << out;

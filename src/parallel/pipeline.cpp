@@ -115,6 +115,12 @@ std::vector<bool> stage_holds(const LlamaConfig& config, const std::vector<int64
   return held;
 }
 
+int stage_of_unit(const std::vector<int64_t>& blocks, int unit) {
+  int stage = 0;
+  while (stage + 1 < int(blocks.size()) && stage_units(blocks, stage).last < unit) ++stage;
+  return stage;
+}
+
 std::vector<PipeOp> pipeline_order(PipelineSchedule schedule, int stages, int stage, int64_t micro) {
   std::vector<PipeOp> order;
   const int64_t warm = schedule == PipelineSchedule::gpipe
@@ -145,14 +151,6 @@ std::string Pipeline::describe_stage() const {
   if (units_.last == head) what += ", final norm and head";
   return "stage " + std::to_string(stage()) + " of " + std::to_string(group_.size()) + " (blocks " +
          join(blocks_) + "): " + what;
-}
-
-bool Pipeline::holds(const std::string& name) const {
-  const std::string layers = "model.layers.";
-  int unit = int(model_.config().num_hidden_layers) + 1;  // final norm, head and its adapter
-  if (name == kEmbedName) unit = 0;
-  else if (name.rfind(layers, 0) == 0) unit = 1 + std::stoi(name.substr(layers.size()));
-  return units_.first <= unit && unit <= units_.last;
 }
 
 double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float grad_scale) {

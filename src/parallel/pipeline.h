@@ -38,6 +38,8 @@ UnitSpan stage_units(const std::vector<int64_t>& blocks, int stage);
 // Megatron's copy, its gradient summed with the first stage's, written to checkpoints by the first
 // stage only). Shape-only: the trainer, `meshtrain shard` and the planner place stages alike.
 std::vector<bool> stage_holds(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage);
+// The stage whose units include `unit` (the one writing it: a tied embedding's is the first).
+int stage_of_unit(const std::vector<int64_t>& blocks, int unit);
 
 // One stage's order of work for one step: the forward or the backward of micro-batch `micro`.
 struct PipeOp {
@@ -59,10 +61,6 @@ class Pipeline {
   const std::vector<int64_t>& blocks() const { return blocks_; }
   // The units this stage holds, "units 0-2 (embedding, blocks 0-1)" for logs.
   std::string describe_stage() const;
-
-  // Whether the parameter `name` (a base tensor or an adapter) belongs to this stage's units; a
-  // tied head is the embedding's, on the first stage.
-  bool holds(const std::string& name) const;
 
   // Forward and backward of every micro-batch in the schedule's order, gradients accumulated into
   // this stage's units (the other units' stay zero). Returns the loss sum: the last stage's, 0 on

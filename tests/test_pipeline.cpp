@@ -2,9 +2,10 @@
 // pp2 x fsdp2 x tp2 on 8 ranks) under GPipe and 1F1B give the single-rank run's per-step losses,
 // gradient norms, validation losses and final parameters (fp32, full and LoRA training, untied and
 // tied embeddings); each stage stores only its units; a checkpoint saved under pp (each stage
-// writing its units) resumes under other layouts and exports; a killed stage ends the job; splits
-// that cannot be made are refused in one line. The stage split, what each stage holds and the
-// schedules' order are checked without MPI.
+// writing its units) resumes under other layouts and exports, and a single rank's resumes on
+// stages; a killed stage ends the job; splits that cannot be made are refused in one line. The
+// stage split, what each stage holds and the schedules' order are checked without MPI. (bf16:
+// test_pipeline_bf16.cpp.)
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -125,7 +126,6 @@ TEST(Pipeline, CheckpointsResumeAcrossPipelineLayouts) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   expect_resume_across("pp2_tp2_to_one", kRun, "pp=2,tp=2", "dp=1");
   expect_resume_across("pp2_tp2_to_fsdp2_pp2", kRun, "pp=2,tp=2", "pp=2,fsdp=2");
-  expect_resume_across("one_to_pp4", kRun, "dp=1", "pp=4");
   expect_resume_across("lora_pp2_fsdp2_to_tp2", std::string(kRun) + kLora, "pp=2,fsdp=2", "tp=2");
 }
 
@@ -169,6 +169,15 @@ TEST(Pipeline, CheckpointUnderPpResumesOnOneRankAndExports) {
   const auto all = losses(dir);
   ASSERT_EQ(all.size(), 6u);
   for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(all[3 + i], full[3 + i], 1e-5 * full[3 + i]) << "step " << 4 + i;
+}
+
+// The other way: a checkpoint a single rank saved (one shard file holding every unit) resumes
+// with each stage taking its units from it, and continues as the uninterrupted single-rank run.
+TEST(Pipeline, OneRankCheckpointResumesOnStages) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  expect_resume_across("one_to_pp4", kRun, "dp=1", "pp=4");
+  expect_resume_across("one_to_pp2_dp2", kRun, "dp=1", "pp=2,dp=2");
+  expect_resume_across("lora_one_to_pp2_dp2", std::string(kRun) + kLora, "dp=1", "pp=2,dp=2");
 }
 
 TEST(Pipeline, KilledRankEndsTheJobAndTheLastCheckpointLoads) {

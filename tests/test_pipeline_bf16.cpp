@@ -1,5 +1,6 @@
 // bf16 mixed precision under pipeline parallelism, on real MPI ranks: pp=2 and pp=2 x dp=2, full
-// and LoRA training, track the single-rank bf16 run within bf16 rounding.
+// and LoRA training, track the single-rank bf16 run within bf16 rounding; pp2 x fsdp2 x tp2 and
+// pp2 x tp2 track the same meshes without pp (tp itself rounds differently from one rank).
 //
 // What crosses a stage boundary is the residual stream going forward and its gradient coming
 // back. The model keeps both in f32 under bf16 as well (only weights' compute copies and block
@@ -107,7 +108,7 @@ void expect_weights_within_bf16_rounding(const std::string& one_file, const std:
       if (d / allowed > worst_excess) {
         worst_excess = d / allowed;
         std::ostringstream s;
-        s << name << "[" << i << "]: " << p << " on one rank, " << q << " on the mesh";
+        s << name << "[" << i << "]: " << p << " on the reference, " << q << " on the mesh";
         worst = s.str();
       }
     }
@@ -117,11 +118,11 @@ void expect_weights_within_bf16_rounding(const std::string& one_file, const std:
                         << "; worst, " << worst_excess << " times that: " << worst;
 }
 
-// The single-rank bf16 run of `args`, then each mesh's, compared as described above.
-void expect_bf16_tracks_one_rank(const std::string& tag, const std::string& args,
-                                 const std::vector<std::string>& meshes, const std::string& weights_file) {
+// The bf16 run of `args` on `reference` (one rank: ""), then each mesh's, compared as described above.
+void expect_bf16_tracks(const std::string& tag, const std::string& args, const std::string& reference,
+                        const std::vector<std::string>& meshes, const std::string& weights_file) {
   const std::string base = (fs::temp_directory_path() / ("meshtrain_pp_bf16_" + tag)).string();
-  const Bf16Run one = train(train_command(""), args, base + "_one");
+  const Bf16Run one = train(train_command(reference), args, base + "_one");
   ASSERT_EQ(one.losses.size(), 6u) << one.output;
   ASSERT_EQ(one.validation.size(), 2u) << one.output;
   ASSERT_EQ(one.step_validation.size(), 2u) << one.output;
@@ -151,13 +152,23 @@ void expect_bf16_tracks_one_rank(const std::string& tag, const std::string& args
 
 TEST(PipelineBf16, FullTrainingTracksOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  expect_bf16_tracks_one_rank("full", kRun, {"pp=2", "pp=2,dp=2"}, "/model/model.safetensors");
+  expect_bf16_tracks("full", kRun, "", {"pp=2", "pp=2,dp=2"}, "/model/model.safetensors");
 }
 
 TEST(PipelineBf16, LoraTrainingTracksOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  expect_bf16_tracks_one_rank("lora", std::string(kRun) + kLora, {"pp=2", "pp=2,dp=2"},
-                              "/adapter/adapter_model.safetensors");
+  expect_bf16_tracks("lora", std::string(kRun) + kLora, "", {"pp=2", "pp=2,dp=2"},
+                     "/adapter/adapter_model.safetensors");
+}
+
+// Tensor parallelism in bf16 rounds differently from one rank (each rank's partial products are
+// rounded before their sum; Sharded.Bf16MixedPrecisionTracksOneRank): stages added to a tp mesh
+// must add nothing to that, so the reference here is the same mesh without pp.
+TEST(PipelineBf16, StagesAddNoRoundingToFsdpAndTensorParallelism) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  expect_bf16_tracks("full_fsdp_tp", kRun, "fsdp=2,tp=2", {"pp=2,fsdp=2,tp=2"}, "/model/model.safetensors");
+  expect_bf16_tracks("lora_tp", std::string(kRun) + kLora, "tp=2", {"pp=2,tp=2"},
+                     "/adapter/adapter_model.safetensors");
 }
 
 }  // namespace

@@ -155,6 +155,9 @@ TEST(Pipeline, CheckpointUnderPpResumesOnOneRankAndExports) {
   EXPECT_EQ(shard0.find("lm_head.weight"), std::string::npos);
   EXPECT_NE(shard1.find("lm_head.weight"), std::string::npos);
   EXPECT_EQ(shard1.find("model.embed_tokens.weight"), std::string::npos);
+  // The manifest records the stages' blocks (the default split of 4 blocks: 2 and 2).
+  EXPECT_NE(read_file(step + "/manifest.json").find("\"pipeline_blocks\": [\n    2,\n    2\n  ]"), std::string::npos)
+      << read_file(step + "/manifest.json");
   // The step-6 checkpoint, exported by one process, is the run's own export.
   ASSERT_EQ(run(std::string(MESHTRAIN_BINARY) + " export-checkpoint --checkpoint " + dir +
                 "/checkpoints/step-000006 --out " + dir + "/exported", &out), 0) << out;

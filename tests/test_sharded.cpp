@@ -155,6 +155,11 @@ TEST(Sharded, EachRankWritesItsBlocksOnce) {
   EXPECT_FALSE(fs::exists(step + "/shard-00002.safetensors"));
   EXPECT_FALSE(fs::exists(step + "/shard-00003.safetensors"));
   EXPECT_FALSE(fs::exists(step + ".tmp"));
+  // Plain dp: one replica's file, not one per rank.
+  fs::remove_all(dir);
+  ASSERT_EQ(run(train_command("dp=2") + kRun + "--set output.checkpoint_every=6 --set output.dir=" + dir, &out), 0) << out;
+  EXPECT_TRUE(fs::exists(step + "/shard-00000.safetensors"));
+  EXPECT_FALSE(fs::exists(step + "/shard-00001.safetensors"));
 }
 
 TEST(Sharded, CheckpointExportsAsTheRunsOwnExport) {

@@ -93,6 +93,7 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
     m["optimizer_steps"] = optimizer.steps_taken();
     m["lora"] = info.lora;
     m["mesh"] = info.mesh;
+    if (!info.pipeline_blocks.empty()) m["pipeline_blocks"] = info.pipeline_blocks;
     m["tensors"] = tensors;
     m["files"] = files;
     m[kCrc32cManifestKey] = crc32c_manifest_entry(crcs);

@@ -3,7 +3,8 @@
 //
 //   <output.dir>/checkpoints/step-000050/
 //     manifest.json            step, sampler state, optimizer step count, the run config (TOML),
-//                              the mesh it was saved under, the tensor list, the shard files
+//                              the mesh it was saved under (and under pp its stages' blocks),
+//                              the tensor list, the shard files
 //     shard-00000.safetensors  per writing rank: its blocks of the trainable tensors (f32 master
 //     shard-00001.safetensors  values under their model names, AdamW moments as <name>.exp_avg and
 //     ...                      <name>.exp_avg_sq), each file recording which block of which whole
@@ -56,6 +57,7 @@ struct CheckpointInfo {
   std::string mesh;         // "dp=2,fsdp=2", for the record (loading works under any mesh)
   bool lora = false;
   bool best = false;        // name it in checkpoints/best too (output.keep_best)
+  std::vector<int64_t> pipeline_blocks;  // blocks per pp stage, for the record (empty without pp)
 };
 
 // Collective over `world`: every rank passes the tensors it holds. Writes the checkpoint for

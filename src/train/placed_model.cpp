@@ -99,7 +99,11 @@ GradientSync* PlacedModel::sync() {
 }
 
 std::vector<HeldTensor> PlacedModel::held_tensors(AdamW& optimizer) {
-  if (!sharded_) return whole_tensors(whole_->trainable(), optimizer);
+  if (!sharded_) {  // one rank, or equal replicas: the first writes them
+    std::vector<HeldTensor> out = whole_tensors(whole_->trainable(), optimizer);
+    for (HeldTensor& t : out) t.writer = mesh_.rank() == 0;
+    return out;
+  }
   std::vector<HeldTensor> out;  // every trainable tensor of the model, in its order
   for (const auto& p : llama_param_shapes(sharded_->full_config(), cfg_.lora)) {
     if (p.adapter != cfg_.lora.enabled) continue;

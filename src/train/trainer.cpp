@@ -298,7 +298,9 @@ void checkpoint(TrainingRun& run, int64_t steps_done, bool best) {
   const RunConfig& cfg = run.cfg;
   const std::string dir = save_checkpoint(cfg.output.dir, {steps_done, run.data->state()},
                                           run.placed.held_tensors(run.optimizer), run.optimizer,
-                                          {to_toml(cfg), cfg.mesh.str(), cfg.lora.enabled, best},
+                                          {to_toml(cfg), cfg.mesh.str(), cfg.lora.enabled, best,
+                                           run.placed.pipeline() ? run.placed.pipeline()->blocks()
+                                                                 : std::vector<int64_t>{}},
                                           cfg.output.keep_checkpoints, *run.world);
   run.log << "checkpoint: " << dir << (best ? " (best validation loss so far)" : "") << "\n";
 }

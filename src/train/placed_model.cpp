@@ -73,8 +73,11 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
   }
   const parallel::MeshShape& m = mesh.shape();
   // Refused before any weight loads when the model cannot be split as asked.
+  const parallel::PipelineSchedule schedule = parallel::parse_pipeline_schedule(tc.pp_schedule);
+  const int chunks = int(tc.pp_virtual);
+  parallel::check_virtual_stages(schedule, int(m.pp), chunks, tc.grad_accum);
   const std::vector<int64_t> stage_blocks =
-      m.pp > 1 ? parallel::pipeline_blocks(shape, m.pp, tc.pp_blocks) : std::vector<int64_t>{};
+      m.pp > 1 ? parallel::pipeline_blocks(shape, m.pp * chunks, tc.pp_blocks) : std::vector<int64_t>{};
   if (m.fsdp > 1 || m.tp > 1) {
     sharded_ = std::make_unique<parallel::ShardedModel>(mesh, shape, tc.precision, cfg.lora,
                                                     cfg.partition.effective());
@@ -94,11 +97,13 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
   if (m.pp > 1) {
     using parallel::Axis, parallel::axis_bit;
     pipeline_ = std::make_unique<parallel::Pipeline>(
-        mesh.axis(Axis::pp), *whole_, stage_blocks, parallel::parse_pipeline_schedule(tc.pp_schedule));
+        mesh.axis(Axis::pp), *whole_, stage_blocks, schedule, chunks);
     stages_and_replicas_ =
         std::make_unique<parallel::DataParallel>(mesh.group(axis_bit(Axis::pp) | axis_bit(Axis::dp)));
     sync_ = std::make_unique<PipelineSync>(dp_, *stages_and_replicas_);
-    log << "pipeline: " << m.pp << " stages, " << tc.pp_schedule << " schedule; rank 0 is "
+    log << "pipeline: " << m.pp << " stages, " << tc.pp_schedule
+        << (chunks > 1 ? " interleaved (" + std::to_string(chunks) + " chunks per stage)" : "")
+        << " schedule; rank 0 is "
         << pipeline_->describe_stage() << "\n";
   }
 }

@@ -1,9 +1,11 @@
-// Pipeline parallelism on real MPI ranks: pp=2, pp=4 and pp=2 x dp=2 under GPipe and 1F1B give
-// the single-rank run's per-step losses, gradient norms, validation losses and final parameters
-// (fp32, full and LoRA training, untied and tied embeddings); a checkpoint saved under pp (each
-// stage writing its units) resumes on one rank and exports; a killed stage ends the job; splits
-// that cannot be made are refused in one line. The stage split and the schedules' order are
-// checked without MPI.
+// Pipeline parallelism on real MPI ranks: pp=2, pp=4 and pp=2 x dp=2 under GPipe and 1F1B, and
+// pp=2 (and pp=2 x dp=2) under interleaved 1F1B with 2 chunks per stage, give the single-rank
+// run's per-step losses, gradient norms, validation losses and final parameters (fp32, full and
+// LoRA training, untied and tied embeddings); the pipeline's timing is recorded per step and per
+// rank; a checkpoint saved under pp (each stage writing its units) resumes on one rank and
+// exports; a killed stage ends the job; splits that cannot be made are refused in one line. The
+// stage split, the chunks of a rank and the schedules' order (simulated across stages) are checked
+// without MPI.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -87,15 +89,17 @@ TEST(Pipeline, InterleavedMatchesOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   const std::string tied = "--set model.tie_word_embeddings=true ";
   // One rank is given the same run without train.pp_virtual (refused without pp).
-  const auto same = [](const std::string& tag, const std::string& extra, const std::string& file) {
+  const auto same = [](const std::string& tag, const std::string& extra, const std::string& file,
+                       const std::string& mesh = "pp=2") {
     const std::string args = std::string(kInterleaved) + extra;
-    expect_same_training(tag, train_command(""), args, train_command("pp=2"),
+    expect_same_training(tag, train_command(""), args, train_command(mesh),
                          args + " --set train.pp_virtual=2 ", file);
   };
   same("pp_virtual_full", "--set output.checkpoint_every=6 ", "/model/model.safetensors");
   same("pp_virtual_lora", kLora, "/adapter/adapter_model.safetensors");
   same("pp_virtual_tied_full", tied, "/model/model.safetensors");
   same("pp_virtual_tied_lora", tied + kLora, "/adapter/adapter_model.safetensors");
+  same("pp_virtual_dp", "", "/model/model.safetensors", "pp=2,dp=2");
 
   // Each stage wrote the units of its chunks (Pipeline::holds through rank_chunks): stage 0 the
   // embedding and blocks 0 and 2, stage 1 blocks 1 and 3 and the head.
@@ -269,7 +273,9 @@ TEST(Pipeline, SplitsThatCannotBeMadeAreRefusedInOneLine) {
                              "needs train.grad_accum (3 micro-batches) to be a multiple of mesh pp (2)"},
                         Case{"dp=1", "--set train.pp_virtual=2", "train.pp_virtual = 2 needs mesh pp > 1"},
                         Case{"pp=2", "--set train.pp_virtual=2 --set model.num_hidden_layers=3",
-                             "fewer than its stages"}}) {
+                             "mesh pp=2 x train.pp_virtual=2 makes 4 chunks, but the model has 3 blocks"},
+                        Case{"pp=2", "--set train.pp_virtual=2 --set train.pp_blocks=2,2",
+                             "gives 2 chunks but mesh pp=2 x train.pp_virtual=2 makes 4"}}) {
     std::string out;
     EXPECT_NE(run(train_command(c.mesh) + kRun + c.args + " --set output.dir=/tmp/meshtrain_pp_refused", &out), 0);
     EXPECT_NE(out.find(c.says), std::string::npos) << c.mesh << " " << c.args << "\n" << out;
@@ -385,9 +391,9 @@ TEST(PipelineSplit, InterleavedOrderKeepsMicroBatchOrderPerChunkAndBoundsWhatIsI
           EXPECT_EQ(before_first_backward, expected) << "p " << p << " v " << v << " m " << m << " stage " << s;
           EXPECT_EQ(peak, expected) << "p " << p << " v " << v << " m " << m << " stage " << s;
           // The first forwards take pp micro-batches through chunk 0, then the same through chunk 1.
-          if (m >= p && warm >= 2 * p)
-            for (int i = 0; i < 2 * p; ++i)
-              EXPECT_EQ(order[size_t(i)], (PipeOp{true, i % p, i / p}));
+          if (m >= p && warm >= 2 * p) {
+            for (int i = 0; i < 2 * p; ++i) EXPECT_EQ(order[size_t(i)], (PipeOp{true, i % p, i / p}));
+          }
         }
 }
 

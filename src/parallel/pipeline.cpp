@@ -67,25 +67,33 @@ PipelineSchedule parse_pipeline_schedule(const std::string& name) {
 }
 
 std::vector<int64_t> pipeline_blocks(const LlamaConfig& config, int64_t stages,
-                                     const std::string& asked) {
+                                     const std::string& asked, int64_t chunks) {
   const int64_t L = config.num_hidden_layers;
+  // What the blocks are cut into, for the messages: stages, or each stage's chunks.
+  const std::string piece = chunks > 1 ? "chunk" : "stage";
+  const std::string made = chunks > 1 ? "mesh pp=" + std::to_string(stages / chunks) +
+                                            " x train.pp_virtual=" + std::to_string(chunks) +
+                                            " makes " + std::to_string(stages)
+                                      : "the mesh has pp=" + std::to_string(stages);
   if (!asked.empty()) {
     const std::vector<int64_t> blocks = parse_blocks(asked);
     int64_t sum = 0;
     for (int64_t b : blocks) sum += b;
     if (int64_t(blocks.size()) != stages)
-      fail("train.pp_blocks = \"" + asked + "\" gives " + std::to_string(blocks.size()) +
-           " stages but the mesh has pp=" + std::to_string(stages));
+      fail("train.pp_blocks = \"" + asked + "\" gives " + std::to_string(blocks.size()) + " " + piece +
+           "s but " + made);
     if (*std::min_element(blocks.begin(), blocks.end()) < 1)
-      fail("train.pp_blocks = \"" + asked + "\": every stage needs at least one block");
+      fail("train.pp_blocks = \"" + asked + "\": every " + piece + " needs at least one block");
     if (sum != L)
       fail("train.pp_blocks = \"" + asked + "\" sums to " + std::to_string(sum) +
            " blocks but the model has " + std::to_string(L));
     return blocks;
   }
   if (L < stages)
-    fail("mesh pp=" + std::to_string(stages) + ": the model has " + std::to_string(L) +
-         " blocks, fewer than its stages (each stage holds at least one block)");
+    fail(chunks > 1 ? made + " chunks, but the model has " + std::to_string(L) +
+                          " blocks (each chunk holds at least one block)"
+                    : "mesh pp=" + std::to_string(stages) + ": the model has " + std::to_string(L) +
+                          " blocks, fewer than its stages (each stage holds at least one block)");
   // Costs in parameters: a block's, and the head's (with the final norm) on the last stage.
   double block = 0, head = double(config.vocab_size) * double(config.hidden_size);
   for (const ParamShape& p : llama_param_shapes(config, LoraConfig{})) {

@@ -24,14 +24,14 @@ enum class PipelineSchedule { gpipe, one_f_one_b };
 // "gpipe" or "1f1b".
 PipelineSchedule parse_pipeline_schedule(const std::string& name);
 
-// Blocks per stage (per chunk under virtual stages: `stages` = pp x v). `asked` ("2,3", from
-// train.pp_blocks) is checked: one positive count per stage, summing to the model's blocks;
+// Blocks per stage (per chunk under virtual stages: `stages` = pp x v, `chunks` = v, which only
+// the messages use). `asked` ("2,3", from train.pp_blocks) is checked: one positive count per stage, summing to the model's blocks;
 // empty: the split of at least one block per stage that minimises the largest stage's cost, a
 // block costing its parameters and the last stage the head's too (a GEMM's FLOPs per token are
 // twice its parameters; the embedding's lookup is free). A model that cannot be split is refused
 // with one line naming why.
 std::vector<int64_t> pipeline_blocks(const LlamaConfig& config, int64_t stages,
-                                     const std::string& asked);
+                                     const std::string& asked, int64_t chunks = 1);
 
 // The units [first, last] of chunk `stage` under `blocks` (blocks per chunk, first to last).
 UnitSpan stage_units(const std::vector<int64_t>& blocks, int stage);

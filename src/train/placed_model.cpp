@@ -77,7 +77,7 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
   const int chunks = int(tc.pp_virtual);
   parallel::check_virtual_stages(schedule, int(m.pp), chunks, tc.grad_accum);
   const std::vector<int64_t> stage_blocks =
-      m.pp > 1 ? parallel::pipeline_blocks(shape, m.pp * chunks, tc.pp_blocks) : std::vector<int64_t>{};
+      m.pp > 1 ? parallel::pipeline_blocks(shape, m.pp * chunks, tc.pp_blocks, chunks) : std::vector<int64_t>{};
   if (m.fsdp > 1 || m.tp > 1) {
     sharded_ = std::make_unique<parallel::ShardedModel>(mesh, shape, tc.precision, cfg.lora,
                                                     cfg.partition.effective());

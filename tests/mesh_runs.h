@@ -1,8 +1,9 @@
 // Running `meshtrain train` on one rank and under mpirun on a mesh, and comparing the two:
-// shared by the data-parallel and sharded (FSDP / tensor-parallel) tests.
+// shared by the data-parallel, sharded (FSDP / tensor-parallel) and pipeline tests.
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -142,6 +143,49 @@ inline void expect_same_training(const std::string& tag, const std::string& comm
 inline void expect_same_run(const std::string& tag, const std::string& args, const std::string& mesh,
                             const std::string& weights_file, double weight_tolerance = 5e-5) {
   expect_same_training(tag, train_command(""), args, train_command(mesh), args, weights_file, weight_tolerance);
+}
+
+// Saved at step 3 under `from`, resumed under `to` (train_command's meshes): steps 4..6 equal the
+// uninterrupted run's, losses and validation losses (relative 1e-5), gradient norms (5e-5) and
+// exported parameters (5e-5 absolute), with the tolerances of expect_same_training and for its
+// reasons: the two halves of the resumed run sum over other ranks than the uninterrupted run.
+inline void expect_resume_across(const std::string& tag, const std::string& args, const std::string& from,
+                                 const std::string& to) {
+  namespace fs = std::filesystem;
+  const std::string dir = (fs::temp_directory_path() / ("meshtrain_resume_" + tag)).string();
+  fs::remove_all(dir);
+  const std::string a = args + "--set output.checkpoint_every=3 --set output.dir=" + dir;
+  const std::string what = from + " -> " + to;
+  std::string out;
+  ASSERT_EQ(run(train_command(from) + a, &out), 0) << out;
+  const auto full = losses(dir), full_norms = metric(dir, "grad_norm");
+  const auto full_val = read_val_losses(dir + "/metrics.jsonl");
+  ASSERT_EQ(full.size(), 6u);
+  const std::string exported =
+      fs::exists(dir + "/adapter") ? "/adapter/adapter_model.safetensors" : "/model/model.safetensors";
+  const auto full_weights = weights(dir + exported);  // before the resumed run writes its own
+  fs::remove_all(dir + "/checkpoints/step-000006");
+  fs::remove(dir + "/checkpoints/latest");  // the newest complete one is then step 3
+  ASSERT_EQ(run(train_command(to) + a + " --set train.resume=latest", &out), 0) << out;
+  EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
+  const auto all = losses(dir), norms = metric(dir, "grad_norm");  // cut to steps 1..3 at the resume, then 4..6 again
+  ASSERT_EQ(all.size(), 6u);
+  ASSERT_EQ(norms.size(), 6u);
+  for (size_t i = 3; i < 6; ++i) {
+    EXPECT_NEAR(all[i], full[i], 1e-5 * full[i]) << what << " step " << i + 1;
+    EXPECT_NEAR(norms[i], full_norms[i], 5e-5 * full_norms[i]) << what << " grad norm, step " << i + 1;
+  }
+  const auto val = read_val_losses(dir + "/metrics.jsonl");
+  for (const auto& [step, v] : full_val) {
+    if (step <= 3) continue;
+    ASSERT_TRUE(val.count(step)) << what << " has no validation loss at step " << step;
+    EXPECT_NEAR(val.at(step), v, 1e-5 * v) << what << " validation at step " << step;
+  }
+  const auto w = weights(dir + exported);
+  ASSERT_EQ(w.size(), full_weights.size()) << what;
+  double max_diff = 0.0;
+  for (size_t i = 0; i < w.size(); ++i) max_diff = std::max(max_diff, double(std::abs(w[i] - full_weights[i])));
+  EXPECT_LT(max_diff, 5e-5) << what << ": final parameters differ from the uninterrupted run's";
 }
 
 // A run on `mesh` that loses a rank to SIGKILL once a checkpoint exists ends non-zero within 30 s

@@ -1,7 +1,8 @@
 // Micro-batches are only a way of cutting a step's global batch: batch 16 x accum 1, batch 8 x
 // accum 2 and batch 4 x accum 4 see the same sequences, and since the loss is weighted by tokens
 // over the whole global batch they give the same losses, gradient norms and weights to fp32
-// rounding, on one rank and across data-parallel ranks; a checkpoint resumes under another split.
+// rounding, on one rank, across data-parallel ranks and through pipeline stages; a checkpoint
+// resumes under another split.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -83,6 +84,21 @@ TEST(MicroBatches, SplitsOfTheGlobalBatchTrainAlikeAcrossDataParallelRanks) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   expect_same_training("split_dp2_8x2", train_command(""), kRun + split(16, 1), train_command("dp=2"),
                        kRun + split(8, 2), "/model/model.safetensors");
+}
+
+// Under pp x dp the micro-batches are also the pipeline's: each dp replica's rows go through the
+// stages as grad_accum micro-batches (one micro-batch, 16 x 1, leaves the second stage idle in
+// the forward and the first in the backward, but is still the same step). Each split equals the
+// single rank's 16 x 1.
+TEST(MicroBatches, SplitsOfTheGlobalBatchTrainAlikeOnPipelineStages) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string one = train_command(""), stages = train_command("pp=2,dp=2");
+  expect_same_training("split_pp2_dp2_16x1", one, kRun + split(16, 1), stages, kRun + split(16, 1),
+                       "/model/model.safetensors");
+  expect_same_training("split_pp2_dp2_8x2", one, kRun + split(16, 1), stages, kRun + split(8, 2),
+                       "/model/model.safetensors");
+  expect_same_training("split_pp2_dp2_4x4", one, kRun + split(16, 1), stages, kRun + split(4, 4),
+                       "/model/model.safetensors");
 }
 
 // Alpaca records of different lengths: the packed rows hold different numbers of answer tokens, so

@@ -1,11 +1,13 @@
-// Pipeline parallelism on real MPI ranks: pp=2, pp=4 and pp=2 x dp=2 under GPipe and 1F1B, and
-// pp=2 (and pp=2 x dp=2) under interleaved 1F1B with 2 chunks per stage, give the single-rank
-// run's per-step losses, gradient norms, validation losses and final parameters (fp32, full and
-// LoRA training, untied and tied embeddings); the pipeline's timing is recorded per step and per
-// rank; a checkpoint saved under pp (each stage writing its units) resumes on one rank and
-// exports; a killed stage ends the job; splits that cannot be made are refused in one line. The
-// stage split, the chunks of a rank and the schedules' order (simulated across stages) are checked
-// without MPI.
+// Pipeline parallelism on real MPI ranks: pp=2, pp=4, and pp=2 with dp, fsdp and tp (up to
+// pp2 x fsdp2 x tp2 on 8 ranks) under GPipe and 1F1B, and pp=2 (alone and with dp, fsdp or tp)
+// under interleaved 1F1B with 2 chunks per stage, give the single-rank run's per-step losses, gradient
+// norms, validation losses and final parameters (fp32, full and LoRA training, untied and tied
+// embeddings); each stage stores only its units; the pipeline's timing is recorded per step and
+// per rank; a checkpoint saved under pp (each stage writing its units) resumes under other layouts
+// and exports, and a single rank's resumes on stages; a killed stage ends the job; splits that
+// cannot be made are refused in one line. The stage split, what each stage holds, the chunks of a
+// rank and the schedules' order (simulated across stages) are checked without MPI. (bf16:
+// test_pipeline_bf16.cpp.)
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -19,6 +21,8 @@
 #include "mesh_runs.h"
 #include "text_files.h"
 #include "model/config.h"
+#include "model/llama.h"
+#include "model/param_shapes.h"
 #include "parallel/pipeline.h"
 
 namespace mt::testing {
@@ -70,7 +74,11 @@ TEST_P(PipelineEquality, LoraTrainingMatchesOneRank) {
 INSTANTIATE_TEST_SUITE_P(Meshes, PipelineEquality,
                          ::testing::Values(PipeCase{"pp=2", "1f1b"}, PipeCase{"pp=2", "gpipe"},
                                            PipeCase{"pp=4", "1f1b"}, PipeCase{"pp=4", "gpipe"},
-                                           PipeCase{"pp=2,dp=2", "1f1b"}, PipeCase{"pp=2,dp=2", "gpipe"}),
+                                           PipeCase{"pp=2,dp=2", "1f1b"}, PipeCase{"pp=2,dp=2", "gpipe"},
+                                           PipeCase{"pp=2,fsdp=2", "1f1b"}, PipeCase{"pp=2,fsdp=2", "gpipe"},
+                                           PipeCase{"pp=2,tp=2", "1f1b"}, PipeCase{"pp=2,tp=2", "gpipe"},
+                                           PipeCase{"pp=2,dp=2,tp=2", "1f1b"}, PipeCase{"pp=2,dp=2,tp=2", "gpipe"},
+                                           PipeCase{"pp=2,fsdp=2,tp=2", "1f1b"}, PipeCase{"pp=2,fsdp=2,tp=2", "gpipe"}),
                          [](const auto& info) {
                            return tag_of(info.param.mesh) + "_" + info.param.schedule;
                          });
@@ -100,6 +108,9 @@ TEST(Pipeline, InterleavedMatchesOneRank) {
   same("pp_virtual_tied_full", tied, "/model/model.safetensors");
   same("pp_virtual_tied_lora", tied + kLora, "/adapter/adapter_model.safetensors");
   same("pp_virtual_dp", "", "/model/model.safetensors", "pp=2,dp=2");
+  // Each stage's chunks gathered over fsdp, or split over tp, unit by unit.
+  same("pp_virtual_fsdp", "", "/model/model.safetensors", "pp=2,fsdp=2");
+  same("pp_virtual_tp_lora", kLora, "/adapter/adapter_model.safetensors", "pp=2,tp=2");
 
   // Each stage wrote the units of its chunks (Pipeline::holds through rank_chunks): stage 0 the
   // embedding and blocks 0 and 2, stage 1 blocks 1 and 3 and the head.
@@ -167,6 +178,38 @@ TEST(Pipeline, TiedEmbeddingsAndAnExplicitSplitMatchOneRank) {
   const std::string args = std::string(kRun) + "--set model.tie_word_embeddings=true --set train.pp_blocks=1,3 ";
   expect_same_run("pp_tied_full", args, "pp=2", "/model/model.safetensors");
   expect_same_run("pp_tied_lora", args + kLora, "pp=2", "/adapter/adapter_model.safetensors");
+  // The two copies split further: over tp by vocabulary rows, over fsdp by blocks.
+  expect_same_run("pp_tied_full_fsdp_tp", args, "pp=2,fsdp=2,tp=2", "/model/model.safetensors");
+  expect_same_run("pp_tied_lora_tp", args + kLora, "pp=2,tp=2", "/adapter/adapter_model.safetensors");
+}
+
+TEST(Pipeline, EachStageStoresOnlyItsUnits) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  // Rank 0 (stage 0 of blocks 1,3) reports the trainable parameters it stores: the embedding and
+  // block 0's, not the whole model's.
+  const RunConfig cfg = parse_run_config(default_run_config_toml(), {}, "<test>");
+  const std::vector<int64_t> blocks = {1, int64_t(cfg.model.num_hidden_layers) - 1};
+  const std::vector<bool> held = parallel::stage_holds(cfg.model, blocks, 0);
+  int64_t mine = 0, whole = 0;
+  for (const ParamShape& p : llama_param_shapes(cfg.model, LoraConfig{})) {
+    whole += p.numel();
+    if (held[size_t(param_unit(p.name, cfg.model))]) mine += p.numel();
+  }
+  ASSERT_LT(mine, whole / 2);
+  const std::string dir = (fs::temp_directory_path() / "meshtrain_pp_stage_memory").string();
+  fs::remove_all(dir);
+  std::string out;
+  ASSERT_EQ(run(train_command("pp=2") + kRun + "--set train.pp_blocks=1," + std::to_string(blocks[1]) +
+                    " --set output.dir=" + dir, &out), 0) << out;
+  EXPECT_NE(out.find("(" + std::to_string(mine) + " trainable on this rank)"), std::string::npos)
+      << "expected " << mine << " of " << whole << "\n" << out;
+}
+
+TEST(Pipeline, CheckpointsResumeAcrossPipelineLayouts) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  expect_resume_across("pp2_tp2_to_one", kRun, "pp=2,tp=2", "dp=1");
+  expect_resume_across("pp2_tp2_to_fsdp2_pp2", kRun, "pp=2,tp=2", "pp=2,fsdp=2");
+  expect_resume_across("lora_pp2_fsdp2_to_tp2", std::string(kRun) + kLora, "pp=2,fsdp=2", "tp=2");
 }
 
 TEST(Pipeline, ActivationCheckpointingMatchesOneRank) {
@@ -209,6 +252,15 @@ TEST(Pipeline, CheckpointUnderPpResumesOnOneRankAndExports) {
   const auto all = losses(dir);
   ASSERT_EQ(all.size(), 6u);
   for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(all[3 + i], full[3 + i], 1e-5 * full[3 + i]) << "step " << 4 + i;
+}
+
+// The other way: a checkpoint a single rank saved (one shard file holding every unit) resumes
+// with each stage taking its units from it, and continues as the uninterrupted single-rank run.
+TEST(Pipeline, OneRankCheckpointResumesOnStages) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  expect_resume_across("one_to_pp4", kRun, "dp=1", "pp=4");
+  expect_resume_across("one_to_pp2_dp2", kRun, "dp=1", "pp=2,dp=2");
+  expect_resume_across("lora_one_to_pp2_dp2", std::string(kRun) + kLora, "dp=1", "pp=2,dp=2");
 }
 
 TEST(Pipeline, KilledRankEndsTheJobAndTheLastCheckpointLoads) {
@@ -266,7 +318,6 @@ TEST(Pipeline, SplitsThatCannotBeMadeAreRefusedInOneLine) {
                         Case{"pp=2", "--set train.pp_blocks=0,4", "every stage needs at least one block"},
                         Case{"pp=2", "--set train.pp_blocks=2,x", "expected block counts separated by commas"},
                         Case{"pp=2", "--set model.num_hidden_layers=1", "fewer than its stages"},
-                        Case{"pp=2,tp=2", "", "with fsdp or tp is not implemented yet"},
                         Case{"pp=2", "--set train.pp_virtual=2 --set train.pp_schedule=gpipe",
                              "train.pp_virtual = 2 needs train.pp_schedule = \"1f1b\""},
                         Case{"pp=2", "--set train.pp_virtual=2 --set train.grad_accum=3",
@@ -300,6 +351,18 @@ TEST(PipelineSplit, BalancedSplitCountsTheHeadWithTheLastStage) {
   EXPECT_EQ(first.last, 2);
   EXPECT_EQ(last.first, 3);
   EXPECT_EQ(last.last, 6);  // blocks 2..4 (units 3..5) and the head (unit 6)
+}
+
+TEST(PipelineSplit, EachStageHoldsItsUnitsAndTheLastATiedEmbedding) {
+  LlamaConfig c;
+  c.num_hidden_layers = 5;
+  using Held = std::vector<bool>;
+  EXPECT_EQ(parallel::stage_holds(c, {2, 3}, 0), (Held{true, true, true, false, false, false, false}));
+  EXPECT_EQ(parallel::stage_holds(c, {2, 3}, 1), (Held{false, false, false, true, true, true, true}));
+  EXPECT_EQ(parallel::stage_holds(c, {1, 3, 1}, 1), (Held{false, false, true, true, true, false, false}));
+  c.tie_word_embeddings = true;  // the head is the embedding: the last stage keeps a copy
+  EXPECT_EQ(parallel::stage_holds(c, {2, 3}, 1), (Held{true, false, false, true, true, true, true}));
+  EXPECT_EQ(parallel::stage_holds(c, {1, 3, 1}, 1), (Held{false, false, true, true, true, false, false}));
 }
 
 TEST(PipelineSplit, OneFOneBHoldsAtMostStagesMinusStageMicroBatches) {
@@ -407,6 +470,16 @@ TEST(PipelineSplit, RankChunksAreEveryPpthChunk) {
   EXPECT_EQ(span(zero[1]), std::pair(3, 3));  // block 2
   EXPECT_EQ(span(one[0]), std::pair(2, 2));   // block 1
   EXPECT_EQ(span(one[1]), std::pair(4, 5));   // block 3, head
+  // What each stage stores and which stage writes each unit follow the chunks; a tied embedding's
+  // copy is on the stage of the last chunk.
+  LlamaConfig c;
+  using Held = std::vector<bool>;
+  EXPECT_EQ(parallel::stage_holds(c, {1, 1, 1, 1}, 0, 2), (Held{true, true, false, true, false, false}));
+  EXPECT_EQ(parallel::stage_holds(c, {1, 1, 1, 1}, 1, 2), (Held{false, false, true, false, true, true}));
+  for (int unit = 0; unit <= 5; ++unit)
+    EXPECT_EQ(parallel::stage_of_unit({1, 1, 1, 1}, unit, 2), (unit == 2 || unit >= 4) ? 1 : 0) << unit;
+  c.tie_word_embeddings = true;
+  EXPECT_EQ(parallel::stage_holds(c, {1, 1, 1, 1}, 1, 2), (Held{true, false, true, false, true, true}));
   // One chunk per stage is the stage's units.
   const auto plain = parallel::rank_chunks({2, 3}, 2, 1);
   ASSERT_EQ(plain.size(), 1u);

@@ -134,25 +134,6 @@ TEST(Sharded, Bf16MixedPrecisionTracksOneRank) {
   }
 }
 
-// Saved at step 3 under `from`, resumed under `to`: steps 4..6 equal the uninterrupted run's.
-void expect_resume_across(const std::string& tag, const std::string& args, const std::string& from,
-                          const std::string& to) {
-  const std::string dir = (fs::temp_directory_path() / ("meshtrain_resume_" + tag)).string();
-  fs::remove_all(dir);
-  const std::string a = args + "--set output.checkpoint_every=3 --set output.dir=" + dir;
-  std::string out;
-  ASSERT_EQ(run(train_command(from) + a, &out), 0) << out;
-  const auto full = losses(dir);
-  ASSERT_EQ(full.size(), 6u);
-  fs::remove_all(dir + "/checkpoints/step-000006");
-  fs::remove(dir + "/checkpoints/latest");  // the newest complete one is then step 3
-  ASSERT_EQ(run(train_command(to) + a + " --set train.resume=latest", &out), 0) << out;
-  EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
-  const auto all = losses(dir);  // cut to steps 1..3 at the resume, then steps 4..6 again
-  ASSERT_EQ(all.size(), 6u);
-  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(all[3 + i], full[3 + i], 1e-5 * full[3 + i]) << from << " -> " << to << " step " << 4 + i;
-}
-
 TEST(Sharded, CheckpointResumesUnderAnotherMesh) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   expect_resume_across("fsdp_tp_to_one", kRun, "fsdp=2,tp=2", "dp=1");

@@ -16,6 +16,14 @@ namespace mt {
 
 std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
 
+int param_unit(const std::string& name, const LlamaConfig& config) {
+  const std::string layers = "model.layers.";
+  if (name.rfind(layers, 0) == 0) return std::stoi(name.substr(layers.size())) + 1;
+  if (name == kEmbedName) return 0;
+  if (name.rfind("lm_head.", 0) == 0 && config.tie_word_embeddings) return 0;
+  return int(config.num_hidden_layers) + 1;
+}
+
 std::string proj_param_name(int64_t layer, Proj p) {
   const char* attn = "self_attn.";
   const char* mlp = "mlp.";

@@ -127,6 +127,9 @@ inline constexpr const char* kEmbedName = "model.embed_tokens.weight";
 inline constexpr const char* kFinalNormName = "model.norm.weight";
 inline constexpr const char* kHeadName = "lm_head.weight";
 std::string layer_prefix(int64_t layer);                 // "model.layers.{i}."
+// The unit (ModelParallel) a parameter or adapter belongs to: 0 the embedding (and a tied head's
+// adapters), 1 + i block i, L + 1 the final norm and an untied head.
+int param_unit(const std::string& name, const LlamaConfig& config);
 std::string proj_param_name(int64_t layer, Proj p);      // "...self_attn.q_proj" (no suffix)
 std::array<bool, kNumProj> lora_targets_mask(const LoraConfig& lora);
 bool lora_targets_head(const LoraConfig& lora);

@@ -233,6 +233,40 @@ void ShardedModel::finish_gradients() {
   };
   reduce_where(Axis::fsdp, [](const ShardSlot& s) { return !s.split_fsdp; });
   reduce_where(Axis::tp, [](const ShardSlot& s) { return s.partial_over_tp; });
+  sum_tied_embedding_over_stages();
+}
+
+void ShardedModel::sum_tied_embedding_over_stages() {
+  const int64_t stages = mesh_.shape().pp, stage = mesh_.coord(Axis::pp);
+  if (!full_.tie_word_embeddings || stages == 1 || (stage != 0 && stage != stages - 1)) return;
+  // The first stage's lookup and the last stage's head each gave part of the embedding's gradient
+  // (and of a tied head's adapters): both add the other's, a + b == b + a, so the copies stay equal.
+  int64_t total = 0;
+  for (const auto& s : slots_)
+    if (s.trainable && s.unit == 0) total += s.box.numel();
+  if (total == 0) return;
+  MT_PROFILE("tied embedding sum over pp");
+  std::vector<float> mine(static_cast<size_t>(total)), theirs(static_cast<size_t>(total));
+  int64_t at = 0;
+  for (const auto& s : slots_)
+    if (s.trainable && s.unit == 0) {
+      backend_.copy_to_host(mine.data() + at, s.shard->grad_tensor());
+      at += s.box.numel();
+    }
+  Comm& pp = mesh_.axis(Axis::pp);
+  const int peer = stage == 0 ? int(stages - 1) : 0;
+  const int64_t bytes = total * int64_t(sizeof(float));
+  constexpr int kTiedTag = 3;  // pipeline.cpp's activations and gradients use 1 and 2
+  Request sent = pp.isend_bytes(mine.data(), bytes, peer, kTiedTag);
+  pp.recv_bytes(theirs.data(), bytes, peer, kTiedTag);
+  sent->wait();
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] += theirs[i];
+  at = 0;
+  for (const auto& s : slots_)
+    if (s.trainable && s.unit == 0) {
+      backend_.copy_from_host(s.shard->grad_tensor(), mine.data() + at);
+      at += s.box.numel();
+    }
 }
 
 double ShardedModel::grad_norm() {

@@ -12,9 +12,10 @@ namespace {
 
 // Message tags: per cut between chunks `cut` and `cut` + 1, one for the activations going forward
 // and one for their gradients coming back, so each (chunk, direction) stream between two ranks is
-// matched in its own order (micro-batch order on both ends).
-int forward_tag(int cut) { return 2 * cut + 1; }
-int backward_tag(int cut) { return 2 * cut + 2; }
+// matched in its own order (micro-batch order on both ends). From 4 up: the pp group's tag 3 is
+// the tied embedding's gradient sum (ShardedModel::sum_tied_embedding_over_stages).
+int forward_tag(int cut) { return 2 * cut + 4; }
+int backward_tag(int cut) { return 2 * cut + 5; }
 
 // Adds the seconds `f` takes to `into`.
 template <class F>
@@ -152,6 +153,22 @@ void check_virtual_stages(PipelineSchedule schedule, int stages, int chunks, int
          " micro-batches) to be a multiple of mesh pp (" + std::to_string(stages) + ")");
 }
 
+std::vector<bool> stage_holds(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage,
+                              int chunks) {
+  const int stages = int(blocks.size()) / chunks;
+  std::vector<bool> held(size_t(config.num_hidden_layers + 2), false);
+  for (const UnitSpan& span : rank_chunks(blocks, stages, stage))
+    for (int u = span.first; u <= span.last; ++u) held[size_t(u)] = true;
+  if (config.tie_word_embeddings && stage + 1 == stages) held[0] = true;
+  return held;
+}
+
+int stage_of_unit(const std::vector<int64_t>& blocks, int unit, int chunks) {
+  int chunk = 0;
+  while (chunk + 1 < int(blocks.size()) && stage_units(blocks, chunk).last < unit) ++chunk;
+  return chunk % (int(blocks.size()) / chunks);
+}
+
 std::vector<PipeOp> pipeline_order(PipelineSchedule schedule, int stages, int stage, int64_t micro,
                                    int chunks) {
   std::vector<PipeOp> order;
@@ -215,16 +232,6 @@ std::string Pipeline::describe_stage() const {
       chunks_.size() > 1 ? " in " + std::to_string(chunks_.size()) + " chunks per stage" : "";
   return "stage " + std::to_string(stage()) + " of " + std::to_string(group_.size()) + " (blocks " +
          join(blocks_) + chunks + "): " + what;
-}
-
-bool Pipeline::holds(const std::string& name) const {
-  const std::string layers = "model.layers.";
-  int unit = int(model_.config().num_hidden_layers) + 1;  // final norm, head and its adapter
-  if (name == kEmbedName) unit = 0;
-  else if (name.rfind(layers, 0) == 0) unit = 1 + std::stoi(name.substr(layers.size()));
-  for (const UnitSpan& u : chunks_)
-    if (u.first <= unit && unit <= u.last) return true;
-  return false;
 }
 
 double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float grad_scale) {

@@ -40,6 +40,16 @@ UnitSpan stage_units(const std::vector<int64_t>& blocks, int stage);
 // of them): chunks stage, stage + stages, stage + 2 stages, ...
 std::vector<UnitSpan> rank_chunks(const std::vector<int64_t>& blocks, int stages, int stage);
 
+// Per unit (0 = embedding, 1..L = blocks, L + 1 = final norm and head), whether `stage` stores its
+// parameters: the units of its chunks (rank_chunks; `blocks` per chunk, `chunks` of them per stage,
+// train.pp_virtual), and on the last stage a tied embedding too (the head reads it there;
+// Megatron's copy, its gradient summed with the first stage's, written to checkpoints by the first
+// stage only). Shape-only: the trainer, `meshtrain shard` and the planner place stages alike.
+std::vector<bool> stage_holds(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage,
+                              int chunks = 1);
+// The stage whose units include `unit` (the one writing it: a tied embedding's is the first).
+int stage_of_unit(const std::vector<int64_t>& blocks, int unit, int chunks = 1);
+
 // Refuses, in one line, virtual stages (train.pp_virtual = `chunks`) the schedule cannot run: more
 // than one needs pp > 1, the 1F1B schedule, and micro-batches (train.grad_accum) a multiple of pp.
 void check_virtual_stages(PipelineSchedule schedule, int stages, int chunks, int64_t micro);
@@ -79,13 +89,10 @@ class Pipeline {
            int chunks = 1);
 
   int stage() const { return group_.rank(); }
-  const std::vector<int64_t>& blocks() const { return blocks_; }
+  const std::vector<int64_t>& blocks() const { return blocks_; }  // per chunk
+  int chunks() const { return int(chunks_.size()); }                // per stage (train.pp_virtual)
   // The units this stage holds, "stage 0 of 2 (blocks 2,2): embedding, blocks 0-1" for logs.
   std::string describe_stage() const;
-
-  // Whether the parameter `name` (a base tensor or an adapter) belongs to this stage's units; a
-  // tied head is the embedding's, on the first stage.
-  bool holds(const std::string& name) const;
 
   // Forward and backward of every micro-batch in the schedule's order, gradients accumulated into
   // this stage's units (the other units' stay zero). Returns the loss sum: the last stage's, 0 on

@@ -29,15 +29,6 @@ TensorBox relative_to(const TensorBox& b, const TensorBox& origin) {
   return r;
 }
 
-// 0 = embedding, 1..L = blocks, L + 1 = final norm and head (a tied head's adapter: unit 0).
-int unit_of(const std::string& name, const LlamaConfig& c) {
-  const std::string layers = "model.layers.";
-  if (name.rfind(layers, 0) == 0) return std::stoi(name.substr(layers.size())) + 1;
-  if (name == kEmbedName) return 0;
-  if (name.rfind("lm_head.", 0) == 0 && c.tie_word_embeddings) return 0;
-  return int(c.num_hidden_layers) + 1;
-}
-
 ParamPlan plan_of(const Param& p) {
   return ParamPlan{p.master_offset >= 0, p.compute_offset >= 0, p.grad_offset >= 0, p.decay,
                    p.quant_offset >= 0};
@@ -46,9 +37,12 @@ ParamPlan plan_of(const Param& p) {
 }  // namespace
 
 ShardedModel::ShardedModel(Mesh& mesh, const LlamaConfig& full, Precision precision,
-                           const LoraConfig& lora, const PartitionRules& rules, Backend& backend)
+                           const LoraConfig& lora, const PartitionRules& rules,
+                           std::vector<bool> held_units, Backend& backend)
     : mesh_(mesh), full_(full), precision_(precision), lora_(lora), backend_(backend),
-      shard_base_(backend), shard_adapters_(backend), pool_(backend) {
+      shard_base_(backend), shard_adapters_(backend), held_units_(std::move(held_units)), pool_(backend) {
+  if (held_units_.empty()) held_units_.assign(size_t(num_units()), true);
+  MT_CHECK(int(held_units_.size()) == num_units(), "one held flag per unit");
   local_ = tensor_parallel_config(full_, mesh_.shape().tp);
   model_ = std::make_unique<LlamaModel>(local_, precision_, lora_, /*own_storage=*/false, backend);
   if (mesh_.shape().tp > 1)
@@ -69,7 +63,11 @@ ShardedModel::~ShardedModel() {
 const ShardSlot& ShardedModel::slot(const std::string& name) const {
   for (const auto& s : slots_)
     if (s.name == name) return s;
-  fail("no parameter named '" + name + "'");
+  fail("no parameter named '" + name + "' on this rank");
+}
+
+bool ShardedModel::holds(const std::string& name) const {
+  return held_units_[size_t(param_unit(name, full_))];
 }
 
 void ShardedModel::build_slots(const PartitionRules& rules) {
@@ -78,6 +76,7 @@ void ShardedModel::build_slots(const PartitionRules& rules) {
   const auto sharded = shard_params(llama_param_shapes(full_, lora_), lora_.enabled, rules, shape,
                                     lora_.quantized_base());
   for (const ShardedParam& sp : sharded) {
+    if (!holds(sp.param.name)) continue;
     ShardSlot s;
     s.name = sp.param.name;
     s.layout = sp.layout;
@@ -118,8 +117,15 @@ void ShardedModel::build_slots(const PartitionRules& rules) {
            "o/down and their lora_A, norms and other adapter halves whole)");
     for (const auto& p : peers) s.peer_boxes.push_back(relative_to(p, s.tp_box));
     s.split_fsdp = s.box != s.tp_box;
-    s.writer = sp.layout.replicas(rank).front() == rank;
-    s.unit = unit_of(s.name, full_);
+    s.unit = param_unit(s.name, full_);
+    // The first replica of this block within this stage writes it; the first stage writes a tied
+    // embedding the last stage holds too.
+    const int64_t stage = mesh_.coord(Axis::pp);
+    for (int64_t r : sp.layout.replicas(rank))
+      if (coords_of(shape, r)[size_t(Axis::pp)] == stage) {
+        s.writer = r == rank && (s.unit != 0 || stage == 0);
+        break;
+      }
     s.model = &mp;
     s.gather_compute = mp.compute_offset >= 0;
     s.gather_master = mp.master_offset >= 0 && (!s.gather_compute || s.name == kEmbedName);
@@ -154,7 +160,16 @@ void ShardedModel::build_slots(const PartitionRules& rules) {
     if (!p) p = const_cast<Param*>(shard_adapters_.find(s.name));
     s.shard = p;
   }
-  vocab_begin_ = slot(kEmbedName).tp_box.begin[0];
+  // The vocabulary rows of this tp rank's share (its fsdp peers' blocks together), which stages
+  // without the embedding need too when they hold the head.
+  const ShardedParam& embed = *std::find_if(sharded.begin(), sharded.end(),
+                                            [](const ShardedParam& x) { return x.param.name == kEmbedName; });
+  Coords c = mesh_.coords();
+  vocab_begin_ = full_.vocab_size;
+  for (int64_t f = 0; f < shape.fsdp; ++f) {
+    c[size_t(Axis::fsdp)] = f;
+    vocab_begin_ = std::min(vocab_begin_, box_of(embed.layout, rank_of(shape, c)).begin[0]);
+  }
 }
 
 void ShardedModel::build_units() {

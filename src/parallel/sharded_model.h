@@ -1,6 +1,7 @@
 // A LLaMA model laid over the mesh by the partition rules: FSDP (ZeRO-3) over `fsdp`, Megatron
-// tensor parallelism over `tp`, replicas over `dp`. It owns this rank's shards and implements the
-// model's ModelParallel hooks, so src/model stays mesh-free:
+// tensor parallelism over `tp`, replicas over `dp`, and under pipeline parallelism only the units
+// of this rank's stage (parallel/pipeline.h stage_holds). It owns this rank's shards and implements
+// the model's ModelParallel hooks, so src/model stays mesh-free:
 //
 //   - Every parameter is stored as the block the rules give this rank (the same blocks `meshtrain
 //     shard` prints): master f32, bf16 compute copy and gradient where the tensor has them, in
@@ -12,7 +13,8 @@
 //     A parameter not split over fsdp (norms) is read in place.
 //   - Gradients of a unit are reduce-scattered over fsdp on release after backward (non-blocking,
 //     completed while the next unit computes); finish_gradients() then sums over dp (and over
-//     fsdp for unsplit tensors, over tp for adapter halves whose gradient is a partial sum).
+//     fsdp for unsplit tensors, over tp for adapter halves whose gradient is a partial sum), and
+//     between the first and last pipeline stage for a tied embedding both hold.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -41,7 +43,8 @@ struct ShardSlot {
   bool split_fsdp = false;          // false: box == tp_box, read in place
   bool trainable = false;
   bool partial_over_tp = false;     // its gradient is a partial sum over tp (see finish_gradients)
-  bool writer = false;              // first of the ranks holding this same block (saves it)
+  bool writer = false;              // first of the ranks holding this same block (saves it, counts
+                                    // it in the norm); a tied embedding's copy on the last stage never
   int unit = 0;
   Param* model = nullptr;           // the model's tensor (tp share; pointers set per unit)
   Param* shard = nullptr;           // this rank's block in the shard stores
@@ -54,9 +57,11 @@ struct ShardSlot {
 class ShardedModel final : public ModelParallel {
  public:
   // Collective over the mesh. Throws (one line, on every rank alike) when a dimension does not
-  // divide or the rules give a layout tensor parallelism cannot compute.
+  // divide or the rules give a layout tensor parallelism cannot compute. `held_units` (per unit,
+  // see ModelParallel): the units this rank's pipeline stage stores; empty: all of them.
   ShardedModel(Mesh& mesh, const LlamaConfig& full, Precision precision, const LoraConfig& lora,
-               const PartitionRules& rules, Backend& backend = cpu_backend());
+               const PartitionRules& rules, std::vector<bool> held_units = {},
+               Backend& backend = cpu_backend());
   ~ShardedModel() override;
 
   LlamaModel& model() { return *model_; }
@@ -67,6 +72,8 @@ class ShardedModel final : public ModelParallel {
   ParamStore& trainable_shards() { return lora_.enabled ? shard_adapters_ : shard_base_; }
   const std::vector<ShardSlot>& slots() const { return slots_; }
   const ShardSlot& slot(const std::string& name) const;
+  // Whether this rank stores `name` (under pp, only its stage's units).
+  bool holds(const std::string& name) const;
 
   // Values as LlamaModel::init_weights gives the whole model (each tensor depends only on seed and
   // name), each rank keeping its blocks.
@@ -80,8 +87,8 @@ class ShardedModel final : public ModelParallel {
   // Loads a Hugging Face checkpoint (or a llama2.c file): each rank reads only its blocks (mmap),
   // with a progress line on `progress` (may be null); adapters are initialised from adapter_seed.
   void load_weights(const std::string& path, uint64_t adapter_seed, std::ostream* progress);
-  // Collective over each replica's fsdp x tp group: the whole tensor on every rank (for export,
-  // one tensor at a time).
+  // Collective over each replica's fsdp x tp group of a stage holding `name`: the whole tensor on
+  // every rank of it (for export, one tensor at a time).
   std::vector<float> gather_whole(const std::string& name);
   // Quantises this rank's block of NF4 tensor `name` from whole rows of it (rows of the block,
   // every column), so tensor parallelism's column split keeps the whole-row statistics.
@@ -121,6 +128,7 @@ class ShardedModel final : public ModelParallel {
   void finish_gather(int unit);
   void point_model_at_shards();
   void complete_scatters();
+  void sum_tied_embedding_over_stages();
   int num_units() const { return int(full_.num_hidden_layers) + 2; }
 
   Mesh& mesh_;
@@ -131,6 +139,7 @@ class ShardedModel final : public ModelParallel {
   std::unique_ptr<LlamaModel> model_;
   ParamStore shard_base_, shard_adapters_;
   std::vector<ShardSlot> slots_;
+  std::vector<bool> held_units_;  // per unit: stored on this rank
   ScratchPool pool_;  // declared before the units and scatters, which hold its blocks
   std::vector<std::unique_ptr<Unit>> units_;
   std::vector<std::unique_ptr<PendingScatter>> scatters_;

@@ -77,7 +77,8 @@ void ShardedModel::load_weights(const std::string& path, uint64_t adapter_seed, 
   if (fs::is_regular_file(path) && fs::path(path).extension() == ".bin") {
     // llama2.c files are small and not sliceable: read whole, keep this rank's blocks.
     auto whole = load_pretrained(path, Precision::fp32, LoraConfig{}, 0);
-    for (auto& p : whole->base().params()) set_block_from_whole(p.name, p.master);
+    for (auto& p : whole->base().params())
+      if (holds(p.name)) set_block_from_whole(p.name, p.master);
     return;
   }
   SafetensorsCheckpoint ckpt(path);

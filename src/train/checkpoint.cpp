@@ -138,6 +138,7 @@ CheckpointState load_checkpoint(const std::string& dir, const std::vector<HeldTe
     if (!shards.contains(t.name)) fail(dir + ": checkpoint has no tensor '" + t.name + "'");
     if (shards.full_shape(t.name) != t.full_shape)
       fail(dir + ": tensor '" + t.name + "' has another shape in the checkpoint");
+    if (!t.values) continue;
     shards.read_box_f32(t.name, t.box, t.values, finite);
     shards.read_box_f32(t.name + ".exp_avg", t.box, t.exp_avg, finite);
     shards.read_box_f32(t.name + ".exp_avg_sq", t.box, t.exp_avg_sq, finite);

@@ -36,7 +36,8 @@ struct CheckpointState {
 };
 
 // One trainable tensor as this rank holds it: a block of the whole tensor, with its f32 values
-// and AdamW moments (each box.numel() floats).
+// and AdamW moments (each box.numel() floats). Null values: a tensor of the model this rank does
+// not hold (another pipeline stage's), listed so that the manifest names every tensor.
 struct HeldTensor {
   std::string name;
   std::vector<int64_t> full_shape;

@@ -158,7 +158,7 @@ std::vector<ConfigKey> make_keys() {
        .help = "Fully sharded data parallel (own batches, parameters sharded)"},
       {KEY(mesh.tp), .range = kAtLeastOne, .help = "Tensor parallel (Megatron column/row splits)"},
       {KEY(mesh.pp), .range = kAtLeastOne,
-       .help = "Pipeline stages (train: with dp only so far; see train.pp_schedule, train.pp_blocks)"},
+       .help = "Pipeline stages, each storing only its units (see train.pp_schedule, train.pp_blocks)"},
 
       // [partition]
       {KEY(partition.replace_defaults),

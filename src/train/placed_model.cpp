@@ -11,35 +11,21 @@ namespace mt {
 
 namespace {
 
-// Counts, losses over the data-parallel group; gradients and their norm from the sharded model.
+// Counts over the data-parallel group; losses over it and the pipeline's stages (only the last
+// stage's are not zero); gradients and their norm from the sharded model.
 class ShardedSync final : public GradientSync {
  public:
-  ShardedSync(parallel::DataParallel& dp, parallel::ShardedModel& model) : dp_(dp), model_(model) {}
+  ShardedSync(parallel::DataParallel& dp, parallel::DataParallel& losses, parallel::ShardedModel& model)
+      : dp_(dp), losses_(losses), model_(model) {}
   int64_t sum_count(int64_t local) override { return dp_.sum_count(local); }
-  double sum_loss(double local) override { return dp_.sum_loss(local); }
+  double sum_loss(double local) override { return losses_.sum_loss(local); }
   void sum_gradients(ParamStore&) override { model_.finish_gradients(); }
   double grad_norm(const ParamStore&) override { return model_.grad_norm(); }
 
  private:
   parallel::DataParallel& dp_;
+  parallel::DataParallel& losses_;
   parallel::ShardedModel& model_;
-};
-
-// Pipeline stages: counts over the data-parallel group (each stage sees the same rows); losses
-// (the last stage's) and gradients (each stage's own units, zero elsewhere) summed over pp x dp,
-// which leaves every rank with the whole gradient, so the replicated norm is the global one.
-class PipelineSync final : public GradientSync {
- public:
-  PipelineSync(parallel::DataParallel& dp, parallel::DataParallel& stages_and_replicas)
-      : dp_(dp), all_(stages_and_replicas) {}
-  int64_t sum_count(int64_t local) override { return dp_.sum_count(local); }
-  double sum_loss(double local) override { return all_.sum_loss(local); }
-  void sum_gradients(ParamStore& params) override { all_.sum_gradients(params); }
-  double grad_norm(const ParamStore& params) override { return all_.grad_norm(params); }
-
- private:
-  parallel::DataParallel& dp_;
-  parallel::DataParallel& all_;
 };
 
 LlamaConfig model_shape(const RunConfig& cfg, const Tokenizer& tok) {
@@ -78,13 +64,14 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
   parallel::check_virtual_stages(schedule, int(m.pp), chunks, tc.grad_accum);
   const std::vector<int64_t> stage_blocks =
       m.pp > 1 ? parallel::pipeline_blocks(shape, m.pp * chunks, tc.pp_blocks, chunks) : std::vector<int64_t>{};
-  if (m.fsdp > 1 || m.tp > 1) {
-    sharded_ = std::make_unique<parallel::ShardedModel>(mesh, shape, tc.precision, cfg.lora,
-                                                    cfg.partition.effective());
+  const int stage = int(mesh.coord(parallel::Axis::pp));
+  if (m.fsdp > 1 || m.tp > 1 || m.pp > 1) {
+    sharded_ = std::make_unique<parallel::ShardedModel>(
+        mesh, shape, tc.precision, cfg.lora, cfg.partition.effective(),
+        m.pp > 1 ? parallel::stage_holds(shape, stage_blocks, stage, chunks) : std::vector<bool>{});
     if (cfg.model_path.empty()) sharded_->init_weights(tc.seed);
     else sharded_->load_weights(cfg.model_path, tc.seed, mesh.rank() == 0 ? &log : nullptr);
     sharded_->set_prefetch(tc.fsdp_prefetch);
-    sync_ = std::make_unique<ShardedSync>(dp_, *sharded_);
   } else {
     if (!cfg.model_path.empty()) {
       whole_ = load_pretrained(cfg.model_path, tc.precision, cfg.lora, tc.seed);
@@ -96,16 +83,17 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
   model().set_activation_checkpointing(tc.activation_checkpointing);
   if (m.pp > 1) {
     using parallel::Axis, parallel::axis_bit;
-    pipeline_ = std::make_unique<parallel::Pipeline>(
-        mesh.axis(Axis::pp), *whole_, stage_blocks, schedule, chunks);
-    stages_and_replicas_ =
-        std::make_unique<parallel::DataParallel>(mesh.group(axis_bit(Axis::pp) | axis_bit(Axis::dp)));
-    sync_ = std::make_unique<PipelineSync>(dp_, *stages_and_replicas_);
+    pipeline_ = std::make_unique<parallel::Pipeline>(mesh.axis(Axis::pp), model(), stage_blocks, schedule,
+                                                     chunks);
+    stages_and_replicas_ = std::make_unique<parallel::DataParallel>(
+        mesh.group(axis_bit(Axis::pp) | axis_bit(Axis::dp) | axis_bit(Axis::fsdp)));
     log << "pipeline: " << m.pp << " stages, " << tc.pp_schedule
         << (chunks > 1 ? " interleaved (" + std::to_string(chunks) + " chunks per stage)" : "")
         << " schedule; rank 0 is "
         << pipeline_->describe_stage() << "\n";
   }
+  if (sharded_)
+    sync_ = std::make_unique<ShardedSync>(dp_, stages_and_replicas_ ? *stages_and_replicas_ : dp_, *sharded_);
 }
 
 PlacedModel::~PlacedModel() = default;
@@ -116,18 +104,18 @@ GradientSync* PlacedModel::sync() {
 }
 
 std::vector<HeldTensor> PlacedModel::held_tensors(AdamW& optimizer) {
-  if (pipeline_) {  // every rank holds equal replicas: each stage's first dp rank writes its units
-    std::vector<HeldTensor> out = whole_tensors(whole_->trainable(), optimizer);
-    for (HeldTensor& t : out) t.writer = dp_.rank() == 0 && pipeline_->holds(t.name);
-    return out;
-  }
   if (!sharded_) return whole_tensors(whole_->trainable(), optimizer);
-  std::vector<HeldTensor> out;
-  for (const auto& s : sharded_->slots()) {
-    if (!s.trainable) continue;
-    Param& p = *s.shard;
-    out.push_back({s.name, s.full_shape, s.box, p.master, optimizer.m() + p.grad_offset,
-                   optimizer.v() + p.grad_offset, s.writer});
+  std::vector<HeldTensor> out;  // every trainable tensor of the model, in its order
+  for (const auto& p : llama_param_shapes(sharded_->full_config(), cfg_.lora)) {
+    if (p.adapter != cfg_.lora.enabled) continue;
+    if (!sharded_->holds(p.name)) {  // another pipeline stage's
+      out.push_back({p.name, p.shape, {}, nullptr, nullptr, nullptr, false});
+      continue;
+    }
+    const parallel::ShardSlot& s = sharded_->slot(p.name);
+    Param& shard = *s.shard;
+    out.push_back({s.name, s.full_shape, s.box, shard.master, optimizer.m() + shard.grad_offset,
+                   optimizer.v() + shard.grad_offset, s.writer});
   }
   return out;
 }
@@ -145,15 +133,41 @@ std::vector<std::string> PlacedModel::export_model(const std::string& dir) {
     return lora ? save_peft_adapter(*whole_, dir, cfg_.model_path) : save_base_model(*whole_, dir, origin_);
   }
   std::vector<ExportTensor> tensors;  // in the model's order, the same on every rank
-  for (const auto& s : sharded_->slots())
-    if ((s.name.find(".lora_") != std::string::npos) == lora) tensors.push_back({s.name, s.full_shape});
-  const FetchValues gather = [&](const std::string& name) { return sharded_->gather_whole(name); };
+  const LlamaConfig& full = sharded_->full_config();
+  for (const auto& p : llama_param_shapes(full, cfg_.lora))
+    if (p.adapter == lora) tensors.push_back({p.name, p.shape});
+  // Each tensor is gathered in the fsdp x tp group of a stage holding it; under pp, the writing
+  // stage's first rank then sends it to rank 0.
+  using parallel::Axis;
+  const int stage = int(mesh_.coord(Axis::pp));
+  const auto& c = mesh_.coords();
+  const bool stage_leader = c[size_t(Axis::dp)] == 0 && c[size_t(Axis::fsdp)] == 0 && c[size_t(Axis::tp)] == 0;
+  const FetchValues gather = [&](const std::string& name) {
+    const int owner =
+        pipeline_ ? parallel::stage_of_unit(pipeline_->blocks(), param_unit(name, full), pipeline_->chunks()) : 0;
+    std::vector<float> whole;
+    if (owner == stage) whole = sharded_->gather_whole(name);
+    if (owner == 0) return whole;
+    constexpr int kExportTag = 4;
+    int64_t n = 1;
+    for (const auto& t : tensors)
+      if (t.name == name)
+        for (int64_t d : t.shape) n *= d;
+    if (leader) {
+      whole.resize(size_t(n));
+      mesh_.world().recv_bytes(whole.data(), n * int64_t(sizeof(float)),
+                               int(parallel::rank_of(mesh_.shape(), {owner, 0, 0, 0})), kExportTag);
+    } else if (owner == stage && stage_leader) {
+      mesh_.world().send_bytes(whole.data(), n * int64_t(sizeof(float)), 0, kExportTag);
+    }
+    return whole;
+  };
   if (!leader) {  // the same gathers, in the same order, as rank 0 makes while it writes
     for (const auto& t : tensors) gather(t.name);
     return {};
   }
   return lora ? save_peft_adapter(cfg_.lora, tensors, gather, dir, cfg_.model_path)
-              : save_base_model(sharded_->full_config(), cfg_.train.precision, tensors, gather, dir, origin_);
+              : save_base_model(full, cfg_.train.precision, tensors, gather, dir, origin_);
 }
 
 }  // namespace mt

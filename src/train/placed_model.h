@@ -1,6 +1,7 @@
 // The model a training run updates, placed on the mesh: whole on every rank (one rank, or data
-// parallelism), or sharded by the partition rules (FSDP and/or tensor parallelism, see
-// parallel/sharded_model.h). The trainer talks to this one interface whichever it is.
+// parallelism), or sharded (FSDP and/or tensor parallelism by the partition rules, and under
+// pipeline parallelism each stage's units only; see parallel/sharded_model.h). The trainer talks
+// to this one interface whichever it is.
 #pragma once
 #include <memory>
 #include <ostream>
@@ -36,9 +37,7 @@ class PlacedModel {
   // How a step combines across ranks; null on a single rank.
   GradientSync* sync();
   // Under pp: this rank's stage of the pipeline (it runs the steps' and validation's micro-batches);
-  // else null. Every stage holds the whole model and computes its own units; the gradients are
-  // summed over pp x dp, so every rank's replica stays whole and equal (checkpoints and export as
-  // under dp).
+  // else null. The stage stores and updates only its units (sharded further over fsdp and tp).
   parallel::Pipeline* pipeline() { return pipeline_.get(); }
   // Whole-model counts (not this rank's share).
   int64_t base_numel() const { return base_numel_; }
@@ -69,7 +68,7 @@ class PlacedModel {
   std::unique_ptr<LlamaModel> whole_;
   std::unique_ptr<parallel::ShardedModel> sharded_;
   std::unique_ptr<GradientSync> sync_;
-  std::unique_ptr<parallel::DataParallel> stages_and_replicas_;  // pp x dp: sums losses and gradients
+  std::unique_ptr<parallel::DataParallel> stages_and_replicas_;  // pp x dp x fsdp: sums losses
   std::unique_ptr<parallel::Pipeline> pipeline_;
   int64_t base_numel_ = 0, trainable_numel_ = 0;
   ModelOrigin origin_;  // model.path and the run's tokenizer ids, for the exported config files

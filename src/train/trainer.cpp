@@ -62,9 +62,6 @@ std::unique_ptr<parallel::Comm> open_world(const RunConfig& cfg) {
     world = std::move(checked);
   }
   shape.check_world(world->size());
-  if (shape.pp > 1 && (shape.fsdp > 1 || shape.tp > 1))
-    fail("mesh " + shape.str() + ": pipeline parallelism (pp) with fsdp or tp is not implemented "
-         "yet; use pp with dp");
   return world;
 }
 
@@ -403,7 +400,7 @@ void log_summary(TrainingRun& run) {
               ? ", largest rank " + format_bytes(int64_t(summary.peak_rss_max_rank_bytes))
               : std::string())
       << "\n";
-  if (run.placed.sharded())
+  if (run.cfg.mesh.fsdp > 1 || run.cfg.mesh.tp > 1)
     log << "FSDP collectives: " << std::round(summary.fsdp_wait_s_per_step * 1e4) / 10.0
         << " ms/step spent waiting (rank 0; gathers "
         << (run.tc.fsdp_prefetch ? "prefetched" : "not prefetched") << ")\n";
@@ -469,7 +466,7 @@ void finish_run(TrainingRun& run, const StepTiming& timed) {
             << profile::table(timed.seconds, std::max<int64_t>(1, tc.steps - run.start_step - 1));
   summary.tokens_per_s = timed.seconds > 0 ? double(timed.tokens) / timed.seconds : 0.0;
   const int64_t steady_steps = tc.steps - run.start_step - 1;
-  if (run.placed.sharded() && steady_steps > 0)
+  if ((run.cfg.mesh.fsdp > 1 || run.cfg.mesh.tp > 1) && steady_steps > 0)
     summary.fsdp_wait_s_per_step = run.placed.exposed_comm_seconds() / double(steady_steps);
   summary.mfu = summary.tokens_per_s * run.flops.per_token / (run.peak * run.world->size());
   // The model has not changed since the last step's evaluation, if there was one.

@@ -1,16 +1,22 @@
 // Pipeline parallelism on real MPI ranks: pp=2, pp=4, and pp=2 with dp, fsdp and tp (up to
-// pp2 x fsdp2 x tp2 on 8 ranks) under GPipe and 1F1B give the single-rank run's per-step losses,
-// gradient norms, validation losses and final parameters (fp32, full and LoRA training, untied and
-// tied embeddings); each stage stores only its units; a checkpoint saved under pp (each stage
-// writing its units) resumes under other layouts and exports, and a single rank's resumes on
-// stages; a killed stage ends the job; splits that cannot be made are refused in one line. The
-// stage split, what each stage holds and the schedules' order are checked without MPI. (bf16:
+// pp2 x fsdp2 x tp2 on 8 ranks) under GPipe and 1F1B, and pp=2 (alone and with dp, fsdp or tp)
+// under interleaved 1F1B with 2 chunks per stage, give the single-rank run's per-step losses, gradient
+// norms, validation losses and final parameters (fp32, full and LoRA training, untied and tied
+// embeddings); each stage stores only its units; the pipeline's timing is recorded per step and
+// per rank; a checkpoint saved under pp (each stage writing its units) resumes under other layouts
+// and exports, and a single rank's resumes on stages; a killed stage ends the job; splits that
+// cannot be made are refused in one line. The stage split, what each stage holds, the chunks of a
+// rank and the schedules' order (simulated across stages) are checked without MPI. (bf16:
 // test_pipeline_bf16.cpp.)
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "mesh_runs.h"
 #include "text_files.h"
@@ -80,6 +86,83 @@ INSTANTIATE_TEST_SUITE_P(Meshes, PipelineEquality,
 // QLoRA (issue 12) on the stages: the NF4 base's bytes and the adapters' gradients are the single
 // rank's. The default MLP width is not whole NF4 blocks, so 384 keeps the rows unpadded; with
 // updates linear in the gradient (eps = 1) the adapters must agree to rounding.
+// Interleaved 1F1B (train.pp_virtual = 2): the tiny model's 4 blocks in 4 chunks, chunks 0 and 2
+// on stage 0, 1 and 3 on stage 1; 4 micro-batches, so the schedule has two groups of pp.
+const char* kInterleaved =
+    "--set train.steps=6 --set train.precision=fp32 --set train.peak_gflops=100 "
+    "--set train.batch_size=2 --set train.grad_accum=4 --set train.seq_len=32 "
+    "--set train.log_every=100 --set optim.warmup_steps=2 --set train.eval_every=3 ";
+
+TEST(Pipeline, InterleavedMatchesOneRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string tied = "--set model.tie_word_embeddings=true ";
+  // One rank is given the same run without train.pp_virtual (refused without pp).
+  const auto same = [](const std::string& tag, const std::string& extra, const std::string& file,
+                       const std::string& mesh = "pp=2") {
+    const std::string args = std::string(kInterleaved) + extra;
+    expect_same_training(tag, train_command(""), args, train_command(mesh),
+                         args + " --set train.pp_virtual=2 ", file);
+  };
+  same("pp_virtual_full", "--set output.checkpoint_every=6 ", "/model/model.safetensors");
+  same("pp_virtual_lora", kLora, "/adapter/adapter_model.safetensors");
+  same("pp_virtual_tied_full", tied, "/model/model.safetensors");
+  same("pp_virtual_tied_lora", tied + kLora, "/adapter/adapter_model.safetensors");
+  same("pp_virtual_dp", "", "/model/model.safetensors", "pp=2,dp=2");
+  // Each stage's chunks gathered over fsdp, or split over tp, unit by unit.
+  same("pp_virtual_fsdp", "", "/model/model.safetensors", "pp=2,fsdp=2");
+  same("pp_virtual_tp_lora", kLora, "/adapter/adapter_model.safetensors", "pp=2,tp=2");
+
+  // Each stage wrote the units of its chunks (Pipeline::holds through rank_chunks): stage 0 the
+  // embedding and blocks 0 and 2, stage 1 blocks 1 and 3 and the head.
+  const std::string dir = (fs::temp_directory_path() / "meshtrain_mesh_pp_virtual_full_mesh").string();
+  const std::string step = dir + "/checkpoints/step-000006";
+  const std::string shard0 = read_file(step + "/shard-00000.safetensors");
+  const std::string shard1 = read_file(step + "/shard-00001.safetensors");
+  ASSERT_FALSE(shard0.empty());
+  ASSERT_FALSE(shard1.empty());
+  for (const char* name : {"model.embed_tokens.weight", "model.layers.0.", "model.layers.2."}) {
+    EXPECT_NE(shard0.find(name), std::string::npos) << name;
+    EXPECT_EQ(shard1.find(name), std::string::npos) << name;
+  }
+  for (const char* name : {"lm_head.weight", "model.layers.1.", "model.layers.3."}) {
+    EXPECT_NE(shard1.find(name), std::string::npos) << name;
+    EXPECT_EQ(shard0.find(name), std::string::npos) << name;
+  }
+
+  // The pipeline's timing. Stage 0 sends, per micro-batch, chunk 0's and chunk 2's activations and
+  // chunk 2's input gradient; stage 1 chunk 1's activations and gradient and chunk 3's gradient:
+  // three residual streams of 2 x 32 x 128 floats each, 4 micro-batches a step.
+  const int64_t per_step = 3 * 4 * (2 * 32 * 128 * 4);
+  const auto sent = metric(dir, "pp_sent_bytes"), compute = metric(dir, "pp_compute_s");
+  ASSERT_EQ(sent.size(), 6u);
+  for (size_t i = 0; i < sent.size(); ++i) {
+    EXPECT_EQ(int64_t(sent[i]), per_step) << "step " << i + 1;
+    EXPECT_GT(compute[i], 0.0) << "step " << i + 1;
+  }
+  EXPECT_EQ(metric(dir, "pp_recv_wait_s").size(), 6u);
+  EXPECT_EQ(metric(dir, "pp_send_wait_s").size(), 6u);
+  // run_summary.json: each rank's sums over the 5 steps after the first; rank 0's time in the
+  // pipeline lies within its steps' time.
+  const auto summary = nlohmann::json::parse(read_file(dir + "/run_summary.json"));
+  const auto& ranks = summary.at("pipeline_per_rank");
+  ASSERT_EQ(ranks.size(), 2u) << summary.dump();
+  const double timed = summary.at("timed_seconds").get<double>();
+  for (int r = 0; r < 2; ++r) {
+    const auto& t = ranks[size_t(r)];
+    EXPECT_EQ(t.at("rank").get<int>(), r);
+    EXPECT_EQ(t.at("stage").get<int>(), r);
+    EXPECT_EQ(t.at("sent_bytes").get<int64_t>(), 5 * per_step);
+    const double busy = t.at("compute_s").get<double>(), waiting = t.at("recv_wait_s").get<double>();
+    EXPECT_GT(busy, 0.0);
+    EXPECT_GE(waiting, 0.0);
+    const double sending = t.at("send_wait_s").get<double>();
+    EXPECT_GE(sending, 0.0);
+    if (r == 0) {
+      EXPECT_LT(busy + waiting + sending, timed) << t.dump();
+    }
+  }
+}
+
 TEST(Pipeline, QloraMatchesOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   const std::string qlora = std::string(kRun) + kLora + "--set lora.base_dtype=nf4 --set model.intermediate_size=384 ";
@@ -237,7 +320,16 @@ TEST(Pipeline, SplitsThatCannotBeMadeAreRefusedInOneLine) {
                         Case{"pp=2", "--set train.pp_blocks=4", "gives 1 stages but the mesh has pp=2"},
                         Case{"pp=2", "--set train.pp_blocks=0,4", "every stage needs at least one block"},
                         Case{"pp=2", "--set train.pp_blocks=2,x", "expected block counts separated by commas"},
-                        Case{"pp=2", "--set model.num_hidden_layers=1", "fewer than its stages"}}) {
+                        Case{"pp=2", "--set model.num_hidden_layers=1", "fewer than its stages"},
+                        Case{"pp=2", "--set train.pp_virtual=2 --set train.pp_schedule=gpipe",
+                             "train.pp_virtual = 2 needs train.pp_schedule = \"1f1b\""},
+                        Case{"pp=2", "--set train.pp_virtual=2 --set train.grad_accum=3",
+                             "needs train.grad_accum (3 micro-batches) to be a multiple of mesh pp (2)"},
+                        Case{"dp=1", "--set train.pp_virtual=2", "train.pp_virtual = 2 needs mesh pp > 1"},
+                        Case{"pp=2", "--set train.pp_virtual=2 --set model.num_hidden_layers=3",
+                             "mesh pp=2 x train.pp_virtual=2 makes 4 chunks, but the model has 3 blocks"},
+                        Case{"pp=2", "--set train.pp_virtual=2 --set train.pp_blocks=2,2",
+                             "gives 2 chunks but mesh pp=2 x train.pp_virtual=2 makes 4"}}) {
     std::string out;
     EXPECT_NE(run(train_command(c.mesh) + kRun + c.args + " --set output.dir=/tmp/meshtrain_pp_refused", &out), 0);
     EXPECT_NE(out.find(c.says), std::string::npos) << c.mesh << " " << c.args << "\n" << out;
@@ -294,6 +386,107 @@ TEST(PipelineSplit, OneFOneBHoldsAtMostStagesMinusStageMicroBatches) {
       EXPECT_EQ(peak, schedule == PipelineSchedule::gpipe ? m : int64_t(p - s)) << "stage " << s;
     }
   }
+}
+
+// Runs every stage's order together, each op as soon as what it receives has been sent (sends
+// never wait), as the ranks do: every op runs (no stage waits forever), and returns the ops of
+// each stage in order. `chunks` per stage; chunk c of stage s is the model's chunk c * p + s.
+void expect_orders_run_to_the_end(PipelineSchedule schedule, int p, int chunks, int64_t m) {
+  std::vector<std::vector<PipeOp>> orders;
+  for (int s = 0; s < p; ++s) orders.push_back(parallel::pipeline_order(schedule, p, s, m, chunks));
+  const int last = p * chunks - 1;
+  std::set<std::tuple<bool, int, int64_t>> sent;  // (forward, model chunk, micro-batch)
+  std::vector<size_t> next(size_t(p), 0);
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int s = 0; s < p; ++s) {
+      for (size_t& at = next[size_t(s)]; at < orders[size_t(s)].size(); ++at, moved = true) {
+        const PipeOp& op = orders[size_t(s)][at];
+        const int c = op.chunk * p + s;
+        if (op.forward) {
+          if (c > 0 && !sent.count({true, c - 1, op.micro})) break;
+          sent.insert({c != last, c, op.micro});  // the last chunk's backward runs with its forward
+        } else if (c != last) {
+          if (!sent.count({false, c + 1, op.micro})) break;
+          sent.insert({false, c, op.micro});
+        }
+      }
+    }
+  }
+  for (int s = 0; s < p; ++s)
+    EXPECT_EQ(next[size_t(s)], orders[size_t(s)].size())
+        << "stage " << s << " of " << p << " waits forever (" << chunks << " chunks, " << m << " micro-batches)";
+}
+
+TEST(PipelineSplit, EveryScheduleRunsToTheEndOnEveryStage) {
+  for (int p : {2, 3, 4})
+    for (int64_t m : {int64_t(p), int64_t(2 * p), int64_t(4 * p)}) {
+      expect_orders_run_to_the_end(PipelineSchedule::gpipe, p, 1, m);
+      expect_orders_run_to_the_end(PipelineSchedule::one_f_one_b, p, 1, m);
+      for (int v : {2, 3}) expect_orders_run_to_the_end(PipelineSchedule::one_f_one_b, p, v, m);
+    }
+}
+
+TEST(PipelineSplit, InterleavedOrderKeepsMicroBatchOrderPerChunkAndBoundsWhatIsInFlight) {
+  for (int p : {2, 4})
+    for (int v : {2, 3})
+      for (int64_t m : {int64_t(p), int64_t(2 * p), int64_t(4 * p)})
+        for (int s = 0; s < p; ++s) {
+          const auto order = parallel::pipeline_order(PipelineSchedule::one_f_one_b, p, s, m, v);
+          const int64_t total = m * v;
+          ASSERT_EQ(order.size(), size_t(2 * total));
+          std::map<int, int64_t> next_forward, next_backward;
+          int64_t in_flight = 0, peak = 0, before_first_backward = -1;
+          for (size_t i = 0; i < order.size(); ++i) {
+            const PipeOp& op = order[i];
+            ASSERT_GE(op.chunk, 0);
+            ASSERT_LT(op.chunk, v);
+            // Each chunk's forwards, and its backwards, go in micro-batch order: both ends of every
+            // (chunk, direction) stream see the same order, and gradients accumulate as on one rank.
+            if (op.forward) EXPECT_EQ(op.micro, next_forward[op.chunk]++);
+            else EXPECT_EQ(op.micro, next_backward[op.chunk]++);
+            if (!op.forward && before_first_backward < 0) before_first_backward = int64_t(i);
+            in_flight += op.forward ? 1 : -1;
+            peak = std::max(peak, in_flight);
+          }
+          for (int c = 0; c < v; ++c) EXPECT_EQ(next_backward[c], m);
+          // Megatron's warm-up: 2 (p - 1 - s) + (v - 1) p forwards, then one more before the
+          // first backward; that many (chunk, micro-batch) inputs at most are kept at once.
+          const int64_t warm = std::min<int64_t>(2 * (p - 1 - s) + (v - 1) * p, total);
+          const int64_t expected = std::min(warm + 1, total);
+          EXPECT_EQ(before_first_backward, expected) << "p " << p << " v " << v << " m " << m << " stage " << s;
+          EXPECT_EQ(peak, expected) << "p " << p << " v " << v << " m " << m << " stage " << s;
+          // The first forwards take pp micro-batches through chunk 0, then the same through chunk 1.
+          if (m >= p && warm >= 2 * p) {
+            for (int i = 0; i < 2 * p; ++i) EXPECT_EQ(order[size_t(i)], (PipeOp{true, i % p, i / p}));
+          }
+        }
+}
+
+TEST(PipelineSplit, RankChunksAreEveryPpthChunk) {
+  // 4 blocks in 4 chunks over 2 stages: units 0 (embedding) .. 5 (head).
+  const auto zero = parallel::rank_chunks({1, 1, 1, 1}, 2, 0), one = parallel::rank_chunks({1, 1, 1, 1}, 2, 1);
+  ASSERT_EQ(zero.size(), 2u);
+  ASSERT_EQ(one.size(), 2u);
+  const auto span = [](const UnitSpan& u) { return std::pair{u.first, u.last}; };
+  EXPECT_EQ(span(zero[0]), std::pair(0, 1));  // embedding, block 0
+  EXPECT_EQ(span(zero[1]), std::pair(3, 3));  // block 2
+  EXPECT_EQ(span(one[0]), std::pair(2, 2));   // block 1
+  EXPECT_EQ(span(one[1]), std::pair(4, 5));   // block 3, head
+  // What each stage stores and which stage writes each unit follow the chunks; a tied embedding's
+  // copy is on the stage of the last chunk.
+  LlamaConfig c;
+  using Held = std::vector<bool>;
+  EXPECT_EQ(parallel::stage_holds(c, {1, 1, 1, 1}, 0, 2), (Held{true, true, false, true, false, false}));
+  EXPECT_EQ(parallel::stage_holds(c, {1, 1, 1, 1}, 1, 2), (Held{false, false, true, false, true, true}));
+  for (int unit = 0; unit <= 5; ++unit)
+    EXPECT_EQ(parallel::stage_of_unit({1, 1, 1, 1}, unit, 2), (unit == 2 || unit >= 4) ? 1 : 0) << unit;
+  c.tie_word_embeddings = true;
+  EXPECT_EQ(parallel::stage_holds(c, {1, 1, 1, 1}, 1, 2), (Held{true, false, true, false, true, true}));
+  // One chunk per stage is the stage's units.
+  const auto plain = parallel::rank_chunks({2, 3}, 2, 1);
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_EQ(span(plain[0]), span(parallel::stage_units({2, 3}, 1)));
 }
 
 }  // namespace

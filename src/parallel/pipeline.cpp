@@ -1,6 +1,7 @@
 #include "parallel/pipeline.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 
 #include "core/error.h"
@@ -9,12 +10,31 @@
 namespace mt::parallel {
 namespace {
 
-// Message tags: activations go forward, their gradients come back.
-constexpr int kForwardTag = 1, kBackwardTag = 2;
+// Message tags: per cut between chunks `cut` and `cut` + 1, one for the activations going forward
+// and one for their gradients coming back, so each (chunk, direction) stream between two ranks is
+// matched in its own order (micro-batch order on both ends). From 4 up: the pp group's tag 3 is
+// the tied embedding's gradient sum (ShardedModel::sum_tied_embedding_over_stages).
+int forward_tag(int cut) { return 2 * cut + 4; }
+int backward_tag(int cut) { return 2 * cut + 5; }
+
+// Adds the seconds `f` takes to `into`.
+template <class F>
+auto timed(double& into, F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  struct Add {
+    double& into;
+    std::chrono::steady_clock::time_point t0;
+    ~Add() { into += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+  } add{into, t0};
+  return f();
+}
 
 std::string join(const std::vector<int64_t>& v) {
   std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(v[i]);
+  }
   return out;
 }
 
@@ -48,25 +68,33 @@ PipelineSchedule parse_pipeline_schedule(const std::string& name) {
 }
 
 std::vector<int64_t> pipeline_blocks(const LlamaConfig& config, int64_t stages,
-                                     const std::string& asked) {
+                                     const std::string& asked, int64_t chunks) {
   const int64_t L = config.num_hidden_layers;
+  // What the blocks are cut into, for the messages: stages, or each stage's chunks.
+  const std::string piece = chunks > 1 ? "chunk" : "stage";
+  const std::string made = chunks > 1 ? "mesh pp=" + std::to_string(stages / chunks) +
+                                            " x train.pp_virtual=" + std::to_string(chunks) +
+                                            " makes " + std::to_string(stages)
+                                      : "the mesh has pp=" + std::to_string(stages);
   if (!asked.empty()) {
     const std::vector<int64_t> blocks = parse_blocks(asked);
     int64_t sum = 0;
     for (int64_t b : blocks) sum += b;
     if (int64_t(blocks.size()) != stages)
-      fail("train.pp_blocks = \"" + asked + "\" gives " + std::to_string(blocks.size()) +
-           " stages but the mesh has pp=" + std::to_string(stages));
+      fail("train.pp_blocks = \"" + asked + "\" gives " + std::to_string(blocks.size()) + " " + piece +
+           "s but " + made);
     if (*std::min_element(blocks.begin(), blocks.end()) < 1)
-      fail("train.pp_blocks = \"" + asked + "\": every stage needs at least one block");
+      fail("train.pp_blocks = \"" + asked + "\": every " + piece + " needs at least one block");
     if (sum != L)
       fail("train.pp_blocks = \"" + asked + "\" sums to " + std::to_string(sum) +
            " blocks but the model has " + std::to_string(L));
     return blocks;
   }
   if (L < stages)
-    fail("mesh pp=" + std::to_string(stages) + ": the model has " + std::to_string(L) +
-         " blocks, fewer than its stages (each stage holds at least one block)");
+    fail(chunks > 1 ? made + " chunks, but the model has " + std::to_string(L) +
+                          " blocks (each chunk holds at least one block)"
+                    : "mesh pp=" + std::to_string(stages) + ": the model has " + std::to_string(L) +
+                          " blocks, fewer than its stages (each stage holds at least one block)");
   // Costs in parameters: a block's, and the head's (with the final norm) on the last stage.
   double block = 0, head = double(config.vocab_size) * double(config.hidden_size);
   for (const ParamShape& p : llama_param_shapes(config, LoraConfig{})) {
@@ -107,22 +135,63 @@ UnitSpan stage_units(const std::vector<int64_t>& blocks, int stage) {
   return u;
 }
 
-std::vector<bool> stage_holds(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage) {
-  const UnitSpan span = stage_units(blocks, stage);
+std::vector<UnitSpan> rank_chunks(const std::vector<int64_t>& blocks, int stages, int stage) {
+  MT_CHECK(stages > 0 && int64_t(blocks.size()) % stages == 0, "blocks for whole chunks per rank");
+  std::vector<UnitSpan> out;
+  for (int c = stage; c < int(blocks.size()); c += stages) out.push_back(stage_units(blocks, c));
+  return out;
+}
+
+void check_virtual_stages(PipelineSchedule schedule, int stages, int chunks, int64_t micro) {
+  if (chunks == 1) return;
+  const std::string key = "train.pp_virtual = " + std::to_string(chunks);
+  if (stages < 2) fail(key + " needs mesh pp > 1 (it splits each pipeline stage into chunks)");
+  if (schedule != PipelineSchedule::one_f_one_b)
+    fail(key + " needs train.pp_schedule = \"1f1b\" (the interleaved schedule is 1F1B's)");
+  if (micro % stages != 0)
+    fail(key + " needs train.grad_accum (" + std::to_string(micro) +
+         " micro-batches) to be a multiple of mesh pp (" + std::to_string(stages) + ")");
+}
+
+std::vector<bool> stage_holds(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage,
+                              int chunks) {
+  const int stages = int(blocks.size()) / chunks;
   std::vector<bool> held(size_t(config.num_hidden_layers + 2), false);
-  for (int u = span.first; u <= span.last; ++u) held[size_t(u)] = true;
-  if (config.tie_word_embeddings && stage + 1 == int(blocks.size())) held[0] = true;
+  for (const UnitSpan& span : rank_chunks(blocks, stages, stage))
+    for (int u = span.first; u <= span.last; ++u) held[size_t(u)] = true;
+  if (config.tie_word_embeddings && stage + 1 == stages) held[0] = true;
   return held;
 }
 
-int stage_of_unit(const std::vector<int64_t>& blocks, int unit) {
-  int stage = 0;
-  while (stage + 1 < int(blocks.size()) && stage_units(blocks, stage).last < unit) ++stage;
-  return stage;
+int stage_of_unit(const std::vector<int64_t>& blocks, int unit, int chunks) {
+  int chunk = 0;
+  while (chunk + 1 < int(blocks.size()) && stage_units(blocks, chunk).last < unit) ++chunk;
+  return chunk % (int(blocks.size()) / chunks);
 }
 
-std::vector<PipeOp> pipeline_order(PipelineSchedule schedule, int stages, int stage, int64_t micro) {
+std::vector<PipeOp> pipeline_order(PipelineSchedule schedule, int stages, int stage, int64_t micro,
+                                   int chunks) {
   std::vector<PipeOp> order;
+  if (chunks > 1) {
+    MT_CHECK(schedule == PipelineSchedule::one_f_one_b && micro % stages == 0,
+             "interleaved 1F1B needs micro-batches in whole groups of pp");
+    // The k-th forward (backward) of this rank: micro-batches in groups of `stages`, each group
+    // through every chunk in turn (backwards from the last chunk).
+    const int64_t group = int64_t(stages) * chunks, total = micro * chunks;
+    const auto op = [&](int64_t k, bool forward) {
+      const int64_t in = k % group;
+      const int c = int(in / stages);
+      return PipeOp{forward, k / group * stages + in % stages, forward ? c : chunks - 1 - c};
+    };
+    const int64_t warm = std::min<int64_t>(2 * (stages - 1 - stage) + int64_t(chunks - 1) * stages, total);
+    for (int64_t k = 0; k < warm; ++k) order.push_back(op(k, true));
+    for (int64_t k = 0; k < total - warm; ++k) {
+      order.push_back(op(warm + k, true));
+      order.push_back(op(k, false));
+    }
+    for (int64_t k = total - warm; k < total; ++k) order.push_back(op(k, false));
+    return order;
+  }
   const int64_t warm = schedule == PipelineSchedule::gpipe
                            ? micro
                            : std::min<int64_t>(stages - 1 - stage, micro);
@@ -135,89 +204,121 @@ std::vector<PipeOp> pipeline_order(PipelineSchedule schedule, int stages, int st
   return order;
 }
 
+PipelineTiming& PipelineTiming::operator+=(const PipelineTiming& o) {
+  compute_s += o.compute_s, recv_wait_s += o.recv_wait_s, send_wait_s += o.send_wait_s;
+  sent_bytes += o.sent_bytes;
+  return *this;
+}
+
 Pipeline::Pipeline(Comm& group, LlamaModel& model, std::vector<int64_t> blocks,
-                   PipelineSchedule schedule)
-    : group_(group), model_(model), blocks_(std::move(blocks)), schedule_(schedule),
-      units_(stage_units(blocks_, group.rank())) {
-  MT_CHECK(int64_t(blocks_.size()) == group.size(), "one block count per pipeline stage");
+                   PipelineSchedule schedule, int chunks)
+    : group_(group), model_(model), blocks_(std::move(blocks)), schedule_(schedule) {
+  MT_CHECK(int64_t(blocks_.size()) == int64_t(group.size()) * chunks, "one block count per pipeline chunk");
+  chunks_ = rank_chunks(blocks_, group.size(), group.rank());
 }
 
 std::string Pipeline::describe_stage() const {
   const int head = int(model_.config().num_hidden_layers) + 1;
-  const int b0 = std::max(units_.first, 1), b1 = std::min(units_.last, head - 1);
-  std::string what = units_.first == 0 ? "embedding, " : "";
-  what += b0 == b1 ? "block " + std::to_string(b0 - 1)
-                   : "blocks " + std::to_string(b0 - 1) + "-" + std::to_string(b1 - 1);
-  if (units_.last == head) what += ", final norm and head";
+  std::string what;
+  for (const UnitSpan& u : chunks_) {
+    const int b0 = std::max(u.first, 1), b1 = std::min(u.last, head - 1);
+    what += what.empty() ? "" : "; ";
+    what += u.first == 0 ? "embedding, " : "";
+    what += b0 == b1 ? "block " + std::to_string(b0 - 1)
+                     : "blocks " + std::to_string(b0 - 1) + "-" + std::to_string(b1 - 1);
+    if (u.last == head) what += ", final norm and head";
+  }
+  const std::string chunks =
+      chunks_.size() > 1 ? " in " + std::to_string(chunks_.size()) + " chunks per stage" : "";
   return "stage " + std::to_string(stage()) + " of " + std::to_string(group_.size()) + " (blocks " +
-         join(blocks_) + "): " + what;
+         join(blocks_) + chunks + "): " + what;
 }
 
 double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float grad_scale) {
-  const int s = stage(), p = group_.size();
-  const bool first = s == 0, last = s + 1 == p;
+  const int s = stage(), p = group_.size(), v = int(chunks_.size());
+  const int last_chunk = p * v - 1, next = (s + 1) % p, prev = (s + p - 1) % p;
   const int64_t m = int64_t(micro.size()), C = model_.config().hidden_size;
-  // Per micro-batch: this stage's input (kept from its forward to its backward), what it sent
-  // (alive until the send completes), and the gradient arriving from the next stage.
-  std::vector<std::vector<float>> inputs(static_cast<size_t>(m)), sent(static_cast<size_t>(2 * m));
+  PipelineTiming& t = step_timing_;
+  t = {};
+  const auto compute = [&](const ModelInput& in, const UnitSpan& span, bool backward) {
+    return timed(t.compute_s, [&] { return model_.run_units(in, span, backward, grad_scale); });
+  };
+  const auto receive = [&](std::vector<float>& into, int64_t n, int peer, int tag) {
+    into.resize(size_t(n));
+    timed(t.recv_wait_s, [&] { group_.recv_bytes(into.data(), n * int64_t(sizeof(float)), peer, tag); });
+  };
+  const auto send = [&](const std::vector<float>& what, int peer, int tag) {
+    const int64_t bytes = int64_t(what.size() * sizeof(float));
+    t.sent_bytes += bytes;
+    return timed(t.send_wait_s, [&] { return group_.isend_bytes(what.data(), bytes, peer, tag); });
+  };
+  const auto complete = [&](Request& r) {
+    if (r) timed(t.send_wait_s, [&] { r->wait(); });
+  };
+  // Per (chunk, micro-batch), at [chunk * m + micro]: the chunk's input (kept from its forward to
+  // its backward), its output (alive until its send completes) and the gradient it sends back.
+  const size_t slots = size_t(v * m);
+  std::vector<std::vector<float>> inputs(slots), outputs(slots), grads(slots);
+  std::vector<Request> output_sends(slots), grad_sends;
   std::vector<float> dy;
-  std::vector<Request> sends;
   double loss = 0.0;
-  for (const PipeOp& op : pipeline_order(schedule_, p, s, m)) {
-    const size_t i = size_t(op.micro);
-    const ModelInput& in = micro[i];
-    const int64_t n = in.B * in.T * C, bytes = n * int64_t(sizeof(float));
-    UnitSpan span = units_;
+  for (const PipeOp& op : pipeline_order(schedule_, p, s, m, v)) {
+    const int chunk = op.chunk * p + s;  // in the model's order
+    const size_t k = size_t(op.chunk * m + op.micro);
+    const ModelInput& in = micro[size_t(op.micro)];
+    const int64_t n = in.B * in.T * C;
+    UnitSpan span = chunks_[size_t(op.chunk)];
     if (op.forward) {
-      if (!first) {
-        inputs[i].resize(size_t(n));
-        group_.recv_bytes(inputs[i].data(), bytes, s - 1, kForwardTag);
-        span.x_in = inputs[i].data();
-      }
-      std::vector<float>& out = sent[2 * i];
-      out.resize(size_t(n));
-      if (last) {  // the loss is here: forward and backward at once
-        span.dx = first ? nullptr : out.data();
-        loss += model_.run_units(in, span, true, grad_scale).sum;
-        inputs[i] = {};
-        if (!first) sends.push_back(group_.isend_bytes(out.data(), bytes, s - 1, kBackwardTag));
+      if (chunk > 0) receive(inputs[k], n, prev, forward_tag(chunk - 1)), span.x_in = inputs[k].data();
+      if (chunk == last_chunk) {  // the loss is here: forward and backward at once
+        if (chunk > 0) grads[k].resize(size_t(n)), span.dx = grads[k].data();
+        loss += compute(in, span, true).sum;
+        inputs[k] = {};
+        if (chunk > 0) grad_sends.push_back(send(grads[k], prev, backward_tag(chunk - 1)));
       } else {
-        span.x_out = out.data();
-        model_.run_units(in, span, false, 0.0f);
-        sends.push_back(group_.isend_bytes(out.data(), bytes, s + 1, kForwardTag));
+        outputs[k].resize(size_t(n));
+        span.x_out = outputs[k].data();
+        compute(in, span, false);
+        output_sends[k] = send(outputs[k], next, forward_tag(chunk));
       }
-    } else if (!last) {
-      dy.resize(size_t(n));
-      group_.recv_bytes(dy.data(), bytes, s + 1, kBackwardTag);
+    } else if (chunk != last_chunk) {
+      receive(dy, n, next, backward_tag(chunk));
+      // The next chunk has run this micro-batch's backward, so it has our output: the send is done.
+      complete(output_sends[k]);
+      outputs[k] = {};
       span.dy = dy.data();
-      std::vector<float>& dx = sent[2 * i + 1];
-      if (!first) span.x_in = inputs[i].data(), dx.resize(size_t(n)), span.dx = dx.data();
-      model_.run_units(in, span, true, grad_scale);
-      inputs[i] = {};
-      if (!first) sends.push_back(group_.isend_bytes(dx.data(), bytes, s - 1, kBackwardTag));
+      if (chunk > 0) span.x_in = inputs[k].data(), grads[k].resize(size_t(n)), span.dx = grads[k].data();
+      compute(in, span, true);
+      inputs[k] = {};
+      if (chunk > 0) grad_sends.push_back(send(grads[k], prev, backward_tag(chunk - 1)));
     }
   }
-  for (Request& r : sends)
-    if (r) r->wait();
+  for (Request& r : grad_sends) complete(r);
+  total_timing_ += t;
   return loss;
 }
 
 LossSum Pipeline::forward_loss(const ModelInput& in) {
-  const int s = stage(), p = group_.size();
+  const int s = stage(), p = group_.size(), v = int(chunks_.size());
   const int64_t n = in.B * in.T * model_.config().hidden_size, bytes = n * int64_t(sizeof(float));
   std::vector<float> x, y;
-  UnitSpan span = units_;
-  if (s > 0) {
-    x.resize(size_t(n));
-    group_.recv_bytes(x.data(), bytes, s - 1, kForwardTag);
-    span.x_in = x.data();
+  LossSum ls;
+  for (int c = 0; c < v; ++c) {  // chunk c * p + s, after the one before it on the previous rank
+    const int chunk = c * p + s;
+    UnitSpan span = chunks_[size_t(c)];
+    if (chunk > 0) {
+      x.resize(size_t(n));
+      group_.recv_bytes(x.data(), bytes, (s + p - 1) % p, forward_tag(chunk - 1));
+      span.x_in = x.data();
+    }
+    const bool last = chunk + 1 == p * v;
+    if (!last) y.resize(size_t(n)), span.x_out = y.data();
+    ls = model_.run_units(in, span, false, 0.0f);
+    if (!last) group_.send_bytes(y.data(), bytes, (s + 1) % p, forward_tag(chunk));
   }
-  if (s + 1 < p) y.resize(size_t(n)), span.x_out = y.data();
-  const LossSum ls = model_.run_units(in, span, false, 0.0f);
-  if (s + 1 < p) group_.send_bytes(y.data(), bytes, s + 1, kForwardTag);
-  double v[2] = {ls.sum, double(ls.count)};  // only the last stage's are not zero
-  group_.all_reduce_sum(v, 2);
-  return {v[0], int64_t(v[1])};
+  double sums[2] = {ls.sum, double(ls.count)};  // only the last chunk's are not zero
+  group_.all_reduce_sum(sums, 2);
+  return {sums[0], int64_t(sums[1])};
 }
 
 }  // namespace mt::parallel

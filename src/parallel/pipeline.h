@@ -1,13 +1,15 @@
 // Pipeline parallelism: the model's units (0 = embedding, 1..L = blocks, L + 1 = final norm and
-// head; see model/model_parallel.h) cut into contiguous stages, one per rank of the pp group, and
-// a schedule of micro-batches through them. The model is not changed: a stage runs its units with
-// LlamaModel::run_units and sends the residual stream where the model is cut (forward) and its
-// gradient (backward) to the neighbouring stage.
+// head; see model/model_parallel.h) cut into contiguous chunks, and a schedule of micro-batches
+// through them. With v = train.pp_virtual chunks per rank there are pp * v chunks, and rank s holds
+// chunks s, s + pp, s + 2 pp, ... (v = 1: one contiguous stage per rank). The model is not changed:
+// a rank runs a chunk's units with LlamaModel::run_units and sends the residual stream where the
+// model is cut (forward) and its gradient (backward) to the rank holding the neighbouring chunk.
 //
-// A stage keeps only its input per micro-batch in flight between its forward and backward, and
-// recomputes its units' forward in the backward (GPipe's re-materialisation), so a stage's
-// activation memory is one micro-batch's plus its inputs: under 1F1B at most pp - stage of them,
-// under GPipe all m. The last stage runs its forward and backward at once (the loss is there).
+// A rank keeps only each chunk's input per micro-batch in flight between its forward and backward,
+// and recomputes the chunk's forward in the backward (GPipe's re-materialisation), so its
+// activation memory is one chunk's micro-batch plus its kept inputs: under 1F1B at most pp - stage
+// of them, under GPipe all m, interleaved the schedule's warm-up + 1 (pipeline_order). The last
+// chunk runs its forward and backward at once (the loss is there).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,44 +24,74 @@ enum class PipelineSchedule { gpipe, one_f_one_b };
 // "gpipe" or "1f1b".
 PipelineSchedule parse_pipeline_schedule(const std::string& name);
 
-// Blocks per stage. `asked` ("2,3", from train.pp_blocks) is checked: one positive count per
-// stage, summing to the model's blocks; empty: the split of at least one block per stage that
-// minimises the largest stage's cost, a block costing its parameters and the last stage the head's
-// too (a GEMM's FLOPs per token are twice its parameters; the embedding's lookup is free). A model
-// that cannot be split is refused with one line naming why.
+// Blocks per stage (per chunk under virtual stages: `stages` = pp x v, `chunks` = v, which only
+// the messages use). `asked` ("2,3", from train.pp_blocks) is checked: one positive count per stage, summing to the model's blocks;
+// empty: the split of at least one block per stage that minimises the largest stage's cost, a
+// block costing its parameters and the last stage the head's too (a GEMM's FLOPs per token are
+// twice its parameters; the embedding's lookup is free). A model that cannot be split is refused
+// with one line naming why.
 std::vector<int64_t> pipeline_blocks(const LlamaConfig& config, int64_t stages,
-                                     const std::string& asked);
+                                     const std::string& asked, int64_t chunks = 1);
 
-// The units [first, last] of `stage` under `blocks`.
+// The units [first, last] of chunk `stage` under `blocks` (blocks per chunk, first to last).
 UnitSpan stage_units(const std::vector<int64_t>& blocks, int stage);
 
+// The chunks rank `stage` of `stages` holds, in order, under `blocks` (blocks per chunk: stages x v
+// of them): chunks stage, stage + stages, stage + 2 stages, ...
+std::vector<UnitSpan> rank_chunks(const std::vector<int64_t>& blocks, int stages, int stage);
+
 // Per unit (0 = embedding, 1..L = blocks, L + 1 = final norm and head), whether `stage` stores its
-// parameters: its own units, and on the last stage a tied embedding too (the head reads it there;
+// parameters: the units of its chunks (rank_chunks; `blocks` per chunk, `chunks` of them per stage,
+// train.pp_virtual), and on the last stage a tied embedding too (the head reads it there;
 // Megatron's copy, its gradient summed with the first stage's, written to checkpoints by the first
 // stage only). Shape-only: the trainer, `meshtrain shard` and the planner place stages alike.
-std::vector<bool> stage_holds(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage);
+std::vector<bool> stage_holds(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage,
+                              int chunks = 1);
 // The stage whose units include `unit` (the one writing it: a tied embedding's is the first).
-int stage_of_unit(const std::vector<int64_t>& blocks, int unit);
+int stage_of_unit(const std::vector<int64_t>& blocks, int unit, int chunks = 1);
 
-// One stage's order of work for one step: the forward or the backward of micro-batch `micro`.
+// Refuses, in one line, virtual stages (train.pp_virtual = `chunks`) the schedule cannot run: more
+// than one needs pp > 1, the 1F1B schedule, and micro-batches (train.grad_accum) a multiple of pp.
+void check_virtual_stages(PipelineSchedule schedule, int stages, int chunks, int64_t micro);
+
+// One rank's order of work for one step: the forward or the backward of micro-batch `micro`
+// through its chunk `chunk` (an index into rank_chunks: 0 for a plain stage).
 struct PipeOp {
   bool forward = true;
   int64_t micro = 0;
+  int chunk = 0;
   bool operator==(const PipeOp&) const = default;
 };
 // GPipe: every forward, then every backward. 1F1B (PipeDream-Flush): pp - 1 - stage forwards of
-// warm-up, then one forward and one backward alternately, then the remaining backwards. Backwards
-// go in micro-batch order under both, so gradients accumulate in the order of one rank's.
-std::vector<PipeOp> pipeline_order(PipelineSchedule schedule, int stages, int stage, int64_t micro);
+// warm-up, then one forward and one backward alternately, then the remaining backwards.
+// Interleaved 1F1B (chunks > 1; Megatron-LM's, Narayanan et al. 2021): micro-batches go through
+// the chunks in groups of pp (forwards: pp micro-batches through chunk 0, the same through chunk
+// 1, ..., then the next pp; backwards the same from the last chunk), with 2 (pp - 1 - stage) +
+// (v - 1) pp forwards of warm-up. Each chunk's backwards go in micro-batch order under all of
+// them, so gradients accumulate in the order of one rank's.
+std::vector<PipeOp> pipeline_order(PipelineSchedule schedule, int stages, int stage, int64_t micro,
+                                   int chunks = 1);
+
+// Where one rank's time went in a step's forward_backward: clock reads around each op.
+struct PipelineTiming {
+  double compute_s = 0.0;    // running its chunks' units (forward and backward)
+  double recv_wait_s = 0.0;  // blocked in receives: waiting for a neighbour's activation or gradient
+  double send_wait_s = 0.0;  // posting sends and blocked until they completed
+  int64_t sent_bytes = 0;
+  PipelineTiming& operator+=(const PipelineTiming& o);
+};
 
 class Pipeline {
  public:
-  // `group` is the pp group: its rank r is stage r. Both must outlive this.
-  Pipeline(Comm& group, LlamaModel& model, std::vector<int64_t> blocks, PipelineSchedule schedule);
+  // `group` is the pp group: its rank r is stage r. Both must outlive this. `blocks`: blocks per
+  // chunk, group.size() x `chunks` of them (check_virtual_stages has accepted `chunks`).
+  Pipeline(Comm& group, LlamaModel& model, std::vector<int64_t> blocks, PipelineSchedule schedule,
+           int chunks = 1);
 
   int stage() const { return group_.rank(); }
-  const std::vector<int64_t>& blocks() const { return blocks_; }
-  // The units this stage holds, "units 0-2 (embedding, blocks 0-1)" for logs.
+  const std::vector<int64_t>& blocks() const { return blocks_; }  // per chunk
+  int chunks() const { return int(chunks_.size()); }                // per stage (train.pp_virtual)
+  // The units this stage holds, "stage 0 of 2 (blocks 2,2): embedding, blocks 0-1" for logs.
   std::string describe_stage() const;
 
   // Forward and backward of every micro-batch in the schedule's order, gradients accumulated into
@@ -70,12 +102,18 @@ class Pipeline {
   // Forward only; the loss, summed over the stages, so every stage returns it.
   LossSum forward_loss(const ModelInput& in);
 
+  // The last forward_backward's timing, and the sum over those since reset_total_timing.
+  const PipelineTiming& step_timing() const { return step_timing_; }
+  const PipelineTiming& total_timing() const { return total_timing_; }
+  void reset_total_timing() { total_timing_ = {}; }
+
  private:
   Comm& group_;
   LlamaModel& model_;
   std::vector<int64_t> blocks_;
   PipelineSchedule schedule_;
-  UnitSpan units_;
+  std::vector<UnitSpan> chunks_;  // rank_chunks of this stage
+  PipelineTiming step_timing_, total_timing_;
 };
 
 }  // namespace mt::parallel

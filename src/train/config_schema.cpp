@@ -116,6 +116,10 @@ std::vector<ConfigKey> make_keys() {
       {KEY(train.pp_blocks),
        .help = "Blocks per pipeline stage, first to last (\"1,3\"); empty: balanced by cost "
                "(the head's FLOPs count with the last stage)"},
+      {KEY(train.pp_virtual), .range = kAtLeastOne,
+       .help = "Chunks per pipeline stage (interleaved 1F1B, Megatron's virtual stages): rank s "
+               "holds chunks s, s + pp, ...; > 1 needs pp_schedule = \"1f1b\" and grad_accum a "
+               "multiple of pp; train.pp_blocks then counts blocks per chunk"},
 
       // [data]
       {KEY(data.path),

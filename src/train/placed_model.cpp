@@ -59,13 +59,16 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
   }
   const parallel::MeshShape& m = mesh.shape();
   // Refused before any weight loads when the model cannot be split as asked.
+  const parallel::PipelineSchedule schedule = parallel::parse_pipeline_schedule(tc.pp_schedule);
+  const int chunks = int(tc.pp_virtual);
+  parallel::check_virtual_stages(schedule, int(m.pp), chunks, tc.grad_accum);
   const std::vector<int64_t> stage_blocks =
-      m.pp > 1 ? parallel::pipeline_blocks(shape, m.pp, tc.pp_blocks) : std::vector<int64_t>{};
+      m.pp > 1 ? parallel::pipeline_blocks(shape, m.pp * chunks, tc.pp_blocks, chunks) : std::vector<int64_t>{};
   const int stage = int(mesh.coord(parallel::Axis::pp));
   if (m.fsdp > 1 || m.tp > 1 || m.pp > 1) {
     sharded_ = std::make_unique<parallel::ShardedModel>(
         mesh, shape, tc.precision, cfg.lora, cfg.partition.effective(),
-        m.pp > 1 ? parallel::stage_holds(shape, stage_blocks, stage) : std::vector<bool>{});
+        m.pp > 1 ? parallel::stage_holds(shape, stage_blocks, stage, chunks) : std::vector<bool>{});
     if (cfg.model_path.empty()) sharded_->init_weights(tc.seed);
     else sharded_->load_weights(cfg.model_path, tc.seed, mesh.rank() == 0 ? &log : nullptr);
     sharded_->set_prefetch(tc.fsdp_prefetch);
@@ -80,11 +83,13 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
   model().set_activation_checkpointing(tc.activation_checkpointing);
   if (m.pp > 1) {
     using parallel::Axis, parallel::axis_bit;
-    pipeline_ = std::make_unique<parallel::Pipeline>(mesh.axis(Axis::pp), model(), stage_blocks,
-                                                     parallel::parse_pipeline_schedule(tc.pp_schedule));
+    pipeline_ = std::make_unique<parallel::Pipeline>(mesh.axis(Axis::pp), model(), stage_blocks, schedule,
+                                                     chunks);
     stages_and_replicas_ = std::make_unique<parallel::DataParallel>(
         mesh.group(axis_bit(Axis::pp) | axis_bit(Axis::dp) | axis_bit(Axis::fsdp)));
-    log << "pipeline: " << m.pp << " stages, " << tc.pp_schedule << " schedule; rank 0 is "
+    log << "pipeline: " << m.pp << " stages, " << tc.pp_schedule
+        << (chunks > 1 ? " interleaved (" + std::to_string(chunks) + " chunks per stage)" : "")
+        << " schedule; rank 0 is "
         << pipeline_->describe_stage() << "\n";
   }
   if (sharded_)
@@ -142,7 +147,8 @@ std::vector<std::string> PlacedModel::export_model(const std::string& dir) {
   const auto& c = mesh_.coords();
   const bool stage_leader = c[size_t(Axis::dp)] == 0 && c[size_t(Axis::fsdp)] == 0 && c[size_t(Axis::tp)] == 0;
   const FetchValues gather = [&](const std::string& name) {
-    const int owner = pipeline_ ? parallel::stage_of_unit(pipeline_->blocks(), param_unit(name, full)) : 0;
+    const int owner =
+        pipeline_ ? parallel::stage_of_unit(pipeline_->blocks(), param_unit(name, full), pipeline_->chunks()) : 0;
     std::vector<float> whole;
     if (owner == stage) whole = sharded_->gather_whole(name);
     if (owner == 0) return whole;

@@ -58,6 +58,7 @@ class PlacedModel {
   double exposed_comm_seconds() const { return sharded_ ? sharded_->exposed_comm_seconds() : 0.0; }
   void reset_comm_stats() {
     if (sharded_) sharded_->reset_comm_stats();
+    if (pipeline_) pipeline_->reset_total_timing();
   }
 
  private:

@@ -45,9 +45,11 @@ struct TrainConfig {
   float collective_timeout = 300.0f;
   bool debug_collectives = false;  // every rank cross-checks each collective's signature first
   // Pipeline parallelism (mesh pp > 1): the schedule, and the blocks of each stage ("2,3"; empty:
-  // balanced by cost).
+  // balanced by cost); pp_virtual > 1 cuts each stage into that many chunks (interleaved 1F1B),
+  // and pp_blocks then counts blocks per chunk.
   std::string pp_schedule = "1f1b";
   std::string pp_blocks;
+  int64_t pp_virtual = 1;
 };
 
 struct DataConfig {

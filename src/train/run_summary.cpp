@@ -19,7 +19,7 @@ void write_run_summary(const std::string& path, const RunSummaryRecord& r) {
                            {"calls", t.calls},
                            {"bytes", t.bytes},
                            {"seconds", t.seconds}});
-  const nlohmann::json j{{"format", "meshtrain run summary 1"},
+  nlohmann::json j{{"format", "meshtrain run summary 1"},
                          {"mesh", r.mesh},
                          {"world_size", r.world_size},
                          {"timed_steps", r.timed_steps},
@@ -29,6 +29,15 @@ void write_run_summary(const std::string& path, const RunSummaryRecord& r) {
                          {"memory_per_rank", memory},
                          {"op_seconds", r.op_seconds},
                          {"collectives", collectives}};
+  for (size_t i = 0; i < r.pipeline.size(); ++i) {
+    const auto& [stage, t] = r.pipeline[i];
+    j["pipeline_per_rank"].push_back({{"rank", i},
+                                      {"stage", stage},
+                                      {"compute_s", t.compute_s},
+                                      {"recv_wait_s", t.recv_wait_s},
+                                      {"send_wait_s", t.send_wait_s},
+                                      {"sent_bytes", t.sent_bytes}});
+  }
   write_file_atomically(path, [&](std::ostream& os) { os << j.dump(1) << '\n'; });
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "parallel/flight_recorder.h"
+#include "parallel/pipeline.h"
 
 namespace mt {
 
@@ -24,6 +25,8 @@ struct RunSummaryRecord {
   std::map<std::string, double> op_seconds;  // rank 0's, per op (core/profile.h)
   // Rank 0's, per (group, collective); empty on one process, which makes none.
   parallel::CollectiveTotals collectives;
+  // Under pp, per rank: its stage and its time in the pipeline over the timed steps; empty without.
+  std::vector<std::pair<int64_t, parallel::PipelineTiming>> pipeline;
 };
 
 // Writes `r` as JSON to `path` (atomically). Throws mt::Error naming the file on failure.

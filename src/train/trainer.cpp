@@ -287,6 +287,11 @@ void report_step(TrainingRun& run, int64_t step, const StepResult& r, double dt,
   j["grad_norm"] = r.grad_norm;
   j["counted_tokens"] = r.counted_tokens;
   j["peak_tensor_bytes"] = memory_stats::peak_bytes();
+  if (const parallel::Pipeline* pipeline = run.placed.pipeline()) {  // this rank's, stage 0's
+    const parallel::PipelineTiming& t = pipeline->step_timing();
+    j["pp_compute_s"] = t.compute_s, j["pp_recv_wait_s"] = t.recv_wait_s;
+    j["pp_send_wait_s"] = t.send_wait_s, j["pp_sent_bytes"] = t.sent_bytes;
+  }
   if (run.metrics) run.metrics->write(j);
   if ((step + 1) % tc.log_every == 0 || step + 1 == tc.steps || std::isfinite(val_loss))
     run.log << format_progress_line(m) << "\n";
@@ -405,11 +410,32 @@ void log_summary(TrainingRun& run) {
   for (const auto& f : summary.files_written) log << "  " << f << "\n";
 }
 
-// Rank 0's run_summary.json (train/run_summary.h): every rank's peak memory, and the time per op
-// and per collective of the steps after the first (`collectives`, taken as the step loop ended).
+// Collective: every rank's stage and time in the pipeline over the timed steps (empty without pp).
+std::vector<std::pair<int64_t, parallel::PipelineTiming>> pipeline_per_rank(TrainingRun& run) {
+  const parallel::Pipeline* pipeline = run.placed.pipeline();
+  if (!pipeline) return {};
+  const size_t ranks = size_t(run.world->size()), rank = size_t(run.world->rank());
+  std::vector<double> all(5 * ranks, 0.0);
+  const parallel::PipelineTiming& t = pipeline->total_timing();
+  const double mine[5] = {double(pipeline->stage()), t.compute_s, t.recv_wait_s, t.send_wait_s,
+                          double(t.sent_bytes)};
+  std::copy(mine, mine + 5, all.begin() + ptrdiff_t(5 * rank));
+  run.world->all_reduce_sum(all.data(), int64_t(all.size()));
+  std::vector<std::pair<int64_t, parallel::PipelineTiming>> out;
+  for (size_t r = 0; r < ranks; ++r) {
+    const double* a = &all[5 * r];
+    out.push_back({int64_t(a[0]), {a[1], a[2], a[3], int64_t(a[4])}});
+  }
+  return out;
+}
+
+// Collective: rank 0's run_summary.json (train/run_summary.h): every rank's peak memory and time
+// in the pipeline, and the time per op and per collective of the steps after the first
+// (`collectives`, taken as the step loop ended).
 void write_summary_file(TrainingRun& run, const StepTiming& timed, const std::vector<int64_t>& rss,
                         const std::vector<int64_t>& tensors,
                         parallel::CollectiveTotals collectives) {
+  auto pipeline = pipeline_per_rank(run);
   if (!run.leader) return;
   RunSummaryRecord r;
   r.mesh = run.cfg.mesh.str();
@@ -422,6 +448,7 @@ void write_summary_file(TrainingRun& run, const StepTiming& timed, const std::ve
   r.peak_tensor_bytes = tensors;
   r.op_seconds = profile::totals();
   r.collectives = std::move(collectives);
+  r.pipeline = std::move(pipeline);
   const std::string path = run.cfg.output.dir + "/run_summary.json";
   write_run_summary(path, r);
   run.summary.files_written.push_back(path);

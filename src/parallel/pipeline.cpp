@@ -12,12 +12,6 @@ namespace {
 // Message tags: activations go forward, their gradients come back.
 constexpr int kForwardTag = 1, kBackwardTag = 2;
 
-std::string join(const std::vector<int64_t>& v) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
-  return out;
-}
-
 std::vector<int64_t> parse_blocks(const std::string& asked) {
   std::vector<int64_t> out;
   size_t at = 0;
@@ -121,6 +115,27 @@ int stage_of_unit(const std::vector<int64_t>& blocks, int unit) {
   return stage;
 }
 
+std::string blocks_text(const std::vector<int64_t>& blocks) {
+  std::string out;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (i) out += ',';  // appended piecewise: g++ 12 warns falsely (-Wrestrict) on "," + std::string
+    out += std::to_string(blocks[i]);
+  }
+  return out;
+}
+
+std::string describe_units(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage) {
+  const int head = int(config.num_hidden_layers) + 1;
+  const UnitSpan u = stage_units(blocks, stage);
+  const int b0 = std::max(u.first, 1), b1 = std::min(u.last, head - 1);
+  std::string what = u.first == 0 ? "embedding, " : "";
+  what += b0 == b1 ? "block " + std::to_string(b0 - 1)
+                   : "blocks " + std::to_string(b0 - 1) + "-" + std::to_string(b1 - 1);
+  if (u.last == head) what += ", final norm and head";
+  if (u.first != 0 && stage_holds(config, blocks, stage)[0]) what += ", embedding copy (tied head)";
+  return what;
+}
+
 std::vector<PipeOp> pipeline_order(PipelineSchedule schedule, int stages, int stage, int64_t micro) {
   std::vector<PipeOp> order;
   const int64_t warm = schedule == PipelineSchedule::gpipe
@@ -143,14 +158,8 @@ Pipeline::Pipeline(Comm& group, LlamaModel& model, std::vector<int64_t> blocks,
 }
 
 std::string Pipeline::describe_stage() const {
-  const int head = int(model_.config().num_hidden_layers) + 1;
-  const int b0 = std::max(units_.first, 1), b1 = std::min(units_.last, head - 1);
-  std::string what = units_.first == 0 ? "embedding, " : "";
-  what += b0 == b1 ? "block " + std::to_string(b0 - 1)
-                   : "blocks " + std::to_string(b0 - 1) + "-" + std::to_string(b1 - 1);
-  if (units_.last == head) what += ", final norm and head";
   return "stage " + std::to_string(stage()) + " of " + std::to_string(group_.size()) + " (blocks " +
-         join(blocks_) + "): " + what;
+         blocks_text(blocks_) + "): " + describe_units(model_.config(), blocks_, stage());
 }
 
 double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float grad_scale) {

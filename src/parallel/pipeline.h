@@ -40,6 +40,11 @@ UnitSpan stage_units(const std::vector<int64_t>& blocks, int stage);
 std::vector<bool> stage_holds(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage);
 // The stage whose units include `unit` (the one writing it: a tied embedding's is the first).
 int stage_of_unit(const std::vector<int64_t>& blocks, int unit);
+// "2,3": blocks per stage as train.pp_blocks spells them.
+std::string blocks_text(const std::vector<int64_t>& blocks);
+// What `stage` stores, in words: "embedding, blocks 0-3", "block 4, final norm and head", with
+// ", embedding copy (tied head)" where stage_holds gives the last stage a tied embedding.
+std::string describe_units(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage);
 
 // One stage's order of work for one step: the forward or the backward of micro-batch `micro`.
 struct PipeOp {

@@ -199,10 +199,12 @@ TEST(Pipeline, EachStageStoresOnlyItsUnits) {
   const std::string dir = (fs::temp_directory_path() / "meshtrain_pp_stage_memory").string();
   fs::remove_all(dir);
   std::string out;
-  ASSERT_EQ(run(train_command("pp=2") + kRun + "--set train.pp_blocks=1," + std::to_string(blocks[1]) +
-                    " --set output.dir=" + dir, &out), 0) << out;
-  EXPECT_NE(out.find("(" + std::to_string(mine) + " trainable on this rank)"), std::string::npos)
-      << "expected " << mine << " of " << whole << "\n" << out;
+  std::string args = kRun;
+  args.append("--set train.pp_blocks=1,").append(std::to_string(blocks[1])).append(" --set output.dir=").append(dir);
+  ASSERT_EQ(run(train_command("pp=2") + args, &out), 0) << out;
+  std::string says = "(";
+  says.append(std::to_string(mine)).append(" trainable on this rank)");
+  EXPECT_NE(out.find(says), std::string::npos) << "expected " << mine << " of " << whole << "\n" << out;
 }
 
 TEST(Pipeline, CheckpointsResumeAcrossPipelineLayouts) {

@@ -56,6 +56,50 @@ TEST(PlanMemory, ParameterBytesEqualShardPlan) {
     }
 }
 
+// Under pp each stage's parameter state is what `meshtrain shard` counts on that stage's ranks:
+// the trainer's split (pipeline_blocks), its units (stage_units) and the tied embedding's copy on
+// the last stage.
+TEST(PlanMemory, StageParameterBytesEqualShardPlan) {
+  for (auto mesh : {parallel::MeshShape{1, 1, 1, 2}, parallel::MeshShape{1, 1, 2, 2}, parallel::MeshShape{1, 2, 1, 2},
+                    parallel::MeshShape{1, 1, 1, 4}})
+    for (const std::string blocks : {"", "3,1"})
+      for (bool tied : {false, true})
+        for (bool lora : {false, true}) {
+          if (mesh.pp == 4 && !blocks.empty()) continue;
+          PlanInput in = tiny_input(mesh);
+          in.model.config.num_hidden_layers = 4;
+          in.model.config.tie_word_embeddings = tied;
+          in.pp_blocks = blocks;
+          in.lora.enabled = lora;
+          in.lora.targets = {"q", "v", "down", "lm_head"};
+          const parallel::StageSplit placement{in.model.config, parallel::pipeline_blocks(in.model.config, mesh.pp, blocks)};
+          const auto sharded = parallel::shard_params(llama_param_shapes(in.model.config, in.lora), lora,
+                                                      parallel::default_llama_rules(), mesh);
+          const auto ranks = parallel::bytes_per_rank(sharded, mesh, placement);
+          const auto stages = stage_params(in);
+          ASSERT_EQ(int64_t(stages.size()), mesh.pp);
+          for (const auto& r : ranks) {
+            const int64_t stage = parallel::coords_of(mesh, r.rank)[size_t(parallel::Axis::pp)];
+            const MemoryBreakdown m = memory_per_device(in, stages[size_t(stage)]);
+            const double state = m.item("weights") + m.item("grads") + m.item("master") + m.item("optimizer") +
+                                 m.item("lora params") + m.item("lora grads+optimizer");
+            EXPECT_EQ(state, double(r.total()))
+                << mesh.str() << " blocks '" << blocks << "' tied " << tied << " lora " << lora << " rank " << r.rank;
+          }
+        }
+}
+
+// GPipe keeps every micro-batch's activations; 1F1B at most pp - stage of them.
+TEST(PlanMemory, PipelineScheduleSetsMicroBatchesInFlight) {
+  PlanInput in = tiny_input({1, 1, 1, 2});
+  in.global_batch = 8;  // m = 8
+  const auto stages = stage_params(in);
+  const ActivationBytes a = activation_bytes(in, stages[0].layers, false);
+  EXPECT_EQ(memory_per_device(in, stages[0]).item("activations"), 2 * a.per_micro_batch + a.shared);
+  in.pp_schedule = parallel::PipelineSchedule::gpipe;
+  EXPECT_EQ(memory_per_device(in, stages[0]).item("activations"), 8 * a.per_micro_batch + a.shared);
+}
+
 TEST(PlanMemory, TinyActivationsByHand) {
   PlanInput in = tiny_input({1, 2, 2, 1});
   // N = 16 tokens, tp 2. Per token per layer: bf16 2C + (2C + 2kv + 3I)/tp = 128 + 288 = 416,

@@ -119,4 +119,35 @@ TEST(PlanCli, BadInputIsOneLine) {
   expect_one_line_error("--model llama3-8b --search --devices 0", "--search needs --devices");
 }
 
+// Under pp the plan shows each stage's units and memory and the bubble fraction, in JSON for scripts.
+TEST(PlanCli, PipelineStagesAndBubbleInJson) {
+  Result r = run_plan("--model llama3-8b --mesh pp=4 --global-batch 8 --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto doc = nlohmann::json::parse(r.output);
+  const auto& p = doc["pipeline"];
+  EXPECT_EQ(p["schedule"], "1f1b");
+  EXPECT_DOUBLE_EQ(p["bubble_fraction"].get<double>(), 3.0 / (8 + 3));
+  ASSERT_EQ(p["stages"].size(), 4u);
+  int64_t blocks = 0;
+  double largest = 0;
+  for (const auto& s : p["stages"]) {
+    blocks += s["blocks"].get<int64_t>();
+    largest = std::max(largest, s["memory_bytes"]["total"].get<double>());
+  }
+  EXPECT_EQ(blocks, 32);
+  const int64_t first_blocks = p["stages"][0]["blocks"].get<int64_t>();
+  EXPECT_EQ(p["stages"][0]["units"], "embedding, blocks 0-" + std::to_string(first_blocks - 1));
+  EXPECT_DOUBLE_EQ(doc["memory_bytes"]["total"].get<double>(), largest);  // the peak is the busiest stage
+  // GPipe keeps all 8 micro-batches in flight on every stage, 1F1B 4 on the first.
+  Result g = run_plan("--model llama3-8b --mesh pp=4 --global-batch 8 --json --pp-schedule gpipe --pp-blocks 8,8,8,8");
+  ASSERT_EQ(g.code, 0) << g.output;
+  auto gdoc = nlohmann::json::parse(g.output);
+  EXPECT_EQ(gdoc["pipeline"]["blocks"], nlohmann::json::array({8, 8, 8, 8}));
+  EXPECT_GT(gdoc["pipeline"]["stages"][3]["memory_bytes"]["items"]["activations"].get<double>(),
+            2 * p["stages"][3]["memory_bytes"]["items"]["activations"].get<double>());
+  Result text = run_plan("--model llama3-8b --mesh pp=4 --global-batch 8");
+  EXPECT_NE(text.output.find("pipeline: 4 stages, 1f1b"), std::string::npos) << text.output;
+  expect_one_line_error("--model llama3-8b --mesh pp=4 --pp-blocks 8,8", "gives 2 stages but the mesh has pp=4");
+}
+
 }  // namespace

@@ -16,7 +16,7 @@ namespace {
 
 struct PlanOptions {
   std::string model = "llama3-8b", cluster = "mi300x-node", mesh, mode = "full", precision = "bf16";
-  std::string base_dtype = "bf16";
+  std::string base_dtype = "bf16", pp_blocks, pp_schedule = "1f1b";
   std::string lora_targets = "q,k,v,o,gate,up,down", svg;
   int64_t devices = 0, lora_rank = 8, seq = 2048, global_batch = 8, micro_batch = 1, top = 10;
   int zero = 0;
@@ -55,6 +55,8 @@ plan::PlanInput make_input(const PlanOptions& o) {
   in.checkpointing = o.checkpointing;
   in.zero = o.zero;
   in.overlap = !o.no_overlap;
+  in.pp_blocks = o.pp_blocks;
+  in.pp_schedule = parallel::parse_pipeline_schedule(o.pp_schedule);
   if (o.devices < 0) fail("--devices must be > 0, got " + std::to_string(o.devices));
   if (o.top <= 0) fail("--top must be > 0, got " + std::to_string(o.top));
   if (!o.mesh.empty()) in.mesh = parallel::MeshShape::parse(o.mesh);
@@ -112,6 +114,12 @@ Action add_plan_command(CLI::App& app) {
   sub->add_flag("--checkpointing", o->checkpointing, "activation checkpointing (recompute each layer)");
   sub->add_option("--zero", o->zero, "0-3: also shard optimizer (1), grads (2), weights (3) over dp");
   sub->add_flag("--no-overlap", o->no_overlap, "communication does not overlap compute (eager execution)");
+  sub->add_option("--pp-blocks", o->pp_blocks,
+                  "blocks per pipeline stage, first to last (\"3,5\"), as train.pp_blocks (default: none, "
+                  "the trainer's split balanced by cost)");
+  sub->add_option("--pp-schedule", o->pp_schedule,
+                  "1f1b (at most pp - stage micro-batches in flight) or gpipe (all of them), as train.pp_schedule")
+      ->check(CLI::IsMember({"1f1b", "gpipe"}));
   sub->add_flag("--search", o->search, "enumerate layouts for --devices and rank those that fit");
   sub->add_option("--top", o->top, "rows of the search table");
   sub->add_flag("--json", o->json, "JSON output");

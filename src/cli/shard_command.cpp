@@ -1,6 +1,8 @@
 // meshtrain shard: how a model's parameters lie on a device mesh (a box grid per tensor in the
 // manner of jax.debug.visualize_array_sharding) and the bytes each rank holds. Shape-only: no
-// weights are read or allocated, and no MPI is needed (the world is the mesh's product).
+// weights are read or allocated, and no MPI is needed (the world is the mesh's product). Under pp
+// a rank holds only what its stage stores (parallel/pipeline.h stage_holds, as the trainer places
+// it), split by its fsdp and tp blocks as without a pipeline.
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -15,6 +17,7 @@
 #include "core/shape_string.h"
 #include "parallel/dist_config.h"
 #include "parallel/grid_view.h"
+#include "parallel/pipeline.h"
 #include "parallel/shard_plan.h"
 #include "io/pretrained.h"
 #include "model/presets.h"
@@ -24,7 +27,7 @@ namespace mt::cli {
 namespace {
 
 struct Options {
-  std::string mesh, config, model, preset, rules;
+  std::string mesh, config, model, preset, rules, pp_blocks;
   std::vector<std::string> overrides;
   bool json = false, all = false;
 };
@@ -42,6 +45,7 @@ struct Inputs {
   RunConfig run;
   parallel::MeshShape mesh;
   parallel::PartitionRules rules;
+  parallel::StageSplit stages;  // no blocks when pp = 1
 };
 
 // The model's architecture and LoRA setup, the mesh and the rules, from whichever source was given.
@@ -64,7 +68,11 @@ Inputs resolve(const Options& o) {
   if (!o.mesh.empty()) in.mesh = parallel::MeshShape::parse(o.mesh);
   else if (dist.mesh) in.mesh = *dist.mesh;
   else fail("shard: give the mesh with --mesh (e.g. --mesh dp=1,fsdp=2,tp=2) or [mesh] in --config");
-  if (in.mesh.pp != 1) fail("shard: pp > 1 is not supported yet (pipeline stages are a later layer)");
+  // The trainer's split: train.pp_blocks (--pp-blocks over the config's), or balanced by cost.
+  if (in.mesh.pp > 1)
+    in.stages.blocks = parallel::pipeline_blocks(in.run.model, in.mesh.pp,
+                                                 o.pp_blocks.empty() ? in.run.train.pp_blocks : o.pp_blocks);
+  in.stages.config = in.run.model;
 
   // Order of precedence: --rules file, then the config's rules, then the defaults.
   parallel::PartitionConfig user = dist.partition;
@@ -75,6 +83,27 @@ Inputs resolve(const Options& o) {
   }
   in.rules = user.effective();
   return in;
+}
+
+int stage_of(const parallel::MeshShape& m, int64_t rank) {
+  return int(parallel::coords_of(m, rank)[size_t(parallel::Axis::pp)]);
+}
+
+std::string rank_range(int64_t a, int64_t b) {
+  return a == b ? std::to_string(a) : std::to_string(a) + "-" + std::to_string(b);
+}
+
+// "stage 0", "stages 0,3" (a tied embedding).
+std::string stages_text(const std::vector<int>& stages) {
+  std::string out = stages.size() == 1 ? "stage " : "stages ";
+  for (size_t i = 0; i < stages.size(); ++i) out += (i ? "," : "") + std::to_string(stages[i]);
+  return out;
+}
+
+// Ranks holding each block of the tensor: the layout replicates it over every pp stage (pp never
+// splits a tensor), but only the stages that hold it keep a copy.
+int64_t replication(const Inputs& in, const parallel::TensorLayout& t) {
+  return t.replication() / in.mesh.pp * int64_t(in.stages.stages_holding(t.name).size());
 }
 
 std::string human(int64_t bytes) {
@@ -95,8 +124,9 @@ const char* kAssumption =
 void print_text(const Inputs& in, const std::vector<parallel::ShardedParam>& params, bool all) {
   const auto& m = in.mesh;
   const auto& c = in.run.model;
-  std::cout << "mesh " << m.str() << " (" << m.world() << " ranks; rank = (dp*" << m.fsdp
-            << " + fsdp)*" << m.tp << " + tp, tp fastest)\n";
+  std::cout << "mesh " << m.str() << " (" << m.world() << " ranks; rank = "
+            << (m.pp > 1 ? "((pp*" + std::to_string(m.dp) + " + dp)*" : "(dp*") << m.fsdp << " + fsdp)*" << m.tp
+            << " + tp, tp fastest)\n";
   std::cout << "model: " << c.num_hidden_layers << " layers, hidden " << c.hidden_size
             << ", intermediate " << c.intermediate_size << ", heads " << c.num_attention_heads << "/"
             << c.num_key_value_heads << ", vocab " << c.vocab_size
@@ -104,9 +134,20 @@ void print_text(const Inputs& in, const std::vector<parallel::ShardedParam>& par
                                           (in.run.lora.quantized_base() ? ", blocks' projections in NF4)" : ")")
                                     : ", full training")
             << "\n\n";
+  if (m.pp > 1) {
+    const int64_t per_stage = m.world() / m.pp;  // pp is the outermost axis
+    std::cout << "pipeline stages (blocks " << parallel::blocks_text(in.stages.blocks) << ")\n";
+    for (int s = 0; s < int(m.pp); ++s)
+      std::cout << "  stage " << s << " (ranks " << rank_range(s * per_stage, (s + 1) * per_stage - 1)
+                << "): " << parallel::describe_units(in.stages.config, in.stages.blocks, s) << "\n";
+    if (in.stages.config.tie_word_embeddings)
+      std::cout << "  (tied embedding: the last stage holds a copy as its head, its gradient summed with "
+                   "stage 0's; only stage 0 writes it to checkpoints)\n";
+    std::cout << "\n";
+  }
 
-  // One entry per distinct (name with the layer index wildcarded, shape, spec): a per-layer
-  // tensor is shown once with its layer count unless --all.
+  // One entry per distinct (name with the layer index wildcarded, shape, spec, stages holding it):
+  // a per-layer tensor is shown once per stage with its layer count unless --all.
   static const std::regex layer_re(R"(layers\.\d+\.)");
   struct Group {
     const parallel::ShardedParam* first;
@@ -117,6 +158,7 @@ void print_text(const Inputs& in, const std::vector<parallel::ShardedParam>& par
   std::map<std::string, size_t> index;
   for (const auto& p : params) {
     std::string label = all ? p.param.name : std::regex_replace(p.param.name, layer_re, "layers.*.");
+    if (m.pp > 1) label += "  (" + stages_text(in.stages.stages_holding(p.param.name)) + ")";
     std::string key = label + shape_string(p.param.shape) + p.layout.spec.str();
     auto [it, added] = index.emplace(key, groups.size());
     if (added) groups.push_back({&p, label, 0});
@@ -128,23 +170,29 @@ void print_text(const Inputs& in, const std::vector<parallel::ShardedParam>& par
     if (g.count > 1) std::cout << "  x " << g.count << " layers";
     std::cout << "\n  shape " << shape_string(t.shape) << "  spec " << t.spec.str() << "  local "
               << shape_string(t.local_shape);
-    if (t.replication() > 1) std::cout << "  replicated x" << t.replication();
+    const int64_t copies = replication(in, t);
+    if (copies > 1) std::cout << "  replicated x" << copies;
+    const std::string& name = g.first->param.name;
     std::cout << (g.first->trainable ? "" : "  frozen") << (g.first->nf4 ? " nf4" : "") << "\n"
-              << parallel::render_grid(t, "  ");
+              << parallel::render_grid(t, "  ", 120,
+                                       [&](int64_t r) { return in.stages.holds(stage_of(m, r), name); });
   }
 
-  const auto ranks = parallel::bytes_per_rank(params, m);
-  std::cout << "\nbytes per rank (" << kAssumption << ")\n";
+  const auto ranks = parallel::bytes_per_rank(params, m, in.stages);
+  std::cout << "\nbytes per rank (" << kAssumption << (m.pp > 1 ? "; a rank holds only its stage's tensors" : "")
+            << ")\n";
   char line[256];
-  std::snprintf(line, sizeof line, "%-9s %4s %4s %4s %13s %13s %13s %13s %18s %11s\n", "rank", "dp",
-                "fsdp", "tp", "bf16 weights", "f32 master", "f32 grads", "f32 Adam m,v",
-                "total bytes", "total");
+  const std::string pp_col = m.pp > 1 ? "  pp" : "";
+  std::snprintf(line, sizeof line, "%-9s%s %4s %4s %4s %13s %13s %13s %13s %18s %11s\n", "rank", pp_col.c_str(),
+                "dp", "fsdp", "tp", "bf16 weights", "f32 master", "f32 grads", "f32 Adam m,v", "total bytes",
+                "total");
   std::cout << line;
   // Ranks with identical rows are merged into a range once the table would pass 16 lines.
   for (size_t i = 0; i < ranks.size();) {
     size_t j = i;
     if (ranks.size() > 16)
-      while (j + 1 < ranks.size() && ranks[j + 1].elements == ranks[i].elements &&
+      while (j + 1 < ranks.size() && stage_of(m, int64_t(j + 1)) == stage_of(m, int64_t(i)) &&
+             ranks[j + 1].elements == ranks[i].elements &&
              ranks[j + 1].trainable_elements == ranks[i].trainable_elements)
         ++j;
     const auto& b = ranks[i];
@@ -153,8 +201,14 @@ void print_text(const Inputs& in, const std::vector<parallel::ShardedParam>& par
     std::string dp = j > i ? "*" : std::to_string(cc[size_t(parallel::Axis::dp)]);
     std::string fs = j > i ? "*" : std::to_string(cc[size_t(parallel::Axis::fsdp)]);
     std::string tp = j > i ? "*" : std::to_string(cc[size_t(parallel::Axis::tp)]);
-    std::snprintf(line, sizeof line, "%-9s %4s %4s %4s %13s %13s %13s %13s %18lld %11s\n",
-                  who.c_str(), dp.c_str(), fs.c_str(), tp.c_str(), human(b.weights_bf16()).c_str(),
+    std::string pp;  // rows merge only within a stage, so its coordinate stays exact
+    if (m.pp > 1) {
+      char c[16];
+      std::snprintf(c, sizeof c, " %3lld", (long long)cc[size_t(parallel::Axis::pp)]);
+      pp = c;
+    }
+    std::snprintf(line, sizeof line, "%-9s%s %4s %4s %4s %13s %13s %13s %13s %18lld %11s\n",
+                  who.c_str(), pp.c_str(), dp.c_str(), fs.c_str(), tp.c_str(), human(b.weights_bf16()).c_str(),
                   human(b.master_f32()).c_str(), human(b.grads_f32()).c_str(),
                   human(b.adam_f32()).c_str(), (long long)b.total(), human(b.total()).c_str());
     std::cout << line;
@@ -181,6 +235,19 @@ void print_json(const Inputs& in, const std::vector<parallel::ShardedParam>& par
   j["mesh"] = {{"dp", m.dp}, {"fsdp", m.fsdp}, {"tp", m.tp}, {"pp", m.pp}};
   j["world"] = m.world();
   j["assumption"] = kAssumption;
+  if (m.pp > 1) {
+    json stages = json::array();
+    const int64_t per_stage = m.world() / m.pp;
+    for (int s = 0; s < int(m.pp); ++s) {
+      const UnitSpan u = parallel::stage_units(in.stages.blocks, s);
+      const bool tied_copy = u.first != 0 && parallel::stage_holds(in.stages.config, in.stages.blocks, s)[0];
+      stages.push_back({{"stage", s}, {"blocks", in.stages.blocks[size_t(s)]}, {"units", {u.first, u.last}},
+                        {"tied_head_copy", tied_copy},
+                        {"describe", parallel::describe_units(in.stages.config, in.stages.blocks, s)},
+                        {"ranks", {s * per_stage, (s + 1) * per_stage - 1}}});
+    }
+    j["stages"] = stages;
+  }
   j["tensors"] = json::array();
   for (const auto& p : params) {
     const auto& t = p.layout;
@@ -191,21 +258,24 @@ void print_json(const Inputs& in, const std::vector<parallel::ShardedParam>& par
       spec.push_back(a);
     }
     json blocks = json::array();
+    const std::vector<int> held = in.stages.stages_holding(t.name);
     for (int64_t r = 0; r < m.world(); ++r) {
+      if (!in.stages.holds(stage_of(m, r), t.name)) continue;
       json ranges = json::array();
       for (size_t d = 0; d < t.shape.size(); ++d) ranges.push_back({t.range(r, d).begin, t.range(r, d).end});
       blocks.push_back({{"rank", r}, {"ranges", ranges}});
     }
     j["tensors"].push_back({{"name", t.name}, {"shape", t.shape}, {"spec", spec},
                             {"local_shape", t.local_shape}, {"trainable", p.trainable},
-                            {"replication", t.replication()}, {"blocks", blocks}});
+                            {"replication", replication(in, t)}, {"stages", held}, {"blocks", blocks}});
   }
   int64_t sum = 0;
   j["ranks"] = json::array();
-  for (const auto& b : parallel::bytes_per_rank(params, m)) {
+  for (const auto& b : parallel::bytes_per_rank(params, m, in.stages)) {
     const auto cc = parallel::coords_of(m, b.rank);
     j["ranks"].push_back({{"rank", b.rank},
-                          {"coords", {{"dp", cc[size_t(parallel::Axis::dp)]},
+                          {"coords", {{"pp", cc[size_t(parallel::Axis::pp)]},
+                                      {"dp", cc[size_t(parallel::Axis::dp)]},
                                       {"fsdp", cc[size_t(parallel::Axis::fsdp)]},
                                       {"tp", cc[size_t(parallel::Axis::tp)]}}},
                           {"elements", b.elements},
@@ -239,6 +309,9 @@ Action add_shard_command(CLI::App& app) {
   sub->add_option("--rules", o->rules,
                   "TOML file with [[partition.rules]] tried before the config's and the defaults (default: none)")
       ->check(CLI::ExistingFile);
+  sub->add_option("--pp-blocks", o->pp_blocks,
+                  "blocks per pipeline stage, first to last (\"3,5\"), under pp (default: the config's "
+                  "train.pp_blocks, else the trainer's split balanced by cost)");
   sub->add_flag("--json", o->json, "machine-readable output: every tensor's blocks and the bytes per rank");
   sub->add_flag("--all", o->all, "show every tensor instead of one entry per per-layer pattern");
   return [o] {

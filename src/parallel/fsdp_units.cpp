@@ -256,7 +256,7 @@ void ShardedModel::sum_tied_embedding_over_stages() {
   Comm& pp = mesh_.axis(Axis::pp);
   const int peer = stage == 0 ? int(stages - 1) : 0;
   const int64_t bytes = total * int64_t(sizeof(float));
-  constexpr int kTiedTag = 3;  // pipeline.cpp's activations and gradients use 1 and 2
+  constexpr int kTiedTag = 3;  // pipeline.cpp's activations and gradients use 4 and up
   Request sent = pp.isend_bytes(mine.data(), bytes, peer, kTiedTag);
   pp.recv_bytes(theirs.data(), bytes, peer, kTiedTag);
   sent->wait();

@@ -39,13 +39,15 @@ std::string centred(const std::string& s, size_t width) {
 
 }  // namespace
 
-std::string render_grid(const TensorLayout& t, const std::string& indent, size_t max_width) {
+std::string render_grid(const TensorLayout& t, const std::string& indent, size_t max_width,
+                        const std::function<bool(int64_t)>& holds) {
   // Dims 0 and 1 as rows and columns; a vector is one row of column blocks, a scalar one box.
   const size_t nd = t.shape.size();
   const int64_t rows = nd >= 2 ? t.splits[0] : 1;
   const int64_t cols = nd >= 2 ? t.splits[1] : nd == 1 ? t.splits[0] : 1;
   std::vector<std::vector<int64_t>> holders(size_t(rows * cols));
   for (int64_t r = 0; r < t.mesh.world(); ++r) {
+    if (holds && !holds(r)) continue;
     const int64_t i = nd >= 2 ? t.block_index(r, 0) : 0;
     const int64_t j = nd >= 2 ? t.block_index(r, 1) : nd == 1 ? t.block_index(r, 0) : 0;
     holders[size_t(i * cols + j)].push_back(r);

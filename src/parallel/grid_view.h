@@ -3,6 +3,7 @@
 // row), each box labelled with the ranks that hold that block ("0,4" for two replicas).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,8 +16,9 @@ namespace mt::parallel {
 std::string rank_list(const std::vector<int64_t>& ranks);
 
 // The box grid, one line per text row, each line starting with `indent`. A grid wider than
-// max_width columns is replaced by a one-line summary.
+// max_width columns is replaced by a one-line summary. `holds` (when given) names the ranks that
+// hold the tensor at all (under pp, those of the stages that hold it); the others are left out.
 std::string render_grid(const TensorLayout& t, const std::string& indent = "  ",
-                        size_t max_width = 120);
+                        size_t max_width = 120, const std::function<bool(int64_t)>& holds = nullptr);
 
 }  // namespace mt::parallel

@@ -29,15 +29,6 @@ auto timed(double& into, F&& f) {
   return f();
 }
 
-std::string join(const std::vector<int64_t>& v) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) out += ',';
-    out += std::to_string(v[i]);
-  }
-  return out;
-}
-
 std::vector<int64_t> parse_blocks(const std::string& asked) {
   std::vector<int64_t> out;
   size_t at = 0;
@@ -169,6 +160,27 @@ int stage_of_unit(const std::vector<int64_t>& blocks, int unit, int chunks) {
   return chunk % (int(blocks.size()) / chunks);
 }
 
+std::string blocks_text(const std::vector<int64_t>& blocks) {
+  std::string out;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (i) out += ',';  // appended piecewise: g++ 12 warns falsely (-Wrestrict) on "," + std::string
+    out += std::to_string(blocks[i]);
+  }
+  return out;
+}
+
+std::string describe_units(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage) {
+  const int head = int(config.num_hidden_layers) + 1;
+  const UnitSpan u = stage_units(blocks, stage);
+  const int b0 = std::max(u.first, 1), b1 = std::min(u.last, head - 1);
+  std::string what = u.first == 0 ? "embedding, " : "";
+  what += b0 == b1 ? "block " + std::to_string(b0 - 1)
+                   : "blocks " + std::to_string(b0 - 1) + "-" + std::to_string(b1 - 1);
+  if (u.last == head) what += ", final norm and head";
+  if (u.first != 0 && stage_holds(config, blocks, stage)[0]) what += ", embedding copy (tied head)";
+  return what;
+}
+
 std::vector<PipeOp> pipeline_order(PipelineSchedule schedule, int stages, int stage, int64_t micro,
                                    int chunks) {
   std::vector<PipeOp> order;
@@ -218,20 +230,16 @@ Pipeline::Pipeline(Comm& group, LlamaModel& model, std::vector<int64_t> blocks,
 }
 
 std::string Pipeline::describe_stage() const {
-  const int head = int(model_.config().num_hidden_layers) + 1;
+  const int p = group_.size();
   std::string what;
-  for (const UnitSpan& u : chunks_) {
-    const int b0 = std::max(u.first, 1), b1 = std::min(u.last, head - 1);
-    what += what.empty() ? "" : "; ";
-    what += u.first == 0 ? "embedding, " : "";
-    what += b0 == b1 ? "block " + std::to_string(b0 - 1)
-                     : "blocks " + std::to_string(b0 - 1) + "-" + std::to_string(b1 - 1);
-    if (u.last == head) what += ", final norm and head";
+  for (int c = 0; c < int(chunks_.size()); ++c) {
+    if (c) what += "; ";
+    what += describe_units(model_.config(), blocks_, stage() + c * p);
   }
-  const std::string chunks =
-      chunks_.size() > 1 ? " in " + std::to_string(chunks_.size()) + " chunks per stage" : "";
-  return "stage " + std::to_string(stage()) + " of " + std::to_string(group_.size()) + " (blocks " +
-         join(blocks_) + chunks + "): " + what;
+  std::string chunks;
+  if (chunks_.size() > 1) chunks.append(" in ").append(std::to_string(chunks_.size())).append(" chunks per stage");
+  return "stage " + std::to_string(stage()) + " of " + std::to_string(p) + " (blocks " + blocks_text(blocks_) +
+         chunks + "): " + what;
 }
 
 double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float grad_scale) {

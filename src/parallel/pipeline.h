@@ -49,6 +49,12 @@ std::vector<bool> stage_holds(const LlamaConfig& config, const std::vector<int64
                               int chunks = 1);
 // The stage whose units include `unit` (the one writing it: a tied embedding's is the first).
 int stage_of_unit(const std::vector<int64_t>& blocks, int unit, int chunks = 1);
+// "2,3": blocks per stage as train.pp_blocks spells them.
+std::string blocks_text(const std::vector<int64_t>& blocks);
+// What chunk `stage` of `blocks` (a stage's, without virtual stages) stores, in words: "embedding,
+// blocks 0-3", "block 4, final norm and head", with ", embedding copy (tied head)" where
+// stage_holds gives the last one a tied embedding.
+std::string describe_units(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage);
 
 // Refuses, in one line, virtual stages (train.pp_virtual = `chunks`) the schedule cannot run: more
 // than one needs pp > 1, the 1F1B schedule, and micro-batches (train.grad_accum) a multiple of pp.

@@ -1,5 +1,6 @@
 #include "parallel/shard_plan.h"
 
+#include "core/error.h"
 #include "core/nf4.h"
 
 namespace mt::parallel {
@@ -17,12 +18,27 @@ std::vector<ShardedParam> shard_params(const std::vector<ParamShape>& params, bo
   return out;
 }
 
-std::vector<RankBytes> bytes_per_rank(const std::vector<ShardedParam>& params, const MeshShape& mesh) {
+bool StageSplit::holds(int stage, const std::string& name) const {
+  return blocks.empty() || stage_holds(config, blocks, stage)[size_t(param_unit(name, config))];
+}
+
+std::vector<int> StageSplit::stages_holding(const std::string& name) const {
+  std::vector<int> out;
+  for (int s = 0; s < int(stages()); ++s)
+    if (holds(s, name)) out.push_back(s);
+  return out;
+}
+
+std::vector<RankBytes> bytes_per_rank(const std::vector<ShardedParam>& params, const MeshShape& mesh,
+                                      const StageSplit& stages) {
+  MT_CHECK(stages.stages() == mesh.pp, "one block count per pipeline stage");
   std::vector<RankBytes> out(size_t(mesh.world()));
   for (int64_t r = 0; r < mesh.world(); ++r) {
     RankBytes& b = out[size_t(r)];
     b.rank = r;
+    const int stage = int(coords_of(mesh, r)[size_t(Axis::pp)]);
     for (const auto& p : params) {
+      if (!stages.holds(stage, p.param.name)) continue;
       // From the rank's own ranges rather than local_shape, so a future uneven policy stays exact.
       int64_t n = 1;
       for (size_t d = 0; d < p.layout.shape.size(); ++d) n *= p.layout.range(r, d).size();

@@ -1,10 +1,11 @@
 // The layout of a whole model on a mesh and the bytes each rank holds, from shapes alone. Shared
-// by `meshtrain shard` and (later) the planner, so both count exactly what the trainer places.
+// by `meshtrain shard` and the planner, so both count exactly what the trainer places.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "parallel/layout.h"
+#include "parallel/pipeline.h"
 #include "model/param_shapes.h"
 
 namespace mt::parallel {
@@ -20,6 +21,18 @@ struct ShardedParam {
   bool trainable = true;
   bool nf4 = false;  // held as NF4 records
   TensorLayout layout;
+};
+
+// Which pipeline stage holds which parameters: the trainer's stage_holds (parallel/pipeline.h) over
+// `blocks`, one count per pp stage, a parameter belonging to its param_unit. No blocks: one stage
+// holding every tensor.
+struct StageSplit {
+  LlamaConfig config;
+  std::vector<int64_t> blocks;
+
+  int64_t stages() const { return blocks.empty() ? 1 : int64_t(blocks.size()); }
+  bool holds(int stage, const std::string& name) const;
+  std::vector<int> stages_holding(const std::string& name) const;  // ascending
 };
 
 struct RankBytes {
@@ -43,7 +56,10 @@ std::vector<ShardedParam> shard_params(const std::vector<ParamShape>& params, bo
                                        const PartitionRules& rules, const MeshShape& mesh,
                                        bool nf4_base = false);
 
-std::vector<RankBytes> bytes_per_rank(const std::vector<ShardedParam>& params, const MeshShape& mesh);
+// Under pp a rank holds only the tensors its stage holds (`stages`: one block count per pp stage),
+// each split by the rank's fsdp and tp blocks as without a pipeline.
+std::vector<RankBytes> bytes_per_rank(const std::vector<ShardedParam>& params, const MeshShape& mesh,
+                                      const StageSplit& stages = {});
 
 // The same bytes for one unsharded copy of the model state (what a single device would hold).
 RankBytes unsharded_bytes(const std::vector<ShardedParam>& params);

@@ -101,7 +101,10 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
     add("optimizer", 8.0 * train / z(1));
   }
 
-  const int64_t in_flight = std::min(in.micro_batches(), in.mesh.pp - s.index);  // 1F1B
+  // Micro-batches whose activations a stage keeps at once: 1F1B's warm-up depth, GPipe's all.
+  const int64_t in_flight = in.pp_schedule == parallel::PipelineSchedule::gpipe
+                                ? in.micro_batches()
+                                : std::min(in.micro_batches(), in.mesh.pp - s.index);
   const ActivationBytes a = activation_bytes(in, s.layers, s.last);
   add("activations", double(in_flight) * a.per_micro_batch + a.shared);
   add("logits+loss", a.logits);

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "io/pretrained.h"
+#include "model/llama.h"
 #include "model/presets.h"
 #include "train/flops.h"
 
@@ -58,16 +59,17 @@ namespace {
 
 ModelParts llama_parts(const ModelShape& m, const LoraConfig& lora) {
   // One layer's list is exact for every layer: the rules match names up to the layer index.
+  // Parted by the trainer's units (param_unit): 0 the embedding (and a tied head's adapters), 1 the
+  // layer, 2 the final norm and an untied head with its adapters.
   LlamaConfig one = m.config;
   one.num_hidden_layers = 1;
   ModelParts p;
-  const std::string layer0 = "model.layers.0.";
   for (auto& t : llama_param_shapes(one, lora)) {
-    if (t.name.rfind(layer0, 0) == 0) p.layer.push_back(std::move(t));
-    else if (t.name == "model.embed_tokens.weight") p.first.push_back(std::move(t));
-    else p.last.push_back(std::move(t));
+    const int unit = param_unit(t.name, one);
+    (unit == 0 ? p.first : unit == 1 ? p.layer : p.last).push_back(std::move(t));
   }
-  if (m.config.tie_word_embeddings) p.head_copy.push_back({"lm_head.weight", {m.vocab(), m.hidden()}});
+  // Tied: the last stage stores unit 0 again (parallel::stage_holds), the head's adapters with it.
+  if (m.config.tie_word_embeddings) p.head_copy = p.first;
   return p;
 }
 

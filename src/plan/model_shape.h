@@ -39,9 +39,9 @@ ModelShape gpt_shape(const std::string& name, int64_t layers, int64_t hidden, in
                      int64_t vocab, int64_t max_positions);
 
 struct ModelParts {
-  std::vector<ParamShape> first;      // embedding(s): held by the first stage
+  std::vector<ParamShape> first;      // embedding(s) (and a tied head's adapters): the first stage
   std::vector<ParamShape> layer;      // one transformer layer (layer 0's names)
-  std::vector<ParamShape> last;       // final norm, head, head adapters: the last stage
+  std::vector<ParamShape> last;       // final norm, an untied head and its adapters: the last stage
   std::vector<ParamShape> head_copy;  // tied head: a copy the last stage holds when it is not the first
 };
 // Throws for LoRA on a GPT shape (the trainer's adapters are LLaMA's).

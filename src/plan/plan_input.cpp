@@ -31,9 +31,7 @@ void validate(const PlanInput& in) {
   if (in.global_batch % per_step != 0)
     fail("global batch " + std::to_string(in.global_batch) + " is not divisible by micro-batch x dp x fsdp = " +
          std::to_string(per_step));
-  if (c.num_hidden_layers % m.pp != 0)
-    fail(in.model.name + ": " + std::to_string(c.num_hidden_layers) + " layers are not divisible by pp=" +
-         std::to_string(m.pp));
+  stage_blocks(in);  // throws when the model cannot be split into pp stages as asked
   if (c.num_attention_heads % m.tp != 0 || c.num_key_value_heads % m.tp != 0)
     fail(in.model.name + ": " + std::to_string(c.num_attention_heads) + " heads / " +
          std::to_string(c.num_key_value_heads) + " KV heads are not divisible by tp=" + std::to_string(m.tp));
@@ -81,21 +79,36 @@ ElemCount count_elems(const std::vector<ParamShape>& params, const PlanInput& in
   return e;
 }
 
+std::vector<int64_t> stage_blocks(const PlanInput& in) {
+  if (in.mesh.pp == 1) return {in.model.layers()};
+  return parallel::pipeline_blocks(in.model.config, in.mesh.pp, in.pp_blocks);
+}
+
 std::vector<StageParams> stage_params(const PlanInput& in) {
   const ModelParts parts = model_parts(in.model, in.lora);
   const ElemCount first = count_elems(parts.first, in), layer = count_elems(parts.layer, in);
-  ElemCount last = count_elems(parts.last, in);
-  if (in.mesh.pp > 1) last += count_elems(parts.head_copy, in);
+  const ElemCount last = count_elems(parts.last, in), copy = count_elems(parts.head_copy, in);
+  const std::vector<int64_t> blocks = stage_blocks(in);
+  const int64_t head_unit = in.model.layers() + 1;
   auto bigger = [](const ElemCount& a, const ElemCount& b) { return a.gathered >= b.gathered ? a : b; };
   std::vector<StageParams> out;
   for (int64_t k = 0; k < in.mesh.pp; ++k) {
+    // The units the trainer stores on the stage (units 0 = embedding, 1..L = blocks, L + 1 = final
+    // norm and head): the embedding on the first stage, a tied copy of it on the last.
+    const std::vector<bool> held = parallel::stage_holds(in.model.config, blocks, int(k));
     StageParams s;
-    s.index = k, s.layers = in.layers_per_stage();
-    s.first = k == 0, s.last = k == in.mesh.pp - 1;
+    s.index = k;
+    s.first = parallel::stage_units(blocks, int(k)).first == 0;
+    s.last = held[size_t(head_unit)];
+    s.layers = std::count(held.begin() + 1, held.begin() + head_unit, true);
     s.params = layer.times(s.layers);
     s.max_unit = layer;
     if (s.first) s.params += first, s.max_unit = bigger(s.max_unit, first);
-    if (s.last) s.params += last, s.max_unit = bigger(s.max_unit, last);
+    if (s.last) {
+      ElemCount head = last;
+      if (held[0] && !s.first) head += copy;
+      s.params += head, s.max_unit = bigger(s.max_unit, head);
+    }
     out.push_back(s);
   }
   return out;

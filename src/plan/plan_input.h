@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "parallel/mesh.h"
+#include "parallel/pipeline.h"
 #include "plan/hardware.h"
 #include "plan/model_shape.h"
 #include "train/run_config.h"
@@ -37,16 +38,20 @@ struct PlanInput {
   parallel::MeshShape mesh;
   Cluster cluster;
   bool overlap = true;  // fsdp gathers and dp reductions overlap compute (false: eager, serial)
+  // Under pp: blocks per stage as train.pp_blocks ("2,3"; empty: parallel::pipeline_blocks's
+  // balanced split, the trainer's) and the schedule (GPipe keeps all m micro-batches in flight).
+  std::string pp_blocks;
+  parallel::PipelineSchedule pp_schedule = parallel::PipelineSchedule::one_f_one_b;
 
   int64_t data_parallel() const { return mesh.dp * mesh.fsdp; }
   int64_t micro_batches() const { return global_batch / (micro_batch * data_parallel()); }
-  int64_t layers_per_stage() const { return model.layers() / mesh.pp; }
   int64_t micro_tokens() const { return micro_batch * seq; }
 };
 
 // Throws one line for a non-positive size, a ZeRO level outside 0-3, a batch the data-parallel
-// ranks and micro-batch do not divide, layers or heads the mesh does not divide, a sequence past
-// the model's positions, an NF4 base outside LoRA mode.
+// ranks and micro-batch do not divide, heads tp does not divide, a model pp cannot split (or a
+// pp_blocks that does not fit it), a sequence past the model's positions, an NF4 base outside LoRA
+// mode.
 void validate(const PlanInput& in);
 
 // Elements one rank holds of a set of tensors: its own block (local) and, for the tensors fsdp
@@ -66,7 +71,12 @@ struct StageParams {
   ElemCount max_unit;   // the largest unit gathered at once (a layer, the embedding, the head)
 };
 
-// One entry per pipeline stage. Every rank of a stage holds the same counts (no padding).
+// Blocks per stage as the trainer splits them: parallel::pipeline_blocks of the model, pp and
+// pp_blocks ({layers} when pp = 1).
+std::vector<int64_t> stage_blocks(const PlanInput& in);
+// One entry per pipeline stage, holding what parallel::stage_holds gives it over stage_blocks (a
+// tied embedding's copy on the last stage included). Every rank of a stage holds the same counts
+// (no padding).
 std::vector<StageParams> stage_params(const PlanInput& in);
 // Per-rank count of a tensor list under the input's rules and mesh (via parallel::shard_params).
 ElemCount count_elems(const std::vector<ParamShape>& params, const PlanInput& in);

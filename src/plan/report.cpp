@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "plan/memory_model.h"
 #include "plan/model_shape.h"
 
 namespace mt::plan {
@@ -63,6 +64,26 @@ std::string weights_line(const PlanInput& in) {
          ")";
 }
 
+const char* schedule_name(parallel::PipelineSchedule s) {
+  return s == parallel::PipelineSchedule::gpipe ? "gpipe" : "1f1b";
+}
+
+// Each stage's units and memory (pp > 1): the busiest one is the peak above, but a pipeline's
+// stages differ (the embedding, the head, the in-flight micro-batches of 1F1B's warm-up).
+struct StageMemory {
+  StageParams params;
+  std::string units;
+  MemoryBreakdown memory;
+};
+
+std::vector<StageMemory> stage_memory(const PlanInput& in) {
+  const std::vector<int64_t> blocks = stage_blocks(in);
+  std::vector<StageMemory> out;
+  for (const StageParams& s : stage_params(in))
+    out.push_back({s, parallel::describe_units(in.model.config, blocks, int(s.index)), memory_per_device(in, s)});
+  return out;
+}
+
 std::string mesh_str(const parallel::MeshShape& m) {
   return "dp=" + std::to_string(m.dp) + ",fsdp=" + std::to_string(m.fsdp) + ",tp=" + std::to_string(m.tp) +
          ",pp=" + std::to_string(m.pp);
@@ -90,6 +111,15 @@ void print_plan(std::ostream& os, const Candidate& c) {
   os << "  total" << std::string(19, ' ') << fmt("%10.2f GB", m.total / GB)
      << fmt("  %5.1f%% of ", 100.0 * m.total / m.capacity) << fmt("%.0f GB", m.capacity / GB)
      << (m.fits() ? "  fits\n" : "  DOES NOT FIT\n");
+  if (c.input.mesh.pp > 1) {
+    const auto& in = c.input;
+    os << "\npipeline: " << in.mesh.pp << " stages, " << schedule_name(in.pp_schedule) << ", blocks "
+       << parallel::blocks_text(stage_blocks(in)) << ", " << in.micro_batches()
+       << " micro-batches, bubble fraction "
+       << fmt("%.3f", t.bubble_fraction) << " = (p-1)/(m+p-1)\n";
+    for (const StageMemory& s : stage_memory(in))
+      os << "  stage " << s.params.index << fmt("  %8.2f GB  ", s.memory.total / GB) << s.units << "\n";
+  }
   os << "\ntime per step (slowest stage)\n";
   auto row = [&](const char* name, double s) {
     os << "  " << name << std::string(24 - std::string(name).size(), ' ') << fmt("%10.4f s", s)
@@ -163,6 +193,18 @@ nlohmann::json plan_json(const Candidate& c) {
   for (const auto& i : c.memory.items) mem[i.name] = i.bytes;
   j["memory_bytes"] = {{"stage", c.memory.stage}, {"items", mem}, {"total", c.memory.total},
                        {"capacity", c.memory.capacity}, {"fits", c.memory.fits()}};
+  if (in.mesh.pp > 1) {
+    nlohmann::json stages = nlohmann::json::array();
+    for (const StageMemory& s : stage_memory(in)) {
+      nlohmann::json items = nlohmann::json::object();
+      for (const auto& i : s.memory.items) items[i.name] = i.bytes;
+      stages.push_back({{"stage", s.params.index}, {"units", s.units}, {"blocks", s.params.layers},
+                        {"memory_bytes", {{"items", items}, {"total", s.memory.total}}}});
+    }
+    j["pipeline"] = {{"schedule", schedule_name(in.pp_schedule)}, {"blocks", stage_blocks(in)},
+                     {"micro_batches", in.micro_batches()}, {"bubble_fraction", c.time.bubble_fraction},
+                     {"stages", stages}};
+  }
   const auto& t = c.time;
   j["time_s"] = {{"compute", t.compute}, {"tp", t.tp}, {"fsdp", t.fsdp}, {"fsdp_exposed", t.fsdp_exposed},
                  {"pp", t.pp}, {"dp", t.dp}, {"dp_exposed", t.dp_exposed}, {"bubble", t.bubble},

@@ -36,6 +36,8 @@ PlanInput run_plan_input(const RunConfig& cfg, const LlamaConfig& shape, double 
   in.seq = tc.seq_len;
   in.checkpointing = tc.activation_checkpointing;
   in.mesh = cfg.mesh;
+  in.pp_blocks = tc.pp_blocks;
+  in.pp_schedule = parallel::parse_pipeline_schedule(tc.pp_schedule);
   // Each micro-batch's rows are shared out over dp x fsdp; a batch that does not divide is the
   // trainer's to refuse, so round up here and let it.
   const int64_t ranks = in.data_parallel();

@@ -156,7 +156,7 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
                             int64_t keep) {
   parallel::LocalComm one;
   return save_checkpoint(output_dir, state, whole_tensors(model.trainable(), optimizer), optimizer,
-                         {config_toml, "dp=1", model.has_lora()}, keep, one);
+                         {config_toml, "dp=1", model.has_lora(), false, {}}, keep, one);
 }
 
 CheckpointState load_checkpoint(const std::string& dir, LlamaModel& model, AdamW& optimizer) {

@@ -211,6 +211,7 @@ TEST(Pipeline, CheckpointsResumeAcrossPipelineLayouts) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   expect_resume_across("pp2_tp2_to_one", kRun, "pp=2,tp=2", "dp=1");
   expect_resume_across("pp2_tp2_to_fsdp2_pp2", kRun, "pp=2,tp=2", "pp=2,fsdp=2");
+  expect_resume_across("pp2_tp2_to_fsdp4", kRun, "pp=2,tp=2", "fsdp=4");
   expect_resume_across("lora_pp2_fsdp2_to_tp2", std::string(kRun) + kLora, "pp=2,fsdp=2", "tp=2");
 }
 

@@ -172,7 +172,10 @@ TEST(Sharded, CheckpointExportsAsTheRunsOwnExport) {
   };
   for (const Case& c : {Case{"fsdp=2,tp=2", "", "model", {"model.safetensors", "config.json", "generation_config.json"}},
                         Case{"dp=2,tp=2", kLora, "adapter",
-                             {"adapter_model.safetensors", "adapter_config.json", "meshtrain_template.json"}}}) {
+                             {"adapter_model.safetensors", "adapter_config.json", "meshtrain_template.json"}},
+                        // Each stage's tp pair writes its units; the run's export sends them to rank 0.
+                        Case{"pp=2,tp=2", "", "model", {"model.safetensors", "config.json"}},
+                        Case{"pp=2,fsdp=2", kLora, "adapter", {"adapter_model.safetensors", "adapter_config.json"}}}) {
     const std::string dir = (fs::temp_directory_path() / ("meshtrain_ckpt_export_" + tag_of(c.mesh))).string();
     fs::remove_all(dir);
     std::string out;

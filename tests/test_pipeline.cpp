@@ -333,8 +333,9 @@ TEST(Pipeline, SplitsThatCannotBeMadeAreRefusedInOneLine) {
                              "mesh pp=2 x train.pp_virtual=2 makes 4 chunks, but the model has 3 blocks"},
                         Case{"pp=2", "--set train.pp_virtual=2 --set train.pp_blocks=2,2",
                              "gives 2 chunks but mesh pp=2 x train.pp_virtual=2 makes 4"}}) {
-    std::string out;
-    EXPECT_NE(run(train_command(c.mesh) + kRun + c.args + " --set output.dir=/tmp/meshtrain_pp_refused", &out), 0);
+    std::string out, args = kRun;
+    args.append(c.args).append(" --set output.dir=").append((fs::temp_directory_path() / "meshtrain_pp_refused").string());
+    EXPECT_NE(run(train_command(c.mesh) + args, &out), 0);
     EXPECT_NE(out.find(c.says), std::string::npos) << c.mesh << " " << c.args << "\n" << out;
   }
 }

@@ -379,6 +379,7 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.train.debug_collectives = true;
   a.train.pp_schedule = "gpipe";
   a.train.pp_blocks = "1,3";
+  a.train.pp_virtual = 2;
   a.train.eval_every = 3;
   a.data.format = "alpaca";
   a.data.tokenizer = "byte";

@@ -144,7 +144,8 @@ void bench_p2p(const std::vector<int64_t>& sizes) {
 
 Action add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
-  auto* sub = app.add_subcommand("bench", "Measure GEMM and training throughput on this machine");
+  auto* sub = app.add_subcommand(
+      "bench", "Measure GEMM and training throughput on this machine, or (--what p2p) the time between two ranks");
   sub->add_option("--what", o->what, "gemm, full, lora, all (these three) or p2p (under mpirun -n 2)")
       ->check(CLI::IsMember({"gemm", "full", "lora", "all", "p2p"}));
   sub->add_option("--steps", o->steps, "timed training steps")->check(CLI::PositiveNumber);

@@ -23,6 +23,7 @@ trap 'rm -rf "$work"' EXIT
 
 cores=$(nproc)
 echo "machine: $cores cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), OMP_NUM_THREADS=1, one rank per stage"
+echo "load average (1 min) at the start: $(cut -d' ' -f1 /proc/loadavg) (other processes on these cores stretch every figure)"
 echo "model: tiny width (hidden 128), $LAYERS blocks; micro-batch $BATCH x $SEQ tokens; $STEPS steps per run, figures over the last $((STEPS - 1))"
 if [ "$cores" -lt 4 ]; then
   echo "note: pp=4 runs 4 ranks on $cores cores: its stages share cores, so a stage's compute stretches whenever"

@@ -8,8 +8,8 @@
 # runtime overhead) against the stage's measured peak of tensor memory (run_summary.json; its peak
 # resident set beside it, which also sees host vectors, libraries and heap), and the
 # bubble fraction: the planner's (p-1)/(m+p-1) against the measured one, wait / (compute + wait)
-# of the stage's pipeline time per step, when metrics.jsonl records it ("pp_compute_s" and
-# "pp_wait_s"; "-" when the engine does not time its stages).
+# of the stage's pipeline time over the timed steps (run_summary.json's pipeline_per_rank: "-" for
+# pp = 1, which has no pipeline).
 # docs/distributed.md, "Pipeline: predicted and measured". Usage: scripts/pp_figures.sh [build/meshtrain]
 set -euo pipefail
 B=$(realpath "${1:-build/meshtrain}")
@@ -37,8 +37,6 @@ import json, sys
 schedule, pp, m, run, plan = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], json.load(open(sys.argv[5]))
 summary = json.load(open(run + "/run_summary.json"))
 per_rank = {r["rank"]: r for r in summary["memory_per_rank"]}
-rows = [json.loads(l) for l in open(run + "/metrics.jsonl")]
-rows = [r for r in rows if "step" in r][1:] or rows  # steps after the first, when there are more
 # pp = 1: the whole model on one stage, no pipeline section.
 pipe = plan.get("pipeline") or {"bubble_fraction": 0.0, "stages": [
     {"stage": 0, "units": "whole model (one rank)", "memory_bytes": plan["memory_bytes"]}]}
@@ -50,14 +48,13 @@ for st in pipe["stages"]:
     ranks = range(s * stage_size, (s + 1) * stage_size)
     measured = max(per_rank[r]["peak_tensor_bytes"] for r in ranks)
     rss = max(per_rank[r]["peak_rss_bytes"] for r in ranks)
-    # Measured bubble: the stage's waiting over its pipeline time, from metrics the engine may record
-    # per step (on branch pp-interleaved: "pp_compute_s", "pp_wait_s"; rank 0's, stage 0's, otherwise).
+    # Measured bubble: the stage's waiting over its pipeline time, summed over the timed steps
+    # (run_summary.json's pipeline_per_rank; the stage's first rank). scripts/pp_bench.sh has more.
     bubble = "-"
-    timed = [r for r in rows if "pp_compute_s" in r and "pp_wait_s" in r]
-    if timed and s == 0:
-        c = sum(r["pp_compute_s"] for r in timed)
-        w = sum(r["pp_wait_s"] for r in timed)
-        bubble = f"{w / (c + w):.3f}"
+    timing = [r for r in summary.get("pipeline_per_rank", []) if r["rank"] == s * stage_size]
+    if timing:
+        t = timing[0]
+        bubble = f"{1 - t['compute_s'] / (t['compute_s'] + t['recv_wait_s'] + t['send_wait_s']):.3f}"
     pred_bubble = f"{pipe['bubble_fraction']:.3f}" if s == 0 else ""
     print(f"| {schedule} | {pp} | {m} | {s} | {st['units']} | {predicted / 2**20:.2f} MiB | "
           f"{measured / 2**20:.2f} MiB | {100 * (predicted / measured - 1):+.0f}% | {rss / 2**20:.0f} MiB | "

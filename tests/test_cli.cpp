@@ -48,6 +48,11 @@ TEST(Cli, MissingFilesAreNamed) {
   EXPECT_NE(r.output.find("/nonexistent/run.toml"), std::string::npos) << r.output;
 }
 
+// The ping-pong has no peer on one process (its two-rank path runs in the ctest pp_bench_quick).
+TEST(Cli, BenchP2pOnOneRankIsRefused) {
+  expect_one_line_error("bench --what p2p", "needs two ranks (mpirun -n 2");
+}
+
 TEST(Cli, TrainsAndSummarises) {
   std::filesystem::remove_all(std::string(::testing::TempDir()) + "meshtrain_cli_run");
   Result r = run("train --set train.steps=3 --set train.log_every=1 --set train.peak_gflops=100 "

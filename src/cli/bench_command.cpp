@@ -1,6 +1,7 @@
 // meshtrain bench: this machine's bf16 GEMM throughput, then training throughput (tokens/s, MFU,
-// peak memory, per-op time) on the reference shape, full bf16 and LoRA rank 8. Figures are
-// printed, never asserted: machines are shared and noisy.
+// peak memory, per-op time) on the reference shape, full bf16 and LoRA rank 8; under mpirun -n 2,
+// `--what p2p`, the point-to-point time between the two ranks. Figures are printed, never
+// asserted: machines are shared and noisy.
 #include <omp.h>
 
 #include <algorithm>
@@ -12,10 +13,12 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "core/error.h"
 #include "core/memory_stats.h"
 #include "core/profile.h"
 #include "model/llama.h"
 #include "model/presets.h"
+#include "parallel/comm.h"
 #include "train/adamw.h"
 #include "train/flops.h"
 #include "train/metrics.h"
@@ -31,6 +34,7 @@ struct BenchOptions {
   int64_t batch = 4, seq = 512;
   bool checkpointing = false;
   double peak_gflops = 0.0;
+  std::vector<int64_t> p2p_bytes = {4096, 65536, 1 << 20, 16 << 20};
 };
 
 double bench_gemm() {
@@ -97,19 +101,65 @@ void bench_training(const BenchOptions& o, bool lora_on, double peak) {
   std::printf("  time per step by op:\n%s", profile::table(dt, o.steps).c_str());
 }
 
+// A ping-pong between the two ranks of the world (rank 0 sends, rank 1 sends the bytes back) with
+// the blocking send / recv the pipeline's stages use: the one-way time of a message is half the
+// round trip. scripts/pp_bench.sh divides a stage's sent bytes by the rate at the stage's message
+// size to know how long its sends take when nothing hides them.
+void bench_p2p(const std::vector<int64_t>& sizes) {
+  auto comm = parallel::make_world_comm();
+  if (comm->size() != 2)
+    fail("bench --what p2p needs two ranks (mpirun -n 2 meshtrain bench --what p2p), got " +
+         std::to_string(comm->size()));
+  const int peer = 1 - comm->rank();
+  if (comm->rank() == 0) std::printf("== point-to-point, 2 ranks, blocking send/recv ping-pong\n");
+  for (int64_t bytes : sizes) {
+    std::vector<char> buf(size_t(bytes), 1);
+    // About 256 MiB each way, within [20, 2000] round trips: small messages repeat enough to
+    // average the clock away, large ones stay quick. The first tenth warms the path up, untimed.
+    const int64_t trips = std::clamp<int64_t>((int64_t(256) << 20) / bytes, 20, 2000);
+    const int64_t warm = trips / 10;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < warm + trips; ++i) {
+      if (i == warm) {
+        comm->barrier();
+        t0 = std::chrono::steady_clock::now();
+      }
+      if (comm->rank() == 0) {
+        comm->send_bytes(buf.data(), bytes, peer, 0);
+        comm->recv_bytes(buf.data(), bytes, peer, 0);
+      } else {
+        comm->recv_bytes(buf.data(), bytes, peer, 0);
+        comm->send_bytes(buf.data(), bytes, peer, 0);
+      }
+    }
+    double one_way = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                     double(2 * trips);
+    if (comm->rank() == 0)
+      std::printf("  %10ld bytes: one-way %9.2f us, %8.3f GB/s (%ld round trips)\n", long(bytes),
+                  one_way * 1e6, double(bytes) / one_way / 1e9, long(trips));
+  }
+}
+
 }  // namespace
 
 Action add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
-  auto* sub = app.add_subcommand("bench", "Measure GEMM and training throughput on this machine");
-  sub->add_option("--what", o->what, "gemm, full, lora or all")
-      ->check(CLI::IsMember({"gemm", "full", "lora", "all"}));
+  auto* sub = app.add_subcommand(
+      "bench", "Measure GEMM and training throughput on this machine, or (--what p2p) the time between two ranks");
+  sub->add_option("--what", o->what, "gemm, full, lora, all (these three) or p2p (under mpirun -n 2)")
+      ->check(CLI::IsMember({"gemm", "full", "lora", "all", "p2p"}));
   sub->add_option("--steps", o->steps, "timed training steps")->check(CLI::PositiveNumber);
   sub->add_option("--batch", o->batch, "sequences per step")->check(CLI::PositiveNumber);
   sub->add_option("--seq", o->seq, "sequence length")->check(CLI::Range(1, 2048));
   sub->add_flag("--checkpointing", o->checkpointing, "recompute each block in backward");
   sub->add_option("--peak-gflops", o->peak_gflops, "MFU denominator in GFLOP/s; 0: the measured GEMM peak");
+  sub->add_option("--p2p-bytes", o->p2p_bytes, "message sizes of --what p2p, in bytes")
+      ->check(CLI::PositiveNumber);
   return [o] {
+    if (o->what == "p2p") {
+      bench_p2p(o->p2p_bytes);
+      return 0;
+    }
     double peak = o->peak_gflops * 1e9;
     if (o->what == "gemm" || o->what == "all" || peak <= 0.0) peak = bench_gemm();
     if (o->what == "full" || o->what == "all") bench_training(*o, false, peak);

@@ -220,19 +220,20 @@ std::vector<PipeOp> pipeline_order(PipelineSchedule schedule, int stages, int st
 PipelineBuffers pipeline_buffers(PipelineSchedule schedule, int stages, int stage, int64_t micro,
                                  int chunks) {
   const int p = stages, last = p * chunks - 1;
-  // Each rank's order, and where an op sits in it.
-  std::vector<std::vector<PipeOp>> orders;
-  for (int r = 0; r < p; ++r) orders.push_back(pipeline_order(schedule, p, r, micro, chunks));
-  const auto position = [&](int rank, PipeOp op) {
-    const auto& o = orders[size_t(rank)];
-    return size_t(std::find(o.begin(), o.end(), op) - o.begin());
-  };
+  // Where each op sits in its rank's order, at [rank][(backward * chunks + chunk) * micro + micro-batch].
+  const auto slot = [&](const PipeOp& op) { return size_t(((op.forward ? 0 : chunks) + op.chunk) * micro + op.micro); };
+  std::vector<std::vector<size_t>> at(size_t(p), std::vector<size_t>(size_t(2 * chunks * micro)));
+  for (int r = 0; r < p; ++r) {
+    const std::vector<PipeOp> o = pipeline_order(schedule, p, r, micro, chunks);
+    for (size_t i = 0; i < o.size(); ++i) at[size_t(r)][slot(o[i])] = i;
+  }
+  const auto position = [&](int rank, PipeOp op) { return at[size_t(rank)][slot(op)]; };
   // Chunk g's op on its rank: g % p holds it as its chunk g / p. The last chunk's backward is its
   // forward op.
   const auto op_of = [&](bool forward, int g, int64_t m) {
     return std::pair{g % p, position(g % p, PipeOp{forward || g == last, m, g / p})};
   };
-  const std::vector<PipeOp>& mine = orders[size_t(stage)];
+  const std::vector<PipeOp> mine = pipeline_order(schedule, p, stage, micro, chunks);
   PipelineBuffers out;
   out.release_at_receive.resize(mine.size());
   // Sends not yet known received: (op index, receiving rank, the receiving op's position).

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The planner's pipeline prediction against measured runs: for a model of 8 blocks (the default
-# tiny width), GPipe and 1F1B at pp = 2 and 4 with m = 4, 8 and 16 micro-batches (train.grad_accum),
+# tiny width), GPipe and 1F1B at pp = 2 and 4 and interleaved 1F1B (train.pp_virtual = 2, "1f1b v=2")
+# at pp = 2, with m = 4, 8 and 16 micro-batches (train.grad_accum),
 # a few steps each under mpirun, one rank per stage, and the same model on one rank (pp = 1, the
 # baseline: what the planner misses there it misses on every stage). Prints a markdown table per
 # run and stage:
@@ -21,20 +22,23 @@ trap 'rm -rf "$work"' EXIT
 
 echo "| schedule | pp | m | stage | units | predicted peak (tensors) | measured peak (tensors) | error | measured peak RSS | predicted bubble | measured bubble |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
-for run in "- 1" "gpipe 2" "gpipe 4" "1f1b 2" "1f1b 4"; do
-  read -r schedule pp <<<"$run"
+# A third field: chunks per stage (train.pp_virtual, interleaved 1F1B), 1 when absent.
+for run in "- 1" "gpipe 2" "gpipe 4" "1f1b 2" "1f1b 4" "1f1b 2 2"; do
+  read -r schedule pp v <<<"$run"
+  v=${v:-1}
   schedule_set=$schedule; [ $pp = 1 ] && schedule_set=1f1b  # no pipeline: the key is unused
   for m in 4 8 16; do
-    out="$work/run_${pp}_${schedule_set}_${m}"
+    out="$work/run_${pp}_${schedule_set}_${v}_${m}"
     OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe -n $pp "$B" train --mesh pp=$pp \
-      --set model.num_hidden_layers=$LAYERS --set train.pp_schedule=$schedule_set --set train.grad_accum=$m \
+      --set model.num_hidden_layers=$LAYERS --set train.pp_schedule=$schedule_set --set train.pp_virtual=$v --set train.grad_accum=$m \
       --set train.batch_size=$BATCH --set train.seq_len=$SEQ --set train.steps=$STEPS \
       --set train.log_every=1 --set train.peak_gflops=100 --set output.dir="$out" >"$out.log" 2>&1 || { cat "$out.log" >&2; exit 1; }
-    "$B" plan --model "$out/model" --cluster cpu --mesh pp=$pp --pp-schedule $schedule_set \
+    "$B" plan --model "$out/model" --cluster cpu --mesh pp=$pp --pp-schedule $schedule_set --pp-virtual $v \
       --seq $SEQ --global-batch $((BATCH * m)) --micro-batch $BATCH --json >"$out.plan.json"
-    python3 - "$schedule" "$pp" "$m" "$out" "$out.plan.json" <<'PY'
+    python3 - "$schedule" "$pp" "$m" "$out" "$out.plan.json" "$v" <<'PY'
 import json, sys
 schedule, pp, m, run, plan = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], json.load(open(sys.argv[5]))
+if int(sys.argv[6]) > 1: schedule += f" v={sys.argv[6]}"
 summary = json.load(open(run + "/run_summary.json"))
 per_rank = {r["rank"]: r for r in summary["memory_per_rank"]}
 # pp = 1: the whole model on one stage, no pipeline section.

@@ -89,15 +89,59 @@ TEST(PlanMemory, StageParameterBytesEqualShardPlan) {
         }
 }
 
-// GPipe keeps every micro-batch's activations; 1F1B at most pp - stage of them.
-TEST(PlanMemory, PipelineScheduleSetsMicroBatchesInFlight) {
+// A stage of this engine (LLaMA shapes) holds one micro-batch's activations in the whole model's
+// arena, whatever the schedule, and the pipeline's f32 buffers of N x C each as its schedule keeps
+// them (parallel::pipeline_buffers): GPipe's grow with m, 1F1B's stay at pp - stage in flight.
+TEST(PlanMemory, PipelineStageHoldsOneMicroBatchAndTheSchedulesBuffers) {
   PlanInput in = tiny_input({1, 1, 1, 2});
   in.global_batch = 8;  // m = 8
   const auto stages = stage_params(in);
-  const ActivationBytes a = activation_bytes(in, stages[0].layers, false);
-  EXPECT_EQ(memory_per_device(in, stages[0]).item("activations"), 2 * a.per_micro_batch + a.shared);
+  const ActivationBytes whole = activation_bytes(in, in.model.layers(), true);
+  const double buffer = 4.0 * 16 * 64;  // f32, N = 16 tokens x C = 64
+  for (auto schedule : {parallel::PipelineSchedule::one_f_one_b, parallel::PipelineSchedule::gpipe})
+    for (int s = 0; s < 2; ++s) {
+      in.pp_schedule = schedule;
+      const MemoryBreakdown m = memory_per_device(in, stages[size_t(s)]);
+      EXPECT_EQ(m.item("activations"), whole.per_micro_batch + whole.shared);
+      EXPECT_EQ(m.item("logits+loss"), whole.logits);
+      EXPECT_EQ(m.item("pipeline buffers"),
+                double(parallel::pipeline_buffers(schedule, 2, s, 8).peak_buffers) * buffer);
+    }
+  // pp = 2, m = 8: GPipe's stage 0 keeps 8 outputs, stage 1 8 gradients and an input; 1F1B 3 each.
   in.pp_schedule = parallel::PipelineSchedule::gpipe;
-  EXPECT_EQ(memory_per_device(in, stages[0]).item("activations"), 8 * a.per_micro_batch + a.shared);
+  EXPECT_EQ(memory_per_device(in, stages[0]).item("pipeline buffers"), 8 * buffer);
+  EXPECT_EQ(memory_per_device(in, stages[1]).item("pipeline buffers"), 9 * buffer);
+  in.pp_schedule = parallel::PipelineSchedule::one_f_one_b;
+  EXPECT_EQ(memory_per_device(in, stages[1]).item("pipeline buffers"), 3 * buffer);
+  // A GPT shape keeps Megatron's pricing: each in-flight micro-batch's activations.
+  in.model = model_preset("gpt-22b");
+  in.seq = 2048;
+  const auto gpt = stage_params(in);
+  const ActivationBytes a = activation_bytes(in, gpt[0].layers, false);
+  EXPECT_EQ(memory_per_device(in, gpt[0]).item("activations"), 2 * a.per_micro_batch + a.shared);
+  in.pp_schedule = parallel::PipelineSchedule::gpipe;
+  EXPECT_EQ(memory_per_device(in, gpt[0]).item("activations"), 8 * a.per_micro_batch + a.shared);
+  EXPECT_EQ(memory_per_device(in, gpt[0]).item("pipeline buffers"), 0.0);
+}
+
+// Interleaved 1F1B (pp_virtual chunks per stage): blocks per chunk, each stage holding its chunks,
+// the bubble (p - 1) / (v m + p - 1), and the in-flight peak counted from the order.
+TEST(PlanTime, InterleavedPipeline) {
+  PlanInput in = tiny_input({1, 1, 1, 2});
+  in.model.config.num_hidden_layers = 4;
+  in.global_batch = 4;  // m = 4
+  in.pp_virtual = 2;
+  EXPECT_EQ(stage_blocks(in), (std::vector<int64_t>{1, 1, 1, 1}));
+  const auto stages = stage_params(in);
+  ASSERT_EQ(stages.size(), 2u);
+  EXPECT_EQ(stages[0].layers, 2);
+  EXPECT_TRUE(stages[0].first && !stages[0].last);
+  EXPECT_TRUE(stages[1].last && !stages[1].first);
+  EXPECT_DOUBLE_EQ(step_time(in).bubble_fraction, 1.0 / (2 * 4 + 1));
+  EXPECT_EQ(memory_per_device(in, stages[0]).item("pipeline buffers"),
+            double(parallel::pipeline_buffers(in.pp_schedule, 2, 0, 4, 2).peak_buffers) * 4.0 * 16 * 64);
+  in.global_batch = 3;
+  EXPECT_THROW(validate(in), Error);  // m not a multiple of pp
 }
 
 TEST(PlanMemory, TinyActivationsByHand) {

@@ -138,13 +138,27 @@ TEST(PlanCli, PipelineStagesAndBubbleInJson) {
   const int64_t first_blocks = p["stages"][0]["blocks"].get<int64_t>();
   EXPECT_EQ(p["stages"][0]["units"], "embedding, blocks 0-" + std::to_string(first_blocks - 1));
   EXPECT_DOUBLE_EQ(doc["memory_bytes"]["total"].get<double>(), largest);  // the peak is the busiest stage
-  // GPipe keeps all 8 micro-batches in flight on every stage, 1F1B 4 on the first.
+  // GPipe keeps all 8 micro-batches' buffers on every stage (the last: 8 gradients and an input),
+  // 1F1B 3 on the last (an input, 2 gradients); the activations are one micro-batch's under both.
   Result g = run_plan("--model llama3-8b --mesh pp=4 --global-batch 8 --json --pp-schedule gpipe --pp-blocks 8,8,8,8");
   ASSERT_EQ(g.code, 0) << g.output;
   auto gdoc = nlohmann::json::parse(g.output);
   EXPECT_EQ(gdoc["pipeline"]["blocks"], nlohmann::json::array({8, 8, 8, 8}));
-  EXPECT_GT(gdoc["pipeline"]["stages"][3]["memory_bytes"]["items"]["activations"].get<double>(),
-            2 * p["stages"][3]["memory_bytes"]["items"]["activations"].get<double>());
+  const auto& gitems = gdoc["pipeline"]["stages"][3]["memory_bytes"]["items"];
+  const auto& items = p["stages"][3]["memory_bytes"]["items"];
+  EXPECT_DOUBLE_EQ(gitems["pipeline buffers"].get<double>(), 9 * 2048 * 4096 * 4.0);
+  EXPECT_DOUBLE_EQ(items["pipeline buffers"].get<double>(), 3 * 2048 * 4096 * 4.0);
+  EXPECT_DOUBLE_EQ(gitems["activations"].get<double>(), items["activations"].get<double>());
+  // Interleaved: 2 chunks per stage, blocks per chunk, bubble (p-1)/(v m+p-1).
+  Result v = run_plan("--model llama3-8b --mesh pp=4 --global-batch 8 --json --pp-virtual 2");
+  ASSERT_EQ(v.code, 0) << v.output;
+  auto vdoc = nlohmann::json::parse(v.output);
+  EXPECT_EQ(vdoc["pipeline"]["virtual"], 2);
+  EXPECT_EQ(vdoc["pipeline"]["blocks"].size(), 8u);
+  EXPECT_DOUBLE_EQ(vdoc["pipeline"]["bubble_fraction"].get<double>(), 3.0 / (2 * 8 + 3));
+  EXPECT_NE(vdoc["pipeline"]["stages"][0]["units"].get<std::string>().find("; "), std::string::npos);
+  expect_one_line_error("--model llama3-8b --mesh pp=4 --global-batch 6 --pp-virtual 2",
+                        "to be a multiple of mesh pp");
   Result text = run_plan("--model llama3-8b --mesh pp=4 --global-batch 8");
   EXPECT_NE(text.output.find("pipeline: 4 stages, 1f1b"), std::string::npos) << text.output;
   expect_one_line_error("--model llama3-8b --mesh pp=4 --pp-blocks 8,8", "gives 2 stages but the mesh has pp=4");

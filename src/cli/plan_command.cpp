@@ -20,6 +20,7 @@ struct PlanOptions {
   std::string lora_targets = "q,k,v,o,gate,up,down", svg;
   int64_t devices = 0, lora_rank = 8, seq = 2048, global_batch = 8, micro_batch = 1, top = 10;
   int zero = 0;
+  int64_t pp_virtual = 1;
   bool checkpointing = false, search = false, json = false, no_overlap = false;
 };
 
@@ -57,6 +58,8 @@ plan::PlanInput make_input(const PlanOptions& o) {
   in.overlap = !o.no_overlap;
   in.pp_blocks = o.pp_blocks;
   in.pp_schedule = parallel::parse_pipeline_schedule(o.pp_schedule);
+  if (o.pp_virtual < 1) fail("--pp-virtual must be >= 1, got " + std::to_string(o.pp_virtual));
+  in.pp_virtual = o.pp_virtual;
   if (o.devices < 0) fail("--devices must be > 0, got " + std::to_string(o.devices));
   if (o.top <= 0) fail("--top must be > 0, got " + std::to_string(o.top));
   if (!o.mesh.empty()) in.mesh = parallel::MeshShape::parse(o.mesh);
@@ -120,6 +123,9 @@ Action add_plan_command(CLI::App& app) {
   sub->add_option("--pp-schedule", o->pp_schedule,
                   "1f1b (at most pp - stage micro-batches in flight) or gpipe (all of them), as train.pp_schedule")
       ->check(CLI::IsMember({"1f1b", "gpipe"}));
+  sub->add_option("--pp-virtual", o->pp_virtual,
+                  "chunks per pipeline stage, as train.pp_virtual (> 1: interleaved 1F1B; --pp-blocks then "
+                  "gives blocks per chunk)");
   sub->add_flag("--search", o->search, "enumerate layouts for --devices and rank those that fit");
   sub->add_option("--top", o->top, "rows of the search table");
   sub->add_flag("--json", o->json, "JSON output");

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <limits>
 
+#include "backend/device_buffer.h"
 #include "core/error.h"
 #include "model/param_shapes.h"
 
@@ -216,9 +217,66 @@ std::vector<PipeOp> pipeline_order(PipelineSchedule schedule, int stages, int st
   return order;
 }
 
+PipelineBuffers pipeline_buffers(PipelineSchedule schedule, int stages, int stage, int64_t micro,
+                                 int chunks) {
+  const int p = stages, last = p * chunks - 1;
+  // Where each op sits in its rank's order, at [rank][(backward * chunks + chunk) * micro + micro-batch].
+  const auto slot = [&](const PipeOp& op) { return size_t(((op.forward ? 0 : chunks) + op.chunk) * micro + op.micro); };
+  std::vector<std::vector<size_t>> at(size_t(p), std::vector<size_t>(size_t(2 * chunks * micro)));
+  for (int r = 0; r < p; ++r) {
+    const std::vector<PipeOp> o = pipeline_order(schedule, p, r, micro, chunks);
+    for (size_t i = 0; i < o.size(); ++i) at[size_t(r)][slot(o[i])] = i;
+  }
+  const auto position = [&](int rank, PipeOp op) { return at[size_t(rank)][slot(op)]; };
+  // Chunk g's op on its rank: g % p holds it as its chunk g / p. The last chunk's backward is its
+  // forward op.
+  const auto op_of = [&](bool forward, int g, int64_t m) {
+    return std::pair{g % p, position(g % p, PipeOp{forward || g == last, m, g / p})};
+  };
+  const std::vector<PipeOp> mine = pipeline_order(schedule, p, stage, micro, chunks);
+  PipelineBuffers out;
+  out.release_at_receive.resize(mine.size());
+  // Sends not yet known received: (op index, receiving rank, the receiving op's position).
+  struct Pending { size_t op; int rank; size_t at; };
+  std::vector<Pending> pending;
+  int64_t inputs = 0, in_flight = 0;
+  bool dy = false;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const PipeOp& op = mine[i];
+    const int g = op.chunk * p + stage;
+    if (!op.forward && g == last) continue;  // done in its forward
+    const bool receives = op.forward ? g > 0 : true;
+    if (receives) {  // from the previous chunk's forward, or the next chunk's backward
+      const auto [rank, at] = op.forward ? op_of(true, g - 1, op.micro) : op_of(false, g + 1, op.micro);
+      for (size_t k = 0; k < pending.size();)
+        if (pending[k].rank == rank && pending[k].at <= at)
+          out.release_at_receive[i].push_back(pending[k].op), pending.erase(pending.begin() + ptrdiff_t(k));
+        else
+          ++k;
+      if (op.forward) ++inputs;
+      else dy = true;
+    }
+    if (op.forward) ++in_flight;
+    // This op's send: a forward's output to the next chunk's forward, a gradient to the previous
+    // chunk's backward.
+    const bool sends_output = op.forward && g != last, sends_grad = !sends_output && g > 0;
+    if (sends_output) pending.push_back({i, op_of(true, g + 1, op.micro).first, op_of(true, g + 1, op.micro).second});
+    if (sends_grad) pending.push_back({i, op_of(false, g - 1, op.micro).first, op_of(false, g - 1, op.micro).second});
+    out.peak_in_flight = std::max(out.peak_in_flight, in_flight);
+    out.peak_buffers = std::max(out.peak_buffers, inputs + int64_t(pending.size()) + (dy ? 1 : 0));
+    if (!op.forward || g == last) {  // its input goes after the backward
+      --in_flight;
+      if (g > 0) --inputs;
+    }
+  }
+  return out;
+}
+
 PipelineTiming& PipelineTiming::operator+=(const PipelineTiming& o) {
   compute_s += o.compute_s, recv_wait_s += o.recv_wait_s, send_wait_s += o.send_wait_s;
   sent_bytes += o.sent_bytes;
+  peak_in_flight = std::max(peak_in_flight, o.peak_in_flight);
+  peak_buffer_bytes = std::max(peak_buffer_bytes, o.peak_buffer_bytes);
   return *this;
 }
 
@@ -246,62 +304,82 @@ double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float gr
   const int s = stage(), p = group_.size(), v = int(chunks_.size());
   const int last_chunk = p * v - 1, next = (s + 1) % p, prev = (s + p - 1) % p;
   const int64_t m = int64_t(micro.size()), C = model_.config().hidden_size;
+  Backend& backend = model_.backend();
   PipelineTiming& t = step_timing_;
   t = {};
+  // The stage's buffers live in the backend's memory, as tensors: counted in the peak of tensor
+  // memory, and on the device where the model computes.
+  const std::vector<PipeOp> order = pipeline_order(schedule_, p, s, m, v);
+  const PipelineBuffers plan = pipeline_buffers(schedule_, p, s, m, v);
+  // Per op of the order: its chunk's input (kept from its forward to its backward, at the
+  // forward's index) and what it sends (an output or a gradient, until known received).
+  std::vector<DeviceBuffer> inputs(order.size()), sent(order.size());
+  std::vector<Request> sends(order.size());
+  std::vector<size_t> forward_of(size_t(v * m));  // (chunk, micro) -> the index of its forward
+  DeviceBuffer dy;
+  int64_t in_flight = 0, held = 0;  // bytes of the buffers above
+  const auto allocate = [&](DeviceBuffer& b, int64_t n) {
+    if (b.numel() != n) held += (n - b.numel()) * int64_t(sizeof(float)), b.resize(backend, DType::f32, n);
+  };
+  const auto drop = [&](DeviceBuffer& b) { held -= int64_t(b.bytes()), b = DeviceBuffer(); };
   const auto compute = [&](const ModelInput& in, const UnitSpan& span, bool backward) {
+    t.peak_in_flight = std::max(t.peak_in_flight, in_flight);
+    t.peak_buffer_bytes = std::max(t.peak_buffer_bytes, held);
     return timed(t.compute_s, [&] { return model_.run_units(in, span, backward, grad_scale); });
   };
-  const auto receive = [&](std::vector<float>& into, int64_t n, int peer, int tag) {
-    into.resize(size_t(n));
+  const auto receive = [&](DeviceBuffer& into, int64_t n, int peer, int tag, size_t op) {
+    allocate(into, n);
     timed(t.recv_wait_s, [&] { group_.recv_bytes(into.data(), n * int64_t(sizeof(float)), peer, tag); });
+    // The sender's op is past its own receives, so these of ours have arrived: their waits return
+    // at once.
+    for (size_t done : plan.release_at_receive[op]) {
+      timed(t.send_wait_s, [&] { sends[done]->wait(); });
+      sends[done] = nullptr;
+      drop(sent[done]);
+    }
   };
-  const auto send = [&](const std::vector<float>& what, int peer, int tag) {
-    const int64_t bytes = int64_t(what.size() * sizeof(float));
+  const auto send = [&](size_t op, int peer, int tag) {
+    const int64_t bytes = int64_t(sent[op].bytes());
     t.sent_bytes += bytes;
-    return timed(t.send_wait_s, [&] { return group_.isend_bytes(what.data(), bytes, peer, tag); });
+    sends[op] = timed(t.send_wait_s, [&] { return group_.isend_bytes(sent[op].data(), bytes, peer, tag); });
   };
-  const auto complete = [&](Request& r) {
-    if (r) timed(t.send_wait_s, [&] { r->wait(); });
-  };
-  // Per (chunk, micro-batch), at [chunk * m + micro]: the chunk's input (kept from its forward to
-  // its backward), its output (alive until its send completes) and the gradient it sends back.
-  const size_t slots = size_t(v * m);
-  std::vector<std::vector<float>> inputs(slots), outputs(slots), grads(slots);
-  std::vector<Request> output_sends(slots), grad_sends;
-  std::vector<float> dy;
   double loss = 0.0;
-  for (const PipeOp& op : pipeline_order(schedule_, p, s, m, v)) {
+  for (size_t i = 0; i < order.size(); ++i) {
+    const PipeOp& op = order[i];
     const int chunk = op.chunk * p + s;  // in the model's order
-    const size_t k = size_t(op.chunk * m + op.micro);
     const ModelInput& in = micro[size_t(op.micro)];
     const int64_t n = in.B * in.T * C;
     UnitSpan span = chunks_[size_t(op.chunk)];
     if (op.forward) {
-      if (chunk > 0) receive(inputs[k], n, prev, forward_tag(chunk - 1)), span.x_in = inputs[k].data();
+      forward_of[size_t(op.chunk * m + op.micro)] = i;
+      if (chunk > 0) receive(inputs[i], n, prev, forward_tag(chunk - 1), i), span.x_in = inputs[i].as<float>();
+      ++in_flight;
       if (chunk == last_chunk) {  // the loss is here: forward and backward at once
-        if (chunk > 0) grads[k].resize(size_t(n)), span.dx = grads[k].data();
+        if (chunk > 0) allocate(sent[i], n), span.dx = sent[i].as<float>();
         loss += compute(in, span, true).sum;
-        inputs[k] = {};
-        if (chunk > 0) grad_sends.push_back(send(grads[k], prev, backward_tag(chunk - 1)));
+        --in_flight;
+        drop(inputs[i]);
+        if (chunk > 0) send(i, prev, backward_tag(chunk - 1));
       } else {
-        outputs[k].resize(size_t(n));
-        span.x_out = outputs[k].data();
+        allocate(sent[i], n);
+        span.x_out = sent[i].as<float>();
         compute(in, span, false);
-        output_sends[k] = send(outputs[k], next, forward_tag(chunk));
+        send(i, next, forward_tag(chunk));
       }
     } else if (chunk != last_chunk) {
-      receive(dy, n, next, backward_tag(chunk));
-      // The next chunk has run this micro-batch's backward, so it has our output: the send is done.
-      complete(output_sends[k]);
-      outputs[k] = {};
-      span.dy = dy.data();
-      if (chunk > 0) span.x_in = inputs[k].data(), grads[k].resize(size_t(n)), span.dx = grads[k].data();
+      // The next chunk has run this micro-batch's backward, so it has our output (released here).
+      receive(dy, n, next, backward_tag(chunk), i);
+      DeviceBuffer& x = inputs[forward_of[size_t(op.chunk * m + op.micro)]];
+      span.dy = dy.as<float>();
+      if (chunk > 0) span.x_in = x.as<float>(), allocate(sent[i], n), span.dx = sent[i].as<float>();
       compute(in, span, true);
-      inputs[k] = {};
-      if (chunk > 0) grad_sends.push_back(send(grads[k], prev, backward_tag(chunk - 1)));
+      --in_flight;
+      drop(x);
+      if (chunk > 0) send(i, prev, backward_tag(chunk - 1));
     }
   }
-  for (Request& r : grad_sends) complete(r);
+  for (size_t i = 0; i < order.size(); ++i)
+    if (sends[i]) timed(t.send_wait_s, [&] { sends[i]->wait(); });
   total_timing_ += t;
   return loss;
 }

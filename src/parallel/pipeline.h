@@ -7,9 +7,11 @@
 //
 // A rank keeps only each chunk's input per micro-batch in flight between its forward and backward,
 // and recomputes the chunk's forward in the backward (GPipe's re-materialisation), so its
-// activation memory is one chunk's micro-batch plus its kept inputs: under 1F1B at most pp - stage
-// of them, under GPipe all m, interleaved the schedule's warm-up + 1 (pipeline_order). The last
-// chunk runs its forward and backward at once (the loss is there).
+// activation memory is one micro-batch's (the model's arena) plus its kept inputs: under 1F1B at
+// most pp - stage of them, under GPipe all m, interleaved the schedule's warm-up + 1
+// (pipeline_order). The last chunk runs its forward and backward at once (the loss is there). The
+// inputs, outputs and gradients are backend buffers (tensor memory), and a sent one is released as
+// soon as the orders prove its receiver has it (pipeline_buffers).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -78,12 +80,33 @@ struct PipeOp {
 std::vector<PipeOp> pipeline_order(PipelineSchedule schedule, int stages, int stage, int64_t micro,
                                    int chunks = 1);
 
+// When a stage's sent buffers may go, and what it holds at most, counted from the orders of the
+// stage and its neighbours. A rank's receive returns only after its neighbour posted the send, and
+// each op of an order receives before it sends, so a message the neighbour sent from its op at
+// position P proves that every op of its order up to P has received what it waited for: the sends
+// of ours those ops received are complete and their buffers can go, with no wait that blocks. Sent
+// outputs and gradients are released so (at the receive of op i, those listed in
+// release_at_receive[i], by op index); a chunk's input is kept from its forward to its backward.
+struct PipelineBuffers {
+  std::vector<std::vector<size_t>> release_at_receive;  // per op of pipeline_order
+  // The most while a chunk computes: micro-batches between their forward and their backward (the
+  // last chunk's for the op itself; 1F1B min(pp - stage, m), GPipe m), and activation-sized
+  // buffers alive (kept inputs, outputs and gradients not yet known received, the received
+  // gradient).
+  int64_t peak_in_flight = 0, peak_buffers = 0;
+};
+PipelineBuffers pipeline_buffers(PipelineSchedule schedule, int stages, int stage, int64_t micro,
+                                 int chunks = 1);
+
 // Where one rank's time went in a step's forward_backward: clock reads around each op.
 struct PipelineTiming {
   double compute_s = 0.0;    // running its chunks' units (forward and backward)
   double recv_wait_s = 0.0;  // blocked in receives: waiting for a neighbour's activation or gradient
   double send_wait_s = 0.0;  // posting sends and blocked until they completed
   int64_t sent_bytes = 0;
+  // The most while a chunk computed (the steps' maximum in a sum): micro-batches in flight and
+  // bytes of the pipeline's buffers (backend memory, counted in the peak of tensor memory).
+  int64_t peak_in_flight = 0, peak_buffer_bytes = 0;
   PipelineTiming& operator+=(const PipelineTiming& o);
 };
 

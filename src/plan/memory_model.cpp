@@ -101,13 +101,31 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
     add("optimizer", 8.0 * train / z(1));
   }
 
-  // Micro-batches whose activations a stage keeps at once: 1F1B's warm-up depth, GPipe's all.
-  const int64_t in_flight = in.pp_schedule == parallel::PipelineSchedule::gpipe
-                                ? in.micro_batches()
-                                : std::min(in.micro_batches(), in.mesh.pp - s.index);
-  const ActivationBytes a = activation_bytes(in, s.layers, s.last);
-  add("activations", double(in_flight) * a.per_micro_batch + a.shared);
-  add("logits+loss", a.logits);
+  const double N = double(in.micro_tokens()), h = double(in.model.hidden());
+  const bool engine_pipeline = in.model.arch == Arch::llama && in.mesh.pp > 1;
+  if (engine_pipeline) {
+    // This engine's stage (parallel/pipeline.h): one micro-batch's activations at a time, its
+    // forward recomputed in the backward, in the model's arena, which the runner plans for the
+    // whole model on every stage (all blocks and the head's buffers: model/llama.cpp
+    // Runner::plan); beside it the pipeline's own f32 buffers of a residual stream each, as many
+    // as the schedule's orders keep at once (parallel::pipeline_buffers: kept inputs, sends not
+    // yet known received, the received gradient).
+    const ActivationBytes a = activation_bytes(in, in.model.layers(), true);
+    add("activations", a.per_micro_batch + a.shared);
+    add("logits+loss", a.logits);
+    const parallel::PipelineBuffers b = parallel::pipeline_buffers(
+        in.pp_schedule, int(in.mesh.pp), int(s.index), in.micro_batches(), int(in.pp_virtual));
+    add("pipeline buffers", double(b.peak_buffers) * 4.0 * N * h);
+  } else {
+    // Micro-batches whose activations a stage keeps at once (Megatron's): 1F1B's warm-up depth,
+    // GPipe's all.
+    const int64_t in_flight = in.pp_schedule == parallel::PipelineSchedule::gpipe
+                                  ? in.micro_batches()
+                                  : std::min(in.micro_batches(), in.mesh.pp - s.index);
+    const ActivationBytes a = activation_bytes(in, s.layers, s.last);
+    add("activations", double(in_flight) * a.per_micro_batch + a.shared);
+    add("logits+loss", a.logits);
+  }
   // LLaMA's RoPE tables: f32 cos and sin of every position (max_position_embeddings x head_dim/2
   // each), built whole on every rank (model/llama.cpp's runner); a GPT shape learns its positions.
   if (in.model.arch == Arch::llama)
@@ -115,10 +133,9 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
 
   // Gather buffers, as src/parallel/sharded_model.cpp holds them at the head (the largest unit): the
   // unit in use, the next one prefetched and the receive staging of a gather (bf16 each), the
-  // unit's f32 gradients and their reduce-scatter staging (f32 each); tp all-reduce and pp
-  // send/receive staging.
+  // unit's f32 gradients and their reduce-scatter staging (f32 each); tp all-reduce and (GPT
+  // shapes) pp send/receive staging.
   double comm = 0.0;
-  const double N = double(in.micro_tokens()), h = double(in.model.hidden());
   const bool gathers = in.mesh.fsdp > 1 || (in.zero >= 3 && in.mesh.dp > 1);
   // An NF4 unit is gathered in its 4-bit blocks.
   const double unit = double(s.max_unit.gathered), unit_train = double(s.max_unit.gathered_trainable);
@@ -126,7 +143,7 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
     comm += 3.0 * (frozen_bytes(unit - unit_train, double(s.max_unit.gathered_nf4)) + wbytes * unit_train) +
             8.0 * unit_train;
   if (in.mesh.tp > 1) comm += 2.0 * 2.0 * N * h;
-  if (in.mesh.pp > 1) comm += 2.0 * 2.0 * N * h;
+  if (in.mesh.pp > 1 && !engine_pipeline) comm += 2.0 * 2.0 * N * h;
   if (in.mesh.dp > 1 && in.zero < 3) comm += kGradBucketBytes;
   add("comm buffers", comm);
   add("overhead", in.cluster.runtime_overhead_bytes);

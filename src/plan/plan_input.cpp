@@ -31,6 +31,7 @@ void validate(const PlanInput& in) {
   if (in.global_batch % per_step != 0)
     fail("global batch " + std::to_string(in.global_batch) + " is not divisible by micro-batch x dp x fsdp = " +
          std::to_string(per_step));
+  parallel::check_virtual_stages(in.pp_schedule, int(m.pp), int(in.pp_virtual), in.micro_batches());
   stage_blocks(in);  // throws when the model cannot be split into pp stages as asked
   if (c.num_attention_heads % m.tp != 0 || c.num_key_value_heads % m.tp != 0)
     fail(in.model.name + ": " + std::to_string(c.num_attention_heads) + " heads / " +
@@ -81,7 +82,7 @@ ElemCount count_elems(const std::vector<ParamShape>& params, const PlanInput& in
 
 std::vector<int64_t> stage_blocks(const PlanInput& in) {
   if (in.mesh.pp == 1) return {in.model.layers()};
-  return parallel::pipeline_blocks(in.model.config, in.mesh.pp, in.pp_blocks);
+  return parallel::pipeline_blocks(in.model.config, in.mesh.pp * in.pp_virtual, in.pp_blocks, in.pp_virtual);
 }
 
 std::vector<StageParams> stage_params(const PlanInput& in) {
@@ -95,7 +96,7 @@ std::vector<StageParams> stage_params(const PlanInput& in) {
   for (int64_t k = 0; k < in.mesh.pp; ++k) {
     // The units the trainer stores on the stage (units 0 = embedding, 1..L = blocks, L + 1 = final
     // norm and head): the embedding on the first stage, a tied copy of it on the last.
-    const std::vector<bool> held = parallel::stage_holds(in.model.config, blocks, int(k));
+    const std::vector<bool> held = parallel::stage_holds(in.model.config, blocks, int(k), int(in.pp_virtual));
     StageParams s;
     s.index = k;
     s.first = parallel::stage_units(blocks, int(k)).first == 0;

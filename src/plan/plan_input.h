@@ -42,6 +42,9 @@ struct PlanInput {
   // balanced split, the trainer's) and the schedule (GPipe keeps all m micro-batches in flight).
   std::string pp_blocks;
   parallel::PipelineSchedule pp_schedule = parallel::PipelineSchedule::one_f_one_b;
+  // Chunks per stage (train.pp_virtual; interleaved 1F1B when > 1): pp_blocks then gives blocks per
+  // chunk, pp x pp_virtual of them.
+  int64_t pp_virtual = 1;
 
   int64_t data_parallel() const { return mesh.dp * mesh.fsdp; }
   int64_t micro_batches() const { return global_batch / (micro_batch * data_parallel()); }
@@ -71,8 +74,8 @@ struct StageParams {
   ElemCount max_unit;   // the largest unit gathered at once (a layer, the embedding, the head)
 };
 
-// Blocks per stage as the trainer splits them: parallel::pipeline_blocks of the model, pp and
-// pp_blocks ({layers} when pp = 1).
+// Blocks per chunk as the trainer splits them: parallel::pipeline_blocks of the model, pp x
+// pp_virtual and pp_blocks ({layers} when pp = 1).
 std::vector<int64_t> stage_blocks(const PlanInput& in);
 // One entry per pipeline stage, holding what parallel::stage_holds gives it over stage_blocks (a
 // tied embedding's copy on the last stage included). Every rank of a stage holds the same counts

@@ -79,8 +79,12 @@ struct StageMemory {
 std::vector<StageMemory> stage_memory(const PlanInput& in) {
   const std::vector<int64_t> blocks = stage_blocks(in);
   std::vector<StageMemory> out;
-  for (const StageParams& s : stage_params(in))
-    out.push_back({s, parallel::describe_units(in.model.config, blocks, int(s.index)), memory_per_device(in, s)});
+  for (const StageParams& s : stage_params(in)) {
+    std::string units;  // each of the stage's chunks (s, s + pp, ... under train.pp_virtual)
+    for (int64_t c = s.index; c < int64_t(blocks.size()); c += in.mesh.pp)
+      units += (units.empty() ? "" : "; ") + parallel::describe_units(in.model.config, blocks, int(c));
+    out.push_back({s, units, memory_per_device(in, s)});
+  }
   return out;
 }
 
@@ -113,10 +117,12 @@ void print_plan(std::ostream& os, const Candidate& c) {
      << (m.fits() ? "  fits\n" : "  DOES NOT FIT\n");
   if (c.input.mesh.pp > 1) {
     const auto& in = c.input;
-    os << "\npipeline: " << in.mesh.pp << " stages, " << schedule_name(in.pp_schedule) << ", blocks "
-       << parallel::blocks_text(stage_blocks(in)) << ", " << in.micro_batches()
-       << " micro-batches, bubble fraction "
-       << fmt("%.3f", t.bubble_fraction) << " = (p-1)/(m+p-1)\n";
+    const bool virt = in.pp_virtual > 1;
+    os << "\npipeline: " << in.mesh.pp << " stages, " << schedule_name(in.pp_schedule)
+       << (virt ? " interleaved, " + std::to_string(in.pp_virtual) + " chunks per stage" : std::string())
+       << ", blocks " << parallel::blocks_text(stage_blocks(in)) << ", " << in.micro_batches()
+       << " micro-batches, bubble fraction " << fmt("%.3f", t.bubble_fraction)
+       << (virt ? " = (p-1)/(v m+p-1)\n" : " = (p-1)/(m+p-1)\n");
     for (const StageMemory& s : stage_memory(in))
       os << "  stage " << s.params.index << fmt("  %8.2f GB  ", s.memory.total / GB) << s.units << "\n";
   }
@@ -201,7 +207,8 @@ nlohmann::json plan_json(const Candidate& c) {
       stages.push_back({{"stage", s.params.index}, {"units", s.units}, {"blocks", s.params.layers},
                         {"memory_bytes", {{"items", items}, {"total", s.memory.total}}}});
     }
-    j["pipeline"] = {{"schedule", schedule_name(in.pp_schedule)}, {"blocks", stage_blocks(in)},
+    j["pipeline"] = {{"schedule", schedule_name(in.pp_schedule)}, {"virtual", in.pp_virtual},
+                     {"blocks", stage_blocks(in)},
                      {"micro_batches", in.micro_batches()}, {"bubble_fraction", c.time.bubble_fraction},
                      {"stages", stages}};
   }

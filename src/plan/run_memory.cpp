@@ -38,6 +38,7 @@ PlanInput run_plan_input(const RunConfig& cfg, const LlamaConfig& shape, double 
   in.mesh = cfg.mesh;
   in.pp_blocks = tc.pp_blocks;
   in.pp_schedule = parallel::parse_pipeline_schedule(tc.pp_schedule);
+  in.pp_virtual = tc.pp_virtual;
   // Each micro-batch's rows are shared out over dp x fsdp; a batch that does not divide is the
   // trainer's to refuse, so round up here and let it.
   const int64_t ranks = in.data_parallel();
@@ -53,7 +54,11 @@ void check_run_memory(const RunConfig& cfg, const LlamaConfig& shape, const Avai
   if (available.bytes < 0) return;
   const double per_rank = double(available.bytes) / double(std::max<int64_t>(1, ranks_on_host));
   const double usable = kUsableMemoryFraction * per_rank;
-  const MemoryBreakdown need = peak_memory(run_plan_input(cfg, shape, usable));
+  const PlanInput in = run_plan_input(cfg, shape, usable);
+  // Virtual stages the schedule cannot run are refused here in the trainer's words: the pipeline's
+  // buffers are counted from the schedule's order, which needs them runnable.
+  parallel::check_virtual_stages(in.pp_schedule, int(in.mesh.pp), int(in.pp_virtual), in.micro_batches());
+  const MemoryBreakdown need = peak_memory(in);
   if (need.total <= usable) return;
   const auto largest = std::max_element(need.items.begin(), need.items.end(),
                                         [](const MemoryItem& a, const MemoryItem& b) { return a.bytes < b.bytes; });

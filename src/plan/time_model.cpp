@@ -80,6 +80,10 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
   const double layer_f = lf + att + 0.5 * elem, layer_b = lb + kAttentionBackwardRatio * att + 0.5 * elem;
   const double L = double(s.layers);
   r.forward = L * layer_f * (in.checkpointing ? 2.0 : 1.0);
+  // This engine's pipeline stages (LLaMA shapes) keep only each micro-batch's input and run the
+  // forward again in the backward (parallel/pipeline.h); the last chunk runs both at once.
+  if (in.model.arch == Arch::llama && in.mesh.pp > 1)
+    r.forward += (L - (s.last ? double(stage_blocks(in).back()) : 0.0)) * layer_f;
   r.backward = L * layer_b;
   if (s.last) {
     const double V = double(c.vocab_size) / tp;
@@ -115,7 +119,10 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
   if (in.zero >= 3)
     r.fsdp += gathers(parallel::Axis::dp, mesh.dp, double(s.params.local), double(s.params.local_nf4),
                       double(s.params.local_trainable));
-  if (mesh.pp > 1) r.pp = 2.0 * point_to_point(act * N * C, axis_link(mesh, parallel::Axis::pp, cl));
+  // An activation forward and its gradient back per chunk; this engine sends the f32 residual.
+  const double sent = in.model.arch == Arch::llama ? 4.0 : act;
+  if (mesh.pp > 1)
+    r.pp = 2.0 * double(in.pp_virtual) * point_to_point(sent * N * C, axis_link(mesh, parallel::Axis::pp, cl));
   return r;
 }
 
@@ -147,8 +154,11 @@ TimeBreakdown step_time(const PlanInput& in, const std::vector<StageParams>& sta
   t.pp = double(m) * worst.pp;
   t.fsdp = double(m) * worst.fsdp;
   t.fsdp_exposed = double(m) * (in.overlap ? std::max(0.0, worst.fsdp - compute) : worst.fsdp);
-  t.bubble = double(p - 1) * worst_t;
-  t.bubble_fraction = double(p - 1) / double(m + p - 1);
+  // Interleaved (v chunks per stage): a chunk's ops are 1/v of a stage's, so the fill and drain
+  // take (p - 1) chunk-times of v m (Narayanan et al. 2021).
+  const double v = double(in.pp_virtual);
+  t.bubble = double(p - 1) * worst_t / v;
+  t.bubble_fraction = double(p - 1) / (v * double(m) + double(p - 1));
 
   // Data parallel, once per step: all-reduce of the gradients, or (ZeRO 1-2) reduce-scatter of the
   // gradients and all-gather of the updated bf16 weights. The reduction overlaps the last

@@ -36,7 +36,9 @@ void write_run_summary(const std::string& path, const RunSummaryRecord& r) {
                                       {"compute_s", t.compute_s},
                                       {"recv_wait_s", t.recv_wait_s},
                                       {"send_wait_s", t.send_wait_s},
-                                      {"sent_bytes", t.sent_bytes}});
+                                      {"sent_bytes", t.sent_bytes},
+                                      {"peak_in_flight", t.peak_in_flight},
+                                      {"peak_buffer_bytes", t.peak_buffer_bytes}});
   }
   write_file_atomically(path, [&](std::ostream& os) { os << j.dump(1) << '\n'; });
 }

@@ -415,16 +415,19 @@ std::vector<std::pair<int64_t, parallel::PipelineTiming>> pipeline_per_rank(Trai
   const parallel::Pipeline* pipeline = run.placed.pipeline();
   if (!pipeline) return {};
   const size_t ranks = size_t(run.world->size()), rank = size_t(run.world->rank());
-  std::vector<double> all(5 * ranks, 0.0);
+  constexpr size_t k = 7;  // figures per rank
+  std::vector<double> all(k * ranks, 0.0);
   const parallel::PipelineTiming& t = pipeline->total_timing();
-  const double mine[5] = {double(pipeline->stage()), t.compute_s, t.recv_wait_s, t.send_wait_s,
-                          double(t.sent_bytes)};
-  std::copy(mine, mine + 5, all.begin() + ptrdiff_t(5 * rank));
+  const double mine[k] = {double(pipeline->stage()), t.compute_s, t.recv_wait_s, t.send_wait_s,
+                          double(t.sent_bytes), double(t.peak_in_flight), double(t.peak_buffer_bytes)};
+  std::copy(mine, mine + k, all.begin() + ptrdiff_t(k * rank));
   run.world->all_reduce_sum(all.data(), int64_t(all.size()));
   std::vector<std::pair<int64_t, parallel::PipelineTiming>> out;
   for (size_t r = 0; r < ranks; ++r) {
-    const double* a = &all[5 * r];
-    out.push_back({int64_t(a[0]), {a[1], a[2], a[3], int64_t(a[4])}});
+    const double* a = &all[k * r];
+    parallel::PipelineTiming pt{a[1], a[2], a[3], int64_t(a[4])};
+    pt.peak_in_flight = int64_t(a[5]), pt.peak_buffer_bytes = int64_t(a[6]);
+    out.push_back({int64_t(a[0]), pt});
   }
   return out;
 }

@@ -29,9 +29,6 @@ if [ "$cores" -lt 4 ]; then
   echo "note: pp=4 runs 4 ranks on $cores cores: its stages share cores, so a stage's compute stretches whenever"
   echo "      another stage computes at the same time, and its measured bubble is not a clean figure."
 fi
-# Does the planner know interleaving? (--pp-virtual comes with branch pp-memory.)
-plan_virtual=no
-"$B" plan --help | grep -q -- --pp-virtual && plan_virtual=yes
 
 runs_list="$work/runs.txt"
 : >"$runs_list"
@@ -47,16 +44,8 @@ for run in "${RUNS[@]}"; do
       --set train.batch_size=$BATCH --set train.seq_len=$SEQ --set train.steps=$STEPS \
       --set train.log_every=1 --set train.peak_gflops=100 --set output.checkpoint_every=0 \
       --set output.dir="$out" >"$out.log" 2>&1 || { cat "$out.log" >&2; exit 1; }
-    plan_extra=()
-    if [ "$virtual" != 1 ]; then
-      [ $plan_virtual = yes ] && plan_extra=(--pp-virtual "$virtual") || plan_extra=(none)
-    fi
-    if [ "${plan_extra[0]:-}" = none ]; then
-      echo '{}' >"$out.plan.json"
-    else
-      "$B" plan --model "$out/model" --cluster cpu --mesh pp=$pp --pp-schedule $set_schedule "${plan_extra[@]}" \
-        --seq $SEQ --global-batch $((BATCH * m)) --micro-batch $BATCH --json >"$out.plan.json"
-    fi
+    "$B" plan --model "$out/model" --cluster cpu --mesh pp=$pp --pp-schedule $set_schedule --pp-virtual "$virtual" \
+      --seq $SEQ --global-batch $((BATCH * m)) --micro-batch $BATCH --json >"$out.plan.json"
     echo "$schedule $pp $m $virtual $out" >>"$runs_list"
   done
 done
@@ -68,9 +57,9 @@ OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe -n 2 "$B" bench --w
   >"$work/p2p.log" 2>&1 || { cat "$work/p2p.log" >&2; exit 1; }
 cat "$work/p2p.log"
 
-python3 - "$runs_list" "$work/p2p.log" "$msg" "$plan_virtual" <<'PY'
+python3 - "$runs_list" "$work/p2p.log" "$msg" <<'PY'
 import json, re, sys
-runs_list, p2p_log, msg, plan_virtual = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+runs_list, p2p_log, msg = sys.argv[1], sys.argv[2], int(sys.argv[3])
 one_way = float(re.search(r"%d bytes: one-way\s+([0-9.]+) us" % msg, open(p2p_log).read()).group(1)) * 1e-6
 runs = [line.split() for line in open(runs_list)]
 
@@ -95,10 +84,7 @@ for schedule, pp, m, v, out in runs:
         pipe_bubble.append(b)
         step_bubble.append(1 - r["compute_s"] / summary["timed_seconds"])
     ideal = (pp - 1) / (v * m + pp - 1)
-    if "pipeline" in plan:
-        planner = f"{plan['pipeline']['bubble_fraction']:.3f}"
-    else:
-        planner = "- (planner has no pp_virtual)"
+    planner = f"{plan['pipeline']['bubble_fraction']:.3f}"
     table1.append(f"| {schedule} | {pp} | {m} | {ideal:.3f} | {planner} | {fmt(pipe_bubble, '.3f')} | "
                   f"{fmt(step_bubble, '.3f')} | {1e3 * step_s:.0f} | {summary['tokens_per_s']:.0f} |")
     # Sends: each stage's bytes at the ping-pong's one-way time per message of this size are what its

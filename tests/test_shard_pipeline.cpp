@@ -167,6 +167,35 @@ TEST(ShardPipeline, TrainerHoldsWhatShardCounts) {
   std::filesystem::remove_all(dir);
 }
 
+// Interleaved 1F1B (train.pp_virtual = 2): each stage holds every pp-th chunk, and a real
+// interleaved run's rank 0 holds what shard counts for it.
+TEST(ShardPipeline, VirtualStagesListEveryChunk) {
+  const std::string model = " --set model.num_hidden_layers=8 --set train.pp_virtual=2";
+  const json j = shard_json("--mesh pp=2" + model);
+  ASSERT_EQ(j["stages"].size(), 2u);
+  EXPECT_EQ(j["stages"][0]["chunks"], json::parse("[[0, 2], [5, 6]]"));  // embedding, blocks 0-1; blocks 4-5
+  EXPECT_EQ(j["stages"][1]["chunks"], json::parse("[[3, 4], [7, 9]]"));  // blocks 2-3; 6-7 and the head
+  EXPECT_EQ(j["stages"][0]["blocks"], 4);
+  EXPECT_EQ(j["stages"][0]["describe"], "embedding, blocks 0-1; blocks 4-5");
+  const auto text = run_meshtrain("shard --mesh pp=2" + model);
+  EXPECT_NE(text.output.find("pipeline stages (blocks 2,2,2,2 in 2 chunks per stage)"), std::string::npos) << text.output;
+  if (!mt::testing::have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const auto dir = std::filesystem::temp_directory_path() / ("meshtrain_shard_pp_virtual_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::string out;
+  ASSERT_EQ(mt::testing::run(mt::testing::train_command("pp=2") + model +
+                                 " --set train.steps=1 --set train.batch_size=2 --set train.grad_accum=2"
+                                 " --set train.seq_len=16 --set train.peak_gflops=100 --set output.dir=" + dir.string(),
+                             &out),
+            0)
+      << out;
+  std::string held = std::to_string(j["ranks"][0]["elements"].get<int64_t>());
+  held.insert(0, 1, '(');
+  held += " trainable on this rank)";
+  EXPECT_NE(out.find(held), std::string::npos) << held << "\n" << out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ShardPipeline, SplitsThatCannotBeMadeAreOneLine) {
   const std::pair<std::string, std::string> cases[] = {
       {"--mesh pp=8", "the model has 4 blocks, fewer than its stages"},

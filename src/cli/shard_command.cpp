@@ -68,10 +68,14 @@ Inputs resolve(const Options& o) {
   if (!o.mesh.empty()) in.mesh = parallel::MeshShape::parse(o.mesh);
   else if (dist.mesh) in.mesh = *dist.mesh;
   else fail("shard: give the mesh with --mesh (e.g. --mesh dp=1,fsdp=2,tp=2) or [mesh] in --config");
-  // The trainer's split: train.pp_blocks (--pp-blocks over the config's), or balanced by cost.
-  if (in.mesh.pp > 1)
-    in.stages.blocks = parallel::pipeline_blocks(in.run.model, in.mesh.pp,
-                                                 o.pp_blocks.empty() ? in.run.train.pp_blocks : o.pp_blocks);
+  // The trainer's split: train.pp_blocks (--pp-blocks over the config's), or balanced by cost, per
+  // chunk of train.pp_virtual.
+  if (in.mesh.pp > 1) {
+    in.stages.chunks = int(in.run.train.pp_virtual);
+    in.stages.blocks = parallel::pipeline_blocks(in.run.model, in.mesh.pp * in.stages.chunks,
+                                                 o.pp_blocks.empty() ? in.run.train.pp_blocks : o.pp_blocks,
+                                                 in.stages.chunks);
+  }
   in.stages.config = in.run.model;
 
   // Order of precedence: --rules file, then the config's rules, then the defaults.
@@ -136,10 +140,12 @@ void print_text(const Inputs& in, const std::vector<parallel::ShardedParam>& par
             << "\n\n";
   if (m.pp > 1) {
     const int64_t per_stage = m.world() / m.pp;  // pp is the outermost axis
-    std::cout << "pipeline stages (blocks " << parallel::blocks_text(in.stages.blocks) << ")\n";
+    std::cout << "pipeline stages (blocks " << parallel::blocks_text(in.stages.blocks)
+              << (in.stages.chunks > 1 ? " in " + std::to_string(in.stages.chunks) + " chunks per stage" : "")
+              << ")\n";
     for (int s = 0; s < int(m.pp); ++s)
-      std::cout << "  stage " << s << " (ranks " << rank_range(s * per_stage, (s + 1) * per_stage - 1)
-                << "): " << parallel::describe_units(in.stages.config, in.stages.blocks, s) << "\n";
+      std::cout << "  stage " << s << " (ranks " << rank_range(s * per_stage, (s + 1) * per_stage - 1) << "): "
+                << parallel::describe_stage_units(in.stages.config, in.stages.blocks, s, int(m.pp)) << "\n";
     if (in.stages.config.tie_word_embeddings)
       std::cout << "  (tied embedding: the last stage holds a copy as its head, its gradient summed with "
                    "stage 0's; only stage 0 writes it to checkpoints)\n";
@@ -239,11 +245,15 @@ void print_json(const Inputs& in, const std::vector<parallel::ShardedParam>& par
     json stages = json::array();
     const int64_t per_stage = m.world() / m.pp;
     for (int s = 0; s < int(m.pp); ++s) {
-      const UnitSpan u = parallel::stage_units(in.stages.blocks, s);
-      const bool tied_copy = u.first != 0 && parallel::stage_holds(in.stages.config, in.stages.blocks, s)[0];
-      stages.push_back({{"stage", s}, {"blocks", in.stages.blocks[size_t(s)]}, {"units", {u.first, u.last}},
+      // Each chunk's units [first, last] (one chunk without train.pp_virtual).
+      json chunks = json::array();
+      int64_t blocks = 0;
+      for (const UnitSpan& u : parallel::rank_chunks(in.stages.blocks, int(m.pp), s)) chunks.push_back({u.first, u.last});
+      for (int64_t c = s; c < int64_t(in.stages.blocks.size()); c += m.pp) blocks += in.stages.blocks[size_t(c)];
+      const bool tied_copy = s != 0 && parallel::stage_holds(in.stages.config, in.stages.blocks, s, in.stages.chunks)[0];
+      stages.push_back({{"stage", s}, {"blocks", blocks}, {"units", chunks[0]}, {"chunks", chunks},
                         {"tied_head_copy", tied_copy},
-                        {"describe", parallel::describe_units(in.stages.config, in.stages.blocks, s)},
+                        {"describe", parallel::describe_stage_units(in.stages.config, in.stages.blocks, s, int(m.pp))},
                         {"ranks", {s * per_stage, (s + 1) * per_stage - 1}}});
     }
     j["stages"] = stages;

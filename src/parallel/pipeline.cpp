@@ -182,6 +182,16 @@ std::string describe_units(const LlamaConfig& config, const std::vector<int64_t>
   return what;
 }
 
+std::string describe_stage_units(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage,
+                                 int stages) {
+  std::string what;
+  for (int chunk = stage; chunk < int(blocks.size()); chunk += stages) {
+    if (chunk != stage) what += "; ";
+    what += describe_units(config, blocks, chunk);
+  }
+  return what;
+}
+
 std::vector<PipeOp> pipeline_order(PipelineSchedule schedule, int stages, int stage, int64_t micro,
                                    int chunks) {
   std::vector<PipeOp> order;
@@ -289,11 +299,7 @@ Pipeline::Pipeline(Comm& group, LlamaModel& model, std::vector<int64_t> blocks,
 
 std::string Pipeline::describe_stage() const {
   const int p = group_.size();
-  std::string what;
-  for (int c = 0; c < int(chunks_.size()); ++c) {
-    if (c) what += "; ";
-    what += describe_units(model_.config(), blocks_, stage() + c * p);
-  }
+  const std::string what = describe_stage_units(model_.config(), blocks_, stage(), p);
   std::string chunks;
   if (chunks_.size() > 1) chunks.append(" in ").append(std::to_string(chunks_.size())).append(" chunks per stage");
   return "stage " + std::to_string(stage()) + " of " + std::to_string(p) + " (blocks " + blocks_text(blocks_) +

@@ -57,6 +57,10 @@ std::string blocks_text(const std::vector<int64_t>& blocks);
 // blocks 0-3", "block 4, final norm and head", with ", embedding copy (tied head)" where
 // stage_holds gives the last one a tied embedding.
 std::string describe_units(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage);
+// What rank `stage` of `stages` stores over its chunks (rank_chunks), each described by
+// describe_units and joined by "; ": "embedding, blocks 0-1; blocks 4-5".
+std::string describe_stage_units(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage,
+                                 int stages);
 
 // Refuses, in one line, virtual stages (train.pp_virtual = `chunks`) the schedule cannot run: more
 // than one needs pp > 1, the 1F1B schedule, and micro-batches (train.grad_accum) a multiple of pp.

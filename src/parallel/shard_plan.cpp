@@ -19,7 +19,7 @@ std::vector<ShardedParam> shard_params(const std::vector<ParamShape>& params, bo
 }
 
 bool StageSplit::holds(int stage, const std::string& name) const {
-  return blocks.empty() || stage_holds(config, blocks, stage)[size_t(param_unit(name, config))];
+  return blocks.empty() || stage_holds(config, blocks, stage, chunks)[size_t(param_unit(name, config))];
 }
 
 std::vector<int> StageSplit::stages_holding(const std::string& name) const {

@@ -28,9 +28,10 @@ struct ShardedParam {
 // holding every tensor.
 struct StageSplit {
   LlamaConfig config;
-  std::vector<int64_t> blocks;
+  std::vector<int64_t> blocks;  // per chunk: pp x chunks counts
+  int chunks = 1;               // per stage (train.pp_virtual)
 
-  int64_t stages() const { return blocks.empty() ? 1 : int64_t(blocks.size()); }
+  int64_t stages() const { return blocks.empty() ? 1 : int64_t(blocks.size()) / chunks; }
   bool holds(int stage, const std::string& name) const;
   std::vector<int> stages_holding(const std::string& name) const;  // ascending
 };

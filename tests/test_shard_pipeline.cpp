@@ -144,27 +144,31 @@ TEST(ShardPipeline, Llama405bOnPp16Tp8) {
   }
 }
 
-// What shard counts is what the trainer places: rank 0 of a real pp=2 x tp=2 run (stage 0, tp 0)
-// reports the parameters it holds, shard's count for that rank. Tied, so the last stage's copy and
-// the head's adapters are in play on the other stage.
-TEST(ShardPipeline, TrainerHoldsWhatShardCounts) {
-  if (!mt::testing::have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const std::string model = " --set model.num_hidden_layers=4 --set model.tie_word_embeddings=true";  // width 128
-  const json j = shard_json("--mesh pp=2,tp=2" + model);
+// What shard counts is what the trainer places: rank 0 of a real one-step run of `model` on `mesh`
+// reports the parameters it holds, shard's count (`j`) for that rank.
+void expect_trainer_holds_what_shard_counts(const json& j, const std::string& mesh, const std::string& model) {
   const auto dir = std::filesystem::temp_directory_path() / ("meshtrain_shard_pp_train_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::string out;
-  ASSERT_EQ(mt::testing::run(mt::testing::train_command("pp=2,tp=2") + model +
-                                 " --set train.steps=1 --set train.batch_size=2 --set train.seq_len=16"
-                                 " --set train.peak_gflops=100 --set output.dir=" + dir.string(),
+  ASSERT_EQ(mt::testing::run(mt::testing::train_command(mesh) + model +
+                                 " --set train.steps=1 --set train.batch_size=2 --set train.grad_accum=2"
+                                 " --set train.seq_len=16 --set train.peak_gflops=100 --set output.dir=" + dir.string(),
                              &out),
             0)
       << out;
   std::string held = std::to_string(j["ranks"][0]["elements"].get<int64_t>());
   held.insert(0, 1, '(');  // not "(" + std::string: g++ 12 warns falsely (-Wrestrict) on that
   held += " trainable on this rank)";
-  EXPECT_NE(out.find(held), std::string::npos) << held << "\n" << out;
+  EXPECT_NE(out.find(held), std::string::npos) << mesh << ": " << held << "\n" << out;
   std::filesystem::remove_all(dir);
+}
+
+// pp=2 x tp=2 (stage 0, tp 0 is rank 0), tied, so the last stage's copy and the head's adapters are
+// in play on the other stage.
+TEST(ShardPipeline, TrainerHoldsWhatShardCounts) {
+  if (!mt::testing::have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string model = " --set model.num_hidden_layers=4 --set model.tie_word_embeddings=true";  // width 128
+  expect_trainer_holds_what_shard_counts(shard_json("--mesh pp=2,tp=2" + model), "pp=2,tp=2", model);
 }
 
 // Interleaved 1F1B (train.pp_virtual = 2): each stage holds every pp-th chunk, and a real
@@ -180,20 +184,7 @@ TEST(ShardPipeline, VirtualStagesListEveryChunk) {
   const auto text = run_meshtrain("shard --mesh pp=2" + model);
   EXPECT_NE(text.output.find("pipeline stages (blocks 2,2,2,2 in 2 chunks per stage)"), std::string::npos) << text.output;
   if (!mt::testing::have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const auto dir = std::filesystem::temp_directory_path() / ("meshtrain_shard_pp_virtual_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::string out;
-  ASSERT_EQ(mt::testing::run(mt::testing::train_command("pp=2") + model +
-                                 " --set train.steps=1 --set train.batch_size=2 --set train.grad_accum=2"
-                                 " --set train.seq_len=16 --set train.peak_gflops=100 --set output.dir=" + dir.string(),
-                             &out),
-            0)
-      << out;
-  std::string held = std::to_string(j["ranks"][0]["elements"].get<int64_t>());
-  held.insert(0, 1, '(');
-  held += " trainable on this rank)";
-  EXPECT_NE(out.find(held), std::string::npos) << held << "\n" << out;
-  std::filesystem::remove_all(dir);
+  expect_trainer_holds_what_shard_counts(j, "pp=2", model);
 }
 
 TEST(ShardPipeline, SplitsThatCannotBeMadeAreOneLine) {

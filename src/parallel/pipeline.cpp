@@ -270,8 +270,10 @@ PipelineBuffers pipeline_buffers(PipelineSchedule schedule, int stages, int stag
     // This op's send: a forward's output to the next chunk's forward, a gradient to the previous
     // chunk's backward.
     const bool sends_output = op.forward && g != last, sends_grad = !sends_output && g > 0;
-    if (sends_output) pending.push_back({i, op_of(true, g + 1, op.micro).first, op_of(true, g + 1, op.micro).second});
-    if (sends_grad) pending.push_back({i, op_of(false, g - 1, op.micro).first, op_of(false, g - 1, op.micro).second});
+    if (sends_output || sends_grad) {
+      const auto [rank, at] = sends_output ? op_of(true, g + 1, op.micro) : op_of(false, g - 1, op.micro);
+      pending.push_back({i, rank, at});
+    }
     out.peak_in_flight = std::max(out.peak_in_flight, in_flight);
     out.peak_buffers = std::max(out.peak_buffers, inputs + int64_t(pending.size()) + (dy ? 1 : 0));
     if (!op.forward || g == last) {  // its input goes after the backward

@@ -23,6 +23,16 @@ TensorBox box_of(const TensorLayout& layout, int64_t rank) {
   return b;
 }
 
+// The blocks of `layout` on `coords`' fsdp peers (same coordinates except along fsdp), in fsdp order.
+std::vector<TensorBox> fsdp_peer_boxes(const TensorLayout& layout, const MeshShape& shape, Coords coords) {
+  std::vector<TensorBox> peers;
+  for (int64_t f = 0; f < shape.fsdp; ++f) {
+    coords[size_t(Axis::fsdp)] = f;
+    peers.push_back(box_of(layout, rank_of(shape, coords)));
+  }
+  return peers;
+}
+
 TensorBox relative_to(const TensorBox& b, const TensorBox& origin) {
   TensorBox r = b;
   for (size_t d = 0; d < b.rank(); ++d) r.begin[d] -= origin.begin[d], r.end[d] -= origin.begin[d];
@@ -83,14 +93,9 @@ void ShardedModel::build_slots(const PartitionRules& rules) {
     s.full_shape = sp.param.shape;
     s.trainable = sp.trainable;
     s.box = box_of(sp.layout, rank);
-    // The fsdp peers: same coordinates except along fsdp. Their blocks must tile this rank's
-    // tensor-parallel share, which is what the model computes with.
-    Coords c = mesh_.coords();
-    std::vector<TensorBox> peers;
-    for (int64_t f = 0; f < shape.fsdp; ++f) {
-      c[size_t(Axis::fsdp)] = f;
-      peers.push_back(box_of(sp.layout, rank_of(shape, c)));
-    }
+    // The fsdp peers' blocks must tile this rank's tensor-parallel share, which is what the model
+    // computes with.
+    const std::vector<TensorBox> peers = fsdp_peer_boxes(sp.layout, shape, mesh_.coords());
     s.tp_box = peers[0];
     int64_t tiled = 0;
     for (const auto& p : peers) {
@@ -164,12 +169,9 @@ void ShardedModel::build_slots(const PartitionRules& rules) {
   // without the embedding need too when they hold the head.
   const ShardedParam& embed = *std::find_if(sharded.begin(), sharded.end(),
                                             [](const ShardedParam& x) { return x.param.name == kEmbedName; });
-  Coords c = mesh_.coords();
   vocab_begin_ = full_.vocab_size;
-  for (int64_t f = 0; f < shape.fsdp; ++f) {
-    c[size_t(Axis::fsdp)] = f;
-    vocab_begin_ = std::min(vocab_begin_, box_of(embed.layout, rank_of(shape, c)).begin[0]);
-  }
+  for (const TensorBox& b : fsdp_peer_boxes(embed.layout, shape, mesh_.coords()))
+    vocab_begin_ = std::min(vocab_begin_, b.begin[0]);
 }
 
 void ShardedModel::build_units() {

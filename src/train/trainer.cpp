@@ -65,6 +65,10 @@ std::unique_ptr<parallel::Comm> open_world(const RunConfig& cfg) {
   return world;
 }
 
+// Whether the mesh gathers parameters over fsdp or splits them over tp: the runs whose FSDP wait is
+// reported (a pipeline alone has no gathers).
+bool gathers_or_splits(const parallel::MeshShape& m) { return m.fsdp > 1 || m.tp > 1; }
+
 // The group (dp x fsdp) that shares out each batch's rows, refused before any work when it cannot
 // split the batch evenly.
 parallel::Comm& data_parallel_group(parallel::Mesh& mesh, int64_t batch_size) {
@@ -402,7 +406,7 @@ void log_summary(TrainingRun& run) {
               ? ", largest rank " + format_bytes(int64_t(summary.peak_rss_max_rank_bytes))
               : std::string())
       << "\n";
-  if (run.cfg.mesh.fsdp > 1 || run.cfg.mesh.tp > 1)
+  if (gathers_or_splits(run.cfg.mesh))
     log << "FSDP collectives: " << std::round(summary.fsdp_wait_s_per_step * 1e4) / 10.0
         << " ms/step spent waiting (rank 0; gathers "
         << (run.tc.fsdp_prefetch ? "prefetched" : "not prefetched") << ")\n";
@@ -471,7 +475,7 @@ void finish_run(TrainingRun& run, const StepTiming& timed) {
             << profile::table(timed.seconds, std::max<int64_t>(1, tc.steps - run.start_step - 1));
   summary.tokens_per_s = timed.seconds > 0 ? double(timed.tokens) / timed.seconds : 0.0;
   const int64_t steady_steps = tc.steps - run.start_step - 1;
-  if ((run.cfg.mesh.fsdp > 1 || run.cfg.mesh.tp > 1) && steady_steps > 0)
+  if (gathers_or_splits(run.cfg.mesh) && steady_steps > 0)
     summary.fsdp_wait_s_per_step = run.placed.exposed_comm_seconds() / double(steady_steps);
   summary.mfu = summary.tokens_per_s * run.flops.per_token / (run.peak * run.world->size());
   // The model has not changed since the last step's evaluation, if there was one.

@@ -20,7 +20,7 @@ std::string floor_of(const std::string& rel) {
   const auto slash = rel.find('/');
   const std::string dir = rel.substr(0, slash);
   if (dir != "kernels") return dir;
-  return rel.substr(0, rel.find('/', slash + 1));  // kernels/cpu, kernels/reference
+  return rel.substr(0, rel.find('/', slash + 1));  // kernels/cpu, kernels/cuda, ...
 }
 
 // What each floor may include, itself included. Lower floors never see higher ones; io and data
@@ -28,9 +28,12 @@ std::string floor_of(const std::string& rel) {
 const std::map<std::string, std::set<std::string>>& allowed() {
   static const std::map<std::string, std::set<std::string>> rules = {
       {"core", {"core"}},
-      {"kernels/cpu", {"core", "kernels/cpu"}},
-      {"kernels/reference", {"core", "kernels/reference"}},
-      {"backend", {"core", "kernels/cpu", "kernels/reference", "backend"}},
+      {"kernels/device_math", {"core", "kernels/device_math"}},
+      {"kernels/cpu", {"core", "kernels/device_math", "kernels/cpu"}},
+      {"kernels/reference", {"core", "kernels/device_math", "kernels/reference"}},
+      {"kernels/cuda", {"core", "kernels/device_math", "kernels/cuda"}},
+      {"backend", {"core", "kernels/device_math", "kernels/cpu", "kernels/reference",
+                   "kernels/cuda", "backend"}},
       {"model", {"core", "backend", "model"}},
       {"io", {"core", "backend", "model", "io"}},
       {"data", {"core", "data"}},

@@ -37,7 +37,9 @@ const std::map<std::string, std::set<std::string>>& allowed() {
       {"model", {"core", "backend", "model"}},
       {"io", {"core", "backend", "model", "io"}},
       {"data", {"core", "data"}},
-      {"parallel", {"core", "backend", "model", "io", "data", "parallel"}},
+      // kernels/cuda: NCCL's comm (parallel/nccl_comm.cu) reaches the vendor runtime and NCCL
+      // through its one include (kernels/cuda/nccl_runtime.h), as GPU code must.
+      {"parallel", {"core", "backend", "model", "io", "data", "parallel", "kernels/cuda"}},
       {"train", {"core", "backend", "model", "io", "data", "parallel", "train"}},
       {"plan", {"core", "backend", "model", "io", "data", "parallel", "train", "plan"}},
       {"report", {"core", "report"}},

@@ -64,8 +64,15 @@ CheckedComm::CheckedComm(std::unique_ptr<Comm> world, double timeout_s, const st
       });
 }
 
-CheckedComm::CheckedComm(std::unique_ptr<Comm> inner, std::shared_ptr<Shared> shared)
-    : inner_(std::move(inner)), shared_(std::move(shared)) {}
+CheckedComm::CheckedComm(std::unique_ptr<Comm> inner, std::shared_ptr<Shared> shared, Comm* checks_over)
+    : inner_(std::move(inner)), shared_(std::move(shared)),
+      checks_over_(checks_over ? checks_over : inner_.get()) {}
+
+std::unique_ptr<Comm> CheckedComm::wrap_twin(std::unique_ptr<Comm> twin) {
+  auto out = std::unique_ptr<CheckedComm>(new CheckedComm(std::move(twin), shared_, inner_.get()));
+  out->set_name(name() + " (device)");
+  return out;
+}
 
 CheckedComm::~CheckedComm() = default;
 
@@ -109,7 +116,7 @@ void CheckedComm::compare_signatures(const CollectiveSignature& mine) {
   const size_t n = size_t(size());
   std::vector<CollectiveSignature> all(n);
   all[size_t(rank())] = mine;
-  inner_->all_gather_bytes(&all[size_t(rank())], all.data(), kSignatureWords, 8);
+  checks_over_->all_gather_bytes(&all[size_t(rank())], all.data(), kSignatureWords, 8);
   std::string differing;
   int64_t count = 0;
   for (size_t r = 1; r < n; ++r) {
@@ -203,6 +210,8 @@ Request CheckedComm::irecv_bytes(void* data, int64_t bytes, int peer, int tag) {
 }
 
 std::unique_ptr<Comm> CheckedComm::split(int color, int key) {
+  // A twin's checks gather over its host group, which a split of the twin would not have.
+  MT_CHECK(checks_over_ == inner_.get(), "split of a device twin: split its host group instead");
   std::unique_ptr<Comm> sub;
   blocking(begin(CollectiveOp::split, ElemKind::raw, 0, 0),
            [&] { sub = inner_->split(color, key); });

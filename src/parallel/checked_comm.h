@@ -39,6 +39,11 @@ class CheckedComm final : public Comm {
   }
   void reset_collective_totals() { shared_->recorder.reset_totals(); }
 
+  // This group's device twin over another transport (NCCL: device_comms.h), checked like the
+  // group: numbered in a sequence of its own, recorded in the same flight recorder and watched by
+  // the same watchdog, its signatures compared over this group's own transport (host memory).
+  std::unique_ptr<Comm> wrap_twin(std::unique_ptr<Comm> twin);
+
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   void barrier() override;
@@ -69,7 +74,7 @@ class CheckedComm final : public Comm {
     FlightRecorder recorder;
     std::atomic<bool> check{false};
   };
-  CheckedComm(std::unique_ptr<Comm> inner, std::shared_ptr<Shared> shared);
+  CheckedComm(std::unique_ptr<Comm> inner, std::shared_ptr<Shared> shared, Comm* checks_over = nullptr);
 
   // Numbers the collective, records it as blocking and, in debug mode, compares its signature
   // across the group; the returned record is what a non-blocking collective's wait reports.
@@ -83,6 +88,8 @@ class CheckedComm final : public Comm {
 
   std::unique_ptr<Comm> inner_;
   std::shared_ptr<Shared> shared_;
+  // Where the signature checks gather (host memory): inner_, or for a twin its host group's.
+  Comm* checks_over_;
   int64_t seq_ = 0;
   int64_t p2p_seq_ = 0;  // sends and receives
   std::unique_ptr<Watchdog> watchdog_;  // the world's only; stopped before inner_ goes

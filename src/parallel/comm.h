@@ -5,6 +5,12 @@
 // Buffers are counted in elements of the named type. all_gather / reduce_scatter use the rank-
 // ordered layout of MPI: the full buffer holds size() blocks of n elements, block i for rank i.
 // Every rank of the group must make the same calls in the same order (as with MPI itself).
+//
+// Host data and device data: a group's own calls take host memory (agreement checks, losses,
+// counters, checkpoints). Device buffers (gradients, FSDP shards and gathers, tp partial sums,
+// pipeline activations) go through device(), the same ranks' group for the backend's memory: the
+// group itself while that memory is host memory (the CPU backends), else the twin a device backend
+// attached (parallel/device_comms.h: StagedComm through host copies, or NcclComm).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -75,8 +81,16 @@ class Comm {
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
 
+  // The group over the same ranks, in the same order, that carries device buffers (see the top
+  // of this file): the twin attached with attach_device, else this group.
+  Comm& device() { return device_ ? *device_ : *this; }
+  bool has_device_twin() const { return device_ != nullptr; }
+  // Replaces the device twin (null: none). The twin is owned by this group and goes with it.
+  void attach_device(std::unique_ptr<Comm> twin) { device_ = std::move(twin); }
+
  private:
   std::string name_ = "world";
+  std::unique_ptr<Comm> device_;
 };
 
 // The single-process group: every collective is a copy. Used when not launched by mpirun/srun.

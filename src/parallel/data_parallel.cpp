@@ -36,7 +36,8 @@ double DataParallel::sum_loss(double local) {
 }
 
 void DataParallel::sum_gradients(ParamStore& params) {
-  if (params.trainable_numel() > 0) group_.all_reduce_sum(params.grad_data(), params.trainable_numel());
+  if (params.trainable_numel() > 0)
+    group_.device().all_reduce_sum(params.grad_data(), params.trainable_numel());
 }
 
 double DataParallel::grad_norm(const ParamStore& params) {

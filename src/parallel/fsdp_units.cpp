@@ -57,7 +57,7 @@ void ShardedModel::start_gather(int u) {
     }
     send = U.send;
   }
-  U.gather = mesh_.axis(Axis::fsdp).iall_gather_bytes(send, U.recv, U.chunk, 2);
+  U.gather = mesh_.axis(Axis::fsdp).device().iall_gather_bytes(send, U.recv, U.chunk, 2);
   U.gathering = true;
 }
 
@@ -168,7 +168,7 @@ void ShardedModel::release(int u, bool grads) {
                                       DType::f32, 1, pb.numel()),
                         pb, pb);
     }
-    ps->request = mesh_.axis(Axis::fsdp).ireduce_scatter_sum(ps->send, ps->recv, U.grad_chunk);
+    ps->request = mesh_.axis(Axis::fsdp).device().ireduce_scatter_sum(ps->send, ps->recv, U.grad_chunk);
     scatters_.push_back(std::move(ps));
   }
   for (auto* s : U.split)
@@ -204,7 +204,7 @@ void ShardedModel::finish_gradients() {
   MT_PROFILE("gradient all-reduce");
   ParamStore& params = trainable_shards();
   if (mesh_.shape().dp > 1 && params.trainable_numel() > 0)
-    mesh_.axis(Axis::dp).all_reduce_sum(params.grad_data(), params.trainable_numel());
+    mesh_.axis(Axis::dp).device().all_reduce_sum(params.grad_data(), params.trainable_numel());
   // Blocks summed over a further axis: unsplit over fsdp (each fsdp rank saw other rows), and
   // partial sums over tp. Packed so each axis costs one collective.
   auto reduce_where = [&](Axis axis, auto&& pick) {
@@ -227,7 +227,7 @@ void ShardedModel::finish_gradients() {
         }
     };
     move(true);
-    mesh_.axis(axis).all_reduce_sum(packed, total);
+    mesh_.axis(axis).device().all_reduce_sum(packed, total);
     move(false);
     pool_.give(packed);
   };

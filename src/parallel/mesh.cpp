@@ -116,6 +116,12 @@ Mesh::Mesh(Comm& world, const MeshShape& shape) : world_(world), shape_(shape) {
   }
 }
 
+std::vector<Comm*> Mesh::all_groups() {
+  std::vector<Comm*> out = {&world_};
+  for (AxisSet set = 1; set < (1u << kNumAxes); ++set) out.push_back(groups_[set].get());
+  return out;
+}
+
 Comm& Mesh::group(AxisSet axes) {
   MT_CHECK(axes > 0 && axes < (1u << kNumAxes), "empty or invalid axis set");
   return *groups_[axes];

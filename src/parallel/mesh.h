@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "parallel/comm.h"
 
@@ -65,6 +66,9 @@ class Mesh {
   Comm& group(AxisSet axes);
   // dp x fsdp: the ranks that see different batches (the data-parallel group).
   Comm& data_parallel() { return group(axis_bit(Axis::dp) | axis_bit(Axis::fsdp)); }
+  // The world, then every group above in a fixed order, the same on every rank: what device
+  // twins are attached to (parallel/device_comms.h), one collective creation after another.
+  std::vector<Comm*> all_groups();
 
  private:
   Comm& world_;

@@ -337,7 +337,7 @@ double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float gr
   };
   const auto receive = [&](DeviceBuffer& into, int64_t n, int peer, int tag, size_t op) {
     allocate(into, n);
-    timed(t.recv_wait_s, [&] { group_.recv_bytes(into.data(), n * int64_t(sizeof(float)), peer, tag); });
+    timed(t.recv_wait_s, [&] { group_.device().recv_bytes(into.data(), n * int64_t(sizeof(float)), peer, tag); });
     // The sender's op is past its own receives, so these of ours have arrived: their waits return
     // at once.
     for (size_t done : plan.release_at_receive[op]) {
@@ -349,7 +349,7 @@ double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float gr
   const auto send = [&](size_t op, int peer, int tag) {
     const int64_t bytes = int64_t(sent[op].bytes());
     t.sent_bytes += bytes;
-    sends[op] = timed(t.send_wait_s, [&] { return group_.isend_bytes(sent[op].data(), bytes, peer, tag); });
+    sends[op] = timed(t.send_wait_s, [&] { return group_.device().isend_bytes(sent[op].data(), bytes, peer, tag); });
   };
   double loss = 0.0;
   for (size_t i = 0; i < order.size(); ++i) {
@@ -402,13 +402,13 @@ LossSum Pipeline::forward_loss(const ModelInput& in) {
     UnitSpan span = chunks_[size_t(c)];
     if (chunk > 0) {
       x.resize(size_t(n));
-      group_.recv_bytes(x.data(), bytes, (s + p - 1) % p, forward_tag(chunk - 1));
+      group_.device().recv_bytes(x.data(), bytes, (s + p - 1) % p, forward_tag(chunk - 1));
       span.x_in = x.data();
     }
     const bool last = chunk + 1 == p * v;
     if (!last) y.resize(size_t(n)), span.x_out = y.data();
     ls = model_.run_units(in, span, false, 0.0f);
-    if (!last) group_.send_bytes(y.data(), bytes, (s + 1) % p, forward_tag(chunk));
+    if (!last) group_.device().send_bytes(y.data(), bytes, (s + 1) % p, forward_tag(chunk));
   }
   double sums[2] = {ls.sum, double(ls.count)};  // only the last chunk's are not zero
   group_.all_reduce_sum(sums, 2);

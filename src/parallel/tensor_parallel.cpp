@@ -33,8 +33,8 @@ void TensorParallelGroup::reduce(const Tensor& partial, bool max) {
     f32 = staging_.slice(0, partial.rows, partial.cols);
     backend_.convert(f32, partial);
   }
-  if (max) group_.all_reduce_max(f32.as<float>(), f32.numel());
-  else group_.all_reduce_sum(f32.as<float>(), f32.numel());
+  if (max) group_.device().all_reduce_max(f32.as<float>(), f32.numel());
+  else group_.device().all_reduce_sum(f32.as<float>(), f32.numel());
   if (f32.data != partial.data) backend_.convert(partial, f32);
 }
 

@@ -109,6 +109,10 @@ std::vector<ConfigKey> make_keys() {
       {KEY(train.debug_collectives),
        .help = "Before each collective, the ranks compare its sequence number and signature and "
                "name a mismatch instead of hanging (one small all-gather per collective)"},
+      {KEY(train.device_comm), .choices = {"mpi", "staged", "nccl"},
+       .help = "How gradients, shards and activations travel between ranks: mpi (directly from "
+               "CPU memory, host-staged from a GPU's), staged (always through host copies), nccl "
+               "(NCCL on the GPU's stream; CUDA builds, one rank per GPU); see docs/gpu.md"},
 
       {KEY(train.pp_schedule), .choices = {"1f1b", "gpipe"},
        .help = "Pipeline schedule under mesh pp > 1: 1F1B (one forward, one backward in the "

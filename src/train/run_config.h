@@ -44,6 +44,8 @@ struct TrainConfig {
   // Seconds a rank may wait in one collective before the watchdog ends the job; 0: no watchdog.
   float collective_timeout = 300.0f;
   bool debug_collectives = false;  // every rank cross-checks each collective's signature first
+  // How device buffers travel between ranks: "mpi", "staged" or "nccl" (parallel/device_comms.h).
+  std::string device_comm = "mpi";
   // Pipeline parallelism (mesh pp > 1): the schedule, and the blocks of each stage ("2,3"; empty:
   // balanced by cost); pp_virtual > 1 cuts each stage into that many chunks (interleaved 1F1B),
   // and pp_blocks then counts blocks per chunk.

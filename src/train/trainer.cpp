@@ -19,6 +19,7 @@
 #include "parallel/checked_comm.h"
 #include "parallel/comm.h"
 #include "parallel/data_parallel.h"
+#include "parallel/device_comms.h"
 #include "parallel/mesh.h"
 #include "parallel/rank_places.h"
 #include "train/adamw.h"
@@ -79,6 +80,15 @@ parallel::Comm& data_parallel_group(parallel::Mesh& mesh, int64_t batch_size) {
   return group;
 }
 
+// The device twins of the mesh's groups (train.device_comm), attached before any device buffer
+// travels; a device comm this build or backend cannot give is refused before anything is written.
+struct DeviceComms {
+  DeviceComms(parallel::Mesh& mesh, Backend& backend, const TrainConfig& tc)
+      : how(parallel::attach_device_comms(
+            mesh, backend, parallel::parse_device_comm(tc.device_comm, "train.device_comm"))) {}
+  std::string how;  // for the log
+};
+
 // Setup: everything the step loop and the finish work with. The members are built in the order
 // they are declared, which is the order the work must happen in (the mesh is checked before
 // anything loads, the model is placed before the optimizer takes its trainable tensors); the
@@ -95,6 +105,7 @@ struct TrainingRun {
   const TrainConfig& tc;
   std::unique_ptr<parallel::Comm> world;
   parallel::Mesh mesh;
+  DeviceComms device_comms;
   parallel::DataParallel dp;
   const bool leader;  // prints and writes files
   NullBuffer null_buffer;
@@ -164,6 +175,7 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out)
       tc(cfg.train),
       world(open_world(cfg)),
       mesh(*world, cfg.mesh),
+      device_comms(mesh, cpu_backend(), tc),  // the backend the model computes on
       dp(data_parallel_group(mesh, tc.batch_size)),
       leader(world->rank() == 0),
       log(leader ? out : quiet),
@@ -193,7 +205,9 @@ void TrainingRun::log_header() {
     const parallel::LaunchEnv env = parallel::read_launch_env();
     log << "world: "
         << parallel::describe_rank_places(parallel::gather_rank_places(*world, env), env.launcher)
-        << "\n";
+        << "\n"
+        << "device buffers travel by " << device_comms.how << " (train.device_comm = \""
+        << tc.device_comm << "\")\n";
   }
   log << "meshtrain: " << (cfg.lora.enabled ? "LoRA" : "full") << " training, "
       << (tc.precision == Precision::bf16 ? "bf16 mixed" : "fp32") << ", "

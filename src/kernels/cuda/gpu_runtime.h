@@ -4,11 +4,23 @@
 // Warp-wide code uses kWarpSize, never a literal 32 (CDNA wavefronts are 64 wide).
 #pragma once
 
+#if defined(MESHTRAIN_HIP)
+#include "kernels/cuda/vendor_hip.h"  // hipcc: the CUDA names below mapped to HIP
+#else
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#endif
 
 namespace mt::cuda {
 
+// Lanes of a warp: 32 on NVIDIA; on AMD the wavefront of the target being compiled (64 on CDNA,
+// gfx90a and gfx942), and 64 in host code of a HIP build (its targets are CDNA).
+#if defined(__AMDGCN_WAVEFRONT_SIZE)
+inline constexpr int kWarpSize = __AMDGCN_WAVEFRONT_SIZE;
+#elif defined(MESHTRAIN_HIP)
+inline constexpr int kWarpSize = 64;
+#else
 inline constexpr int kWarpSize = 32;
+#endif
 
 }  // namespace mt::cuda

@@ -1,5 +1,6 @@
 // meshtrain bench: this machine's bf16 GEMM throughput, then training throughput (tokens/s, MFU,
-// peak memory, per-op time) on the reference shape, full bf16 and LoRA rank 8; under mpirun -n 2,
+// peak memory, per-op time, and the GEMMs at the step's own shapes) on the reference shape or a
+// preset cut to --layers blocks, full bf16 and LoRA (rank 8 or --lora-rank); under mpirun -n 2,
 // `--what p2p`, the point-to-point time between the two ranks. Figures are printed, never
 // asserted: machines are shared and noisy.
 #include <omp.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -16,6 +18,9 @@
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "core/profile.h"
+#include <nlohmann/json.hpp>
+
+#include "backend/device_buffer.h"
 #include "model/llama.h"
 #include "model/presets.h"
 #include "parallel/comm.h"
@@ -35,7 +40,53 @@ struct BenchOptions {
   bool checkpointing = false;
   double peak_gflops = 0.0;
   std::vector<int64_t> p2p_bytes = {4096, 65536, 1 << 20, 16 << 20};
+  std::string preset = "reference";  // model/presets.h
+  int64_t layers = 0;                // 0: the preset's
+  int64_t lora_rank = 8;
+  std::string json;                  // where to write the figures; empty: nowhere
 };
+
+// The figures of one run of bench, for --json.
+nlohmann::json figures = nlohmann::json::object();
+
+LlamaConfig bench_shape(const BenchOptions& o) {
+  LlamaConfig c = llama_preset(o.preset);
+  if (o.layers > 0) c.num_hidden_layers = o.layers;
+  c.max_position_embeddings = std::max(c.max_position_embeddings, o.seq);
+  return c;
+}
+
+// The bf16 products of one training step's linear layers at their own shapes (forward y = x W^T
+// for the tokens of a step), each timed on `backend` for about `seconds`: what the step's GEMMs
+// can reach, beside what the step reaches. Returns {name, TFLOP/s} pairs.
+nlohmann::json bench_step_gemms(Backend& backend, const LlamaConfig& c, int64_t tokens, double seconds) {
+  const int64_t h = c.hidden_size, d = c.head_dim();
+  const std::pair<const char*, int64_t> outs[] = {
+      {"q/o", c.num_attention_heads * d}, {"k/v", c.num_key_value_heads * d},
+      {"gate/up/down", c.intermediate_size}, {"lm_head", c.vocab_size}};
+  std::printf("  GEMMs at this step's shapes (bf16, forward, %ld tokens):\n", long(tokens));
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [name, n] : outs) {
+    DeviceBuffer x(backend, DType::bf16, tokens * h), w(backend, DType::bf16, n * h), y(backend, DType::f32, tokens * n);
+    const Tensor xt = x.tensor().view(tokens, h), wt = w.tensor().view(n, h), yt = y.tensor().view(tokens, n);
+    backend.linear_forward(yt, xt, wt);  // warm-up (the library picks its algorithm)
+    backend.synchronize();
+    int64_t reps = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    double dt = 0.0;
+    while (dt < seconds) {
+      backend.linear_forward(yt, xt, wt);
+      backend.synchronize();
+      ++reps;
+      dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    const double tflops = 2.0 * double(tokens) * double(h) * double(n) * double(reps) / dt / 1e12;
+    std::printf("    %-12s [%ld x %ld] x [%ld x %ld]^T: %9.3f TFLOP/s\n", name, long(tokens), long(h), long(n),
+                long(h), tflops);
+    out.push_back({{"name", name}, {"m", tokens}, {"k", h}, {"n", n}, {"tflops", tflops}});
+  }
+  return out;
+}
 
 double bench_gemm() {
   std::printf("== bf16 GEMM throughput (%d threads; mean over ~1 s per size)\n", omp_get_max_threads());
@@ -52,11 +103,11 @@ double bench_gemm() {
 }
 
 void bench_training(const BenchOptions& o, bool lora_on, double peak) {
-  LlamaConfig c = llama_preset("reference");
+  const LlamaConfig c = bench_shape(o);
   LoraConfig lora;
   lora.enabled = lora_on;
-  lora.rank = 8;
-  lora.alpha = 16.0f;
+  lora.rank = o.lora_rank;
+  lora.alpha = 2.0f * float(o.lora_rank);
   memory_stats::reset_peak();
   memory_stats::reset_peak_rss();
   size_t rss_before = memory_stats::peak_rss_bytes();
@@ -74,8 +125,10 @@ void bench_training(const BenchOptions& o, bool lora_on, double peak) {
   in.tokens = tokens.data(), in.targets = targets.data(), in.B = o.batch, in.T = o.seq;
 
   FlopCount flops = training_flops(c, lora, o.seq);
-  std::printf("\n== training, reference shape, bf16 mixed, %s%s: batch %ld x seq %ld\n",
-              lora_on ? "LoRA r8 on q,k,v,o,gate,up,down" : "full",
+  const std::string shape =
+      o.preset + " shape" + (o.layers > 0 ? " cut to " + std::to_string(o.layers) + " blocks" : std::string());
+  const std::string kind = lora_on ? "LoRA r" + std::to_string(o.lora_rank) + " on q,k,v,o,gate,up,down" : "full";
+  std::printf("\n== training, %s, bf16 mixed, %s%s: batch %ld x seq %ld\n", shape.c_str(), kind.c_str(),
               o.checkpointing ? ", activation checkpointing" : "", long(o.batch), long(o.seq));
   std::printf("  parameters: %ld base (%ld in matmuls), %ld trainable\n", long(model->base().numel()),
               long(flops.matmul_params), long(model->trainable().trainable_numel()));
@@ -99,6 +152,13 @@ void bench_training(const BenchOptions& o, bool lora_on, double peak) {
               format_bytes(int64_t(model->activation_bytes())).c_str(),
               format_bytes(int64_t(std::max(memory_stats::peak_rss_bytes(), rss_before))).c_str());
   std::printf("  time per step by op:\n%s", profile::table(dt, o.steps).c_str());
+  nlohmann::json gemms = bench_step_gemms(model->backend(), c, o.batch * o.seq, 0.5);
+  figures[lora_on ? "lora" : "full"] = {
+      {"shape", shape}, {"kind", kind}, {"batch", o.batch}, {"seq", o.seq}, {"steps", o.steps},
+      {"tokens_per_s", tps}, {"ms_per_step", 1e3 * dt / double(o.steps)},
+      {"mfu", tps * flops.per_token / peak}, {"peak_gflops", peak / 1e9},
+      {"peak_tensor_bytes", memory_stats::peak_bytes()}, {"gemms_at_step_shapes", gemms},
+      {"profile", profile::table(dt, o.steps)}};
 }
 
 // A ping-pong between the two ranks of the world (rank 0 sends, rank 1 sends the bytes back) with
@@ -155,6 +215,12 @@ Action add_bench_command(CLI::App& app) {
   sub->add_option("--peak-gflops", o->peak_gflops, "MFU denominator in GFLOP/s; 0: the measured GEMM peak");
   sub->add_option("--p2p-bytes", o->p2p_bytes, "message sizes of --what p2p, in bytes")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--preset", o->preset, "model shape of the training runs (reference, or an 8B..405B preset)")
+      ->check(CLI::IsMember(llama_preset_names()));
+  sub->add_option("--layers", o->layers, "cut the shape to this many blocks (0: the preset's)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--lora-rank", o->lora_rank, "rank of the LoRA run's adapters")->check(CLI::PositiveNumber);
+  sub->add_option("--json", o->json, "also write the figures to this JSON file (default: none)");
   return [o] {
     if (o->what == "p2p") {
       bench_p2p(o->p2p_bytes);
@@ -164,6 +230,11 @@ Action add_bench_command(CLI::App& app) {
     if (o->what == "gemm" || o->what == "all" || peak <= 0.0) peak = bench_gemm();
     if (o->what == "full" || o->what == "all") bench_training(*o, false, peak);
     if (o->what == "lora" || o->what == "all") bench_training(*o, true, peak);
+    if (!o->json.empty()) {
+      std::ofstream f(o->json);
+      f << figures.dump(2) << "\n";
+      if (!f) fail("bench --json: cannot write " + o->json);
+    }
     return 0;
   };
 }

@@ -22,8 +22,8 @@ struct Nf4Codebook {
 // codes two a byte, padded to a multiple of 4 bytes.
 struct Nf4RowLayout {
   int64_t blocks, groups, group_size, bytes;
-  int64_t maxima_at() const { return 8 * groups; }
-  int64_t codes_at() const { return 8 * groups + blocks; }
+  MT_HOST_DEVICE int64_t maxima_at() const { return 8 * groups; }
+  MT_HOST_DEVICE int64_t codes_at() const { return 8 * groups + blocks; }
 };
 
 MT_HOST_DEVICE Nf4RowLayout nf4_row_layout(int64_t cols) {

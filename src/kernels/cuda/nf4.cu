@@ -4,7 +4,6 @@
 #include <string>
 
 #include "core/nf4.h"
-#include "kernels/cuda/block_reduce.h"  // Max, std::max's rule
 #include "kernels/cuda/launch.h"
 #include "kernels/device_math/nf4_block.h"
 
@@ -54,23 +53,17 @@ __global__ void quantize_kernel(uint8_t* dst, const float* src, int64_t rows, in
     const float* x = src + r * cols;
     uint8_t* rec = dst + r * l.bytes;
     for (int64_t b = threadIdx.x; b < l.blocks; b += blockDim.x) {
-      const int64_t i1 = (b + 1) * dm::kNf4Block < cols ? (b + 1) * dm::kNf4Block : cols;
-      float a = 0.0f;
-      for (int64_t i = b * dm::kNf4Block; i < i1; ++i) a = Max{}(a, fabsf(x[i]));
-      amax[b] = a;
+      const int64_t i0 = b * dm::kNf4Block;
+      amax[b] = dm::nf4_block_max(x + i0, i0 + dm::kNf4Block < cols ? dm::kNf4Block : cols - i0);
     }
     __syncthreads();
     for (int64_t g = threadIdx.x; g < l.groups; g += blockDim.x) {
       const int64_t b0 = g * l.group_size;
       const int64_t b1 = b0 + l.group_size < l.blocks ? b0 + l.group_size : l.blocks;
-      double sum = 0;
-      for (int64_t b = b0; b < b1; ++b) sum += amax[b];
-      const float off = float(sum / double(b1 - b0));
-      float spread = 0;
-      for (int64_t b = b0; b < b1; ++b) spread = Max{}(spread, fabsf(amax[b] - off));
-      offset[g] = off, scale[g] = spread / 127.0f;
-      write_f32(rec + 8 * g, scale[g]);
-      write_f32(rec + 8 * g + 4, off);
+      const dm::Nf4GroupStats st = dm::nf4_group_stats(amax, b0, b1);
+      scale[g] = st.scale, offset[g] = st.offset;
+      write_f32(rec + 8 * g, st.scale);
+      write_f32(rec + 8 * g + 4, st.offset);
     }
     __syncthreads();
     for (int64_t b = threadIdx.x; b < l.blocks; b += blockDim.x) {

@@ -18,13 +18,13 @@ __global__ void forward_kernel(float* out, const int32_t* tokens, const float* t
   }
 }
 
-// Sort keys: the table row of each token, `rows` (after every held row) for tokens another
-// device holds; values: token indices.
-__global__ void make_keys(int32_t* keys, int32_t* index, const int32_t* tokens, int64_t N,
+// Sort keys (unsigned, so the radix sort needs no sign handling): the table row of each token,
+// `rows` (after every held row) for tokens another device holds; values: token indices.
+__global__ void make_keys(uint32_t* keys, int32_t* index, const int32_t* tokens, int64_t N,
                           int64_t row0, int64_t rows) {
   for (int64_t n = global_index(); n < N; n += global_stride()) {
     const int64_t r = int64_t(tokens[n]) - row0;
-    keys[n] = int32_t(r >= 0 && r < rows ? r : rows);
+    keys[n] = uint32_t(r >= 0 && r < rows ? r : rows);
     index[n] = int32_t(n);
   }
 }
@@ -32,11 +32,11 @@ __global__ void make_keys(int32_t* keys, int32_t* index, const int32_t* tokens, 
 // Block i looks at sorted position i; if it starts a held row's run, its threads take the columns
 // and add the run's gradients in token order (the stable sort kept it), one float add per token
 // like the CPU kernel. Other blocks return: no two blocks touch one row.
-__global__ void add_runs(float* dtable, const float* dout, const int32_t* keys,
+__global__ void add_runs(float* dtable, const float* dout, const uint32_t* keys,
                          const int32_t* index, int64_t N, int64_t C, int64_t rows) {
   for (int64_t i = blockIdx.x; i < N; i += gridDim.x) {
-    const int32_t r = keys[i];
-    if (r == rows || (i > 0 && keys[i - 1] == r)) continue;
+    const uint32_t r = keys[i];
+    if (int64_t(r) == rows || (i > 0 && keys[i - 1] == r)) continue;
     float* dst = dtable + int64_t(r) * C;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
       float acc = dst[c];
@@ -56,8 +56,8 @@ size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 size_t sort_temp_bytes(int64_t N, int64_t rows) {
   size_t temp = 0;
-  check(cub::DeviceRadixSort::SortPairs(nullptr, temp, static_cast<const int32_t*>(nullptr),
-                                        static_cast<int32_t*>(nullptr),
+  check(cub::DeviceRadixSort::SortPairs(nullptr, temp, static_cast<const uint32_t*>(nullptr),
+                                        static_cast<uint32_t*>(nullptr),
                                         static_cast<const int32_t*>(nullptr),
                                         static_cast<int32_t*>(nullptr), int(N), 0, key_bits(rows)),
         "embedding_backward (sort size)");
@@ -91,9 +91,9 @@ void embedding_backward(float* dtable, const int32_t* tokens, const float* dout,
                 " bytes, expected at least " + std::to_string(need));
   const size_t part = aligned(size_t(N) * sizeof(int32_t));
   auto* base = static_cast<char*>(scratch);
-  auto* keys_in = reinterpret_cast<int32_t*>(base);
+  auto* keys_in = reinterpret_cast<uint32_t*>(base);
   auto* index_in = reinterpret_cast<int32_t*>(base + part);
-  auto* keys = reinterpret_cast<int32_t*>(base + 2 * part);
+  auto* keys = reinterpret_cast<uint32_t*>(base + 2 * part);
   auto* index = reinterpret_cast<int32_t*>(base + 3 * part);
   void* temp = base + 4 * part;
   size_t temp_bytes = need - 4 * part;

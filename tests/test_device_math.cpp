@@ -12,10 +12,13 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "core/error.h"
 #include "core/nf4.h"
 #include "core/rope_frequencies.h"
 #include "core/tensor.h"
+#include "core/tensor_box.h"
 #include "kernels/device_math/adamw_element.h"
+#include "kernels/device_math/box_offsets.h"
 #include "kernels/device_math/bf16_round.h"
 #include "kernels/device_math/nf4_block.h"
 #include "kernels/device_math/rope_pair.h"
@@ -187,8 +190,8 @@ TEST(DeviceMathNf4, RowLayoutMatchesCoreForEveryWidthUpToSeveralGroups) {
   }
 }
 
-// Decodes every weight as the GPU kernel does (record, block, group, absmax, code) and compares
-// with core's dequantiser bit for bit, in f32 and bf16.
+// Decodes every weight as the GPU kernel does (nf4_weight) and compares with core's dequantiser
+// bit for bit, in f32 and bf16.
 TEST(DeviceMathNf4, DecodingMatchesCoreBitForBit) {
   dm::Nf4Codebook cb;
   for (int c = 0; c < 16; ++c) cb.value[c] = nf4::codebook()[size_t(c)];
@@ -205,12 +208,7 @@ TEST(DeviceMathNf4, DecodingMatchesCoreBitForBit) {
     nf4::dequantize_rows(want16.data(), packed.data(), rows, cols);
     const dm::Nf4RowLayout l = dm::nf4_row_layout(cols);
     for (int64_t e = 0; e < rows * cols; ++e) {
-      const int64_t r = e / cols, i = e % cols, b = i / dm::kNf4Block, g = b / l.group_size;
-      const uint8_t* rec = packed.data() + r * l.bytes;
-      float scale, offset;
-      std::memcpy(&scale, rec + 8 * g, 4), std::memcpy(&offset, rec + 8 * g + 4, 4);
-      const float a = dm::nf4_absmax(scale, offset, rec[l.maxima_at() + b]);
-      const float value = cb.value[dm::nf4_code(rec + l.codes_at(), i)] * a;
+      const float value = dm::nf4_weight(packed.data(), l, cb, cols, e);
       ASSERT_EQ(std::memcmp(&value, &want[size_t(e)], 4), 0) << "cols " << cols << " e " << e;
       ASSERT_EQ(dm::f32_to_bf16_bits(value), want16[size_t(e)].bits) << "cols " << cols << " e " << e;
     }
@@ -261,6 +259,48 @@ TEST(DeviceMathNf4, EncodingMatchesCore) {
             << "row " << r << " weight " << i;
     }
   }
+}
+
+// ---- copy_box indexing ---------------------------------------------------------------------------
+
+// Random regions of ranks 0-4, each inside a random source box and a random destination box of
+// one tensor: copying element by element through box_offsets must give what core's copy_box
+// gives, and leave the rest of the destination alone.
+TEST(DeviceMathBox, OffsetsCopyWhatCoreCopies) {
+  std::mt19937 rng(3);
+  auto below = [&](int64_t x) { return x - int64_t(rng() % uint64_t(x + 1)); };  // in [0, x]
+  auto above = [&](int64_t x, int64_t top) { return x + int64_t(rng() % uint64_t(top - x + 1)); };
+  int copies = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const size_t rank = size_t(trial % 5);
+    TensorBox src_box, dst_box, region;
+    for (size_t d = 0; d < rank; ++d) {
+      const int64_t extent = 1 + int64_t(rng() % 9);
+      const int64_t r0 = int64_t(rng() % uint64_t(extent)), r1 = above(r0, extent);
+      region.begin.push_back(r0), region.end.push_back(r1);
+      src_box.begin.push_back(below(r0)), src_box.end.push_back(above(r1, extent));
+      dst_box.begin.push_back(below(r0)), dst_box.end.push_back(above(r1, extent));
+    }
+    std::vector<float> src(size_t(src_box.numel()));
+    for (size_t i = 0; i < src.size(); ++i) src[i] = float(i + 1);
+    std::vector<float> want(size_t(dst_box.numel()), -1.0f), got = want;
+    copy_box(src.data(), src_box, want.data(), dst_box, region);
+    const dm::BoxPlan p = dm::box_plan(src_box, dst_box, region);
+    ASSERT_EQ(p.numel, region.empty() ? 0 : region.numel());
+    for (int64_t e = 0; e < p.numel; ++e) {
+      const dm::BoxOffsets o = dm::box_offsets(p, e);
+      ASSERT_TRUE(o.src >= 0 && o.src < int64_t(src.size()) && o.dst >= 0 && o.dst < int64_t(got.size()))
+          << region.str() << " of " << src_box.str() << " -> " << dst_box.str();
+      got[size_t(o.dst)] = src[size_t(o.src)];
+    }
+    ASSERT_EQ(got, want) << region.str() << " of " << src_box.str() << " -> " << dst_box.str();
+    copies += p.numel > 0;
+  }
+  EXPECT_GT(copies, 200);  // most regions are not empty
+  // A region outside a box, or a rank past the GPU's limit, is one clear error.
+  EXPECT_THROW(dm::box_plan(TensorBox::whole({4}), TensorBox::whole({4}), TensorBox{{2}, {6}}), Error);
+  const std::vector<int64_t> nine(9, 1);
+  EXPECT_THROW(dm::box_plan(TensorBox::whole(nine), TensorBox::whole(nine), TensorBox::whole(nine)), Error);
 }
 
 }  // namespace

@@ -17,26 +17,15 @@ dm::Nf4Codebook codebook() {
   return cb;
 }
 
-__device__ float read_f32(const uint8_t* p) {
-  float v;
-  memcpy(&v, p, 4);
-  return v;
-}
 __device__ void write_f32(uint8_t* p, float v) { memcpy(p, &v, 4); }
 
-// One thread per weight: its row's record, block and group, then code * absmax (in float, as
-// core/nf4.cpp's dequantiser), stored as T.
+// One thread per weight, stored as T.
 template <class T>
 __global__ void dequantize_kernel(T* dst, const uint8_t* src, int64_t rows, int64_t cols,
                                   dm::Nf4RowLayout l, dm::Nf4Codebook cb) {
   const int64_t n = rows * cols;
-  for (int64_t e = global_index(); e < n; e += global_stride()) {
-    const int64_t r = e / cols, i = e % cols, b = i / dm::kNf4Block, g = b / l.group_size;
-    const uint8_t* rec = src + r * l.bytes;
-    const float a = dm::nf4_absmax(read_f32(rec + 8 * g), read_f32(rec + 8 * g + 4),
-                                   rec[l.maxima_at() + b]);
-    dst[e] = store<T>(cb.value[dm::nf4_code(rec + l.codes_at(), i)] * a);
-  }
+  for (int64_t e = global_index(); e < n; e += global_stride())
+    dst[e] = store<T>(dm::nf4_weight(src, l, cb, cols, e));
 }
 
 // One block per row, in the steps of core/nf4.cpp's quantize_row (c0 = 0, c1 = cols): block

@@ -5,6 +5,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/device_math/host_device.h"
 
@@ -45,6 +46,19 @@ MT_HOST_DEVICE float nf4_absmax(float scale, float offset, uint8_t qmax) {
 MT_HOST_DEVICE uint8_t nf4_code(const uint8_t* codes, int64_t i) {
   const uint8_t byte = codes[i / 2];
   return i % 2 == 0 ? uint8_t(byte >> 4) : uint8_t(byte & 15);
+}
+
+// Weight e (row-major) of a tensor of rows of `cols` whose records start at src: its row's
+// record, block and group, then code * absmax in float (core/nf4.cpp's dequantiser). The GPU
+// dequantises one weight per thread with this.
+MT_HOST_DEVICE float nf4_weight(const uint8_t* src, const Nf4RowLayout& l, const Nf4Codebook& cb,
+                                int64_t cols, int64_t e) {
+  const int64_t r = e / cols, i = e % cols, b = i / kNf4Block, g = b / l.group_size;
+  const uint8_t* rec = src + r * l.bytes;
+  float scale, offset;
+  memcpy(&scale, rec + 8 * g, 4);
+  memcpy(&offset, rec + 8 * g + 4, 4);
+  return cb.value[nf4_code(rec + l.codes_at(), i)] * nf4_absmax(scale, offset, rec[l.maxima_at() + b]);
 }
 
 // The code whose value is nearest x (nf4::nearest_code): midpoints decide, ties go up.

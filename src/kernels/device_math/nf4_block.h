@@ -22,8 +22,8 @@ struct Nf4Codebook {
 // codes two a byte, padded to a multiple of 4 bytes.
 struct Nf4RowLayout {
   int64_t blocks, groups, group_size, bytes;
-  int64_t maxima_at() const { return 8 * groups; }
-  int64_t codes_at() const { return 8 * groups + blocks; }
+  MT_HOST_DEVICE int64_t maxima_at() const { return 8 * groups; }
+  MT_HOST_DEVICE int64_t codes_at() const { return 8 * groups + blocks; }
 };
 
 MT_HOST_DEVICE Nf4RowLayout nf4_row_layout(int64_t cols) {
@@ -52,6 +52,33 @@ MT_HOST_DEVICE uint8_t nf4_nearest_code(float x, const Nf4Codebook& cb) {
   uint8_t code = 0;
   while (code < 15 && x >= 0.5f * (cb.value[code] + cb.value[code + 1])) ++code;
   return code;
+}
+
+// The largest |x| of a block's n values (std::max's rule, as core/nf4.cpp takes it).
+MT_HOST_DEVICE float nf4_block_max(const float* x, int64_t n) {
+  float a = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = fabsf(x[i]);
+    a = a < v ? v : a;
+  }
+  return a;
+}
+
+// A double-quantisation group's statistics from its blocks' maxima amax[b0, b1): the offset is
+// their mean (summed in double in block order), the scale the largest distance from it / 127.
+struct Nf4GroupStats {
+  float scale, offset;
+};
+MT_HOST_DEVICE Nf4GroupStats nf4_group_stats(const float* amax, int64_t b0, int64_t b1) {
+  double sum = 0;
+  for (int64_t b = b0; b < b1; ++b) sum += amax[b];
+  const float offset = float(sum / double(b1 - b0));
+  float spread = 0;
+  for (int64_t b = b0; b < b1; ++b) {
+    const float d = fabsf(amax[b] - offset);
+    spread = spread < d ? d : spread;
+  }
+  return {spread / 127.0f, offset};
 }
 
 // The stored byte of a block maximum a in a group of (scale, offset): round((a - offset) / scale)

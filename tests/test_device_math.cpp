@@ -228,8 +228,8 @@ TEST(DeviceMathNf4, EncodingMatchesCore) {
     for (const float x : {std::nextafter(mid, -2.0f), mid, std::nextafter(mid, 2.0f)})
       ASSERT_EQ(dm::nf4_nearest_code(x, cb), nf4::nearest_code(x)) << "midpoint " << c;
   }
-  // A record's statistics: each group's scale and offset, each block's stored maximum and each
-  // code, from nf4_block_max, nf4_group_stats, nf4_quantize_max and nf4_nearest_code, against
+  // A record's parts: each group's scale and offset, each block's stored maximum and each code
+  // byte, from nf4_block_max, nf4_group_stats, nf4_quantize_max and nf4_code_byte, against
   // core's record (groups of different spreads, and a row of equal maxima, where the scale is 0).
   const int64_t rows = 3, cols = 2 * nf4::kGroup * nf4::kBlock + 40;
   std::vector<float> x = uniform(size_t(rows * cols), -1.0f, 1.0f, 5);
@@ -254,10 +254,12 @@ TEST(DeviceMathNf4, EncodingMatchesCore) {
       const int64_t g = b / l.group_size;
       ASSERT_EQ(dm::nf4_quantize_max(a, row.scale(g), row.offset(g)), row.qmax(b))
           << "row " << r << " block " << b;
-      for (int64_t i = b * 64; i < std::min(cols, (b + 1) * 64); ++i)
-        ASSERT_EQ(dm::nf4_nearest_code(a > 0 ? x[size_t(r * cols + i)] / a : 0.0f, cb), row.code(i))
-            << "row " << r << " weight " << i;
     }
+    // Every code byte, the last block's padding included, as the GPU writes it.
+    const uint8_t* codes = packed.data() + r * l.bytes + l.codes_at();
+    for (int64_t j = 0; j < l.blocks * 32; ++j)
+      ASSERT_EQ(dm::nf4_code_byte(&x[size_t(r * cols)], amax.data(), cols, j, cb), codes[j])
+          << "row " << r << " code byte " << j;
   }
 }
 

@@ -59,20 +59,10 @@ __global__ void quantize_kernel(uint8_t* dst, const float* src, int64_t rows, in
       const int64_t g = b / l.group_size;
       rec[l.maxima_at() + b] = dm::nf4_quantize_max(amax[b], scale[g], offset[g]);
     }
-    // Codes against the exact maxima; padding weights get code 7, the exact zero.
+    // Codes against the exact maxima (the paper's order: the first level sees the true scale).
     const int64_t code_bytes = l.blocks * dm::kNf4Block / 2;
-    for (int64_t j = threadIdx.x; j < code_bytes; j += blockDim.x) {
-      uint8_t byte = 0;
-      for (int64_t i = 2 * j; i < 2 * j + 2; ++i) {
-        uint8_t c = 7;
-        if (i < cols) {
-          const float a = amax[i / dm::kNf4Block];
-          c = dm::nf4_nearest_code(a > 0 ? x[i] / a : 0.0f, cb);
-        }
-        byte = uint8_t(i % 2 == 0 ? c << 4 : byte | c);
-      }
-      rec[l.codes_at() + j] = byte;
-    }
+    for (int64_t j = threadIdx.x; j < code_bytes; j += blockDim.x)
+      rec[l.codes_at() + j] = dm::nf4_code_byte(x, amax, cols, j, cb);
     for (int64_t j = l.codes_at() + code_bytes + threadIdx.x; j < l.bytes; j += blockDim.x) rec[j] = 0;
     __syncthreads();  // the shared maxima are rewritten for the next row
   }

@@ -103,4 +103,21 @@ MT_HOST_DEVICE uint8_t nf4_quantize_max(float a, float scale, float offset) {
   return uint8_t(int(q) + 128);
 }
 
+// Byte j of a row's codes (weights 2j and 2j + 1, the first in the high nibble) from the row's
+// values x [cols] and its blocks' exact maxima amax: each weight's code against its block's
+// maximum; weights past cols (the last block's padding) get code 7, the exact zero.
+MT_HOST_DEVICE uint8_t nf4_code_byte(const float* x, const float* amax, int64_t cols, int64_t j,
+                                     const Nf4Codebook& cb) {
+  uint8_t byte = 0;
+  for (int64_t i = 2 * j; i < 2 * j + 2; ++i) {
+    uint8_t c = 7;
+    if (i < cols) {
+      const float a = amax[i / kNf4Block];
+      c = nf4_nearest_code(a > 0 ? x[i] / a : 0.0f, cb);
+    }
+    byte = uint8_t(i % 2 == 0 ? c << 4 : byte | c);
+  }
+  return byte;
+}
+
 }  // namespace mt::dm

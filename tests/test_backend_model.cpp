@@ -1,14 +1,17 @@
-// The whole model run through the backend boundary on two implementations: the fast CPU backend
-// and the reference backend (plain loops in double). Same weights, same packed batch: losses,
-// gradients, logits, an AdamW step, a merge and token-by-token decoding must agree. This is what
-// proves the boundary: the model knows only backend.h, and two backends give one model.
+// The whole model run through the backend boundary on each available backend (the fast CPU
+// backend always, CUDA when built and a GPU is present: available_backends.h) and on the reference
+// backend (plain loops in double). Same weights, same packed batch: losses, gradients, logits, an
+// AdamW step, a merge and token-by-token decoding must agree. This is what proves the boundary:
+// the model knows only backend.h, and every backend gives one model.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "available_backends.h"
 #include "backend/reference_backend.h"
 #include "model/decoder.h"
 #include "core/normal_init.h"
@@ -66,20 +69,23 @@ void set_random_values(LlamaModel& m, uint64_t seed) {
     }
 }
 
-class BackendModel : public ::testing::TestWithParam<BackendCase> {};
+// (case, name of the backend compared with the reference)
+class BackendModel : public ::testing::TestWithParam<std::tuple<BackendCase, std::string>> {};
 
-TEST_P(BackendModel, ReferenceBackendAgreesWithCpu) {
-  const BackendCase& k = GetParam();
+TEST_P(BackendModel, AgreesWithReferenceBackend) {
+  const BackendCase& k = std::get<0>(GetParam());
+  const test::AvailableBackend tested = test::available_backend(std::get<1>(GetParam()));
+  if (!tested.backend) GTEST_SKIP() << std::get<1>(GetParam()) << ": " << tested.why_not;
   const LlamaConfig c = tiny_config(k.tied);
   LoraConfig lora;
   lora.enabled = k.lora;
   lora.rank = 4, lora.alpha = 8.0f;
   lora.targets = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"};
   if (k.nf4) lora.base_dtype = "nf4";
-  LlamaModel cpu(c, k.precision, lora, true, cpu_backend());
+  LlamaModel model(c, k.precision, lora, true, *tested.backend);  // the backend under test
   LlamaModel ref(c, k.precision, lora, true, reference_backend());
   ASSERT_EQ(ref.base().params().front().device.kind, DeviceKind::reference);
-  for (LlamaModel* m : {&cpu, &ref}) {
+  for (LlamaModel* m : {&model, &ref}) {
     set_random_values(*m, 11);
     m->set_activation_checkpointing(k.checkpointing);
   }
@@ -97,22 +103,22 @@ TEST_P(BackendModel, ReferenceBackendAgreesWithCpu) {
 
   const bool bf = k.precision == Precision::bf16;
   const double rel = bf ? 4e-2 : 2e-5;
-  const LossSum lc = cpu.forward_backward(in, 0.5f), lr = ref.forward_backward(in, 0.5f);
+  const LossSum lc = model.forward_backward(in, 0.5f), lr = ref.forward_backward(in, 0.5f);
   EXPECT_EQ(lc.count, lr.count);
   EXPECT_NEAR(lc.sum, lr.sum, (bf ? 1e-2 : 1e-5) * std::fabs(lr.sum));
 
-  ParamStore &tc = cpu.trainable(), &tr = ref.trainable();
+  ParamStore &tc = model.trainable(), &tr = ref.trainable();
   ASSERT_EQ(tc.params().size(), tr.params().size());
   for (size_t i = 0; i < tc.params().size(); ++i)
     expect_close(grads_of(tc, tc.params()[i]), grads_of(tr, tr.params()[i]), rel,
                  "gradient of " + tc.params()[i].name);
 
-  std::vector<float> logits_cpu(size_t(16 * c.vocab_size)), logits_ref(logits_cpu.size());
-  cpu.forward_logits(in, logits_cpu.data());
+  std::vector<float> logits_model(size_t(16 * c.vocab_size)), logits_ref(logits_model.size());
+  model.forward_logits(in, logits_model.data());
   ref.forward_logits(in, logits_ref.data());
-  expect_close(logits_cpu, logits_ref, bf ? 2e-2 : 1e-5, "logits");
+  expect_close(logits_model, logits_ref, bf ? 2e-2 : 1e-5, "logits");
 
-  // One optimizer step (clip factor 0.7) on each backend from the same gradients (the CPU's:
+  // One optimizer step (clip factor 0.7) on each backend from the same gradients (the tested backend's:
   // Adam's first step is about lr * sign(g), so a tiny gradient of opposite sign would move a
   // weight by 2 lr): the updated values agree.
   for (size_t i = 0; i < tc.params().size(); ++i) {
@@ -127,31 +133,32 @@ TEST_P(BackendModel, ReferenceBackendAgreesWithCpu) {
                  "updated " + tc.params()[i].name);
 
   if (k.nf4) {  // an NF4 base takes no merge (export merges into its round trip)
-    EXPECT_THROW(cpu.merge_adapters(), Error);
+    EXPECT_THROW(model.merge_adapters(), Error);
   } else if (k.lora) {  // merged weights
-    cpu.merge_adapters(), ref.merge_adapters();
-    for (size_t i = 0; i < cpu.base().params().size(); ++i)
-      expect_close(values_of(cpu.base(), cpu.base().params()[i]),
+    model.merge_adapters(), ref.merge_adapters();
+    for (size_t i = 0; i < model.base().params().size(); ++i)
+      expect_close(values_of(model.base(), model.base().params()[i]),
                    values_of(ref.base(), ref.base().params()[i]), bf ? 1e-2 : 1e-5,
-                   "merged " + cpu.base().params()[i].name);
+                   "merged " + model.base().params()[i].name);
   }
 
   // Token-by-token decoding runs the same block code with a KV cache.
-  Decoder dc(cpu, 6), dr(ref, 6);
+  Decoder dc(model, 6), dr(ref, 6);
   for (int32_t t : {3, 17, 5, 30, 1, 9})
     expect_close(dc.step(t), dr.step(t), bf ? 2e-2 : 1e-5, "decoder logits");
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, BackendModel,
-    ::testing::Values(BackendCase{Precision::fp32, false, false, false, "fp32_full"},
+    ::testing::Combine(::testing::Values(BackendCase{Precision::fp32, false, false, false, "fp32_full"},
                       BackendCase{Precision::fp32, true, true, false, "fp32_lora_tied"},
                       BackendCase{Precision::fp32, false, true, true, "fp32_checkpointing"},
                       BackendCase{Precision::bf16, false, false, false, "bf16_full"},
                       BackendCase{Precision::bf16, true, false, true, "bf16_lora"},
                       BackendCase{Precision::fp32, true, false, false, "fp32_qlora", true},
                       BackendCase{Precision::bf16, true, true, true, "bf16_qlora_tied", true}),
-    [](const auto& info) { return info.param.name; });
+                       ::testing::ValuesIn(test::comparison_backend_names())),
+    [](const auto& info) { return std::get<0>(info.param).name + "_" + std::get<1>(info.param); });
 
 // The decoder and the training forward are one code path: the decoder's logits for each prefix
 // equal the last row of forward_logits over that prefix (GQA, q width != hidden size).

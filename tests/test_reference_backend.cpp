@@ -1,6 +1,7 @@
-// The reference backend (plain loops, double accumulation) as the oracle of the CPU backend: every
-// op runs on both backends from the same inputs and the results are compared, f32 to a tight
-// relative tolerance and bf16 to a few bf16 ulps. The reference's own backward ops are checked
+// The reference backend (plain loops, double accumulation) as the oracle of the other backends
+// (the CPU always, CUDA when built and a GPU is present: available_backends.h): every op runs on
+// the backend under test and on the reference from the same inputs and the results are compared,
+// f32 to a tight relative tolerance and bf16 to a few bf16 ulps. The reference's own backward ops are checked
 // against central finite differences of its forward ops, so the oracle does not rest on itself.
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "available_backends.h"
 #include "backend/device_buffer.h"
 #include "backend/reference_backend.h"
 #include "core/bf16.h"
@@ -99,9 +101,24 @@ std::vector<int32_t> random_ints(size_t n, int32_t lo, int32_t hi, uint32_t seed
 
 const char* dname(DType t) { return dtype_name(t); }
 
-// ---- the CPU backend against the reference ---------------------------------------------------
+// ---- each available backend against the reference --------------------------------------------
 
-TEST(ReferenceBackend, MatmulMatchesCpu) {
+// The backend under test is the parameter; one that this build or machine lacks is skipped, the
+// skip message saying why.
+class BackendOps : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const test::AvailableBackend a = test::available_backend(GetParam());
+    if (!a.backend) GTEST_SKIP() << GetParam() << ": " << a.why_not;
+    tested_ = a.backend;
+  }
+  Backend& tested() { return *tested_; }
+
+ private:
+  Backend* tested_ = nullptr;
+};
+
+TEST_P(BackendOps, MatmulMatchesReference) {
   const int64_t M = 37, N = 23, K = 129;
   for (DType ab : {DType::f32, DType::bf16})
     for (DType ct : {DType::f32, ab})
@@ -112,7 +129,7 @@ TEST(ReferenceBackend, MatmulMatchesCpu) {
                     c = random_normal(M * N, 3);
           Vec res[2];
           int s = 0;
-          for (Backend* be : {&cpu_backend(), &reference_backend()}) {
+          for (Backend* be : {&tested(), &reference_backend()}) {
             Side side(*be);
             Tensor A = side.make(ab, ta ? K : M, ta ? M : K, a);
             Tensor B = side.make(ab, tb ? N : K, tb ? K : N, b);
@@ -140,7 +157,7 @@ std::vector<int32_t> two_documents(const AttentionDims& d) {
   return seg;
 }
 
-TEST(ReferenceBackend, AttentionMatchesCpu) {
+TEST_P(BackendOps, AttentionMatchesReference) {
   // GQA (Hq != Hkv), rows longer than one 64-key tile, head sizes not a power of two.
   const AttnCase cases[] = {{{2, 37, 4, 2, 16}, true}, {{1, 70, 3, 1, 24}, false},
                             {{2, 19, 2, 2, 8}, true}};
@@ -153,7 +170,7 @@ TEST(ReferenceBackend, AttentionMatchesCpu) {
       const std::vector<int32_t> seg = two_documents(d);
       Vec out[2], lse[2], dq[2], dk[2], dv[2];
       int s = 0;
-      for (Backend* be : {&cpu_backend(), &reference_backend()}) {
+      for (Backend* be : {&tested(), &reference_backend()}) {
         Side side(*be);
         Tensor Q = side.make(dt, N, d.Hq * d.D, q), K = side.make(dt, N, d.Hkv * d.D, k);
         Tensor V = side.make(dt, N, d.Hkv * d.D, v), dO = side.make(dt, N, d.Hq * d.D, dout);
@@ -167,30 +184,31 @@ TEST(ReferenceBackend, AttentionMatchesCpu) {
         dq[s] = side.get(dQ), dk[s] = side.get(dK), dv[s] = side.get(dV);
         ++s;
       }
-      // The CPU kernel keeps lse as [B, Hq, T] (kernels/cpu/attention.h), the reference [B, T, Hq].
-      Vec cpu_lse(lse[0].size());
+      // The CPU and CUDA kernels keep lse as [B, Hq, T] (kernels/cpu/attention.h,
+      // kernels/cuda/attention.h), the reference [B, T, Hq].
+      Vec tested_lse(lse[0].size());
       for (int64_t b = 0; b < d.B; ++b)
         for (int64_t t = 0; t < d.T; ++t)
           for (int64_t h = 0; h < d.Hq; ++h)
-            cpu_lse[size_t((b * d.T + t) * d.Hq + h)] = lse[0][size_t((b * d.Hq + h) * d.T + t)];
+            tested_lse[size_t((b * d.T + t) * d.Hq + h)] = lse[0][size_t((b * d.Hq + h) * d.T + t)];
       const std::string what = std::string("attention ") + dname(dt) + " T " +
                                std::to_string(d.T) + (c.segments ? " segments" : "");
       expect_close(out[0], out[1], tol(dt), what + " out");
-      expect_close(cpu_lse, lse[1], 1e-5, what + " lse");
+      expect_close(tested_lse, lse[1], 1e-5, what + " lse");
       expect_close(dq[0], dq[1], tol(dt), what + " dq");
       expect_close(dk[0], dk[1], tol(dt), what + " dk");
       expect_close(dv[0], dv[1], tol(dt), what + " dv");
     }
 }
 
-TEST(ReferenceBackend, DecodeAttentionMatchesCpu) {
+TEST_P(BackendOps, DecodeAttentionMatchesReference) {
   const int64_t Hq = 6, Hkv = 2, D = 12, len = 13, cache_rows = 20;
   for (DType dt : {DType::f32, DType::bf16}) {
     const Vec q = random_normal(Hq * D, 21), kc = random_normal(cache_rows * Hkv * D, 22),
               vc = random_normal(cache_rows * Hkv * D, 23);
     Vec out[2];
     int s = 0;
-    for (Backend* be : {&cpu_backend(), &reference_backend()}) {
+    for (Backend* be : {&tested(), &reference_backend()}) {
       Side side(*be);
       Tensor Q = side.make(dt, 1, Hq * D, q), O = side.make(dt, 1, Hq * D);
       Tensor K = side.make(DType::f32, cache_rows, Hkv * D, kc);
@@ -202,7 +220,7 @@ TEST(ReferenceBackend, DecodeAttentionMatchesCpu) {
   }
 }
 
-TEST(ReferenceBackend, RmsNormMatchesCpu) {
+TEST_P(BackendOps, RmsNormMatchesReference) {
   const int64_t N = 7, C = 45;
   const Vec x = random_normal(N * C, 31), w = random_normal(C, 32), g = random_normal(N * C, 33),
             dx0 = random_normal(N * C, 34), dw0 = random_normal(C, 35);
@@ -210,7 +228,7 @@ TEST(ReferenceBackend, RmsNormMatchesCpu) {
     for (bool frozen : {false, true}) {
       Vec out[2], rstd[2], dx[2], dw[2];
       int s = 0;
-      for (Backend* be : {&cpu_backend(), &reference_backend()}) {
+      for (Backend* be : {&tested(), &reference_backend()}) {
         Side side(*be);
         Tensor X = side.make(DType::f32, N, C, x), W = side.make(DType::f32, 1, C, w);
         Tensor O = side.make(dt, N, C), R = side.make(DType::f32, 1, N);
@@ -230,7 +248,7 @@ TEST(ReferenceBackend, RmsNormMatchesCpu) {
     }
 }
 
-TEST(ReferenceBackend, RopeMatchesCpu) {
+TEST_P(BackendOps, RopeMatchesReference) {
   const int64_t N = 9, heads = 3, D = 10, max_pos = 32;  // D/2 = 5: no power of two
   Vec cos(size_t(max_pos * D / 2)), sin(cos.size());
   rope_tables(cos.data(), sin.data(), max_pos, D, 10000.0f, {});
@@ -239,7 +257,7 @@ TEST(ReferenceBackend, RopeMatchesCpu) {
   for (DType dt : {DType::f32, DType::bf16}) {
     Vec fwd[2], bwd[2];
     int s = 0;
-    for (Backend* be : {&cpu_backend(), &reference_backend()}) {
+    for (Backend* be : {&tested(), &reference_backend()}) {
       Side side(*be);
       Tensor X = side.make(dt, N, heads * D, x), P = side.make_i32(pos);
       Tensor Cs = side.make(DType::f32, max_pos, D / 2, cos);
@@ -259,14 +277,14 @@ TEST(ReferenceBackend, RopeMatchesCpu) {
   }
 }
 
-TEST(ReferenceBackend, SwiGluMatchesCpu) {
+TEST_P(BackendOps, SwiGluMatchesReference) {
   const int64_t R = 13, C = 29;
   const Vec g = random_normal(R * C, 51, 2.0f), u = random_normal(R * C, 52),
             dh = random_normal(R * C, 53);
   for (DType dt : {DType::f32, DType::bf16}) {
     Vec h[2], dg[2], du[2];
     int s = 0;
-    for (Backend* be : {&cpu_backend(), &reference_backend()}) {
+    for (Backend* be : {&tested(), &reference_backend()}) {
       Side side(*be);
       Tensor G = side.make(dt, R, C, g), U = side.make(dt, R, C, u), dH = side.make(dt, R, C, dh);
       Tensor H = side.make(dt, R, C), dG = side.make(dt, R, C), dU = side.make(dt, R, C);
@@ -281,7 +299,7 @@ TEST(ReferenceBackend, SwiGluMatchesCpu) {
   }
 }
 
-TEST(ReferenceBackend, EmbeddingMatchesCpu) {
+TEST_P(BackendOps, EmbeddingMatchesReference) {
   // The table holds vocabulary rows [5, 16) of a vocabulary of 21; tokens repeat.
   const int64_t N = 17, C = 19, row0 = 5, rows = 11;
   const std::vector<int32_t> tok = random_ints(N, 0, 20, 61);
@@ -289,7 +307,7 @@ TEST(ReferenceBackend, EmbeddingMatchesCpu) {
             dtable0 = random_normal(rows * C, 64);
   Vec out[2], dtable[2];
   int s = 0;
-  for (Backend* be : {&cpu_backend(), &reference_backend()}) {
+  for (Backend* be : {&tested(), &reference_backend()}) {
     Side side(*be);
     Tensor T = side.make(DType::f32, rows, C, table), tk = side.make_i32(tok);
     Tensor O = side.make(DType::f32, N, C, random_normal(N * C, 65));  // overwritten
@@ -364,7 +382,7 @@ CeResult cross_entropy_split(Backend& be, DType dt, const Vec& x, const std::vec
   return r;
 }
 
-TEST(ReferenceBackend, CrossEntropyMatchesCpu) {
+TEST_P(BackendOps, CrossEntropyMatchesReference) {
   const int64_t N = 9, V = 157;
   Vec x = random_normal(N * V, 71, 3.0f);
   x[size_t(4 * V + 100)] = 80.0f;  // a naive exp of this row would overflow f32
@@ -375,14 +393,14 @@ TEST(ReferenceBackend, CrossEntropyMatchesCpu) {
     const std::string what = std::string("cross-entropy ") + dname(dt);
     const CeResult ref = cross_entropy_whole(reference_backend(), dt, x, t, V, scale, false);
     for (bool in_place : {false, true}) {
-      const CeResult cpu = cross_entropy_whole(cpu_backend(), dt, x, t, V, scale, in_place);
+      const CeResult got = cross_entropy_whole(tested(), dt, x, t, V, scale, in_place);
       const CeResult ref2 = cross_entropy_whole(reference_backend(), dt, x, t, V, scale, in_place);
-      expect_close(cpu.losses, ref.losses, kF32, what + " losses");
-      expect_close(cpu.dlogits, ref.dlogits, tol(dt), what + " dlogits");
+      expect_close(got.losses, ref.losses, kF32, what + " losses");
+      expect_close(got.dlogits, ref.dlogits, tol(dt), what + " dlogits");
       expect_equal(ref2.dlogits, ref.dlogits, what + " in place");
-      EXPECT_NEAR(cpu.total, ref.total, kF32 * ref.total) << what;
+      EXPECT_NEAR(got.total, ref.total, kF32 * ref.total) << what;
     }
-    for (Backend* be : {&cpu_backend(), &reference_backend()}) {
+    for (Backend* be : {&tested(), &reference_backend()}) {
       const CeResult vp = cross_entropy_split(*be, dt, x, t, V, scale, cuts);
       const std::string w = what + " vocabulary-parallel on " + be->name();
       expect_close(vp.losses, ref.losses, kF32, w + " losses");
@@ -400,14 +418,14 @@ TEST(ReferenceBackend, CrossEntropyRejectsTargetOutsideVocabulary) {
   EXPECT_THROW(reference_backend().cross_entropy(L, {}, X, side.make_i32({1, 5}), 1.0f), Error);
 }
 
-TEST(ReferenceBackend, ElementwiseAndLayoutMatchCpu) {
+TEST_P(BackendOps, ElementwiseAndLayoutMatchReference) {
   const int64_t R = 5, C = 27, n = R * C;
   const Vec x = random_normal(n, 81), delta = random_normal(n, 82, 0.1f);
   const std::vector<int64_t> widths = {4, 16, 7};
   for (DType dt : {DType::f32, DType::bf16}) {
     Vec res[2], conv[2], back[2], sum[2], blocks[2][3], joined[2];
     int s = 0;
-    for (Backend* be : {&cpu_backend(), &reference_backend()}) {
+    for (Backend* be : {&tested(), &reference_backend()}) {
       Side side(*be);
       Tensor X = side.make(DType::f32, R, C, x), dX = side.make(dt, R, C, delta);
       Tensor Y = side.make(DType::f32, R, C), Cv = side.make(dt, R, C);
@@ -451,7 +469,7 @@ TEST(ReferenceBackend, ConvertRoundsToNearestEven) {
   expect_equal(side.get(H), {1.0f, 1.0f + 1.0f / 128, 1.0f + 4.0f / 256, -2.5f}, "bf16 rounding");
 }
 
-TEST(ReferenceBackend, CopyBoxMatchesCpu) {
+TEST_P(BackendOps, CopyBoxMatchesReference) {
   // A [6, 10, 4] tensor: src holds rows [1, 5) x cols [2, 10), dst [0, 6) x [0, 7); the region
   // [2, 5) x [3, 7) x [1, 3) is partial in every dimension.
   const TensorBox src_box{{1, 2, 0}, {5, 10, 4}}, dst_box{{0, 0, 0}, {6, 7, 4}};
@@ -461,7 +479,7 @@ TEST(ReferenceBackend, CopyBoxMatchesCpu) {
     const Vec dst0 = random_normal(size_t(dst_box.numel()), 92);
     Vec out[2];
     int s = 0;
-    for (Backend* be : {&cpu_backend(), &reference_backend()}) {
+    for (Backend* be : {&tested(), &reference_backend()}) {
       Side side(*be);
       Tensor S = side.make(dt, 1, src_box.numel(), src);
       Tensor D = side.make(dt, 1, dst_box.numel(), dst0);
@@ -477,7 +495,7 @@ TEST(ReferenceBackend, CopyBoxMatchesCpu) {
   EXPECT_THROW(reference_backend().copy_box(S, src_box, D, dst_box, outside), Error);
 }
 
-TEST(ReferenceBackend, AdamWAndSumSquaresMatchCpu) {
+TEST_P(BackendOps, AdamWAndSumSquaresMatchReference) {
   const int64_t n = 1001;
   const Vec w = random_normal(n, 101), g = random_normal(n, 102), m = random_normal(n, 103, 0.1f);
   Vec v = random_normal(n, 104, 0.1f);
@@ -487,7 +505,7 @@ TEST(ReferenceBackend, AdamWAndSumSquaresMatchCpu) {
     Vec W[2], W16[2], M[2], V[2];
     double ss[2];
     int s = 0;
-    for (Backend* be : {&cpu_backend(), &reference_backend()}) {
+    for (Backend* be : {&tested(), &reference_backend()}) {
       Side side(*be);
       Tensor tw = side.make(DType::f32, 1, n, w), tg = side.make(DType::f32, 1, n, g);
       Tensor tm = side.make(DType::f32, 1, n, m), tv = side.make(DType::f32, 1, n, v);
@@ -678,6 +696,23 @@ TEST(ReferenceBackend, MemoryIsZeroedAndCounted) {
   }
   EXPECT_EQ(memory_stats::current_bytes(), before);
 }
+
+TEST_P(BackendOps, MemoryIsZeroedAndCounted) {
+  const size_t before = memory_stats::current_bytes();
+  {
+    DeviceBuffer b(tested(), DType::f32, 100);
+    EXPECT_GE(memory_stats::current_bytes(), before + 400);
+    EXPECT_EQ(b.tensor().device, tested().device());
+    Vec h(100, 1.0f);
+    tested().copy_to_host(h.data(), b.tensor());
+    for (float e : h) ASSERT_EQ(e, 0.0f);
+  }
+  EXPECT_EQ(memory_stats::current_bytes(), before);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, BackendOps,
+                         ::testing::ValuesIn(test::comparison_backend_names()),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace mt

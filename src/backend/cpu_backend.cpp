@@ -1,8 +1,8 @@
 // The CPU backend: each op checks its tensors and hands typed pointers to the kernels of
 // kernels/cpu/, which stay exactly what they were before the boundary existed (same speed).
-#include <cmath>
 #include <vector>
 
+#include "backend/adamw_scalars.h"
 #include "backend/dequant_scratch.h"
 #include "backend/host_memory_backend.h"
 #include "backend/tensor_checks.h"
@@ -24,17 +24,6 @@
 namespace mt {
 
 namespace {
-
-AdamWScalars adamw_scalars(const AdamWHyper& h, bool decay) {
-  const double t = double(h.t);
-  return {h.beta1,
-          h.beta2,
-          h.eps,
-          float(h.lr / float(1.0 - std::pow(double(h.beta1), t))),
-          float(std::sqrt(1.0 - std::pow(double(h.beta2), t))),
-          decay ? 1.0f - h.lr * h.weight_decay : 1.0f,
-          h.grad_scale};
-}
 
 class CpuBackend final : public HostMemoryBackend {
  public:

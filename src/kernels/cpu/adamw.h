@@ -4,16 +4,9 @@
 #include <cstdint>
 
 #include "core/bf16.h"
+#include "kernels/device_math/adamw_element.h"  // AdamWScalars, the per-element update
 
 namespace mt {
-
-struct AdamWScalars {
-  float beta1, beta2, eps;
-  float step_size;   // lr / (1 - beta1^t)
-  float bc2_sqrt;    // sqrt(1 - beta2^t)
-  float decay;       // 1 - lr * weight_decay, or 1 without decay
-  float grad_scale;  // applied to every gradient first
-};
 
 // w16 may be null (no bf16 copy).
 void adamw_update(float* w, bf16* w16, const float* g, float* m, float* v, int64_t n,

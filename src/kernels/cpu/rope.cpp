@@ -1,6 +1,7 @@
 #include "kernels/cpu/rope.h"
 
 #include "core/bf16.h"
+#include "kernels/device_math/rope_pair.h"
 
 namespace mt {
 
@@ -21,10 +22,9 @@ void rope_apply(T* x, const float* cos, const float* sin, const int32_t* pos, in
       // lo[i] and hi[i] never overlap another iteration's pair, so vectorising is safe.
 #pragma omp simd
       for (int64_t i = 0; i < half; ++i) {
-        const float a = to_float(lo[i]), b = to_float(hi[i]);
-        const float si = sign * s[i];
-        lo[i] = from_float<T>(a * c[i] - b * si);
-        hi[i] = from_float<T>(b * c[i] + a * si);
+        const dm::RopePair r = dm::rope_rotate(to_float(lo[i]), to_float(hi[i]), c[i], s[i], sign);
+        lo[i] = from_float<T>(r.lo);
+        hi[i] = from_float<T>(r.hi);
       }
     }
   }

@@ -2,11 +2,13 @@
 
 #include "core/bf16.h"
 #include "kernels/cpu/fast_exp.h"
+#include "kernels/device_math/swiglu_element.h"
 
 namespace mt {
 
 namespace {
 constexpr int64_t kParallelMin = 1 << 15;
+// The GPU computes the sigmoid with expf (dm::sigmoid); here fast_exp keeps the loop vectorised.
 inline float sigmoid(float a) { return 1.0f / (1.0f + fast_exp(-a)); }
 }  // namespace
 
@@ -17,20 +19,19 @@ void swiglu_forward(T* h, const T* gate, const T* up, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     const float g = to_float(gate[i]), u = to_float(up[i]);
-    h[i] = from_float<T>(g * sigmoid(g) * u);
+    h[i] = from_float<T>(dm::swiglu_value(g, u, sigmoid(g)));
   }
 }
 
-// d silu(g)/dg = s + g s (1 - s) with s = sigmoid(g).
+// The arithmetic after the sigmoid is kernels/device_math/swiglu_element.h, shared with the GPU.
 template <class T>
 void swiglu_backward(T* dgate, T* dup, const T* dh, const T* gate, const T* up, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     const float g = to_float(gate[i]), u = to_float(up[i]), d = to_float(dh[i]);
-    const float s = sigmoid(g);
-    const float silu = g * s;
-    dgate[i] = from_float<T>(d * u * (s + silu * (1.0f - s)));
-    dup[i] = from_float<T>(d * silu);
+    const dm::SwigluGrads r = dm::swiglu_grads(g, u, d, sigmoid(g));
+    dgate[i] = from_float<T>(r.dgate);
+    dup[i] = from_float<T>(r.dup);
   }
 }
 

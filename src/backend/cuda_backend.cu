@@ -1,0 +1,174 @@
+// CudaBackend's device, memory and ordering half, and make_cuda_backend.
+#include <cstdint>
+#include <new>
+#include <string>
+
+#include "backend/cuda_backend.h"
+#include "backend/cuda_backend_impl.h"
+#include "backend/tensor_checks.h"
+#include "core/memory_stats.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/launch.h"
+
+namespace mt {
+
+namespace {
+
+// Device allocations are counted in whole 256-byte units, what the pool hands out at least.
+size_t padded(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+std::string version_name(int v) {  // 13000 -> "13.0"
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+
+// Why GPU `index` cannot be used, or "" when it can.
+std::string why_unusable(int index) {
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);  // 0 when no driver is installed
+  cudaRuntimeGetVersion(&runtime);
+  if (driver == 0) return "no CUDA driver is installed";
+  if (driver < runtime)
+    return "the CUDA driver supports CUDA " + version_name(driver) +
+           ", older than the CUDA " + version_name(runtime) + " runtime this build uses";
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);  // leaves count unset on failure
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clear it: a later probe starts afresh
+    return std::string("cudaGetDeviceCount failed: ") + cudaGetErrorString(err);
+  }
+  if (count == 0) return "no CUDA device found";
+  if (index < 0 || index >= count)
+    return "GPU " + std::to_string(index) + " asked for, " + std::to_string(count) +
+           " found (0.." + std::to_string(count - 1) + ")";
+  return "";
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int device_index) {
+  const std::string why = why_unusable(device_index);
+  if (!why.empty()) fail("device cuda:" + std::to_string(device_index) + ": no usable GPU: " + why);
+  return std::make_unique<CudaBackend>(device_index);
+}
+
+CudaStream::CudaStream(int device) {
+  cuda::check(cudaSetDevice(device), "selecting the GPU");
+  cuda::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream");
+}
+
+CudaStream::~CudaStream() {
+  cudaStreamSynchronize(stream_);
+  cudaStreamDestroy(stream_);
+}
+
+CudaBackend::CudaBackend(int device_index) : index_(device_index), stream_(device_index) {
+  // Freed blocks stay in the device's pool for the next allocation instead of going back to the
+  // driver at every synchronisation: cudaMallocAsync then is the caching allocator.
+  cudaMemPool_t pool;
+  cuda::check(cudaDeviceGetDefaultMemPool(&pool, device_index), "reading the memory pool");
+  uint64_t keep = UINT64_MAX;
+  cuda::check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+              "configuring the memory pool");
+  workspace_.resize(*this, DType::f32, int64_t(cuda::CublasLt::kWorkspaceBytes / 4));
+  gemm_ = std::make_unique<cuda::CublasLt>(workspace_.data(), workspace_.bytes(), stream());
+}
+
+CudaBackend::~CudaBackend() {
+  cudaStreamSynchronize(stream());
+  for (auto& [id, e] : events_) cudaEventDestroy(e);
+}
+
+void CudaBackend::on_device(const Tensor& t, const char* op) const {
+  check_device(t, device(), op);
+}
+
+// ---- memory -------------------------------------------------------------------------------------
+
+void* CudaBackend::allocate(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  const cudaError_t err = cudaMallocAsync(&p, padded(bytes), stream());
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    throw std::bad_alloc();
+  }
+  cuda::check(err, "allocating device memory");
+  cuda::check(cudaMemsetAsync(p, 0, padded(bytes), stream()), "zeroing device memory");
+  memory_stats::add(padded(bytes));
+  return p;
+}
+
+void CudaBackend::deallocate(void* p, size_t bytes) {
+  if (!p) return;
+  memory_stats::sub(padded(bytes));
+  cudaFreeAsync(p, stream());  // after the work already issued that reads it
+}
+
+void CudaBackend::copy_from_host(const Tensor& dst, const void* src) {
+  on_device(dst, "copy_from_host");
+  if (!dst.bytes()) return;
+  cuda::check(cudaMemcpyAsync(dst.data, src, dst.bytes(), cudaMemcpyHostToDevice, stream()),
+              "copying to the GPU");
+  cuda::check(cudaStreamSynchronize(stream()), "copying to the GPU");  // src may go right after
+}
+
+void CudaBackend::copy_to_host(void* dst, const Tensor& src) {
+  on_device(src, "copy_to_host");
+  if (!src.bytes()) return;
+  cuda::check(cudaMemcpyAsync(dst, src.data, src.bytes(), cudaMemcpyDeviceToHost, stream()),
+              "copying from the GPU");
+  cuda::check(cudaStreamSynchronize(stream()), "copying from the GPU");
+}
+
+void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
+  on_device(dst, "copy"), on_device(src, "copy");
+  same_layout(dst, src, "copy");
+  if (!dst.bytes() || dst.data == src.data) return;
+  cuda::check(cudaMemcpyAsync(dst.data, src.data, dst.bytes(), cudaMemcpyDeviceToDevice, stream()),
+              "copying on the GPU");
+}
+
+void CudaBackend::fill(const Tensor& dst, float value) {
+  on_device(dst, "fill");
+  const int64_t n = dst.numel();
+  switch (dst.dtype) {
+    case DType::f32: return cuda::fill(static_cast<float*>(dst.data), value, n, stream());
+    case DType::bf16: return cuda::fill(static_cast<cuda::bf16_t*>(dst.data), value, n, stream());
+    case DType::i32: return cuda::fill(static_cast<int32_t*>(dst.data), value, n, stream());
+    case DType::nf4: fail_op("fill", "an nf4 tensor is written by convert only");
+  }
+}
+
+void* CudaBackend::scratch(size_t bytes) {
+  const int64_t words = int64_t((bytes + 3) / 4);
+  if (scratch_.numel() < words) scratch_.resize(*this, DType::f32, words);
+  return scratch_.data();
+}
+
+// ---- ordering -----------------------------------------------------------------------------------
+
+Event CudaBackend::record() {
+  cudaEvent_t e;
+  cuda::check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "creating an event");
+  cuda::check(cudaEventRecord(e, stream()), "recording an event");
+  events_.emplace(++next_event_, e);
+  return {next_event_};
+}
+
+void CudaBackend::wait(Event ev) {
+  if (ev.id == 0) return;  // a default Event: nothing to wait for
+  MT_CHECK(ev.id <= next_event_, "waiting for an event this backend did not record");
+  const auto it = events_.find(ev.id);
+  if (it == events_.end()) return;  // waited for already, or complete at a synchronize()
+  cuda::check(cudaStreamWaitEvent(stream(), it->second, 0), "waiting for an event");
+  cudaEventDestroy(it->second);  // released once it has completed
+  events_.erase(it);
+}
+
+void CudaBackend::synchronize() {
+  cuda::check(cudaStreamSynchronize(stream()), "running the GPU's queue");
+  for (auto& [id, e] : events_) cudaEventDestroy(e);  // all complete now
+  events_.clear();
+}
+
+}  // namespace mt

@@ -64,6 +64,9 @@ class Backend {
   virtual Event record() { return {}; }
   virtual void wait(Event) {}
   virtual void synchronize() {}
+  // The native queue the ops are issued on (a CUDA backend's cudaStream_t), for libraries that
+  // issue work in order with the ops (NCCL: parallel/nccl_comm.h); null for the CPU backends.
+  virtual void* native_stream() { return nullptr; }
 
   // ---- dense algebra --------------------------------------------------------------------------
   // c = alpha * op(a) op(b) (+ c if accumulate); op transposes when asked. a and b share a dtype;

@@ -3,16 +3,18 @@
 // (core/tensor.h) that carry their dtype, shape and device, so callers never know a kernel's
 // element type at compile time: a new weight dtype is a new case inside the backends.
 //
-// Adding a device is implementing this class (see docs/architecture.md). Today there are two:
+// Adding a device is implementing this class (see docs/architecture.md). Today there are three:
 //   CpuBackend       (cpu_backend.cpp)       the fast kernels of kernels/cpu/ (oneDNN, OpenMP)
 //   ReferenceBackend (reference_backend.cpp) plain loops with double accumulation, the oracle the
 //                                            CPU kernels and the whole model are tested against
+//   CudaBackend      (cuda_backend*.cu)      one NVIDIA GPU: cuBLASLt and kernels/cuda/, in
+//                                            -DMESHTRAIN_CUDA=ON builds only (docs/gpu.md)
 //
 // Ordering: ops are issued in program order on one queue. A backend may run them asynchronously
-// (a GPU stream); record()/wait() order work against other queues and the host, synchronize()
-// waits for everything issued. The CPU backends run each op to completion before returning, so
-// there their events are already complete. Ops that return a value to the host (cross-entropy's
-// loss sum, sum_squares) synchronize.
+// (the CUDA backend's stream); record()/wait() order work against other queues and the host,
+// synchronize() waits for everything issued. The CPU backends run each op to completion before
+// returning, so there their events are already complete. Ops that return a value to the host
+// (cross-entropy's loss sum, sum_squares) synchronize.
 //
 // Shapes: tensors are [rows, cols] row-major. Unless an op says otherwise every tensor's numel must
 // match the op's sizes; backends check dtypes and devices (a tensor from another backend's memory

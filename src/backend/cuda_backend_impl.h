@@ -46,6 +46,7 @@ class CudaBackend final : public Backend {
   Event record() override;
   void wait(Event e) override;
   void synchronize() override;
+  void* native_stream() override { return stream_.get(); }
 
   void matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
               float alpha, bool accumulate) override;

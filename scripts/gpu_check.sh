@@ -64,7 +64,8 @@ cmake_args=(-S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DMESHTRAIN_C
   -DCMAKE_INCLUDE_PATH="$usr/include" -DCMAKE_LIBRARY_PATH="$lib"
   -DMPI_CXX_COMPILER="$usr/bin/mpicxx.openmpi" -DMPI_C_COMPILER="$usr/bin/mpicc.openmpi"
   -DMPIEXEC_EXECUTABLE="$mpirun_bin")
-[ -n "$nccl_root" ] && cmake_args+=(-DNCCL_ROOT="$nccl_root" -DCMAKE_CUDA_FLAGS="-I$nccl_root/include")
+# PyTorch's NCCL wheel has libnccl.so.2 but no libnccl.so for find_library: named directly.
+[ -n "$nccl_root" ] && cmake_args+=(-DNCCL_LIB="$nccl_root/lib/libnccl.so.2" -DNCCL_INCLUDE="$nccl_root/include")
 [ -x "$(command -v ccache)" ] && cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 say "configuring build-cuda/"
 cmake "${cmake_args[@]}" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; die "configure failed (build-cuda/ log: $out/configure.log)"; }

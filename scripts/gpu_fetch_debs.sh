@@ -4,7 +4,8 @@
 # scripts/gpu_check.sh to unpack there with dpkg -x into a prefix. The -dev packages of oneDNN,
 # Open MPI, nlohmann json, toml++, CLI11, GoogleTest and zlib, and the runtime libraries they
 # link or Open MPI loads (found with ldd on this machine's installed copies; what every Debian or
-# Ubuntu image has, libc, libstdc++, libgcc, zlib's runtime, is left out). Prints the total size,
+# Ubuntu image with a compiler has, libc, libstdc++, libgcc, libgomp, libatomic, zlib's runtime, is
+# left out: a second libgomp in the prefix would shadow the compiler's). Prints the total size,
 # which must stay well under the 64 MiB a device run carries.
 # Usage: scripts/gpu_fetch_debs.sh        (apt-get download needs no root; run apt-get update first
 #                                          if the package lists are missing)
@@ -15,7 +16,7 @@ packages=(
   # headers, static parts and CMake files the build reads
   libdnnl-dev libopenmpi-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libgtest-dev zlib1g-dev
   # runtime libraries of meshtrain and its tests
-  libdnnl2 libtomlplusplus3 libgomp1 libatomic1
+  libdnnl2 libtomlplusplus3
   # Open MPI: mpirun and orted, its help files and parameters, the libraries it and its plugins load
   openmpi-bin openmpi-common libopenmpi3 libpmix2 libhwloc15 libevent-core-2.1-7
   libevent-pthreads-2.1-7 libfabric1 libucx0 libibverbs1 ibverbs-providers librdmacm1 libpsm2-2

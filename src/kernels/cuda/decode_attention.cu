@@ -18,7 +18,11 @@ template <class T>
 __global__ void decode_attention_kernel(T* out, const T* q, const float* k_cache,
                                         const float* v_cache, int64_t len, int64_t group,
                                         int64_t row, int64_t D, float scale) {
-  __shared__ SoftmaxState states[kWarps];
+  // Raw storage: clang's HIP refuses a __shared__ array of a type with default member
+  // initialisers (SoftmaxState's); each slot is written below before any thread reads it.
+  static_assert(sizeof(SoftmaxState) == 2 * sizeof(float));
+  __shared__ float state_words[2 * kWarps];
+  SoftmaxState* states = reinterpret_cast<SoftmaxState*>(state_words);
   extern __shared__ float accs[];  // [kWarps, D]
   const int64_t h = blockIdx.x, kv = h / group;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;

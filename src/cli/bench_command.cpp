@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/device_option.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "core/profile.h"
@@ -35,6 +36,7 @@ struct BenchOptions {
   bool checkpointing = false;
   double peak_gflops = 0.0;
   std::vector<int64_t> p2p_bytes = {4096, 65536, 1 << 20, 16 << 20};
+  DeviceOption device;
 };
 
 double bench_gemm() {
@@ -51,7 +53,7 @@ double bench_gemm() {
   return best;
 }
 
-void bench_training(const BenchOptions& o, bool lora_on, double peak) {
+void bench_training(const BenchOptions& o, bool lora_on, double peak, Backend& backend) {
   LlamaConfig c = llama_preset("reference");
   LoraConfig lora;
   lora.enabled = lora_on;
@@ -61,7 +63,7 @@ void bench_training(const BenchOptions& o, bool lora_on, double peak) {
   memory_stats::reset_peak_rss();
   size_t rss_before = memory_stats::peak_rss_bytes();
 
-  auto model = std::make_unique<LlamaModel>(c, Precision::bf16, lora);
+  auto model = std::make_unique<LlamaModel>(c, Precision::bf16, lora, /*own_storage=*/true, backend);
   model->init_weights(1);
   model->set_activation_checkpointing(o.checkpointing);
   OptimConfig oc;
@@ -155,15 +157,17 @@ Action add_bench_command(CLI::App& app) {
   sub->add_option("--peak-gflops", o->peak_gflops, "MFU denominator in GFLOP/s; 0: the measured GEMM peak");
   sub->add_option("--p2p-bytes", o->p2p_bytes, "message sizes of --what p2p, in bytes")
       ->check(CLI::PositiveNumber);
+  o->device.add_to(sub, "cpu");
   return [o] {
+    const DeviceBackend backend = o->device.open();
     if (o->what == "p2p") {
       bench_p2p(o->p2p_bytes);
       return 0;
     }
     double peak = o->peak_gflops * 1e9;
     if (o->what == "gemm" || o->what == "all" || peak <= 0.0) peak = bench_gemm();
-    if (o->what == "full" || o->what == "all") bench_training(*o, false, peak);
-    if (o->what == "lora" || o->what == "all") bench_training(*o, true, peak);
+    if (o->what == "full" || o->what == "all") bench_training(*o, false, peak, *backend);
+    if (o->what == "lora" || o->what == "all") bench_training(*o, true, peak, *backend);
     return 0;
   };
 }

@@ -110,6 +110,13 @@ std::vector<ConfigKey> make_keys() {
        .help = "Before each collective, the ranks compare its sequence number and signature and "
                "name a mismatch instead of hanging (one small all-gather per collective)"},
 
+      {KEY(train.device), .choices = {"cpu", "cuda"},
+       .help = "Where the run computes: the CPU, or with cuda each rank the GPU of its local rank "
+               "(a build configured with -DMESHTRAIN_CUDA=ON; see docs/gpu.md); --device overrides it"},
+      {KEY(train.share_gpu),
+       .help = "Let a node run more ranks than it has GPUs, sharing them round robin (for tests of "
+               "multi-rank meshes on one GPU); false: such a run is refused"},
+
       {KEY(train.pp_schedule), .choices = {"1f1b", "gpipe"},
        .help = "Pipeline schedule under mesh pp > 1: 1F1B (one forward, one backward in the "
                "steady state) or GPipe (all forwards, then all backwards)"},

@@ -8,8 +8,8 @@ void DeviceOption::add_to(CLI::App* sub, const std::string& fallback) {
   // The name is checked when the backend is opened, so an unknown one is refused in the same one
   // line whatever the verb.
   sub->add_option("--device", name,
-                  "cpu, or cuda: the GPU of this process's local rank (a build with "
-                  "-DMESHTRAIN_CUDA=ON; see docs/gpu.md) (default: " + fallback + ")");
+                  "cpu, or cuda: the GPU of this process's local rank (needs a CUDA build; see "
+                  "docs/gpu.md) (default: " + fallback + ")");
 }
 
 DeviceBackend DeviceOption::open(const std::string& fallback, const std::string& fallback_key,

@@ -11,6 +11,9 @@
 
 #include "backend/backend_factory.h"
 #include "core/error.h"
+#ifdef MESHTRAIN_CUDA
+#include "backend/cuda_device_count.h"
+#endif
 #include "run_command.h"
 #include "train/config_schema.h"
 
@@ -97,6 +100,19 @@ TEST(DeviceChoice, EvalGenerateAndBenchRefuseCudaWithoutItBeforeLoadingAnything)
   expect_one_error_line(run_meshtrain("generate --device cuda -m " + missing + " -p hi"),
                         std::string("--device cuda: ") + kNoCuda);
   expect_one_error_line(run_meshtrain("bench --device cuda --what full"), std::string("--device cuda: ") + kNoCuda);
+}
+#else
+// A CUDA build on a machine without a usable GPU (CI's): the CUDA backend's one line after the
+// same prefix, and still nothing written.
+TEST(DeviceChoice, CudaWithoutAUsableGpuIsOneLineAndWritesNothing) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a GPU is present: the refusal cannot be seen here";
+  const fs::path out = fs::temp_directory_path() / "meshtrain_device_choice_nogpu";
+  fs::remove_all(out);
+  const auto r = run_meshtrain("train --device cuda --out " + out.string());
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("meshtrain: error: --device cuda: ", 0), 0u) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_FALSE(fs::exists(out)) << "the run directory was created";
 }
 #endif
 

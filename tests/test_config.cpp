@@ -73,6 +73,8 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.train.collective_timeout, b.train.collective_timeout);
   EXPECT_EQ(a.train.debug_collectives, b.train.debug_collectives);
   EXPECT_EQ(a.train.eval_every, b.train.eval_every);
+  EXPECT_EQ(a.train.device, b.train.device);
+  EXPECT_EQ(a.train.share_gpu, b.train.share_gpu);
   EXPECT_EQ(a.data.path, b.data.path);
   EXPECT_EQ(a.data.format, b.data.format);
   EXPECT_EQ(a.data.tokenizer, b.data.tokenizer);
@@ -381,6 +383,8 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.train.pp_blocks = "1,3";
   a.train.pp_virtual = 2;
   a.train.eval_every = 3;
+  a.train.device = "cuda";
+  a.train.share_gpu = true;
   a.data.format = "alpaca";
   a.data.tokenizer = "byte";
   a.data.cache_dir = "off";

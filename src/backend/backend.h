@@ -59,6 +59,10 @@ class Backend {
   virtual void copy_to_host(void* dst, const Tensor& src) = 0;
   virtual void copy(const Tensor& dst, const Tensor& src) = 0;  // same dtype and numel
   virtual void fill(const Tensor& dst, float value) = 0;        // value converted to dst's dtype
+  // The tensor's bytes where the host may read them in place (the CPU backends' memory is host
+  // memory), or null where they must be copied out with copy_to_host (a GPU's). Lets host code
+  // that only reads, such as a checkpoint save, skip a staging copy where none is needed.
+  virtual const void* host_readable(const Tensor&) const { return nullptr; }
 
   // ---- ordering -------------------------------------------------------------------------------
   virtual Event record() { return {}; }

@@ -39,6 +39,11 @@ void HostMemoryBackend::fill(const Tensor& dst, float value) {
   }
 }
 
+const void* HostMemoryBackend::host_readable(const Tensor& t) const {
+  on_device(t, "host_readable");
+  return t.data;
+}
+
 void HostMemoryBackend::on_device(const Tensor& t, const char* op) const {
   check_device(t, device(), op);
 }

@@ -14,6 +14,7 @@ class HostMemoryBackend : public Backend {
   void copy_to_host(void* dst, const Tensor& src) override;
   void copy(const Tensor& dst, const Tensor& src) override;
   void fill(const Tensor& dst, float value) override;
+  const void* host_readable(const Tensor& t) const override;
 
  protected:
   void on_device(const Tensor& t, const char* op) const;

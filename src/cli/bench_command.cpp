@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/device_option.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "core/profile.h"
@@ -44,6 +45,7 @@ struct BenchOptions {
   int64_t layers = 0;                // 0: the preset's
   int64_t lora_rank = 8;
   std::string json;                  // where to write the figures; empty: nowhere
+  DeviceOption device;
 };
 
 // The figures of one run of bench, for --json.
@@ -102,7 +104,7 @@ double bench_gemm() {
   return best;
 }
 
-void bench_training(const BenchOptions& o, bool lora_on, double peak) {
+void bench_training(const BenchOptions& o, bool lora_on, double peak, Backend& backend) {
   const LlamaConfig c = bench_shape(o);
   LoraConfig lora;
   lora.enabled = lora_on;
@@ -112,7 +114,7 @@ void bench_training(const BenchOptions& o, bool lora_on, double peak) {
   memory_stats::reset_peak_rss();
   size_t rss_before = memory_stats::peak_rss_bytes();
 
-  auto model = std::make_unique<LlamaModel>(c, Precision::bf16, lora);
+  auto model = std::make_unique<LlamaModel>(c, Precision::bf16, lora, /*own_storage=*/true, backend);
   model->init_weights(1);
   model->set_activation_checkpointing(o.checkpointing);
   OptimConfig oc;
@@ -221,15 +223,26 @@ Action add_bench_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--lora-rank", o->lora_rank, "rank of the LoRA run's adapters")->check(CLI::PositiveNumber);
   sub->add_option("--json", o->json, "also write the figures to this JSON file (default: none)");
+  o->device.add_to(sub, "cpu");
   return [o] {
+    const DeviceBackend backend = o->device.open();
     if (o->what == "p2p") {
       bench_p2p(o->p2p_bytes);
       return 0;
     }
     double peak = o->peak_gflops * 1e9;
-    if (o->what == "gemm" || o->what == "all" || peak <= 0.0) peak = bench_gemm();
-    if (o->what == "full" || o->what == "all") bench_training(*o, false, peak);
-    if (o->what == "lora" || o->what == "all") bench_training(*o, true, peak);
+    // Without --peak-gflops, MFU is against the measured bf16 GEMM peak: this CPU's over the sizes of
+    // bench_gemm, or a GPU's at one large square size (its dense datasheet peak is the honest
+    // denominator there: H100/H200 --peak-gflops 989000).
+    const bool on_cpu = &*backend == &cpu_backend();
+    if (on_cpu && (o->what == "gemm" || o->what == "all" || peak <= 0.0)) peak = bench_gemm();
+    if (!on_cpu && (o->what == "gemm" || o->what == "all" || peak <= 0.0)) {
+      const double measured = measure_gemm_flops(4096, 1.0, true, *backend);
+      std::printf("== bf16 GEMM throughput on %s: 4096^3 %.1f TFLOP/s\n", backend->name(), measured / 1e12);
+      if (peak <= 0.0) peak = measured;
+    }
+    if (o->what == "full" || o->what == "all") bench_training(*o, false, peak, *backend);
+    if (o->what == "lora" || o->what == "all") bench_training(*o, true, peak, *backend);
     if (!o->json.empty()) {
       std::ofstream f(o->json);
       f << figures.dump(2) << "\n";

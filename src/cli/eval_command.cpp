@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/device_option.h"
 #include "cli/model_args.h"
 #include "core/error.h"
 #include "core/regular_file.h"
@@ -22,6 +23,7 @@ namespace {
 
 struct EvalOptions {
   ModelArgs model;
+  DeviceOption device;
   std::string data, format = "auto";
   int64_t seq_len = 256, batch = 8;
   bool truncate = false;
@@ -100,6 +102,7 @@ Action add_eval_command(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "eval", "Mean loss and perplexity on a text file, or on Alpaca / chat examples as training computes it");
   o->model.add_to(sub);
+  o->device.add_to(sub, "cpu");
   sub->add_option("--data,-d", o->data, "plain-text file, or an Alpaca / chat .json or .jsonl file")->required();
   sub->add_option("--format", o->format,
                   "as data.format: auto (.json/.jsonl are examples, anything else text), text, alpaca or chat")
@@ -111,7 +114,8 @@ Action add_eval_command(CLI::App& app) {
   sub->add_flag("--truncate", o->truncate,
                 "cut examples longer than --seq-len instead of skipping them, as data.truncate");
   return [o] {
-    auto model = o->model.load_model();
+    const DeviceBackend backend = o->device.open();
+    auto model = o->model.load_model(*backend);
     auto tok = o->model.load_tokenizer();
     const int64_t seq = std::min(o->seq_len, model->config().max_position_embeddings);
     if (is_example_data(o->data, o->format)) eval_examples(*o, *model, *tok, seq);

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/device_option.h"
 #include "cli/model_args.h"
 #include "data/examples.h"
 #include "io/adapter_template.h"
@@ -26,6 +27,7 @@ std::vector<int32_t> prompt_ids(const Tokenizer& tok, const std::string& text, c
 Action add_generate_command(CLI::App& app) {
   struct Options {
     ModelArgs model;
+    DeviceOption device;
     std::string prompt;
     std::string format;  // "": the adapter's recorded template, else none
     GenerateOptions gen;
@@ -33,6 +35,7 @@ Action add_generate_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* sub = app.add_subcommand("generate", "Generate text from a model (and adapter)");
   o->model.add_to(sub);
+  o->device.add_to(sub, "cpu");
   sub->add_option("--prompt,-p", o->prompt,
                   "prompt text; BOS is added when the tokenizer has one (default: empty, start from BOS)");
   sub->add_option("--template", o->format,
@@ -47,7 +50,8 @@ Action add_generate_command(CLI::App& app) {
   sub->add_option("--seed", o->gen.seed, "sampling seed");
   return [o] {
     validate_sampling(o->gen);  // before loading the model: a bad option should cost nothing
-    auto model = o->model.load_model();
+    const DeviceBackend backend = o->device.open();
+    auto model = o->model.load_model(*backend);
     auto tok = o->model.load_tokenizer();
     std::string format = o->format;
     if (format.empty() && !o->model.adapter.empty()) {

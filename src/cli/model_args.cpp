@@ -19,7 +19,7 @@ void ModelArgs::add_to(CLI::App* sub) {
       ->check(CLI::IsMember({"bf16", "nf4"}));
 }
 
-std::unique_ptr<LlamaModel> ModelArgs::load_model() const {
+std::unique_ptr<LlamaModel> ModelArgs::load_model(Backend& backend) const {
   LoraConfig lora;
   if (!adapter.empty()) {
     lora = read_peft_config(adapter);
@@ -27,7 +27,7 @@ std::unique_ptr<LlamaModel> ModelArgs::load_model() const {
     check_peft_adapter(adapter, checked_pretrained_config(model), lora);
   }
   lora.base_dtype = base_dtype;
-  auto m = load_pretrained(model, precision == "bf16" ? Precision::bf16 : Precision::fp32, lora, 0);
+  auto m = load_pretrained(model, precision == "bf16" ? Precision::bf16 : Precision::fp32, lora, 0, backend);
   if (!adapter.empty()) load_peft_adapter(adapter, *m);
   return m;
 }

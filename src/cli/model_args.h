@@ -18,7 +18,8 @@ struct ModelArgs {
   std::string base_dtype = "bf16";  // "nf4": the base's block matrices quantised as loaded (QLoRA)
 
   void add_to(CLI::App* sub);
-  std::unique_ptr<LlamaModel> load_model() const;
+  // The model in `backend`'s memory.
+  std::unique_ptr<LlamaModel> load_model(Backend& backend = cpu_backend()) const;
   std::unique_ptr<Tokenizer> load_tokenizer() const;
 };
 

@@ -1,4 +1,4 @@
-// meshtrain train [--config run.toml] [--model DIR] [--data FILE] [--lora] [--out DIR]
+// meshtrain train [--config run.toml] [--model DIR] [--data FILE] [--lora] [--out DIR] [--device cpu|cuda]
 //                 [--set section.key=value ...]
 #include <cstdlib>
 #include <iostream>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/device_option.h"
 #include "core/available_memory.h"
 #include "core/error.h"
 #include "io/pretrained.h"
@@ -52,6 +53,7 @@ Action add_train_command(CLI::App& app) {
     bool overwrite = false;
     bool print_config_table = false;
     bool print_default_config = false;
+    DeviceOption device;
   };
   auto opt = std::make_shared<Options>();
   auto* sub = app.add_subcommand(
@@ -69,6 +71,7 @@ Action add_train_command(CLI::App& app) {
   sub->add_option("--out,-o", opt->out, "output directory (--set output.dir=...) (default: the config's output.dir)");
   sub->add_option("--mesh", opt->mesh,
                   "device mesh, e.g. dp=2, overriding [mesh]; launch with mpirun -n <ranks> (default: the config's [mesh])");
+  opt->device.add_to(sub, "the config's train.device");
   sub->add_flag("--overwrite", opt->overwrite,
                 "replace another run's files in output.dir (--set output.overwrite=true)");
   // The generated documents, so they can be regenerated (scripts/update_config_docs.sh).
@@ -94,8 +97,11 @@ Action add_train_command(CLI::App& app) {
                         ? parse_run_config(default_run_config_toml(), opt->overrides, "<built-in default>")
                         : load_run_config(opt->config, opt->overrides);
     if (!opt->mesh.empty()) cfg.mesh = parallel::MeshShape::parse(opt->mesh);
+    // The device first: a run that cannot have it is refused before anything is checked or written.
+    const DeviceBackend backend = opt->device.open(cfg.train.device, "train.device", cfg.train.share_gpu);
+    if (opt->device.given()) cfg.train.device = opt->device.name;  // run.toml records the device used
     check_before_training(cfg);
-    train(cfg, std::cout);
+    train(cfg, std::cout, *backend);
     return 0;
   };
 }

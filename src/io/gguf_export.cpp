@@ -83,13 +83,12 @@ int64_t gguf_rotary_heads(const std::string& hf_name, const LlamaConfig& c) {
 
 namespace {
 
-// The f32 values of a parameter: its master copy, or the bf16 compute copy widened (a frozen base
-// in bf16 mode has only that).
-std::vector<float> values_of(const Param& p) {
+// The f32 values of a parameter, copied off its store's device: its master copy, or the bf16
+// compute copy widened (a frozen base in bf16 mode has only that).
+std::vector<float> values_of(const ParamStore& store, const Param& p) {
+  MT_CHECK(p.master || p.compute, "parameter without values: " + p.name);
   std::vector<float> v(size_t(p.numel));
-  if (p.master) std::memcpy(v.data(), p.master, v.size() * sizeof(float));
-  else if (p.compute) convert(v.data(), p.compute, v.size());
-  else MT_CHECK(false, "parameter without values: " + p.name);
+  store.get_values(p, v.data());
   return v;
 }
 
@@ -137,13 +136,15 @@ void encode(const std::vector<float>& v, GgmlType t, std::vector<char>& out) {
 
 // A tensor whose bytes are produced while the file is written, so converted copies exist one at
 // a time.
-GgufTensorOut lazy_tensor(const Param& p, std::string name, GgmlType type, int64_t heads,
-                          const LlamaConfig& c) {
+GgufTensorOut lazy_tensor(const ParamStore& store, const Param& p, std::string name, GgmlType type,
+                          int64_t heads, const LlamaConfig& c) {
   GgufTensorOut t;
   t.name = std::move(name);
   t.shape = p.shape;
   t.type = type;
-  t.fill = [&p, type, heads, &c](std::vector<char>& out) { encode(interleaved(values_of(p), heads, c), type, out); };
+  t.fill = [&store, &p, type, heads, &c](std::vector<char>& out) {
+    encode(interleaved(values_of(store, p), heads, c), type, out);
+  };
   return t;
 }
 
@@ -249,7 +250,7 @@ std::vector<std::string> export_gguf_model(LlamaModel& model, const std::string&
     const std::string name = gguf_tensor_name(p.name);
     const GgmlType type = tensor_type(p, name, dtype, c.tie_word_embeddings);
     if (type == GgmlType::f16 && dtype != GgufDtype::f16) kept_f16.push_back(name);
-    tensors.push_back(lazy_tensor(p, name, type, gguf_rotary_heads(p.name, c), c));
+    tensors.push_back(lazy_tensor(model.base(), p, name, type, gguf_rotary_heads(p.name, c), c));
   }
   write_gguf(path, kvs, tensors);
   return kept_f16;
@@ -281,8 +282,8 @@ void export_gguf_lora(LlamaModel& model, const std::string& path, const std::str
     const std::string base = module + ".weight";
     // Only B's rows are the projection's output rows, so only B takes the rotary permutation.
     const int64_t heads = is_a ? 0 : gguf_rotary_heads(base, c);
-    tensors.push_back(lazy_tensor(p, gguf_tensor_name(base) + (is_a ? ".lora_a" : ".lora_b"), GgmlType::f32,
-                                  heads, c));
+    tensors.push_back(lazy_tensor(model.adapters(), p, gguf_tensor_name(base) + (is_a ? ".lora_a" : ".lora_b"),
+                                  GgmlType::f32, heads, c));
   }
   write_gguf(path, kvs, tensors);
 }

@@ -61,7 +61,9 @@ std::vector<std::string> save_peft_adapter(LlamaModel& model, const std::string&
   for (const auto& p : model.adapters().params()) adapters.push_back({p.name, p.shape});
   return save_peft_adapter(model.lora_config(), adapters, [&](const std::string& name) {
     const Param& p = model.adapters().get(name);
-    return std::vector<float>(p.master, p.master + p.numel);
+    std::vector<float> values(size_t(p.numel));
+    model.adapters().get_values(p, values.data());
+    return values;
   }, dir, base_model);
 }
 

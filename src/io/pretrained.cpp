@@ -105,15 +105,15 @@ LlamaConfig checked_pretrained_config(const std::string& path) {
 }
 
 std::unique_ptr<LlamaModel> load_pretrained(const std::string& path, Precision precision,
-                                            const LoraConfig& lora, uint64_t seed) {
+                                            const LoraConfig& lora, uint64_t seed, Backend& backend) {
   if (is_gguf_file(path)) {  // read once: the whole file is in memory
     const GgufFile g = read_gguf(path);
-    auto model = std::make_unique<LlamaModel>(gguf_model_config(g), precision, lora);
+    auto model = std::make_unique<LlamaModel>(gguf_model_config(g), precision, lora, true, backend);
     model->init_adapters(seed);
     load_gguf_weights(g, *model);
     return model;
   }
-  auto model = std::make_unique<LlamaModel>(checked_pretrained_config(path), precision, lora);
+  auto model = std::make_unique<LlamaModel>(checked_pretrained_config(path), precision, lora, true, backend);
   model->init_adapters(seed);
   if (is_llama2c_file(path)) {
     load_llama2c_weights(path, *model);

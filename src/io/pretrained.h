@@ -25,9 +25,10 @@ LlamaConfig pretrained_config(const std::string& path);
 // its header. Everything that builds a model from a path asks this first.
 LlamaConfig checked_pretrained_config(const std::string& path);
 // A new model in the given precision and LoRA setup with the base weights of `path` (checked
-// first, as above); adapters (if any) are initialised from `seed`.
+// first, as above); adapters (if any) are initialised from `seed`. Its memory is `backend`'s.
 std::unique_ptr<LlamaModel> load_pretrained(const std::string& path, Precision precision,
-                                            const LoraConfig& lora, uint64_t seed);
+                                            const LoraConfig& lora, uint64_t seed,
+                                            Backend& backend = cpu_backend());
 // Checks adapter_model.safetensors' tensors against `config` and `lora` (read_peft_config) from its
 // header, before the model that would hold them is allocated.
 void check_peft_adapter(const std::string& adapter_dir, const LlamaConfig& config, const LoraConfig& lora);

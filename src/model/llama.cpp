@@ -366,7 +366,7 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
     hooks_.reduce_sum(xs_[0]);  // vocabulary-parallel: each token's row is on one rank
     done(0, false);
   } else {
-    be_.copy_from_host(xs_[lb], span->x_in);
+    be_.copy(xs_[lb], span->x_in);
   }
   for (int64_t l = lb; l < le; ++l) {
     use(int(l) + 1, false);
@@ -376,9 +376,9 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
   }
   LossSum total;
   if (last < head_unit) {
-    if (span->x_out) be_.copy_to_host(span->x_out, xs_[le]);
+    if (span->x_out) be_.copy(span->x_out, xs_[le]);
     if (!backward) return total;
-    be_.copy_from_host(dx_, span->dy);
+    be_.copy(dx_, span->dy);
   } else {
     // The head's forward and backward run chunk by chunk together, so its unit is acquired once
     // with gradients. A tied head is the embedding, which then stays held until the embedding's
@@ -412,7 +412,7 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
     done(int(l) + 1, true);
   }
   if (first > 0) {
-    if (span->dx) be_.copy_to_host(span->dx, dx_);
+    if (span->dx) be_.copy(span->dx, dx_);
     if (tied && last == head_unit) done(0, true);  // the head's share of the tied embedding
     return total;
   }

@@ -24,13 +24,14 @@ struct ModelInput {
 
 // A contiguous run of the model's units (ModelParallel's numbering: 0 = embedding, 1..L = blocks,
 // L + 1 = final norm and head) and the residual stream where it is cut, for running part of the
-// model (a pipeline stage runs its units). Host pointers, [B*T, hidden_size] f32 each.
+// model (a pipeline stage runs its units). Tensors in the model's backend memory, B*T*hidden_size
+// f32 elements each, copied in and out with the backend's device-to-device copy.
 struct UnitSpan {
-  int first = 0, last = 0;      // units [first, last]
-  const float* x_in = nullptr;  // first > 0: the input of unit `first`
-  float* x_out = nullptr;       // last <= L: the output of unit `last`, written by the forward
-  const float* dy = nullptr;    // last <= L, backward: the gradient of x_out
-  float* dx = nullptr;          // first > 0, backward: the gradient of x_in, written
+  int first = 0, last = 0;  // units [first, last]
+  Tensor x_in;              // first > 0: the input of unit `first`
+  Tensor x_out;             // last <= L: the output of unit `last`, written by the forward
+  Tensor dy;                // last <= L, backward: the gradient of x_out
+  Tensor dx;                // first > 0, backward: the gradient of x_in, written
 };
 
 struct LossSum {

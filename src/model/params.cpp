@@ -88,12 +88,12 @@ void set_param_values(Backend& backend, const Param& p, const float* values) {
   backend.convert(p.compute_tensor(), staging.tensor());
 }
 
-void ParamStore::get_values(const Param& p, float* out) const {
-  if (p.master) return backend_->copy_to_host(out, p.master_tensor());
-  DeviceBuffer staging(*backend_, DType::f32, p.numel);
-  if (p.quant) backend_->convert(staging.tensor().view(p.shape[0], p.shape[1]), p.quant_tensor());
-  else backend_->convert(staging.tensor(), p.compute_tensor());
-  backend_->copy_to_host(out, staging.tensor());
+void get_param_values(Backend& backend, const Param& p, float* out) {
+  if (p.master) return backend.copy_to_host(out, p.master_tensor());
+  DeviceBuffer staging(backend, DType::f32, p.numel);
+  if (p.quant) backend.convert(staging.tensor().view(p.shape[0], p.shape[1]), p.quant_tensor());
+  else backend.convert(staging.tensor(), p.compute_tensor());
+  backend.copy_to_host(out, staging.tensor());
 }
 
 void ParamStore::zero_grad() {

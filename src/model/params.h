@@ -67,6 +67,9 @@ struct ParamPlan {
 // Sets a tensor's values from f32 host data, through the backend: the master copy and/or the
 // bf16 copy, whichever exist.
 void set_param_values(Backend& backend, const Param& p, const float* values);
+// Reads a tensor's values into f32 host memory through the backend (from the master copy, else
+// the bf16 copy, else the NF4 copy dequantised): never a host read of device memory.
+void get_param_values(Backend& backend, const Param& p, float* out);
 
 class ParamStore {
  public:
@@ -103,7 +106,7 @@ class ParamStore {
   void set_values(const std::string& name, const float* values) { set_values(get(name), values); }
   // Reads a tensor's values into f32 host memory (from the master copy, else the bf16 copy, else
   // the NF4 copy dequantised).
-  void get_values(const Param& p, float* out) const;
+  void get_values(const Param& p, float* out) const { get_param_values(*backend_, p, out); }
 
   void zero_grad();
   // Refresh every bf16 compute copy from its master (after an optimizer step).

@@ -360,17 +360,17 @@ double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float gr
     UnitSpan span = chunks_[size_t(op.chunk)];
     if (op.forward) {
       forward_of[size_t(op.chunk * m + op.micro)] = i;
-      if (chunk > 0) receive(inputs[i], n, prev, forward_tag(chunk - 1), i), span.x_in = inputs[i].as<float>();
+      if (chunk > 0) receive(inputs[i], n, prev, forward_tag(chunk - 1), i), span.x_in = inputs[i].tensor();
       ++in_flight;
       if (chunk == last_chunk) {  // the loss is here: forward and backward at once
-        if (chunk > 0) allocate(sent[i], n), span.dx = sent[i].as<float>();
+        if (chunk > 0) allocate(sent[i], n), span.dx = sent[i].tensor();
         loss += compute(in, span, true).sum;
         --in_flight;
         drop(inputs[i]);
         if (chunk > 0) send(i, prev, backward_tag(chunk - 1));
       } else {
         allocate(sent[i], n);
-        span.x_out = sent[i].as<float>();
+        span.x_out = sent[i].tensor();
         compute(in, span, false);
         send(i, next, forward_tag(chunk));
       }
@@ -378,8 +378,8 @@ double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float gr
       // The next chunk has run this micro-batch's backward, so it has our output (released here).
       receive(dy, n, next, backward_tag(chunk), i);
       DeviceBuffer& x = inputs[forward_of[size_t(op.chunk * m + op.micro)]];
-      span.dy = dy.as<float>();
-      if (chunk > 0) span.x_in = x.as<float>(), allocate(sent[i], n), span.dx = sent[i].as<float>();
+      span.dy = dy.tensor();
+      if (chunk > 0) span.x_in = x.tensor(), allocate(sent[i], n), span.dx = sent[i].tensor();
       compute(in, span, true);
       --in_flight;
       drop(x);
@@ -395,18 +395,22 @@ double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float gr
 LossSum Pipeline::forward_loss(const ModelInput& in) {
   const int s = stage(), p = group_.size(), v = int(chunks_.size());
   const int64_t n = in.B * in.T * model_.config().hidden_size, bytes = n * int64_t(sizeof(float));
-  std::vector<float> x, y;
+  // The residual stream in the model's backend memory, as in a training step.
+  DeviceBuffer x, y;
   LossSum ls;
   for (int c = 0; c < v; ++c) {  // chunk c * p + s, after the one before it on the previous rank
     const int chunk = c * p + s;
     UnitSpan span = chunks_[size_t(c)];
     if (chunk > 0) {
-      x.resize(size_t(n));
+      if (x.numel() != n) x.resize(model_.backend(), DType::f32, n);
       group_.device().recv_bytes(x.data(), bytes, (s + p - 1) % p, forward_tag(chunk - 1));
-      span.x_in = x.data();
+      span.x_in = x.tensor();
     }
     const bool last = chunk + 1 == p * v;
-    if (!last) y.resize(size_t(n)), span.x_out = y.data();
+    if (!last) {
+      if (y.numel() != n) y.resize(model_.backend(), DType::f32, n);
+      span.x_out = y.tensor();
+    }
     ls = model_.run_units(in, span, false, 0.0f);
     if (!last) group_.device().send_bytes(y.data(), bytes, (s + 1) % p, forward_tag(chunk));
   }

@@ -77,8 +77,13 @@ void ShardedModel::load_weights(const std::string& path, uint64_t adapter_seed, 
   if (fs::is_regular_file(path) && fs::path(path).extension() == ".bin") {
     // llama2.c files are small and not sliceable: read whole, keep this rank's blocks.
     auto whole = load_pretrained(path, Precision::fp32, LoraConfig{}, 0);
-    for (auto& p : whole->base().params())
-      if (holds(p.name)) set_block_from_whole(p.name, p.master);
+    std::vector<float> values;
+    for (auto& p : whole->base().params()) {
+      if (!holds(p.name)) continue;
+      values.resize(size_t(p.numel));
+      whole->base().get_values(p, values.data());
+      set_block_from_whole(p.name, values.data());
+    }
     return;
   }
   SafetensorsCheckpoint ckpt(path);
@@ -115,8 +120,10 @@ std::vector<float> ShardedModel::gather_whole(const std::string& name) {
   Comm& group = mesh_.group(axis_bit(Axis::fsdp) | axis_bit(Axis::tp));
   const int64_t n = s.box.numel(), members = group.size(), TP = mesh_.shape().tp;
   std::vector<float> mine(static_cast<size_t>(n)), all(static_cast<size_t>(n * members));
-  if (s.shard->master) std::copy(s.shard->master, s.shard->master + n, mine.begin());
-  else convert(mine.data(), s.shard->compute, size_t(n));
+  MT_CHECK(s.shard->master || s.shard->compute, "gather_whole: a block without values: " + name);
+  // The block comes off the device through the shard store (an NF4 base never gets here: its
+  // export is refused earlier), and the gather runs on host memory.
+  get_param_values(backend_, *s.shard, mine.data());
   group.all_gather(mine.data(), all.data(), n);
   const TensorBox whole_box = TensorBox::whole(s.full_shape);
   std::vector<float> whole(static_cast<size_t>(whole_box.numel()));

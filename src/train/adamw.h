@@ -19,9 +19,11 @@ class AdamW {
   int64_t steps_taken() const { return t_; }
   ParamStore& params() { return params_; }
 
-  // State, exposed for checkpoints.
-  float* m() { return m_.as<float>(); }
-  float* v() { return v_.as<float>(); }
+  // State, exposed for checkpoints: a trainable tensor's moments on the store's device (f32
+  // [1, numel], laid out like its gradient).
+  Tensor exp_avg(const Param& p) const { return m_.slice(p.grad_offset, 1, p.numel); }
+  Tensor exp_avg_sq(const Param& p) const { return v_.slice(p.grad_offset, 1, p.numel); }
+  Backend& backend() const { return params_.backend(); }
   void set_steps_taken(int64_t t) { t_ = t; }
   size_t state_bytes() const { return m_.bytes() + v_.bytes(); }
 

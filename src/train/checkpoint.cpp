@@ -39,8 +39,8 @@ std::vector<HeldTensor> whole_tensors(ParamStore& trainable, AdamW& optimizer) {
   std::vector<HeldTensor> out;
   for (auto& p : trainable.params()) {
     if (!p.grad) continue;
-    out.push_back({p.name, p.shape, TensorBox::whole(p.shape), p.master,
-                   optimizer.m() + p.grad_offset, optimizer.v() + p.grad_offset, true});
+    out.push_back({p.name, p.shape, TensorBox::whole(p.shape), p.master_tensor(), optimizer.exp_avg(p),
+                   optimizer.exp_avg_sq(p), true});
   }
   return out;
 }
@@ -58,13 +58,23 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
   }
   world.barrier();
 
-  // Every rank writes the blocks it is the writer of; the leader learns who wrote.
+  // Every rank writes the blocks it is the writer of (read in place in host memory, else copied off
+  // the device first); the leader learns who wrote.
   std::vector<BoxShardOut> boxes;
+  std::vector<std::vector<float>> staged;  // host copies of device memory the boxes point into
+  staged.reserve(3 * held.size());         // never reallocated: the boxes keep pointers into it
+  const auto on_host = [&](const Tensor& t) -> const float* {
+    Backend& backend = optimizer.backend();
+    if (const void* p = backend.host_readable(t)) return static_cast<const float*>(p);
+    staged.emplace_back(size_t(t.numel()));
+    backend.copy_to_host(staged.back().data(), t);
+    return staged.back().data();
+  };
   for (const auto& t : held) {
     if (!t.writer) continue;
-    boxes.push_back({t.name, t.full_shape, t.box, t.values});
-    boxes.push_back({t.name + ".exp_avg", t.full_shape, t.box, t.exp_avg});
-    boxes.push_back({t.name + ".exp_avg_sq", t.full_shape, t.box, t.exp_avg_sq});
+    boxes.push_back({t.name, t.full_shape, t.box, on_host(t.values)});
+    boxes.push_back({t.name + ".exp_avg", t.full_shape, t.box, on_host(t.exp_avg)});
+    boxes.push_back({t.name + ".exp_avg_sq", t.full_shape, t.box, on_host(t.exp_avg_sq)});
   }
   // One sum tells the leader who wrote ([0, n)) and each file's CRC32C ([n, 2n)), computed while
   // writing; every other rank contributes zeros to the slots that are not its own.
@@ -139,10 +149,20 @@ CheckpointState load_checkpoint(const std::string& dir, const std::vector<HeldTe
     if (!shards.contains(t.name)) fail(dir + ": checkpoint has no tensor '" + t.name + "'");
     if (shards.full_shape(t.name) != t.full_shape)
       fail(dir + ": tensor '" + t.name + "' has another shape in the checkpoint");
+  }
+  // Each block is read (and checked) on the host, then copied to the device, one at a time.
+  Backend& backend = optimizer.backend();
+  std::vector<float> block;
+  const auto read_into = [&](const std::string& name, const TensorBox& box, const Tensor& dst) {
+    block.resize(size_t(box.numel()));
+    shards.read_box_f32(name, box, block.data(), finite);
+    backend.copy_from_host(dst, block.data());
+  };
+  for (const auto& t : held) {
     if (!t.values) continue;
-    shards.read_box_f32(t.name, t.box, t.values, finite);
-    shards.read_box_f32(t.name + ".exp_avg", t.box, t.exp_avg, finite);
-    shards.read_box_f32(t.name + ".exp_avg_sq", t.box, t.exp_avg_sq, finite);
+    read_into(t.name, t.box, t.values);
+    read_into(t.name + ".exp_avg", t.box, t.exp_avg);
+    read_into(t.name + ".exp_avg_sq", t.box, t.exp_avg_sq);
   }
   optimizer.set_steps_taken(m.optimizer_steps);
   CheckpointState s;

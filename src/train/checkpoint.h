@@ -37,15 +37,15 @@ struct CheckpointState {
 };
 
 // One trainable tensor as this rank holds it: a block of the whole tensor, with its f32 values
-// and AdamW moments (each box.numel() floats). Null values: a tensor of the model this rank does
-// not hold (another pipeline stage's), listed so that the manifest names every tensor.
+// and AdamW moments (each box.numel() floats, in the optimizer's device memory: saving and loading
+// copy them through the host with the optimizer's backend). Empty values: a tensor of the model
+// this rank does not hold (another pipeline stage's), listed so that the manifest names every
+// tensor.
 struct HeldTensor {
   std::string name;
   std::vector<int64_t> full_shape;
   TensorBox box;
-  float* values = nullptr;
-  float* exp_avg = nullptr;
-  float* exp_avg_sq = nullptr;
+  Tensor values, exp_avg, exp_avg_sq;
   bool writer = true;  // this rank saves the block (one rank per distinct block)
 };
 

@@ -93,7 +93,7 @@ std::vector<ConfigKey> make_keys() {
                "last step), into metrics.jsonl and the progress line; 0: none"},
       {KEY(train.threads), .range = kNonNegative, .help = "Worker threads; 0 uses all cores"},
       {KEY(train.peak_gflops), .range = kNonNegative,
-       .help = "MFU denominator in GFLOP/s; 0 measures this machine's bf16 GEMM at start",
+       .help = "MFU denominator in GFLOP/s; 0 measures the device's bf16 GEMM at start",
        .per_rank = true},
       {KEY(train.resume),
        .help = "\"latest\" or a checkpoint directory to continue from (see Checkpoints)"},
@@ -113,6 +113,13 @@ std::vector<ConfigKey> make_keys() {
        .help = "How gradients, shards and activations travel between ranks: mpi (directly from "
                "CPU memory, host-staged from a GPU's), staged (always through host copies), nccl "
                "(NCCL on the GPU's stream; CUDA builds, one rank per GPU); see docs/gpu.md"},
+
+      {KEY(train.device), .choices = {"cpu", "cuda"},
+       .help = "Where the run computes: the CPU, or with cuda each rank the GPU of its local rank "
+               "(a build configured with -DMESHTRAIN_CUDA=ON; see docs/gpu.md); --device overrides it"},
+      {KEY(train.share_gpu),
+       .help = "Let a node run more ranks than it has GPUs, sharing them round robin (for tests of "
+               "multi-rank meshes on one GPU); false: such a run is refused"},
 
       {KEY(train.pp_schedule), .choices = {"1f1b", "gpipe"},
        .help = "Pipeline schedule under mesh pp > 1: 1F1B (one forward, one backward in the "

@@ -46,7 +46,7 @@ LlamaConfig model_shape(const RunConfig& cfg, const Tokenizer& tok) {
 }  // namespace
 
 PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::DataParallel& dp,
-                         const Tokenizer& tok, std::ostream& log)
+                         const Tokenizer& tok, std::ostream& log, Backend& backend)
     : cfg_(cfg), mesh_(mesh), dp_(dp), origin_{cfg.model_path, {true, tok.bos_id(), tok.eos_id()}} {
   const auto& tc = cfg.train;
   const LlamaConfig shape = model_shape(cfg, tok);
@@ -68,15 +68,15 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
   if (m.fsdp > 1 || m.tp > 1 || m.pp > 1) {
     sharded_ = std::make_unique<parallel::ShardedModel>(
         mesh, shape, tc.precision, cfg.lora, cfg.partition.effective(),
-        m.pp > 1 ? parallel::stage_holds(shape, stage_blocks, stage, chunks) : std::vector<bool>{});
+        m.pp > 1 ? parallel::stage_holds(shape, stage_blocks, stage, chunks) : std::vector<bool>{}, backend);
     if (cfg.model_path.empty()) sharded_->init_weights(tc.seed);
     else sharded_->load_weights(cfg.model_path, tc.seed, mesh.rank() == 0 ? &log : nullptr);
     sharded_->set_prefetch(tc.fsdp_prefetch);
   } else {
     if (!cfg.model_path.empty()) {
-      whole_ = load_pretrained(cfg.model_path, tc.precision, cfg.lora, tc.seed);
+      whole_ = load_pretrained(cfg.model_path, tc.precision, cfg.lora, tc.seed, backend);
     } else {
-      whole_ = std::make_unique<LlamaModel>(shape, tc.precision, cfg.lora);
+      whole_ = std::make_unique<LlamaModel>(shape, tc.precision, cfg.lora, /*own_storage=*/true, backend);
       whole_->init_weights(tc.seed);
     }
   }
@@ -113,13 +113,13 @@ std::vector<HeldTensor> PlacedModel::held_tensors(AdamW& optimizer) {
   for (const auto& p : llama_param_shapes(sharded_->full_config(), cfg_.lora)) {
     if (p.adapter != cfg_.lora.enabled) continue;
     if (!sharded_->holds(p.name)) {  // another pipeline stage's
-      out.push_back({p.name, p.shape, {}, nullptr, nullptr, nullptr, false});
+      out.push_back({p.name, p.shape, {}, {}, {}, {}, false});
       continue;
     }
     const parallel::ShardSlot& s = sharded_->slot(p.name);
     Param& shard = *s.shard;
-    out.push_back({s.name, s.full_shape, s.box, shard.master, optimizer.m() + shard.grad_offset,
-                   optimizer.v() + shard.grad_offset, s.writer});
+    out.push_back({s.name, s.full_shape, s.box, shard.master_tensor(), optimizer.exp_avg(shard),
+                   optimizer.exp_avg_sq(shard), s.writer});
   }
   return out;
 }

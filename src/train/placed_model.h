@@ -26,8 +26,9 @@ class PlacedModel {
   // Builds the model of cfg (model.path, or a new one with random weights) on the mesh. Under
   // FSDP / tensor parallelism each rank holds and loads only its blocks. `dp` is the mesh's
   // data-parallel group (dp x fsdp), which sums counts and losses; both must outlive this.
+  // Its parameters, gradients and activations live on `backend`.
   PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::DataParallel& dp, const Tokenizer& tok,
-              std::ostream& log);
+              std::ostream& log, Backend& backend = cpu_backend());
   ~PlacedModel();
 
   LlamaModel& model() { return sharded_ ? sharded_->model() : *whole_; }

@@ -52,6 +52,11 @@ struct TrainConfig {
   std::string pp_schedule = "1f1b";
   std::string pp_blocks;
   int64_t pp_virtual = 1;
+  // Where the run computes: "cpu", or "cuda" (each rank the GPU of its local rank, in a build with
+  // -DMESHTRAIN_CUDA=ON; see backend/backend_factory.h). share_gpu lets more ranks than a node has
+  // GPUs share them (tests of multi-rank meshes on one GPU).
+  std::string device = "cpu";
+  bool share_gpu = false;
 };
 
 struct DataConfig {

@@ -25,6 +25,7 @@
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_dir.h"
+#include "train/device_choice.h"
 #include "train/flops.h"
 #include "train/metrics.h"
 #include "train/placed_model.h"
@@ -97,12 +98,13 @@ struct TrainingRun {
   // Builds the members (claiming output.dir before the model loads), logs the run's header, resumes
   // from train.resume if given, writes run.toml and opens metrics.jsonl, and measures the
   // validation loss the finish compares against.
-  TrainingRun(const RunConfig& cfg, std::ostream& out);
+  TrainingRun(const RunConfig& cfg, std::ostream& out, Backend& backend);
   TrainingRun(const TrainingRun&) = delete;
   TrainingRun& operator=(const TrainingRun&) = delete;
 
   const RunConfig& cfg;
   const TrainConfig& tc;
+  Backend& backend;  // the device the model, the optimizer and the activations live on
   std::unique_ptr<parallel::Comm> world;
   parallel::Mesh mesh;
   DeviceComms device_comms;
@@ -170,23 +172,25 @@ double validation_loss(TrainingRun& run) {
   return total.count ? total.sum / double(total.count) : std::nan("");
 }
 
-TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out)
+TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, Backend& backend)
     : cfg(cfg),
       tc(cfg.train),
+      backend(backend),
       world(open_world(cfg)),
       mesh(*world, cfg.mesh),
-      device_comms(mesh, cpu_backend(), tc),  // the backend the model computes on
+      device_comms(mesh, backend, tc),
       dp(data_parallel_group(mesh, tc.batch_size)),
       leader(world->rank() == 0),
       log(leader ? out : quiet),
       tok(run_tokenizer(cfg)),
       data(open_training_data(cfg, *tok, log)),
       run_dir(cfg, *world, log),
-      placed(cfg, mesh, dp, *tok, log),
+      placed(cfg, mesh, dp, *tok, log, backend),
       optimizer(placed.trainable(), cfg.optim),
       flops(training_flops(placed.full_config(), cfg.lora, tc.seq_len)),
       peak(tc.peak_gflops > 0 ? tc.peak_gflops * 1e9
-                              : measure_gemm_flops(2048, 0.5, /*bf16=*/true)),
+                              : measure_gemm_flops(&backend == &cpu_backend() ? 2048 : 4096, 0.5,
+                                                   /*bf16=*/true, backend)),
       tokens_per_step(tc.batch_size * tc.grad_accum * tc.seq_len) {
   if (tc.eval_every > 0 && !data->has_validation())
     fail("train.eval_every = " + std::to_string(tc.eval_every) +
@@ -223,6 +227,7 @@ void TrainingRun::log_header() {
       << (dp.ranks() > 1 ? " over " + std::to_string(dp.ranks()) + " data-parallel ranks (mesh " +
                                cfg.mesh.str() + ")" : std::string())
       << (tc.activation_checkpointing ? ", activation checkpointing" : "") << "\n"
+      << (backend.device().kind != DeviceKind::cpu ? "device: " + std::string(backend.name()) + "\n" : "")
       << "MFU basis: " << flops.per_token / 1e6 << " MFLOP/token (" << flops.formula
       << ") over peak " << peak / 1e9 << " GFLOP/s ("
       << (tc.peak_gflops > 0 ? "given" : "measured bf16 GEMM") << ")\n";
@@ -515,8 +520,14 @@ void finish_run(TrainingRun& run, const StepTiming& timed) {
 }  // namespace
 
 TrainSummary train(const RunConfig& cfg, std::ostream& out) {
+  const DeviceBackend backend = open_device_backend(
+      local_device_request(cfg.train.device, "train.device", cfg.train.share_gpu));
+  return train(cfg, out, *backend);
+}
+
+TrainSummary train(const RunConfig& cfg, std::ostream& out, Backend& backend) {
   if (cfg.train.threads > 0) omp_set_num_threads(int(cfg.train.threads));
-  TrainingRun run(cfg, out);
+  TrainingRun run(cfg, out, backend);
   const StepTiming timed = run_steps(run);
   finish_run(run, timed);
   return std::move(run.summary);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "train/run_config.h"
 
 namespace mt {
@@ -26,7 +27,12 @@ struct TrainSummary {
   std::vector<std::string> files_written;
 };
 
-// Runs the whole job described by cfg, printing progress to `log`. Throws mt::Error on bad input.
+// Runs the whole job described by cfg, printing progress to `log`, on the device of
+// cfg.train.device (backend/backend_factory.h: refused before anything is written when it cannot
+// be opened). Throws mt::Error on bad input.
 TrainSummary train(const RunConfig& cfg, std::ostream& log);
+// The same on a backend the caller opened (the train command, which names --device in errors).
+// The model, its gradients, the optimizer and the activations all live in its memory.
+TrainSummary train(const RunConfig& cfg, std::ostream& log, Backend& backend);
 
 }  // namespace mt

@@ -19,6 +19,7 @@
 #include "model_fixtures.h"
 #include "plan/run_memory.h"
 #include "run_command.h"
+#include "train/checkpoint_manifest.h"
 #include "train/metrics.h"
 #include "train/run_config.h"
 
@@ -191,6 +192,7 @@ TEST(MemoryCheck, ExportCheckpointChecksShapesAgainstItsConfig) {
   ASSERT_NE(config.find(layers), std::string::npos) << config;
   m["config"] = config.replace(config.find(layers), layers.size(), "num_hidden_layers = 3");
   std::ofstream(manifest) << m.dump(2);
+  write_manifest_checksum(ckpt, m.dump(2));  // as a writer of that config would have
   expect_refused("export-checkpoint --checkpoint " + ckpt + " --out " + dir + "/exported",
                  "the weights hold 4 layers, the config gives num_hidden_layers = 3");
 }

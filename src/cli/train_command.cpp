@@ -14,6 +14,7 @@
 #include "plan/run_memory.h"
 #include "train/config_docs.h"
 #include "train/run_config.h"
+#include "train/stop_signals.h"
 #include "train/trainer.h"
 
 namespace mt::cli {
@@ -95,8 +96,7 @@ Action add_train_command(CLI::App& app) {
                         : load_run_config(opt->config, opt->overrides);
     if (!opt->mesh.empty()) cfg.mesh = parallel::MeshShape::parse(opt->mesh);
     check_before_training(cfg);
-    train(cfg, std::cout);
-    return 0;
+    return train(cfg, std::cout).stopped ? kStoppedExitCode : 0;
   };
 }
 

@@ -20,6 +20,8 @@ template <class... F>
 Overloaded(F...) -> Overloaded<F...>;
 
 std::string num(double v) {
+  // Whole numbers in full ("16777216", not "1.67772e+07"): range limits and counts.
+  if (v == std::floor(v) && std::fabs(v) < 0x1p53) return std::to_string(int64_t(v));
   std::ostringstream s;
   s << v;
   return s.str();
@@ -214,16 +216,16 @@ void read_config_value(const toml::node& n, const ConfigKey& key, RunConfig& c,
 
 std::string check_config_value(const ConfigKey& key, const RunConfig& c) {
   const std::string name(key.name);
-  auto number = [&](double v) -> std::string {
+  auto number = [&](double v, const std::string& text) -> std::string {
     if (in_range(v, key.range)) return "";
     if (!has_bounds(key.range)) return name + " must be a number, got nan";
-    return name + " must be " + range_text(key.range) + ", got " + num(v);
+    return name + " must be " + range_text(key.range) + ", got " + text;
   };
   return std::visit(
       Overloaded{
-          [&](int64_t* v) { return number(double(*v)); },
+          [&](int64_t* v) { return number(double(*v), std::to_string(*v)); },
           [&](uint64_t*) { return std::string(); },  // the reader refused negatives
-          [&](float* v) { return number(*v); },
+          [&](float* v) { return number(*v, num(*v)); },
           [&](bool*) { return std::string(); },
           [&](std::string* v) -> std::string {
             if (key.non_empty && v->empty()) return name + " must not be empty";

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "core/checked_math.h"
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "data/unicode.h"
@@ -141,6 +142,14 @@ void validate_run(const RunConfig& c, const WhereFor& where_for) {
     bad("train.seq_len (" + std::to_string(c.train.seq_len) +
         ") must be <= model.max_position_embeddings (" +
         std::to_string(c.model.max_position_embeddings) + ")");
+  // Each count is bounded by its range; their product, the tokens of a step, by what a step can
+  // hold (and so that the trainer's and memory check's arithmetic on it fits in 64 bits).
+  const TrainConfig& t = c.train;
+  const std::optional<int64_t> rows = checked_mul(t.batch_size, t.grad_accum);
+  const std::optional<int64_t> tokens = rows ? checked_mul(*rows, t.seq_len) : std::nullopt;
+  if (!tokens || *tokens > kMaxTokensPerStep)
+    bad("train.batch_size x train.grad_accum x train.seq_len (" + std::to_string(t.batch_size) + " x " +
+        std::to_string(t.grad_accum) + " x " + std::to_string(t.seq_len) + ") must be at most 2^40 tokens a step");
   if (c.output.keep_best && c.train.eval_every == 0)
     bad("output.keep_best needs train.eval_every > 0 (the best is chosen by validation loss)");
   // The mesh against the world is checked when the ranks are known (Mesh's constructor).

@@ -24,9 +24,13 @@ struct TrainSummary {
   double fsdp_wait_s_per_step = 0.0;    // sharded runs: time blocked in FSDP collectives
   size_t peak_tensor_bytes = 0;
   std::vector<std::string> files_written;
+  // A stop signal ended the run early, after a checkpoint (train/stop_signals.h); the finish (the
+  // final validation, the trained model) did not run.
+  bool stopped = false;
 };
 
 // Runs the whole job described by cfg, printing progress to `log`. Throws mt::Error on bad input.
+// SIGTERM, SIGINT and SIGUSR1 stop it gracefully for its duration (summary.stopped).
 TrainSummary train(const RunConfig& cfg, std::ostream& log);
 
 }  // namespace mt

@@ -146,7 +146,7 @@ timeout 180 "${in1[@]}" srun --mpi=pmix -N 2 -n 2 -J mtstop "$MT" "${stop_args[@
   --set output.dir="$work/stop" > "$work/stop.out" 2>&1 &
 stopped=$!
 for i in $(seq 1 600); do  # until the run has logged 3 steps
-  [ "$(wc -l < "$work/stop/metrics.jsonl" 2>/dev/null || echo 0)" -ge 3 ] && break
+  [ "$(cat "$work/stop/metrics.jsonl" 2>/dev/null | wc -l)" -ge 3 ] && break
   [ "$i" -lt 600 ] || { echo "slurm_test: the run to stop logged no steps in 60 s" >&2; exit 1; }
   sleep 0.1
 done

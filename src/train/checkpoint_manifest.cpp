@@ -2,13 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/crc32c.h"
+#include "core/bounded_json.h"
 #include "core/error.h"
-#include "core/regular_file.h"
 #include "train/run_config.h"
 
 namespace mt {
@@ -38,12 +36,7 @@ int64_t count_field(const json& obj, const char* key, const std::string& where) 
 }  // namespace
 
 CheckpointManifest parse_checkpoint_manifest(const std::string& text, const std::string& where) {
-  json m;
-  try {
-    m = json::parse(text);
-  } catch (const json::exception& e) {
-    fail(where + ": not valid JSON (" + e.what() + ")");
-  }
+  json m = parse_json(text, JsonKind::checkpoint_manifest, where);
   if (!m.is_object() || !m.contains("format") || m["format"] != kCheckpointFormat || !m.contains("version") ||
       m["version"] != kCheckpointFormatVersion)
     fail(where + ": not a meshtrain checkpoint of format version " + std::to_string(kCheckpointFormatVersion));
@@ -103,12 +96,9 @@ CheckpointManifest parse_checkpoint_manifest(const std::string& text, const std:
 
 CheckpointManifest read_checkpoint_manifest(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "manifest.json").string();
-  require_regular_file(path, "checkpoint manifest");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail(dir + ": not a checkpoint directory (cannot open manifest.json)");
-  std::ostringstream text;
-  text << f.rdbuf();
-  return parse_checkpoint_manifest(text.str(), path);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) fail(dir + ": not a checkpoint directory (cannot open manifest.json)");
+  return parse_checkpoint_manifest(read_json_text(path, JsonKind::checkpoint_manifest), path);
 }
 
 }  // namespace mt

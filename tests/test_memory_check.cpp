@@ -153,6 +153,7 @@ TEST(MemoryCheck, BatchTooLargeForTheMemoryIsRefusedWithTheFigure) {
 // at its first large allocation. Now the room under the limit caps the figure and the check
 // refuses in one line naming it.
 TEST(MemoryCheck, AddressSpaceLimitIsSeen) {
+  if (testing::run_command("prlimit --version").code != 0) GTEST_SKIP() << "prlimit (util-linux) not installed";
   const std::string limit = "prlimit --as=" + std::to_string(int64_t(3) << 30) + " ";
   const std::string cmd = limit + "env OMP_NUM_THREADS=1 timeout -k 5 60 " + std::string(MESHTRAIN_BINARY) +
                           " train --set train.batch_size=3000 --set output.dir=" +

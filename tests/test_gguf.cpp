@@ -432,6 +432,25 @@ TEST_F(GgufReaderRejects, TensorOffsetsOutOfRangeOrMisaligned) {
   expect_error(b, "beyond the data section");
 }
 
+// Two tensors whose data share bytes would alias each other: the second tensor's offset set to the
+// first one's is refused, naming both.
+TEST_F(GgufReaderRejects, OverlappingTensorData) {
+  const GgufFile parsed = parse_gguf(good, "good");
+  ASSERT_GE(parsed.tensors.size(), 2u);
+  const GgufTensorInfo& second = parsed.tensors[1];
+  ASSERT_GT(second.offset, 0u);
+  auto it = std::search(good.begin(), good.end(), second.name.begin(), second.name.end());
+  ASSERT_NE(it, good.end());
+  const size_t off_at = size_t(it - good.begin()) + second.name.size() + 4 + 8 * second.ne.size() + 4;
+  uint64_t stored = 0;
+  std::memcpy(&stored, good.data() + off_at, 8);
+  ASSERT_EQ(stored, second.offset);
+  std::vector<char> b = good;
+  const uint64_t first_offset = parsed.tensors[0].offset;
+  std::memcpy(b.data() + off_at, &first_offset, 8);
+  expect_error(b, "overlaps tensor '" + parsed.tensors[0].name + "'");
+}
+
 // Found by fuzz_gguf: two tensors of one name (the second unreadable by name) are refused.
 TEST_F(GgufReaderRejects, DuplicateTensorNames) {
   const std::string name = "blk.1.attn_q.weight";

@@ -5,6 +5,8 @@
 // fails with exit 124 instead of hanging the suite.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -145,6 +147,24 @@ TEST(MemoryCheck, BatchTooLargeForTheMemoryIsRefusedWithTheFigure) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("lower train.batch_size or train.seq_len;"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("activation_checkpointing"), std::string::npos) << r.output;
+}
+
+// Issue 24, item 6. Was: an address-space limit (ulimit -v) was not seen by the check, so under
+// `prlimit --as` the same run passed it and ended in a bare "out of memory" (or std::bad_alloc)
+// at its first large allocation. Now the room under the limit caps the figure and the check
+// refuses in one line naming it.
+TEST(MemoryCheck, AddressSpaceLimitIsSeen) {
+  if (testing::run_command("prlimit --version").code != 0) GTEST_SKIP() << "prlimit (util-linux) not installed";
+  const std::string limit = "prlimit --as=" + std::to_string(int64_t(3) << 30) + " ";
+  const std::string cmd = limit + "env OMP_NUM_THREADS=1 timeout -k 5 60 " + std::string(MESHTRAIN_BINARY) +
+                          " train --set train.batch_size=3000 --set output.dir=" +
+                          (fs::temp_directory_path() / "meshtrain_rlimit_as").string();
+  const Result r = testing::run_command(cmd);
+  ASSERT_NE(r.code, 124) << r.output;
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("address-space limit (ulimit -v)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("lower train.batch_size"), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
 }
 
 // lora.base_dtype = "nf4" prices the frozen base's layer matrices at NF4's 4.13 bits in the

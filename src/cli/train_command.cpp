@@ -67,7 +67,8 @@ Action add_train_command(CLI::App& app) {
                   "model to start from: HF directory or llama2.c .bin (--set model.path=...) (default: the config's model.path)");
   sub->add_option("--data,-d", opt->data, "training file (--set data.path=...) (default: the config's data.path)");
   sub->add_flag("--lora", opt->lora, "train LoRA adapters (--set lora.enabled=true)");
-  sub->add_option("--out,-o", opt->out, "output directory (--set output.dir=...) (default: the config's output.dir)");
+  CLI::Option* out_option = sub->add_option(
+      "--out,-o", opt->out, "output directory (--set output.dir=...) (default: the config's output.dir)");
   sub->add_option("--mesh", opt->mesh,
                   "device mesh, e.g. dp=2, overriding [mesh]; launch with mpirun -n <ranks> (default: the config's [mesh])");
   sub->add_flag("--overwrite", opt->overwrite,
@@ -78,7 +79,7 @@ Action add_train_command(CLI::App& app) {
   sub->add_flag("--print-default-config", opt->print_default_config,
                 "print the built-in default run's TOML (configs/tiny.toml) and exit");
   sub->footer(config_keys_help());
-  return [opt] {
+  return [opt, out_option] {
     if (opt->print_config_table || opt->print_default_config) {
       std::cout << (opt->print_config_table ? config_keys_markdown() : default_run_config_toml());
       return 0;
@@ -88,7 +89,8 @@ Action add_train_command(CLI::App& app) {
     if (!opt->model.empty()) shorthands.push_back("model.path=" + opt->model);
     if (!opt->data.empty()) shorthands.push_back("data.path=" + opt->data);
     if (opt->lora) shorthands.push_back("lora.enabled=true");
-    if (!opt->out.empty()) shorthands.push_back("output.dir=" + opt->out);
+    // Given at all, even empty: `--out ""` is refused as an empty output.dir, not taken as absent.
+    if (out_option->count() > 0) shorthands.push_back("output.dir=" + opt->out);
     opt->overrides.insert(opt->overrides.begin(), shorthands.begin(), shorthands.end());
     if (opt->overwrite) opt->overrides.push_back("output.overwrite=true");
     RunConfig cfg = opt->config.empty()

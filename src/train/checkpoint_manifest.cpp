@@ -4,10 +4,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/atomic_file.h"
 #include "core/crc32c.h"
+#include "core/bounded_json.h"
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "train/run_config.h"
@@ -39,12 +39,7 @@ int64_t count_field(const json& obj, const char* key, const std::string& where) 
 }  // namespace
 
 CheckpointManifest parse_checkpoint_manifest(const std::string& text, const std::string& where) {
-  json m;
-  try {
-    m = json::parse(text);
-  } catch (const json::exception& e) {
-    fail(where + ": not valid JSON (" + e.what() + ")");
-  }
+  json m = parse_json(text, JsonKind::checkpoint_manifest, where);
   if (!m.is_object() || !m.contains("format") || m["format"] != kCheckpointFormat || !m.contains("version") ||
       m["version"] != kCheckpointFormatVersion)
     fail(where + ": not a meshtrain checkpoint of format version " + std::to_string(kCheckpointFormatVersion));
@@ -131,13 +126,17 @@ CheckpointManifest parse_checkpoint_manifest(const std::string& text, const std:
 
 namespace {
 
-std::string read_whole(const std::string& path, const std::string& what) {
+// The checksum sidecar's text: one CRC32C in hex and a newline, so anything longer is refused
+// before it is read.
+std::string read_checksum_text(const std::string& path) {
+  require_regular_file(path, "manifest checksum");
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec || size > 64) fail(path + ": not a CRC32C (8 hex digits and a newline)");
   std::ifstream f(path, std::ios::binary);
-  if (!f) fail(path + ": cannot open the " + what);
-  std::ostringstream text;
-  text << f.rdbuf();
-  if (f.bad()) fail(path + ": cannot read the " + what);
-  return text.str();
+  std::string text(size_t(size), '\0');
+  if (!f.read(text.data(), std::streamsize(size))) fail(path + ": cannot read the manifest checksum");
+  return text;
 }
 
 }  // namespace
@@ -145,14 +144,14 @@ std::string read_whole(const std::string& path, const std::string& what) {
 CheckpointManifest read_checkpoint_manifest(const std::string& dir) {
   namespace fs = std::filesystem;
   const std::string path = (fs::path(dir) / "manifest.json").string();
-  require_regular_file(path, "checkpoint manifest");
-  const std::string text = read_whole(path, "checkpoint manifest");
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path, ec))) fail(dir + ": not a checkpoint directory (cannot open manifest.json)");
+  const std::string text = read_json_text(path, JsonKind::checkpoint_manifest);
   // The checksum first: a damaged manifest must be named as such, not read as another step.
   const std::string sum_path = (fs::path(dir) / kManifestChecksumFile).string();
   std::string unverified;
   if (fs::exists(fs::symlink_status(sum_path))) {
-    require_regular_file(sum_path, "manifest checksum");
-    std::string recorded = read_whole(sum_path, "manifest checksum");
+    std::string recorded = read_checksum_text(sum_path);
     if (!recorded.empty() && recorded.back() == '\n') recorded.pop_back();
     uint32_t expected = 0;
     if (!parse_crc32c_hex(recorded, expected))

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/clipped.h"
 #include "core/error.h"
 
 namespace mt {
@@ -198,7 +199,7 @@ void read_config_value(const toml::node& n, const ConfigKey& key, RunConfig& c,
             const std::string v = n.as_string()->get();
             if (!is_choice(key, v))
               fail(where + ": " + name + " must be " + choice_list(key.choices, true) + ", got \"" +
-                   v + "\"");
+                   clipped(v) + "\"");
             *out = v == "fp32" ? Precision::fp32 : Precision::bf16;
           },
           [&](parallel::PartitionRules* out) {
@@ -230,7 +231,7 @@ std::string check_config_value(const ConfigKey& key, const RunConfig& c) {
           [&](std::string* v) -> std::string {
             if (key.non_empty && v->empty()) return name + " must not be empty";
             if (!key.choices.empty() && !is_choice(key, *v))
-              return name + " must be " + choice_list(key.choices, true) + ", got \"" + *v + "\"";
+              return name + " must be " + choice_list(key.choices, true) + ", got \"" + clipped(*v) + "\"";
             return "";
           },
           [&](std::vector<std::string>* v) -> std::string {

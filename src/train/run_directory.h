@@ -24,8 +24,9 @@ class RunDirectory {
   RunDirectory(const RunConfig& cfg, parallel::Comm& world, std::ostream& log);
 
   // Rank 0 of a run resumed at `step`: checkpoints after it are removed and metrics.jsonl keeps
-  // the lines up to it, so no step appears twice.
-  void rewind_to(int64_t step);
+  // the lines up to it, so no step appears twice. Lines it cannot read are moved aside, and said
+  // so on `log` (see truncate_metrics).
+  void rewind_to(int64_t step, std::ostream& log);
 
  private:
   void claim(const RunConfig& cfg, std::ostream& log);

@@ -256,7 +256,7 @@ void TrainingRun::resume() {
   if (start_step >= tc.steps)
     fail(dir + ": checkpoint is at step " + std::to_string(start_step) + ", train.steps is " +
          std::to_string(tc.steps) + ": nothing left to do");
-  run_dir.rewind_to(start_step);
+  run_dir.rewind_to(start_step, log);
   if (cfg.output.keep_best && leader) restore_best();
   log << "resumed from " << dir << " at step " << start_step << "\n";
 }

@@ -262,7 +262,7 @@ TEST(GgufTokenizerCli, ByteLevelLlama3TokenizerJson) {
   expect_same_encoding(*source, *load_tokenizer(root + "/back"), "Llama 3 GGUF -> HF");
   r = run_meshtrain("generate -m " + gguf + " -n 3 -p Hello");
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_EQ(r.output.rfind("Hello", 0), 0u) << r.output;
+  EXPECT_EQ(r.output.rfind("<|begin_of_text|>Hello", 0), 0u) << r.output;  // BOS, then the prompt
 }
 
 // No tokenizer anywhere: the GGUF is refused in one line naming where meshtrain looked and the

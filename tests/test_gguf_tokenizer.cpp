@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -185,6 +186,16 @@ TEST(GgufTokenizerCli, SentencepieceTokenizerModel) {
   r = run_meshtrain("generate -m " + gguf + " -n 40");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(r.output.rfind(kStoriesText, 0), 0u) << r.output;
+
+  // So does eval.
+  const std::string text = root + "/eval.txt";
+  {
+    std::ofstream f(text);
+    for (int k = 0; k < 20; ++k) f << kStoriesText << " She loved to play outside in the park.\n";
+  }
+  r = run_meshtrain("eval -m " + gguf + " -d " + text + " --seq-len 32 --batch 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("perplexity"), std::string::npos) << r.output;
 
   // GGUF -> GGUF keeps the metadata; GGUF -> HF writes tokenizer files that encode the same.
   r = run_meshtrain("export -m " + gguf + " --gguf " + root + "/again.gguf --merged " + root + "/back");

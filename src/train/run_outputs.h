@@ -1,4 +1,4 @@
-// What other commands write into a run's directory (a report, GGUF or merged exports), recorded
+// What other commands write into a run's directory (report, export, export-checkpoint), recorded
 // there so that `train --overwrite` replaces the whole previous run, and only what meshtrain
 // wrote: RUN_DIR/meshtrain_outputs.txt lists those files, one path relative to RUN_DIR a line.
 #pragma once

@@ -194,8 +194,14 @@ for case in spm l3; do
            "I'm sure you'll see it's 3.14159 or 1,000,000" "<s> </s> <|begin_of_text|> <0x41>"; do
     "$MT" tokenize --tokenizer "$src" --text "$s" | tr -d '[],' > "$WORK/tok-mt.txt"
     "$MT" tokenize --tokenizer "$WORK/tok-gguf/$case.gguf" --text "$s" | tr -d '[],' > "$WORK/tok-mtg.txt"
-    LC --model "$WORK/tok-gguf/$case.gguf" -n 0 --tokenize "$s" | sed 's/^tokens: //' > "$WORK/tok-lc.txt"
-    same "$case: llama.cpp tokenize $(printf '%q' "$s") = meshtrain (HF dir)" "$WORK/tok-mt.txt" "$WORK/tok-lc.txt"
+    # tok512.model sets sentencepiece's remove_extra_whitespaces (runs of spaces squeezed, none
+    # at either end), which meshtrain applies and writes as tokenizer.ggml.remove_extra_whitespaces;
+    # llama.cpp's "llama" tokenizer does not apply it, so it is given the text squeezed.
+    lc_text=$s
+    if [ "$case" = spm ]; then lc_text=$(printf '%s' "$s" | tr -s ' '); lc_text=${lc_text# }; lc_text=${lc_text% }; fi
+    LC --model "$WORK/tok-gguf/$case.gguf" -n 0 --tokenize "$lc_text" | sed 's/^tokens: //' > "$WORK/tok-lc.txt"
+    same "$case: llama.cpp tokenize $(printf '%q' "$lc_text") = meshtrain (HF dir) on $(printf '%q' "$s")" \
+      "$WORK/tok-mt.txt" "$WORK/tok-lc.txt"
     same "$case: meshtrain with the GGUF's own tokenizer = with the HF dir's" "$WORK/tok-mt.txt" "$WORK/tok-mtg.txt"
   done
   # Greedy from BOS: llama.cpp on the file = meshtrain on the file with the file's own tokenizer.

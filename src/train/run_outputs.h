@@ -2,6 +2,7 @@
 // there so that `train --overwrite` replaces the whole previous run, and only what meshtrain
 // wrote: RUN_DIR/meshtrain_outputs.txt lists those files, one path relative to RUN_DIR a line.
 #pragma once
+#include <iosfwd>
 #include <string>
 #include <vector>
 

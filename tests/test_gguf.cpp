@@ -17,6 +17,8 @@
 #include "core/bf16.h"
 #include "core/error.h"
 #include "core/f16.h"
+#include "data/ggml_vocab.h"
+#include "data/tokenizer.h"
 #include "io/gguf_export.h"
 #include "io/gguf_reader.h"
 #include "io/gguf_writer.h"
@@ -463,12 +465,12 @@ TEST_F(GgufReaderRejects, DuplicateTensorNames) {
 
 // ----------------------------------------------------------------------------------------------
 
+// llama2.c's tokenizer.bin as llama.cpp's "llama" vocabulary (data/ggml_vocab.h).
 TEST(GgufTokenizer, Llama2cStories260K) {
   const std::string tok_path = std::string(MESHTRAIN_SOURCE_DIR) + "/../shared/data/stories260K/tok512.bin";
   if (!std::filesystem::exists(tok_path)) GTEST_SKIP() << tok_path << " not present";
-  TokenizerInfo tok = tokenizer_info_from_llama2c(tok_path, 512);
+  TokenizerInfo tok = ggml_vocab_of(*load_tokenizer(tok_path), 512);
   ASSERT_EQ(tok.tokens.size(), 512u);
-  EXPECT_EQ(tokenizer_info_from_llama2c(tok_path).tokens.size(), 512u);  // read to the end
   EXPECT_EQ(tok.model, "llama");
   EXPECT_EQ(tok.bos, 1);
   EXPECT_EQ(tok.eos, 2);

@@ -97,6 +97,36 @@ TEST(RunDirectory, AnotherRunIsRefusedUnlessResumedOrOverwritten) {
                             "it or choose another output.dir")) << r.output;
 }
 
+// --overwrite replaces the whole previous run: also the report and the exports written into the
+// directory afterwards (recorded there by report and export), listing them; the user's files,
+// beside them or inside report/, stay. Issue 23, item 6.
+TEST(RunDirectory, OverwriteRemovesReportsAndExportsButNotTheUsersFiles) {
+  const std::string dir = temp_dir("overwrite_all");
+  ASSERT_EQ(train(dir).code, 0);
+  const std::string mt = std::string(MESHTRAIN_BINARY) + " ";
+  CommandResult r = testing::run_command(mt + "report " + dir);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = testing::run_command(mt + "export -m " + dir + "/model --gguf " + dir + "/model.gguf --merged " + dir +
+                           "/merged");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* f : {"report.html", "report/loss.png", "model.gguf", "merged/model.safetensors"})
+    ASSERT_TRUE(fs::exists(dir + "/" + f)) << f;
+  std::ofstream(dir + "/notes.txt") << "the user's own file\n";
+  std::ofstream(dir + "/report/my_chart.svg") << "the user's own file in report/\n";
+
+  r = train(dir, "--set train.steps=2 --overwrite");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* listed : {"run.toml", "metrics.jsonl", "checkpoints/", "model/", "report.html",
+                             "report/loss.png", "model.gguf", "merged/model.safetensors", "merged/tokenizer.json"})
+    EXPECT_TRUE(has(r.output, std::string(" ") + listed)) << listed << "\n" << r.output;
+  for (const char* gone : {"report.html", "report/loss.png", "report/mfu.png", "model.gguf", "merged"})
+    EXPECT_FALSE(fs::exists(dir + "/" + gone)) << gone;
+  EXPECT_TRUE(fs::exists(dir + "/notes.txt"));
+  EXPECT_TRUE(fs::exists(dir + "/report/my_chart.svg"));
+  EXPECT_FALSE(has(r.output, "notes.txt")) << r.output;
+  EXPECT_EQ(metric_steps(dir), (std::vector<int64_t>{1, 2}));
+}
+
 TEST(RunDirectory, SecondRunAtTheSameTimeIsRefusedNamingTheFirst) {
   const std::string dir = temp_dir("concurrent");
   // Before: both wrote here; one died with "filesystem error: cannot remove all ...

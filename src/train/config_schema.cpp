@@ -161,8 +161,10 @@ std::vector<ConfigKey> make_keys() {
        .help = "Checkpoint each step whose validation loss is the lowest so far and name it in "
                "checkpoints/best, which pruning keeps; needs train.eval_every > 0"},
       {KEY(output.overwrite),
-       .help = "Replace the files of another run in output.dir (run.toml, metrics.jsonl, "
-               "run_summary.json, checkpoints/, model/, adapter/); false: such a directory is refused unless resumed"},
+       .help = "Replace another run in output.dir: remove, and list, what meshtrain wrote there (run.toml, "
+               "metrics.jsonl, run_summary.json, checkpoints/, model/, adapter/, and the reports and exports "
+               "recorded in meshtrain_outputs.txt), never another file; false: such a directory is refused "
+               "unless resumed"},
 
       // [mesh]: the command line's --mesh replaces it; the product must equal the number of ranks.
       {KEY(mesh.dp), .range = kAtLeastOne, .help = "Data-parallel replicas (each sees its own batches)"},

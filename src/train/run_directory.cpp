@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "train/checkpoint_dir.h"
 #include "train/metrics.h"
+#include "train/run_outputs.h"
 
 namespace mt {
 
@@ -130,9 +131,20 @@ void RunDirectory::claim(const RunConfig& cfg, std::ostream& log) {
            "); pass --overwrite to replace it" +
            (list_checkpoints(dir_).empty() ? " or choose another output.dir"
                                            : " or set train.resume=latest to continue it"));
-    for (const auto& name : kRunFiles) fs::remove_all(dir / name);
-    for (const auto& name : kRunOutputs) fs::remove_all(dir / name);
-    log << "output.dir: replaced the previous run (" << progress << ") in " << dir_ << "\n";
+    // The run's own files, then what report and export recorded writing here
+    // (train/run_outputs.h); a file no meshtrain command wrote stays.
+    std::vector<std::string> removed;
+    for (const auto& list : {kRunFiles, kRunOutputs})
+      for (const auto& name : list) {
+        const auto type = fs::symlink_status(dir / name).type();
+        if (type == fs::file_type::not_found) continue;
+        fs::remove_all(dir / name);
+        removed.push_back(type == fs::file_type::directory ? name + "/" : name);
+      }
+    for (const auto& rel : remove_recorded_outputs(dir_)) removed.push_back(rel);
+    log << "output.dir: replaced the previous run (" << progress << ") in " << dir_ << "; removed:";
+    for (const auto& r : removed) log << " " << r;
+    log << "\n";
   }
   const auto stale = remove_stale_temporaries(dir);
   if (!stale.empty()) {

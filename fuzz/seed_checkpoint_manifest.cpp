@@ -28,5 +28,6 @@ int main(int argc, char** argv) {
   "lora": true,
   "crc32c": {"shard-00000.safetensors": "0123abcd"}
 })";
+  std::ofstream(dir + "/deep.json") << std::string(1 << 16, '[');  // refused by the depth limit
   return 0;
 }

@@ -20,5 +20,10 @@ int main(int argc, char** argv) {
   seed("chat_lines", 64, c.substr(0, c.find('\n')) + c.substr(c.find('\n') + 5) + "\n" +
                              R"({"messages": [{"role": "tool", "content": "x"}]})" + "\n");
   seed("alpaca_cut", 1 + 8 + 4, "[" + a + "]");
+  // Hostile shapes for the per-record bounded reader: an array nested far past the limit, a
+  // deep record inside a good array, and a deep JSON Lines record.
+  seed("deep_array", 0, std::string(1 << 16, '['));
+  seed("deep_record", 0, "[" + a + ", " + std::string(4096, '[') + "]");
+  seed("deep_line", 64, a + "\n" + std::string(4096, '{') + "\n");
   return 0;
 }

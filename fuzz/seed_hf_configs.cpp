@@ -25,5 +25,12 @@ int main(int argc, char** argv) {
              "task_type": "CAUSAL_LM", "use_dora": false, "use_rslora": true})";
   std::ofstream(dir + "/adapter_one.json")
       << R"({"peft_type": "LORA", "r": 2, "lora_alpha": 4.5, "target_modules": "down_proj"})";
+  // Hostile shapes for the bounded reader (core/bounded_json.h): nesting far past its limit, and
+  // a large shallow file; each must be refused (or read) in time and memory linear in its size.
+  std::ofstream(dir + "/deep.json") << std::string(1 << 16, '[');
+  std::ofstream(dir + "/deep_in_key.json") << R"({"hidden_size": )" << std::string(4096, '[');
+  std::string wide = R"({"model_type": "llama", "extra": [)";
+  for (int i = 0; i < 20000; ++i) wide += "0,";
+  std::ofstream(dir + "/wide.json") << wide << "0]}";
   return 0;
 }

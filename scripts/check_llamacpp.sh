@@ -14,6 +14,10 @@
 #      dequantised), and how many tokens each keeps of the f32 text
 #   3. a LoRA adapter trained by meshtrain (20 steps), exported as a GGUF adapter and as a merged
 #      model: llama.cpp base + adapter = llama.cpp merged GGUF = meshtrain with the adapter
+#   4. the tokenizer each GGUF carries, from an HF directory with a sentencepiece tokenizer.model
+#      and from one with a byte-level (Llama 3) tokenizer.json: llama.cpp's tokenization =
+#      meshtrain's (with the directory's and with the GGUF's own tokenizer), and llama.cpp's
+#      greedy text = meshtrain generate on the file
 #
 #   scripts/check_llamacpp.sh [--stories DIR] [--data alpaca.json] [--work DIR]
 # Needs node >= 20 and npm. Exits 0 when everything matches, 1 on a mismatch, 2 on bad setup.
@@ -23,6 +27,7 @@ REPO=$PWD
 
 STORIES=${STORIES:-$REPO/../shared/data/stories260K}
 DATA=${DATA:-$REPO/../shared/data/instruct/alpaca_tiny.json}
+LLAMA3_TOKENIZER=${LLAMA3_TOKENIZER:-$REPO/../shared/data/tokenizers/llama3/tokenizer.model}
 NLC_VERSION=${NODE_LLAMA_CPP_VERSION:-3.22.1}
 NODE_DIR=$REPO/build-llamacpp
 WORK=$NODE_DIR/work
@@ -39,7 +44,7 @@ DATA=$(realpath -m "$DATA") WORK=$(realpath -m "$WORK")
 MT=$REPO/build/meshtrain
 REFERENCE="Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high"
 
-for f in "$STORIES/stories260K.bin" "$STORIES/tok512.bin" "$DATA"; do
+for f in "$STORIES/stories260K.bin" "$STORIES/tok512.bin" "$STORIES/tok512.model" "$DATA" "$LLAMA3_TOKENIZER"; do
   [ -f "$f" ] || { echo "check_llamacpp: $f not found" >&2; exit 2; }
 done
 command -v node >/dev/null && command -v npm >/dev/null || { echo "check_llamacpp: needs node and npm" >&2; exit 2; }
@@ -167,6 +172,45 @@ else
 fi
 echo "  meshtrain + adapter: $(cat "$WORK/meshtrain-lora.txt")"
 echo "  llama.cpp + adapter: $(cat "$WORK/llamacpp-lora.txt")"
+
+echo "=== tokenizers the GGUF files carry (tokenizer.ggml.*), from HF directories"
+# (a) sentencepiece: stories260K with tok512.model as its only tokenizer file (llama.cpp's "llama" model).
+rm -rf "$WORK/spm" "$WORK/l3" "$WORK/tok-gguf"
+mkdir -p "$WORK/tok-gguf"
+"$MT" convert --llama2c "$STORIES/stories260K.bin" --tokenizer "$STORIES/tok512.model" --out "$WORK/spm" >/dev/null
+rm -f "$WORK/spm/tokenizer.json" "$WORK/spm/tokenizer_config.json"
+"$MT" export -m "$WORK/spm" --gguf "$WORK/tok-gguf/spm.gguf" --gguf-dtype f32
+# (b) byte-level BPE: a tiny model trained one step with the Llama 3 tokenizer; its HF directory
+# holds the byte-level tokenizer.json meshtrain writes (llama.cpp's "gpt2" model, pre "llama-bpe").
+"$MT" train --set data.tokenizer="$LLAMA3_TOKENIZER" --set model.vocab_size=128256 \
+  --set model.hidden_size=64 --set model.intermediate_size=128 --set model.num_hidden_layers=2 \
+  --set model.num_attention_heads=4 --set model.num_key_value_heads=2 --set train.steps=1 \
+  --set train.seq_len=64 --set train.batch_size=1 --set train.peak_gflops=100 --set output.dir="$WORK/l3" >/dev/null
+rm -f "$WORK/l3/model/tokenizer.model"
+"$MT" export -m "$WORK/l3/model" --gguf "$WORK/tok-gguf/l3.gguf" --gguf-dtype f32
+for case in spm l3; do
+  src=$WORK/spm; [ "$case" = l3 ] && src=$WORK/l3/model
+  for s in "Once upon a time" "Lily's big red ball, 123!" $'  two  spaces\nnewline\ttab ' "café ☃ 猫 😀" \
+           "I'm sure you'll see it's 3.14159 or 1,000,000" "<s> </s> <|begin_of_text|> <0x41>"; do
+    "$MT" tokenize --tokenizer "$src" --text "$s" | tr -d '[],' > "$WORK/tok-mt.txt"
+    "$MT" tokenize --tokenizer "$WORK/tok-gguf/$case.gguf" --text "$s" | tr -d '[],' > "$WORK/tok-mtg.txt"
+    # tok512.model sets sentencepiece's remove_extra_whitespaces (runs of spaces squeezed, none
+    # at either end), which meshtrain applies and writes as tokenizer.ggml.remove_extra_whitespaces;
+    # llama.cpp's "llama" tokenizer does not apply it, so it is given the text squeezed.
+    lc_text=$s
+    if [ "$case" = spm ]; then lc_text=$(printf '%s' "$s" | tr -s ' '); lc_text=${lc_text# }; lc_text=${lc_text% }; fi
+    LC --model "$WORK/tok-gguf/$case.gguf" -n 0 --tokenize "$lc_text" | sed 's/^tokens: //' > "$WORK/tok-lc.txt"
+    same "$case: llama.cpp tokenize $(printf '%q' "$lc_text") = meshtrain (HF dir) on $(printf '%q' "$s")" \
+      "$WORK/tok-mt.txt" "$WORK/tok-lc.txt"
+    same "$case: meshtrain with the GGUF's own tokenizer = with the HF dir's" "$WORK/tok-mt.txt" "$WORK/tok-mtg.txt"
+  done
+  # Greedy from BOS: llama.cpp on the file = meshtrain on the file with the file's own tokenizer.
+  n=60; [ "$case" = l3 ] && n=20
+  LC --model "$WORK/tok-gguf/$case.gguf" -n "$n" --text-out "$WORK/lc-$case.txt" > /dev/null
+  "$MT" generate -m "$WORK/tok-gguf/$case.gguf" -n "$n" | sed 's/^<|begin_of_text|>//' > "$WORK/mt-$case.txt"
+  same "$case: llama.cpp greedy text = meshtrain generate -m $case.gguf" "$WORK/mt-$case.txt" "$WORK/lc-$case.txt"
+  echo "  $case: $(head -c 200 "$WORK/lc-$case.txt")"
+done
 
 if [ "$FAIL" = 0 ]; then echo "=== all match"; else echo "=== MISMATCH" >&2; fi
 exit "$FAIL"

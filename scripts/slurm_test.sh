@@ -7,6 +7,7 @@
 #   salloc -N 2 -n 2 mpirun                          --mesh dp=2       (mpirun inside an allocation)
 # each compared with the single-process losses, and the ranks, nodes and local ranks meshtrain
 # reports compared with where SLURM put the tasks. srun without --mpi=pmix must fail, not train.
+# A run stopped by scancel --signal=USR1 checkpoints, exits 3 and resumes with its printed command.
 # Needs root (namespaces, daemons) and slurm-wlm, munge, mpirun; exits 77 (skipped) without them.
 # Every daemon is stopped on exit; traffic stays inside the two namespaces this script creates.
 #
@@ -133,6 +134,37 @@ run srun_cyclic "4 ranks on 2 nodes, $by_srun: n1 runs ranks 0,2 (local 0,1); n2
   srun --mpi=pmix -N 2 -n 4 --distribution=cyclic -- fsdp=2,tp=2
 run salloc_mpirun "2 ranks on 2 nodes, placed by mpirun (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE): n1 runs rank 0 (local 0); n2 runs rank 1 (local 0)" \
   salloc -N 2 -n 2 mpirun --allow-run-as-root -- dp=2
+
+# A graceful stop under SLURM: scancel --signal=USR1 to the running job step (what --signal sends
+# before the time limit) must end every rank after the same step with a checkpoint and exit 3; the
+# resume command meshtrain prints, run under srun, must finish the run with the single-process
+# losses of all its steps.
+stop_args=(train --set train.steps=30 --set train.precision=fp32 --set train.peak_gflops=100
+           --set train.seq_len=64 --set train.log_every=100)
+"$MT" "${stop_args[@]}" --set output.dir="$work/stop_one" >/dev/null
+timeout 180 "${in1[@]}" srun --mpi=pmix -N 2 -n 2 -J mtstop "$MT" "${stop_args[@]}" --mesh dp=2 \
+  --set output.dir="$work/stop" > "$work/stop.out" 2>&1 &
+stopped=$!
+for i in $(seq 1 600); do  # until the run has logged 3 steps
+  [ "$(cat "$work/stop/metrics.jsonl" 2>/dev/null | wc -l)" -ge 3 ] && break
+  [ "$i" -lt 600 ] || { echo "slurm_test: the run to stop logged no steps in 60 s" >&2; exit 1; }
+  sleep 0.1
+done
+job=$("${in1[@]}" squeue -h -n mtstop -o %i)
+"${in1[@]}" scancel --signal=USR1 "$job"
+rc=0; wait "$stopped" || rc=$?
+[ "$rc" -eq 3 ] || { echo "slurm_test: scancel --signal=USR1: srun exited $rc, expected 3 (stopped)" >&2; cat "$work/stop.out" >&2; exit 1; }
+resume=$(sed -n 's/^stopped: SIGUSR1 after step [0-9]* of 30, checkpoint .*; resume with: //p' "$work/stop.out")
+case "$resume" in
+  "srun -n 2 meshtrain train "*) ;;
+  *) echo "slurm_test: no resume command for srun in the stop's output:" >&2; cat "$work/stop.out" >&2; exit 1 ;;
+esac
+echo "slurm_test: scancel --signal=USR1 stopped the run: $(grep -m1 '^stopped:' "$work/stop.out" | cut -d, -f1)"
+# The printed command, with srun's options of this cluster (PMIx, both nodes) and this binary.
+timeout 180 "${in1[@]}" ${resume/#srun -n 2 meshtrain/srun --mpi=pmix -N 2 -n 2 $MT} > "$work/stop_resumed.out" 2>&1 ||
+  { echo "slurm_test: the printed resume command failed:" >&2; cat "$work/stop_resumed.out" >&2; exit 1; }
+losses_agree "slurm_test: stopped by scancel --signal=USR1 and resumed" 30 \
+  "$(losses "$work/stop_one/metrics.jsonl")" "$(losses "$work/stop/metrics.jsonl")"
 
 # Without PMIx the tasks cannot form one MPI world: that must end the step with an error, never
 # two single-process runs writing one output directory.

@@ -18,12 +18,16 @@ extern char** environ;
 
 namespace mt::testing {
 
+// Tells ChildProcess that its arguments start with the program to run (mpirun, say).
+struct WholeCommand {};
+
 class ChildProcess {
  public:
   // `meshtrain <args>`, stdout and stderr to `log`, one OpenMP thread (CI has two cores).
-  ChildProcess(const std::vector<std::string>& args, const std::string& log) : log_(log) {
-    std::vector<std::string> argv_s = {MESHTRAIN_BINARY};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
+  ChildProcess(const std::vector<std::string>& args, const std::string& log)
+      : ChildProcess(WholeCommand{}, with_binary(args), log) {}
+  // `<argv[0]> <argv[1]> ...` (argv[0] searched in PATH), the same way.
+  ChildProcess(WholeCommand, std::vector<std::string> argv_s, const std::string& log) : log_(log) {
     std::vector<char*> argv;
     for (auto& a : argv_s) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -37,7 +41,7 @@ class ChildProcess {
     std::vector<char*> env;
     for (auto& e : env_s) env.push_back(e.data());
     env.push_back(nullptr);
-    if (posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), env.data()) != 0) pid_ = -1;
+    if (posix_spawnp(&pid_, argv[0], &fa, nullptr, argv.data(), env.data()) != 0) pid_ = -1;
     posix_spawn_file_actions_destroy(&fa);
   }
   ~ChildProcess() {
@@ -80,6 +84,11 @@ class ChildProcess {
   }
 
  private:
+  static std::vector<std::string> with_binary(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {MESHTRAIN_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
   std::string log_;
   pid_t pid_ = -1;
   int status_ = 0;

@@ -554,7 +554,7 @@ TEST_F(BoxShards, CorruptedMetadata) {
 
   has(err({}), "no \"meshtrain.boxes\" in the metadata");
   has(err({{"other", "x"}}), "no \"meshtrain.boxes\" in the metadata");
-  has(err({{"meshtrain.boxes", "{\"W\": "}}), "is not valid JSON");
+  has(err({{"meshtrain.boxes", "{\"W\": "}}), "\"meshtrain.boxes\": not valid JSON");
   has(err({{"meshtrain.boxes", "[1, 2]"}}), "is not a JSON object");
   has(err({{"meshtrain.boxes", R"({"W": {"shape": [12, 8]}})"}}), "expected {\"shape\"");
   has(err({{"meshtrain.boxes", R"({"W": {"shape": [12, -8], "box": [[0, 2], [0, 8]]}})"}}), "non-negative integers");

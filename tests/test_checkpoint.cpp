@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_manifest.h"
 #include "train/trainer.h"
 
 namespace mt {
@@ -115,8 +116,11 @@ nlohmann::json read_manifest(const fs::path& dir) {
   return nlohmann::json::parse(f);
 }
 
+// As a writer would: the manifest and its checksum file.
 void write_manifest(const fs::path& dir, const nlohmann::json& m) {
-  std::ofstream(dir / "manifest.json", std::ios::trunc) << m.dump(2) << "\n";
+  const std::string text = m.dump(2) + "\n";
+  std::ofstream(dir / "manifest.json", std::ios::trunc) << text;
+  write_manifest_checksum(dir.string(), text);
 }
 
 // Overwrites bytes of a file in place.
@@ -235,7 +239,139 @@ TEST(Checkpoint, ManifestWithoutChecksumsStillResumesBitExactly) {
     nlohmann::json m = read_manifest(dir);
     ASSERT_EQ(m.erase("crc32c"), 1u);
     write_manifest(dir, m);
+    fs::remove(dir / kManifestChecksumFile);  // nor was the manifest checksummed then
   });
+}
+
+}  // namespace
+}  // namespace mt
+
+namespace mt {
+namespace {
+
+std::string file_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Replaces the first `from` in the manifest's bytes by `to`, leaving its checksum file alone: what
+// a flipped bit on disk or a hand edit does.
+void edit_manifest_bytes(const fs::path& dir, const std::string& from, const std::string& to) {
+  std::string text = file_text(dir / "manifest.json");
+  const size_t at = text.find(from);
+  ASSERT_NE(at, std::string::npos) << from << " not in " << text;
+  text.replace(at, from.size(), to);
+  std::ofstream(dir / "manifest.json", std::ios::binary | std::ios::trunc) << text;
+}
+
+TEST(Checkpoint, TheManifestIsChecksummedAndABitFlipInItIsRefused) {
+  RunConfig cfg = run_config("meshtrain_ckpt_manifest_crc");
+  std::ostringstream log;
+  train(cfg, log);
+  const fs::path saved = fs::path(cfg.output.dir) / "checkpoints/step-000008";
+  const fs::path work = fs::path(cfg.output.dir) / "damaged";
+  EXPECT_EQ(file_text(saved / kManifestChecksumFile),
+            crc32c_hex(crc32c_of_file((saved / "manifest.json").string())) + "\n");
+  const std::string named = (work / "manifest.json").string() + " is corrupt: CRC32C ";
+  {  // "step": 8 -> 9, one bit (0x38 -> 0x39): was resumed at a step never trained.
+    const fs::path dir = copy_checkpoint(saved, work);
+    edit_manifest_bytes(dir, "\"step\": 8", "\"step\": 9");
+    const std::string e = resume_error(cfg, dir);
+    EXPECT_TRUE(has(e, named)) << e;
+    EXPECT_TRUE(has(e, std::string(kManifestChecksumFile) + " records ")) << e;
+  }
+  {  // "crc32c" -> "crc32b" and a flipped bit in the shard: was loaded unverified.
+    const fs::path dir = copy_checkpoint(saved, work);
+    edit_manifest_bytes(dir, "\"crc32c\"", "\"crc32b\"");
+    const fs::path shard = dir / "shard-00000.safetensors";
+    char byte = 0;
+    std::ifstream(shard, std::ios::binary).seekg(100).get(byte);
+    byte = char(byte ^ 1);
+    poke(shard, 100, &byte, 1);
+    EXPECT_TRUE(has(resume_error(cfg, dir), named));
+  }
+  {  // A damaged checksum file is named too.
+    const fs::path dir = copy_checkpoint(saved, work);
+    std::ofstream(dir / kManifestChecksumFile, std::ios::trunc) << "not hex\n";
+    EXPECT_TRUE(has(resume_error(cfg, dir), (dir / kManifestChecksumFile).string() + ": not a CRC32C"));
+  }
+  {  // A checksummed manifest must carry its shards' checksums.
+    const fs::path dir = copy_checkpoint(saved, work);
+    nlohmann::json m = read_manifest(dir);
+    m.erase("crc32c");
+    write_manifest(dir, m);
+    EXPECT_TRUE(has(resume_error(cfg, dir), "manifest.json: \"crc32c\" (the shards' checksums) is missing"));
+  }
+}
+
+// A manifest whose checksum matches (written by a faulty or hostile writer) is still checked
+// against its shards and itself.
+TEST(Checkpoint, TheManifestIsCrossCheckedAgainstItsShardsAndItself) {
+  RunConfig cfg = run_config("meshtrain_ckpt_manifest_cross");
+  std::ostringstream log;
+  train(cfg, log);
+  const fs::path saved = fs::path(cfg.output.dir) / "checkpoints/step-000008";
+  const fs::path work = fs::path(cfg.output.dir) / "inconsistent";
+  auto edited = [&](const std::function<void(nlohmann::json&)>& edit) {
+    const fs::path dir = copy_checkpoint(saved, work);
+    nlohmann::json m = read_manifest(dir);
+    edit(m);
+    write_manifest(dir, m);
+    return resume_error(cfg, dir);
+  };
+  std::string e = edited([](nlohmann::json& m) { m["optimizer_steps"] = 7; });
+  EXPECT_TRUE(has(e, "\"optimizer_steps\" (7) must equal \"step\" (8)")) << e;
+  e = edited([](nlohmann::json& m) { m["tensors"][0]["shape"][0] = 3; });
+  EXPECT_TRUE(has(e, "' is [3, ")) << e;
+  EXPECT_TRUE(has(e, "in manifest.json but [")) << e;
+  EXPECT_TRUE(has(e, "in its shards")) << e;
+  e = edited([](nlohmann::json& m) { m["sampler"]["rows_drawn"] = 7; });
+  EXPECT_TRUE(has(e, "the sampler drew 7 rows in 8 steps")) << e;
+  e = edited([](nlohmann::json& m) { m["tensors"].push_back(m["tensors"][0]); });
+  EXPECT_TRUE(has(e, "is listed twice")) << e;
+  // An older checkpoint (no checksum file) still resumes, with a warning.
+  const fs::path old = copy_checkpoint(saved, work);
+  fs::remove(old / kManifestChecksumFile);
+  RunConfig again = cfg;
+  again.train.resume = old.string();
+  again.train.steps = 9;
+  std::ostringstream out;
+  train(again, out);
+  EXPECT_TRUE(has(out.str(), "warning: no manifest.json.crc32c (a checkpoint written before manifests were "
+                             "checksummed): manifest.json is not verified"))
+      << out.str();
+}
+
+TEST(Checkpoint, ResumeRefusesChangedKeysThatAlterTheMathNamingEach) {
+  RunConfig cfg = run_config("meshtrain_ckpt_changed_keys");
+  std::ostringstream log;
+  train(cfg, log);
+  const fs::path ckpt = fs::path(cfg.output.dir) / "checkpoints/step-000008";
+  RunConfig changed = cfg;
+  changed.model.rope_theta = 500000.0f;
+  changed.model.rms_norm_eps = 1e-6f;
+  const std::string e = resume_error(changed, ckpt);
+  EXPECT_TRUE(has(e, ckpt.string() + ": the checkpoint was trained with other values of 2 keys that change what its "
+                                     "weights and state mean: model.rms_norm_eps 1e-5 -> 1e-6, model.rope_theta "
+                                     "10000.0 -> 5e5; resume with the checkpoint's values (a resumed run may "
+                                     "change only model.path, "))
+      << e;
+  EXPECT_TRUE(has(e, "train.steps, optim.lr")) << e;
+  RunConfig precision = cfg;
+  precision.train.precision = Precision::fp32;
+  EXPECT_TRUE(has(resume_error(precision, ckpt), "1 key that changes what its weights and state mean: "
+                                                 "train.precision \"bf16\" -> \"fp32\""));
+  // What may change does: the run's length, evaluation, logging and checkpointing.
+  RunConfig allowed = cfg;
+  allowed.train.resume = ckpt.string();
+  allowed.train.steps = 10;
+  allowed.train.log_every = 1;
+  allowed.output.checkpoint_every = 1;
+  allowed.optim.lr = 1e-3f;
+  std::ostringstream out;
+  EXPECT_EQ(train(allowed, out).losses.size(), 2u) << out.str();
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ const char* kWhere = "ckpt/step-000008/manifest.json";
 nlohmann::json good() {
   return nlohmann::json::parse(R"({
     "format": "meshtrain-checkpoint", "version": 2, "step": 8,
-    "sampler": {"seed": 18446744073709551615, "rows_drawn": 16}, "optimizer_steps": 7,
+    "sampler": {"seed": 18446744073709551615, "rows_drawn": 16}, "optimizer_steps": 8,
     "lora": true, "mesh": "dp=1", "tensors": [{"name": "a", "shape": [2]}, {"name": "b", "shape": [2]}],
     "files": ["shard-00000.safetensors", "shard-00001.safetensors"],
     "crc32c": {"shard-00000.safetensors": "e3069283", "shard-00001.safetensors": "00000000"},
@@ -49,7 +49,7 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 TEST(CheckpointManifest, ReadsWhatSaveWrites) {
   const CheckpointManifest m = parse_checkpoint_manifest(good().dump(), kWhere);
   EXPECT_EQ(m.step, 8);
-  EXPECT_EQ(m.optimizer_steps, 7);
+  EXPECT_EQ(m.optimizer_steps, 8);
   EXPECT_EQ(m.sampler.seed, UINT64_MAX);
   EXPECT_EQ(m.sampler.rows_drawn, 16);
   EXPECT_TRUE(m.lora);

@@ -71,6 +71,7 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.train.profile, b.train.profile);
   EXPECT_EQ(a.train.fsdp_prefetch, b.train.fsdp_prefetch);
   EXPECT_EQ(a.train.collective_timeout, b.train.collective_timeout);
+  EXPECT_EQ(a.train.stop_timeout, b.train.stop_timeout);
   EXPECT_EQ(a.train.debug_collectives, b.train.debug_collectives);
   EXPECT_EQ(a.train.eval_every, b.train.eval_every);
   EXPECT_EQ(a.train.device, b.train.device);
@@ -378,6 +379,7 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.train.resume = "latest";
   a.train.profile = true;
   a.train.collective_timeout = 42.5f;
+  a.train.stop_timeout = 7.25f;
   a.train.debug_collectives = true;
   a.train.pp_schedule = "gpipe";
   a.train.pp_blocks = "1,3";

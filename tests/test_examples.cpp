@@ -231,7 +231,7 @@ TEST(DatasetBadInput, MalformedJsonNamesFileAndPlace) {
                                       "\n{\"instruction\": \"a\", \n");
   std::string msg = error_of([&] { read_examples(p, tok); });
   EXPECT_NE(msg.find(p), std::string::npos) << msg;
-  EXPECT_NE(msg.find("line 2 is not valid JSON"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("line 2: not valid JSON"), std::string::npos) << msg;
   p = dir.file("m.json", R"([{"instruction": "a", "output": "b"}, {"instruction": ])");
   msg = error_of([&] { read_examples(p, tok); });
   EXPECT_NE(msg.find(p), std::string::npos) << msg;
@@ -245,7 +245,7 @@ TEST(DatasetBadInput, NumberOverflowIsMalformedJson) {
   ByteTokenizer tok;
   const std::string rec = R"({"instruction": "a", "output": "b", "n": 1e400})";
   std::string msg = error_of([&] { parse_examples(rec + "\n", "d.jsonl", tok); });
-  EXPECT_NE(msg.find("data file 'd.jsonl': line 1 is not valid JSON"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("data file 'd.jsonl': line 1: not valid JSON"), std::string::npos) << msg;
   msg = error_of([&] { parse_examples("[" + rec + "]", "d.json", tok); });
   EXPECT_NE(msg.find("data file 'd.json': malformed JSON"), std::string::npos) << msg;
 }

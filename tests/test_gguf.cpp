@@ -17,6 +17,8 @@
 #include "core/bf16.h"
 #include "core/error.h"
 #include "core/f16.h"
+#include "data/ggml_vocab.h"
+#include "data/tokenizer.h"
 #include "io/gguf_export.h"
 #include "io/gguf_reader.h"
 #include "io/gguf_writer.h"
@@ -432,6 +434,25 @@ TEST_F(GgufReaderRejects, TensorOffsetsOutOfRangeOrMisaligned) {
   expect_error(b, "beyond the data section");
 }
 
+// Two tensors whose data share bytes would alias each other: the second tensor's offset set to the
+// first one's is refused, naming both.
+TEST_F(GgufReaderRejects, OverlappingTensorData) {
+  const GgufFile parsed = parse_gguf(good, "good");
+  ASSERT_GE(parsed.tensors.size(), 2u);
+  const GgufTensorInfo& second = parsed.tensors[1];
+  ASSERT_GT(second.offset, 0u);
+  auto it = std::search(good.begin(), good.end(), second.name.begin(), second.name.end());
+  ASSERT_NE(it, good.end());
+  const size_t off_at = size_t(it - good.begin()) + second.name.size() + 4 + 8 * second.ne.size() + 4;
+  uint64_t stored = 0;
+  std::memcpy(&stored, good.data() + off_at, 8);
+  ASSERT_EQ(stored, second.offset);
+  std::vector<char> b = good;
+  const uint64_t first_offset = parsed.tensors[0].offset;
+  std::memcpy(b.data() + off_at, &first_offset, 8);
+  expect_error(b, "overlaps tensor '" + parsed.tensors[0].name + "'");
+}
+
 // Found by fuzz_gguf: two tensors of one name (the second unreadable by name) are refused.
 TEST_F(GgufReaderRejects, DuplicateTensorNames) {
   const std::string name = "blk.1.attn_q.weight";
@@ -444,12 +465,12 @@ TEST_F(GgufReaderRejects, DuplicateTensorNames) {
 
 // ----------------------------------------------------------------------------------------------
 
+// llama2.c's tokenizer.bin as llama.cpp's "llama" vocabulary (data/ggml_vocab.h).
 TEST(GgufTokenizer, Llama2cStories260K) {
   const std::string tok_path = std::string(MESHTRAIN_SOURCE_DIR) + "/../shared/data/stories260K/tok512.bin";
   if (!std::filesystem::exists(tok_path)) GTEST_SKIP() << tok_path << " not present";
-  TokenizerInfo tok = tokenizer_info_from_llama2c(tok_path, 512);
+  TokenizerInfo tok = ggml_vocab_of(*load_tokenizer(tok_path), 512);
   ASSERT_EQ(tok.tokens.size(), 512u);
-  EXPECT_EQ(tokenizer_info_from_llama2c(tok_path).tokens.size(), 512u);  // read to the end
   EXPECT_EQ(tok.model, "llama");
   EXPECT_EQ(tok.bos, 1);
   EXPECT_EQ(tok.eos, 2);

@@ -168,7 +168,7 @@ void check_quantised_export(bool tied, GgufDtype dtype, GgmlType mat, const std:
   LlamaModel m(quantisable_config(tied), Precision::fp32, LoraConfig{});
   m.init_weights(21);
   const std::string path = temp_path("q.gguf");
-  EXPECT_TRUE(export_gguf_model(m, path, nullptr, dtype).empty());
+  EXPECT_TRUE(export_gguf_model(m, path, nullptr, dtype).kept_f16.empty());
   GgufFile g = read_gguf(path);
   EXPECT_EQ(g.get_u32("general.file_type"), file_type);
   EXPECT_EQ(g.get_u32("general.quantization_version"), 2u);
@@ -215,7 +215,7 @@ TEST(GgufQuantExport, RowsNotAMultipleOf32StayF16) {
   LlamaModel m(c, Precision::fp32, LoraConfig{});
   m.init_weights(22);
   const std::string path = temp_path("f16.gguf");
-  const std::vector<std::string> kept = export_gguf_model(m, path, nullptr, GgufDtype::q4_0);
+  const std::vector<std::string> kept = export_gguf_model(m, path, nullptr, GgufDtype::q4_0).kept_f16;
   GgufFile g = read_gguf(path);
   std::filesystem::remove(path);
   EXPECT_EQ(g.tensor("blk.0.ffn_down.weight").type, GgmlType::q4_0);
@@ -224,6 +224,24 @@ TEST(GgufQuantExport, RowsNotAMultipleOf32StayF16) {
   EXPECT_EQ(g.tensor("output.weight").type, GgmlType::f16);
   EXPECT_EQ(kept.size(), 2u + 6u * 2u);  // embedding, output, and per layer q k v o gate up
   EXPECT_NE(std::find(kept.begin(), kept.end(), "blk.1.ffn_up.weight"), kept.end());
+  EXPECT_EQ(g.get_u32("general.file_type"), 2u);  // some matrices hold q4_0: labelled as llama-quantize does
+}
+
+// A q4_0 request that no matrix can take (every row 16 or 24 values) writes F16 and says so.
+TEST(GgufQuantExport, FileTypeIsWhatTheMatricesHold) {
+  LlamaModel m(testing::tiny_config(), Precision::fp32, LoraConfig{});
+  m.init_weights(23);
+  const std::string path = temp_path("all_f16.gguf");
+  for (GgufDtype asked : {GgufDtype::q4_0, GgufDtype::q8_0}) {
+    const GgufModelWritten w = export_gguf_model(m, path, nullptr, asked);
+    GgufFile g = read_gguf(path);
+    EXPECT_EQ(w.file_type, GgufDtype::f16);
+    EXPECT_EQ(g.get_u32("general.file_type"), 1u);  // MOSTLY_F16
+    EXPECT_EQ(g.find("general.quantization_version"), nullptr);
+    for (const auto& t : g.tensors)
+      EXPECT_TRUE(t.type == GgmlType::f16 || t.type == GgmlType::f32) << t.name;
+  }
+  std::filesystem::remove(path);
 }
 
 TEST(GgufQuantExport, WriterAndReaderRefusePartialBlocks) {

@@ -3,6 +3,12 @@
 // replaced (it read the JSON with nlohmann's throwing accessors, unchecked).
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "io/peft_config.h"
 
@@ -62,8 +68,49 @@ TEST(PeftConfig, MalformedFilesAreOneErrorLine) {
   EXPECT_NE(error_of(with("target_modules", "[1]")).find("target_modules"), std::string::npos);
   EXPECT_NE(error_of(with("target_modules", "{}")).find("target_modules"), std::string::npos);
   EXPECT_NE(error_of(with("target_modules", "[]")).find("empty"), std::string::npos);  // was: accepted
-  EXPECT_NE(error_of(with("target_modules", R"(["mlp"])")).find("'mlp'"), std::string::npos);
+  EXPECT_NE(error_of(with("target_modules", R"(["mlp"])")).find("\"mlp\""), std::string::npos);
   EXPECT_NE(error_of(with("target_modules", R"(["q", "q_proj"])")).find("listed twice"), std::string::npos);  // was: accepted
+}
+
+// Issue 24, item 6. Was: each of these keys was ignored, so the adapter was read as plain LoRA on
+// every module of every layer with one rank and alpha: another model, without a word. Now each is
+// refused naming it and its value, and accepted at its default (what PEFT writes when unused).
+TEST(PeftConfig, KeysThatChangeTheAdapterAreRefusedUnlessDefault) {
+  const std::vector<std::pair<std::string, std::string>> set = {
+      {"use_dora", "true"},
+      {"use_qalora", "true"},
+      {"lora_bias", "true"},
+      {"bias", "\"lora_only\""},
+      {"alpha_pattern", R"({"q_proj": 32})"},
+      {"rank_pattern", R"({"v_proj": 4})"},
+      {"layers_to_transform", "[0, 1]"},
+      {"layers_to_transform", "3"},
+      {"layers_pattern", "\"layers\""},
+      {"exclude_modules", R"(["q_proj"])"},
+      {"modules_to_save", R"(["lm_head"])"},
+      {"layer_replication", "[[0, 2], [1, 3]]"},
+      {"trainable_token_indices", "[5]"},
+  };
+  for (const auto& [key, value] : set) {
+    SCOPED_TRACE(key + " = " + value);
+    const std::string msg = error_of(config(", \"" + key + "\": " + value));
+    const std::string compact = nlohmann::json::parse(value).dump();  // as the message quotes it
+    EXPECT_NE(msg.find("\"" + key + "\": " + compact + " ("), std::string::npos) << msg;
+    EXPECT_NE(msg.find("is not supported"), std::string::npos) << msg;
+  }
+  const std::vector<std::pair<std::string, std::string>> defaults = {
+      {"use_dora", "false"},           {"use_qalora", "false"},        {"lora_bias", "false"},
+      {"bias", "\"none\""},          {"alpha_pattern", "{}"},        {"rank_pattern", "{}"},
+      {"layers_to_transform", "null"}, {"layers_pattern", "null"},     {"layers_pattern", "[]"},
+      {"exclude_modules", "null"},     {"modules_to_save", "null"},    {"layer_replication", "null"},
+      {"trainable_token_indices", "null"}};
+  for (const auto& [key, value] : defaults) {
+    SCOPED_TRACE(key + " = " + value);
+    EXPECT_NO_THROW(parse_peft_config(config(", \"" + key + "\": " + value), "x"));
+  }
+  // A value is quoted in at most ~100 characters, however long it is.
+  const std::string msg = error_of(config(R"(, "modules_to_save": [")" + std::string(100000, 'x') + "\"]"));
+  EXPECT_LT(msg.size(), 400u);
 }
 
 }  // namespace

@@ -90,6 +90,50 @@ TEST(RankChecks, DifferentModelFilesUnderFsdpAreRefusedNamingTheShapes) {
   EXPECT_NE(out.find("; and 4 more"), std::string::npos) << out;  // 9 tensors of layer 2, 1 + 5 shown
 }
 
+// Issue 24, item 5. Same-shaped models with different weights (two seeds) under one relative
+// model.path: the shapes agree, so each rank used to train its own replica and the replicas drifted
+// apart without a word. Now the ranks that hold the same block compare a CRC32C of its values
+// before any step, and refuse naming the tensor and which rank holds which checksum: dp replicas
+// (every tensor), and under tp the norms every tp rank holds whole (the matrices are split, each
+// rank's block its own, so they are not compared).
+TEST(RankChecks, SameShapedDifferentWeightsAreRefusedNamingTheTensorAndRanks) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const fs::path base = fs::temp_directory_path() / "meshtrain_rank_check_values";
+  fs::remove_all(base);
+  std::string out;
+  for (const std::string seed : {"1", "2"}) {
+    ASSERT_EQ(run("OMP_NUM_THREADS=1 " + std::string(MESHTRAIN_BINARY) + " train " + kRun +
+                      " --set train.steps=1 --set train.seed=" + seed + " --set output.dir=" + (base / seed).string(),
+                  &out), 0) << out;
+  }
+  for (const std::string mesh : {"dp=2", "tp=2"}) {
+    SCOPED_TRACE(mesh);
+    const std::string args = " train --mesh " + mesh + " --set model.path=model " + std::string(kRun) +
+                             " --set output.dir=" + (base / ("out_" + mesh)).string();
+    const int rc = run("OMP_NUM_THREADS=1 timeout 120 mpirun --allow-run-as-root --oversubscribe -n 1 "
+                       "--wdir " + (base / "1").string() + " " + MESHTRAIN_BINARY + args +
+                       " : -n 1 --wdir " + (base / "2").string() + " " + MESHTRAIN_BINARY + args, &out);
+    EXPECT_NE(rc, 0) << out;
+    EXPECT_NE(rc, 124) << "timed out instead of refusing:\n" << out;
+    EXPECT_NE(out.find("ranks hold different values of the same tensor (each rank loads model.path itself"),
+              std::string::npos) << out;
+    // dp: the first tensor of the model, whole; tp: the first norm, which both tp ranks hold whole.
+    const std::string first = mesh == "dp=2" ? "model.embed_tokens.weight [0:" : "model.layers.0.input_layernorm.weight [0:";
+    EXPECT_NE(out.find(first), std::string::npos) << out;
+    EXPECT_NE(out.find("(rank 0: crc32c "), std::string::npos) << out;
+    EXPECT_NE(out.find("; rank 1: crc32c "), std::string::npos) << out;
+    EXPECT_EQ(out.find("done:"), std::string::npos) << out;
+  }
+  // The same files on both ranks (the same seed's model in both directories) start and train.
+  fs::remove_all(base / "2" / "model");
+  fs::copy(base / "1" / "model", base / "2" / "model", fs::copy_options::recursive);
+  const std::string args = " train --mesh dp=2 --set model.path=model " + std::string(kRun) +
+                           " --set output.dir=" + (base / "out_same").string();
+  EXPECT_EQ(run("OMP_NUM_THREADS=1 timeout 120 mpirun --allow-run-as-root --oversubscribe -n 1 "
+                "--wdir " + (base / "1").string() + " " + MESHTRAIN_BINARY + args +
+                " : -n 1 --wdir " + (base / "2").string() + " " + MESHTRAIN_BINARY + args, &out), 0) << out;
+}
+
 // The keys about a rank's own host may differ; debug mode checks every collective of a real
 // FSDP run (gathers, reduce-scatters, sums, checkpoint) and finds them in step.
 TEST(RankChecks, PerRankKeysMayDifferAndDebugModePassesARealRun) {

@@ -97,13 +97,44 @@ TEST(RunDirectory, AnotherRunIsRefusedUnlessResumedOrOverwritten) {
                             "it or choose another output.dir")) << r.output;
 }
 
+// --overwrite replaces the whole previous run: also the report and the exports written into the
+// directory afterwards (recorded there by report and export), listing them; the user's files,
+// beside them or inside report/, stay. Issue 23, item 6.
+TEST(RunDirectory, OverwriteRemovesReportsAndExportsButNotTheUsersFiles) {
+  const std::string dir = temp_dir("overwrite_all");
+  ASSERT_EQ(train(dir).code, 0);
+  const std::string mt = std::string(MESHTRAIN_BINARY) + " ";
+  CommandResult r = testing::run_command(mt + "report " + dir);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = testing::run_command(mt + "export -m " + dir + "/model --gguf " + dir + "/model.gguf --merged " + dir +
+                           "/merged");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* f : {"report.html", "report/loss.png", "model.gguf", "merged/model.safetensors"})
+    ASSERT_TRUE(fs::exists(dir + "/" + f)) << f;
+  std::ofstream(dir + "/notes.txt") << "the user's own file\n";
+  std::ofstream(dir + "/report/my_chart.svg") << "the user's own file in report/\n";
+
+  r = train(dir, "--set train.steps=2 --overwrite");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* listed : {"run.toml", "metrics.jsonl", "checkpoints/", "model/", "report.html",
+                             "report/loss.png", "model.gguf", "merged/model.safetensors", "merged/tokenizer.json"})
+    EXPECT_TRUE(has(r.output, std::string(" ") + listed)) << listed << "\n" << r.output;
+  for (const char* gone : {"report.html", "report/loss.png", "report/mfu.png", "model.gguf", "merged"})
+    EXPECT_FALSE(fs::exists(dir + "/" + gone)) << gone;
+  EXPECT_TRUE(fs::exists(dir + "/notes.txt"));
+  EXPECT_TRUE(fs::exists(dir + "/report/my_chart.svg"));
+  EXPECT_FALSE(has(r.output, "notes.txt")) << r.output;
+  EXPECT_EQ(metric_steps(dir), (std::vector<int64_t>{1, 2}));
+}
+
 TEST(RunDirectory, SecondRunAtTheSameTimeIsRefusedNamingTheFirst) {
   const std::string dir = temp_dir("concurrent");
   // Before: both wrote here; one died with "filesystem error: cannot remove all ...
   // step-0000NN" and metrics.jsonl got a torn line.
   ChildProcess first({"train", "--set", "train.steps=100000", "--set", "train.seq_len=64", "--set",
                       "train.batch_size=4", "--set", "train.peak_gflops=100", "--set",
-                      "output.checkpoint_every=2", "--set", "output.dir=" + dir},
+                      "data.val_fraction=0.02",  // as train() below: a resume may not change the split
+                      "--set", "output.checkpoint_every=2", "--set", "output.dir=" + dir},
                      dir + ".log");
   ASSERT_TRUE(first.started());
   for (int i = 0; i < 3000 && !fs::exists(dir + "/checkpoints/latest"); ++i)
@@ -214,6 +245,56 @@ TEST(RunDirectory, TruncateMetricsKeepsWholeLinesUpToTheStep) {
   EXPECT_FALSE(fs::exists(dir + "/absent.jsonl"));
 }
 
+// Issue 24, item 6. Was: a complete line in the middle of metrics.jsonl that was not a step's
+// JSON (a flipped byte on disk) was dropped for good when a run resumed, without a word. Now it is
+// moved, as it was, to metrics_unreadable.txt and the count and line numbers are returned (and
+// logged by the run); a torn last line is still removed, and said so.
+TEST(RunDirectory, TruncateMetricsMovesUnreadableLinesAsideAndSaysSo) {
+  const std::string dir = temp_dir("unreadable");
+  fs::create_directories(dir);
+  const std::string path = dir + "/metrics.jsonl";
+  std::ofstream(path) << "{\"step\":1,\"loss\":3}\n{\"step\":2,\"lo\x01ss\":2\n{\"step\":3,\"loss\":1}\n"
+                         "[1]\n{\"step\":4,\"loss\":1}\n{\"st";
+  const MetricsRewind r = truncate_metrics(path, 3);
+  EXPECT_EQ(r.unreadable_lines, (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(r.unreadable_file, dir + "/metrics_unreadable.txt");
+  EXPECT_EQ(r.dropped_steps, 1);
+  EXPECT_TRUE(r.torn_last_line);
+  std::stringstream kept, aside;
+  kept << std::ifstream(path).rdbuf();
+  aside << std::ifstream(r.unreadable_file).rdbuf();
+  EXPECT_EQ(kept.str(), "{\"step\":1,\"loss\":3}\n{\"step\":3,\"loss\":1}\n");
+  EXPECT_EQ(aside.str(), "{\"step\":2,\"lo\x01ss\":2\n[1]\n");
+}
+
+// The same through a real resume: the run says what it moved, and `meshtrain report` reads the
+// repaired file.
+TEST(RunDirectory, ResumeKeepsACorruptMetricsLineAsideAndSaysSo) {
+  const std::string dir = temp_dir("corrupt_line");
+  ASSERT_EQ(train(dir).code, 0);
+  std::vector<std::string> lines;
+  {
+    std::ifstream in(dir + "/metrics.jsonl");
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+  }
+  ASSERT_EQ(lines.size(), 4u);
+  const std::string corrupt = lines[0].substr(0, lines[0].size() / 2);  // cut inside the record
+  {
+    std::ofstream out(dir + "/metrics.jsonl");
+    out << corrupt << "\n" << lines[1] << "\n" << lines[2] << "\n" << lines[3] << "\n";
+  }
+  const CommandResult r = train(dir, "--set train.resume=" + dir + "/checkpoints/step-000002");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "metrics.jsonl: 1 line(s) are not a step's JSON (line 1); moved, as they were, to " +
+                                dir + "/metrics_unreadable.txt")) << r.output;
+  std::stringstream aside;
+  aside << std::ifstream(dir + "/metrics_unreadable.txt").rdbuf();
+  EXPECT_EQ(aside.str(), corrupt + "\n");
+  EXPECT_EQ(metric_steps(dir), (std::vector<int64_t>{2, 3, 4}));
+  const CommandResult report = testing::run_meshtrain("report " + dir + " --out " + dir + "/report.html");
+  EXPECT_EQ(report.code, 0) << report.output;
+}
+
 TEST(RunDirectory, FileLockExcludesAndIsTakenOverFromTheDead) {
   const std::string dir = temp_dir("lock");
   fs::create_directories(dir);
@@ -233,6 +314,44 @@ TEST(RunDirectory, FileLockExcludesAndIsTakenOverFromTheDead) {
   EXPECT_FALSE(fs::exists(path));
   FileLock fresh(path, "the thing", &previous);
   EXPECT_EQ(previous, "");
+}
+
+// Issue 24, item 6: the root, the home and the working directory itself are refused as
+// output.dir (a run there would mix run.toml, model/ and checkpoints/ with everything else, and
+// --overwrite would remove them), before anything is written; so is an empty --out, which was
+// taken as absent (runs/default). A subdirectory of each is fine.
+TEST(RunDirectory, RootHomeWorkingDirectoryAndEmptyAreRefused) {
+  const std::string base = temp_dir("shared_dirs");
+  fs::create_directories(base + "/home");
+  const std::string cmd = "cd " + base + " && HOME=" + base + "/home OMP_NUM_THREADS=1 timeout 120 " +
+                          MESHTRAIN_BINARY + " train --set train.steps=1 --set train.seq_len=64 " +
+                          "--set train.batch_size=4 --set train.peak_gflops=100 ";
+  struct Case {
+    std::string args, expected;
+  };
+  const std::vector<Case> cases = {
+      {"--out /", "output.dir '/' is the root directory itself"},
+      {"--out " + base + "/home", "is the home directory itself"},
+      {"--out " + base + "/home/", "is the home directory itself"},
+      {"--out .", "output.dir '.' is the working directory itself"},
+      {"--set output.dir=" + base, "is the working directory itself"},
+      {"--out ''", "output.dir must not be empty"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    const CommandResult r = testing::run_command(cmd + c.args);
+    EXPECT_NE(r.code, 0);
+    EXPECT_EQ(line_count(r.output), 1u) << r.output;
+    EXPECT_TRUE(has(r.output, c.expected)) << r.output;
+  }
+  EXPECT_FALSE(fs::exists("/run.toml"));
+  EXPECT_FALSE(fs::exists("/run.lock"));
+  EXPECT_FALSE(fs::exists(base + "/home/run.lock"));
+  EXPECT_FALSE(fs::exists(base + "/run.lock"));
+  EXPECT_FALSE(fs::exists(base + "/runs"));  // --out '' did not fall back to runs/default
+  const CommandResult ok = testing::run_command(cmd + "--out home/run");
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  EXPECT_TRUE(fs::exists(base + "/home/run/metrics.jsonl"));
 }
 
 TEST(RunDirectory, RankZeroRefusingEndsEveryRank) {

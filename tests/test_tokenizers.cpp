@@ -4,7 +4,9 @@
 
 #include "run_command.h"
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -473,6 +475,63 @@ TEST(TokenizerTiktoken, OneHugeLineIsReadInLinearTime) {
   ASSERT_NE(r.code, 124) << "still reading the tokenizer after 30 s";
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(r.output, "[97, 98]\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 24, item 6: a tiktoken file whose tokens have thousands of distinct lengths loaded in time
+// quadratic in each token's length (every split hashed: 11.5 s for N = 3000, 6 MB). Not a timed
+// test: the ratio of the load times for N and 4N distinct lengths (16x the bytes) shows the growth.
+// Linear in the bytes is ~16x; the old reader was ~64x (N^3 against N^2 bytes); the bound, 32x,
+// is checked on the best of three loads each.
+
+// The 256 single bytes (ranks 0..255), then `extra` tokens in order.
+std::string tiktoken_text(const std::vector<std::string>& extra) {
+  std::string text;
+  for (int b = 0; b < 256; ++b) text += base64(std::string(1, char(b))) + " " + std::to_string(b) + "\n";
+  for (size_t k = 0; k < extra.size(); ++k) text += base64(extra[k]) + " " + std::to_string(256 + k) + "\n";
+  return text;
+}
+
+// The single bytes and n tokens of lengths 2..n+1 of random bytes (so few splits are tokens).
+std::string tiktoken_of_distinct_lengths(int n) {
+  std::mt19937 rng{uint32_t(n)};
+  std::vector<std::string> tokens;
+  for (int len = 2; len <= n + 1; ++len) {
+    std::string tok(size_t(len), '\0');
+    for (char& c : tok) c = char(rng());
+    tokens.push_back(tok);
+  }
+  return tiktoken_text(tokens);
+}
+
+double best_load_seconds(const std::string& text) {
+  double best = 1e9;
+  for (int k = 0; k < 3; ++k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto tok = read_tiktoken(text, "lengths.tiktoken");
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    EXPECT_EQ(tok->kind(), "tiktoken");
+  }
+  return best;
+}
+
+TEST(TiktokenReader, LoadTimeGrowsLinearlyWithManyDistinctTokenLengths) {
+  const std::string small = tiktoken_of_distinct_lengths(750), large = tiktoken_of_distinct_lengths(3000);
+  EXPECT_GT(large.size(), size_t(6'000'000));  // the probe's file: 3000 lengths, 6 MB
+  const double t_small = best_load_seconds(small), t_large = best_load_seconds(large);
+  std::printf("tiktoken, distinct lengths: 750 (%zu bytes) %.3f s, 3000 (%zu bytes) %.3f s\n", small.size(),
+              t_small, large.size(), t_large);
+  EXPECT_LT(t_large, 32.0 * t_small + 0.05) << t_small << " s, then " << t_large << " s";
+}
+
+// Every split of a token into two tokens, and only those, is a merge: "abc" from "a" + "bc" and
+// "ab" + "c"; the text encodes to the whole token.
+TEST(TiktokenReader, EveryTwoTokenSplitIsAMerge) {
+  const auto t = read_tiktoken(tiktoken_text({"ab", "bc", "abc", "cab"}), "small.tiktoken");
+  EXPECT_EQ(t->encode("abc"), (Ids{258}));
+  EXPECT_EQ(t->encode("cab"), (Ids{259}));
+  EXPECT_EQ(t->encode("ca"), (Ids{'c', 'a'}));
+  EXPECT_EQ(t->encode("abcab"), (Ids{258, 256}));
 }
 
 }  // namespace

@@ -20,8 +20,9 @@ Action add_convert_command(CLI::App& app) {
   auto* sub = app.add_subcommand("convert", "Convert a llama2.c checkpoint into an HF model directory");
   sub->add_option("--llama2c", o->llama2c, "llama2.c checkpoint (.bin)")->required();
   sub->add_option("--tokenizer", o->tokenizer,
-                  "llama2.c tokenizer (.bin), copied as tokenizer.bin, plus an HF tokenizer.json and "
-                  "tokenizer_config.json made from it (default: none, no tokenizer)");
+                  "llama2.c tokenizer (.bin), copied as tokenizer.bin, or another tokenizer file (a sentencepiece "
+                  ".model, ...), plus an HF tokenizer.json and tokenizer_config.json made from it "
+                  "(default: none, no tokenizer)");
   sub->add_option("--out,-o", o->out, "output directory")->required();
   return [o] {
     namespace fs = std::filesystem;
@@ -35,7 +36,12 @@ Action add_convert_command(CLI::App& app) {
       origin.tokens = {true, tok->bos_id(), tok->eos_id()};
     }
     auto written = save_base_model(*model, o->out, origin);
-    if (!o->tokenizer.empty()) {
+    if (!o->tokenizer.empty() && fs::path(o->tokenizer).extension() != ".bin") {
+      // Another tokenizer file (a sentencepiece tokenizer.model, ...) goes as save_tokenizer_files
+      // puts it: under its HF name, with tokenizer.json beside it. (It was copied as tokenizer.bin,
+      // which then could not be read.)
+      for (auto& f : save_tokenizer_files(o->tokenizer, o->out)) written.push_back(f);
+    } else if (!o->tokenizer.empty()) {
       const std::string dst = (fs::path(o->out) / "tokenizer.bin").string();
       fs::copy_file(o->tokenizer, dst, fs::copy_options::overwrite_existing);
       fs::permissions(dst, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);

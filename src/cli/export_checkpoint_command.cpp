@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "train/checkpoint_export.h"
+#include "train/run_outputs.h"
 
 namespace mt::cli {
 
@@ -19,7 +20,10 @@ Action add_export_checkpoint_command(CLI::App& app) {
       ->required();
   sub->add_option("--out", o->out, "directory to write")->required();
   return [o] {
-    for (const auto& f : export_checkpoint(o->checkpoint, o->out)) std::cout << "wrote " << f << "\n";
+    for (const auto& f : export_checkpoint(o->checkpoint, o->out)) {
+      std::cout << "wrote " << f << "\n";
+      record_run_output(f, std::cerr);  // train --overwrite of a run directory it lies in removes it
+    }
     return 0;
   };
 }

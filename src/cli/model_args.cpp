@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "cli/model_tokenizer.h"
 #include "core/error.h"
 #include "io/peft_config.h"
 #include "io/pretrained.h"
@@ -11,7 +12,7 @@ namespace mt::cli {
 void ModelArgs::add_to(CLI::App* sub) {
   sub->add_option("--model,-m", model, "HF model directory, llama2.c .bin or GGUF .gguf")->required();
   sub->add_option("--adapter", adapter, "PEFT LoRA adapter directory to apply (default: none, the model alone)");
-  sub->add_option("--tokenizer", tokenizer, "tokenizer file or directory (default: the model's)");
+  sub->add_option("--tokenizer", tokenizer, "tokenizer file or directory, or a GGUF file whose tokenizer to use (default: the model's; a GGUF model's own)");
   sub->add_option("--precision", precision, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
   sub->add_option("--base-dtype", base_dtype,
                   "bf16, or nf4: the base's block matrices in 4-bit NormalFloat as QLoRA trains "
@@ -33,9 +34,10 @@ std::unique_ptr<LlamaModel> ModelArgs::load_model(Backend& backend) const {
 }
 
 std::unique_ptr<Tokenizer> ModelArgs::load_tokenizer() const {
-  if (!tokenizer.empty()) return mt::load_tokenizer(tokenizer);
+  if (!tokenizer.empty()) return load_any_tokenizer(tokenizer);
+  if (is_gguf_path(model)) return load_any_tokenizer(model);  // a GGUF file carries its own
   namespace fs = std::filesystem;
-  // A llama2.c .bin (or a .gguf) has its tokenizer beside it; an HF directory has it inside.
+  // A llama2.c .bin has its tokenizer beside it; an HF directory has it inside.
   fs::path dir = fs::is_directory(model) ? fs::path(model) : fs::path(model).parent_path();
   return mt::load_tokenizer(dir.empty() ? "." : dir.string());
 }

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "report/html_report.h"
+#include "train/run_outputs.h"
 #include "report/run_data.h"
 #include "report/tensorboard.h"
 
@@ -41,7 +42,10 @@ Action add_report_command(CLI::App& app) {
               << (run.summary ? "" : " (no run_summary.json: memory per rank, op and collective "
                                      "times not recorded)")
               << "\nwrote:\n";
-    for (const std::string& f : report::write_report(run, html, png_dir)) std::cout << "  " << f << "\n";
+    for (const std::string& f : report::write_report(run, html, png_dir)) {
+      std::cout << "  " << f << "\n";
+      record_run_output(f, std::cerr);  // so that train --overwrite replaces it with the run
+    }
     if (!opt->tensorboard.empty())
       std::cout << "  " << report::write_tensorboard_events(run, opt->tensorboard) << "\n";
     return 0;

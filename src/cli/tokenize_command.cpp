@@ -5,8 +5,8 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/model_tokenizer.h"
 #include "core/error.h"
-#include "data/tokenizer.h"
 
 namespace mt::cli {
 
@@ -19,14 +19,14 @@ Action add_tokenize_command(CLI::App& app) {
   auto* sub = app.add_subcommand("tokenize", "Print the token ids of a text as a JSON list");
   sub->add_option("--tokenizer,-t", opt->tokenizer,
                   "Tokenizer file or directory (tiktoken, tokenizer.json, sentencepiece .model, GPT-2, "
-                  "llama2.c .bin)")
+                  "llama2.c .bin, or a GGUF file's own)")
       ->required();
   sub->add_option("--text", opt->text, "Text to encode")->required();
   sub->add_flag("--bos", opt->bos, "Start with the BOS token");
   sub->add_flag("--eos", opt->eos, "End with the EOS token");
   sub->add_flag("--specials", opt->specials, "Encode special-token strings as their ids");
   return [opt] {
-    auto tok = load_tokenizer(opt->tokenizer);
+    auto tok = load_any_tokenizer(opt->tokenizer);
     auto need = [&](int32_t id, const char* what) {
       if (id < 0) fail(opt->tokenizer + ": this tokenizer has no " + what + " token");
       return id;

@@ -15,6 +15,7 @@
 #include "plan/run_memory.h"
 #include "train/config_docs.h"
 #include "train/run_config.h"
+#include "train/stop_signals.h"
 #include "train/trainer.h"
 
 namespace mt::cli {
@@ -68,7 +69,8 @@ Action add_train_command(CLI::App& app) {
                   "model to start from: HF directory or llama2.c .bin (--set model.path=...) (default: the config's model.path)");
   sub->add_option("--data,-d", opt->data, "training file (--set data.path=...) (default: the config's data.path)");
   sub->add_flag("--lora", opt->lora, "train LoRA adapters (--set lora.enabled=true)");
-  sub->add_option("--out,-o", opt->out, "output directory (--set output.dir=...) (default: the config's output.dir)");
+  CLI::Option* out_option = sub->add_option(
+      "--out,-o", opt->out, "output directory (--set output.dir=...) (default: the config's output.dir)");
   sub->add_option("--mesh", opt->mesh,
                   "device mesh, e.g. dp=2, overriding [mesh]; launch with mpirun -n <ranks> (default: the config's [mesh])");
   opt->device.add_to(sub, "the config's train.device");
@@ -80,7 +82,7 @@ Action add_train_command(CLI::App& app) {
   sub->add_flag("--print-default-config", opt->print_default_config,
                 "print the built-in default run's TOML (configs/tiny.toml) and exit");
   sub->footer(config_keys_help());
-  return [opt] {
+  return [opt, out_option] {
     if (opt->print_config_table || opt->print_default_config) {
       std::cout << (opt->print_config_table ? config_keys_markdown() : default_run_config_toml());
       return 0;
@@ -90,7 +92,8 @@ Action add_train_command(CLI::App& app) {
     if (!opt->model.empty()) shorthands.push_back("model.path=" + opt->model);
     if (!opt->data.empty()) shorthands.push_back("data.path=" + opt->data);
     if (opt->lora) shorthands.push_back("lora.enabled=true");
-    if (!opt->out.empty()) shorthands.push_back("output.dir=" + opt->out);
+    // Given at all, even empty: `--out ""` is refused as an empty output.dir, not taken as absent.
+    if (out_option->count() > 0) shorthands.push_back("output.dir=" + opt->out);
     opt->overrides.insert(opt->overrides.begin(), shorthands.begin(), shorthands.end());
     if (opt->overwrite) opt->overrides.push_back("output.overwrite=true");
     RunConfig cfg = opt->config.empty()
@@ -101,8 +104,7 @@ Action add_train_command(CLI::App& app) {
     const DeviceBackend backend = opt->device.open(cfg.train.device, "train.device", cfg.train.share_gpu);
     if (opt->device.given()) cfg.train.device = opt->device.name;  // run.toml records the device used
     check_before_training(cfg);
-    train(cfg, std::cout, *backend);
-    return 0;
+    return train(cfg, std::cout, *backend).stopped ? kStoppedExitCode : 0;
   };
 }
 

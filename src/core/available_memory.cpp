@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <sys/resource.h>
+
 #include "core/error.h"
 
 namespace mt {
@@ -81,6 +83,17 @@ int64_t cgroup_room(bool v2) {
   return least;
 }
 
+// Room under this process's address-space limit (RLIMIT_AS, `ulimit -v`, `prlimit --as`): the
+// limit less the address space mapped now (VmSize). A run past it fails its next allocation ("out
+// of memory") though the machine has memory to spare, so it caps the figure like a cgroup does;
+// -1 when unlimited.
+int64_t address_space_room() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return -1;
+  const int64_t cap = limit.rlim_cur >= rlim_t(INT64_MAX) ? INT64_MAX : int64_t(limit.rlim_cur);
+  return std::max<int64_t>(0, cap - std::max<int64_t>(0, keyed_value("/proc/self/status", "VmSize")));
+}
+
 }  // namespace
 
 int64_t parse_memory_size(const std::string& text, const std::string& what) {
@@ -119,6 +132,8 @@ AvailableMemory available_memory() {
   for (const bool v2 : {true, false})
     if (const int64_t room = cgroup_room(v2); room >= 0 && (m.bytes < 0 || room < m.bytes))
       m = {room, "cgroup limit"};
+  if (const int64_t room = address_space_room(); room >= 0 && (m.bytes < 0 || room < m.bytes))
+    m = {room, "address-space limit (ulimit -v)"};
   return m;
 }
 

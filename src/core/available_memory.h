@@ -9,13 +9,15 @@ namespace mt {
 
 struct AvailableMemory {
   int64_t bytes = 0;
-  std::string source;  // what the figure is: "MemAvailable", "cgroup limit", "MESHTRAIN_MEMORY_LIMIT"
+  std::string source;  // what the figure is: "MemAvailable", "cgroup limit", "MESHTRAIN_MEMORY_LIMIT",
+                       // "address-space limit (ulimit -v)"
 };
 
 // MESHTRAIN_MEMORY_LIMIT when set (bytes, or a number with a binary suffix K, M, G or T: "24G"),
 // else the smaller of /proc/meminfo's MemAvailable and the room left under this process's memory
 // cgroup (v2 memory.max, v1 memory.limit_in_bytes): the limit less what the group uses, counting
-// its inactive page cache as free since the kernel reclaims that first. A malformed variable is an
+// its inactive page cache as free since the kernel reclaims that first; and the room under the
+// process's address-space limit (RLIMIT_AS, `ulimit -v`) when it has one. A malformed variable is an
 // mt::Error naming it; no readable figure at all gives bytes = -1.
 AvailableMemory available_memory();
 

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/bounded_json.h"
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "data/examples.h"
@@ -37,13 +38,6 @@ std::string read_whole(const std::string& path) {
   return ss.str();
 }
 
-// nlohmann messages start with "[json.exception.parse_error.101] "; the user needs the rest.
-std::string short_message(const json::exception& e) {
-  std::string m = e.what();
-  const size_t close = m.find("] ");
-  return close == std::string::npos ? m : m.substr(close + 2);
-}
-
 bool is_json_lines(const std::string& path, const std::string& text) {
   if (std::filesystem::path(path).extension() == ".jsonl") return true;
   // A .json file is an array of records unless it starts with an object: many tools write
@@ -51,34 +45,32 @@ bool is_json_lines(const std::string& path, const std::string& text) {
   return text[text.find_first_not_of(" \t\r\n")] != '[';
 }
 
+// Each record is parsed on its own (core/bounded_json: a size and a nesting limit per record), so
+// a huge or deeply nested file is refused at its first bad record, in time and memory linear in
+// the file, instead of being handed to the parser whole.
 std::vector<Record> parse_records(const std::string& path, const std::string& text) {
   std::vector<Record> out;
+  const std::string file = "data file '" + path + "'";
   if (is_json_lines(path, text)) {
-    std::istringstream lines(text);
-    std::string line;
-    for (int64_t no = 1; std::getline(lines, line); ++no) {
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      try {
-        out.push_back({json::parse(line), "line " + std::to_string(no)});
-      } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
-        fail("data file '" + path + "': line " + std::to_string(no) + " is not valid JSON: " +
-             short_message(e));
-      }
+    std::string_view rest = text;
+    for (int64_t no = 1; !rest.empty(); ++no) {
+      const size_t end = rest.find('\n');
+      const std::string_view line = rest.substr(0, end);
+      rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+      if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+      const std::string where = "line " + std::to_string(no);
+      out.push_back({parse_json(line, JsonKind::data_record, file + ": " + where), where});
     }
     return out;
   }
-  json all;
-  try {
-    all = json::parse(text);
-  } catch (const json::parse_error& e) {
-    fail("data file '" + path + "': malformed JSON at byte offset " + std::to_string(e.byte) + ": " +
-         short_message(e));
-  } catch (const json::exception& e) {  // out_of_range for a number like 1e400
-    fail("data file '" + path + "': malformed JSON: " + short_message(e));
-  }
-  if (!all.is_array()) fail("data file '" + path + "': expected a JSON array of records");
-  for (size_t i = 0; i < all.size(); ++i)
-    out.push_back({std::move(all[i]), "record " + std::to_string(i + 1)});
+  for_each_json_array_element(text, JsonKind::data_record, file,
+                              [&](std::string_view element, size_t index, size_t offset) {
+                                const std::string where = "record " + std::to_string(index + 1);
+                                out.push_back({parse_json(element, JsonKind::data_record,
+                                                          file + ": malformed JSON at byte offset " +
+                                                              std::to_string(offset) + ": " + where),
+                                               where});
+                              });
   return out;
 }
 

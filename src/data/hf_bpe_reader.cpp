@@ -3,6 +3,7 @@
 // Both store tokens as byte-level mapped strings (byte_level.h) and rank merges by list order.
 #include <nlohmann/json.hpp>
 
+#include "core/bounded_json.h"
 #include "core/error.h"
 #include "data/bpe_tokenizer.h"
 #include "data/byte_level.h"
@@ -170,20 +171,22 @@ std::unique_ptr<Tokenizer> parse_hf(const json& doc, const std::string& name) {
 }  // namespace
 
 std::unique_ptr<Tokenizer> read_hf_tokenizer_json(std::string_view content, const std::string& name) {
+  const json doc = parse_json(content, JsonKind::tokenizer, name + ": malformed tokenizer.json");
   try {
-    return parse_hf(json::parse(content), name);
+    return parse_hf(doc, name);
   } catch (const json::exception& e) {
-    fail(name + ": malformed tokenizer.json: " + e.what());
+    fail(name + ": malformed tokenizer.json: " + json_error_message(e));
   }
 }
 
 std::unique_ptr<Tokenizer> read_gpt2(std::string_view vocab_json, std::string_view merges_txt,
                                      const std::string& name) {
   MappedVocab v;
+  const json vocab = parse_json(vocab_json, JsonKind::tokenizer, name + ": malformed vocab.json");
   try {
-    v = read_vocab(json::parse(vocab_json), {}, name);
+    v = read_vocab(vocab, {}, name);
   } catch (const json::exception& e) {
-    fail(name + ": malformed vocab.json: " + e.what());
+    fail(name + ": malformed vocab.json: " + json_error_message(e));
   }
   int32_t rank = 0;
   size_t line_no = 0;

@@ -56,10 +56,25 @@ void PackedSampler::restore(const PackedSamplerState& s) {
 void PackedSampler::restore(const SamplerState& s) {
   if (s.rows_drawn < 0)
     fail("packed sampler: cannot restore a negative row count " + std::to_string(s.rows_drawn));
+  if (s.epoch >= 0 || s.row >= 0) {
+    // Every row of the position was drawn, and every epoch before it had at least one row.
+    if (s.row > s.rows_drawn || s.epoch > s.rows_drawn)
+      fail("packed sampler: position (epoch " + std::to_string(s.epoch) + ", row " + std::to_string(s.row) +
+           ") does not fit " + std::to_string(s.rows_drawn) + " rows drawn");
+    restore(PackedSamplerState{s.seed, s.epoch, s.row, s.rows_drawn});
+    return;
+  }
   seed_ = s.seed;
   int64_t rows_left = s.rows_drawn;
   int64_t epoch = 0;
   RowPlan plan = plan_for(0);
+  // Epochs differ in rows only by how their shuffled examples pack, so the first one's count
+  // estimates how many a replay would plan, each costing a pass over the examples.
+  if (s.rows_drawn / std::max<int64_t>(1, plan.num_rows()) > kMaxReplayEpochs)
+    fail("packed sampler: " + std::to_string(s.rows_drawn) + " rows drawn is about " +
+         std::to_string(s.rows_drawn / std::max<int64_t>(1, plan.num_rows())) + " epochs of " +
+         std::to_string(plan.num_rows()) + " rows, more than the " + std::to_string(kMaxReplayEpochs) +
+         " a restore without the sampler's epoch and row replays");
   // Stop at the exact end of an epoch rather than past it, as next() only moves on lazily.
   while (rows_left > plan.num_rows()) {
     rows_left -= plan.num_rows();

@@ -32,9 +32,12 @@ class PackedSampler {
   PackedSamplerState state() const { return {seed_, epoch_, row_, rows_drawn_}; }
   // mt::Error when the row is outside the epoch's rows or a count is negative.
   void restore(const PackedSamplerState& s);
-  // From the trainer's plain sampler state: replays the epoch plans to find (epoch, row).
+  // From the trainer's plain sampler state: at its (epoch, row) when it has them, planning that
+  // epoch alone; else (a checkpoint written before they were saved) by replaying the epoch plans
+  // from the first, refused in one line when rows_drawn is more epochs than kMaxReplayEpochs.
   void restore(const SamplerState& s);
-  SamplerState sampler_state() const { return {seed_, rows_drawn_}; }
+  SamplerState sampler_state() const { return {seed_, rows_drawn_, epoch_, row_}; }
+  static constexpr int64_t kMaxReplayEpochs = 100000;
 
   int64_t epoch() const { return epoch_; }
   int64_t rows_in_epoch() const { return plan_.num_rows(); }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/checked_math.h"
 #include "core/error.h"
 #include "data/shuffle.h"
 
@@ -34,7 +35,7 @@ PackedBatch make_packed_batch(int64_t batch_size, int64_t seq_len) {
   PackedBatch b;
   b.batch_size = batch_size;
   b.seq_len = seq_len;
-  const size_t n = size_t(batch_size * seq_len);
+  const size_t n = size_t(mul_or_fail(batch_size, seq_len, "a batch's tokens (batch_size x seq_len)"));
   b.tokens.resize(n);
   b.targets.resize(n);
   b.positions.resize(n);

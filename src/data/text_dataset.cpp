@@ -9,6 +9,7 @@
 #include <limits>
 #include <sstream>
 
+#include "core/checked_math.h"
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "data/byte_tokenizer.h"
@@ -45,8 +46,9 @@ Batch make_batch(int64_t batch_size, int64_t seq_len) {
   Batch b;
   b.batch_size = batch_size;
   b.seq_len = seq_len;
-  b.inputs.resize(size_t(batch_size * seq_len));
-  b.targets.resize(size_t(batch_size * seq_len));
+  const int64_t n = mul_or_fail(batch_size, seq_len, "a batch's tokens (batch_size x seq_len)");
+  b.inputs.resize(size_t(n));
+  b.targets.resize(size_t(n));
   return b;
 }
 

@@ -26,6 +26,11 @@ struct Batch {
 struct SamplerState {
   uint64_t seed = 0;
   int64_t rows_drawn = 0;
+  // Packed examples (data/packed_sampler.h): the epoch and the row within it where the next batch
+  // starts, so that a restore plans that one epoch instead of replaying every epoch before it;
+  // -1: not known (plain text, whose rows need no position, or a checkpoint written before these
+  // were saved).
+  int64_t epoch = -1, row = -1;
 };
 
 class TextDataset {

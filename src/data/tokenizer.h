@@ -21,7 +21,8 @@ class Tokenizer {
   };
 
   virtual ~Tokenizer() = default;
-  // "byte", "tiktoken", "hf-bpe", "gpt2-bpe" or "sentencepiece".
+  // "byte", "tiktoken", "hf-bpe", "gpt2-bpe", "gguf-bpe" (a GGUF file's, data/ggml_vocab.h) or
+  // "sentencepiece".
   virtual std::string_view kind() const = 0;
   // Special-token strings in `text` are encoded as plain text, so user data can never inject
   // control tokens. No BOS/EOS is added.

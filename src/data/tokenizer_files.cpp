@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/atomic_file.h"
+#include "core/error.h"
 #include "data/bpe_tokenizer.h"
 #include "data/hf_byte_level_writer.h"
 #include "data/hf_sentencepiece_writer.h"
@@ -78,6 +79,13 @@ std::vector<std::string> save_tokenizer_files(const std::string& tokenizer_path,
     written.push_back(dst.string());
   }
   if (source) write_hf_files(*source, dir, written);
+  return written;
+}
+
+std::vector<std::string> save_tokenizer_files(const Tokenizer& tok, const std::string& dir) {
+  std::vector<std::string> written;
+  write_hf_files(tok, dir, written);
+  if (written.empty()) fail("the " + std::string(tok.kind()) + " tokenizer has no HF tokenizer.json form");
   return written;
 }
 

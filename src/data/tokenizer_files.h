@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "data/tokenizer.h"
+
 namespace mt {
 
 // Puts the tokenizer a model was trained with next to it: copies the tokenizer file(s) found at
@@ -13,5 +15,8 @@ namespace mt {
 // tokenizer.model, or llama2.c's tokenizer.bin) by hf_sentencepiece_writer.h; tiktoken, a GPT-2
 // pair and the byte tokenizer by hf_byte_level_writer.h. Returns the paths written.
 std::vector<std::string> save_tokenizer_files(const std::string& tokenizer_path, const std::string& dir);
+// The HF tokenizer.json and tokenizer_config.json of a tokenizer that has no files of its own (one
+// read from a GGUF file's metadata): sentencepiece or byte-level BPE; mt::Error for another kind.
+std::vector<std::string> save_tokenizer_files(const Tokenizer& tok, const std::string& dir);
 
 }  // namespace mt

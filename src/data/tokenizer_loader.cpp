@@ -1,10 +1,8 @@
 // load_tokenizer(): format detection by file name and content, then the matching reader.
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "core/bounded_json.h"
 #include "core/error.h"
-#include "core/regular_file.h"
 #include "data/byte_tokenizer.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_readers.h"
@@ -14,15 +12,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_file(const fs::path& p) {
-  require_regular_file(p.string(), "tokenizer file");
-  std::ifstream in(p, std::ios::binary);
-  if (!in) fail("cannot open tokenizer file " + p.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) fail("cannot read tokenizer file " + p.string());
-  return ss.str();
-}
+// Every kind of tokenizer file (tiktoken, sentencepiece, llama2.c, not only JSON) under the size
+// limit of a tokenizer file, checked before it is read.
+std::string read_file(const fs::path& p) { return read_json_text(p.string(), JsonKind::tokenizer); }
 
 std::unique_ptr<Tokenizer> load_gpt2_pair(const fs::path& dir) {
   fs::path vocab = dir / "vocab.json", merges = dir / "merges.txt";

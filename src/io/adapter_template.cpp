@@ -1,11 +1,10 @@
 #include "io/adapter_template.h"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/atomic_file.h"
+#include "core/bounded_json.h"
 #include "core/error.h"
 
 namespace mt {
@@ -32,16 +31,7 @@ std::string write_adapter_template(const std::string& adapter_dir, const std::st
 std::string read_adapter_template(const std::string& adapter_dir) {
   const std::string path = template_path(adapter_dir);
   if (!std::filesystem::exists(path)) return "";
-  std::ifstream f(path);
-  if (!f) fail(path + ": cannot open");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::exception& e) {
-    fail(path + ": not valid JSON (" + std::string(e.what()) + ")");
-  }
+  const nlohmann::json j = read_json_file(path, JsonKind::adapter_config);
   const auto it = j.is_object() ? j.find("template") : j.end();
   if (it == j.end() || !it->is_string() || !known_template(it->get<std::string>()))
     fail(path + ": expected {\"template\": \"none\" | \"alpaca\" | \"chat\"}");

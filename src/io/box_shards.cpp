@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/bounded_json.h"
 #include "core/error.h"
 #include "io/safetensors_text.h"
 #include "io/safetensors_write.h"
@@ -107,12 +108,7 @@ void BoxShardSet::add_file(const SafetensorsFile& file) {
   auto it = file.metadata().find(kBoxesMetadataKey);
   if (it == file.metadata().end())
     fail(path + ": no " + key + " in the metadata; not a box shard written by meshtrain");
-  json j;
-  try {
-    j = json::parse(it->second);
-  } catch (const json::exception& e) {
-    fail(path + ": metadata " + key + " is not valid JSON: " + json_error_text(e));
-  }
+  const json j = parse_json(it->second, JsonKind::safetensors_metadata, path + ": metadata " + key);
   if (!j.is_object()) fail(path + ": metadata " + key + " is not a JSON object");
 
   for (const auto& [name, e] : j.items()) {

@@ -1,5 +1,6 @@
 #include "io/gguf_export.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -9,6 +10,7 @@
 #include "core/error.h"
 #include "core/f16.h"
 #include "io/ggml_quants.h"
+#include "io/gguf_tokenizer.h"
 #include "io/gguf_writer.h"
 #include "core/rope_frequencies.h"
 
@@ -157,28 +159,6 @@ uint32_t u32_of(int64_t v, const char* what) {
   return uint32_t(v);
 }
 
-void add_tokenizer(std::vector<GgufKV>& kvs, const TokenizerInfo& tok, const LlamaConfig& c,
-                   const std::string& path) {
-  const size_t n = tok.tokens.size();
-  if (int64_t(n) != c.vocab_size)
-    fail(path + ": tokenizer has " + std::to_string(n) + " tokens but the model's vocab_size is " +
-         std::to_string(c.vocab_size));
-  if ((!tok.scores.empty() && tok.scores.size() != n) || (!tok.token_types.empty() && tok.token_types.size() != n))
-    fail(path + ": tokenizer scores / token types must have one entry per token");
-  if (tok.model.empty()) fail(path + ": tokenizer model (\"llama\" or \"gpt2\") is empty");
-  for (int32_t id : {tok.bos, tok.eos})
-    if (id >= int32_t(n)) fail(path + ": tokenizer bos/eos id " + std::to_string(id) + " is beyond the vocabulary");
-  kvs.push_back({"tokenizer.ggml.model", GgufValue::str(tok.model)});
-  if (!tok.pre.empty()) kvs.push_back({"tokenizer.ggml.pre", GgufValue::str(tok.pre)});
-  kvs.push_back({"tokenizer.ggml.tokens", GgufValue::str_array(tok.tokens)});
-  if (!tok.scores.empty()) kvs.push_back({"tokenizer.ggml.scores", GgufValue::f32_array(tok.scores)});
-  if (!tok.token_types.empty())
-    kvs.push_back({"tokenizer.ggml.token_type", GgufValue::i32_array(tok.token_types)});
-  if (!tok.merges.empty()) kvs.push_back({"tokenizer.ggml.merges", GgufValue::str_array(tok.merges)});
-  if (tok.bos >= 0) kvs.push_back({"tokenizer.ggml.bos_token_id", GgufValue::u32(uint32_t(tok.bos))});
-  if (tok.eos >= 0) kvs.push_back({"tokenizer.ggml.eos_token_id", GgufValue::u32(uint32_t(tok.eos))});
-}
-
 // llama.cpp applies llama3 rope scaling through per-frequency divisors of the angle
 // (rope_freqs.weight): factor[i] = inv_freq_unscaled[i] / inv_freq_scaled[i].
 std::vector<float> rope_freq_factors(const LlamaConfig& c) {
@@ -203,6 +183,30 @@ uint32_t file_type(GgufDtype d) {
   return 0;
 }
 
+GgufDtype dtype_of(GgmlType t) {
+  switch (t) {
+    case GgmlType::f16: return GgufDtype::f16;
+    case GgmlType::bf16: return GgufDtype::bf16;
+    case GgmlType::q8_0: return GgufDtype::q8_0;
+    case GgmlType::q4_0: return GgufDtype::q4_0;
+    case GgmlType::f32: break;
+  }
+  return GgufDtype::f32;
+}
+
+// What the file is labelled (general.file_type): the type asked for when some matrix holds it,
+// as llama-quantize labels a Q4_0 file whose output matrix it raised; otherwise (every matrix fell
+// back) the type most matrices hold, so that a "q4_0" file of F16 matrices says F16.
+GgufDtype held_dtype(const std::vector<GgmlType>& matrix_types, GgufDtype asked) {
+  std::map<GgmlType, int> count;
+  for (GgmlType t : matrix_types) ++count[t];
+  if (matrix_types.empty() || count[ggml_type_of(asked)] > 0) return asked;
+  GgmlType most = GgmlType::f16;
+  for (const auto& [t, n] : count)
+    if (n > count[most]) most = t;
+  return dtype_of(most);
+}
+
 }  // namespace
 
 GgufDtype parse_gguf_dtype(const std::string& name) {
@@ -214,14 +218,32 @@ GgufDtype parse_gguf_dtype(const std::string& name) {
   fail("GGUF type '" + name + "' is not one of f32, f16, bf16, q8_0, q4_0");
 }
 
-std::vector<std::string> export_gguf_model(LlamaModel& model, const std::string& path, const TokenizerInfo* tok,
-                                           GgufDtype dtype) {
+const char* gguf_dtype_name(GgufDtype d) {
+  switch (d) {
+    case GgufDtype::f16: return "f16";
+    case GgufDtype::bf16: return "bf16";
+    case GgufDtype::q8_0: return "q8_0";
+    case GgufDtype::q4_0: return "q4_0";
+    case GgufDtype::f32: break;
+  }
+  return "f32";
+}
+
+GgufModelWritten export_gguf_model(LlamaModel& model, const std::string& path, const TokenizerInfo* tok,
+                                   GgufDtype dtype) {
   const LlamaConfig& c = model.config();
+  GgufModelWritten written;
+  std::vector<GgmlType> types, matrix_types;
+  for (const Param& p : model.base().params()) {
+    types.push_back(tensor_type(p, gguf_tensor_name(p.name), dtype, c.tie_word_embeddings));
+    if (p.shape.size() > 1) matrix_types.push_back(types.back());
+  }
+  written.file_type = held_dtype(matrix_types, dtype);
 
   std::vector<GgufKV> kvs = {
       {"general.architecture", GgufValue::str("llama")},
       {"general.name", GgufValue::str(std::filesystem::path(path).stem().string())},
-      {"general.file_type", GgufValue::u32(file_type(dtype))},
+      {"general.file_type", GgufValue::u32(file_type(written.file_type))},
       {"llama.context_length", GgufValue::u32(u32_of(c.max_position_embeddings, "context length"))},
       {"llama.embedding_length", GgufValue::u32(u32_of(c.hidden_size, "hidden size"))},
       {"llama.block_count", GgufValue::u32(u32_of(c.num_hidden_layers, "layers"))},
@@ -234,26 +256,27 @@ std::vector<std::string> export_gguf_model(LlamaModel& model, const std::string&
       {"llama.vocab_size", GgufValue::u32(u32_of(c.vocab_size, "vocab size"))},
   };
   // The ggml quantisation format version llama-quantize stamps on quantised files (2 since
-  // ggml's Q4_0 / Q8_0 took their present block layouts).
-  if (dtype == GgufDtype::q8_0 || dtype == GgufDtype::q4_0)
+  // ggml's Q4_0 / Q8_0 took their present block layouts): only where some matrix is quantised.
+  if (std::any_of(matrix_types.begin(), matrix_types.end(),
+                  [](GgmlType t) { return t == GgmlType::q8_0 || t == GgmlType::q4_0; }))
     kvs.push_back({"general.quantization_version", GgufValue::u32(2)});
-  if (tok) add_tokenizer(kvs, *tok, c, path);
+  if (tok) append_tokenizer_keys(kvs, *tok, c.vocab_size, path);
 
   std::vector<GgufTensorOut> tensors;
-  std::vector<std::string> kept_f16;
   std::vector<float> freqs;  // outlives the write (borrowed by its tensor)
   if (c.rope_scaling.factor > 0.0f) {
     freqs = rope_freq_factors(c);
     tensors.push_back({"rope_freqs.weight", {int64_t(freqs.size())}, GgmlType::f32, freqs.data(), {}});
   }
+  size_t k = 0;
   for (const Param& p : model.base().params()) {
     const std::string name = gguf_tensor_name(p.name);
-    const GgmlType type = tensor_type(p, name, dtype, c.tie_word_embeddings);
-    if (type == GgmlType::f16 && dtype != GgufDtype::f16) kept_f16.push_back(name);
+    const GgmlType type = types[k++];
+    if (type == GgmlType::f16 && dtype != GgufDtype::f16) written.kept_f16.push_back(name);
     tensors.push_back(lazy_tensor(model.base(), p, name, type, gguf_rotary_heads(p.name, c), c));
   }
   write_gguf(path, kvs, tensors);
-  return kept_f16;
+  return written;
 }
 
 void export_gguf_lora(LlamaModel& model, const std::string& path, const std::string& base_name) {

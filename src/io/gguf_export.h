@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "io/gguf_tokenizer.h"
+#include "core/tokenizer_info.h"
 #include "model/llama.h"
 
 namespace mt {
@@ -26,9 +26,17 @@ GgufDtype parse_gguf_dtype(const std::string& name);
 // llama.cpp's LLaMA graph expects. general.name is the file name without its extension.
 // tok (optional) adds the tokenizer.ggml.* keys; its token count must equal vocab_size.
 // With llama3 rope scaling a rope_freqs.weight tensor carries the per-frequency factors.
-// Returns the GGUF names of the matrices kept at F16 instead of the quantised type asked for.
-std::vector<std::string> export_gguf_model(LlamaModel& model, const std::string& path, const TokenizerInfo* tok,
-                                           GgufDtype dtype);
+// general.file_type labels the file by what it holds: the type asked for when some matrix takes
+// it, else the type most matrices fell back to (a q4_0 request on rows that are not whole blocks
+// writes, and says, F16).
+struct GgufModelWritten {
+  std::vector<std::string> kept_f16;  // GGUF names of the matrices kept at F16 instead of `dtype`
+  GgufDtype file_type = GgufDtype::f32;
+};
+GgufModelWritten export_gguf_model(LlamaModel& model, const std::string& path, const TokenizerInfo* tok,
+                                   GgufDtype dtype);
+// The name parse_gguf_dtype reads ("q4_0").
+const char* gguf_dtype_name(GgufDtype d);
 
 // Writes the model's adapters (F32) as a GGUF LoRA adapter: <base tensor>.lora_a / .lora_b, the
 // lora_b rows of q and k permuted like the base rows, alpha in adapter.lora.alpha. base_name goes

@@ -1,5 +1,6 @@
 #include "io/gguf_reader.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -205,6 +206,21 @@ GgufFile parse_gguf(std::vector<char> bytes, const std::string& label) {
       fail(label + ": tensor '" + t.name + "' data [" + std::to_string(t.offset) + ", " +
            std::to_string(t.offset + t.bytes) + ") is beyond the data section (" + std::to_string(data_size) +
            " bytes; file truncated?)");
+  }
+  // Two tensors sharing bytes would alias: writing (or quantising) one would change the other, and
+  // a crafted file could pass one block of data off as many tensors. Sorted by offset, each tensor
+  // must end where or before the next one starts.
+  std::vector<const GgufTensorInfo*> by_offset;
+  for (const auto& t : g.tensors) by_offset.push_back(&t);
+  std::stable_sort(by_offset.begin(), by_offset.end(),
+                   [](const GgufTensorInfo* a, const GgufTensorInfo* b) { return a->offset < b->offset; });
+  for (size_t k = 1; k < by_offset.size(); ++k) {
+    const GgufTensorInfo& prev = *by_offset[k - 1];
+    const GgufTensorInfo& next = *by_offset[k];
+    if (prev.offset + prev.bytes > next.offset)
+      fail(label + ": tensor '" + next.name + "' data at offset " + std::to_string(next.offset) +
+           " overlaps tensor '" + prev.name + "' [" + std::to_string(prev.offset) + ", " +
+           std::to_string(prev.offset + prev.bytes) + "); each tensor needs its own bytes");
   }
   return g;
 }

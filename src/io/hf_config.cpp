@@ -3,12 +3,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "core/bounded_json.h"
+#include "core/clipped.h"
 #include "core/error.h"
-#include "core/regular_file.h"
 
 namespace mt {
 
@@ -42,11 +41,11 @@ void refuse_unimplemented(const json& j, const std::string& src) {
   for (const char* key : {"attention_bias", "mlp_bias"}) {
     auto it = j.find(key);
     if (it != j.end() && !(it->is_null() || (it->is_boolean() && !it->get<bool>())))
-      fail(src + ": " + key + " " + it->dump() + " is not supported (meshtrain's linear layers have no biases)");
+      fail(src + ": " + key + " " + clipped(it->dump()) + " is not supported (meshtrain's linear layers have no biases)");
   }
   auto act = j.find("hidden_act");
   if (act != j.end() && !act->is_null() && *act != "silu")
-    fail(src + ": hidden_act " + act->dump() + " is not supported (meshtrain's MLP is SwiGLU: silu)");
+    fail(src + ": hidden_act " + clipped(act->dump()) + " is not supported (meshtrain's MLP is SwiGLU: silu)");
   if (j.contains("quantization_config"))
     fail(src + ": quantization_config: quantised weights are not supported (give the unquantised model)");
 }
@@ -54,15 +53,10 @@ void refuse_unimplemented(const json& j, const std::string& src) {
 }  // namespace
 
 LlamaConfig parse_hf_config(const std::string& text, const std::string& src) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
-    fail(src + ": not valid JSON (" + std::string(e.what()) + ")");
-  }
+  json j = parse_json(text, JsonKind::hf_config, src);
   if (!j.is_object()) fail(src + ": expected a JSON object");
   if (j.contains("model_type") && j["model_type"].is_string() && j["model_type"] != "llama")
-    fail(src + ": model_type '" + j["model_type"].get<std::string>() + "' is not supported (llama only)");
+    fail(src + ": model_type '" + clipped(j["model_type"].get<std::string>()) + "' is not supported (llama only)");
   refuse_unimplemented(j, src);
   LlamaConfig c;
   read_key(j, "hidden_size", c.hidden_size, src, true);
@@ -106,12 +100,7 @@ LlamaConfig parse_hf_config(const std::string& text, const std::string& src) {
 }
 
 LlamaConfig load_hf_config(const std::string& path) {
-  require_regular_file(path, "model config");
-  std::ifstream f(path);
-  if (!f) fail(path + ": cannot open");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_hf_config(ss.str(), path);
+  return parse_hf_config(read_json_text(path, JsonKind::hf_config), path);
 }
 
 namespace {
@@ -131,11 +120,7 @@ std::string hf_config_json(const LlamaConfig& c, const std::string& torch_dtype,
   // The source's keys first, in its order; the keys below replace theirs in place.
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   if (!source_json.empty()) {
-    try {
-      j = nlohmann::ordered_json::parse(source_json);
-    } catch (const json::exception& e) {
-      fail("the source model's config.json is not valid JSON (" + std::string(e.what()) + ")");
-    }
+    j = parse_ordered_json(source_json, JsonKind::hf_config, "the source model's config.json");
     if (!j.is_object()) fail("the source model's config.json is not a JSON object");
   }
   if (!j.contains("architectures")) j["architectures"] = {"LlamaForCausalLM"};

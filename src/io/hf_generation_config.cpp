@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/bounded_json.h"
 #include "core/error.h"
 
 namespace mt {
@@ -9,16 +10,12 @@ namespace mt {
 std::string hf_generation_config_json(const std::string& config_json, const std::string& source_json,
                                       const std::string& source) {
   using json = nlohmann::ordered_json;
-  const json config = json::parse(config_json);
+  const json config = parse_ordered_json(config_json, JsonKind::hf_config, "the written config.json");
   json j = json::object();
   if (source_json.empty()) {
     j["_from_model_config"] = true;
   } else {
-    try {
-      j = json::parse(source_json);
-    } catch (const json::exception& e) {
-      fail(source + ": not valid JSON (" + std::string(e.what()) + ")");
-    }
+    j = parse_ordered_json(source_json, JsonKind::hf_config, source);
     if (!j.is_object()) fail(source + ": expected a JSON object");
   }
   for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"}) {

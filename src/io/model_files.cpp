@@ -4,10 +4,9 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "core/atomic_file.h"
+#include "core/bounded_json.h"
 #include "core/error.h"
 #include "io/hf_generation_config.h"
 #include "io/safetensors_write.h"
@@ -22,11 +21,7 @@ std::string origin_file(const ModelOrigin& origin, const char* name) {
   if (origin.path.empty() || !fs::is_directory(origin.path)) return "";
   const fs::path path = fs::path(origin.path) / name;
   if (!fs::exists(path)) return "";
-  std::ifstream f(path);
-  if (!f) fail(path.string() + ": cannot open");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return read_json_text(path.string(), JsonKind::hf_config);
 }
 
 }  // namespace

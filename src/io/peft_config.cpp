@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "core/bounded_json.h"
+#include "core/clipped.h"
 #include "core/error.h"
-#include "core/regular_file.h"
 
 namespace mt {
 
@@ -23,23 +22,59 @@ bool peft_flag(const json& j, const char* key, const std::string& source) {
   return j[key].get<bool>();
 }
 
+// A value as JSON text for a message, cut at about 100 characters (a value can be megabytes).
+std::string quoted(const json& v) {
+  return clipped(v.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+// PEFT keys that change what an adapter computes and that meshtrain does not implement (every
+// module of one adapter has one rank and one alpha, every layer is adapted, no module is trained
+// in full, no bias is trained). Reading a file that sets one as plain LoRA would give another model
+// without a word, so each is accepted only at its default: absent, null, false, "none" or empty.
+struct UnsupportedKey {
+  const char* key;
+  const char* meaning;
+};
+constexpr UnsupportedKey kUnsupportedKeys[] = {
+    {"use_dora", "DoRA (a learned magnitude per output)"},
+    {"use_qalora", "QALoRA (adapters over pooled inputs)"},
+    {"lora_bias", "a trained bias on lora_B"},
+    {"bias", "trained base biases"},
+    {"alpha_pattern", "a lora_alpha per module"},
+    {"rank_pattern", "a rank per module"},
+    {"layers_to_transform", "adapters on some layers only"},
+    {"layers_pattern", "adapters on some layers only"},
+    {"exclude_modules", "modules left without adapters"},
+    {"modules_to_save", "modules trained in full and saved with the adapter"},
+    {"layer_replication", "layers repeated to build a deeper model"},
+    {"trainable_token_indices", "trained rows of the embedding"},
+};
+
+bool is_default(const json& v, const char* key) {
+  if (v.is_null()) return true;
+  if (v.is_boolean()) return !v.get<bool>();
+  if (v.is_string()) return v.get<std::string>().empty() || (std::string(key) == "bias" && v == "none");
+  if (v.is_array() || v.is_object()) return v.empty();
+  return false;
+}
+
+void refuse_unsupported_keys(const json& j, const std::string& source) {
+  for (const UnsupportedKey& u : kUnsupportedKeys)
+    if (j.contains(u.key) && !is_default(j[u.key], u.key))
+      fail(source + ": \"" + u.key + "\": " + quoted(j[u.key]) + " (" + u.meaning +
+           ") is not supported; meshtrain reads plain LoRA and rsLoRA adapters, where this key is " +
+           (std::string(u.key) == "bias" ? "\"none\"" : "absent, null, false or empty"));
+}
+
 }  // namespace
 
 // Every value is type-checked before it is read: nlohmann's own exceptions (a type_error from
 // value() or get() on the wrong type) would escape as something other than mt::Error.
 LoraConfig parse_peft_config(const std::string& text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    fail(source + ": not valid JSON (" + std::string(e.what()) + ")");
-  }
+  json j = parse_json(text, JsonKind::adapter_config, source);
   if (!j.is_object() || !j.contains("peft_type") || j["peft_type"] != "LORA")
     fail(source + ": not a LoRA adapter config (peft_type must be \"LORA\")");
-  // Variants that change what the adapter computes, so reading one as plain LoRA would give a
-  // different model without a word: refuse them until they are implemented.
-  if (peft_flag(j, "use_dora", source))
-    fail(source + ": DoRA adapters (\"use_dora\": true) are not supported; only LoRA and rsLoRA are");
+  refuse_unsupported_keys(j, source);
   LoraConfig lora;
   lora.enabled = true;
   lora.rank_stabilized = peft_flag(j, "use_rslora", source);
@@ -48,12 +83,12 @@ LoraConfig parse_peft_config(const std::string& text, const std::string& source)
   // nlohmann keeps every non-negative integer unsigned: a signed one is negative.
   const json& r = j["r"];
   if (!r.is_number_unsigned() || r.get<uint64_t>() == 0 || r.get<uint64_t>() > uint64_t(INT64_MAX))
-    fail(source + ": r must be > 0, got " + r.dump());
+    fail(source + ": r must be > 0, got " + quoted(r));
   lora.rank = j["r"].get<int64_t>();
   if (!j.contains("lora_alpha") || !j["lora_alpha"].is_number())
     fail(source + ": \"lora_alpha\" must be a number");
   lora.alpha = j["lora_alpha"].get<float>();
-  if (!std::isfinite(lora.alpha)) fail(source + ": lora_alpha " + j["lora_alpha"].dump() + " is out of range");
+  if (!std::isfinite(lora.alpha)) fail(source + ": lora_alpha " + quoted(j["lora_alpha"]) + " is out of range");
 
   // PEFT also accepts one string (a pattern over module names); a plain name means that module.
   const json* modules = j.contains("target_modules") ? &j["target_modules"] : nullptr;
@@ -66,7 +101,7 @@ LoraConfig parse_peft_config(const std::string& text, const std::string& source)
     if (name.size() > 5 && name.ends_with("_proj")) name.resize(name.size() - 5);
     if (name != "q" && name != "k" && name != "v" && name != "o" && name != "gate" && name != "up" &&
         name != "down" && name != "lm_head")
-      fail(source + ": unsupported target module '" + m.get<std::string>() + "'");
+      fail(source + ": unsupported target module " + quoted(m));
     if (std::find(lora.targets.begin(), lora.targets.end(), name) != lora.targets.end())
       fail(source + ": target module '" + name + "' is listed twice");
     lora.targets.push_back(name);
@@ -77,12 +112,9 @@ LoraConfig parse_peft_config(const std::string& text, const std::string& source)
 
 LoraConfig read_peft_config(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "adapter_config.json").string();
-  require_regular_file(path, "adapter config");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail(path + ": cannot open (expected a PEFT adapter directory)");
-  std::ostringstream text;
-  text << f.rdbuf();
-  return parse_peft_config(text.str(), path);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) fail(path + ": cannot open (expected a PEFT adapter directory)");
+  return parse_peft_config(read_json_text(path, JsonKind::adapter_config), path);
 }
 
 }  // namespace mt

@@ -1,13 +1,11 @@
 #include "io/safetensors_index.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "core/bounded_json.h"
 #include "core/error.h"
-#include "core/regular_file.h"
 #include "io/safetensors_text.h"
 
 namespace mt {
@@ -34,17 +32,8 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& path) : path_(pa
 }
 
 void SafetensorsCheckpoint::open_index(const std::string& index_path) {
-  require_regular_file(index_path, "safetensors index");
-  std::ifstream in(index_path, std::ios::binary);
-  if (!in) fail(index_path + ": cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::exception& e) {
-    fail(index_path + ": malformed index: not valid JSON: " + json_error_text(e));
-  }
+  nlohmann::json j = parse_json(read_json_text(index_path, JsonKind::safetensors_index),
+                                JsonKind::safetensors_index, index_path + ": malformed index");
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
     fail(index_path + ": malformed index: expected an object with a \"weight_map\" object");
   if (j.contains("metadata")) {

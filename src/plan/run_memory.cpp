@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/checked_math.h"
 #include "core/error.h"
 #include "plan/hardware.h"
 #include "train/metrics.h"
@@ -43,7 +44,8 @@ PlanInput run_plan_input(const RunConfig& cfg, const LlamaConfig& shape, double 
   // trainer's to refuse, so round up here and let it.
   const int64_t ranks = in.data_parallel();
   in.micro_batch = (tc.batch_size + ranks - 1) / ranks;
-  in.global_batch = in.micro_batch * ranks * tc.grad_accum;
+  in.global_batch = mul_or_fail(mul_or_fail(in.micro_batch, ranks, "train.batch_size over the data-parallel ranks"),
+                                tc.grad_accum, "the sequences of a step (train.batch_size x train.grad_accum)");
   in.cluster = cluster_preset("cpu");
   in.cluster.memory_bytes = memory_per_rank;
   return in;

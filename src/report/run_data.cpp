@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/bounded_json.h"
 #include "core/error.h"
 
 namespace mt::report {
@@ -43,7 +44,7 @@ RunData read_run(const std::string& dir) {
   for (int64_t n = 1; std::getline(in, line); ++n) {
     // A killed run's last line may be cut short: without its newline it is not a record yet.
     const bool torn = in.eof() && !text.empty() && text.back() != '\n';
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json j = parse_json_or_discarded(line, JsonKind::metrics_line);
     const bool ok = j.is_object() && j.contains("step") && j["step"].is_number_integer();
     if (!ok && torn) break;
     if (!ok)
@@ -65,7 +66,7 @@ RunData read_run(const std::string& dir) {
   if (fs::is_regular_file(config, ec)) run.config_toml = read_text(config);
   const fs::path summary = fs::path(dir) / "run_summary.json";
   if (fs::is_regular_file(summary, ec)) {
-    nlohmann::json j = nlohmann::json::parse(read_text(summary), nullptr, /*allow_exceptions=*/false);
+    nlohmann::json j = parse_json_or_discarded(read_text(summary), JsonKind::run_summary);
     if (!j.is_object()) fail(summary.string() + ": not a JSON object (a corrupt run summary)");
     run.summary = std::move(j);
   }

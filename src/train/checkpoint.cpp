@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/atomic_file.h"
+#include "core/shape_string.h"
 #include "io/box_shards.h"
 #include "train/checkpoint_dir.h"
 #include "train/checkpoint_files.h"
@@ -100,6 +101,8 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
     m["version"] = kCheckpointFormatVersion;
     m["step"] = state.step;
     m["sampler"] = {{"seed", state.sampler.seed}, {"rows_drawn", state.sampler.rows_drawn}};
+    if (state.sampler.epoch >= 0)  // packed examples: where the next row is
+      m["sampler"]["epoch"] = state.sampler.epoch, m["sampler"]["row"] = state.sampler.row;
     m["optimizer_steps"] = optimizer.steps_taken();
     m["lora"] = info.lora;
     m["mesh"] = info.mesh;
@@ -108,7 +111,9 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
     m["files"] = files;
     m[kCrc32cManifestKey] = crc32c_manifest_entry(crcs);
     m["config"] = info.config_toml;
-    write_file_atomically((tmp / "manifest.json").string(), [&](std::ostream& os) { os << m.dump(2) << "\n"; });
+    const std::string manifest = m.dump(2) + "\n";
+    write_file_atomically((tmp / "manifest.json").string(), [&](std::ostream& os) { os << manifest; });
+    write_manifest_checksum(tmp.string(), manifest);
     fsync_dir(tmp);
     if (fs::exists(final_dir)) remove_checkpoint(final_dir);  // a re-save of the same step replaces it
     fs::rename(tmp, final_dir);
@@ -142,13 +147,21 @@ CheckpointState load_checkpoint(const std::string& dir, const std::vector<HeldTe
     fail(dir + ": checkpoint and model have different trainable tensors");
   // Checksums first: a corrupt file must be named as such, not misread as a bad header or shape.
   const BoxShardSet shards(verified_shard_files(dir, m));
+  // The manifest's tensor list against the shards that hold them, both written by one save.
+  for (const auto& [name, shape] : m.tensors) {
+    if (!shards.contains(name)) fail(dir + ": manifest.json lists tensor '" + name + "', which no shard holds");
+    if (shards.full_shape(name) != shape)
+      fail(dir + ": tensor '" + name + "' is " + shape_string(shape) + " in manifest.json but " +
+           shape_string(shards.full_shape(name)) + " in its shards");
+  }
   // A NaN or infinity written by a diverged run (or that survived a checksum recomputed over it)
   // would poison every later step; refuse it at load, where the tensor and file are known.
   constexpr auto finite = BoxShardSet::Finite::required;
   for (const auto& t : held) {
     if (!shards.contains(t.name)) fail(dir + ": checkpoint has no tensor '" + t.name + "'");
     if (shards.full_shape(t.name) != t.full_shape)
-      fail(dir + ": tensor '" + t.name + "' has another shape in the checkpoint");
+      fail(dir + ": tensor '" + t.name + "' is " + shape_string(shards.full_shape(t.name)) +
+           " in the checkpoint, " + shape_string(t.full_shape) + " in this run's model");
   }
   // Each block is read (and checked) on the host, then copied to the device, one at a time.
   Backend& backend = optimizer.backend();

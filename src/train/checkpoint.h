@@ -5,6 +5,7 @@
 //     manifest.json            step, sampler state, optimizer step count, the run config (TOML),
 //                              the mesh it was saved under (and under pp its stages' blocks),
 //                              the tensor list, the shard files
+//     manifest.json.crc32c     the CRC32C of manifest.json's bytes (train/checkpoint_manifest.h)
 //     shard-00000.safetensors  per writing rank: its blocks of the trainable tensors (f32 master
 //     shard-00001.safetensors  values under their model names, AdamW moments as <name>.exp_avg and
 //     ...                      <name>.exp_avg_sq), each file recording which block of which whole

@@ -4,9 +4,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/crc32c.h"
+#include "core/bounded_json.h"
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "train/run_config.h"
@@ -38,12 +39,7 @@ int64_t count_field(const json& obj, const char* key, const std::string& where) 
 }  // namespace
 
 CheckpointManifest parse_checkpoint_manifest(const std::string& text, const std::string& where) {
-  json m;
-  try {
-    m = json::parse(text);
-  } catch (const json::exception& e) {
-    fail(where + ": not valid JSON (" + e.what() + ")");
-  }
+  json m = parse_json(text, JsonKind::checkpoint_manifest, where);
   if (!m.is_object() || !m.contains("format") || m["format"] != kCheckpointFormat || !m.contains("version") ||
       m["version"] != kCheckpointFormatVersion)
     fail(where + ": not a meshtrain checkpoint of format version " + std::to_string(kCheckpointFormatVersion));
@@ -55,7 +51,23 @@ CheckpointManifest parse_checkpoint_manifest(const std::string& text, const std:
   out.lora = lora.get<bool>();
   const json& tensors = field(m, "tensors", where);
   if (!tensors.is_array()) fail(where + ": \"tensors\" must be a list");
-  out.tensor_count = int64_t(tensors.size());
+  for (const json& t : tensors) {
+    if (!t.is_object() || !t.contains("name") || !t["name"].is_string() || !t.contains("shape") ||
+        !t["shape"].is_array())
+      fail(where + ": \"tensors\" must hold {\"name\": ..., \"shape\": [...]} entries");
+    std::vector<int64_t> shape;
+    for (const json& d : t["shape"]) {
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > uint64_t(INT64_MAX))
+        fail(where + ": tensor \"" + t["name"].get<std::string>() + "\" has a shape entry that is not a size: " + d.dump());
+      shape.push_back(int64_t(d.get<uint64_t>()));
+    }
+    if (!out.tensors.emplace(t["name"].get<std::string>(), std::move(shape)).second)
+      fail(where + ": tensor \"" + t["name"].get<std::string>() + "\" is listed twice");
+  }
+  out.tensor_count = int64_t(out.tensors.size());
+  if (out.optimizer_steps != out.step)
+    fail(where + ": \"optimizer_steps\" (" + std::to_string(out.optimizer_steps) + ") must equal \"step\" (" +
+         std::to_string(out.step) + "): every step is one optimizer update");
   const json& config = field(m, "config", where);
   if (!config.is_string()) fail(where + ": \"config\" must be the run config (a string)");
   out.config = config.get<std::string>();
@@ -72,6 +84,17 @@ CheckpointManifest parse_checkpoint_manifest(const std::string& text, const std:
       fail(where + ": \"batches_drawn\" is out of range: " + std::to_string(batches));
     out.sampler.rows_drawn = batches * batch_size;
   }
+  if (sampler.contains("epoch") || sampler.contains("row")) {
+    out.sampler.epoch = count_field(sampler, "epoch", where);
+    out.sampler.row = count_field(sampler, "row", where);
+    if (out.sampler.row > out.sampler.rows_drawn || out.sampler.epoch > out.sampler.rows_drawn)
+      fail(where + ": the sampler's position (epoch " + std::to_string(out.sampler.epoch) + ", row " +
+           std::to_string(out.sampler.row) + ") does not fit its " + std::to_string(out.sampler.rows_drawn) +
+           " rows drawn");
+  }
+  if (out.sampler.rows_drawn < out.step)
+    fail(where + ": the sampler drew " + std::to_string(out.sampler.rows_drawn) + " rows in " +
+         std::to_string(out.step) + " steps; every step draws at least one");
 
   const json& files = m.contains("files") ? m["files"] : json();
   if (!files.is_array() || files.empty()) fail(where + ": \"files\" must be a non-empty list of shard file names");
@@ -101,14 +124,58 @@ CheckpointManifest parse_checkpoint_manifest(const std::string& text, const std:
   return out;
 }
 
-CheckpointManifest read_checkpoint_manifest(const std::string& dir) {
-  const std::string path = (std::filesystem::path(dir) / "manifest.json").string();
-  require_regular_file(path, "checkpoint manifest");
+namespace {
+
+// The checksum sidecar's text: one CRC32C in hex and a newline, so anything longer is refused
+// before it is read.
+std::string read_checksum_text(const std::string& path) {
+  require_regular_file(path, "manifest checksum");
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec || size > 64) fail(path + ": not a CRC32C (8 hex digits and a newline)");
   std::ifstream f(path, std::ios::binary);
-  if (!f) fail(dir + ": not a checkpoint directory (cannot open manifest.json)");
-  std::ostringstream text;
-  text << f.rdbuf();
-  return parse_checkpoint_manifest(text.str(), path);
+  std::string text(size_t(size), '\0');
+  if (!f.read(text.data(), std::streamsize(size))) fail(path + ": cannot read the manifest checksum");
+  return text;
+}
+
+}  // namespace
+
+CheckpointManifest read_checkpoint_manifest(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const std::string path = (fs::path(dir) / "manifest.json").string();
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path, ec))) fail(dir + ": not a checkpoint directory (cannot open manifest.json)");
+  const std::string text = read_json_text(path, JsonKind::checkpoint_manifest);
+  // The checksum first: a damaged manifest must be named as such, not read as another step.
+  const std::string sum_path = (fs::path(dir) / kManifestChecksumFile).string();
+  std::string unverified;
+  if (fs::exists(fs::symlink_status(sum_path))) {
+    std::string recorded = read_checksum_text(sum_path);
+    if (!recorded.empty() && recorded.back() == '\n') recorded.pop_back();
+    uint32_t expected = 0;
+    if (!parse_crc32c_hex(recorded, expected))
+      fail(sum_path + ": not a CRC32C (8 hex digits and a newline)");
+    const uint32_t actual = crc32c(text.data(), text.size());
+    if (actual != expected)
+      fail(path + " is corrupt: CRC32C " + crc32c_hex(actual) + ", " + kManifestChecksumFile + " records " +
+           crc32c_hex(expected));
+  } else {
+    unverified = dir + ": warning: no " + kManifestChecksumFile +
+                 " (a checkpoint written before manifests were checksummed): manifest.json is not verified";
+  }
+  CheckpointManifest m = parse_checkpoint_manifest(text, path);
+  // Every checksummed manifest was written with its shards' checksums: without them the shards
+  // would load unverified.
+  if (unverified.empty() && !m.crc32c)
+    fail(path + ": \"" + kCrc32cManifestKey + "\" (the shards' checksums) is missing");
+  m.unverified = std::move(unverified);
+  return m;
+}
+
+void write_manifest_checksum(const std::string& dir, const std::string& text) {
+  const std::string path = (std::filesystem::path(dir) / kManifestChecksumFile).string();
+  write_file_atomically(path, [&](std::ostream& os) { os << crc32c_hex(crc32c(text.data(), text.size())) << "\n"; });
 }
 
 }  // namespace mt

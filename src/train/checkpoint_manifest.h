@@ -16,23 +16,37 @@ namespace mt {
 inline constexpr const char* kCheckpointFormat = "meshtrain-checkpoint";
 inline constexpr int kCheckpointFormatVersion = 2;  // 2: blocks in shard files (1: whole tensors in two files)
 inline constexpr const char* kCrc32cManifestKey = "crc32c";
+// The manifest's own checksum: a file beside it holding the CRC32C of manifest.json's bytes (eight
+// hex digits and a newline), written after it and before the checkpoint is renamed into place.
+inline constexpr const char* kManifestChecksumFile = "manifest.json.crc32c";
 
 struct CheckpointManifest {
   int64_t step = 0;             // optimizer steps completed
   int64_t optimizer_steps = 0;  // AdamW's own count (its bias correction)
   SamplerState sampler;
   bool lora = false;
-  int64_t tensor_count = 0;  // trainable tensors saved
+  // The trainable tensors saved, name -> whole shape, as the manifest lists them.
+  std::map<std::string, std::vector<int64_t>> tensors;
+  int64_t tensor_count = 0;  // tensors.size()
   std::string config;        // the run config, TOML
   // Shard file names (plain names, in the checkpoint's directory), in the manifest's order.
   std::vector<std::string> files;
   // File name -> CRC32C, one per file; absent in manifests written before checksums.
   std::optional<std::map<std::string, uint32_t>> crc32c;
+  // Non-empty when the manifest could not be verified (a checkpoint written before manifests were
+  // checksummed): the warning its reader prints.
+  std::string unverified;
 };
 
-// The manifest's JSON text; `where` (its path) starts every message.
+// The manifest's JSON text; `where` (its path) starts every message. Besides each field's form,
+// the fields are checked against each other: optimizer_steps equals step (every step is one
+// AdamW update), the sampler drew at least one row a step and its position (epoch, row) fits the
+// rows drawn, and no tensor is listed twice.
 CheckpointManifest parse_checkpoint_manifest(const std::string& text, const std::string& where);
-// <dir>/manifest.json.
+// <dir>/manifest.json, verified against <dir>/manifest.json.crc32c first (mt::Error naming the
+// manifest when they differ; a missing checksum file is `unverified`).
 CheckpointManifest read_checkpoint_manifest(const std::string& dir);
+// Writes <dir>/manifest.json.crc32c for the manifest text `text` (atomically).
+void write_manifest_checksum(const std::string& dir, const std::string& text);
 
 }  // namespace mt

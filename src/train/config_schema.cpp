@@ -16,6 +16,14 @@ constexpr ValueRange kPositive{.min = 0, .min_open = true};
 constexpr ValueRange kNonNegative{.min = 0};
 constexpr ValueRange kAtLeastOne{.min = 1};
 constexpr ValueRange kUnitInterval{.min = 0, .max = 1, .max_open = true};  // [0, 1)
+// Counts, bounded so that every product the trainer, samplers and memory check form of them fits
+// in 64 bits (the products themselves are checked too, in run_config.cpp): generous for any
+// machine, far from the 2^57 rows that once overflowed the memory check into a crash. The model's
+// sizes have their own limits (model/config.h's validate).
+constexpr ValueRange kRows{.min = 0, .min_open = true, .max = 0x1p24};         // sequences, tokens a row
+constexpr ValueRange kSteps{.min = 0, .min_open = true, .max = 0x1p40};        // steps
+constexpr ValueRange kStepsOrZero{.min = 0, .max = 0x1p40};
+constexpr ValueRange kThreads{.min = 0, .max = 0x1p16};
 
 std::vector<ConfigKey> make_keys() {
   return {
@@ -68,7 +76,7 @@ std::vector<ConfigKey> make_keys() {
       {KEY(optim.lr), .range = kPositive, .builtin = "2e-3", .help = "Peak learning rate (AdamW)"},
       {KEY(optim.min_lr), .range = kNonNegative, .builtin = "2e-4",
        .help = "Cosine schedule decays from lr to min_lr (above lr is allowed: it then rises)"},
-      {KEY(optim.warmup_steps), .range = kNonNegative, .builtin = "20", .help = "Linear warm-up steps"},
+      {KEY(optim.warmup_steps), .range = kStepsOrZero, .builtin = "20", .help = "Linear warm-up steps"},
       {KEY(optim.weight_decay), .range = kNonNegative, .help = "Decoupled weight decay"},
       {KEY(optim.beta1), .range = kUnitInterval, .help = "AdamW beta1"},
       {KEY(optim.beta2), .range = kUnitInterval, .help = "AdamW beta2"},
@@ -76,22 +84,22 @@ std::vector<ConfigKey> make_keys() {
       {KEY(optim.grad_clip), .help = "Global gradient-norm clip; <= 0 disables"},
 
       // [train]
-      {KEY(train.steps), .range = kPositive, .builtin = "200", .help = "Optimizer steps"},
-      {KEY(train.batch_size), .range = kPositive, .builtin = "8", .help = "Sequences per micro-batch"},
-      {KEY(train.grad_accum), .range = kPositive, .help = "Micro-batches per optimizer step"},
-      {KEY(train.seq_len), .range = kPositive, .builtin = "128",
+      {KEY(train.steps), .range = kSteps, .builtin = "200", .help = "Optimizer steps"},
+      {KEY(train.batch_size), .range = kRows, .builtin = "8", .help = "Sequences per micro-batch"},
+      {KEY(train.grad_accum), .range = kRows, .help = "Micro-batches per optimizer step"},
+      {KEY(train.seq_len), .range = kRows, .builtin = "128",
        .help = "Tokens per sequence; <= model.max_position_embeddings"},
       {KEY(train.seed), .help = "Seeds initialisation and batch sampling; >= 0"},
       {KEY(train.precision), .choices = {"fp32", "bf16"},
        .help = "Compute precision (bf16: mixed, with fp32 master weights)"},
       {KEY(train.activation_checkpointing),
        .help = "Recompute activations in the backward pass to save memory"},
-      {KEY(train.log_every), .range = kPositive, .builtin = "10",
+      {KEY(train.log_every), .range = kSteps, .builtin = "10",
        .help = "Print a progress line every N steps"},
-      {KEY(train.eval_every), .range = kNonNegative,
+      {KEY(train.eval_every), .range = kStepsOrZero,
        .help = "Steps between validation-loss evaluations of the held-out set (and one at the "
                "last step), into metrics.jsonl and the progress line; 0: none"},
-      {KEY(train.threads), .range = kNonNegative, .help = "Worker threads; 0 uses all cores"},
+      {KEY(train.threads), .range = kThreads, .help = "Worker threads; 0 uses all cores"},
       {KEY(train.peak_gflops), .range = kNonNegative,
        .help = "MFU denominator in GFLOP/s; 0 measures the device's bf16 GEMM at start",
        .per_rank = true},
@@ -106,6 +114,10 @@ std::vector<ConfigKey> make_keys() {
       {KEY(train.collective_timeout), .range = kNonNegative,
        .help = "Seconds a rank may wait in one collective before the watchdog names what each "
                "rank is stuck in and ends the job; 0: no watchdog (see docs/distributed.md)"},
+      {KEY(train.stop_timeout), .range = kNonNegative,
+       .help = "Seconds from a stop signal (SIGTERM, SIGINT, SIGUSR1) to an immediate exit (code 4) "
+               "when the graceful stop (finish the step, write a checkpoint, exit 3) has not "
+               "completed; a second signal exits at once too; 0: no limit (see Stopping a run)"},
       {KEY(train.debug_collectives),
        .help = "Before each collective, the ranks compare its sequence number and signature and "
                "name a mismatch instead of hanging (one small all-gather per collective)"},
@@ -153,15 +165,17 @@ std::vector<ConfigKey> make_keys() {
       {KEY(output.dir), .non_empty = true,
        .help = "Where metrics.jsonl, the run's config (run.toml) and the weights go; relative to "
                "the working directory"},
-      {KEY(output.checkpoint_every), .range = kNonNegative,
+      {KEY(output.checkpoint_every), .range = kStepsOrZero,
        .help = "Steps between checkpoints (and one at the end); 0: none"},
       {KEY(output.keep_checkpoints), .range = kAtLeastOne, .help = "Newest checkpoints kept"},
       {KEY(output.keep_best),
        .help = "Checkpoint each step whose validation loss is the lowest so far and name it in "
                "checkpoints/best, which pruning keeps; needs train.eval_every > 0"},
       {KEY(output.overwrite),
-       .help = "Replace the files of another run in output.dir (run.toml, metrics.jsonl, "
-               "run_summary.json, checkpoints/, model/, adapter/); false: such a directory is refused unless resumed"},
+       .help = "Replace another run in output.dir: remove, and list, what meshtrain wrote there (run.toml, "
+               "metrics.jsonl, run_summary.json, checkpoints/, model/, adapter/, and the reports and exports "
+               "recorded in meshtrain_outputs.txt), never another file; false: such a directory is refused "
+               "unless resumed"},
 
       // [mesh]: the command line's --mesh replaces it; the product must equal the number of ranks.
       {KEY(mesh.dp), .range = kAtLeastOne, .help = "Data-parallel replicas (each sees its own batches)"},

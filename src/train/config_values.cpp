@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/clipped.h"
 #include "core/error.h"
 
 namespace mt {
@@ -20,6 +21,8 @@ template <class... F>
 Overloaded(F...) -> Overloaded<F...>;
 
 std::string num(double v) {
+  // Whole numbers in full ("16777216", not "1.67772e+07"): range limits and counts.
+  if (v == std::floor(v) && std::fabs(v) < 0x1p53) return std::to_string(int64_t(v));
   std::ostringstream s;
   s << v;
   return s.str();
@@ -196,7 +199,7 @@ void read_config_value(const toml::node& n, const ConfigKey& key, RunConfig& c,
             const std::string v = n.as_string()->get();
             if (!is_choice(key, v))
               fail(where + ": " + name + " must be " + choice_list(key.choices, true) + ", got \"" +
-                   v + "\"");
+                   clipped(v) + "\"");
             *out = v == "fp32" ? Precision::fp32 : Precision::bf16;
           },
           [&](parallel::PartitionRules* out) {
@@ -214,21 +217,21 @@ void read_config_value(const toml::node& n, const ConfigKey& key, RunConfig& c,
 
 std::string check_config_value(const ConfigKey& key, const RunConfig& c) {
   const std::string name(key.name);
-  auto number = [&](double v) -> std::string {
+  auto number = [&](double v, const std::string& text) -> std::string {
     if (in_range(v, key.range)) return "";
     if (!has_bounds(key.range)) return name + " must be a number, got nan";
-    return name + " must be " + range_text(key.range) + ", got " + num(v);
+    return name + " must be " + range_text(key.range) + ", got " + text;
   };
   return std::visit(
       Overloaded{
-          [&](int64_t* v) { return number(double(*v)); },
+          [&](int64_t* v) { return number(double(*v), std::to_string(*v)); },
           [&](uint64_t*) { return std::string(); },  // the reader refused negatives
-          [&](float* v) { return number(*v); },
+          [&](float* v) { return number(*v, num(*v)); },
           [&](bool*) { return std::string(); },
           [&](std::string* v) -> std::string {
             if (key.non_empty && v->empty()) return name + " must not be empty";
             if (!key.choices.empty() && !is_choice(key, *v))
-              return name + " must be " + choice_list(key.choices, true) + ", got \"" + *v + "\"";
+              return name + " must be " + choice_list(key.choices, true) + ", got \"" + clipped(*v) + "\"";
             return "";
           },
           [&](std::vector<std::string>* v) -> std::string {

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/atomic_file.h"
+#include "core/bounded_json.h"
 #include "core/error.h"
 
 namespace mt {
@@ -106,20 +107,39 @@ void JsonlWriter::write(const nlohmann::json& obj) {
 
 namespace mt {
 
-void truncate_metrics(const std::string& path, int64_t step) {
+MetricsRewind truncate_metrics(const std::string& path, int64_t step) {
+  MetricsRewind out;
   std::ifstream in(path);
-  if (!in) return;
-  std::ostringstream kept;
+  if (!in) return out;
+  std::ostringstream kept, unreadable;
   std::string line;
-  while (std::getline(in, line)) {
-    // A killed run's last line may be cut short (no newline, or not JSON): it goes too.
-    if (in.eof()) break;
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
-    if (j["step"].get<int64_t>() <= step) kept << line << '\n';
+  for (int64_t no = 1; std::getline(in, line); ++no) {
+    const nlohmann::json j = parse_json_or_discarded(line, JsonKind::metrics_line);
+    const bool is_step = j.is_object() && j.contains("step") && j["step"].is_number_integer();
+    // A killed run's last line may be cut short (no newline): it was never a whole record.
+    if (in.eof()) {
+      out.torn_last_line = !line.empty();
+      break;
+    }
+    if (!is_step) {
+      out.unreadable_lines.push_back(no);
+      unreadable << line << '\n';
+    } else if (j["step"].get<int64_t>() <= step) {
+      kept << line << '\n';
+    } else {
+      ++out.dropped_steps;
+    }
   }
   in.close();
+  if (!out.unreadable_lines.empty()) {
+    out.unreadable_file = (std::filesystem::path(path).parent_path() / kMetricsUnreadableFile).string();
+    std::ofstream aside(out.unreadable_file, std::ios::app | std::ios::binary);
+    aside << unreadable.str();
+    aside.flush();
+    if (!aside) fail("cannot write '" + out.unreadable_file + "' (the unreadable lines of " + path + ")");
+  }
   write_file_atomically(path, [&](std::ostream& os) { os << kept.str(); });
+  return out;
 }
 
 std::map<int64_t, double> read_val_losses(const std::string& path) {
@@ -127,7 +147,7 @@ std::map<int64_t, double> read_val_losses(const std::string& path) {
   std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json j = parse_json_or_discarded(line, JsonKind::metrics_line);
     if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
         j.contains("val_loss") && j["val_loss"].is_number())
       out[j["step"].get<int64_t>()] = j["val_loss"].get<double>();

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -54,10 +55,22 @@ class JsonlWriter {
   std::ofstream out_;
 };
 
+// What truncate_metrics did besides keeping the lines of steps <= step.
+struct MetricsRewind {
+  int64_t dropped_steps = 0;               // lines of steps after `step`, replaced by the resumed run
+  std::vector<int64_t> unreadable_lines;   // 1-based numbers of lines that are not a step's JSON
+  std::string unreadable_file;             // where those lines were moved (empty if none)
+  bool torn_last_line = false;             // a killed run's last line, cut short, removed
+};
+
 // A run resumed at `step` replaces the history after it: keeps the lines of steps <= step and
 // drops the rest, and any torn last line of a killed run (atomically: the old file or the new
-// one, never a mix). Nothing to do when the file does not exist.
-void truncate_metrics(const std::string& path, int64_t step);
+// one, never a mix). A complete line that is not a step's JSON (corrupted on disk) is never
+// dropped: it is appended, as it was, to kMetricsUnreadableFile beside the file, before the file
+// is rewritten without it (so `meshtrain report` can read the history). Nothing to do when the
+// file does not exist.
+MetricsRewind truncate_metrics(const std::string& path, int64_t step);
+inline constexpr const char* kMetricsUnreadableFile = "metrics_unreadable.txt";
 
 // Step -> val_loss of the lines of metrics.jsonl that have one (none when the file is missing).
 std::map<int64_t, double> read_val_losses(const std::string& path);

@@ -1,5 +1,6 @@
 #include "train/placed_model.h"
 
+#include "core/crc32c.h"
 #include "core/error.h"
 #include "io/model_files.h"
 #include "io/peft.h"
@@ -94,6 +95,30 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
   }
   if (sharded_)
     sync_ = std::make_unique<ShardedSync>(dp_, stages_and_replicas_ ? *stages_and_replicas_ : dp_, *sharded_);
+  // Before any step: replicas that loaded different values would drift apart silently.
+  parallel::require_equal_replicas(mesh.world(), held_blocks());
+}
+
+std::vector<parallel::HeldBlock> PlacedModel::held_blocks() {
+  std::vector<parallel::HeldBlock> out;
+  if (mesh_.world().size() == 1) return out;
+  std::vector<float> values;
+  auto add = [&](const ParamStore& store, const Param& p, const TensorBox& box) {
+    values.resize(size_t(p.numel));
+    store.get_values(p, values.data());
+    out.push_back({p.name, box, crc32c(values.data(), values.size() * sizeof(float))});
+  };
+  if (!sharded_) {
+    for (ParamStore* store : {&whole_->base(), &whole_->adapters()})
+      for (const Param& p : store->params()) add(*store, p, TensorBox::whole(p.shape));
+    return out;
+  }
+  for (const parallel::ShardSlot& s : sharded_->slots()) {
+    if (!s.shard || s.shard->numel == 0) continue;
+    const bool base = sharded_->shard_base().find(s.name) == s.shard;
+    add(base ? sharded_->shard_base() : sharded_->shard_adapters(), *s.shard, s.box);
+  }
+  return out;
 }
 
 PlacedModel::~PlacedModel() = default;

@@ -12,6 +12,7 @@
 #include "parallel/data_parallel.h"
 #include "parallel/mesh.h"
 #include "parallel/pipeline.h"
+#include "parallel/replica_agreement.h"
 #include "parallel/sharded_model.h"
 #include "model/llama.h"
 #include "train/adamw.h"
@@ -55,6 +56,9 @@ class PlacedModel {
   // sharded model is gathered one tensor at a time as the file is written, so no rank ever holds
   // more than one whole tensor.
   std::vector<std::string> export_model(const std::string& dir);
+  // Every block of every tensor (base and adapters) this rank holds, with the CRC32C of its
+  // values: what ranks holding the same block compare at start (parallel/replica_agreement.h).
+  std::vector<parallel::HeldBlock> held_blocks();
   // Seconds blocked in FSDP collectives since the last reset (0 when not sharded).
   double exposed_comm_seconds() const { return sharded_ ? sharded_->exposed_comm_seconds() : 0.0; }
   void reset_comm_stats() {

@@ -15,6 +15,8 @@
 #include <sstream>
 #include <string_view>
 
+#include "core/checked_math.h"
+#include "core/clipped.h"
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "data/unicode.h"
@@ -43,6 +45,9 @@ std::string suggestion(const std::string& key) {
   std::string_view best;
   size_t best_d = 3;  // suggest only close matches
   for (const ConfigKey& k : config_keys()) {
+    // The distance is at least the difference in length: a key far longer than any name (10 MB in
+    // a hostile file) is not compared at all, which took minutes.
+    if (std::max(key.size(), k.name.size()) - std::min(key.size(), k.name.size()) >= best_d) continue;
     size_t d = edit_distance(key, k.name);
     if (d < best_d) best_d = d, best = k.name;
   }
@@ -50,7 +55,7 @@ std::string suggestion(const std::string& key) {
 }
 
 [[noreturn]] void unknown_key(const std::string& where, const std::string& key) {
-  fail(where + ": unknown key '" + key + "'" + suggestion(key));
+  fail(where + ": unknown key '" + clipped(key) + "'" + suggestion(key));
 }
 
 std::string section_list() {
@@ -62,7 +67,7 @@ std::string section_list() {
 
 [[noreturn]] void unknown_section(const std::string& where, const std::string& section,
                                   const std::string& hint) {
-  fail(where + ": unknown section '" + section + "'" + hint);
+  fail(where + ": unknown section '" + clipped(section) + "'" + hint);
 }
 
 // Checks that `tbl` (the document, or a table at `prefix`) holds only known tables and keys.
@@ -141,6 +146,14 @@ void validate_run(const RunConfig& c, const WhereFor& where_for) {
     bad("train.seq_len (" + std::to_string(c.train.seq_len) +
         ") must be <= model.max_position_embeddings (" +
         std::to_string(c.model.max_position_embeddings) + ")");
+  // Each count is bounded by its range; their product, the tokens of a step, by what a step can
+  // hold (and so that the trainer's and memory check's arithmetic on it fits in 64 bits).
+  const TrainConfig& t = c.train;
+  const std::optional<int64_t> rows = checked_mul(t.batch_size, t.grad_accum);
+  const std::optional<int64_t> tokens = rows ? checked_mul(*rows, t.seq_len) : std::nullopt;
+  if (!tokens || *tokens > kMaxTokensPerStep)
+    bad("train.batch_size x train.grad_accum x train.seq_len (" + std::to_string(t.batch_size) + " x " +
+        std::to_string(t.grad_accum) + " x " + std::to_string(t.seq_len) + ") must be at most 2^40 tokens a step");
   if (c.output.keep_best && c.train.eval_every == 0)
     bad("output.keep_best needs train.eval_every > 0 (the best is chosen by validation loss)");
   // The mesh against the world is checked when the ranks are known (Mesh's constructor).
@@ -162,7 +175,7 @@ toml::table parse_doc(const std::string& text, const std::string& where) {
   } catch (const toml::parse_error& e) {
     fail(where + ":" + std::to_string(e.source().begin.line) + ":" +
          std::to_string(e.source().begin.column) + ": TOML syntax error: " +
-         one_line(e.description()));
+         one_line(clipped(e.description(), 200)));
   }
 }
 
@@ -182,7 +195,7 @@ toml::table parse_override_value(const std::string& value) {
 
 // Applies one override onto the document; returns the dotted key it set.
 std::string apply_override(toml::table& doc, const std::string& ov) {
-  const std::string where = "--set " + ov;
+  const std::string where = "--set " + clipped(ov);
   size_t eq = ov.find('=');
   if (eq == std::string::npos) fail(where + ": expected section.key=value");
   std::string path = ov.substr(0, eq);
@@ -197,7 +210,7 @@ std::string apply_override(toml::table& doc, const std::string& ov) {
     start = dot + 1;
   }
   for (const auto& p : parts)
-    if (p.empty()) fail(where + ": expected section.key=value, got key '" + path + "'");
+    if (p.empty()) fail(where + ": expected section.key=value, got key '" + clipped(path) + "'");
   if (parts.size() < 2) {
     if (!is_config_table(parts[0])) unknown_section(where, parts[0], "");
     fail(where + ": expected section.key=value, got only the section '" + parts[0] + "'");

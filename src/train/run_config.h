@@ -24,6 +24,9 @@ struct OptimConfig {
   float grad_clip = 1.0f;  // global-norm clip; <= 0 disables
 };
 
+// The most tokens one optimizer step may hold (batch_size x grad_accum x seq_len).
+inline constexpr int64_t kMaxTokensPerStep = int64_t(1) << 40;
+
 struct TrainConfig {
   int64_t steps = 100;
   int64_t batch_size = 4;    // sequences per micro-batch
@@ -46,6 +49,9 @@ struct TrainConfig {
   bool debug_collectives = false;  // every rank cross-checks each collective's signature first
   // How device buffers travel between ranks: "mpi", "staged" or "nccl" (parallel/device_comms.h).
   std::string device_comm = "mpi";
+  // Seconds from a stop signal (SIGTERM, SIGINT, SIGUSR1) to a forced exit when the graceful stop
+  // (finish the step, checkpoint) has not completed; 0: no limit (train/stop_signals.h).
+  float stop_timeout = 300.0f;
   // Pipeline parallelism (mesh pp > 1): the schedule, and the blocks of each stage ("2,3"; empty:
   // balanced by cost); pp_virtual > 1 cuts each stage into that many chunks (interleaved 1F1B),
   // and pp_blocks then counts blocks per chunk.

@@ -1,14 +1,17 @@
 #include "train/run_directory.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/bounded_json.h"
 #include "core/error.h"
 #include "train/checkpoint_dir.h"
 #include "train/metrics.h"
+#include "train/run_outputs.h"
 
 namespace mt {
 
@@ -18,7 +21,7 @@ namespace fs = std::filesystem;
 
 // What a run writes into its directory; --overwrite removes these and nothing else.
 const std::vector<std::string> kRunFiles = {"run.toml", "metrics.jsonl", "checkpoints",
-                                            "run_summary.json"};
+                                            "run_summary.json", kMetricsUnreadableFile};
 const std::vector<std::string> kRunOutputs = {"model", "adapter"};  // the trained model's export
 
 bool holds_a_run(const fs::path& dir) {
@@ -32,7 +35,7 @@ int64_t last_metrics_step(const fs::path& file) {
   std::ifstream in(file);
   int64_t last = -1;
   for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const auto j = parse_json_or_discarded(line, JsonKind::metrics_line);
     if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) last = j["step"].get<int64_t>();
   }
   return last;
@@ -72,6 +75,29 @@ std::vector<std::string> remove_stale_temporaries(const fs::path& dir) {
   return removed;
 }
 
+// A run writes run.toml, model/ and checkpoints/ into output.dir and --overwrite removes them: in
+// the file system's root, the home directory or the working directory itself that would mix the
+// run's files with everything else there (as root, "/" would gain /run.toml and /model/). Refused
+// before anything is created; a subdirectory of any of them is fine.
+void refuse_shared_directory(const std::string& dir) {
+  if (dir.empty()) fail("output.dir is empty; name a directory for the run (e.g. --out runs/first)");
+  std::error_code ec;
+  const fs::path here = fs::weakly_canonical(fs::absolute(dir, ec), ec);
+  if (ec) return;  // create_directories reports what is wrong with it
+  auto same = [&](const fs::path& other) {
+    std::error_code e;
+    return !other.empty() && fs::weakly_canonical(other, e) == here && !e;
+  };
+  const char* home = std::getenv("HOME");
+  const char* which = here == here.root_path()          ? "the root directory"
+                      : home && *home && same(home)       ? "the home directory"
+                      : same(fs::current_path(ec))        ? "the working directory"
+                                                          : nullptr;
+  if (which)
+    fail("output.dir '" + dir + "' is " + which + " itself; a run writes run.toml, model/ and checkpoints/ "
+         "there, so give it a directory of its own (e.g. '" + (fs::path(dir) / "run").string() + "')");
+}
+
 }  // namespace
 
 RunDirectory::RunDirectory(const RunConfig& cfg, parallel::Comm& world, std::ostream& log)
@@ -81,6 +107,7 @@ RunDirectory::RunDirectory(const RunConfig& cfg, parallel::Comm& world, std::ost
 }
 
 void RunDirectory::claim(const RunConfig& cfg, std::ostream& log) {
+  refuse_shared_directory(dir_);
   const fs::path dir(dir_);
   const std::string& resume = cfg.train.resume;
   if (cfg.output.overwrite && resumes_from_inside(resume, dir))
@@ -104,9 +131,20 @@ void RunDirectory::claim(const RunConfig& cfg, std::ostream& log) {
            "); pass --overwrite to replace it" +
            (list_checkpoints(dir_).empty() ? " or choose another output.dir"
                                            : " or set train.resume=latest to continue it"));
-    for (const auto& name : kRunFiles) fs::remove_all(dir / name);
-    for (const auto& name : kRunOutputs) fs::remove_all(dir / name);
-    log << "output.dir: replaced the previous run (" << progress << ") in " << dir_ << "\n";
+    // The run's own files, then what report and export recorded writing here
+    // (train/run_outputs.h); a file no meshtrain command wrote stays.
+    std::vector<std::string> removed;
+    for (const auto& list : {kRunFiles, kRunOutputs})
+      for (const auto& name : list) {
+        const auto type = fs::symlink_status(dir / name).type();
+        if (type == fs::file_type::not_found) continue;
+        fs::remove_all(dir / name);
+        removed.push_back(type == fs::file_type::directory ? name + "/" : name);
+      }
+    for (const auto& rel : remove_recorded_outputs(dir_)) removed.push_back(rel);
+    log << "output.dir: replaced the previous run (" << progress << ") in " << dir_ << "; removed:";
+    for (const auto& r : removed) log << " " << r;
+    log << "\n";
   }
   const auto stale = remove_stale_temporaries(dir);
   if (!stale.empty()) {
@@ -116,10 +154,17 @@ void RunDirectory::claim(const RunConfig& cfg, std::ostream& log) {
   }
 }
 
-void RunDirectory::rewind_to(int64_t step) {
+void RunDirectory::rewind_to(int64_t step, std::ostream& log) {
   if (!lock_) return;
   drop_checkpoints_after(dir_, step);
-  truncate_metrics((fs::path(dir_) / "metrics.jsonl").string(), step);
+  const MetricsRewind r = truncate_metrics((fs::path(dir_) / "metrics.jsonl").string(), step);
+  if (!r.unreadable_lines.empty()) {
+    log << "metrics.jsonl: " << r.unreadable_lines.size() << " line(s) are not a step's JSON (line";
+    for (size_t k = 0; k < r.unreadable_lines.size() && k < 10; ++k) log << " " << r.unreadable_lines[k];
+    if (r.unreadable_lines.size() > 10) log << " ...";
+    log << "); moved, as they were, to " << r.unreadable_file << "\n";
+  }
+  if (r.torn_last_line) log << "metrics.jsonl: removed the last line, cut short when the run was stopped\n";
 }
 
 }  // namespace mt

@@ -2,8 +2,9 @@
 // an OS lock naming its pid and host, so a second run into the same directory is refused at once
 // instead of both writing there (a lock left by a killed run is taken over). A directory holding
 // another run's files is refused unless this run resumes it (train.resume) or replaces it
-// (output.overwrite, which removes only what a run writes: run.toml, metrics.jsonl, checkpoints/,
-// model/ and adapter/). At start the temporaries of writes that a crash cut short are removed,
+// (output.overwrite, which removes only what meshtrain wrote there, and lists it: run.toml,
+// metrics.jsonl, run_summary.json, checkpoints/, model/, adapter/, and the reports and exports
+// recorded in meshtrain_outputs.txt, train/run_outputs.h). At start the temporaries of writes that a crash cut short are removed,
 // and a resumed run drops the checkpoints and metrics lines after the step it resumed from.
 #pragma once
 #include <cstdint>
@@ -24,8 +25,9 @@ class RunDirectory {
   RunDirectory(const RunConfig& cfg, parallel::Comm& world, std::ostream& log);
 
   // Rank 0 of a run resumed at `step`: checkpoints after it are removed and metrics.jsonl keeps
-  // the lines up to it, so no step appears twice.
-  void rewind_to(int64_t step);
+  // the lines up to it, so no step appears twice. Lines it cannot read are moved aside, and said
+  // so on `log` (see truncate_metrics).
+  void rewind_to(int64_t step, std::ostream& log);
 
  private:
   void claim(const RunConfig& cfg, std::ostream& log);

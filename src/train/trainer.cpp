@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "core/atomic_file.h"
+#include "core/checked_math.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "core/profile.h"
@@ -20,19 +21,23 @@
 #include "parallel/comm.h"
 #include "parallel/data_parallel.h"
 #include "parallel/device_comms.h"
+#include "parallel/launch_env.h"
 #include "parallel/mesh.h"
 #include "parallel/rank_places.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_dir.h"
+#include "train/checkpoint_manifest.h"
 #include "train/device_choice.h"
 #include "train/flops.h"
 #include "train/metrics.h"
 #include "train/placed_model.h"
+#include "train/resume_config.h"
 #include "train/run_agreement.h"
 #include "train/run_directory.h"
 #include "train/run_summary.h"
 #include "train/step.h"
+#include "train/stop_signals.h"
 #include "train/training_data.h"
 
 namespace mt {
@@ -98,13 +103,14 @@ struct TrainingRun {
   // Builds the members (claiming output.dir before the model loads), logs the run's header, resumes
   // from train.resume if given, writes run.toml and opens metrics.jsonl, and measures the
   // validation loss the finish compares against.
-  TrainingRun(const RunConfig& cfg, std::ostream& out, Backend& backend);
+  TrainingRun(const RunConfig& cfg, const StopSignals& stop, std::ostream& out, Backend& backend);
   TrainingRun(const TrainingRun&) = delete;
   TrainingRun& operator=(const TrainingRun&) = delete;
 
   const RunConfig& cfg;
   const TrainConfig& tc;
   Backend& backend;  // the device the model, the optimizer and the activations live on
+  const StopSignals& stop;
   std::unique_ptr<parallel::Comm> world;
   parallel::Mesh mesh;
   DeviceComms device_comms;
@@ -172,10 +178,11 @@ double validation_loss(TrainingRun& run) {
   return total.count ? total.sum / double(total.count) : std::nan("");
 }
 
-TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, Backend& backend)
+TrainingRun::TrainingRun(const RunConfig& cfg, const StopSignals& stop, std::ostream& out, Backend& backend)
     : cfg(cfg),
       tc(cfg.train),
       backend(backend),
+      stop(stop),
       world(open_world(cfg)),
       mesh(*world, cfg.mesh),
       device_comms(mesh, backend, tc),
@@ -191,7 +198,8 @@ TrainingRun::TrainingRun(const RunConfig& cfg, std::ostream& out, Backend& backe
       peak(tc.peak_gflops > 0 ? tc.peak_gflops * 1e9
                               : measure_gemm_flops(&backend == &cpu_backend() ? 2048 : 4096, 0.5,
                                                    /*bf16=*/true, backend)),
-      tokens_per_step(tc.batch_size * tc.grad_accum * tc.seq_len) {
+      tokens_per_step(mul_or_fail(mul_or_fail(tc.batch_size, tc.grad_accum, "train.batch_size x train.grad_accum"),
+                                  tc.seq_len, "the tokens of a step")) {
   if (tc.eval_every > 0 && !data->has_validation())
     fail("train.eval_every = " + std::to_string(tc.eval_every) +
          " but the data has no held-out validation set; set data.val_fraction > 0");
@@ -255,6 +263,10 @@ void TrainingRun::open_outputs() {
 
 void TrainingRun::resume() {
   const std::string dir = resolve_checkpoint(tc.resume, cfg.output.dir);
+  // The config first: a changed model key would otherwise surface as a tensor of another shape.
+  const CheckpointManifest manifest = read_checkpoint_manifest(dir);
+  if (!manifest.unverified.empty()) log << manifest.unverified << "\n";
+  require_resumable_config(cfg, manifest.config, dir);
   const CheckpointState state = load_checkpoint(dir, placed.held_tensors(optimizer), optimizer,
                                                 cfg.lora.enabled);
   placed.refresh_compute_copies();
@@ -263,7 +275,7 @@ void TrainingRun::resume() {
   if (start_step >= tc.steps)
     fail(dir + ": checkpoint is at step " + std::to_string(start_step) + ", train.steps is " +
          std::to_string(tc.steps) + ": nothing left to do");
-  run_dir.rewind_to(start_step);
+  run_dir.rewind_to(start_step, log);
   if (cfg.output.keep_best && leader) restore_best();
   log << "resumed from " << dir << " at step " << start_step << "\n";
 }
@@ -321,8 +333,8 @@ void report_step(TrainingRun& run, int64_t step, const StepResult& r, double dt,
 }
 
 // Collective: every rank saves what it holds of the model and the optimizer state; `best` names
-// it in checkpoints/best too.
-void checkpoint(TrainingRun& run, int64_t steps_done, bool best) {
+// it in checkpoints/best too. Returns the checkpoint's directory.
+std::string checkpoint(TrainingRun& run, int64_t steps_done, bool best) {
   const RunConfig& cfg = run.cfg;
   const std::string dir = save_checkpoint(cfg.output.dir, {steps_done, run.data->state()},
                                           run.placed.held_tensors(run.optimizer), run.optimizer,
@@ -331,6 +343,54 @@ void checkpoint(TrainingRun& run, int64_t steps_done, bool best) {
                                                                  : std::vector<int64_t>{}},
                                           cfg.output.keep_checkpoints, *run.world);
   run.log << "checkpoint: " << dir << (best ? " (best validation loss so far)" : "") << "\n";
+  return dir;
+}
+
+// Collective, once a step: the stop signal any rank has seen (its number; 0: none). A signal
+// reaches one rank or all of them at different moments; this one all-reduce makes every rank stop
+// after the same step.
+int agreed_stop_signal(TrainingRun& run) {
+  float sig = run.stop.requested() ? float(run.stop.first_signal_number()) : 0.0f;
+  if (run.world->size() > 1) run.world->all_reduce_max(&sig, 1);
+  return int(sig);
+}
+
+// `s` as one shell word: as it is when it holds only characters no shell treats specially, else in
+// single quotes.
+std::string shell_word(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+=:,@%") ==
+                        std::string::npos)
+    return s;
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The command that continues a stopped run: its run.toml (paths absolute, so it works from any
+// directory), under the launcher and number of ranks it ran with.
+std::string resume_command(const TrainingRun& run) {
+  namespace fs = std::filesystem;
+  const std::string dir = fs::absolute(run.cfg.output.dir).lexically_normal().string();
+  std::string launch;
+  if (run.world->size() > 1) {
+    const parallel::Launcher l = parallel::read_launch_env().launcher;
+    launch = (l == parallel::Launcher::srun ? "srun -n " : "mpirun -n ") + std::to_string(run.world->size()) + " ";
+  }
+  return launch + "meshtrain train --config " + shell_word(dir + "/run.toml") + " --set " +
+         shell_word("output.dir=" + dir) + " --set train.resume=latest";
+}
+
+// After a stop signal: the checkpoint of the steps done (unless this step just wrote one), and the
+// line saying where the run stopped and how to continue.
+void stop_after(TrainingRun& run, int64_t steps_done, int sig, const std::string& saved) {
+  const std::string dir = saved.empty() ? checkpoint(run, steps_done, false) : saved;
+  run.log << "stopped: " << signal_name(sig) << " after step " << steps_done << " of " << run.tc.steps
+          << ", checkpoint " << dir << "; resume with: " << resume_command(run) << "\n";
+  run.log.flush();
+  // Every rank exits 3 next, and mpirun ends the job at the first non-zero exit: the line above
+  // must be out before any rank leaves.
+  run.world->barrier();
+  run.summary.stopped = true;
 }
 
 // Collective: whether `val_loss` is the lowest so far. Rank 0 judges and every rank follows it,
@@ -345,7 +405,8 @@ bool is_new_best(TrainingRun& run, double val_loss) {
 // The step loop, from the start (or the resumed) step to train.steps, with a validation loss every
 // train.eval_every steps and at the last, and a checkpoint every output.checkpoint_every steps,
 // at the last, and (output.keep_best) at each new lowest validation loss. A step's time leaves out
-// its validation.
+// its validation. A stop signal ends the loop after the step in flight, with a checkpoint
+// (summary.stopped).
 StepTiming run_steps(TrainingRun& run) {
   const TrainConfig& tc = run.tc;
   const int64_t every = run.cfg.output.checkpoint_every;
@@ -388,8 +449,14 @@ StepTiming run_steps(TrainingRun& run) {
     if (last) run.last_step_val_loss = val_loss;
     report_step(run, step, r, dt, t_start, val_loss);
     const bool best = evaluate && run.cfg.output.keep_best && is_new_best(run, val_loss);
-    if (best || (every > 0 && ((step + 1) % every == 0 || last))) checkpoint(run, step + 1, best);
+    std::string saved;
+    if (best || (every > 0 && ((step + 1) % every == 0 || last))) saved = checkpoint(run, step + 1, best);
     run.log.flush();
+    if (last) break;  // a signal now only finishes what little is left
+    if (const int sig = agreed_stop_signal(run)) {
+      stop_after(run, step + 1, sig, saved);
+      break;
+    }
   }
   return timed;
 }
@@ -527,9 +594,12 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
 
 TrainSummary train(const RunConfig& cfg, std::ostream& out, Backend& backend) {
   if (cfg.train.threads > 0) omp_set_num_threads(int(cfg.train.threads));
-  TrainingRun run(cfg, out, backend);
+  // From here a stop signal is a graceful stop (a signal while the run loads takes effect after its
+  // first step).
+  const StopSignals stop(cfg.train.stop_timeout);
+  TrainingRun run(cfg, stop, out, backend);
   const StepTiming timed = run_steps(run);
-  finish_run(run, timed);
+  if (!run.summary.stopped) finish_run(run, timed);
   return std::move(run.summary);
 }
 

@@ -25,11 +25,15 @@ struct TrainSummary {
   double fsdp_wait_s_per_step = 0.0;    // sharded runs: time blocked in FSDP collectives
   size_t peak_tensor_bytes = 0;
   std::vector<std::string> files_written;
+  // A stop signal ended the run early, after a checkpoint (train/stop_signals.h); the finish (the
+  // final validation, the trained model) did not run.
+  bool stopped = false;
 };
 
 // Runs the whole job described by cfg, printing progress to `log`, on the device of
 // cfg.train.device (backend/backend_factory.h: refused before anything is written when it cannot
-// be opened). Throws mt::Error on bad input.
+// be opened). Throws mt::Error on bad input. SIGTERM, SIGINT and SIGUSR1 stop it gracefully for its
+// duration (summary.stopped).
 TrainSummary train(const RunConfig& cfg, std::ostream& log);
 // The same on a backend the caller opened (the train command, which names --device in errors).
 // The model, its gradients, the optimizer and the activations all live in its memory.

@@ -76,6 +76,7 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.train.eval_every, b.train.eval_every);
   EXPECT_EQ(a.train.device, b.train.device);
   EXPECT_EQ(a.train.share_gpu, b.train.share_gpu);
+  EXPECT_EQ(a.train.device_comm, b.train.device_comm);
   EXPECT_EQ(a.data.path, b.data.path);
   EXPECT_EQ(a.data.format, b.data.format);
   EXPECT_EQ(a.data.tokenizer, b.data.tokenizer);
@@ -387,6 +388,7 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.train.eval_every = 3;
   a.train.device = "cuda";
   a.train.share_gpu = true;
+  a.train.device_comm = "staged";
   a.data.format = "alpaca";
   a.data.tokenizer = "byte";
   a.data.cache_dir = "off";

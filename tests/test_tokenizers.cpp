@@ -521,7 +521,10 @@ TEST(TiktokenReader, LoadTimeGrowsLinearlyWithManyDistinctTokenLengths) {
   const double t_small = best_load_seconds(small), t_large = best_load_seconds(large);
   std::printf("tiktoken, distinct lengths: 750 (%zu bytes) %.3f s, 3000 (%zu bytes) %.3f s\n", small.size(),
               t_small, large.size(), t_large);
-  EXPECT_LT(t_large, 32.0 * t_small + 0.05) << t_small << " s, then " << t_large << " s";
+  // The file grows 16x: linear time is ~16x, the old quadratic reader ~250x (11.5 s for the large
+  // one). The bound leaves 4x room for a shared, noisy machine (a loaded core read 38x once) and
+  // still fails the quadratic reader by an order of magnitude.
+  EXPECT_LT(t_large, 64.0 * t_small + 0.5) << t_small << " s, then " << t_large << " s";
 }
 
 // Every split of a token into two tokens, and only those, is a merge: "abc" from "a" + "bc" and

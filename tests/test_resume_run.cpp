@@ -106,7 +106,7 @@ TEST(ResumeRun, AConfigFileChangesOnlyTheKeysItGives) {
   EXPECT_TRUE(has(r.output, "overridden: optim.min_lr=1e-4 (was 2e-4), train.steps=4 (was 3)\n")) << r.output;
   std::ifstream recorded(dir + "/run.toml");
   const std::string toml((std::istreambuf_iterator<char>(recorded)), std::istreambuf_iterator<char>());
-  EXPECT_TRUE(has(toml, "lr = 1e-3")) << "the run's own lr, not the built-in run's";
+  EXPECT_TRUE(has(toml, "\nlr = 0.001\n")) << "the run's own lr, not the built-in run's:\n" << toml;
 }
 
 // Before: the cosine was recomputed over the new length, and the lr jumped at the resumed step

@@ -12,7 +12,6 @@
 #include "core/error.h"
 #include "io/pretrained.h"
 #include "parallel/comm.h"
-#include "parallel/launch_env.h"
 #include "plan/run_memory.h"
 #include "train/config_docs.h"
 #include "train/resumed_run_config.h"
@@ -110,16 +109,11 @@ Action add_train_command(CLI::App& app) {
     }
     opt->overrides.insert(opt->overrides.begin(), shorthands.begin(), shorthands.end());
     if (opt->overwrite) opt->overrides.push_back("output.overwrite=true");
-    RunConfig cfg;
-    if (asks_to_resume(opt->config, opt->overrides)) {
-      // The run's own run.toml is the base, not the built-in run (train/resumed_run_config.h).
-      ResumedRunConfig resumed = resumed_run_config(opt->config, opt->overrides);
-      if (parallel::read_launch_env().rank <= 0) std::cout << resumed.note << "\n";
-      cfg = std::move(resumed.cfg);
-    } else {
-      cfg = opt->config.empty() ? parse_run_config(default_run_config_toml(), opt->overrides, "<built-in default>")
-                                : load_run_config(opt->config, opt->overrides);
-    }
+    // A resume's base is the run's own run.toml, not the built-in run (train/resumed_run_config.h).
+    RunConfig cfg = asks_to_resume(opt->config, opt->overrides) ? resumed_run_config(opt->config, opt->overrides)
+                    : opt->config.empty()
+                        ? parse_run_config(default_run_config_toml(), opt->overrides, "<built-in default>")
+                        : load_run_config(opt->config, opt->overrides);
     if (!opt->mesh.empty()) cfg.mesh = parallel::MeshShape::parse(opt->mesh);
     // The device first: a run that cannot have it is refused before anything is checked or written.
     const DeviceBackend backend = opt->device.open(cfg.train.device, "train.device", cfg.train.share_gpu);

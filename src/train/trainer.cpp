@@ -34,6 +34,7 @@
 #include "train/metrics.h"
 #include "train/placed_model.h"
 #include "train/resume_config.h"
+#include "train/resumed_run_config.h"
 #include "train/run_agreement.h"
 #include "train/run_directory.h"
 #include "train/run_summary.h"
@@ -267,6 +268,9 @@ void TrainingRun::open_outputs() {
 
 void TrainingRun::resume() {
   const std::string dir = resolve_checkpoint(tc.resume, cfg.output.dir);
+  // What this run changes from the run it resumes (before open_outputs rewrites run.toml).
+  if (leader)
+    if (const std::string note = resume_note(cfg); !note.empty()) log << note << "\n";
   // The config first: a changed model key would otherwise surface as a tensor of another shape.
   const CheckpointManifest manifest = read_checkpoint_manifest(dir);
   if (!manifest.unverified.empty()) log << manifest.unverified << "\n";

@@ -73,6 +73,22 @@ TEST(CheckpointManifest, OlderManifestsCountBatchesOfTheirRunsBatchSize) {
   EXPECT_TRUE(has(error_of(m.dump()), "\"batches_drawn\" is out of range")) << error_of(m.dump());
 }
 
+// Where the lr schedule's decay started (train/lr_schedule.h): read as written, absent in older
+// manifests, and a damaged one refused.
+TEST(CheckpointManifest, TheLrDecayStartReadsBackAndIsChecked) {
+  EXPECT_FALSE(parse_checkpoint_manifest(good().dump(), kWhere).lr_decay.has_value());
+  nlohmann::json m = good();
+  m["lr_decay"] = {{"step", 5}, {"lr", double(1.2562833e-3f)}};
+  const std::optional<LrDecayStart> decay = parse_checkpoint_manifest(m.dump(), kWhere).lr_decay;
+  ASSERT_TRUE(decay.has_value());
+  EXPECT_EQ(decay->step, 5);
+  EXPECT_EQ(decay->lr, 1.2562833e-3f) << "a float's value survives the JSON double exactly";
+  EXPECT_TRUE(has(error_with("lr_decay", 3), "\"lr_decay\" must be an object"));
+  EXPECT_TRUE(has(error_with("lr_decay", {{"step", 5}, {"lr", -1.0}}), "must be a finite learning rate"));
+  EXPECT_TRUE(has(error_with("lr_decay", {{"step", 5}, {"lr", "high"}}), "must be a finite learning rate"));
+  EXPECT_TRUE(has(error_with("lr_decay", {{"step", -5}, {"lr", 1e-3}}), "\"step\" must be a non-negative integer"));
+}
+
 TEST(CheckpointManifest, DamagedManifestsAreOneErrorLine) {
   const nlohmann::json gone = nlohmann::json::value_t::discarded;
   EXPECT_TRUE(has(error_of("{oops"), "not valid JSON"));

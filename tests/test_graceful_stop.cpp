@@ -271,7 +271,7 @@ TEST(GracefulStop, FourRanksStopTogetherAndResumeBitExactly) {
   const StopLine s1 = stop_line(first.log());
   ASSERT_GE(s1.step, 2) << first.log();
   EXPECT_EQ(s1.signal, "SIGTERM");
-  EXPECT_EQ(s1.command.rfind("mpirun -n 4 meshtrain train --config ", 0), 0u) << s1.command;
+  EXPECT_EQ(s1.command.rfind("mpirun -n 4 meshtrain train --resume ", 0), 0u) << s1.command;
 
   // The printed command, in the background, stopped again through mpirun.
   std::vector<std::string> again = {"sh", "-c", "exec " + std::regex_replace(s1.command, std::regex("^mpirun -n 4 meshtrain "),

@@ -329,6 +329,8 @@ TEST(Pipeline, SplitsThatCannotBeMadeAreRefusedInOneLine) {
                         Case{"pp=2", "--set train.pp_virtual=2 --set train.grad_accum=3",
                              "needs train.grad_accum (3 micro-batches) to be a multiple of mesh pp (2)"},
                         Case{"dp=1", "--set train.pp_virtual=2", "train.pp_virtual = 2 needs mesh pp > 1"},
+                        Case{"dp=1", "--set train.pp_blocks=1,3", "train.pp_blocks = \"1,3\" needs mesh pp > 1"},
+                        Case{"dp=1", "--set train.pp_schedule=gpipe", "train.pp_schedule = \"gpipe\" needs mesh pp > 1"},
                         Case{"pp=2", "--set train.pp_virtual=2 --set model.num_hidden_layers=3",
                              "mesh pp=2 x train.pp_virtual=2 makes 4 chunks, but the model has 3 blocks"},
                         Case{"pp=2", "--set train.pp_virtual=2 --set train.pp_blocks=2,2",

@@ -152,6 +152,9 @@ TEST(UserPath, ReadmeWalkthroughRunsAsWritten) {
                                       ":$PATH MESHTRAIN_CACHE_DIR=" + (dir / "cache").string() +
                                       " bash " + (dir / "walkthrough.sh").string());
   ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("resume: taking runs/stories-lora/run.toml; overridden: train.steps=12 (was 6)"),
+            std::string::npos) << r.output;
+  EXPECT_EQ(mt::testing::metric((dir / "project/runs/stories-lora").string(), "step").size(), 12u);
   for (const char* made : {"runs/stories-lora/adapter/adapter_model.safetensors",
                            "runs/stories-lora/adapter/adapter_config.json", "runs/stories-merged/config.json",
                            "runs/stories-merged/model.safetensors", "runs/stories-merged.gguf",

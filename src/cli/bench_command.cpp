@@ -27,6 +27,7 @@
 #include "parallel/comm.h"
 #include "train/adamw.h"
 #include "train/flops.h"
+#include "train/lr_schedule.h"
 #include "train/metrics.h"
 #include "train/step.h"
 
@@ -136,11 +137,11 @@ void bench_training(const BenchOptions& o, bool lora_on, double peak, Backend& b
               long(flops.matmul_params), long(model->trainable().trainable_numel()));
   std::printf("  FLOPs/token: %.1f M = %s\n", flops.per_token / 1e6, flops.formula.c_str());
 
-  train_step(*model, opt, {in}, oc, 0, o.steps + 1);  // warm-up: builds the GEMM primitives
+  train_step(*model, opt, {in}, oc, 0, lr_at(0, o.steps + 1, oc));  // warm-up: builds the GEMM primitives
   profile::reset();
   profile::enable(true);
   auto t0 = std::chrono::steady_clock::now();
-  for (int64_t s = 1; s <= o.steps; ++s) train_step(*model, opt, {in}, oc, s, o.steps + 1);
+  for (int64_t s = 1; s <= o.steps; ++s) train_step(*model, opt, {in}, oc, s, lr_at(s, o.steps + 1, oc));
   double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   profile::enable(false);
 

@@ -1,5 +1,5 @@
 // meshtrain train [--config run.toml] [--model DIR] [--data FILE] [--lora] [--out DIR] [--device cpu|cuda]
-//                 [--set section.key=value ...]
+//                 [--resume RUN_DIR] [--set section.key=value ...]
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -14,6 +14,7 @@
 #include "parallel/comm.h"
 #include "plan/run_memory.h"
 #include "train/config_docs.h"
+#include "train/resumed_run_config.h"
 #include "train/run_config.h"
 #include "train/stop_signals.h"
 #include "train/trainer.h"
@@ -48,7 +49,7 @@ Action add_train_command(CLI::App& app) {
   struct Options {
     std::string config;
     std::vector<std::string> overrides;
-    std::string model, data, out;
+    std::string model, data, out, resume;
     bool lora = false;
     std::string mesh;
     bool overwrite = false;
@@ -71,6 +72,11 @@ Action add_train_command(CLI::App& app) {
   sub->add_flag("--lora", opt->lora, "train LoRA adapters (--set lora.enabled=true)");
   CLI::Option* out_option = sub->add_option(
       "--out,-o", opt->out, "output directory (--set output.dir=...) (default: the config's output.dir)");
+  CLI::Option* resume_option = sub->add_option(
+      "--resume", opt->resume,
+      "continue the run in RUN_DIR from its latest checkpoint, with its own run.toml as the config "
+      "(--set output.dir=RUN_DIR --set train.resume=latest); --config and --set change keys of it "
+      "(default: a new run)");
   sub->add_option("--mesh", opt->mesh,
                   "device mesh, e.g. dp=2, overriding [mesh]; launch with mpirun -n <ranks> (default: the config's [mesh])");
   opt->device.add_to(sub, "the config's train.device");
@@ -82,7 +88,7 @@ Action add_train_command(CLI::App& app) {
   sub->add_flag("--print-default-config", opt->print_default_config,
                 "print the built-in default run's TOML (configs/tiny.toml) and exit");
   sub->footer(config_keys_help());
-  return [opt, out_option] {
+  return [opt, out_option, resume_option] {
     if (opt->print_config_table || opt->print_default_config) {
       std::cout << (opt->print_config_table ? config_keys_markdown() : default_run_config_toml());
       return 0;
@@ -94,9 +100,18 @@ Action add_train_command(CLI::App& app) {
     if (opt->lora) shorthands.push_back("lora.enabled=true");
     // Given at all, even empty: `--out ""` is refused as an empty output.dir, not taken as absent.
     if (out_option->count() > 0) shorthands.push_back("output.dir=" + opt->out);
+    if (resume_option->count() > 0) {
+      if (opt->resume.empty()) fail("--resume needs the directory of the run to continue, got ''");
+      if (out_option->count() > 0)
+        fail("--resume " + opt->resume + " continues the run in its own directory: give no --out (got --out " +
+             opt->out + ")");
+      shorthands.insert(shorthands.end(), {"output.dir=" + opt->resume, "train.resume=latest"});
+    }
     opt->overrides.insert(opt->overrides.begin(), shorthands.begin(), shorthands.end());
     if (opt->overwrite) opt->overrides.push_back("output.overwrite=true");
-    RunConfig cfg = opt->config.empty()
+    // A resume's base is the run's own run.toml, not the built-in run (train/resumed_run_config.h).
+    RunConfig cfg = asks_to_resume(opt->config, opt->overrides) ? resumed_run_config(opt->config, opt->overrides)
+                    : opt->config.empty()
                         ? parse_run_config(default_run_config_toml(), opt->overrides, "<built-in default>")
                         : load_run_config(opt->config, opt->overrides);
     if (!opt->mesh.empty()) cfg.mesh = parallel::MeshShape::parse(opt->mesh);

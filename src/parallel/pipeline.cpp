@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "backend/device_buffer.h"
+#include "core/clipped.h"
 #include "core/error.h"
 #include "model/param_shapes.h"
 
@@ -143,6 +144,14 @@ void check_virtual_stages(PipelineSchedule schedule, int stages, int chunks, int
   if (micro % stages != 0)
     fail(key + " needs train.grad_accum (" + std::to_string(micro) +
          " micro-batches) to be a multiple of mesh pp (" + std::to_string(stages) + ")");
+}
+
+void check_pipeline_keys(PipelineSchedule schedule, int stages, const std::string& blocks) {
+  if (stages > 1) return;
+  if (!blocks.empty())
+    fail("train.pp_blocks = \"" + clipped(blocks) + "\" needs mesh pp > 1 (it gives the blocks of each pipeline stage)");
+  if (schedule != PipelineSchedule::one_f_one_b)
+    fail("train.pp_schedule = \"gpipe\" needs mesh pp > 1 (it orders micro-batches through pipeline stages)");
 }
 
 std::vector<bool> stage_holds(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage,

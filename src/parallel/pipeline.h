@@ -66,6 +66,11 @@ std::string describe_stage_units(const LlamaConfig& config, const std::vector<in
 // than one needs pp > 1, the 1F1B schedule, and micro-batches (train.grad_accum) a multiple of pp.
 void check_virtual_stages(PipelineSchedule schedule, int stages, int chunks, int64_t micro);
 
+// Refuses, in one line, the pipeline's keys given for a run without a pipeline (mesh pp = `stages`
+// < 2): train.pp_blocks (`blocks`, non-empty) and a train.pp_schedule other than the default 1F1B
+// would otherwise be ignored without a word.
+void check_pipeline_keys(PipelineSchedule schedule, int stages, const std::string& blocks);
+
 // One rank's order of work for one step: the forward or the backward of micro-batch `micro`
 // through its chunk `chunk` (an index into rank_chunks: 0 for a plain stage).
 struct PipeOp {

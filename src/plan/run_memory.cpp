@@ -60,6 +60,7 @@ void check_run_memory(const RunConfig& cfg, const LlamaConfig& shape, const Avai
   // Virtual stages the schedule cannot run are refused here in the trainer's words: the pipeline's
   // buffers are counted from the schedule's order, which needs them runnable.
   parallel::check_virtual_stages(in.pp_schedule, int(in.mesh.pp), int(in.pp_virtual), in.micro_batches());
+  parallel::check_pipeline_keys(in.pp_schedule, int(in.mesh.pp), in.pp_blocks);
   const MemoryBreakdown need = peak_memory(in);
   if (need.total <= usable) return;
   const auto largest = std::max_element(need.items.begin(), need.items.end(),

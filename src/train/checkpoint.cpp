@@ -107,6 +107,7 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
     m["lora"] = info.lora;
     m["mesh"] = info.mesh;
     if (!info.pipeline_blocks.empty()) m["pipeline_blocks"] = info.pipeline_blocks;
+    if (info.lr_decay) m["lr_decay"] = {{"step", info.lr_decay->step}, {"lr", info.lr_decay->lr}};
     m["tensors"] = tensors;
     m["files"] = files;
     m[kCrc32cManifestKey] = crc32c_manifest_entry(crcs);
@@ -133,7 +134,10 @@ std::string resolve_checkpoint(const std::string& spec, const std::string& outpu
     return spec;
   }
   const std::string dir = latest_checkpoint(output_dir);
-  if (dir.empty()) fail("train.resume = \"latest\": no checkpoint in " + checkpoints_root(output_dir).string());
+  if (dir.empty())
+    fail("train.resume = \"latest\": no checkpoint in " + checkpoints_root(output_dir).string() +
+         " to resume from: the run wrote none (output.checkpoint_every = 0, or it stopped before its first); "
+         "a run with output.checkpoint_every > 0 (the default, 500) writes one every that many steps and at its end");
   return dir;
 }
 
@@ -189,7 +193,7 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
                             int64_t keep) {
   parallel::LocalComm one;
   return save_checkpoint(output_dir, state, whole_tensors(model.trainable(), optimizer), optimizer,
-                         {config_toml, "dp=1", model.has_lora(), false, {}}, keep, one);
+                         {config_toml, "dp=1", model.has_lora(), false, {}, std::nullopt}, keep, one);
 }
 
 CheckpointState load_checkpoint(const std::string& dir, LlamaModel& model, AdamW& optimizer) {

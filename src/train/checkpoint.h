@@ -21,6 +21,7 @@
 // (train/checkpoint_dir.h: listing, `latest`, pruning and the cleanup after a crash).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "core/tensor_box.h"
 #include "model/llama.h"
 #include "train/adamw.h"
+#include "train/lr_schedule.h"
 
 namespace mt {
 
@@ -59,6 +61,9 @@ struct CheckpointInfo {
   bool lora = false;
   bool best = false;        // name it in checkpoints/best too (output.keep_best)
   std::vector<int64_t> pipeline_blocks;  // blocks per pp stage, for the record (empty without pp)
+  // Where the lr schedule's decay started (train/lr_schedule.h), for a resume to continue it;
+  // nullopt: not recorded (a resume then takes the recorded config's fresh schedule).
+  std::optional<LrDecayStart> lr_decay;
 };
 
 // Collective over `world`: every rank passes the tensors it holds. Writes the checkpoint for

@@ -1,8 +1,10 @@
 #include "train/checkpoint_manifest.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
@@ -95,6 +97,17 @@ CheckpointManifest parse_checkpoint_manifest(const std::string& text, const std:
   if (out.sampler.rows_drawn < out.step)
     fail(where + ": the sampler drew " + std::to_string(out.sampler.rows_drawn) + " rows in " +
          std::to_string(out.step) + " steps; every step draws at least one");
+
+  if (m.contains("lr_decay")) {
+    const json& decay = m["lr_decay"];
+    if (!decay.is_object()) fail(where + ": \"lr_decay\" must be an object {\"step\": ..., \"lr\": ...}");
+    const int64_t step = count_field(decay, "step", where);
+    const json& lr = field(decay, "lr", where);
+    if (!lr.is_number() || !std::isfinite(lr.get<double>()) || lr.get<double>() < 0 ||
+        lr.get<double>() > double(std::numeric_limits<float>::max()))
+      fail(where + ": \"lr_decay\" \"lr\" must be a finite learning rate >= 0");
+    out.lr_decay = LrDecayStart{step, float(lr.get<double>())};
+  }
 
   const json& files = m.contains("files") ? m["files"] : json();
   if (!files.is_array() || files.empty()) fail(where + ": \"files\" must be a non-empty list of shard file names");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "data/text_dataset.h"
+#include "train/lr_schedule.h"
 
 namespace mt {
 
@@ -29,6 +30,9 @@ struct CheckpointManifest {
   std::map<std::string, std::vector<int64_t>> tensors;
   int64_t tensor_count = 0;  // tensors.size()
   std::string config;        // the run config, TOML
+  // Where the lr schedule's decay started (train/lr_schedule.h); absent in manifests written
+  // before it was recorded.
+  std::optional<LrDecayStart> lr_decay;
   // Shard file names (plain names, in the checkpoint's directory), in the manifest's order.
   std::vector<std::string> files;
   // File name -> CRC32C, one per file; absent in manifests written before checksums.

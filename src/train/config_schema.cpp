@@ -135,10 +135,10 @@ std::vector<ConfigKey> make_keys() {
 
       {KEY(train.pp_schedule), .choices = {"1f1b", "gpipe"},
        .help = "Pipeline schedule under mesh pp > 1: 1F1B (one forward, one backward in the "
-               "steady state) or GPipe (all forwards, then all backwards)"},
+               "steady state) or GPipe (all forwards, then all backwards); gpipe without pp > 1 is refused"},
       {KEY(train.pp_blocks),
        .help = "Blocks per pipeline stage, first to last (\"1,3\"); empty: balanced by cost "
-               "(the head's FLOPs count with the last stage)"},
+               "(the head's FLOPs count with the last stage); given without mesh pp > 1, refused"},
       {KEY(train.pp_virtual), .range = kAtLeastOne,
        .help = "Chunks per pipeline stage (interleaved 1F1B, Megatron's virtual stages): rank s "
                "holds chunks s, s + pp, ...; > 1 needs pp_schedule = \"1f1b\" and grad_accum a "
@@ -166,7 +166,8 @@ std::vector<ConfigKey> make_keys() {
        .help = "Where metrics.jsonl, the run's config (run.toml) and the weights go; relative to "
                "the working directory"},
       {KEY(output.checkpoint_every), .range = kStepsOrZero,
-       .help = "Steps between checkpoints (and one at the end); 0: none"},
+       .help = "Steps between checkpoints (and one at the end, so a run can be resumed or extended); "
+               "0: none"},
       {KEY(output.keep_checkpoints), .range = kAtLeastOne, .help = "Newest checkpoints kept"},
       {KEY(output.keep_best),
        .help = "Checkpoint each step whose validation loss is the lowest so far and name it in "

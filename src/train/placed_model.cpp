@@ -63,6 +63,7 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
   const parallel::PipelineSchedule schedule = parallel::parse_pipeline_schedule(tc.pp_schedule);
   const int chunks = int(tc.pp_virtual);
   parallel::check_virtual_stages(schedule, int(m.pp), chunks, tc.grad_accum);
+  parallel::check_pipeline_keys(schedule, int(m.pp), tc.pp_blocks);
   const std::vector<int64_t> stage_blocks =
       m.pp > 1 ? parallel::pipeline_blocks(shape, m.pp * chunks, tc.pp_blocks, chunks) : std::vector<int64_t>{};
   const int stage = int(mesh.coord(parallel::Axis::pp));

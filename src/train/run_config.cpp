@@ -305,24 +305,104 @@ void resolve_input_paths(RunConfig& c, const std::filesystem::path& base,
   }
 }
 
+// `doc` (read from `source_name`, its unknown keys already refused) with the overrides applied,
+// converted and validated. `given` maps the keys that came from elsewhere than `source_name` to
+// where they came from (a config file laid over a run's run.toml); their paths are already
+// resolved, as are the overrides' (relative to the working directory).
+RunConfig parse(toml::table doc, const std::vector<std::string>& overrides, const std::string& source_name,
+                const std::filesystem::path* file_dir, std::map<std::string, std::string> given = {}) {
+  model_path_replaces_model_section(doc, overrides);
+  for (const auto& ov : overrides) given[apply_override(doc, ov)] = "--set " + ov;  // the last one wins
+  RunConfig c = convert(doc, source_name);
+  if (file_dir) resolve_input_paths(c, *file_dir, given);
+  validate_run(c, [&](const std::string& key) {
+    auto it = given.find(key);
+    return it == given.end() ? source_name : it->second;
+  });
+  return c;
+}
+
 RunConfig parse(const std::string& toml_text, const std::vector<std::string>& overrides,
                 const std::string& source_name, const std::filesystem::path* file_dir) {
   toml::table doc = parse_doc(toml_text, source_name);
   // Unknown keys in the file are reported against the file before overrides can touch it.
   check_known(doc, source_name);
-  model_path_replaces_model_section(doc, overrides);
-  std::map<std::string, std::string> overridden;  // key -> the (last) --set that changed it
-  for (const auto& ov : overrides) overridden[apply_override(doc, ov)] = ov;
-  RunConfig c = convert(doc, source_name);
-  if (file_dir) resolve_input_paths(c, *file_dir, overridden);
-  validate_run(c, [&](const std::string& key) {
-    auto it = overridden.find(key);
-    return it == overridden.end() ? source_name : "--set " + it->second;
-  });
-  return c;
+  return parse(std::move(doc), overrides, source_name, file_dir);
+}
+
+std::string read_config_file(const std::string& path) {
+  require_regular_file(path, "config file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot open config file '" + path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) fail("cannot read config file '" + path + "'");
+  return ss.str();
+}
+
+toml::table read_config_doc(const std::string& path) {
+  toml::table doc = parse_doc(read_config_file(path), path);
+  check_known(doc, path);
+  return doc;
+}
+
+// The input paths a config file gives, made absolute against its directory, in the document (for
+// a file laid over another: each file's paths are relative to itself).
+void resolve_doc_input_paths(toml::table& doc, const std::filesystem::path& base) {
+  for (const auto& [name, special] : kInputPaths) {
+    toml::value<std::string>* value = doc.at_path(name).as_string();
+    if (!value) continue;
+    std::string& path = value->get();
+    if (path.empty() || path == special || std::filesystem::path(path).is_absolute()) continue;
+    path = std::filesystem::absolute(base / path).lexically_normal().string();
+  }
+}
+
+// Copies every key of `over` into `doc` (tables merged key by key; values, lists and the
+// partition rules replaced whole), recording each key -> `where` in `given`.
+void lay_over(toml::table& doc, const toml::table& over, const std::string& prefix, const std::string& where,
+              std::map<std::string, std::string>& given) {
+  for (auto&& [k, node] : over) {
+    const std::string path = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (find_config_key(path)) {
+      node.visit([&](auto& n) { doc.insert_or_assign(k, n); });
+      given[path] = where;
+      continue;
+    }
+    if (!doc.get_as<toml::table>(k.str())) doc.insert_or_assign(k, toml::table{});
+    lay_over(*doc.get_as<toml::table>(k.str()), *node.as_table(), path, where, given);  // check_known: a table
+  }
 }
 
 }  // namespace
+
+std::string config_string_as_given(const std::string& config_path, const std::vector<std::string>& overrides,
+                                   std::string_view key) {
+  toml::table doc = config_path.empty() ? parse_doc(default_run_config_toml(), "<built-in default>")
+                                        : read_config_doc(config_path);
+  for (const auto& ov : overrides) apply_override(doc, ov);
+  if (const toml::node* n = node_at(doc, key))
+    if (const auto* s = n->as_string()) return s->get();
+  RunConfig defaults;
+  return *std::get<std::string*>(field_of(*find_config_key(key), defaults));
+}
+
+RunConfig load_run_config_over(const std::string& base_path, const std::string& config_path,
+                               const std::vector<std::string>& overrides) {
+  toml::table doc = read_config_doc(base_path);
+  std::map<std::string, std::string> given;
+  if (!config_path.empty()) {
+    toml::table over = read_config_doc(config_path);
+    resolve_doc_input_paths(over, std::filesystem::path(config_path).parent_path());
+    // The file's model brings its architecture, as a --set model.path does.
+    const toml::value<std::string>* model_path = over.at_path("model.path").as_string();
+    if (model_path && !model_path->get().empty())
+      model_path_replaces_model_section(doc, {"model.path=" + model_path->get()});
+    lay_over(doc, over, "", config_path, given);
+  }
+  const std::filesystem::path dir = std::filesystem::path(base_path).parent_path();
+  return parse(std::move(doc), overrides, base_path, &dir, std::move(given));
+}
 
 RunConfig parse_run_config(const std::string& toml_text, const std::vector<std::string>& overrides,
                            const std::string& source_name) {
@@ -334,14 +414,8 @@ void make_input_paths_absolute(RunConfig& cfg) {
 }
 
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
-  require_regular_file(path, "config file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open config file '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) fail("cannot read config file '" + path + "'");
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  return parse(ss.str(), overrides, path, &dir);
+  return parse(read_config_file(path), overrides, path, &dir);
 }
 
 }  // namespace mt

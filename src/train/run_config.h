@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "parallel/mesh.h"
@@ -80,7 +81,10 @@ struct DataConfig {
 
 struct OutputConfig {
   std::string dir = "runs/default";  // metrics.jsonl and the final weights go here
-  int64_t checkpoint_every = 0;      // steps between checkpoints in <dir>/checkpoints; 0: none
+  // Steps between checkpoints in <dir>/checkpoints, and one at the end; 0: none. 500 by default,
+  // HF Trainer's save_steps: a run loses at most that many steps, a shorter run (the demo, most
+  // fine-tunes of a small data set) saves once, at its end, and keep_checkpoints bounds the disk.
+  int64_t checkpoint_every = 500;
   int64_t keep_checkpoints = 2;      // newest checkpoints kept; older ones are deleted
   bool overwrite = false;            // replace another run's files in dir (see train/run_directory.h)
   bool keep_best = false;  // save the lowest-validation-loss step as checkpoints/best, never pruned
@@ -117,6 +121,20 @@ RunConfig parse_run_config(const std::string& toml_text, const std::vector<std::
 // output.dir are relative to the working directory. An override of model.path replaces the
 // file's (or the built-in run's) [model] section: the architecture comes from the model.
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides);
+
+// A run's config on top of another run's: `base_path` (a run's run.toml, which gives every key)
+// first, then the keys the config file `config_path` gives (none when empty), then the overrides;
+// each file's paths relative to its own directory, as load_run_config. A model.path in the file
+// replaces the base's [model] section, as a --set of it does. For a resumed run
+// (train/resumed_run_config.h). Problems are blamed on the file or --set that gave the key.
+RunConfig load_run_config_over(const std::string& base_path, const std::string& config_path,
+                               const std::vector<std::string>& overrides);
+
+// The string value of `key` that the config file `config_path` (the built-in default run when
+// empty) and the overrides give, without reading the rest of the config: where a resumed run's
+// own run.toml is must be known before its config can be read (train.resume, output.dir).
+std::string config_string_as_given(const std::string& config_path, const std::vector<std::string>& overrides,
+                                   std::string_view key);
 
 // model.path, data.path and data.tokenizer made absolute against the working directory: for
 // run.toml, which is read relative to its own directory.

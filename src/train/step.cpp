@@ -10,7 +10,7 @@
 namespace mt {
 
 StepResult train_step(LlamaModel& model, AdamW& optimizer, const std::vector<ModelInput>& micro,
-                      const OptimConfig& cfg, int64_t step, int64_t total_steps,
+                      const OptimConfig& cfg, int64_t step, float lr,
                       GradientSync* sync, const RunMicroBatches& run) {
   StepResult r;
   for (const auto& in : micro)
@@ -32,7 +32,7 @@ StepResult train_step(LlamaModel& model, AdamW& optimizer, const std::vector<Mod
   if (!std::isfinite(r.loss)) fail("loss is not finite at step " + std::to_string(step + 1));
   MT_PROFILE("optimizer");
   r.grad_norm = sync ? sync->grad_norm(params) : l2_norm(params.backend(), params.trainable_grads());
-  r.lr = lr_at(step, total_steps, cfg);
+  r.lr = lr;
   optimizer.step(r.lr, clip_factor(r.grad_norm, cfg.grad_clip));  // also refreshes bf16 copies
   return r;
 }

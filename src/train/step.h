@@ -24,10 +24,11 @@ struct StepResult {
 // runs them through its stages by its schedule (parallel/pipeline.h).
 using RunMicroBatches = std::function<double(const std::vector<ModelInput>& micro, float grad_scale)>;
 
-// `sync` (may be null: one rank) combines counts, losses and gradients across ranks; the
+// Step `step` (0-based, for messages) at learning rate `lr` (train/lr_schedule.h); `cfg` gives the
+// clip. `sync` (may be null: one rank) combines counts, losses and gradients across ranks; the
 // returned loss and norm are then the global ones, identical on every rank.
 StepResult train_step(LlamaModel& model, AdamW& optimizer, const std::vector<ModelInput>& micro,
-                      const OptimConfig& cfg, int64_t step, int64_t total_steps,
+                      const OptimConfig& cfg, int64_t step, float lr,
                       GradientSync* sync = nullptr, const RunMicroBatches& run = {});
 
 }  // namespace mt

@@ -30,9 +30,11 @@
 #include "train/checkpoint_manifest.h"
 #include "train/device_choice.h"
 #include "train/flops.h"
+#include "train/lr_schedule.h"
 #include "train/metrics.h"
 #include "train/placed_model.h"
 #include "train/resume_config.h"
+#include "train/resumed_run_config.h"
 #include "train/run_agreement.h"
 #include "train/run_directory.h"
 #include "train/run_summary.h"
@@ -131,6 +133,8 @@ struct TrainingRun {
   const int64_t tokens_per_step;
   std::unique_ptr<JsonlWriter> metrics;  // rank 0's
   int64_t start_step = 0;                // a resumed run's checkpoint step
+  // The lr of each step: fresh, or as a resumed run continues its checkpoint's (train/lr_schedule.h).
+  LrSchedule lr_schedule;
   // output.keep_best: the lowest validation loss of a checkpoint so far (rank 0's).
   double best_val_loss = std::numeric_limits<double>::infinity();
   // train.eval_every: the validation loss measured after the last step, which the finish reports.
@@ -199,7 +203,8 @@ TrainingRun::TrainingRun(const RunConfig& cfg, const StopSignals& stop, std::ost
                               : measure_gemm_flops(&backend == &cpu_backend() ? 2048 : 4096, 0.5,
                                                    /*bf16=*/true, backend)),
       tokens_per_step(mul_or_fail(mul_or_fail(tc.batch_size, tc.grad_accum, "train.batch_size x train.grad_accum"),
-                                  tc.seq_len, "the tokens of a step")) {
+                                  tc.seq_len, "the tokens of a step")),
+      lr_schedule(fresh_lr_schedule(cfg.optim, tc.steps)) {
   if (tc.eval_every > 0 && !data->has_validation())
     fail("train.eval_every = " + std::to_string(tc.eval_every) +
          " but the data has no held-out validation set; set data.val_fraction > 0");
@@ -263,6 +268,9 @@ void TrainingRun::open_outputs() {
 
 void TrainingRun::resume() {
   const std::string dir = resolve_checkpoint(tc.resume, cfg.output.dir);
+  // What this run changes from the run it resumes (before open_outputs rewrites run.toml).
+  if (leader)
+    if (const std::string note = resume_note(cfg); !note.empty()) log << note << "\n";
   // The config first: a changed model key would otherwise surface as a tensor of another shape.
   const CheckpointManifest manifest = read_checkpoint_manifest(dir);
   if (!manifest.unverified.empty()) log << manifest.unverified << "\n";
@@ -275,6 +283,14 @@ void TrainingRun::resume() {
   if (start_step >= tc.steps)
     fail(dir + ": checkpoint is at step " + std::to_string(start_step) + ", train.steps is " +
          std::to_string(tc.steps) + ": nothing left to do");
+  // The schedule the checkpoint was trained under, continued, or re-planned from here when its
+  // keys changed (a longer train.steps): the steps taken keep their lr.
+  const RunConfig saved = parse_run_config(manifest.config, {}, dir + " (its recorded config)");
+  LrSchedule saved_schedule = fresh_lr_schedule(saved.optim, saved.train.steps);
+  if (manifest.lr_decay) saved_schedule.decay = *manifest.lr_decay;
+  const ResumedLrSchedule resumed = resumed_lr_schedule(saved_schedule, lr_schedule, start_step);
+  lr_schedule = resumed.schedule;
+  if (!resumed.note.empty()) log << resumed.note << "\n";
   run_dir.rewind_to(start_step, log);
   if (cfg.output.keep_best && leader) restore_best();
   log << "resumed from " << dir << " at step " << start_step << "\n";
@@ -340,7 +356,8 @@ std::string checkpoint(TrainingRun& run, int64_t steps_done, bool best) {
                                           run.placed.held_tensors(run.optimizer), run.optimizer,
                                           {to_toml(cfg), cfg.mesh.str(), cfg.lora.enabled, best,
                                            run.placed.pipeline() ? run.placed.pipeline()->blocks()
-                                                                 : std::vector<int64_t>{}},
+                                                                 : std::vector<int64_t>{},
+                                           run.lr_schedule.decay},
                                           cfg.output.keep_checkpoints, *run.world);
   run.log << "checkpoint: " << dir << (best ? " (best validation loss so far)" : "") << "\n";
   return dir;
@@ -366,8 +383,8 @@ std::string shell_word(const std::string& s) {
   return out + "'";
 }
 
-// The command that continues a stopped run: its run.toml (paths absolute, so it works from any
-// directory), under the launcher and number of ranks it ran with.
+// The command that continues a stopped run from its run.toml (the directory absolute, so it works
+// from any directory), under the launcher and number of ranks it ran with.
 std::string resume_command(const TrainingRun& run) {
   namespace fs = std::filesystem;
   const std::string dir = fs::absolute(run.cfg.output.dir).lexically_normal().string();
@@ -376,8 +393,7 @@ std::string resume_command(const TrainingRun& run) {
     const parallel::Launcher l = parallel::read_launch_env().launcher;
     launch = (l == parallel::Launcher::srun ? "srun -n " : "mpirun -n ") + std::to_string(run.world->size()) + " ";
   }
-  return launch + "meshtrain train --config " + shell_word(dir + "/run.toml") + " --set " +
-         shell_word("output.dir=" + dir) + " --set train.resume=latest";
+  return launch + "meshtrain train --resume " + shell_word(dir);
 }
 
 // After a stop signal: the checkpoint of the steps done (unless this step just wrote one), and the
@@ -437,7 +453,7 @@ StepTiming run_steps(TrainingRun& run) {
         return pipeline->forward_backward(micro, grad_scale);
       };
     const StepResult r = train_step(run.placed.model(), run.optimizer, inputs, run.cfg.optim, step,
-                                    tc.steps, run.placed.sync(), through_stages);
+                                    run.lr_schedule.at(step), run.placed.sync(), through_stages);
     const double dt = seconds_since(t0);
     if (step > run.start_step || tc.steps - run.start_step == 1)
       timed.seconds += dt, timed.tokens += run.tokens_per_step;

@@ -1,0 +1,70 @@
+#include "train/lr_schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace mt {
+
+float LrSchedule::at(int64_t step) const {
+  if (step < warmup_steps) return peak_lr * float(step + 1) / float(warmup_steps);
+  const int64_t decay_steps = std::max<int64_t>(1, total_steps - decay.step);
+  const double progress = std::clamp(double(step - decay.step) / double(decay_steps), 0.0, 1.0);
+  return float(min_lr + 0.5 * (decay.lr - min_lr) * (1.0 + std::cos(M_PI * progress)));
+}
+
+LrSchedule fresh_lr_schedule(const OptimConfig& optim, int64_t total_steps) {
+  return {.warmup_steps = optim.warmup_steps,
+          .peak_lr = optim.lr,
+          .min_lr = optim.min_lr,
+          .total_steps = total_steps,
+          .decay = {optim.warmup_steps, optim.lr}};
+}
+
+float lr_at(int64_t step, int64_t total_steps, const OptimConfig& cfg) {
+  return fresh_lr_schedule(cfg, total_steps).at(step);
+}
+
+namespace {
+
+// "train.steps 20 -> 40, optim.min_lr 0.0002 -> 0.0001": the keys whose change re-plans the schedule.
+std::string changed_keys(const LrSchedule& a, const LrSchedule& b) {
+  std::ostringstream os;
+  const char* sep = "";
+  auto key = [&](const char* name, auto before, auto after) {
+    if (before == after) return;
+    os << sep << name << " " << before << " -> " << after;
+    sep = ", ";
+  };
+  key("train.steps", a.total_steps, b.total_steps);
+  key("optim.lr", a.peak_lr, b.peak_lr);
+  key("optim.min_lr", a.min_lr, b.min_lr);
+  key("optim.warmup_steps", a.warmup_steps, b.warmup_steps);
+  return os.str();
+}
+
+}  // namespace
+
+ResumedLrSchedule resumed_lr_schedule(const LrSchedule& saved, const LrSchedule& fresh, int64_t step) {
+  const std::string changed = changed_keys(saved, fresh);
+  if (changed.empty()) return {saved, ""};
+  std::ostringstream note;
+  note << "lr schedule: " << changed << " on resume at step " << step << ": ";
+  if (step < fresh.warmup_steps) {
+    if (fresh.warmup_steps >= fresh.total_steps)
+      note << "the warm-up continues to the run's end (optim.warmup_steps = " << fresh.warmup_steps << ")";
+    else
+      note << "the warm-up continues to step " << fresh.warmup_steps << ", then the cosine decays from optim.lr "
+           << fresh.peak_lr << " to optim.min_lr " << fresh.min_lr << " at step " << fresh.total_steps;
+    return {fresh, note.str()};
+  }
+  LrSchedule replanned = fresh;
+  const bool new_lr = fresh.peak_lr != saved.peak_lr;
+  replanned.decay = {step, new_lr ? fresh.peak_lr : saved.at(step)};
+  note << "steps 1-" << step << " kept their lr; the cosine is re-planned from " << replanned.decay.lr
+       << (new_lr ? " (the new optim.lr)" : " (where the checkpoint's schedule was)") << " at step " << step + 1
+       << " to optim.min_lr " << fresh.min_lr << " at step " << fresh.total_steps;
+  return {replanned, note.str()};
+}
+
+}  // namespace mt

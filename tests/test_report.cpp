@@ -452,7 +452,7 @@ TEST(Report, TensorBoardEventFileHoldsTheMetrics) {
   fs::remove_all(dir);
   fs::create_directories(dir + "/run");
   std::ofstream(dir + "/run/metrics.jsonl")
-      << R"({"step": 1, "loss": 3.5, "lr": 0.001, "tokens_per_s": 100.0, "mfu": 0.25, "peak_mem_bytes": 1048576, "elapsed_s": 1.0})" "\n"
+      << R"({"step": 1, "loss": 3.5, "lr": 0.001, "tokens_per_s": 100.0, "mfu": 0.25, "peak_mem_bytes": 1048576, "elapsed_s": 1.0, "segment_start_step": 0, "val_loss_start": 4.0})" "\n"
       << R"({"step": 2, "loss": 3.25, "val_loss": 3.75, "lr": 0.002, "tokens_per_s": 200.0, "mfu": 0.5, "peak_mem_bytes": 2097152, "elapsed_s": 2.0})" "\n";
   const CommandResult r = testing::run_meshtrain("report " + dir + "/run --tensorboard " + dir + "/tb");
   ASSERT_EQ(r.code, 0) << r.output;
@@ -478,7 +478,7 @@ TEST(Report, TensorBoardEventFileHoldsTheMetrics) {
     records.push_back(data);
     at += 16 + n;
   }
-  ASSERT_EQ(records.size(), 3u);
+  ASSERT_EQ(records.size(), 4u);  // the file version, step 0's validation, steps 1 and 2
   // Event: wall_time 1 (double), step 2, file_version 3, summary 5 { value 1 { tag 1, simple_value 2 } }.
   const std::vector<Field> first = fields_of(records[0]);
   ASSERT_EQ(first.size(), 3u);
@@ -506,7 +506,7 @@ TEST(Report, TensorBoardEventFileHoldsTheMetrics) {
   }
   using P = std::vector<std::pair<int64_t, float>>;
   EXPECT_EQ(scalars["train/loss"], (P{{1, 3.5f}, {2, 3.25f}}));
-  EXPECT_EQ(scalars["val/loss"], (P{{2, 3.75f}}));
+  EXPECT_EQ(scalars["val/loss"], (P{{0, 4.0f}, {2, 3.75f}}));  // before training, and after step 2
   EXPECT_EQ(scalars["train/lr"], (P{{1, 0.001f}, {2, 0.002f}}));
   EXPECT_EQ(scalars["perf/tokens_per_s"], (P{{1, 100.0f}, {2, 200.0f}}));
   EXPECT_EQ(scalars["perf/mfu"], (P{{1, 0.25f}, {2, 0.5f}}));

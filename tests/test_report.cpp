@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "report/png.h"
 #include "run_command.h"
 #include "text_files.h"
+#include "train/checkpoint_manifest.h"
 
 namespace mt {
 namespace {
@@ -372,6 +374,35 @@ TEST(Report, ResumedRunIsOneRunOfTwoSegments) {
   const Decoded seen = decode_png(shot);
   ASSERT_EQ(seen.error, "");
   EXPECT_GT(blue_pixels(seen), 1000u) << "Chromium did not show the chart";
+}
+
+// A checkpoint written before the MFU basis was recorded (its config's train.peak_gflops is 0):
+// the resume measures the peak again and says why, rather than failing or reusing nothing.
+TEST(Report, ResumeFromACheckpointWithoutABasisMeasuresAgain) {
+  const std::string dir = (fs::temp_directory_path() / "meshtrain_report_no_basis").string();
+  fs::remove_all(dir);
+  const std::string text = write_text(dir), run = dir + "/run";
+  const std::string args = " --set train.steps=4 --set train.seq_len=32 --set train.batch_size=4 "
+                           "--set train.precision=fp32 --set data.cache_dir=off --set output.checkpoint_every=2 "
+                           "--set data.path=" + text + " --set output.dir=" + run;
+  const std::string train = "OMP_NUM_THREADS=1 timeout 300 " + std::string(MESHTRAIN_BINARY) + " train" + args;
+  const CommandResult first = testing::run_command(train);
+  ASSERT_EQ(first.code, 0) << first.output;
+  // The step-2 checkpoint as an older meshtrain wrote it, its manifest's checksum made to match.
+  const std::string ckpt = run + "/checkpoints/step-000002";
+  const std::string manifest = read_file(ckpt + "/manifest.json");
+  const std::string older = std::regex_replace(manifest, std::regex("peak_gflops = [0-9.eE+-]+"), "peak_gflops = 0.0");
+  ASSERT_NE(older, manifest) << manifest;
+  std::ofstream(ckpt + "/manifest.json", std::ios::binary | std::ios::trunc) << older;
+  write_manifest_checksum(ckpt, older);
+  const CommandResult resumed = testing::run_command(train + " --set train.resume=" + ckpt);
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("(measured bf16 GEMM now: the checkpoint recorded none)"), std::string::npos)
+      << resumed.output;
+  const std::vector<nlohmann::json> lines = metrics_lines(run);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[2]["segment_start_step"], 2);
+  EXPECT_GT(lines[2].value("peak_flops", 0.0), 1e8) << lines[2].dump();
 }
 
 // A run recorded before segments were marked: a resume shows as elapsed_s starting again.

@@ -14,15 +14,18 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/crc32c.h"
 #include "report/chart.h"
+#include "report/pixel_font.h"
 #include "report/png.h"
 #include "run_command.h"
 #include "text_files.h"
+#include "train/checkpoint_manifest.h"
 
 namespace mt {
 namespace {
@@ -253,6 +256,171 @@ TEST(Report, OfARealTwoRankRunRenderedByChromium) {
   }
 }
 
+// metrics.jsonl as JSON objects, one per line.
+std::vector<nlohmann::json> metrics_lines(const std::string& run) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(read_file(run + "/metrics.jsonl"));
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+// The inline SVG of the chart titled `title` in the page.
+std::string svg_of(const std::string& html, const std::string& title) {
+  const size_t at = html.find("aria-label=\"" + title + "\"");
+  if (at == std::string::npos) return "";
+  return html.substr(at, html.find("</svg>", at) - at);
+}
+
+std::string fixed_text(double v, const char* format) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+// A run of 6 steps without eval_every (validation is measured at the start and the end all the
+// same), resumed from its step-4 checkpoint: the report is of one run of two segments. The MFU
+// basis is measured at the first start and reused by the resume; validation is plotted from step
+// 0; the x axis ends at step 6; elapsed time and tokens/s cover both segments; the PNGs are
+// deflated at twice the page's resolution and Chromium loads them.
+TEST(Report, ResumedRunIsOneRunOfTwoSegments) {
+  const std::string dir = (fs::temp_directory_path() / "meshtrain_report_resumed").string();
+  fs::remove_all(dir);
+  const std::string text = write_text(dir), run = dir + "/run";
+  const std::string args = " --set train.steps=6 --set train.seq_len=32 --set train.batch_size=4 "
+                           "--set train.precision=fp32 --set data.val_fraction=0.25 --set data.cache_dir=off "
+                           "--set output.checkpoint_every=2 --set output.keep_checkpoints=3 --set data.path=" + text +
+                           " --set output.dir=" + run;
+  const CommandResult first = testing::run_command("OMP_NUM_THREADS=1 timeout 300 " + std::string(MESHTRAIN_BINARY) +
+                                                   " train" + args);
+  ASSERT_EQ(first.code, 0) << first.output;
+  EXPECT_NE(first.output.find("(measured bf16 GEMM)"), std::string::npos) << first.output;
+  const CommandResult second = testing::run_command(
+      "OMP_NUM_THREADS=1 timeout 300 " + std::string(MESHTRAIN_BINARY) + " train" + args +
+      " --set train.resume=" + run + "/checkpoints/step-000004");
+  ASSERT_EQ(second.code, 0) << second.output;
+  EXPECT_NE(second.output.find("(measured at the run's first start, recorded in its checkpoint)"), std::string::npos)
+      << second.output;
+
+  // What the trainer recorded: each segment's first line marked, the same MFU basis in both, the
+  // validation loss at each start and after the last step, every step's own time.
+  const std::vector<nlohmann::json> lines = metrics_lines(run);
+  ASSERT_EQ(lines.size(), 6u);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i]["step"], int64_t(i + 1));
+    EXPECT_GT(lines[i].value("step_s", 0.0), 0.0) << lines[i].dump();
+    EXPECT_EQ(lines[i].contains("segment_start_step"), i == 0 || i == 4) << lines[i].dump();
+  }
+  EXPECT_EQ(lines[0]["segment_start_step"], 0);
+  EXPECT_EQ(lines[4]["segment_start_step"], 4);
+  const double peak = lines[0].value("peak_flops", 0.0);
+  EXPECT_GT(peak, 1e8) << lines[0].dump();
+  EXPECT_EQ(lines[4].value("peak_flops", 0.0), peak) << "the resume measured its own peak";
+  // MFU over the same basis: tokens/s x FLOPs/token / peak, the same factor in both segments.
+  EXPECT_NEAR(lines[5]["mfu"].get<double>() / lines[5]["tokens_per_s"].get<double>(),
+              lines[1]["mfu"].get<double>() / lines[1]["tokens_per_s"].get<double>(), 1e-12);
+  const double val_start = lines[0].value("val_loss_start", 0.0), val_end = lines[5].value("val_loss", 0.0);
+  EXPECT_GT(val_start, 0.0) << lines[0].dump();
+  EXPECT_GT(lines[4].value("val_loss_start", 0.0), 0.0) << lines[4].dump();
+  EXPECT_GT(val_end, 0.0) << "the last step is evaluated without eval_every: " << lines[5].dump();
+  for (size_t i = 0; i < 5; ++i) EXPECT_FALSE(lines[i].contains("val_loss")) << lines[i].dump();
+  const nlohmann::json summary = nlohmann::json::parse(read_file(run + "/run_summary.json"));
+  EXPECT_EQ(summary.value("peak_flops", 0.0), peak);
+  EXPECT_EQ(summary.value("val_loss_end", 0.0), val_end);
+
+  const CommandResult r = testing::run_meshtrain("report " + run);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string html = read_file(run + "/report.html");
+  // The whole run's figures: elapsed summed over the segments, tokens/s over the steps after each
+  // segment's first (2, 3, 4 and 6), from their own times.
+  const double elapsed = lines[3]["elapsed_s"].get<double>() + lines[5]["elapsed_s"].get<double>();
+  EXPECT_NE(html.find(fixed_text(elapsed, "%.1f s") + " over 2 segments (resumed at step 4)"), std::string::npos) << html;
+  double tokens = 0.0, seconds = 0.0;
+  for (size_t i : {1, 2, 3, 5}) {
+    tokens += lines[i]["tokens_per_s"].get<double>() * lines[i]["step_s"].get<double>();
+    seconds += lines[i]["step_s"].get<double>();
+  }
+  EXPECT_NE(html.find("<td>" + fixed_text(tokens / seconds, "%.0f") + "</td>"), std::string::npos) << html;
+  EXPECT_NE(html.find(fixed_text(peak / 1e9, "%.1f GFLOP/s") + " per process</td>"), std::string::npos) << html;
+  EXPECT_NE(html.find("validation loss at step 0</th><td>" + fixed_text(val_start, "%.4f")), std::string::npos) << html;
+  EXPECT_NE(html.find("last validation loss (step 6)</th><td>" + fixed_text(val_end, "%.4f")), std::string::npos) << html;
+  // Every line chart marks the resume; the loss chart's validation points are at steps 0, 4 and 6:
+  // the first on the plot's left edge (x = 72), the training line ends on its right edge (x = 544,
+  // step 6), not past it.
+  EXPECT_EQ(count_of(html, "<line class=\"segment\""), 5u) << html;
+  const std::string loss = svg_of(html, "Loss");
+  EXPECT_EQ(count_of(loss, "<circle"), 3u) << loss;
+  EXPECT_NE(loss.find("<circle cx=\"72.0\""), std::string::npos) << loss;
+  const size_t training = loss.find("points=\"");
+  const std::string points = loss.substr(training, loss.find('"', training + 8) - training);
+  EXPECT_EQ(points.substr(points.rfind(' ') + 1, 6), "544.0,") << points;
+  // The memory axis starts at 0 (its lowest y tick; the x ticks are centred, the y ones end-aligned).
+  const std::string memory = svg_of(html, "Peak memory (rank 0)");
+  EXPECT_NE(memory.find("text-anchor=\"end\">0</text>"), std::string::npos) << memory;
+
+  // The PNGs: twice the page's 560 x 300, deflated (far below the 2 MB of raw pixels), decoded
+  // here and loaded by Chromium.
+  const std::string png = run + "/report/loss.png";
+  const Decoded d = decode_png(png);
+  ASSERT_EQ(d.error, "");
+  EXPECT_EQ(d.width, 1120);
+  EXPECT_EQ(d.height, 600);
+  EXPECT_LT(fs::file_size(png), size_t(1120 * 3 + 1) * 600 / 20);
+  EXPECT_GT(blue_pixels(d), 2000u);
+  const std::string shot = dir + "/png_in_chromium.png", log = dir + "/chromium.log";
+  const CommandResult c = testing::run_command(
+      "timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir=" + dir +
+      "/chromium-profile --window-size=1120,600 --screenshot=" + shot + " file://" + png + " 2>" + log);
+  ASSERT_EQ(c.code, 0) << c.output << read_file(log);
+  const Decoded seen = decode_png(shot);
+  ASSERT_EQ(seen.error, "");
+  EXPECT_GT(blue_pixels(seen), 1000u) << "Chromium did not show the chart";
+}
+
+// A checkpoint written before the MFU basis was recorded (its config's train.peak_gflops is 0):
+// the resume measures the peak again and says why, rather than failing or reusing nothing.
+TEST(Report, ResumeFromACheckpointWithoutABasisMeasuresAgain) {
+  const std::string dir = (fs::temp_directory_path() / "meshtrain_report_no_basis").string();
+  fs::remove_all(dir);
+  const std::string text = write_text(dir), run = dir + "/run";
+  const std::string args = " --set train.steps=4 --set train.seq_len=32 --set train.batch_size=4 "
+                           "--set train.precision=fp32 --set data.cache_dir=off --set output.checkpoint_every=2 "
+                           "--set data.path=" + text + " --set output.dir=" + run;
+  const std::string train = "OMP_NUM_THREADS=1 timeout 300 " + std::string(MESHTRAIN_BINARY) + " train" + args;
+  const CommandResult first = testing::run_command(train);
+  ASSERT_EQ(first.code, 0) << first.output;
+  // The step-2 checkpoint as an older meshtrain wrote it, its manifest's checksum made to match.
+  const std::string ckpt = run + "/checkpoints/step-000002";
+  const std::string manifest = read_file(ckpt + "/manifest.json");
+  const std::string older = std::regex_replace(manifest, std::regex("peak_gflops = [0-9.eE+-]+"), "peak_gflops = 0.0");
+  ASSERT_NE(older, manifest) << manifest;
+  std::ofstream(ckpt + "/manifest.json", std::ios::binary | std::ios::trunc) << older;
+  write_manifest_checksum(ckpt, older);
+  const CommandResult resumed = testing::run_command(train + " --set train.resume=" + ckpt);
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("(measured bf16 GEMM now: the checkpoint recorded none)"), std::string::npos)
+      << resumed.output;
+  const std::vector<nlohmann::json> lines = metrics_lines(run);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[2]["segment_start_step"], 2);
+  EXPECT_GT(lines[2].value("peak_flops", 0.0), 1e8) << lines[2].dump();
+}
+
+// A run recorded before segments were marked: a resume shows as elapsed_s starting again.
+TEST(Report, UnmarkedResumeIsFoundByItsClock) {
+  const std::string dir = (fs::temp_directory_path() / "meshtrain_report_unmarked").string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir + "/metrics.jsonl")
+      << R"({"step": 1, "loss": 3.5, "lr": 0.001, "tokens_per_s": 100.0, "mfu": 0.25, "peak_mem_bytes": 1048576, "elapsed_s": 1.0})" "\n"
+      << R"({"step": 2, "loss": 3.4, "lr": 0.001, "tokens_per_s": 100.0, "mfu": 0.25, "peak_mem_bytes": 1048576, "elapsed_s": 2.0})" "\n"
+      << R"({"step": 3, "loss": 3.3, "lr": 0.001, "tokens_per_s": 100.0, "mfu": 0.25, "peak_mem_bytes": 1048576, "elapsed_s": 1.5})" "\n";
+  const CommandResult r = testing::run_meshtrain("report " + dir);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string html = read_file(dir + "/report.html");
+  EXPECT_NE(html.find("3.5 s over 2 segments (resumed at step 2)"), std::string::npos) << html;
+  EXPECT_EQ(count_of(html, "<line class=\"segment\""), 5u);
+}
+
 // One protocol buffer field as the wire format has it: a number (varint, fixed64, fixed32) or bytes.
 struct Field {
   int number = 0, wire = 0;
@@ -315,7 +483,7 @@ TEST(Report, TensorBoardEventFileHoldsTheMetrics) {
   fs::remove_all(dir);
   fs::create_directories(dir + "/run");
   std::ofstream(dir + "/run/metrics.jsonl")
-      << R"({"step": 1, "loss": 3.5, "lr": 0.001, "tokens_per_s": 100.0, "mfu": 0.25, "peak_mem_bytes": 1048576, "elapsed_s": 1.0})" "\n"
+      << R"({"step": 1, "loss": 3.5, "lr": 0.001, "tokens_per_s": 100.0, "mfu": 0.25, "peak_mem_bytes": 1048576, "elapsed_s": 1.0, "segment_start_step": 0, "val_loss_start": 4.0})" "\n"
       << R"({"step": 2, "loss": 3.25, "val_loss": 3.75, "lr": 0.002, "tokens_per_s": 200.0, "mfu": 0.5, "peak_mem_bytes": 2097152, "elapsed_s": 2.0})" "\n";
   const CommandResult r = testing::run_meshtrain("report " + dir + "/run --tensorboard " + dir + "/tb");
   ASSERT_EQ(r.code, 0) << r.output;
@@ -341,7 +509,7 @@ TEST(Report, TensorBoardEventFileHoldsTheMetrics) {
     records.push_back(data);
     at += 16 + n;
   }
-  ASSERT_EQ(records.size(), 3u);
+  ASSERT_EQ(records.size(), 4u);  // the file version, step 0's validation, steps 1 and 2
   // Event: wall_time 1 (double), step 2, file_version 3, summary 5 { value 1 { tag 1, simple_value 2 } }.
   const std::vector<Field> first = fields_of(records[0]);
   ASSERT_EQ(first.size(), 3u);
@@ -369,7 +537,7 @@ TEST(Report, TensorBoardEventFileHoldsTheMetrics) {
   }
   using P = std::vector<std::pair<int64_t, float>>;
   EXPECT_EQ(scalars["train/loss"], (P{{1, 3.5f}, {2, 3.25f}}));
-  EXPECT_EQ(scalars["val/loss"], (P{{2, 3.75f}}));
+  EXPECT_EQ(scalars["val/loss"], (P{{0, 4.0f}, {2, 3.75f}}));  // before training, and after step 2
   EXPECT_EQ(scalars["train/lr"], (P{{1, 0.001f}, {2, 0.002f}}));
   EXPECT_EQ(scalars["perf/tokens_per_s"], (P{{1, 100.0f}, {2, 200.0f}}));
   EXPECT_EQ(scalars["perf/mfu"], (P{{1, 0.25f}, {2, 0.5f}}));
@@ -377,11 +545,10 @@ TEST(Report, TensorBoardEventFileHoldsTheMetrics) {
   EXPECT_EQ(scalars.size(), 6u);
 }
 
-// The PNG writer's checksums against their published check values, and the axis ticks.
+// The PNG writer's chunk checksum against its published check value, and the axis ticks.
 TEST(Report, ChecksumsAndAxes) {
-  const std::string digits = "123456789", wiki = "Wikipedia";
+  const std::string digits = "123456789";
   EXPECT_EQ(report::crc32(reinterpret_cast<const uint8_t*>(digits.data()), digits.size()), 0xCBF43926u);
-  EXPECT_EQ(report::adler32(reinterpret_cast<const uint8_t*>(wiki.data()), wiki.size()), 0x11E60398u);
   const report::Axis a = report::nice_axis(4.63, 5.57, 5);
   EXPECT_DOUBLE_EQ(a.step, 0.5);
   EXPECT_DOUBLE_EQ(a.lo, 4.5);
@@ -393,6 +560,39 @@ TEST(Report, ChecksumsAndAxes) {
   const report::Axis flat = report::nice_axis(130.0, 130.0);  // a flat line still gets a range
   EXPECT_LT(flat.lo, 130.0);
   EXPECT_GT(flat.hi, 130.0);
+  // The x axis ends at the last step, which is labelled; ticks inside at round steps.
+  const report::Axis x = report::exact_axis(0, 7);
+  EXPECT_DOUBLE_EQ(x.lo, 0.0);
+  EXPECT_DOUBLE_EQ(x.hi, 7.0);
+  EXPECT_EQ(x.ticks, (std::vector<double>{0, 2, 4, 6, 7}));
+  EXPECT_EQ(report::exact_axis(1, 30).ticks, (std::vector<double>{10, 20, 30}));
+  // Memory from 0; tokens/s over at least 10% of its value, so noise is not a cliff.
+  report::LineChart memory{"m", "step", "MiB", {{"rss", "#4c78a8", {{1, 100.0}, {2, 100.01}}}}};
+  memory.y_from_zero = true;
+  EXPECT_DOUBLE_EQ(report::plot_frame(memory, 560, 300).y.lo, 0.0);
+  report::LineChart tokens{"t", "step", "tokens/s", {{"t", "#4c78a8", {{1, 1000.0}, {2, 1001.0}}}}};
+  tokens.y_min_span_fraction = 0.1;
+  const report::Axis y = report::plot_frame(tokens, 560, 300).y;
+  EXPECT_GE(y.hi - y.lo, 100.0);
+  EXPECT_LE(y.lo, 950.0);
+  EXPECT_GE(y.hi, 1050.0);
+}
+
+// The pixel font smoothed for the doubled resolution: each level doubles the glyph, a vertical
+// stroke stays solid, and Scale2x rounds a diagonal's steps (the 2x 'A' is not the 5x7 one with
+// each pixel made a 2x2 block).
+TEST(Report, PixelFontScalesSmoothly) {
+  const report::GlyphBitmap one = report::glyph_bitmap('A', 0), two = report::glyph_bitmap('A', 1),
+                            four = report::glyph_bitmap('A', 2);
+  EXPECT_EQ(one.width, 5);
+  EXPECT_EQ(two.width, 10);
+  EXPECT_EQ(two.height, 14);
+  EXPECT_EQ(four.height, 28);
+  bool differs_from_blocks = false;
+  for (int y = 0; y < two.height; ++y)
+    for (int x = 0; x < two.width; ++x) differs_from_blocks |= two.at(x, y) != one.at(x / 2, y / 2);
+  EXPECT_TRUE(differs_from_blocks);
+  for (int y = 4; y < 28; ++y) EXPECT_TRUE(report::glyph_bitmap('I', 2).at(10, y)) << y;  // I's stem
 }
 
 TEST(Report, BadInputIsOneErrorLine) {

@@ -8,12 +8,14 @@
 #include "core/error.h"
 #include "report/raster_chart.h"
 #include "report/run_charts.h"
+#include "report/run_totals.h"
 #include "report/svg_chart.h"
 
 namespace mt::report {
 namespace {
 
-constexpr int kChartWidth = 560, kChartHeight = 300, kBarWidth = 900;
+// The charts' size on the page; the PNGs have kPngScale device pixels to each of the page's.
+constexpr int kChartWidth = 560, kChartHeight = 300, kBarWidth = 900, kPngScale = 2;
 
 const char* kStyle = R"(body{font-family:sans-serif;margin:24px;color:#222;max-width:1200px}
 h1{font-size:20px}h2{font-size:16px;margin-top:28px;border-bottom:1px solid #ddd}
@@ -32,24 +34,57 @@ std::string row(const std::string& key, const std::string& value) {
   return "<tr><th>" + escape_xml(key) + "</th><td>" + escape_xml(value) + "</td></tr>\n";
 }
 
-// The run at a glance: its length, last losses, throughput and memory.
+// "12.3 s over 2 segments (resumed at step 4)", for a resumed run.
+std::string segments_text(const RunData& run, double elapsed_s) {
+  std::string t = fixed(elapsed_s, "%.1f s");
+  if (run.segments.size() < 2) return t;
+  t += " over " + std::to_string(run.segments.size()) + " segments (resumed at step";
+  for (size_t k = 1; k < run.segments.size(); ++k)
+    t += (k > 1 ? ", " : " ") + std::to_string(run.segments[k].start_step);
+  return t + ")";
+}
+
+// The MFU's denominator: the peak the run measured at its first start (or was given), which a
+// resumed run reuses; said when a segment used another one.
+std::string mfu_basis_text(const RunData& run) {
+  double peak = run.segments.front().peak_flops;
+  if (!std::isfinite(peak) && run.summary) peak = run.summary->value("peak_flops", NAN);
+  if (!std::isfinite(peak)) return "not recorded";
+  std::string t = fixed(peak / 1e9, "%.1f GFLOP/s") + " per process";
+  for (const Segment& seg : run.segments)
+    if (std::isfinite(seg.peak_flops) && seg.peak_flops != peak)
+      return t + " (another basis from the resume at step " + std::to_string(seg.start_step) + ")";
+  return t;
+}
+
+// The run at a glance: its length, losses, throughput and memory, over every segment.
 std::string overview(const RunData& run) {
   const StepPoint& last = run.steps.back();
   double last_val = std::nan(""), peak = 0.0;
+  int64_t last_val_step = 0;
   for (const StepPoint& p : run.steps) {
-    if (std::isfinite(p.val_loss)) last_val = p.val_loss;
+    if (std::isfinite(p.val_loss)) last_val = p.val_loss, last_val_step = p.step;
     if (std::isfinite(p.peak_mem_bytes)) peak = std::max(peak, p.peak_mem_bytes);
   }
+  const Segment& first = run.segments.front();
+  const RunTotals totals = run_totals(run);
+  const bool timed = totals.timed_steps > 0;
   std::string t = "<table>\n";
   t += row("steps recorded", std::to_string(run.steps.size()) + " (last: step " + std::to_string(last.step) + ")");
   t += row("final training loss", fixed(last.loss, "%.4f"));
-  t += row("last validation loss", fixed(last_val, "%.4f"));
-  if (run.summary) {
-    t += row("tokens/s (steps after the first)", fixed(run.summary->value("tokens_per_s", NAN), "%.0f"));
-    t += row("MFU", fixed(100.0 * run.summary->value("mfu", NAN), "%.1f%%"));
+  t += row("validation loss at step " + std::to_string(first.start_step), fixed(first.val_loss_start, "%.4f"));
+  t += row(std::isfinite(last_val) ? "last validation loss (step " + std::to_string(last_val_step) + ")"
+                                   : "last validation loss",
+           fixed(last_val, "%.4f"));
+  if (timed || run.summary) {
+    const char* when = timed ? " (steps after each start's first)" : " (steps after the first, last segment)";
+    t += row(std::string("tokens/s") + when,
+             fixed(timed ? totals.tokens_per_s : run.summary->value("tokens_per_s", NAN), "%.0f"));
+    t += row(std::string("MFU") + when, fixed(100.0 * (timed ? totals.mfu : run.summary->value("mfu", NAN)), "%.1f%%"));
   }
+  t += row("MFU basis", mfu_basis_text(run));
   t += row("peak memory (rank 0)", bytes_text(peak));
-  t += row("elapsed", fixed(last.elapsed_s, "%.1f s"));
+  t += row("elapsed", segments_text(run, totals.elapsed_s));
   return t + "</table>\n";
 }
 
@@ -101,12 +136,12 @@ std::vector<std::string> write_report(const RunData& run, const std::string& htm
   std::filesystem::create_directories(png_dir, ec);
   if (ec) fail("cannot create directory '" + png_dir + "': " + ec.message());
   for (const NamedLineChart& c : step_charts(run)) {
-    write_png(png_dir + "/" + c.file, raster_line_chart(c.chart, kChartWidth, kChartHeight));
+    write_png(png_dir + "/" + c.file, raster_line_chart(c.chart, kChartWidth, kChartHeight, kPngScale));
     written.push_back(png_dir + "/" + c.file);
   }
   for (const NamedBarChart& c : {memory_per_rank_chart(run), op_time_chart(run), collective_time_chart(run)}) {
     if (!c.missing.empty()) continue;
-    write_png(png_dir + "/" + c.file, raster_bar_chart(c.chart, kBarWidth));
+    write_png(png_dir + "/" + c.file, raster_bar_chart(c.chart, kBarWidth, kPngScale));
     written.push_back(png_dir + "/" + c.file);
   }
   return written;

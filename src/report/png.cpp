@@ -1,8 +1,11 @@
 #include "report/png.h"
 
+#include <zlib.h>
+
 #include <array>
 
 #include "core/atomic_file.h"
+#include "core/error.h"
 
 namespace mt::report {
 namespace {
@@ -33,20 +36,14 @@ void put_chunk(std::vector<uint8_t>& out, const char* type, const std::vector<ui
   put_u32(out, crc32(out.data() + start, out.size() - start));
 }
 
-// A zlib stream of `raw` in stored deflate blocks (at most 65535 bytes each).
-std::vector<uint8_t> zlib_stored(const std::vector<uint8_t>& raw) {
-  std::vector<uint8_t> z{0x78, 0x01};  // deflate, 32K window; check bits make 0x7801 % 31 == 0
-  size_t at = 0;
-  do {
-    const size_t n = std::min<size_t>(65535, raw.size() - at);
-    const bool last = at + n == raw.size();
-    z.push_back(last ? 1 : 0);  // BFINAL, BTYPE = 00 (stored)
-    z.push_back(uint8_t(n)), z.push_back(uint8_t(n >> 8));
-    z.push_back(uint8_t(~n)), z.push_back(uint8_t(~n >> 8));
-    z.insert(z.end(), raw.begin() + ptrdiff_t(at), raw.begin() + ptrdiff_t(at + n));
-    at += n;
-  } while (at < raw.size());
-  put_u32(z, adler32(raw.data(), raw.size()));
+// `raw` as a zlib stream (deflate at the best compression: a chart's long runs of one colour shrink
+// to a few KiB).
+std::vector<uint8_t> zlib_deflate(const std::vector<uint8_t>& raw) {
+  uLongf size = compressBound(uLong(raw.size()));
+  std::vector<uint8_t> z(size);
+  if (compress2(z.data(), &size, raw.data(), uLong(raw.size()), Z_BEST_COMPRESSION) != Z_OK)
+    fail("cannot deflate a PNG's image data (" + std::to_string(raw.size()) + " bytes): out of memory");
+  z.resize(size);
   return z;
 }
 
@@ -56,12 +53,6 @@ uint32_t crc32(const uint8_t* data, size_t n, uint32_t crc) {
   crc = ~crc;
   for (size_t i = 0; i < n; ++i) crc = crc_table()[(crc ^ data[i]) & 0xFF] ^ (crc >> 8);
   return ~crc;
-}
-
-uint32_t adler32(const uint8_t* data, size_t n) {
-  uint32_t a = 1, b = 0;
-  for (size_t i = 0; i < n; ++i) a = (a + data[i]) % 65521, b = (b + a) % 65521;
-  return (b << 16) | a;
 }
 
 std::vector<uint8_t> encode_png(const Image& image) {
@@ -79,7 +70,7 @@ std::vector<uint8_t> encode_png(const Image& image) {
     const auto begin = image.rgb.begin() + ptrdiff_t(row * size_t(y));
     raw.insert(raw.end(), begin, begin + ptrdiff_t(row));
   }
-  put_chunk(out, "IDAT", zlib_stored(raw));
+  put_chunk(out, "IDAT", zlib_deflate(raw));
   put_chunk(out, "IEND", {});
   return out;
 }

@@ -1,6 +1,6 @@
-// PNG files written by hand: 8-bit RGB, no filter, the image data in stored (uncompressed)
-// deflate blocks inside a zlib stream. Charts are small (a few hundred KiB), so no compression
-// library is needed; any PNG reader opens them.
+// PNG files written by hand: 8-bit RGB, no row filter, the image data deflated by zlib. A chart of
+// 1120 x 600 pixels takes a few KiB (stored uncompressed it would take 2 MB); any PNG reader opens
+// them.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,9 +13,8 @@ struct Image {
   std::vector<uint8_t> rgb;  // row-major, 3 bytes per pixel
 };
 
-// CRC-32 (the PNG and zlib one: reflected polynomial 0xEDB88320) and Adler-32, as PNG needs them.
+// CRC-32 (the PNG and zlib one: reflected polynomial 0xEDB88320), each chunk's checksum.
 uint32_t crc32(const uint8_t* data, size_t n, uint32_t crc = 0);
-uint32_t adler32(const uint8_t* data, size_t n);
 
 // The bytes of the PNG file of `image`.
 std::vector<uint8_t> encode_png(const Image& image);

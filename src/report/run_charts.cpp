@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 namespace mt::report {
 namespace {
@@ -23,6 +24,10 @@ std::string ms_text(double seconds, double share) {
   std::snprintf(buf, sizeof buf, "%.2f ms (%.0f%%)", seconds * 1e3, share * 100.0);
   return buf;
 }
+
+// Tokens/s and MFU axes span at least 10% of their largest value: a few percent of step-to-step
+// noise stays a wiggle, not a cliff.
+constexpr double kThroughputSpan = 0.1;
 
 const char* kNoSummary =
     "not recorded: this run has no run_summary.json (it was stopped before its end, or made by a "
@@ -49,24 +54,48 @@ std::string bytes_text(double bytes) {
   return buf;
 }
 
+// The validation loss each segment started from (the run's start at step 0, each resume at its
+// checkpoint's step) and those measured after steps, in step order; one point per step.
+Series validation_series(const RunData& run) {
+  std::map<int64_t, double> at;
+  for (const Segment& seg : run.segments)
+    if (std::isfinite(seg.val_loss_start)) at[seg.start_step] = seg.val_loss_start;
+  for (const StepPoint& p : run.steps)
+    if (std::isfinite(p.val_loss)) at[p.step] = p.val_loss;
+  Series s{"validation", kOrange, {}, true};
+  for (const auto& [step, loss] : at) s.points.push_back({double(step), loss});
+  return s;
+}
+
 std::vector<NamedLineChart> step_charts(const RunData& run) {
   std::vector<NamedLineChart> out;
   LineChart loss{"Loss", "step", "loss", {}};
   loss.series.push_back(series_of(run, "training", kBlue, [](const StepPoint& p) { return p.loss; }));
-  Series val = series_of(run, "validation", kOrange, [](const StepPoint& p) { return p.val_loss; }, true);
+  Series val = validation_series(run);
   if (!val.points.empty()) loss.series.push_back(val);
   out.push_back({"loss.png", loss});
   out.push_back({"lr.png", {"Learning rate", "step", "lr",
                             {series_of(run, "lr", kBlue, [](const StepPoint& p) { return p.lr; })}}});
-  out.push_back({"tokens_per_s.png", {"Tokens/s", "step", "tokens/s",
-                                      {series_of(run, "tokens/s", kBlue,
-                                                 [](const StepPoint& p) { return p.tokens_per_s; })}}});
-  out.push_back({"mfu.png", {"MFU", "step", "MFU (%)",
-                             {series_of(run, "MFU", kBlue, [](const StepPoint& p) { return 100.0 * p.mfu; })}}});
-  out.push_back({"memory.png", {"Peak memory (rank 0)", "step", "MiB",
-                                {series_of(run, "peak RSS", kBlue, [](const StepPoint& p) {
-                                  return p.peak_mem_bytes / (1024.0 * 1024.0);
-                                })}}});
+  LineChart tokens{"Tokens/s", "step", "tokens/s",
+                   {series_of(run, "tokens/s", kBlue, [](const StepPoint& p) { return p.tokens_per_s; })}};
+  tokens.y_min_span_fraction = kThroughputSpan;
+  out.push_back({"tokens_per_s.png", tokens});
+  LineChart mfu{"MFU", "step", "MFU (%)",
+                {series_of(run, "MFU", kBlue, [](const StepPoint& p) { return 100.0 * p.mfu; })}};
+  mfu.y_min_span_fraction = kThroughputSpan;
+  out.push_back({"mfu.png", mfu});
+  LineChart memory{"Peak memory (rank 0)", "step", "MiB",
+                   {series_of(run, "peak RSS", kBlue, [](const StepPoint& p) {
+                     return p.peak_mem_bytes / (1024.0 * 1024.0);
+                   })}};
+  memory.y_from_zero = true;
+  out.push_back({"memory.png", memory});
+  // Every chart runs over the same steps, from the run's start, and marks where it was resumed.
+  for (NamedLineChart& c : out) {
+    c.chart.x_from = double(run.segments.front().start_step);
+    for (size_t k = 1; k < run.segments.size(); ++k)
+      c.chart.segment_starts.push_back(double(run.segments[k].start_step));
+  }
   return out;
 }
 

@@ -21,7 +21,9 @@ struct NamedBarChart {
   std::string missing;  // why there are no bars ("not recorded: ..."), empty when there are
 };
 
-// Training and validation loss, learning rate, tokens/s, MFU and peak memory, over the steps.
+// Training and validation loss (validation also where each segment started: step 0 before any
+// training), learning rate, tokens/s, MFU and peak memory (from 0), over the steps, each marking
+// where a resumed run started again.
 std::vector<NamedLineChart> step_charts(const RunData& run);
 
 // From run_summary.json: peak memory per rank, time per op and time per collective (each step

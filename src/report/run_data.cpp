@@ -59,6 +59,19 @@ RunData read_run(const std::string& dir) {
     p.mfu = number_or_nan(j, "mfu");
     p.peak_mem_bytes = number_or_nan(j, "peak_mem_bytes");
     p.elapsed_s = number_or_nan(j, "elapsed_s");
+    p.step_s = number_or_nan(j, "step_s");
+    const auto start = j.find("segment_start_step");
+    const bool marked = start != j.end() && start->is_number_integer();
+    // Unmarked, a line whose elapsed time is below the one before it starts a segment (a run
+    // recorded before the marks, resumed).
+    if (run.steps.empty() || marked || p.elapsed_s < run.steps.back().elapsed_s) {
+      Segment s;
+      s.start_step = marked ? start->get<int64_t>() : p.step - 1;
+      s.first = run.steps.size();
+      s.val_loss_start = number_or_nan(j, "val_loss_start");
+      s.peak_flops = number_or_nan(j, "peak_flops");
+      run.segments.push_back(s);
+    }
     run.steps.push_back(p);
   }
   if (run.steps.empty()) fail(metrics.string() + ": no steps recorded yet");

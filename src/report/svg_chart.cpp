@@ -64,6 +64,12 @@ std::string svg_line_chart(const LineChart& chart, int width, int height) {
     s += line(px(t), top + ph, px(t), top + ph + 4, "#444444");
     s += text_at(px(t), top + ph + 16, "middle", tick_label(t, xa.step));
   }
+  for (double x : chart.segment_starts) {
+    s += "<line class=\"segment\" x1=\"" + num(px(x)) + "\" y1=\"" + num(top) + "\" x2=\"" + num(px(x)) +
+         "\" y2=\"" + num(top + ph) + "\" stroke=\"#888888\" stroke-dasharray=\"4 3\"><title>resumed at step " +
+         tick_label(x, 1.0) + "</title></line>\n";
+    s += text_at(px(x) + 3, top + ph - 6, "start", "resumed", " fill=\"#888888\"");
+  }
   s += "<rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(pw) + "\" height=\"" +
        num(ph) + "\" fill=\"none\" stroke=\"#444444\"/>\n";
   s += text_at(left + pw / 2, height - 6, "middle", chart.x_label);

@@ -1,5 +1,6 @@
 // Charts as inline SVG elements (<svg> with <polyline> per series, <rect> per bar, <text>
-// labels), sized by their width and height attributes, no script, no external reference.
+// labels, a dashed <line class="segment"> where a resumed run started again), sized by their
+// width and height attributes, no script, no external reference.
 #pragma once
 #include <string>
 

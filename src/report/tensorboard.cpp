@@ -93,7 +93,21 @@ std::string write_tensorboard_events(const RunData& run, const std::string& dir)
   std::string first = event(start, 0);
   put_bytes(first, 3, "brain.Event:2");
   put_record(file, first);
-  for (const StepPoint& p : run.steps) {
+  size_t next_segment = 0;
+  for (size_t i = 0; i < run.steps.size(); ++i) {
+    const StepPoint& p = run.steps[i];
+    // The validation loss a segment started from (step 0: before any training), as its own event.
+    if (next_segment < run.segments.size() && run.segments[next_segment].first == i) {
+      const Segment& seg = run.segments[next_segment++];
+      std::string start_summary;
+      add_scalar(start_summary, "val/loss", seg.val_loss_start);
+      if (!start_summary.empty()) {
+        const double before = std::isfinite(p.elapsed_s - p.step_s) ? p.elapsed_s - p.step_s : 0.0;
+        std::string e = event(start + before, seg.start_step);
+        put_bytes(e, 5, start_summary);
+        put_record(file, e);
+      }
+    }
     std::string summary;
     add_scalar(summary, "train/loss", p.loss);
     add_scalar(summary, "val/loss", p.val_loss);

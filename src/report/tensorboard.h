@@ -13,6 +13,8 @@ namespace mt::report {
 
 // The tags written, per line of metrics.jsonl that has the value.
 //   train/loss, val/loss, train/lr, perf/tokens_per_s, perf/mfu, memory/peak_bytes
+// and val/loss at each segment's start step (the run's step 0, each resume's checkpoint step),
+// when its first line records the validation loss it started from.
 // Writes DIR/events.out.tfevents.<start>.meshtrain (DIR created; <start> is when the run began,
 // so writing it again replaces it) and returns its path. Throws mt::Error naming the
 // file when it cannot be written.

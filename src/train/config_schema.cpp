@@ -98,10 +98,12 @@ std::vector<ConfigKey> make_keys() {
        .help = "Print a progress line every N steps"},
       {KEY(train.eval_every), .range = kStepsOrZero,
        .help = "Steps between validation-loss evaluations of the held-out set (and one at the "
-               "last step), into metrics.jsonl and the progress line; 0: none"},
+               "last step), into metrics.jsonl and the progress line; 0: only the last step's (with "
+               "held-out data)"},
       {KEY(train.threads), .range = kThreads, .help = "Worker threads; 0 uses all cores"},
       {KEY(train.peak_gflops), .range = kNonNegative,
-       .help = "MFU denominator in GFLOP/s; 0 measures the device's bf16 GEMM at start",
+       .help = "MFU denominator in GFLOP/s; 0 measures the device's bf16 GEMM at the run's first "
+               "start, which its checkpoints record and a resume reuses",
        .per_rank = true},
       {KEY(train.resume),
        .help = "\"latest\" or a checkpoint directory to continue from (see Checkpoints)"},

@@ -1,10 +1,17 @@
 #include "train/run_summary.h"
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
 
 namespace mt {
+namespace {
+
+nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+}  // namespace
 
 void write_run_summary(const std::string& path, const RunSummaryRecord& r) {
   nlohmann::json memory = nlohmann::json::array();
@@ -26,6 +33,9 @@ void write_run_summary(const std::string& path, const RunSummaryRecord& r) {
                          {"timed_seconds", r.timed_seconds},
                          {"tokens_per_s", r.tokens_per_s},
                          {"mfu", r.mfu},
+                         {"peak_flops", r.peak_flops},
+                         {"val_loss_start", finite_or_null(r.val_loss_start)},
+                         {"val_loss_end", finite_or_null(r.val_loss_end)},
                          {"memory_per_rank", memory},
                          {"op_seconds", r.op_seconds},
                          {"collectives", collectives}};

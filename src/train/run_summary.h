@@ -20,6 +20,10 @@ struct RunSummaryRecord {
   int64_t timed_steps = 0;              // the steps the op and collective times are summed over
   double timed_seconds = 0.0;           // their wall-clock time
   double tokens_per_s = 0.0, mfu = 0.0; // the run's steady state, as the closing line prints
+  double peak_flops = 0.0;              // the MFU basis: FLOP/s of one process, the run's one
+  // The validation loss this segment started from (the run's start, or its resume) and ended at;
+  // NaN (written null) without held-out data.
+  double val_loss_start = 0.0, val_loss_end = 0.0;
   std::vector<int64_t> peak_rss_bytes;     // per rank
   std::vector<int64_t> peak_tensor_bytes;  // per rank
   std::map<std::string, double> op_seconds;  // rank 0's, per op (core/profile.h)

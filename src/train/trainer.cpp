@@ -129,7 +129,9 @@ struct TrainingRun {
   PlacedModel placed;
   AdamW optimizer;
   const FlopCount flops;
-  const double peak;  // FLOP/s of one process: the MFU denominator
+  // FLOP/s of one process, the MFU denominator: one per run (resolve_peak), a float number of
+  // GFLOP/s so that the checkpoints' record of it (train.peak_gflops) reads back to the same value.
+  double peak = 0.0;
   const int64_t tokens_per_step;
   std::unique_ptr<JsonlWriter> metrics;  // rank 0's
   int64_t start_step = 0;                // a resumed run's checkpoint step
@@ -144,7 +146,8 @@ struct TrainingRun {
  private:
   void log_header();
   void open_outputs();
-  void resume();
+  float resume();
+  void resolve_peak(float recorded_gflops);
   void restore_best();
 };
 
@@ -199,9 +202,6 @@ TrainingRun::TrainingRun(const RunConfig& cfg, const StopSignals& stop, std::ost
       placed(cfg, mesh, dp, *tok, log, backend),
       optimizer(placed.trainable(), cfg.optim),
       flops(training_flops(placed.full_config(), cfg.lora, tc.seq_len)),
-      peak(tc.peak_gflops > 0 ? tc.peak_gflops * 1e9
-                              : measure_gemm_flops(&backend == &cpu_backend() ? 2048 : 4096, 0.5,
-                                                   /*bf16=*/true, backend)),
       tokens_per_step(mul_or_fail(mul_or_fail(tc.batch_size, tc.grad_accum, "train.batch_size x train.grad_accum"),
                                   tc.seq_len, "the tokens of a step")),
       lr_schedule(fresh_lr_schedule(cfg.optim, tc.steps)) {
@@ -209,7 +209,7 @@ TrainingRun::TrainingRun(const RunConfig& cfg, const StopSignals& stop, std::ost
     fail("train.eval_every = " + std::to_string(tc.eval_every) +
          " but the data has no held-out validation set; set data.val_fraction > 0");
   log_header();
-  if (!tc.resume.empty()) resume();
+  resolve_peak(tc.resume.empty() ? 0.0f : resume());
   open_outputs();
   summary.val_loss_before = validation_loss(*this);
   if (data->has_validation()) log << "validation loss before: " << summary.val_loss_before << "\n";
@@ -240,10 +240,27 @@ void TrainingRun::log_header() {
       << (dp.ranks() > 1 ? " over " + std::to_string(dp.ranks()) + " data-parallel ranks (mesh " +
                                cfg.mesh.str() + ")" : std::string())
       << (tc.activation_checkpointing ? ", activation checkpointing" : "") << "\n"
-      << (backend.device().kind != DeviceKind::cpu ? "device: " + std::string(backend.name()) + "\n" : "")
-      << "MFU basis: " << flops.per_token / 1e6 << " MFLOP/token (" << flops.formula
-      << ") over peak " << peak / 1e9 << " GFLOP/s ("
-      << (tc.peak_gflops > 0 ? "given" : "measured bf16 GEMM") << ")\n";
+      << (backend.device().kind != DeviceKind::cpu ? "device: " + std::string(backend.name()) + "\n" : "");
+}
+
+// One MFU basis per run, so that MFU does not jump at a resume: train.peak_gflops when given;
+// else the peak a resumed run's checkpoint recorded (measured at the run's first start); else
+// this machine's bf16 GEMM, measured now. Every checkpoint records it (checkpoint()).
+void TrainingRun::resolve_peak(float recorded_gflops) {
+  std::string source = "given";
+  float gflops = tc.peak_gflops;
+  if (gflops <= 0 && recorded_gflops > 0) {
+    gflops = recorded_gflops;
+    source = "measured at the run's first start, recorded in its checkpoint";
+  } else if (gflops <= 0) {
+    gflops = float(measure_gemm_flops(&backend == &cpu_backend() ? 2048 : 4096, 0.5, /*bf16=*/true,
+                                      backend) / 1e9);
+    source = tc.resume.empty() ? "measured bf16 GEMM"
+                               : "measured bf16 GEMM now: the checkpoint recorded none";
+  }
+  peak = double(gflops) * 1e9;
+  log << "MFU basis: " << flops.per_token / 1e6 << " MFLOP/token (" << flops.formula << ") over peak "
+      << peak / 1e9 << " GFLOP/s (" << source << ")\n";
 }
 
 // A resumed run appends to the metrics of the steps up to its checkpoint (RunDirectory::rewind_to
@@ -266,7 +283,9 @@ void TrainingRun::open_outputs() {
   summary.files_written.push_back(metrics->path());
 }
 
-void TrainingRun::resume() {
+// Returns the MFU basis the checkpoint recorded, in GFLOP/s (0: none, a checkpoint written before
+// it was recorded).
+float TrainingRun::resume() {
   const std::string dir = resolve_checkpoint(tc.resume, cfg.output.dir);
   // What this run changes from the run it resumes (before open_outputs rewrites run.toml).
   if (leader)
@@ -294,6 +313,7 @@ void TrainingRun::resume() {
   run_dir.rewind_to(start_step, log);
   if (cfg.output.keep_best && leader) restore_best();
   log << "resumed from " << dir << " at step " << start_step << "\n";
+  return saved.train.peak_gflops;
 }
 
 // A resumed run's best so far: the lowest validation loss metrics.jsonl records for a step whose
@@ -319,6 +339,11 @@ struct StepTiming {
 // Step `step` (0-based) took `dt` seconds and left the model at validation loss `val_loss` (NaN
 // when not evaluated): its line in metrics.jsonl, and its progress line every train.log_every
 // steps, at each evaluation and at the last.
+//
+// The first line of each segment (the run's start, and each resume) also says where the segment
+// started (segment_start_step), the validation loss there (val_loss_start) and its MFU basis
+// (peak_flops): `meshtrain report` plots the whole run's validation from step 0 and its elapsed
+// time and throughput over every segment, whose step times (step_s) every line records.
 void report_step(TrainingRun& run, int64_t step, const StepResult& r, double dt,
                  Clock::time_point t_start, double val_loss) {
   const TrainConfig& tc = run.tc;
@@ -335,6 +360,12 @@ void report_step(TrainingRun& run, int64_t step, const StepResult& r, double dt,
   m.elapsed_s = seconds_since(t_start);
   m.eta_s = m.elapsed_s / double(step + 1 - run.start_step) * double(tc.steps - step - 1);
   auto j = step_json(m);
+  j["step_s"] = dt;
+  if (step == run.start_step) {
+    j["segment_start_step"] = run.start_step;
+    if (std::isfinite(run.summary.val_loss_before)) j["val_loss_start"] = run.summary.val_loss_before;
+    j["peak_flops"] = run.peak;
+  }
   j["grad_norm"] = r.grad_norm;
   j["counted_tokens"] = r.counted_tokens;
   j["peak_tensor_bytes"] = memory_stats::peak_bytes();
@@ -352,9 +383,12 @@ void report_step(TrainingRun& run, int64_t step, const StepResult& r, double dt,
 // it in checkpoints/best too. Returns the checkpoint's directory.
 std::string checkpoint(TrainingRun& run, int64_t steps_done, bool best) {
   const RunConfig& cfg = run.cfg;
+  // The run's MFU basis goes with it, for a resume to reuse (TrainingRun::resolve_peak).
+  RunConfig recorded = cfg;
+  recorded.train.peak_gflops = float(run.peak / 1e9);
   const std::string dir = save_checkpoint(cfg.output.dir, {steps_done, run.data->state()},
                                           run.placed.held_tensors(run.optimizer), run.optimizer,
-                                          {to_toml(cfg), cfg.mesh.str(), cfg.lora.enabled, best,
+                                          {to_toml(recorded), cfg.mesh.str(), cfg.lora.enabled, best,
                                            run.placed.pipeline() ? run.placed.pipeline()->blocks()
                                                                  : std::vector<int64_t>{},
                                            run.lr_schedule.decay},
@@ -459,7 +493,9 @@ StepTiming run_steps(TrainingRun& run) {
       timed.seconds += dt, timed.tokens += run.tokens_per_step;
     run.summary.losses.push_back(r.loss);
     const bool last = step + 1 == tc.steps;
-    const bool evaluate = eval_every > 0 && ((step + 1) % eval_every == 0 || last);
+    // The last step is evaluated whenever there is held-out data, eval_every or not, so that its
+    // line in metrics.jsonl carries the run's final validation loss.
+    const bool evaluate = (eval_every > 0 && (step + 1) % eval_every == 0) || (last && run.data->has_validation());
     if (evaluate) profile::enable(false);  // the op profile is of the training steps
     const double val_loss = evaluate ? validation_loss(run) : std::nan("");
     if (last) run.last_step_val_loss = val_loss;
@@ -553,6 +589,9 @@ void write_summary_file(TrainingRun& run, const StepTiming& timed, const std::ve
   r.timed_seconds = timed.seconds;
   r.tokens_per_s = run.summary.tokens_per_s;
   r.mfu = run.summary.mfu;
+  r.peak_flops = run.peak;
+  r.val_loss_start = run.summary.val_loss_before;
+  r.val_loss_end = run.summary.val_loss_after;
   r.peak_rss_bytes = rss;
   r.peak_tensor_bytes = tensors;
   r.op_seconds = profile::totals();

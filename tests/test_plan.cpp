@@ -96,23 +96,32 @@ TEST(PlanMemory, PipelineStageHoldsOneMicroBatchAndTheSchedulesBuffers) {
   PlanInput in = tiny_input({1, 1, 1, 2});
   in.global_batch = 8;  // m = 8
   const auto stages = stage_params(in);
-  const ActivationBytes whole = activation_bytes(in, in.model.layers(), true);
   const double buffer = 4.0 * 16 * 64;  // f32, N = 16 tokens x C = 64
   for (auto schedule : {parallel::PipelineSchedule::one_f_one_b, parallel::PipelineSchedule::gpipe})
     for (int s = 0; s < 2; ++s) {
       in.pp_schedule = schedule;
       const MemoryBreakdown m = memory_per_device(in, stages[size_t(s)]);
-      EXPECT_EQ(m.item("activations"), whole.per_micro_batch + whole.shared);
-      EXPECT_EQ(m.item("logits+loss"), whole.logits);
+      // One micro-batch through the stage's own block (of the two), the head's rows on the last.
+      const ActivationBytes own = activation_bytes(in, 1, s == 1);
+      EXPECT_EQ(m.item("activations"), own.per_micro_batch + own.shared);
+      EXPECT_EQ(m.item("logits+loss"), s == 1 ? own.logits : 0.0);
       EXPECT_EQ(m.item("pipeline buffers"),
-                double(parallel::pipeline_buffers(schedule, 2, s, 8).peak_buffers) * buffer);
+                double(parallel::pipeline_buffers(schedule, 2, s, 8).peak_allocated) * buffer);
     }
-  // pp = 2, m = 8: GPipe's stage 0 keeps 8 outputs, stage 1 8 gradients and an input; 1F1B 3 each.
+  // pp = 2, m = 8: GPipe's stage 0 keeps 8 outputs, and the first gradient arrives before any of
+  // them is known received; stage 1 8 gradients and an input; 1F1B 3 each.
   in.pp_schedule = parallel::PipelineSchedule::gpipe;
-  EXPECT_EQ(memory_per_device(in, stages[0]).item("pipeline buffers"), 8 * buffer);
+  EXPECT_EQ(memory_per_device(in, stages[0]).item("pipeline buffers"), 9 * buffer);
   EXPECT_EQ(memory_per_device(in, stages[1]).item("pipeline buffers"), 9 * buffer);
   in.pp_schedule = parallel::PipelineSchedule::one_f_one_b;
   EXPECT_EQ(memory_per_device(in, stages[1]).item("pipeline buffers"), 3 * buffer);
+  // A stage's activations are its own units', not the whole model's: one block's set (N x 1688
+  // bytes at tp 1: 2 * (2C + 2C + 2kv + 3I) + 4 * (2 + C + H)) and one residual stream fewer than
+  // both blocks', and the first stage has no head rows (final norm output, its rstd, the losses).
+  const double block = 16.0 * (2 * (128 + 128 + 64 + 384) + 4 * (2 + 64 + 4));
+  const ActivationBytes whole = activation_bytes(in, 2, true), first = activation_bytes(in, 1, false);
+  EXPECT_EQ(whole.per_micro_batch - first.per_micro_batch, block + buffer + 4.0 * 2 * 16 + 2.0 * 16 * 64);
+  EXPECT_EQ(memory_per_device(in, stages[0]).item("logits+loss"), 0.0);
   // A GPT shape keeps Megatron's pricing: each in-flight micro-batch's activations.
   in.model = model_preset("gpt-22b");
   in.seq = 2048;
@@ -139,7 +148,7 @@ TEST(PlanTime, InterleavedPipeline) {
   EXPECT_TRUE(stages[1].last && !stages[1].first);
   EXPECT_DOUBLE_EQ(step_time(in).bubble_fraction, 1.0 / (2 * 4 + 1));
   EXPECT_EQ(memory_per_device(in, stages[0]).item("pipeline buffers"),
-            double(parallel::pipeline_buffers(in.pp_schedule, 2, 0, 4, 2).peak_buffers) * 4.0 * 16 * 64);
+            double(parallel::pipeline_buffers(in.pp_schedule, 2, 0, 4, 2).peak_allocated) * 4.0 * 16 * 64);
   in.global_batch = 3;
   EXPECT_THROW(validate(in), Error);  // m not a multiple of pp
 }
@@ -147,14 +156,14 @@ TEST(PlanTime, InterleavedPipeline) {
 TEST(PlanMemory, TinyActivationsByHand) {
   PlanInput in = tiny_input({1, 2, 2, 1});
   // N = 16 tokens, tp 2. Per token per layer: bf16 2C + (2C + 2kv + 3I)/tp = 128 + 288 = 416,
-  // f32 2 + C + H/tp = 68: block = 16 * (2*416 + 4*68) = 17664. Residual f32 4*N*C*(L+3) + 8N,
-  // final norm bf16 2*N*C: 20480 + 128 + 2048 = 22656. Scratch at tp-local widths (I 64, kv 16):
-  // 2 * 16 * (3*64 + 2*64 + 4*16 + 1) = 12320.
+  // f32 2 + C + H/tp = 68: block = 16 * (2*416 + 4*68) = 17664. Residual f32 4*N*C*(L+2) (each
+  // block's input, the output, the gradient) + 8N, final norm bf16 2*N*C: 16384 + 128 + 2048 =
+  // 18560. Scratch at tp-local widths (I 64, kv 16): 2 * 16 * (3*64 + 2*64 + 4*16 + 1) = 12320.
   const MemoryBreakdown m = peak_memory(in);
-  EXPECT_EQ(m.item("activations"), 22656 + 2 * 17664 + 12320);
-  // Checkpointing keeps the residual stream and one block (the recompute target).
+  EXPECT_EQ(m.item("activations"), 18560 + 2 * 17664 + 12320);
+  // Checkpointing keeps the residual stream and one block, and the recompute's output (4*N*C).
   in.checkpointing = true;
-  EXPECT_EQ(peak_memory(in).item("activations"), 22656 + 17664 + 12320);
+  EXPECT_EQ(peak_memory(in).item("activations"), 18560 + 4096 + 17664 + 12320);
   // Logits: one chunk of min(2^25 / V, N) = 16 rows of V/tp + 2 columns in bf16.
   EXPECT_EQ(m.item("logits+loss"), 16 * (128 + 2) * 2);
 }

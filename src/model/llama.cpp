@@ -165,6 +165,13 @@ class LlamaModel::Runner {
         w_(par_ ? ModelWeights{} : bind_model_weights(m)),
         lora_on_(lora_targets_mask(m.lora_config())),
         lora_rank_(m.has_lora() ? m.lora_config().rank : 0) {
+    const int64_t L = c_.num_hidden_layers;
+    blocks_ = m.units().empty() ? L : 0;
+    holds_head_ = m.units().empty();
+    for (const UnitRange& r : m.units()) {
+      blocks_ = std::max<int64_t>(blocks_, std::min<int64_t>(r.last, L) - std::max(r.first, 1) + 1);
+      holds_head_ = holds_head_ || r.last == L + 1;
+    }
     const int64_t D = c_.head_dim(), P = c_.max_position_embeddings;
     std::vector<float> cos(size_t(P * D / 2)), sin(size_t(P * D / 2));
     rope_tables(cos.data(), sin.data(), P, D, c_.rope_theta, c_.rope_scaling);
@@ -185,6 +192,8 @@ class LlamaModel::Runner {
 
  private:
   void plan(int64_t B, int64_t seq);
+  // Whether units [first, last] lie inside one of the ranges the model was told it runs.
+  bool planned_for(int first, int last) const;
   void upload(const ModelInput& in);
   LossSum head_chunk(int64_t n0, int64_t M, const ModelInput& in, bool backward, float grad_scale,
                      float* logits);
@@ -203,21 +212,27 @@ class LlamaModel::Runner {
   ModelWeights w_;
   std::array<bool, kNumProj> lora_on_{};
   int64_t lora_rank_ = 0;
+  // What the arena is planned for (LlamaModel::units): the blocks of the largest range run at once
+  // (all of them for the whole model), and whether a range holds the head.
+  int64_t blocks_ = 0;
+  bool holds_head_ = true;
   // Arena, planned for one (B, T)
   int64_t B_ = 0, T_ = 0, chunk_ = 0;
   bool planned_checkpointing_ = false;
-  DeviceBuffer t_arena_;   // block activations (all layers, or one when checkpointing), final norm
-  DeviceBuffer f_arena_;   // residual stream per layer, its gradient, rstd/lse, losses
+  DeviceBuffer t_arena_;   // block activations (blocks_ of them, or one when checkpointing), final norm
+  DeviceBuffer f_arena_;   // residual stream per block run, its gradient, rstd/lse, losses
   DeviceBuffer scratch_;   // block scratch
-  DeviceBuffer head_;      // one chunk of logits + LoRA u/du for the head
+  DeviceBuffer head_;      // one chunk of logits + LoRA u/du for the head (holds_head_ only)
   DeviceBuffer ce_stats_;  // vocabulary-parallel cross-entropy: row max, sums, target logits
   DeviceBuffer inputs_;    // i32 tokens, targets, positions, segments
   DeviceBuffer logits_f32_;  // a chunk of logits widened for the host (bf16 mode)
   std::vector<BlockActivations> acts_;
   BlockScratch scratch_view_{};
-  std::vector<Tensor> xs_;  // residual stream: xs_[l] is block l's input, xs_[L] the output
-  Tensor dx_, y_tmp_;       // its gradient; the recompute target under checkpointing
-  Tensor nf_, rstdf_, losses_;  // final norm output, its rstd, per-token losses
+  // Residual stream of the blocks run, from the span's first block lb: xs_[l - lb] is block l's
+  // input, xs_[le - lb] the span's output (le = L: the head's input).
+  std::vector<Tensor> xs_;
+  Tensor dx_, y_tmp_;       // its gradient; the recompute target (under checkpointing only)
+  Tensor nf_, rstdf_, losses_;  // final norm output, its rstd, per-token losses (holds_head_ only)
   Tensor tokens_, targets_, positions_, segments_;
   std::vector<int32_t> default_pos_;
 };
@@ -238,22 +253,27 @@ void LlamaModel::Runner::plan(int64_t B, int64_t seq) {
     fail("sequence length " + std::to_string(seq) + " exceeds model.max_position_embeddings (" +
          std::to_string(c_.max_position_embeddings) + ")");
   B_ = B, T_ = seq, planned_checkpointing_ = ckpt;
-  const int64_t N = B * seq, C = c_.hidden_size, L = c_.num_hidden_layers, V = c_.vocab_size;
-  const int64_t stored_blocks = ckpt ? 1 : L;
+  const int64_t N = B * seq, C = c_.hidden_size, V = c_.vocab_size;
+  // Only the units this model runs (a pipeline stage's): the largest range's blocks at once, the
+  // head's rows where a range holds it. Under checkpointing one block's set is kept, refilled by
+  // the recompute, whose output goes to y_tmp_.
+  const int64_t stored_blocks = ckpt ? std::min<int64_t>(blocks_, 1) : blocks_;
+  const int64_t head = holds_head_ ? 1 : 0, recompute = ckpt ? 1 : 0;
   auto sizes = block_activation_sizes(c_, lora_rank_, lora_on_);
 
-  t_arena_.resize(be_, ct_, stored_blocks * N * sizes.t_elems + N * C);
-  // residuals (L+1), dx, y_tmp, rstd_f, losses
-  f_arena_.resize(be_, DType::f32, stored_blocks * N * sizes.f_elems + (L + 3) * N * C + 2 * N);
+  t_arena_.resize(be_, ct_, stored_blocks * N * sizes.t_elems + head * N * C);
+  // residuals (blocks + 1), dx, y_tmp (checkpointing), rstd_f and losses (head)
+  f_arena_.resize(be_, DType::f32,
+                  stored_blocks * N * sizes.f_elems + (blocks_ + 2 + recompute) * N * C + head * 2 * N);
   ArenaCursor tc(t_arena_.tensor()), fc(f_arena_.tensor());
   acts_.clear();
   for (int64_t l = 0; l < stored_blocks; ++l)
     acts_.push_back(carve_block_activations(tc, fc, N, c_, lora_rank_, lora_on_));
-  nf_ = tc.take(N, C);
   xs_.clear();
-  for (int64_t l = 0; l <= L; ++l) xs_.push_back(fc.take(N, C));
-  dx_ = fc.take(N, C), y_tmp_ = fc.take(N, C);
-  rstdf_ = fc.take(N, 1), losses_ = fc.take(N, 1);
+  for (int64_t l = 0; l <= blocks_; ++l) xs_.push_back(fc.take(N, C));
+  dx_ = fc.take(N, C);
+  y_tmp_ = ckpt ? fc.take(N, C) : Tensor{};
+  if (holds_head_) nf_ = tc.take(N, C), rstdf_ = fc.take(N, 1), losses_ = fc.take(N, 1);
 
   scratch_.resize(be_, ct_, block_scratch_elems(c_, N, lora_rank_));
   scratch_view_ = carve_block_scratch(scratch_.tensor(), c_, N, lora_rank_);
@@ -262,14 +282,23 @@ void LlamaModel::Runner::plan(int64_t B, int64_t seq) {
   // large for that traffic to stay small next to the FLOPs: 2^25 elements (64 MiB in bf16) is
   // about 1000 rows at V = 32000.
   chunk_ = std::clamp<int64_t>((int64_t(1) << 25) / V, 1, N);
-  head_.resize(be_, ct_, chunk_ * (V + 2 * std::max<int64_t>(lora_rank_, 1)));
-  ce_stats_.resize(be_, DType::f32, 3 * chunk_);
+  if (holds_head_) {
+    head_.resize(be_, ct_, chunk_ * (V + 2 * std::max<int64_t>(lora_rank_, 1)));
+    ce_stats_.resize(be_, DType::f32, 3 * chunk_);
+  }
   inputs_.resize(be_, DType::i32, 4 * N);
   ArenaCursor ic(inputs_.tensor());
   tokens_ = ic.take(N, 1), targets_ = ic.take(N, 1), positions_ = ic.take(N, 1);
   segments_ = ic.take(N, 1);
   logits_f32_ = DeviceBuffer();
   default_pos_ = row_positions(B, seq);
+}
+
+bool LlamaModel::Runner::planned_for(int first, int last) const {
+  if (m_.units().empty()) return true;
+  for (const UnitRange& r : m_.units())
+    if (r.first <= first && last <= r.last) return true;
+  return false;
 }
 
 void LlamaModel::Runner::upload(const ModelInput& in) {
@@ -346,6 +375,8 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
   MT_CHECK(0 <= first && first <= last && last <= head_unit, "unit span out of range");
   MT_CHECK(first == 0 || span->x_in, "a span after the embedding needs its input");
   MT_CHECK(last == head_unit || span->x_out || (backward && span->dy), "a span before the head needs its output");
+  MT_CHECK(planned_for(first, last), "units " + std::to_string(first) + "-" + std::to_string(last) +
+                                         " are outside those the model was told it runs (LlamaModel::set_units)");
   check_token_ids(in.tokens, in.targets, N, split_vocab ? hooks_.vocab_size() : c_.vocab_size);
   upload(in);
   const int64_t v0 = split_vocab ? hooks_.vocab_begin() : 0;
@@ -354,29 +385,30 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
                 rope_sin_, &hooks_};
   const bool ckpt = planned_checkpointing_;
   const bool tied = c_.tie_word_embeddings;
-  // Blocks [lb, le) run; xs_[lb] is the span's input, xs_[le] its output.
+  // Blocks [lb, le) run; x(lb) is the span's input, x(le) its output.
   const int64_t lb = first == 0 ? 0 : first - 1, le = std::min<int64_t>(last, L);
+  const auto x = [&](int64_t l) -> const Tensor& { return xs_[size_t(l - lb)]; };
 
   if (first == 0) {
     use(0, false);
     {
       MT_PROFILE("embedding");
-      be_.embedding_forward(xs_[0], tokens_, w_.embed, v0);
+      be_.embedding_forward(x(0), tokens_, w_.embed, v0);
     }
-    hooks_.reduce_sum(xs_[0]);  // vocabulary-parallel: each token's row is on one rank
+    hooks_.reduce_sum(x(0));  // vocabulary-parallel: each token's row is on one rank
     done(0, false);
   } else {
-    be_.copy(xs_[lb], span->x_in);
+    be_.copy(x(lb), span->x_in);
   }
   for (int64_t l = lb; l < le; ++l) {
     use(int(l) + 1, false);
-    block_forward(be_, xs_[l + 1], xs_[l], acts_[ckpt ? 0 : l], w_.blocks[l], bi, c_,
+    block_forward(be_, x(l + 1), x(l), acts_[size_t(ckpt ? 0 : l - lb)], w_.blocks[l], bi, c_,
                   scratch_view_);
     done(int(l) + 1, false);
   }
   LossSum total;
   if (last < head_unit) {
-    if (span->x_out) be_.copy(span->x_out, xs_[le]);
+    if (span->x_out) be_.copy(span->x_out, x(le));
     if (!backward) return total;
     be_.copy(dx_, span->dy);
   } else {
@@ -385,7 +417,7 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
     // own backward at the end.
     use(head_unit, backward);
     if (tied) use(0, backward);
-    be_.rmsnorm_forward(nf_, rstdf_, xs_[L], w_.final_norm, c_.rms_norm_eps);
+    be_.rmsnorm_forward(nf_, rstdf_, x(L), w_.final_norm, c_.rms_norm_eps);
 
     for (int64_t n0 = 0; n0 < N; n0 += chunk_) {
       LossSum ls = head_chunk(n0, std::min(chunk_, N - n0), in, backward, grad_scale, logits);
@@ -398,7 +430,7 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
     }
 
     be_.fill(dx_, 0.0f);
-    be_.rmsnorm_backward(dx_, w_.dfinal_norm, rows_of(scratch_view_.t3, N, C), xs_[L],
+    be_.rmsnorm_backward(dx_, w_.dfinal_norm, rows_of(scratch_view_.t3, N, C), x(L),
                          w_.final_norm, rstdf_);
     done(head_unit, true);
   }
@@ -406,9 +438,9 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
     use(int(l) + 1, true);
     if (ckpt) {  // recompute this block's activations from its saved input
       MT_PROFILE("recompute (checkpointing)");
-      block_forward(be_, y_tmp_, xs_[l], acts_[0], w_.blocks[l], bi, c_, scratch_view_);
+      block_forward(be_, y_tmp_, x(l), acts_[0], w_.blocks[l], bi, c_, scratch_view_);
     }
-    block_backward(be_, dx_, xs_[l], acts_[ckpt ? 0 : l], w_.blocks[l], bi, c_, scratch_view_);
+    block_backward(be_, dx_, x(l), acts_[size_t(ckpt ? 0 : l - lb)], w_.blocks[l], bi, c_, scratch_view_);
     done(int(l) + 1, true);
   }
   if (first > 0) {
@@ -423,6 +455,14 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
   }
   done(0, true);
   return total;
+}
+
+void LlamaModel::set_units(std::vector<UnitRange> ranges) {
+  const int head = int(config_.num_hidden_layers) + 1;
+  for (const UnitRange& r : ranges)
+    MT_CHECK(0 <= r.first && r.first <= r.last && r.last <= head, "unit range out of range");
+  units_ = std::move(ranges);
+  runner_.reset();  // planned again, for these units, at the next forward
 }
 
 void LlamaModel::ensure_runner() {

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
 #include "model/block.h"
@@ -32,6 +33,12 @@ struct UnitSpan {
   Tensor x_out;             // last <= L: the output of unit `last`, written by the forward
   Tensor dy;                // last <= L, backward: the gradient of x_out
   Tensor dx;                // first > 0, backward: the gradient of x_in, written
+};
+
+// The units a model is asked to run, as ModelParallel numbers them (see UnitSpan): what a pipeline
+// stage tells the model it holds, so that its activations are planned for those units alone.
+struct UnitRange {
+  int first = 0, last = 0;  // units [first, last]
 };
 
 struct LossSum {
@@ -79,6 +86,13 @@ class LlamaModel {
   void set_parallel(ModelParallel* parallel) { parallel_ = parallel; }
   ModelParallel* parallel() const { return parallel_; }
   bool owns_storage() const { return base_.has_buffers(); }
+  // The only units this model will run, each range through run_units (a pipeline stage's chunks,
+  // told by the pipeline): the activation arena is then planned for the largest range's blocks,
+  // with the residual stream of those blocks only, and the head's buffers (final norm, a chunk of
+  // logits, the loss rows) only when a range ends with the head. Empty (the default): the whole
+  // model, as forward_backward runs it. Must be set before the first forward.
+  void set_units(std::vector<UnitRange> ranges);
+  const std::vector<UnitRange>& units() const { return units_; }
 
   // Forward and backward of sum(loss) * grad_scale; gradients are accumulated into the trainable
   // store's grad buffer (call zero_grad between optimizer steps). Returns the unscaled loss sum.
@@ -120,6 +134,7 @@ class LlamaModel {
   bool checkpointing_ = false;
   bool fuse_qkv_ = true;
   ModelParallel* parallel_ = nullptr;
+  std::vector<UnitRange> units_;  // empty: the whole model
   std::unique_ptr<Runner> runner_;
 };
 

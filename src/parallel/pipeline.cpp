@@ -266,6 +266,9 @@ PipelineBuffers pipeline_buffers(PipelineSchedule schedule, int stages, int stag
     if (!op.forward && g == last) continue;  // done in its forward
     const bool receives = op.forward ? g > 0 : true;
     if (receives) {  // from the previous chunk's forward, or the next chunk's backward
+      // The buffer received into is allocated first (the gradient's only once: it is reused).
+      const int64_t arriving = op.forward || !dy ? 1 : 0;
+      out.peak_allocated = std::max(out.peak_allocated, inputs + int64_t(pending.size()) + (dy ? 1 : 0) + arriving);
       const auto [rank, at] = op.forward ? op_of(true, g - 1, op.micro) : op_of(false, g + 1, op.micro);
       for (size_t k = 0; k < pending.size();)
         if (pending[k].rank == rank && pending[k].at <= at)
@@ -285,6 +288,7 @@ PipelineBuffers pipeline_buffers(PipelineSchedule schedule, int stages, int stag
     }
     out.peak_in_flight = std::max(out.peak_in_flight, in_flight);
     out.peak_buffers = std::max(out.peak_buffers, inputs + int64_t(pending.size()) + (dy ? 1 : 0));
+    out.peak_allocated = std::max(out.peak_allocated, out.peak_buffers);
     if (!op.forward || g == last) {  // its input goes after the backward
       --in_flight;
       if (g > 0) --inputs;
@@ -306,6 +310,11 @@ Pipeline::Pipeline(Comm& group, LlamaModel& model, std::vector<int64_t> blocks,
     : group_(group), model_(model), blocks_(std::move(blocks)), schedule_(schedule) {
   MT_CHECK(int64_t(blocks_.size()) == int64_t(group.size()) * chunks, "one block count per pipeline chunk");
   chunks_ = rank_chunks(blocks_, group.size(), group.rank());
+  // The model plans its activations for these units only: the largest chunk's blocks, the head's
+  // buffers on the stage that holds it.
+  std::vector<UnitRange> units;
+  for (const UnitSpan& c : chunks_) units.push_back({c.first, c.last});
+  model_.set_units(std::move(units));
 }
 
 std::string Pipeline::describe_stage() const {

@@ -7,9 +7,10 @@
 //
 // A rank keeps only each chunk's input per micro-batch in flight between its forward and backward,
 // and recomputes the chunk's forward in the backward (GPipe's re-materialisation), so its
-// activation memory is one micro-batch's (the model's arena) plus its kept inputs: under 1F1B at
-// most pp - stage of them, under GPipe all m, interleaved the schedule's warm-up + 1
-// (pipeline_order). The last chunk runs its forward and backward at once (the loss is there). The
+// activation memory is one micro-batch's through its largest chunk (the model's arena, planned for
+// the rank's units alone: LlamaModel::set_units, which the constructor calls) plus its kept
+// inputs: under 1F1B at most pp - stage of them, under GPipe all m, interleaved the schedule's
+// warm-up + 1 (pipeline_order). The last chunk runs its forward and backward at once (the loss is there). The
 // inputs, outputs and gradients are backend buffers (tensor memory), and a sent one is released as
 // soon as the orders prove its receiver has it (pipeline_buffers).
 #pragma once
@@ -103,6 +104,11 @@ struct PipelineBuffers {
   // buffers alive (kept inputs, outputs and gradients not yet known received, the received
   // gradient).
   int64_t peak_in_flight = 0, peak_buffers = 0;
+  // The most allocated at any moment: a receive's buffer (a new input, or the gradient buffer the
+  // first time) exists before the sends its arrival proves received are released, so this is
+  // peak_buffers or one more (GPipe's stage 0: m outputs and the first gradient). What the memory
+  // planner counts.
+  int64_t peak_allocated = 0;
 };
 PipelineBuffers pipeline_buffers(PipelineSchedule schedule, int stages, int stage, int64_t micro,
                                  int chunks = 1);
@@ -122,7 +128,8 @@ struct PipelineTiming {
 class Pipeline {
  public:
   // `group` is the pp group: its rank r is stage r. Both must outlive this. `blocks`: blocks per
-  // chunk, group.size() x `chunks` of them (check_virtual_stages has accepted `chunks`).
+  // chunk, group.size() x `chunks` of them (check_virtual_stages has accepted `chunks`). Tells
+  // `model` the units of this stage's chunks (LlamaModel::set_units): it runs no others.
   Pipeline(Comm& group, LlamaModel& model, std::vector<int64_t> blocks, PipelineSchedule schedule,
            int chunks = 1);
 

@@ -15,9 +15,10 @@ double MemoryBreakdown::item(const std::string& name) const {
 
 namespace {
 
-// LLaMA: the engine's arenas (model/llama.cpp RunnerImpl::plan), with the per-token sizes of
-// model/block.cpp split into what tensor parallelism shards (heads, KV, MLP width) and what it
-// keeps whole (norm outputs, the f32 residual stream).
+// LLaMA: the engine's arenas (model/llama.cpp Runner::plan) for a run of `layers` blocks at once
+// (the whole model, or a pipeline stage's largest chunk), the head's rows only when `last` holds
+// it, with the per-token sizes of model/block.cpp split into what tensor parallelism shards
+// (heads, KV, MLP width) and what it keeps whole (norm outputs, the f32 residual stream).
 ActivationBytes llama_activations(const PlanInput& in, int64_t layers, bool last) {
   const auto& c = in.model.config;
   const double tp = double(in.mesh.tp), N = double(in.micro_tokens());
@@ -31,7 +32,10 @@ ActivationBytes llama_activations(const PlanInput& in, int64_t layers, bool last
   const double t_elems = 2.0 * C + (2.0 * C + 2.0 * kv + 3.0 * I) / tp + adapters;
   const double f_elems = 2.0 + C + H / tp;
   const double block = N * (t * t_elems + 4.0 * f_elems);
-  const double residual = 4.0 * N * C * double(layers + 3) + 4.0 * 2.0 * N + t * N * C;
+  // The residual stream into and out of each block, its gradient, the recompute target under
+  // checkpointing; with the head, the final norm's output, its rstd and the per-token losses.
+  const double residual = 4.0 * N * C * double(layers + 2 + (in.checkpointing ? 1 : 0)) +
+                          (last ? 4.0 * 2.0 * N + t * N * C : 0.0);
   ActivationBytes a;
   a.layer = block;
   a.per_micro_batch = residual + (in.checkpointing ? 0.0 : double(layers) * block);
@@ -106,20 +110,22 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
   if (engine_pipeline) {
     // This engine's stage (parallel/pipeline.h): one micro-batch's activations at a time, its
     // forward recomputed in the backward, in the model's arena, which the runner plans for the
-    // whole model on every stage (all blocks and the head's buffers: model/llama.cpp
-    // Runner::plan); beside it the pipeline's own f32 buffers of a residual stream each, as many
-    // as the schedule's orders keep at once (parallel::pipeline_buffers: kept inputs, sends not
-    // yet known received, the received gradient).
-    const ActivationBytes a = activation_bytes(in, in.model.layers(), true);
+    // stage's units alone (its largest chunk's blocks, the head's buffers on the stage holding it:
+    // LlamaModel::set_units); beside it the pipeline's own f32 buffers of a residual stream each,
+    // as many as the schedule's orders keep at once (parallel::pipeline_buffers: kept inputs, the
+    // in-flight micro-batches; sends not yet known received; the received gradient), counted at
+    // the moment a receive's buffer exists beside the sends it then releases (peak_allocated).
+    const ActivationBytes a = activation_bytes(in, s.chunk_layers, s.last);
     add("activations", a.per_micro_batch + a.shared);
     add("logits+loss", a.logits);
     const parallel::PipelineBuffers b = parallel::pipeline_buffers(
         in.pp_schedule, int(in.mesh.pp), int(s.index), in.micro_batches(), int(in.pp_virtual));
-    add("pipeline buffers", double(b.peak_buffers) * 4.0 * N * h);
+    add("pipeline buffers", double(b.peak_allocated) * 4.0 * N * h);
   } else {
     // Micro-batches whose activations a stage keeps at once (Megatron's): 1F1B's warm-up depth,
-    // GPipe's all.
-    const int64_t in_flight = in.pp_schedule == parallel::PipelineSchedule::gpipe
+    // GPipe's all. Without a pipeline, one: micro-batches accumulate one after another.
+    const int64_t in_flight = in.mesh.pp == 1 ? 1
+                              : in.pp_schedule == parallel::PipelineSchedule::gpipe
                                   ? in.micro_batches()
                                   : std::min(in.micro_batches(), in.mesh.pp - s.index);
     const ActivationBytes a = activation_bytes(in, s.layers, s.last);

@@ -29,6 +29,7 @@ struct MemoryBreakdown {
 
 // Bytes of saved activations of one micro-batch on a stage of `layers` layers, and the scratch
 // and logits buffers that exist once. checkpointing: only layer inputs plus one layer's set.
+// `last_stage`: the stage holds the head (LLaMA: its rows in the arena, and the logits chunk).
 struct ActivationBytes {
   double per_micro_batch = 0.0;  // kept from forward to backward, per micro-batch in flight
   double shared = 0.0;           // one layer's full set under checkpointing (recompute target) + scratch

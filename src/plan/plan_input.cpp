@@ -102,6 +102,8 @@ std::vector<StageParams> stage_params(const PlanInput& in) {
     s.first = parallel::stage_units(blocks, int(k)).first == 0;
     s.last = held[size_t(head_unit)];
     s.layers = std::count(held.begin() + 1, held.begin() + head_unit, true);
+    for (size_t c = size_t(k); c < blocks.size(); c += size_t(in.mesh.pp))  // its chunks k, k + pp, ...
+      s.chunk_layers = std::max(s.chunk_layers, blocks[c]);
     s.params = layer.times(s.layers);
     s.max_unit = layer;
     if (s.first) s.params += first, s.max_unit = bigger(s.max_unit, first);

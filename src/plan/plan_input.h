@@ -69,6 +69,7 @@ struct ElemCount {
 
 struct StageParams {
   int64_t index = 0, layers = 0;
+  int64_t chunk_layers = 0;  // blocks of its largest chunk (= layers without train.pp_virtual): run at once
   bool first = false, last = false;
   ElemCount params;     // everything the stage's rank holds
   ElemCount max_unit;   // the largest unit gathered at once (a layer, the embedding, the head)

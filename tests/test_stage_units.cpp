@@ -1,0 +1,112 @@
+// A model told which units it runs (LlamaModel::set_units, what a pipeline stage tells it) plans
+// its activation arena for those units alone: two models holding the two halves of the units give
+// the whole model's loss and gradients bit for bit, each with a smaller arena, whose bytes are the
+// planner's figure for that stage (plan/memory_model.cpp prices the same arena); a span outside
+// the units it was told is refused.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "backend/device_buffer.h"
+#include "core/error.h"
+#include "model/llama.h"
+#include "plan/memory_model.h"
+#include "train/run_config.h"
+
+namespace mt {
+namespace {
+
+struct Batch {
+  std::vector<int32_t> tokens, targets;
+  ModelInput in;
+};
+
+Batch batch(int64_t B, int64_t T) {
+  Batch b;
+  b.tokens.resize(size_t(B * T)), b.targets.resize(size_t(B * T));
+  for (size_t i = 0; i < b.tokens.size(); ++i)
+    b.tokens[i] = int32_t((i * 7) % 256), b.targets[i] = int32_t((i * 5 + 3) % 256);
+  b.in.tokens = b.tokens.data(), b.in.targets = b.targets.data(), b.in.B = B, b.in.T = T;
+  return b;
+}
+
+LlamaConfig tiny() { return parse_run_config(default_run_config_toml(), {}, "<test>").model; }
+
+// The planner's activation and logits items for a stage running `layers` blocks at once, with the
+// head or not: what the model's arena holds (tp = 1).
+double planned_arena(const LlamaConfig& c, Precision precision, bool checkpointing, int64_t B, int64_t T,
+                     int64_t layers, bool head) {
+  plan::PlanInput in;
+  in.model = {"tiny", plan::Arch::llama, c};
+  in.precision = precision, in.checkpointing = checkpointing;
+  in.seq = T, in.micro_batch = B, in.global_batch = B;
+  const plan::ActivationBytes a = plan::activation_bytes(in, layers, head);
+  return a.per_micro_batch + a.shared + a.logits;
+}
+
+TEST(StageUnits, HalvesOfTheUnitsEqualTheWholeModelWithSmallerArenasThePlannerPrices) {
+  const LlamaConfig c = tiny();
+  const int L = int(c.num_hidden_layers), cut = 1;  // front: embedding and block 0; back: the rest
+  const int64_t B = 2, T = 16, C = c.hidden_size;
+  for (const Precision precision : {Precision::fp32, Precision::bf16})
+    for (const bool ckpt : {false, true}) {
+      SCOPED_TRACE(std::string(precision == Precision::bf16 ? "bf16" : "fp32") + (ckpt ? " checkpointing" : ""));
+      Batch b = batch(B, T);
+      LlamaModel whole(c, precision, LoraConfig{});
+      whole.init_weights(3);
+      whole.set_activation_checkpointing(ckpt);
+      const LossSum expected = whole.forward_backward(b.in, 1.0f);
+
+      LlamaModel front(c, precision, LoraConfig{}), back(c, precision, LoraConfig{});
+      for (LlamaModel* m : {&front, &back}) m->init_weights(3), m->set_activation_checkpointing(ckpt);
+      front.set_units({{0, cut}});
+      back.set_units({{cut + 1, L + 1}});
+      DeviceBuffer x(cpu_backend(), DType::f32, B * T * C), dx(cpu_backend(), DType::f32, B * T * C);
+      front.run_units(b.in, UnitSpan{0, cut, {}, x.tensor(), {}, {}}, false, 1.0f);
+      const LossSum got = back.run_units(b.in, UnitSpan{cut + 1, L + 1, x.tensor(), {}, {}, dx.tensor()}, true, 1.0f);
+      front.run_units(b.in, UnitSpan{0, cut, {}, {}, dx.tensor(), {}}, true, 1.0f);
+      EXPECT_EQ(got.sum, expected.sum);
+      EXPECT_EQ(got.count, expected.count);
+      for (size_t i = 0; i < whole.base().params().size(); ++i) {
+        const Param& p = whole.base().params()[i];
+        if (!p.grad) continue;
+        // Each parameter's gradient from the model holding its unit.
+        LlamaModel& holder = param_unit(p.name, c) <= cut ? front : back;
+        std::vector<float> want(size_t(p.numel)), have(want.size());
+        cpu_backend().copy_to_host(want.data(), p.grad_tensor());
+        cpu_backend().copy_to_host(have.data(), holder.base().params()[i].grad_tensor());
+        EXPECT_EQ(want, have) << p.name;
+      }
+      // The arena: the front holds one block and no head, the back three blocks and the head.
+      EXPECT_LT(front.activation_bytes(), back.activation_bytes());
+      EXPECT_LT(back.activation_bytes(), whole.activation_bytes());
+      EXPECT_EQ(double(whole.activation_bytes()), planned_arena(c, precision, ckpt, B, T, L, true));
+      EXPECT_EQ(double(front.activation_bytes()), planned_arena(c, precision, ckpt, B, T, cut, false));
+      EXPECT_EQ(double(back.activation_bytes()), planned_arena(c, precision, ckpt, B, T, L - cut, true));
+    }
+}
+
+// Interleaved stages hold several chunks: the arena is planned for the largest, any of them runs.
+TEST(StageUnits, SeveralRangesPlanForTheLargestAndRefuseOthers) {
+  const LlamaConfig c = tiny();
+  const int L = int(c.num_hidden_layers);
+  ASSERT_GE(L, 4);
+  const int64_t B = 1, T = 8, C = c.hidden_size;
+  Batch b = batch(B, T);
+  LlamaModel m(c, Precision::fp32, LoraConfig{});
+  m.init_weights(1);
+  m.set_units({{2, 2}, {4, L + 1}});  // block 1; blocks 3..L-1 and the head
+  DeviceBuffer x(cpu_backend(), DType::f32, B * T * C), y(cpu_backend(), DType::f32, B * T * C);
+  m.run_units(b.in, UnitSpan{2, 2, x.tensor(), y.tensor(), {}, {}}, false, 1.0f);
+  EXPECT_EQ(double(m.activation_bytes()), planned_arena(c, Precision::fp32, false, B, T, L - 3, true));
+  m.run_units(b.in, UnitSpan{4, L + 1, y.tensor(), {}, {}, x.tensor()}, true, 1.0f);
+  // Units it was not told: refused, not run past its arena.
+  EXPECT_THROW(m.run_units(b.in, UnitSpan{0, 2, {}, y.tensor(), {}, {}}, false, 1.0f), Error);
+  EXPECT_THROW(m.run_units(b.in, UnitSpan{2, 3, x.tensor(), y.tensor(), {}, {}}, false, 1.0f), Error);
+  EXPECT_THROW(m.forward_loss(b.in), Error);
+  EXPECT_THROW(m.set_units({{3, L + 2}}), Error);
+}
+
+}  // namespace
+}  // namespace mt

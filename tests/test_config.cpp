@@ -290,7 +290,7 @@ TEST(ConfigErrors, UnknownLoraTarget) {
 TEST(ConfigErrors, RangeChecksNameTheKey) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"train.steps=0", "train.steps"},          {"train.batch_size=0", "train.batch_size"},
-      {"train.grad_accum=-1", "train.grad_accum"}, {"train.seq_len=0", "train.seq_len"},
+      {"train.grad_accum=-1", "train.grad_accum"}, {"train.seq_len=-1", "train.seq_len"},
       {"optim.lr=0", "optim.lr"},                {"optim.beta1=1.0", "optim.beta1"},
       {"optim.beta2=-0.1", "optim.beta2"},       {"lora.alpha=0", "lora.alpha"},
       {"train.log_every=0", "train.log_every"},  {"data.val_fraction=1", "data.val_fraction"},

@@ -12,9 +12,11 @@
 #include "core/error.h"
 #include "io/pretrained.h"
 #include "parallel/comm.h"
+#include "parallel/launch_env.h"
 #include "plan/run_memory.h"
 #include "train/config_docs.h"
 #include "train/run_config.h"
+#include "train/sequence_length.h"
 #include "train/stop_signals.h"
 #include "train/trainer.h"
 
@@ -103,6 +105,9 @@ Action add_train_command(CLI::App& app) {
     // The device first: a run that cannot have it is refused before anything is checked or written.
     const DeviceBackend backend = opt->device.open(cfg.train.device, "train.device", cfg.train.share_gpu);
     if (opt->device.given()) cfg.train.device = opt->device.name;  // run.toml records the device used
+    // A length not given, chosen from the data before the memory check that depends on it.
+    if (const std::string why = settle_seq_len(cfg); !why.empty() && parallel::read_launch_env().rank <= 0)
+      std::cout << why << std::endl;
     check_before_training(cfg);
     return train(cfg, std::cout, *backend).stopped ? kStoppedExitCode : 0;
   };

@@ -314,6 +314,10 @@ RunConfig parse(const std::string& toml_text, const std::vector<std::string>& ov
   std::map<std::string, std::string> overridden;  // key -> the (last) --set that changed it
   for (const auto& ov : overrides) overridden[apply_override(doc, ov)] = ov;
   RunConfig c = convert(doc, source_name);
+  // A length not given (absent, or 0): with a model the data decides when the run starts
+  // (train/sequence_length.h); without one it is the built-in run's.
+  if (!c.model_path.empty() && !node_at(doc, "train.seq_len")) c.train.seq_len = 0;
+  if (c.model_path.empty() && c.train.seq_len == 0) c.train.seq_len = kBuiltinSeqLen;
   if (file_dir) resolve_input_paths(c, *file_dir, overridden);
   validate_run(c, [&](const std::string& key) {
     auto it = overridden.find(key);

@@ -130,11 +130,14 @@ void eval_examples(const EvalOptions& o, LlamaModel& model, const Tokenizer& tok
   opt.format = o.format == "auto" ? DataFormat::kAuto : parse_format(o.format);
   opt.max_tokens = seq;
   opt.truncate = o.truncate;
+  const int64_t limit = model.config().max_position_embeddings;
+  opt.model_limit = limit;
   // No token cache: an evaluation is a one-off, and should leave no files behind.
   const LoadedExamples ex = load_examples(o.data, tok, opt, "off");
   if (ex.table.size() == 0)
     fail(o.data + ": no example fits " + std::to_string(seq) + " tokens (" + std::to_string(ex.records) +
-         " records; raise --seq-len or give --truncate)");
+         " records; " + (seq < limit ? "raise --seq-len (at most " + std::to_string(limit) + ") or " : "") +
+         "give --truncate)");
   std::vector<uint32_t> ids(ex.table.size());
   std::iota(ids.begin(), ids.end(), 0u);
   PackedValidation rows(ex.table, ids, seq, o.batch);
@@ -159,15 +162,18 @@ void eval_run_validation(const EvalOptions& o, const RunConfig& run, const std::
   cfg.train.seq_len = seq;
   cfg.train.batch_size = o.batch;
   const std::unique_ptr<TrainingData> data = open_training_data(cfg, tok, std::cerr);
-  if (!data->has_validation())
-    fail("eval --run " + run_dir + ": the run held nothing out (data.val_fraction = " +
-         std::to_string(run.data.val_fraction) + "); give --data FILE to evaluate on");
+  if (!data->has_validation()) {
+    std::ostringstream fraction;
+    fraction << run.data.val_fraction;
+    fail("eval: the run in " + run_dir + " held nothing out (data.val_fraction = " + fraction.str() +
+         "); give --data FILE to evaluate on");
+  }
   LossSum total;
   for (PackedBatch b; data->next_validation(b);) {
     const LossSum s = model.forward_loss(input_of(b));
     total.sum += s.sum, total.count += s.count;
   }
-  if (total.count == 0) fail("eval --run " + run_dir + ": the held-out rows have no trained tokens to evaluate");
+  if (total.count == 0) fail("eval: the held-out rows of the run in " + run_dir + " have no trained tokens to evaluate");
   print_result("the held-out set of " + run_dir + " (" + std::to_string(data->num_validation_rows()) +
                    " rows of " + std::to_string(seq) + " tokens, train.eval_tokens = " +
                    std::to_string(cfg.train.eval_tokens) + "), ",
@@ -199,7 +205,7 @@ Action add_eval_command(CLI::App& app) {
                 "cut examples longer than --seq-len instead of skipping them, as data.truncate");
   sub->footer("A model or adapter directory a run wrote (RUN/model, RUN/adapter) takes its defaults for "
               "--seq-len, --batch, --format and --truncate from RUN/run.toml, and without --data is "
-              "evaluated on the run's held-out set, as with --run.");
+              "evaluated on the run's held-out set, as with --run.\n");
   return [o, format, seq_len, batch] {
     o->format_given = format->count() > 0;
     o->seq_len_given = seq_len->count() > 0;

@@ -19,9 +19,8 @@ int64_t seq_len_for_longest(int64_t longest, int64_t limit) {
   return std::min({rounded, limit, kSeqLenCeiling});
 }
 
-SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer& tok) {
+SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer& tok, int64_t limit) {
   if (cfg.train.seq_len > 0) return {cfg.train.seq_len, ""};
-  const int64_t limit = model_position_limit(cfg);
   const std::string limit_text = "the model's max_position_embeddings, " + std::to_string(limit);
   if (!is_example_data(cfg.data.path, cfg.data.format)) {
     const int64_t len = std::min(kBuiltinSeqLen, limit);
@@ -51,7 +50,9 @@ SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer& tok) {
 
 std::string settle_seq_len(RunConfig& cfg) {
   if (cfg.train.seq_len > 0) return "";
-  const SeqLenChoice choice = choose_seq_len(cfg, *run_tokenizer(cfg));
+  // The model first: a path that is not a model is named as such, not as a missing tokenizer.
+  const int64_t limit = model_position_limit(cfg);
+  const SeqLenChoice choice = choose_seq_len(cfg, *run_tokenizer(cfg), limit);
   cfg.train.seq_len = choice.seq_len;
   return choice.reason;
 }

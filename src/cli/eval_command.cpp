@@ -191,7 +191,7 @@ Action add_eval_command(CLI::App& app) {
   o->device.add_to(sub, "cpu");
   sub->add_option("--run", o->run,
                   "a run directory (output.dir): its model on its held-out rows as its validation reads them, "
-                  "with its sequence length, data, template, split and train.eval_tokens");
+                  "with its sequence length, data, template, split and train.eval_tokens (default: none)");
   sub->add_option("--data,-d", o->data,
                   "plain-text file, or an Alpaca / chat .json or .jsonl file (default: with --run, the run's held-out set)");
   auto* format = sub->add_option("--format", o->format,

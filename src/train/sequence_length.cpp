@@ -1,7 +1,9 @@
 #include "train/sequence_length.h"
 
 #include <algorithm>
+#include <memory>
 
+#include "core/error.h"
 #include "data/examples.h"
 #include "data/token_cache.h"
 #include "io/pretrained.h"
@@ -19,7 +21,7 @@ int64_t seq_len_for_longest(int64_t longest, int64_t limit) {
   return std::min({rounded, limit, kSeqLenCeiling});
 }
 
-SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer& tok, int64_t limit) {
+SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer* tok, int64_t limit) {
   if (cfg.train.seq_len > 0) return {cfg.train.seq_len, ""};
   const std::string limit_text = "the model's max_position_embeddings, " + std::to_string(limit);
   if (!is_example_data(cfg.data.path, cfg.data.format)) {
@@ -28,11 +30,12 @@ SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer& tok, int64_t 
                      std::to_string(kBuiltinSeqLen) + (len < kBuiltinSeqLen ? " capped at " + limit_text : "") +
                      " (set train.seq_len to choose)"};
   }
+  if (!tok) fail("choose_seq_len: example data needs the run's tokenizer");
   // Every example, however long (the cache keeps this reading for the next run).
   ExampleOptions opt;
   opt.format = cfg.data.format == "auto" ? DataFormat::kAuto : parse_format(cfg.data.format);
   opt.quiet = true;
-  const LoadedExamples ex = load_examples(cfg.data.path, tok, opt, cfg.data.cache_dir);
+  const LoadedExamples ex = load_examples(cfg.data.path, *tok, opt, cfg.data.cache_dir);
   int64_t longest = 0;
   for (size_t i = 0; i < ex.table.size(); ++i) longest = std::max(longest, ex.table.length(i));
   const int64_t len = seq_len_for_longest(longest, limit);
@@ -52,7 +55,9 @@ std::string settle_seq_len(RunConfig& cfg) {
   if (cfg.train.seq_len > 0) return "";
   // The model first: a path that is not a model is named as such, not as a missing tokenizer.
   const int64_t limit = model_position_limit(cfg);
-  const SeqLenChoice choice = choose_seq_len(cfg, *run_tokenizer(cfg), limit);
+  // Only examples are measured, and only they need the tokenizer here.
+  const std::unique_ptr<Tokenizer> tok = is_example_data(cfg.data.path, cfg.data.format) ? run_tokenizer(cfg) : nullptr;
+  const SeqLenChoice choice = choose_seq_len(cfg, tok.get(), limit);
   cfg.train.seq_len = choice.seq_len;
   return choice.reason;
 }

@@ -35,9 +35,10 @@ struct SeqLenChoice {
 };
 
 // cfg.train.seq_len when it is given (> 0); else chosen as above for a model limit of `limit`
-// (model_position_limit), reading the data (through the token cache, data.cache_dir) with `tok`.
-// Plain text has no examples to measure: it takes kBuiltinSeqLen, capped at the model's limit.
-SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer& tok, int64_t limit);
+// (model_position_limit), reading example data (through the token cache, data.cache_dir) with
+// `tok`, the run's tokenizer (may be null for plain text). Plain text has no examples to
+// measure: it takes kBuiltinSeqLen, capped at the model's limit.
+SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer* tok, int64_t limit);
 
 // cfg.train.seq_len chosen when it is 0 (loading the run's tokenizer for it); returns the
 // reason line, empty when nothing was chosen.

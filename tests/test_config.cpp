@@ -74,8 +74,10 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.train.stop_timeout, b.train.stop_timeout);
   EXPECT_EQ(a.train.debug_collectives, b.train.debug_collectives);
   EXPECT_EQ(a.train.eval_every, b.train.eval_every);
+  EXPECT_EQ(a.train.eval_tokens, b.train.eval_tokens);
   EXPECT_EQ(a.train.device, b.train.device);
   EXPECT_EQ(a.train.share_gpu, b.train.share_gpu);
+  EXPECT_EQ(a.train.device_comm, b.train.device_comm);
   EXPECT_EQ(a.data.path, b.data.path);
   EXPECT_EQ(a.data.format, b.data.format);
   EXPECT_EQ(a.data.tokenizer, b.data.tokenizer);
@@ -386,9 +388,9 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.train.pp_virtual = 2;
   a.train.eval_every = 3;
   a.train.eval_tokens = 4096;
-  a.train.device_comm = "staged";
   a.train.device = "cuda";
   a.train.share_gpu = true;
+  a.train.device_comm = "staged";
   a.data.format = "alpaca";
   a.data.tokenizer = "byte";
   a.data.cache_dir = "off";

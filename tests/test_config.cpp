@@ -74,6 +74,7 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.train.stop_timeout, b.train.stop_timeout);
   EXPECT_EQ(a.train.debug_collectives, b.train.debug_collectives);
   EXPECT_EQ(a.train.eval_every, b.train.eval_every);
+  EXPECT_EQ(a.train.eval_tokens, b.train.eval_tokens);
   EXPECT_EQ(a.train.device, b.train.device);
   EXPECT_EQ(a.train.share_gpu, b.train.share_gpu);
   EXPECT_EQ(a.train.device_comm, b.train.device_comm);
@@ -291,7 +292,7 @@ TEST(ConfigErrors, UnknownLoraTarget) {
 TEST(ConfigErrors, RangeChecksNameTheKey) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"train.steps=0", "train.steps"},          {"train.batch_size=0", "train.batch_size"},
-      {"train.grad_accum=-1", "train.grad_accum"}, {"train.seq_len=0", "train.seq_len"},
+      {"train.grad_accum=-1", "train.grad_accum"}, {"train.seq_len=-1", "train.seq_len"},
       {"optim.lr=0", "optim.lr"},                {"optim.beta1=1.0", "optim.beta1"},
       {"optim.beta2=-0.1", "optim.beta2"},       {"lora.alpha=0", "lora.alpha"},
       {"train.log_every=0", "train.log_every"},  {"data.val_fraction=1", "data.val_fraction"},
@@ -386,6 +387,7 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.train.pp_blocks = "1,3";
   a.train.pp_virtual = 2;
   a.train.eval_every = 3;
+  a.train.eval_tokens = 4096;
   a.train.device = "cuda";
   a.train.share_gpu = true;
   a.train.device_comm = "staged";
@@ -547,8 +549,11 @@ TEST(ConfigSchema, EveryKeyIsDocumented) {
     // The built-in run's value reads back for its key (and differs from the default).
     if (!key.builtin.empty()) {
       const std::string table(table_of(key));
+      // train.seq_len's built-in 0 ("not given") is the default 128 without a model; with one it
+      // stays 0 until the run chooses from its data (tests/test_sequence_length.cpp).
+      const std::string model = key.name == "train.seq_len" ? "[model]\npath = 'some/model'\n" : "";
       RunConfig c = parse_run_config(
-          "[" + table + "]\n" + std::string(leaf_of(key)) + " = " + std::string(key.builtin) + "\n", {});
+          model + "[" + table + "]\n" + std::string(leaf_of(key)) + " = " + std::string(key.builtin) + "\n", {});
       EXPECT_NE(config_value_toml(key, c), config_value_toml(key, RunConfig{})) << key.name;
     }
   }

@@ -113,8 +113,9 @@ TEST(UserPath, ShardReadsAConfigsModelPathRelativeToTheFile) {
   fs::remove_all(dir);
 }
 
-// Examples skipped for length: one warning, from rank 0 only, with the count and the length that
-// would keep them, before the first step.
+// Examples skipped for length: one warning, from rank 0 only, with the count and, since the
+// longest is beyond the built-in model's 256 positions, the model's limit rather than a length it
+// cannot take, before the first step.
 TEST(UserPath, DataWarningsArePrintedOnceByRankZeroBeforeTraining) {
   if (!fs::exists(kShared + "instruct/alpaca_tiny.json")) GTEST_SKIP() << "shared data not present";
   const fs::path dir = fresh("warnings");
@@ -127,8 +128,9 @@ TEST(UserPath, DataWarningsArePrintedOnceByRankZeroBeforeTraining) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(count_of(r.output, "records skipped"), 1u) << r.output;
   const size_t warning = r.output.find("records skipped");
-  EXPECT_NE(r.output.find("longer than the sequence length 256: a sequence length of "), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("longer than the sequence length 256: the longest is "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("more than the model's limit of 256: truncate them"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("a sequence length of "), std::string::npos) << r.output;
   EXPECT_LT(warning, r.output.find("step 1/")) << r.output;
   fs::remove_all(dir);
 }

@@ -1,11 +1,17 @@
 // meshtrain eval --model DIR [--adapter DIR] --data FILE: mean loss and perplexity over a text, or
 // over instruction / chat examples as training computes it (same template, masking and packing).
+// meshtrain eval --run RUN_DIR: the run's own model on its held-out rows, as its validation reads
+// them (the run's last validation loss, again); a model or adapter directory a run wrote takes its
+// defaults (sequence length, batch, format, data) from that run's run.toml.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -15,24 +21,72 @@
 #include "core/regular_file.h"
 #include "data/packed_sampler.h"
 #include "data/token_cache.h"
+#include "io/pretrained.h"
+#include "train/run_config.h"
 #include "train/training_data.h"
 
 namespace mt::cli {
 
 namespace {
 
+namespace fs = std::filesystem;
+
 struct EvalOptions {
   ModelArgs model;
   DeviceOption device;
+  std::string run;  // --run: a run directory
   std::string data, format = "auto";
-  int64_t seq_len = 256, batch = 8;
+  int64_t seq_len = 256, batch = 8;  // without a run record; with one, the run's
   bool truncate = false;
+  // Whether each was given on the command line (else a run record may supply it).
+  bool seq_len_given = false, batch_given = false, format_given = false;
 };
 
+// Nine significant digits: enough to compare with the run's own validation loss (metrics.jsonl).
 void print_result(const std::string& what, const LossSum& total) {
   const double loss = total.sum / double(total.count);
-  std::cout << "eval: " << what << total.count << " tokens, mean loss " << loss << ", perplexity "
-            << std::exp(loss) << std::endl;
+  std::cout << "eval: " << what << total.count << " tokens, mean loss " << std::setprecision(9) << loss
+            << ", perplexity " << std::exp(loss) << std::endl;
+}
+
+// The run.toml of --run, or of the run that wrote the --adapter or --model directory given (its
+// adapter/ or model/); nullopt when there is none.
+std::optional<RunConfig> run_record(const EvalOptions& o, std::string& run_dir) {
+  if (!o.run.empty()) {
+    run_dir = o.run;
+    const std::string toml = (fs::path(o.run) / "run.toml").string();
+    if (!fs::is_regular_file(toml))
+      fail("eval --run " + o.run + ": no run.toml there (expected a directory meshtrain train wrote)");
+    return load_run_config(toml, {});
+  }
+  const auto written_by_run = [&](const std::string& dir, const char* leaf) {
+    const fs::path p = fs::path(dir).lexically_normal();
+    const fs::path named = p.filename().empty() ? p.parent_path() : p;
+    return !dir.empty() && named.filename() == leaf && fs::is_regular_file(named.parent_path() / "run.toml")
+               ? named.parent_path().string()
+               : std::string();
+  };
+  run_dir = !o.model.adapter.empty() ? written_by_run(o.model.adapter, "adapter")
+                                     : written_by_run(o.model.model, "model");
+  if (run_dir.empty()) return std::nullopt;
+  return load_run_config((fs::path(run_dir) / "run.toml").string(), {});
+}
+
+// --run names the model: the run's model/ (a full run), or its base and adapter/ (a LoRA run).
+void take_model_from_run(EvalOptions& o, const RunConfig& run, const std::string& run_dir) {
+  if (!o.model.model.empty() || !o.model.adapter.empty())
+    fail("eval --run takes the model from the run (" + run_dir + "): give --run or --model/--adapter, not both");
+  if (run.lora.enabled) {
+    o.model.model = run.model_path;
+    o.model.adapter = (fs::path(run_dir) / "adapter").string();
+    o.model.base_dtype = run.lora.base_dtype;
+  } else {
+    o.model.model = (fs::path(run_dir) / "model").string();
+  }
+  const std::string& dir = run.lora.enabled ? o.model.adapter : o.model.model;
+  if (!fs::exists(dir))
+    fail("eval --run " + run_dir + ": " + dir + " does not exist (the run has not finished; export a checkpoint "
+         "with meshtrain export-checkpoint and evaluate that)");
 }
 
 // The whole file as one token stream (BOS first), cut into consecutive windows of seq + 1 tokens;
@@ -76,11 +130,14 @@ void eval_examples(const EvalOptions& o, LlamaModel& model, const Tokenizer& tok
   opt.format = o.format == "auto" ? DataFormat::kAuto : parse_format(o.format);
   opt.max_tokens = seq;
   opt.truncate = o.truncate;
+  const int64_t limit = model.config().max_position_embeddings;
+  opt.model_limit = limit;
   // No token cache: an evaluation is a one-off, and should leave no files behind.
   const LoadedExamples ex = load_examples(o.data, tok, opt, "off");
   if (ex.table.size() == 0)
     fail(o.data + ": no example fits " + std::to_string(seq) + " tokens (" + std::to_string(ex.records) +
-         " records; raise --seq-len or give --truncate)");
+         " records; " + (seq < limit ? "raise --seq-len (at most " + std::to_string(limit) + ") or " : "") +
+         "give --truncate)");
   std::vector<uint32_t> ids(ex.table.size());
   std::iota(ids.begin(), ids.end(), 0u);
   PackedValidation rows(ex.table, ids, seq, o.batch);
@@ -95,30 +152,87 @@ void eval_examples(const EvalOptions& o, LlamaModel& model, const Tokenizer& tok
                total);
 }
 
+// The run's held-out rows, as its validation reads them: the same data, template, split, packing,
+// sequence length, budget (train.eval_tokens) and batches of `batch` rows (the run's
+// train.batch_size unless --batch). On one rank this is the computation the trainer made.
+void eval_run_validation(const EvalOptions& o, const RunConfig& run, const std::string& run_dir,
+                         LlamaModel& model, const Tokenizer& tok, int64_t seq) {
+  RunConfig cfg = run;
+  cfg.data.cache_dir = "off";  // an evaluation leaves no files behind
+  cfg.train.seq_len = seq;
+  cfg.train.batch_size = o.batch;
+  const std::unique_ptr<TrainingData> data = open_training_data(cfg, tok, std::cerr);
+  if (!data->has_validation()) {
+    std::ostringstream fraction;
+    fraction << run.data.val_fraction;
+    fail("eval: the run in " + run_dir + " held nothing out (data.val_fraction = " + fraction.str() +
+         "); give --data FILE to evaluate on");
+  }
+  LossSum total;
+  for (PackedBatch b; data->next_validation(b);) {
+    const LossSum s = model.forward_loss(input_of(b));
+    total.sum += s.sum, total.count += s.count;
+  }
+  if (total.count == 0) fail("eval: the held-out rows of the run in " + run_dir + " have no trained tokens to evaluate");
+  print_result("the held-out set of " + run_dir + " (" + std::to_string(data->num_validation_rows()) +
+                   " rows of " + std::to_string(seq) + " tokens, train.eval_tokens = " +
+                   std::to_string(cfg.train.eval_tokens) + "), ",
+               total);
+}
+
 }  // namespace
 
 Action add_eval_command(CLI::App& app) {
   auto o = std::make_shared<EvalOptions>();
   auto* sub = app.add_subcommand(
-      "eval", "Mean loss and perplexity on a text file, or on Alpaca / chat examples as training computes it");
-  o->model.add_to(sub);
+      "eval", "Mean loss and perplexity on a text file, or on Alpaca / chat examples as training computes it; "
+              "--run RUN_DIR: a run's model on its held-out set");
+  o->model.add_to(sub, /*model_required=*/false);
   o->device.add_to(sub, "cpu");
-  sub->add_option("--data,-d", o->data, "plain-text file, or an Alpaca / chat .json or .jsonl file")->required();
-  sub->add_option("--format", o->format,
-                  "as data.format: auto (.json/.jsonl are examples, anything else text), text, alpaca or chat")
-      ->check(CLI::IsMember({"auto", "text", "alpaca", "chat"}));
-  sub->add_option("--seq-len", o->seq_len,
-                  "tokens per window; for examples the row length and the longest example kept, as train.seq_len")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--batch", o->batch, "windows (rows) per batch")->check(CLI::PositiveNumber);
+  sub->add_option("--run", o->run,
+                  "a run directory (output.dir): its model on its held-out rows as its validation reads them, "
+                  "with its sequence length, data, template, split and train.eval_tokens (default: none)");
+  sub->add_option("--data,-d", o->data,
+                  "plain-text file, or an Alpaca / chat .json or .jsonl file (default: with --run, the run's held-out set)");
+  auto* format = sub->add_option("--format", o->format,
+                                 "as data.format: auto (.json/.jsonl are examples, anything else text), text, alpaca or chat")
+                     ->check(CLI::IsMember({"auto", "text", "alpaca", "chat"}));
+  auto* seq_len = sub->add_option("--seq-len", o->seq_len,
+                                  "tokens per window; for examples the row length and the longest example kept, as train.seq_len")
+                      ->check(CLI::PositiveNumber);
+  auto* batch = sub->add_option("--batch", o->batch, "windows (rows) per batch")->check(CLI::PositiveNumber);
   sub->add_flag("--truncate", o->truncate,
                 "cut examples longer than --seq-len instead of skipping them, as data.truncate");
-  return [o] {
+  sub->footer("A model or adapter directory a run wrote (RUN/model, RUN/adapter) takes its defaults for "
+              "--seq-len, --batch, --format and --truncate from RUN/run.toml, and without --data is "
+              "evaluated on the run's held-out set, as with --run.\n");
+  return [o, format, seq_len, batch] {
+    o->format_given = format->count() > 0;
+    o->seq_len_given = seq_len->count() > 0;
+    o->batch_given = batch->count() > 0;
+    std::string run_dir;
+    const std::optional<RunConfig> run = run_record(*o, run_dir);
+    if (run && !o->run.empty()) take_model_from_run(*o, *run, run_dir);
+    if (o->model.model.empty()) fail("eval: give --model MODEL (or --run RUN_DIR)");
+    if (o->data.empty() && !run) fail("eval: give --data FILE (or --run RUN_DIR: the run's held-out set)");
+    if (run) {  // the run's settings, where the command line gives none
+      if (!o->seq_len_given) o->seq_len = run->train.seq_len;
+      if (!o->batch_given) o->batch = run->train.batch_size;
+      if (!o->format_given) o->format = run->data.format;
+      o->truncate = o->truncate || run->data.truncate;
+    }
     const DeviceBackend backend = o->device.open();
+    // A length the model cannot take is refused before it loads, not cut.
+    const int64_t limit = pretrained_config(o->model.model).max_position_embeddings;
+    if (o->seq_len_given && o->seq_len > limit)
+      fail("eval: --seq-len " + std::to_string(o->seq_len) + " is more than the model's max_position_embeddings (" +
+           std::to_string(limit) + "); give at most " + std::to_string(limit));
+    const int64_t seq = std::min(o->seq_len, limit);
     auto model = o->model.load_model(*backend);
-    auto tok = o->model.load_tokenizer();
-    const int64_t seq = std::min(o->seq_len, model->config().max_position_embeddings);
-    if (is_example_data(o->data, o->format)) eval_examples(*o, *model, *tok, seq);
+    // The run's tokenizer, as it trained with (a model it wrote may carry none: the byte-level one).
+    auto tok = run && o->model.tokenizer.empty() ? run_tokenizer(*run) : o->model.load_tokenizer();
+    if (o->data.empty()) eval_run_validation(*o, *run, run_dir, *model, *tok, seq);
+    else if (is_example_data(o->data, o->format)) eval_examples(*o, *model, *tok, seq);
     else eval_text(*o, *model, *tok, seq);
     return 0;
   };

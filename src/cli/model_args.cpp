@@ -9,8 +9,11 @@
 
 namespace mt::cli {
 
-void ModelArgs::add_to(CLI::App* sub) {
-  sub->add_option("--model,-m", model, "HF model directory, llama2.c .bin or GGUF .gguf")->required();
+void ModelArgs::add_to(CLI::App* sub, bool model_required) {
+  sub->add_option("--model,-m", model,
+                  std::string("HF model directory, llama2.c .bin or GGUF .gguf") +
+                      (model_required ? "" : " (default: with --run, the run's)"))
+      ->required(model_required);
   sub->add_option("--adapter", adapter, "PEFT LoRA adapter directory to apply (default: none, the model alone)");
   sub->add_option("--tokenizer", tokenizer, "tokenizer file or directory, or a GGUF file whose tokenizer to use (default: the model's; a GGUF model's own)");
   sub->add_option("--precision", precision, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));

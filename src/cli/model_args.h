@@ -17,7 +17,8 @@ struct ModelArgs {
   std::string precision = "fp32";
   std::string base_dtype = "bf16";  // "nf4": the base's block matrices quantised as loaded (QLoRA)
 
-  void add_to(CLI::App* sub);
+  // `model_required`: --model must be given (eval can take it from a run record instead).
+  void add_to(CLI::App* sub, bool model_required = true);
   // The model in `backend`'s memory.
   std::unique_ptr<LlamaModel> load_model(Backend& backend = cpu_backend()) const;
   std::unique_ptr<Tokenizer> load_tokenizer() const;

@@ -12,10 +12,12 @@
 #include "core/error.h"
 #include "io/pretrained.h"
 #include "parallel/comm.h"
+#include "parallel/launch_env.h"
 #include "plan/run_memory.h"
 #include "train/config_docs.h"
 #include "train/resumed_run_config.h"
 #include "train/run_config.h"
+#include "train/sequence_length.h"
 #include "train/stop_signals.h"
 #include "train/trainer.h"
 
@@ -118,7 +120,11 @@ Action add_train_command(CLI::App& app) {
     // The device first: a run that cannot have it is refused before anything is checked or written.
     const DeviceBackend backend = opt->device.open(cfg.train.device, "train.device", cfg.train.share_gpu);
     if (opt->device.given()) cfg.train.device = opt->device.name;  // run.toml records the device used
+    // A length not given, chosen from the data before the memory check that depends on it (and
+    // said once the run is known to go ahead, so that a refusal stays one line).
+    const std::string seq_len_choice = settle_seq_len(cfg);
     check_before_training(cfg);
+    if (!seq_len_choice.empty() && parallel::read_launch_env().rank <= 0) std::cout << seq_len_choice << std::endl;
     return train(cfg, std::cout, *backend).stopped ? kStoppedExitCode : 0;
   };
 }

@@ -186,10 +186,19 @@ ExampleSet parse_examples(const std::string& text, const std::string& path, cons
   if (set.skipped > 0) {
     set.warning = "warning: data file '" + path + "': " + std::to_string(set.skipped) + " of " +
                   std::to_string(set.records) + " records skipped (";
-    if (set.too_long > 0)
+    if (set.too_long > 0) {
       set.warning += std::to_string(set.too_long) + " longer than the sequence length " +
-                     std::to_string(opt.max_tokens) + ": a sequence length of " +
-                     std::to_string(longest) + " keeps them, or truncate them; ";
+                     std::to_string(opt.max_tokens) + ": ";
+      if (opt.model_limit <= 0 || longest <= opt.model_limit)
+        set.warning += "a sequence length of " + std::to_string(longest) + " keeps them, or truncate them; ";
+      else if (opt.max_tokens < opt.model_limit)
+        set.warning += "the longest is " + std::to_string(longest) + " tokens, more than the model's limit of " +
+                       std::to_string(opt.model_limit) + ": a sequence length of " +
+                       std::to_string(opt.model_limit) + " keeps some, or truncate them; ";
+      else
+        set.warning += "the longest is " + std::to_string(longest) + " tokens, more than the model's limit of " +
+                       std::to_string(opt.model_limit) + ": truncate them; ";
+    }
     set.warning += "first: " + first_skip + ")";
   }
   if (set.examples.empty())

@@ -55,6 +55,9 @@ struct ExampleOptions {
   // is left to predict).
   int64_t max_tokens = 0;
   bool truncate = false;
+  // The model's max_position_embeddings (0: not known): the skip warning never suggests a longer
+  // sequence length than this.
+  int64_t model_limit = 0;
   bool quiet = false;  // do not print the skip warning (it is still returned)
 };
 

@@ -87,10 +87,11 @@ void PackedSampler::restore(const SamplerState& s) {
 }
 
 PackedValidation::PackedValidation(const ExampleTable& table, const std::vector<uint32_t>& ids,
-                                   int64_t seq_len, int64_t batch_size)
-    : table_(&table), seq_len_(seq_len), batch_size_(batch_size) {
+                                   int64_t seq_len, int64_t batch_size, int64_t max_rows)
+    : table_(&table), seq_len_(seq_len), batch_size_(batch_size), max_rows_(max_rows) {
   if (batch_size <= 0)
     fail("packed validation: batch_size must be > 0, got " + std::to_string(batch_size));
+  if (max_rows <= 0) fail("packed validation: max_rows must be > 0, got " + std::to_string(max_rows));
   plan_ = plan_rows(table, ids, seq_len);
 }
 

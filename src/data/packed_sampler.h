@@ -1,5 +1,6 @@
 // Batches of packed rows for training (shuffled per epoch, resumable) and for validation (fixed).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -56,13 +57,15 @@ class PackedSampler {
 };
 
 // The validation examples packed once in file order, in batches of up to batch_size rows (the
-// last may be smaller). Fixed, so evaluations are comparable. Keeps a reference to `table`.
+// last may be smaller); only the first max_rows rows of the packing when there are more (a fixed
+// budget, whatever the batch size). Fixed, so evaluations are comparable. Keeps a reference to
+// `table`.
 class PackedValidation {
  public:
   PackedValidation(const ExampleTable& table, const std::vector<uint32_t>& ids, int64_t seq_len,
-                   int64_t batch_size);
+                   int64_t batch_size, int64_t max_rows = INT64_MAX);
 
-  int64_t num_rows() const { return plan_.num_rows(); }
+  int64_t num_rows() const { return std::min(plan_.num_rows(), max_rows_); }
   int64_t num_batches() const { return (num_rows() + batch_size_ - 1) / batch_size_; }
   // Fills `out` with the next batch; false once exhausted (then call reset()).
   bool next(PackedBatch& out);
@@ -70,7 +73,7 @@ class PackedValidation {
 
  private:
   const ExampleTable* table_;
-  int64_t seq_len_, batch_size_;
+  int64_t seq_len_, batch_size_, max_rows_;
   RowPlan plan_;
   int64_t pos_ = 0;
 };

@@ -122,12 +122,14 @@ void BatchSampler::restore(const SamplerState& s) {
   rows_drawn_ = s.rows_drawn;
 }
 
-ValidationBatches::ValidationBatches(const TextDataset& data, int64_t batch_size)
+ValidationBatches::ValidationBatches(const TextDataset& data, int64_t batch_size, int64_t max_windows)
     : data_(&data), batch_size_(batch_size) {
   if (batch_size <= 0)
     fail("validation batches: batch_size must be > 0, got " + std::to_string(batch_size));
+  if (max_windows <= 0)
+    fail("validation batches: max_windows must be > 0, got " + std::to_string(max_windows));
   const int64_t n = int64_t(data.val_tokens().size());
-  num_windows_ = n > 0 ? (n - 1) / data.seq_len() : 0;
+  num_windows_ = std::min(n > 0 ? (n - 1) / data.seq_len() : 0, max_windows);
 }
 
 bool ValidationBatches::next(Batch& out) {

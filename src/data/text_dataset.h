@@ -86,10 +86,11 @@ class BatchSampler {
 
 // The validation split cut into consecutive non-overlapping windows (window i: inputs are tokens
 // [i*seq_len, (i+1)*seq_len), targets the same shifted by one), grouped into batches of up to
-// batch_size windows; the last batch may be smaller. Fixed, so evaluations are comparable.
+// batch_size windows; the last batch may be smaller; only the first max_windows windows when
+// there are more (a fixed budget, whatever the batch size). Fixed, so evaluations are comparable.
 class ValidationBatches {
  public:
-  ValidationBatches(const TextDataset& data, int64_t batch_size);
+  ValidationBatches(const TextDataset& data, int64_t batch_size, int64_t max_windows = INT64_MAX);
 
   int64_t num_windows() const { return num_windows_; }
   int64_t num_batches() const { return (num_windows_ + batch_size_ - 1) / batch_size_; }

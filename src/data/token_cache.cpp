@@ -19,7 +19,8 @@ namespace fs = std::filesystem;
 constexpr char kMagic[8] = {'M', 'T', 'T', 'O', 'K', 'E', 'N', '1'};
 // Bump when the rendering (templates, masking, skip rules) or the file layout changes, so old
 // caches are not reused.
-constexpr uint32_t kVersion = 2;  // 2: the skip warning names the length that keeps them
+// 2: the skip warning names the length that keeps them; 3: never one above the model's limit
+constexpr uint32_t kVersion = 3;
 
 struct Header {
   char magic[8];
@@ -72,7 +73,8 @@ std::string cache_key(const std::string& path, const Tokenizer& tok, const Examp
   for (const std::string& part :
        {abs.string(), std::to_string(size), std::to_string(mtime),
         std::to_string(tokenizer_fingerprint(tok)), std::string(format_name(opt.format)),
-        std::to_string(opt.max_tokens), std::string(opt.truncate ? "truncate" : "skip")}) {
+        std::to_string(opt.max_tokens), std::string(opt.truncate ? "truncate" : "skip"),
+        std::to_string(opt.model_limit)}) {
     key += '|';
     key += part;
   }

@@ -21,6 +21,7 @@ constexpr ValueRange kUnitInterval{.min = 0, .max = 1, .max_open = true};  // [0
 // machine, far from the 2^57 rows that once overflowed the memory check into a crash. The model's
 // sizes have their own limits (model/config.h's validate).
 constexpr ValueRange kRows{.min = 0, .min_open = true, .max = 0x1p24};         // sequences, tokens a row
+constexpr ValueRange kRowsOrZero{.min = 0, .max = 0x1p24};
 constexpr ValueRange kSteps{.min = 0, .min_open = true, .max = 0x1p40};        // steps
 constexpr ValueRange kStepsOrZero{.min = 0, .max = 0x1p40};
 constexpr ValueRange kThreads{.min = 0, .max = 0x1p16};
@@ -87,8 +88,11 @@ std::vector<ConfigKey> make_keys() {
       {KEY(train.steps), .range = kSteps, .builtin = "200", .help = "Optimizer steps"},
       {KEY(train.batch_size), .range = kRows, .builtin = "8", .help = "Sequences per micro-batch"},
       {KEY(train.grad_accum), .range = kRows, .help = "Micro-batches per optimizer step"},
-      {KEY(train.seq_len), .range = kRows, .builtin = "128",
-       .help = "Tokens per sequence; <= model.max_position_embeddings"},
+      {KEY(train.seq_len), .range = kRowsOrZero, .builtin = "0",
+       .help = "Tokens per sequence; <= model.max_position_embeddings. 0 (or absent with model.path): "
+               "with model.path from the data, its longest example rounded up to a multiple of 64, at "
+               "most the model's max_position_embeddings and 2048 (logged; run.toml records it); "
+               "without, 128"},
       {KEY(train.seed), .help = "Seeds initialisation and batch sampling; >= 0"},
       {KEY(train.precision), .choices = {"fp32", "bf16"},
        .help = "Compute precision (bf16: mixed, with fp32 master weights)"},
@@ -100,6 +104,10 @@ std::vector<ConfigKey> make_keys() {
        .help = "Steps between validation-loss evaluations of the held-out set (and one at the "
                "last step), into metrics.jsonl and the progress line; 0: only the last step's (with "
                "held-out data)"},
+      {KEY(train.eval_tokens), .range = kRows,
+       .help = "Held-out tokens each validation reads: the first ceil(eval_tokens / seq_len) rows "
+               "(plain-text windows or packed examples) of the held-out set, or all of it when "
+               "shorter; the same whatever train.batch_size, grad_accum and mesh"},
       {KEY(train.threads), .range = kThreads, .help = "Worker threads; 0 uses all cores"},
       {KEY(train.peak_gflops), .range = kNonNegative,
        .help = "MFU denominator in GFLOP/s; 0 measures the device's bf16 GEMM at the run's first "

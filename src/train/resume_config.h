@@ -2,7 +2,8 @@
 // and sampler position only mean what they meant under the keys that define the model (its
 // architecture, LoRA's rank, alpha and targets, the base's dtype), the compute precision, the
 // optimizer's moment decay, and the data's split and packing (train.seed, train.seq_len, the data
-// format, val_fraction): those are refused, each named with its old and new value. Everything else
+// format, val_fraction), and the validation budget (train.eval_tokens: losses measured on other
+// rows would not compare with the run's): those are refused, each named with its old and new value. Everything else
 // may change (the run's length and so the lr schedule, the lr itself, batch size and gradient
 // accumulation, which the sampler counts in rows, evaluation, logging, checkpointing, the mesh,
 // paths of moved files): kResumeMayChange lists those keys.

@@ -314,6 +314,10 @@ RunConfig parse(toml::table doc, const std::vector<std::string>& overrides, cons
   model_path_replaces_model_section(doc, overrides);
   for (const auto& ov : overrides) given[apply_override(doc, ov)] = "--set " + ov;  // the last one wins
   RunConfig c = convert(doc, source_name);
+  // A length not given (absent, or 0): with a model the data decides when the run starts
+  // (train/sequence_length.h); without one it is the built-in run's.
+  if (!c.model_path.empty() && !node_at(doc, "train.seq_len")) c.train.seq_len = 0;
+  if (c.model_path.empty() && c.train.seq_len == 0) c.train.seq_len = kBuiltinSeqLen;
   if (file_dir) resolve_input_paths(c, *file_dir, given);
   validate_run(c, [&](const std::string& key) {
     auto it = given.find(key);

@@ -25,6 +25,10 @@ struct OptimConfig {
   float grad_clip = 1.0f;  // global-norm clip; <= 0 disables
 };
 
+// train.seq_len of a run without model.path that does not give one (the built-in run's); with a
+// model path a length not given comes from the data (train/sequence_length.h).
+inline constexpr int64_t kBuiltinSeqLen = 128;
+
 // The most tokens one optimizer step may hold (batch_size x grad_accum x seq_len).
 inline constexpr int64_t kMaxTokensPerStep = int64_t(1) << 40;
 
@@ -32,13 +36,19 @@ struct TrainConfig {
   int64_t steps = 100;
   int64_t batch_size = 4;    // sequences per micro-batch
   int64_t grad_accum = 1;    // micro-batches per optimizer step
-  int64_t seq_len = 256;
+  // 0: chosen from the data when the run starts (train/sequence_length.h), which is what a config
+  // with model.path that gives none, or gives 0, is parsed to; without model.path 0 is parsed to
+  // this default.
+  int64_t seq_len = kBuiltinSeqLen;
   uint64_t seed = 1234;
   Precision precision = Precision::bf16;
   bool activation_checkpointing = false;
   bool fsdp_prefetch = true;  // FSDP: gather the next unit while this one computes
   int64_t log_every = 1;
   int64_t eval_every = 0;  // steps between validation-loss evaluations (and at the last); 0: none
+  // Held-out tokens one validation reads: its first ceil(eval_tokens / seq_len) rows, whatever
+  // the batch size, gradient accumulation and mesh (validation_rows in train/training_data.h).
+  int64_t eval_tokens = 16384;
   int64_t threads = 0;  // 0: all cores
   float peak_gflops = 0.0f;  // MFU denominator; 0: measure this machine's bf16 GEMM at start
   // Continue from a checkpoint: "" (start fresh), "latest" (the newest in output.dir), or the path

@@ -38,6 +38,7 @@
 #include "train/run_agreement.h"
 #include "train/run_directory.h"
 #include "train/run_summary.h"
+#include "train/sequence_length.h"
 #include "train/step.h"
 #include "train/stop_signals.h"
 #include "train/training_data.h"
@@ -151,14 +152,14 @@ struct TrainingRun {
   void restore_best();
 };
 
-// Mean validation loss over up to 8 fixed batches (NaN when the data has none), each split over
-// the data-parallel ranks like training batches; a batch whose rows do not divide (the last,
+// Mean validation loss over the held-out set's first rows, train.eval_tokens of them whatever the
+// batch size (NaN when the data has none), in batches of train.batch_size rows (the memory a
+// training micro-batch has), each split over the data-parallel ranks like training batches; a batch whose rows do not divide (the last,
 // partial one) is counted by the group's first rank alone, so every token counts once. A sharded
 // model's forward is collective, so there every rank runs that batch and only the first one
 // counts it.
 double validation_loss(TrainingRun& run) {
   if (!run.data->has_validation()) return std::nan("");
-  const int64_t max_batches = 8;
   LlamaModel& model = run.placed.model();
   parallel::Pipeline* pipeline = run.placed.pipeline();
   const auto forward_loss = [&](const ModelInput& in) {
@@ -170,7 +171,7 @@ double validation_loss(TrainingRun& run) {
   LossSum total;
   PackedBatch b;
   run.data->reset_validation();
-  for (int64_t i = 0; i < max_batches && run.data->next_validation(b); ++i) {
+  while (run.data->next_validation(b)) {
     LossSum s;
     if (b.batch_size % dp.ranks() == 0) {
       s = forward_loss(input_of(dp.slice(b)));
@@ -240,6 +241,10 @@ void TrainingRun::log_header() {
       << (dp.ranks() > 1 ? " over " + std::to_string(dp.ranks()) + " data-parallel ranks (mesh " +
                                cfg.mesh.str() + ")" : std::string())
       << (tc.activation_checkpointing ? ", activation checkpointing" : "") << "\n"
+      << (data->has_validation() ? "validation: " + std::to_string(data->num_validation_rows()) + " held-out rows of " +
+                                       std::to_string(tc.seq_len) + " tokens (train.eval_tokens = " +
+                                       std::to_string(tc.eval_tokens) + ")\n"
+                                 : std::string())
       << (backend.device().kind != DeviceKind::cpu ? "device: " + std::string(backend.name()) + "\n" : "");
 }
 
@@ -647,7 +652,12 @@ TrainSummary train(const RunConfig& cfg, std::ostream& out) {
   return train(cfg, out, *backend);
 }
 
-TrainSummary train(const RunConfig& cfg, std::ostream& out, Backend& backend) {
+TrainSummary train(const RunConfig& given, std::ostream& out, Backend& backend) {
+  // A length not given is chosen here when the caller has not (meshtrain train chooses it before
+  // its memory check); every rank chooses the same from the same data.
+  RunConfig cfg = given;
+  if (const std::string why = settle_seq_len(cfg); !why.empty() && parallel::read_launch_env().rank <= 0)
+    out << why << "\n";
   if (cfg.train.threads > 0) omp_set_num_threads(int(cfg.train.threads));
   // From here a stop signal is a graceful stop (a signal while the run loads takes effect after its
   // first step).

@@ -7,6 +7,7 @@
 #include "data/examples.h"
 #include "data/packed_sampler.h"
 #include "data/token_cache.h"
+#include "train/sequence_length.h"
 
 namespace mt {
 
@@ -28,7 +29,7 @@ class TextData : public TrainingData {
   TextData(const RunConfig& cfg, const Tokenizer& tok)
       : data_(cfg.data.path, cfg.data.val_fraction, cfg.train.seq_len, &tok),
         sampler_(data_, cfg.train.batch_size, cfg.train.seed),
-        val_(data_, cfg.train.batch_size) {}
+        val_(data_, cfg.train.batch_size, validation_rows(cfg.train)) {}
   PackedBatch next() override { return packed_from(sampler_.next()); }
   SamplerState state() const override { return sampler_.state(); }
   void restore(const SamplerState& s) override { sampler_.restore(s); }
@@ -40,6 +41,7 @@ class TextData : public TrainingData {
     return true;
   }
   void reset_validation() override { val_.reset(); }
+  int64_t num_validation_rows() const override { return val_.num_windows(); }
   std::string describe() const override {
     return data_.name() + " (plain text: " + std::to_string(data_.train_tokens().size()) +
            " train / " + std::to_string(data_.val_tokens().size()) + " validation tokens)";
@@ -58,7 +60,7 @@ class ExampleData : public TrainingData {
       : loaded_(load(cfg, tok)),
         split_(split_examples(loaded_.table.size(), cfg.data.val_fraction, cfg.train.seed)),
         sampler_(loaded_.table, split_.train, cfg.train.seq_len, cfg.train.batch_size, cfg.train.seed),
-        val_(loaded_.table, split_.val, cfg.train.seq_len, cfg.train.batch_size),
+        val_(loaded_.table, split_.val, cfg.train.seq_len, cfg.train.batch_size, validation_rows(cfg.train)),
         path_(cfg.data.path) {
     // Once, in rank 0's log (every rank reads the data), before the model loads and training starts.
     if (!loaded_.warning.empty()) log << loaded_.warning << "\n";
@@ -72,6 +74,7 @@ class ExampleData : public TrainingData {
   bool has_validation() const override { return !split_.val.empty(); }
   bool next_validation(PackedBatch& out) override { return val_.next(out); }
   void reset_validation() override { val_.reset(); }
+  int64_t num_validation_rows() const override { return val_.num_rows(); }
   std::string describe() const override {
     return path_ + " (" + std::string(format_name(loaded_.format)) + " examples: " +
            std::to_string(split_.train.size()) + " train / " + std::to_string(split_.val.size()) +
@@ -86,6 +89,7 @@ class ExampleData : public TrainingData {
     opt.format = cfg.data.format == "auto" ? DataFormat::kAuto : parse_format(cfg.data.format);
     opt.max_tokens = cfg.train.seq_len;
     opt.truncate = cfg.data.truncate;
+    opt.model_limit = model_position_limit(cfg);
     opt.quiet = true;  // the constructor logs the warning, on rank 0 only
     return load_examples(cfg.data.path, tok, opt, cfg.data.cache_dir);
   }
@@ -98,6 +102,8 @@ class ExampleData : public TrainingData {
 };
 
 }  // namespace
+
+int64_t validation_rows(const TrainConfig& tc) { return (tc.eval_tokens + tc.seq_len - 1) / tc.seq_len; }
 
 bool is_example_data(const std::string& path, const std::string& format) {
   if (format == "text" || path.empty()) return false;

@@ -24,11 +24,16 @@ class TrainingData {
   virtual bool has_validation() const = 0;
   virtual bool next_validation(PackedBatch& out) = 0;
   virtual void reset_validation() = 0;
+  // Rows (of train.seq_len tokens) one validation reads: at most validation_rows(cfg.train).
+  virtual int64_t num_validation_rows() const = 0;
   virtual std::string describe() const = 0;  // one line for the log
   // The prompt template of this data, as generate's --template names it: "none" (plain text),
   // "alpaca" or "chat".
   virtual std::string prompt_template() const = 0;
 };
+
+// The validation budget in rows: ceil(train.eval_tokens / train.seq_len).
+int64_t validation_rows(const TrainConfig& tc);
 
 // Whether a data file is read as instruction / chat examples rather than plain text, given
 // data.format ("auto": a .json or .jsonl file is examples).

@@ -1,0 +1,65 @@
+#include "train/sequence_length.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "core/error.h"
+#include "data/examples.h"
+#include "data/token_cache.h"
+#include "io/pretrained.h"
+#include "train/training_data.h"
+
+namespace mt {
+
+int64_t model_position_limit(const RunConfig& cfg) {
+  return cfg.model_path.empty() ? cfg.model.max_position_embeddings
+                                : pretrained_config(cfg.model_path).max_position_embeddings;
+}
+
+int64_t seq_len_for_longest(int64_t longest, int64_t limit) {
+  const int64_t rounded = (std::max<int64_t>(longest, 1) + kSeqLenMultiple - 1) / kSeqLenMultiple * kSeqLenMultiple;
+  return std::min({rounded, limit, kSeqLenCeiling});
+}
+
+SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer* tok, int64_t limit) {
+  if (cfg.train.seq_len > 0) return {cfg.train.seq_len, ""};
+  const std::string limit_text = "the model's max_position_embeddings, " + std::to_string(limit);
+  if (!is_example_data(cfg.data.path, cfg.data.format)) {
+    const int64_t len = std::min(kBuiltinSeqLen, limit);
+    return {len, "train.seq_len " + std::to_string(len) + ": plain text has no examples to measure, so the built-in " +
+                     std::to_string(kBuiltinSeqLen) + (len < kBuiltinSeqLen ? " capped at " + limit_text : "") +
+                     " (set train.seq_len to choose)"};
+  }
+  if (!tok) fail("choose_seq_len: example data needs the run's tokenizer");
+  // Every example, however long (the cache keeps this reading for the next run).
+  ExampleOptions opt;
+  opt.format = cfg.data.format == "auto" ? DataFormat::kAuto : parse_format(cfg.data.format);
+  opt.quiet = true;
+  const LoadedExamples ex = load_examples(cfg.data.path, *tok, opt, cfg.data.cache_dir);
+  int64_t longest = 0;
+  for (size_t i = 0; i < ex.table.size(); ++i) longest = std::max(longest, ex.table.length(i));
+  const int64_t len = seq_len_for_longest(longest, limit);
+  std::string why = "train.seq_len " + std::to_string(len) + " from the data: its longest example is " +
+                    std::to_string(longest) + " tokens";
+  if (len >= longest)
+    why += len > longest ? ", rounded up to a multiple of " + std::to_string(kSeqLenMultiple) : "";
+  else if (len == limit)
+    why += ", capped at " + limit_text;
+  else
+    why += ", capped at meshtrain's ceiling of " + std::to_string(kSeqLenCeiling) +
+           " for a length not given (set train.seq_len for more)";
+  return {len, why};
+}
+
+std::string settle_seq_len(RunConfig& cfg) {
+  if (cfg.train.seq_len > 0) return "";
+  // The model first: a path that is not a model is named as such, not as a missing tokenizer.
+  const int64_t limit = model_position_limit(cfg);
+  // Only examples are measured, and only they need the tokenizer here.
+  const std::unique_ptr<Tokenizer> tok = is_example_data(cfg.data.path, cfg.data.format) ? run_tokenizer(cfg) : nullptr;
+  const SeqLenChoice choice = choose_seq_len(cfg, tok.get(), limit);
+  cfg.train.seq_len = choice.seq_len;
+  return choice.reason;
+}
+
+}  // namespace mt

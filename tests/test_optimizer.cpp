@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "train/adamw.h"
+#include "train/lr_schedule.h"
 
 namespace mt {
 namespace {

@@ -29,11 +29,4 @@ float clip_factor(double norm, float max_norm) {
   return float(max_norm / (norm + 1e-6));
 }
 
-float lr_at(int64_t step, int64_t total_steps, const OptimConfig& cfg) {
-  if (step < cfg.warmup_steps) return cfg.lr * float(step + 1) / float(cfg.warmup_steps);
-  const int64_t decay_steps = std::max<int64_t>(1, total_steps - cfg.warmup_steps);
-  double progress = std::min(1.0, double(step - cfg.warmup_steps) / double(decay_steps));
-  return float(cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1.0 + std::cos(M_PI * progress)));
-}
-
 }  // namespace mt

@@ -37,7 +37,4 @@ class AdamW {
 // The factor that brings a gradient of this norm down to max_norm (1 when below, or max_norm <= 0).
 float clip_factor(double norm, float max_norm);
 
-// Linear warmup over warmup_steps to lr, then cosine decay to min_lr at total_steps. step is 0-based.
-float lr_at(int64_t step, int64_t total_steps, const OptimConfig& cfg);
-
 }  // namespace mt

@@ -107,7 +107,8 @@ struct TrainingRun {
   TrainingRun(const TrainingRun&) = delete;
   TrainingRun& operator=(const TrainingRun&) = delete;
 
-  const RunConfig& cfg;
+  // A copy: with train.epochs the run's steps are known only once the data is open.
+  RunConfig cfg;
   const TrainConfig& tc;
   Backend& backend;  // the device the model, the optimizer and the activations live on
   const StopSignals& stop;
@@ -178,9 +179,24 @@ double validation_loss(TrainingRun& run) {
   return total.count ? total.sum / double(total.count) : std::nan("");
 }
 
+// train.epochs as steps: every step takes batch_size x grad_accum rows of the epoch's; the last
+// step may run into the next epoch (the samplers continue there).
+int64_t steps_for_epochs(const TrainConfig& tc, int64_t rows_per_epoch, std::ostream& log) {
+  const int64_t rows_per_step = tc.batch_size * tc.grad_accum;  // bounded by the config's check
+  const double steps = std::ceil(double(tc.epochs) * double(rows_per_epoch) / double(rows_per_step));
+  if (!(steps >= 1)) fail("train.epochs = " + std::to_string(tc.epochs) + " of " + std::to_string(rows_per_epoch) +
+                          " rows per epoch is less than one step; give train.steps or more data");
+  if (steps > 0x1p40)
+    fail("train.epochs = " + std::to_string(tc.epochs) + " is " + std::to_string(steps) +
+         " steps, more than train.steps may be (2^40)");
+  log << "epochs: " << tc.epochs << " x " << rows_per_epoch << " rows / (" << tc.batch_size << " x "
+      << tc.grad_accum << " rows a step) = " << int64_t(steps) << " steps\n";
+  return int64_t(steps);
+}
+
 TrainingRun::TrainingRun(const RunConfig& cfg, const StopSignals& stop, std::ostream& out, Backend& backend)
     : cfg(cfg),
-      tc(cfg.train),
+      tc(this->cfg.train),
       backend(backend),
       stop(stop),
       world(open_world(cfg)),
@@ -200,6 +216,7 @@ TrainingRun::TrainingRun(const RunConfig& cfg, const StopSignals& stop, std::ost
                                                    /*bf16=*/true, backend)),
       tokens_per_step(mul_or_fail(mul_or_fail(tc.batch_size, tc.grad_accum, "train.batch_size x train.grad_accum"),
                                   tc.seq_len, "the tokens of a step")) {
+  if (tc.epochs > 0) this->cfg.train.steps = steps_for_epochs(tc, data->rows_per_epoch(), log);
   if (tc.eval_every > 0 && !data->has_validation())
     fail("train.eval_every = " + std::to_string(tc.eval_every) +
          " but the data has no held-out validation set; set data.val_fraction > 0");

@@ -25,6 +25,9 @@ class TrainingData {
   virtual bool next_validation(PackedBatch& out) = 0;
   virtual void reset_validation() = 0;
   virtual std::string describe() const = 0;  // one line for the log
+  // Rows (sequences of seq_len tokens) in one pass over the training split, for train.epochs:
+  // the first epoch's packed rows of examples, or the train tokens / seq_len of plain text.
+  virtual int64_t rows_per_epoch() const = 0;
   // The prompt template of this data, as generate's --template names it: "none" (plain text),
   // "alpaca" or "chat".
   virtual std::string prompt_template() const = 0;

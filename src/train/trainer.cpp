@@ -439,6 +439,10 @@ StepTiming run_steps(TrainingRun& run) {
     for (int64_t k = 0; k < tc.grad_accum; ++k)
       micro.push_back(run.dp.ranks() > 1 ? run.dp.slice(run.data->next()) : run.data->next());
     for (const PackedBatch& b : micro) inputs.push_back(input_of(b));
+    // A training pass: LoRA dropout draws its masks from (seed, step, row of the step's batch).
+    for (size_t k = 0; k < inputs.size(); ++k)
+      inputs[k].noise = {.on = true, .seed = tc.seed, .step = step,
+                         .first_row = int64_t(k) * tc.batch_size + run.dp.rank() * (tc.batch_size / run.dp.ranks())};
     // The first step builds the GEMM primitives: profile the steady state only. Always, for
     // run_summary.json (two clock reads and a table update per op, against the op's
     // microseconds to milliseconds); train.profile also prints it.

@@ -189,6 +189,9 @@ class FarMemoryBackend final : public Backend {
     inner_.convert(near(dst, "convert"), near(src, "convert"));
   }
   void add(const Tensor& dst, const Tensor& src) override { inner_.add(near(dst, "add"), near(src, "add")); }
+  void dropout(const Tensor& y, const Tensor& x, const DropoutMask& mask, bool accumulate) override {
+    inner_.dropout(near(y, "dropout"), near(x, "dropout"), mask, accumulate);
+  }
   void split_columns(const Tensor& src, std::span<const Tensor> blocks) override {
     inner_.split_columns(near(src, "split_columns"), near_all(blocks, "split_columns"));
   }

@@ -49,6 +49,7 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.lora.init_std, b.lora.init_std);
   EXPECT_EQ(a.lora_random_base, b.lora_random_base);
   EXPECT_EQ(a.lora.base_dtype, b.lora.base_dtype);
+  EXPECT_EQ(a.lora.dropout, b.lora.dropout);
   EXPECT_EQ(a.optim.lr, b.optim.lr);
   EXPECT_EQ(a.optim.min_lr, b.optim.min_lr);
   EXPECT_EQ(a.optim.warmup_steps, b.optim.warmup_steps);
@@ -57,7 +58,10 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.optim.beta2, b.optim.beta2);
   EXPECT_EQ(a.optim.eps, b.optim.eps);
   EXPECT_EQ(a.optim.grad_clip, b.optim.grad_clip);
+  EXPECT_EQ(a.optim.schedule, b.optim.schedule);
+  EXPECT_EQ(a.optim.decay_fraction, b.optim.decay_fraction);
   EXPECT_EQ(a.train.steps, b.train.steps);
+  EXPECT_EQ(a.train.epochs, b.train.epochs);
   EXPECT_EQ(a.train.batch_size, b.train.batch_size);
   EXPECT_EQ(a.train.grad_accum, b.train.grad_accum);
   EXPECT_EQ(a.train.seq_len, b.train.seq_len);
@@ -362,8 +366,9 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.model.tie_word_embeddings = true;
   a.lora = {true, 16, 7.5f, {"lm_head", "q", "down"}, 0.01f};
   a.lora.base_dtype = "nf4";
+  a.lora.dropout = 0.25f;
   a.lora_random_base = true;
-  a.optim = {3.3e-4f, 1e-7f, 7, 0.0f, 0.85f, 0.999f, 1e-10f, 0.0f};
+  a.optim = {3.3e-4f, 1e-7f, 7, 0.0f, 0.85f, 0.999f, 1e-10f, 0.0f, "wsd", 0.3f};
   a.train.steps = 12345;
   a.train.batch_size = 3;
   a.train.grad_accum = 5;
@@ -389,6 +394,7 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.train.eval_every = 3;
   a.train.eval_tokens = 4096;
   a.train.device = "cuda";
+  a.train.device_comm = "staged";
   a.train.share_gpu = true;
   a.train.device_comm = "staged";
   a.data.format = "alpaca";
@@ -405,11 +411,12 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.partition.rules.add(R"(mlp\.down_proj\.weight$)", {{Axis::fsdp, Axis::tp}, {}});
   a.partition.rules.add("norm", {});
   a.partition.rules.add(R"(^lm_head\.weight$)", {{Axis::tp}, {Axis::dp, Axis::fsdp}});
-  // Every key of the schema differs from its default here (model.path has its own test), so a
-  // key added to the schema without a change here fails this check.
+  // Every key of the schema differs from its default here (model.path and train.epochs, which
+  // replaces train.steps in run.toml, have their own tests), so a key added to the schema without
+  // a change here fails this check.
   const RunConfig defaults;
   for (const ConfigKey& key : config_keys()) {
-    if (key.name == "model.path") continue;
+    if (key.name == "model.path" || key.name == "train.epochs") continue;
     EXPECT_NE(config_value_toml(key, a), config_value_toml(key, defaults))
         << key.name << " is not changed from its default in this test";
   }

@@ -124,7 +124,7 @@ TEST(ResumeRun, ALongerRunKeepsTheLrOfTheResumedStepAndLaterResumesContinueItExa
                       " --set train.steps=40");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "lr schedule: train.steps 20 -> 40 on resume at step 10: steps 1-10 kept their lr; the "
-                            "cosine is re-planned from ")) << r.output;
+                            "cosine decay is re-planned from ")) << r.output;
   EXPECT_TRUE(has(r.output, "at step 11 to optim.min_lr 0.0002 at step 40\n")) << r.output;
   const std::vector<double> lr = metric(dir, "lr");
   ASSERT_EQ(lr.size(), 40u);

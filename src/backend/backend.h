@@ -26,6 +26,7 @@
 
 #include "core/tensor.h"
 #include "core/tensor_box.h"
+#include "kernels/device_math/dropout_mask.h"
 
 namespace mt {
 
@@ -161,6 +162,10 @@ class Backend {
   virtual void convert(const Tensor& dst, const Tensor& src) = 0;
   // dst += src, both f32.
   virtual void add(const Tensor& dst, const Tensor& src) = 0;
+  // Inverted dropout (LoRA dropout): y = x / (1 - p) where `mask` keeps element (r, c)
+  // (kernels/device_math/dropout_mask.h), else 0; with `accumulate`, y += that instead. y and x
+  // [rows, cols] of one float dtype, not aliased.
+  virtual void dropout(const Tensor& y, const Tensor& x, const DropoutMask& mask, bool accumulate) = 0;
   // src [N, sum of widths] -> blocks [N, width_i], and back. One dtype throughout.
   virtual void split_columns(const Tensor& src, std::span<const Tensor> blocks) = 0;
   virtual void concat_columns(const Tensor& dst, std::span<const Tensor> blocks) = 0;

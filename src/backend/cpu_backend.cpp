@@ -12,6 +12,7 @@
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/cross_entropy_vocab_parallel.h"
 #include "kernels/cpu/decode_attention.h"
+#include "kernels/cpu/dropout.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/nf4.h"
@@ -216,6 +217,12 @@ class CpuBackend final : public HostMemoryBackend {
     check_numel(dst, src.numel(), DType::f32, device(), "add");
     check_numel(src, dst.numel(), DType::f32, device(), "add");
     mt::residual_add(dst.as<float>(), dst.as<float>(), src.as<float>(), dst.numel());
+  }
+  void dropout(const Tensor& y, const Tensor& x, const DropoutMask& mask, bool accumulate) override {
+    check_dropout(y, x, mask, device());
+    float_dispatch(x.dtype, [&]<class T>(T) {
+      mt::dropout<T>(y.as<T>(), x.as<T>(), x.rows, x.cols, mask, accumulate);
+    });
   }
   void split_columns(const Tensor& src, std::span<const Tensor> blocks) override {
     check_column_blocks(src, blocks, device(), "split_columns");

@@ -86,6 +86,7 @@ class CudaBackend final : public Backend {
   void residual_add(const Tensor& y, const Tensor& x, const Tensor& delta) override;
   void convert(const Tensor& dst, const Tensor& src) override;
   void add(const Tensor& dst, const Tensor& src) override;
+  void dropout(const Tensor& y, const Tensor& x, const DropoutMask& mask, bool accumulate) override;
   void split_columns(const Tensor& src, std::span<const Tensor> blocks) override;
   void concat_columns(const Tensor& dst, std::span<const Tensor> blocks) override;
   void copy_box(const Tensor& src, const TensorBox& src_box, const Tensor& dst,

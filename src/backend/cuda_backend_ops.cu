@@ -13,6 +13,7 @@
 #include "kernels/cuda/copy_box.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/decode_attention.h"
+#include "kernels/cuda/dropout.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/launch.h"
@@ -291,6 +292,13 @@ void CudaBackend::add(const Tensor& dst, const Tensor& src) {
   check_numel(src, dst.numel(), DType::f32, device(), "add");
   cuda::residual_add<float>(ptr<float>(dst), ptr<const float>(dst), ptr<const float>(src),
                             dst.numel(), stream());
+}
+
+void CudaBackend::dropout(const Tensor& y, const Tensor& x, const DropoutMask& mask, bool accumulate) {
+  check_dropout(y, x, mask, device());
+  gpu_float_dispatch(x.dtype, [&]<class T>(T) {
+    cuda::dropout<T>(ptr<T>(y), ptr<const T>(x), x.rows, x.cols, mask, accumulate, stream());
+  });
 }
 
 void CudaBackend::split_columns(const Tensor& src, std::span<const Tensor> blocks) {

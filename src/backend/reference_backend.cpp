@@ -9,6 +9,7 @@
 #include "backend/tensor_checks.h"
 #include "kernels/reference/attention.h"
 #include "kernels/reference/cross_entropy.h"
+#include "kernels/reference/dropout.h"
 #include "kernels/reference/embedding.h"
 #include "kernels/reference/layout.h"
 #include "kernels/reference/matmul.h"
@@ -174,6 +175,10 @@ class ReferenceBackend final : public HostMemoryBackend {
     check_numel(dst, src.numel(), DType::f32, device(), "add");
     check_numel(src, dst.numel(), DType::f32, device(), "add");
     ref::residual_add(dst, dst, src);
+  }
+  void dropout(const Tensor& y, const Tensor& x, const DropoutMask& mask, bool accumulate) override {
+    check_dropout(y, x, mask, device());
+    ref::dropout(y, x, mask, accumulate);
   }
   void split_columns(const Tensor& src, std::span<const Tensor> blocks) override {
     check_column_blocks(src, blocks, device(), "split_columns");

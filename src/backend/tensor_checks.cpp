@@ -113,6 +113,15 @@ void check_elementwise(std::initializer_list<const Tensor*> ts, Device device, c
   for (const Tensor* t : ts) check_device(*t, device, op), same_layout(*t, first, op);
 }
 
+void check_dropout(const Tensor& y, const Tensor& x, const DropoutMask& mask, Device device) {
+  const char* op = "dropout";
+  check_elementwise({&y, &x}, device, op);
+  if (y.rows != x.rows || y.cols != x.cols) fail_op(op, "y " + desc(y) + " and x " + desc(x));
+  if (y.dtype != DType::f32 && y.dtype != DType::bf16) fail_op(op, std::string("no ") + dtype_name(y.dtype) + " kernel");
+  if (y.data == x.data && y.numel() > 0) fail_op(op, "y and x are the same memory");
+  if (!(mask.p >= 0.0f && mask.p < 1.0f)) fail_op(op, "p must be in [0, 1), got " + std::to_string(mask.p));
+}
+
 void check_embedding(const Tensor& rows, const Tensor& tokens, const Tensor& table, Device device,
                      const char* op) {
   check_numel(rows, rows.numel(), DType::f32, device, op);

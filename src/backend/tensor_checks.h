@@ -37,6 +37,8 @@ int64_t check_rope(const Tensor& x, const Tensor& cos, const Tensor& sin,
                    const Tensor& positions, int64_t heads, Device device,
                    const char* op);  // returns D
 void check_elementwise(std::initializer_list<const Tensor*> ts, Device device, const char* op);
+// y and x of one float dtype and shape, on the device, not aliased; mask.p in [0, 1).
+void check_dropout(const Tensor& y, const Tensor& x, const DropoutMask& mask, Device device);
 void check_embedding(const Tensor& rows, const Tensor& tokens, const Tensor& table, Device device,
                      const char* op);
 void check_cross_entropy(const Tensor& per_row, const Tensor& dlogits, const Tensor& logits,

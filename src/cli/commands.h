@@ -10,6 +10,7 @@ using Action = std::function<int()>;
 Action add_train_command(CLI::App& app);
 Action add_bench_command(CLI::App& app);
 Action add_tokenize_command(CLI::App& app);
+Action add_detokenize_command(CLI::App& app);
 Action add_generate_command(CLI::App& app);
 Action add_eval_command(CLI::App& app);
 Action add_convert_command(CLI::App& app);

@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/help_formatter.h"
+#include "cli/version.h"
 #include "core/error.h"
 #include "parallel/comm.h"
 
@@ -11,6 +12,12 @@ int main(int argc, char** argv) {
   CLI::App app{"meshtrain: LLaMA training and LoRA fine-tuning over a device mesh"};
   app.require_subcommand(1);
   mt::cli::show_defaults_in_help(app);
+  // Printed (to stdout, exit 0) before the subcommand is required.
+  app.set_version_flag("--version", [] {
+    std::string text = mt::cli::version_text();
+    text.pop_back();  // CLI11 ends the message with its own newline
+    return text;
+  }, "Print the version, git commit, build type and compiled-in backends, and exit");
   std::vector<std::pair<CLI::App*, mt::cli::Action>> verbs;
   auto add = [&](mt::cli::Action (*reg)(CLI::App&)) {
     size_t before = app.get_subcommands({}).size();
@@ -20,6 +27,7 @@ int main(int argc, char** argv) {
   add(mt::cli::add_train_command);
   add(mt::cli::add_bench_command);
   add(mt::cli::add_tokenize_command);
+  add(mt::cli::add_detokenize_command);
   add(mt::cli::add_convert_command);
   add(mt::cli::add_generate_command);
   add(mt::cli::add_eval_command);

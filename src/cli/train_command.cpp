@@ -1,4 +1,5 @@
 // meshtrain train [--config run.toml] [--model DIR] [--data FILE] [--lora] [--out DIR] [--device cpu|cuda]
+//                 [--steps N] [--epochs E] [--lr LR] [--batch-size N] [--seq-len N]
 //                 [--resume RUN_DIR] [--set section.key=value ...]
 #include <cstdlib>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "parallel/comm.h"
 #include "parallel/launch_env.h"
 #include "plan/run_memory.h"
+#include "train/config_aliases.h"
 #include "train/config_docs.h"
 #include "train/resumed_run_config.h"
 #include "train/run_config.h"
@@ -45,6 +47,40 @@ void check_before_training(const RunConfig& cfg) {
   plan::check_run_memory(cfg, shape, available_memory(), parallel::ranks_on_this_host());
 }
 
+// The shortcuts for the keys one most often changes, each a --set of its key. Unlike --model or
+// --out (which a --set of the same key overrides), one given with a --set of its key (by any
+// name: train.max_steps is train.steps) is refused: the two name the same value twice.
+struct KeyShortcut {
+  const char* flag;
+  const char* key;
+  const char* what;
+};
+constexpr KeyShortcut kKeyShortcuts[] = {
+    {"--steps", "train.steps", "optimizer steps"},
+    {"--epochs", "train.epochs", "passes over the training data instead of steps"},
+    {"--lr", "optim.lr", "peak learning rate"},
+    {"--batch-size", "train.batch_size", "sequences per micro-batch"},
+    {"--seq-len", "train.seq_len", "tokens per sequence"},
+};
+
+std::vector<std::string> key_shortcut_overrides(const std::vector<std::string>& values,
+                                                const std::vector<std::string>& sets) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < std::size(kKeyShortcuts); ++i) {
+    if (values[i].empty()) continue;
+    const KeyShortcut& k = kKeyShortcuts[i];
+    for (const std::string& set : sets) {
+      std::string path = set.substr(0, set.find('='));
+      path.erase(0, path.find_first_not_of(' '));
+      path.erase(path.find_last_not_of(' ') + 1);
+      if (canonical_config_key(path) == k.key)
+        fail(std::string(k.flag) + " " + values[i] + " and --set " + set + " both set " + k.key + ": give one");
+    }
+    out.push_back(std::string(k.key) + "=" + values[i]);
+  }
+  return out;
+}
+
 }  // namespace
 
 Action add_train_command(CLI::App& app) {
@@ -58,6 +94,7 @@ Action add_train_command(CLI::App& app) {
     bool print_config_table = false;
     bool print_default_config = false;
     DeviceOption device;
+    std::vector<std::string> key_shortcuts = std::vector<std::string>(std::size(kKeyShortcuts));
   };
   auto opt = std::make_shared<Options>();
   auto* sub = app.add_subcommand(
@@ -82,6 +119,12 @@ Action add_train_command(CLI::App& app) {
   sub->add_option("--mesh", opt->mesh,
                   "device mesh, e.g. dp=2, overriding [mesh]; launch with mpirun -n <ranks> (default: the config's [mesh])");
   opt->device.add_to(sub, "the config's train.device");
+  for (size_t i = 0; i < std::size(kKeyShortcuts); ++i) {
+    const KeyShortcut& k = kKeyShortcuts[i];
+    sub->add_option(k.flag, opt->key_shortcuts[i],
+                    std::string(k.what) + " (--set " + k.key + "=...; refused beside a --set of that key) "
+                    "(default: the config's " + k.key + ")");
+  }
   sub->add_flag("--overwrite", opt->overwrite,
                 "replace another run's files in output.dir (--set output.overwrite=true)");
   // The generated documents, so they can be regenerated (scripts/update_config_docs.sh).
@@ -96,7 +139,7 @@ Action add_train_command(CLI::App& app) {
       return 0;
     }
     // The shorthands first, so that a --set of the same key, more specific, wins.
-    std::vector<std::string> shorthands;
+    std::vector<std::string> shorthands = key_shortcut_overrides(opt->key_shortcuts, opt->overrides);
     if (!opt->model.empty()) shorthands.push_back("model.path=" + opt->model);
     if (!opt->data.empty()) shorthands.push_back("data.path=" + opt->data);
     if (opt->lora) shorthands.push_back("lora.enabled=true");
@@ -111,11 +154,16 @@ Action add_train_command(CLI::App& app) {
     }
     opt->overrides.insert(opt->overrides.begin(), shorthands.begin(), shorthands.end());
     if (opt->overwrite) opt->overrides.push_back("output.overwrite=true");
+    std::vector<std::string> renamed;
     // A resume's base is the run's own run.toml, not the built-in run (train/resumed_run_config.h).
-    RunConfig cfg = asks_to_resume(opt->config, opt->overrides) ? resumed_run_config(opt->config, opt->overrides)
+    RunConfig cfg = asks_to_resume(opt->config, opt->overrides)
+                        ? resumed_run_config(opt->config, opt->overrides, &renamed)
                     : opt->config.empty()
-                        ? parse_run_config(default_run_config_toml(), opt->overrides, "<built-in default>")
-                        : load_run_config(opt->config, opt->overrides);
+                        ? parse_run_config(default_run_config_toml(), opt->overrides, "<built-in default>", &renamed)
+                        : load_run_config(opt->config, opt->overrides, &renamed);
+    // Once, before the run's log (the launcher's rank; MPI has not started yet).
+    if (parallel::read_launch_env().rank <= 0)
+      for (const std::string& r : renamed) std::cout << "config: " << r << "\n";
     if (!opt->mesh.empty()) cfg.mesh = parallel::MeshShape::parse(opt->mesh);
     // The device first: a run that cannot have it is refused before anything is checked or written.
     const DeviceBackend backend = opt->device.open(cfg.train.device, "train.device", cfg.train.share_gpu);

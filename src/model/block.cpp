@@ -27,6 +27,20 @@ namespace {
 // The widest per-token row a scratch buffer must hold.
 int64_t widest(const LlamaConfig& c) { return std::max({c.hidden_size, c.q_dim(), c.intermediate_size}); }
 
+// Each projection's LoRA dropout in this pass: null where there is none.
+class LoraDropouts {
+ public:
+  LoraDropouts(const BlockInput& in, const BlockScratch& s) : on_(in.lora_dropout != nullptr) {
+    if (!on_) return;
+    for (int p = 0; p < kNumProj; ++p) d_[size_t(p)] = {(*in.lora_dropout)[size_t(p)], s.dropped};
+  }
+  const AdapterDropout* operator[](Proj p) const { return on_ ? &d_[size_t(p)] : nullptr; }
+
+ private:
+  bool on_;
+  std::array<AdapterDropout, kNumProj> d_{};
+};
+
 }  // namespace
 
 BlockActivationSizes block_activation_sizes(const LlamaConfig& c, int64_t lora_rank,
@@ -53,13 +67,13 @@ BlockActivations carve_block_activations(ArenaCursor& t, ArenaCursor& f, int64_t
   return a;
 }
 
-int64_t block_scratch_elems(const LlamaConfig& c, int64_t N, int64_t lora_rank) {
+int64_t block_scratch_elems(const LlamaConfig& c, int64_t N, int64_t lora_rank, bool lora_dropout) {
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), wide = widest(c);
-  return N * (3 * wide + C + qd + 4 * kv + std::max<int64_t>(lora_rank, 1));
+  return N * ((lora_dropout ? 4 : 3) * wide + C + qd + 4 * kv + std::max<int64_t>(lora_rank, 1));
 }
 
 BlockScratch carve_block_scratch(const Tensor& arena, const LlamaConfig& c, int64_t N,
-                                 int64_t lora_rank) {
+                                 int64_t lora_rank, bool lora_dropout) {
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), wide = widest(c);
   ArenaCursor cur(arena);
   BlockScratch s;
@@ -68,6 +82,7 @@ BlockScratch carve_block_scratch(const Tensor& arena, const LlamaConfig& c, int6
   s.t4 = cur.take(1, N * kv), s.t5 = cur.take(1, N * kv);
   s.qkv = cur.take(1, N * (qd + 2 * kv));
   s.du = cur.take(1, N * std::max<int64_t>(lora_rank, 1));
+  if (lora_dropout) s.dropped = cur.take(1, N * wide);
   return s;
 }
 
@@ -92,11 +107,12 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
   const int64_t N = in.B * in.T, C = c.hidden_size;
   const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim();
   ModelParallel& par = *in.parallel;
+  const LoraDropouts drops(in, s);
   auto proj = [&](Proj p, const Tensor& out, const Tensor& inp) {
     static const char* names[kNumProj] = {"gemm fwd q", "gemm fwd k", "gemm fwd v", "gemm fwd o",
                                           "gemm fwd gate", "gemm fwd up", "gemm fwd down"};
     MT_PROFILE(names[p]);
-    linear_layer_forward(be, out, a.lora_u[p], inp, w.proj[p]);
+    linear_layer_forward(be, out, a.lora_u[p], inp, w.proj[p], drops[p]);
   };
   // o and down are row-parallel under tensor parallelism: each rank holds some input columns, so
   // its product is a partial sum. The adapter's inner product x A^T is partial too and is summed
@@ -106,7 +122,7 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
     {
       MT_PROFILE(p == kO ? "gemm fwd o" : "gemm fwd down");
       be.linear_forward(out, inp, lw.W);
-      lora_inner(be, a.lora_u[p], inp, lw);
+      lora_inner(be, a.lora_u[p], inp, lw, drops[p]);
     }
     par.reduce_sum(out);
     if (lw.A) par.reduce_sum(a.lora_u[p]);
@@ -124,9 +140,9 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
     be.linear_forward(qkv, a.n1, w.qkv);
     const Tensor parts[] = {a.q, a.k, a.v};
     be.split_columns(qkv, parts);
-    lora_forward(be, a.q, a.lora_u[kQ], a.n1, w.proj[kQ]);
-    lora_forward(be, a.k, a.lora_u[kK], a.n1, w.proj[kK]);
-    lora_forward(be, a.v, a.lora_u[kV], a.n1, w.proj[kV]);
+    lora_forward(be, a.q, a.lora_u[kQ], a.n1, w.proj[kQ], drops[kQ]);
+    lora_forward(be, a.k, a.lora_u[kK], a.n1, w.proj[kK], drops[kK]);
+    lora_forward(be, a.v, a.lora_u[kV], a.n1, w.proj[kV], drops[kV]);
   } else {
     proj(kQ, a.q, a.n1);
     proj(kK, a.k, a.n1);
@@ -172,13 +188,14 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   const int64_t I = c.intermediate_size;
   const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim();
   ModelParallel& par = *in.parallel;
+  const LoraDropouts drops(in, s);
   auto proj_back = [&](Proj p, const Tensor& dinp, bool accumulate, const Tensor& dout,
                        const Tensor& inp) {
     static const char* names[kNumProj] = {"gemm bwd q", "gemm bwd k", "gemm bwd v", "gemm bwd o",
                                           "gemm bwd gate", "gemm bwd up", "gemm bwd down"};
     MT_PROFILE(names[p]);
     const Tensor du = rows_of(s.du, N, std::max<int64_t>(w.proj[p].rank(), 1));
-    linear_layer_backward(be, dinp, accumulate, du, dout, inp, a.lora_u[p], w.proj[p]);
+    linear_layer_backward(be, dinp, accumulate, du, dout, inp, a.lora_u[p], w.proj[p], drops[p]);
   };
   const Tensor dy_c = rows_of(s.t3, N, C);  // dy in the compute dtype, for the GEMMs
 
@@ -228,7 +245,7 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
     if (w.dqkv) be.linear_backward_weight(w.dqkv, dqkv, a.n1);
     for (Proj p : {kQ, kK, kV}) {
       const Tensor du = rows_of(s.du, N, std::max<int64_t>(w.proj[p].rank(), 1));
-      lora_backward(be, dn1, du, p == kQ ? dq : p == kK ? dk : dv, a.n1, a.lora_u[p], w.proj[p]);
+      lora_backward(be, dn1, du, p == kQ ? dq : p == kK ? dk : dv, a.n1, a.lora_u[p], w.proj[p], drops[p]);
     }
   } else {
     proj_back(kQ, dn1, false, dq, a.n1);

@@ -86,10 +86,11 @@ struct BlockScratch {
   Tensor t4, t5;      // [N * kv]
   Tensor qkv;         // [N * (qd + 2kv)]
   Tensor du;          // [N * max(r, 1)]
+  Tensor dropped;     // [N * max(C, qd, I)] with LoRA dropout (an adapter's input), else empty
 };
-int64_t block_scratch_elems(const LlamaConfig& c, int64_t N, int64_t lora_rank);
+int64_t block_scratch_elems(const LlamaConfig& c, int64_t N, int64_t lora_rank, bool lora_dropout = false);
 BlockScratch carve_block_scratch(const Tensor& arena, const LlamaConfig& c, int64_t N,
-                                 int64_t lora_rank);
+                                 int64_t lora_rank, bool lora_dropout = false);
 
 // The first rows * cols elements of a flat region as a [rows, cols] matrix.
 inline Tensor rows_of(const Tensor& flat, int64_t rows, int64_t cols) {
@@ -103,6 +104,9 @@ struct BlockInput {
   Tensor rope_cos;   // f32 [max_pos, D/2]
   Tensor rope_sin;
   ModelParallel* parallel;  // tensor-parallel reductions (a no-op ModelParallel on one device)
+  // LoRA dropout in a training pass: each projection's mask (AdapterDropout in model/linear.h),
+  // with the scratch's `dropped`; null: none (evaluation, or lora.dropout = 0).
+  const std::array<DropoutMask, kNumProj>* lora_dropout = nullptr;
 };
 
 // Decoding one token: a layer's keys (after RoPE) and values of every position so far, f32

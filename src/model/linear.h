@@ -15,21 +15,33 @@ struct LinearWeights {
   int64_t rank() const { return A ? A.rows : 0; }
 };
 
+// LoRA dropout on one layer's adapter (PEFT's lora_dropout): the adapter reads dropout(x) instead
+// of x, the base product x W^T is untouched. Nothing is stored: the backward draws the forward's
+// mask again. Null where there is none (p = 0, evaluation), which runs exactly the plain path.
+struct AdapterDropout {
+  DropoutMask mask;
+  Tensor scratch;  // flat, at least M x in, in x's dtype: dropout(x), then in the backward du A
+};
+
 // y = x W^T (+ scale * u B^T with u = x A^T saved for backward). x: [M, in], y: [M, out], u: [M, r]
 void linear_layer_forward(Backend& be, const Tensor& y, const Tensor& u, const Tensor& x,
-                          const LinearWeights& w);
+                          const LinearWeights& w, const AdapterDropout* drop = nullptr);
 // dx (+)= dy W (+ du A); weight grads accumulated where present. du: [M, r] scratch.
 void linear_layer_backward(Backend& be, const Tensor& dx, bool accumulate_dx, const Tensor& du,
                            const Tensor& dy, const Tensor& x, const Tensor& u,
-                           const LinearWeights& w);
+                           const LinearWeights& w, const AdapterDropout* drop = nullptr);
 
 // The adapter halves alone (no-ops without an adapter), for callers that run the base product
-// themselves (one fused GEMM for q, k and v; a row-parallel product summed over ranks).
-void lora_inner(Backend& be, const Tensor& u, const Tensor& x, const LinearWeights& w);  // u = x A^T
+// themselves (one fused GEMM for q, k and v; a row-parallel product summed over ranks). With
+// dropout, x is the layer's input before it: these apply it.
+void lora_inner(Backend& be, const Tensor& u, const Tensor& x, const LinearWeights& w,
+                const AdapterDropout* drop = nullptr);  // u = dropout(x) A^T
 void lora_outer(Backend& be, const Tensor& y, const Tensor& u, const LinearWeights& w);  // y += s u B^T
 void lora_forward(Backend& be, const Tensor& y, const Tensor& u, const Tensor& x,
-                  const LinearWeights& w);  // both
+                  const LinearWeights& w, const AdapterDropout* drop = nullptr);  // both
+// dx += dropout'(du A) (the mask of the forward, scaled), grads.
 void lora_backward(Backend& be, const Tensor& dx, const Tensor& du, const Tensor& dy,
-                   const Tensor& x, const Tensor& u, const LinearWeights& w);  // dx += du A, grads
+                   const Tensor& x, const Tensor& u, const LinearWeights& w,
+                   const AdapterDropout* drop = nullptr);
 
 }  // namespace mt

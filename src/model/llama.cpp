@@ -1,6 +1,7 @@
 #include "model/llama.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "backend/device_buffer.h"
@@ -164,7 +165,8 @@ class LlamaModel::Runner {
         hooks_(par_ ? *par_ : single_device()),
         w_(par_ ? ModelWeights{} : bind_model_weights(m)),
         lora_on_(lora_targets_mask(m.lora_config())),
-        lora_rank_(m.has_lora() ? m.lora_config().rank : 0) {
+        lora_rank_(m.has_lora() ? m.lora_config().rank : 0),
+        lora_dropout_(m.has_lora() ? m.lora_config().dropout : 0.0f) {
     const int64_t L = c_.num_hidden_layers;
     blocks_ = m.units().empty() ? L : 0;
     holds_head_ = m.units().empty();
@@ -197,6 +199,18 @@ class LlamaModel::Runner {
   void upload(const ModelInput& in);
   LossSum head_chunk(int64_t n0, int64_t M, const ModelInput& in, bool backward, float grad_scale,
                      float* logits);
+  // LoRA dropout applies to this pass: a training pass of a model configured with it.
+  bool dropout_on(const ModelInput& in) const { return in.noise.on && lora_dropout_ > 0.0f; }
+  // The mask of adapter `index` (layer x kNumProj + projection; the head after the blocks) on
+  // weight `name`'s input ("": an input no rank splits, as the head's), for rows from `row` of
+  // this input on.
+  DropoutMask dropout_mask(const ModelInput& in, int64_t index, const std::string& name, int64_t row) const {
+    const uint64_t step_key = dm::mix64(dm::mix64(in.noise.seed) ^ uint64_t(in.noise.step));
+    return {.key = dm::mix64(step_key ^ (uint64_t(index) + 1)),
+            .p = lora_dropout_,
+            .row0 = in.noise.first_row * in.T + row,
+            .col0 = name.empty() ? 0 : hooks_.input_column_begin(name)};
+  }
   // Parameter units (see ModelParallel): acquire and re-read the unit's views / release.
   void use(int unit, bool grads, bool weights = true);
   void done(int unit, bool grads) { hooks_.release(unit, grads); }
@@ -216,6 +230,7 @@ class LlamaModel::Runner {
   // (all of them for the whole model), and whether a range holds the head.
   int64_t blocks_ = 0;
   bool holds_head_ = true;
+  float lora_dropout_ = 0.0f;  // > 0: the scratch has room for the adapters' dropped inputs
   // Arena, planned for one (B, T)
   int64_t B_ = 0, T_ = 0, chunk_ = 0;
   bool planned_checkpointing_ = false;
@@ -275,15 +290,16 @@ void LlamaModel::Runner::plan(int64_t B, int64_t seq) {
   y_tmp_ = ckpt ? fc.take(N, C) : Tensor{};
   if (holds_head_) nf_ = tc.take(N, C), rstdf_ = fc.take(N, 1), losses_ = fc.take(N, 1);
 
-  scratch_.resize(be_, ct_, block_scratch_elems(c_, N, lora_rank_));
-  scratch_view_ = carve_block_scratch(scratch_.tensor(), c_, N, lora_rank_);
+  const bool dropout = lora_dropout_ > 0.0f;
+  scratch_.resize(be_, ct_, block_scratch_elems(c_, N, lora_rank_, dropout));
+  scratch_view_ = carve_block_scratch(scratch_.tensor(), c_, N, lora_rank_, dropout);
   // Logits are made and consumed in chunks of rows, so the whole [N, V] matrix never exists.
   // Each chunk's weight-gradient GEMM reads and writes all of dW [V, C] in f32, so chunks must be
   // large for that traffic to stay small next to the FLOPs: 2^25 elements (64 MiB in bf16) is
   // about 1000 rows at V = 32000.
   chunk_ = std::clamp<int64_t>((int64_t(1) << 25) / V, 1, N);
   if (holds_head_) {
-    head_.resize(be_, ct_, chunk_ * (V + 2 * std::max<int64_t>(lora_rank_, 1)));
+    head_.resize(be_, ct_, chunk_ * (V + 2 * std::max<int64_t>(lora_rank_, 1) + (dropout ? C : 0)));
     ce_stats_.resize(be_, DType::f32, 3 * chunk_);
   }
   inputs_.resize(be_, DType::i32, 4 * N);
@@ -317,9 +333,14 @@ LossSum LlamaModel::Runner::head_chunk(int64_t n0, int64_t M, const ModelInput& 
   const Tensor u = rows_of(hc.take(1, chunk_ * r), M, rank);
   const Tensor du = rows_of(hc.take(1, chunk_ * r), M, rank);
   const Tensor x = nf_.rows_slice(n0, M);
+  std::optional<AdapterDropout> drop;
+  if (dropout_on(in) && rank > 0)
+    drop = AdapterDropout{dropout_mask(in, int64_t(c_.num_hidden_layers) * kNumProj, "", n0),
+                          hc.take(1, chunk_ * C)};
+  const AdapterDropout* head_drop = drop ? &*drop : nullptr;
   {
     MT_PROFILE("lm_head forward");
-    linear_layer_forward(be_, logits, u, x, w_.head);
+    linear_layer_forward(be_, logits, u, x, w_.head, head_drop);
   }
   LossSum ls;
   if (logits_out) {
@@ -356,7 +377,7 @@ LossSum LlamaModel::Runner::head_chunk(int64_t n0, int64_t M, const ModelInput& 
     const Tensor dnf = scratch_view_.t3.flat_slice(n0 * C, M * C).view(M, C);
     {
       MT_PROFILE("lm_head backward");
-      linear_layer_backward(be_, dnf, false, du, logits, x, u, w_.head);
+      linear_layer_backward(be_, dnf, false, du, logits, x, u, w_.head, head_drop);
     }
     hooks_.reduce_sum(dnf);  // each rank's vocabulary columns give a partial dnf
   }
@@ -383,6 +404,15 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
 
   BlockInput bi{in.B, in.T, positions_, in.segments ? segments_ : Tensor{}, rope_cos_,
                 rope_sin_, &hooks_};
+  // LoRA dropout: each block's masks, drawn for the forward and drawn again for its backward.
+  std::array<DropoutMask, kNumProj> masks{};
+  auto with_dropout = [&](int64_t l) -> const BlockInput& {
+    if (!dropout_on(in)) return bi;
+    for (int p = 0; p < kNumProj; ++p)
+      masks[size_t(p)] = dropout_mask(in, l * kNumProj + p, proj_param_name(l, Proj(p)) + ".weight", 0);
+    bi.lora_dropout = &masks;
+    return bi;
+  };
   const bool ckpt = planned_checkpointing_;
   const bool tied = c_.tie_word_embeddings;
   // Blocks [lb, le) run; x(lb) is the span's input, x(le) its output.
@@ -402,7 +432,7 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
   }
   for (int64_t l = lb; l < le; ++l) {
     use(int(l) + 1, false);
-    block_forward(be_, x(l + 1), x(l), acts_[size_t(ckpt ? 0 : l - lb)], w_.blocks[l], bi, c_,
+    block_forward(be_, x(l + 1), x(l), acts_[size_t(ckpt ? 0 : l - lb)], w_.blocks[l], with_dropout(l), c_,
                   scratch_view_);
     done(int(l) + 1, false);
   }
@@ -438,9 +468,9 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
     use(int(l) + 1, true);
     if (ckpt) {  // recompute this block's activations from its saved input
       MT_PROFILE("recompute (checkpointing)");
-      block_forward(be_, y_tmp_, x(l), acts_[0], w_.blocks[l], bi, c_, scratch_view_);
+      block_forward(be_, y_tmp_, x(l), acts_[0], w_.blocks[l], with_dropout(l), c_, scratch_view_);
     }
-    block_backward(be_, dx_, x(l), acts_[size_t(ckpt ? 0 : l - lb)], w_.blocks[l], bi, c_, scratch_view_);
+    block_backward(be_, dx_, x(l), acts_[size_t(ckpt ? 0 : l - lb)], w_.blocks[l], with_dropout(l), c_, scratch_view_);
     done(int(l) + 1, true);
   }
   if (first > 0) {

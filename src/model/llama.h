@@ -21,6 +21,18 @@ struct ModelInput {
   const int32_t* positions = nullptr;  // [B*T] RoPE positions; null: 0..T-1 in every row
   const int32_t* segments = nullptr;   // [B*T] packed-document ids; null: one document per row
   int64_t B = 0, T = 0;
+  // The randomness of a training pass (LoRA dropout); off in evaluation and generation. Its masks
+  // are a function of (seed, step, adapter, a token's row in the step's whole batch, the column),
+  // never of how the batch was cut: `first_row` is the sequence of the step's batch that this
+  // input's first sequence is (later micro-batches and data-parallel slices start further in), so
+  // a run split over more ranks or micro-batches draws the same masks, and a resumed run the same
+  // as an uninterrupted one.
+  struct Noise {
+    bool on = false;
+    uint64_t seed = 0;  // the run's
+    int64_t step = 0;
+    int64_t first_row = 0;
+  } noise;
 };
 
 // A contiguous run of the model's units (ModelParallel's numbering: 0 = embedding, 1..L = blocks,

@@ -19,6 +19,8 @@ struct LoraConfig {
   // Subset of: q, k, v, o, gate, up, down, lm_head
   std::vector<std::string> targets = {"q", "k", "v", "o", "gate", "up", "down"};
   float init_std = 0.02f;  // A ~ N(0, init_std); B = 0
+  // Dropout on the adapter's input x in training (PEFT's lora_dropout): u = dropout(x) A^T.
+  float dropout = 0.0f;
   // rsLoRA (PEFT's use_rslora): scale by alpha / sqrt(rank), which keeps the update's size steady
   // as the rank grows; plain LoRA scales by alpha / rank.
   bool rank_stabilized = false;

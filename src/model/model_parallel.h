@@ -5,6 +5,7 @@
 // stays outside the model.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "core/tensor.h"
 
@@ -37,6 +38,10 @@ class ModelParallel {
   virtual bool splits_vocabulary() const { return false; }
   virtual int64_t vocab_begin() const { return 0; }
   virtual int64_t vocab_size() const { return 0; }
+  // The first input column of the weight `name` ("model.layers.0.self_attn.o_proj.weight") this
+  // rank holds: a row-parallel layer's input is split by columns. Randomness keyed by column (LoRA
+  // dropout) then falls on the same elements however the layer is split. 0 when it is whole.
+  virtual int64_t input_column_begin(const std::string& name) const { return 0; }
 };
 
 // The hooks of a model whole on one device: they do nothing.

@@ -118,6 +118,7 @@ class ShardedModel final : public ModelParallel {
   bool splits_vocabulary() const override { return tp_ != nullptr; }
   int64_t vocab_begin() const override { return vocab_begin_; }
   int64_t vocab_size() const override { return full_.vocab_size; }
+  int64_t input_column_begin(const std::string& name) const override { return slot(name).tp_box.begin.at(1); }
 
  private:
   struct Unit;

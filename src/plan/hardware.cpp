@@ -5,7 +5,10 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string_view>
+#include <vector>
 
+#include "core/did_you_mean.h"
 #include "core/error.h"
 #include "core/regular_file.h"
 
@@ -121,7 +124,8 @@ Link parse_link(const toml::table& root, const std::string& section, const std::
   if (!t) fail(where + ": missing section [" + section + "]");
   for (const auto& [k, v] : *t)
     if (k != "bandwidth_gbs" && k != "latency_us")
-      fail(where + ": unknown key '" + std::string(k.str()) + "' in [" + section + "]");
+      fail(where + ": unknown key '" + std::string(k.str()) + "' in [" + section + "]" +
+           did_you_mean(k.str(), {"bandwidth_gbs", "latency_us"}));
   const std::string w = where + " [" + section + "]";
   return {positive(*t, "bandwidth_gbs", w, true, 0) * GB, positive(*t, "latency_us", w, true, 0) * us};
 }
@@ -140,7 +144,9 @@ Cluster parse_cluster_toml(const std::string& text, const std::string& where) {
       "inter", "gemm_efficiency", "gemm_half_dim", "attention_efficiency", "link_efficiency",
       "runtime_overhead_gb"};
   for (const auto& [k, v] : root)
-    if (!keys.count(std::string(k.str()))) fail(where + ": unknown key '" + std::string(k.str()) + "'");
+    if (!keys.count(std::string(k.str())))
+      fail(where + ": unknown key '" + std::string(k.str()) + "'" +
+           did_you_mean(k.str(), std::vector<std::string_view>(keys.begin(), keys.end())));
   Cluster c;
   c.name = root["name"].value_or(where);
   c.devices_per_node = int64_t(positive(root, "devices_per_node", where, true, 0));

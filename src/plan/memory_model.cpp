@@ -42,12 +42,14 @@ ActivationBytes llama_activations(const PlanInput& in, int64_t layers, bool last
   LlamaConfig shard = c;  // scratch of one block at the tp-local widths
   shard.intermediate_size = c.intermediate_size / in.mesh.tp;
   shard.num_key_value_heads = std::max<int64_t>(1, c.num_key_value_heads / in.mesh.tp);
-  a.shared = t * double(block_scratch_elems(shard, int64_t(N), in.lora.enabled ? in.lora.rank : 0)) +
+  const bool lora_dropout = in.lora.enabled && in.lora.dropout > 0.0f;  // scratch for dropped inputs
+  a.shared = t * double(block_scratch_elems(shard, int64_t(N), in.lora.enabled ? in.lora.rank : 0, lora_dropout)) +
              (in.checkpointing ? block : 0.0);
   if (last) {
     const double V = double(c.vocab_size) / tp;
     const double rows = std::clamp(double(int64_t(1) << 25) / double(c.vocab_size), 1.0, N);
-    a.logits = t * rows * (V + 2.0 * double(std::max<int64_t>(in.lora.enabled ? in.lora.rank : 0, 1)));
+    a.logits = t * rows * (V + 2.0 * double(std::max<int64_t>(in.lora.enabled ? in.lora.rank : 0, 1)) +
+                           (lora_dropout ? C : 0.0));
   }
   return a;
 }

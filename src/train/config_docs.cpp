@@ -1,5 +1,6 @@
 #include "train/config_docs.h"
 
+#include "train/config_aliases.h"
 #include "train/config_values.h"
 
 namespace mt {
@@ -60,6 +61,9 @@ std::string config_keys_help() {
     if (!key.builtin.empty()) out += " (built-in run: " + std::string(key.builtin) + ")";
     out += "\n      " + config_key_description(key) + "\n";
   }
+  out += "Aliases (PEFT, HF Trainer and torchtune names, accepted for their keys):\n";
+  for (const ConfigAlias& a : config_aliases())
+    out += "  " + std::string(a.name) + " -> " + std::string(a.key) + " (" + std::string(a.origin) + ")\n";
   return out;
 }
 
@@ -71,6 +75,10 @@ std::string config_keys_markdown() {
     out += "| `" + std::string(key.name) + "` | " + config_type_name(key) + " | " +
            markdown_value(default_text(key)) + " | " + markdown_value(std::string(key.builtin)) +
            " | " + markdown_text(config_key_description(key)) + " |\n";
+  out += "\nAliases: other tools' names for keys, accepted in a config file and in `--set`; the run's log "
+         "names each one used (`config: lora.r -> lora.rank`) and `run.toml` records the key. An alias "
+         "given beside its key (or beside another alias of it) is refused.\n\n" +
+         config_aliases_markdown();
   return out;
 }
 

@@ -64,6 +64,11 @@ std::vector<ConfigKey> make_keys() {
       {KEY(lora.targets), .choices = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"},
        .help = "Projections that get adapters; not empty when enabled"},
       {KEY(lora.init_std), .range = kNonNegative, .help = "A ~ N(0, init_std), B = 0"},
+      {KEY(lora.dropout), .range = kUnitInterval,
+       .help = "Dropout on each adapter's input, as PEFT's lora_dropout: only on the LoRA branch, "
+               "kept values scaled by 1 / (1 - dropout), in training steps only (never in "
+               "validation, eval or generate); the masks follow from train.seed and the step, so a "
+               "resumed run is bit-exact (see LoRA dropout); 0: none"},
       {KEY(lora.base_dtype), .choices = {"bf16", "nf4"},
        .help = "The frozen base's block matrices: bf16 (as train.precision gives), or nf4 "
                "(QLoRA: 4-bit NormalFloat with double quantisation, about 4.13 bits a weight, "
@@ -76,8 +81,16 @@ std::vector<ConfigKey> make_keys() {
       // [optim]
       {KEY(optim.lr), .range = kPositive, .builtin = "2e-3", .help = "Peak learning rate (AdamW)"},
       {KEY(optim.min_lr), .range = kNonNegative, .builtin = "2e-4",
-       .help = "Cosine schedule decays from lr to min_lr (above lr is allowed: it then rises)"},
+       .help = "The schedule decays from lr to min_lr (above lr is allowed: it then rises); "
+               "constant ignores it"},
       {KEY(optim.warmup_steps), .range = kStepsOrZero, .builtin = "20", .help = "Linear warm-up steps"},
+      {KEY(optim.schedule), .choices = {"cosine", "linear", "constant", "wsd"},
+       .help = "The lr after warm-up, to train.steps: cosine (half a cosine from lr to min_lr), "
+               "linear (a straight line from lr to min_lr), constant (lr), wsd (warmup-stable-decay: "
+               "lr, then a straight line to min_lr over the last optim.decay_fraction of the steps "
+               "after warm-up)"},
+      {KEY(optim.decay_fraction), .range = {.min = 0, .min_open = true, .max = 1},
+       .help = "wsd: the share of the steps after warm-up that decay to min_lr (the rest stay at lr)"},
       {KEY(optim.weight_decay), .range = kNonNegative, .help = "Decoupled weight decay"},
       {KEY(optim.beta1), .range = kUnitInterval, .help = "AdamW beta1"},
       {KEY(optim.beta2), .range = kUnitInterval, .help = "AdamW beta2"},
@@ -85,7 +98,13 @@ std::vector<ConfigKey> make_keys() {
       {KEY(optim.grad_clip), .help = "Global gradient-norm clip; <= 0 disables"},
 
       // [train]
-      {KEY(train.steps), .range = kSteps, .builtin = "200", .help = "Optimizer steps"},
+      {KEY(train.steps), .range = kSteps, .builtin = "200",
+       .help = "Optimizer steps; leave out with train.epochs (a --set of either replaces the other)"},
+      {KEY(train.epochs), .range = {.min = 0, .max = 1e6},
+       .help = "The run's length in passes over the training data instead of train.steps: steps = "
+               "ceil(epochs x rows of an epoch / (batch_size x grad_accum)), printed at the start "
+               "(rows: packed rows of examples, or train tokens / seq_len of plain text); 0: "
+               "train.steps gives the length"},
       {KEY(train.batch_size), .range = kRows, .builtin = "8", .help = "Sequences per micro-batch"},
       {KEY(train.grad_accum), .range = kRows, .help = "Micro-batches per optimizer step"},
       {KEY(train.seq_len), .range = kRowsOrZero, .builtin = "0",

@@ -59,6 +59,8 @@ std::string to_toml(const RunConfig& cfg) {
                const bool model_key = (table == "model" || table.starts_with("model.")) &&
                                       key.name != "model.path";
                if (model_key && !cfg.model_path.empty()) return std::nullopt;
+               // A run by epochs has its steps from the data: the two together are refused.
+               if (key.name == "train.steps" && cfg.train.epochs > 0) return std::nullopt;
                return config_value_toml(key, cfg);
              },
              /*with_help=*/false);

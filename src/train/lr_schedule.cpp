@@ -4,17 +4,33 @@
 #include <cmath>
 #include <sstream>
 
+#include "core/error.h"
+
 namespace mt {
 
 float LrSchedule::at(int64_t step) const {
   if (step < warmup_steps) return peak_lr * float(step + 1) / float(warmup_steps);
+  const double lr0 = decay.lr;
   const int64_t decay_steps = std::max<int64_t>(1, total_steps - decay.step);
   const double progress = std::clamp(double(step - decay.step) / double(decay_steps), 0.0, 1.0);
-  return float(min_lr + 0.5 * (decay.lr - min_lr) * (1.0 + std::cos(M_PI * progress)));
+  if (kind == "cosine") return float(min_lr + 0.5 * (lr0 - min_lr) * (1.0 + std::cos(M_PI * progress)));
+  if (kind == "linear") return float(lr0 + (min_lr - lr0) * progress);
+  if (kind == "constant") return decay.lr;
+  if (kind == "wsd") {
+    // The decay is the last decay_fraction of the steps, measured in steps so that it ends exactly
+    // at total_steps whatever the rounding.
+    const double decaying = std::max(1.0, double(decay_fraction) * double(decay_steps));
+    const double into = double(step - decay.step) - (double(decay_steps) - decaying);
+    if (into <= 0) return decay.lr;
+    return float(lr0 + (min_lr - lr0) * std::min(1.0, into / decaying));
+  }
+  fail("optim.schedule must be \"cosine\", \"linear\", \"constant\" or \"wsd\", got \"" + kind + "\"");
 }
 
 LrSchedule fresh_lr_schedule(const OptimConfig& optim, int64_t total_steps) {
-  return {.warmup_steps = optim.warmup_steps,
+  return {.kind = optim.schedule,
+          .decay_fraction = optim.decay_fraction,
+          .warmup_steps = optim.warmup_steps,
           .peak_lr = optim.lr,
           .min_lr = optim.min_lr,
           .total_steps = total_steps,
@@ -36,6 +52,8 @@ std::string changed_keys(const LrSchedule& a, const LrSchedule& b) {
     os << sep << name << " " << before << " -> " << after;
     sep = ", ";
   };
+  key("optim.schedule", a.kind, b.kind);
+  key("optim.decay_fraction", a.decay_fraction, b.decay_fraction);
   key("train.steps", a.total_steps, b.total_steps);
   key("optim.lr", a.peak_lr, b.peak_lr);
   key("optim.min_lr", a.min_lr, b.min_lr);
@@ -54,14 +72,14 @@ ResumedLrSchedule resumed_lr_schedule(const LrSchedule& saved, const LrSchedule&
     if (fresh.warmup_steps >= fresh.total_steps)
       note << "the warm-up continues to the run's end (optim.warmup_steps = " << fresh.warmup_steps << ")";
     else
-      note << "the warm-up continues to step " << fresh.warmup_steps << ", then the cosine decays from optim.lr "
+      note << "the warm-up continues to step " << fresh.warmup_steps << ", then the " << fresh.kind << " decay runs from optim.lr "
            << fresh.peak_lr << " to optim.min_lr " << fresh.min_lr << " at step " << fresh.total_steps;
     return {fresh, note.str()};
   }
   LrSchedule replanned = fresh;
   const bool new_lr = fresh.peak_lr != saved.peak_lr;
   replanned.decay = {step, new_lr ? fresh.peak_lr : saved.at(step)};
-  note << "steps 1-" << step << " kept their lr; the cosine is re-planned from " << replanned.decay.lr
+  note << "steps 1-" << step << " kept their lr; the " << fresh.kind << " decay is re-planned from " << replanned.decay.lr
        << (new_lr ? " (the new optim.lr)" : " (where the checkpoint's schedule was)") << " at step " << step + 1
        << " to optim.min_lr " << fresh.min_lr << " at step " << fresh.total_steps;
   return {replanned, note.str()};

@@ -1,5 +1,11 @@
-// The learning rate of each step: a linear warm-up over optim.warmup_steps to optim.lr, then a
-// cosine decay to optim.min_lr at train.steps.
+// The learning rate of each step: a linear warm-up over optim.warmup_steps to optim.lr, then the
+// decay optim.schedule names, down to optim.min_lr at train.steps. With p the share of the decay's
+// steps done (0 at its first step, 1 at total_steps) and lr0 the lr it starts from:
+//   cosine    min_lr + (lr0 - min_lr) (1 + cos(pi p)) / 2
+//   linear    lr0 + (min_lr - lr0) p
+//   constant  lr0
+//   wsd       lr0 until the last optim.decay_fraction of the decay's steps, then a straight line
+//             to min_lr at total_steps (warmup-stable-decay)
 //
 // The decay is described by where it starts, its step and its lr. A fresh run's starts at
 // warmup_steps, from optim.lr. A resumed run whose schedule keys changed (a longer train.steps,
@@ -22,6 +28,8 @@ struct LrDecayStart {
 };
 
 struct LrSchedule {
+  std::string kind = "cosine";  // optim.schedule
+  float decay_fraction = 0.1f;  // wsd: the share of the decay's steps that decays
   int64_t warmup_steps = 0;
   float peak_lr = 0.0f;  // where the warm-up ends
   float min_lr = 0.0f;   // where the decay ends, at total_steps
@@ -39,9 +47,9 @@ float lr_at(int64_t step, int64_t total_steps, const OptimConfig& cfg);
 
 // The schedule a run resumed at `step` (the steps done) follows. `saved`: the schedule its checkpoint
 // was trained under (decay start as recorded). `fresh`: fresh_lr_schedule of the resumed run's keys.
-// Unchanged keys (warm-up, lr, min_lr, steps): `saved` itself. Changed during the warm-up: `fresh`
+// Unchanged keys (schedule, warm-up, lr, min_lr, steps): `saved` itself. Changed during the warm-up: `fresh`
 // (the warm-up does not depend on the length). Changed after it: `fresh` with the decay re-planned
-// from `step`, starting at saved.at(step) (or at the new optim.lr when the resume changes it: the
+// from `step` (the new shape laid over the remaining steps), starting at saved.at(step) (or at the new optim.lr when the resume changes it: the
 // user asked for that lr).
 struct ResumedLrSchedule {
   LrSchedule schedule;

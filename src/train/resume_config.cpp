@@ -13,7 +13,8 @@ const std::vector<std::string_view> kResumeMayChange = {
     "model.path", "data.path", "data.tokenizer", "data.cache_dir",
     // The schedule and the step's size: the run's length, the lr, warm-up, decay, clipping; rows
     // per step (the sampler counts rows, so the same sequences follow).
-    "train.steps", "optim.lr", "optim.min_lr", "optim.warmup_steps", "optim.weight_decay", "optim.grad_clip",
+    "train.steps", "optim.lr", "optim.min_lr", "optim.warmup_steps", "optim.schedule", "optim.decay_fraction",
+    "optim.weight_decay", "optim.grad_clip", "train.epochs",
     "train.batch_size", "train.grad_accum",
     // How the same math is computed and reported.
     "train.activation_checkpointing", "train.log_every", "train.eval_every", "train.threads", "train.peak_gflops",
@@ -22,7 +23,9 @@ const std::vector<std::string_view> kResumeMayChange = {
     // Where it is computed and how device buffers travel (a checkpoint is host data, so a run
     // saved on the CPU resumes on a GPU and back).
     "train.device", "train.share_gpu", "train.device_comm",
-    "lora.init_std", "lora.random_base",
+    // LoRA dropout changes the noise of the steps still to run, not what the adapter's weights
+    // mean (inference never drops), like the lr.
+    "lora.init_std", "lora.random_base", "lora.dropout",
     "output.dir", "output.checkpoint_every", "output.keep_checkpoints", "output.keep_best", "output.overwrite",
     "mesh.dp", "mesh.fsdp", "mesh.tp", "mesh.pp", "partition.replace_defaults", "partition.rules",
 };

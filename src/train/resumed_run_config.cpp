@@ -27,7 +27,8 @@ std::optional<std::string> resumed_run_toml(const std::string& resume, const std
   return std::nullopt;
 }
 
-RunConfig resumed_run_config(const std::string& config_path, const std::vector<std::string>& overrides) {
+RunConfig resumed_run_config(const std::string& config_path, const std::vector<std::string>& overrides,
+                             std::vector<std::string>* renamed) {
   const std::string resume = config_string_as_given(config_path, overrides, "train.resume");
   const std::string output_dir = config_string_as_given(config_path, overrides, "output.dir");
   const std::optional<std::string> base = resumed_run_toml(resume, output_dir);
@@ -35,7 +36,7 @@ RunConfig resumed_run_config(const std::string& config_path, const std::vector<s
     fail("train.resume = \"" + resume + "\": no run.toml in " + output_dir +
          " (a run records its config there when it starts): give the directory of the run to resume "
          "(--resume RUN_DIR or output.dir), or its config with --config");
-  return load_run_config_over(*base, config_path, overrides);
+  return load_run_config_over(*base, config_path, overrides, renamed);
 }
 
 std::string resume_note(const RunConfig& cfg) {

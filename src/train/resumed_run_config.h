@@ -24,7 +24,9 @@ std::optional<std::string> resumed_run_toml(const std::string& resume, const std
 
 // The resumed run's config: run.toml, then the file's keys, then the overrides. mt::Error in one
 // line when there is no run.toml, naming what to give instead.
-RunConfig resumed_run_config(const std::string& config_path, const std::vector<std::string>& overrides);
+// Aliases used are appended to `renamed` as parse_run_config does.
+RunConfig resumed_run_config(const std::string& config_path, const std::vector<std::string>& overrides,
+                             std::vector<std::string>* renamed = nullptr);
 
 // "resume: taking runs/x/run.toml; overridden: train.steps=40 (was 20)": the keys in which `cfg`,
 // a resumed run's config, differs from the run.toml it resumes (train.resume and output.dir left

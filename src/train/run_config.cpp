@@ -17,9 +17,11 @@
 
 #include "core/checked_math.h"
 #include "core/clipped.h"
+#include "core/did_you_mean.h"
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "data/unicode.h"
+#include "train/config_aliases.h"
 #include "train/config_schema.h"
 #include "train/config_values.h"
 
@@ -29,29 +31,21 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Unknown sections and keys.
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
+// The closest known name: a key, or an alias (which the reader then accepts as it is); for a name
+// with none close, the keys of its section, so that every unknown key is answered with what is
+// there.
 std::string suggestion(const std::string& key) {
-  std::string_view best;
-  size_t best_d = 3;  // suggest only close matches
-  for (const ConfigKey& k : config_keys()) {
-    // The distance is at least the difference in length: a key far longer than any name (10 MB in
-    // a hostile file) is not compared at all, which took minutes.
-    if (std::max(key.size(), k.name.size()) - std::min(key.size(), k.name.size()) >= best_d) continue;
-    size_t d = edit_distance(key, k.name);
-    if (d < best_d) best_d = d, best = k.name;
-  }
-  return best.empty() ? "" : " (did you mean '" + std::string(best) + "'?)";
+  std::vector<std::string_view> names;
+  for (const ConfigKey& k : config_keys()) names.push_back(k.name);
+  for (const ConfigAlias& a : config_aliases()) names.push_back(a.name);
+  if (std::string hint = did_you_mean(key, names); !hint.empty()) return hint;
+  const size_t dot = key.rfind('.');
+  if (dot == std::string::npos) return "";
+  const std::string_view table = std::string_view(key).substr(0, dot);
+  std::string keys;
+  for (const ConfigKey& k : config_keys())
+    if (table_of(k) == table) keys += (keys.empty() ? "" : ", ") + std::string(leaf_of(k));
+  return keys.empty() ? "" : " (the keys of [" + std::string(table) + "] are " + keys + ")";
 }
 
 [[noreturn]] void unknown_key(const std::string& where, const std::string& key) {
@@ -63,6 +57,15 @@ std::string section_list() {
   for (const std::string& t : config_tables())
     if (t.find('.') == std::string::npos) out += (out.empty() ? "" : ", ") + t;
   return out;
+}
+
+// " (did you mean 'optim'?)" for [optimizer], else the list of sections.
+std::string section_hint(const std::string& section) {
+  std::vector<std::string_view> sections;
+  for (const std::string& t : config_tables())
+    if (t.find('.') == std::string::npos) sections.push_back(t);
+  std::string hint = did_you_mean(section, sections);
+  return hint.empty() ? " (expected " + section_list() + ")" : hint;
 }
 
 [[noreturn]] void unknown_section(const std::string& where, const std::string& section,
@@ -77,7 +80,7 @@ void check_known(const toml::table& tbl, const std::string& where, const std::st
     const std::string path = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     if (find_config_key(path)) continue;
     if (!is_config_table(path)) {
-      if (prefix.empty()) unknown_section(where, path, " (expected " + section_list() + ")");
+      if (prefix.empty()) unknown_section(where, path, section_hint(path));
       unknown_key(where, path);
     }
     const toml::table* t = node.as_table();
@@ -193,15 +196,24 @@ toml::table parse_override_value(const std::string& value) {
   return t;
 }
 
-// Applies one override onto the document; returns the dotted key it set.
+// The key an override names as written ("lora.r" for "lora.r = 16"); "" without '='.
+std::string override_path(const std::string& ov) {
+  const size_t eq = ov.find('=');
+  if (eq == std::string::npos) return "";
+  std::string path = ov.substr(0, eq);
+  // Allow "train.steps = 5" with spaces around the key.
+  path.erase(0, path.find_first_not_of(' '));
+  path.erase(path.find_last_not_of(' ') + 1);
+  return path;
+}
+
+// Applies one override onto the document; returns the dotted key it set (an alias's key).
 std::string apply_override(toml::table& doc, const std::string& ov) {
   const std::string where = "--set " + clipped(ov);
   size_t eq = ov.find('=');
   if (eq == std::string::npos) fail(where + ": expected section.key=value");
-  std::string path = ov.substr(0, eq);
-  // Allow "train.steps = 5" with spaces around the key.
-  while (!path.empty() && path.back() == ' ') path.pop_back();
-  while (!path.empty() && path.front() == ' ') path.erase(path.begin());
+  const ConfigAlias* alias = find_config_alias(override_path(ov));
+  const std::string path = alias ? std::string(alias->key) : override_path(ov);
   std::vector<std::string> parts;
   for (size_t start = 0;;) {
     size_t dot = path.find('.', start);
@@ -212,10 +224,13 @@ std::string apply_override(toml::table& doc, const std::string& ov) {
   for (const auto& p : parts)
     if (p.empty()) fail(where + ": expected section.key=value, got key '" + clipped(path) + "'");
   if (parts.size() < 2) {
-    if (!is_config_table(parts[0])) unknown_section(where, parts[0], "");
+    if (!is_config_table(parts[0])) unknown_section(where, parts[0], section_hint(parts[0]));
     fail(where + ": expected section.key=value, got only the section '" + parts[0] + "'");
   }
-  if (!is_config_table(parts[0])) unknown_section(where, parts[0], suggestion(path));
+  if (!is_config_table(parts[0])) {
+    const std::string hint = suggestion(path);
+    unknown_section(where, parts[0], hint.empty() ? section_hint(parts[0]) : hint);
+  }
   const ConfigKey* key = find_config_key(path);
   if (!key) unknown_key(where, path);
 
@@ -245,6 +260,7 @@ std::string apply_override(toml::table& doc, const std::string& ov) {
   // For a string-valued key the raw text is the string, even when it happens to be valid TOML of
   // another type (--set output.dir=2024, --set data.path=inf).
   if (!v.get("v")->is_string() && is_string_key(*key)) v.insert_or_assign("v", raw);
+  if (alias && alias->translate) alias->translate(v, "v", where);
   v.get("v")->visit([&](auto& node) { tbl->insert_or_assign(parts.back(), node); });
 
   // Type-check the value on its own now, so a bad value is blamed on this --set, not the file.
@@ -261,13 +277,8 @@ std::string apply_override(toml::table& doc, const std::string& ov) {
 
 // The string an override gives its key, as apply_override() reads it; nullopt for another key.
 std::optional<std::string> override_string(const std::string& ov, std::string_view key) {
-  const size_t eq = ov.find('=');
-  if (eq == std::string::npos) return std::nullopt;
-  std::string path = ov.substr(0, eq);
-  path.erase(0, path.find_first_not_of(' '));
-  path.erase(path.find_last_not_of(' ') + 1);
-  if (path != key) return std::nullopt;
-  const std::string raw = ov.substr(eq + 1);
+  if (override_path(ov) != key) return std::nullopt;
+  const std::string raw = ov.substr(ov.find('=') + 1);
   const toml::table v = parse_override_value(raw);
   const std::string* s = v.get("v")->as_string() ? &v.get("v")->as_string()->get() : nullptr;
   return s ? *s : raw;
@@ -305,14 +316,66 @@ void resolve_input_paths(RunConfig& c, const std::filesystem::path& base,
   }
 }
 
-// `doc` (read from `source_name`, its unknown keys already refused) with the overrides applied,
-// converted and validated. `given` maps the keys that came from elsewhere than `source_name` to
-// where they came from (a config file laid over a run's run.toml); their paths are already
-// resolved, as are the overrides' (relative to the working directory).
+// Two overrides that name one key by different names (an alias and its key, or two aliases) are
+// refused: a later --set of the same name replaces an earlier one, but which of two names the
+// user meant is not ours to guess.
+void refuse_two_names_for_one_key(const std::vector<std::string>& overrides) {
+  std::map<std::string, std::string> named;  // key -> the name an earlier override used
+  for (const auto& ov : overrides) {
+    const std::string path = override_path(ov);
+    if (path.empty()) continue;  // apply_override names the problem
+    const std::string key(canonical_config_key(path));
+    if (key == path && !find_config_key(path)) continue;
+    const auto [it, first] = named.emplace(key, path);
+    if (!first && it->second != path)
+      fail("--set " + clipped(ov) + ": " + path + " and " + it->second + " (also given) both set " + key +
+           ": give one");
+  }
+}
+
+// train.steps and train.epochs both give the run's length, so an override of either replaces the
+// other in the document (the built-in run's steps = 200, a file's); both given in one place are
+// refused. run.toml of a run by epochs leaves steps out, and of a run by steps has epochs = 0.
+void one_run_length(toml::table& doc, const std::vector<std::string>& overrides, const std::string& where) {
+  bool steps = false, epochs = false;
+  for (const auto& ov : overrides) {
+    const std::string key(canonical_config_key(override_path(ov)));
+    steps |= key == "train.steps";
+    epochs |= key == "train.epochs";
+  }
+  if (steps && epochs)
+    fail("--set: train.steps and train.epochs both give the run's length: give one");
+  toml::table* train = doc["train"].as_table();
+  if (!train) return;
+  if (steps) train->erase("epochs");
+  if (epochs) train->erase("steps");
+  if (steps || epochs) return;
+  const toml::node* e = train->get("epochs");
+  const bool by_epochs = e && e->value<double>().value_or(0.0) != 0.0;
+  if (by_epochs && train->get("steps"))
+    fail(where + ": train.steps and train.epochs both give the run's length: give one");
+}
+
+// `doc` (read from `source_name`, its aliases renamed and its unknown keys already refused) with
+// the overrides applied, converted and validated. `given` maps the keys that came from elsewhere
+// than `source_name` to where they came from (a config file laid over a run's run.toml); their
+// paths are already resolved, as are the overrides' (relative to the working directory).
+// `aliases_used` (the document's) and the overrides' aliases are appended once each to `renamed`.
 RunConfig parse(toml::table doc, const std::vector<std::string>& overrides, const std::string& source_name,
-                const std::filesystem::path* file_dir, std::map<std::string, std::string> given = {}) {
+                const std::filesystem::path* file_dir, std::map<std::string, std::string> given = {},
+                std::vector<std::string> aliases_used = {}, std::vector<std::string>* renamed = nullptr) {
+  one_run_length(doc, overrides, source_name);
+  refuse_two_names_for_one_key(overrides);
   model_path_replaces_model_section(doc, overrides);
-  for (const auto& ov : overrides) given[apply_override(doc, ov)] = "--set " + ov;  // the last one wins
+  for (const auto& ov : overrides) {
+    const std::string key = apply_override(doc, ov);
+    given[key] = "--set " + ov;  // the last one wins
+    const std::string path = override_path(ov);
+    if (path != key) aliases_used.push_back(path + " -> " + key);
+  }
+  if (renamed)
+    for (const std::string& r : aliases_used)
+      if (std::find(renamed->begin(), renamed->end(), r) == renamed->end()) renamed->push_back(r);
   RunConfig c = convert(doc, source_name);
   // A length not given (absent, or 0): with a model the data decides when the run starts
   // (train/sequence_length.h); without one it is the built-in run's.
@@ -326,12 +389,22 @@ RunConfig parse(toml::table doc, const std::vector<std::string>& overrides, cons
   return c;
 }
 
-RunConfig parse(const std::string& toml_text, const std::vector<std::string>& overrides,
-                const std::string& source_name, const std::filesystem::path* file_dir) {
+// A config text as a document: parsed, its aliases renamed to their keys (each appended to
+// `aliases_used`), its unknown keys refused against `source_name` before overrides can touch it.
+toml::table read_doc(const std::string& toml_text, const std::string& source_name,
+                     std::vector<std::string>& aliases_used) {
   toml::table doc = parse_doc(toml_text, source_name);
-  // Unknown keys in the file are reported against the file before overrides can touch it.
+  rename_config_aliases(doc, source_name, aliases_used);
   check_known(doc, source_name);
-  return parse(std::move(doc), overrides, source_name, file_dir);
+  return doc;
+}
+
+RunConfig parse(const std::string& toml_text, const std::vector<std::string>& overrides,
+                const std::string& source_name, const std::filesystem::path* file_dir,
+                std::vector<std::string>* renamed) {
+  std::vector<std::string> aliases_used;
+  toml::table doc = read_doc(toml_text, source_name, aliases_used);
+  return parse(std::move(doc), overrides, source_name, file_dir, {}, std::move(aliases_used), renamed);
 }
 
 std::string read_config_file(const std::string& path) {
@@ -345,9 +418,8 @@ std::string read_config_file(const std::string& path) {
 }
 
 toml::table read_config_doc(const std::string& path) {
-  toml::table doc = parse_doc(read_config_file(path), path);
-  check_known(doc, path);
-  return doc;
+  std::vector<std::string> aliases_used;  // a run.toml holds none; a file laid over it may
+  return read_doc(read_config_file(path), path, aliases_used);
 }
 
 // The input paths a config file gives, made absolute against its directory, in the document (for
@@ -382,7 +454,8 @@ void lay_over(toml::table& doc, const toml::table& over, const std::string& pref
 
 std::string config_string_as_given(const std::string& config_path, const std::vector<std::string>& overrides,
                                    std::string_view key) {
-  toml::table doc = config_path.empty() ? parse_doc(default_run_config_toml(), "<built-in default>")
+  std::vector<std::string> aliases_used;
+  toml::table doc = config_path.empty() ? read_doc(default_run_config_toml(), "<built-in default>", aliases_used)
                                         : read_config_doc(config_path);
   for (const auto& ov : overrides) apply_override(doc, ov);
   if (const toml::node* n = node_at(doc, key))
@@ -392,7 +465,7 @@ std::string config_string_as_given(const std::string& config_path, const std::ve
 }
 
 RunConfig load_run_config_over(const std::string& base_path, const std::string& config_path,
-                               const std::vector<std::string>& overrides) {
+                               const std::vector<std::string>& overrides, std::vector<std::string>* renamed) {
   toml::table doc = read_config_doc(base_path);
   std::map<std::string, std::string> given;
   if (!config_path.empty()) {
@@ -405,21 +478,22 @@ RunConfig load_run_config_over(const std::string& base_path, const std::string& 
     lay_over(doc, over, "", config_path, given);
   }
   const std::filesystem::path dir = std::filesystem::path(base_path).parent_path();
-  return parse(std::move(doc), overrides, base_path, &dir, std::move(given));
+  return parse(std::move(doc), overrides, base_path, &dir, std::move(given), {}, renamed);
 }
 
 RunConfig parse_run_config(const std::string& toml_text, const std::vector<std::string>& overrides,
-                           const std::string& source_name) {
-  return parse(toml_text, overrides, source_name, nullptr);
+                           const std::string& source_name, std::vector<std::string>* renamed) {
+  return parse(toml_text, overrides, source_name, nullptr, renamed);
 }
 
 void make_input_paths_absolute(RunConfig& cfg) {
   resolve_input_paths(cfg, std::filesystem::current_path(), {});
 }
 
-RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides,
+                          std::vector<std::string>* renamed) {
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  return parse(read_config_file(path), overrides, path, &dir);
+  return parse(read_config_file(path), overrides, path, &dir, renamed);
 }
 
 }  // namespace mt

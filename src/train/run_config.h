@@ -16,13 +16,17 @@ namespace mt {
 
 struct OptimConfig {
   float lr = 3e-4f;
-  float min_lr = 3e-5f;  // cosine decays from lr to min_lr
+  float min_lr = 3e-5f;  // the schedule decays from lr to min_lr
   int64_t warmup_steps = 10;
   float weight_decay = 0.1f;
   float beta1 = 0.9f;
   float beta2 = 0.95f;
   float eps = 1e-8f;
   float grad_clip = 1.0f;  // global-norm clip; <= 0 disables
+  // The lr after warm-up (train/lr_schedule.h): "cosine", "linear", "constant" or "wsd"
+  // (warmup-stable-decay, which decays over the last decay_fraction of the steps after warm-up).
+  std::string schedule = "cosine";
+  float decay_fraction = 0.1f;
 };
 
 // train.seq_len of a run without model.path that does not give one (the built-in run's); with a
@@ -34,6 +38,8 @@ inline constexpr int64_t kMaxTokensPerStep = int64_t(1) << 40;
 
 struct TrainConfig {
   int64_t steps = 100;
+  // > 0: the run's length in passes over the training data; the trainer computes steps from it.
+  float epochs = 0.0f;
   int64_t batch_size = 4;    // sequences per micro-batch
   int64_t grad_accum = 1;    // micro-batches per optimizer step
   // 0: chosen from the data when the run starts (train/sequence_length.h), which is what a config
@@ -124,13 +130,17 @@ struct RunConfig {
 // Any problem throws mt::Error with one line naming the key (and the file when there is one):
 // unknown section or key, wrong type, out-of-range value, inconsistent model shape, rank <= 0,
 // unknown LoRA target.
+// Aliases (other tools' names for keys, train/config_aliases.h) are renamed to their keys; each
+// used is appended once to `renamed` ("lora.r -> lora.rank") when it is given, for the run's log.
 RunConfig parse_run_config(const std::string& toml_text, const std::vector<std::string>& overrides,
-                           const std::string& source_name = "<config>");
+                           const std::string& source_name = "<config>",
+                           std::vector<std::string>* renamed = nullptr);
 // The same on a file. Its model.path, data.path and data.tokenizer are relative to the file's
 // directory (made absolute here), so a config works from any directory; the overrides' paths and
 // output.dir are relative to the working directory. An override of model.path replaces the
 // file's (or the built-in run's) [model] section: the architecture comes from the model.
-RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides);
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides,
+                          std::vector<std::string>* renamed = nullptr);
 
 // A run's config on top of another run's: `base_path` (a run's run.toml, which gives every key)
 // first, then the keys the config file `config_path` gives (none when empty), then the overrides;
@@ -138,7 +148,8 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
 // replaces the base's [model] section, as a --set of it does. For a resumed run
 // (train/resumed_run_config.h). Problems are blamed on the file or --set that gave the key.
 RunConfig load_run_config_over(const std::string& base_path, const std::string& config_path,
-                               const std::vector<std::string>& overrides);
+                               const std::vector<std::string>& overrides,
+                               std::vector<std::string>* renamed = nullptr);
 
 // The string value of `key` that the config file `config_path` (the built-in default run when
 // empty) and the overrides give, without reading the rest of the config: where a resumed run's

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/profile.h"
+#include "train/lr_schedule.h"
 
 namespace mt {
 

@@ -110,7 +110,8 @@ struct TrainingRun {
   TrainingRun(const TrainingRun&) = delete;
   TrainingRun& operator=(const TrainingRun&) = delete;
 
-  const RunConfig& cfg;
+  // A copy: with train.epochs the run's steps are known only once the data is open.
+  RunConfig cfg;
   const TrainConfig& tc;
   Backend& backend;  // the device the model, the optimizer and the activations live on
   const StopSignals& stop;
@@ -186,9 +187,24 @@ double validation_loss(TrainingRun& run) {
   return total.count ? total.sum / double(total.count) : std::nan("");
 }
 
+// train.epochs as steps: every step takes batch_size x grad_accum rows of the epoch's; the last
+// step may run into the next epoch (the samplers continue there).
+int64_t steps_for_epochs(const TrainConfig& tc, int64_t rows_per_epoch, std::ostream& log) {
+  const int64_t rows_per_step = tc.batch_size * tc.grad_accum;  // bounded by the config's check
+  const double steps = std::ceil(double(tc.epochs) * double(rows_per_epoch) / double(rows_per_step));
+  if (!(steps >= 1)) fail("train.epochs = " + std::to_string(tc.epochs) + " of " + std::to_string(rows_per_epoch) +
+                          " rows per epoch is less than one step; give train.steps or more data");
+  if (steps > 0x1p40)
+    fail("train.epochs = " + std::to_string(tc.epochs) + " is " + std::to_string(steps) +
+         " steps, more than train.steps may be (2^40)");
+  log << "epochs: " << tc.epochs << " x " << rows_per_epoch << " rows / (" << tc.batch_size << " x "
+      << tc.grad_accum << " rows a step) = " << int64_t(steps) << " steps\n";
+  return int64_t(steps);
+}
+
 TrainingRun::TrainingRun(const RunConfig& cfg, const StopSignals& stop, std::ostream& out, Backend& backend)
     : cfg(cfg),
-      tc(cfg.train),
+      tc(this->cfg.train),
       backend(backend),
       stop(stop),
       world(open_world(cfg)),
@@ -206,6 +222,10 @@ TrainingRun::TrainingRun(const RunConfig& cfg, const StopSignals& stop, std::ost
       tokens_per_step(mul_or_fail(mul_or_fail(tc.batch_size, tc.grad_accum, "train.batch_size x train.grad_accum"),
                                   tc.seq_len, "the tokens of a step")),
       lr_schedule(fresh_lr_schedule(cfg.optim, tc.steps)) {
+  if (tc.epochs > 0) {
+    this->cfg.train.steps = steps_for_epochs(tc, data->rows_per_epoch(), log);
+    lr_schedule = fresh_lr_schedule(this->cfg.optim, tc.steps);
+  }
   if (tc.eval_every > 0 && !data->has_validation())
     fail("train.eval_every = " + std::to_string(tc.eval_every) +
          " but the data has no held-out validation set; set data.val_fraction > 0");
@@ -310,7 +330,10 @@ float TrainingRun::resume() {
   // The schedule the checkpoint was trained under, continued, or re-planned from here when its
   // keys changed (a longer train.steps): the steps taken keep their lr.
   const RunConfig saved = parse_run_config(manifest.config, {}, dir + " (its recorded config)");
-  LrSchedule saved_schedule = fresh_lr_schedule(saved.optim, saved.train.steps);
+  // A run by epochs records no steps: its length is the same count of its data's rows.
+  const int64_t saved_steps =
+      saved.train.epochs > 0 ? steps_for_epochs(saved.train, data->rows_per_epoch(), quiet) : saved.train.steps;
+  LrSchedule saved_schedule = fresh_lr_schedule(saved.optim, saved_steps);
   if (manifest.lr_decay) saved_schedule.decay = *manifest.lr_decay;
   const ResumedLrSchedule resumed = resumed_lr_schedule(saved_schedule, lr_schedule, start_step);
   lr_schedule = resumed.schedule;
@@ -477,6 +500,10 @@ StepTiming run_steps(TrainingRun& run) {
     for (int64_t k = 0; k < tc.grad_accum; ++k)
       micro.push_back(run.dp.ranks() > 1 ? run.dp.slice(run.data->next()) : run.data->next());
     for (const PackedBatch& b : micro) inputs.push_back(input_of(b));
+    // A training pass: LoRA dropout draws its masks from (seed, step, row of the step's batch).
+    for (size_t k = 0; k < inputs.size(); ++k)
+      inputs[k].noise = {.on = true, .seed = tc.seed, .step = step,
+                         .first_row = int64_t(k) * tc.batch_size + run.dp.rank() * (tc.batch_size / run.dp.ranks())};
     // The first step builds the GEMM primitives: profile the steady state only. Always, for
     // run_summary.json (two clock reads and a table update per op, against the op's
     // microseconds to milliseconds); train.profile also prints it.

@@ -1,5 +1,6 @@
 #include "train/training_data.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -29,7 +30,8 @@ class TextData : public TrainingData {
   TextData(const RunConfig& cfg, const Tokenizer& tok)
       : data_(cfg.data.path, cfg.data.val_fraction, cfg.train.seq_len, &tok),
         sampler_(data_, cfg.train.batch_size, cfg.train.seed),
-        val_(data_, cfg.train.batch_size, validation_rows(cfg.train)) {}
+        val_(data_, cfg.train.batch_size, validation_rows(cfg.train)),
+        seq_len_(cfg.train.seq_len) {}
   PackedBatch next() override { return packed_from(sampler_.next()); }
   SamplerState state() const override { return sampler_.state(); }
   void restore(const SamplerState& s) override { sampler_.restore(s); }
@@ -47,11 +49,15 @@ class TextData : public TrainingData {
            " train / " + std::to_string(data_.val_tokens().size()) + " validation tokens)";
   }
   std::string prompt_template() const override { return "none"; }
+  int64_t rows_per_epoch() const override {
+    return std::max<int64_t>(1, int64_t(data_.train_tokens().size()) / seq_len_);
+  }
 
  private:
   TextDataset data_;
   BatchSampler sampler_;
   ValidationBatches val_;
+  int64_t seq_len_;
 };
 
 class ExampleData : public TrainingData {
@@ -82,6 +88,7 @@ class ExampleData : public TrainingData {
            std::to_string(sampler_.rows_in_epoch()) + " rows per epoch)";
   }
   std::string prompt_template() const override { return std::string(format_name(loaded_.format)); }
+  int64_t rows_per_epoch() const override { return sampler_.rows_in_epoch(); }
 
  private:
   static LoadedExamples load(const RunConfig& cfg, const Tokenizer& tok) {

@@ -27,6 +27,9 @@ class TrainingData {
   // Rows (of train.seq_len tokens) one validation reads: at most validation_rows(cfg.train).
   virtual int64_t num_validation_rows() const = 0;
   virtual std::string describe() const = 0;  // one line for the log
+  // Rows (sequences of seq_len tokens) in one pass over the training split, for train.epochs:
+  // the first epoch's packed rows of examples, or the train tokens / seq_len of plain text.
+  virtual int64_t rows_per_epoch() const = 0;
   // The prompt template of this data, as generate's --template names it: "none" (plain text),
   // "alpaca" or "chat".
   virtual std::string prompt_template() const = 0;

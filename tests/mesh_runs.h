@@ -36,7 +36,10 @@ inline std::string mpirun(int64_t n) {
 
 // `meshtrain train` on the ranks of `mesh` ("dp=1" or "" : one process without mpirun).
 inline std::string train_command(const std::string& mesh) {
-  if (mesh.empty() || mesh == "dp=1") return "OMP_NUM_THREADS=1 " + std::string(MESHTRAIN_BINARY) + " train ";
+  // One rank names its mesh too: a resumed run takes the rest of its config from the run.toml of
+  // the run it continues, whose mesh may be another.
+  if (mesh.empty() || mesh == "dp=1")
+    return "OMP_NUM_THREADS=1 " + std::string(MESHTRAIN_BINARY) + " train --mesh dp=1 ";
   return mpirun(parallel::MeshShape::parse(mesh).world()) + MESHTRAIN_BINARY + " train --mesh " + mesh + " ";
 }
 

@@ -214,14 +214,15 @@ TEST(GracefulStop, SigintDuringACheckpointWriteLetsItCompleteAndStopsThere) {
 
 TEST(GracefulStop, ASecondSignalAbortsAtOnceAndThePreviousCheckpointStaysValid) {
   const std::string dir = fresh_dir("second_signal");
-  // Longer steps (about ten times the others), so both signals land inside one step.
-  std::vector<std::string> longer = {"output.checkpoint_every=1", "train.seq_len=256", "train.batch_size=8",
+  // Longer steps (about forty times the others, ~0.1 s or more), so both signals land inside one
+  // step: with shorter ones an idle machine finished the step and its checkpoint between them.
+  std::vector<std::string> longer = {"output.checkpoint_every=1", "train.seq_len=256", "train.batch_size=32",
                                      "data.val_fraction=0.1"};
   ChildProcess child(train_args(dir, longer), dir + ".log");
   ASSERT_TRUE(wait_for_steps(child, dir, 3)) << child.log();
   child.kill(SIGTERM);
   // Apart, so that the kernel cannot merge them into one pending signal.
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
   child.kill(SIGTERM);
   ASSERT_TRUE(child.wait(30));
   EXPECT_EQ(child.result(), 4) << child.log();

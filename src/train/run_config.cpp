@@ -441,7 +441,8 @@ void lay_over(toml::table& doc, const toml::table& over, const std::string& pref
   for (auto&& [k, node] : over) {
     const std::string path = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     if (find_config_key(path)) {
-      node.visit([&](auto& n) { doc.insert_or_assign(k, n); });
+      const toml::key key = k;  // a structured binding cannot be captured (clang, which builds the fuzzers)
+      node.visit([&](auto& n) { doc.insert_or_assign(key, n); });
       given[path] = where;
       continue;
     }

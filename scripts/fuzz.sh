@@ -12,7 +12,7 @@
 # fuzz/seed_NAME.cpp (a program that writes seed inputs into the directory given as its argument;
 # it gets SEED_SOURCES[NAME]) and a dictionary fuzz/NAME.dict. Crashing inputs are saved under build-fuzz/artifacts/NAME/.
 # Each source is compiled once (build-fuzz/obj/, FUZZ_JOBS in parallel) for every target using it.
-# The targets and what each checks: README "Fuzzing".
+# The targets and what each checks: docs/reliability.md, "Fuzzing".
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

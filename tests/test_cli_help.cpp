@@ -94,7 +94,7 @@ TEST(CliHelp, TrainHelpNamesTheSectionsAndTheKeyTable) {
   EXPECT_NE(r.output.find("Config sections"), std::string::npos) << r.output;
   for (const char* section : {"[model]", "[lora]", "[optim]", "[train]", "[data]", "[output]", "[mesh]", "[partition]"})
     EXPECT_NE(r.output.find(section), std::string::npos) << section << "\n" << r.output;
-  EXPECT_NE(r.output.find("README.md \"Configuration\""), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("docs/configuration.md"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("meshtrain train --print-config-table"), std::string::npos) << r.output;
 }
 

@@ -535,16 +535,16 @@ TEST(ConfigFiles, TinyTomlIsGeneratedFromTheSchema) {
          "(or build/meshtrain train --print-default-config > configs/tiny.toml)";
 }
 
-// The README's key table is the one generated from the schema.
-TEST(ConfigFiles, ReadmeKeyTableIsGeneratedFromTheSchema) {
-  const std::string readme = read_source_file("README.md");
+// docs/configuration.md's key table is the one generated from the schema.
+TEST(ConfigFiles, DocsKeyTableIsGeneratedFromTheSchema) {
+  const std::string docs = read_source_file("docs/configuration.md");
   const std::string begin = "<!-- config-keys:begin -->\n", end = "<!-- config-keys:end -->";
-  const size_t b = readme.find(begin), e = readme.find(end);
-  ASSERT_NE(b, std::string::npos) << "README.md has no " << begin;
-  ASSERT_NE(e, std::string::npos) << "README.md has no " << end;
+  const size_t b = docs.find(begin), e = docs.find(end);
+  ASSERT_NE(b, std::string::npos) << "docs/configuration.md has no " << begin;
+  ASSERT_NE(e, std::string::npos) << "docs/configuration.md has no " << end;
   ASSERT_LT(b, e);
-  EXPECT_EQ(readme.substr(b + begin.size(), e - b - begin.size()), config_keys_markdown())
-      << "README.md's config key table is out of date: run scripts/update_config_docs.sh "
+  EXPECT_EQ(docs.substr(b + begin.size(), e - b - begin.size()), config_keys_markdown())
+      << "docs/configuration.md's config key table is out of date: run scripts/update_config_docs.sh "
          "(it puts build/meshtrain train --print-config-table between the config-keys markers)";
 }
 

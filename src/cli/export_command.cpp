@@ -85,7 +85,7 @@ Action add_export_command(CLI::App& app) {
                   "metadata (default: none, not written)");
   sub->add_option("--gguf-dtype", o->gguf_dtype,
                   "matrix type in the GGUF model: f32, f16, bf16, or ggml's block-quantised q8_0, q4_0 "
-                  "(norms stay f32; the file is labelled by the type its matrices hold; README: GGUF export)")
+                  "(norms stay f32; the file is labelled by the type its matrices hold; docs/formats.md: GGUF export)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"}));
   sub->add_option("--gguf-adapter", o->gguf_adapter,
                   "GGUF LoRA adapter file, needs --adapter (default: none, not written)");

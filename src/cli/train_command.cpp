@@ -129,7 +129,7 @@ Action add_train_command(CLI::App& app) {
                 "replace another run's files in output.dir (--set output.overwrite=true)");
   // The generated documents, so they can be regenerated (scripts/update_config_docs.sh).
   sub->add_flag("--print-config-table", opt->print_config_table,
-                "print the README's table of config keys (Markdown) and exit");
+                "print the table of config keys in docs/configuration.md (Markdown) and exit");
   sub->add_flag("--print-default-config", opt->print_default_config,
                 "print the built-in default run's TOML (configs/tiny.toml) and exit");
   sub->footer(config_keys_help());

@@ -15,7 +15,7 @@
 
 namespace mt {
 
-// What a JSON text is, which sets its limits (json_limits; README "Reliability" lists them).
+// What a JSON text is, which sets its limits (json_limits; docs/reliability.md lists them).
 enum class JsonKind {
   hf_config,          // config.json, generation_config.json
   tokenizer,          // tokenizer.json, vocab.json, tokenizer_config.json

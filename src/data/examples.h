@@ -1,6 +1,6 @@
 // Instruction-tuning examples: Alpaca records and chat conversations rendered into token ids
-// with a per-token mask of which tokens the loss trains on (prompt masking). See README
-// "Training data" for the formats and templates.
+// with a per-token mask of which tokens the loss trains on (prompt masking). See
+// docs/data.md for the formats and templates.
 #pragma once
 #include <cstdint>
 #include <string>

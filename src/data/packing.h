@@ -1,6 +1,6 @@
 // Packing examples into fixed-length rows: several whole examples back to back per row, with
 // positions restarting per example and a segment id per example so attention never crosses an
-// example boundary (see README "Training data").
+// example boundary (see docs/data.md).
 #pragma once
 #include <cstdint>
 #include <span>

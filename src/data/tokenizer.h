@@ -55,7 +55,7 @@ class Tokenizer {
   std::unordered_map<int32_t, size_t> by_id_;  // index into specials_
 };
 
-// Detects the format and loads it (see README "Tokenizers"):
+// Detects the format and loads it (see docs/tokenizers.md):
 //   directory       -> tokenizer.byte, tokenizer.json, tokenizer.model, vocab.json+merges.txt,
 //                      tokenizer.bin or tok*.bin inside it, first found in that order
 //   *.json          -> HF tokenizer.json (vocab.json: GPT-2 with merges.txt next to it)

@@ -36,7 +36,7 @@ std::string_view canonical_config_key(std::string_view name);
 // key, naming both and `where`.
 void rename_config_aliases(toml::table& doc, const std::string& where, std::vector<std::string>& renamed);
 
-// The Markdown table of aliases (under the key table in docs and the README).
+// The Markdown table of aliases (under the key table in docs/configuration.md).
 std::string config_aliases_markdown();
 
 }  // namespace mt

@@ -46,7 +46,7 @@ std::string config_sections_help() {
     names += section;
   }
   return "Config sections (the tables of a --config TOML file): " + names + ".\n"
-         "The table of every key with its type, default and meaning: README.md \"Configuration\", "
+         "The table of every key with its type, default and meaning: docs/configuration.md, "
          "or `meshtrain train --print-config-table`.\n\n";
 }
 

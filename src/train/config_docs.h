@@ -1,5 +1,5 @@
 // The run-config keys described for people, all generated from the key table (config_schema.h):
-// the help under `meshtrain train --help` and the README's table of keys.
+// the help under `meshtrain train --help` and docs/configuration.md's table of keys.
 #pragma once
 #include <string>
 
@@ -14,8 +14,8 @@ std::string config_key_description(const ConfigKey& key);
 // for `meshtrain train --help`.
 std::string config_keys_help();
 
-// The README's Markdown table of keys (what sits between its config-keys markers); print it with
-// `meshtrain train --print-config-table`, or update the README with scripts/update_config_docs.sh.
+// docs/configuration.md's Markdown table of keys (what sits between its config-keys markers); print it
+// with `meshtrain train --print-config-table`, or update the file with scripts/update_config_docs.sh.
 std::string config_keys_markdown();
 
 }  // namespace mt

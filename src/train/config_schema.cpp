@@ -1,6 +1,6 @@
 // The table of run-config keys (see config_schema.h for what is derived from it). To add a key:
 // add its field to RunConfig (with its default as the member initialiser) and one row here, then
-// regenerate configs/tiny.toml and the README's key table with scripts/update_config_docs.sh.
+// regenerate configs/tiny.toml and docs/configuration.md's key table with scripts/update_config_docs.sh.
 #include "train/config_schema.h"
 
 #include <algorithm>

@@ -3,7 +3,7 @@
 // run's value where that differs from the default, and one line of help.
 //
 // Why a table: the TOML reader, the per-key checks, the built-in default TOML (configs/tiny.toml),
-// to_toml (each run's run.toml), `meshtrain train --help` and the README's key table are all
+// to_toml (each run's run.toml), `meshtrain train --help` and docs/configuration.md's key table are all
 // derived from it, so a key cannot be added to one of them and forgotten in another. Before, each
 // key was written in five places, and run.toml had lost [mesh] pp and the partition rules.
 //

@@ -14,7 +14,7 @@ struct FlopCount {
   int64_t matmul_params = 0;  // base weights used in matmuls: 7 projections per layer + lm_head
   int64_t lora_params = 0;
   double per_token = 0.0;     // training FLOPs per token
-  std::string formula;        // how per_token was counted, for the logs and the README
+  std::string formula;        // how per_token was counted, for the logs and docs/benchmarks.md
 };
 
 // Full training: 6 * matmul_params + 12 * L * C * T (attention scores and values, forward 4·C·T

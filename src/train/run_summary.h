@@ -1,6 +1,6 @@
 // run_summary.json: what a report of the run needs beyond metrics.jsonl's line per step: every
 // rank's peak memory and rank 0's time per op and per collective. Rank 0 writes it at the end of
-// a run (README "Reports" lists its keys); a run that stopped early has none, and
+// a run (docs/report.md, "Reports", lists its keys); a run that stopped early has none, and
 // `meshtrain report` says those sections were not recorded.
 #pragma once
 #include <cstdint>

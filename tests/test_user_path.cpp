@@ -1,6 +1,6 @@
 // The path a new user takes, through the real binary: fine-tune a model in one line, be refused a
 // LoRA run with nothing to adapt, run a config from anywhere, see data warnings once, and the
-// README's "Fine-tune your own model" commands run exactly as written.
+// README's "Fine-tune your own model" commands and its mesh example run as written.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -135,24 +135,41 @@ TEST(UserPath, DataWarningsArePrintedOnceByRankZeroBeforeTraining) {
   fs::remove_all(dir);
 }
 
-// The README's walk-through, its code block run as written (from a copy of the layout it assumes:
-// the project with ../shared/data beside it), with meshtrain on the PATH.
-TEST(UserPath, ReadmeWalkthroughRunsAsWritten) {
-  if (!fs::exists(kShared + "stories260K/stories260K.bin")) GTEST_SKIP() << "shared data not present";
+// The README's shell block between <!-- NAME:begin --> and <!-- NAME:end -->, as written.
+std::string readme_block(const std::string& name) {
   const std::string readme = read_file(std::string(MESHTRAIN_SOURCE_DIR) + "/README.md");
-  const std::string begin = "<!-- walkthrough:begin -->\n```sh\n", end = "```\n<!-- walkthrough:end -->";
+  const std::string begin = "<!-- " + name + ":begin -->\n```sh\n", end = "```\n<!-- " + name + ":end -->";
   const size_t b = readme.find(begin), e = readme.find(end);
-  ASSERT_NE(b, std::string::npos) << "README.md has no " << begin;
-  ASSERT_NE(e, std::string::npos) << "README.md has no " << end;
-  const std::string block = readme.substr(b + begin.size(), e - b - begin.size());
-  const fs::path dir = fresh("walkthrough");
+  EXPECT_NE(b, std::string::npos) << "README.md has no " << begin;
+  EXPECT_NE(e, std::string::npos) << "README.md has no " << end;
+  if (b == std::string::npos || e == std::string::npos || e < b) return "";
+  return readme.substr(b + begin.size(), e - b - begin.size());
+}
+
+// A copy of the layout the README's commands assume (the project with ../shared/data beside it):
+// dir/project, with dir/shared a link to the shared data.
+fs::path readme_layout(const std::string& name) {
+  const fs::path dir = fresh(name);
   fs::create_directories(dir / "project");
   fs::create_directory_symlink(fs::canonical(fs::path(MESHTRAIN_SOURCE_DIR) / "../shared"), dir / "shared");
-  std::ofstream(dir / "walkthrough.sh") << "set -eux\n" << block;
-  const CommandResult r = run_command("cd " + (dir / "project").string() + " && PATH=" +
-                                      fs::path(MESHTRAIN_BINARY).parent_path().string() +
-                                      ":$PATH MESHTRAIN_CACHE_DIR=" + (dir / "cache").string() +
-                                      " bash " + (dir / "walkthrough.sh").string());
+  return dir;
+}
+
+// `script` run by bash in dir/project, with meshtrain on the PATH, as the README says to run it.
+CommandResult run_in_layout(const fs::path& dir, const std::string& script) {
+  std::ofstream(dir / "commands.sh") << "set -eux\n" << script;
+  return run_command("cd " + (dir / "project").string() + " && PATH=" +
+                     fs::path(MESHTRAIN_BINARY).parent_path().string() + ":$PATH MESHTRAIN_CACHE_DIR=" +
+                     (dir / "cache").string() + " bash " + (dir / "commands.sh").string());
+}
+
+// The README's walk-through, its code block run as written.
+TEST(UserPath, ReadmeWalkthroughRunsAsWritten) {
+  if (!fs::exists(kShared + "stories260K/stories260K.bin")) GTEST_SKIP() << "shared data not present";
+  const std::string block = readme_block("walkthrough");
+  ASSERT_FALSE(block.empty());
+  const fs::path dir = readme_layout("walkthrough");
+  const CommandResult r = run_in_layout(dir, block);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("resume: taking runs/stories-lora/run.toml; overridden: train.steps=12 (was 6)"),
             std::string::npos) << r.output;
@@ -162,6 +179,27 @@ TEST(UserPath, ReadmeWalkthroughRunsAsWritten) {
                            "runs/stories-merged/model.safetensors", "runs/stories-merged.gguf",
                            "runs/stories-lora/adapter.gguf"})
     EXPECT_TRUE(fs::exists(dir / "project" / made)) << made << "\n" << r.output;
+  fs::remove_all(dir);
+}
+
+// The README's mesh example, after the walk-through's step 0 (the model it trains), as written but
+// for the flags the README tells containers and small machines to add (mpirun(8) carries them).
+TEST(UserPath, ReadmeMeshExampleRuns) {
+  if (!fs::exists(kShared + "stories260K/stories260K.bin")) GTEST_SKIP() << "shared data not present";
+  if (!mt::testing::have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string walkthrough = readme_block("walkthrough"), example = readme_block("mesh-example");
+  const std::string step0 = "meshtrain convert ", launch = "OMP_NUM_THREADS=1 mpirun -n 8 ";
+  const size_t convert = walkthrough.find(step0), convert_end = walkthrough.find("\n#", convert);
+  ASSERT_NE(convert_end, std::string::npos) << walkthrough;
+  ASSERT_EQ(example.rfind(launch, 0), 0u) << example;
+  const std::string script = walkthrough.substr(convert, convert_end + 1 - convert) +
+                             mt::testing::mpirun(8) + example.substr(launch.size());
+  const fs::path dir = readme_layout("mesh_example");
+  const CommandResult r = run_in_layout(dir, script);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("world: 8 ranks"), std::string::npos) << r.output;
+  EXPECT_EQ(mt::testing::metric((dir / "project/runs/mesh-lora").string(), "step").size(), 20u);
+  EXPECT_TRUE(fs::exists(dir / "project/runs/mesh-lora/adapter/adapter_model.safetensors")) << r.output;
   fs::remove_all(dir);
 }
 

@@ -1,6 +1,6 @@
 // The path a new user takes, through the real binary: fine-tune a model in one line, be refused a
 // LoRA run with nothing to adapt, run a config from anywhere, see data warnings once, and the
-// README's "Fine-tune your own model" commands and its mesh example run as written.
+// README's "Fine-tune your own model" commands, its mesh example and its plan run as written.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -200,6 +200,18 @@ TEST(UserPath, ReadmeMeshExampleRuns) {
   EXPECT_NE(r.output.find("world: 8 ranks"), std::string::npos) << r.output;
   EXPECT_EQ(mt::testing::metric((dir / "project/runs/mesh-lora").string(), "step").size(), 20u);
   EXPECT_TRUE(fs::exists(dir / "project/runs/mesh-lora/adapter/adapter_model.safetensors")) << r.output;
+  fs::remove_all(dir);
+}
+
+// The README's plan example: the seed's 405B LoRA layout on one MI300X node fits.
+TEST(UserPath, ReadmePlanExampleRuns) {
+  const std::string block = readme_block("plan-example");
+  ASSERT_EQ(block.rfind("meshtrain plan ", 0), 0u) << block;
+  const fs::path dir = readme_layout("plan_example");
+  const CommandResult r = run_in_layout(dir, block);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("312879104 trainable"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" fits"), std::string::npos) << r.output;
   fs::remove_all(dir);
 }
 

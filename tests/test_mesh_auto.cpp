@@ -201,6 +201,10 @@ void expect_plans_first_and_trains(int64_t ranks) {
   EXPECT_EQ(r.chosen.str(), plan_first(ranks, dir + "/model", cluster).str()) << r.output;
   expect_recorded(dir, r.chosen);
   expect_trained(dir);
+  // `meshtrain shard` reads the recorded run.toml ([mesh] auto = true beside the sizes) as its mesh.
+  const CommandResult shard = run_meshtrain("shard --config " + dir + "/run.toml");
+  EXPECT_EQ(shard.code, 0) << shard.output;
+  EXPECT_EQ(shard.output.rfind("mesh " + r.chosen.str() + " (", 0), 0u) << shard.output;
 }
 
 TEST(MeshAuto, TwoRanksTrainThePlannersFirstLayout) { expect_plans_first_and_trains(2); }

@@ -78,6 +78,14 @@ const Candidate* smallest(const std::vector<Candidate>& cs) {
   return it == cs.end() ? nullptr : &*it;
 }
 
+// What else lowers the memory a rank needs, of what the run has not set yet.
+std::string lighter_settings(const RunConfig& cfg) {
+  std::string s = cfg.lora.enabled ? "" : "lora.enabled = true, ";
+  s += "a smaller train.batch_size or train.seq_len";
+  if (!cfg.train.activation_checkpointing) s += ", train.activation_checkpointing = true";
+  return s;
+}
+
 // The one line for `world` ranks without a fitting layout.
 [[noreturn]] void refuse(const RunConfig& cfg, const LlamaConfig& shape, const PlanInput& base, int64_t world,
                          const Accepted& here) {
@@ -98,12 +106,10 @@ const Candidate* smallest(const std::vector<Candidate>& cs) {
     const Candidate& c = more.fit.front();
     fail("--mesh auto: " + what + "; the smallest world that fits is " + std::to_string(w) + " ranks (" +
          c.input.mesh.str() + ", " + bytes_text(c.memory.total) + " per rank at " + per_rank +
-         "): launch that many, or give less memory-hungry settings (lora.enabled, a smaller "
-         "train.batch_size or train.seq_len, train.activation_checkpointing = true)");
+         "): launch that many, or lower the memory a rank needs (" + lighter_settings(cfg) + ")");
   }
   fail("--mesh auto: " + what + ", nor does any of up to " + std::to_string(limit) +
-       " ranks: lower train.batch_size or train.seq_len, train LoRA adapters (lora.enabled = true) or set "
-       "train.activation_checkpointing = true");
+       " ranks: lower the memory a rank needs (" + lighter_settings(cfg) + ")");
 }
 
 }  // namespace

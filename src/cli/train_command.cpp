@@ -1,5 +1,6 @@
 // meshtrain train [--config run.toml] [--model DIR] [--data FILE] [--lora] [--out DIR] [--device cpu|cuda]
-//                 [--mesh dp=..,fsdp=..,tp=..,pp=..|auto [--cluster NAME|FILE]] [--steps N] [--epochs E] [--lr LR] [--batch-size N] [--seq-len N]
+//                 [--mesh dp=..,fsdp=..,tp=..,pp=..|auto [--cluster NAME|FILE]]
+//                 [--steps N] [--epochs E] [--lr LR] [--batch-size N] [--seq-len N]
 //                 [--resume RUN_DIR] [--set section.key=value ...]
 #include <cstdlib>
 #include <iostream>
@@ -62,9 +63,9 @@ void choose_auto_mesh(RunConfig& cfg, const LlamaConfig& shape, const std::strin
   if (leader) std::cout << plan::describe_choice(choice) << std::flush;
 }
 
-// Before the trainer allocates anything: the run's memory per rank, as `meshtrain plan` computes it, against what this
-// host has left. MESHTRAIN_MEMORY_CHECK=off skips the memory check for users who know better
-// (swap, memory that will be freed by the time the run grows).
+// Before the trainer allocates anything: the run's memory per rank, as `meshtrain plan` computes
+// it, against what this host has left. MESHTRAIN_MEMORY_CHECK=off skips the memory check for
+// users who know better (swap, memory that will be freed by the time the run grows).
 void check_before_training(const RunConfig& cfg, const LlamaConfig& shape) {
   const char* check = std::getenv("MESHTRAIN_MEMORY_CHECK");
   const std::string mode = check ? check : "";

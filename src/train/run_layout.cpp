@@ -17,7 +17,8 @@ void check_batch_split(int64_t batch_size, int64_t data_parallel) {
          std::to_string(data_parallel) + ")");
 }
 
-std::vector<int64_t> run_stage_blocks(const TrainConfig& tc, const LlamaConfig& shape, const parallel::MeshShape& mesh) {
+std::vector<int64_t> run_stage_blocks(const TrainConfig& tc, const LlamaConfig& shape,
+                                      const parallel::MeshShape& mesh) {
   const parallel::PipelineSchedule schedule = parallel::parse_pipeline_schedule(tc.pp_schedule);
   const int chunks = int(tc.pp_virtual);
   parallel::check_virtual_stages(schedule, int(mesh.pp), chunks, tc.grad_accum);

@@ -20,7 +20,8 @@ void check_batch_split(int64_t batch_size, int64_t data_parallel);
 // Blocks per pipeline chunk under `mesh` (empty without pp): the schedule's keys checked against the
 // mesh and train.grad_accum, then parallel::pipeline_blocks of the model over pp x train.pp_virtual
 // chunks. Refused in one line when the model cannot be split so.
-std::vector<int64_t> run_stage_blocks(const TrainConfig& tc, const LlamaConfig& shape, const parallel::MeshShape& mesh);
+std::vector<int64_t> run_stage_blocks(const TrainConfig& tc, const LlamaConfig& shape,
+                                      const parallel::MeshShape& mesh);
 
 // Every refusal above, then tensor parallelism's split of the model (parallel::tensor_parallel_config:
 // heads, KV heads, the MLP and the vocabulary over tp), the partition rules' layout of each tensor

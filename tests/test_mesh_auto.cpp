@@ -187,6 +187,23 @@ TEST(MeshAuto, ClusterNeedsMeshAuto) {
   EXPECT_FALSE(fs::exists(fs::temp_directory_path() / "meshtrain_auto_cluster_alone"));
 }
 
+TEST(MeshAuto, PlanSearchOptionsNeedSearch) {
+  const CommandResult r = run_meshtrain("plan --model llama3-8b --mesh fsdp=8 --grad-accum 2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--grad-accum shapes the search: give it with --search"), std::string::npos) << r.output;
+  // With --search, micro-batches per step fixed at 2: every row's micro-batch is 16 / (dp x fsdp x 2).
+  const CommandResult s = run_meshtrain(
+      "plan --model llama3-8b --cluster dgx-h100 --devices 8 --search --global-batch 16 --grad-accum 2 "
+      "--keep-checkpointing --json --top 50");
+  ASSERT_EQ(s.code, 0) << s.output;
+  const auto j = nlohmann::json::parse(s.output);
+  ASSERT_FALSE(j["top"].empty());
+  for (const auto& c : j["top"]) {
+    EXPECT_EQ(c["micro_batches"].get<int64_t>(), 2) << c["mesh"].dump();
+    EXPECT_FALSE(c["checkpointing"].get<bool>()) << c["mesh"].dump();
+  }
+}
+
 // ---- real runs ----------------------------------------------------------------------------------
 
 void expect_plans_first_and_trains(int64_t ranks) {

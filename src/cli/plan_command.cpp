@@ -21,7 +21,8 @@ struct PlanOptions {
   int64_t devices = 0, lora_rank = 8, seq = 2048, global_batch = 8, micro_batch = 1, top = 10;
   int zero = 0;
   int64_t pp_virtual = 1;
-  bool checkpointing = false, search = false, json = false, no_overlap = false;
+  int64_t grad_accum = 0;  // > 0 with --search: micro-batches per step fixed, as train.grad_accum
+  bool checkpointing = false, search = false, json = false, no_overlap = false, keep_checkpointing = false;
 };
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -62,6 +63,10 @@ plan::PlanInput make_input(const PlanOptions& o) {
   in.pp_virtual = o.pp_virtual;
   if (o.devices < 0) fail("--devices must be > 0, got " + std::to_string(o.devices));
   if (o.top <= 0) fail("--top must be > 0, got " + std::to_string(o.top));
+  if (o.grad_accum < 0) fail("--grad-accum must be > 0, got " + std::to_string(o.grad_accum));
+  if ((o.grad_accum > 0 || o.keep_checkpointing) && !o.search)
+    fail(std::string(o.grad_accum > 0 ? "--grad-accum" : "--keep-checkpointing") +
+         " shapes the search: give it with --search (a single plan takes --micro-batch and --checkpointing)");
   if (!o.mesh.empty()) in.mesh = parallel::MeshShape::parse(o.mesh);
   else if (!o.search) fail("give --mesh dp=..,fsdp=..,tp=..,pp=.. (or --search with --devices)");
   if (!o.mesh.empty() && o.devices > 0 && in.mesh.world() != o.devices)
@@ -80,7 +85,10 @@ int run_plan(const PlanOptions& o) {
   if (o.search) {
     const int64_t devices = o.devices > 0 ? o.devices : in.mesh.world();
     if (o.devices <= 0 && o.mesh.empty()) fail("--search needs --devices N");
-    const auto r = plan::search_layouts(in, devices);
+    plan::SearchSpace space;
+    space.grad_accum = o.grad_accum;
+    space.vary_checkpointing = !o.keep_checkpointing;
+    const auto r = plan::search_layouts(in, devices, space);
     if (o.json) std::cout << plan::search_json(r, size_t(o.top)).dump(2) << "\n";
     else plan::print_search(std::cout, r, size_t(o.top));
     if (!o.svg.empty()) write_file(o.svg, plan::front_svg(r, in.cluster.memory_bytes));
@@ -127,6 +135,13 @@ Action add_plan_command(CLI::App& app) {
                   "chunks per pipeline stage, as train.pp_virtual (> 1: interleaved 1F1B; --pp-blocks then "
                   "gives blocks per chunk)");
   sub->add_flag("--search", o->search, "enumerate layouts for --devices and rank those that fit");
+  sub->add_option("--grad-accum", o->grad_accum,
+                  "with --search: micro-batches per step, as train.grad_accum, the same for every layout "
+                  "(its micro-batch is then --global-batch / (dp x fsdp x N)); the search `train --mesh auto` "
+                  "makes (default: 0, micro-batches searched)");
+  sub->add_flag("--keep-checkpointing", o->keep_checkpointing,
+                "with --search: only layouts with --checkpointing as given, as `train --mesh auto` "
+                "(default: both tried)");
   sub->add_option("--top", o->top, "rows of the search table");
   sub->add_flag("--json", o->json, "JSON output");
   sub->add_option("--svg", o->svg,

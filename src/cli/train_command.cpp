@@ -1,4 +1,5 @@
 // meshtrain train [--config run.toml] [--model DIR] [--data FILE] [--lora] [--out DIR] [--device cpu|cuda]
+//                 [--mesh dp=..,fsdp=..,tp=..,pp=..|auto [--cluster NAME|FILE]]
 //                 [--steps N] [--epochs E] [--lr LR] [--batch-size N] [--seq-len N]
 //                 [--resume RUN_DIR] [--set section.key=value ...]
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include "io/pretrained.h"
 #include "parallel/comm.h"
 #include "parallel/launch_env.h"
+#include "plan/auto_mesh.h"
 #include "plan/run_memory.h"
 #include "train/config_aliases.h"
 #include "train/config_docs.h"
@@ -27,18 +29,44 @@ namespace mt::cli {
 
 namespace {
 
-// Before the trainer allocates anything: the model's files against their config (from the
-// headers), then the run's memory per rank, as `meshtrain plan` computes it, against what this
-// host has left. MESHTRAIN_MEMORY_CHECK=off skips the memory check for users who know better
-// (swap, memory that will be freed by the time the run grows).
-void check_before_training(const RunConfig& cfg) {
+// The shape of the run's model: the built-in config, or model.path's files checked against their
+// config (from the headers).
+LlamaConfig run_model_shape(const RunConfig& cfg) {
   // Adapters are only worth anything on the base they were trained with, and a random base is
   // not saved: such a run would end with an adapter nothing can use.
   if (cfg.lora.enabled && cfg.model_path.empty() && !cfg.lora_random_base)
     fail("lora.enabled = true needs the base model the adapter is for: give model.path (--model "
          "DIR); a random base is never saved, so its adapter would be useless "
          "(lora.random_base = true allows it, for tests)");
-  const LlamaConfig shape = cfg.model_path.empty() ? cfg.model : checked_pretrained_config(cfg.model_path);
+  return cfg.model_path.empty() ? cfg.model : checked_pretrained_config(cfg.model_path);
+}
+
+// mesh.auto: the planner's mesh for the ranks launched (plan/auto_mesh.h), computed alike on every
+// rank from the same config (the trainer then checks that the ranks' configs, the mesh included,
+// agree). A resumed run keeps run.toml's choice on as many ranks as it was made for; --mesh auto
+// itself, or another number of ranks, plans again.
+void choose_auto_mesh(RunConfig& cfg, const LlamaConfig& shape, const std::string& cluster, bool asked_again,
+                      bool resumed) {
+  const parallel::LaunchEnv env = parallel::read_launch_env();
+  const int64_t world = env.size > 0 ? env.size : 1;
+  const bool leader = env.rank <= 0;
+  if (resumed && !asked_again && cfg.mesh.world() == world) {
+    if (leader)
+      std::cout << "mesh auto: " << cfg.mesh.str() << ", chosen when the run started (run.toml); --mesh auto "
+                << "plans again\n";
+    return;
+  }
+  const plan::MeshChoice choice = plan::choose_mesh(
+      cfg, shape,
+      plan::run_cluster(cluster, cfg.train.device, available_memory(), parallel::ranks_on_this_host()), world);
+  cfg.mesh = choice.chosen.input.mesh;
+  if (leader) std::cout << plan::describe_choice(choice) << std::flush;
+}
+
+// Before the trainer allocates anything: the run's memory per rank, as `meshtrain plan` computes
+// it, against what this host has left. MESHTRAIN_MEMORY_CHECK=off skips the memory check for
+// users who know better (swap, memory that will be freed by the time the run grows).
+void check_before_training(const RunConfig& cfg, const LlamaConfig& shape) {
   const char* check = std::getenv("MESHTRAIN_MEMORY_CHECK");
   const std::string mode = check ? check : "";
   if (mode == "off") return;
@@ -89,7 +117,7 @@ Action add_train_command(CLI::App& app) {
     std::vector<std::string> overrides;
     std::string model, data, out, resume;
     bool lora = false;
-    std::string mesh;
+    std::string mesh, cluster;
     bool overwrite = false;
     bool print_config_table = false;
     bool print_default_config = false;
@@ -117,7 +145,12 @@ Action add_train_command(CLI::App& app) {
       "(--set output.dir=RUN_DIR --set train.resume=latest); --config and --set change keys of it "
       "(default: a new run)");
   sub->add_option("--mesh", opt->mesh,
-                  "device mesh, e.g. dp=2, overriding [mesh]; launch with mpirun -n <ranks> (default: the config's [mesh])");
+                  "device mesh, e.g. dp=2, overriding [mesh]; launch with mpirun -n <ranks>; auto: the planner "
+                  "chooses it (--set mesh.auto=true) (default: the config's [mesh])");
+  sub->add_option("--cluster", opt->cluster,
+                  "with --mesh auto: the machine to plan for, as meshtrain plan --cluster: "
+                  "mi300x-node|frontier|dgx-h100|dgx-h200|cpu or a .toml file (default: this machine, its "
+                  "memory shared by the ranks on it)");
   opt->device.add_to(sub, "the config's train.device");
   for (size_t i = 0; i < std::size(kKeyShortcuts); ++i) {
     const KeyShortcut& k = kKeyShortcuts[i];
@@ -152,11 +185,15 @@ Action add_train_command(CLI::App& app) {
              opt->out + ")");
       shorthands.insert(shorthands.end(), {"output.dir=" + opt->resume, "train.resume=latest"});
     }
+    // --mesh auto is a --set of mesh.auto; a layout given turns it off (and replaces [mesh] below).
+    if (opt->mesh == "auto") shorthands.push_back("mesh.auto=true");
+    else if (!opt->mesh.empty()) shorthands.push_back("mesh.auto=false");
     opt->overrides.insert(opt->overrides.begin(), shorthands.begin(), shorthands.end());
     if (opt->overwrite) opt->overrides.push_back("output.overwrite=true");
     std::vector<std::string> renamed;
     // A resume's base is the run's own run.toml, not the built-in run (train/resumed_run_config.h).
-    RunConfig cfg = asks_to_resume(opt->config, opt->overrides)
+    const bool resumed = asks_to_resume(opt->config, opt->overrides);
+    RunConfig cfg = resumed
                         ? resumed_run_config(opt->config, opt->overrides, &renamed)
                     : opt->config.empty()
                         ? parse_run_config(default_run_config_toml(), opt->overrides, "<built-in default>", &renamed)
@@ -164,14 +201,19 @@ Action add_train_command(CLI::App& app) {
     // Once, before the run's log (the launcher's rank; MPI has not started yet).
     if (parallel::read_launch_env().rank <= 0)
       for (const std::string& r : renamed) std::cout << "config: " << r << "\n";
-    if (!opt->mesh.empty()) cfg.mesh = parallel::MeshShape::parse(opt->mesh);
+    if (!opt->mesh.empty() && opt->mesh != "auto") cfg.mesh = parallel::MeshShape::parse(opt->mesh);
+    if (!opt->cluster.empty() && !cfg.mesh_auto)
+      fail("--cluster " + opt->cluster + " describes the machine --mesh auto plans for; give --mesh auto "
+           "(or mesh.auto = true), or no --cluster");
     // The device first: a run that cannot have it is refused before anything is checked or written.
     const DeviceBackend backend = opt->device.open(cfg.train.device, "train.device", cfg.train.share_gpu);
     if (opt->device.given()) cfg.train.device = opt->device.name;  // run.toml records the device used
     // A length not given, chosen from the data before the memory check that depends on it (and
     // said once the run is known to go ahead, so that a refusal stays one line).
     const std::string seq_len_choice = settle_seq_len(cfg);
-    check_before_training(cfg);
+    const LlamaConfig shape = run_model_shape(cfg);
+    if (cfg.mesh_auto) choose_auto_mesh(cfg, shape, opt->cluster, opt->mesh == "auto", resumed);
+    check_before_training(cfg, shape);
     if (!seq_len_choice.empty() && parallel::read_launch_env().rank <= 0) std::cout << seq_len_choice << std::endl;
     return train(cfg, std::cout, *backend).stopped ? kStoppedExitCode : 0;
   };

@@ -18,6 +18,12 @@ SplitConfig split_dist_config(const std::string& toml_text, const std::string& w
     MeshShape shape;
     for (auto&& [k, v] : *mt) {
       const std::string key(k.str());
+      // mesh.auto says how the sizes were chosen (the run config's key, train --mesh auto); the
+      // sizes beside it are the layout.
+      if (key == "auto") {
+        if (!v.is_boolean()) fail(where + ": mesh.auto must be true or false");
+        continue;
+      }
       Axis a = parse_axis(key, where + ": mesh." + key);
       if (!v.is_integer() || v.as_integer()->get() <= 0)
         fail(where + ": mesh." + key + " must be a positive integer");

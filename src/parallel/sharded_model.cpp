@@ -33,6 +33,17 @@ std::vector<TensorBox> fsdp_peer_boxes(const TensorLayout& layout, const MeshSha
   return peers;
 }
 
+// The union of the fsdp peers' blocks: the rank's tensor-parallel share, which the model computes with.
+TensorBox tp_share(const std::vector<TensorBox>& peers) {
+  TensorBox share = peers[0];
+  for (const auto& p : peers)
+    for (size_t d = 0; d < p.rank(); ++d) {
+      share.begin[d] = std::min(share.begin[d], p.begin[d]);
+      share.end[d] = std::max(share.end[d], p.end[d]);
+    }
+  return share;
+}
+
 TensorBox relative_to(const TensorBox& b, const TensorBox& origin) {
   TensorBox r = b;
   for (size_t d = 0; d < b.rank(); ++d) r.begin[d] -= origin.begin[d], r.end[d] -= origin.begin[d];
@@ -80,6 +91,28 @@ bool ShardedModel::holds(const std::string& name) const {
   return held_units_[size_t(param_unit(name, full_))];
 }
 
+void check_rank_block(const ShardedParam& sp, const MeshShape& shape, int64_t rank) {
+  const std::string& name = sp.param.name;
+  const TensorBox box = box_of(sp.layout, rank);
+  // The fsdp peers' blocks must tile this rank's tensor-parallel share, which is what the model
+  // computes with.
+  const std::vector<TensorBox> peers = fsdp_peer_boxes(sp.layout, shape, coords_of(shape, rank));
+  const TensorBox share = tp_share(peers);
+  int64_t tiled = 0;
+  for (const auto& p : peers) tiled += p.numel();
+  if (shape.fsdp > 1 && tiled != share.numel() && share != box)
+    fail("partition rules: the fsdp blocks of " + name + " (" + sp.layout.spec.str() +
+         ") do not tile its tensor-parallel share; list tp before fsdp on a dimension both split");
+  if (!sp.nf4) return;
+  if (box.begin[1] != share.begin[1] || box.end[1] != share.end[1])
+    fail("lora.base_dtype = \"nf4\": fsdp must split " + name + " between rows (see nf4_base_rules)");
+  if (!nf4::slice_keeps_groups(sp.param.shape[1], box.begin[1], box.end[1]))
+    fail("lora.base_dtype = \"nf4\": tp splits the " + std::to_string(sp.param.shape[1]) + " columns of " + name +
+         " into " + std::to_string(box.end[1] - box.begin[1]) +
+         ", which cuts an NF4 block of 64 or a double-quantisation group of the row; use a tp that "
+         "leaves whole blocks (columns / tp a multiple of 64) and groups (see docs/qlora.md)");
+}
+
 void ShardedModel::build_slots(const PartitionRules& rules) {
   const MeshShape& shape = mesh_.shape();
   const int64_t rank = mesh_.rank();
@@ -92,22 +125,10 @@ void ShardedModel::build_slots(const PartitionRules& rules) {
     s.layout = sp.layout;
     s.full_shape = sp.param.shape;
     s.trainable = sp.trainable;
+    check_rank_block(sp, shape, rank);
     s.box = box_of(sp.layout, rank);
-    // The fsdp peers' blocks must tile this rank's tensor-parallel share, which is what the model
-    // computes with.
     const std::vector<TensorBox> peers = fsdp_peer_boxes(sp.layout, shape, mesh_.coords());
-    s.tp_box = peers[0];
-    int64_t tiled = 0;
-    for (const auto& p : peers) {
-      for (size_t d = 0; d < p.rank(); ++d) {
-        s.tp_box.begin[d] = std::min(s.tp_box.begin[d], p.begin[d]);
-        s.tp_box.end[d] = std::max(s.tp_box.end[d], p.end[d]);
-      }
-      tiled += p.numel();
-    }
-    if (shape.fsdp > 1 && tiled != s.tp_box.numel() && s.tp_box != s.box)
-      fail("partition rules: the fsdp blocks of " + s.name + " (" + sp.layout.spec.str() +
-           ") do not tile its tensor-parallel share; list tp before fsdp on a dimension both split");
+    s.tp_box = tp_share(peers);
     ParamStore& store = sp.param.adapter ? model_->adapters() : model_->base();
     Param& mp = store.get(s.name);
     const auto tp_shape = s.tp_box.shape();
@@ -135,15 +156,6 @@ void ShardedModel::build_slots(const PartitionRules& rules) {
     s.gather_compute = mp.compute_offset >= 0;
     s.gather_master = mp.master_offset >= 0 && (!s.gather_compute || s.name == kEmbedName);
     s.gather_quant = mp.quant_offset >= 0;
-    if (s.gather_quant) {
-      if (s.box.begin[1] != s.tp_box.begin[1] || s.box.end[1] != s.tp_box.end[1])
-        fail("lora.base_dtype = \"nf4\": fsdp must split " + s.name + " between rows (see nf4_base_rules)");
-      if (!nf4::slice_keeps_groups(s.full_shape[1], s.box.begin[1], s.box.end[1]))
-        fail("lora.base_dtype = \"nf4\": tp splits the " + std::to_string(s.full_shape[1]) + " columns of " +
-             s.name + " into " + std::to_string(s.box.end[1] - s.box.begin[1]) +
-             ", which cuts an NF4 block of 64 or a double-quantisation group of the row; use a tp that "
-             "leaves whole blocks (columns / tp a multiple of 64) and groups (see docs/qlora.md)");
-    }
     // The adapter's down-projection A of a column-parallel layer (rows over tp) sees the whole
     // input but only this rank's rows of the output gradient: its gradient is a partial sum.
     const size_t lora_a = s.name.find(".lora_A.weight");

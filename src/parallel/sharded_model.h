@@ -54,6 +54,14 @@ struct ShardSlot {
   int64_t words_per_row() const;
 };
 
+struct ShardedParam;  // parallel/shard_plan.h
+
+// The refusals of how rank `rank` of `shape` would hold `sp`, from shapes alone: fsdp blocks that do
+// not tile the rank's tensor-parallel share, an NF4 base split across its columns by fsdp or cut
+// inside an NF4 block by tp. The sharded model checks its own rank with it; a run's layout check
+// (train/run_layout.h) checks every rank before any starts.
+void check_rank_block(const ShardedParam& sp, const MeshShape& shape, int64_t rank);
+
 class ShardedModel final : public ModelParallel {
  public:
   // Collective over the mesh. Throws (one line, on every rank alike) when a dimension does not

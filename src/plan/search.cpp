@@ -14,29 +14,44 @@ std::vector<int64_t> divisors(int64_t n) {
   return d;
 }
 
+// The micro-batches the search tries for a layout with `per_rank` sequences a step on each
+// data-parallel rank.
+std::vector<int64_t> micro_batches(const SearchSpace& space, int64_t per_rank) {
+  if (space.grad_accum > 0)
+    return per_rank % space.grad_accum == 0 ? std::vector<int64_t>{per_rank / space.grad_accum}
+                                            : std::vector<int64_t>{};
+  std::vector<int64_t> out;
+  for (int64_t mb = 1; mb <= std::min(per_rank, space.max_micro_batch); mb *= 2)
+    if (per_rank % mb == 0) out.push_back(mb);
+  return out;
+}
+
 }  // namespace
 
-SearchResult search_layouts(const PlanInput& base, int64_t devices, int64_t max_micro_batch) {
+SearchResult search_layouts(const PlanInput& base, int64_t devices, const SearchSpace& space) {
   if (devices <= 0) fail("device count must be > 0, got " + std::to_string(devices));
+  if (space.grad_accum < 0) fail("micro-batches per step must be >= 0, got " + std::to_string(space.grad_accum));
   SearchResult out;
   for (int64_t tp : divisors(devices))
     for (int64_t pp : divisors(devices / tp))
       for (int64_t fsdp : divisors(devices / tp / pp)) {
         PlanInput in = base;
         in.mesh = {devices / tp / pp / fsdp, fsdp, tp, pp};
+        const int64_t per_rank = in.global_batch / in.data_parallel();
+        const std::vector<int64_t> tried = micro_batches(space, per_rank);
         std::vector<StageParams> stages;
         try {
-          in.micro_batch = 1;
+          if (tried.empty()) fail("no micro-batch divides the batch");
+          in.micro_batch = tried.front();
           validate(in);
           stages = stage_params(in);  // throws when a tensor dimension does not divide
         } catch (const Error&) {
           out.invalid += 1;
           continue;
         }
-        const int64_t per_rank = in.global_batch / in.data_parallel();
-        for (int64_t mb = 1; mb <= std::min(per_rank, max_micro_batch); mb *= 2) {
-          if (per_rank % mb != 0) continue;
+        for (int64_t mb : tried) {
           for (bool ckpt : {false, true}) {
+            if (!space.vary_checkpointing && ckpt != base.checkpointing) continue;
             in.micro_batch = mb;
             in.checkpointing = ckpt;
             out.considered += 1;

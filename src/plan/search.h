@@ -23,9 +23,19 @@ struct SearchResult {
   int64_t invalid = 0;               // meshes the model or batch did not divide (skipped)
 };
 
+// What the search varies besides the mesh.
+struct SearchSpace {
+  // > 0: every layout runs this many micro-batches per step, its micro-batch following from its
+  // data-parallel ranks (global batch / (dp x fsdp x grad_accum); a layout it does not divide is
+  // invalid), as the trainer's train.grad_accum fixes them. 0: the micro-batch is searched, over
+  // the powers of two up to the per-rank batch (at most max_micro_batch).
+  int64_t grad_accum = 0;
+  int64_t max_micro_batch = 64;
+  bool vary_checkpointing = true;  // false: base.checkpointing only
+};
+
 // Keeps base's model, mode, precision, sequence, global batch, ZeRO level and cluster; varies the
-// mesh over all factorisations of `devices`, the micro-batch over the powers of two up to the
-// per-rank batch (at most `max_micro_batch`), and checkpointing on/off.
-SearchResult search_layouts(const PlanInput& base, int64_t devices, int64_t max_micro_batch = 64);
+// mesh over all factorisations of `devices`, and the micro-batch and checkpointing as `space` says.
+SearchResult search_layouts(const PlanInput& base, int64_t devices, const SearchSpace& space = {});
 
 }  // namespace mt::plan

@@ -208,6 +208,13 @@ std::vector<ConfigKey> make_keys() {
                "unless resumed"},
 
       // [mesh]: the command line's --mesh replaces it; the product must equal the number of ranks.
+      {.name = "mesh.auto",
+       .field = [](RunConfig& c) -> ConfigField { return &c.mesh_auto; },
+       .help = "Let the planner choose dp, fsdp, tp and pp for the ranks launched (train --mesh auto): "
+               "the fastest layout that fits the memory of this machine or of train's --cluster, with the "
+               "run's batch_size, grad_accum and activation_checkpointing as given; the sizes beside it "
+               "are replaced by the choice, which run.toml records (a resume on as many ranks keeps it, "
+               "on another number re-plans; see docs/planner.md)"},
       {KEY(mesh.dp), .range = kAtLeastOne, .help = "Data-parallel replicas (each sees its own batches)"},
       {KEY(mesh.fsdp), .range = kAtLeastOne,
        .help = "Fully sharded data parallel (own batches, parameters sharded)"},

@@ -7,6 +7,7 @@
 #include "io/pretrained.h"
 #include "model/param_shapes.h"
 #include "train/run_agreement.h"
+#include "train/run_layout.h"
 
 namespace mt {
 
@@ -62,10 +63,7 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
   // Refused before any weight loads when the model cannot be split as asked.
   const parallel::PipelineSchedule schedule = parallel::parse_pipeline_schedule(tc.pp_schedule);
   const int chunks = int(tc.pp_virtual);
-  parallel::check_virtual_stages(schedule, int(m.pp), chunks, tc.grad_accum);
-  parallel::check_pipeline_keys(schedule, int(m.pp), tc.pp_blocks);
-  const std::vector<int64_t> stage_blocks =
-      m.pp > 1 ? parallel::pipeline_blocks(shape, m.pp * chunks, tc.pp_blocks, chunks) : std::vector<int64_t>{};
+  const std::vector<int64_t> stage_blocks = run_stage_blocks(tc, shape, m);
   const int stage = int(mesh.coord(parallel::Axis::pp));
   if (m.fsdp > 1 || m.tp > 1 || m.pp > 1) {
     sharded_ = std::make_unique<parallel::ShardedModel>(

@@ -15,7 +15,8 @@ void require_same_run_config(const RunConfig& cfg, parallel::Comm& world) {
   for (const ConfigKey& key : config_keys())
     if (!key.per_rank) items.push_back({std::string(key.name), config_value_toml(key, cfg)});
   parallel::require_agreement(world, "the run config (give every rank the same config and --set "
-                                     "options)", items);
+                                     "options; under --mesh auto, which sets mesh.*, the same --cluster, and "
+                                     "hosts with as much memory)", items);
 }
 
 namespace {

@@ -122,6 +122,9 @@ struct RunConfig {
   // [mesh] and [partition] (their syntax as in src/parallel/dist_config.h); the command line's
   // --mesh overrides [mesh].
   parallel::MeshShape mesh;
+  // [mesh] auto: the trainer asks the planner for the mesh (`train --mesh auto`, plan/auto_mesh.h)
+  // and writes its choice into `mesh`, so run.toml records both the layout and that it was chosen.
+  bool mesh_auto = false;
   parallel::PartitionConfig partition;
 };
 

@@ -37,6 +37,7 @@
 #include "train/resumed_run_config.h"
 #include "train/run_agreement.h"
 #include "train/run_directory.h"
+#include "train/run_layout.h"
 #include "train/run_summary.h"
 #include "train/sequence_length.h"
 #include "train/step.h"
@@ -83,9 +84,7 @@ bool gathers_or_splits(const parallel::MeshShape& m) { return m.fsdp > 1 || m.tp
 // split the batch evenly.
 parallel::Comm& data_parallel_group(parallel::Mesh& mesh, int64_t batch_size) {
   parallel::Comm& group = mesh.data_parallel();
-  if (batch_size % group.size() != 0)
-    fail("train.batch_size (" + std::to_string(batch_size) + ") must be divisible by dp x fsdp (" +
-         std::to_string(group.size()) + ")");
+  check_batch_split(batch_size, group.size());
   return group;
 }
 

@@ -1,0 +1,43 @@
+#include "train/run_layout.h"
+
+#include <string>
+
+#include "core/error.h"
+#include "model/param_shapes.h"
+#include "parallel/pipeline.h"
+#include "parallel/shard_plan.h"
+#include "parallel/sharded_model.h"
+#include "parallel/tensor_parallel.h"
+
+namespace mt {
+
+void check_batch_split(int64_t batch_size, int64_t data_parallel) {
+  if (batch_size % data_parallel != 0)
+    fail("train.batch_size (" + std::to_string(batch_size) + ") must be divisible by dp x fsdp (" +
+         std::to_string(data_parallel) + ")");
+}
+
+std::vector<int64_t> run_stage_blocks(const TrainConfig& tc, const LlamaConfig& shape,
+                                      const parallel::MeshShape& mesh) {
+  const parallel::PipelineSchedule schedule = parallel::parse_pipeline_schedule(tc.pp_schedule);
+  const int chunks = int(tc.pp_virtual);
+  parallel::check_virtual_stages(schedule, int(mesh.pp), chunks, tc.grad_accum);
+  parallel::check_pipeline_keys(schedule, int(mesh.pp), tc.pp_blocks);
+  if (mesh.pp == 1) return {};
+  return parallel::pipeline_blocks(shape, mesh.pp * chunks, tc.pp_blocks, chunks);
+}
+
+void check_run_layout(const RunConfig& cfg, const LlamaConfig& shape, const parallel::MeshShape& mesh) {
+  check_batch_split(cfg.train.batch_size, mesh.dp * mesh.fsdp);
+  run_stage_blocks(cfg.train, shape, mesh);
+  // A mesh without fsdp, tp or pp keeps whole replicas: the sharded model, whose checks follow, is
+  // not built (train/placed_model.cpp).
+  if (mesh.fsdp == 1 && mesh.tp == 1 && mesh.pp == 1) return;
+  parallel::tensor_parallel_config(shape, mesh.tp);
+  const auto sharded = parallel::shard_params(llama_param_shapes(shape, cfg.lora), cfg.lora.enabled,
+                                              cfg.partition.effective(), mesh, cfg.lora.quantized_base());
+  for (const parallel::ShardedParam& sp : sharded)
+    for (int64_t rank = 0; rank < mesh.world(); ++rank) parallel::check_rank_block(sp, mesh, rank);
+}
+
+}  // namespace mt

@@ -1,0 +1,33 @@
+// Whether the trainer can lay a run out on a mesh, asked before any rank starts: the same checks
+// the trainer makes as it builds the mesh's groups, the sharded model and the pipeline, on shapes
+// alone (no ranks, no weights). `train --mesh auto` keeps only the planner's layouts that pass
+// (plan/auto_mesh.h), so it never picks one the trainer would then refuse; the trainer calls the
+// pieces below itself, so the two cannot drift apart.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+#include "parallel/mesh.h"
+#include "train/run_config.h"
+
+namespace mt {
+
+// The data-parallel group (dp x fsdp) shares out each micro-batch's rows: refused in one line when
+// `data_parallel` ranks cannot split train.batch_size = `batch_size` evenly.
+void check_batch_split(int64_t batch_size, int64_t data_parallel);
+
+// Blocks per pipeline chunk under `mesh` (empty without pp): the schedule's keys checked against the
+// mesh and train.grad_accum, then parallel::pipeline_blocks of the model over pp x train.pp_virtual
+// chunks. Refused in one line when the model cannot be split so.
+std::vector<int64_t> run_stage_blocks(const TrainConfig& tc, const LlamaConfig& shape,
+                                      const parallel::MeshShape& mesh);
+
+// Every refusal above, then tensor parallelism's split of the model (parallel::tensor_parallel_config:
+// heads, KV heads, the MLP and the vocabulary over tp), the partition rules' layout of each tensor
+// (parallel::shard_params: dimensions that do not divide) and each rank's block of it
+// (parallel::check_rank_block: fsdp tiling, QLoRA's NF4 blocks). mt::Error, one line, for the first
+// that fails. `shape` is the run's model (cfg.model or model.path's config).
+void check_run_layout(const RunConfig& cfg, const LlamaConfig& shape, const parallel::MeshShape& mesh);
+
+}  // namespace mt

@@ -183,8 +183,9 @@ TEST(ChatTemplates, ChatDataTakesTheTokenizersTemplate) {
 }
 
 // Through the binary: a tiny model trained on chat data with the Qwen3 tokenizer renders it as
-// ChatML (chosen from the tokenizer), and generate wraps a prompt in it; a template the
-// tokenizer cannot write is refused in one line.
+// ChatML (chosen from the tokenizer), a LoRA run on that model records "chatml" beside its
+// adapter, and generate wraps a prompt in it (from the adapter, or --template auto); a template
+// the tokenizer cannot write is refused in one line.
 TEST(ChatTemplates, QwenChatRunTrainsAndGenerates) {
   REQUIRE_QWEN3();
   const fs::path dir = fs::temp_directory_path() / "meshtrain_chat_run_qwen";
@@ -205,10 +206,22 @@ TEST(ChatTemplates, QwenChatRunTrainsAndGenerates) {
       " --set data.cache_dir=off --set data.val_fraction=0");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("chatml examples"), std::string::npos) << r.output;
-  const std::string generate = "generate --model " + run + "/model --tokenizer " + kQwen3 + " --prompt Hi -n 2 --temperature 0";
-  r = mt::testing::run_meshtrain(generate + " --template chatml");
+  const std::string lora = (dir / "lora").string();
+  r = mt::testing::run_meshtrain("train --model " + run + "/model --lora --out " + lora + " --data " + data +
+                                 " --set train.steps=2 --set train.batch_size=2 --set train.peak_gflops=100"
+                                 " --set data.cache_dir=off --set data.val_fraction=0");
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_EQ(r.output.rfind("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", 0), 0u) << r.output;
+  std::ifstream recorded(lora + "/adapter/meshtrain_template.json");
+  EXPECT_EQ(nlohmann::json::parse(recorded)["template"], "chatml");
+  const std::string prompt = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+  const std::string generate = "generate --model " + run + "/model --prompt Hi -n 2 --temperature 0";
+  r = mt::testing::run_meshtrain(generate + " --adapter " + lora + "/adapter");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("using the adapter's chatml prompt template"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(prompt), std::string::npos) << r.output;
+  r = mt::testing::run_meshtrain(generate + " --template auto");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind(prompt, 0), 0u) << r.output;
   r = mt::testing::run_meshtrain(generate + " --template gemma");
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("the gemma chat template needs the special token <start_of_turn>"), std::string::npos)

@@ -269,7 +269,7 @@ TEST(DatasetBadInput, UnusableFilesAreErrors) {
             std::string::npos)
       << msg;
   EXPECT_EQ(parse_format("chat"), DataFormat::kChat);
-  EXPECT_NE(error_of([&] { parse_format("sharegpt"); }).find("auto, alpaca or chat"), std::string::npos);
+  EXPECT_NE(error_of([&] { parse_format("sharegpt"); }).find("auto, alpaca or a chat template: chat, chatml, gemma or mistral"), std::string::npos);
 }
 
 }  // namespace

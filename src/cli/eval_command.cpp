@@ -195,8 +195,9 @@ Action add_eval_command(CLI::App& app) {
   sub->add_option("--data,-d", o->data,
                   "plain-text file, or an Alpaca / chat .json or .jsonl file (default: with --run, the run's held-out set)");
   auto* format = sub->add_option("--format", o->format,
-                                 "as data.format: auto (.json/.jsonl are examples, anything else text), text, alpaca or chat")
-                     ->check(CLI::IsMember({"auto", "text", "alpaca", "chat"}));
+                                 "as data.format: auto (.json/.jsonl are examples, anything else text), text, alpaca, "
+                                 "or a chat template: chat (Llama 3.1), chatml, gemma or mistral")
+                     ->check(CLI::IsMember({"auto", "text", "alpaca", "chat", "chatml", "gemma", "mistral"}));
   auto* seq_len = sub->add_option("--seq-len", o->seq_len,
                                   "tokens per window; for examples the row length and the longest example kept, as train.seq_len")
                       ->check(CLI::PositiveNumber);

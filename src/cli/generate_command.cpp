@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/device_option.h"
 #include "cli/model_args.h"
+#include "data/chat_templates.h"
 #include "data/examples.h"
 #include "io/adapter_template.h"
 #include "model/generate.h"
@@ -13,10 +14,11 @@ namespace mt::cli {
 
 namespace {
 
-// BOS (when the tokenizer has one), then the prompt as the fine-tuning data rendered it.
+// The prompt as the fine-tuning data rendered it: a user message in a chat template (which puts
+// in its own BOS), else BOS (when the tokenizer has one) and the text or Alpaca prompt.
 std::vector<int32_t> prompt_ids(const Tokenizer& tok, const std::string& text, const std::string& format) {
   std::vector<int32_t> ids;
-  if (format == "chat") return chat_generation_prompt(tok, {{"user", text}});
+  if (format != "none" && format != "alpaca") return conversation_prompt(tok, {{"user", text}}, parse_format(format));
   if (tok.bos_id() >= 0) ids.push_back(tok.bos_id());
   for (int32_t id : tok.encode(format == "alpaca" ? alpaca_prompt(text, "") : text)) ids.push_back(id);
   return ids;
@@ -39,10 +41,11 @@ Action add_generate_command(CLI::App& app) {
   sub->add_option("--prompt,-p", o->prompt,
                   "prompt text; BOS is added when the tokenizer has one (default: empty, start from BOS)");
   sub->add_option("--template", o->format,
-                  "wrap the prompt as the model was fine-tuned: none, alpaca (an instruction) or "
-                  "chat (a user message, Llama 3.1 template) (default: the template recorded in the "
-                  "--adapter directory's meshtrain_template.json, else none)")
-      ->check(CLI::IsMember({"none", "alpaca", "chat"}));
+                  "wrap the prompt as the model was fine-tuned: none, alpaca (an instruction), or a user "
+                  "message in a chat template: chat (Llama 3.1), chatml (Qwen), gemma, mistral, or auto "
+                  "(the one the tokenizer's tokenizer_config.json or special tokens name) (default: the "
+                  "template recorded in the --adapter directory's meshtrain_template.json, else none)")
+      ->check(CLI::IsMember({"none", "alpaca", "chat", "chatml", "gemma", "mistral", "auto"}));
   sub->add_option("--max-new-tokens,-n", o->gen.max_new_tokens, "tokens to generate")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--temperature,-t", o->gen.temperature, "0: greedy")->check(CLI::NonNegativeNumber);
@@ -61,10 +64,17 @@ Action add_generate_command(CLI::App& app) {
         std::cerr << "generate: using the adapter's " << format
                   << " prompt template (--template none for the prompt as given)\n";
     }
-    const std::vector<int32_t> prompt = prompt_ids(*tok, o->prompt, format.empty() ? "none" : format);
+    if (format == "auto") format = format_name(default_chat_format(*tok));
+    if (format.empty()) format = "none";
+    // A template whose special tokens the tokenizer lacks is refused before anything is generated.
+    if (format != "none" && format != "alpaca") require_chat_tokens(*tok, parse_format(format));
+    const std::vector<int32_t> prompt = prompt_ids(*tok, o->prompt, format);
     GenerateOptions gen = o->gen;
-    // End of text: EOS, and BOS (a model trained on concatenated documents starts a new one).
-    for (int32_t id : {tok->eos_id(), tok->bos_id(), tok->token_to_id("<|eot_id|>")})
+    // End of text: EOS, and BOS (a model trained on concatenated documents starts a new one), and
+    // the end of an assistant turn in the chat template.
+    const int32_t end_of_turn =
+        format != "none" && format != "alpaca" ? end_of_turn_id(*tok, parse_format(format)) : -1;
+    for (int32_t id : {tok->eos_id(), tok->bos_id(), tok->token_to_id("<|eot_id|>"), end_of_turn})
       if (id >= 0) gen.stop_ids.push_back(id);
     // Print text as it is produced: decode the whole output each time and print the new suffix,
     // since one token can complete a multi-byte character started by the previous one.

@@ -3,12 +3,14 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "data/unicode.h"
 
 namespace mt {
 
 BpeTokenizer::BpeTokenizer(Config cfg, BpeTables tables, const std::string& source)
     : kind_(std::move(cfg.kind)),
       pattern_(cfg.pattern),
+      nfc_(cfg.nfc),
       bpe_(std::move(tables), source),
       bos_(cfg.bos),
       eos_(cfg.eos) {
@@ -21,7 +23,10 @@ BpeTokenizer::BpeTokenizer(Config cfg, BpeTables tables, const std::string& sour
   set_special_tokens(std::move(cfg.specials));
 }
 
-std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
+std::vector<int32_t> BpeTokenizer::encode(std::string_view raw) const {
+  std::string normalized;
+  if (nfc_) normalized = unicode::nfc(raw);
+  const std::string_view text = nfc_ ? std::string_view(normalized) : raw;
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 1);
   for (size_t pos = 0; pos < text.size();) {

@@ -1,4 +1,5 @@
-// A byte-level BPE tokenizer: a pre-tokenizer pattern, the BPE encoder and special tokens.
+// A byte-level BPE tokenizer: an optional NFC normalizer, a pre-tokenizer pattern, the BPE
+// encoder and special tokens.
 // The tiktoken, tokenizer.json and GPT-2 readers (tokenizer_readers.h) all build one of these.
 #pragma once
 #include <string>
@@ -14,6 +15,8 @@ class BpeTokenizer final : public Tokenizer {
   struct Config {
     std::string kind;  // reported by kind()
     SplitPattern pattern = SplitPattern::kLlama3;
+    // Normalise text to NFC before splitting it (HF's NFC normalizer: the Qwen tokenizers).
+    bool nfc = false;
     std::vector<Special> specials;  // ids outside the BPE tables or shadowing them
     int32_t bos = -1, eos = -1;
   };
@@ -27,11 +30,13 @@ class BpeTokenizer final : public Tokenizer {
   int32_t bos_id() const override { return bos_; }
   int32_t eos_id() const override { return eos_; }
   SplitPattern pattern() const { return pattern_; }
+  bool normalizes_nfc() const { return nfc_; }
   const BpeTables& tables() const { return bpe_.tables(); }
 
  private:
   std::string kind_;
   SplitPattern pattern_;
+  bool nfc_;
   BpeEncoder bpe_;
   int32_t bos_, eos_;
   int64_t vocab_size_;

@@ -12,6 +12,7 @@
 #include "core/bounded_json.h"
 #include "core/error.h"
 #include "core/regular_file.h"
+#include "data/chat_templates.h"
 #include "data/examples.h"
 
 namespace mt {
@@ -124,7 +125,8 @@ std::optional<std::string> render_record(const json& rec, DataFormat format, con
     if (auto e = string_field(m, "content", true, cm.content)) return "message " + *e;
     messages.push_back(std::move(cm));
   }
-  ex = render_chat(tok, messages);
+  if (auto why = chat_roles_problem(messages, format)) return why;
+  ex = render_conversation(tok, messages, format);
   return std::nullopt;
 }
 
@@ -141,10 +143,11 @@ ExampleSet read_examples(const std::string& path, const Tokenizer& tok, const Ex
   return parse_examples(read_whole(path), path, tok, opt);
 }
 
-DataFormat example_file_format(const std::string& path) {
+DataFormat example_file_format(const std::string& path, const Tokenizer* tok) {
   const std::string text = read_whole(path);
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) fail("data file '" + path + "' is empty");
-  return detect_format(path, parse_records(path, text));
+  const DataFormat f = detect_format(path, parse_records(path, text));
+  return f == DataFormat::kChat && tok ? default_chat_format(*tok) : f;
 }
 
 ExampleSet parse_examples(const std::string& text, const std::string& path, const Tokenizer& tok,
@@ -153,7 +156,11 @@ ExampleSet parse_examples(const std::string& text, const std::string& path, cons
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) fail("data file '" + path + "' is empty");
   const std::vector<Record> records = parse_records(path, text);
   ExampleSet set;
-  set.format = opt.format == DataFormat::kAuto ? detect_format(path, records) : opt.format;
+  set.format = opt.format;
+  if (set.format == DataFormat::kAuto) {
+    set.format = detect_format(path, records);
+    if (set.format == DataFormat::kChat) set.format = default_chat_format(tok);
+  }
   set.records = int64_t(records.size());
   std::string first_skip;
   int64_t longest = 0;  // of the records skipped for length: the sequence length keeping them all

@@ -18,8 +18,11 @@ struct Example {
   std::vector<uint8_t> trained;
 };
 
-enum class DataFormat { kAuto, kAlpaca, kChat };
-std::string_view format_name(DataFormat f);  // "auto", "alpaca", "chat"
+// kChat is the Llama 3.1 template; kChatml, kGemma and kMistral are the other chat templates
+// (chat_templates.h). A chat file read with kAuto gets its tokenizer's template.
+enum class DataFormat { kAuto, kAlpaca, kChat, kChatml, kGemma, kMistral };
+std::string_view format_name(DataFormat f);  // "auto", "alpaca", "chat", "chatml", "gemma", "mistral"
+bool is_chat_format(DataFormat f);
 DataFormat parse_format(std::string_view name);  // mt::Error listing the choices
 
 struct ChatMessage {
@@ -49,7 +52,8 @@ std::vector<int32_t> chat_generation_prompt(const Tokenizer& tok,
                                             const std::vector<ChatMessage>& messages);
 
 struct ExampleOptions {
-  DataFormat format = DataFormat::kAuto;  // kAuto: "messages" -> chat, "instruction" -> alpaca
+  // kAuto: "instruction" -> alpaca, "messages" -> the tokenizer's chat template
+  DataFormat format = DataFormat::kAuto;
   // Longest example kept (normally train.seq_len); 0: no limit. A longer example is skipped and
   // counted, or cut to max_tokens when `truncate` is set (then skipped only if no trained token
   // is left to predict).
@@ -78,9 +82,10 @@ struct ExampleSet {
 // to stderr unless options.quiet.
 ExampleSet read_examples(const std::string& path, const Tokenizer& tok,
                          const ExampleOptions& options = {});
-// The format read_examples gives a file with format kAuto (alpaca or chat), from its records
-// alone: nothing is tokenized. The same errors as read_examples for an unusable file.
-DataFormat example_file_format(const std::string& path);
+// The format read_examples gives a file with format kAuto, from its records alone: alpaca, or
+// for a chat file default_chat_format(*tok) (kChat without a tokenizer). Nothing is tokenized.
+// The same errors as read_examples for an unusable file.
+DataFormat example_file_format(const std::string& path, const Tokenizer* tok = nullptr);
 // The same on the file's text already in memory; `path` names it in messages, and its extension
 // tells JSON Lines (.jsonl) as above.
 ExampleSet parse_examples(const std::string& text, const std::string& path, const Tokenizer& tok,

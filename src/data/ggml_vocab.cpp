@@ -21,6 +21,7 @@ const std::string kWordMarker = "\xE2\x96\x81";  // U+2581, sentencepiece's spac
 // llama.cpp's names of the splits meshtrain implements.
 constexpr const char* kPreLlama3 = "llama-bpe";
 constexpr const char* kPreGpt2 = "gpt-2";
+constexpr const char* kPreQwen2 = "qwen2";  // llama.cpp's name for the Qwen split (it applies no NFC)
 constexpr const char* kPreDefault = "default";  // llama.cpp's fallback; any split is the same without merges
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
@@ -114,6 +115,7 @@ TokenizerInfo from_byte_level(const BpeTokenizer& bpe) {
   switch (bpe.pattern()) {
     case SplitPattern::kLlama3: info.pre = kPreLlama3; break;
     case SplitPattern::kGpt2: info.pre = kPreGpt2; break;
+    case SplitPattern::kQwen2: info.pre = kPreQwen2; break;
     case SplitPattern::kNone:
       if (!info.merges.empty())
         fail("the " + std::string(bpe.kind()) + " tokenizer merges whole texts without splitting them; "
@@ -166,10 +168,11 @@ std::unique_ptr<Tokenizer> byte_level_of(const TokenizerInfo& info, const std::s
   cfg.kind = "gguf-bpe";
   if (info.pre == kPreLlama3 || info.pre == "llama3" || info.pre == "llama-v3") cfg.pattern = SplitPattern::kLlama3;
   else if (info.pre == kPreGpt2) cfg.pattern = SplitPattern::kGpt2;
+  else if (info.pre == kPreQwen2) cfg.pattern = SplitPattern::kQwen2;
   else if ((info.pre.empty() || info.pre == kPreDefault) && info.merges.empty()) cfg.pattern = SplitPattern::kNone;
   else
     fail(source + ": tokenizer.ggml.pre '" + info.pre + "' is not a split meshtrain implements (" + kPreLlama3 +
-         ", " + kPreGpt2 + ", or none for a vocabulary without merges)");
+         ", " + kPreGpt2 + ", " + kPreQwen2 + ", or none for a vocabulary without merges)");
   BpeTables t;
   // llama.cpp emits a Llama 3 piece that is itself a token whole, as tiktoken does.
   t.whole_piece_first = cfg.pattern == SplitPattern::kLlama3;

@@ -103,7 +103,7 @@ SplitPattern select_pattern(const json& pre, const std::string& name) {
       !split["pattern"].contains("Regex") || !split["pattern"]["Regex"].is_string())
     return unsupported("expected Split with a Regex pattern, behavior Isolated, invert false");
   std::string regex = split["pattern"]["Regex"].get<std::string>();
-  for (SplitPattern p : {SplitPattern::kLlama3, SplitPattern::kGpt2})
+  for (SplitPattern p : {SplitPattern::kLlama3, SplitPattern::kQwen2, SplitPattern::kGpt2})
     if (regex == split_pattern_regex(p)) return p;
   return unsupported("unknown split regex");
 }
@@ -134,7 +134,11 @@ std::unique_ptr<Tokenizer> parse_hf(const json& doc, const std::string& name) {
     fail(name + ": continuing_subword_prefix / end_of_word_suffix are not supported");
   // Byte fallback means sentencepiece-style BPE over "▁"-escaped text (Llama 2, Mistral).
   if (!is_false_or_absent(model, "byte_fallback")) return parse_hf_sentencepiece(doc, name);
-  if (!is_null_or_absent(doc, "normalizer")) fail(name + ": normalizers are not supported");
+  // NFC is the one normalizer byte-level files use (Qwen); anything else would change the text
+  // silently if ignored.
+  const bool nfc = !is_null_or_absent(doc, "normalizer");
+  if (nfc && !(doc["normalizer"].is_object() && doc["normalizer"].value("type", "") == "NFC"))
+    fail(name + ": unsupported normalizer for a byte-level BPE (only NFC): " + doc["normalizer"].dump().substr(0, 200));
   if (!doc.contains("pre_tokenizer")) fail(name + ": missing pre_tokenizer");
   SplitPattern pattern = select_pattern(doc["pre_tokenizer"], name);
   if (!is_null_or_absent(doc, "decoder") && doc["decoder"].value("type", "") != "ByteLevel")
@@ -143,6 +147,7 @@ std::unique_ptr<Tokenizer> parse_hf(const json& doc, const std::string& name) {
   BpeTokenizer::Config cfg;
   cfg.kind = "hf-bpe";
   cfg.pattern = pattern;
+  cfg.nfc = nfc;
   std::unordered_map<std::string, int32_t> added;
   if (doc.contains("added_tokens") && !doc["added_tokens"].is_null()) {
     if (!doc["added_tokens"].is_array()) fail(name + ": added_tokens is not a list");

@@ -71,7 +71,7 @@ std::string hf_byte_level_tokenizer_json(const BpeTokenizer& tok) {
       {"truncation", nullptr},
       {"padding", nullptr},
       {"added_tokens", added},
-      {"normalizer", nullptr},
+      {"normalizer", tok.normalizes_nfc() ? ojson{{"type", "NFC"}} : ojson(nullptr)},
       {"pre_tokenizer", pre_tokenizer(tok.pattern())},
       {"post_processor", post_processor(tok)},
       {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}}};

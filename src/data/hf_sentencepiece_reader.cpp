@@ -39,6 +39,13 @@ bool replaces(const json& step, const std::string& from, const std::string& to, 
          step.value("content", "") == to;
 }
 
+// Split on the string " " with the piece kept on the left (Gemma 3's pre-tokenizer).
+bool splits_on_space(const json& pre) {
+  return pre.is_object() && pre.value("type", "") == "Split" && pre.contains("pattern") &&
+         pre["pattern"].is_object() && pre["pattern"].value("String", "") == " " &&
+         pre.value("behavior", "") == "MergedWithPrevious" && pre.value("invert", false) == false;
+}
+
 void read_spaces(const json& doc, SentencePieceTokenizer::Vocab& v, const std::string& name) {
   v.add_dummy_prefix = false;
   bool escaped = false;
@@ -58,7 +65,10 @@ void read_spaces(const json& doc, SentencePieceTokenizer::Vocab& v, const std::s
     fail(name + ": normalizer removes extra whitespace only partly (meshtrain reads the steps it writes)");
   v.remove_extra_whitespaces = squeeze_steps == all_steps;
   const json& pre = doc.contains("pre_tokenizer") ? doc["pre_tokenizer"] : none;
-  if (!pre.is_null()) {
+  if (escaped && !v.add_dummy_prefix && splits_on_space(pre)) {
+    // Gemma 3: the normalizer has already written every space as "▁", so a Split on " " finds
+    // nothing to split and each text between added tokens is one BPE word.
+  } else if (!pre.is_null()) {
     if (escaped || v.add_dummy_prefix || pre.value("type", "") != "Metaspace" ||
         pre.value("replacement", kSpace) != kSpace)
       fail(name + ": unsupported pre_tokenizer for a byte-fallback BPE (expected none after a "
@@ -149,11 +159,11 @@ std::unique_ptr<Tokenizer> parse_hf_sentencepiece(const json& doc, const std::st
     v.unk = it->get<int32_t>();
     v.types[size_t(v.unk)] = Type::unknown;
   }
-  // Which token is BOS/EOS is not stored in tokenizer.json; sentencepiece's names are the rule.
+  // Which token is BOS/EOS is not stored in tokenizer.json; sentencepiece's names (Gemma's) are the rule.
   for (size_t id = 0; id < v.pieces.size(); ++id) {
     if (v.types[id] != Type::control) continue;
-    if (v.pieces[id] == "<s>") v.bos = int32_t(id);
-    if (v.pieces[id] == "</s>") v.eos = int32_t(id);
+    if (v.pieces[id] == "<s>" || v.pieces[id] == "<bos>") v.bos = int32_t(id);  // <bos>: Gemma
+    if (v.pieces[id] == "</s>" || v.pieces[id] == "<eos>") v.eos = int32_t(id);
   }
   v.added_tokens_first = true;
   read_spaces(doc, v, name);

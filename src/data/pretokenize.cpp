@@ -64,7 +64,8 @@ size_t whitespace_end(const Scanner& sc, size_t pos) {
   return last_start;
 }
 
-size_t llama3_end(std::string_view s, size_t pos) {
+// Llama 3's pattern; Qwen's differs only in taking one digit at a time instead of up to three.
+size_t llama3_end(std::string_view s, size_t pos, int max_digits) {
   Scanner sc{s};
   CodePoint c = sc.at(pos);
   // (?i:'s|'t|'re|'ve|'m|'ll|'d)
@@ -76,10 +77,10 @@ size_t llama3_end(std::string_view s, size_t pos) {
   bool prefix_ok = k != Cls::kNumber && c.cp != '\r' && c.cp != '\n';
   if (prefix_ok && pos + c.len < s.size() && sc.cls(pos + c.len) == Cls::kLetter)
     return sc.run_end(pos + c.len, Cls::kLetter);
-  // \p{N}{1,3}
+  // \p{N}{1,3} (Llama 3) or \p{N} (Qwen)
   if (k == Cls::kNumber) {
     size_t end = pos;
-    for (int i = 0; i < 3 && end < s.size(); ++i) {
+    for (int i = 0; i < max_digits && end < s.size(); ++i) {
       CodePoint u = sc.at(end);
       if (classify(u.cp) != Cls::kNumber) break;
       end += u.len;
@@ -128,6 +129,8 @@ std::string_view split_pattern_regex(SplitPattern p) {
   switch (p) {
     case SplitPattern::kLlama3:
       return R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    case SplitPattern::kQwen2:
+      return R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
     case SplitPattern::kGpt2:
       return R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
     case SplitPattern::kNone:
@@ -139,7 +142,9 @@ std::string_view split_pattern_regex(SplitPattern p) {
 size_t next_piece_end(SplitPattern p, std::string_view text, size_t pos) {
   switch (p) {
     case SplitPattern::kLlama3:
-      return llama3_end(text, pos);
+      return llama3_end(text, pos, 3);
+    case SplitPattern::kQwen2:
+      return llama3_end(text, pos, 1);
     case SplitPattern::kGpt2:
       return gpt2_end(text, pos);
     case SplitPattern::kNone:

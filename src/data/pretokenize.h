@@ -13,6 +13,9 @@ enum class SplitPattern {
   // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
   // \s*[\r\n]+|\s+(?!\S)|\s+            (Llama 3 / tiktoken cl100k-style)
   kLlama3,
+  // The same with \p{N} in place of \p{N}{1,3}: every digit is its own piece (Qwen2, Qwen2.5,
+  // Qwen3).
+  kQwen2,
   // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+   (GPT-2)
   kGpt2,
   // No split: the whole text is one piece (HF's ByteLevel pre-tokenizer without its regex, as

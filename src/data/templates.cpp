@@ -1,4 +1,5 @@
-// Prompt templates: Stanford Alpaca and the Llama 3.1 chat format (declared in examples.h).
+// Prompt templates: Stanford Alpaca and the Llama 3.1 chat format (declared in examples.h); the
+// other chat templates are chat_templates.cpp.
 #include <string>
 
 #include "core/error.h"
@@ -31,6 +32,9 @@ std::string_view format_name(DataFormat f) {
   switch (f) {
     case DataFormat::kAlpaca: return "alpaca";
     case DataFormat::kChat: return "chat";
+    case DataFormat::kChatml: return "chatml";
+    case DataFormat::kGemma: return "gemma";
+    case DataFormat::kMistral: return "mistral";
     case DataFormat::kAuto: break;
   }
   return "auto";
@@ -39,8 +43,13 @@ std::string_view format_name(DataFormat f) {
 DataFormat parse_format(std::string_view name) {
   if (name == "auto" || name.empty()) return DataFormat::kAuto;
   if (name == "alpaca") return DataFormat::kAlpaca;
-  if (name == "chat") return DataFormat::kChat;
-  fail("unknown data format '" + std::string(name) + "' (expected auto, alpaca or chat)");
+  for (DataFormat f : {DataFormat::kChat, DataFormat::kChatml, DataFormat::kGemma, DataFormat::kMistral})
+    if (name == format_name(f)) return f;
+  fail("unknown data format '" + std::string(name) + "' (expected auto, alpaca or a chat template: chat, chatml, gemma or mistral)");
+}
+
+bool is_chat_format(DataFormat f) {
+  return f == DataFormat::kChat || f == DataFormat::kChatml || f == DataFormat::kGemma || f == DataFormat::kMistral;
 }
 
 std::string alpaca_prompt(std::string_view instruction, std::string_view input) {

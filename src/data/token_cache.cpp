@@ -123,7 +123,7 @@ std::optional<LoadedExamples> read_cache(const std::string& file, uint64_t key, 
   if (std::memcmp(h.magic, kMagic, 8) != 0) return bad("bad magic");
   if (h.version != kVersion) return bad("version " + std::to_string(h.version));
   if (h.key != key) return bad("written for other data or options");
-  if (h.format != uint32_t(DataFormat::kAlpaca) && h.format != uint32_t(DataFormat::kChat))
+  if (h.format < uint32_t(DataFormat::kAlpaca) || h.format > uint32_t(DataFormat::kMistral))
     return bad("bad format field");
   // Sizes first, with overflow-safe bounds, so no view can reach past the mapping.
   const uint64_t avail = bytes.size() - sizeof(Header);
@@ -171,6 +171,8 @@ uint64_t tokenizer_fingerprint(const Tokenizer& tok) {
                    std::to_string(tok.bos_id()) + "|" + std::to_string(tok.eos_id());
   for (const auto& s : tok.special_tokens()) id += "|" + s.text + "=" + std::to_string(s.id);
   uint64_t h = hash_string(id);
+  // The chat template beside the tokenizer decides how a chat file renders with format "auto".
+  h = hash_bytes(tok.chat_template().data(), tok.chat_template().size(), h);
   const char* probes[] = {"Hello, world! 123 4567",
                           " The quick brown fox jumps over the lazy dog.\n\n### Response:\n",
                           "h\xC3\xA9llo w\xC3\xB6rld \xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\x99\x82\t<|eot_id|>"};

@@ -30,6 +30,11 @@ class Tokenizer {
   // Like encode(), but occurrences of special-token strings become their ids (chat templates).
   // Where two specials start at the same place the longer wins.
   std::vector<int32_t> encode_with_specials(std::string_view text) const;
+  // encode() of text that follows a special token when `after_special` (a chat template's text
+  // between its special tokens; see encode_part).
+  std::vector<int32_t> encode_segment(std::string_view text, bool after_special) const {
+    return encode_part(text, after_special);
+  }
   // mt::Error naming the id for an id outside the vocabulary.
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
   virtual int64_t vocab_size() const = 0;
@@ -38,6 +43,10 @@ class Tokenizer {
   // Id of a special token by its text, or -1.
   int32_t token_to_id(std::string_view special) const;
   const std::vector<Special>& special_tokens() const { return specials_; }
+  // The Jinja chat_template of the tokenizer_config.json found beside the tokenizer file ("" when
+  // none): read only to recognise the model family's chat template (chat_templates.h).
+  const std::string& chat_template() const { return chat_template_; }
+  void set_chat_template(std::string jinja) { chat_template_ = std::move(jinja); }
 
  protected:
   void set_special_tokens(std::vector<Special> specials);
@@ -53,6 +62,7 @@ class Tokenizer {
   std::vector<Special> specials_;  // longest text first, for matching
   std::unordered_map<std::string, int32_t> by_text_;
   std::unordered_map<int32_t, size_t> by_id_;  // index into specials_
+  std::string chat_template_;
 };
 
 // Detects the format and loads it (see docs/tokenizers.md):

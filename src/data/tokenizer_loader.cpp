@@ -1,5 +1,6 @@
 // load_tokenizer(): format detection by file name and content, then the matching reader.
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "core/bounded_json.h"
 #include "core/error.h"
@@ -41,6 +42,23 @@ std::unique_ptr<Tokenizer> load_file(const fs::path& p) {
        "a sentencepiece .model, tokenizer.json, vocab.json/merges.txt or a llama2.c .bin)");
 }
 
+// The chat_template of the tokenizer_config.json next to a tokenizer file: a string, or HF's list
+// of {"name", "template"} whose "default" entry is the chat template. "" when there is none.
+std::string chat_template_beside(const fs::path& file) {
+  const fs::path config = file.parent_path() / "tokenizer_config.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(config, ec)) return "";
+  const nlohmann::json j = parse_json(read_file(config), JsonKind::tokenizer, config.string() + ": malformed JSON");
+  const auto it = j.is_object() ? j.find("chat_template") : j.end();
+  if (it == j.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_array())
+    for (const auto& t : *it)
+      if (t.is_object() && t.value("name", "") == "default" && t.contains("template") && t["template"].is_string())
+        return t["template"].get<std::string>();
+  return "";
+}
+
 }  // namespace
 
 std::string find_tokenizer_file(const std::string& path) {
@@ -67,7 +85,10 @@ std::string find_tokenizer_file(const std::string& path) {
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
-  return load_file(find_tokenizer_file(path));
+  const fs::path file = find_tokenizer_file(path);
+  std::unique_ptr<Tokenizer> tok = load_file(file);
+  tok->set_chat_template(chat_template_beside(file));
+  return tok;
 }
 
 }  // namespace mt

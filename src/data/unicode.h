@@ -1,11 +1,13 @@
-// The few Unicode facts the tokenizers need: decoding one UTF-8 code point, and the \p{L}, \p{N}
-// and \s classes used by the pre-tokenizer patterns. Letters and numbers come from a generated
-// range table (scripts/gen_unicode_tables.py, Unicode version in kUnicodeVersion); whitespace is
+// The few Unicode facts the tokenizers need: decoding one UTF-8 code point, the \p{L}, \p{N}
+// and \s classes used by the pre-tokenizer patterns, and NFC (the Qwen tokenizers' normalizer). Letters and numbers come from a generated
+// range table (scripts/gen_unicode_tables.py, which also writes the canonical combining classes and
+// decompositions NFC needs, Unicode version in kUnicodeVersion); whitespace is
 // the Unicode White_Space property, which is what \s means in the regex engines the reference
 // tokenizers use.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace mt::unicode {
@@ -23,6 +25,11 @@ CodePoint decode_utf8(std::string_view s, size_t pos);
 bool is_letter(uint32_t cp);      // \p{L}
 bool is_number(uint32_t cp);      // \p{N}
 bool is_whitespace(uint32_t cp);  // \s (White_Space)
+
+// Unicode Normalization Form C (canonical decomposition, canonical ordering, canonical
+// composition; Hangul syllables algorithmically). Invalid UTF-8 bytes are kept as they are and
+// block composition across them. Text that is already NFC comes back unchanged.
+std::string nfc(std::string_view text);
 
 const char* unicode_version();
 

@@ -15,12 +15,16 @@ std::string template_path(const std::string& adapter_dir) {
   return (std::filesystem::path(adapter_dir) / kAdapterTemplateFile).string();
 }
 
-bool known_template(const std::string& name) { return name == "none" || name == "alpaca" || name == "chat"; }
+bool known_template(const std::string& name) {
+  for (const char* t : {"none", "alpaca", "chat", "chatml", "gemma", "mistral"})
+    if (name == t) return true;
+  return false;
+}
 
 }  // namespace
 
 std::string write_adapter_template(const std::string& adapter_dir, const std::string& name) {
-  if (!known_template(name)) fail("unknown prompt template '" + name + "' (expected none, alpaca or chat)");
+  if (!known_template(name)) fail("unknown prompt template '" + name + "' (expected none, alpaca, chat, chatml, gemma or mistral)");
   const std::string path = template_path(adapter_dir);
   nlohmann::ordered_json j;
   j["template"] = name;
@@ -34,7 +38,7 @@ std::string read_adapter_template(const std::string& adapter_dir) {
   const nlohmann::json j = read_json_file(path, JsonKind::adapter_config);
   const auto it = j.is_object() ? j.find("template") : j.end();
   if (it == j.end() || !it->is_string() || !known_template(it->get<std::string>()))
-    fail(path + ": expected {\"template\": \"none\" | \"alpaca\" | \"chat\"}");
+    fail(path + ": expected {\"template\": \"none\" | \"alpaca\" | \"chat\" | \"chatml\" | \"gemma\" | \"mistral\"}");
   return it->get<std::string>();
 }
 

@@ -12,7 +12,8 @@ namespace mt {
 
 inline constexpr const char* kAdapterTemplateFile = "meshtrain_template.json";
 
-// `name` is one of generate's --template names: "none" (plain text), "alpaca" or "chat". Returns
+// `name` is one of generate's --template names: "none" (plain text), "alpaca" or a chat template
+// ("chat", "chatml", "gemma", "mistral"). Returns
 // the path written.
 std::string write_adapter_template(const std::string& adapter_dir, const std::string& name);
 // The recorded name, or "" when the directory has no such file (an adapter from PEFT, or from an

@@ -177,8 +177,9 @@ std::vector<ConfigKey> make_keys() {
       {KEY(data.path),
        .help = "Training file (plain text, Alpaca JSON/JSONL or chat JSONL); empty uses the "
                "built-in demo text; in a config file, relative to the file"},
-      {KEY(data.format), .choices = {"auto", "text", "alpaca", "chat"},
-       .help = "auto: .json/.jsonl files are examples, anything else plain text (see Training data)"},
+      {KEY(data.format), .choices = {"auto", "text", "alpaca", "chat", "chatml", "gemma", "mistral"},
+       .help = "auto: .json/.jsonl files are examples (a chat file in its tokenizer's chat template), anything "
+               "else plain text; chat: Llama 3.1, chatml: Qwen, gemma, mistral (see Training data)"},
       {KEY(data.tokenizer),
        .help = "Tokenizer file or directory; empty: the model's own (model.path), else the "
                "byte-level tokenizer; \"byte\": byte-level; in a config file, relative to the file"},

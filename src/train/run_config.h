@@ -84,8 +84,9 @@ struct TrainConfig {
 
 struct DataConfig {
   std::string path;  // training file; empty: the built-in demo text
-  // "auto": .json/.jsonl files are examples (alpaca or chat, told apart by their fields), anything
-  // else plain text. Or "text", "alpaca", "chat".
+  // "auto": .json/.jsonl files are examples (alpaca or chat, told apart by their fields; chat in
+  // the tokenizer's chat template), anything else plain text. Or "text", "alpaca", or a chat
+  // template: "chat" (Llama 3.1), "chatml", "gemma", "mistral" (data/chat_templates.h).
   std::string format = "auto";
   // Tokenizer file or directory. Empty: the model's own (model.path) or, without a model path,
   // the byte-level tokenizer. "byte": the byte-level tokenizer.

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "data/byte_tokenizer.h"
+#include "data/chat_templates.h"
 #include "data/examples.h"
 #include "data/packed_sampler.h"
 #include "data/token_cache.h"
@@ -130,7 +131,9 @@ std::unique_ptr<TrainingData> open_training_data(const RunConfig& cfg, const Tok
 std::string prompt_template_of(const RunConfig& cfg) {
   if (!is_example_data(cfg.data.path, cfg.data.format)) return "none";
   if (cfg.data.format != "auto") return cfg.data.format;
-  return std::string(format_name(example_file_format(cfg.data.path)));
+  // A chat file's template is the tokenizer's (loaded only then: Alpaca needs none).
+  const DataFormat f = example_file_format(cfg.data.path);
+  return std::string(format_name(f == DataFormat::kChat ? default_chat_format(*run_tokenizer(cfg)) : f));
 }
 
 std::string tokenizer_source(const RunConfig& cfg) {

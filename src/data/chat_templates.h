@@ -1,0 +1,49 @@
+// Chat templates: how a conversation becomes tokens for each model family, and which template a
+// tokenizer's model was trained with. Four are implemented by hand (meshtrain runs no Jinja); each
+// reproduces the text that family's Hugging Face chat_template renders:
+//   chat     Llama 3.1:  <|begin_of_text|> then <|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>
+//   chatml   Qwen:       <|im_start|>{role}\n{content}<|im_end|>\n; where the tokenizer's own template is
+//                        Qwen3's (it writes <think>), a final answer starts with "<think>\n\n</think>\n\n"
+//   gemma    Gemma 3:    <bos> then <start_of_turn>{user|model}\n{content, trimmed}<end_of_turn>\n, a system
+//                        message becoming the start of the first user turn ("{system}\n\n")
+//   mistral  Mistral v0.3: <s> then [INST] {user}[/INST] per user turn and " {assistant, trimmed}</s>" per
+//                        answer, a system message put before the last user message ("{system}\n\n{user}")
+// Special tokens are ids; the text between them is encoded as it would be in the rendered string (so a
+// conversation gives the same ids as tokenizing HF's rendering), but text from the data never becomes
+// a special token. Only the assistant turns are trained: their text and the token that closes them.
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/examples.h"
+
+namespace mt {
+
+// The chat template whose text `jinja` (a tokenizer_config.json chat_template) renders, recognised
+// by the special tokens it writes; nullopt for none of the four.
+std::optional<DataFormat> chat_format_of_jinja(std::string_view jinja);
+// The template for conversations with this tokenizer: its tokenizer_config.json chat_template when
+// one was found beside it and recognised, else the first family whose special tokens it has, else
+// kChat (whose rendering then names the missing tokens).
+DataFormat default_chat_format(const Tokenizer& tok);
+// mt::Error in one line naming the template and the special token the tokenizer lacks.
+void require_chat_tokens(const Tokenizer& tok, DataFormat format);
+
+// Gemma's and Mistral's templates refuse (raise_exception) anything but user/assistant turns
+// alternating from a user turn after an optional first system message: why these messages are
+// refused by `format`, or nullopt.
+std::optional<std::string> chat_roles_problem(const std::vector<ChatMessage>& messages, DataFormat format);
+// A conversation in `format` (kChat, kChatml, kGemma or kMistral). mt::Error when the tokenizer
+// lacks the template's special tokens, or (gemma, mistral) when the roles after an optional first
+// system message do not alternate user/assistant starting with user, as those templates require.
+Example render_conversation(const Tokenizer& tok, const std::vector<ChatMessage>& messages, DataFormat format);
+// The conversation, then what opens an assistant turn (HF's add_generation_prompt): the prompt a
+// model fine-tuned on such data continues with its answer.
+std::vector<int32_t> conversation_prompt(const Tokenizer& tok, const std::vector<ChatMessage>& messages,
+                                         DataFormat format);
+// The token that ends an assistant turn in `format` (<|eot_id|>, <|im_end|>, <end_of_turn>, </s>), or -1.
+int32_t end_of_turn_id(const Tokenizer& tok, DataFormat format);
+
+}  // namespace mt

@@ -15,6 +15,7 @@
 #include "model/decoder.h"
 #include "model/param_shapes.h"
 #include "model_fixtures.h"
+#include "train/flops.h"
 
 namespace mt {
 namespace {
@@ -80,6 +81,17 @@ TEST_P(FamilyModel, DeclaresTheFamilysTensors) {
       EXPECT_EQ(param_unit(shapes[i].name, c), 2) << shapes[i].name;
     }
   }
+}
+
+// The FLOP count (MFU's numerator) reads the same widths: every matrix product's weights are the
+// 2-D tensors, the head counted once (a tied head is the embedding), q and o heads x head_dim wide.
+TEST_P(FamilyModel, FlopsCountTheMatricesDeclared) {
+  const LlamaConfig c = family_config(GetParam());
+  int64_t matrices = 0;
+  for (const ParamShape& p : llama_param_shapes(c, LoraConfig{}))
+    if (p.shape.size() == 2) matrices += p.numel();
+  const int64_t lookup = c.tie_word_embeddings ? 0 : c.vocab_size * c.hidden_size;  // not a product
+  EXPECT_EQ(training_flops(c, LoraConfig{}, 8).matmul_params, matrices - lookup);
 }
 
 TEST_P(FamilyModel, FullTrainingMatchesFiniteDifferences) {

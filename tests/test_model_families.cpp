@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cmath>
 #include <iterator>
 #include <string>
@@ -12,6 +13,8 @@
 
 #include "available_backends.h"
 #include "backend/reference_backend.h"
+#include "core/error.h"
+#include "io/gguf_export.h"
 #include "model/decoder.h"
 #include "model/param_shapes.h"
 #include "model_fixtures.h"
@@ -207,6 +210,21 @@ TEST_P(FamilyModel, BackendsAgreeWithTheReference) {
       }
     }
   }
+}
+
+// GGUF export writes llama.cpp's llama architecture only: a model with biases, q/k norms or a
+// window is refused in one line, and no file is left behind.
+TEST_P(FamilyModel, GgufExportIsRefusedNotWrittenWrong) {
+  LlamaModel m(family_config(GetParam()), Precision::fp32, LoraConfig{});
+  const std::string path = (std::filesystem::temp_directory_path() / ("family_" + GetParam() + ".gguf")).string();
+  std::filesystem::remove(path);
+  try {
+    export_gguf_model(m, path, nullptr, GgufDtype::f32);
+    ADD_FAILURE() << "a " << GetParam() << " model was written as GGUF";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not supported yet"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyModel,

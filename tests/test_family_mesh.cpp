@@ -1,7 +1,7 @@
 // The families' parts on real MPI ranks: a Qwen2-like model (q/k/v biases, a window on its upper
 // layers) and a Qwen3-like one (q/k norms, head_dim != hidden / heads) in their HF layout, fine-
-// tuned from that directory on tp=2, fsdp=2, pp=2 and fsdp=2 x tp=2, give the one-rank run's
-// losses and final parameters (fp32): biases split with their rows or added once after the
+// tuned from that directory (full and LoRA) on tp=2, fsdp=2, pp=2 and fsdp=2 x tp=2, give the
+// one-rank run's losses and final parameters (fp32): biases split with their rows or added once after the
 // reduction, q/k norm gradients summed over the tensor-parallel ranks, every tensor in its unit.
 #include <gtest/gtest.h>
 
@@ -33,11 +33,11 @@ std::string tag_of(const std::string& s) {
 
 // A model directory of `family` made from a short run's exported one (its tokenizer and config
 // keys), with the family's parts and random values in every tensor. Returns a config file that
-// names it as model.path.
-std::string family_model(const std::string& family) {
-  const std::string src = (fs::temp_directory_path() / "meshtrain_family_mesh_src").string();
-  const std::string dir = (fs::temp_directory_path() / ("meshtrain_family_mesh_" + family)).string();
-  if (!fs::exists(src + "/model/config.json")) {
+// names it as model.path. `tag` keeps the directories of tests ctest runs in parallel apart.
+std::string family_model(const std::string& family, const std::string& tag) {
+  const std::string src = (fs::temp_directory_path() / ("meshtrain_family_mesh_src_" + tag)).string();
+  const std::string dir = (fs::temp_directory_path() / ("meshtrain_family_mesh_" + tag)).string();
+  {
     fs::remove_all(src);
     std::string out;
     EXPECT_EQ(run(train_command("") + "--set train.steps=1 --set train.seq_len=32 --set train.batch_size=2 "
@@ -84,11 +84,22 @@ class FamilyMeshEquality : public ::testing::TestWithParam<FamilyMeshCase> {};
 
 TEST_P(FamilyMeshEquality, FullTrainingMatchesOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const std::string toml = family_model(GetParam().family);
+  const std::string tag = std::string("family_") + GetParam().family + "_" + tag_of(GetParam().mesh);
+  const std::string toml = family_model(GetParam().family, tag);
   const std::string config = nlohmann::json::parse(std::ifstream(toml.substr(0, toml.size() - 5) + "/config.json")).dump();
   EXPECT_NE(config.find(std::string("\"model_type\":\"") + GetParam().family + "\""), std::string::npos) << config;
-  expect_same_run(std::string("family_") + GetParam().family + "_" + tag_of(GetParam().mesh),
-                  "--config " + toml + " " + kRun, GetParam().mesh, "/model/model.safetensors");
+  expect_same_run(tag, "--config " + toml + " " + kRun, GetParam().mesh, "/model/model.safetensors");
+}
+
+// LoRA on every projection (biased ones included: the bias stays frozen in the base) and the head.
+TEST_P(FamilyMeshEquality, LoraTrainingMatchesOneRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string lora =
+      "--set lora.enabled=true --set lora.rank=4 --set optim.lr=1e-2 "
+      "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\",\"lm_head\"]' ";
+  const std::string tag = std::string("family_lora_") + GetParam().family + "_" + tag_of(GetParam().mesh);
+  expect_same_run(tag, "--config " + family_model(GetParam().family, tag) + " " + kRun + lora, GetParam().mesh,
+                  "/adapter/adapter_model.safetensors");
 }
 
 INSTANTIATE_TEST_SUITE_P(Meshes, FamilyMeshEquality,

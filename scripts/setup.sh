@@ -13,6 +13,7 @@ PACKAGES=(
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang++ with libFuzzer and the sanitizers
   chromium  # tests/test_report.cpp: renders `meshtrain report`'s page headless
   zlib1g-dev  # the report's PNG charts are deflated with zlib; the report test inflates them
+  python3-numpy  # scripts/family_reference.py: the model families' float64 reference forward
 )
 
 missing=()

@@ -182,6 +182,12 @@ class FarMemoryBackend final : public Backend {
     return inner_.cross_entropy_finish(near(losses, op), near(dlogits, op), near(logits, op), near(targets, op),
                                        near(row_max, op), near(sums, op), v0, grad_scale);
   }
+  void bias_add(const Tensor& y, const Tensor& b) override {
+    inner_.bias_add(near(y, "bias_add"), near(b, "bias_add"));
+  }
+  void bias_backward(const Tensor& db, const Tensor& dy) override {
+    inner_.bias_backward(near(db, "bias_backward"), near(dy, "bias_backward"));
+  }
   void residual_add(const Tensor& y, const Tensor& x, const Tensor& delta) override {
     inner_.residual_add(near(y, "residual_add"), near(x, "residual_add"), near(delta, "residual_add"));
   }

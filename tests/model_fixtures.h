@@ -1,6 +1,7 @@
 // Small models and batches shared by the model tests.
 #pragma once
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/normal_init.h"
@@ -21,6 +22,24 @@ inline LlamaConfig tiny_config(bool tied = false) {
   c.tie_word_embeddings = tied;
   return c;
 }
+
+// tiny_config with a family's parts (model/config.h), for the tests that run every family:
+//   "qwen2"   q/k/v biases, tied embeddings, a window of 3 on the second layer only;
+//   "qwen3"   q/k norms, head_dim 6 (not hidden_size / heads = 4);
+//   "mistral" a window of 3 on every layer, head_dim 8;
+//   "every"   all of them at once, with o and MLP biases too (what no family has yet, but the
+//             block takes: GPT-2's biases are on every projection).
+inline LlamaConfig family_config(const std::string& family) {
+  LlamaConfig c = tiny_config(family == "qwen2");
+  c.model_type = family == "every" ? "llama" : family;
+  if (family == "qwen2" || family == "every") c.qkv_bias = true;
+  if (family == "qwen2") c.layer_window = {0, 3};
+  if (family == "qwen3" || family == "every") c.qk_norm = true, c.head_dim_override = 6;
+  if (family == "mistral") c.layer_window = {3, 3}, c.head_dim_override = 8;
+  if (family == "every") c.o_bias = c.mlp_bias = true, c.layer_window = {2, 0};
+  return c;
+}
+inline const char* const kFamilies[] = {"qwen2", "qwen3", "mistral", "every"};
 
 struct TinyBatch {
   int64_t B = 2, T = 6;

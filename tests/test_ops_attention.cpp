@@ -62,6 +62,7 @@ Ref reference(const Case& c, const Vec& q, const Vec& k, const Vec& v, const Vec
         for (int64_t j = 0; j <= i; ++j) {
           p[j] = -INFINITY;
           if (!c.seg.empty() && c.seg[b * s.T + j] != c.seg[b * s.T + i]) continue;
+          if (s.window > 0 && i - j >= s.window) continue;
           double d = 0;
           for (int64_t e = 0; e < s.D; ++e) d += double(q[qi(b, i, h) + e]) * k[ki(b, j, g) + e];
           p[j] = d * scale;
@@ -172,9 +173,14 @@ TEST(OpsAttentionForward, SegmentsIsolateDocuments) {
 }
 
 TEST(OpsAttentionBackward, FiniteDifferencesTiny) {
-  for (bool with_seg : {false, true}) {
-    SCOPED_TRACE(with_seg ? "segments" : "no segments");
-    Case c{{2, 7, 4, 2, 4}, with_seg ? two_docs(2, 7, 3) : std::vector<int32_t>{}};
+  // Plain causal, two documents, and a sliding window of 3 (with and without documents).
+  const Case cases[] = {{{2, 7, 4, 2, 4}, {}},
+                        {{2, 7, 4, 2, 4}, two_docs(2, 7, 3)},
+                        {{2, 7, 4, 2, 4, 3}, {}},
+                        {{2, 7, 4, 2, 4, 3}, two_docs(2, 7, 3)}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message() << (c.seg.empty() ? "no segments" : "segments") << ", window "
+                                    << c.s.window);
     Vec q = randn(c.nq(), 11), k = randn(c.nk(), 12), v = randn(c.nk(), 13);
     const Vec R = randn(c.nq(), 14);
     const Got g = run_f32(c, q, k, v, &R);  // dL/dout = R for L = sum(out * R)
@@ -220,6 +226,33 @@ TEST(OpsAttentionBackward, KeyChunksMatchReference) {
     check_against_reference(Case{{1, 200, 3, 1, 16}, {}}, true, 2e-5, 1e-4);
   }
   omp_set_num_threads(saved);
+}
+
+TEST(OpsAttentionWindow, MatchesReference) {
+  // {B, T, Hq, Hkv, D, window}: windows narrower than a 64-key tile (whole tiles skipped), wider
+  // than one, a single key, and a window with packed documents.
+  check_against_reference(Case{{2, 150, 4, 2, 8, 40}, {}}, true, 2e-5, 1e-4);
+  check_against_reference(Case{{1, 200, 4, 1, 16, 70}, {}}, true, 2e-5, 1e-4);
+  check_against_reference(Case{{2, 150, 4, 2, 24, 1}, {}}, true, 2e-5, 1e-4);
+  check_against_reference(Case{{2, 150, 4, 2, 24, 50}, two_docs(2, 150, 100)}, true, 2e-5, 1e-4);
+  // A window longer than the row is no window at all.
+  check_against_reference(Case{{1, 90, 2, 1, 8, 1000}, {}}, true, 2e-5, 1e-4);
+}
+
+TEST(OpsAttentionWindow, KeysBeforeTheWindowDoNotMatter) {
+  // Keys and values of the first tile (positions 0..63) changed: queries from 63 + 40 on do not
+  // see any of them through a window of 40, and their outputs must not move by a bit (their
+  // tiles over the first keys are skipped, not merely masked to zero weight).
+  const Case c{{1, 200, 4, 2, 16, 40}, {}};
+  const Vec q = randn(c.nq(), 5), k = randn(c.nk(), 6), v = randn(c.nk(), 7);
+  Vec k2 = k, v2 = v;
+  for (size_t i = 0; i < size_t(64 * c.s.Hkv * c.s.D); ++i) k2[i] += 2.0f, v2[i] -= 3.0f;
+  const Got a = run_f32(c, q, k, v, nullptr), b = run_f32(c, q, k2, v2, nullptr);
+  const size_t row = size_t(c.s.Hq * c.s.D);
+  for (int64_t t = 0; t < c.s.T; ++t) {
+    const bool same = std::memcmp(&a.out[size_t(t) * row], &b.out[size_t(t) * row], row * 4) == 0;
+    EXPECT_EQ(same, t >= 63 + 40) << "t=" << t;
+  }
 }
 
 TEST(OpsAttentionBf16, AgreesWithF32) {

@@ -159,8 +159,10 @@ std::vector<int32_t> two_documents(const AttentionDims& d) {
 
 TEST_P(BackendOps, AttentionMatchesReference) {
   // GQA (Hq != Hkv), rows longer than one 64-key tile, head sizes not a power of two.
+  // Sliding windows: narrower than a tile (whole tiles skipped), with and without documents.
   const AttnCase cases[] = {{{2, 37, 4, 2, 16}, true}, {{1, 70, 3, 1, 24}, false},
-                            {{2, 19, 2, 2, 8}, true}};
+                            {{2, 19, 2, 2, 8}, true},   {{1, 150, 4, 2, 8, 40}, false},
+                            {{2, 70, 4, 2, 8, 9}, true}};
   for (const AttnCase& c : cases)
     for (DType dt : {DType::f32, DType::bf16}) {
       const AttentionDims& d = c.d;
@@ -192,7 +194,8 @@ TEST_P(BackendOps, AttentionMatchesReference) {
           for (int64_t h = 0; h < d.Hq; ++h)
             tested_lse[size_t((b * d.T + t) * d.Hq + h)] = lse[0][size_t((b * d.Hq + h) * d.T + t)];
       const std::string what = std::string("attention ") + dname(dt) + " T " +
-                               std::to_string(d.T) + (c.segments ? " segments" : "");
+                               std::to_string(d.T) + (c.segments ? " segments" : "") +
+                               " window " + std::to_string(d.window);
       expect_close(out[0], out[1], tol(dt), what + " out");
       expect_close(tested_lse, lse[1], 1e-5, what + " lse");
       expect_close(dq[0], dq[1], tol(dt), what + " dq");
@@ -296,6 +299,52 @@ TEST_P(BackendOps, SwiGluMatchesReference) {
     expect_close(h[0], h[1], tol(dt), what + " h");
     expect_close(dg[0], dg[1], tol(dt), what + " dgate");
     expect_close(du[0], du[1], tol(dt), what + " dup");
+  }
+}
+
+TEST_P(BackendOps, BiasMatchesReference) {
+  // More columns than one 256-column strip of the CPU backward, rows enough to thread it.
+  const int64_t R = 300, C = 333;
+  const Vec y = random_normal(R * C, 61), b = random_normal(C, 62), dy = random_normal(R * C, 63),
+            db = random_normal(C, 64);
+  for (DType dt : {DType::f32, DType::bf16}) {
+    Vec out[2], grad[2];
+    int s = 0;
+    for (Backend* be : {&tested(), &reference_backend()}) {
+      Side side(*be);
+      Tensor Y = side.make(dt, R, C, y), dY = side.make(dt, R, C, dy);
+      Tensor B = side.make(DType::f32, 1, C, b), dB = side.make(DType::f32, 1, C, db);
+      be->bias_add(Y, B);
+      be->bias_backward(dB, dY);  // accumulates onto db's values
+      out[s] = side.get(Y), grad[s++] = side.get(dB);
+    }
+    const std::string what = std::string("bias ") + dname(dt);
+    expect_close(out[0], out[1], tol(dt), what + " y");
+    expect_close(grad[0], grad[1], kF32, what + " db");
+  }
+}
+
+TEST_P(BackendOps, BiasBackwardIsDeterministic) {
+  const int64_t R = 1000, C = 700;
+  const Vec dy = random_normal(R * C, 65);
+  Vec first;
+  for (int run = 0; run < 2; ++run) {
+    Side side(tested());
+    Tensor dY = side.make(DType::f32, R, C, dy), dB = side.make(DType::f32, 1, C);
+    tested().bias_backward(dB, dY);
+    if (run == 0) first = side.get(dB);
+    else expect_equal(side.get(dB), first, "bias backward, second run");
+  }
+}
+
+TEST(ReferenceBackend, BiasRejectsAWrongWidth) {
+  Side side(reference_backend());
+  Tensor Y = side.make(DType::f32, 3, 5), B = side.make(DType::f32, 1, 4);
+  try {
+    reference_backend().bias_add(Y, B);
+    FAIL() << "a 4-element bias on 5 columns was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bias_add"), std::string::npos) << e.what();
   }
 }
 
@@ -532,8 +581,11 @@ double projected(const Forward& f, const Vec& x, const Vec& r) { return test::pr
 // FD tolerances: f32 outputs of O(1) under a step of 1e-3 leave ~1e-4 of rounding noise.
 constexpr double kFdRel = 2e-3, kFdAbs = 3e-4;
 
-TEST(ReferenceBackend, AttentionBackwardMatchesFiniteDifferences) {
-  const AttentionDims d{1, 6, 4, 2, 4};
+class ReferenceAttentionWindow : public ::testing::TestWithParam<int64_t> {};
+
+// The causal form (window 0) and sliding windows of 1 and 3 keys, over two documents.
+TEST_P(ReferenceAttentionWindow, BackwardMatchesFiniteDifferences) {
+  const AttentionDims d{1, 6, 4, 2, 4, GetParam()};
   const int64_t N = d.B * d.T, nq = N * d.Hq * d.D, nk = N * d.Hkv * d.D;
   const std::vector<int32_t> seg = {0, 0, 0, 1, 1, 1};
   Vec in[3] = {random_normal(nq, 111), random_normal(nk, 112), random_normal(nk, 113)};
@@ -570,6 +622,25 @@ TEST(ReferenceBackend, AttentionBackwardMatchesFiniteDifferences) {
     test::expect_grad_near(side.get(grads[i]), num, std::string("attention ") + names[i], kFdRel,
                            kFdAbs);
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(Windows, ReferenceAttentionWindow, ::testing::Values(0, 1, 3));
+
+TEST(ReferenceBackend, BiasBackwardMatchesFiniteDifferences) {
+  const int64_t R = 5, C = 7;
+  const Vec y = random_normal(R * C, 151), b = random_normal(C, 152), r = random_normal(R * C, 153);
+  Backend& be = reference_backend();
+  Side side(be);
+  auto forward = [&](const Vec& bv) {
+    Tensor Y = side.make(DType::f32, R, C, y);
+    be.bias_add(Y, side.make(DType::f32, 1, C, bv));
+    return side.get(Y);
+  };
+  Tensor dB = side.make(DType::f32, 1, C);
+  be.bias_backward(dB, side.make(DType::f32, R, C, r));
+  test::expect_grad_near(side.get(dB), test::central_diff([&](const Vec& v) {
+                           return test::projection(forward(v), r);
+                         }, b), "bias db", kFdRel, kFdAbs);
 }
 
 TEST(ReferenceBackend, RmsNormBackwardMatchesFiniteDifferences) {

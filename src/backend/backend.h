@@ -34,6 +34,9 @@ namespace mt {
 // reads KV head h / (Hq / Hkv); scale 1/sqrt(D); causal within each row of T tokens.
 struct AttentionDims {
   int64_t B, T, Hq, Hkv, D;
+  // > 0: a sliding window (Mistral, Qwen2's lower layers): query i sees key j only when
+  // i - window < j <= i. 0: every earlier key.
+  int64_t window = 0;
 };
 
 struct AdamWHyper {
@@ -156,6 +159,10 @@ class Backend {
                                       float grad_scale) = 0;
 
   // ---- elementwise and layout -----------------------------------------------------------------
+  // A linear layer's bias: y [N, C] (any float dtype) += b f32 [C] on every row.
+  virtual void bias_add(const Tensor& y, const Tensor& b) = 0;
+  // db f32 [C] += the column sums of dy [N, C], summed in an order fixed by the shape alone.
+  virtual void bias_backward(const Tensor& db, const Tensor& dy) = 0;
   // y = x + delta: y, x f32, delta any float dtype; y may be x.
   virtual void residual_add(const Tensor& y, const Tensor& x, const Tensor& delta) = 0;
   // dst = src converted (rounded to nearest even into bf16); equal numel, any float dtypes.

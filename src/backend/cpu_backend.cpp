@@ -8,6 +8,7 @@
 #include "backend/tensor_checks.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/bias.h"
 #include "kernels/cpu/columns.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/cross_entropy_vocab_parallel.h"
@@ -54,7 +55,7 @@ class CpuBackend final : public HostMemoryBackend {
     check_attention(d, out, lse, q, k, v, segments, device(), "attention_forward");
     float_dispatch(q.dtype, [&]<class T>(T) {
       mt::attention_forward(out.as<T>(), lse.as<float>(), q.as<T>(), k.as<T>(), v.as<T>(),
-                            segments.as<int32_t>(), AttentionShape{d.B, d.T, d.Hq, d.Hkv, d.D});
+                            segments.as<int32_t>(), AttentionShape{d.B, d.T, d.Hq, d.Hkv, d.D, d.window});
     });
   }
   void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
@@ -69,7 +70,7 @@ class CpuBackend final : public HostMemoryBackend {
     float_dispatch(q.dtype, [&]<class T>(T) {
       mt::attention_backward(dq.as<T>(), dk.as<T>(), dv.as<T>(), dout.as<T>(), out.as<T>(),
                              lse.as<float>(), q.as<T>(), k.as<T>(), v.as<T>(),
-                             segments.as<int32_t>(), AttentionShape{d.B, d.T, d.Hq, d.Hkv, d.D});
+                             segments.as<int32_t>(), AttentionShape{d.B, d.T, d.Hq, d.Hkv, d.D, d.window});
     });
   }
   void decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_cache,
@@ -186,6 +187,17 @@ class CpuBackend final : public HostMemoryBackend {
                          logits.rows, logits.cols, v0, grad_scale);
     });
     return sum;
+  }
+
+  void bias_add(const Tensor& y, const Tensor& b) override {
+    check_bias(y, b, device(), "bias_add");
+    float_dispatch(y.dtype, [&]<class T>(T) { mt::bias_add(y.as<T>(), b.as<float>(), y.rows, y.cols); });
+  }
+  void bias_backward(const Tensor& db, const Tensor& dy) override {
+    check_bias(dy, db, device(), "bias_backward");
+    float_dispatch(dy.dtype, [&]<class T>(T) {
+      mt::bias_backward(db.as<float>(), dy.as<T>(), dy.rows, dy.cols);
+    });
   }
 
   void residual_add(const Tensor& y, const Tensor& x, const Tensor& delta) override {

@@ -83,6 +83,8 @@ class CudaBackend final : public Backend {
   double cross_entropy_finish(const Tensor& losses, const Tensor& dlogits, const Tensor& logits,
                               const Tensor& targets, const Tensor& row_max, const Tensor& sums,
                               int64_t v0, float grad_scale) override;
+  void bias_add(const Tensor& y, const Tensor& b) override;
+  void bias_backward(const Tensor& db, const Tensor& dy) override;
   void residual_add(const Tensor& y, const Tensor& x, const Tensor& delta) override;
   void convert(const Tensor& dst, const Tensor& src) override;
   void add(const Tensor& dst, const Tensor& src) override;

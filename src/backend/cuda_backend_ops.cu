@@ -9,6 +9,7 @@
 #include "backend/tensor_checks.h"
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/bias.h"
 #include "kernels/cuda/columns.h"
 #include "kernels/cuda/copy_box.h"
 #include "kernels/cuda/cross_entropy.h"
@@ -55,7 +56,7 @@ T* ptr(const Tensor& t) {
 // Scores of one attention chunk at most (16 Mi floats: 64 MiB of f32 scores).
 constexpr int64_t kAttentionMaxScores = int64_t(1) << 24;
 
-cuda::AttentionShape shape_of(const AttentionDims& d) { return {d.B, d.T, d.Hq, d.Hkv, d.D}; }
+cuda::AttentionShape shape_of(const AttentionDims& d) { return {d.B, d.T, d.Hq, d.Hkv, d.D, d.window}; }
 
 }  // namespace
 
@@ -256,6 +257,20 @@ double CudaBackend::cross_entropy_finish(const Tensor& losses, const Tensor& dlo
                                   grad_scale, stream());
   });
   return host_sum(losses);
+}
+
+void CudaBackend::bias_add(const Tensor& y, const Tensor& b) {
+  check_bias(y, b, device(), "bias_add");
+  gpu_float_dispatch(y.dtype, [&]<class T>(T) {
+    cuda::bias_add<T>(ptr<T>(y), ptr<const float>(b), y.rows, y.cols, stream());
+  });
+}
+
+void CudaBackend::bias_backward(const Tensor& db, const Tensor& dy) {
+  check_bias(dy, db, device(), "bias_backward");
+  gpu_float_dispatch(dy.dtype, [&]<class T>(T) {
+    cuda::bias_backward<T>(ptr<float>(db), ptr<const T>(dy), dy.rows, dy.cols, stream());
+  });
 }
 
 void CudaBackend::residual_add(const Tensor& y, const Tensor& x, const Tensor& delta) {

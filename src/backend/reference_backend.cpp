@@ -8,6 +8,7 @@
 #include "backend/host_memory_backend.h"
 #include "backend/tensor_checks.h"
 #include "kernels/reference/attention.h"
+#include "kernels/reference/bias.h"
 #include "kernels/reference/cross_entropy.h"
 #include "kernels/reference/dropout.h"
 #include "kernels/reference/embedding.h"
@@ -23,7 +24,7 @@ namespace mt {
 
 namespace {
 
-ref::AttentionSizes sizes(const AttentionDims& d) { return {d.B, d.T, d.Hq, d.Hkv, d.D}; }
+ref::AttentionSizes sizes(const AttentionDims& d) { return {d.B, d.T, d.Hq, d.Hkv, d.D, d.window}; }
 
 // Only float tensors reach the math kernels (they read f32 or bf16).
 void float_only(const Tensor& t, const char* op) {
@@ -151,6 +152,15 @@ class ReferenceBackend final : public HostMemoryBackend {
     float_only(logits, op);
     return ref::cross_entropy_finish(losses, dlogits, logits, targets, row_max, sums, v0,
                                      grad_scale);
+  }
+
+  void bias_add(const Tensor& y, const Tensor& b) override {
+    check_bias(y, b, device(), "bias_add");
+    ref::bias_add(y, b);
+  }
+  void bias_backward(const Tensor& db, const Tensor& dy) override {
+    check_bias(dy, db, device(), "bias_backward");
+    ref::bias_backward(db, dy);
   }
 
   void residual_add(const Tensor& y, const Tensor& x, const Tensor& delta) override {

@@ -61,7 +61,7 @@ MatmulDims matmul_dims(const Tensor& c, const Tensor& a, bool trans_a, const Ten
 void check_attention(const AttentionDims& d, const Tensor& out, const Tensor& lse,
                      const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& segments,
                      Device device, const char* op) {
-  if (d.B <= 0 || d.T <= 0 || d.D <= 0 || d.Hkv <= 0 || d.Hq % d.Hkv != 0)
+  if (d.B <= 0 || d.T <= 0 || d.D <= 0 || d.Hkv <= 0 || d.Hq % d.Hkv != 0 || d.window < 0)
     fail_op(op, "bad attention sizes");
   const int64_t N = d.B * d.T;
   check_numel(q, N * d.Hq * d.D, q.dtype, device, op);
@@ -106,6 +106,12 @@ int64_t check_rope(const Tensor& x, const Tensor& cos, const Tensor& sin,
   same_layout(sin, cos, op), check_device(sin, device, op);
   if (cos.numel() % (D / 2) != 0) fail_op(op, "rope tables are not rows of D/2");
   return D;
+}
+
+void check_bias(const Tensor& y, const Tensor& b, Device device, const char* op) {
+  check_device(y, device, op);
+  check_numel(b, y.cols, DType::f32, device, op);
+  if (y.dtype != DType::f32 && y.dtype != DType::bf16) fail_op(op, "no kernel for " + desc(y));
 }
 
 void check_elementwise(std::initializer_list<const Tensor*> ts, Device device, const char* op) {

@@ -36,6 +36,8 @@ void check_rmsnorm(const Tensor& out, const Tensor& rstd, const Tensor& x, const
 int64_t check_rope(const Tensor& x, const Tensor& cos, const Tensor& sin,
                    const Tensor& positions, int64_t heads, Device device,
                    const char* op);  // returns D
+// y [N, C] of a float dtype, b f32 with C elements, both on the device.
+void check_bias(const Tensor& y, const Tensor& b, Device device, const char* op);
 void check_elementwise(std::initializer_list<const Tensor*> ts, Device device, const char* op);
 // y and x of one float dtype and shape, on the device, not aliased; mask.p in [0, 1).
 void check_dropout(const Tensor& y, const Tensor& x, const DropoutMask& mask, Device device);

@@ -229,9 +229,27 @@ const char* gguf_dtype_name(GgufDtype d) {
   return "f32";
 }
 
+namespace {
+
+// GGUF export writes llama.cpp's "llama" architecture: a family whose block differs from it
+// (biases, q/k norms, a window llama.cpp's llama would not apply) is refused rather than written
+// as a model llama.cpp would compute differently. qwen2 / qwen3 architectures: not yet (issue 21).
+void require_llama_block(const LlamaConfig& c, const std::string& path) {
+  const char* part = c.qkv_bias || c.o_bias || c.mlp_bias ? "projection biases"
+                     : c.qk_norm                          ? "q/k norms"
+                     : !c.layer_window.empty()            ? "a sliding attention window"
+                                                          : nullptr;
+  if (part)
+    fail(path + ": GGUF export of a " + c.model_type + " model (" + part +
+         ") is not supported yet: meshtrain writes llama.cpp's llama architecture only");
+}
+
+}  // namespace
+
 GgufModelWritten export_gguf_model(LlamaModel& model, const std::string& path, const TokenizerInfo* tok,
                                    GgufDtype dtype) {
   const LlamaConfig& c = model.config();
+  require_llama_block(c, path);
   GgufModelWritten written;
   std::vector<GgmlType> types, matrix_types;
   for (const Param& p : model.base().params()) {
@@ -282,6 +300,7 @@ GgufModelWritten export_gguf_model(LlamaModel& model, const std::string& path, c
 void export_gguf_lora(LlamaModel& model, const std::string& path, const std::string& base_name) {
   if (!model.has_lora()) fail(path + ": the model has no LoRA adapters to export");
   const LlamaConfig& c = model.config();
+  require_llama_block(c, path);
   if (c.tie_word_embeddings && lora_targets_head(model.lora_config()))
     fail(path + ": an lm_head adapter on a tied-embedding model has no output.weight in llama.cpp; "
          "merge the adapters and export the full model instead");

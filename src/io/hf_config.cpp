@@ -34,20 +34,111 @@ void read_key(const json& j, const char* key, V& out, const std::string& src, bo
   out = it->get<V>();
 }
 
-// Keys that describe a model meshtrain does not compute: loading one would drop what they claim
-// (bias tensors are not read, a quantised weight is not dequantised), and writing them back would
+// The families meshtrain computes: HF model_type, the architectures entry of its causal LM, and
+// what its block has (model/config.h). Their tensor names are LLaMA's, plus the biases and q/k
+// norms the config gives them (model/param_shapes.cpp): one table serves all four.
+struct Family {
+  const char* model_type;
+  const char* architecture;
+};
+constexpr Family kFamilies[] = {{"llama", "LlamaForCausalLM"},
+                                {"mistral", "MistralForCausalLM"},
+                                {"qwen2", "Qwen2ForCausalLM"},
+                                {"qwen3", "Qwen3ForCausalLM"}};
+
+std::string family_list() {
+  std::string s;
+  for (const Family& f : kFamilies) s += (s.empty() ? "" : ", ") + std::string(f.model_type);
+  return s;
+}
+
+// model_type, or (without one) the family whose causal LM architectures[0] names.
+std::string family_of(const json& j, const std::string& src) {
+  if (j.contains("model_type") && !j["model_type"].is_null()) {
+    if (!j["model_type"].is_string()) fail(src + ": key 'model_type' must be a string");
+    const std::string t = j["model_type"].get<std::string>();
+    for (const Family& f : kFamilies)
+      if (t == f.model_type) return t;
+    fail(src + ": model_type '" + clipped(t) + "' is not supported (" + family_list() + ")");
+  }
+  auto arch = j.find("architectures");
+  if (arch != j.end() && arch->is_array() && !arch->empty() && (*arch)[0].is_string()) {
+    const std::string a = (*arch)[0].get<std::string>();
+    for (const Family& f : kFamilies)
+      if (a == f.architecture) return f.model_type;
+    fail(src + ": architectures '" + clipped(a) + "' is not supported (" + family_list() + ")");
+  }
+  return "llama";
+}
+
+bool set_true(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && !(it->is_null() || (it->is_boolean() && !it->get<bool>()));
+}
+
+// Keys that change the math in a way meshtrain does not compute: loading one would drop what it
+// claims (bias tensors not read, a quantised weight not dequantised), and writing it back would
 // claim behaviour the weights were not trained with. Refused rather than ignored.
-void refuse_unimplemented(const json& j, const std::string& src) {
+void refuse_unimplemented(const json& j, const std::string& family, const std::string& src) {
+  // Which bias keys a family reads (below); on the others a bias claim is refused.
+  const bool reads_attention_bias = family == "qwen3";
   for (const char* key : {"attention_bias", "mlp_bias"}) {
-    auto it = j.find(key);
-    if (it != j.end() && !(it->is_null() || (it->is_boolean() && !it->get<bool>())))
-      fail(src + ": " + key + " " + clipped(it->dump()) + " is not supported (meshtrain's linear layers have no biases)");
+    if (key == std::string("attention_bias") && reads_attention_bias) continue;
+    if (set_true(j, key))
+      fail(src + ": " + key + " " + clipped(j[key].dump()) + " is not supported for " + family +
+           " (meshtrain gives " + family + " the biases of its HF modeling code only)");
   }
   auto act = j.find("hidden_act");
   if (act != j.end() && !act->is_null() && *act != "silu")
     fail(src + ": hidden_act " + clipped(act->dump()) + " is not supported (meshtrain's MLP is SwiGLU: silu)");
   if (j.contains("quantization_config"))
     fail(src + ": quantization_config: quantised weights are not supported (give the unquantised model)");
+  auto dropout = j.find("attention_dropout");
+  if (dropout != j.end() && dropout->is_number() && dropout->get<double>() != 0.0)
+    fail(src + ": attention_dropout " + clipped(dropout->dump()) + " is not supported (meshtrain's attention has no dropout)");
+  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null())
+    fail(src + ": rope_parameters is not supported (give rope_theta and rope_scaling, as transformers 4.x writes them)");
+  if (j.contains("layer_types") && family != "qwen2" && family != "qwen3")
+    fail(src + ": layer_types is not supported for " + family);
+}
+
+// The layers' attention windows (LlamaConfig::layer_window). Mistral: sliding_window (null:
+// none) on every layer. Qwen2 / Qwen3 (transformers' rule): with use_sliding_window, the layers
+// that layer_types marks "sliding_attention", or without layer_types those from max_window_layers
+// on, get sliding_window.
+std::vector<int64_t> layer_windows(const json& j, const std::string& family, int64_t layers,
+                                   const std::string& src) {
+  if (family == "llama") {
+    if (set_true(j, "sliding_window"))
+      fail(src + ": sliding_window is not a llama key (a sliding window is mistral's or qwen2's)");
+    return {};
+  }
+  int64_t window = 0;
+  read_key(j, "sliding_window", window, src, false);
+  if (j.contains("sliding_window") && !j["sliding_window"].is_null() && window <= 0)
+    fail(src + ": sliding_window must be > 0 or null, got " + std::to_string(window));
+  if (family == "mistral") return window > 0 ? std::vector<int64_t>(size_t(layers), window) : std::vector<int64_t>{};
+  bool use = false;
+  read_key(j, "use_sliding_window", use, src, false);
+  if (!use || window <= 0) return {};
+  std::vector<int64_t> w(size_t(layers), 0);
+  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+    const json& types = j["layer_types"];
+    if (!types.is_array() || int64_t(types.size()) != layers)
+      fail(src + ": layer_types must be a list of num_hidden_layers (" + std::to_string(layers) + ") entries");
+    for (size_t l = 0; l < types.size(); ++l) {
+      if (types[l] == "sliding_attention") w[l] = window;
+      else if (types[l] != "full_attention")
+        fail(src + ": layer_types[" + std::to_string(l) + "] " + clipped(types[l].dump()) +
+             " is not supported (full_attention or sliding_attention)");
+    }
+    return w;
+  }
+  int64_t from = 28;  // transformers' default max_window_layers
+  read_key(j, "max_window_layers", from, src, false);
+  if (from < 0) fail(src + ": max_window_layers must be >= 0, got " + std::to_string(from));
+  for (int64_t l = from; l < layers; ++l) w[size_t(l)] = window;
+  return w;
 }
 
 }  // namespace
@@ -55,10 +146,10 @@ void refuse_unimplemented(const json& j, const std::string& src) {
 LlamaConfig parse_hf_config(const std::string& text, const std::string& src) {
   json j = parse_json(text, JsonKind::hf_config, src);
   if (!j.is_object()) fail(src + ": expected a JSON object");
-  if (j.contains("model_type") && j["model_type"].is_string() && j["model_type"] != "llama")
-    fail(src + ": model_type '" + clipped(j["model_type"].get<std::string>()) + "' is not supported (llama only)");
-  refuse_unimplemented(j, src);
+  const std::string family = family_of(j, src);
+  refuse_unimplemented(j, family, src);
   LlamaConfig c;
+  c.model_type = family;
   read_key(j, "hidden_size", c.hidden_size, src, true);
   read_key(j, "intermediate_size", c.intermediate_size, src, true);
   read_key(j, "num_hidden_layers", c.num_hidden_layers, src, true);
@@ -79,23 +170,44 @@ LlamaConfig parse_hf_config(const std::string& text, const std::string& src) {
     if (rs.contains(type_key) && !rs[type_key].is_string())
       fail(src + ": rope_scaling " + type_key + " must be a string");
     const std::string type = rs.value(type_key, std::string());
-    if (type != "llama3") fail(src + ": rope_scaling type '" + type + "' is not supported (llama3 only)");
-    const std::string where = src + " rope_scaling";
-    read_key(rs, "factor", c.rope_scaling.factor, where, true);
-    read_key(rs, "low_freq_factor", c.rope_scaling.low_freq_factor, where, true);
-    read_key(rs, "high_freq_factor", c.rope_scaling.high_freq_factor, where, true);
-    read_key(rs, "original_max_position_embeddings",
-             c.rope_scaling.original_max_position_embeddings, where, true);
+    if (type != "llama3" && type != "default")
+      fail(src + ": rope_scaling type '" + type + "' is not supported (llama3 or default only)");
+    if (type == "llama3") {
+      const std::string where = src + " rope_scaling";
+      read_key(rs, "factor", c.rope_scaling.factor, where, true);
+      read_key(rs, "low_freq_factor", c.rope_scaling.low_freq_factor, where, true);
+      read_key(rs, "high_freq_factor", c.rope_scaling.high_freq_factor, where, true);
+      read_key(rs, "original_max_position_embeddings",
+               c.rope_scaling.original_max_position_embeddings, where, true);
+    }
   }
+  // The family's block (transformers' modeling code): Qwen2 has q/k/v biases, never one on o;
+  // Qwen3 per-head q/k norms and attention_bias on all four; Mistral a sliding window.
+  if (family == "qwen2") c.qkv_bias = true;
+  if (family == "qwen3") {
+    c.qk_norm = true;
+    read_key(j, "attention_bias", c.qkv_bias, src, false);
+    c.o_bias = c.qkv_bias;
+  }
+  // An explicit head_dim (Qwen3, Mistral Nemo) need not be hidden_size / num_attention_heads.
+  // LLaMA's is checked to be (below): meshtrain's llama reads none.
+  const bool explicit_head_dim = family != "llama" && j.contains("head_dim") && !j["head_dim"].is_null();
+  if (explicit_head_dim) {
+    read_key(j, "head_dim", c.head_dim_override, src, false);
+    if (c.head_dim_override <= 0 || c.head_dim_override > c.hidden_size * 16)
+      fail(src + ": head_dim must be in [1, 16 * hidden_size], got " + std::to_string(c.head_dim_override));
+  }
+  if (c.num_hidden_layers > 0 && c.num_hidden_layers <= (int64_t(1) << 20))
+    c.layer_window = layer_windows(j, family, c.num_hidden_layers, src);
   try {
     c.validate();
   } catch (const Error& e) {
     fail(src + ": " + e.what());
   }
   // Compared after validate(), which has made sure the division is exact (a product could overflow).
-  if (j.contains("head_dim") && j["head_dim"].is_number_integer() &&
+  if (!explicit_head_dim && j.contains("head_dim") && j["head_dim"].is_number_integer() &&
       j["head_dim"] != c.hidden_size / c.num_attention_heads)
-    fail(src + ": head_dim * num_attention_heads != hidden_size is not supported");
+    fail(src + ": head_dim * num_attention_heads != hidden_size is not supported for " + family);
   return c;
 }
 
@@ -113,6 +225,30 @@ double short_decimal(float v) {
   return std::strtod(std::string(buf, res.ptr).c_str(), nullptr);
 }
 
+// The keys by which the family's block differs from LLaMA's, as its HF config names them: what
+// parse_hf_config read, so that the written directory loads as the same model.
+void write_family_keys(nlohmann::ordered_json& j, const LlamaConfig& c) {
+  if (c.head_dim_override > 0 && c.head_dim() * c.num_attention_heads != c.hidden_size)
+    j["head_dim"] = c.head_dim();
+  if (c.model_type == "qwen3") j["attention_bias"] = c.qkv_bias;
+  const int64_t L = c.num_hidden_layers;
+  int64_t window = 0, first = L;
+  for (int64_t l = L - 1; l >= 0; --l)
+    if (c.attention_window(l) > 0) window = c.attention_window(l), first = l;
+  if (c.model_type == "mistral") {
+    j["sliding_window"] = window > 0 ? nlohmann::ordered_json(window) : nlohmann::ordered_json(nullptr);
+  } else if (c.model_type == "qwen2" || c.model_type == "qwen3") {
+    j["use_sliding_window"] = window > 0;
+    if (window > 0) j["sliding_window"] = window, j["max_window_layers"] = first;
+    if (j.contains("layer_types") || window > 0) {
+      nlohmann::ordered_json types = nlohmann::ordered_json::array();
+      for (int64_t l = 0; l < L; ++l)
+        types.push_back(c.attention_window(l) > 0 ? "sliding_attention" : "full_attention");
+      j["layer_types"] = types;
+    }
+  }
+}
+
 }  // namespace
 
 std::string hf_config_json(const LlamaConfig& c, const std::string& torch_dtype,
@@ -123,8 +259,11 @@ std::string hf_config_json(const LlamaConfig& c, const std::string& torch_dtype,
     j = parse_ordered_json(source_json, JsonKind::hf_config, "the source model's config.json");
     if (!j.is_object()) fail("the source model's config.json is not a JSON object");
   }
-  if (!j.contains("architectures")) j["architectures"] = {"LlamaForCausalLM"};
-  j["model_type"] = "llama";
+  const char* architecture = "LlamaForCausalLM";
+  for (const Family& f : kFamilies)
+    if (c.model_type == f.model_type) architecture = f.architecture;
+  if (!j.contains("architectures")) j["architectures"] = {architecture};
+  j["model_type"] = c.model_type;
   j["hidden_size"] = c.hidden_size;
   j["intermediate_size"] = c.intermediate_size;
   j["num_hidden_layers"] = c.num_hidden_layers;
@@ -145,6 +284,7 @@ std::string hf_config_json(const LlamaConfig& c, const std::string& torch_dtype,
     j["rope_scaling"] = nullptr;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["hidden_act"] = "silu";
+  write_family_keys(j, c);
   j["torch_dtype"] = torch_dtype;
   // transformers 4.56 and later write "dtype" for the same thing; a kept one must not disagree.
   if (j.contains("dtype")) j["dtype"] = torch_dtype;

@@ -1,8 +1,10 @@
-// HF config.json for LLaMA models: reading (with the checks a user needs when a file is wrong) and
-// writing. Only the keys meshtrain uses are read; others (torch_dtype, bos_token_id, ...) are
-// ignored on reading and kept on writing. rope_scaling of type "llama3" is supported; other types
-// are refused, as are keys claiming what meshtrain does not compute (attention_bias or mlp_bias
-// true, a hidden_act other than silu, quantization_config).
+// HF config.json for the LLaMA family (model_type llama, mistral, qwen2, qwen3; docs/model-families.md):
+// reading (with the checks a user needs when a file is wrong) and writing. Only the keys meshtrain
+// uses are read; others (torch_dtype, bos_token_id, ...) are ignored on reading and kept on
+// writing. rope_scaling of type "llama3" (or "default") is supported; other types are refused, as
+// are keys claiming what meshtrain does not compute (a bias key on a family whose modeling code
+// has no such bias, a hidden_act other than silu, quantization_config, attention_dropout,
+// rope_parameters).
 #pragma once
 #include <cstdint>
 #include <string>

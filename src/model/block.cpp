@@ -22,6 +22,14 @@ std::pair<int64_t, int64_t> proj_dims(Proj p, const LlamaConfig& c) {
   }
 }
 
+bool proj_has_bias(Proj p, const LlamaConfig& c) {
+  switch (p) {
+    case kQ: case kK: case kV: return c.qkv_bias;
+    case kO: return c.o_bias;
+    default: return c.mlp_bias;
+  }
+}
+
 namespace {
 
 // The widest per-token row a scratch buffer must hold.
@@ -50,6 +58,7 @@ BlockActivationSizes block_activation_sizes(const LlamaConfig& c, int64_t lora_r
   for (int p = 0; p < kNumProj; ++p)
     if (lora_on[p]) t += lora_rank;
   int64_t f = 2 + c.num_attention_heads + C;  // rstd1 rstd2 lse x2
+  if (c.qk_norm) f += qd + kv + c.num_attention_heads + c.num_key_value_heads;  // q_raw k_raw rstd_q rstd_k
   return {t, f};
 }
 
@@ -64,6 +73,10 @@ BlockActivations carve_block_activations(ArenaCursor& t, ArenaCursor& f, int64_t
   for (int p = 0; p < kNumProj; ++p) a.lora_u[p] = lora_on[p] ? t.take(N, lora_rank) : Tensor{};
   a.rstd1 = f.take(N, 1), a.rstd2 = f.take(N, 1), a.lse = f.take(N, c.num_attention_heads);
   a.x2 = f.take(N, C);
+  if (c.qk_norm) {
+    a.q_raw = f.take(N, qd), a.k_raw = f.take(N, kv);
+    a.rstd_q = f.take(N, c.num_attention_heads), a.rstd_k = f.take(N, c.num_key_value_heads);
+  }
   return a;
 }
 
@@ -85,6 +98,47 @@ BlockScratch carve_block_scratch(const Tensor& arena, const LlamaConfig& c, int6
   if (lora_dropout) s.dropped = cur.take(1, N * wide);
   return s;
 }
+
+int64_t block_scratch_f32_elems(const LlamaConfig& c, int64_t N) {
+  return c.qk_norm ? N * c.q_dim() + c.head_dim() : 0;
+}
+
+void carve_block_scratch_f32(BlockScratch& s, ArenaCursor& f32, const LlamaConfig& c, int64_t N) {
+  if (!c.qk_norm) return;
+  s.dqk_raw = f32.take(1, N * c.q_dim());
+  s.dnorm_part = f32.take(1, c.head_dim());
+}
+
+namespace {
+
+// Qwen3's q/k norm: an RMSNorm over each head's D values, the rows of x viewed [N * heads, D].
+// x (compute dtype) is widened into `raw` (f32, saved) and normalised back into x.
+void head_norm_forward(Backend& be, const Tensor& x, const Tensor& raw, const Tensor& rstd,
+                       const Tensor& w, int64_t heads, int64_t D, float eps) {
+  const int64_t rows = x.rows * heads;
+  be.convert(raw, x);
+  be.rmsnorm_forward(x.view(rows, D), rstd.view(rows, 1), raw.view(rows, D), w, eps);
+}
+
+// On entry dx holds the gradient of the normalised x; on exit that of x before the norm. The
+// weight's gradient is summed over the tensor-parallel ranks (each holds some of the heads)
+// before it is added to dw, which may hold earlier micro-batches' sums.
+void head_norm_backward(Backend& be, ModelParallel& par, const Tensor& dx, const Tensor& raw,
+                        const Tensor& rstd, const Tensor& w, const Tensor& dw, int64_t heads,
+                        int64_t D, const BlockScratch& s) {
+  const int64_t rows = dx.rows * heads;
+  const Tensor draw = s.dqk_raw.flat_slice(0, rows * D).view(rows, D);
+  be.fill(draw, 0.0f);  // rmsnorm_backward accumulates
+  const Tensor part = dw ? s.dnorm_part.view(1, D) : Tensor{};
+  if (part) be.fill(part, 0.0f);
+  be.rmsnorm_backward(draw, part, dx.view(rows, D), raw.view(rows, D), w, rstd.view(rows, 1));
+  be.convert(dx, draw.view(dx.rows, dx.cols));
+  if (!part) return;
+  par.reduce_sum(part);
+  be.add(dw, part);
+}
+
+}  // namespace
 
 void fuse_qkv_if_adjacent(BlockWeights& w, const LlamaConfig& c) {
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim();
@@ -127,6 +181,7 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
     par.reduce_sum(out);
     if (lw.A) par.reduce_sum(a.lora_u[p]);
     MT_PROFILE(p == kO ? "gemm fwd o" : "gemm fwd down");
+    bias_forward(be, out, lw);  // once, after the sum (Megatron): every rank holds the whole bias
     lora_outer(be, out, a.lora_u[p], lw);
   };
 
@@ -140,6 +195,9 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
     be.linear_forward(qkv, a.n1, w.qkv);
     const Tensor parts[] = {a.q, a.k, a.v};
     be.split_columns(qkv, parts);
+    bias_forward(be, a.q, w.proj[kQ]);
+    bias_forward(be, a.k, w.proj[kK]);
+    bias_forward(be, a.v, w.proj[kV]);
     lora_forward(be, a.q, a.lora_u[kQ], a.n1, w.proj[kQ], drops[kQ]);
     lora_forward(be, a.k, a.lora_u[kK], a.n1, w.proj[kK], drops[kK]);
     lora_forward(be, a.v, a.lora_u[kV], a.n1, w.proj[kV], drops[kV]);
@@ -147,6 +205,11 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
     proj(kQ, a.q, a.n1);
     proj(kK, a.k, a.n1);
     proj(kV, a.v, a.n1);
+  }
+  if (c.qk_norm) {
+    MT_PROFILE("q/k norm forward");
+    head_norm_forward(be, a.q, a.q_raw, a.rstd_q, w.q_norm, Hq, D, c.rms_norm_eps);
+    head_norm_forward(be, a.k, a.k_raw, a.rstd_k, w.k_norm, Hkv, D, c.rms_norm_eps);
   }
   {
     MT_PROFILE("rope forward");
@@ -157,11 +220,15 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
     MT_PROFILE("attention forward");
     be.convert(cache->k.rows_slice(cache->position, 1), a.k);
     be.convert(cache->v.rows_slice(cache->position, 1), a.v);
-    be.decode_attention(a.att, a.q, cache->k, cache->v, cache->position + 1, Hq, Hkv);
+    // A window keeps the last `window` positions: the cache rows from `first` on.
+    const int64_t len = cache->position + 1;
+    const int64_t first = w.window > 0 ? std::max<int64_t>(0, len - w.window) : 0;
+    be.decode_attention(a.att, a.q, cache->k.rows_slice(first, len - first),
+                        cache->v.rows_slice(first, len - first), len - first, Hq, Hkv);
   } else {
     MT_PROFILE("attention forward");
     be.attention_forward(a.att, a.lse, a.q, a.k, a.v, in.segments,
-                         AttentionDims{in.B, in.T, Hq, Hkv, D});
+                         AttentionDims{in.B, in.T, Hq, Hkv, D, w.window});
   }
   const Tensor delta = rows_of(s.t0, N, C);
   row_parallel(kO, delta, a.att);
@@ -228,12 +295,17 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   {
     MT_PROFILE("attention backward");
     be.attention_backward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, in.segments,
-                          AttentionDims{in.B, in.T, Hq, Hkv, D});
+                          AttentionDims{in.B, in.T, Hq, Hkv, D, w.window});
   }
   {
     MT_PROFILE("rope backward");
     be.rope_backward(dq, in.rope_cos, in.rope_sin, in.positions, Hq);
     be.rope_backward(dk, in.rope_cos, in.rope_sin, in.positions, Hkv);
+  }
+  if (c.qk_norm) {
+    MT_PROFILE("q/k norm backward");
+    head_norm_backward(be, par, dq, a.q_raw, a.rstd_q, w.q_norm, w.dq_norm, Hq, D, s);
+    head_norm_backward(be, par, dk, a.k_raw, a.rstd_k, w.k_norm, w.dk_norm, Hkv, D, s);
   }
   const Tensor dn1 = rows_of(s.t0, N, C);
   if (w.qkv) {
@@ -243,6 +315,9 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
     be.concat_columns(dqkv, parts);
     be.linear_backward_input(dn1, dqkv, w.qkv);
     if (w.dqkv) be.linear_backward_weight(w.dqkv, dqkv, a.n1);
+    bias_backward(be, dq, w.proj[kQ]);
+    bias_backward(be, dk, w.proj[kK]);
+    bias_backward(be, dv, w.proj[kV]);
     for (Proj p : {kQ, kK, kV}) {
       const Tensor du = rows_of(s.du, N, std::max<int64_t>(w.proj[p].rank(), 1));
       lora_backward(be, dn1, du, p == kQ ? dq : p == kK ? dk : dv, a.n1, a.lora_u[p], w.proj[p], drops[p]);

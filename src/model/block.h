@@ -1,6 +1,8 @@
-// One LLaMA transformer block, forward and backward, for one device:
-//   x2 = x + o_proj(attention(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1))),  n1 = norm1(x)
-//   y  = x2 + down_proj(silu(gate_proj(n2)) * up_proj(n2)),                      n2 = norm2(x2)
+// One transformer block of the LLaMA family, forward and backward, for one device:
+//   x2 = x + o_proj(attention(rope(qn(q_proj(n1))), rope(kn(k_proj(n1))), v_proj(n1))),  n1 = norm1(x)
+//   y  = x2 + down_proj(silu(gate_proj(n2)) * up_proj(n2)),                              n2 = norm2(x2)
+// The config chooses the family's parts: biases on the projections (Qwen2), per-head RMSNorms
+// qn / kn of q and k (Qwen3; identity otherwise), a sliding attention window per layer (Mistral).
 // The residual stream (x, x2, y) and its gradient are f32; everything feeding a GEMM is of the
 // compute dtype (f32, or bf16 in mixed precision). The ops run on whichever backend is passed in.
 #pragma once
@@ -19,6 +21,8 @@ enum Proj { kQ, kK, kV, kO, kGate, kUp, kDown, kNumProj };
 const char* proj_name(Proj p);  // "q", "k", ..., as LoRA targets are named
 // [out, in] of each projection's weight: q [q_dim, C], k/v [kv_dim, C], o [C, q_dim], ...
 std::pair<int64_t, int64_t> proj_dims(Proj p, const LlamaConfig& c);
+// Whether the family gives projection p a bias (LlamaConfig::qkv_bias, o_bias, mlp_bias).
+bool proj_has_bias(Proj p, const LlamaConfig& c);
 
 struct BlockWeights {
   Tensor norm1, dnorm1, norm2, dnorm2;  // f32 [1, C]; gradients empty when frozen
@@ -26,6 +30,8 @@ struct BlockWeights {
   // When q, k and v are adjacent in memory they form one [q_dim + 2kv, C] matrix: one GEMM instead
   // of three (the k and v products alone are narrow and run well below the GEMM peak).
   Tensor qkv, dqkv;  // dqkv empty when frozen
+  Tensor q_norm, dq_norm, k_norm, dk_norm;  // f32 [1, D] (LlamaConfig::qk_norm), else empty
+  int64_t window = 0;  // this layer's attention window (LlamaConfig::attention_window)
 };
 
 // Sets w.qkv / w.dqkv when the three projections' weights (and gradients) are contiguous.
@@ -48,6 +54,11 @@ struct BlockActivations {
   Tensor up;     // [I]
   Tensor h;      // [I]
   std::array<Tensor, kNumProj> lora_u;  // [r] each, empty where no adapter
+  // With q/k norms only (else empty), f32: q and k before their norm, and the norms' rstd.
+  Tensor q_raw;   // [qd]
+  Tensor k_raw;   // [kv]
+  Tensor rstd_q;  // [Hq]
+  Tensor rstd_k;  // [Hkv]
 };
 
 // Hands out consecutive [rows, cols] views of one flat tensor (an arena).
@@ -87,10 +98,18 @@ struct BlockScratch {
   Tensor qkv;         // [N * (qd + 2kv)]
   Tensor du;          // [N * max(r, 1)]
   Tensor dropped;     // [N * max(C, qd, I)] with LoRA dropout (an adapter's input), else empty
+  // f32, with q/k norms only (else empty): the gradient of q or k before its norm, and a norm
+  // weight's gradient before it is summed over tensor-parallel ranks (each holds some heads).
+  Tensor dqk_raw;     // [N * qd]
+  Tensor dnorm_part;  // [D]
 };
 int64_t block_scratch_elems(const LlamaConfig& c, int64_t N, int64_t lora_rank, bool lora_dropout = false);
 BlockScratch carve_block_scratch(const Tensor& arena, const LlamaConfig& c, int64_t N,
                                  int64_t lora_rank, bool lora_dropout = false);
+// The f32 part of the scratch (q/k norms' backward; 0 elements for a family without them),
+// carved into s from an f32 arena.
+int64_t block_scratch_f32_elems(const LlamaConfig& c, int64_t N);
+void carve_block_scratch_f32(BlockScratch& s, ArenaCursor& f32, const LlamaConfig& c, int64_t N);
 
 // The first rows * cols elements of a flat region as a [rows, cols] matrix.
 inline Tensor rows_of(const Tensor& flat, int64_t rows, int64_t cols) {

@@ -55,6 +55,10 @@ void LlamaConfig::validate() const {
   refuse_past(per * C * double(vocab_size), "vocab_size", vocab_size, "the embedding's training state");
   refuse_past(per * double(num_hidden_layers) * (4.0 * C * C + 3.0 * C * I), "num_hidden_layers",
               num_hidden_layers, "the layers' training state");
+  // An explicit head_dim (Qwen3, Mistral Nemo) sizes q, k, v and o apart from hidden_size.
+  if (head_dim_override > 0)
+    refuse_past(per * C * double(head_dim_override) * double(num_attention_heads), "head_dim",
+                head_dim_override, "the attention projections' training state");
   // f32 cos and sin tables of max_position_embeddings x head_dim / 2 (head_dim <= hidden_size).
   refuse_past(4.0 * double(max_position_embeddings) * C, "max_position_embeddings", max_position_embeddings,
               "the RoPE tables");
@@ -67,6 +71,11 @@ void LlamaConfig::validate() const {
   if (head_dim() % 2 != 0)
     fail("model head_dim (" + std::to_string(head_dim()) +
          ") must be even for rotary embeddings");
+  if (!layer_window.empty() && int64_t(layer_window.size()) != num_hidden_layers)
+    fail("model layer windows: " + std::to_string(layer_window.size()) + " given for " +
+         std::to_string(num_hidden_layers) + " layers");
+  for (int64_t w : layer_window)
+    if (w < 0) fail("model sliding_window must be >= 0, got " + std::to_string(w));
   if (!(rms_norm_eps > 0.0f)) fail("model.rms_norm_eps must be > 0");
   if (!(rope_theta > 0.0f)) fail("model.rope_theta must be > 0");
   if (rope_scaling.factor < 0.0f) fail("model.rope_scaling.factor must be >= 0");

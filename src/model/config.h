@@ -1,7 +1,9 @@
-// The LLaMA architecture's hyper-parameters, named as in HF's config.json.
+// The decoder's hyper-parameters, named as in HF's config.json: the LLaMA architecture, and the
+// choices by which the families built on it differ (model/families.md in docs/model-families.md).
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/rope_frequencies.h"
 
@@ -23,12 +25,31 @@ struct LlamaConfig {
   // size, as in a tensor-parallel rank's share of the model (its heads, the full hidden size).
   int64_t head_dim_override = 0;
 
+  // ---- What the family's block is made of (all off: LLaMA). The one block (model/block.h) reads
+  // these; no family has its own copy of it.
+  // HF model_type the config came from ("llama", "qwen2", "qwen3", "mistral"): which keys an HF
+  // export writes back. The math is in the fields below, never in this name.
+  std::string model_type = "llama";
+  bool qkv_bias = false;  // biases on q_proj, k_proj, v_proj (Qwen2; HF attention_bias)
+  bool o_bias = false;    // a bias on o_proj (HF attention_bias in llama and qwen3, not qwen2)
+  bool mlp_bias = false;  // biases on gate_proj, up_proj, down_proj (HF mlp_bias)
+  // RMSNorm over each head of q and of k before RoPE, weights [head_dim] (Qwen3 q_norm/k_norm).
+  bool qk_norm = false;
+  // Each layer's attention window (Mistral sliding_window; Qwen2 above max_window_layers): query
+  // i sees key j only when i - w < j <= i. Empty: no layer has one; else one entry per layer,
+  // 0 for full attention.
+  std::vector<int64_t> layer_window;
+
   int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden_size / num_attention_heads; }
   int64_t q_dim() const { return head_dim() * num_attention_heads; }  // query / attention width
   int64_t kv_dim() const { return head_dim() * num_key_value_heads; }
+  int64_t attention_window(int64_t layer) const {
+    return layer_window.empty() ? 0 : layer_window[size_t(layer)];
+  }
 
   // Throws mt::Error naming the offending key when the shape is inconsistent
-  // (heads not dividing hidden size, KV heads not dividing heads, odd head_dim, sizes <= 0).
+  // (heads not dividing hidden size, KV heads not dividing heads, odd head_dim, sizes <= 0, a
+  // window list of another length than the layers, a negative window).
   void validate() const;
 };
 

@@ -33,7 +33,8 @@ class DecoderImpl : public Decoder::Impl {
     std::vector<float> cos(size_t(len * D / 2)), sin(size_t(len * D / 2));
     rope_tables(cos.data(), sin.data(), len, D, c_.rope_theta, c_.rope_scaling);
     const auto sizes = block_activation_sizes(c_, rank, lora_on);
-    f32_.resize(be_, DType::f32, len * D + 2 * L * len * kv + 2 * C + 1 + V + sizes.f_elems);
+    f32_.resize(be_, DType::f32, len * D + 2 * L * len * kv + 2 * C + 1 + V + sizes.f_elems +
+                                     block_scratch_f32_elems(c_, 1));
     ArenaCursor f(f32_.tensor());
     rope_cos_ = f.take(len, D / 2), rope_sin_ = f.take(len, D / 2);
     for (int64_t l = 0; l < L; ++l) caches_.push_back({f.take(len, kv), f.take(len, kv), 0});
@@ -48,6 +49,7 @@ class DecoderImpl : public Decoder::Impl {
     nf_ = t.take(1, C), logits_ = t.take(1, V), head_u_ = t.take(1, w_.head.rank());
     scratch_.resize(be_, ct, block_scratch_elems(c_, 1, rank));
     scratch_view_ = carve_block_scratch(scratch_.tensor(), c_, 1, rank);
+    carve_block_scratch_f32(scratch_view_, f, c_, 1);
     ids_.resize(be_, DType::i32, 2);
     token_ = ids_.slice(0, 1, 1), position_ = ids_.slice(1, 1, 1);
     host_logits_.resize(size_t(V));

@@ -14,6 +14,14 @@ Tensor adapter_input(Backend& be, const Tensor& x, const AdapterDropout* drop) {
 
 }  // namespace
 
+void bias_forward(Backend& be, const Tensor& y, const LinearWeights& w) {
+  if (w.b) be.bias_add(y, w.b);
+}
+
+void bias_backward(Backend& be, const Tensor& dy, const LinearWeights& w) {
+  if (w.db) be.bias_backward(w.db, dy);
+}
+
 void lora_inner(Backend& be, const Tensor& u, const Tensor& x, const LinearWeights& w,
                 const AdapterDropout* drop) {
   if (w.A) be.linear_forward(u, adapter_input(be, x, drop), w.A);
@@ -49,6 +57,7 @@ void lora_backward(Backend& be, const Tensor& dx, const Tensor& du, const Tensor
 void linear_layer_forward(Backend& be, const Tensor& y, const Tensor& u, const Tensor& x,
                           const LinearWeights& w, const AdapterDropout* drop) {
   be.linear_forward(y, x, w.W);
+  bias_forward(be, y, w);
   lora_forward(be, y, u, x, w, drop);
 }
 
@@ -57,6 +66,7 @@ void linear_layer_backward(Backend& be, const Tensor& dx, bool accumulate_dx, co
                            const LinearWeights& w, const AdapterDropout* drop) {
   be.linear_backward_input(dx, dy, w.W, 1.0f, accumulate_dx);
   if (w.dW) be.linear_backward_weight(w.dW, dy, x);
+  bias_backward(be, dy, w);
   lora_backward(be, dx, du, dy, x, u, w, drop);
 }
 

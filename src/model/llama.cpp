@@ -31,6 +31,10 @@ std::string proj_param_name(int64_t layer, Proj p) {
   return layer_prefix(layer) + (p <= kO ? attn : mlp) + proj_name(p) + "_proj";
 }
 
+std::string head_norm_name(int64_t layer, Proj p) {
+  return layer_prefix(layer) + "self_attn." + proj_name(p) + "_norm.weight";
+}
+
 std::array<bool, kNumProj> lora_targets_mask(const LoraConfig& lora) {
   std::array<bool, kNumProj> on{};
   if (!lora.enabled) return on;
@@ -80,9 +84,10 @@ void LlamaModel::init_weights(uint64_t seed) {
   MT_CHECK(owns_storage(), "init_weights on a model whose parameters live in a parallel layer");
   std::vector<float> tmp;
   for (auto& p : base_.params()) {
-    tmp.assign(size_t(p.numel), 1.0f);
-    bool is_norm = p.shape.size() == 1;
-    if (!is_norm) fill_normal(tmp.data(), p.numel, 0.02f, seed, p.name);
+    // Norm weights start at one, biases at zero (as HF initialises both), matrices N(0, 0.02).
+    const bool is_bias = p.name.size() > 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0;
+    tmp.assign(size_t(p.numel), is_bias ? 0.0f : 1.0f);
+    if (p.shape.size() != 1) fill_normal(tmp.data(), p.numel, 0.02f, seed, p.name);
     base_.set_values(p, tmp.data());
   }
   init_adapters(seed);
@@ -279,7 +284,8 @@ void LlamaModel::Runner::plan(int64_t B, int64_t seq) {
   t_arena_.resize(be_, ct_, stored_blocks * N * sizes.t_elems + head * N * C);
   // residuals (blocks + 1), dx, y_tmp (checkpointing), rstd_f and losses (head)
   f_arena_.resize(be_, DType::f32,
-                  stored_blocks * N * sizes.f_elems + (blocks_ + 2 + recompute) * N * C + head * 2 * N);
+                  stored_blocks * N * sizes.f_elems + (blocks_ + 2 + recompute) * N * C + head * 2 * N +
+                      block_scratch_f32_elems(c_, N));
   ArenaCursor tc(t_arena_.tensor()), fc(f_arena_.tensor());
   acts_.clear();
   for (int64_t l = 0; l < stored_blocks; ++l)
@@ -293,6 +299,7 @@ void LlamaModel::Runner::plan(int64_t B, int64_t seq) {
   const bool dropout = lora_dropout_ > 0.0f;
   scratch_.resize(be_, ct_, block_scratch_elems(c_, N, lora_rank_, dropout));
   scratch_view_ = carve_block_scratch(scratch_.tensor(), c_, N, lora_rank_, dropout);
+  carve_block_scratch_f32(scratch_view_, fc, c_, N);
   // Logits are made and consumed in chunks of rows, so the whole [N, V] matrix never exists.
   // Each chunk's weight-gradient GEMM reads and writes all of dW [V, C] in f32, so chunks must be
   // large for that traffic to stay small next to the FLOPs: 2^25 elements (64 MiB in bf16) is

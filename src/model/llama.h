@@ -159,6 +159,7 @@ std::string layer_prefix(int64_t layer);                 // "model.layers.{i}."
 // adapters), 1 + i block i, L + 1 the final norm and an untied head.
 int param_unit(const std::string& name, const LlamaConfig& config);
 std::string proj_param_name(int64_t layer, Proj p);      // "...self_attn.q_proj" (no suffix)
+std::string head_norm_name(int64_t layer, Proj p);       // "...self_attn.q_norm.weight" (p: kQ or kK)
 std::array<bool, kNumProj> lora_targets_mask(const LoraConfig& lora);
 bool lora_targets_head(const LoraConfig& lora);
 

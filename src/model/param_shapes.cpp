@@ -15,6 +15,14 @@ std::vector<ParamShape> llama_param_shapes(const LlamaConfig& c, const LoraConfi
       auto [o, i] = proj_dims(Proj(p), c);
       out.push_back({proj_param_name(l, Proj(p)) + ".weight", {o, i}});
     }
+    // After every matrix, so q, k and v stay adjacent (one fused GEMM: fuse_qkv_if_adjacent).
+    for (int p = 0; p < kNumProj; ++p)
+      if (proj_has_bias(Proj(p), c))
+        out.push_back({proj_param_name(l, Proj(p)) + ".bias", {proj_dims(Proj(p), c).first}});
+    if (c.qk_norm) {
+      out.push_back({head_norm_name(l, kQ), {c.head_dim()}});
+      out.push_back({head_norm_name(l, kK), {c.head_dim()}});
+    }
   }
   out.push_back({kFinalNormName, {C}});
   if (!c.tie_word_embeddings) out.push_back({kHeadName, {c.vocab_size, C}});

@@ -36,10 +36,22 @@ BlockWeights bind_block_weights(LlamaModel& m, int64_t l) {
   Param& n2 = m.base().get(layer_prefix(l) + "post_attention_layernorm.weight");
   b.norm1 = n1.master_tensor(), b.dnorm1 = n1.grad_tensor();
   b.norm2 = n2.master_tensor(), b.dnorm2 = n2.grad_tensor();
+  const LlamaConfig& c = m.config();
   for (int p = 0; p < kNumProj; ++p) {
     std::string name = proj_param_name(l, Proj(p));
     b.proj[p] = linear(m, name + ".weight", name, lora_on[p]);
+    if (proj_has_bias(Proj(p), c)) {
+      Param& bias = m.base().get(name + ".bias");
+      b.proj[p].b = bias.master_tensor().view(1, bias.numel), b.proj[p].db = bias.grad_tensor();
+    }
   }
+  if (c.qk_norm) {
+    Param& qn = m.base().get(head_norm_name(l, kQ));
+    Param& kn = m.base().get(head_norm_name(l, kK));
+    b.q_norm = qn.master_tensor(), b.dq_norm = qn.grad_tensor();
+    b.k_norm = kn.master_tensor(), b.dk_norm = kn.grad_tensor();
+  }
+  b.window = c.attention_window(l);
   if (m.fuse_qkv()) fuse_qkv_if_adjacent(b, m.config());
   return b;
 }

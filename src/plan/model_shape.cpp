@@ -63,6 +63,7 @@ ModelParts llama_parts(const ModelShape& m, const LoraConfig& lora) {
   // layer, 2 the final norm and an untied head with its adapters.
   LlamaConfig one = m.config;
   one.num_hidden_layers = 1;
+  one.layer_window.clear();  // windows change no tensor
   ModelParts p;
   for (auto& t : llama_param_shapes(one, lora)) {
     const int unit = param_unit(t.name, one);

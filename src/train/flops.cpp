@@ -9,27 +9,27 @@
 namespace mt {
 
 FlopCount training_flops(const LlamaConfig& c, const LoraConfig& lora, int64_t seq_len) {
-  const int64_t C = c.hidden_size, kv = c.kv_dim(), I = c.intermediate_size, V = c.vocab_size;
-  const int64_t L = c.num_hidden_layers;
+  // q and o are q_dim wide: hidden_size in LLaMA, heads x an explicit head_dim in Qwen3 or Nemo.
+  const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), I = c.intermediate_size;
+  const int64_t V = c.vocab_size, L = c.num_hidden_layers;
   FlopCount f;
-  f.matmul_params = L * (2 * C * C + 2 * kv * C + 3 * I * C) + V * C;
-  const double attention = 12.0 * double(L) * double(C) * double(seq_len);
+  f.matmul_params = L * (2 * qd * C + 2 * kv * C + 3 * I * C) + V * C;
+  const double attention = 12.0 * double(L) * double(qd) * double(seq_len);
   if (!lora.enabled) {
     f.per_token = 6.0 * double(f.matmul_params) + attention;
-    f.formula = "6*N + 12*L*C*T (N = matmul weights incl. lm_head, excl. embedding lookup)";
+    f.formula = "6*N + 12*L*Q*T (N = matmul weights incl. lm_head, excl. embedding lookup; Q = heads x head_dim)";
     return f;
   }
   auto on = lora_targets_mask(lora);
   const int64_t r = lora.rank;
   for (int p = 0; p < kNumProj; ++p) {
     if (!on[p]) continue;
-    int64_t out = (p == kK || p == kV) ? kv : (p == kGate || p == kUp) ? I : C;
-    int64_t in = p == kDown ? I : C;
+    const auto [out, in] = proj_dims(Proj(p), c);
     f.lora_params += L * r * (out + in);
   }
   if (lora_targets_head(lora)) f.lora_params += r * (V + C);
   f.per_token = 4.0 * double(f.matmul_params) + 6.0 * double(f.lora_params) + attention;
-  f.formula = "4*N_base + 6*N_lora + 12*L*C*T (frozen base: no weight-gradient GEMMs)";
+  f.formula = "4*N_base + 6*N_lora + 12*L*Q*T (frozen base: no weight-gradient GEMMs)";
   return f;
 }
 

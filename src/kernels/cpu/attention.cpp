@@ -39,6 +39,7 @@ constexpr float kLn2 = 0.6931471805599453f;
 // Shape facts used everywhere.
 struct Geo {
   int64_t B, T, Hq, Hkv, D;
+  int64_t window; // > 0: sliding window
   int64_t Dp;     // D padded to kPad
   int64_t nrep;   // query heads per KV head
   int64_t nt;     // tiles along T
@@ -46,7 +47,7 @@ struct Geo {
   int64_t ks;     // row stride of k/v/dk/dv
   float scale;    // 1/sqrt(D)
   explicit Geo(const AttentionShape& s)
-      : B(s.B), T(s.T), Hq(s.Hq), Hkv(s.Hkv), D(s.D), Dp(pad_dim(s.D)), nrep(s.Hq / s.Hkv),
+      : B(s.B), T(s.T), Hq(s.Hq), Hkv(s.Hkv), D(s.D), window(s.window), Dp(pad_dim(s.D)), nrep(s.Hq / s.Hkv),
         nt((s.T + kTile - 1) / kTile), qs(s.Hq * s.D), ks(s.Hkv * s.D),
         scale(1.0f / std::sqrt(float(s.D))) {}
 };
@@ -54,6 +55,20 @@ struct Geo {
 void check_shape(const AttentionShape& s) {
   MT_CHECK(s.B > 0 && s.T > 0 && s.Hq > 0 && s.Hkv > 0 && s.D > 0, "attention sizes");
   MT_CHECK(s.Hq % s.Hkv == 0, "query heads must be a multiple of KV heads");
+  MT_CHECK(s.window >= 0, "attention window must be >= 0");
+}
+
+// With a sliding window: is every key of tile [j0, j0 + nk) too old for every query of
+// [i0, i0 + mq)? The first query sees the oldest keys (j > i0 - w), so the tile's newest key
+// decides. Such tiles are skipped (bit-exact: they would add P = 0).
+bool tile_before_window(const Geo& g, int64_t i0, int64_t j0, int64_t nk) {
+  return g.window > 0 && j0 + nk - 1 <= i0 - g.window;
+}
+
+// Does the window hide some key of the tile from some query? The last query's bound is the
+// tightest.
+bool window_cuts_tile(const Geo& g, int64_t i0, int64_t mq, int64_t j0) {
+  return g.window > 0 && j0 <= i0 + mq - 1 - g.window;
 }
 
 // Does the (query tile qt, key tile kt) block hold any pair the mask lets through? Only asked
@@ -67,8 +82,10 @@ bool tile_has_pair(const int32_t* seg, int64_t i0, int64_t mq, int64_t j0, int64
 }
 
 // Set the masked entries of one score row to -inf: keys after the query (causal), keys past T
-// (partial tile padding) and keys of another segment.
-void mask_row(float* s, int64_t qi, int64_t j0, int64_t nk, const int32_t* seg) {
+// (partial tile padding), keys of another segment and keys at or before qi - window.
+void mask_row(float* s, int64_t qi, int64_t j0, int64_t nk, const int32_t* seg, int64_t window) {
+  if (window > 0)
+    for (int64_t j = 0; j < nk && j0 + j <= qi - window; ++j) s[j] = kNegInf;
   if (seg) {
     const int32_t sq = seg[qi];
     const int32_t* sk = seg + j0;
@@ -164,17 +181,18 @@ void forward_item(T* out, float* lse, const T* q, const T* k, const T* v, const 
   }
   for (int64_t kt = 0; kt <= qt; ++kt) {
     const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.T - j0);
+    if (tile_before_window(g, i0, j0, nk)) continue;
     if (segb && !tile_has_pair(segb, i0, mq, j0, nk)) continue;
     const T* kb = k + (b * g.T + j0) * g.ks + kvh * g.D;
     load_rows(sc.v, g.Dp, kb, g.ks, nk, kTile, g.D);  // K rows, staged in v's space
     transpose_tile(sc.kt, sc.v, g.Dp);
     load_rows(sc.v, g.Dp, v + (b * g.T + j0) * g.ks + kvh * g.D, g.ks, nk, kTile, g.D);
-    const bool masked = kt == qt || nk < kTile || segb;
+    const bool masked = kt == qt || nk < kTile || segb || window_cuts_tile(g, i0, mq, j0);
     for (int64_t r = 0; r < g.nrep; ++r) {
       float* o = sc.o + r * tile;
       mm<false>(sc.s, kTile, sc.q + r * tile, g.Dp, 1, sc.kt, kTile, mq, kTile, g.D);
       if (masked)
-        for (int64_t i = 0; i < mq; ++i) mask_row(sc.s + i * kTile, i0 + i, j0, nk, segb);
+        for (int64_t i = 0; i < mq; ++i) mask_row(sc.s + i * kTile, i0 + i, j0, nk, segb, g.window);
       softmax_tile(sc.s, sc.m + r * kTile, sc.l + r * kTile, sc.alpha, mq, c2);
       for (int64_t i = 0; i < mq; ++i)
         if (sc.alpha[i] != 1.0f)
@@ -221,13 +239,13 @@ void backward_step(const T* dout, const float* lse, const float* drow, const T* 
   load_rows(sc.dout, g.Dp, dout + (b * g.T + i0) * g.qs + h * g.D, g.qs, mq, mq, g.D);
   mm<false>(sc.p, kTile, sc.q, g.Dp, 1, sc.kt, kTile, mq, kTile, g.D);      // S = Q K^T
   mm<false>(sc.ds, kTile, sc.dout, g.Dp, 1, sc.vt, kTile, mq, kTile, g.D);  // dP = dO V^T
-  const bool masked = kt == qt || nk < kTile || segb;
+  const bool masked = kt == qt || nk < kTile || segb || window_cuts_tile(g, i0, mq, j0);
   const float* lse_h = lse + (b * g.Hq + h) * g.T + i0;
   const float* drow_h = drow + (b * g.Hq + h) * g.T + i0;
   for (int64_t i = 0; i < mq; ++i) {
     float* s = sc.p + i * kTile;
     float* dp = sc.ds + i * kTile;
-    if (masked) mask_row(s, i0 + i, j0, nk, segb);
+    if (masked) mask_row(s, i0 + i, j0, nk, segb, g.window);
     // A row without keys has lse = -inf; +inf as reference makes its P exactly 0, not NaN.
     const float ref = lse_h[i] == kNegInf ? -kNegInf : lse_h[i] * kLog2e;
     const float dr = drow_h[i];
@@ -265,6 +283,7 @@ void backward_item(T* dk, T* dv, const T* dout, const float* lse, const float* d
       float* dq_h = dq_acc + r * g.T * g.Dp;
       for (int64_t qt = kt; qt < g.nt; ++qt) {
         const int64_t i0 = qt * kTile, mq = std::min<int64_t>(kTile, g.T - i0);
+        if (tile_before_window(g, i0, j0, nk)) break;  // later query tiles are further away
         if (segb && !tile_has_pair(segb, i0, mq, j0, nk)) continue;
         backward_step(dout, lse, drow, q, segb, g, sc, dq_h, b, h, qt, kt);
       }

@@ -21,16 +21,22 @@ template <> constexpr DType dtype_of_element<__nv_bfloat16>() { return DType::bf
 // chunk is query row r0 + r of head h0 + i.
 struct ChunkPos {
   int64_t b, h0, r0, rows, keys, T, Hq;
+  int64_t window;  // > 0: sliding window
 };
 
-// Whether query t sees key j (causal, and the same document when segments are given).
+// Whether query t sees key j (causal, the same document when segments are given, and within the
+// sliding window when one is set).
 struct Visibility {
   const int32_t* seg;  // this batch row's segment ids, or null
   int64_t t;
   int32_t doc;
+  int64_t window;
   __device__ Visibility(const int32_t* segments, const ChunkPos& c, int64_t t_)
-      : seg(segments ? segments + c.b * c.T : nullptr), t(t_), doc(seg ? seg[t_] : 0) {}
-  __device__ bool operator()(int64_t j) const { return j <= t && (!seg || seg[j] == doc); }
+      : seg(segments ? segments + c.b * c.T : nullptr), t(t_), doc(seg ? seg[t_] : 0),
+        window(c.window) {}
+  __device__ bool operator()(int64_t j) const {
+    return j <= t && (window <= 0 || t - j < window) && (!seg || seg[j] == doc);
+  }
 };
 
 // Scores (already scaled) -> probabilities P (in T, for the P V product) and the row's lse.
@@ -179,7 +185,7 @@ void attention_forward(CublasLt& gemm, T* out, float* lse, const T* q, const T* 
     // scores[i] = scale Q_i K^T: [rows, keys] per query head, the KV head shared (stride 0).
     gemm.gemm({rows, keys, s.D, false, true, qw, kw, keys, heads, s.D, 0, rows * keys},
               {qc, kc, w.scores, dt, DType::f32, scale, 0.0f});
-    const ChunkPos pos{b, h0, r0, rows, keys, s.T, s.Hq};
+    const ChunkPos pos{b, h0, r0, rows, keys, s.T, s.Hq, s.window};
     softmax_rows<T><<<unsigned(heads * rows), kThreads, 0, stream>>>(
         w.scores, static_cast<T*>(w.p), lse, segments, pos);
     check_launch("attention softmax");
@@ -211,7 +217,7 @@ void attention_backward(CublasLt& gemm, T* dq, T* dk, T* dv, const T* dout, cons
     const int64_t keys = r0 + rows, row0 = (b * s.T + r0) * qw + h0 * s.D;
     const T* kc = k + b * s.T * kw + kv * s.D;
     const T* vc = v + b * s.T * kw + kv * s.D;
-    const ChunkPos pos{b, h0, r0, rows, keys, s.T, s.Hq};
+    const ChunkPos pos{b, h0, r0, rows, keys, s.T, s.Hq, s.window};
     gemm.gemm({rows, keys, s.D, false, true, qw, kw, keys, heads, s.D, 0, rows * keys},
               {q + row0, kc, w.scores, dt, DType::f32, scale, 0.0f});
     recompute_probabilities<T><<<unsigned(heads * rows), kThreads, 0, stream>>>(

@@ -20,6 +20,7 @@ namespace mt::cuda {
 
 struct AttentionShape {
   int64_t B, T, Hq, Hkv, D;
+  int64_t window = 0;  // > 0: query t sees only keys j > t - window (a sliding window)
 };
 
 struct AttentionChunk {

@@ -39,7 +39,9 @@ double query_softmax(std::vector<double>& p, const std::vector<double>& Q,
   const double kMasked = -std::numeric_limits<double>::infinity();
   double mx = kMasked;
   for (int64_t j = 0; j <= i; ++j) {
-    const bool visible = seg.empty() || seg[size_t(b * s.T + j)] == seg[size_t(b * s.T + i)];
+    const bool in_window = s.window <= 0 || i - j < s.window;
+    const bool visible =
+        in_window && (seg.empty() || seg[size_t(b * s.T + j)] == seg[size_t(b * s.T + i)]);
     p[size_t(j)] = visible ? scale * dot(&Q[L.q(b, i, h)], &K[L.kv(b, j, L.kv_head(h))], s.D)
                            : kMasked;
     mx = std::max(mx, p[size_t(j)]);

@@ -1,5 +1,5 @@
 // Reference attention: the score matrix of each (batch, query head) is materialised, masked
-// (causal, and same document when segment ids are given), and softmaxed in double.
+// (causal, same document when segment ids are given, within the sliding window when one is set), and softmaxed in double.
 //
 // Layouts are the backend's: q and out [B, T, Hq, D], k and v [B, T, Hkv, D] (GEMM outputs as
 // they come), segments [B, T] or empty. Query head h reads KV head h / (Hq / Hkv); scale 1/sqrt(D).
@@ -13,6 +13,7 @@ namespace mt::ref {
 
 struct AttentionSizes {
   int64_t B, T, Hq, Hkv, D;
+  int64_t window = 0;  // > 0: query i sees only keys j with i - window < j (a sliding window)
 };
 
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,

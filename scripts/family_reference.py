@@ -1,0 +1,287 @@
+#!/usr/bin/python3
+"""An independent float64 forward of the LLaMA-like families meshtrain loads (qwen2, qwen3,
+mistral, llama), written from the math of transformers' modeling_qwen2.py / modeling_qwen3.py /
+modeling_mistral.py with numpy alone, reading the safetensors itself: the oracle of
+`ctest -R family_reference` (docs/model-families.md).
+
+For each family it writes a tiny random model in that family's HF layout (config.json and
+model.safetensors, f32), then checks through the meshtrain binary:
+  * `meshtrain eval`'s mean loss (fp32) against this forward's, within 1e-6 relative;
+  * `meshtrain generate`'s greedy text against this forward's greedy tokens, detokenized by meshtrain.
+
+Usage: family_reference.py MESHTRAIN TOKENIZER [family ...]
+Exit 0 when every family agrees, 1 otherwise (one line per failure), 77 without numpy.
+"""
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+except ImportError:  # Debian's python3-numpy (scripts/setup.sh)
+    print("family_reference: numpy is not installed (apt-get install python3-numpy); skipped")
+    sys.exit(77)
+
+VOCAB = 512  # the tokenizer the check uses: stories260K's tok512.model
+
+# Tiny shapes that still exercise each family's parts: GQA everywhere; Qwen2 with q/k/v biases,
+# tied embeddings and a window on its upper layers only; Qwen3 with q/k norms and head_dim != C/H;
+# Mistral with a window on every layer and an explicit head_dim.
+BASE = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
+        "max_position_embeddings": 128, "rms_norm_eps": 1e-6, "hidden_act": "silu",
+        "bos_token_id": 1, "eos_token_id": 2}
+FAMILIES = {
+    "qwen2": {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "rope_theta": 1000000.0,
+              "tie_word_embeddings": True, "use_sliding_window": True, "sliding_window": 5,
+              "max_window_layers": 1},
+    "qwen3": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "rope_theta": 1000000.0,
+              "tie_word_embeddings": False, "head_dim": 24, "attention_bias": False,
+              "use_sliding_window": False, "sliding_window": None, "max_window_layers": 3},
+    "mistral": {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "rope_theta": 10000.0,
+                "tie_word_embeddings": False, "sliding_window": 6, "head_dim": 32},
+    "llama": {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "rope_theta": 500000.0,
+              "tie_word_embeddings": False},
+}
+
+
+# ---- safetensors ---------------------------------------------------------------------------
+
+def write_safetensors(path, tensors):
+    header, offset, blobs = {}, 0, []
+    for name, a in tensors.items():
+        b = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
+        offset += len(b)
+        blobs.append(b)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        for b in blobs:
+            f.write(b)
+
+
+def read_safetensors(path):
+    kinds = {"F32": "<f4", "F64": "<f8", "F16": "<f2"}
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if info["dtype"] not in kinds:
+            raise SystemExit(f"{path}: {name} is {info['dtype']}, this reader knows F32/F64/F16")
+        a, b = info["data_offsets"]
+        out[name] = np.frombuffer(data[a:b], dtype=kinds[info["dtype"]]).reshape(info["shape"]).astype(np.float64)
+    return out
+
+
+# ---- a random model in the family's HF layout ----------------------------------------------
+
+def head_dim(cfg):
+    return cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+
+
+def make_model(family, directory, seed):
+    cfg = dict(BASE, **FAMILIES[family])
+    rng = np.random.default_rng(seed)
+    C, I, H, KV, D = (cfg["hidden_size"], cfg["intermediate_size"], cfg["num_attention_heads"],
+                      cfg["num_key_value_heads"], head_dim(cfg))
+    # Large enough weights that the logits are far from flat: greedy choices with clear margins.
+    mat = lambda o, i: rng.normal(0.0, 1.5 / np.sqrt(i), (o, i))
+    near_one = lambda n: 1.0 + rng.normal(0.0, 0.2, n)
+    # A tied head reads the embedding: rows of one norm, so that no token's row outweighs the others
+    # and greedy text does not settle on one token.
+    embed = rng.normal(0.0, 1.0, (VOCAB, C))
+    if cfg["tie_word_embeddings"]:
+        embed *= 2.0 / np.linalg.norm(embed, axis=1, keepdims=True)
+    t = {"model.embed_tokens.weight": embed,
+         "model.norm.weight": near_one(C)}
+    if not cfg["tie_word_embeddings"]:
+        t["lm_head.weight"] = mat(VOCAB, C) * 2.0
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        t[p + "input_layernorm.weight"] = near_one(C)
+        t[p + "post_attention_layernorm.weight"] = near_one(C)
+        for name, o, i in (("q", H * D, C), ("k", KV * D, C), ("v", KV * D, C), ("o", C, H * D)):
+            t[p + f"self_attn.{name}_proj.weight"] = mat(o, i)
+            if family == "qwen2" and name != "o":
+                t[p + f"self_attn.{name}_proj.bias"] = rng.normal(0.0, 0.5, o)
+        if family == "qwen3":
+            t[p + "self_attn.q_norm.weight"] = near_one(D)
+            t[p + "self_attn.k_norm.weight"] = near_one(D)
+        t[p + "mlp.gate_proj.weight"] = mat(I, C)
+        t[p + "mlp.up_proj.weight"] = mat(I, C)
+        t[p + "mlp.down_proj.weight"] = mat(C, I)
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    write_safetensors(os.path.join(directory, "model.safetensors"), t)
+
+
+# ---- the forward, in float64 ---------------------------------------------------------------
+
+def rms_norm(x, w, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
+
+
+def layer_windows(cfg):
+    """Each layer's sliding window (0: none), by transformers' configuration rules."""
+    L = cfg["num_hidden_layers"]
+    w = cfg.get("sliding_window") or 0
+    if cfg["model_type"] == "mistral":
+        return [w] * L
+    if cfg["model_type"] in ("qwen2", "qwen3") and cfg.get("use_sliding_window") and w:
+        return [w if l >= cfg.get("max_window_layers", 28) else 0 for l in range(L)]
+    return [0] * L
+
+
+def forward(cfg, t, ids):
+    """Logits [T, V] of one sequence, positions 0..T-1."""
+    T = len(ids)
+    C, H, KV, D = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], head_dim(cfg)
+    eps, fam = cfg["rms_norm_eps"], cfg["model_type"]
+    inv_freq = 1.0 / (cfg["rope_theta"] ** (np.arange(0, D, 2, dtype=np.float64) / D))
+    angles = np.outer(np.arange(T, dtype=np.float64), inv_freq)
+    cos = np.concatenate([np.cos(angles)] * 2, axis=-1)[:, None, :]  # [T, 1, D]
+    sin = np.concatenate([np.sin(angles)] * 2, axis=-1)[:, None, :]
+    x = t["model.embed_tokens.weight"][ids]
+    for l, window in enumerate(layer_windows(cfg)):
+        p = f"model.layers.{l}."
+        lin = lambda name, v: v @ t[p + name + ".weight"].T + t.get(p + name + ".bias", 0.0)
+        n = rms_norm(x, t[p + "input_layernorm.weight"], eps)
+        q = lin("self_attn.q_proj", n).reshape(T, H, D)
+        k = lin("self_attn.k_proj", n).reshape(T, KV, D)
+        v = lin("self_attn.v_proj", n).reshape(T, KV, D)
+        if fam == "qwen3":  # per-head RMSNorm of q and k, before the rotation
+            q = rms_norm(q, t[p + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, t[p + "self_attn.k_norm.weight"], eps)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+        visible = (j <= i) & ((window == 0) | (j > i - window))
+        att = np.empty((T, H, D))
+        for h in range(H):
+            g = h // (H // KV)
+            s = (q[:, h, :] @ k[:, g, :].T) / np.sqrt(D)
+            s = np.where(visible, s, -np.inf)
+            s = np.exp(s - s.max(axis=1, keepdims=True))
+            att[:, h, :] = (s / s.sum(axis=1, keepdims=True)) @ v[:, g, :]
+        x = x + lin("self_attn.o_proj", att.reshape(T, H * D))
+        n = rms_norm(x, t[p + "post_attention_layernorm.weight"], eps)
+        gate = lin("mlp.gate_proj", n)
+        x = x + lin("mlp.down_proj", gate / (1.0 + np.exp(-gate)) * lin("mlp.up_proj", n))
+    x = rms_norm(x, t["model.norm.weight"], eps)
+    head = t["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings") else t["lm_head.weight"]
+    return x @ head.T
+
+
+def mean_loss(cfg, t, tokens, seq):
+    """meshtrain eval's windows: consecutive windows of seq inputs, each predicting the next token."""
+    total, count = 0.0, 0
+    for start in range(0, len(tokens) - 1, seq):
+        inputs = tokens[start:start + seq]
+        targets = tokens[start + 1:start + seq + 1]
+        logits = forward(cfg, t, inputs)[:len(targets)]
+        m = logits.max(axis=1, keepdims=True)
+        lse = (m + np.log(np.exp(logits - m).sum(axis=1, keepdims=True)))[:, 0]
+        total += float(np.sum(lse - logits[np.arange(len(targets)), targets]))
+        count += len(targets)
+    return total / count
+
+
+def greedy(cfg, t, prompt, n):
+    """Greedy continuation, and the smallest gap between the best and second-best logit."""
+    ids, margin = list(prompt), np.inf
+    for _ in range(n):
+        logits = forward(cfg, t, ids)[-1]
+        order = np.argsort(logits)
+        margin = min(margin, logits[order[-1]] - logits[order[-2]])
+        ids.append(int(order[-1]))
+        if ids[-1] == cfg["eos_token_id"]:
+            break
+    return ids[len(prompt):], margin
+
+
+# ---- the checks through the binary ---------------------------------------------------------
+
+def run(args):
+    """The command's standard output as bytes (random tokens need not decode as UTF-8)."""
+    r = subprocess.run(args, capture_output=True)
+    if r.returncode != 0:
+        raise RuntimeError(" ".join(args) + " failed:\n" + (r.stdout + r.stderr).decode(errors="replace"))
+    return r.stdout
+
+
+# The evaluated text: a few windows of 32 tokens, the last one partial.
+TEXT = ("Once upon a time there was a little girl named Lily. She liked to play in the park with her "
+        "dog. One day the sun was hot and the dog was tired, so they sat under a big tree and ate "
+        "an apple. Lily said thank you to the tree, and the dog wagged its tail.\n")
+
+
+def check_family(meshtrain, tokenizer, family, work):
+    directory = os.path.join(work, family)
+    make_model(family, directory, seed=sum(map(ord, family)))
+    cfg = json.load(open(os.path.join(directory, "config.json")))
+    t = read_safetensors(os.path.join(directory, "model.safetensors"))
+    failures = []
+
+    seq = 32
+    text_file = os.path.join(work, "text.txt")
+    with open(text_file, "w", encoding="utf-8") as f:
+        f.write(TEXT)
+    tokens = json.loads(run([meshtrain, "tokenize", "--tokenizer", tokenizer, "--bos", "--text", TEXT]))
+    want = mean_loss(cfg, t, tokens, seq)
+    out = run([meshtrain, "eval", "--model", directory, "--tokenizer", tokenizer, "--data", text_file,
+               "--seq-len", str(seq), "--batch", "2"])
+    got = float(re.search(rb"mean loss ([0-9.eE+-]+)", out).group(1))
+    rel = abs(got - want) / abs(want)
+    print(f"{family}: eval loss meshtrain {got:.9f}, float64 reference {want:.9f}, relative {rel:.2e}")
+    if not rel <= 1e-6:
+        failures.append(f"{family}: eval loss {got} vs reference {want} (relative {rel:.2e} > 1e-6)")
+
+    prompt_text, n = "Once upon a time", 24
+    prompt = json.loads(run([meshtrain, "tokenize", "--tokenizer", tokenizer, "--bos", "--text", prompt_text]))
+    ids, margin = greedy(cfg, t, prompt, n)
+    want_text = run([meshtrain, "detokenize", "--tokenizer", tokenizer, "--ids", " ".join(map(str, ids))])
+    got_text = run([meshtrain, "generate", "--model", directory, "--tokenizer", tokenizer, "--prompt",
+                    prompt_text, "--max-new-tokens", str(n)])
+    print(f"{family}: greedy {len(ids)} tokens (smallest top-2 logit gap {margin:.3g}): {want_text.strip()!r}")
+    if want_text.strip() not in got_text:
+        failures.append(f"{family}: generate printed {got_text.strip()!r}, the reference's greedy tokens "
+                        f"{ids} read {want_text.strip()!r}")
+    return failures
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__)
+        return 2
+    meshtrain, tokenizer = sys.argv[1:3]
+    if not os.path.exists(tokenizer):
+        print(f"family_reference: {tokenizer} is not present (the shared data); skipped")
+        return 77
+    families = sys.argv[3:] or list(FAMILIES)
+    failures = []
+    with tempfile.TemporaryDirectory(prefix="family_reference_") as work:
+        for family in families:
+            failures += check_family(meshtrain, tokenizer, family, work)
+    for f in failures:
+        print("FAIL " + f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+// The families' parts on real MPI ranks: a Qwen2-like model (q/k/v biases, a window on its upper
+// layers) and a Qwen3-like one (q/k norms, head_dim != hidden / heads) in their HF layout, fine-
+// tuned from that directory (full and LoRA) on tp=2, fsdp=2, pp=2 and fsdp=2 x tp=2, give the
+// one-rank run's losses and final parameters (fp32): biases split with their rows or added once after the
+// reduction, q/k norm gradients summed over the tensor-parallel ranks, every tensor in its unit.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "io/hf_config.h"
+#include "io/model_files.h"
+#include "mesh_runs.h"
+#include "model/llama.h"
+#include "core/normal_init.h"
+
+namespace mt::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kRun =
+    "--set train.steps=6 --set train.precision=fp32 --set train.peak_gflops=100 "
+    "--set train.batch_size=4 --set train.grad_accum=2 --set train.seq_len=32 "
+    "--set train.log_every=100 --set optim.warmup_steps=2 ";
+
+std::string tag_of(const std::string& s) {
+  std::string t;
+  for (char c : s) t += (c == '=' || c == ',') ? '_' : c;
+  return t;
+}
+
+// A model directory of `family` made from a short run's exported one (its tokenizer and config
+// keys), with the family's parts and random values in every tensor. Returns a config file that
+// names it as model.path. `tag` keeps the directories of tests ctest runs in parallel apart.
+std::string family_model(const std::string& family, const std::string& tag) {
+  const std::string src = (fs::temp_directory_path() / ("meshtrain_family_mesh_src_" + tag)).string();
+  const std::string dir = (fs::temp_directory_path() / ("meshtrain_family_mesh_" + tag)).string();
+  {
+    fs::remove_all(src);
+    std::string out;
+    EXPECT_EQ(run(train_command("") + "--set train.steps=1 --set train.seq_len=32 --set train.batch_size=2 "
+                                      "--set train.peak_gflops=100 --set output.dir=" + src, &out), 0) << out;
+  }
+  LlamaConfig c = load_hf_config(src + "/model/config.json");
+  c.model_type = family;
+  if (family == "qwen2") {
+    c.qkv_bias = true;
+    c.layer_window.assign(size_t(c.num_hidden_layers), 0);
+    for (int64_t l = 1; l < c.num_hidden_layers; ++l) c.layer_window[size_t(l)] = 8;  // < seq_len
+  } else {  // qwen3
+    c.qk_norm = true;
+    c.head_dim_override = c.hidden_size / c.num_attention_heads + 4;
+  }
+  LlamaModel m(c, Precision::fp32, LoraConfig{});
+  m.init_weights(5);
+  std::vector<float> v;
+  for (Param& p : m.base().params()) {  // biases and norms away from 0 and 1, so they matter
+    if (p.shape.size() != 1) continue;
+    v.resize(size_t(p.numel));
+    fill_normal(v.data(), p.numel, 0.3f, 6, p.name);
+    if (p.name.find(".bias") == std::string::npos)
+      for (float& x : v) x += 1.0f;
+    m.base().set_values(p, v.data());
+  }
+  fs::remove_all(dir);
+  save_base_model(m, dir, ModelOrigin{src + "/model", {}});
+  for (const auto& e : fs::directory_iterator(src + "/model")) {  // the tokenizer files
+    const std::string name = e.path().filename().string();
+    if (name != "config.json" && name != "model.safetensors" && name != "generation_config.json")
+      fs::copy(e.path(), dir + "/" + name);
+  }
+  std::ofstream(dir + ".toml") << "[model]\npath = \"" << dir << "\"\n";
+  return dir + ".toml";
+}
+
+struct FamilyMeshCase {
+  const char* family;
+  const char* mesh;
+};
+
+class FamilyMeshEquality : public ::testing::TestWithParam<FamilyMeshCase> {};
+
+TEST_P(FamilyMeshEquality, FullTrainingMatchesOneRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string tag = std::string("family_") + GetParam().family + "_" + tag_of(GetParam().mesh);
+  const std::string toml = family_model(GetParam().family, tag);
+  const std::string config = nlohmann::json::parse(std::ifstream(toml.substr(0, toml.size() - 5) + "/config.json")).dump();
+  EXPECT_NE(config.find(std::string("\"model_type\":\"") + GetParam().family + "\""), std::string::npos) << config;
+  expect_same_run(tag, "--config " + toml + " " + kRun, GetParam().mesh, "/model/model.safetensors");
+}
+
+// LoRA on every projection (biased ones included: the bias stays frozen in the base) and the head.
+TEST_P(FamilyMeshEquality, LoraTrainingMatchesOneRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string lora =
+      "--set lora.enabled=true --set lora.rank=4 --set optim.lr=1e-2 "
+      "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\",\"lm_head\"]' ";
+  const std::string tag = std::string("family_lora_") + GetParam().family + "_" + tag_of(GetParam().mesh);
+  expect_same_run(tag, "--config " + family_model(GetParam().family, tag) + " " + kRun + lora, GetParam().mesh,
+                  "/adapter/adapter_model.safetensors");
+}
+
+INSTANTIATE_TEST_SUITE_P(Meshes, FamilyMeshEquality,
+                         ::testing::Values(FamilyMeshCase{"qwen2", "tp=2"}, FamilyMeshCase{"qwen2", "fsdp=2"},
+                                           FamilyMeshCase{"qwen2", "pp=2"}, FamilyMeshCase{"qwen2", "fsdp=2,tp=2"},
+                                           FamilyMeshCase{"qwen3", "tp=2"}, FamilyMeshCase{"qwen3", "fsdp=2"},
+                                           FamilyMeshCase{"qwen3", "pp=2"}, FamilyMeshCase{"qwen3", "fsdp=2,tp=2"}),
+                         [](const auto& info) {
+                           return std::string(info.param.family) + "_" + tag_of(info.param.mesh);
+                         });
+
+}  // namespace
+}  // namespace mt::testing

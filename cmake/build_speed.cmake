@@ -16,7 +16,7 @@
 # Precompiled headers were tried and left out: with g++ 12 a translation unit that loads a .gch
 # gets -Wstringop-overflow / -Warray-bounds warnings from inside libstdc++'s std::string (the
 # compiler's known false positives, silenced in system headers) that the same includes read as
-# text do not give, and with unity batches they saved little (docs/building.md).
+# text do not give, and on top of the unity batches they saved no measurable time (docs/building.md).
 option(MESHTRAIN_UNITY "Compile the library and the binary in unity batches (docs/building.md)" ON)
 set(MESHTRAIN_UNITY_BATCH 16 CACHE STRING "Source files per unity batch")
 

@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
-# Configures (Ninja, Release) into build/ and builds everything: build/meshtrain and the tests.
-# Extra arguments are passed to CMake's configure step, e.g. scripts/build.sh -DMESHTRAIN_NATIVE=OFF
+# Configures (Ninja, Release) into build/ and builds build/meshtrain, the binary the demo and every
+# command run. With --tests it builds everything instead: the binary, the test programs ctest runs
+# and the benchmarks. Other arguments go to CMake's configure step, e.g.
+#   scripts/build.sh -DMESHTRAIN_NATIVE=OFF      # a portable binary
+#   scripts/build.sh --tests                     # before ctest --test-dir build
+# Prints how long it took: wall time, and the CPU time of the compilers (docs/building.md).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+targets=(--target meshtrain) what="build/meshtrain"
+configure_args=()
+for arg in "$@"; do
+  if [ "$arg" = --tests ]; then
+    targets=() what="build/meshtrain, the tests and the benchmarks"
+  else
+    configure_args+=("$arg")
+  fi
+done
 
 cache=build/CMakeCache.txt
 if [ -f "$cache" ] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$cache"; then
@@ -10,5 +24,13 @@ if [ -f "$cache" ] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$cache"; the
   exit 1
 fi
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
-cmake --build build
+configure_and_build() {
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${configure_args[@]+"${configure_args[@]}"}
+  cmake --build build ${targets[@]+"${targets[@]}"}
+}
+
+# `time` reports on this script's stdout (the builds' own stderr goes where it went), also when a
+# step fails. Its CPU figures are those of every process the build ran (compilers, linker).
+load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo unknown)
+TIMEFORMAT="build: built $what in %0R s wall time; CPU %0U s user + %0S s sys on $(nproc) cores (load average $load at the start)"
+{ time configure_and_build 2>&3; } 3>&2 2>&1

@@ -15,7 +15,6 @@ namespace {
 
 using nlohmann::json;
 using Type = SentencePieceTokenizer::PieceType;
-const std::string kSpace = "\xE2\x96\x81";  // "▁"
 
 bool absent(const json& obj, const char* key) { return !obj.contains(key) || obj[key].is_null(); }
 
@@ -52,8 +51,8 @@ void read_spaces(const json& doc, SentencePieceTokenizer::Vocab& v, const std::s
   int squeeze_steps = 0;
   const json none;
   for (const json& s : steps(doc.contains("normalizer") ? doc["normalizer"] : none, "normalizers")) {
-    if (s.value("type", "") == "Prepend" && s.value("prepend", "") == kSpace) v.add_dummy_prefix = true;
-    else if (replaces(s, " ", kSpace)) escaped = true;
+    if (s.value("type", "") == "Prepend" && s.value("prepend", "") == kSentencepieceSpace) v.add_dummy_prefix = true;
+    else if (replaces(s, " ", kSentencepieceSpace)) escaped = true;
     // sentencepiece's remove_extra_whitespaces, as hf_sentencepiece_writer.cpp writes it.
     else if (std::any_of(std::begin(kSqueezeSteps), std::end(kSqueezeSteps),
                          [&](const auto& step) { return replaces(s, step.first, step.second, "Regex"); }))
@@ -70,7 +69,7 @@ void read_spaces(const json& doc, SentencePieceTokenizer::Vocab& v, const std::s
     // nothing to split and each text between added tokens is one BPE word.
   } else if (!pre.is_null()) {
     if (escaped || v.add_dummy_prefix || pre.value("type", "") != "Metaspace" ||
-        pre.value("replacement", kSpace) != kSpace)
+        pre.value("replacement", kSentencepieceSpace) != kSentencepieceSpace)
       fail(name + ": unsupported pre_tokenizer for a byte-fallback BPE (expected none after a "
            "Prepend/Replace normalizer, or Metaspace with replacement \"\u2581\"): " + pre.dump().substr(0, 200));
     // Older files: add_prefix_space (true -> "always") and always split; newer: prepend_scheme and split.
@@ -88,13 +87,13 @@ void read_spaces(const json& doc, SentencePieceTokenizer::Vocab& v, const std::s
     fail(name + ": byte-fallback BPE without Replace \" \" -> \"\u2581\" or a Metaspace pre-tokenizer is not supported");
   for (const json& s : steps(doc.contains("decoder") ? doc["decoder"] : none, "decoders")) {
     std::string t = s.value("type", "");
-    bool ok = t == "ByteFallback" || t == "Fuse" || t == "Metaspace" || replaces(s, kSpace, " ") ||
+    bool ok = t == "ByteFallback" || t == "Fuse" || t == "Metaspace" || replaces(s, kSentencepieceSpace, " ") ||
               (t == "Strip" && s.value("content", "") == " " && s.value("stop", 0) == 0);
     if (!ok) fail(name + ": unsupported decoder step for a byte-fallback BPE: " + s.dump().substr(0, 200));
   }
 }
 
-std::pair<std::string, std::string> split_merge(const json& m, size_t rank, const std::string& name) {
+std::pair<std::string, std::string> split_piece_merge(const json& m, size_t rank, const std::string& name) {
   if (m.is_string()) {
     const std::string& s = m.get_ref<const std::string&>();
     size_t sp = s.find(' ');
@@ -169,7 +168,7 @@ std::unique_ptr<Tokenizer> parse_hf_sentencepiece(const json& doc, const std::st
   read_spaces(doc, v, name);
   const json& merges = model["merges"];
   v.merges.reserve(merges.size());
-  for (size_t i = 0; i < merges.size(); ++i) v.merges.push_back(split_merge(merges[i], i, name));
+  for (size_t i = 0; i < merges.size(); ++i) v.merges.push_back(split_piece_merge(merges[i], i, name));
   return std::make_unique<SentencePieceTokenizer>(std::move(v), name);
 }
 

@@ -13,7 +13,6 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 using Type = SentencePieceTokenizer::PieceType;
-const std::string kSpace = "\xE2\x96\x81";  // "▁"
 
 // Pieces with the space symbol HF expects (llama2.c's export stores " ").
 std::vector<std::string> hf_pieces(const SentencePieceTokenizer::Vocab& v) {
@@ -21,10 +20,10 @@ std::vector<std::string> hf_pieces(const SentencePieceTokenizer::Vocab& v) {
   out.reserve(v.pieces.size());
   for (size_t id = 0; id < v.pieces.size(); ++id) {
     std::string p;
-    if (v.types[id] == Type::byte || v.space == kSpace) {
+    if (v.types[id] == Type::byte || v.space == kSentencepieceSpace) {
       p = v.pieces[id];
     } else {
-      for (char c : v.pieces[id]) p += c == ' ' ? kSpace : std::string(1, c);
+      for (char c : v.pieces[id]) p += c == ' ' ? kSentencepieceSpace : std::string(1, c);
     }
     out.push_back(std::move(p));
   }
@@ -77,11 +76,11 @@ std::string hf_tokenizer_json(const SentencePieceTokenizer& tok) {
     // trailing spaces and U+2581 go (before the dummy prefix, so an all-space text stays empty).
     for (const auto& [pattern, content] : kSqueezeSteps) norm.push_back(replace({{"Regex", pattern}}, content));
   }
-  if (v.add_dummy_prefix) norm.push_back({{"type", "Prepend"}, {"prepend", kSpace}});
-  norm.push_back(replace({{"String", " "}}, kSpace));
+  if (v.add_dummy_prefix) norm.push_back({{"type", "Prepend"}, {"prepend", kSentencepieceSpace}});
+  norm.push_back(replace({{"String", " "}}, kSentencepieceSpace));
   ojson post = nullptr;
   if (v.bos >= 0) post = hf_bos_post_processor(pieces[v.bos], v.bos);
-  ojson decoders = {replace({{"String", kSpace}}, " "), {{"type", "ByteFallback"}}, {{"type", "Fuse"}}};
+  ojson decoders = {replace({{"String", kSentencepieceSpace}}, " "), {{"type", "ByteFallback"}}, {{"type", "Fuse"}}};
   if (v.add_dummy_prefix || v.remove_extra_whitespaces)
     decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
   ojson vocab = ojson::object();

@@ -11,6 +11,9 @@
 
 namespace mt {
 
+// SentencePiece's space symbol "▁" (U+2581), which the writer puts in and the reader recognises.
+inline const std::string kSentencepieceSpace = "\xE2\x96\x81";
+
 // The normalizer steps (Replace Regex -> content) that write sentencepiece's
 // remove_extra_whitespaces for HF; the reader recognises exactly these.
 inline constexpr std::pair<const char*, const char*> kSqueezeSteps[] = {

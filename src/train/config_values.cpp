@@ -124,7 +124,9 @@ std::string choice_list(const std::vector<std::string_view>& choices, bool quote
   std::string out;
   for (size_t i = 0; i < choices.size(); ++i) {
     if (i) out += quoted && i + 1 == choices.size() ? " or " : ", ";
-    out += quoted ? "\"" + std::string(choices[i]) + "\"" : std::string(choices[i]);
+    if (quoted) out += '"';
+    out += choices[i];
+    if (quoted) out += '"';
   }
   return out;
 }

@@ -11,13 +11,13 @@
 namespace mt {
 
 namespace {
-constexpr int64_t kParallelMin = 1 << 15;  // elements; below this a thread team costs more
+constexpr int64_t kRmsnormParallelMin = 1 << 15;  // elements; below this a thread team costs more
 }
 
 template <class T>
 void rmsnorm_forward(T* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C,
                      float eps) {
-#pragma omp parallel for schedule(static) if (N * C > kParallelMin)
+#pragma omp parallel for schedule(static) if (N * C > kRmsnormParallelMin)
   for (int64_t n = 0; n < N; ++n) {
     const float* xr = x + n * C;
     double ss = 0.0;  // double: the mean of squares feeds every output of the row
@@ -36,7 +36,7 @@ void rmsnorm_forward(T* out, float* rstd, const float* x, const float* w, int64_
 template <class T>
 void rmsnorm_backward(float* dx, float* dw, const T* dout, const float* x, const float* w,
                       const float* rstd, int64_t N, int64_t C) {
-#pragma omp parallel if (N * C > kParallelMin)
+#pragma omp parallel if (N * C > kRmsnormParallelMin)
   {
     // dx: rows are independent.
 #pragma omp for schedule(static)

@@ -7,7 +7,7 @@
 namespace mt {
 
 namespace {
-constexpr int64_t kParallelMin = 1 << 15;
+constexpr int64_t kSwigluParallelMin = 1 << 15;
 // The GPU computes the sigmoid with expf (dm::sigmoid); here fast_exp keeps the loop vectorised.
 inline float sigmoid(float a) { return 1.0f / (1.0f + fast_exp(-a)); }
 }  // namespace
@@ -16,7 +16,7 @@ inline float sigmoid(float a) { return 1.0f / (1.0f + fast_exp(-a)); }
 // element for element (the simd pragma promises no cross-element overlap, nothing more).
 template <class T>
 void swiglu_forward(T* h, const T* gate, const T* up, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+#pragma omp parallel for simd schedule(static) if (n > kSwigluParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     const float g = to_float(gate[i]), u = to_float(up[i]);
     h[i] = from_float<T>(dm::swiglu_value(g, u, sigmoid(g)));
@@ -26,7 +26,7 @@ void swiglu_forward(T* h, const T* gate, const T* up, int64_t n) {
 // The arithmetic after the sigmoid is kernels/device_math/swiglu_element.h, shared with the GPU.
 template <class T>
 void swiglu_backward(T* dgate, T* dup, const T* dh, const T* gate, const T* up, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+#pragma omp parallel for simd schedule(static) if (n > kSwigluParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     const float g = to_float(gate[i]), u = to_float(up[i]), d = to_float(dh[i]);
     const dm::SwigluGrads r = dm::swiglu_grads(g, u, d, sigmoid(g));

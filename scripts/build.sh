@@ -25,12 +25,20 @@ if [ -f "$cache" ] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$cache"; the
 fi
 
 configure_and_build() {
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${configure_args[@]+"${configure_args[@]}"}
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${configure_args[@]+"${configure_args[@]}"} &&
   cmake --build build ${targets[@]+"${targets[@]}"}
 }
 
-# `time` reports on this script's stdout (the builds' own stderr goes where it went), also when a
-# step fails. Its CPU figures are those of every process the build ran (compilers, linker).
+# The timing line covers every process the build ran (compilers, linker); a failed build says so
+# instead of "built", with the same figures, and exits with the build's status.
 load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo unknown)
-TIMEFORMAT="build: built $what in %0R s wall time; CPU %0U s user + %0S s sys on $(nproc) cores (load average $load at the start)"
-{ time configure_and_build 2>&3; } 3>&2 2>&1
+TIMEFORMAT="%0R %0U %0S"
+status=0
+{ timing=$( { time configure_and_build 1>&3 2>&4; } 2>&1 ); } 3>&1 4>&2 || status=$?
+read -r wall user sys <<<"${timing##*$'\n'}"
+figures="$wall s wall time; CPU $user s user + $sys s sys on $(nproc) cores (load average $load at the start)"
+if [ "$status" -ne 0 ]; then
+  echo "build: FAILED building $what after $figures" >&2
+  exit "$status"
+fi
+echo "build: built $what in $figures"

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "core/bounded_json.h"
 #include "core/error.h"
 #include "run_command.h"
@@ -111,7 +113,10 @@ class HostileFiles : public ::testing::Test {
  protected:
   void SetUp() override {
     if (testing::run_command("prlimit --version").code != 0) GTEST_SKIP() << "prlimit (util-linux) not installed";
-    dir_ = fs::temp_directory_path() / "meshtrain_bounded_readers";
+    // One directory per process and test: ctest runs these tests in parallel processes.
+    dir_ = fs::temp_directory_path() /
+           ("meshtrain_bounded_readers_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }

@@ -12,8 +12,6 @@
 namespace mt::plan {
 namespace {
 
-std::string bytes_text(double bytes) { return format_bytes(int64_t(std::min(bytes, 9e18))); }
-
 std::string seconds_text(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, s < 1.0 ? "%.3g ms" : "%.3g s", s < 1.0 ? s * 1e3 : s);

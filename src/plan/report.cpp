@@ -11,7 +11,7 @@
 namespace mt::plan {
 namespace {
 
-constexpr double GB = 1e9;
+constexpr double kBytesPerGB = 1e9;
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -58,7 +58,7 @@ std::string parameters_line(const PlanInput& in) {
 std::string weights_line(const PlanInput& in) {
   const bool nf4 = in.lora.enabled && in.base_dtype == BaseDtype::nf4;
   const std::string copy = in.precision == Precision::bf16 ? "bf16" : "f32";
-  return "base weights: " + fmt("%.2f GB", base_weight_bytes(in) / GB) + " (" +
+  return "base weights: " + fmt("%.2f GB", base_weight_bytes(in) / kBytesPerGB) + " (" +
          (nf4 ? fmt("nf4: layer matrices at %.4f bits, embedding, head and norms ", kNf4BytesPerWeight * 8.0) + copy
               : copy) +
          ")";
@@ -110,10 +110,10 @@ void print_plan(std::ostream& os, const Candidate& c) {
   os << describe_input(c.input) << "\n" << parameters_line(c.input) << "\n" << weights_line(c.input) << "\n\n";
   os << "memory per device (pipeline stage " << m.stage << ", the largest)\n";
   for (const auto& i : m.items)
-    os << "  " << i.name << std::string(24 - std::min<size_t>(22, i.name.size()), ' ') << fmt("%10.2f GB", i.bytes / GB)
+    os << "  " << i.name << std::string(24 - std::min<size_t>(22, i.name.size()), ' ') << fmt("%10.2f GB", i.bytes / kBytesPerGB)
        << fmt("  %5.1f%%\n", 100.0 * i.bytes / m.capacity);
-  os << "  total" << std::string(19, ' ') << fmt("%10.2f GB", m.total / GB)
-     << fmt("  %5.1f%% of ", 100.0 * m.total / m.capacity) << fmt("%.0f GB", m.capacity / GB)
+  os << "  total" << std::string(19, ' ') << fmt("%10.2f GB", m.total / kBytesPerGB)
+     << fmt("  %5.1f%% of ", 100.0 * m.total / m.capacity) << fmt("%.0f GB", m.capacity / kBytesPerGB)
      << (m.fits() ? "  fits\n" : "  DOES NOT FIT\n");
   if (c.input.mesh.pp > 1) {
     const auto& in = c.input;
@@ -124,7 +124,7 @@ void print_plan(std::ostream& os, const Candidate& c) {
        << " micro-batches, bubble fraction " << fmt("%.3f", t.bubble_fraction)
        << (virt ? " = (p-1)/(v m+p-1)\n" : " = (p-1)/(m+p-1)\n");
     for (const StageMemory& s : stage_memory(in))
-      os << "  stage " << s.params.index << fmt("  %8.2f GB  ", s.memory.total / GB) << s.units << "\n";
+      os << "  stage " << s.params.index << fmt("  %8.2f GB  ", s.memory.total / kBytesPerGB) << s.units << "\n";
   }
   os << "\ntime per step (slowest stage)\n";
   auto row = [&](const char* name, double s) {
@@ -170,7 +170,7 @@ void print_search(std::ostream& os, const SearchResult& r, size_t top) {
     char buf[256];
     std::snprintf(buf, sizeof buf, "%4zu %3ld %5ld %3ld %3ld %3ld  %4s  %13.1f %7.3f %11.1f %12.1f %5.1f%%\n",
                   i + 1, long(m.dp), long(m.fsdp), long(m.tp), long(m.pp), long(c.input.micro_batch),
-                  c.input.checkpointing ? "yes" : "no", c.memory.total / GB, c.time.step,
+                  c.input.checkpointing ? "yes" : "no", c.memory.total / kBytesPerGB, c.time.step,
                   c.time.tokens_per_s, c.time.tflops_per_device, 100.0 * c.time.mfu);
     os << buf;
   }
@@ -249,14 +249,14 @@ std::string memory_svg(const Candidate& c) {
     const double w = bar * i.bytes / cap;
     s << "<rect x='" << x << "' y='40' width='" << w << "' height='30' fill='" << colors[k % 10] << "'/>\n";
     s << "<rect x='20' y='" << 90 + 18 * k << "' width='12' height='12' fill='" << colors[k % 10] << "'/>"
-      << "<text x='38' y='" << 100 + 18 * k << "'>" << i.name << ": " << fmt("%.2f GB", i.bytes / GB)
+      << "<text x='38' y='" << 100 + 18 * k << "'>" << i.name << ": " << fmt("%.2f GB", i.bytes / kBytesPerGB)
       << "</text>\n";
     x += w, ++k;
   }
   const double cx = left + bar * c.memory.capacity / cap;
   s << "<line x1='" << cx << "' y1='32' x2='" << cx << "' y2='78' stroke='black' stroke-width='2'/>\n";
   s << "<text x='" << std::min(cx, W - 200) << "' y='" << 100 + 18 * rows << "'>capacity "
-    << fmt("%.0f GB", c.memory.capacity / GB) << ", total " << fmt("%.1f GB", c.memory.total / GB)
+    << fmt("%.0f GB", c.memory.capacity / kBytesPerGB) << ", total " << fmt("%.1f GB", c.memory.total / kBytesPerGB)
     << (c.memory.fits() ? " (fits)" : " (does not fit)") << "</text>\n</svg>\n";
   return s.str();
 }
@@ -276,7 +276,7 @@ std::string front_svg(const SearchResult& r, double capacity) {
   s << "<text x='" << L << "' y='18' font-size='14'>Search: tokens/s against peak memory per device</text>\n";
   s << "<line x1='" << L << "' y1='" << H - B << "' x2='" << W - R << "' y2='" << H - B << "' stroke='black'/>\n";
   s << "<line x1='" << L << "' y1='" << T << "' x2='" << L << "' y2='" << H - B << "' stroke='black'/>\n";
-  s << "<text x='" << (W / 2) << "' y='" << H - 12 << "'>memory per device (GB), max " << fmt("%.0f", xmax / GB)
+  s << "<text x='" << (W / 2) << "' y='" << H - 12 << "'>memory per device (GB), max " << fmt("%.0f", xmax / kBytesPerGB)
     << "</text>\n";
   s << "<text x='12' y='" << T + 10 << "'>tok/s</text><text x='12' y='" << T + 26 << "'>" << fmt("%.0f", ymax)
     << "</text>\n";

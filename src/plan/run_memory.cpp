@@ -10,9 +10,9 @@
 
 namespace mt::plan {
 
-namespace {
-
 std::string bytes_text(double bytes) { return format_bytes(int64_t(std::min(bytes, 9e18))); }
+
+namespace {
 
 // What to change, for the item that takes the most memory.
 std::string advice(const RunConfig& cfg, const std::string& largest) {

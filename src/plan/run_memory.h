@@ -4,6 +4,7 @@
 // the kernel kills it.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "core/available_memory.h"
 #include "plan/memory_model.h"
@@ -20,6 +21,9 @@ inline constexpr double kUsableMemoryFraction = 0.9;
 // (train.grad_accum of them per step) of train.seq_len tokens, the default partition rules, on
 // this machine (the `cpu` cluster) with `memory_per_rank` bytes for each rank.
 PlanInput run_plan_input(const RunConfig& cfg, const LlamaConfig& shape, double memory_per_rank);
+
+// A byte count as the memory lines print it ("1.50 GiB"), capped where a double would overflow.
+std::string bytes_text(double bytes);
 
 // mt::Error, one line with the figures and what to lower, when the largest rank's peak (plan's
 // peak_memory) exceeds kUsableMemoryFraction of `available` shared among `ranks_on_host` ranks.

@@ -15,6 +15,7 @@
 #include "data/chat_templates.h"
 #include "data/examples.h"
 #include "data/tokenizer.h"
+#include "error_of.h"
 #include "mistral_fixture.h"
 #include "run_command.h"
 
@@ -49,15 +50,6 @@ Ids trained_ids(const Example& ex) {
 }
 // The trained tokens as text (a sentencepiece decode drops control tokens such as </s>).
 std::string trained_text(const Tokenizer& tok, const Example& ex) { return tok.decode(trained_ids(ex)); }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Each case of the renderings file for `family` against meshtrain's template on `tok`.
 void expect_hf_renderings(const Tokenizer& tok, const std::string& family, DataFormat format) {

@@ -14,6 +14,7 @@
 #ifdef MESHTRAIN_CUDA
 #include "backend/cuda_device_count.h"
 #endif
+#include "error_of.h"
 #include "run_command.h"
 #include "train/config_schema.h"
 
@@ -22,15 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::run_meshtrain;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(DeviceChoice, EachLocalRankTakesItsOwnGpuOrSharesOnlyWhenAllowed) {
   EXPECT_EQ(gpu_for_local_rank(0, 1, false), 0);

@@ -6,9 +6,11 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <sys/wait.h>
+#include <unistd.h>
 
 namespace {
 
@@ -107,6 +109,24 @@ TEST(PlanCli, SearchJsonAndSvg) {
   EXPECT_EQ(doc["top"].size(), 3u);
   EXPECT_TRUE(std::filesystem::exists(svg));
   std::filesystem::remove(svg);
+}
+
+// A model's config.json alone plans as its directory does (the planner reads no weights), and a
+// family's config (Qwen3: q/k norms, head_dim 128 over 16 heads of a 1024 hidden) counts its tensors.
+TEST(PlanCli, ConfigJsonAlonePlansLikeItsDirectory) {
+  const std::string dir = ::testing::TempDir() + "plan_config_json_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir + "/qwen3-0.6b");
+  const std::string config = dir + "/qwen3-0.6b/config.json";
+  std::ofstream(config) << R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+    "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
+    "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+    "max_position_embeddings": 40960, "rms_norm_eps": 1e-06, "rope_theta": 1000000,
+    "tie_word_embeddings": true, "hidden_act": "silu", "attention_bias": false})";
+  Result r = run_plan("--model " + config + " --mesh dp=1 --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  // Qwen3-0.6B as published: 596,049,920 parameters with the tied embedding counted once.
+  EXPECT_NE(r.output.find("596049920"), std::string::npos) << r.output;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(PlanCli, BadInputIsOneLine) {

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "io/hf_config.h"
 #include "io/pretrained.h"
 #include "model/llama.h"
 #include "model/presets.h"
@@ -51,8 +52,12 @@ ModelShape resolve_model(const std::string& s) {
   if (s.find('/') == std::string::npos && !fs::exists(s)) return model_preset(s);
   reject_hub_id(s);
   if (!fs::exists(s)) fail(s + ": no such file or directory (expected a config.json or a model directory)");
-  ModelShape m{fs::path(s).filename().string(), Arch::llama, pretrained_config(s)};
-  return m;
+  // A config.json alone is enough: the planner needs the shape, not the weights.
+  if (fs::is_regular_file(s) && fs::path(s).extension() == ".json") {
+    const fs::path parent = fs::absolute(s).parent_path();
+    return {parent.filename().string(), Arch::llama, load_hf_config(s)};
+  }
+  return {fs::path(s).filename().string(), Arch::llama, pretrained_config(s)};
 }
 
 namespace {

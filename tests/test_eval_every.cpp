@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "mesh_runs.h"
 #include "run_command.h"
+#include "temp_dirs.h"
 #include "text_files.h"
 #include "train/checkpoint_dir.h"
 #include "train/metrics.h"
@@ -24,13 +25,8 @@ namespace mt {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::fresh_temp_dir;
 using testing::CommandResult;
-
-std::string temp_dir(const std::string& name) {
-  const std::string dir = (fs::temp_directory_path() / ("meshtrain_evalevery_" + name)).string();
-  fs::remove_all(dir);
-  return dir;
-}
 
 // 516 bytes of text: with data.val_fraction = 0.25 the held-out tail is its last 129 bytes (the
 // byte tokenizer: one token per byte), exactly four windows of train.seq_len = 32 plus the token
@@ -86,7 +82,7 @@ double eval_checkpoint(const std::string& dir, int64_t step) {
 }
 
 TEST(EvalEvery, ValidationLossOfEachDueStepEqualsMeshtrainEvalOfItsCheckpoint) {
-  const std::string dir = temp_dir("eval");
+  const std::string dir = fresh_temp_dir("evalevery_eval");
   write_text(dir);
   const CommandResult r = train(dir, "--set train.steps=5 --set train.eval_every=2 "
                                      "--set output.checkpoint_every=1 --set output.keep_checkpoints=5");
@@ -111,7 +107,7 @@ TEST(EvalEvery, ValidationLossOfEachDueStepEqualsMeshtrainEvalOfItsCheckpoint) {
 }
 
 TEST(EvalEvery, ResumedRunRecordsTheSameValidationLosses) {
-  const std::string dir = temp_dir("resume");
+  const std::string dir = fresh_temp_dir("evalevery_resume");
   write_text(dir);
   const std::string args = "--set train.steps=6 --set train.eval_every=2 --set output.checkpoint_every=2 "
                            "--set output.keep_checkpoints=3 ";
@@ -128,7 +124,7 @@ TEST(EvalEvery, ResumedRunRecordsTheSameValidationLosses) {
 }
 
 TEST(EvalEvery, BestCheckpointSurvivesPruningAndResume) {
-  const std::string dir = temp_dir("best");
+  const std::string dir = fresh_temp_dir("evalevery_best");
   write_text(dir);
   const std::string args = "--set train.eval_every=1 --set output.keep_best=true --set output.checkpoint_every=1 "
                            "--set output.keep_checkpoints=1 ";
@@ -154,7 +150,7 @@ TEST(EvalEvery, BestCheckpointSurvivesPruningAndResume) {
 }
 
 TEST(EvalEvery, PruningKeepsTheBestAndBestStaysInsideTheRun) {
-  const std::string dir = temp_dir("prune");
+  const std::string dir = fresh_temp_dir("evalevery_prune");
   const fs::path root = checkpoints_root(dir);
   for (int64_t s = 1; s <= 4; ++s) {
     fs::create_directories(root / checkpoint_name(s));
@@ -187,7 +183,7 @@ TEST(EvalEvery, PruningKeepsTheBestAndBestStaysInsideTheRun) {
 }
 
 TEST(EvalEvery, WhatCannotBeMeasuredIsRefusedInOneLine) {
-  const std::string dir = temp_dir("refused");
+  const std::string dir = fresh_temp_dir("evalevery_refused");
   write_text(dir);
   CommandResult r = train(dir, "--set train.steps=2 --set output.keep_best=true");
   EXPECT_NE(r.code, 0);

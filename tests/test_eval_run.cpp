@@ -16,21 +16,16 @@
 #include "data_fixtures.h"
 #include "mesh_runs.h"
 #include "run_command.h"
+#include "temp_dirs.h"
 #include "train/metrics.h"
 
 namespace mt {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::fresh_temp_dir;
 using testing::CommandResult;
 using testing::run_meshtrain;
-
-std::string temp_dir(const std::string& name) {
-  const std::string dir = (fs::temp_directory_path() / ("meshtrain_evalrun_" + name)).string();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 // The mean loss `meshtrain eval` printed; NaN when it printed none.
 double eval_loss(const CommandResult& r) {
@@ -62,7 +57,7 @@ std::string builtin_run(const std::string& mesh, const std::string& out, const s
 }
 
 TEST(EvalRun, ValidationReadsTheSameRowsWhateverTheBatchShape) {
-  const std::string dir = temp_dir("shape");
+  const std::string dir = fresh_temp_dir("evalrun_shape");
   // Eight rows a step either way: 1 x 8 (one row, eight micro-batches) and 8 x 1.
   CommandResult a = testing::run_command(builtin_run("", dir + "/1x8", "--set train.batch_size=1 --set train.grad_accum=8"));
   ASSERT_EQ(a.code, 0) << a.output;
@@ -91,7 +86,7 @@ TEST(EvalRun, ValidationReadsTheSameRowsWhateverTheBatchShape) {
 
 TEST(EvalRun, DataParallelValidationEqualsOneRanksAndEvalRunGivesItAgain) {
   if (!testing::have_mpirun()) GTEST_SKIP() << "mpirun not found";
-  const std::string dir = temp_dir("dp");
+  const std::string dir = fresh_temp_dir("evalrun_dp");
   // dp = 2 with 2 x 4 rows a step against one rank's 8 x 1: the same 8 rows, the same held-out rows.
   CommandResult one = testing::run_command(builtin_run("", dir + "/one", "--set train.batch_size=8"));
   ASSERT_EQ(one.code, 0) << one.output;
@@ -105,7 +100,7 @@ TEST(EvalRun, DataParallelValidationEqualsOneRanksAndEvalRunGivesItAgain) {
 TEST(EvalRun, LoraRunOnExamplesIsReproducedByEvalRunAndByItsAdapterDirectory) {
   MT_REQUIRE_DATA("stories260K/stories260K.bin");
   MT_REQUIRE_DATA("instruct/alpaca_tiny.json");
-  const std::string dir = temp_dir("lora");
+  const std::string dir = fresh_temp_dir("evalrun_lora");
   const std::string model = testing::stories_hf_dir(dir);
   ASSERT_FALSE(model.empty());
   // The one-line fine-tune: the sequence length comes from the data (512 here), the template is
@@ -135,7 +130,7 @@ TEST(EvalRun, LoraRunOnExamplesIsReproducedByEvalRunAndByItsAdapterDirectory) {
 
 TEST(EvalRun, WhatCannotBeEvaluatedIsRefusedInOneLine) {
   MT_REQUIRE_DATA("stories260K/stories260K.bin");
-  const std::string dir = temp_dir("refused");
+  const std::string dir = fresh_temp_dir("evalrun_refused");
   const std::string model = testing::stories_hf_dir(dir);
   ASSERT_FALSE(model.empty());
   std::ofstream(dir + "/text.txt") << std::string(3000, 'a');

@@ -16,18 +16,13 @@
 #include "io/safetensors_write.h"
 #include "model/generate.h"
 #include "model_fixtures.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+using testing::fresh_temp_dir;
 
 std::vector<float> logits_of(LlamaModel& m, const testing::TinyBatch& b) {
   std::vector<float> out(size_t(b.B * b.T * m.config().vocab_size));
@@ -40,7 +35,7 @@ TEST(Pretrained, HfDirectoryRoundTripGivesTheSameLogits) {
     LlamaModel m(testing::tiny_config(tied), Precision::fp32, LoraConfig{});
     m.init_weights(3);
     testing::randomize(m.base(), 4, 0.3f);
-    std::string dir = temp_dir("meshtrain_hf_roundtrip");
+    std::string dir = fresh_temp_dir("hf_roundtrip");
     save_base_model(m, dir);
     auto loaded = load_pretrained(dir, Precision::fp32, LoraConfig{}, 0);
     auto batch = testing::tiny_batch(32);
@@ -52,7 +47,7 @@ TEST(Pretrained, HfDirectoryRoundTripGivesTheSameLogits) {
 TEST(Pretrained, MissingTensorAndWrongShapeAreNamed) {
   LlamaModel m(testing::tiny_config(), Precision::fp32, LoraConfig{});
   m.init_weights(3);
-  std::string dir = temp_dir("meshtrain_hf_bad");
+  std::string dir = fresh_temp_dir("hf_bad");
   save_base_model(m, dir);
   // Rewrite the weights without one tensor, then with a wrong shape.
   std::vector<TensorOut> tensors;
@@ -86,7 +81,7 @@ TEST(Pretrained, PeftAdapterRoundTripGivesTheSameLogits) {
   LlamaModel m(testing::tiny_config(), Precision::fp32, lora);
   m.init_weights(3);
   testing::randomize(m.adapters(), 8, 0.3f);
-  std::string base = temp_dir("meshtrain_peft_base"), adapter = temp_dir("meshtrain_peft_adapter");
+  std::string base = fresh_temp_dir("peft_base"), adapter = fresh_temp_dir("peft_adapter");
   save_base_model(m, base);
   save_peft_adapter(m, adapter, base);
   LoraConfig read = read_peft_config(adapter);
@@ -125,7 +120,7 @@ TEST(Peft, RsloraAdapterIsScaledByAlphaOverSqrtRank) {
   lora.rank = 4;
   lora.alpha = 8.0f;  // plain LoRA scale 8 / 4 = 2, the same as rsLoRA's 4 / sqrt(4)
   lora.targets = {"q", "v", "down", "lm_head"};
-  std::string base = temp_dir("meshtrain_rslora_base"), adapter = temp_dir("meshtrain_rslora_adapter");
+  std::string base = fresh_temp_dir("rslora_base"), adapter = fresh_temp_dir("rslora_adapter");
   auto plain = saved_adapter(lora, base, adapter);
   set_adapter_config_keys(adapter, {{"use_rslora", true}, {"lora_alpha", 4.0}});
   const LoraConfig read = read_peft_config(adapter);
@@ -137,7 +132,7 @@ TEST(Peft, RsloraAdapterIsScaledByAlphaOverSqrtRank) {
   auto a = logits_of(*plain, batch), b = logits_of(*loaded, batch);
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
   // Written back, the flag survives.
-  const std::string again = temp_dir("meshtrain_rslora_again");
+  const std::string again = fresh_temp_dir("rslora_again");
   save_peft_adapter(*loaded, again, base);
   EXPECT_TRUE(read_peft_config(again).rank_stabilized);
 }
@@ -147,7 +142,7 @@ TEST(Peft, DoraAdapterIsRefusedNamingTheOption) {
   LoraConfig lora;
   lora.enabled = true;
   lora.rank = 4;
-  std::string base = temp_dir("meshtrain_dora_base"), adapter = temp_dir("meshtrain_dora_adapter");
+  std::string base = fresh_temp_dir("dora_base"), adapter = fresh_temp_dir("dora_adapter");
   saved_adapter(lora, base, adapter);
   set_adapter_config_keys(adapter, {{"use_dora", true}});
   try {
@@ -172,7 +167,7 @@ TEST(Pretrained, Llama2cStoriesGreedyTextMatchesTheReference) {
   const std::string data = std::string(MESHTRAIN_SOURCE_DIR) + "/../shared/data/stories260K/";
   if (!fs::exists(data + "stories260K.bin")) GTEST_SKIP() << "shared data not present";
   // Through an HF directory, as `meshtrain convert` writes it.
-  std::string dir = temp_dir("meshtrain_stories");
+  std::string dir = fresh_temp_dir("stories");
   save_base_model(*load_llama2c(data + "stories260K.bin"), dir);
   auto model = load_pretrained(dir, Precision::fp32, LoraConfig{}, 0);
   auto tok = load_tokenizer(data + "tok512.bin");

@@ -20,6 +20,7 @@
 #include "core/file_lock.h"
 #include "mesh_runs.h"
 #include "run_command.h"
+#include "temp_dirs.h"
 #include "train/checkpoint.h"
 #include "train/metrics.h"
 
@@ -27,14 +28,9 @@ namespace mt {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::fresh_temp_dir;
 using testing::ChildProcess;
 using testing::CommandResult;
-
-std::string temp_dir(const std::string& name) {
-  const std::string dir = (fs::temp_directory_path() / ("meshtrain_rundir_" + name)).string();
-  fs::remove_all(dir);
-  return dir;
-}
 
 // A small `meshtrain train` into `dir` (4 steps, a checkpoint every 2), plus `extra`.
 CommandResult train(const std::string& dir, const std::string& extra = "") {
@@ -63,7 +59,7 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 size_t line_count(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
 
 TEST(RunDirectory, AnotherRunIsRefusedUnlessResumedOrOverwritten) {
-  const std::string dir = temp_dir("refuse");
+  const std::string dir = fresh_temp_dir("rundir_refuse");
   ASSERT_EQ(train(dir).code, 0);
   std::ofstream(dir + "/notes.txt") << "the user's own file\n";
   // Before: a shorter new run here pruned its own checkpoints (step-4 of the old run sorted
@@ -90,7 +86,7 @@ TEST(RunDirectory, AnotherRunIsRefusedUnlessResumedOrOverwritten) {
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(has(r.output, "output.overwrite")) << r.output;
   // A run without checkpoints can only be replaced.
-  const std::string bare = temp_dir("refuse_bare");
+  const std::string bare = fresh_temp_dir("rundir_refuse_bare");
   ASSERT_EQ(train(bare, "--set output.checkpoint_every=0").code, 0);
   r = train(bare);
   EXPECT_TRUE(has(r.output, "holds another run (step 4, no checkpoint); pass --overwrite to replace "
@@ -101,7 +97,7 @@ TEST(RunDirectory, AnotherRunIsRefusedUnlessResumedOrOverwritten) {
 // directory afterwards (recorded there by report and export), listing them; the user's files,
 // beside them or inside report/, stay. Issue 23, item 6.
 TEST(RunDirectory, OverwriteRemovesReportsAndExportsButNotTheUsersFiles) {
-  const std::string dir = temp_dir("overwrite_all");
+  const std::string dir = fresh_temp_dir("rundir_overwrite_all");
   ASSERT_EQ(train(dir).code, 0);
   const std::string mt = std::string(MESHTRAIN_BINARY) + " ";
   CommandResult r = testing::run_command(mt + "report " + dir);
@@ -128,7 +124,7 @@ TEST(RunDirectory, OverwriteRemovesReportsAndExportsButNotTheUsersFiles) {
 }
 
 TEST(RunDirectory, SecondRunAtTheSameTimeIsRefusedNamingTheFirst) {
-  const std::string dir = temp_dir("concurrent");
+  const std::string dir = fresh_temp_dir("rundir_concurrent");
   // Before: both wrote here; one died with "filesystem error: cannot remove all ...
   // step-0000NN" and metrics.jsonl got a torn line.
   ChildProcess first({"train", "--set", "train.steps=100000", "--set", "train.seq_len=64", "--set",
@@ -165,7 +161,7 @@ TEST(RunDirectory, SecondRunAtTheSameTimeIsRefusedNamingTheFirst) {
 }
 
 TEST(RunDirectory, LatestNeverLeadsOutOfTheRunDirectory) {
-  const std::string other = temp_dir("escape_other"), dir = temp_dir("escape");
+  const std::string other = fresh_temp_dir("rundir_escape_other"), dir = fresh_temp_dir("rundir_escape");
   ASSERT_EQ(train(other).code, 0);
   ASSERT_EQ(train(dir, "--set train.steps=2").code, 0);
   const std::string latest = dir + "/checkpoints/latest";
@@ -188,7 +184,7 @@ TEST(RunDirectory, LatestNeverLeadsOutOfTheRunDirectory) {
 }
 
 TEST(RunDirectory, WhatCrashesLeftUnfinishedIsRemovedAtStart) {
-  const std::string dir = temp_dir("stale");
+  const std::string dir = fresh_temp_dir("rundir_stale");
   ASSERT_EQ(train(dir).code, 0);
   const fs::path ck = fs::path(dir) / "checkpoints";
   // What SIGKILL leaves at each point of a save, a prune or an atomic write.
@@ -217,7 +213,7 @@ TEST(RunDirectory, WhatCrashesLeftUnfinishedIsRemovedAtStart) {
 }
 
 TEST(RunDirectory, ResumedRunRecordsEachStepOnce) {
-  const std::string dir = temp_dir("metrics");
+  const std::string dir = fresh_temp_dir("rundir_metrics");
   ASSERT_EQ(train(dir, "--set output.keep_checkpoints=3").code, 0);  // checkpoints at 2 and 4
   const auto whole = testing::losses(dir);
   ASSERT_EQ(whole.size(), 4u);
@@ -232,7 +228,7 @@ TEST(RunDirectory, ResumedRunRecordsEachStepOnce) {
 }
 
 TEST(RunDirectory, TruncateMetricsKeepsWholeLinesUpToTheStep) {
-  const std::string dir = temp_dir("truncate");
+  const std::string dir = fresh_temp_dir("rundir_truncate");
   fs::create_directories(dir);
   const std::string path = dir + "/metrics.jsonl";
   std::ofstream(path) << "{\"step\":1,\"loss\":3}\n{\"step\":2,\"loss\":2}\n{\"step\":3,\"loss\":1}\n{\"st";
@@ -250,7 +246,7 @@ TEST(RunDirectory, TruncateMetricsKeepsWholeLinesUpToTheStep) {
 // moved, as it was, to metrics_unreadable.txt and the count and line numbers are returned (and
 // logged by the run); a torn last line is still removed, and said so.
 TEST(RunDirectory, TruncateMetricsMovesUnreadableLinesAsideAndSaysSo) {
-  const std::string dir = temp_dir("unreadable");
+  const std::string dir = fresh_temp_dir("rundir_unreadable");
   fs::create_directories(dir);
   const std::string path = dir + "/metrics.jsonl";
   std::ofstream(path) << "{\"step\":1,\"loss\":3}\n{\"step\":2,\"lo\x01ss\":2\n{\"step\":3,\"loss\":1}\n"
@@ -270,7 +266,7 @@ TEST(RunDirectory, TruncateMetricsMovesUnreadableLinesAsideAndSaysSo) {
 // The same through a real resume: the run says what it moved, and `meshtrain report` reads the
 // repaired file.
 TEST(RunDirectory, ResumeKeepsACorruptMetricsLineAsideAndSaysSo) {
-  const std::string dir = temp_dir("corrupt_line");
+  const std::string dir = fresh_temp_dir("rundir_corrupt_line");
   ASSERT_EQ(train(dir).code, 0);
   std::vector<std::string> lines;
   {
@@ -296,7 +292,7 @@ TEST(RunDirectory, ResumeKeepsACorruptMetricsLineAsideAndSaysSo) {
 }
 
 TEST(RunDirectory, FileLockExcludesAndIsTakenOverFromTheDead) {
-  const std::string dir = temp_dir("lock");
+  const std::string dir = fresh_temp_dir("rundir_lock");
   fs::create_directories(dir);
   const std::string path = dir + "/run.lock";
   std::ofstream(path) << "pid 999999 host gone\n";  // left by a killed process: no lock held
@@ -321,7 +317,7 @@ TEST(RunDirectory, FileLockExcludesAndIsTakenOverFromTheDead) {
 // --overwrite would remove them), before anything is written; so is an empty --out, which was
 // taken as absent (runs/default). A subdirectory of each is fine.
 TEST(RunDirectory, RootHomeWorkingDirectoryAndEmptyAreRefused) {
-  const std::string base = temp_dir("shared_dirs");
+  const std::string base = fresh_temp_dir("rundir_shared_dirs");
   fs::create_directories(base + "/home");
   const std::string cmd = "cd " + base + " && HOME=" + base + "/home OMP_NUM_THREADS=1 timeout 120 " +
                           MESHTRAIN_BINARY + " train --set train.steps=1 --set train.seq_len=64 " +
@@ -356,7 +352,7 @@ TEST(RunDirectory, RootHomeWorkingDirectoryAndEmptyAreRefused) {
 
 TEST(RunDirectory, RankZeroRefusingEndsEveryRank) {
   if (!testing::have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const std::string dir = temp_dir("ranks");
+  const std::string dir = fresh_temp_dir("rundir_ranks");
   ASSERT_EQ(train(dir).code, 0);
   const auto t0 = std::chrono::steady_clock::now();
   std::string out;

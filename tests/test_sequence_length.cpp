@@ -14,6 +14,7 @@
 #include "data/tokenizer.h"
 #include "data_fixtures.h"
 #include "run_command.h"
+#include "temp_dirs.h"
 #include "train/run_config.h"
 #include "train/sequence_length.h"
 
@@ -21,15 +22,9 @@ namespace mt {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::fresh_temp_dir;
 using testing::CommandResult;
 using testing::run_meshtrain;
-
-std::string temp_dir(const std::string& name) {
-  const std::string dir = (fs::temp_directory_path() / ("meshtrain_seqlen_" + name)).string();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 // The length a rule-abiding choice gives, written out here rather than through the code under test.
 int64_t expected_length(int64_t longest, int64_t limit) {
@@ -95,7 +90,7 @@ CommandResult fine_tune(const std::string& model, const std::string& data, const
 
 TEST(SequenceLength, OneLineFineTuneTakesItsLengthFromTheData) {
   MT_REQUIRE_DATA("stories260K/stories260K.bin");
-  const std::string dir = temp_dir("fine_tune");
+  const std::string dir = fresh_temp_dir("seqlen_fine_tune");
   const std::string model = testing::stories_hf_dir(dir);
   ASSERT_FALSE(model.empty());
   const std::string data = write_short_alpaca(dir);
@@ -123,7 +118,7 @@ TEST(SequenceLength, OneLineFineTuneTakesItsLengthFromTheData) {
 TEST(SequenceLength, LongExamplesAreCappedAtTheModelsLimitAndTheWarningStaysUnderIt) {
   MT_REQUIRE_DATA("stories260K/stories260K.bin");
   MT_REQUIRE_DATA("instruct/alpaca_tiny.json");
-  const std::string dir = temp_dir("capped");
+  const std::string dir = fresh_temp_dir("seqlen_capped");
   const std::string model = testing::stories_hf_dir(dir);
   ASSERT_FALSE(model.empty());
   const std::string data = testdata::data_dir() + "instruct/alpaca_tiny.json";
@@ -149,7 +144,7 @@ TEST(SequenceLength, LongExamplesAreCappedAtTheModelsLimitAndTheWarningStaysUnde
 
 TEST(SequenceLength, PlainTextAndTheBuiltInRunKeepTheBuiltInLength) {
   MT_REQUIRE_DATA("stories260K/stories260K.bin");
-  const std::string dir = temp_dir("text");
+  const std::string dir = fresh_temp_dir("seqlen_text");
   const std::string model = testing::stories_hf_dir(dir);
   ASSERT_FALSE(model.empty());
   std::string text;

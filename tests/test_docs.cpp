@@ -10,6 +10,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -23,9 +24,9 @@ using mt::testing::read_file;
 const fs::path kSource = MESHTRAIN_SOURCE_DIR;
 constexpr size_t kReadmeMaxLines = 260;
 
-// The text with fenced code blocks and inline code spans blanked (newlines kept), so that a
-// `[a](b)` shown as code is not taken for a link, nor a `# comment` in a shell block for a heading.
-std::string prose_of(const std::string& markdown) {
+// The text with fenced code blocks (and their fence lines) blanked, newlines kept, so that a
+// `# comment` in a shell block is not taken for a heading.
+std::string without_fences(const std::string& markdown) {
   std::string out;
   bool fenced = false;
   size_t at = 0;
@@ -40,6 +41,13 @@ std::string prose_of(const std::string& markdown) {
     out += '\n';
     at = end + 1;
   }
+  return out;
+}
+
+// The text with fenced code blocks and inline code spans blanked (newlines kept), so that a
+// `[a](b)` shown as code is not taken for a link.
+std::string prose_of(const std::string& markdown) {
+  const std::string out = without_fences(markdown);
   // Inline code: a run of backticks up to the same run (CommonMark), possibly across a line break.
   std::string prose;
   for (size_t i = 0; i < out.size();) {
@@ -67,20 +75,10 @@ std::set<std::string> anchors_of(const std::string& markdown) {
   std::set<std::string> anchors;
   std::map<std::string, int> seen;
   static const std::regex heading(R"(^#{1,6} +(.*?) *#* *$)");
-  bool fenced = false;
-  size_t at = 0;
-  while (at < markdown.size()) {
-    size_t end = markdown.find('\n', at);
-    if (end == std::string::npos) end = markdown.size();
-    const std::string line = markdown.substr(at, end - at);
-    at = end + 1;
-    const size_t first = line.find_first_not_of(' ');
-    if (first != std::string::npos && line.compare(first, 3, "```") == 0) {
-      fenced = !fenced;
-      continue;
-    }
+  std::istringstream lines(without_fences(markdown));
+  for (std::string line; std::getline(lines, line);) {
     std::smatch m;
-    if (fenced || !std::regex_match(line, m, heading)) continue;
+    if (!std::regex_match(line, m, heading)) continue;
     std::string slug;
     for (const char c : m[1].str()) {
       const auto u = static_cast<unsigned char>(c);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "family_model_dir.h"
 #include "mesh_runs.h"
 #include "text_files.h"
 #include "parallel/pipeline.h"
@@ -169,15 +170,17 @@ TEST(PipelineMemory, GpipeGrowsWithMicroBatchesAndOneFOneBDoesNotAndThePlannerAg
 
 // One pipeline layout of a real run and the planner's figures for it: `pp` stages of a model of
 // `layers` blocks, `blocks` per chunk as train.pp_blocks (empty: the balanced split), `virt` chunks
-// per stage, m micro-batches of 2 x 256 tokens.
+// per stage, m micro-batches of 2 x 256 tokens. `model`: a model directory to fine-tune (of
+// `layers` blocks) instead of the built-in config.
 struct Layout {
   int pp = 2;
   int64_t layers = 4;
   std::string schedule = "1f1b", blocks;
   int64_t virt = 1, m = 4;
+  std::string model;
   std::string name() const {
     return "pp" + std::to_string(pp) + "_" + schedule + "_v" + std::to_string(virt) + "_m" + std::to_string(m) +
-           (blocks.empty() ? "" : "_" + blocks);
+           (blocks.empty() ? "" : "_" + blocks) + (model.empty() ? "" : "_" + fs::path(model).filename().string());
   }
 };
 
@@ -188,8 +191,9 @@ Measured layout_run(const Layout& l) {
   std::string plan_pp = " --pp-schedule " + l.schedule + " --pp-virtual " + std::to_string(l.virt);
   if (!l.blocks.empty()) pp += " --set train.pp_blocks=" + l.blocks, plan_pp += " --pp-blocks " + l.blocks;
   std::string out;
-  const int rc = run(train_command("pp=" + std::to_string(l.pp)) + "--set model.num_hidden_layers=" +
-                         std::to_string(l.layers) + " --set train.seq_len=256 --set train.batch_size=2" + pp +
+  const std::string model = l.model.empty() ? "--set model.num_hidden_layers=" + std::to_string(l.layers)
+                                            : "--set model.path=" + l.model;
+  const int rc = run(train_command("pp=" + std::to_string(l.pp)) + model + " --set train.seq_len=256 --set train.batch_size=2" + pp +
                          " --set train.grad_accum=" + std::to_string(l.m) +
                          " --set train.steps=2 --set train.peak_gflops=100 --set output.dir=" + dir + " 2>&1",
                      &out);
@@ -215,6 +219,43 @@ TEST(PipelineMemory, EveryStagesPeakIsThePlannersWithinTwoPercent) {
       {4, 8, "1f1b", "1,2,3,2", 1, 8},     // 4 stages, uneven
       {4, 8, "gpipe", "", 1, 4},           // 4 stages, the balanced split
       {2, 8, "1f1b", "2,1,3,2", 2, 4},     // interleaved: 2 stages x 2 chunks, uneven chunks
+  };
+  for (const Layout& l : layouts) {
+    const Measured r = layout_run(l);
+    const auto& stages = r.plan.at("pipeline").at("stages");
+    ASSERT_EQ(stages.size(), size_t(l.pp)) << l.name();
+    ASSERT_EQ(r.summary.at("memory_per_rank").size(), size_t(l.pp)) << l.name();
+    for (int s = 0; s < l.pp; ++s) {
+      const auto& stage = stages.at(size_t(s)).at("memory_bytes");
+      const double predicted = stage.at("total").get<double>() - stage.at("items").value("overhead", 0.0);
+      const double measured = double(tensor_peak(r, s));
+      EXPECT_NEAR(predicted / measured, 1.0, 0.02)
+          << l.name() << " stage " << s << ": predicted " << predicted << ", measured " << measured;
+    }
+  }
+}
+
+// The same for the families' parts (issue 21): a Qwen3-like block (q/k norms, head_dim 24 against
+// hidden 128 / 8 heads = 16: q 192 wide) and a Mistral-like one (every layer a sliding window of
+// 64 < seq 256), fine-tuned from their HF directories on 2 stages. The planner sizes q and the
+// attention output at heads x head_dim, adds Qwen3's f32 pre-norm q and k and their norms' rstd
+// and backward scratch, and nothing for a window (the attention keeps no scores).
+TEST(PipelineMemory, FamilyStagesPeakIsThePlannersWithinTwoPercent) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string shape = "--set model.num_hidden_layers=4 --set train.seq_len=256 --set train.batch_size=2";
+  const std::string qwen3 = family_model_dir("pp_memory_qwen3", shape, [](LlamaConfig& c) {
+    c.model_type = "qwen3";
+    c.qk_norm = true;
+    c.head_dim_override = c.hidden_size / c.num_attention_heads + 8;
+  });
+  const std::string mistral = family_model_dir("pp_memory_mistral", shape, [](LlamaConfig& c) {
+    c.model_type = "mistral";
+    c.layer_window.assign(size_t(c.num_hidden_layers), 64);
+  });
+  const std::vector<Layout> layouts = {
+      {2, 4, "1f1b", "", 1, 4, qwen3},
+      {2, 4, "gpipe", "1,3", 1, 4, qwen3},
+      {2, 4, "1f1b", "", 1, 4, mistral},
   };
   for (const Layout& l : layouts) {
     const Measured r = layout_run(l);

@@ -4,8 +4,8 @@
 
 #include "model/llama.h"
 #include "plan/collectives.h"
-#include "train/flops.h"
 #include "plan/memory_model.h"
+#include "train/flops.h"
 
 namespace mt::plan {
 
@@ -63,7 +63,8 @@ double mean_attended_keys(const LlamaConfig& c, int64_t seq) {
 // once more for the bias's gradient when the bias trains. Row-parallel outputs (o, down) are
 // whole on every tensor-parallel rank, the others split.
 std::pair<double, double> bias_bytes_per_token(const PlanInput& in) {
-  if (in.model.arch != Arch::llama) return {0.0, 0.0};  // the GPT shape's biases ride in its activation count
+  // The GPT shapes' elementwise time is their activation count's (Korthikanti et al.), as before.
+  if (in.model.arch != Arch::llama) return {0.0, 0.0};
   const auto& c = in.model.config;
   const double t = in.precision == Precision::bf16 ? 2.0 : 4.0, tp = double(in.mesh.tp);
   double elems = 0.0;

@@ -20,7 +20,7 @@
 #include "parallel/pipeline.h"
 #include "parallel/shard_plan.h"
 #include "io/pretrained.h"
-#include "model/presets.h"
+#include "io/family_presets.h"
 #include "train/run_config.h"
 
 namespace mt::cli {
@@ -48,6 +48,20 @@ struct Inputs {
   parallel::StageSplit stages;  // no blocks when pp = 1
 };
 
+// A run config's [model] keys name the LLaMA shape alone: a family preset's parts (biases, q/k
+// norms, head_dim, windows) are taken from the preset, over the shape --set may have changed.
+LlamaConfig with_family_parts(LlamaConfig shape, const LlamaConfig& preset, const std::string& name) {
+  shape.model_type = preset.model_type;
+  shape.qkv_bias = preset.qkv_bias, shape.o_bias = preset.o_bias, shape.mlp_bias = preset.mlp_bias;
+  shape.qk_norm = preset.qk_norm;
+  shape.head_dim_override = preset.head_dim_override;
+  if (shape.num_hidden_layers == preset.num_hidden_layers) shape.layer_window = preset.layer_window;
+  else if (!preset.layer_window.empty())
+    fail("shard: --preset " + name + " has a window per layer: model.num_hidden_layers cannot be changed");
+  shape.validate();
+  return shape;
+}
+
 // The model's architecture and LoRA setup, the mesh and the rules, from whichever source was given.
 Inputs resolve(const Options& o) {
   Inputs in;
@@ -58,10 +72,11 @@ Inputs resolve(const Options& o) {
     in.run = load_run_config(o.config, o.overrides);  // paths relative to the file, as for train
   } else {
     RunConfig base;
-    if (!o.preset.empty()) base.model = llama_preset(o.preset);
+    if (!o.preset.empty()) base.model = published_preset(o.preset);
     std::string text = o.model.empty() ? (o.preset.empty() ? default_run_config_toml() : to_toml(base))
                                        : "[model]\npath = " + nlohmann::json(o.model).dump() + "\n";
     in.run = parse_run_config(text, o.overrides, "<shard>");
+    if (!o.preset.empty()) in.run.model = with_family_parts(in.run.model, base.model, o.preset);
   }
   if (!in.run.model_path.empty()) in.run.model = pretrained_config(in.run.model_path);
 
@@ -311,7 +326,7 @@ Action add_shard_command(CLI::App& app) {
   auto* mdl = sub->add_option("--model,-m", o->model,
                   "HF model directory or llama2.c .bin, only its config is read (default: none, the config's model)");
   auto* pre = sub->add_option("--preset", o->preset, "published architecture (default: none, the config's model)")
-                  ->check(CLI::IsMember(llama_preset_names()));
+                  ->check(CLI::IsMember(published_preset_names()));
   cfg->excludes(mdl)->excludes(pre);
   mdl->excludes(pre);
   sub->add_option("--set", o->overrides,

@@ -9,11 +9,15 @@
 # width at train.seq_len = SEQ (1024 unless given), one rank per cp rank, OMP_NUM_THREADS=1, fp32;
 # figures from run_summary.json (collectives, op_seconds and memory_per_rank over the timed steps,
 # all but the first). See docs/distributed.md, "Context parallelism", for a recorded table.
-# Usage: scripts/cp_bench.sh [build/meshtrain] [SEQ]
+# Every run's figures are checked: collective bytes > 0 under cp, and each rank's peak within 2% of
+# the one-rank-at-seq/cp figure plus the exchange buffers (the script fails otherwise).
+# Usage: scripts/cp_bench.sh [build/meshtrain] [SEQ | --quick]
+#   --quick: cp = 1 and 2 at SEQ = 128 for 2 steps, checked the same way (the ctest cp_bench_quick).
 set -euo pipefail
 B=$(realpath "${1:-build/meshtrain}")
 SEQ=${2:-1024}
 BATCH=1 STEPS=4 CPS=(1 2 4)
+if [ "$SEQ" = --quick ]; then SEQ=128 STEPS=2 CPS=(1 2); fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -59,6 +63,12 @@ for cp in cps:
         local = json.load(open(f"{d}.local/run_summary.json"))
         kv = cfg["num_key_value_heads"] * cfg["hidden_size"] // cfg["num_attention_heads"]
         exchange = (6 * cp + 1) * batch * (seq // cp) * kv * 4
+        expected = local['memory_per_rank'][0]['peak_tensor_bytes'] + exchange
         predicted = f"{mib(local['memory_per_rank'][0]['peak_tensor_bytes']):.2f} + {mib(exchange):.2f}"
+        for r in s["memory_per_rank"]:
+            if abs(r["peak_tensor_bytes"] - expected) > 0.02 * expected:
+                sys.exit(f"cp={cp} rank {r['rank']}: peak {r['peak_tensor_bytes']} bytes, expected {expected} within 2%")
+        if not ag.get("bytes") or not rs.get("bytes"):
+            sys.exit(f"cp={cp}: no cp all-gather or reduce-scatter recorded")
     print(f"| {cp} | {sent} | {wait} | {attention:.1f} | {peaks} | {predicted} | {s['tokens_per_s']:.0f} |")
 PY

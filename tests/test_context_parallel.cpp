@@ -12,8 +12,10 @@
 #include <vector>
 
 #include "error_of.h"
+#include "core/available_memory.h"
 #include "mesh_runs.h"
 #include "parallel/context_parallel.h"
+#include "plan/run_memory.h"
 #include "run_command.h"
 
 namespace mt::testing {
@@ -70,6 +72,34 @@ TEST(ContextParallelShard, ShowsTheSequenceSplitAndReplicatedWeights) {
     EXPECT_EQ(j["ranks"][r]["coords"]["cp"], r / 2);
     EXPECT_EQ(j["ranks"][r]["bytes"]["total"], t["ranks"][r % 2]["bytes"]["total"]) << "rank " << r;
   }
+}
+
+TEST(ContextParallelMemory, ACpRankIsCheckedAsOneRankOfItsShare) {
+  // train's memory check (plan/run_memory.h) plans a cp rank as one rank of seq_len / cp tokens
+  // (cp_bench.sh measures that it is), and adds the K/V exchange buffers.
+  auto config = [](const std::vector<std::string>& overrides) {
+    std::vector<std::string> all = {"model.max_position_embeddings=1024", "train.batch_size=32"};
+    all.insert(all.end(), overrides.begin(), overrides.end());
+    return parse_run_config(default_run_config_toml(), all);
+  };
+  const RunConfig cp = config({"train.seq_len=1024", "mesh.cp=4"}), share = config({"train.seq_len=256"});
+  const RunConfig whole = config({"train.seq_len=1024"});
+  const auto need = [](const RunConfig& c) { return plan::peak_memory(plan::run_plan_input(c, c.model, 1e15)); };
+  EXPECT_EQ(need(cp).item("activations"), need(share).item("activations"));
+  EXPECT_EQ(need(cp).total, need(share).total);
+  // The whole rows' extra activations dwarf the exchange buffers (32 x 256 x 64 K elements a rank:
+  // 4 x that x (5 x 2 + 4) bytes + 4 x that, 31.5 MiB in bf16).
+  ASSERT_GT(need(whole).total - need(share).total, 2.0 * 64 * (1 << 20));
+  // Memory for the cp rank and its exchange, not for the whole rows on one rank.
+  const double usable = (need(share).total + need(whole).total) / 2.0;
+  const AvailableMemory available{int64_t(usable / plan::kUsableMemoryFraction), "a test's figure"};
+  EXPECT_EQ(error_of([&] { plan::check_run_memory(cp, cp.model, available, 1); }), "");
+  EXPECT_NE(error_of([&] { plan::check_run_memory(whole, whole.model, available, 1); }).find("(activations"),
+            std::string::npos);
+  // The exchange is counted: just the share's figure is not enough under cp.
+  const AvailableMemory tight{int64_t(need(share).total / plan::kUsableMemoryFraction) + 1, "a test's figure"};
+  EXPECT_EQ(error_of([&] { plan::check_run_memory(share, share.model, tight, 1); }), "");
+  EXPECT_NE(error_of([&] { plan::check_run_memory(cp, cp.model, tight, 1); }), "");
 }
 
 const char* kRun =

@@ -106,7 +106,10 @@ INSTANTIATE_TEST_SUITE_P(Meshes, FamilyMeshEquality,
                          ::testing::Values(FamilyMeshCase{"qwen2", "tp=2"}, FamilyMeshCase{"qwen2", "fsdp=2"},
                                            FamilyMeshCase{"qwen2", "pp=2"}, FamilyMeshCase{"qwen2", "fsdp=2,tp=2"},
                                            FamilyMeshCase{"qwen3", "tp=2"}, FamilyMeshCase{"qwen3", "fsdp=2"},
-                                           FamilyMeshCase{"qwen3", "pp=2"}, FamilyMeshCase{"qwen3", "fsdp=2,tp=2"}),
+                                           FamilyMeshCase{"qwen3", "pp=2"}, FamilyMeshCase{"qwen3", "fsdp=2,tp=2"},
+                                           // context parallelism: qwen2's window and qwen3's q/k norms
+                                           // over sequences split in 4 chunks of 8 tokens
+                                           FamilyMeshCase{"qwen2", "cp=2"}, FamilyMeshCase{"qwen3", "cp=2"}),
                          [](const auto& info) {
                            return std::string(info.param.family) + "_" + tag_of(info.param.mesh);
                          });

@@ -30,13 +30,21 @@
 
 namespace mt {
 
-// Attention over a batch of rows: q [B*T, Hq*D], k and v [B*T, Hkv*D], out like q. Query head h
-// reads KV head h / (Hq / Hkv); scale 1/sqrt(D); causal within each row of T tokens.
+// Attention over a batch of rows: q [B*T, Hq*D], k and v [B*T, Hkv*D] (B*cp*T rows with context
+// parallelism), out like q. Query head h reads KV head h / (Hq / Hkv); scale 1/sqrt(D); causal
+// within each row of T tokens (by true position under context parallelism).
 struct AttentionDims {
   int64_t B, T, Hq, Hkv, D;
   // > 0: a sliding window (Mistral, Qwen2's lower layers): query i sees key j only when
   // i - window < j <= i. 0: every earlier key.
   int64_t window = 0;
+  // Context parallelism (docs/distributed.md): with cp > 1 the T queries of a row are chunks
+  // cp_rank and 2 cp - 1 - cp_rank (T / 2 tokens each) of a sequence of cp T tokens, and k, v,
+  // their gradients and the segments are that whole sequence, [B, cp T] in order; query i sits at
+  // key position dm::cp_query_position (kernels/device_math/cp_positions.h), and lse stays
+  // [B, T, Hq]-sized. cp = 1: the queries are the keys' own tokens.
+  int64_t cp = 1, cp_rank = 0;
+  int64_t keys() const { return T * cp; }  // keys (and values, segments) per row
 };
 
 struct AdamWHyper {
@@ -98,7 +106,8 @@ class Backend {
 
   // ---- transformer ops ------------------------------------------------------------------------
   // lse: f32, B*T*Hq elements in a layout of the backend's choosing, saved for backward.
-  // segments: i32 [B*T] document ids (a query attends only to keys of its own document) or an
+  // segments: i32 [B*T] (with context parallelism [B*cp*T], the keys') document ids (a query
+  // attends only to keys of its own document, the document of the key at its position) or an
   // empty tensor.
   virtual void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
                                  const Tensor& k, const Tensor& v, const Tensor& segments,

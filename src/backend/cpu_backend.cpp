@@ -55,7 +55,7 @@ class CpuBackend final : public HostMemoryBackend {
     check_attention(d, out, lse, q, k, v, segments, device(), "attention_forward");
     float_dispatch(q.dtype, [&]<class T>(T) {
       mt::attention_forward(out.as<T>(), lse.as<float>(), q.as<T>(), k.as<T>(), v.as<T>(),
-                            segments.as<int32_t>(), AttentionShape{d.B, d.T, d.Hq, d.Hkv, d.D, d.window});
+                            segments.as<int32_t>(), AttentionShape{d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.cp, d.cp_rank});
     });
   }
   void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
@@ -70,7 +70,7 @@ class CpuBackend final : public HostMemoryBackend {
     float_dispatch(q.dtype, [&]<class T>(T) {
       mt::attention_backward(dq.as<T>(), dk.as<T>(), dv.as<T>(), dout.as<T>(), out.as<T>(),
                              lse.as<float>(), q.as<T>(), k.as<T>(), v.as<T>(),
-                             segments.as<int32_t>(), AttentionShape{d.B, d.T, d.Hq, d.Hkv, d.D, d.window});
+                             segments.as<int32_t>(), AttentionShape{d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.cp, d.cp_rank});
     });
   }
   void decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_cache,

@@ -56,7 +56,9 @@ T* ptr(const Tensor& t) {
 // Scores of one attention chunk at most (16 Mi floats: 64 MiB of f32 scores).
 constexpr int64_t kAttentionMaxScores = int64_t(1) << 24;
 
-cuda::AttentionShape shape_of(const AttentionDims& d) { return {d.B, d.T, d.Hq, d.Hkv, d.D, d.window}; }
+cuda::AttentionShape shape_of(const AttentionDims& d) {
+  return {d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.cp, d.cp_rank};
+}
 
 }  // namespace
 

@@ -24,7 +24,9 @@ namespace mt {
 
 namespace {
 
-ref::AttentionSizes sizes(const AttentionDims& d) { return {d.B, d.T, d.Hq, d.Hkv, d.D, d.window}; }
+ref::AttentionSizes sizes(const AttentionDims& d) {
+  return {d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.cp, d.cp_rank};
+}
 
 // Only float tensors reach the math kernels (they read f32 or bf16).
 void float_only(const Tensor& t, const char* op) {

@@ -227,8 +227,9 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
                         cache->v.rows_slice(first, len - first), len - first, Hq, Hkv);
   } else {
     MT_PROFILE("attention forward");
-    be.attention_forward(a.att, a.lse, a.q, a.k, a.v, in.segments,
-                         AttentionDims{in.B, in.T, Hq, Hkv, D, w.window});
+    const AttentionDims dims{in.B, in.T, Hq, Hkv, D, w.window};
+    if (in.context) in.context->attention_forward(a.att, a.lse, a.q, a.k, a.v, in.segments, dims);
+    else be.attention_forward(a.att, a.lse, a.q, a.k, a.v, in.segments, dims);
   }
   const Tensor delta = rows_of(s.t0, N, C);
   row_parallel(kO, delta, a.att);
@@ -294,8 +295,11 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   const Tensor dq = rows_of(s.t1, N, qd), dk = rows_of(s.t4, N, kv), dv = rows_of(s.t5, N, kv);
   {
     MT_PROFILE("attention backward");
-    be.attention_backward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, in.segments,
-                          AttentionDims{in.B, in.T, Hq, Hkv, D, w.window});
+    const AttentionDims dims{in.B, in.T, Hq, Hkv, D, w.window};
+    if (in.context)
+      in.context->attention_backward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, in.segments, dims);
+    else
+      be.attention_backward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, in.segments, dims);
   }
   {
     MT_PROFILE("rope backward");

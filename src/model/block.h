@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "model/config.h"
+#include "model/context_attention.h"
 #include "model/linear.h"
 #include "model/model_parallel.h"
 
@@ -126,6 +127,9 @@ struct BlockInput {
   // LoRA dropout in a training pass: each projection's mask (AdapterDropout in model/linear.h),
   // with the scratch's `dropped`; null: none (evaluation, or lora.dropout = 0).
   const std::array<DropoutMask, kNumProj>* lora_dropout = nullptr;
+  // Context parallelism: attention over the whole rows of which this input holds a share; null:
+  // the rows are whole (the backend's attention).
+  ContextAttention* context = nullptr;
 };
 
 // Decoding one token: a layer's keys (after RoPE) and values of every position so far, f32

@@ -411,6 +411,7 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
 
   BlockInput bi{in.B, in.T, positions_, in.segments ? segments_ : Tensor{}, rope_cos_,
                 rope_sin_, &hooks_};
+  bi.context = m_.context_attention();
   // LoRA dropout: each block's masks, drawn for the forward and drawn again for its backward.
   std::array<DropoutMask, kNumProj> masks{};
   auto with_dropout = [&](int64_t l) -> const BlockInput& {

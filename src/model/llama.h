@@ -97,6 +97,10 @@ class LlamaModel {
   // null (the default) for a model whole on one device. Must be set before the first forward.
   void set_parallel(ModelParallel* parallel) { parallel_ = parallel; }
   ModelParallel* parallel() const { return parallel_; }
+  // Context parallelism: each input row is this rank's share of a longer sequence, and attention
+  // goes through `context` (null, the default: rows are whole). Set before the first forward.
+  void set_context_attention(ContextAttention* context) { context_ = context; }
+  ContextAttention* context_attention() const { return context_; }
   bool owns_storage() const { return base_.has_buffers(); }
   // The only units this model will run, each range through run_units (a pipeline stage's chunks,
   // told by the pipeline): the activation arena is then planned for the largest range's blocks,
@@ -146,6 +150,7 @@ class LlamaModel {
   bool checkpointing_ = false;
   bool fuse_qkv_ = true;
   ModelParallel* parallel_ = nullptr;
+  ContextAttention* context_ = nullptr;
   std::vector<UnitRange> units_;  // empty: the whole model
   std::unique_ptr<Runner> runner_;
 };

@@ -93,17 +93,26 @@ PartitionRules PartitionConfig::effective() const {
 
 namespace {
 
+// An axis a parameter may be split over: cp splits sequences, never a tensor (its ranks hold
+// replicas; parallel/context_parallel.h).
+Axis parse_tensor_axis(const std::string& name, const std::string& where) {
+  const Axis a = parse_axis(name, where);
+  if (a == Axis::cp)
+    fail(where + ": cp splits sequences, not parameters (expected dp, fsdp, tp or pp)");
+  return a;
+}
+
 std::vector<Axis> parse_dim(const toml::node& n, const std::string& where) {
   if (const auto* s = n.as_string()) {
     const std::string& v = s->get();
     if (v.empty() || v == "none" || v == "None") return {};
-    return {parse_axis(v, where)};
+    return {parse_tensor_axis(v, where)};
   }
   if (const auto* arr = n.as_array()) {
     std::vector<Axis> axes;
     for (const auto& e : *arr) {
       if (!e.is_string()) fail(where + ": a list of axes must hold axis names");
-      axes.push_back(parse_axis(e.as_string()->get(), where));
+      axes.push_back(parse_tensor_axis(e.as_string()->get(), where));
     }
     return axes;
   }

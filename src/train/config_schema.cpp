@@ -222,6 +222,10 @@ std::vector<ConfigKey> make_keys() {
       {KEY(mesh.tp), .range = kAtLeastOne, .help = "Tensor parallel (Megatron column/row splits)"},
       {KEY(mesh.pp), .range = kAtLeastOne,
        .help = "Pipeline stages, each storing only its units (see train.pp_schedule, train.pp_blocks)"},
+      {KEY(mesh.cp), .range = kAtLeastOne,
+       .help = "Context parallel: every sequence cut into 2 cp chunks, rank r of a cp group holding chunks r "
+               "and 2cp-1-r; parameters replicated, attention all-gathers keys and values (train.seq_len "
+               "divisible by 2 cp; not chosen by mesh.auto)"},
 
       // [partition]
       {KEY(partition.replace_defaults),

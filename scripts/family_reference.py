@@ -11,6 +11,10 @@ model.safetensors, f32), then checks through the meshtrain binary:
 
 Usage: family_reference.py MESHTRAIN TOKENIZER [family ...]
 Exit 0 when every family agrees, 1 otherwise (one line per failure), 77 without numpy.
+
+       family_reference.py --write FAMILY DIR VOCAB [KEY=JSON ...]
+writes one such random model (a vocabulary of VOCAB, config keys overridden by KEY=JSON) and
+nothing else: the starting point of scripts/check_llamacpp.sh's family models.
 """
 import json
 import os
@@ -89,8 +93,8 @@ def head_dim(cfg):
     return cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
 
 
-def make_model(family, directory, seed):
-    cfg = dict(BASE, **FAMILIES[family])
+def make_model(family, directory, seed, vocab=VOCAB, overrides=None):
+    cfg = {**BASE, **FAMILIES[family], "vocab_size": vocab, **(overrides or {})}
     rng = np.random.default_rng(seed)
     C, I, H, KV, D = (cfg["hidden_size"], cfg["intermediate_size"], cfg["num_attention_heads"],
                       cfg["num_key_value_heads"], head_dim(cfg))
@@ -99,13 +103,13 @@ def make_model(family, directory, seed):
     near_one = lambda n: 1.0 + rng.normal(0.0, 0.2, n)
     # A tied head reads the embedding: rows of one norm, so that no token's row outweighs the others
     # and greedy text does not settle on one token.
-    embed = rng.normal(0.0, 1.0, (VOCAB, C))
+    embed = rng.normal(0.0, 1.0, (vocab, C))
     if cfg["tie_word_embeddings"]:
         embed *= 2.0 / np.linalg.norm(embed, axis=1, keepdims=True)
     t = {"model.embed_tokens.weight": embed,
          "model.norm.weight": near_one(C)}
     if not cfg["tie_word_embeddings"]:
-        t["lm_head.weight"] = mat(VOCAB, C) * 2.0
+        t["lm_head.weight"] = mat(vocab, C) * 2.0
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
         t[p + "input_layernorm.weight"] = near_one(C)
@@ -266,6 +270,11 @@ def check_family(meshtrain, tokenizer, family, work):
 
 
 def main():
+    if len(sys.argv) >= 5 and sys.argv[1] == "--write":
+        family, directory, vocab = sys.argv[2], sys.argv[3], int(sys.argv[4])
+        overrides = {k: json.loads(v) for k, v in (a.split("=", 1) for a in sys.argv[5:])}
+        make_model(family, directory, seed=sum(map(ord, family)), vocab=vocab, overrides=overrides)
+        return 0
     if len(sys.argv) < 3:
         print(__doc__)
         return 2

@@ -1,8 +1,9 @@
 // The families' parts on real MPI ranks: a Qwen2-like model (q/k/v biases, a window on its upper
 // layers) and a Qwen3-like one (q/k norms, head_dim != hidden / heads) in their HF layout, fine-
-// tuned from that directory (full and LoRA) on tp=2, fsdp=2, pp=2 and fsdp=2 x tp=2, give the
-// one-rank run's losses and final parameters (fp32): biases split with their rows or added once after the
-// reduction, q/k norm gradients summed over the tensor-parallel ranks, every tensor in its unit.
+// tuned from that directory (full and LoRA) on tp=2, fsdp=2, pp=2 and fsdp=2 x tp=2, and QLoRA on
+// tp=2, fsdp=2 and dp=2 x tp=2 / pp=2, give the one-rank run's losses and final parameters (fp32):
+// biases split with their rows or added once after the reduction, q/k norm gradients summed over
+// the tensor-parallel ranks, every tensor in its unit.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -34,14 +35,20 @@ std::string tag_of(const std::string& s) {
 // A model directory of `family` made from a short run's exported one (its tokenizer and config
 // keys), with the family's parts and random values in every tensor. Returns a config file that
 // names it as model.path. `tag` keeps the directories of tests ctest runs in parallel apart.
-std::string family_model(const std::string& family, const std::string& tag) {
+// `nf4_tp`: widths whose tensor-parallel column halves are whole NF4 blocks (docs/qlora.md): an
+// MLP of 256 and, for qwen3, a head_dim of 32 (q width 256; still not hidden / heads = 16).
+std::string family_model(const std::string& family, const std::string& tag, bool nf4_tp = false) {
   const std::string src = (fs::temp_directory_path() / ("meshtrain_family_mesh_src_" + tag)).string();
   const std::string dir = (fs::temp_directory_path() / ("meshtrain_family_mesh_" + tag)).string();
   {
     fs::remove_all(src);
     std::string out;
     EXPECT_EQ(run(train_command("") + "--set train.steps=1 --set train.seq_len=32 --set train.batch_size=2 "
-                                      "--set train.peak_gflops=100 --set output.dir=" + src, &out), 0) << out;
+                                      "--set train.peak_gflops=100 --set output.dir=" + src +
+                      (nf4_tp ? " --set model.intermediate_size=256" : ""),
+                  &out),
+              0)
+        << out;
   }
   LlamaConfig c = load_hf_config(src + "/model/config.json");
   c.model_type = family;
@@ -51,7 +58,7 @@ std::string family_model(const std::string& family, const std::string& tag) {
     for (int64_t l = 1; l < c.num_hidden_layers; ++l) c.layer_window[size_t(l)] = 8;  // < seq_len
   } else {  // qwen3
     c.qk_norm = true;
-    c.head_dim_override = c.hidden_size / c.num_attention_heads + 4;
+    c.head_dim_override = nf4_tp ? 32 : c.hidden_size / c.num_attention_heads + 4;
   }
   LlamaModel m(c, Precision::fp32, LoraConfig{});
   m.init_weights(5);
@@ -110,6 +117,36 @@ INSTANTIATE_TEST_SUITE_P(Meshes, FamilyMeshEquality,
                                            // context parallelism: qwen2's window and qwen3's q/k norms
                                            // over sequences split in 4 chunks of 8 tokens
                                            FamilyMeshCase{"qwen2", "cp=2"}, FamilyMeshCase{"qwen3", "cp=2"}),
+                         [](const auto& info) {
+                           return std::string(info.param.family) + "_" + tag_of(info.param.mesh);
+                         });
+
+// QLoRA (lora.base_dtype = nf4): each rank quantises its own rows of the family's projections;
+// biases and q/k norms stay f32 in the frozen base. Tolerances as QloraMeshEquality's
+// (test_sharded.cpp): 5e-5 on the adapters (AdamW amplifies rounding where gradients are near 0),
+// 1e-6 with updates linear in the gradient.
+class FamilyQloraMeshEquality : public ::testing::TestWithParam<FamilyMeshCase> {};
+
+TEST_P(FamilyQloraMeshEquality, QloraTrainingMatchesOneRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string qlora =
+      "--set lora.enabled=true --set lora.rank=4 --set optim.lr=1e-2 --set lora.base_dtype=nf4 "
+      "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\"]' ";
+  const std::string tag = std::string("family_qlora_") + GetParam().family + "_" + tag_of(GetParam().mesh);
+  const std::string toml = family_model(GetParam().family, tag, /*nf4_tp=*/true);
+  expect_same_run(tag, "--config " + toml + " " + kRun + qlora, GetParam().mesh, "/adapter/adapter_model.safetensors",
+                  5e-5);
+  // The sharp check: with updates linear in the gradient (AdamW eps = 1) nothing amplifies
+  // rounding, so the adapters agree to 1e-6: every rank's NF4 bytes are the one rank's and every
+  // gradient piece arrives once.
+  expect_same_run(tag + "_linear", "--config " + toml + " " + kRun + qlora + "--set optim.eps=1.0 --set optim.lr=0.5 ",
+                  GetParam().mesh, "/adapter/adapter_model.safetensors", 1e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Meshes, FamilyQloraMeshEquality,
+                         ::testing::Values(FamilyMeshCase{"qwen2", "tp=2"}, FamilyMeshCase{"qwen2", "fsdp=2"},
+                                           FamilyMeshCase{"qwen2", "dp=2,tp=2"}, FamilyMeshCase{"qwen3", "tp=2"},
+                                           FamilyMeshCase{"qwen3", "fsdp=2"}, FamilyMeshCase{"qwen3", "pp=2"}),
                          [](const auto& info) {
                            return std::string(info.param.family) + "_" + tag_of(info.param.mesh);
                          });

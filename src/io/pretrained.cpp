@@ -8,6 +8,7 @@
 #include "core/regular_file.h"
 #include "core/shape_string.h"
 #include "io/gguf_model.h"
+#include "io/gpt2_layout.h"
 #include "io/hf_config.h"
 #include "io/llama2c.h"
 #include "io/safetensors_index.h"
@@ -41,6 +42,22 @@ void load_store(const SafetensorsCheckpoint& ckpt, ParamStore& store, const std:
     tmp.resize(size_t(p.numel));
     ckpt.read_f32(name, tmp.data());
     store.set_values(p, tmp.data());
+  }
+}
+
+// GPT-2's base tensors from its HF layout (io/gpt2_layout.h): c_attn split into q, k and v,
+// Conv1D weights transposed.
+void load_gpt2_store(const SafetensorsCheckpoint& ckpt, ParamStore& store, const LlamaConfig& c) {
+  const std::string prefix = gpt2_prefix(ckpt.names());
+  auto read_hf = [&](const std::string& hf_name) {
+    const std::string name = prefix + hf_name;
+    std::vector<float> v(size_t(ckpt.info(name).numel));
+    ckpt.read_f32(name, v.data());
+    return v;
+  };
+  for (auto& p : store.params()) {
+    const std::vector<float> v = read_gpt2_tensor(gpt2_part(p.name, p.shape, c), read_hf);
+    store.set_values(p, v.data());
   }
 }
 
@@ -100,7 +117,8 @@ LlamaConfig checked_pretrained_config(const std::string& path) {
   // A llama2.c header was checked against the file's size, a GGUF's tensors against its metadata.
   if (is_llama2c_file(path) || is_gguf_file(path)) return config;
   const SafetensorsCheckpoint ckpt(path);
-  check_held_shapes(config, LoraConfig{}, /*adapters=*/false, held_tensors(ckpt), "", path);
+  if (config.model_type == "gpt2") check_gpt2_held_shapes(config, held_tensors(ckpt), path);
+  else check_held_shapes(config, LoraConfig{}, /*adapters=*/false, held_tensors(ckpt), "", path);
   return config;
 }
 
@@ -119,7 +137,8 @@ std::unique_ptr<LlamaModel> load_pretrained(const std::string& path, Precision p
     load_llama2c_weights(path, *model);
   } else {
     SafetensorsCheckpoint ckpt(path);
-    load_store(ckpt, model->base(), "", path);
+    if (model->config().model_type == "gpt2") load_gpt2_store(ckpt, model->base(), model->config());
+    else load_store(ckpt, model->base(), "", path);
   }
   return model;
 }

@@ -153,6 +153,9 @@ class LlamaModel {
 // HF-style names, shared by the model, loaders and exporters.
 inline constexpr const char* kEmbedName = "model.embed_tokens.weight";
 inline constexpr const char* kFinalNormName = "model.norm.weight";
+inline constexpr const char* kFinalNormPrefix = "model.norm";  // + ".weight" / ".bias"
+// Learned absolute positions (GPT-2's wpe), [max_position_embeddings, hidden]; unit 0.
+inline constexpr const char* kPositionEmbedName = "model.embed_positions.weight";
 inline constexpr const char* kHeadName = "lm_head.weight";
 std::string layer_prefix(int64_t layer);                 // "model.layers.{i}."
 // The unit (ModelParallel) a parameter or adapter belongs to: 0 the embedding (and a tied head's

@@ -8,16 +8,22 @@ std::vector<ParamShape> llama_param_shapes(const LlamaConfig& c, const LoraConfi
   const int64_t C = c.hidden_size;
   std::vector<ParamShape> out;
   out.push_back({kEmbedName, {c.vocab_size, C}});
+  if (c.learned_positions()) out.push_back({kPositionEmbedName, {c.max_position_embeddings, C}});
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     out.push_back({layer_prefix(l) + "input_layernorm.weight", {C}});
     out.push_back({layer_prefix(l) + "post_attention_layernorm.weight", {C}});
+    if (c.layer_norm()) {
+      out.push_back({layer_prefix(l) + "input_layernorm.bias", {C}});
+      out.push_back({layer_prefix(l) + "post_attention_layernorm.bias", {C}});
+    }
     for (int p = 0; p < kNumProj; ++p) {
+      if (!proj_exists(Proj(p), c)) continue;
       auto [o, i] = proj_dims(Proj(p), c);
       out.push_back({proj_param_name(l, Proj(p)) + ".weight", {o, i}});
     }
     // After every matrix, so q, k and v stay adjacent (one fused GEMM: fuse_qkv_if_adjacent).
     for (int p = 0; p < kNumProj; ++p)
-      if (proj_has_bias(Proj(p), c))
+      if (proj_exists(Proj(p), c) && proj_has_bias(Proj(p), c))
         out.push_back({proj_param_name(l, Proj(p)) + ".bias", {proj_dims(Proj(p), c).first}});
     if (c.qk_norm) {
       out.push_back({head_norm_name(l, kQ), {c.head_dim()}});
@@ -25,12 +31,13 @@ std::vector<ParamShape> llama_param_shapes(const LlamaConfig& c, const LoraConfi
     }
   }
   out.push_back({kFinalNormName, {C}});
+  if (c.layer_norm()) out.push_back({std::string(kFinalNormPrefix) + ".bias", {C}});
   if (!c.tie_word_embeddings) out.push_back({kHeadName, {c.vocab_size, C}});
   if (!lora.enabled) return out;
   const auto on = lora_targets_mask(lora);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l)
     for (int p = 0; p < kNumProj; ++p) {
-      if (!on[p]) continue;
+      if (!on[p] || !proj_exists(Proj(p), c)) continue;
       auto [o, i] = proj_dims(Proj(p), c);
       out.push_back({proj_param_name(l, Proj(p)) + ".lora_A.weight", {lora.rank, i}, true});
       out.push_back({proj_param_name(l, Proj(p)) + ".lora_B.weight", {o, lora.rank}, true});

@@ -75,6 +75,10 @@ PartitionRules default_llama_rules() {
   r.add(R"(\.(self_attn\.o|mlp\.down)_proj\.bias$)", {});
   // Qwen3's per-head q/k norms: one [head_dim] weight every head uses, replicated.
   r.add(R"(\.self_attn\.(q|k)_norm\.weight$)", {});
+  // GPT-2's LayerNorm biases, replicated like their weights, and its learned positions: whole on
+  // every tensor-parallel rank (each rank adds a token's position row), rows over fsdp.
+  r.add(R"((input_layernorm|post_attention_layernorm|^model\.norm)\.bias$)", {});
+  r.add(R"(^model\.embed_positions\.weight$)", {fsdp});                  // [positions, hidden]
   r.add(R"(^lm_head\.weight$)", {tp, fsdp});                               // [vocab, hidden]
   return r;
 }

@@ -1,0 +1,149 @@
+#include "io/gpt2_layout.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/error.h"
+#include "core/shape_string.h"
+#include "model/llama.h"
+#include "model/param_shapes.h"
+
+namespace mt {
+
+namespace {
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+int64_t elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// A projection's HF module and, for q / k / v, its rows of the fused c_attn.
+Gpt2Part gpt2_projection(const std::string& layer, const std::string& proj, const std::string& leaf,
+                         const std::vector<int64_t>& shape, const LlamaConfig& c) {
+  const bool weight = leaf == "weight";
+  Gpt2Part part;
+  if (proj == "q" || proj == "k" || proj == "v") {
+    const int64_t qd = c.q_dim(), kv = c.kv_dim(), fused = qd + 2 * kv;
+    part.hf_name = layer + "attn.c_attn." + leaf;
+    part.first = proj == "q" ? 0 : proj == "k" ? qd : qd + kv;
+    part.count = proj == "q" ? qd : kv;
+    part.hf_shape = weight ? std::vector<int64_t>{c.hidden_size, fused} : std::vector<int64_t>{fused};
+  } else {
+    const char* module = proj == "o" ? "attn.c_proj." : proj == "up" ? "mlp.c_fc." : "mlp.c_proj.";
+    part.hf_name = layer + module + leaf;
+    part.hf_shape = weight ? std::vector<int64_t>{shape[1], shape[0]} : shape;
+  }
+  part.conv1d = weight;
+  return part;
+}
+
+}  // namespace
+
+Gpt2Part gpt2_part(const std::string& name, const std::vector<int64_t>& shape, const LlamaConfig& c) {
+  if (name == kEmbedName) return {"wte.weight", shape};
+  if (name == kPositionEmbedName) return {"wpe.weight", shape};
+  const std::string final_norm = std::string(kFinalNormPrefix) + ".";
+  if (starts_with(name, final_norm)) return {"ln_f." + name.substr(final_norm.size()), shape};
+  const std::string layers = "model.layers.";
+  if (starts_with(name, layers)) {
+    const size_t dot = name.find('.', layers.size());
+    const std::string layer = "h." + name.substr(layers.size(), dot - layers.size()) + ".";
+    const std::string rest = name.substr(dot + 1);
+    const std::string leaf = rest.substr(rest.rfind('.') + 1);
+    if (starts_with(rest, "input_layernorm.")) return {layer + "ln_1." + leaf, shape};
+    if (starts_with(rest, "post_attention_layernorm.")) return {layer + "ln_2." + leaf, shape};
+    for (const char* proj : {"q", "k", "v", "o", "up", "down"}) {
+      const std::string module = std::string(starts_with(rest, "mlp.") ? "mlp." : "self_attn.") + proj + "_proj.";
+      if (rest == module + leaf) return gpt2_projection(layer, proj, leaf, shape, c);
+    }
+  }
+  fail("GPT-2 has no tensor for '" + name + "'");
+}
+
+std::string gpt2_prefix(const std::vector<std::string>& hf_names) {
+  for (const std::string& n : hf_names)
+    if (n == "transformer.wte.weight") return "transformer.";
+  return "";
+}
+
+void check_gpt2_held_shapes(const LlamaConfig& c, const HeldTensors& held, const std::string& where) {
+  c.validate();
+  const std::string prefix = gpt2_prefix(held.names), layers = prefix + "h.";
+  int64_t found = 0;
+  for (const std::string& name : held.names) {
+    if (!starts_with(name, layers)) continue;
+    const char* digits = name.c_str() + layers.size();
+    char* end = nullptr;
+    const long long n = std::strtoll(digits, &end, 10);
+    if (end != digits && *end == '.' && n >= 0) found = std::max<int64_t>(found, n + 1);
+  }
+  if (found != c.num_hidden_layers)
+    fail(where + ": the weights hold " + std::to_string(found) + " layers, the config gives n_layer = " +
+         std::to_string(c.num_hidden_layers));
+  for (const ParamShape& p : llama_param_shapes(c, LoraConfig{})) {
+    const Gpt2Part part = gpt2_part(p.name, p.shape, c);
+    const std::string name = prefix + part.hf_name;
+    const auto shape = held.shape(name);
+    if (!shape) fail(where + ": missing tensor '" + name + "'");
+    if (*shape != part.hf_shape)
+      fail(where + ": tensor '" + name + "' has shape " + shape_string(*shape) + ", the config gives " +
+           shape_string(part.hf_shape));
+  }
+}
+
+std::vector<float> read_gpt2_tensor(const Gpt2Part& part,
+                                    const std::function<std::vector<float>(const std::string&)>& read_hf) {
+  const std::vector<float> hf = read_hf(part.hf_name);
+  if (!part.conv1d) {
+    if (part.count == 0) return hf;
+    return std::vector<float>(hf.begin() + part.first, hf.begin() + part.first + part.count);
+  }
+  // HF [in, out_total]; ours [rows, in], rows the outputs [first, first + rows).
+  const int64_t in = part.hf_shape[0], out_total = part.hf_shape[1];
+  const int64_t rows = part.count ? part.count : out_total;
+  std::vector<float> ours(size_t(rows * in));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < in; ++i) ours[size_t(r * in + i)] = hf[size_t(i * out_total + part.first + r)];
+  return ours;
+}
+
+std::vector<Gpt2HfTensor> gpt2_hf_tensors(const LlamaConfig& c) {
+  std::vector<Gpt2HfTensor> out;
+  for (const ParamShape& p : llama_param_shapes(c, LoraConfig{})) {
+    const Gpt2Part part = gpt2_part(p.name, p.shape, c);
+    const std::string name = "transformer." + part.hf_name;
+    if (out.empty() || out.back().name != name) {
+      bool seen = false;
+      for (const Gpt2HfTensor& t : out) seen = seen || t.name == name;
+      if (!seen) out.push_back({name, part.hf_shape});
+    }
+  }
+  return out;
+}
+
+std::vector<float> gpt2_hf_values(const std::string& hf_name, const LlamaConfig& c,
+                                  const std::function<std::vector<float>(const std::string&)>& ours) {
+  const std::string bare = starts_with(hf_name, "transformer.") ? hf_name.substr(12) : hf_name;
+  std::vector<float> hf;
+  for (const ParamShape& p : llama_param_shapes(c, LoraConfig{})) {
+    const Gpt2Part part = gpt2_part(p.name, p.shape, c);
+    if (part.hf_name != bare) continue;
+    if (hf.empty()) hf.resize(size_t(elements(part.hf_shape)));
+    const std::vector<float> v = ours(p.name);
+    if (!part.conv1d) {
+      std::copy(v.begin(), v.end(), hf.begin() + part.first);
+      continue;
+    }
+    const int64_t in = part.hf_shape[0], out_total = part.hf_shape[1];
+    const int64_t rows = part.count ? part.count : out_total;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < in; ++i) hf[size_t(i * out_total + part.first + r)] = v[size_t(r * in + i)];
+  }
+  if (hf.empty()) fail("GPT-2 has no tensor '" + hf_name + "'");
+  return hf;
+}
+
+}  // namespace mt

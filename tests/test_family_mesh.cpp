@@ -2,7 +2,9 @@
 // layers) and a Qwen3-like one (q/k norms, head_dim != hidden / heads) in their HF layout, fine-
 // tuned from that directory (full and LoRA) on tp=2, fsdp=2, pp=2 and fsdp=2 x tp=2, give the
 // one-rank run's losses and final parameters (fp32): biases split with their rows or added once after the
-// reduction, q/k norm gradients summed over the tensor-parallel ranks, every tensor in its unit.
+// reduction, q/k norm gradients summed over the tensor-parallel ranks, every tensor in its unit. A
+// GPT-2 model (LayerNorms with biases, a GeLU MLP, learned positions, fused c_attn in its HF file)
+// takes the same runs.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -49,9 +51,14 @@ std::string family_model(const std::string& family, const std::string& tag) {
     c.qkv_bias = true;
     c.layer_window.assign(size_t(c.num_hidden_layers), 0);
     for (int64_t l = 1; l < c.num_hidden_layers; ++l) c.layer_window[size_t(l)] = 8;  // < seq_len
-  } else {  // qwen3
+  } else if (family == "qwen3") {
     c.qk_norm = true;
     c.head_dim_override = c.hidden_size / c.num_attention_heads + 4;
+  } else {  // gpt2: its config.json says n_head only (no grouped KV heads)
+    c.norm = LlamaConfig::Norm::layer, c.mlp = LlamaConfig::Mlp::gelu;
+    c.positions = LlamaConfig::Positions::learned;
+    c.qkv_bias = c.o_bias = c.mlp_bias = true;
+    c.tie_word_embeddings = true, c.num_key_value_heads = c.num_attention_heads;
   }
   LlamaModel m(c, Precision::fp32, LoraConfig{});
   m.init_weights(5);
@@ -65,7 +72,8 @@ std::string family_model(const std::string& family, const std::string& tag) {
     m.base().set_values(p, v.data());
   }
   fs::remove_all(dir);
-  save_base_model(m, dir, ModelOrigin{src + "/model", {}});
+  // GPT-2's config.json has its own keys: the LLaMA source's are not kept beside them.
+  save_base_model(m, dir, ModelOrigin{family == "gpt2" ? "" : src + "/model", {}});
   for (const auto& e : fs::directory_iterator(src + "/model")) {  // the tokenizer files
     const std::string name = e.path().filename().string();
     if (name != "config.json" && name != "model.safetensors" && name != "generation_config.json")
@@ -94,19 +102,27 @@ TEST_P(FamilyMeshEquality, FullTrainingMatchesOneRank) {
 // LoRA on every projection (biased ones included: the bias stays frozen in the base) and the head.
 TEST_P(FamilyMeshEquality, LoraTrainingMatchesOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const bool gpt2 = GetParam().family == std::string("gpt2");
   const std::string lora =
-      "--set lora.enabled=true --set lora.rank=4 --set optim.lr=1e-2 "
-      "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\",\"lm_head\"]' ";
+      "--set lora.enabled=true --set lora.rank=4 --set optim.lr=1e-2 " +
+      std::string(gpt2 ? "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"up\",\"down\",\"lm_head\"]' "
+                       : "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\",\"lm_head\"]' ");
   const std::string tag = std::string("family_lora_") + GetParam().family + "_" + tag_of(GetParam().mesh);
+  // GPT-2's q adapters end up to 6.9e-5 apart on tp=2 (q_proj.lora_B of the last layer, values
+  // ~0.03), AdamW's division by near-zero gradients magnifying the rounding of the tensor-parallel
+  // sums (mesh_runs.h); with optim.eps = 1 the same runs agree to 4e-9 (checked by hand,
+  // 2026-12-03). Losses, gradient norms and validation losses are compared as tightly as ever.
   expect_same_run(tag, "--config " + family_model(GetParam().family, tag) + " " + kRun + lora, GetParam().mesh,
-                  "/adapter/adapter_model.safetensors");
+                  "/adapter/adapter_model.safetensors", gpt2 ? 1e-4 : 5e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Meshes, FamilyMeshEquality,
                          ::testing::Values(FamilyMeshCase{"qwen2", "tp=2"}, FamilyMeshCase{"qwen2", "fsdp=2"},
                                            FamilyMeshCase{"qwen2", "pp=2"}, FamilyMeshCase{"qwen2", "fsdp=2,tp=2"},
                                            FamilyMeshCase{"qwen3", "tp=2"}, FamilyMeshCase{"qwen3", "fsdp=2"},
-                                           FamilyMeshCase{"qwen3", "pp=2"}, FamilyMeshCase{"qwen3", "fsdp=2,tp=2"}),
+                                           FamilyMeshCase{"qwen3", "pp=2"}, FamilyMeshCase{"qwen3", "fsdp=2,tp=2"},
+                                           FamilyMeshCase{"gpt2", "tp=2"}, FamilyMeshCase{"gpt2", "fsdp=2"},
+                                           FamilyMeshCase{"gpt2", "pp=2"}, FamilyMeshCase{"gpt2", "fsdp=2,tp=2"}),
                          [](const auto& info) {
                            return std::string(info.param.family) + "_" + tag_of(info.param.mesh);
                          });

@@ -20,6 +20,7 @@
 #include "io/safetensors_write.h"
 #include "model/param_shapes.h"
 #include "model_fixtures.h"
+#include "run_command.h"
 #include "temp_dirs.h"
 
 namespace mt {
@@ -215,6 +216,42 @@ TEST(Gpt2Layout, RefusesAFileThatDisagreesWithItsConfigNamingTheTensor) {
     EXPECT_NE(std::string(e.what()).find("tensor 'transformer.h.0.mlp.c_fc.weight' has shape [16, 24], the config gives [16, 30]"),
               std::string::npos) << e.what();
   }
+}
+
+// A tiny GPT-2 with GPT-2's own tokenizer (vocab.json + merges.txt, 50257 tokens) in its
+// directory trains through the binary: full, LoRA and QLoRA (NF4 base); the full run's export is
+// GPT-2's HF layout again and evaluates.
+TEST(Gpt2Binary, TrainsFullLoraAndQloraWithTheGpt2Tokenizer) {
+  const std::string tokenizer = std::string(MESHTRAIN_SOURCE_DIR) + "/../shared/data/tokenizers/gpt2";
+  if (!std::filesystem::exists(tokenizer + "/vocab.json")) GTEST_SKIP() << "shared data not present";
+  LlamaConfig c = testing::family_config("gpt2");
+  c.vocab_size = 50257, c.hidden_size = 32, c.intermediate_size = 64, c.max_position_embeddings = 64;
+  c.num_attention_heads = c.num_key_value_heads = 4;
+  LlamaModel m(c, Precision::fp32, LoraConfig{});
+  m.init_weights(3);
+  const std::string dir = testing::fresh_temp_dir("gpt2_binary");
+  save_base_model(m, dir + "/gpt2");
+  for (const char* f : {"vocab.json", "merges.txt"})
+    std::filesystem::copy_file(tokenizer + "/" + f, dir + "/gpt2/" + f);
+  const std::string run = "train --set model.path=" + dir + "/gpt2 --set train.steps=3 --set train.seq_len=32 "
+                          "--set train.batch_size=2 --set train.peak_gflops=100 --set train.log_every=1 ";
+  const std::string lora = "--set lora.enabled=true --set lora.rank=4 "
+                           "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"up\",\"down\"]' ";
+  testing::CommandResult r = testing::run_meshtrain(run + "--set output.dir=" + dir + "/full");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const json written = json::parse(std::ifstream(dir + "/full/model/config.json"));
+  EXPECT_EQ(written["model_type"], "gpt2");
+  EXPECT_TRUE(std::filesystem::exists(dir + "/full/model/vocab.json"));
+  std::ofstream(dir + "/text.txt") << "Hello world, this is GPT-2 reading a few words of plain English text.\n";
+  r = testing::run_meshtrain("eval --model " + dir + "/full/model --data " + dir + "/text.txt --seq-len 8");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("mean loss"), std::string::npos) << r.output;
+  r = testing::run_meshtrain(run + lora + "--set output.dir=" + dir + "/lora");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/lora/adapter/adapter_model.safetensors"));
+  r = testing::run_meshtrain(run + lora + "--set lora.base_dtype=nf4 --set output.dir=" + dir + "/qlora");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/qlora/adapter/adapter_model.safetensors"));
 }
 
 }  // namespace

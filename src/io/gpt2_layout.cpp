@@ -63,6 +63,45 @@ Gpt2Part gpt2_part(const std::string& name, const std::vector<int64_t>& shape, c
   fail("GPT-2 has no tensor for '" + name + "'");
 }
 
+bool gpt2_lora_targets(const std::vector<std::string>& targets) {
+  for (const std::string& t : targets)
+    if (t == "c_attn" || t == "c_proj" || t == "c_fc") return true;
+  return false;
+}
+
+std::vector<Gpt2AdapterTensor> gpt2_peft_tensors(const std::vector<std::pair<std::string, std::vector<int64_t>>>& ours) {
+  std::vector<Gpt2AdapterTensor> out;
+  const std::string layers = "model.layers.";
+  for (const auto& [name, shape] : ours) {
+    const size_t lora = name.find(".lora_");
+    if (lora == std::string::npos) fail("GPT-2 adapter: '" + name + "' is not an adapter");
+    const std::string module = name.substr(0, lora), leaf = name.substr(lora + 1);
+    std::string peft;
+    if (module == "lm_head") {
+      peft = "lm_head." + leaf;
+    } else if (starts_with(module, layers)) {
+      const size_t dot = module.find('.', layers.size());
+      const std::string layer = "transformer.h." + module.substr(layers.size(), dot - layers.size()) + ".";
+      const std::string rest = module.substr(dot + 1);
+      if (rest == "self_attn.c_attn" || rest == "self_attn.q_proj" || rest == "self_attn.k_proj" ||
+          rest == "self_attn.v_proj")
+        peft = layer + "attn.c_attn." + leaf;
+      else if (rest == "self_attn.o_proj") peft = layer + "attn.c_proj." + leaf;
+      else if (rest == "mlp.up_proj") peft = layer + "mlp.c_fc." + leaf;
+      else if (rest == "mlp.down_proj") peft = layer + "mlp.c_proj." + leaf;
+    }
+    if (peft.empty()) fail("GPT-2 adapter: '" + name + "' has no GPT-2 module");
+    auto it = std::find_if(out.begin(), out.end(), [&](const Gpt2AdapterTensor& t) { return t.name == peft; });
+    if (it == out.end()) {
+      out.push_back({peft, shape, {name}});
+    } else {  // q, k and v's rows of c_attn's lora_B
+      it->shape[0] += shape[0];
+      it->parts.push_back(name);
+    }
+  }
+  return out;
+}
+
 std::string gpt2_prefix(const std::vector<std::string>& hf_names) {
   for (const std::string& n : hf_names)
     if (n == "transformer.wte.weight") return "transformer.";

@@ -60,4 +60,20 @@ std::vector<Gpt2HfTensor> gpt2_hf_tensors(const LlamaConfig& c);
 std::vector<float> gpt2_hf_values(const std::string& hf_name, const LlamaConfig& c,
                                   const std::function<std::vector<float>(const std::string&)>& ours);
 
+// GPT-2's PEFT adapter (lora.targets c_attn, c_proj, c_fc, lm_head): PEFT's tensors under its
+// module names, each the rows of ours stacked in order: c_attn's lora_A is our shared
+// "...self_attn.c_attn.lora_A.weight", its lora_B our q, k and v lora_B one under the other
+// ([q_dim + 2 kv_dim, r]); attn.c_proj is o_proj, mlp.c_fc up_proj, mlp.c_proj down_proj. PEFT's
+// LoRA matrices are nn.Linear's [r, in] and [out, r] on a Conv1D too (fan_in_fan_out concerns the
+// base weight only): nothing is transposed. Names are without PEFT's "base_model.model." prefix.
+struct Gpt2AdapterTensor {
+  std::string name;            // e.g. "transformer.h.0.attn.c_attn.lora_B.weight"
+  std::vector<int64_t> shape;
+  std::vector<std::string> parts;  // our tensors, stacked by rows in this order
+};
+// From our adapters' names and shapes (in their order); mt::Error for a name GPT-2 has no module for.
+std::vector<Gpt2AdapterTensor> gpt2_peft_tensors(const std::vector<std::pair<std::string, std::vector<int64_t>>>& ours);
+// Whether lora.targets names GPT-2's modules (its adapter is then written and read as GPT-2's).
+bool gpt2_lora_targets(const std::vector<std::string>& targets);
+
 }  // namespace mt

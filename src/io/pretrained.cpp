@@ -13,6 +13,7 @@
 #include "io/llama2c.h"
 #include "io/safetensors_index.h"
 #include "io/weight_shapes.h"
+#include "model/param_shapes.h"
 
 namespace mt {
 
@@ -143,16 +144,56 @@ std::unique_ptr<LlamaModel> load_pretrained(const std::string& path, Precision p
   return model;
 }
 
+namespace {
+
+// GPT-2's adapter tensors (PEFT's module names, c_attn's lora_B stacked from q, k and v) for the
+// adapters of `config` and `lora`.
+std::vector<Gpt2AdapterTensor> gpt2_peft_of(const LlamaConfig& config, const LoraConfig& lora) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> ours;
+  for (const ParamShape& p : llama_param_shapes(config, lora))
+    if (p.adapter) ours.push_back({p.name, p.shape});
+  return gpt2_peft_tensors(ours);
+}
+
+}  // namespace
+
 void check_peft_adapter(const std::string& dir, const LlamaConfig& config, const LoraConfig& lora) {
   const std::string path = adapter_weights_path(dir);
   const SafetensorsCheckpoint ckpt(path);
-  check_held_shapes(config, lora, /*adapters=*/true, held_tensors(ckpt), "base_model.model.", path);
+  if (!gpt2_lora_targets(lora.targets)) {
+    check_held_shapes(config, lora, /*adapters=*/true, held_tensors(ckpt), "base_model.model.", path);
+    return;
+  }
+  check_lora_targets(config, lora);
+  for (const Gpt2AdapterTensor& t : gpt2_peft_of(config, lora)) {
+    const std::string name = "base_model.model." + t.name;
+    if (!ckpt.contains(name)) fail(path + ": missing tensor '" + name + "'");
+    if (ckpt.info(name).shape != t.shape)
+      fail(path + ": tensor '" + name + "' has shape " + shape_string(ckpt.info(name).shape) +
+           ", the config gives " + shape_string(t.shape));
+  }
 }
 
 void load_peft_adapter(const std::string& dir, LlamaModel& model) {
   const std::string path = adapter_weights_path(dir);
   SafetensorsCheckpoint ckpt(path);
-  load_store(ckpt, model.adapters(), "base_model.model.", path);
+  if (!gpt2_lora_targets(model.lora_config().targets)) {
+    load_store(ckpt, model.adapters(), "base_model.model.", path);
+    return;
+  }
+  check_peft_adapter(dir, model.config(), model.lora_config());
+  std::vector<float> stacked;
+  for (const Gpt2AdapterTensor& t : gpt2_peft_of(model.config(), model.lora_config())) {
+    const std::string name = "base_model.model." + t.name;
+    stacked.resize(size_t(ckpt.info(name).numel));
+    ckpt.read_f32(name, stacked.data());
+    size_t at = 0;
+    for (const std::string& part : t.parts) {  // q, k and v's rows of c_attn's lora_B, in order
+      Param& p = model.adapters().get(part);
+      model.adapters().set_values(p, stacked.data() + at);
+      at += size_t(p.numel);
+    }
+  }
 }
 
 }  // namespace mt

@@ -38,10 +38,23 @@ std::string head_norm_name(int64_t layer, Proj p) {
 std::array<bool, kNumProj> lora_targets_mask(const LoraConfig& lora) {
   std::array<bool, kNumProj> on{};
   if (!lora.enabled) return on;
-  for (const auto& t : lora.targets)
+  for (const auto& t : lora.targets) {
     for (int p = 0; p < kNumProj; ++p)
       if (t == proj_name(Proj(p))) on[p] = true;
+    if (t == "c_attn") on[kQ] = on[kK] = on[kV] = true;
+    if (t == "c_proj") on[kO] = on[kDown] = true;
+    if (t == "c_fc") on[kUp] = true;
+  }
   return on;
+}
+
+bool lora_fuses_qkv(const LoraConfig& lora) {
+  return lora.enabled && std::find(lora.targets.begin(), lora.targets.end(), "c_attn") != lora.targets.end();
+}
+
+std::string lora_a_name(int64_t layer, Proj p, const LoraConfig& lora) {
+  if (p <= kV && lora_fuses_qkv(lora)) return layer_prefix(layer) + "self_attn.c_attn.lora_A.weight";
+  return proj_param_name(layer, p) + ".lora_A.weight";
 }
 
 bool lora_targets_head(const LoraConfig& lora) {
@@ -117,10 +130,10 @@ void LlamaModel::merge_adapters() {
   MT_CHECK(owns_storage(), "merge_adapters on a model whose parameters live in a parallel layer");
   Backend& be = backend_;
   const float scale = lora_.scale();
-  auto merge = [&](const std::string& base_name, const std::string& prefix) {
+  auto merge = [&](const std::string& base_name, const std::string& prefix, const std::string& a_name) {
     Param& W = base_.get(base_name);
     if (W.quant) fail("merge: " + base_name + " is NF4; merge into a bf16 base after round_trip_nf4()");
-    const Param& A = adapters_.get(prefix + ".lora_A.weight");
+    const Param& A = adapters_.get(a_name);
     Param& B = adapters_.get(prefix + ".lora_B.weight");
     const int64_t out = W.shape[0], in = W.shape[1];
     DeviceBuffer delta(be, DType::f32, out * in), widened;
@@ -140,9 +153,9 @@ void LlamaModel::merge_adapters() {
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l)
     for (int p = 0; p < kNumProj; ++p)
       if (on[p] && proj_exists(Proj(p), config_))
-        merge(proj_param_name(l, Proj(p)) + ".weight", proj_param_name(l, Proj(p)));
+        merge(proj_param_name(l, Proj(p)) + ".weight", proj_param_name(l, Proj(p)), lora_a_name(l, Proj(p), lora_));
   if (lora_targets_head(lora_))
-    merge(config_.tie_word_embeddings ? kEmbedName : kHeadName, "lm_head");
+    merge(config_.tie_word_embeddings ? kEmbedName : kHeadName, "lm_head", "lm_head.lora_A.weight");
   adapters_.sync_compute();
 }
 
@@ -423,6 +436,7 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
     if (!dropout_on(in)) return bi;
     for (int p = 0; p < kNumProj; ++p)
       masks[size_t(p)] = dropout_mask(in, l * kNumProj + p, proj_param_name(l, Proj(p)) + ".weight", 0);
+    if (lora_fuses_qkv(m_.lora_config())) masks[kK] = masks[kV] = masks[kQ];  // one adapter, one input
     bi.lora_dropout = &masks;
     return bi;
   };

@@ -5,13 +5,13 @@ namespace mt {
 namespace {
 
 LinearWeights linear(LlamaModel& m, const std::string& name, const std::string& lora_prefix,
-                     bool lora_on) {
+                     bool lora_on, const std::string& a_name = "") {
   LinearWeights w;
   Param& W = m.base().get(name);
   w.W = W.gemm_tensor();
   w.dW = W.grad_tensor();
   if (lora_on) {
-    Param& A = m.adapters().get(lora_prefix + ".lora_A.weight");
+    Param& A = m.adapters().get(a_name.empty() ? lora_prefix + ".lora_A.weight" : a_name);
     Param& B = m.adapters().get(lora_prefix + ".lora_B.weight");
     w.A = A.gemm_tensor(), w.B = B.gemm_tensor();
     w.dA = A.grad_tensor(), w.dB = B.grad_tensor();
@@ -54,7 +54,7 @@ BlockWeights bind_block_weights(LlamaModel& m, int64_t l) {
   for (int p = 0; p < kNumProj; ++p) {
     if (!proj_exists(Proj(p), c)) continue;
     std::string name = proj_param_name(l, Proj(p));
-    b.proj[p] = linear(m, name + ".weight", name, lora_on[p]);
+    b.proj[p] = linear(m, name + ".weight", name, lora_on[p], lora_a_name(l, Proj(p), m.lora_config()));
     if (proj_has_bias(Proj(p), c)) {
       Param& bias = m.base().get(name + ".bias");
       b.proj[p].b = bias.master_tensor().view(1, bias.numel), b.proj[p].db = bias.grad_tensor();

@@ -59,7 +59,7 @@ PartitionRules default_llama_rules() {
   // adapter follows its base layer. Column-parallel layers (q/k/v/gate/up, lm_head): A whole over
   // tp, B's output rows over tp; row-parallel (o/down): A's input columns over tp, B whole. fsdp
   // then splits the large dimension (never r, which may be as small as 1).
-  r.add(R"((\.(q|k|v|gate|up)_proj|^lm_head)\.lora_A\.weight$)", {{}, fsdp});
+  r.add(R"((\.(q|k|v|gate|up)_proj|\.c_attn|^lm_head)\.lora_A\.weight$)", {{}, fsdp});  // c_attn: GPT-2's q, k, v
   r.add(R"((\.(q|k|v|gate|up)_proj|^lm_head)\.lora_B\.weight$)", {tp_fsdp});
   r.add(R"(\.(o|down)_proj\.lora_A\.weight$)", {{}, tp_fsdp});
   r.add(R"(\.(o|down)_proj\.lora_B\.weight$)", {fsdp});

@@ -19,6 +19,7 @@
 #include "io/safetensors.h"
 #include "io/safetensors_write.h"
 #include "model/param_shapes.h"
+#include "model/presets.h"
 #include "model_fixtures.h"
 #include "run_command.h"
 #include "temp_dirs.h"
@@ -83,6 +84,24 @@ TEST(Gpt2Config, ReadsGpt2SmallIntoTheDescription) {
   int64_t params = 0;
   for (const ParamShape& p : llama_param_shapes(c, LoraConfig{})) params += p.numel();
   EXPECT_EQ(params, 124439808);
+}
+
+// The presets count OpenAI's published sizes exactly (tied head): what plan and shard read.
+TEST(Gpt2Presets, CountThePublishedParameters) {
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"gpt2", 124439808}, {"gpt2-medium", 354823168}, {"gpt2-large", 774030080}, {"gpt2-xl", 1557611200}};
+  for (const auto& [name, published] : sizes) {
+    const LlamaConfig c = llama_preset(name);
+    EXPECT_EQ(c.model_type, "gpt2") << name;
+    int64_t params = 0;
+    for (const ParamShape& p : llama_param_shapes(c, LoraConfig{})) params += p.numel();
+    EXPECT_EQ(params, published) << name;
+  }
+  // The same count from the published config.json.
+  int64_t from_config = 0;
+  for (const ParamShape& p : llama_param_shapes(parse_hf_config(kGpt2, "config.json"), LoraConfig{}))
+    from_config += p.numel();
+  EXPECT_EQ(from_config, 124439808);
 }
 
 TEST(Gpt2Config, RefusesWhatItWouldComputeDifferentlyNamingTheKey) {

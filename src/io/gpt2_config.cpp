@@ -44,7 +44,6 @@ LlamaConfig parse_gpt2_config(const json& j, const std::string& src) {
   c.hidden_size = gpt2_int(j, "n_embd", 768, src);
   c.num_hidden_layers = gpt2_int(j, "n_layer", 12, src);
   c.num_attention_heads = gpt2_int(j, "n_head", 12, src);
-  c.num_key_value_heads = c.num_attention_heads;
   c.vocab_size = gpt2_int(j, "vocab_size", 50257, src);
   c.max_position_embeddings = gpt2_int(j, "n_positions", 1024, src);
   // n_inner null: 4 * n_embd (modeling_gpt2.py's GPT2Block).
@@ -70,11 +69,7 @@ LlamaConfig parse_gpt2_config(const json& j, const std::string& src) {
     if (gpt2_flag(j, key, false, src)) fail(src + ": " + key + " true is not supported for gpt2");
   if (!gpt2_flag(j, "tie_word_embeddings", true, src))
     fail(src + ": tie_word_embeddings false is not supported for gpt2 (its head is the token embedding)");
-  c.tie_word_embeddings = true;
-  c.norm = LlamaConfig::Norm::layer;
-  c.mlp = LlamaConfig::Mlp::gelu;
-  c.positions = LlamaConfig::Positions::learned;
-  c.qkv_bias = c.o_bias = c.mlp_bias = true;
+  use_gpt2_block(c);
   try {
     c.validate();
   } catch (const Error& e) {

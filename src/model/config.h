@@ -67,4 +67,9 @@ struct LlamaConfig {
   void validate() const;
 };
 
+// GPT-2's block (model_type "gpt2"): LayerNorms with biases, the GeLU MLP, learned positions,
+// biases on every projection, one KV head per head, the head tied to the embedding. The loader
+// (io/gpt2_config.h) and the presets (model/presets.h) describe GPT-2 through this one place.
+void use_gpt2_block(LlamaConfig& c);
+
 }  // namespace mt

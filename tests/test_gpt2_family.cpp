@@ -104,6 +104,21 @@ TEST(Gpt2Presets, CountThePublishedParameters) {
   EXPECT_EQ(from_config, 124439808);
 }
 
+// shard and plan read the presets with their GPT-2 parts (the [model] keys carry the shape only).
+TEST(Gpt2Presets, ShardAndPlanCountThem) {
+  testing::CommandResult r = testing::run_meshtrain("shard --preset gpt2 --mesh fsdp=2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("124439808 parameters"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("model.embed_positions.weight"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("gate_proj"), std::string::npos) << r.output;
+  // LoRA r8 on c_attn (one shared A), c_proj and c_fc: PEFT's 9,830,400 adapter parameters.
+  r = testing::run_meshtrain("plan --model gpt2-xl --cluster mi300x-node --devices 8 --mesh fsdp=8 --mode lora "
+                             "--lora-rank 8 --lora-targets c_attn,c_proj,c_fc --seq 1024");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("1557611200 base"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("9830400 trainable"), std::string::npos) << r.output;
+}
+
 TEST(Gpt2Config, RefusesWhatItWouldComputeDifferentlyNamingTheKey) {
   expect_gpt2_error(gpt2_with({{"activation_function", "relu"}}), "activation_function \"relu\" is not supported");
   expect_gpt2_error(gpt2_with({{"activation_function", "gelu"}}), "activation_function \"gelu\" is not supported");

@@ -62,6 +62,13 @@ Inputs resolve(const Options& o) {
     std::string text = o.model.empty() ? (o.preset.empty() ? default_run_config_toml() : to_toml(base))
                                        : "[model]\npath = " + nlohmann::json(o.model).dump() + "\n";
     in.run = parse_run_config(text, o.overrides, "<shard>");
+    if (!o.preset.empty() && o.model.empty()) {
+      // The [model] keys carry the shape only: a family's parts (GPT-2's) come from the preset.
+      const LlamaConfig p = llama_preset(o.preset);
+      LlamaConfig& m = in.run.model;
+      m.model_type = p.model_type, m.norm = p.norm, m.mlp = p.mlp, m.positions = p.positions;
+      m.qkv_bias = p.qkv_bias, m.o_bias = p.o_bias, m.mlp_bias = p.mlp_bias;
+    }
   }
   if (!in.run.model_path.empty()) in.run.model = pretrained_config(in.run.model_path);
 

@@ -27,8 +27,9 @@ inline LlamaConfig tiny_config(bool tied = false) {
 //   "qwen2"   q/k/v biases, tied embeddings, a window of 3 on the second layer only;
 //   "qwen3"   q/k norms, head_dim 6 (not hidden_size / heads = 4);
 //   "mistral" a window of 3 on every layer, head_dim 8;
-//   "every"   all of them at once, with o and MLP biases too (what no family has yet, but the
-//             block takes: GPT-2's biases are on every projection).
+//   "every"   all of them at once, with o and MLP biases too;
+//   "gpt2"    GPT-2's block: LayerNorms with biases, a GeLU MLP (no gate), learned positions
+//             (no RoPE), biases on every projection, tied embeddings, one KV head per head.
 inline LlamaConfig family_config(const std::string& family) {
   LlamaConfig c = tiny_config(family == "qwen2");
   c.model_type = family == "every" ? "llama" : family;
@@ -37,9 +38,15 @@ inline LlamaConfig family_config(const std::string& family) {
   if (family == "qwen3" || family == "every") c.qk_norm = true, c.head_dim_override = 6;
   if (family == "mistral") c.layer_window = {3, 3}, c.head_dim_override = 8;
   if (family == "every") c.o_bias = c.mlp_bias = true, c.layer_window = {2, 0};
+  if (family == "gpt2") {
+    c.norm = LlamaConfig::Norm::layer, c.mlp = LlamaConfig::Mlp::gelu;
+    c.positions = LlamaConfig::Positions::learned;
+    c.qkv_bias = c.o_bias = c.mlp_bias = true;
+    c.tie_word_embeddings = true, c.num_key_value_heads = c.num_attention_heads;
+  }
   return c;
 }
-inline const char* const kFamilies[] = {"qwen2", "qwen3", "mistral", "every"};
+inline const char* const kFamilies[] = {"qwen2", "qwen3", "mistral", "every", "gpt2"};
 
 struct TinyBatch {
   int64_t B = 2, T = 6;

@@ -1,9 +1,10 @@
 // The families' parts on real MPI ranks: a Qwen2-like model (q/k/v biases, a window on its upper
 // layers) and a Qwen3-like one (q/k norms, head_dim != hidden / heads) in their HF layout, fine-
-// tuned from that directory (full and LoRA) on tp=2, fsdp=2, pp=2 and fsdp=2 x tp=2, and QLoRA on
+// tuned from that directory (full and LoRA) on tp=2, fsdp=2, pp=2, fsdp=2 x tp=2 and cp=2, and QLoRA on
 // tp=2, fsdp=2 and dp=2 x tp=2 / pp=2, give the one-rank run's losses and final parameters (fp32):
 // biases split with their rows or added once after the reduction, q/k norm gradients summed over
-// the tensor-parallel ranks, every tensor in its unit.
+// the tensor-parallel ranks, every tensor in its unit. A GPT-2 model (LayerNorms with biases, a
+// GeLU MLP, learned positions, fused c_attn in its HF file) takes the full and LoRA runs.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -56,9 +57,14 @@ std::string family_model(const std::string& family, const std::string& tag, bool
     c.qkv_bias = true;
     c.layer_window.assign(size_t(c.num_hidden_layers), 0);
     for (int64_t l = 1; l < c.num_hidden_layers; ++l) c.layer_window[size_t(l)] = 8;  // < seq_len
-  } else {  // qwen3
+  } else if (family == "qwen3") {
     c.qk_norm = true;
     c.head_dim_override = nf4_tp ? 32 : c.hidden_size / c.num_attention_heads + 4;
+  } else {  // gpt2: its config.json says n_head only (no grouped KV heads)
+    c.norm = LlamaConfig::Norm::layer, c.mlp = LlamaConfig::Mlp::gelu;
+    c.positions = LlamaConfig::Positions::learned;
+    c.qkv_bias = c.o_bias = c.mlp_bias = true;
+    c.tie_word_embeddings = true, c.num_key_value_heads = c.num_attention_heads;
   }
   LlamaModel m(c, Precision::fp32, LoraConfig{});
   m.init_weights(5);
@@ -72,7 +78,8 @@ std::string family_model(const std::string& family, const std::string& tag, bool
     m.base().set_values(p, v.data());
   }
   fs::remove_all(dir);
-  save_base_model(m, dir, ModelOrigin{src + "/model", {}});
+  // GPT-2's config.json has its own keys: the LLaMA source's are not kept beside them.
+  save_base_model(m, dir, ModelOrigin{family == "gpt2" ? "" : src + "/model", {}});
   for (const auto& e : fs::directory_iterator(src + "/model")) {  // the tokenizer files
     const std::string name = e.path().filename().string();
     if (name != "config.json" && name != "model.safetensors" && name != "generation_config.json")
@@ -98,12 +105,15 @@ TEST_P(FamilyMeshEquality, FullTrainingMatchesOneRank) {
   expect_same_run(tag, "--config " + toml + " " + kRun, GetParam().mesh, "/model/model.safetensors");
 }
 
-// LoRA on every projection (biased ones included: the bias stays frozen in the base) and the head.
+// LoRA on every projection (biased ones included: the bias stays frozen in the base) and the head;
+// GPT-2's on its modules, c_attn's one adapter split over tp as q, k and v each (not its rows blindly).
 TEST_P(FamilyMeshEquality, LoraTrainingMatchesOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const bool gpt2 = GetParam().family == std::string("gpt2");
   const std::string lora =
-      "--set lora.enabled=true --set lora.rank=4 --set optim.lr=1e-2 "
-      "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\",\"lm_head\"]' ";
+      "--set lora.enabled=true --set lora.rank=4 --set optim.lr=1e-2 " +
+      std::string(gpt2 ? "--set 'lora.targets=[\"c_attn\",\"c_proj\",\"c_fc\",\"lm_head\"]' "
+                       : "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\",\"lm_head\"]' ");
   const std::string tag = std::string("family_lora_") + GetParam().family + "_" + tag_of(GetParam().mesh);
   expect_same_run(tag, "--config " + family_model(GetParam().family, tag) + " " + kRun + lora, GetParam().mesh,
                   "/adapter/adapter_model.safetensors");
@@ -116,7 +126,9 @@ INSTANTIATE_TEST_SUITE_P(Meshes, FamilyMeshEquality,
                                            FamilyMeshCase{"qwen3", "pp=2"}, FamilyMeshCase{"qwen3", "fsdp=2,tp=2"},
                                            // context parallelism: qwen2's window and qwen3's q/k norms
                                            // over sequences split in 4 chunks of 8 tokens
-                                           FamilyMeshCase{"qwen2", "cp=2"}, FamilyMeshCase{"qwen3", "cp=2"}),
+                                           FamilyMeshCase{"qwen2", "cp=2"}, FamilyMeshCase{"qwen3", "cp=2"},
+                                           FamilyMeshCase{"gpt2", "tp=2"}, FamilyMeshCase{"gpt2", "fsdp=2"},
+                                           FamilyMeshCase{"gpt2", "pp=2"}, FamilyMeshCase{"gpt2", "fsdp=2,tp=2"}),
                          [](const auto& info) {
                            return std::string(info.param.family) + "_" + tag_of(info.param.mesh);
                          });

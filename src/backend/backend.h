@@ -129,6 +129,15 @@ class Backend {
   virtual void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dout,
                                 const Tensor& x, const Tensor& w, const Tensor& rstd) = 0;
 
+  // LayerNorm with weight and bias (GPT-2): out = (x - mean) * rstd * w + b, x f32 [N, C], w and b
+  // f32 [1, C] (or [C, 1]), mean and rstd f32 [N] saved; out of the compute dtype.
+  virtual void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                                 const Tensor& x, const Tensor& w, const Tensor& b, float eps) = 0;
+  // dx += input gradient (f32); dw, db += the weight and bias gradients unless empty (frozen).
+  virtual void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db,
+                                  const Tensor& dout, const Tensor& x, const Tensor& w,
+                                  const Tensor& mean, const Tensor& rstd) = 0;
+
   // Rotary embedding in place on x [N, heads*D] (the HF "rotate_half" pairing); cos and sin are
   // f32 tables [max_pos, D/2] (core/rope_frequencies.h), positions i32 [N]. Backward rotates back.
   virtual void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
@@ -140,6 +149,11 @@ class Backend {
   virtual void swiglu_forward(const Tensor& h, const Tensor& gate, const Tensor& up) = 0;
   virtual void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dh,
                                const Tensor& gate, const Tensor& up) = 0;
+
+  // h = gelu(x), the tanh approximation (kernels/device_math/gelu_element.h), elementwise;
+  // backward overwrites dx with dh * gelu'(x).
+  virtual void gelu_forward(const Tensor& h, const Tensor& x) = 0;
+  virtual void gelu_backward(const Tensor& dx, const Tensor& dh, const Tensor& x) = 0;
 
   // The table holds vocabulary rows [row0, row0 + table.rows) (all of them on one device). out f32
   // [N, C]: a token's row, or zeros where another device holds it (the devices' outputs then sum

@@ -98,6 +98,13 @@ void check_rmsnorm(const Tensor& out, const Tensor& rstd, const Tensor& x, const
   same_numel(out, x, op), check_device(out, device, op);
 }
 
+void check_layernorm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                     const Tensor& w, const Tensor& b, Device device, const char* op) {
+  check_rmsnorm(out, rstd, x, w, device, op);
+  check_numel(b, x.cols, DType::f32, device, op);
+  check_numel(mean, x.rows, DType::f32, device, op);
+}
+
 int64_t check_rope(const Tensor& x, const Tensor& cos, const Tensor& sin,
                    const Tensor& positions, int64_t heads, Device device, const char* op) {
   if (heads <= 0 || x.cols % heads != 0 || (x.cols / heads) % 2 != 0)

@@ -44,10 +44,12 @@ plan::PlanInput make_input(const PlanOptions& o) {
     in.lora.rank = o.lora_rank;
     in.lora.targets = split_commas(o.lora_targets);
     if (o.lora_rank <= 0) fail("--lora-rank must be > 0, got " + std::to_string(o.lora_rank));
-    static const std::vector<std::string> known = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"};
+    static const std::vector<std::string> known = {"q",    "k",  "v",       "o",      "gate",   "up",
+                                                   "down", "lm_head", "c_attn", "c_proj", "c_fc"};
     for (const auto& t : in.lora.targets)
       if (std::find(known.begin(), known.end(), t) == known.end())
-        fail("--lora-targets: unknown target '" + t + "' (expected some of q,k,v,o,gate,up,down,lm_head)");
+        fail("--lora-targets: unknown target '" + t +
+             "' (expected some of q,k,v,o,gate,up,down,lm_head, or GPT-2's c_attn,c_proj,c_fc)");
   } else if (o.mode != "full") {
     fail("--mode must be full or lora, got '" + o.mode + "'");
   }

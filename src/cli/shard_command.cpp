@@ -52,6 +52,7 @@ struct Inputs {
 // norms, head_dim, windows) are taken from the preset, over the shape --set may have changed.
 LlamaConfig with_family_parts(LlamaConfig shape, const LlamaConfig& preset, const std::string& name) {
   shape.model_type = preset.model_type;
+  shape.norm = preset.norm, shape.mlp = preset.mlp, shape.positions = preset.positions;
   shape.qkv_bias = preset.qkv_bias, shape.o_bias = preset.o_bias, shape.mlp_bias = preset.mlp_bias;
   shape.qk_norm = preset.qk_norm;
   shape.head_dim_override = preset.head_dim_override;

@@ -22,6 +22,8 @@ std::pair<int64_t, int64_t> proj_dims(Proj p, const LlamaConfig& c) {
   }
 }
 
+bool proj_exists(Proj p, const LlamaConfig& c) { return !(p == kGate && c.gelu_mlp()); }
+
 bool proj_has_bias(Proj p, const LlamaConfig& c) {
   switch (p) {
     case kQ: case kK: case kV: return c.qkv_bias;
@@ -54,10 +56,10 @@ class LoraDropouts {
 BlockActivationSizes block_activation_sizes(const LlamaConfig& c, int64_t lora_rank,
                                             const std::array<bool, kNumProj>& lora_on) {
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), I = c.intermediate_size;
-  int64_t t = 2 * C + 2 * qd + 2 * kv + 3 * I;  // n1 q k v att n2 gate up h
+  int64_t t = 2 * C + 2 * qd + 2 * kv + (c.gelu_mlp() ? 2 : 3) * I;  // n1 q k v att n2 (gate) up h
   for (int p = 0; p < kNumProj; ++p)
-    if (lora_on[p]) t += lora_rank;
-  int64_t f = 2 + c.num_attention_heads + C;  // rstd1 rstd2 lse x2
+    if (lora_on[p] && proj_exists(Proj(p), c)) t += lora_rank;
+  int64_t f = 2 * norm_saved_per_token(c) + c.num_attention_heads + C;  // rstd1 rstd2 (mean1 mean2) lse x2
   if (c.qk_norm) f += qd + kv + c.num_attention_heads + c.num_key_value_heads;  // q_raw k_raw rstd_q rstd_k
   return {t, f};
 }
@@ -69,9 +71,12 @@ BlockActivations carve_block_activations(ArenaCursor& t, ArenaCursor& f, int64_t
   BlockActivations a;
   a.n1 = t.take(N, C), a.q = t.take(N, qd), a.k = t.take(N, kv), a.v = t.take(N, kv);
   a.att = t.take(N, qd), a.n2 = t.take(N, C);
-  a.gate = t.take(N, I), a.up = t.take(N, I), a.h = t.take(N, I);
-  for (int p = 0; p < kNumProj; ++p) a.lora_u[p] = lora_on[p] ? t.take(N, lora_rank) : Tensor{};
+  if (!c.gelu_mlp()) a.gate = t.take(N, I);
+  a.up = t.take(N, I), a.h = t.take(N, I);
+  for (int p = 0; p < kNumProj; ++p)
+    a.lora_u[p] = lora_on[p] && proj_exists(Proj(p), c) ? t.take(N, lora_rank) : Tensor{};
   a.rstd1 = f.take(N, 1), a.rstd2 = f.take(N, 1), a.lse = f.take(N, c.num_attention_heads);
+  if (c.layer_norm()) a.mean1 = f.take(N, 1), a.mean2 = f.take(N, 1);
   a.x2 = f.take(N, C);
   if (c.qk_norm) {
     a.q_raw = f.take(N, qd), a.k_raw = f.take(N, kv);
@@ -187,7 +192,7 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
 
   {
     MT_PROFILE("rmsnorm forward");
-    be.rmsnorm_forward(a.n1, a.rstd1, x, w.norm1, c.rms_norm_eps);
+    norm_forward(be, c, a.n1, a.mean1, a.rstd1, x, w.norm1);
   }
   if (w.qkv) {
     MT_PROFILE("gemm fwd qkv");
@@ -211,7 +216,7 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
     head_norm_forward(be, a.q, a.q_raw, a.rstd_q, w.q_norm, Hq, D, c.rms_norm_eps);
     head_norm_forward(be, a.k, a.k_raw, a.rstd_k, w.k_norm, Hkv, D, c.rms_norm_eps);
   }
-  {
+  if (!c.learned_positions()) {
     MT_PROFILE("rope forward");
     be.rope_forward(a.q, in.rope_cos, in.rope_sin, in.positions, Hq);
     be.rope_forward(a.k, in.rope_cos, in.rope_sin, in.positions, Hkv);
@@ -236,11 +241,15 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
   {
     MT_PROFILE("residual/norm forward");
     be.residual_add(a.x2, x, delta);
-    be.rmsnorm_forward(a.n2, a.rstd2, a.x2, w.norm2, c.rms_norm_eps);
+    norm_forward(be, c, a.n2, a.mean2, a.rstd2, a.x2, w.norm2);
   }
-  proj(kGate, a.gate, a.n2);
-  proj(kUp, a.up, a.n2);
-  {
+  if (c.gelu_mlp()) {
+    proj(kUp, a.up, a.n2);
+    MT_PROFILE("gelu forward");
+    be.gelu_forward(a.h, a.up);
+  } else {
+    proj(kGate, a.gate, a.n2);
+    proj(kUp, a.up, a.n2);
     MT_PROFILE("swiglu forward");
     be.swiglu_forward(a.h, a.gate, a.up);
   }
@@ -275,17 +284,25 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   const Tensor dh = rows_of(s.t0, N, I);
   proj_back(kDown, dh, false, dy_c, a.h);
   const Tensor dgate = rows_of(s.t1, N, I), dup = rows_of(s.t2, N, I);
-  {
-    MT_PROFILE("swiglu backward");
-    be.swiglu_backward(dgate, dup, dh, a.gate, a.up);
+  const Tensor dn2 = rows_of(s.t0, N, C);  // written once dh has been read
+  if (c.gelu_mlp()) {
+    {
+      MT_PROFILE("gelu backward");
+      be.gelu_backward(dup, dh, a.up);
+    }
+    proj_back(kUp, dn2, false, dup, a.n2);
+  } else {
+    {
+      MT_PROFILE("swiglu backward");
+      be.swiglu_backward(dgate, dup, dh, a.gate, a.up);
+    }
+    proj_back(kGate, dn2, false, dgate, a.n2);
+    proj_back(kUp, dn2, true, dup, a.n2);
   }
-  const Tensor dn2 = rows_of(s.t0, N, C);
-  proj_back(kGate, dn2, false, dgate, a.n2);
-  proj_back(kUp, dn2, true, dup, a.n2);
   par.reduce_sum(dn2);  // column-parallel: each rank's dn2 is a partial sum
   {
     MT_PROFILE("residual/norm backward");
-    be.rmsnorm_backward(dy, w.dnorm2, dn2, a.x2, w.norm2, a.rstd2);  // dy = dL/dx2
+    norm_backward(be, c, dy, dn2, a.x2, w.norm2, a.mean2, a.rstd2);  // dy = dL/dx2
     be.convert(dy_c, dy);
   }
 
@@ -301,7 +318,7 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
     else
       be.attention_backward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, in.segments, dims);
   }
-  {
+  if (!c.learned_positions()) {
     MT_PROFILE("rope backward");
     be.rope_backward(dq, in.rope_cos, in.rope_sin, in.positions, Hq);
     be.rope_backward(dk, in.rope_cos, in.rope_sin, in.positions, Hkv);
@@ -333,7 +350,7 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   }
   par.reduce_sum(dn1);  // column-parallel: dn1 likewise
   MT_PROFILE("residual/norm backward");
-  be.rmsnorm_backward(dy, w.dnorm1, dn1, x, w.norm1, a.rstd1);  // dy = dL/dx
+  norm_backward(be, c, dy, dn1, x, w.norm1, a.mean1, a.rstd1);  // dy = dL/dx
 }
 
 }  // namespace mt

@@ -158,6 +158,9 @@ class LlamaModel {
 // HF-style names, shared by the model, loaders and exporters.
 inline constexpr const char* kEmbedName = "model.embed_tokens.weight";
 inline constexpr const char* kFinalNormName = "model.norm.weight";
+inline constexpr const char* kFinalNormPrefix = "model.norm";  // + ".weight" / ".bias"
+// Learned absolute positions (GPT-2's wpe), [max_position_embeddings, hidden]; unit 0.
+inline constexpr const char* kPositionEmbedName = "model.embed_positions.weight";
 inline constexpr const char* kHeadName = "lm_head.weight";
 std::string layer_prefix(int64_t layer);                 // "model.layers.{i}."
 // The unit (ModelParallel) a parameter or adapter belongs to: 0 the embedding (and a tied head's
@@ -165,7 +168,15 @@ std::string layer_prefix(int64_t layer);                 // "model.layers.{i}."
 int param_unit(const std::string& name, const LlamaConfig& config);
 std::string proj_param_name(int64_t layer, Proj p);      // "...self_attn.q_proj" (no suffix)
 std::string head_norm_name(int64_t layer, Proj p);       // "...self_attn.q_norm.weight" (p: kQ or kK)
+// Which projections lora.targets gives adapters: roles (q, k, v, o, gate, up, down) or GPT-2's
+// modules: c_attn (q, k and v), c_proj (o and down), c_fc (up).
 std::array<bool, kNumProj> lora_targets_mask(const LoraConfig& lora);
+// GPT-2's c_attn adapter (lora.targets "c_attn"): one adapter on the fused q, k, v matrix, as PEFT
+// puts it there: q, k and v share its A ("...self_attn.c_attn.lora_A.weight"), each has its rows
+// of B (its own "..._proj.lora_B.weight", so tensor parallelism splits q, k and v each).
+bool lora_fuses_qkv(const LoraConfig& lora);
+// The A that projection p's adapter reads.
+std::string lora_a_name(int64_t layer, Proj p, const LoraConfig& lora);
 bool lora_targets_head(const LoraConfig& lora);
 
 }  // namespace mt

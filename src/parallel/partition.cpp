@@ -59,7 +59,7 @@ PartitionRules default_llama_rules() {
   // adapter follows its base layer. Column-parallel layers (q/k/v/gate/up, lm_head): A whole over
   // tp, B's output rows over tp; row-parallel (o/down): A's input columns over tp, B whole. fsdp
   // then splits the large dimension (never r, which may be as small as 1).
-  r.add(R"((\.(q|k|v|gate|up)_proj|^lm_head)\.lora_A\.weight$)", {{}, fsdp});
+  r.add(R"((\.(q|k|v|gate|up)_proj|\.c_attn|^lm_head)\.lora_A\.weight$)", {{}, fsdp});  // c_attn: GPT-2's q, k, v
   r.add(R"((\.(q|k|v|gate|up)_proj|^lm_head)\.lora_B\.weight$)", {tp_fsdp});
   r.add(R"(\.(o|down)_proj\.lora_A\.weight$)", {{}, tp_fsdp});
   r.add(R"(\.(o|down)_proj\.lora_B\.weight$)", {fsdp});
@@ -75,6 +75,10 @@ PartitionRules default_llama_rules() {
   r.add(R"(\.(self_attn\.o|mlp\.down)_proj\.bias$)", {});
   // Qwen3's per-head q/k norms: one [head_dim] weight every head uses, replicated.
   r.add(R"(\.self_attn\.(q|k)_norm\.weight$)", {});
+  // GPT-2's LayerNorm biases, replicated like their weights, and its learned positions: whole on
+  // every tensor-parallel rank (each rank adds a token's position row), rows over fsdp.
+  r.add(R"((input_layernorm|post_attention_layernorm|^model\.norm)\.bias$)", {});
+  r.add(R"(^model\.embed_positions\.weight$)", {fsdp});                  // [positions, hidden]
   r.add(R"(^lm_head\.weight$)", {tp, fsdp});                               // [vocab, hidden]
   return r;
 }

@@ -42,11 +42,12 @@ std::vector<LinearShape> layer_linears(const PlanInput& in) {
                                       {kv / tp, C, base_trains}, {C, q / tp, base_trains},
                                       {I / tp, C, base_trains},  {I / tp, C, base_trains},
                                       {C, I / tp, base_trains}};
-  out.assign(proj, proj + kNumProj);
+  for (int p = 0; p < kNumProj; ++p)
+    if (proj_exists(Proj(p), c)) out.push_back(proj[p]);  // a GeLU MLP (GPT-2) has no gate
   const auto on = lora_targets_mask(in.lora);
   const double r = double(in.lora.rank);
   for (int p = 0; p < kNumProj; ++p)
-    if (on[p]) out.push_back({r, proj[p].in, true}), out.push_back({proj[p].out, r, true});
+    if (on[p] && proj_exists(Proj(p), c)) out.push_back({r, proj[p].in, true}), out.push_back({proj[p].out, r, true});
   return out;
 }
 

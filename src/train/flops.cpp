@@ -20,7 +20,8 @@ FlopCount training_flops(const LlamaConfig& c, const LoraConfig& lora, int64_t s
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), I = c.intermediate_size;
   const int64_t V = c.vocab_size, L = c.num_hidden_layers;
   FlopCount f;
-  f.matmul_params = L * (2 * qd * C + 2 * kv * C + 3 * I * C) + V * C;
+  const int64_t mlp_matrices = c.gelu_mlp() ? 2 : 3;  // GPT-2's MLP has no gate
+  f.matmul_params = L * (2 * qd * C + 2 * kv * C + mlp_matrices * I * C) + V * C;
   // PaLM's square (T x T pairs a layer) is the causal count twice less the diagonal; a window's
   // band the same. Without windows: exactly 12·L·Q·T.
   double pairs = 0.0;
@@ -38,7 +39,7 @@ FlopCount training_flops(const LlamaConfig& c, const LoraConfig& lora, int64_t s
   auto on = lora_targets_mask(lora);
   const int64_t r = lora.rank;
   for (int p = 0; p < kNumProj; ++p) {
-    if (!on[p]) continue;
+    if (!on[p] || !proj_exists(Proj(p), c)) continue;
     const auto [out, in] = proj_dims(Proj(p), c);
     f.lora_params += L * r * (out + in);
   }

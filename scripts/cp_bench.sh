@@ -10,7 +10,8 @@
 # figures from run_summary.json (collectives, op_seconds and memory_per_rank over the timed steps,
 # all but the first). See docs/distributed.md, "Context parallelism", for a recorded table.
 # Every run's figures are checked: collective bytes > 0 under cp, and each rank's peak within 2% of
-# the one-rank-at-seq/cp figure plus the exchange buffers (the script fails otherwise).
+# the one-rank-at-seq/cp figure plus the exchange buffers and within 2% of `meshtrain plan`'s
+# per-rank figure for the same run, less its runtime overhead (the script fails otherwise).
 # Usage: scripts/cp_bench.sh [build/meshtrain] [SEQ | --quick]
 #   --quick: cp = 1 and 2 at SEQ = 128 for 2 steps, checked the same way (the ctest cp_bench_quick).
 set -euo pipefail
@@ -37,6 +38,10 @@ for cp in "${CPS[@]}"; do
     OMP_NUM_THREADS=1 "$B" train --mesh dp=1 "${common[@]}" --set train.seq_len=$((SEQ / cp)) \
       --set output.dir="$out.local" >"$out.local.log" 2>&1 || { cat "$out.local.log" >&2; exit 1; }
   fi
+  # The planner's figure for the same run (its model directory, this machine's cluster).
+  "$B" plan --model "$out/model" --cluster cpu --mesh cp=$cp --precision fp32 --seq "$SEQ" \
+    --micro-batch $BATCH --global-batch $BATCH --json >"$out.plan.json" 2>"$out.plan.log" ||
+    { cat "$out.plan.log" >&2; exit 1; }
 done
 
 python3 - "$work" "$SEQ" "$BATCH" "${CPS[@]}" <<'PY'
@@ -44,8 +49,8 @@ import json, sys
 work, seq, batch, cps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), [int(c) for c in sys.argv[4:]]
 mib = lambda b: b / 2**20
 
-print("\n| cp | a rank's share in the cp collectives, MiB per step (all-gather / reduce-scatter) | cp collective ms per step | attention ms per step | peak tensor MiB per rank | one rank at seq/cp + exchange buffers, MiB | tokens/s |")
-print("|---|---|---|---|---|---|---|")
+print("\n| cp | a rank's share in the cp collectives, MiB per step (all-gather / reduce-scatter) | cp collective ms per step | attention ms per step | peak tensor MiB per rank | one rank at seq/cp + exchange buffers, MiB | planner, MiB | tokens/s |")
+print("|---|---|---|---|---|---|---|---|")
 for cp in cps:
     d = f"{work}/cp{cp}"
     s = json.load(open(f"{d}/run_summary.json"))
@@ -70,5 +75,11 @@ for cp in cps:
                 sys.exit(f"cp={cp} rank {r['rank']}: peak {r['peak_tensor_bytes']} bytes, expected {expected} within 2%")
         if not ag.get("bytes") or not rs.get("bytes"):
             sys.exit(f"cp={cp}: no cp all-gather or reduce-scatter recorded")
-    print(f"| {cp} | {sent} | {wait} | {attention:.1f} | {peaks} | {predicted} | {s['tokens_per_s']:.0f} |")
+    # The planner's per-rank total less its runtime overhead (which the tensor peak does not see).
+    plan = json.load(open(f"{d}.plan.json"))["memory_bytes"]
+    planned = plan["total"] - plan["items"].get("overhead", 0.0)
+    for r in s["memory_per_rank"]:
+        if abs(r["peak_tensor_bytes"] - planned) > 0.02 * planned:
+            sys.exit(f"cp={cp} rank {r['rank']}: peak {r['peak_tensor_bytes']} bytes, the planner's {planned:.0f} not within 2%")
+    print(f"| {cp} | {sent} | {wait} | {attention:.1f} | {peaks} | {predicted} | {mib(planned):.2f} | {s['tokens_per_s']:.0f} |")
 PY

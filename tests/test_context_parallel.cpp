@@ -75,8 +75,9 @@ TEST(ContextParallelShard, ShowsTheSequenceSplitAndReplicatedWeights) {
 }
 
 TEST(ContextParallelMemory, ACpRankIsCheckedAsOneRankOfItsShare) {
-  // train's memory check (plan/run_memory.h) plans a cp rank as one rank of seq_len / cp tokens
-  // (cp_bench.sh measures that it is), and adds the K/V exchange buffers.
+  // train's memory check (plan/run_memory.h) plans a cp rank as the planner does: one rank of
+  // seq_len / cp tokens (cp_bench.sh measures that it is) plus the K/V exchange buffers, the
+  // planner's "cp K/V exchange" item (plan::cp_exchange_bytes, one formula for both).
   auto config = [](const std::vector<std::string>& overrides) {
     std::vector<std::string> all = {"model.max_position_embeddings=1024", "train.batch_size=32"};
     all.insert(all.end(), overrides.begin(), overrides.end());
@@ -86,7 +87,10 @@ TEST(ContextParallelMemory, ACpRankIsCheckedAsOneRankOfItsShare) {
   const RunConfig whole = config({"train.seq_len=1024"});
   const auto need = [](const RunConfig& c) { return plan::peak_memory(plan::run_plan_input(c, c.model, 1e15)); };
   EXPECT_EQ(need(cp).item("activations"), need(share).item("activations"));
-  EXPECT_EQ(need(cp).total, need(share).total);
+  const double exchange = need(cp).item("cp K/V exchange");
+  EXPECT_EQ(exchange, plan::cp_exchange_bytes(plan::run_plan_input(cp, cp.model, 1e15)));
+  EXPECT_EQ(need(share).item("cp K/V exchange"), 0.0);
+  EXPECT_NEAR(need(cp).total - exchange, need(share).total, 1e-9 * need(share).total);
   // The whole rows' extra activations dwarf the exchange buffers (32 x 256 x 64 K elements a rank:
   // 4 x that x (5 x 2 + 4) bytes + 4 x that, 31.5 MiB in bf16).
   ASSERT_GT(need(whole).total - need(share).total, 2.0 * 64 * (1 << 20));

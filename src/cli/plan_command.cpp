@@ -72,7 +72,7 @@ plan::PlanInput make_input(const PlanOptions& o) {
     fail(std::string(o.grad_accum > 0 ? "--grad-accum" : "--keep-checkpointing") +
          " shapes the search: give it with --search (a single plan takes --micro-batch and --checkpointing)");
   if (!o.mesh.empty()) in.mesh = parallel::MeshShape::parse(o.mesh);
-  else if (!o.search) fail("give --mesh dp=..,fsdp=..,tp=..,pp=.. (or --search with --devices)");
+  else if (!o.search) fail("give --mesh dp=..,fsdp=..,tp=..,pp=..,cp=.. (or --search with --devices)");
   if (!o.mesh.empty() && o.devices > 0 && in.mesh.world() != o.devices)
     fail("mesh " + in.mesh.str() + " has " + std::to_string(in.mesh.world()) + " ranks but --devices is " +
          std::to_string(o.devices));
@@ -135,7 +135,7 @@ Action add_plan_command(CLI::App& app) {
   sub->add_option("--cluster", o->cluster, "mi300x-node|frontier|dgx-h100|dgx-h200|cpu or a .toml file");
   sub->add_option("--devices", o->devices,
                   "device count: must equal the mesh's product, required for --search; 0: the mesh's product");
-  sub->add_option("--mesh", o->mesh, "dp=..,fsdp=..,tp=..,pp=.. (default: none; needed unless --search)");
+  sub->add_option("--mesh", o->mesh, "dp=..,fsdp=..,tp=..,pp=..,cp=.. (default: none; needed unless --search)");
   sub->add_option("--mode", o->mode, "full or lora");
   sub->add_option("--lora-rank", o->lora_rank, "LoRA rank");
   sub->add_option("--lora-targets", o->lora_targets, "comma-separated: q,k,v,o,gate,up,down,lm_head");

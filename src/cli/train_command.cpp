@@ -1,5 +1,5 @@
 // meshtrain train [--config run.toml] [--model DIR] [--data FILE] [--lora] [--out DIR] [--device cpu|cuda]
-//                 [--mesh dp=..,fsdp=..,tp=..,pp=..|auto [--cluster NAME|FILE]]
+//                 [--mesh dp=..,fsdp=..,tp=..,pp=..,cp=..|auto [--cluster NAME|FILE]]
 //                 [--steps N] [--epochs E] [--lr LR] [--batch-size N] [--seq-len N]
 //                 [--resume RUN_DIR] [--set section.key=value ...]
 #include <cstdlib>

@@ -16,7 +16,8 @@ double point_to_point(double bytes, const Link& l) { return l.latency + bytes / 
 
 Link axis_link(const parallel::MeshShape& m, parallel::Axis axis, const Cluster& c) {
   int64_t stride = 1;  // product of the axes that vary faster than `axis`
-  for (parallel::Axis a : {parallel::Axis::tp, parallel::Axis::fsdp, parallel::Axis::dp, parallel::Axis::pp}) {
+  for (parallel::Axis a : {parallel::Axis::tp, parallel::Axis::cp, parallel::Axis::fsdp, parallel::Axis::dp,
+                           parallel::Axis::pp}) {
     if (a == axis) break;
     stride *= m.size(a);
   }

@@ -17,8 +17,9 @@ double ring_all_reduce(double bytes, int64_t n, const Link& link);
 double point_to_point(double bytes, const Link& link);
 
 // The link a group along `axis` uses, at the achievable fraction of its bandwidth: the intra-node
-// link when the group's ranks lie within one node (rank order tp fastest, then fsdp, dp, pp: the
-// group spans stride x size consecutive ranks), otherwise the inter-node link.
+// link when the group's ranks lie within one node (rank order tp fastest, then cp, fsdp, dp, pp:
+// the group spans stride x size consecutive ranks; a cp group is intra-node when cp x tp ranks
+// fit in a node), otherwise the inter-node link.
 Link axis_link(const parallel::MeshShape& mesh, parallel::Axis axis, const Cluster& cluster);
 
 }  // namespace mt::plan

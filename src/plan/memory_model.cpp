@@ -96,6 +96,19 @@ ActivationBytes activation_bytes(const PlanInput& in, int64_t layers, bool last_
                                       : gpt_activations(in, layers, last_stage);
 }
 
+double cp_exchange_bytes(const PlanInput& in) {
+  const int64_t cp = in.mesh.cp;
+  if (cp <= 1) return 0.0;
+  const double elem = in.precision == Precision::bf16 ? 2.0 : 4.0;
+  // A rank's K (or V) elements: its tokens x the tp-local KV width. Gathered, the whole rows are
+  // cp times that: keys and values (2), their gradients (2) and the all-gather's staging (1) in
+  // the compute dtype, the f32 send staging of the reduce-scatter (cp shares) and its f32 receive
+  // buffer (one share). The document ids gathered beside them are i32 words of one column, held
+  // in the same staging (no separate term).
+  const double share = double(in.micro_tokens()) * double(in.model.config.kv_dim() / in.mesh.tp);
+  return double(cp) * share * (5.0 * elem + 4.0) + 4.0 * share;
+}
+
 MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
   const bool bf16 = in.precision == Precision::bf16;
   const double dp = double(in.mesh.dp);
@@ -174,6 +187,9 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
   if (in.mesh.pp > 1 && !engine_pipeline) comm += 2.0 * 2.0 * N * h;
   if (in.mesh.dp > 1 && in.zero < 3) comm += kGradBucketBytes;
   add("comm buffers", comm);
+  // Parameters are replicated over cp (no item above divides by it); a cp rank's activations are
+  // those of its seq / cp tokens (micro_tokens), plus the exchange of the whole rows' K/V.
+  if (in.mesh.cp > 1) add("cp K/V exchange", cp_exchange_bytes(in));
   add("overhead", in.cluster.runtime_overhead_bytes);
   for (const auto& i : m.items) m.total += i.bytes;
   return m;

@@ -38,6 +38,12 @@ struct ActivationBytes {
 };
 ActivationBytes activation_bytes(const PlanInput& in, int64_t layers, bool last_stage);
 
+// Context parallelism's exchange buffers on a rank (parallel/context_parallel.cpp), 0 without cp:
+// the whole rows' keys and values, their gradients and the gather staging in the compute dtype,
+// the f32 reduce-scatter staging, for one layer at a time. Both `meshtrain plan` and train's
+// memory check count them through memory_per_device ("cp K/V exchange").
+double cp_exchange_bytes(const PlanInput& in);
+
 MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& stage);
 // The whole base model's weights as stored, on no mesh: the compute copy (bf16, or f32 in an
 // fp32 run), with an NF4 base its layers' matrices at kNf4BytesPerWeight instead.

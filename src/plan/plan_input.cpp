@@ -27,11 +27,13 @@ void validate(const PlanInput& in) {
   if (in.zero < 0 || in.zero > 3) fail("ZeRO level must be 0, 1, 2 or 3, got " + std::to_string(in.zero));
   const auto& m = in.mesh;
   const auto& c = in.model.config;
-  // Context parallelism trains (train --mesh cp=N) but its activations and K/V traffic are not in
-  // the memory and time models yet: a plan that ignored it would be wrong, so it is refused.
-  if (m.cp > 1)
-    fail("mesh " + m.str() + ": the planner does not model context parallelism (cp) yet; plan the mesh without cp "
-         "(see docs/distributed.md, Context parallelism)");
+  // The trainer's rule (parallel::sequence_share): every row is cut into 2 cp equal chunks.
+  if (m.cp > 1 && in.seq % (2 * m.cp) != 0)
+    fail("mesh " + m.str() + ": sequence length " + std::to_string(in.seq) + " is not divisible by 2 x cp = " +
+         std::to_string(2 * m.cp) + " (context parallelism cuts every sequence into 2 cp equal chunks)");
+  if (m.cp > 1 && in.model.arch != Arch::llama)
+    fail("mesh " + m.str() + ": context parallelism (cp) is priced for this engine's LLaMA-family models only, not " +
+         in.model.name);
   const int64_t per_step = in.micro_batch * in.data_parallel();
   if (in.global_batch % per_step != 0)
     fail("global batch " + std::to_string(in.global_batch) + " is not divisible by micro-batch x dp x fsdp = " +

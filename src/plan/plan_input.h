@@ -46,13 +46,17 @@ struct PlanInput {
   // chunk, pp x pp_virtual of them.
   int64_t pp_virtual = 1;
 
+  // The ranks that split a step's rows (cp ranks share each row's tokens instead).
   int64_t data_parallel() const { return mesh.dp * mesh.fsdp; }
   int64_t micro_batches() const { return global_batch / (micro_batch * data_parallel()); }
-  int64_t micro_tokens() const { return micro_batch * seq; }
+  // Tokens of a micro-batch one rank holds: under cp its seq / cp of every row (chunks r and
+  // 2 cp - 1 - r, parallel/context_parallel.h).
+  int64_t micro_tokens() const { return micro_batch * (seq / mesh.cp); }
 };
 
 // Throws one line for a non-positive size, a ZeRO level outside 0-3, a batch the data-parallel
-// ranks and micro-batch do not divide, heads tp does not divide, a model pp cannot split (or a
+// ranks and micro-batch do not divide, a sequence 2 x cp does not divide, cp on a GPT shape (its
+// Megatron pricing has no context parallelism), heads tp does not divide, a model pp cannot split (or a
 // pp_blocks that does not fit it), a sequence past the model's positions, an NF4 base outside LoRA
 // mode.
 void validate(const PlanInput& in);

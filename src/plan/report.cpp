@@ -90,7 +90,7 @@ std::vector<StageMemory> stage_memory(const PlanInput& in) {
 
 std::string mesh_str(const parallel::MeshShape& m) {
   return "dp=" + std::to_string(m.dp) + ",fsdp=" + std::to_string(m.fsdp) + ",tp=" + std::to_string(m.tp) +
-         ",pp=" + std::to_string(m.pp);
+         ",pp=" + std::to_string(m.pp) + (m.cp > 1 ? ",cp=" + std::to_string(m.cp) : "");
 }
 
 }  // namespace
@@ -135,6 +135,7 @@ void print_plan(std::ostream& os, const Candidate& c) {
   row("tp all-reduce", t.tp);
   row("fsdp exposed", t.fsdp_exposed);
   row("pp send/recv", t.pp);
+  if (c.input.mesh.cp > 1) row("cp K/V exchange", t.cp);
   row("pipeline bubble", t.bubble);
   row("dp exposed", t.dp_exposed);
   row("optimizer", t.optimizer);
@@ -163,13 +164,13 @@ void print_search(std::ostream& os, const SearchResult& r, size_t top) {
     os << "no layout fits\n";
     return;
   }
-  os << "rank  dp  fsdp  tp  pp  mb  ckpt  mem/device GB  step s    tokens/s  TFLOP/s/dev    MFU\n";
+  os << "rank  dp  fsdp  tp  pp  cp  mb  ckpt  mem/device GB  step s    tokens/s  TFLOP/s/dev    MFU\n";
   for (size_t i = 0; i < std::min(top, r.ranked.size()); ++i) {
     const auto& c = r.ranked[i];
     const auto& m = c.input.mesh;
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%4zu %3ld %5ld %3ld %3ld %3ld  %4s  %13.1f %7.3f %11.1f %12.1f %5.1f%%\n",
-                  i + 1, long(m.dp), long(m.fsdp), long(m.tp), long(m.pp), long(c.input.micro_batch),
+    std::snprintf(buf, sizeof buf, "%4zu %3ld %5ld %3ld %3ld %3ld %3ld  %4s  %13.1f %7.3f %11.1f %12.1f %5.1f%%\n",
+                  i + 1, long(m.dp), long(m.fsdp), long(m.tp), long(m.pp), long(m.cp), long(c.input.micro_batch),
                   c.input.checkpointing ? "yes" : "no", c.memory.total / kBytesPerGB, c.time.step,
                   c.time.tokens_per_s, c.time.tflops_per_device, 100.0 * c.time.mfu);
     os << buf;
@@ -189,7 +190,7 @@ nlohmann::json plan_json(const Candidate& c) {
   j["micro_batches"] = in.micro_batches();
   j["checkpointing"] = in.checkpointing;
   j["zero"] = in.zero;
-  j["mesh"] = {{"dp", in.mesh.dp}, {"fsdp", in.mesh.fsdp}, {"tp", in.mesh.tp}, {"pp", in.mesh.pp}};
+  j["mesh"] = {{"dp", in.mesh.dp}, {"fsdp", in.mesh.fsdp}, {"tp", in.mesh.tp}, {"pp", in.mesh.pp}, {"cp", in.mesh.cp}};
   j["cluster"] = in.cluster.name;
   const ParamCounts n = param_counts(in);
   j["parameters"] = {{"base", n.base}, {"trainable", n.trainable}};
@@ -214,7 +215,7 @@ nlohmann::json plan_json(const Candidate& c) {
   }
   const auto& t = c.time;
   j["time_s"] = {{"compute", t.compute}, {"tp", t.tp}, {"fsdp", t.fsdp}, {"fsdp_exposed", t.fsdp_exposed},
-                 {"pp", t.pp}, {"dp", t.dp}, {"dp_exposed", t.dp_exposed}, {"bubble", t.bubble},
+                 {"pp", t.pp}, {"cp", t.cp}, {"dp", t.dp}, {"dp_exposed", t.dp_exposed}, {"bubble", t.bubble},
                  {"bubble_fraction", t.bubble_fraction}, {"optimizer", t.optimizer}, {"step", t.step}};
   j["throughput"] = {{"tokens_per_s", t.tokens_per_s}, {"tflops_per_device", t.tflops_per_device},
                      {"mfu", t.mfu}, {"model_flops_per_step", t.model_flops},

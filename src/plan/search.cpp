@@ -26,6 +26,15 @@ std::vector<int64_t> micro_batches(const SearchSpace& space, int64_t per_rank) {
   return out;
 }
 
+// The cp sizes tried among `devices` ranks: those that cut the sequence into 2 cp equal chunks, as
+// the trainer requires (none but 1 for a GPT shape, whose pricing has no cp).
+std::vector<int64_t> context_splits(const PlanInput& base, int64_t devices) {
+  std::vector<int64_t> out;
+  for (int64_t cp : divisors(devices))
+    if (cp == 1 || (base.model.arch == Arch::llama && base.seq % (2 * cp) == 0)) out.push_back(cp);
+  return out;
+}
+
 }  // namespace
 
 SearchResult search_layouts(const PlanInput& base, int64_t devices, const SearchSpace& space) {
@@ -34,32 +43,33 @@ SearchResult search_layouts(const PlanInput& base, int64_t devices, const Search
   SearchResult out;
   for (int64_t tp : divisors(devices))
     for (int64_t pp : divisors(devices / tp))
-      for (int64_t fsdp : divisors(devices / tp / pp)) {
-        PlanInput in = base;
-        in.mesh = {devices / tp / pp / fsdp, fsdp, tp, pp};
-        const int64_t per_rank = in.global_batch / in.data_parallel();
-        const std::vector<int64_t> tried = micro_batches(space, per_rank);
-        std::vector<StageParams> stages;
-        try {
-          if (tried.empty()) fail("no micro-batch divides the batch");
-          in.micro_batch = tried.front();
-          validate(in);
-          stages = stage_params(in);  // throws when a tensor dimension does not divide
-        } catch (const Error&) {
-          out.invalid += 1;
-          continue;
-        }
-        for (int64_t mb : tried) {
-          for (bool ckpt : {false, true}) {
-            if (!space.vary_checkpointing && ckpt != base.checkpointing) continue;
-            in.micro_batch = mb;
-            in.checkpointing = ckpt;
-            out.considered += 1;
-            Candidate c{in, peak_memory(in, stages), step_time(in, stages)};
-            (c.memory.fits() ? out.ranked : out.too_big).push_back(std::move(c));
+      for (int64_t cp : context_splits(base, devices / tp / pp))
+        for (int64_t fsdp : divisors(devices / tp / pp / cp)) {
+          PlanInput in = base;
+          in.mesh = {devices / tp / pp / cp / fsdp, fsdp, tp, pp, cp};
+          const int64_t per_rank = in.global_batch / in.data_parallel();
+          const std::vector<int64_t> tried = micro_batches(space, per_rank);
+          std::vector<StageParams> stages;
+          try {
+            if (tried.empty()) fail("no micro-batch divides the batch");
+            in.micro_batch = tried.front();
+            validate(in);
+            stages = stage_params(in);  // throws when a tensor dimension does not divide
+          } catch (const Error&) {
+            out.invalid += 1;
+            continue;
+          }
+          for (int64_t mb : tried) {
+            for (bool ckpt : {false, true}) {
+              if (!space.vary_checkpointing && ckpt != base.checkpointing) continue;
+              in.micro_batch = mb;
+              in.checkpointing = ckpt;
+              out.considered += 1;
+              Candidate c{in, peak_memory(in, stages), step_time(in, stages)};
+              (c.memory.fits() ? out.ranked : out.too_big).push_back(std::move(c));
+            }
           }
         }
-      }
   std::stable_sort(out.ranked.begin(), out.ranked.end(), [](const Candidate& a, const Candidate& b) {
     return a.time.tokens_per_s > b.time.tokens_per_s;
   });

@@ -1,6 +1,6 @@
-// Strategy search: every layout (dp, fsdp, tp, pp), micro-batch and checkpointing choice for a
-// device count that the model and batch divide, evaluated with the memory and time models; the
-// fitting ones ranked by predicted tokens/s.
+// Strategy search: every layout (dp, fsdp, tp, pp, and cp where 2 cp divides the sequence),
+// micro-batch and checkpointing choice for a device count that the model and batch divide,
+// evaluated with the memory and time models; the fitting ones ranked by predicted tokens/s.
 #pragma once
 #include <cstdint>
 #include <vector>

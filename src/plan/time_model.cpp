@@ -90,8 +90,25 @@ std::pair<double, double> linear_seconds(const Cluster& cl, const std::vector<Li
 
 struct StageMicroBatch {
   double forward = 0.0, backward = 0.0;  // compute of one micro-batch (recompute inside forward)
-  double tp = 0.0, fsdp = 0.0, pp = 0.0;
+  double tp = 0.0, fsdp = 0.0, pp = 0.0, cp = 0.0;
 };
+
+// Context parallelism's traffic for one micro-batch over `layers` layers whose forward runs
+// `forward_runs` times in all (recompute included), as parallel/context_parallel.cpp moves it:
+// every forward all-gathers the whole rows' K and V (compute dtype) over the cp group; the
+// backward gathers them again (they are not kept) and reduce-scatters dK and dV in f32. The
+// gather runs before the attention that needs it and nothing else runs meanwhile, so all of it is
+// exposed. (Document ids of packed rows, i32 and one column, are left out: 1/kv_width of K's.)
+double context_parallel_seconds(const PlanInput& in, double layers, double forward_runs) {
+  const auto& mesh = in.mesh;
+  if (mesh.cp <= 1) return 0.0;
+  const Link link = axis_link(mesh, parallel::Axis::cp, in.cluster);
+  const double act = in.precision == Precision::bf16 ? 2.0 : 4.0;
+  const double whole = double(in.micro_batch) * double(in.seq) * double(in.model.config.kv_dim() / mesh.tp);
+  const double gather = 2.0 * ring_all_gather(act * whole, mesh.cp, link);  // K and V
+  const double scatter = 2.0 * ring_reduce_scatter(4.0 * whole, mesh.cp, link);
+  return (forward_runs + layers) * gather + layers * scatter;
+}
 
 StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
   const Cluster& cl = in.cluster;
@@ -112,12 +129,15 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
   const double layer_f = lf + att + 0.5 * elem + N * bias_f / cl.memory_bandwidth;
   const double layer_b = lb + kAttentionBackwardRatio * att + 0.5 * elem + N * bias_b / cl.memory_bandwidth;
   const double L = double(s.layers);
-  r.forward = L * layer_f * (in.checkpointing ? 2.0 : 1.0);
-  // This engine's pipeline stages (LLaMA shapes) keep only each micro-batch's input and run the
-  // forward again in the backward (parallel/pipeline.h); the last chunk runs both at once.
+  // Forward runs of a layer in all: with checkpointing twice; this engine's pipeline stages (LLaMA
+  // shapes) keep only each micro-batch's input and run the forward again in the backward
+  // (parallel/pipeline.h), but the last chunk runs both at once.
+  double forward_layers = L * (in.checkpointing ? 2.0 : 1.0);
   if (in.model.arch == Arch::llama && in.mesh.pp > 1)
-    r.forward += (L - (s.last ? double(stage_blocks(in).back()) : 0.0)) * layer_f;
+    forward_layers += L - (s.last ? double(stage_blocks(in).back()) : 0.0);
+  r.forward = forward_layers * layer_f;
   r.backward = L * layer_b;
+  r.cp = context_parallel_seconds(in, L, forward_layers);
   if (s.last) {
     const double V = double(c.vocab_size) / tp;
     std::vector<LinearShape> head = {{V, C, !in.lora.enabled || in.model.arch == Arch::gpt}};
@@ -177,7 +197,7 @@ TimeBreakdown step_time(const PlanInput& in, const std::vector<StageParams>& sta
     const StageMicroBatch r = stage_micro_batch(in, s);
     const double compute = r.forward + r.backward;
     const double fsdp_exposed = in.overlap ? std::max(0.0, r.fsdp - compute) : r.fsdp;
-    const double total = compute + r.tp + r.pp + fsdp_exposed;
+    const double total = compute + r.tp + r.pp + r.cp + fsdp_exposed;
     if (total > worst_t) worst_t = total, worst = r;
     if (s.params.local_trainable > most_trainable->params.local_trainable) most_trainable = &s;
   }
@@ -185,6 +205,7 @@ TimeBreakdown step_time(const PlanInput& in, const std::vector<StageParams>& sta
   t.compute = double(m) * compute;
   t.tp = double(m) * worst.tp;
   t.pp = double(m) * worst.pp;
+  t.cp = double(m) * worst.cp;
   t.fsdp = double(m) * worst.fsdp;
   t.fsdp_exposed = double(m) * (in.overlap ? std::max(0.0, worst.fsdp - compute) : worst.fsdp);
   // Interleaved (v chunks per stage): a chunk's ops are 1/v of a stage's, so the fill and drain
@@ -194,22 +215,28 @@ TimeBreakdown step_time(const PlanInput& in, const std::vector<StageParams>& sta
   t.bubble_fraction = double(p - 1) / (v * double(m) + double(p - 1));
 
   // Data parallel, once per step: all-reduce of the gradients, or (ZeRO 1-2) reduce-scatter of the
-  // gradients and all-gather of the updated bf16 weights. The reduction overlaps the last
-  // micro-batch's backward; the gather waits for the optimizer.
+  // gradients and all-gather of the updated bf16 weights. The cp ranks of a row saw other tokens of
+  // it, so the reduction runs over dp x cp (parallel/fsdp_units.cpp finish_gradients); its link is
+  // dp's when dp > 1 (that group spans the cp ranks too), else cp's. Under ZeRO-3 the gradients
+  // are reduce-scattered over dp with the fsdp traffic and only the cp sum is left here. The
+  // reduction overlaps the last micro-batch's backward; the gather waits for the optimizer.
   const double train = double(most_trainable->params.local_trainable);
   const double wbytes = in.precision == Precision::bf16 ? 2.0 : 4.0;
-  if (in.mesh.dp > 1 && in.zero < 3) {
-    const Link link = axis_link(in.mesh, parallel::Axis::dp, in.cluster);
-    const double reduce = in.zero == 0 ? ring_all_reduce(4.0 * train, in.mesh.dp, link)
-                                       : ring_reduce_scatter(4.0 * train, in.mesh.dp, link);
-    const double gather = in.zero == 0 ? 0.0 : ring_all_gather(wbytes * train, in.mesh.dp, link);
+  const int64_t replicas = in.zero < 3 ? in.mesh.dp * in.mesh.cp : in.mesh.cp;
+  if (replicas > 1) {
+    const Link link = axis_link(in.mesh, in.mesh.dp > 1 && in.zero < 3 ? parallel::Axis::dp : parallel::Axis::cp,
+                                in.cluster);
+    const double shard = in.zero >= 3 ? train / double(in.mesh.dp) : train;
+    const double reduce = in.zero == 0 || in.zero >= 3 ? ring_all_reduce(4.0 * shard, replicas, link)
+                                                       : ring_reduce_scatter(4.0 * shard, replicas, link);
+    const double gather = in.zero == 0 || in.zero >= 3 ? 0.0 : ring_all_gather(wbytes * train, replicas, link);
     t.dp = reduce + gather;
     t.dp_exposed = in.overlap ? std::max(0.0, reduce - worst.backward) + gather : t.dp;
   }
   const double opt_shard = in.zero >= 1 ? double(in.mesh.dp) : 1.0;
   t.optimizer = train / opt_shard * kOptimizerBytes / in.cluster.memory_bandwidth;
 
-  t.step = t.compute + t.tp + t.pp + t.fsdp_exposed + t.bubble + t.dp_exposed + t.optimizer;
+  t.step = t.compute + t.tp + t.pp + t.cp + t.fsdp_exposed + t.bubble + t.dp_exposed + t.optimizer;
   const double tokens = double(in.global_batch) * double(in.seq);
   const double devices = double(in.mesh.world());
   t.tokens_per_s = tokens / t.step;

@@ -31,6 +31,7 @@ struct TimeBreakdown {
   double tp = 0.0;             // tensor-parallel all-reduces (on the critical path)
   double fsdp = 0.0, fsdp_exposed = 0.0;  // gathers + reduce-scatters (incl. ZeRO-3 over dp), and the part compute does not hide
   double pp = 0.0;             // stage-to-stage sends
+  double cp = 0.0;             // context parallel K/V all-gathers and dK/dV reduce-scatters (all exposed)
   double dp = 0.0, dp_exposed = 0.0;      // gradient reduction once per step
   double bubble = 0.0, bubble_fraction = 0.0;  // (p-1)/(m+p-1) of the pipeline's time
   double optimizer = 0.0;

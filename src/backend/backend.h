@@ -20,6 +20,7 @@
 // match the op's sizes; backends check dtypes and devices (a tensor from another backend's memory
 // is a programming error, caught as mt::Error).
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -31,13 +32,21 @@
 namespace mt {
 
 // Attention over a batch of rows: q [B*T, Hq*D], k and v [B*T, Hkv*D], out like q. Query head h
-// reads KV head h / (Hq / Hkv); scale 1/sqrt(D); causal within each row of T tokens.
+// reads KV head h / (Hq / Hkv); scores scaled by attention_scale(); causal within each row of T
+// tokens.
 struct AttentionDims {
   int64_t B, T, Hq, Hkv, D;
   // > 0: a sliding window (Mistral, Qwen2's lower layers): query i sees key j only when
   // i - window < j <= i. 0: every earlier key.
   int64_t window = 0;
+  // > 0: the scores' scale (Gemma 3: query_pre_attn_scalar^-1/2); 0: 1/sqrt(D).
+  float scale = 0.0f;
 };
+
+// The factor the q.k scores are multiplied by: `scale` when set, else 1/sqrt(D).
+inline float attention_scale(float scale, int64_t D) {
+  return scale > 0.0f ? scale : 1.0f / std::sqrt(float(D));
+}
 
 struct AdamWHyper {
   float lr, beta1, beta2, eps, weight_decay;
@@ -109,16 +118,20 @@ class Backend {
                                   const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& segments, const AttentionDims& d) = 0;
   // One new token over a KV cache: q and out [1, Hq*D]; the caches f32 with at least `len` rows
-  // of Hkv*D (keys after RoPE, values), positions 0..len-1.
+  // of Hkv*D (keys after RoPE, values), positions 0..len-1. `scale` as AttentionDims::scale.
   virtual void decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_cache,
-                                const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv) = 0;
+                                const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv,
+                                float scale = 0.0f) = 0;
 
-  // out = x / rms(x) * w: x f32 [N, C], w f32 [1, C] (or [C, 1]), rstd f32 [N] saved.
+  // out = x / rms(x) * (weight_offset + w): x f32 [N, C], w f32 [1, C] (or [C, 1]), rstd f32 [N]
+  // saved. The offset is Gemma's 1 (its norm weights are stored as w, applied as 1 + w), added
+  // in f32 as transformers does; 0 for every other family.
   virtual void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x,
-                               const Tensor& w, float eps) = 0;
+                               const Tensor& w, float eps, float weight_offset = 0.0f) = 0;
   // dx += input gradient (f32); dw += weight gradient unless dw is empty (a frozen weight).
   virtual void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dout,
-                                const Tensor& x, const Tensor& w, const Tensor& rstd) = 0;
+                                const Tensor& x, const Tensor& w, const Tensor& rstd,
+                                float weight_offset = 0.0f) = 0;
 
   // Rotary embedding in place on x [N, heads*D] (the HF "rotate_half" pairing); cos and sin are
   // f32 tables [max_pos, D/2] (core/rope_frequencies.h), positions i32 [N]. Backward rotates back.
@@ -131,6 +144,12 @@ class Backend {
   virtual void swiglu_forward(const Tensor& h, const Tensor& gate, const Tensor& up) = 0;
   virtual void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dh,
                                const Tensor& gate, const Tensor& up) = 0;
+  // h = gelu_tanh(gate) * up, elementwise (Gemma's GeGLU; kernels/device_math/gelu_element.h);
+  // backward overwrites dgate and dup. Ops of their own beside swiglu's rather than an activation
+  // argument to them: each kernel stays one formula, and SwiGLU's callers are untouched.
+  virtual void geglu_forward(const Tensor& h, const Tensor& gate, const Tensor& up) = 0;
+  virtual void geglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dh,
+                              const Tensor& gate, const Tensor& up) = 0;
 
   // The table holds vocabulary rows [row0, row0 + table.rows) (all of them on one device). out f32
   // [N, C]: a token's row, or zeros where another device holds it (the devices' outputs then sum
@@ -169,6 +188,8 @@ class Backend {
   virtual void convert(const Tensor& dst, const Tensor& src) = 0;
   // dst += src, both f32.
   virtual void add(const Tensor& dst, const Tensor& src) = 0;
+  // x *= factor, f32 (Gemma's embedding scale, forward and backward).
+  virtual void scale(const Tensor& x, float factor) = 0;
   // Inverted dropout (LoRA dropout): y = x / (1 - p) where `mask` keeps element (r, c)
   // (kernels/device_math/dropout_mask.h), else 0; with `accumulate`, y += that instead. y and x
   // [rows, cols] of one float dtype, not aliased.

@@ -45,11 +45,11 @@ struct Geo {
   int64_t nt;     // tiles along T
   int64_t qs;     // row stride of q/out/dq (elements between consecutive tokens)
   int64_t ks;     // row stride of k/v/dk/dv
-  float scale;    // 1/sqrt(D)
+  float scale;    // the shape's, or 1/sqrt(D)
   explicit Geo(const AttentionShape& s)
       : B(s.B), T(s.T), Hq(s.Hq), Hkv(s.Hkv), D(s.D), window(s.window), Dp(pad_dim(s.D)), nrep(s.Hq / s.Hkv),
         nt((s.T + kTile - 1) / kTile), qs(s.Hq * s.D), ks(s.Hkv * s.D),
-        scale(1.0f / std::sqrt(float(s.D))) {}
+        scale(s.scale > 0.0f ? s.scale : 1.0f / std::sqrt(float(s.D))) {}
 };
 
 void check_shape(const AttentionShape& s) {

@@ -21,6 +21,7 @@ namespace mt::cuda {
 struct AttentionShape {
   int64_t B, T, Hq, Hkv, D;
   int64_t window = 0;  // > 0: query t sees only keys j > t - window (a sliding window)
+  float scale = 0.0f;  // > 0: the scores' scale; 0: 1/sqrt(D)
 };
 
 struct AttentionChunk {

@@ -2,7 +2,7 @@
 // (causal, same document when segment ids are given, within the sliding window when one is set), and softmaxed in double.
 //
 // Layouts are the backend's: q and out [B, T, Hq, D], k and v [B, T, Hkv, D] (GEMM outputs as
-// they come), segments [B, T] or empty. Query head h reads KV head h / (Hq / Hkv); scale 1/sqrt(D).
+// they come), segments [B, T] or empty. Query head h reads KV head h / (Hq / Hkv); scale 1/sqrt(D) unless given.
 // This backend's lse layout is [B, T, Hq]: the log-sum-exp of a query row's scaled scores.
 #pragma once
 #include <cstdint>
@@ -14,6 +14,7 @@ namespace mt::ref {
 struct AttentionSizes {
   int64_t B, T, Hq, Hkv, D;
   int64_t window = 0;  // > 0: query i sees only keys j with i - window < j (a sliding window)
+  double scale = 0.0;  // > 0: the scores' scale; 0: 1/sqrt(D)
 };
 
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
@@ -29,6 +30,6 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
 // One query token over a KV cache: q and out [Hq, D]; caches [>= len, Hkv, D] f32, every one of
 // the first len positions visible.
 void decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_cache,
-                      const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv);
+                      const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv, double scale = 0.0);
 
 }  // namespace mt::ref

@@ -31,6 +31,10 @@ std::string proj_param_name(int64_t layer, Proj p) {
   return layer_prefix(layer) + (p <= kO ? attn : mlp) + proj_name(p) + "_proj";
 }
 
+const char* mlp_norm_name(const LlamaConfig& config) {
+  return config.post_norms ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight";
+}
+
 std::string head_norm_name(int64_t layer, Proj p) {
   return layer_prefix(layer) + "self_attn." + proj_name(p) + "_norm.weight";
 }
@@ -84,9 +88,10 @@ void LlamaModel::init_weights(uint64_t seed) {
   MT_CHECK(owns_storage(), "init_weights on a model whose parameters live in a parallel layer");
   std::vector<float> tmp;
   for (auto& p : base_.params()) {
-    // Norm weights start at one, biases at zero (as HF initialises both), matrices N(0, 0.02).
+    // Norms start as the identity (weights one, or zero under Gemma's 1 + w), biases at zero (as
+    // HF initialises both), matrices N(0, 0.02).
     const bool is_bias = p.name.size() > 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0;
-    tmp.assign(size_t(p.numel), is_bias ? 0.0f : 1.0f);
+    tmp.assign(size_t(p.numel), is_bias ? 0.0f : 1.0f - config_.norm_weight_offset);
     if (p.shape.size() != 1) fill_normal(tmp.data(), p.numel, 0.02f, seed, p.name);
     base_.set_values(p, tmp.data());
   }
@@ -180,12 +185,21 @@ class LlamaModel::Runner {
       holds_head_ = holds_head_ || r.last == L + 1;
     }
     const int64_t D = c_.head_dim(), P = c_.max_position_embeddings;
+    const int64_t tables = c_.rope_local_theta > 0.0f ? 2 : 1;  // global, and local (Gemma)
     std::vector<float> cos(size_t(P * D / 2)), sin(size_t(P * D / 2));
+    rope_.resize(be_, DType::f32, tables * 2 * P * D / 2);
+    ArenaCursor rc(rope_.tensor());
+    rope_cos_ = rc.take(P, D / 2), rope_sin_ = rc.take(P, D / 2);
     rope_tables(cos.data(), sin.data(), P, D, c_.rope_theta, c_.rope_scaling);
-    rope_.resize(be_, DType::f32, 2 * P * D / 2);
-    rope_cos_ = rope_.slice(0, P, D / 2), rope_sin_ = rope_.slice(P * D / 2, P, D / 2);
     be_.copy_from_host(rope_cos_, cos.data());
     be_.copy_from_host(rope_sin_, sin.data());
+    if (tables == 2) {
+      rope_local_cos_ = rc.take(P, D / 2), rope_local_sin_ = rc.take(P, D / 2);
+      rope_tables(cos.data(), sin.data(), P, D, c_.rope_local_theta, RopeScaling{});
+      be_.copy_from_host(rope_local_cos_, cos.data());
+      be_.copy_from_host(rope_local_sin_, sin.data());
+    }
+    embed_scale_ = embedding_scale(c_, ct_);
     if (par_) w_.blocks.resize(size_t(c_.num_hidden_layers));
   }
 
@@ -228,6 +242,8 @@ class LlamaModel::Runner {
   ModelParallel& hooks_;      // par_, or one that does nothing
   DeviceBuffer rope_;
   Tensor rope_cos_, rope_sin_;
+  Tensor rope_local_cos_, rope_local_sin_;  // LlamaConfig::rope_local_theta > 0 only
+  float embed_scale_ = 1.0f;                // embedding_scale(): Gemma's sqrt(hidden)
   ModelWeights w_;
   std::array<bool, kNumProj> lora_on_{};
   int64_t lora_rank_ = 0;
@@ -411,6 +427,7 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
 
   BlockInput bi{in.B, in.T, positions_, in.segments ? segments_ : Tensor{}, rope_cos_,
                 rope_sin_, &hooks_};
+  bi.rope_local_cos = rope_local_cos_, bi.rope_local_sin = rope_local_sin_;
   // LoRA dropout: each block's masks, drawn for the forward and drawn again for its backward.
   std::array<DropoutMask, kNumProj> masks{};
   auto with_dropout = [&](int64_t l) -> const BlockInput& {
@@ -433,6 +450,7 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
       be_.embedding_forward(x(0), tokens_, w_.embed, v0);
     }
     hooks_.reduce_sum(x(0));  // vocabulary-parallel: each token's row is on one rank
+    if (embed_scale_ != 1.0f) be_.scale(x(0), embed_scale_);
     done(0, false);
   } else {
     be_.copy(x(lb), span->x_in);
@@ -454,7 +472,7 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
     // own backward at the end.
     use(head_unit, backward);
     if (tied) use(0, backward);
-    be_.rmsnorm_forward(nf_, rstdf_, x(L), w_.final_norm, c_.rms_norm_eps);
+    be_.rmsnorm_forward(nf_, rstdf_, x(L), w_.final_norm, c_.rms_norm_eps, c_.norm_weight_offset);
 
     for (int64_t n0 = 0; n0 < N; n0 += chunk_) {
       LossSum ls = head_chunk(n0, std::min(chunk_, N - n0), in, backward, grad_scale, logits);
@@ -468,7 +486,7 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
 
     be_.fill(dx_, 0.0f);
     be_.rmsnorm_backward(dx_, w_.dfinal_norm, rows_of(scratch_view_.t3, N, C), x(L),
-                         w_.final_norm, rstdf_);
+                         w_.final_norm, rstdf_, c_.norm_weight_offset);
     done(head_unit, true);
   }
   for (int64_t l = le - 1; l >= lb; --l) {
@@ -488,6 +506,7 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
   use(0, true, /*weights=*/tied);  // a lookup's gradient reads no weights (tied: held anyway)
   {
     MT_PROFILE("embedding");
+    if (embed_scale_ != 1.0f && w_.dembed) be_.scale(dx_, embed_scale_);
     if (w_.dembed) be_.embedding_backward(w_.dembed, tokens_, dx_, v0);
   }
   done(0, true);

@@ -160,6 +160,10 @@ std::string layer_prefix(int64_t layer);                 // "model.layers.{i}."
 int param_unit(const std::string& name, const LlamaConfig& config);
 std::string proj_param_name(int64_t layer, Proj p);      // "...self_attn.q_proj" (no suffix)
 std::string head_norm_name(int64_t layer, Proj p);       // "...self_attn.q_norm.weight" (p: kQ or kK)
+// The norm before the MLP, after layer_prefix: LLaMA's "post_attention_layernorm.weight" or, in a
+// model with post norms (Gemma), "pre_feedforward_layernorm.weight" (Gemma's
+// post_attention_layernorm is the norm of the attention's output).
+const char* mlp_norm_name(const LlamaConfig& config);
 std::array<bool, kNumProj> lora_targets_mask(const LoraConfig& lora);
 bool lora_targets_head(const LoraConfig& lora);
 

@@ -11,6 +11,10 @@ std::vector<ParamShape> llama_param_shapes(const LlamaConfig& c, const LoraConfi
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     out.push_back({layer_prefix(l) + "input_layernorm.weight", {C}});
     out.push_back({layer_prefix(l) + "post_attention_layernorm.weight", {C}});
+    if (c.post_norms) {  // Gemma's four norms, in its modeling code's order
+      out.push_back({layer_prefix(l) + "pre_feedforward_layernorm.weight", {C}});
+      out.push_back({layer_prefix(l) + "post_feedforward_layernorm.weight", {C}});
+    }
     for (int p = 0; p < kNumProj; ++p) {
       auto [o, i] = proj_dims(Proj(p), c);
       out.push_back({proj_param_name(l, Proj(p)) + ".weight", {o, i}});

@@ -32,11 +32,17 @@ void bind_embedding(ModelWeights& w, LlamaModel& m) {
 BlockWeights bind_block_weights(LlamaModel& m, int64_t l) {
   const auto lora_on = lora_targets_mask(m.lora_config());
   BlockWeights b;
+  const LlamaConfig& c = m.config();
   Param& n1 = m.base().get(layer_prefix(l) + "input_layernorm.weight");
-  Param& n2 = m.base().get(layer_prefix(l) + "post_attention_layernorm.weight");
+  Param& n2 = m.base().get(layer_prefix(l) + mlp_norm_name(c));
   b.norm1 = n1.master_tensor(), b.dnorm1 = n1.grad_tensor();
   b.norm2 = n2.master_tensor(), b.dnorm2 = n2.grad_tensor();
-  const LlamaConfig& c = m.config();
+  if (c.post_norms) {  // Gemma: HF's post_attention_layernorm is the norm of the attention's output
+    Param& pa = m.base().get(layer_prefix(l) + "post_attention_layernorm.weight");
+    Param& pm = m.base().get(layer_prefix(l) + "post_feedforward_layernorm.weight");
+    b.post_attn_norm = pa.master_tensor(), b.dpost_attn_norm = pa.grad_tensor();
+    b.post_mlp_norm = pm.master_tensor(), b.dpost_mlp_norm = pm.grad_tensor();
+  }
   for (int p = 0; p < kNumProj; ++p) {
     std::string name = proj_param_name(l, Proj(p));
     b.proj[p] = linear(m, name + ".weight", name, lora_on[p]);
@@ -52,6 +58,7 @@ BlockWeights bind_block_weights(LlamaModel& m, int64_t l) {
     b.k_norm = kn.master_tensor(), b.dk_norm = kn.grad_tensor();
   }
   b.window = c.attention_window(l);
+  b.local_rope = c.local_rope(l);
   if (m.fuse_qkv()) fuse_qkv_if_adjacent(b, m.config());
   return b;
 }

@@ -194,6 +194,15 @@ TEST(Gemma3Config, PresetsAreThePublishedModels) {
   EXPECT_NEAR(double(parameters(llama_preset("gemma3-12b"))) / 1e9 + vision, 12.2, 0.05);
   EXPECT_NEAR(double(parameters(llama_preset("gemma3-27b"))) / 1e9, 27.0, 0.05);
   EXPECT_NEAR(double(parameters(llama_preset("gemma3-27b"))) / 1e9 + vision, 27.4, 0.05);
+  // `shard --preset` keeps the family's parts through its TOML round trip; `plan --model` counts alike.
+  const CommandResult shard = run_meshtrain("shard --preset gemma3-1b --mesh dp=1");
+  EXPECT_NE(shard.output.find(std::to_string(parameters(llama_preset("gemma3-1b"))) + " parameters"), std::string::npos)
+      << shard.output;
+  EXPECT_NE(shard.output.find("pre_feedforward_layernorm"), std::string::npos) << shard.output;
+  const CommandResult plan = run_meshtrain("plan --model gemma3-27b --cluster cpu --devices 1 --mesh dp=1");
+  EXPECT_NE(plan.output.find("parameters: " + std::to_string(parameters(llama_preset("gemma3-27b"))) + " base"),
+            std::string::npos)
+      << plan.output;
 }
 
 // ---- through the binary ---------------------------------------------------------------------------
@@ -251,7 +260,7 @@ std::string gemma_train(const std::string& model, const std::string& data, const
 TEST(Gemma3Run, TrainsFullLoraAndQloraThroughTheBinary) {
   const std::string model = tiny_gemma3_dir("gemma3_run_model");
   const std::string data = shakespeare_excerpt(fs::path(model).parent_path().string());
-  const std::string lora = "--set lora.enabled=true --set lora.rank=4 --set optim.lr=3e-2 "
+  const std::string lora = "--set lora.enabled=true --set lora.rank=4 --set optim.lr=1e-2 "
                            "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\"]' ";
   struct Case {
     const char* name;

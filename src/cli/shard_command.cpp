@@ -62,6 +62,8 @@ Inputs resolve(const Options& o) {
     std::string text = o.model.empty() ? (o.preset.empty() ? default_run_config_toml() : to_toml(base))
                                        : "[model]\npath = " + nlohmann::json(o.model).dump() + "\n";
     in.run = parse_run_config(text, o.overrides, "<shard>");
+    // A family's parts have no [model] keys: the preset's, kept past the TOML round trip.
+    if (!o.preset.empty() && o.model.empty()) in.run.model = with_family_parts(in.run.model, llama_preset(o.preset));
   }
   if (!in.run.model_path.empty()) in.run.model = pretrained_config(in.run.model_path);
 

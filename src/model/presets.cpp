@@ -48,6 +48,17 @@ void give_gemma3_parts(LlamaConfig& c) {
   c.post_norms = c.geglu = c.scale_embeddings = c.qk_norm = true;
 }
 
+LlamaConfig with_family_parts(LlamaConfig to, const LlamaConfig& from) {
+  to.model_type = from.model_type;
+  to.head_dim_override = from.head_dim_override;
+  to.qkv_bias = from.qkv_bias, to.o_bias = from.o_bias, to.mlp_bias = from.mlp_bias;
+  to.qk_norm = from.qk_norm, to.layer_window = from.layer_window;
+  to.norm_weight_offset = from.norm_weight_offset, to.post_norms = from.post_norms, to.geglu = from.geglu;
+  to.scale_embeddings = from.scale_embeddings, to.attention_scale = from.attention_scale;
+  to.rope_local_theta = from.rope_local_theta, to.rope_scaling.linear = from.rope_scaling.linear;
+  return to;
+}
+
 std::vector<std::string> llama_preset_names() {
   return {"llama3-8b", "llama3-70b", "llama3-405b", "gemma3-1b", "gemma3-4b", "gemma3-12b", "gemma3-27b",
           "reference"};

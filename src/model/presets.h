@@ -20,4 +20,9 @@ std::vector<std::string> llama_preset_names();
 // gemma3_text. Shared by the HF reader (io/hf_gemma3.cpp) and the presets.
 void give_gemma3_parts(LlamaConfig& c);
 
+// `to` with the family's choices of `from` that a run config's [model] table has no keys for
+// (model_type, head_dim, biases, q/k and post norms, norm offset, GeGLU, scales, windows, local
+// RoPE, the rope_scaling type): a preset that went through TOML gets back what TOML dropped.
+LlamaConfig with_family_parts(LlamaConfig to, const LlamaConfig& from);
+
 }  // namespace mt

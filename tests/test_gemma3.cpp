@@ -277,6 +277,30 @@ TEST(Gemma3Run, TrainsFullLoraAndQloraThroughTheBinary) {
     const double first = (loss[0] + loss[1] + loss[2] + loss[3]) / 4, last = (loss[12] + loss[13] + loss[14] + loss[15]) / 4;
     EXPECT_LT(last, first) << log;  // it learns (means of four steps: each step reads other text)
     std::printf("%s: loss %.3f (first four steps) -> %.3f (last four)\n", k.name, first, last);
+    if (std::string(k.name) == "lora") {  // merged into the base, the model evaluates as base + adapter
+      std::string export_log;
+      ASSERT_EQ(run(std::string(MESHTRAIN_BINARY) + " export -m " + model + " --adapter " + out + "/adapter --merged " +
+                        out + "/merged",
+                    &export_log),
+                0)
+          << export_log;
+      EXPECT_EQ(json::parse(std::ifstream(out + "/merged/config.json"))["model_type"], "gemma3_text");
+      std::ofstream(out + "/eval.txt") << "First Citizen:\nBefore we proceed any further, hear me speak.\n";
+      auto mean_loss = [&](const std::string& model_args) {
+        std::string eval_log;
+        EXPECT_EQ(run(std::string(MESHTRAIN_BINARY) + " eval " + model_args + " --data " + out +
+                          "/eval.txt --seq-len 32 --batch 2",
+                      &eval_log),
+                  0)
+            << eval_log;
+        const size_t at = eval_log.find("mean loss ");
+        return at == std::string::npos ? -1.0 : std::stod(eval_log.substr(at + 10));
+      };
+      const double with_adapter = mean_loss("-m " + model + " --adapter " + out + "/adapter");
+      const double merged = mean_loss("-m " + out + "/merged");
+      EXPECT_GT(with_adapter, 0.0);
+      EXPECT_NEAR(merged, with_adapter, 1e-4 * with_adapter);
+    }
     if (std::string(k.name) == "full") {
       const json written = json::parse(std::ifstream(out + "/model/config.json"));
       EXPECT_EQ(written["model_type"], "gemma3_text");

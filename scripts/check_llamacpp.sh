@@ -18,9 +18,17 @@
 #      and from one with a byte-level (Llama 3) tokenizer.json: llama.cpp's tokenization =
 #      meshtrain's (with the directory's and with the GGUF's own tokenizer), and llama.cpp's
 #      greedy text = meshtrain generate on the file
+#   5. the families in their llama.cpp architectures: a tiny qwen2 and qwen3 model (Qwen3's
+#      tokenizer) and a mistral one (tok512.model), each trained 80 steps from a random start,
+#      exported to f32, f16, bf16, q8_0 and q4_0: llama.cpp's tokenization of the prompt =
+#      meshtrain's; llama.cpp's greedy text from it on the f32 file = meshtrain generate on the
+#      file and on the HF directory; for the other types, llama.cpp on the file's weights widened
+#      to f32 = meshtrain generate on the file, and whether llama.cpp on the file itself (which
+#      rounds activations) keeps that text (printed, not failed); a mistral with a sliding window,
+#      which llama.cpp's llama lacks: the export says so, and llama.cpp = meshtrain on the file
 #
-#   scripts/check_llamacpp.sh [--stories DIR] [--data alpaca.json] [--work DIR]
-# Needs node >= 20 and npm. Exits 0 when everything matches, 1 on a mismatch, 2 on bad setup.
+#   scripts/check_llamacpp.sh [--stories DIR] [--data alpaca.json] [--work DIR] [--families-only]
+# Needs node >= 20 and npm (and /usr/bin/python3 with numpy for step 5). Exits 0 when everything matches, 1 on a mismatch, 2 on bad setup.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 REPO=$PWD
@@ -28,6 +36,8 @@ REPO=$PWD
 STORIES=${STORIES:-$REPO/../shared/data/stories260K}
 DATA=${DATA:-$REPO/../shared/data/instruct/alpaca_tiny.json}
 LLAMA3_TOKENIZER=${LLAMA3_TOKENIZER:-$REPO/../shared/data/tokenizers/llama3/tokenizer.model}
+QWEN_TOKENIZER=${QWEN_TOKENIZER:-$REPO/../shared/data/tokenizers/qwen3}
+FAMILIES_ONLY=0
 NLC_VERSION=${NODE_LLAMA_CPP_VERSION:-3.22.1}
 NODE_DIR=$REPO/build-llamacpp
 WORK=$NODE_DIR/work
@@ -36,18 +46,21 @@ while [ $# -gt 0 ]; do
     --stories) STORIES=$2; shift 2 ;;
     --data) DATA=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
+    --families-only) FAMILIES_ONLY=1; shift ;;
     *) echo "check_llamacpp: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 # Absolute, since the run config written under $WORK reads its paths relative to itself.
 DATA=$(realpath -m "$DATA") WORK=$(realpath -m "$WORK")
-MT=$REPO/build/meshtrain
+MT=${MESHTRAIN:-$REPO/build/meshtrain}  # MESHTRAIN: another binary to check
 REFERENCE="Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high"
 
-for f in "$STORIES/stories260K.bin" "$STORIES/tok512.bin" "$STORIES/tok512.model" "$DATA" "$LLAMA3_TOKENIZER"; do
+for f in "$STORIES/stories260K.bin" "$STORIES/tok512.bin" "$STORIES/tok512.model" "$DATA" "$LLAMA3_TOKENIZER" \
+         "$QWEN_TOKENIZER/tokenizer.json"; do
   [ -f "$f" ] || { echo "check_llamacpp: $f not found" >&2; exit 2; }
 done
 command -v node >/dev/null && command -v npm >/dev/null || { echo "check_llamacpp: needs node and npm" >&2; exit 2; }
+/usr/bin/python3 -c "import numpy" 2>/dev/null || { echo "check_llamacpp: needs /usr/bin/python3 with numpy (python3-numpy)" >&2; exit 2; }
 if [ ! -x "$MT" ]; then
   cmake -S . -B build -G Ninja >/dev/null && ninja -C build -j2 meshtrain
 fi
@@ -90,6 +103,7 @@ C
     "$WORK/llama_build" "$(ls "$NODE_DIR"/node_modules/@node-llama-cpp/linux-x64/bins/*/libllama-common.so | head -1)" || true
 fi
 
+if [ "$FAMILIES_ONLY" = 0 ]; then
 echo "=== meshtrain: stories260K -> GGUF"
 rm -rf "$WORK/stories" "$WORK/lora" "$WORK/merged"
 "$MT" convert --llama2c "$STORIES/stories260K.bin" --tokenizer "$STORIES/tok512.bin" --out "$WORK/stories" >/dev/null
@@ -211,6 +225,86 @@ for case in spm l3; do
   same "$case: llama.cpp greedy text = meshtrain generate -m $case.gguf" "$WORK/mt-$case.txt" "$WORK/lc-$case.txt"
   echo "  $case: $(head -c 200 "$WORK/lc-$case.txt")"
 done
+
+fi
+
+# ---- 5. the families -------------------------------------------------------------------------
+# family_case NAME FAMILY VOCAB TOKENIZER PROMPT [KEY=JSON ...]: a random FAMILY model in its HF
+# layout (scripts/family_reference.py, config keys overridden by KEY=JSON), trained 80 steps on
+# the built-in text with TOKENIZER, exported to every GGUF type; greedy text from PROMPT compared.
+family_case() {
+  local name=$1 family=$2 vocab=$3 tokenizer=$4 prompt=$5 dir=$WORK/families/$1
+  shift 5
+  echo "--- $name ($family)"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  /usr/bin/python3 scripts/family_reference.py --write "$family" "$dir/init" "$vocab" "$@"
+  "$MT" train --set model.path="$dir/init" --set data.tokenizer="$tokenizer" --set train.steps=80 \
+    --set train.seq_len=64 --set train.batch_size=8 --set optim.lr=1e-2 --set optim.warmup_steps=5 \
+    --set train.log_every=40 --set train.peak_gflops=100 --set output.dir="$dir/run" | grep -E '^done' || true
+  local model=$dir/run/model
+  for d in f32 f16 bf16 q8_0 q4_0; do
+    "$MT" export -m "$model" --gguf "$dir/$d.gguf" --gguf-dtype "$d" | tee "$dir/export-$d.txt" | sed 's/^/  /'
+  done
+  # The prompt's ids as meshtrain generate starts from them (BOS where the tokenizer has one).
+  { "$MT" tokenize --tokenizer "$model" --bos --text "$prompt" 2>/dev/null ||
+    "$MT" tokenize --tokenizer "$model" --text "$prompt"; } | tr -d '[],' > "$dir/prompt-bos.txt"
+  "$MT" tokenize --tokenizer "$model" --text "$prompt" | tr -d '[],' > "$dir/prompt.txt"
+  LC --model "$dir/f32.gguf" -n 0 --tokenize "$prompt" | sed 's/^tokens: //' > "$dir/prompt-lc.txt"
+  same "$name: llama.cpp tokenize $(printf '%q' "$prompt") = meshtrain ($(cat "$dir/prompt-lc.txt"))" \
+    "$dir/prompt.txt" "$dir/prompt-lc.txt"
+  # meshtrain prints the prompt with its BOS; llama.cpp's detokenizer leaves special tokens out.
+  mt_text() { "$MT" generate "$@" | sed -e 's/^<|endoftext|>//' -e 's/^<|begin_of_text|>//'; }
+  mt_text -m "$model" --prompt "$prompt" -n 40 > "$dir/mt-source.txt"
+  for d in f32 f16 bf16 q8_0 q4_0; do
+    LC --model "$dir/$d.gguf" --prompt-ids "$(cat "$dir/prompt-bos.txt")" -n 40 --text-out "$dir/lc-$d.txt" > "$dir/lc-$d.ids"
+    mt_text -m "$dir/$d.gguf" --prompt "$prompt" -n 40 > "$dir/mt-$d.txt"
+    if [ "$d" = f32 ]; then
+      same "$name f32: llama.cpp greedy text = meshtrain generate -m f32.gguf" "$dir/mt-f32.txt" "$dir/lc-f32.txt"
+      if grep -q "note: " "$dir/export-f32.txt"; then
+        echo "  (not compared with the HF directory: the export's note says llama.cpp computes otherwise)"
+      else
+        same "$name f32: llama.cpp greedy text = meshtrain generate -m the HF directory" "$dir/mt-source.txt" "$dir/lc-f32.txt"
+      fi
+      continue
+    fi
+    # llama.cpp's CPU products round the activations to the weights' vec-dot type (f16, bf16, or
+    # Q8_0 for Q8_0 / Q4_0 weights), which meshtrain does not: on such a file the two programs may
+    # part where two logits are close. The file's own content is checked exactly: meshtrain
+    # widens its weights to an f32 GGUF, and llama.cpp on that file must give meshtrain's text.
+    "$MT" export -m "$dir/$d.gguf" --gguf "$dir/$d-as-f32.gguf" --gguf-dtype f32 > /dev/null
+    LC --model "$dir/$d-as-f32.gguf" --prompt-ids "$(cat "$dir/prompt-bos.txt")" -n 40 \
+      --text-out "$dir/lc-$d-as-f32.txt" > /dev/null
+    same "$name $d: llama.cpp on the file's weights widened to f32 = meshtrain generate -m $d.gguf" \
+      "$dir/mt-$d.txt" "$dir/lc-$d-as-f32.txt"
+    if cmp -s "$dir/mt-$d.txt" "$dir/lc-$d.txt"; then
+      echo "  ok    $name $d: llama.cpp on $d.gguf itself gives the same text"
+    else
+      echo "  note  $name $d: llama.cpp on $d.gguf itself (activations rounded) parts from it after" \
+           "$(common_text_prefix "$dir/mt-$d.txt" "$dir/lc-$d.txt") characters:"
+      echo "          meshtrain: $(head -c 200 "$dir/mt-$d.txt")"
+      echo "          llama.cpp: $(head -c 200 "$dir/lc-$d.txt")"
+    fi
+  done
+  echo "  meshtrain (HF directory): $(head -c 300 "$dir/mt-source.txt")"
+  echo "  llama.cpp (f32 GGUF):     $(head -c 300 "$dir/lc-f32.txt")"
+}
+
+# Characters two one-line files share from their start.
+common_text_prefix() {
+  /usr/bin/python3 -c 'import os, sys; print(len(os.path.commonprefix([open(f, encoding="utf-8").read() for f in sys.argv[1:]])))' "$1" "$2"
+}
+
+echo "=== families in their llama.cpp architectures"
+# Qwen2.5-like: q/k/v biases, tied embeddings, rope theta 1e6, no window (as released Qwen2.5).
+family_case qwen2 qwen2 151936 "$QWEN_TOKENIZER" "In the village by the" use_sliding_window=false
+# Qwen3-like: q/k norms, head_dim 24 (not 64 / 4), untied head.
+family_case qwen3 qwen3 151936 "$QWEN_TOKENIZER" "In the village by the"
+# Mistral v0.3-like: no window (sliding_window null), an explicit head_dim of 32 (not 64 / 4 = 16;
+# llama.cpp reads it as attention.key_length), sentencepiece tokenizer.
+family_case mistral mistral 512 "$STORIES/tok512.model" "In the village by the" sliding_window=null
+# Mistral v0.1-like: a window of 6 on every layer. llama.cpp's llama attends to the whole context.
+family_case mistral-window mistral 512 "$STORIES/tok512.model" "In the village by the"
 
 if [ "$FAIL" = 0 ]; then echo "=== all match"; else echo "=== MISMATCH" >&2; fi
 exit "$FAIL"

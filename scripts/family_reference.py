@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""An independent float64 forward of the LLaMA-like families meshtrain loads (qwen2, qwen3,
-mistral, llama, gemma3), written from the math of transformers' modeling_qwen2.py /
-modeling_qwen3.py / modeling_mistral.py / modeling_gemma3.py with numpy alone, reading the
+"""An independent float64 forward of the families meshtrain loads (qwen2, qwen3, mistral, llama,
+gemma3, gpt2), written from the math of transformers' modeling_qwen2.py / modeling_qwen3.py /
+modeling_mistral.py / modeling_gemma3.py / modeling_gpt2.py with numpy alone, reading the
 safetensors itself: the oracle of `ctest -R family_reference` (docs/model-families.md).
 
 For each family it writes a tiny random model in that family's HF layout (config.json and
@@ -11,6 +11,10 @@ model.safetensors, f32), then checks through the meshtrain binary:
 
 Usage: family_reference.py MESHTRAIN TOKENIZER [family ...]
 Exit 0 when every family agrees, 1 otherwise (one line per failure), 77 without numpy.
+
+       family_reference.py --write FAMILY DIR VOCAB [KEY=JSON ...]
+writes one such random model (a vocabulary of VOCAB, config keys overridden by KEY=JSON) and
+nothing else: the starting point of scripts/check_llamacpp.sh's family models.
 """
 import json
 import os
@@ -57,6 +61,12 @@ FAMILIES = {
                "final_logit_softcapping": None, "attn_logit_softcapping": None},
 }
 GEMMA = "gemma3_text"
+# GPT-2 has its own config keys (GPT2Config): n_inner null is 4 * n_embd.
+GPT2 = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64, "n_layer": 3,
+        "n_head": 4, "n_inner": None, "n_positions": 128, "n_ctx": 128, "vocab_size": VOCAB,
+        "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new", "scale_attn_weights": True,
+        "attn_pdrop": 0.1, "embd_pdrop": 0.1, "resid_pdrop": 0.1, "bos_token_id": 1, "eos_token_id": 2}
+FAMILY_NAMES = list(FAMILIES) + ["gpt2"]
 
 
 # ---- safetensors ---------------------------------------------------------------------------
@@ -99,8 +109,42 @@ def head_dim(cfg):
     return cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
 
 
-def make_model(family, directory, seed):
-    cfg = {k: v for k, v in dict(BASE, **FAMILIES[family]).items() if v is not None or k not in BASE}
+def make_gpt2_model(directory, seed, vocab=VOCAB, overrides=None):
+    """GPT2LMHeadModel's layout: transformer.* names, Conv1D weights stored [in, out], q, k and v
+    fused in c_attn, LayerNorms with biases, learned positions wpe, the head tied to wte; and the
+    causal-mask buffer attn.bias that older files carry (not a parameter)."""
+    cfg = {**GPT2, "vocab_size": vocab, **(overrides or {})}
+    rng = np.random.default_rng(seed)
+    C, L, P = cfg["n_embd"], cfg["n_layer"], cfg["n_positions"]
+    I = cfg["n_inner"] or 4 * C
+    conv = lambda i, o: rng.normal(0.0, 1.5 / np.sqrt(i), (i, o))  # [in, out]
+    near_one = lambda n: 1.0 + rng.normal(0.0, 0.2, n)
+    bias = lambda n: rng.normal(0.0, 0.3, n)
+    wte = rng.normal(0.0, 1.0, (vocab, C))
+    wte *= 2.0 / np.linalg.norm(wte, axis=1, keepdims=True)  # tied head: rows of one norm
+    t = {"transformer.wte.weight": wte, "transformer.wpe.weight": rng.normal(0.0, 0.5, (P, C)),
+         "transformer.ln_f.weight": near_one(C), "transformer.ln_f.bias": bias(C)}
+    for l in range(L):
+        p = f"transformer.h.{l}."
+        t[p + "ln_1.weight"], t[p + "ln_1.bias"] = near_one(C), bias(C)
+        t[p + "attn.c_attn.weight"], t[p + "attn.c_attn.bias"] = conv(C, 3 * C), bias(3 * C)
+        t[p + "attn.c_proj.weight"], t[p + "attn.c_proj.bias"] = conv(C, C), bias(C)
+        t[p + "ln_2.weight"], t[p + "ln_2.bias"] = near_one(C), bias(C)
+        t[p + "mlp.c_fc.weight"], t[p + "mlp.c_fc.bias"] = conv(C, I), bias(I)
+        t[p + "mlp.c_proj.weight"], t[p + "mlp.c_proj.bias"] = conv(I, C), bias(C)
+        t[p + "attn.bias"] = np.tril(np.ones((P, P)))[None, None]
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    write_safetensors(os.path.join(directory, "model.safetensors"), t)
+
+
+def make_model(family, directory, seed, vocab=VOCAB, overrides=None):
+    if family == "gpt2":
+        return make_gpt2_model(directory, seed, vocab, overrides)
+    # A None in a family's entry drops BASE's key (Gemma has hidden_activation, not hidden_act).
+    cfg = {k: v for k, v in {**BASE, **FAMILIES[family], "vocab_size": vocab, **(overrides or {})}.items()
+           if v is not None or k not in BASE}
     gemma = cfg["model_type"] == GEMMA
     rng = np.random.default_rng(seed)
     C, I, H, KV, D = (cfg["hidden_size"], cfg["intermediate_size"], cfg["num_attention_heads"],
@@ -111,7 +155,7 @@ def make_model(family, directory, seed):
     near_one = lambda n: (0.0 if gemma else 1.0) + rng.normal(0.0, 0.2, n)
     # A tied head reads the embedding: rows of one norm, so that no token's row outweighs the others
     # and greedy text does not settle on one token.
-    embed = rng.normal(0.0, 1.0, (VOCAB, C))
+    embed = rng.normal(0.0, 1.0, (vocab, C))
     if cfg["tie_word_embeddings"]:
         # Gemma scales the lookup by sqrt(hidden) (8 here): rows of norm 0.5 keep the token's own
         # row from outweighing the layers' output, which greedy text would then just repeat.
@@ -119,7 +163,7 @@ def make_model(family, directory, seed):
     t = {"model.embed_tokens.weight": embed,
          "model.norm.weight": near_one(C)}
     if not cfg["tie_word_embeddings"]:
-        t["lm_head.weight"] = mat(VOCAB, C) * 2.0
+        t["lm_head.weight"] = mat(vocab, C) * 2.0
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
         t[p + "input_layernorm.weight"] = near_one(C)
@@ -179,8 +223,44 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
+def layer_norm(x, w, b, eps):
+    m = np.mean(x, axis=-1, keepdims=True)
+    return (x - m) / np.sqrt(np.mean((x - m) ** 2, axis=-1, keepdims=True) + eps) * w + b
+
+
+def gelu_new(x):
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def gpt2_forward(cfg, t, ids):
+    """GPT2LMHeadModel's logits [T, V] of one sequence, positions 0..T-1 (modeling_gpt2.py)."""
+    T, C, H, eps = len(ids), cfg["n_embd"], cfg["n_head"], cfg["layer_norm_epsilon"]
+    D = C // H
+    g = lambda name: t["transformer." + name]
+    conv = lambda name, v: v @ g(name + ".weight") + g(name + ".bias")  # Conv1D: x W + b, W [in, out]
+    x = g("wte.weight")[ids] + g("wpe.weight")[np.arange(T)]
+    causal = np.arange(T)[None, :] <= np.arange(T)[:, None]
+    for l in range(cfg["n_layer"]):
+        p = f"h.{l}."
+        n = layer_norm(x, g(p + "ln_1.weight"), g(p + "ln_1.bias"), eps)
+        q, k, v = np.split(conv(p + "attn.c_attn", n), 3, axis=-1)
+        att = np.empty((T, C))
+        for h in range(H):
+            cols = slice(h * D, (h + 1) * D)
+            s = np.where(causal, (q[:, cols] @ k[:, cols].T) / np.sqrt(D), -np.inf)
+            s = np.exp(s - s.max(axis=1, keepdims=True))
+            att[:, cols] = (s / s.sum(axis=1, keepdims=True)) @ v[:, cols]
+        x = x + conv(p + "attn.c_proj", att)
+        n = layer_norm(x, g(p + "ln_2.weight"), g(p + "ln_2.bias"), eps)
+        x = x + conv(p + "mlp.c_proj", gelu_new(conv(p + "mlp.c_fc", n)))
+    x = layer_norm(x, g("ln_f.weight"), g("ln_f.bias"), eps)
+    return x @ g("wte.weight").T
+
+
 def forward(cfg, t, ids):
     """Logits [T, V] of one sequence, positions 0..T-1."""
+    if cfg["model_type"] == "gpt2":
+        return gpt2_forward(cfg, t, ids)
     T = len(ids)
     C, H, KV, D = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], head_dim(cfg)
     eps, fam = cfg["rms_norm_eps"], cfg["model_type"]
@@ -312,6 +392,11 @@ def check_family(meshtrain, tokenizer, family, work):
 
 
 def main():
+    if len(sys.argv) >= 5 and sys.argv[1] == "--write":
+        family, directory, vocab = sys.argv[2], sys.argv[3], int(sys.argv[4])
+        overrides = {k: json.loads(v) for k, v in (a.split("=", 1) for a in sys.argv[5:])}
+        make_model(family, directory, seed=sum(map(ord, family)), vocab=vocab, overrides=overrides)
+        return 0
     if len(sys.argv) < 3:
         print(__doc__)
         return 2
@@ -319,7 +404,7 @@ def main():
     if not os.path.exists(tokenizer):
         print(f"family_reference: {tokenizer} is not present (the shared data); skipped")
         return 77
-    families = sys.argv[3:] or list(FAMILIES)
+    families = sys.argv[3:] or FAMILY_NAMES
     failures = []
     with tempfile.TemporaryDirectory(prefix="family_reference_") as work:
         for family in families:

@@ -2,11 +2,13 @@
 // binaries (used by scripts/check_llamacpp.sh, which copies this file next to its node_modules).
 //
 //   node llamacpp_generate.mjs --model M.gguf [--lora A.gguf] [-n 60] [--text-out FILE]
-//                              [--tokenize TEXT] [--info]
+//                              [--prompt-ids "1 403 407"] [--tokenize TEXT] [--info]
 //
-// Generation starts from BOS alone (no prompt), temperature 0 (greedy), and stops after n tokens
-// or at EOS. Prints "ids: ..." (and "tokens: ..." for --tokenize); the detokenized text goes to
-// --text-out (or to stdout as "text: ...").
+// Generation starts from BOS alone, or from the ids of --prompt-ids (as meshtrain tokenized the
+// prompt, so both programs start from the same tokens), temperature 0 (greedy), and stops after n
+// tokens or at EOS. Prints "ids: ..." (the new tokens; and "tokens: ..." for --tokenize); the
+// detokenized text (with a prompt: of the prompt and the new tokens) goes to --text-out (or to
+// stdout as "text: ...").
 import {writeFileSync} from "node:fs";
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
 
@@ -19,6 +21,7 @@ for (let i = 0; i < args.length; ++i) {
   else if (a === "-n") opt.n = Number(args[++i]);
   else if (a === "--text-out") opt.textOut = args[++i];
   else if (a === "--tokenize") opt.tokenize = args[++i];
+  else if (a === "--prompt-ids") opt.promptIds = args[++i].trim().split(/\s+/).filter((x) => x !== "").map(Number);
   else if (a === "--info") opt.info = true;
   else { console.error("llamacpp_generate: unknown argument " + a); process.exit(2); }
 }
@@ -40,11 +43,15 @@ if (opt.n > 0) {
   const ctx = await model.createContext({contextSize: 256, batchSize: 256, threads: 1, ...lora});
   const seq = ctx.getSequence();
   const out = [];
-  for await (const t of seq.evaluate([model.tokens.bos], {temperature: 0})) {
+  const start = opt.promptIds ?? [model.tokens.bos];
+  for await (const t of seq.evaluate(start, {temperature: 0})) {
     out.push(t);
     if (out.length >= opt.n || t === model.tokens.eos) break;
   }
-  const text = model.detokenize(out);
+  // A leading BOS is left out, as without a prompt: llama.cpp then drops the first piece's word-
+  // marker space (sentencepiece), as meshtrain's decoder does.
+  const shown = opt.promptIds ? opt.promptIds.filter((t, i) => i > 0 || t !== model.tokens.bos).concat(out) : out;
+  const text = model.detokenize(shown);
   console.log("ids: " + out.join(" "));
   if (opt.textOut) writeFileSync(opt.textOut, text + "\n");
   else console.log("text: " + text);

@@ -135,6 +135,18 @@ class FarMemoryBackend final : public Backend {
     inner_.rmsnorm_backward(near(dx, op), near(dw, op), near(dout, op), near(x, op), near(w, op), near(rstd, op),
                             weight_offset);
   }
+  void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                         const Tensor& w, const Tensor& b, float eps) override {
+    const char* op = "layernorm_forward";
+    inner_.layernorm_forward(near(out, op), near(mean, op), near(rstd, op), near(x, op), near(w, op),
+                             near(b, op), eps);
+  }
+  void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout,
+                          const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd) override {
+    const char* op = "layernorm_backward";
+    inner_.layernorm_backward(near(dx, op), near(dw, op), near(db, op), near(dout, op), near(x, op),
+                              near(w, op), near(mean, op), near(rstd, op));
+  }
   void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& positions,
                     int64_t heads) override {
     const char* op = "rope_forward";
@@ -160,6 +172,13 @@ class FarMemoryBackend final : public Backend {
                       const Tensor& up) override {
     const char* op = "geglu_backward";
     inner_.geglu_backward(near(dgate, op), near(dup, op), near(dh, op), near(gate, op), near(up, op));
+  }
+  void gelu_forward(const Tensor& h, const Tensor& x) override {
+    inner_.gelu_forward(near(h, "gelu_forward"), near(x, "gelu_forward"));
+  }
+  void gelu_backward(const Tensor& dx, const Tensor& dh, const Tensor& x) override {
+    const char* op = "gelu_backward";
+    inner_.gelu_backward(near(dx, op), near(dh, op), near(x, op));
   }
   void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& table, int64_t row0) override {
     const char* op = "embedding_forward";

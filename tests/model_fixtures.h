@@ -28,8 +28,9 @@ inline LlamaConfig tiny_config(bool tied = false) {
 //   "qwen2"   q/k/v biases, tied embeddings, a window of 3 on the second layer only;
 //   "qwen3"   q/k norms, head_dim 6 (not hidden_size / heads = 4);
 //   "mistral" a window of 3 on every layer, head_dim 8;
-//   "every"   all of them at once, with o and MLP biases too (what no family has yet, but the
-//             block takes: GPT-2's biases are on every projection);
+//   "every"   all of them at once, with o and MLP biases too;
+//   "gpt2"    GPT-2's block: LayerNorms with biases, a GeLU MLP (no gate), learned positions
+//             (no RoPE), biases on every projection, tied embeddings, one KV head per head;
 //   "gemma3"  Gemma 3's parts: (1 + w) norms, post norms, GeGLU, q/k norms, head_dim 8, tied
 //             embeddings scaled by sqrt(hidden), an attention scale of 1/sqrt(5), a window of 3
 //             with local RoPE base 100 on the first layer, the second global (theta 10000,
@@ -42,6 +43,12 @@ inline LlamaConfig family_config(const std::string& family) {
   if (family == "qwen3" || family == "every") c.qk_norm = true, c.head_dim_override = 6;
   if (family == "mistral") c.layer_window = {3, 3}, c.head_dim_override = 8;
   if (family == "every") c.o_bias = c.mlp_bias = true, c.layer_window = {2, 0};
+  if (family == "gpt2") {
+    c.norm = LlamaConfig::Norm::layer, c.mlp = LlamaConfig::Mlp::gelu;
+    c.positions = LlamaConfig::Positions::learned;
+    c.qkv_bias = c.o_bias = c.mlp_bias = true;
+    c.tie_word_embeddings = true, c.num_key_value_heads = c.num_attention_heads;
+  }
   if (family == "gemma3") {
     c.tie_word_embeddings = true;
     c.qk_norm = true, c.head_dim_override = 8;
@@ -52,7 +59,7 @@ inline LlamaConfig family_config(const std::string& family) {
   }
   return c;
 }
-inline const char* const kFamilies[] = {"qwen2", "qwen3", "mistral", "every", "gemma3"};
+inline const char* const kFamilies[] = {"qwen2", "qwen3", "mistral", "every", "gpt2", "gemma3"};
 
 struct TinyBatch {
   int64_t B = 2, T = 6;

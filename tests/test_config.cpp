@@ -98,6 +98,7 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.mesh.fsdp, b.mesh.fsdp);
   EXPECT_EQ(a.mesh.tp, b.mesh.tp);
   EXPECT_EQ(a.mesh.pp, b.mesh.pp);
+  EXPECT_EQ(a.mesh.cp, b.mesh.cp);
   EXPECT_EQ(a.mesh_auto, b.mesh_auto);
   EXPECT_EQ(a.partition.replace_defaults, b.partition.replace_defaults);
   const auto& ra = a.partition.rules.rules();
@@ -406,7 +407,7 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.output.keep_checkpoints = 4;
   a.output.overwrite = true;
   a.output.keep_best = true;
-  a.mesh = {.dp = 2, .fsdp = 3, .tp = 4, .pp = 5};
+  a.mesh = {.dp = 2, .fsdp = 3, .tp = 4, .pp = 5, .cp = 6};
   a.mesh_auto = true;
   a.partition.replace_defaults = true;
   using parallel::Axis;

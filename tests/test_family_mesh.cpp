@@ -1,10 +1,12 @@
 // The families' parts on real MPI ranks: a Qwen2-like model (q/k/v biases, a window on its upper
 // layers), a Qwen3-like one (q/k norms, head_dim != hidden / heads) and a Gemma 3-like one ((1 + w)
 // norms, post norms, GeGLU, scaled embeddings and attention, local RoPE on its windowed layers,
-// tied head) in their HF layout, fine-
-// tuned from that directory (full and LoRA) on tp=2, fsdp=2, pp=2 and fsdp=2 x tp=2, give the
-// one-rank run's losses and final parameters (fp32): biases split with their rows or added once after the
+// tied head) in their HF layout, fine-tuned from that directory (full and LoRA) on tp=2, fsdp=2,
+// pp=2, fsdp=2 x tp=2 and cp=2, and QLoRA on tp=2, fsdp=2 and dp=2 x tp=2 / pp=2, give the one-rank
+// run's losses and final parameters (fp32): biases split with their rows or added once after the
 // reduction, q/k norm gradients summed over the tensor-parallel ranks, every tensor in its unit.
+// A GPT-2 model (LayerNorms with biases, a GeLU MLP, learned positions, fused c_attn in its HF
+// file) takes the full and LoRA runs.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -47,14 +49,20 @@ std::string tag_of(const std::string& s) {
 // A model directory of `family` made from a short run's exported one (its tokenizer and config
 // keys), with the family's parts and random values in every tensor. Returns a config file that
 // names it as model.path. `tag` keeps the directories of tests ctest runs in parallel apart.
-std::string family_model(const std::string& family, const std::string& tag) {
+// `nf4_tp`: widths whose tensor-parallel column halves are whole NF4 blocks (docs/qlora.md): an
+// MLP of 256 and, for qwen3, a head_dim of 32 (q width 256; still not hidden / heads = 16).
+std::string family_model(const std::string& family, const std::string& tag, bool nf4_tp = false) {
   const std::string src = (fs::temp_directory_path() / ("meshtrain_family_mesh_src_" + tag)).string();
   const std::string dir = (fs::temp_directory_path() / ("meshtrain_family_mesh_" + tag)).string();
   {
     fs::remove_all(src);
     std::string out;
     EXPECT_EQ(run(train_command("") + "--set train.steps=1 --set train.seq_len=32 --set train.batch_size=2 "
-                                      "--set train.peak_gflops=100 --set output.dir=" + src, &out), 0) << out;
+                                      "--set train.peak_gflops=100 --set output.dir=" + src +
+                      (nf4_tp ? " --set model.intermediate_size=256" : ""),
+                  &out),
+              0)
+        << out;
   }
   LlamaConfig c = load_hf_config(src + "/model/config.json");
   c.model_type = family;
@@ -64,7 +72,12 @@ std::string family_model(const std::string& family, const std::string& tag) {
     for (int64_t l = 1; l < c.num_hidden_layers; ++l) c.layer_window[size_t(l)] = 8;  // < seq_len
   } else if (family == "qwen3") {
     c.qk_norm = true;
-    c.head_dim_override = c.hidden_size / c.num_attention_heads + 4;
+    c.head_dim_override = nf4_tp ? 32 : c.hidden_size / c.num_attention_heads + 4;
+  } else if (family == "gpt2") {  // gpt2: its config.json says n_head only (no grouped KV heads)
+    c.norm = LlamaConfig::Norm::layer, c.mlp = LlamaConfig::Mlp::gelu;
+    c.positions = LlamaConfig::Positions::learned;
+    c.qkv_bias = c.o_bias = c.mlp_bias = true;
+    c.tie_word_embeddings = true, c.num_key_value_heads = c.num_attention_heads;
   } else {  // gemma3_text: every part of Gemma 3's block; the post norms replicated under tp
     c.qk_norm = true;
     c.head_dim_override = c.hidden_size / c.num_attention_heads + 4;
@@ -87,7 +100,8 @@ std::string family_model(const std::string& family, const std::string& tag) {
     m.base().set_values(p, v.data());
   }
   fs::remove_all(dir);
-  save_base_model(m, dir, ModelOrigin{src + "/model", {}});
+  // GPT-2's config.json has its own keys: the LLaMA source's are not kept beside them.
+  save_base_model(m, dir, ModelOrigin{family == "gpt2" ? "" : src + "/model", {}});
   for (const auto& e : fs::directory_iterator(src + "/model")) {  // the tokenizer files
     const std::string name = e.path().filename().string();
     if (name != "config.json" && name != "model.safetensors" && name != "generation_config.json")
@@ -114,12 +128,15 @@ TEST_P(FamilyMeshEquality, FullTrainingMatchesOneRank) {
                   "/model/model.safetensors");
 }
 
-// LoRA on every projection (biased ones included: the bias stays frozen in the base) and the head.
+// LoRA on every projection (biased ones included: the bias stays frozen in the base) and the head;
+// GPT-2's on its modules, c_attn's one adapter split over tp as q, k and v each (not its rows blindly).
 TEST_P(FamilyMeshEquality, LoraTrainingMatchesOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const bool gpt2 = GetParam().family == std::string("gpt2");
   const std::string lora =
-      "--set lora.enabled=true --set lora.rank=4 --set optim.lr=1e-2 "
-      "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\",\"lm_head\"]' ";
+      "--set lora.enabled=true --set lora.rank=4 --set optim.lr=1e-2 " +
+      std::string(gpt2 ? "--set 'lora.targets=[\"c_attn\",\"c_proj\",\"c_fc\",\"lm_head\"]' "
+                       : "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\",\"lm_head\"]' ");
   const std::string tag = std::string("family_lora_") + GetParam().family + "_" + tag_of(GetParam().mesh);
   expect_same_run(tag, "--config " + family_model(GetParam().family, tag) + " " + kRun + lora + family_args(GetParam().family),
                   GetParam().mesh, "/adapter/adapter_model.safetensors");
@@ -130,10 +147,47 @@ INSTANTIATE_TEST_SUITE_P(Meshes, FamilyMeshEquality,
                                            FamilyMeshCase{"qwen2", "pp=2"}, FamilyMeshCase{"qwen2", "fsdp=2,tp=2"},
                                            FamilyMeshCase{"qwen3", "tp=2"}, FamilyMeshCase{"qwen3", "fsdp=2"},
                                            FamilyMeshCase{"qwen3", "pp=2"}, FamilyMeshCase{"qwen3", "fsdp=2,tp=2"},
+                                           // context parallelism: qwen2's window and qwen3's q/k norms
+                                           // over sequences split in 4 chunks of 8 tokens
+                                           FamilyMeshCase{"qwen2", "cp=2"}, FamilyMeshCase{"qwen3", "cp=2"},
+                                           FamilyMeshCase{"gpt2", "tp=2"}, FamilyMeshCase{"gpt2", "fsdp=2"},
+                                           FamilyMeshCase{"gpt2", "pp=2"}, FamilyMeshCase{"gpt2", "fsdp=2,tp=2"},
                                            FamilyMeshCase{"gemma3_text", "tp=2"},
                                            FamilyMeshCase{"gemma3_text", "fsdp=2"},
                                            FamilyMeshCase{"gemma3_text", "pp=2"},
-                                           FamilyMeshCase{"gemma3_text", "fsdp=2,tp=2"}),
+                                           FamilyMeshCase{"gemma3_text", "fsdp=2,tp=2"},
+                                           // the attention scale through the context-parallel path
+                                           FamilyMeshCase{"gemma3_text", "cp=2"}),
+                         [](const auto& info) {
+                           return std::string(info.param.family) + "_" + tag_of(info.param.mesh);
+                         });
+
+// QLoRA (lora.base_dtype = nf4): each rank quantises its own rows of the family's projections;
+// biases and q/k norms stay f32 in the frozen base. Tolerances as QloraMeshEquality's
+// (test_sharded.cpp): 5e-5 on the adapters (AdamW amplifies rounding where gradients are near 0),
+// 1e-6 with updates linear in the gradient.
+class FamilyQloraMeshEquality : public ::testing::TestWithParam<FamilyMeshCase> {};
+
+TEST_P(FamilyQloraMeshEquality, QloraTrainingMatchesOneRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string qlora =
+      "--set lora.enabled=true --set lora.rank=4 --set optim.lr=1e-2 --set lora.base_dtype=nf4 "
+      "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\"]' ";
+  const std::string tag = std::string("family_qlora_") + GetParam().family + "_" + tag_of(GetParam().mesh);
+  const std::string toml = family_model(GetParam().family, tag, /*nf4_tp=*/true);
+  expect_same_run(tag, "--config " + toml + " " + kRun + qlora, GetParam().mesh, "/adapter/adapter_model.safetensors",
+                  5e-5);
+  // The sharp check: with updates linear in the gradient (AdamW eps = 1) nothing amplifies
+  // rounding, so the adapters agree to 1e-6: every rank's NF4 bytes are the one rank's and every
+  // gradient piece arrives once.
+  expect_same_run(tag + "_linear", "--config " + toml + " " + kRun + qlora + "--set optim.eps=1.0 --set optim.lr=0.5 ",
+                  GetParam().mesh, "/adapter/adapter_model.safetensors", 1e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Meshes, FamilyQloraMeshEquality,
+                         ::testing::Values(FamilyMeshCase{"qwen2", "tp=2"}, FamilyMeshCase{"qwen2", "fsdp=2"},
+                                           FamilyMeshCase{"qwen2", "dp=2,tp=2"}, FamilyMeshCase{"qwen3", "tp=2"},
+                                           FamilyMeshCase{"qwen3", "fsdp=2"}, FamilyMeshCase{"qwen3", "pp=2"}),
                          [](const auto& info) {
                            return std::string(info.param.family) + "_" + tag_of(info.param.mesh);
                          });

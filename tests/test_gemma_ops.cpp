@@ -133,7 +133,7 @@ TEST_P(GemmaOpsFiniteDifferences, GeGlu) {
 // dq and dk carry the scale: the backward of a scaled attention against finite differences, and
 // its forward equal to the default scale's on q multiplied by scale * sqrt(D).
 TEST_P(GemmaOpsFiniteDifferences, ScaledAttention) {
-  const AttentionDims d{1, 6, 2, 1, 4, /*window=*/3, /*scale=*/0.2f};
+  const AttentionDims d{1, 6, 2, 1, 4, /*window=*/3, /*cp=*/1, /*cp_rank=*/0, /*scale=*/0.2f};
   const int64_t N = d.B * d.T, qw = d.Hq * d.D, kw = d.Hkv * d.D;
   const Vec in[3] = {random_normal(N * qw, 221), random_normal(N * kw, 222), random_normal(N * kw, 223)};
   const Vec r = random_normal(N * qw, 224);
@@ -228,7 +228,7 @@ TEST_P(GemmaBackendOps, OffsetRmsNormMatchesReference) {
 TEST_P(GemmaBackendOps, ScaledAttentionMatchesReference) {
   // Gemma 3 27B's shape of scale: query_pre_attn_scalar 168 over head_dim 128 (here D = 16).
   const float scale = 1.0f / std::sqrt(168.0f);
-  for (const AttentionDims d : {AttentionDims{2, 37, 4, 2, 16, 0, scale}, AttentionDims{1, 90, 2, 1, 16, 9, scale}})
+  for (const AttentionDims& d : {AttentionDims{2, 37, 4, 2, 16, 0, 1, 0, scale}, AttentionDims{1, 90, 2, 1, 16, 9, 1, 0, scale}})
     for (DType dt : {DType::f32, DType::bf16}) {
       const int64_t N = d.B * d.T, qw = d.Hq * d.D, kw = d.Hkv * d.D;
       const Vec q = random_normal(N * qw, 251), k = random_normal(N * kw, 252), v = random_normal(N * kw, 253),

@@ -173,8 +173,9 @@ void check_quantised_export(bool tied, GgufDtype dtype, GgmlType mat, const std:
   EXPECT_EQ(g.get_u32("general.file_type"), file_type);
   EXPECT_EQ(g.get_u32("general.quantization_version"), 2u);
   uint64_t data_bytes = 0;
+  const GgufArchitecture& llama = *find_gguf_architecture("llama");
   for (const Param& p : m.base().params()) {
-    const std::string name = gguf_tensor_name(p.name);
+    const std::string name = gguf_tensor_name(llama, p.name);
     SCOPED_TRACE(name);
     const GgufTensorInfo& t = g.tensor(name);
     const GgmlType want = p.shape.size() == 1 ? GgmlType::f32 : name == output_name ? output_type : mat;
@@ -190,7 +191,7 @@ void check_quantised_export(bool tied, GgufDtype dtype, GgmlType mat, const std:
     SCOPED_TRACE(p.name);
     std::vector<float> want(p.master, p.master + p.numel), got(back->base().get(p.name).master,
                                                                  back->base().get(p.name).master + p.numel);
-    const GgmlType t = g.tensor(gguf_tensor_name(p.name)).type;
+    const GgmlType t = g.tensor(gguf_tensor_name(llama, p.name)).type;
     if (t != GgmlType::f32) want = quant_round_trip(want, t);
     ASSERT_EQ(got, want);
   }

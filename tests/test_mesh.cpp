@@ -54,6 +54,23 @@ TEST(MeshCoords, LastAxisFastest) {
   EXPECT_EQ(coords_of(p, 4)[size_t(Axis::tp)], 1);
 }
 
+TEST(MeshCoords, ContextParallelSitsBetweenFsdpAndTp) {
+  MeshShape m = MeshShape::parse("cp=2,tp=2,fsdp=2");
+  EXPECT_EQ(m.cp, 2);
+  EXPECT_EQ(m.world(), 8);
+  EXPECT_EQ(m.str(), "fsdp=2,cp=2,tp=2");  // rank order: pp, dp, fsdp, cp, tp
+  // rank = (fsdp*2 + cp)*2 + tp
+  for (int64_t r = 0; r < 8; ++r) {
+    Coords c = coords_of(m, r);
+    EXPECT_EQ(c[size_t(Axis::tp)], r % 2);
+    EXPECT_EQ(c[size_t(Axis::cp)], (r / 2) % 2);
+    EXPECT_EQ(c[size_t(Axis::fsdp)], r / 4);
+    EXPECT_EQ(rank_of(m, c), r);
+  }
+  EXPECT_NE(error_of([] { MeshShape::parse("cp=2,cp=2"); }).find("'cp' given twice"), std::string::npos);
+  EXPECT_NE(error_of([] { MeshShape::parse("sp=2"); }).find("expected dp, fsdp, tp, pp or cp"), std::string::npos);
+}
+
 TEST(MeshLocal, SingleRankMeshOverLocalComm) {
   LocalComm world;
   Mesh mesh(world, MeshShape{});

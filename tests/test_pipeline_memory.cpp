@@ -3,7 +3,8 @@
 // real pp=2 runs their measured peaks (run_summary.json), the peak of tensor memory growing with
 // m under GPipe and not under 1F1B (issue 10: "1F1B holds at most pp - stage micro-batches"), and
 // the planner's per-stage peak against the measured one: within 2% on 2 and 4 stages, uneven
-// splits and every schedule (issue 22: a stage's arena holds its own units only).
+// splits and every schedule (issue 22: a stage's arena holds its own units only), and for the
+// families' blocks on stages and on tensor-parallel ranks (issue 21).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "family_model_dir.h"
 #include "mesh_runs.h"
 #include "text_files.h"
 #include "parallel/pipeline.h"
@@ -181,15 +183,18 @@ struct Layout {
   }
 };
 
-Measured layout_run(const Layout& l) {
-  const std::string dir = (fs::temp_directory_path() / ("meshtrain_stage_memory_" + l.name())).string();
+// `model`: a model directory (of l.layers blocks) to fine-tune instead of the built-in config.
+Measured layout_run(const Layout& l, const std::string& model_dir = "") {
+  const std::string tag = model_dir.empty() ? l.name() : l.name() + "_" + fs::path(model_dir).filename().string();
+  const std::string dir = (fs::temp_directory_path() / ("meshtrain_stage_memory_" + tag)).string();
   fs::remove_all(dir);
   std::string pp = " --set train.pp_schedule=" + l.schedule + " --set train.pp_virtual=" + std::to_string(l.virt);
   std::string plan_pp = " --pp-schedule " + l.schedule + " --pp-virtual " + std::to_string(l.virt);
   if (!l.blocks.empty()) pp += " --set train.pp_blocks=" + l.blocks, plan_pp += " --pp-blocks " + l.blocks;
   std::string out;
-  const int rc = run(train_command("pp=" + std::to_string(l.pp)) + "--set model.num_hidden_layers=" +
-                         std::to_string(l.layers) + " --set train.seq_len=256 --set train.batch_size=2" + pp +
+  const std::string model = model_dir.empty() ? "--set model.num_hidden_layers=" + std::to_string(l.layers)
+                                              : "--set model.path=" + model_dir;
+  const int rc = run(train_command("pp=" + std::to_string(l.pp)) + model + " --set train.seq_len=256 --set train.batch_size=2" + pp +
                          " --set train.grad_accum=" + std::to_string(l.m) +
                          " --set train.steps=2 --set train.peak_gflops=100 --set output.dir=" + dir + " 2>&1",
                      &out);
@@ -228,6 +233,66 @@ TEST(PipelineMemory, EveryStagesPeakIsThePlannersWithinTwoPercent) {
       EXPECT_NEAR(predicted / measured, 1.0, 0.02)
           << l.name() << " stage " << s << ": predicted " << predicted << ", measured " << measured;
     }
+  }
+}
+
+// The same for the families' parts (issue 21): a Qwen3-like block (q/k norms, head_dim 24 against
+// hidden 128 / 8 heads = 16: q 192 wide) and a Mistral-like one (every layer a sliding window of
+// 64 < seq 256), fine-tuned from their HF directories on 2 stages, and the Qwen3-like one on 2
+// tensor-parallel ranks (each with 4 of the heads). The planner sizes q and the attention output
+// at heads x head_dim, adds Qwen3's f32 pre-norm q and k and their norms' rstd and backward
+// scratch, and nothing for a window (the attention keeps no scores).
+TEST(PipelineMemory, FamilyPeaksAreThePlannersWithinTwoPercent) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string shape = "--set model.num_hidden_layers=4 --set train.seq_len=256 --set train.batch_size=2";
+  const std::string qwen3 = family_model_dir("pp_memory_qwen3", shape, [](LlamaConfig& c) {
+    c.model_type = "qwen3";
+    c.qk_norm = true;
+    c.head_dim_override = c.hidden_size / c.num_attention_heads + 8;
+  });
+  const std::string mistral = family_model_dir("pp_memory_mistral", shape, [](LlamaConfig& c) {
+    c.model_type = "mistral";
+    c.layer_window.assign(size_t(c.num_hidden_layers), 64);
+  });
+  const std::vector<std::pair<Layout, std::string>> layouts = {
+      {{2, 4, "1f1b", "", 1, 4}, qwen3},
+      {{2, 4, "gpipe", "1,3", 1, 4}, qwen3},
+      {{2, 4, "1f1b", "", 1, 4}, mistral},
+  };
+  for (const auto& [l, model] : layouts) {
+    const Measured r = layout_run(l, model);
+    const auto& stages = r.plan.at("pipeline").at("stages");
+    ASSERT_EQ(stages.size(), size_t(l.pp)) << l.name() << " " << model;
+    ASSERT_EQ(r.summary.at("memory_per_rank").size(), size_t(l.pp)) << l.name() << " " << model;
+    for (int s = 0; s < l.pp; ++s) {
+      const auto& stage = stages.at(size_t(s)).at("memory_bytes");
+      const double predicted = stage.at("total").get<double>() - stage.at("items").value("overhead", 0.0);
+      const double measured = double(tensor_peak(r, s));
+      EXPECT_NEAR(predicted / measured, 1.0, 0.02) << l.name() << " " << model << " stage " << s
+                                                   << ": predicted " << predicted << ", measured " << measured;
+    }
+  }
+  const std::string dir = (fs::temp_directory_path() / "meshtrain_tp_memory_qwen3").string();
+  fs::remove_all(dir);
+  std::string out;
+  ASSERT_EQ(run(train_command("tp=2") + "--set model.path=" + qwen3 +
+                    " --set train.seq_len=256 --set train.batch_size=2 --set train.grad_accum=4"
+                    " --set train.steps=2 --set train.peak_gflops=100 --set output.dir=" + dir + " 2>&1",
+                &out),
+            0)
+      << out;
+  ASSERT_EQ(run(std::string(MESHTRAIN_BINARY) + " plan --model " + dir +
+                    "/model --cluster cpu --mesh tp=2 --seq 256 --micro-batch 2 --global-batch 8 --json 2>&1",
+                &out),
+            0)
+      << out;
+  const auto plan = nlohmann::json::parse(out).at("memory_bytes");
+  const double predicted = plan.at("total").get<double>() - plan.at("items").value("overhead", 0.0);
+  const auto summary = nlohmann::json::parse(read_file(dir + "/run_summary.json"));
+  for (int rank = 0; rank < 2; ++rank) {
+    const double measured = double(summary.at("memory_per_rank").at(size_t(rank)).at("peak_tensor_bytes").get<int64_t>());
+    EXPECT_NEAR(predicted / measured, 1.0, 0.02) << "tp=2 rank " << rank << ": predicted " << predicted
+                                                 << ", measured " << measured;
   }
 }
 

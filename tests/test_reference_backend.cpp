@@ -302,6 +302,63 @@ TEST_P(BackendOps, SwiGluMatchesReference) {
   }
 }
 
+TEST_P(BackendOps, LayerNormMatchesReference) {
+  // Rows enough to thread the CPU kernel (N * C above its threshold), C not a power of two; x
+  // off-centre so the mean matters.
+  for (auto [N, C] : {std::pair<int64_t, int64_t>{7, 45}, {70, 515}}) {
+    Vec x = random_normal(N * C, 36, 2.0f);
+    for (float& v : x) v += 1.5f;
+    const Vec w = random_normal(C, 37), b = random_normal(C, 38), g = random_normal(N * C, 39),
+              dx0 = random_normal(N * C, 40), dw0 = random_normal(C, 41), db0 = random_normal(C, 42);
+    for (DType dt : {DType::f32, DType::bf16})
+      for (bool frozen : {false, true}) {
+        Vec out[2], mean[2], rstd[2], dx[2], dw[2], db[2];
+        int s = 0;
+        for (Backend* be : {&tested(), &reference_backend()}) {
+          Side side(*be);
+          Tensor X = side.make(DType::f32, N, C, x), W = side.make(DType::f32, 1, C, w);
+          Tensor B = side.make(DType::f32, 1, C, b);
+          Tensor O = side.make(dt, N, C), M = side.make(DType::f32, 1, N), R = side.make(DType::f32, 1, N);
+          Tensor G = side.make(dt, N, C, g), dX = side.make(DType::f32, N, C, dx0);
+          Tensor dW = frozen ? Tensor{} : side.make(DType::f32, 1, C, dw0);
+          Tensor dB = frozen ? Tensor{} : side.make(DType::f32, 1, C, db0);
+          be->layernorm_forward(O, M, R, X, W, B, 1e-5f);
+          be->layernorm_backward(dX, dW, dB, G, X, W, M, R);  // accumulates onto dx0, dw0, db0
+          out[s] = side.get(O), mean[s] = side.get(M), rstd[s] = side.get(R), dx[s] = side.get(dX);
+          if (!frozen) dw[s] = side.get(dW), db[s] = side.get(dB);
+          ++s;
+        }
+        const std::string what = "layernorm " + std::to_string(N) + "x" + std::to_string(C) + " " + dname(dt);
+        expect_close(out[0], out[1], tol(dt), what + " out");
+        expect_close(mean[0], mean[1], kF32, what + " mean");
+        expect_close(rstd[0], rstd[1], kF32, what + " rstd");
+        expect_close(dx[0], dx[1], kF32, what + " dx");  // f32 gradient whatever dout's dtype
+        expect_close(dw[0], dw[1], kF32, what + " dw");
+        expect_close(db[0], db[1], kF32, what + " db");
+      }
+  }
+}
+
+TEST_P(BackendOps, GeluMatchesReference) {
+  const int64_t R = 13, C = 29;
+  const Vec x = random_normal(R * C, 56, 2.5f), dh = random_normal(R * C, 57);
+  for (DType dt : {DType::f32, DType::bf16}) {
+    Vec h[2], dx[2];
+    int s = 0;
+    for (Backend* be : {&tested(), &reference_backend()}) {
+      Side side(*be);
+      Tensor X = side.make(dt, R, C, x), dH = side.make(dt, R, C, dh);
+      Tensor H = side.make(dt, R, C), dX = side.make(dt, R, C);
+      be->gelu_forward(H, X);
+      be->gelu_backward(dX, dH, X);
+      h[s] = side.get(H), dx[s++] = side.get(dX);
+    }
+    const std::string what = std::string("gelu ") + dname(dt);
+    expect_close(h[0], h[1], tol(dt), what + " h");
+    expect_close(dx[0], dx[1], tol(dt), what + " dx");
+  }
+}
+
 TEST_P(BackendOps, BiasMatchesReference) {
   // More columns than one 256-column strip of the CPU backward, rows enough to thread it.
   const int64_t R = 300, C = 333;
@@ -714,6 +771,64 @@ TEST(ReferenceBackend, SwiGluBackwardMatchesFiniteDifferences) {
   test::expect_grad_near(side.get(dU), test::central_diff([&](const Vec& v) {
                            return test::projection(forward(g, v), r);
                          }, u), "swiglu dup", kFdRel, kFdAbs);
+}
+
+TEST(ReferenceBackend, LayerNormBackwardMatchesFiniteDifferences) {
+  const int64_t N = 3, C = 7;
+  Vec x = random_normal(N * C, 125);
+  for (float& v : x) v += 0.75f;
+  const Vec w = random_normal(C, 126), b = random_normal(C, 127), r = random_normal(N * C, 128);
+  Backend& be = reference_backend();
+  auto forward = [&](const Vec& xv, const Vec& wv, const Vec& bv) {
+    Side side(be);
+    Tensor X = side.make(DType::f32, N, C, xv), W = side.make(DType::f32, 1, C, wv);
+    Tensor B = side.make(DType::f32, 1, C, bv), O = side.make(DType::f32, N, C);
+    Tensor M = side.make(DType::f32, 1, N), R = side.make(DType::f32, 1, N);
+    be.layernorm_forward(O, M, R, X, W, B, 1e-5f);
+    return side.get(O);
+  };
+  Side side(be);
+  Tensor X = side.make(DType::f32, N, C, x), W = side.make(DType::f32, 1, C, w);
+  Tensor B = side.make(DType::f32, 1, C, b), O = side.make(DType::f32, N, C);
+  Tensor M = side.make(DType::f32, 1, N), R = side.make(DType::f32, 1, N);
+  Tensor G = side.make(DType::f32, N, C, r);
+  Tensor dX = side.make(DType::f32, N, C), dW = side.make(DType::f32, 1, C), dB = side.make(DType::f32, 1, C);
+  be.layernorm_forward(O, M, R, X, W, B, 1e-5f);
+  be.layernorm_backward(dX, dW, dB, G, X, W, M, R);
+  test::expect_grad_near(side.get(dX), test::central_diff([&](const Vec& v) {
+                           return test::projection(forward(v, w, b), r);
+                         }, x), "layernorm dx", kFdRel, kFdAbs);
+  test::expect_grad_near(side.get(dW), test::central_diff([&](const Vec& v) {
+                           return test::projection(forward(x, v, b), r);
+                         }, w), "layernorm dw", kFdRel, kFdAbs);
+  test::expect_grad_near(side.get(dB), test::central_diff([&](const Vec& v) {
+                           return test::projection(forward(x, w, v), r);
+                         }, b), "layernorm db", kFdRel, kFdAbs);
+}
+
+TEST(ReferenceBackend, GeluBackwardMatchesFiniteDifferences) {
+  const int64_t n = 23;
+  const Vec x = random_normal(n, 144, 2.0f), r = random_normal(n, 145);
+  Backend& be = reference_backend();
+  Side side(be);
+  auto forward = [&](const Vec& xv) {
+    Tensor H = side.make(DType::f32, 1, n);
+    be.gelu_forward(H, side.make(DType::f32, 1, n, xv));
+    return side.get(H);
+  };
+  Tensor dX = side.make(DType::f32, 1, n);
+  be.gelu_backward(dX, side.make(DType::f32, 1, n, r), side.make(DType::f32, 1, n, x));
+  test::expect_grad_near(side.get(dX), test::central_diff([&](const Vec& v) {
+                           return test::projection(forward(v), r);
+                         }, x), "gelu dx", kFdRel, kFdAbs);
+  // The values themselves: gelu(0) = 0, gelu(x) -> x for large x, and HF's gelu_new at 1
+  // (0.8411919906082768, 0.5 * (1 + tanh(sqrt(2/pi) * 1.044715))).
+  Tensor X = side.make(DType::f32, 1, 3, {0.0f, 1.0f, 8.0f}), H = side.make(DType::f32, 1, 3);
+  be.gelu_forward(H, X);
+  const Vec h = side.get(H);
+  EXPECT_EQ(h[0], 0.0f);
+  EXPECT_NEAR(h[1], 0.8411919906082768, 1e-7);
+  EXPECT_NEAR(h[2], 8.0, 1e-6);
 }
 
 TEST(ReferenceBackend, CrossEntropyBackwardMatchesFiniteDifferences) {

@@ -31,14 +31,22 @@
 
 namespace mt {
 
-// Attention over a batch of rows: q [B*T, Hq*D], k and v [B*T, Hkv*D], out like q. Query head h
-// reads KV head h / (Hq / Hkv); scores scaled by attention_scale(); causal within each row of T
-// tokens.
+// Attention over a batch of rows: q [B*T, Hq*D], k and v [B*T, Hkv*D] (B*cp*T rows with context
+// parallelism), out like q. Query head h reads KV head h / (Hq / Hkv); scores scaled by
+// attention_scale(); causal within each row of T tokens (by true position under context
+// parallelism).
 struct AttentionDims {
   int64_t B, T, Hq, Hkv, D;
   // > 0: a sliding window (Mistral, Qwen2's lower layers): query i sees key j only when
   // i - window < j <= i. 0: every earlier key.
   int64_t window = 0;
+  // Context parallelism (docs/distributed.md): with cp > 1 the T queries of a row are chunks
+  // cp_rank and 2 cp - 1 - cp_rank (T / 2 tokens each) of a sequence of cp T tokens, and k, v,
+  // their gradients and the segments are that whole sequence, [B, cp T] in order; query i sits at
+  // key position dm::cp_query_position (kernels/device_math/cp_positions.h), and lse stays
+  // [B, T, Hq]-sized. cp = 1: the queries are the keys' own tokens.
+  int64_t cp = 1, cp_rank = 0;
+  int64_t keys() const { return T * cp; }  // keys (and values, segments) per row
   // > 0: the scores' scale (Gemma 3: query_pre_attn_scalar^-1/2); 0: 1/sqrt(D).
   float scale = 0.0f;
 };
@@ -107,7 +115,8 @@ class Backend {
 
   // ---- transformer ops ------------------------------------------------------------------------
   // lse: f32, B*T*Hq elements in a layout of the backend's choosing, saved for backward.
-  // segments: i32 [B*T] document ids (a query attends only to keys of its own document) or an
+  // segments: i32 [B*T] (with context parallelism [B*cp*T], the keys') document ids (a query
+  // attends only to keys of its own document, the document of the key at its position) or an
   // empty tensor.
   virtual void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
                                  const Tensor& k, const Tensor& v, const Tensor& segments,
@@ -133,6 +142,15 @@ class Backend {
                                 const Tensor& x, const Tensor& w, const Tensor& rstd,
                                 float weight_offset = 0.0f) = 0;
 
+  // LayerNorm with weight and bias (GPT-2): out = (x - mean) * rstd * w + b, x f32 [N, C], w and b
+  // f32 [1, C] (or [C, 1]), mean and rstd f32 [N] saved; out of the compute dtype.
+  virtual void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                                 const Tensor& x, const Tensor& w, const Tensor& b, float eps) = 0;
+  // dx += input gradient (f32); dw, db += the weight and bias gradients unless empty (frozen).
+  virtual void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db,
+                                  const Tensor& dout, const Tensor& x, const Tensor& w,
+                                  const Tensor& mean, const Tensor& rstd) = 0;
+
   // Rotary embedding in place on x [N, heads*D] (the HF "rotate_half" pairing); cos and sin are
   // f32 tables [max_pos, D/2] (core/rope_frequencies.h), positions i32 [N]. Backward rotates back.
   virtual void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
@@ -150,6 +168,11 @@ class Backend {
   virtual void geglu_forward(const Tensor& h, const Tensor& gate, const Tensor& up) = 0;
   virtual void geglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dh,
                               const Tensor& gate, const Tensor& up) = 0;
+
+  // h = gelu(x), the tanh approximation (kernels/device_math/gelu_element.h), elementwise;
+  // backward overwrites dx with dh * gelu'(x).
+  virtual void gelu_forward(const Tensor& h, const Tensor& x) = 0;
+  virtual void gelu_backward(const Tensor& dx, const Tensor& dh, const Tensor& x) = 0;
 
   // The table holds vocabulary rows [row0, row0 + table.rows) (all of them on one device). out f32
   // [N, C]: a token's row, or zeros where another device holds it (the devices' outputs then sum

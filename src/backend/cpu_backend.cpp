@@ -16,7 +16,9 @@
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/geglu.h"
+#include "kernels/cpu/gelu.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/nf4.h"
 #include "kernels/cpu/residual.h"
 #include "kernels/cpu/rmsnorm.h"
@@ -56,7 +58,7 @@ class CpuBackend final : public HostMemoryBackend {
     check_attention(d, out, lse, q, k, v, segments, device(), "attention_forward");
     float_dispatch(q.dtype, [&]<class T>(T) {
       mt::attention_forward(out.as<T>(), lse.as<float>(), q.as<T>(), k.as<T>(), v.as<T>(),
-                            segments.as<int32_t>(), AttentionShape{d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.scale});
+                            segments.as<int32_t>(), AttentionShape{d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.cp, d.cp_rank, d.scale});
     });
   }
   void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
@@ -71,7 +73,7 @@ class CpuBackend final : public HostMemoryBackend {
     float_dispatch(q.dtype, [&]<class T>(T) {
       mt::attention_backward(dq.as<T>(), dk.as<T>(), dv.as<T>(), dout.as<T>(), out.as<T>(),
                              lse.as<float>(), q.as<T>(), k.as<T>(), v.as<T>(),
-                             segments.as<int32_t>(), AttentionShape{d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.scale});
+                             segments.as<int32_t>(), AttentionShape{d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.cp, d.cp_rank, d.scale});
     });
   }
   void decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_cache,
@@ -100,6 +102,29 @@ class CpuBackend final : public HostMemoryBackend {
     float_dispatch(dout.dtype, [&]<class T>(T) {
       mt::rmsnorm_backward(dx.as<float>(), dw.as<float>(), dout.as<T>(), x.as<float>(),
                            w.as<float>(), rstd.as<float>(), x.rows, x.cols, weight_offset);
+    });
+  }
+
+  void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& x, const Tensor& w, const Tensor& b, float eps) override {
+    check_layernorm(out, mean, rstd, x, w, b, device(), "layernorm_forward");
+    float_dispatch(out.dtype, [&]<class T>(T) {
+      mt::layernorm_forward(out.as<T>(), mean.as<float>(), rstd.as<float>(), x.as<float>(),
+                            w.as<float>(), b.as<float>(), x.rows, x.cols, eps);
+    });
+  }
+  void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout,
+                          const Tensor& x, const Tensor& w, const Tensor& mean,
+                          const Tensor& rstd) override {
+    const char* op = "layernorm_backward";
+    check_layernorm(dout, mean, rstd, x, w, w, device(), op);
+    same_layout(dx, x, op), on_device(dx, op);
+    if (dw) check_numel(dw, w.numel(), DType::f32, device(), op);
+    if (db) check_numel(db, w.numel(), DType::f32, device(), op);
+    float_dispatch(dout.dtype, [&]<class T>(T) {
+      mt::layernorm_backward(dx.as<float>(), dw.as<float>(), db.as<float>(), dout.as<T>(),
+                             x.as<float>(), w.as<float>(), mean.as<float>(), rstd.as<float>(),
+                             x.rows, x.cols);
     });
   }
 
@@ -146,6 +171,17 @@ class CpuBackend final : public HostMemoryBackend {
     float_dispatch(dh.dtype, [&]<class T>(T) {
       mt::geglu_backward(dgate.as<T>(), dup.as<T>(), dh.as<T>(), gate.as<T>(), up.as<T>(),
                          dh.numel());
+    });
+  }
+
+  void gelu_forward(const Tensor& h, const Tensor& x) override {
+    check_elementwise({&h, &x}, device(), "gelu_forward");
+    float_dispatch(h.dtype, [&]<class T>(T) { mt::gelu_forward(h.as<T>(), x.as<T>(), h.numel()); });
+  }
+  void gelu_backward(const Tensor& dx, const Tensor& dh, const Tensor& x) override {
+    check_elementwise({&dx, &dh, &x}, device(), "gelu_backward");
+    float_dispatch(dh.dtype, [&]<class T>(T) {
+      mt::gelu_backward(dx.as<T>(), dh.as<T>(), x.as<T>(), dh.numel());
     });
   }
 

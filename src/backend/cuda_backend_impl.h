@@ -64,6 +64,11 @@ class CudaBackend final : public Backend {
                        float eps, float weight_offset = 0.0f) override;
   void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dout, const Tensor& x,
                         const Tensor& w, const Tensor& rstd, float weight_offset = 0.0f) override;
+  void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& x, const Tensor& w, const Tensor& b, float eps) override;
+  void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout,
+                          const Tensor& x, const Tensor& w, const Tensor& mean,
+                          const Tensor& rstd) override;
   void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
                     const Tensor& positions, int64_t heads) override;
   void rope_backward(const Tensor& dx, const Tensor& cos, const Tensor& sin,
@@ -74,6 +79,8 @@ class CudaBackend final : public Backend {
   void geglu_forward(const Tensor& h, const Tensor& gate, const Tensor& up) override;
   void geglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dh,
                       const Tensor& gate, const Tensor& up) override;
+  void gelu_forward(const Tensor& h, const Tensor& x) override;
+  void gelu_backward(const Tensor& dx, const Tensor& dh, const Tensor& x) override;
   void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& table,
                          int64_t row0) override;
   void embedding_backward(const Tensor& dtable, const Tensor& tokens, const Tensor& dout,

@@ -20,6 +20,8 @@
 #include "kernels/cuda/geglu.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/nf4.h"
+#include "kernels/cuda/gelu.h"
+#include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/sum_squares.h"
@@ -57,7 +59,9 @@ T* ptr(const Tensor& t) {
 // Scores of one attention chunk at most (16 Mi floats: 64 MiB of f32 scores).
 constexpr int64_t kAttentionMaxScores = int64_t(1) << 24;
 
-cuda::AttentionShape shape_of(const AttentionDims& d) { return {d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.scale}; }
+cuda::AttentionShape shape_of(const AttentionDims& d) {
+  return {d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.cp, d.cp_rank, d.scale};
+}
 
 }  // namespace
 
@@ -142,6 +146,34 @@ void CudaBackend::rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Ten
   });
 }
 
+void CudaBackend::layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                                    const Tensor& x, const Tensor& w, const Tensor& b, float eps) {
+  check_layernorm(out, mean, rstd, x, w, b, device(), "layernorm_forward");
+  gpu_float_dispatch(out.dtype, [&]<class T>(T) {
+    cuda::layernorm_forward<T>(ptr<T>(out), ptr<float>(mean), ptr<float>(rstd), ptr<const float>(x),
+                               ptr<const float>(w), ptr<const float>(b), x.rows, x.cols, eps,
+                               stream());
+  });
+}
+
+void CudaBackend::layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db,
+                                     const Tensor& dout, const Tensor& x, const Tensor& w,
+                                     const Tensor& mean, const Tensor& rstd) {
+  const char* op = "layernorm_backward";
+  check_layernorm(dout, mean, rstd, x, w, w, device(), op);
+  same_layout(dx, x, op), on_device(dx, op);
+  if (dw) check_numel(dw, w.numel(), DType::f32, device(), op);
+  if (db) check_numel(db, w.numel(), DType::f32, device(), op);
+  const size_t bytes = cuda::layernorm_backward_scratch_bytes(x.rows, x.cols, dw || db);
+  void* wb_scratch = bytes ? scratch(bytes) : nullptr;
+  gpu_float_dispatch(dout.dtype, [&]<class T>(T) {
+    cuda::layernorm_backward<T>(ptr<float>(dx), ptr<float>(dw), ptr<float>(db), ptr<const T>(dout),
+                                ptr<const float>(x), ptr<const float>(w), ptr<const float>(mean),
+                                ptr<const float>(rstd), x.rows, x.cols, wb_scratch, bytes,
+                                stream());
+  });
+}
+
 void CudaBackend::rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
                                const Tensor& positions, int64_t heads) {
   const int64_t D = check_rope(x, cos, sin, positions, heads, device(), "rope_forward");
@@ -191,6 +223,20 @@ void CudaBackend::geglu_backward(const Tensor& dgate, const Tensor& dup, const T
   gpu_float_dispatch(dh.dtype, [&]<class T>(T) {
     cuda::geglu_backward<T>(ptr<T>(dgate), ptr<T>(dup), ptr<const T>(dh), ptr<const T>(gate),
                             ptr<const T>(up), dh.numel(), stream());
+  });
+}
+
+void CudaBackend::gelu_forward(const Tensor& h, const Tensor& x) {
+  check_elementwise({&h, &x}, device(), "gelu_forward");
+  gpu_float_dispatch(h.dtype, [&]<class T>(T) {
+    cuda::gelu_forward<T>(ptr<T>(h), ptr<const T>(x), h.numel(), stream());
+  });
+}
+
+void CudaBackend::gelu_backward(const Tensor& dx, const Tensor& dh, const Tensor& x) {
+  check_elementwise({&dx, &dh, &x}, device(), "gelu_backward");
+  gpu_float_dispatch(dh.dtype, [&]<class T>(T) {
+    cuda::gelu_backward<T>(ptr<T>(dx), ptr<const T>(dh), ptr<const T>(x), dh.numel(), stream());
   });
 }
 

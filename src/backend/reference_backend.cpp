@@ -17,6 +17,8 @@
 #include "kernels/reference/matmul.h"
 #include "kernels/reference/nf4.h"
 #include "kernels/reference/optimizer.h"
+#include "kernels/reference/gelu.h"
+#include "kernels/reference/layernorm.h"
 #include "kernels/reference/rmsnorm.h"
 #include "kernels/reference/rope.h"
 #include "kernels/reference/swiglu.h"
@@ -25,7 +27,9 @@ namespace mt {
 
 namespace {
 
-ref::AttentionSizes sizes(const AttentionDims& d) { return {d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.scale}; }
+ref::AttentionSizes sizes(const AttentionDims& d) {
+  return {d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.cp, d.cp_rank, d.scale};
+}
 
 // Only float tensors reach the math kernels (they read f32 or bf16).
 void float_only(const Tensor& t, const char* op) {
@@ -88,6 +92,24 @@ class ReferenceBackend final : public HostMemoryBackend {
     ref::rmsnorm_backward(dx, dw, dout, x, w, rstd, weight_offset);
   }
 
+  void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& x, const Tensor& w, const Tensor& b, float eps) override {
+    check_layernorm(out, mean, rstd, x, w, b, device(), "layernorm_forward");
+    float_only(out, "layernorm_forward");
+    ref::layernorm_forward(out, mean, rstd, x, w, b, eps);
+  }
+  void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout,
+                          const Tensor& x, const Tensor& w, const Tensor& mean,
+                          const Tensor& rstd) override {
+    const char* op = "layernorm_backward";
+    check_layernorm(dout, mean, rstd, x, w, w, device(), op);
+    float_only(dout, op);
+    same_layout(dx, x, op), on_device(dx, op);
+    if (dw) check_numel(dw, w.numel(), DType::f32, device(), op);
+    if (db) check_numel(db, w.numel(), DType::f32, device(), op);
+    ref::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd);
+  }
+
   void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
                     const Tensor& positions, int64_t heads) override {
     check_rope(x, cos, sin, positions, heads, device(), "rope_forward");
@@ -122,6 +144,17 @@ class ReferenceBackend final : public HostMemoryBackend {
     check_elementwise({&dgate, &dup, &dh, &gate, &up}, device(), "geglu_backward");
     float_only(dh, "geglu_backward");
     ref::geglu_backward(dgate, dup, dh, gate, up);
+  }
+
+  void gelu_forward(const Tensor& h, const Tensor& x) override {
+    check_elementwise({&h, &x}, device(), "gelu_forward");
+    float_only(h, "gelu_forward");
+    ref::gelu_forward(h, x);
+  }
+  void gelu_backward(const Tensor& dx, const Tensor& dh, const Tensor& x) override {
+    check_elementwise({&dx, &dh, &x}, device(), "gelu_backward");
+    float_only(dh, "gelu_backward");
+    ref::gelu_backward(dx, dh, x);
   }
 
   void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& table,

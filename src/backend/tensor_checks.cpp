@@ -63,13 +63,16 @@ void check_attention(const AttentionDims& d, const Tensor& out, const Tensor& ls
                      Device device, const char* op) {
   if (d.B <= 0 || d.T <= 0 || d.D <= 0 || d.Hkv <= 0 || d.Hq % d.Hkv != 0 || d.window < 0)
     fail_op(op, "bad attention sizes");
-  const int64_t N = d.B * d.T;
+  if (d.cp < 1 || d.cp_rank < 0 || d.cp_rank >= d.cp || (d.cp > 1 && d.T % 2 != 0))
+    fail_op(op, "bad context-parallel sizes (cp " + std::to_string(d.cp) + ", rank " +
+                    std::to_string(d.cp_rank) + ", " + std::to_string(d.T) + " queries a row)");
+  const int64_t N = d.B * d.T, Nk = d.B * d.keys();
   check_numel(q, N * d.Hq * d.D, q.dtype, device, op);
   same_layout(out, q, op), check_device(out, device, op);
-  check_numel(k, N * d.Hkv * d.D, q.dtype, device, op);
-  check_numel(v, N * d.Hkv * d.D, q.dtype, device, op);
+  check_numel(k, Nk * d.Hkv * d.D, q.dtype, device, op);
+  check_numel(v, Nk * d.Hkv * d.D, q.dtype, device, op);
   check_numel(lse, N * d.Hq, DType::f32, device, op);
-  if (segments) check_numel(segments, N, DType::i32, device, op);
+  if (segments) check_numel(segments, Nk, DType::i32, device, op);
 }
 
 int64_t check_decode(const Tensor& out, const Tensor& q, const Tensor& k_cache,
@@ -93,6 +96,13 @@ void check_rmsnorm(const Tensor& out, const Tensor& rstd, const Tensor& x, const
   check_numel(w, x.cols, DType::f32, device, op);
   check_numel(rstd, x.rows, DType::f32, device, op);
   same_numel(out, x, op), check_device(out, device, op);
+}
+
+void check_layernorm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                     const Tensor& w, const Tensor& b, Device device, const char* op) {
+  check_rmsnorm(out, rstd, x, w, device, op);
+  check_numel(b, x.cols, DType::f32, device, op);
+  check_numel(mean, x.rows, DType::f32, device, op);
 }
 
 int64_t check_rope(const Tensor& x, const Tensor& cos, const Tensor& sin,

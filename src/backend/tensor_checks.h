@@ -33,6 +33,9 @@ int64_t check_decode(const Tensor& out, const Tensor& q, const Tensor& k_cache,
                      Device device);  // returns D
 void check_rmsnorm(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w,
                    Device device, const char* op);
+// LayerNorm: x f32 [N, C], w and b f32 of C elements, mean and rstd f32 [N], out like x.
+void check_layernorm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                     const Tensor& w, const Tensor& b, Device device, const char* op);
 int64_t check_rope(const Tensor& x, const Tensor& cos, const Tensor& sin,
                    const Tensor& positions, int64_t heads, Device device,
                    const char* op);  // returns D

@@ -1,6 +1,7 @@
 // meshtrain bench: this machine's bf16 GEMM throughput, then training throughput (tokens/s, MFU,
 // peak memory, per-op time, and the GEMMs at the step's own shapes) on the reference shape or a
-// preset cut to --layers blocks, full bf16 and LoRA (rank 8 or --lora-rank); under mpirun -n 2,
+// preset cut to --layers blocks, full and LoRA (rank 8 or --lora-rank), bf16 mixed or fp32
+// (--precision); under mpirun -n 2,
 // `--what p2p`, the point-to-point time between the two ranks. Figures are printed, never
 // asserted: machines are shared and noisy.
 #include <omp.h>
@@ -45,6 +46,7 @@ struct BenchOptions {
   std::string preset = "reference";  // model/presets.h
   int64_t layers = 0;                // 0: the preset's
   int64_t lora_rank = 8;
+  std::string precision = "bf16";    // of the training runs: bf16 (mixed) or fp32
   std::string json;                  // where to write the figures; empty: nowhere
   DeviceOption device;
 };
@@ -111,11 +113,14 @@ void bench_training(const BenchOptions& o, bool lora_on, double peak, Backend& b
   lora.enabled = lora_on;
   lora.rank = o.lora_rank;
   lora.alpha = 2.0f * float(o.lora_rank);
+  if (c.model_type == "gpt2") lora.targets = {"c_attn", "c_proj", "c_fc"};  // GPT-2's modules
+  const bool bf16 = o.precision == "bf16";
   memory_stats::reset_peak();
   memory_stats::reset_peak_rss();
   size_t rss_before = memory_stats::peak_rss_bytes();
 
-  auto model = std::make_unique<LlamaModel>(c, Precision::bf16, lora, /*own_storage=*/true, backend);
+  auto model = std::make_unique<LlamaModel>(c, bf16 ? Precision::bf16 : Precision::fp32, lora,
+                                            /*own_storage=*/true, backend);
   model->init_weights(1);
   model->set_activation_checkpointing(o.checkpointing);
   OptimConfig oc;
@@ -130,8 +135,11 @@ void bench_training(const BenchOptions& o, bool lora_on, double peak, Backend& b
   FlopCount flops = training_flops(c, lora, o.seq);
   const std::string shape =
       o.preset + " shape" + (o.layers > 0 ? " cut to " + std::to_string(o.layers) + " blocks" : std::string());
-  const std::string kind = lora_on ? "LoRA r" + std::to_string(o.lora_rank) + " on q,k,v,o,gate,up,down" : "full";
-  std::printf("\n== training, %s, bf16 mixed, %s%s: batch %ld x seq %ld\n", shape.c_str(), kind.c_str(),
+  std::string adapted;
+  for (const std::string& t : lora.targets) adapted += (adapted.empty() ? "" : ",") + t;
+  const std::string kind = lora_on ? "LoRA r" + std::to_string(o.lora_rank) + " on " + adapted : "full";
+  std::printf("\n== training, %s, %s, %s%s: batch %ld x seq %ld\n", shape.c_str(), bf16 ? "bf16 mixed" : "fp32",
+              kind.c_str(),
               o.checkpointing ? ", activation checkpointing" : "", long(o.batch), long(o.seq));
   std::printf("  parameters: %ld base (%ld in matmuls), %ld trainable\n", long(model->base().numel()),
               long(flops.matmul_params), long(model->trainable().trainable_numel()));
@@ -157,7 +165,7 @@ void bench_training(const BenchOptions& o, bool lora_on, double peak, Backend& b
   std::printf("  time per step by op:\n%s", profile::table(dt, o.steps).c_str());
   nlohmann::json gemms = bench_step_gemms(model->backend(), c, o.batch * o.seq, 0.5);
   figures[lora_on ? "lora" : "full"] = {
-      {"shape", shape}, {"kind", kind}, {"batch", o.batch}, {"seq", o.seq}, {"steps", o.steps},
+      {"shape", shape}, {"kind", kind}, {"precision", o.precision}, {"batch", o.batch}, {"seq", o.seq}, {"steps", o.steps},
       {"tokens_per_s", tps}, {"ms_per_step", 1e3 * dt / double(o.steps)},
       {"mfu", tps * flops.per_token / peak}, {"peak_gflops", peak / 1e9},
       {"peak_tensor_bytes", memory_stats::peak_bytes()}, {"gemms_at_step_shapes", gemms},
@@ -218,11 +226,13 @@ Action add_bench_command(CLI::App& app) {
   sub->add_option("--peak-gflops", o->peak_gflops, "MFU denominator in GFLOP/s; 0: the measured GEMM peak");
   sub->add_option("--p2p-bytes", o->p2p_bytes, "message sizes of --what p2p, in bytes")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--preset", o->preset, "model shape of the training runs (reference, or an 8B..405B preset)")
+  sub->add_option("--preset", o->preset, "model shape of the training runs (reference, an 8B..405B preset, or GPT-2's sizes)")
       ->check(CLI::IsMember(llama_preset_names()));
   sub->add_option("--layers", o->layers, "cut the shape to this many blocks (0: the preset's)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--lora-rank", o->lora_rank, "rank of the LoRA run's adapters")->check(CLI::PositiveNumber);
+  sub->add_option("--precision", o->precision, "of the training runs: bf16 (mixed) or fp32")
+      ->check(CLI::IsMember({"bf16", "fp32"}));
   sub->add_option("--json", o->json, "also write the figures to this JSON file (default: none)");
   o->device.add_to(sub, "cpu");
   return [o] {

@@ -139,10 +139,11 @@ Action add_export_command(CLI::App& app) {
     if (!o->gguf.empty()) {
       const GgufDtype dt = parse_gguf_dtype(o->gguf_dtype);
       const GgufModelWritten w = export_gguf_model(*model, o->gguf, vocab ? &*vocab : nullptr, dt);
-      wrote(o->gguf, std::string(" (GGUF model, ") + gguf_dtype_name(w.file_type) +
+      wrote(o->gguf, std::string(" (GGUF model, ") + w.architecture + ", " + gguf_dtype_name(w.file_type) +
                          (vocab ? ", tokenizer " + vocab->model + (vocab->pre.empty() ? "" : "/" + vocab->pre)
                                 : std::string(", no tokenizer")) +
                          ")");
+      if (!w.note.empty()) std::cout << "  note: " << w.note << "\n";
       if (w.file_type != dt)
         std::cout << "  no matrix could take " << o->gguf_dtype << " (rows not a multiple of 32 values): "
                   << "the file holds " << gguf_dtype_name(w.file_type) << " and is labelled so\n";

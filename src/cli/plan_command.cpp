@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "io/family_presets.h"
 #include "plan/report.h"
 
 namespace mt::cli {
@@ -23,6 +24,7 @@ struct PlanOptions {
   int64_t pp_virtual = 1;
   int64_t grad_accum = 0;  // > 0 with --search: micro-batches per step fixed, as train.grad_accum
   bool checkpointing = false, search = false, json = false, no_overlap = false, keep_checkpointing = false;
+  bool list_models = false;
 };
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -42,10 +44,12 @@ plan::PlanInput make_input(const PlanOptions& o) {
     in.lora.rank = o.lora_rank;
     in.lora.targets = split_commas(o.lora_targets);
     if (o.lora_rank <= 0) fail("--lora-rank must be > 0, got " + std::to_string(o.lora_rank));
-    static const std::vector<std::string> known = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"};
+    static const std::vector<std::string> known = {"q",    "k",  "v",       "o",      "gate",   "up",
+                                                   "down", "lm_head", "c_attn", "c_proj", "c_fc"};
     for (const auto& t : in.lora.targets)
       if (std::find(known.begin(), known.end(), t) == known.end())
-        fail("--lora-targets: unknown target '" + t + "' (expected some of q,k,v,o,gate,up,down,lm_head)");
+        fail("--lora-targets: unknown target '" + t +
+             "' (expected some of q,k,v,o,gate,up,down,lm_head, or GPT-2's c_attn,c_proj,c_fc)");
   } else if (o.mode != "full") {
     fail("--mode must be full or lora, got '" + o.mode + "'");
   }
@@ -80,7 +84,24 @@ void write_file(const std::string& path, const std::string& text) {
   if (!f || !(f << text)) fail(path + ": cannot write");
 }
 
+// Every preset --model takes, with the parameters plan counts for it (the tensors the model
+// declares) and, for the families, the figure their model card publishes.
+void list_models(std::ostream& os) {
+  for (const auto& name : plan::model_preset_names()) {
+    const plan::ModelShape m = plan::model_preset(name);
+    const int64_t n = plan::total_params(plan::model_parts(m, LoraConfig{}), m.layers(), false);
+    os << name << std::string(name.size() < 18 ? 18 - name.size() : 1, ' ') << n;
+    if (const FamilyPreset* p = find_family_preset(name))
+      os << "  (published " << p->published << ", " << p->source << ")";
+    os << "\n";
+  }
+}
+
 int run_plan(const PlanOptions& o) {
+  if (o.list_models) {
+    list_models(std::cout);
+    return 0;
+  }
   plan::PlanInput in = make_input(o);
   if (o.search) {
     const int64_t devices = o.devices > 0 ? o.devices : in.mesh.world();
@@ -108,7 +129,9 @@ Action add_plan_command(CLI::App& app) {
   auto o = std::make_shared<PlanOptions>();
   auto* sub = app.add_subcommand("plan", "Predict memory per device and time per step of a run, or search layouts");
   sub->add_option("--model", o->model,
-                  "llama3-8b|llama3-70b|llama3-405b|gpt-22b|gpt-175b|gpt-1t or a config.json");
+                  "a preset (llama3-8b, qwen3-8b, mistral-7b, gpt-175b, ...: --list-models), a config.json "
+                  "or a model directory");
+  sub->add_flag("--list-models", o->list_models, "print the presets --model takes, with their parameter counts");
   sub->add_option("--cluster", o->cluster, "mi300x-node|frontier|dgx-h100|dgx-h200|cpu or a .toml file");
   sub->add_option("--devices", o->devices,
                   "device count: must equal the mesh's product, required for --search; 0: the mesh's product");

@@ -20,7 +20,7 @@
 #include "parallel/pipeline.h"
 #include "parallel/shard_plan.h"
 #include "io/pretrained.h"
-#include "model/presets.h"
+#include "io/family_presets.h"
 #include "train/run_config.h"
 
 namespace mt::cli {
@@ -48,6 +48,27 @@ struct Inputs {
   parallel::StageSplit stages;  // no blocks when pp = 1
 };
 
+// A run config's [model] keys name the LLaMA shape alone: a family preset's parts (GPT-2's norm,
+// MLP and positions, biases, q/k norms, head_dim, windows, and Gemma 3's norm offset, post norms,
+// GeGLU, scales, local RoPE and rope_scaling type) are taken from the preset, over the shape --set
+// may have changed.
+LlamaConfig with_family_parts(LlamaConfig shape, const LlamaConfig& preset, const std::string& name) {
+  shape.model_type = preset.model_type;
+  shape.norm = preset.norm, shape.mlp = preset.mlp, shape.positions = preset.positions;
+  shape.qkv_bias = preset.qkv_bias, shape.o_bias = preset.o_bias, shape.mlp_bias = preset.mlp_bias;
+  shape.qk_norm = preset.qk_norm;
+  shape.head_dim_override = preset.head_dim_override;
+  shape.norm_weight_offset = preset.norm_weight_offset, shape.post_norms = preset.post_norms;
+  shape.geglu = preset.geglu, shape.scale_embeddings = preset.scale_embeddings;
+  shape.attention_scale = preset.attention_scale, shape.rope_local_theta = preset.rope_local_theta;
+  shape.rope_scaling.linear = preset.rope_scaling.linear;
+  if (shape.num_hidden_layers == preset.num_hidden_layers) shape.layer_window = preset.layer_window;
+  else if (!preset.layer_window.empty())
+    fail("shard: --preset " + name + " has a window per layer: model.num_hidden_layers cannot be changed");
+  shape.validate();
+  return shape;
+}
+
 // The model's architecture and LoRA setup, the mesh and the rules, from whichever source was given.
 Inputs resolve(const Options& o) {
   Inputs in;
@@ -58,12 +79,11 @@ Inputs resolve(const Options& o) {
     in.run = load_run_config(o.config, o.overrides);  // paths relative to the file, as for train
   } else {
     RunConfig base;
-    if (!o.preset.empty()) base.model = llama_preset(o.preset);
+    if (!o.preset.empty()) base.model = published_preset(o.preset);
     std::string text = o.model.empty() ? (o.preset.empty() ? default_run_config_toml() : to_toml(base))
                                        : "[model]\npath = " + nlohmann::json(o.model).dump() + "\n";
     in.run = parse_run_config(text, o.overrides, "<shard>");
-    // A family's parts have no [model] keys: the preset's, kept past the TOML round trip.
-    if (!o.preset.empty() && o.model.empty()) in.run.model = with_family_parts(in.run.model, llama_preset(o.preset));
+    if (!o.preset.empty()) in.run.model = with_family_parts(in.run.model, base.model, o.preset);
   }
   if (!in.run.model_path.empty()) in.run.model = pretrained_config(in.run.model_path);
 
@@ -127,12 +147,36 @@ const char* kAssumption =
     "element 4 B f32 master + 4 B f32 grad + 8 B f32 Adam m,v (18 B in all); a frozen LoRA base is "
     "bf16 only; activations, buffers and gather scratch are not counted";
 
+// "((pp*2 + dp)*1 + fsdp)*2 + tp": world rank from the coordinates, the axes of size 1 among them
+// (pp and cp only when split).
+std::string rank_formula(const parallel::MeshShape& m) {
+  std::string f = m.pp > 1 ? "((pp*" + std::to_string(m.dp) + " + dp)*" : "(dp*";
+  f += std::to_string(m.fsdp) + " + fsdp)";
+  if (m.cp > 1) f = "(" + f + "*" + std::to_string(m.cp) + " + cp)";
+  return f + "*" + std::to_string(m.tp) + " + tp";
+}
+
+// Under context parallelism: how each row is cut, which chunks a cp rank holds, and that the
+// weights are not split by cp.
+void print_context_parallel(const Inputs& in) {
+  const auto& m = in.mesh;
+  const int64_t seq = in.run.train.seq_len, chunks = 2 * m.cp;
+  std::cout << "context parallel (cp=" << m.cp << "): each sequence of train.seq_len " << seq << " tokens is cut into "
+            << chunks << " chunks";
+  if (seq % chunks == 0) std::cout << " of " << seq / chunks << " tokens";
+  else std::cout << " (refused by train: " << seq << " is not divisible by " << chunks << ")";
+  std::cout << "; cp rank r holds chunks r and " << chunks - 1 << "-r (" ;
+  for (int64_t r = 0; r < m.cp; ++r) std::cout << (r ? ", " : "") << "cp " << r << ": " << r << "," << chunks - 1 - r;
+  std::cout << "), " << (seq % chunks == 0 ? std::to_string(seq / m.cp) : "seq_len / cp")
+            << " tokens a rank with their true positions; attention all-gathers the keys and values of the "
+               "whole sequence over the cp group. The weights are not split by cp: every tensor below is "
+               "replicated over the cp ranks, and their gradients summed over them.\n\n";
+}
+
 void print_text(const Inputs& in, const std::vector<parallel::ShardedParam>& params, bool all) {
   const auto& m = in.mesh;
   const auto& c = in.run.model;
-  std::cout << "mesh " << m.str() << " (" << m.world() << " ranks; rank = "
-            << (m.pp > 1 ? "((pp*" + std::to_string(m.dp) + " + dp)*" : "(dp*") << m.fsdp << " + fsdp)*" << m.tp
-            << " + tp, tp fastest)\n";
+  std::cout << "mesh " << m.str() << " (" << m.world() << " ranks; rank = " << rank_formula(m) << ", tp fastest)\n";
   std::cout << "model: " << c.num_hidden_layers << " layers, hidden " << c.hidden_size
             << ", intermediate " << c.intermediate_size << ", heads " << c.num_attention_heads << "/"
             << c.num_key_value_heads << ", vocab " << c.vocab_size
@@ -153,6 +197,7 @@ void print_text(const Inputs& in, const std::vector<parallel::ShardedParam>& par
                    "stage 0's; only stage 0 writes it to checkpoints)\n";
     std::cout << "\n";
   }
+  if (m.cp > 1) print_context_parallel(in);
 
   // One entry per distinct (name with the layer index wildcarded, shape, spec, stages holding it):
   // a per-layer tensor is shown once per stage with its layer count unless --all.
@@ -190,9 +235,9 @@ void print_text(const Inputs& in, const std::vector<parallel::ShardedParam>& par
   std::cout << "\nbytes per rank (" << kAssumption << (m.pp > 1 ? "; a rank holds only its stage's tensors" : "")
             << ")\n";
   char line[256];
-  const std::string pp_col = m.pp > 1 ? "  pp" : "";
-  std::snprintf(line, sizeof line, "%-9s%s %4s %4s %4s %13s %13s %13s %13s %18s %11s\n", "rank", pp_col.c_str(),
-                "dp", "fsdp", "tp", "bf16 weights", "f32 master", "f32 grads", "f32 Adam m,v", "total bytes",
+  const std::string pp_col = m.pp > 1 ? "  pp" : "", cp_col = m.cp > 1 ? "   cp" : "";
+  std::snprintf(line, sizeof line, "%-9s%s %4s %4s%s %4s %13s %13s %13s %13s %18s %11s\n", "rank", pp_col.c_str(),
+                "dp", "fsdp", cp_col.c_str(), "tp", "bf16 weights", "f32 master", "f32 grads", "f32 Adam m,v", "total bytes",
                 "total");
   std::cout << line;
   // Ranks with identical rows are merged into a range once the table would pass 16 lines.
@@ -209,14 +254,20 @@ void print_text(const Inputs& in, const std::vector<parallel::ShardedParam>& par
     std::string dp = j > i ? "*" : std::to_string(cc[size_t(parallel::Axis::dp)]);
     std::string fs = j > i ? "*" : std::to_string(cc[size_t(parallel::Axis::fsdp)]);
     std::string tp = j > i ? "*" : std::to_string(cc[size_t(parallel::Axis::tp)]);
+    std::string cp;
+    if (m.cp > 1) {
+      char c[16];
+      std::snprintf(c, sizeof c, " %4s", j > i ? "*" : std::to_string(cc[size_t(parallel::Axis::cp)]).c_str());
+      cp = c;
+    }
     std::string pp;  // rows merge only within a stage, so its coordinate stays exact
     if (m.pp > 1) {
       char c[16];
       std::snprintf(c, sizeof c, " %3lld", (long long)cc[size_t(parallel::Axis::pp)]);
       pp = c;
     }
-    std::snprintf(line, sizeof line, "%-9s%s %4s %4s %4s %13s %13s %13s %13s %18lld %11s\n",
-                  who.c_str(), pp.c_str(), dp.c_str(), fs.c_str(), tp.c_str(), human(b.weights_bf16()).c_str(),
+    std::snprintf(line, sizeof line, "%-9s%s %4s %4s%s %4s %13s %13s %13s %13s %18lld %11s\n",
+                  who.c_str(), pp.c_str(), dp.c_str(), fs.c_str(), cp.c_str(), tp.c_str(), human(b.weights_bf16()).c_str(),
                   human(b.master_f32()).c_str(), human(b.grads_f32()).c_str(),
                   human(b.adam_f32()).c_str(), (long long)b.total(), human(b.total()).c_str());
     std::cout << line;
@@ -240,7 +291,17 @@ void print_json(const Inputs& in, const std::vector<parallel::ShardedParam>& par
   using nlohmann::json;
   const auto& m = in.mesh;
   json j;
-  j["mesh"] = {{"dp", m.dp}, {"fsdp", m.fsdp}, {"tp", m.tp}, {"pp", m.pp}};
+  j["mesh"] = {{"dp", m.dp}, {"fsdp", m.fsdp}, {"tp", m.tp}, {"pp", m.pp}, {"cp", m.cp}};
+  if (m.cp > 1) {
+    // What cp splits: the sequence (each cp rank's chunks of it), never a tensor.
+    const int64_t seq = in.run.train.seq_len, chunks = 2 * m.cp;
+    json shares = json::array();
+    for (int64_t r = 0; r < m.cp; ++r) shares.push_back({{"cp", r}, {"chunks", {r, chunks - 1 - r}}});
+    j["context_parallel"] = {{"seq_len", seq}, {"chunks", chunks},
+                             {"chunk_tokens", seq % chunks == 0 ? json(seq / chunks) : json(nullptr)},
+                             {"tokens_per_rank", seq % chunks == 0 ? json(seq / m.cp) : json(nullptr)},
+                             {"shares", shares}, {"weights", "replicated over cp"}};
+  }
   j["world"] = m.world();
   j["assumption"] = kAssumption;
   if (m.pp > 1) {
@@ -289,6 +350,7 @@ void print_json(const Inputs& in, const std::vector<parallel::ShardedParam>& par
                           {"coords", {{"pp", cc[size_t(parallel::Axis::pp)]},
                                       {"dp", cc[size_t(parallel::Axis::dp)]},
                                       {"fsdp", cc[size_t(parallel::Axis::fsdp)]},
+                                      {"cp", cc[size_t(parallel::Axis::cp)]},
                                       {"tp", cc[size_t(parallel::Axis::tp)]}}},
                           {"elements", b.elements},
                           {"trainable_elements", b.trainable_elements},
@@ -313,7 +375,7 @@ Action add_shard_command(CLI::App& app) {
   auto* mdl = sub->add_option("--model,-m", o->model,
                   "HF model directory or llama2.c .bin, only its config is read (default: none, the config's model)");
   auto* pre = sub->add_option("--preset", o->preset, "published architecture (default: none, the config's model)")
-                  ->check(CLI::IsMember(llama_preset_names()));
+                  ->check(CLI::IsMember(published_preset_names()));
   cfg->excludes(mdl)->excludes(pre);
   mdl->excludes(pre);
   sub->add_option("--set", o->overrides,

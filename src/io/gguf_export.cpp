@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/f16.h"
 #include "io/ggml_quants.h"
+#include "io/gguf_architectures.h"
 #include "io/gguf_tokenizer.h"
 #include "io/gguf_writer.h"
 #include "core/rope_frequencies.h"
@@ -24,63 +25,6 @@ void unpermute_rotary_rows(const float* src, float* dst, int64_t heads, int64_t 
       for (int64_t i = 0; i < half; ++i)
         std::memcpy(dst + (h * head_dim + 2 * i + s) * cols, src + (h * head_dim + s * half + i) * cols,
                     size_t(cols) * sizeof(float));
-}
-
-namespace {
-
-// HF name after "model.layers.N." -> llama.cpp's name after "blk.N.".
-const std::map<std::string, std::string>& per_layer_names() {
-  static const std::map<std::string, std::string> m = {
-      {"input_layernorm.weight", "attn_norm.weight"},
-      {"self_attn.q_proj.weight", "attn_q.weight"},
-      {"self_attn.k_proj.weight", "attn_k.weight"},
-      {"self_attn.v_proj.weight", "attn_v.weight"},
-      {"self_attn.o_proj.weight", "attn_output.weight"},
-      {"post_attention_layernorm.weight", "ffn_norm.weight"},
-      {"mlp.gate_proj.weight", "ffn_gate.weight"},
-      {"mlp.up_proj.weight", "ffn_up.weight"},
-      {"mlp.down_proj.weight", "ffn_down.weight"},
-  };
-  return m;
-}
-
-// "<prefix>N.<rest>" -> {N, rest} when N is a layer number.
-std::optional<std::pair<std::string, std::string>> split_layer(const std::string& name, const std::string& prefix) {
-  if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
-  const size_t dot = name.find('.', prefix.size());
-  if (dot == std::string::npos) return std::nullopt;
-  std::string layer = name.substr(prefix.size(), dot - prefix.size());
-  if (layer.empty() || layer.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
-  return std::make_pair(std::move(layer), name.substr(dot + 1));
-}
-
-}  // namespace
-
-std::string gguf_tensor_name(const std::string& hf) {
-  if (hf == kEmbedName) return "token_embd.weight";
-  if (hf == kFinalNormName) return "output_norm.weight";
-  if (hf == kHeadName) return "output.weight";
-  if (auto l = split_layer(hf, "model.layers.")) {
-    auto it = per_layer_names().find(l->second);
-    if (it != per_layer_names().end()) return "blk." + l->first + "." + it->second;
-  }
-  fail("gguf: no llama.cpp name for tensor '" + hf + "'");
-}
-
-std::optional<std::string> hf_name_of_gguf_tensor(const std::string& gguf) {
-  if (gguf == "token_embd.weight") return std::string(kEmbedName);
-  if (gguf == "output_norm.weight") return std::string(kFinalNormName);
-  if (gguf == "output.weight") return std::string(kHeadName);
-  if (auto l = split_layer(gguf, "blk."))
-    for (const auto& [hf, gg] : per_layer_names())
-      if (gg == l->second) return "model.layers." + l->first + "." + hf;
-  return std::nullopt;
-}
-
-int64_t gguf_rotary_heads(const std::string& hf_name, const LlamaConfig& c) {
-  if (hf_name.find("self_attn.q_proj.") != std::string::npos) return c.num_attention_heads;
-  if (hf_name.find("self_attn.k_proj.") != std::string::npos) return c.num_key_value_heads;
-  return 0;
 }
 
 namespace {
@@ -148,15 +92,6 @@ GgufTensorOut lazy_tensor(const ParamStore& store, const Param& p, std::string n
     encode(interleaved(values_of(store, p), heads, c), type, out);
   };
   return t;
-}
-
-// A model size as GGUF stores it. The config's own limits keep every size below 2^32 in practice,
-// but a size past them is the user's model, not a bug: say which field could not hold it.
-uint32_t u32_of(int64_t v, const char* what) {
-  if (v < 0 || v > int64_t(UINT32_MAX))
-    fail(std::string("GGUF export: the model's ") + what + " (" + std::to_string(v) +
-         ") does not fit GGUF's 32-bit field");
-  return uint32_t(v);
 }
 
 // llama.cpp applies llama3 rope scaling through per-frequency divisors of the angle
@@ -229,50 +164,26 @@ const char* gguf_dtype_name(GgufDtype d) {
   return "f32";
 }
 
-namespace {
-
-// GGUF export writes llama.cpp's "llama" architecture: a family whose block differs from it
-// (biases, q/k norms, a window llama.cpp's llama would not apply) is refused rather than written
-// as a model llama.cpp would compute differently. qwen2 / qwen3 architectures: not yet (issue 21).
-void require_llama_block(const LlamaConfig& c, const std::string& path) {
-  const char* part = c.qkv_bias || c.o_bias || c.mlp_bias ? "projection biases"
-                     : c.qk_norm                          ? "q/k norms"
-                     : !c.layer_window.empty()            ? "a sliding attention window"
-                                                          : nullptr;
-  if (part)
-    fail(path + ": GGUF export of a " + c.model_type + " model (" + part +
-         ") is not supported yet: meshtrain writes llama.cpp's llama architecture only");
-}
-
-}  // namespace
-
 GgufModelWritten export_gguf_model(LlamaModel& model, const std::string& path, const TokenizerInfo* tok,
                                    GgufDtype dtype) {
   const LlamaConfig& c = model.config();
-  require_llama_block(c, path);
+  const GgufArchitecture& arch = gguf_architecture_for(c, path);
   GgufModelWritten written;
+  written.architecture = arch.name;
+  written.note = gguf_window_note(arch, c);
   std::vector<GgmlType> types, matrix_types;
   for (const Param& p : model.base().params()) {
-    types.push_back(tensor_type(p, gguf_tensor_name(p.name), dtype, c.tie_word_embeddings));
+    types.push_back(tensor_type(p, gguf_tensor_name(arch, p.name), dtype, c.tie_word_embeddings));
     if (p.shape.size() > 1) matrix_types.push_back(types.back());
   }
   written.file_type = held_dtype(matrix_types, dtype);
 
   std::vector<GgufKV> kvs = {
-      {"general.architecture", GgufValue::str("llama")},
+      {"general.architecture", GgufValue::str(arch.name)},
       {"general.name", GgufValue::str(std::filesystem::path(path).stem().string())},
       {"general.file_type", GgufValue::u32(file_type(written.file_type))},
-      {"llama.context_length", GgufValue::u32(u32_of(c.max_position_embeddings, "context length"))},
-      {"llama.embedding_length", GgufValue::u32(u32_of(c.hidden_size, "hidden size"))},
-      {"llama.block_count", GgufValue::u32(u32_of(c.num_hidden_layers, "layers"))},
-      {"llama.feed_forward_length", GgufValue::u32(u32_of(c.intermediate_size, "intermediate size"))},
-      {"llama.rope.dimension_count", GgufValue::u32(u32_of(c.head_dim(), "head dim"))},
-      {"llama.attention.head_count", GgufValue::u32(u32_of(c.num_attention_heads, "heads"))},
-      {"llama.attention.head_count_kv", GgufValue::u32(u32_of(c.num_key_value_heads, "kv heads"))},
-      {"llama.attention.layer_norm_rms_epsilon", GgufValue::f32(c.rms_norm_eps)},
-      {"llama.rope.freq_base", GgufValue::f32(c.rope_theta)},
-      {"llama.vocab_size", GgufValue::u32(u32_of(c.vocab_size, "vocab size"))},
   };
+  for (GgufKV& kv : gguf_hparam_kvs(arch, c)) kvs.push_back(std::move(kv));
   // The ggml quantisation format version llama-quantize stamps on quantised files (2 since
   // ggml's Q4_0 / Q8_0 took their present block layouts): only where some matrix is quantised.
   if (std::any_of(matrix_types.begin(), matrix_types.end(),
@@ -288,10 +199,10 @@ GgufModelWritten export_gguf_model(LlamaModel& model, const std::string& path, c
   }
   size_t k = 0;
   for (const Param& p : model.base().params()) {
-    const std::string name = gguf_tensor_name(p.name);
+    const std::string name = gguf_tensor_name(arch, p.name);
     const GgmlType type = types[k++];
     if (type == GgmlType::f16 && dtype != GgufDtype::f16) written.kept_f16.push_back(name);
-    tensors.push_back(lazy_tensor(model.base(), p, name, type, gguf_rotary_heads(p.name, c), c));
+    tensors.push_back(lazy_tensor(model.base(), p, name, type, gguf_rotary_heads(arch, p.name, c), c));
   }
   write_gguf(path, kvs, tensors);
   return written;
@@ -300,7 +211,7 @@ GgufModelWritten export_gguf_model(LlamaModel& model, const std::string& path, c
 void export_gguf_lora(LlamaModel& model, const std::string& path, const std::string& base_name) {
   if (!model.has_lora()) fail(path + ": the model has no LoRA adapters to export");
   const LlamaConfig& c = model.config();
-  require_llama_block(c, path);
+  const GgufArchitecture& arch = gguf_architecture_for(c, path);
   if (c.tie_word_embeddings && lora_targets_head(model.lora_config()))
     fail(path + ": an lm_head adapter on a tied-embedding model has no output.weight in llama.cpp; "
          "merge the adapters and export the full model instead");
@@ -309,7 +220,7 @@ void export_gguf_lora(LlamaModel& model, const std::string& path, const std::str
   if (!(model.lora_config().alpha > 0.0f))
     fail(path + ": LoRA alpha must be > 0 for GGUF (llama.cpp reads alpha 0 as scale 1)");
   std::vector<GgufKV> kvs = {
-      {"general.architecture", GgufValue::str("llama")},
+      {"general.architecture", GgufValue::str(arch.name)},  // llama.cpp refuses an adapter of another
       {"general.type", GgufValue::str("adapter")},
       {"general.name", GgufValue::str(base_name)},
       {"adapter.type", GgufValue::str("lora")},
@@ -323,8 +234,8 @@ void export_gguf_lora(LlamaModel& model, const std::string& path, const std::str
     const std::string module = p.name.substr(0, p.name.rfind(is_a ? ".lora_A.weight" : ".lora_B.weight"));
     const std::string base = module + ".weight";
     // Only B's rows are the projection's output rows, so only B takes the rotary permutation.
-    const int64_t heads = is_a ? 0 : gguf_rotary_heads(base, c);
-    tensors.push_back(lazy_tensor(model.adapters(), p, gguf_tensor_name(base) + (is_a ? ".lora_a" : ".lora_b"),
+    const int64_t heads = is_a ? 0 : gguf_rotary_heads(arch, base, c);
+    tensors.push_back(lazy_tensor(model.adapters(), p, gguf_tensor_name(arch, base) + (is_a ? ".lora_a" : ".lora_b"),
                                   GgmlType::f32, heads, c));
   }
   write_gguf(path, kvs, tensors);

@@ -1,5 +1,6 @@
-// Export to GGUF, llama.cpp's file format: the full model (llama.cpp's LLaMA tensor names and
-// metadata) or a LoRA adapter (as llama.cpp's convert_lora_to_gguf.py writes it).
+// Export to GGUF, llama.cpp's file format: the full model (in the llama.cpp architecture of its
+// family, io/gguf_architectures.h: llama for LLaMA and Mistral, qwen2, qwen3) or a LoRA adapter
+// (as llama.cpp's convert_lora_to_gguf.py writes it).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "core/tokenizer_info.h"
+#include "io/gguf_architectures.h"
 #include "model/llama.h"
 
 namespace mt {
@@ -22,8 +24,10 @@ enum class GgufDtype { f32, f16, bf16, q8_0, q4_0 };
 GgufDtype parse_gguf_dtype(const std::string& name);
 
 // Writes the base weights (adapters are not merged; call merge_adapters first to include them).
-// q and k rows are permuted from the model's rotate-half layout to the interleaved layout
-// llama.cpp's LLaMA graph expects. general.name is the file name without its extension.
+// For the llama architecture q and k rows are permuted from the model's rotate-half layout to the
+// interleaved layout llama.cpp's LLaMA graph expects. general.name is the file name without its
+// extension. mt::Error naming `path`, before anything is written, for a model the family's
+// architecture cannot hold (gguf_architecture_for).
 // tok (optional) adds the tokenizer.ggml.* keys; its token count must equal vocab_size.
 // With llama3 rope scaling a rope_freqs.weight tensor carries the per-frequency factors.
 // general.file_type labels the file by what it holds: the type asked for when some matrix takes
@@ -32,25 +36,20 @@ GgufDtype parse_gguf_dtype(const std::string& name);
 struct GgufModelWritten {
   std::vector<std::string> kept_f16;  // GGUF names of the matrices kept at F16 instead of `dtype`
   GgufDtype file_type = GgufDtype::f32;
+  std::string architecture;  // general.architecture
+  std::string note;          // "" or one line on what llama.cpp computes otherwise (gguf_window_note)
 };
 GgufModelWritten export_gguf_model(LlamaModel& model, const std::string& path, const TokenizerInfo* tok,
                                    GgufDtype dtype);
 // The name parse_gguf_dtype reads ("q4_0").
 const char* gguf_dtype_name(GgufDtype d);
 
-// Writes the model's adapters (F32) as a GGUF LoRA adapter: <base tensor>.lora_a / .lora_b, the
-// lora_b rows of q and k permuted like the base rows, alpha in adapter.lora.alpha. base_name goes
-// to general.name. Throws mt::Error when the model has no adapters, when alpha <= 0, or when
-// lm_head is adapted in a tied-embedding model (llama.cpp has no output.weight to attach it to).
+// Writes the model's adapters (F32) as a GGUF LoRA adapter of the model's architecture:
+// <base tensor>.lora_a / .lora_b, the lora_b rows of q and k permuted like the base rows, alpha in
+// adapter.lora.alpha. base_name goes to general.name. Throws mt::Error when the model has no
+// adapters, when alpha <= 0, when lm_head is adapted in a tied-embedding model (llama.cpp has no
+// output.weight to attach it to), or when the architecture cannot hold the model.
 void export_gguf_lora(LlamaModel& model, const std::string& path, const std::string& base_name);
-
-// llama.cpp's tensor name for an HF-named base tensor ("model.layers.0.self_attn.q_proj.weight"
-// -> "blk.0.attn_q.weight"); throws mt::Error for a name it does not know.
-std::string gguf_tensor_name(const std::string& hf_name);
-// The inverse: the HF name of a llama.cpp LLaMA tensor name, nullopt for one it does not know.
-std::optional<std::string> hf_name_of_gguf_tensor(const std::string& gguf_name);
-// Heads whose rows the q / k permutation reorders in an HF-named projection, 0 for the others.
-int64_t gguf_rotary_heads(const std::string& hf_name, const LlamaConfig& c);
 
 // The inverse of permute_rotary_rows (llama2c.h): HF row (head, half, i) goes to interleaved row
 // (head, i, half). rows = heads * head_dim, each row cols wide.

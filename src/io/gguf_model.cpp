@@ -1,7 +1,7 @@
 #include "io/gguf_model.h"
 
 #include "core/error.h"
-#include "io/gguf_export.h"
+#include "io/gguf_architectures.h"
 #include "io/llama2c.h"
 #include "io/weight_shapes.h"
 
@@ -9,38 +9,49 @@ namespace mt {
 
 namespace {
 
-int64_t size_key(const GgufFile& g, const std::string& key) { return int64_t(g.get_u32(key)); }
+const GgufArchitecture& architecture_of(const GgufFile& g) {
+  const std::string& name = g.get_str("general.architecture");
+  const GgufArchitecture* a = find_gguf_architecture(name);
+  if (!a) {
+    std::string known;
+    for (const auto& k : gguf_architectures()) known += (known.empty() ? "" : ", ") + std::string(k.name);
+    fail(g.label + ": general.architecture is '" + name + "'; meshtrain reads " + known);
+  }
+  return *a;
+}
+
+// Whether the file holds the layer-0 tensor of HF name `hf` (a part of the block: a bias, a norm).
+bool holds(const GgufFile& g, const GgufArchitecture& a, const std::string& hf) {
+  const auto name = gguf_name_of(a, "model.layers.0." + hf);
+  return name && g.find_tensor(*name);
+}
 
 }  // namespace
 
 LlamaConfig gguf_model_config(const GgufFile& g) {
-  if (g.get_str("general.architecture") != "llama")
-    fail(g.label + ": general.architecture is '" + g.get_str("general.architecture") + "'; only llama is read");
+  const GgufArchitecture& arch = architecture_of(g);
   if (g.find_tensor("rope_freqs.weight"))
     fail(g.label + ": rope_freqs.weight (llama3 rope scaling) cannot be read back: the file keeps the "
          "factors, not the scaling's parameters");
   LlamaConfig c;
-  c.hidden_size = size_key(g, "llama.embedding_length");
-  c.intermediate_size = size_key(g, "llama.feed_forward_length");
-  c.num_hidden_layers = size_key(g, "llama.block_count");
-  c.num_attention_heads = size_key(g, "llama.attention.head_count");
-  c.num_key_value_heads =
-      g.find("llama.attention.head_count_kv") ? size_key(g, "llama.attention.head_count_kv") : c.num_attention_heads;
-  c.max_position_embeddings = size_key(g, "llama.context_length");
-  c.rms_norm_eps = g.get_f32("llama.attention.layer_norm_rms_epsilon");
-  c.rope_theta = g.find("llama.rope.freq_base") ? g.get_f32("llama.rope.freq_base") : 10000.0f;
-  const GgufTensorInfo& embed = g.tensor("token_embd.weight");
-  c.vocab_size = g.find("llama.vocab_size") ? size_key(g, "llama.vocab_size") : int64_t(embed.ne.back());
+  c.model_type = arch.model_type;
+  read_gguf_hparams(arch, g, c);
+  // The block's parts are the tensors the file holds (llama.cpp loads them where present).
+  c.qkv_bias = holds(g, arch, "self_attn.q_proj.bias");
+  c.o_bias = holds(g, arch, "self_attn.o_proj.bias");
+  c.mlp_bias = holds(g, arch, "mlp.down_proj.bias");
+  c.qk_norm = holds(g, arch, "self_attn.q_norm.weight");
+  // An HF llama config cannot name a head_dim of its own; Mistral's can, with the same block.
+  if (c.model_type == std::string("llama") && c.head_dim_override > 0) c.model_type = "mistral";
   c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
   c.validate();
-  if (g.find("llama.rope.dimension_count") && size_key(g, "llama.rope.dimension_count") != c.head_dim())
-    fail(g.label + ": llama.rope.dimension_count is not the head dim (partial rotary is not supported)");
 
   HeldTensors held;
   for (const auto& t : g.tensors)
-    if (auto hf = hf_name_of_gguf_tensor(t.name)) held.names.push_back(*hf);
-  held.shape = [&g](const std::string& hf) -> std::optional<std::vector<int64_t>> {
-    const GgufTensorInfo* t = g.find_tensor(gguf_tensor_name(hf));
+    if (auto hf = hf_name_of_gguf_tensor(arch, t.name)) held.names.push_back(*hf);
+  held.shape = [&g, &arch](const std::string& hf) -> std::optional<std::vector<int64_t>> {
+    const auto name = gguf_name_of(arch, hf);
+    const GgufTensorInfo* t = name ? g.find_tensor(*name) : nullptr;
     if (!t) return std::nullopt;
     return t->shape();
   };
@@ -51,9 +62,10 @@ LlamaConfig gguf_model_config(const GgufFile& g) {
 
 void load_gguf_weights(const GgufFile& g, LlamaModel& model) {
   const LlamaConfig& c = model.config();
+  const GgufArchitecture& arch = architecture_of(g);
   for (auto& p : model.base().params()) {
-    std::vector<float> v = g.tensor_f32(gguf_tensor_name(p.name));
-    if (const int64_t heads = gguf_rotary_heads(p.name, c)) {  // interleaved -> rotate-half rows
+    std::vector<float> v = g.tensor_f32(gguf_tensor_name(arch, p.name));
+    if (const int64_t heads = gguf_rotary_heads(arch, p.name, c)) {  // interleaved -> rotate-half rows
       std::vector<float> hf(v.size());
       permute_rotary_rows(v.data(), hf.data(), heads, c.head_dim(), p.shape.back());
       v.swap(hf);

@@ -8,6 +8,7 @@
 #include "core/bounded_json.h"
 #include "core/clipped.h"
 #include "core/error.h"
+#include "io/gpt2_config.h"
 #include "io/hf_gemma3.h"
 #include "io/hf_json_keys.h"
 
@@ -31,6 +32,7 @@ constexpr Family kFamilies[] = {{"llama", "LlamaForCausalLM"},
                                 {"mistral", "MistralForCausalLM"},
                                 {"qwen2", "Qwen2ForCausalLM"},
                                 {"qwen3", "Qwen3ForCausalLM"},
+                                {"gpt2", "GPT2LMHeadModel"},
                                 {kGemma3ModelType, "Gemma3ForCausalLM"}};
 
 std::string family_list() {
@@ -132,6 +134,7 @@ LlamaConfig parse_hf_config(const std::string& text, const std::string& src) {
   if (!j.is_object()) fail(src + ": expected a JSON object");
   const std::string family = family_of(j, src);
   refuse_unimplemented(j, family, src);
+  if (family == "gpt2") return parse_gpt2_config(j, src);  // its own keys (io/gpt2_config.h)
   LlamaConfig c;
   c.model_type = family;
   read_key(j, "hidden_size", c.hidden_size, src, true);
@@ -244,6 +247,26 @@ void write_family_keys(nlohmann::ordered_json& j, const LlamaConfig& c) {
 
 }  // namespace
 
+namespace {
+
+// The keys every family's config.json ends with: the weights' dtype and the special token ids.
+std::string finish_hf_config(nlohmann::ordered_json& j, const std::string& torch_dtype,
+                             const SpecialTokenIds& tokens) {
+  j["torch_dtype"] = torch_dtype;
+  // transformers 4.56 and later write "dtype" for the same thing; a kept one must not disagree.
+  if (j.contains("dtype")) j["dtype"] = torch_dtype;
+  // Absent ids would be read as LlamaConfig's defaults (1 and 2), wrong for most tokenizers; null
+  // says "none".
+  if (tokens.known) {
+    auto id = [](int32_t v) { return v >= 0 ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
+    if (!j.contains("bos_token_id")) j["bos_token_id"] = id(tokens.bos);
+    if (!j.contains("eos_token_id")) j["eos_token_id"] = id(tokens.eos);
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+
 std::string hf_config_json(const LlamaConfig& c, const std::string& torch_dtype,
                            const std::string& source_json, const SpecialTokenIds& tokens) {
   // The source's keys first, in its order; the keys below replace theirs in place.
@@ -257,6 +280,10 @@ std::string hf_config_json(const LlamaConfig& c, const std::string& torch_dtype,
     if (c.model_type == f.model_type) architecture = f.architecture;
   if (!j.contains("architectures")) j["architectures"] = {architecture};
   j["model_type"] = c.model_type;
+  if (c.model_type == "gpt2") {
+    write_gpt2_config_keys(j, c);
+    return finish_hf_config(j, torch_dtype, tokens);
+  }
   j["hidden_size"] = c.hidden_size;
   j["intermediate_size"] = c.intermediate_size;
   j["num_hidden_layers"] = c.num_hidden_layers;
@@ -278,17 +305,7 @@ std::string hf_config_json(const LlamaConfig& c, const std::string& torch_dtype,
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   if (c.model_type != kGemma3ModelType) j["hidden_act"] = "silu";  // Gemma's: hidden_activation
   write_family_keys(j, c);
-  j["torch_dtype"] = torch_dtype;
-  // transformers 4.56 and later write "dtype" for the same thing; a kept one must not disagree.
-  if (j.contains("dtype")) j["dtype"] = torch_dtype;
-  // Absent ids would be read as LlamaConfig's defaults (1 and 2), wrong for most tokenizers; null
-  // says "none".
-  if (tokens.known) {
-    auto id = [](int32_t v) { return v >= 0 ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
-    if (!j.contains("bos_token_id")) j["bos_token_id"] = id(tokens.bos);
-    if (!j.contains("eos_token_id")) j["eos_token_id"] = id(tokens.eos);
-  }
-  return j.dump(2) + "\n";
+  return finish_hf_config(j, torch_dtype, tokens);
 }
 
 }  // namespace mt

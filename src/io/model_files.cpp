@@ -8,6 +8,7 @@
 #include "core/atomic_file.h"
 #include "core/bounded_json.h"
 #include "core/error.h"
+#include "io/gpt2_layout.h"
 #include "io/hf_generation_config.h"
 #include "io/safetensors_write.h"
 
@@ -24,12 +25,11 @@ std::string origin_file(const ModelOrigin& origin, const char* name) {
   return read_json_text(path.string(), JsonKind::hf_config);
 }
 
-}  // namespace
-
-std::vector<std::string> save_base_model(const LlamaConfig& config, Precision precision,
-                                         const std::vector<ExportTensor>& tensors,
-                                         const FetchValues& fetch, const std::string& dir,
-                                         const ModelOrigin& origin) {
+// The files of save_base_model, the tensors written under the names given.
+std::vector<std::string> write_model_files(const LlamaConfig& config, Precision precision,
+                                           const std::vector<ExportTensor>& tensors,
+                                           const FetchValues& fetch, const std::string& dir,
+                                           const ModelOrigin& origin) {
   const bool bf = precision == Precision::bf16;  // written in the run's precision
   std::vector<TensorOut> specs;
   for (const auto& t : tensors) {
@@ -56,6 +56,22 @@ std::vector<std::string> save_base_model(const LlamaConfig& config, Precision pr
   write_file_atomically(config_path, [&](std::ostream& os) { os << config_json; });
   write_file_atomically(generation_path, [&](std::ostream& os) { os << generation_json; });
   return {config_path, generation_path, weights};
+}
+
+}  // namespace
+
+std::vector<std::string> save_base_model(const LlamaConfig& config, Precision precision,
+                                         const std::vector<ExportTensor>& tensors,
+                                         const FetchValues& fetch, const std::string& dir,
+                                         const ModelOrigin& origin) {
+  if (config.model_type != "gpt2") return write_model_files(config, precision, tensors, fetch, dir, origin);
+  // GPT-2 is written in its own HF layout (io/gpt2_layout.h): c_attn fused from q, k and v,
+  // Conv1D weights transposed, GPT2LMHeadModel's names.
+  std::vector<ExportTensor> hf;
+  for (const Gpt2HfTensor& t : gpt2_hf_tensors(config)) hf.push_back({t.name, t.shape});
+  return write_model_files(config, precision, hf, [&](const std::string& name) {
+    return gpt2_hf_values(name, config, fetch);
+  }, dir, origin);
 }
 
 std::vector<std::string> save_base_model(LlamaModel& model, const std::string& dir,

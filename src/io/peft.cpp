@@ -5,12 +5,14 @@
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
+#include "io/gpt2_layout.h"
 #include "io/safetensors_write.h"
 
 namespace mt {
 
 std::string peft_module_name(const std::string& target) {
-  return target == "lm_head" ? target : target + "_proj";
+  const bool whole_name = target == "lm_head" || target == "c_attn" || target == "c_proj" || target == "c_fc";
+  return whole_name ? target : target + "_proj";
 }
 
 std::string peft_adapter_config_json(const LoraConfig& lora, const std::string& base_model) {
@@ -25,7 +27,8 @@ std::string peft_adapter_config_json(const LoraConfig& lora, const std::string& 
   j["lora_dropout"] = 0.0;
   j["target_modules"] = modules;
   j["bias"] = "none";
-  j["fan_in_fan_out"] = false;
+  // GPT-2's modules are Conv1D, whose weight PEFT reads transposed ([in, out]) when it merges.
+  j["fan_in_fan_out"] = gpt2_lora_targets(lora.targets);
   j["inference_mode"] = true;
   j["init_lora_weights"] = true;
   j["use_rslora"] = lora.rank_stabilized;
@@ -34,9 +37,36 @@ std::string peft_adapter_config_json(const LoraConfig& lora, const std::string& 
   return j.dump(2) + "\n";
 }
 
-std::vector<std::string> save_peft_adapter(const LoraConfig& lora, const std::vector<ExportTensor>& adapters,
-                                           const FetchValues& fetch, const std::string& dir,
+namespace {
+
+// GPT-2's adapter under PEFT's module names (io/gpt2_layout.h): c_attn's lora_B stacked from q, k
+// and v's rows.
+void as_gpt2_peft(std::vector<ExportTensor>& adapters, FetchValues& fetch) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> ours;
+  for (const auto& a : adapters) ours.push_back({a.name, a.shape});
+  const std::vector<Gpt2AdapterTensor> peft = gpt2_peft_tensors(ours);
+  adapters.clear();
+  for (const auto& t : peft) adapters.push_back({t.name, t.shape});
+  fetch = [peft, ours_fetch = fetch](const std::string& name) {
+    std::vector<float> v;
+    for (const auto& t : peft)
+      if (t.name == name)
+        for (const std::string& part : t.parts) {
+          const std::vector<float> rows = ours_fetch(part);
+          v.insert(v.end(), rows.begin(), rows.end());
+        }
+    return v;
+  };
+}
+
+}  // namespace
+
+std::vector<std::string> save_peft_adapter(const LoraConfig& lora, const std::vector<ExportTensor>& ours,
+                                           const FetchValues& ours_fetch, const std::string& dir,
                                            const std::string& base_model) {
+  std::vector<ExportTensor> adapters = ours;
+  FetchValues fetch = ours_fetch;
+  if (gpt2_lora_targets(lora.targets)) as_gpt2_peft(adapters, fetch);
   std::vector<TensorOut> specs;
   for (const auto& a : adapters) {
     int64_t n = 1;

@@ -98,9 +98,10 @@ LoraConfig parse_peft_config(const std::string& text, const std::string& source)
   for (const json& m : modules->is_string() ? json::array({*modules}) : *modules) {
     if (!m.is_string()) fail(source + ": \"target_modules\" must hold module names (strings)");
     std::string name = m.get<std::string>();
-    if (name.size() > 5 && name.ends_with("_proj")) name.resize(name.size() - 5);
-    if (name != "q" && name != "k" && name != "v" && name != "o" && name != "gate" && name != "up" &&
-        name != "down" && name != "lm_head")
+    const bool gpt2_module = name == "c_attn" || name == "c_proj" || name == "c_fc";  // kept whole
+    if (!gpt2_module && name.size() > 5 && name.ends_with("_proj")) name.resize(name.size() - 5);
+    if (!gpt2_module && name != "q" && name != "k" && name != "v" && name != "o" && name != "gate" &&
+        name != "up" && name != "down" && name != "lm_head")
       fail(source + ": unsupported target module " + quoted(m));
     if (std::find(lora.targets.begin(), lora.targets.end(), name) != lora.targets.end())
       fail(source + ": target module '" + name + "' is listed twice");

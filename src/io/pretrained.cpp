@@ -8,10 +8,12 @@
 #include "core/regular_file.h"
 #include "core/shape_string.h"
 #include "io/gguf_model.h"
+#include "io/gpt2_layout.h"
 #include "io/hf_config.h"
 #include "io/llama2c.h"
 #include "io/safetensors_index.h"
 #include "io/weight_shapes.h"
+#include "model/param_shapes.h"
 
 namespace mt {
 
@@ -41,6 +43,22 @@ void load_store(const SafetensorsCheckpoint& ckpt, ParamStore& store, const std:
     tmp.resize(size_t(p.numel));
     ckpt.read_f32(name, tmp.data());
     store.set_values(p, tmp.data());
+  }
+}
+
+// GPT-2's base tensors from its HF layout (io/gpt2_layout.h): c_attn split into q, k and v,
+// Conv1D weights transposed.
+void load_gpt2_store(const SafetensorsCheckpoint& ckpt, ParamStore& store, const LlamaConfig& c) {
+  const std::string prefix = gpt2_prefix(ckpt.names());
+  auto read_hf = [&](const std::string& hf_name) {
+    const std::string name = prefix + hf_name;
+    std::vector<float> v(size_t(ckpt.info(name).numel));
+    ckpt.read_f32(name, v.data());
+    return v;
+  };
+  for (auto& p : store.params()) {
+    const std::vector<float> v = read_gpt2_tensor(gpt2_part(p.name, p.shape, c), read_hf);
+    store.set_values(p, v.data());
   }
 }
 
@@ -100,7 +118,8 @@ LlamaConfig checked_pretrained_config(const std::string& path) {
   // A llama2.c header was checked against the file's size, a GGUF's tensors against its metadata.
   if (is_llama2c_file(path) || is_gguf_file(path)) return config;
   const SafetensorsCheckpoint ckpt(path);
-  check_held_shapes(config, LoraConfig{}, /*adapters=*/false, held_tensors(ckpt), "", path);
+  if (config.model_type == "gpt2") check_gpt2_held_shapes(config, held_tensors(ckpt), path);
+  else check_held_shapes(config, LoraConfig{}, /*adapters=*/false, held_tensors(ckpt), "", path);
   return config;
 }
 
@@ -119,21 +138,62 @@ std::unique_ptr<LlamaModel> load_pretrained(const std::string& path, Precision p
     load_llama2c_weights(path, *model);
   } else {
     SafetensorsCheckpoint ckpt(path);
-    load_store(ckpt, model->base(), "", path);
+    if (model->config().model_type == "gpt2") load_gpt2_store(ckpt, model->base(), model->config());
+    else load_store(ckpt, model->base(), "", path);
   }
   return model;
 }
 
+namespace {
+
+// GPT-2's adapter tensors (PEFT's module names, c_attn's lora_B stacked from q, k and v) for the
+// adapters of `config` and `lora`.
+std::vector<Gpt2AdapterTensor> gpt2_peft_of(const LlamaConfig& config, const LoraConfig& lora) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> ours;
+  for (const ParamShape& p : llama_param_shapes(config, lora))
+    if (p.adapter) ours.push_back({p.name, p.shape});
+  return gpt2_peft_tensors(ours);
+}
+
+}  // namespace
+
 void check_peft_adapter(const std::string& dir, const LlamaConfig& config, const LoraConfig& lora) {
   const std::string path = adapter_weights_path(dir);
   const SafetensorsCheckpoint ckpt(path);
-  check_held_shapes(config, lora, /*adapters=*/true, held_tensors(ckpt), "base_model.model.", path);
+  if (!gpt2_lora_targets(lora.targets)) {
+    check_held_shapes(config, lora, /*adapters=*/true, held_tensors(ckpt), "base_model.model.", path);
+    return;
+  }
+  check_lora_targets(config, lora);
+  for (const Gpt2AdapterTensor& t : gpt2_peft_of(config, lora)) {
+    const std::string name = "base_model.model." + t.name;
+    if (!ckpt.contains(name)) fail(path + ": missing tensor '" + name + "'");
+    if (ckpt.info(name).shape != t.shape)
+      fail(path + ": tensor '" + name + "' has shape " + shape_string(ckpt.info(name).shape) +
+           ", the config gives " + shape_string(t.shape));
+  }
 }
 
 void load_peft_adapter(const std::string& dir, LlamaModel& model) {
   const std::string path = adapter_weights_path(dir);
   SafetensorsCheckpoint ckpt(path);
-  load_store(ckpt, model.adapters(), "base_model.model.", path);
+  if (!gpt2_lora_targets(model.lora_config().targets)) {
+    load_store(ckpt, model.adapters(), "base_model.model.", path);
+    return;
+  }
+  check_peft_adapter(dir, model.config(), model.lora_config());
+  std::vector<float> stacked;
+  for (const Gpt2AdapterTensor& t : gpt2_peft_of(model.config(), model.lora_config())) {
+    const std::string name = "base_model.model." + t.name;
+    stacked.resize(size_t(ckpt.info(name).numel));
+    ckpt.read_f32(name, stacked.data());
+    size_t at = 0;
+    for (const std::string& part : t.parts) {  // q, k and v's rows of c_attn's lora_B, in order
+      Param& p = model.adapters().get(part);
+      model.adapters().set_values(p, stacked.data() + at);
+      at += size_t(p.numel);
+    }
+  }
 }
 
 }  // namespace mt

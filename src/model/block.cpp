@@ -24,6 +24,8 @@ std::pair<int64_t, int64_t> proj_dims(Proj p, const LlamaConfig& c) {
   }
 }
 
+bool proj_exists(Proj p, const LlamaConfig& c) { return !(p == kGate && c.gelu_mlp()); }
+
 bool proj_has_bias(Proj p, const LlamaConfig& c) {
   switch (p) {
     case kQ: case kK: case kV: return c.qkv_bias;
@@ -56,10 +58,10 @@ class LoraDropouts {
 BlockActivationSizes block_activation_sizes(const LlamaConfig& c, int64_t lora_rank,
                                             const std::array<bool, kNumProj>& lora_on) {
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), I = c.intermediate_size;
-  int64_t t = 2 * C + 2 * qd + 2 * kv + 3 * I;  // n1 q k v att n2 gate up h
+  int64_t t = 2 * C + 2 * qd + 2 * kv + (c.gelu_mlp() ? 2 : 3) * I;  // n1 q k v att n2 (gate) up h
   for (int p = 0; p < kNumProj; ++p)
-    if (lora_on[p]) t += lora_rank;
-  int64_t f = 2 + c.num_attention_heads + C;  // rstd1 rstd2 lse x2
+    if (lora_on[p] && proj_exists(Proj(p), c)) t += lora_rank;
+  int64_t f = 2 * norm_saved_per_token(c) + c.num_attention_heads + C;  // rstd1 rstd2 (mean1 mean2) lse x2
   if (c.qk_norm) f += qd + kv + c.num_attention_heads + c.num_key_value_heads;  // q_raw k_raw rstd_q rstd_k
   if (c.post_norms) f += 2 * C + 2;  // attn_raw mlp_raw rstd_post_attn rstd_post_mlp
   return {t, f};
@@ -72,9 +74,12 @@ BlockActivations carve_block_activations(ArenaCursor& t, ArenaCursor& f, int64_t
   BlockActivations a;
   a.n1 = t.take(N, C), a.q = t.take(N, qd), a.k = t.take(N, kv), a.v = t.take(N, kv);
   a.att = t.take(N, qd), a.n2 = t.take(N, C);
-  a.gate = t.take(N, I), a.up = t.take(N, I), a.h = t.take(N, I);
-  for (int p = 0; p < kNumProj; ++p) a.lora_u[p] = lora_on[p] ? t.take(N, lora_rank) : Tensor{};
+  if (!c.gelu_mlp()) a.gate = t.take(N, I);
+  a.up = t.take(N, I), a.h = t.take(N, I);
+  for (int p = 0; p < kNumProj; ++p)
+    a.lora_u[p] = lora_on[p] && proj_exists(Proj(p), c) ? t.take(N, lora_rank) : Tensor{};
   a.rstd1 = f.take(N, 1), a.rstd2 = f.take(N, 1), a.lse = f.take(N, c.num_attention_heads);
+  if (c.layer_norm()) a.mean1 = f.take(N, 1), a.mean2 = f.take(N, 1);
   a.x2 = f.take(N, C);
   if (c.qk_norm) {
     a.q_raw = f.take(N, qd), a.k_raw = f.take(N, kv);
@@ -157,19 +162,20 @@ void head_norm_backward(Backend& be, ModelParallel& par, const Tensor& dx, const
 // Gemma's norm on a sublayer's output (compute dtype, whole on every rank: after the row-parallel
 // sum), in place: widened into `raw` (f32, saved) and normalised back into out.
 void post_norm_forward(Backend& be, const Tensor& out, const Tensor& raw, const Tensor& rstd,
-                       const Tensor& w, const LlamaConfig& c) {
+                       const NormWeights& w, const LlamaConfig& c) {
+  MT_CHECK(!c.layer_norm(), "post norms are RMSNorms (Gemma 3): no LayerNorm mean is saved");
   be.convert(raw, out);
-  be.rmsnorm_forward(out, rstd, raw, w, c.rms_norm_eps, c.norm_weight_offset);
+  norm_forward(be, c, out, Tensor{}, rstd, raw, w);
 }
 
 // d_out (compute dtype) = the gradient of the output before the norm, from dy (f32, the gradient
 // of the normalised output). The weight's gradient is every rank's own: its input is whole.
 void post_norm_backward(Backend& be, const Tensor& d_out, const Tensor& dy, const Tensor& raw,
-                        const Tensor& rstd, const Tensor& w, const Tensor& dw, const LlamaConfig& c,
+                        const Tensor& rstd, const NormWeights& w, const LlamaConfig& c,
                         const BlockScratch& s) {
   const Tensor draw = rows_of(s.dpost_raw, dy.rows, dy.cols);
-  be.fill(draw, 0.0f);  // rmsnorm_backward accumulates
-  be.rmsnorm_backward(draw, dw, dy, raw, w, rstd, c.norm_weight_offset);
+  be.fill(draw, 0.0f);  // norm_backward accumulates
+  norm_backward(be, c, draw, dy, raw, w, Tensor{}, rstd);
   be.convert(d_out, draw);
 }
 
@@ -222,7 +228,7 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
 
   {
     MT_PROFILE("rmsnorm forward");
-    be.rmsnorm_forward(a.n1, a.rstd1, x, w.norm1, c.rms_norm_eps, c.norm_weight_offset);
+    norm_forward(be, c, a.n1, a.mean1, a.rstd1, x, w.norm1);
   }
   if (w.qkv) {
     MT_PROFILE("gemm fwd qkv");
@@ -246,9 +252,9 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
     head_norm_forward(be, a.q, a.q_raw, a.rstd_q, w.q_norm, Hq, D, c);
     head_norm_forward(be, a.k, a.k_raw, a.rstd_k, w.k_norm, Hkv, D, c);
   }
-  const Tensor& rope_cos = w.local_rope ? in.rope_local_cos : in.rope_cos;
-  const Tensor& rope_sin = w.local_rope ? in.rope_local_sin : in.rope_sin;
-  {
+  if (!c.learned_positions()) {
+    const Tensor& rope_cos = w.local_rope ? in.rope_local_cos : in.rope_cos;
+    const Tensor& rope_sin = w.local_rope ? in.rope_local_sin : in.rope_sin;
     MT_PROFILE("rope forward");
     be.rope_forward(a.q, rope_cos, rope_sin, in.positions, Hq);
     be.rope_forward(a.k, rope_cos, rope_sin, in.positions, Hkv);
@@ -265,8 +271,9 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
                         c.attention_scale);
   } else {
     MT_PROFILE("attention forward");
-    be.attention_forward(a.att, a.lse, a.q, a.k, a.v, in.segments,
-                         AttentionDims{in.B, in.T, Hq, Hkv, D, w.window, c.attention_scale});
+    const AttentionDims dims{in.B, in.T, Hq, Hkv, D, w.window, 1, 0, c.attention_scale};
+    if (in.context) in.context->attention_forward(a.att, a.lse, a.q, a.k, a.v, in.segments, dims);
+    else be.attention_forward(a.att, a.lse, a.q, a.k, a.v, in.segments, dims);
   }
   const Tensor delta = rows_of(s.t0, N, C);
   row_parallel(kO, delta, a.att);
@@ -274,14 +281,20 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
     MT_PROFILE("residual/norm forward");
     if (c.post_norms) post_norm_forward(be, delta, a.attn_raw, a.rstd_post_attn, w.post_attn_norm, c);
     be.residual_add(a.x2, x, delta);
-    be.rmsnorm_forward(a.n2, a.rstd2, a.x2, w.norm2, c.rms_norm_eps, c.norm_weight_offset);
+    norm_forward(be, c, a.n2, a.mean2, a.rstd2, a.x2, w.norm2);
   }
-  proj(kGate, a.gate, a.n2);
-  proj(kUp, a.up, a.n2);
-  if (c.geglu) {
+  if (c.gelu_mlp()) {
+    proj(kUp, a.up, a.n2);
+    MT_PROFILE("gelu forward");
+    be.gelu_forward(a.h, a.up);
+  } else if (c.geglu) {
+    proj(kGate, a.gate, a.n2);
+    proj(kUp, a.up, a.n2);
     MT_PROFILE("geglu forward");
     be.geglu_forward(a.h, a.gate, a.up);
   } else {
+    proj(kGate, a.gate, a.n2);
+    proj(kUp, a.up, a.n2);
     MT_PROFILE("swiglu forward");
     be.swiglu_forward(a.h, a.gate, a.up);
   }
@@ -312,27 +325,35 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   // MLP half: dy is dL/dy, which is also the residual path's share of dL/dx2.
   {
     MT_PROFILE("residual/norm backward");
-    if (c.post_norms) post_norm_backward(be, dy_c, dy, a.mlp_raw, a.rstd_post_mlp, w.post_mlp_norm, w.dpost_mlp_norm, c, s);
+    if (c.post_norms) post_norm_backward(be, dy_c, dy, a.mlp_raw, a.rstd_post_mlp, w.post_mlp_norm, c, s);
     else be.convert(dy_c, dy);
   }
   const Tensor dh = rows_of(s.t0, N, I);
   proj_back(kDown, dh, false, dy_c, a.h);
   const Tensor dgate = rows_of(s.t1, N, I), dup = rows_of(s.t2, N, I);
-  if (c.geglu) {
-    MT_PROFILE("geglu backward");
-    be.geglu_backward(dgate, dup, dh, a.gate, a.up);
+  const Tensor dn2 = rows_of(s.t0, N, C);  // written once dh has been read
+  if (c.gelu_mlp()) {
+    {
+      MT_PROFILE("gelu backward");
+      be.gelu_backward(dup, dh, a.up);
+    }
+    proj_back(kUp, dn2, false, dup, a.n2);
   } else {
-    MT_PROFILE("swiglu backward");
-    be.swiglu_backward(dgate, dup, dh, a.gate, a.up);
+    if (c.geglu) {
+      MT_PROFILE("geglu backward");
+      be.geglu_backward(dgate, dup, dh, a.gate, a.up);
+    } else {
+      MT_PROFILE("swiglu backward");
+      be.swiglu_backward(dgate, dup, dh, a.gate, a.up);
+    }
+    proj_back(kGate, dn2, false, dgate, a.n2);
+    proj_back(kUp, dn2, true, dup, a.n2);
   }
-  const Tensor dn2 = rows_of(s.t0, N, C);
-  proj_back(kGate, dn2, false, dgate, a.n2);
-  proj_back(kUp, dn2, true, dup, a.n2);
   par.reduce_sum(dn2);  // column-parallel: each rank's dn2 is a partial sum
   {
     MT_PROFILE("residual/norm backward");
-    be.rmsnorm_backward(dy, w.dnorm2, dn2, a.x2, w.norm2, a.rstd2, c.norm_weight_offset);  // dy = dL/dx2
-    if (c.post_norms) post_norm_backward(be, dy_c, dy, a.attn_raw, a.rstd_post_attn, w.post_attn_norm, w.dpost_attn_norm, c, s);
+    norm_backward(be, c, dy, dn2, a.x2, w.norm2, a.mean2, a.rstd2);  // dy = dL/dx2
+    if (c.post_norms) post_norm_backward(be, dy_c, dy, a.attn_raw, a.rstd_post_attn, w.post_attn_norm, c, s);
     else be.convert(dy_c, dy);
   }
 
@@ -342,10 +363,13 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   const Tensor dq = rows_of(s.t1, N, qd), dk = rows_of(s.t4, N, kv), dv = rows_of(s.t5, N, kv);
   {
     MT_PROFILE("attention backward");
-    be.attention_backward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, in.segments,
-                          AttentionDims{in.B, in.T, Hq, Hkv, D, w.window, c.attention_scale});
+    const AttentionDims dims{in.B, in.T, Hq, Hkv, D, w.window, 1, 0, c.attention_scale};
+    if (in.context)
+      in.context->attention_backward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, in.segments, dims);
+    else
+      be.attention_backward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, in.segments, dims);
   }
-  {
+  if (!c.learned_positions()) {
     MT_PROFILE("rope backward");
     const Tensor& rope_cos = w.local_rope ? in.rope_local_cos : in.rope_cos;
     const Tensor& rope_sin = w.local_rope ? in.rope_local_sin : in.rope_sin;
@@ -379,7 +403,7 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   }
   par.reduce_sum(dn1);  // column-parallel: dn1 likewise
   MT_PROFILE("residual/norm backward");
-  be.rmsnorm_backward(dy, w.dnorm1, dn1, x, w.norm1, a.rstd1, c.norm_weight_offset);  // dy = dL/dx
+  norm_backward(be, c, dy, dn1, x, w.norm1, a.mean1, a.rstd1);  // dy = dL/dx
 }
 
 }  // namespace mt

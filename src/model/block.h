@@ -2,10 +2,14 @@
 //   x2 = x + o_proj(attention(rope(qn(q_proj(n1))), rope(kn(k_proj(n1))), v_proj(n1))),  n1 = norm1(x)
 //   y  = x2 + down_proj(silu(gate_proj(n2)) * up_proj(n2)),                              n2 = norm2(x2)
 // The config chooses the family's parts: biases on the projections (Qwen2), per-head RMSNorms
-// qn / kn of q and k (Qwen3; identity otherwise), a sliding attention window per layer (Mistral).
-// Gemma 3 adds: every norm scaling by (1 + w), a norm on the attention's and on the MLP's output
-// before each residual add (o_proj(...) and down_proj(...) above go through them), GeGLU in place
-// of SwiGLU (gelu_tanh(gate) * up), its attention scale, and local RoPE tables on windowed layers.
+// qn / kn of q and k (Qwen3; identity otherwise), a sliding attention window per layer (Mistral),
+// and GPT-2's: LayerNorms with a bias for norm1 / norm2 (model/norm.h), no RoPE (its positions
+// are learned and added before the first block), and the MLP y = x2 + down_proj(gelu(up_proj(n2)))
+// with no gate_proj (HF c_fc is up_proj, c_proj is down_proj).
+// Gemma 3 adds: every norm scaling by (1 + w) (LlamaConfig::norm_weight_offset, applied by
+// model/norm.h), a norm on the attention's and on the MLP's output before each residual add
+// (o_proj(...) and down_proj(...) above go through them), GeGLU in place of SwiGLU
+// (gelu_tanh(gate) * up), its attention scale, and local RoPE tables on windowed layers.
 // The residual stream (x, x2, y) and its gradient are f32; everything feeding a GEMM is of the
 // compute dtype (f32, or bf16 in mixed precision). The ops run on whichever backend is passed in.
 #pragma once
@@ -15,8 +19,10 @@
 
 #include "backend/backend.h"
 #include "model/config.h"
+#include "model/context_attention.h"
 #include "model/linear.h"
 #include "model/model_parallel.h"
+#include "model/norm.h"
 
 namespace mt {
 
@@ -26,9 +32,11 @@ const char* proj_name(Proj p);  // "q", "k", ..., as LoRA targets are named
 std::pair<int64_t, int64_t> proj_dims(Proj p, const LlamaConfig& c);
 // Whether the family gives projection p a bias (LlamaConfig::qkv_bias, o_bias, mlp_bias).
 bool proj_has_bias(Proj p, const LlamaConfig& c);
+// Whether the family's block has projection p at all (a GeLU MLP has no gate_proj).
+bool proj_exists(Proj p, const LlamaConfig& c);
 
 struct BlockWeights {
-  Tensor norm1, dnorm1, norm2, dnorm2;  // f32 [1, C]; gradients empty when frozen
+  NormWeights norm1, norm2;  // f32 [1, C] (a LayerNorm's bias too); gradients empty when frozen
   std::array<LinearWeights, kNumProj> proj;
   // When q, k and v are adjacent in memory they form one [q_dim + 2kv, C] matrix: one GEMM instead
   // of three (the k and v products alone are narrow and run well below the GEMM peak).
@@ -36,8 +44,8 @@ struct BlockWeights {
   Tensor q_norm, dq_norm, k_norm, dk_norm;  // f32 [1, D] (LlamaConfig::qk_norm), else empty
   int64_t window = 0;  // this layer's attention window (LlamaConfig::attention_window)
   // Gemma's post_attention_layernorm and post_feedforward_layernorm (LlamaConfig::post_norms):
-  // f32 [1, C], else empty; gradients empty when frozen.
-  Tensor post_attn_norm, dpost_attn_norm, post_mlp_norm, dpost_mlp_norm;
+  // f32 [1, C], else empty; gradients empty when frozen. Norms of the family's kind (model/norm.h).
+  NormWeights post_attn_norm, post_mlp_norm;
   bool local_rope = false;  // rotates with BlockInput's local tables (LlamaConfig::local_rope)
 };
 
@@ -57,7 +65,7 @@ struct BlockActivations {
   Tensor x2;     // [C]   f32, residual after attention
   Tensor n2;     // [C]
   Tensor rstd2;  // [1]   f32
-  Tensor gate;   // [I]
+  Tensor gate;   // [I]   (SwiGLU MLP only, else empty)
   Tensor up;     // [I]
   Tensor h;      // [I]
   std::array<Tensor, kNumProj> lora_u;  // [r] each, empty where no adapter
@@ -72,6 +80,9 @@ struct BlockActivations {
   Tensor mlp_raw;        // [C]
   Tensor rstd_post_attn; // [1]
   Tensor rstd_post_mlp;  // [1]
+  // With LayerNorms only (else empty), f32: each norm's row mean.
+  Tensor mean1;  // [1]
+  Tensor mean2;  // [1]
 };
 
 // Hands out consecutive [rows, cols] views of one flat tensor (an arena).
@@ -145,6 +156,9 @@ struct BlockInput {
   // The tables of the layers with local RoPE (BlockWeights::local_rope; Gemma's sliding layers),
   // like rope_cos / rope_sin; empty when no layer has them.
   Tensor rope_local_cos = {}, rope_local_sin = {};
+  // Context parallelism: attention over the whole rows of which this input holds a share; null:
+  // the rows are whole (the backend's attention).
+  ContextAttention* context = nullptr;
 };
 
 // The factor the embedding lookup is multiplied by: sqrt(hidden_size) rounded to the compute

@@ -29,6 +29,16 @@ void refuse_past(double bytes, const char* key, int64_t value, const char* what)
 
 }  // namespace
 
+void use_gpt2_block(LlamaConfig& c) {
+  c.model_type = "gpt2";
+  c.norm = LlamaConfig::Norm::layer;
+  c.mlp = LlamaConfig::Mlp::gelu;
+  c.positions = LlamaConfig::Positions::learned;
+  c.qkv_bias = c.o_bias = c.mlp_bias = true;
+  c.num_key_value_heads = c.num_attention_heads;
+  c.tie_word_embeddings = true;
+}
+
 void LlamaConfig::validate() const {
   auto positive = [](int64_t v, const char* key) {
     if (v <= 0) fail(std::string("model.") + key + " must be > 0, got " + std::to_string(v));
@@ -79,6 +89,10 @@ void LlamaConfig::validate() const {
     if (w < 0) fail("model sliding_window must be >= 0, got " + std::to_string(w));
   if (!(rms_norm_eps > 0.0f)) fail("model.rms_norm_eps must be > 0");
   if (!std::isfinite(norm_weight_offset)) fail("model norm weight offset must be finite");
+  // Gemma 3's parts are RMSNorm / gated-MLP choices: not combined with GPT-2's LayerNorm or GeLU MLP.
+  if (layer_norm() && (post_norms || norm_weight_offset != 0.0f))
+    fail("model post norms and a norm weight offset are RMSNorm's (Gemma 3), not LayerNorm's");
+  if (gelu_mlp() && geglu) fail("model geglu is a gated MLP: not with the GeLU MLP (GPT-2's)");
   if (!(attention_scale >= 0.0f) || !std::isfinite(attention_scale))
     fail("model attention scale (query_pre_attn_scalar^-1/2) must be finite and >= 0");
   if (!(rope_local_theta >= 0.0f) || !std::isfinite(rope_local_theta))

@@ -39,6 +39,17 @@ struct LlamaConfig {
   // i sees key j only when i - w < j <= i. Empty: no layer has one; else one entry per layer,
   // 0 for full attention.
   std::vector<int64_t> layer_window;
+  // GPT-2's parts (all three chosen together by its loader; each read where it applies):
+  // the norms (input, post-attention, final) are LayerNorms with a bias, eps rms_norm_eps (HF
+  // layer_norm_epsilon); the MLP is up -> GeLU (tanh) -> down with no gate (HF c_fc, c_proj);
+  // positions come from a learned table of max_position_embeddings rows (HF wpe, n_positions)
+  // added to the token embedding, and no RoPE is applied.
+  enum class Norm { rms, layer };
+  enum class Mlp { swiglu, gelu };
+  enum class Positions { rope, learned };
+  Norm norm = Norm::rms;
+  Mlp mlp = Mlp::swiglu;
+  Positions positions = Positions::rope;
 
   // ---- Gemma 3's parts (docs/model-families.md, "Gemma 3"); all off for the other families.
   // Every RMSNorm (the layers', q/k norms, the final norm) scales by (norm_weight_offset + w):
@@ -62,6 +73,9 @@ struct LlamaConfig {
   int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden_size / num_attention_heads; }
   int64_t q_dim() const { return head_dim() * num_attention_heads; }  // query / attention width
   int64_t kv_dim() const { return head_dim() * num_key_value_heads; }
+  bool layer_norm() const { return norm == Norm::layer; }
+  bool gelu_mlp() const { return mlp == Mlp::gelu; }
+  bool learned_positions() const { return positions == Positions::learned; }
   int64_t attention_window(int64_t layer) const {
     return layer_window.empty() ? 0 : layer_window[size_t(layer)];
   }
@@ -73,5 +87,10 @@ struct LlamaConfig {
   // window list of another length than the layers, a negative window).
   void validate() const;
 };
+
+// GPT-2's block (model_type "gpt2"): LayerNorms with biases, the GeLU MLP, learned positions,
+// biases on every projection, one KV head per head, the head tied to the embedding. The loader
+// (io/gpt2_config.h) and the presets (model/presets.h) describe GPT-2 through this one place.
+void use_gpt2_block(LlamaConfig& c);
 
 }  // namespace mt

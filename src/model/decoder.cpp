@@ -33,7 +33,7 @@ class DecoderImpl : public Decoder::Impl {
     std::vector<float> cos(size_t(len * D / 2)), sin(size_t(len * D / 2));
     const bool local = c_.rope_local_theta > 0.0f;  // a second pair of tables (Gemma)
     const auto sizes = block_activation_sizes(c_, rank, lora_on);
-    f32_.resize(be_, DType::f32, (local ? 2 : 1) * len * D + 2 * L * len * kv + 2 * C + 1 + V +
+    f32_.resize(be_, DType::f32, (local ? 2 : 1) * len * D + 2 * L * len * kv + 3 * C + 2 + V +
                                      sizes.f_elems + block_scratch_f32_elems(c_, 1));
     ArenaCursor f(f32_.tensor());
     rope_cos_ = f.take(len, D / 2), rope_sin_ = f.take(len, D / 2);
@@ -47,6 +47,7 @@ class DecoderImpl : public Decoder::Impl {
     embed_scale_ = embedding_scale(c_, m.compute_dtype());
     for (int64_t l = 0; l < L; ++l) caches_.push_back({f.take(len, kv), f.take(len, kv), 0});
     x_ = f.take(1, C), y_ = f.take(1, C), rstd_ = f.take(1, 1), logits_f32_ = f.take(1, V);
+    pos_row_ = f.take(1, C), mean_ = c_.layer_norm() ? f.take(1, 1) : Tensor{};
     be_.copy_from_host(rope_cos_, cos.data());
     be_.copy_from_host(rope_sin_, sin.data());
 
@@ -74,13 +75,17 @@ class DecoderImpl : public Decoder::Impl {
     in.rope_local_cos = rope_local_cos_, in.rope_local_sin = rope_local_sin_;
     be_.embedding_forward(x_, token_, w_.embed, 0);
     if (embed_scale_ != 1.0f) be_.scale(x_, embed_scale_);
+    if (c_.learned_positions()) {
+      be_.embedding_forward(pos_row_, position_, w_.positions, 0);
+      be_.residual_add(x_, x_, pos_row_);
+    }
     for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
       caches_[size_t(l)].position = pos;
       block_forward(be_, y_, x_, acts_, w_.blocks[size_t(l)], in, c_, scratch_view_,
                     &caches_[size_t(l)]);
       std::swap(x_, y_);
     }
-    be_.rmsnorm_forward(nf_, rstd_, x_, w_.final_norm, c_.rms_norm_eps, c_.norm_weight_offset);
+    norm_forward(be_, c_, nf_, mean_, rstd_, x_, w_.final_norm);
     linear_layer_forward(be_, logits_, head_u_, nf_, w_.head);
     be_.convert(logits_f32_, logits_);
     be_.copy_to_host(host_logits_.data(), logits_f32_);
@@ -96,6 +101,7 @@ class DecoderImpl : public Decoder::Impl {
   Tensor rope_cos_, rope_sin_, x_, y_, rstd_, logits_f32_, nf_, logits_, head_u_, token_, position_;
   Tensor rope_local_cos_, rope_local_sin_;  // LlamaConfig::rope_local_theta > 0 only
   float embed_scale_ = 1.0f;
+  Tensor pos_row_, mean_;  // a learned position's row; the final LayerNorm's mean
   std::vector<KvCache> caches_;
   BlockActivations acts_;
   BlockScratch scratch_view_;

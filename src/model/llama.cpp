@@ -20,7 +20,7 @@ std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_strin
 int param_unit(const std::string& name, const LlamaConfig& config) {
   const std::string layers = "model.layers.";
   if (name.rfind(layers, 0) == 0) return std::stoi(name.substr(layers.size())) + 1;
-  if (name == kEmbedName) return 0;
+  if (name == kEmbedName || name == kPositionEmbedName) return 0;
   if (name.rfind("lm_head.", 0) == 0 && config.tie_word_embeddings) return 0;
   return int(config.num_hidden_layers) + 1;
 }
@@ -42,10 +42,23 @@ std::string head_norm_name(int64_t layer, Proj p) {
 std::array<bool, kNumProj> lora_targets_mask(const LoraConfig& lora) {
   std::array<bool, kNumProj> on{};
   if (!lora.enabled) return on;
-  for (const auto& t : lora.targets)
+  for (const auto& t : lora.targets) {
     for (int p = 0; p < kNumProj; ++p)
       if (t == proj_name(Proj(p))) on[p] = true;
+    if (t == "c_attn") on[kQ] = on[kK] = on[kV] = true;
+    if (t == "c_proj") on[kO] = on[kDown] = true;
+    if (t == "c_fc") on[kUp] = true;
+  }
   return on;
+}
+
+bool lora_fuses_qkv(const LoraConfig& lora) {
+  return lora.enabled && std::find(lora.targets.begin(), lora.targets.end(), "c_attn") != lora.targets.end();
+}
+
+std::string lora_a_name(int64_t layer, Proj p, const LoraConfig& lora) {
+  if (p <= kV && lora_fuses_qkv(lora)) return layer_prefix(layer) + "self_attn.c_attn.lora_A.weight";
+  return proj_param_name(layer, p) + ".lora_A.weight";
 }
 
 bool lora_targets_head(const LoraConfig& lora) {
@@ -66,6 +79,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Precision precision, const Lor
   ParamPlan matrix{/*master=*/!bf || !frozen, /*compute=*/bf, /*grad=*/!frozen, /*decay=*/true};
   ParamPlan norm{true, false, !frozen, false};
   ParamPlan embed{true, bf && config.tie_word_embeddings, !frozen, true};
+  ParamPlan positions{true, false, !frozen, true};  // read by a lookup only: no compute copy
   ParamPlan adapter{true, bf, true, true};
   ParamPlan nf4_base{false, false, false, true, /*quant=*/true};
   // One list of names and shapes serves the model, the shard planner and the memory planner.
@@ -73,6 +87,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Precision precision, const Lor
     if (p.adapter) adapters_.add(p.name, p.shape, adapter);
     else if (p.shape.size() == 1) base_.add(p.name, p.shape, norm);
     else if (p.name == kEmbedName) base_.add(p.name, p.shape, embed);
+    else if (p.name == kPositionEmbedName) base_.add(p.name, p.shape, positions);
     // QLoRA quantises the blocks' projections; the embedding and the head stay as they are.
     else if (lora.quantized_base() && quantized_in_qlora(p)) base_.add(p.name, p.shape, nf4_base);
     else base_.add(p.name, p.shape, matrix);
@@ -120,10 +135,10 @@ void LlamaModel::merge_adapters() {
   MT_CHECK(owns_storage(), "merge_adapters on a model whose parameters live in a parallel layer");
   Backend& be = backend_;
   const float scale = lora_.scale();
-  auto merge = [&](const std::string& base_name, const std::string& prefix) {
+  auto merge = [&](const std::string& base_name, const std::string& prefix, const std::string& a_name) {
     Param& W = base_.get(base_name);
     if (W.quant) fail("merge: " + base_name + " is NF4; merge into a bf16 base after round_trip_nf4()");
-    const Param& A = adapters_.get(prefix + ".lora_A.weight");
+    const Param& A = adapters_.get(a_name);
     Param& B = adapters_.get(prefix + ".lora_B.weight");
     const int64_t out = W.shape[0], in = W.shape[1];
     DeviceBuffer delta(be, DType::f32, out * in), widened;
@@ -142,9 +157,10 @@ void LlamaModel::merge_adapters() {
   auto on = lora_targets_mask(lora_);
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l)
     for (int p = 0; p < kNumProj; ++p)
-      if (on[p]) merge(proj_param_name(l, Proj(p)) + ".weight", proj_param_name(l, Proj(p)));
+      if (on[p] && proj_exists(Proj(p), config_))
+        merge(proj_param_name(l, Proj(p)) + ".weight", proj_param_name(l, Proj(p)), lora_a_name(l, Proj(p), lora_));
   if (lora_targets_head(lora_))
-    merge(config_.tie_word_embeddings ? kEmbedName : kHeadName, "lm_head");
+    merge(config_.tie_word_embeddings ? kEmbedName : kHeadName, "lm_head", "lm_head.lora_A.weight");
   adapters_.sync_compute();
 }
 
@@ -269,6 +285,7 @@ class LlamaModel::Runner {
   std::vector<Tensor> xs_;
   Tensor dx_, y_tmp_;       // its gradient; the recompute target (under checkpointing only)
   Tensor nf_, rstdf_, losses_;  // final norm output, its rstd, per-token losses (holds_head_ only)
+  Tensor meanf_;                // the final LayerNorm's row means (holds_head_ and LayerNorm only)
   Tensor tokens_, targets_, positions_, segments_;
   std::vector<int32_t> default_pos_;
 };
@@ -298,10 +315,11 @@ void LlamaModel::Runner::plan(int64_t B, int64_t seq) {
   auto sizes = block_activation_sizes(c_, lora_rank_, lora_on_);
 
   t_arena_.resize(be_, ct_, stored_blocks * N * sizes.t_elems + head * N * C);
-  // residuals (blocks + 1), dx, y_tmp (checkpointing), rstd_f and losses (head)
+  // residuals (blocks + 1), dx, y_tmp (checkpointing), the final norm's rstd (and mean) and
+  // losses (head)
   f_arena_.resize(be_, DType::f32,
-                  stored_blocks * N * sizes.f_elems + (blocks_ + 2 + recompute) * N * C + head * 2 * N +
-                      block_scratch_f32_elems(c_, N));
+                  stored_blocks * N * sizes.f_elems + (blocks_ + 2 + recompute) * N * C +
+                      head * (1 + norm_saved_per_token(c_)) * N + block_scratch_f32_elems(c_, N));
   ArenaCursor tc(t_arena_.tensor()), fc(f_arena_.tensor());
   acts_.clear();
   for (int64_t l = 0; l < stored_blocks; ++l)
@@ -311,6 +329,7 @@ void LlamaModel::Runner::plan(int64_t B, int64_t seq) {
   dx_ = fc.take(N, C);
   y_tmp_ = ckpt ? fc.take(N, C) : Tensor{};
   if (holds_head_) nf_ = tc.take(N, C), rstdf_ = fc.take(N, 1), losses_ = fc.take(N, 1);
+  meanf_ = holds_head_ && c_.layer_norm() ? fc.take(N, 1) : Tensor{};
 
   const bool dropout = lora_dropout_ > 0.0f;
   scratch_.resize(be_, ct_, block_scratch_elems(c_, N, lora_rank_, dropout));
@@ -428,12 +447,14 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
   BlockInput bi{in.B, in.T, positions_, in.segments ? segments_ : Tensor{}, rope_cos_,
                 rope_sin_, &hooks_};
   bi.rope_local_cos = rope_local_cos_, bi.rope_local_sin = rope_local_sin_;
+  bi.context = m_.context_attention();
   // LoRA dropout: each block's masks, drawn for the forward and drawn again for its backward.
   std::array<DropoutMask, kNumProj> masks{};
   auto with_dropout = [&](int64_t l) -> const BlockInput& {
     if (!dropout_on(in)) return bi;
     for (int p = 0; p < kNumProj; ++p)
       masks[size_t(p)] = dropout_mask(in, l * kNumProj + p, proj_param_name(l, Proj(p)) + ".weight", 0);
+    if (lora_fuses_qkv(m_.lora_config())) masks[kK] = masks[kV] = masks[kQ];  // one adapter, one input
     bi.lora_dropout = &masks;
     return bi;
   };
@@ -451,6 +472,11 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
     }
     hooks_.reduce_sum(x(0));  // vocabulary-parallel: each token's row is on one rank
     if (embed_scale_ != 1.0f) be_.scale(x(0), embed_scale_);
+    if (c_.learned_positions()) {  // + the position's row, whole on every rank (dx_ is free here)
+      MT_PROFILE("embedding");
+      be_.embedding_forward(dx_, positions_, w_.positions, 0);
+      be_.residual_add(x(0), x(0), dx_);
+    }
     done(0, false);
   } else {
     be_.copy(x(lb), span->x_in);
@@ -472,7 +498,7 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
     // own backward at the end.
     use(head_unit, backward);
     if (tied) use(0, backward);
-    be_.rmsnorm_forward(nf_, rstdf_, x(L), w_.final_norm, c_.rms_norm_eps, c_.norm_weight_offset);
+    norm_forward(be_, c_, nf_, meanf_, rstdf_, x(L), w_.final_norm);
 
     for (int64_t n0 = 0; n0 < N; n0 += chunk_) {
       LossSum ls = head_chunk(n0, std::min(chunk_, N - n0), in, backward, grad_scale, logits);
@@ -485,8 +511,8 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
     }
 
     be_.fill(dx_, 0.0f);
-    be_.rmsnorm_backward(dx_, w_.dfinal_norm, rows_of(scratch_view_.t3, N, C), x(L),
-                         w_.final_norm, rstdf_, c_.norm_weight_offset);
+    norm_backward(be_, c_, dx_, rows_of(scratch_view_.t3, N, C), x(L), w_.final_norm, meanf_,
+                  rstdf_);
     done(head_unit, true);
   }
   for (int64_t l = le - 1; l >= lb; --l) {
@@ -506,6 +532,7 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
   use(0, true, /*weights=*/tied);  // a lookup's gradient reads no weights (tied: held anyway)
   {
     MT_PROFILE("embedding");
+    if (w_.dpositions) be_.embedding_backward(w_.dpositions, positions_, dx_, 0);  // unscaled
     if (embed_scale_ != 1.0f && w_.dembed) be_.scale(dx_, embed_scale_);
     if (w_.dembed) be_.embedding_backward(w_.dembed, tokens_, dx_, v0);
   }

@@ -97,6 +97,10 @@ class LlamaModel {
   // null (the default) for a model whole on one device. Must be set before the first forward.
   void set_parallel(ModelParallel* parallel) { parallel_ = parallel; }
   ModelParallel* parallel() const { return parallel_; }
+  // Context parallelism: each input row is this rank's share of a longer sequence, and attention
+  // goes through `context` (null, the default: rows are whole). Set before the first forward.
+  void set_context_attention(ContextAttention* context) { context_ = context; }
+  ContextAttention* context_attention() const { return context_; }
   bool owns_storage() const { return base_.has_buffers(); }
   // The only units this model will run, each range through run_units (a pipeline stage's chunks,
   // told by the pipeline): the activation arena is then planned for the largest range's blocks,
@@ -146,6 +150,7 @@ class LlamaModel {
   bool checkpointing_ = false;
   bool fuse_qkv_ = true;
   ModelParallel* parallel_ = nullptr;
+  ContextAttention* context_ = nullptr;
   std::vector<UnitRange> units_;  // empty: the whole model
   std::unique_ptr<Runner> runner_;
 };
@@ -153,6 +158,9 @@ class LlamaModel {
 // HF-style names, shared by the model, loaders and exporters.
 inline constexpr const char* kEmbedName = "model.embed_tokens.weight";
 inline constexpr const char* kFinalNormName = "model.norm.weight";
+inline constexpr const char* kFinalNormPrefix = "model.norm";  // + ".weight" / ".bias"
+// Learned absolute positions (GPT-2's wpe), [max_position_embeddings, hidden]; unit 0.
+inline constexpr const char* kPositionEmbedName = "model.embed_positions.weight";
 inline constexpr const char* kHeadName = "lm_head.weight";
 std::string layer_prefix(int64_t layer);                 // "model.layers.{i}."
 // The unit (ModelParallel) a parameter or adapter belongs to: 0 the embedding (and a tied head's
@@ -164,7 +172,15 @@ std::string head_norm_name(int64_t layer, Proj p);       // "...self_attn.q_norm
 // model with post norms (Gemma), "pre_feedforward_layernorm.weight" (Gemma's
 // post_attention_layernorm is the norm of the attention's output).
 const char* mlp_norm_name(const LlamaConfig& config);
+// Which projections lora.targets gives adapters: roles (q, k, v, o, gate, up, down) or GPT-2's
+// modules: c_attn (q, k and v), c_proj (o and down), c_fc (up).
 std::array<bool, kNumProj> lora_targets_mask(const LoraConfig& lora);
+// GPT-2's c_attn adapter (lora.targets "c_attn"): one adapter on the fused q, k, v matrix, as PEFT
+// puts it there: q, k and v share its A ("...self_attn.c_attn.lora_A.weight"), each has its rows
+// of B (its own "..._proj.lora_B.weight", so tensor parallelism splits q, k and v each).
+bool lora_fuses_qkv(const LoraConfig& lora);
+// The A that projection p's adapter reads.
+std::string lora_a_name(int64_t layer, Proj p, const LoraConfig& lora);
 bool lora_targets_head(const LoraConfig& lora);
 
 }  // namespace mt

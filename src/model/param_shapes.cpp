@@ -1,13 +1,29 @@
 #include "model/param_shapes.h"
 
+#include "core/error.h"
 #include "model/llama.h"
 
 namespace mt {
+
+void check_lora_targets(const LlamaConfig& c, const LoraConfig& lora) {
+  // GPT-2's adapters are PEFT's on its modules (c_attn fused): they are named so, and only GPT-2's
+  // modules are named so. (The names, not the math, depend on model_type: the HF layout does.)
+  const bool gpt2 = c.model_type == "gpt2";
+  for (const std::string& t : lora.targets) {
+    const bool module = t == "c_attn" || t == "c_proj" || t == "c_fc";
+    if (t == "lm_head" || module == gpt2) continue;
+    fail(gpt2 ? "lora.targets: '" + t + "' is not a GPT-2 module; GPT-2's are c_attn (q, k, v), c_proj (o and the MLP's down) and c_fc (the MLP's up), and lm_head"
+              : "lora.targets: '" + t + "' names a GPT-2 module, and this is a " + c.model_type +
+                    " model; give its projections (q, k, v, o, gate, up, down, lm_head)");
+  }
+}
+
 std::vector<ParamShape> llama_param_shapes(const LlamaConfig& c, const LoraConfig& lora) {
   c.validate();
   const int64_t C = c.hidden_size;
   std::vector<ParamShape> out;
   out.push_back({kEmbedName, {c.vocab_size, C}});
+  if (c.learned_positions()) out.push_back({kPositionEmbedName, {c.max_position_embeddings, C}});
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     out.push_back({layer_prefix(l) + "input_layernorm.weight", {C}});
     out.push_back({layer_prefix(l) + "post_attention_layernorm.weight", {C}});
@@ -15,13 +31,18 @@ std::vector<ParamShape> llama_param_shapes(const LlamaConfig& c, const LoraConfi
       out.push_back({layer_prefix(l) + "pre_feedforward_layernorm.weight", {C}});
       out.push_back({layer_prefix(l) + "post_feedforward_layernorm.weight", {C}});
     }
+    if (c.layer_norm()) {
+      out.push_back({layer_prefix(l) + "input_layernorm.bias", {C}});
+      out.push_back({layer_prefix(l) + "post_attention_layernorm.bias", {C}});
+    }
     for (int p = 0; p < kNumProj; ++p) {
+      if (!proj_exists(Proj(p), c)) continue;
       auto [o, i] = proj_dims(Proj(p), c);
       out.push_back({proj_param_name(l, Proj(p)) + ".weight", {o, i}});
     }
     // After every matrix, so q, k and v stay adjacent (one fused GEMM: fuse_qkv_if_adjacent).
     for (int p = 0; p < kNumProj; ++p)
-      if (proj_has_bias(Proj(p), c))
+      if (proj_exists(Proj(p), c) && proj_has_bias(Proj(p), c))
         out.push_back({proj_param_name(l, Proj(p)) + ".bias", {proj_dims(Proj(p), c).first}});
     if (c.qk_norm) {
       out.push_back({head_norm_name(l, kQ), {c.head_dim()}});
@@ -29,14 +50,18 @@ std::vector<ParamShape> llama_param_shapes(const LlamaConfig& c, const LoraConfi
     }
   }
   out.push_back({kFinalNormName, {C}});
+  if (c.layer_norm()) out.push_back({std::string(kFinalNormPrefix) + ".bias", {C}});
   if (!c.tie_word_embeddings) out.push_back({kHeadName, {c.vocab_size, C}});
   if (!lora.enabled) return out;
+  check_lora_targets(c, lora);
   const auto on = lora_targets_mask(lora);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l)
     for (int p = 0; p < kNumProj; ++p) {
-      if (!on[p]) continue;
+      if (!on[p] || !proj_exists(Proj(p), c)) continue;
       auto [o, i] = proj_dims(Proj(p), c);
-      out.push_back({proj_param_name(l, Proj(p)) + ".lora_A.weight", {lora.rank, i}, true});
+      // GPT-2's c_attn: one A (declared with q's adapter) that k and v share.
+      const bool shared_a = lora_fuses_qkv(lora) && (p == kK || p == kV);
+      if (!shared_a) out.push_back({lora_a_name(l, Proj(p), lora), {lora.rank, i}, true});
       out.push_back({proj_param_name(l, Proj(p)) + ".lora_B.weight", {o, lora.rank}, true});
     }
   if (lora_targets_head(lora)) {

@@ -24,6 +24,9 @@ struct ParamShape {
 };
 
 std::vector<ParamShape> llama_param_shapes(const LlamaConfig& config, const LoraConfig& lora);
+// mt::Error, one line, when lora.targets names GPT-2's modules (c_attn, c_proj, c_fc) on another
+// family's model, or another family's projections (q, ..., down) on GPT-2's.
+void check_lora_targets(const LlamaConfig& config, const LoraConfig& lora);
 
 // A block's projection matrix (q, k, v, o, gate, up, down): what lora.base_dtype = "nf4" stores in
 // 4 bits. The embedding, the head and the norms stay as they are (QLoRA quantises the linear

@@ -40,6 +40,19 @@ LlamaConfig gemma3_text_preset(int64_t hidden, int64_t inter, int64_t layers, in
   return c;
 }
 
+// OpenAI's GPT-2 sizes (vocab 50257, 1024 positions, MLP 4 x hidden).
+LlamaConfig gpt2(int64_t layers, int64_t hidden, int64_t heads) {
+  LlamaConfig c;
+  c.hidden_size = hidden;
+  c.intermediate_size = 4 * hidden;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = heads;
+  c.vocab_size = 50257;
+  c.max_position_embeddings = 1024;
+  use_gpt2_block(c);
+  return c;
+}
+
 }  // namespace
 
 void give_gemma3_parts(LlamaConfig& c) {
@@ -48,20 +61,9 @@ void give_gemma3_parts(LlamaConfig& c) {
   c.post_norms = c.geglu = c.scale_embeddings = c.qk_norm = true;
 }
 
-LlamaConfig with_family_parts(LlamaConfig to, const LlamaConfig& from) {
-  to.model_type = from.model_type;
-  to.head_dim_override = from.head_dim_override;
-  to.qkv_bias = from.qkv_bias, to.o_bias = from.o_bias, to.mlp_bias = from.mlp_bias;
-  to.qk_norm = from.qk_norm, to.layer_window = from.layer_window;
-  to.norm_weight_offset = from.norm_weight_offset, to.post_norms = from.post_norms, to.geglu = from.geglu;
-  to.scale_embeddings = from.scale_embeddings, to.attention_scale = from.attention_scale;
-  to.rope_local_theta = from.rope_local_theta, to.rope_scaling.linear = from.rope_scaling.linear;
-  return to;
-}
-
 std::vector<std::string> llama_preset_names() {
-  return {"llama3-8b", "llama3-70b", "llama3-405b", "gemma3-1b", "gemma3-4b", "gemma3-12b", "gemma3-27b",
-          "reference"};
+  return {"llama3-8b", "llama3-70b", "llama3-405b", "reference", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl",
+          "gemma3-1b", "gemma3-4b", "gemma3-12b", "gemma3-27b"};
 }
 
 LlamaConfig llama_preset(const std::string& name) {
@@ -72,6 +74,10 @@ LlamaConfig llama_preset(const std::string& name) {
   if (name == "gemma3-4b") return gemma3_text_preset(2560, 10240, 34, 8, 4, 1024, 262208, 131072, 8.0f);
   if (name == "gemma3-12b") return gemma3_text_preset(3840, 15360, 48, 16, 8, 1024, 262208, 131072, 8.0f);
   if (name == "gemma3-27b") return gemma3_text_preset(5376, 21504, 62, 32, 16, 1024, 262208, 131072, 8.0f, 128, 168.0);
+  if (name == "gpt2") return gpt2(12, 768, 12);  // 124,439,808 parameters
+  if (name == "gpt2-medium") return gpt2(24, 1024, 16);
+  if (name == "gpt2-large") return gpt2(36, 1280, 20);
+  if (name == "gpt2-xl") return gpt2(48, 1600, 25);
   if (name == "reference") {  // the engine's benchmark shape (meshtrain bench, configs/reference.toml)
     LlamaConfig c;
     c.hidden_size = 768, c.intermediate_size = 2048, c.num_hidden_layers = 12;
@@ -80,7 +86,8 @@ LlamaConfig llama_preset(const std::string& name) {
     return c;
   }
   fail("unknown model preset '" + name +
-       "' (expected llama3-8b, llama3-70b, llama3-405b, gemma3-1b, gemma3-4b, gemma3-12b, gemma3-27b or reference)");
+       "' (expected llama3-8b, llama3-70b, llama3-405b, reference, gpt2, gpt2-medium, gpt2-large, gpt2-xl, "
+       "gemma3-1b, gemma3-4b, gemma3-12b or gemma3-27b)");
 }
 
 }  // namespace mt

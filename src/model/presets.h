@@ -8,9 +8,10 @@
 namespace mt {
 
 // "llama3-8b", "llama3-70b", "llama3-405b": the Llama 3.1 configs (config.json of the HF release);
+// "reference": the engine's benchmark shape (125M parameters); "gpt2", "gpt2-medium", "gpt2-large",
+// "gpt2-xl": OpenAI's GPT-2 (GPT2LMHeadModel, model_type gpt2: 124M, 355M, 774M, 1.56B parameters);
 // "gemma3-1b", "gemma3-4b", "gemma3-12b", "gemma3-27b": Gemma 3's text models (config.json of the
-// 1B release, the text_config of the others); "reference": the engine's benchmark shape (125M
-// parameters).
+// 1B release, the text_config of the others).
 // Throws mt::Error listing the known names for anything else.
 LlamaConfig llama_preset(const std::string& name);
 std::vector<std::string> llama_preset_names();
@@ -20,9 +21,5 @@ std::vector<std::string> llama_preset_names();
 // gemma3_text. Shared by the HF reader (io/hf_gemma3.cpp) and the presets.
 void give_gemma3_parts(LlamaConfig& c);
 
-// `to` with the family's choices of `from` that a run config's [model] table has no keys for
-// (model_type, head_dim, biases, q/k and post norms, norm offset, GeGLU, scales, windows, local
-// RoPE, the rope_scaling type): a preset that went through TOML gets back what TOML dropped.
-LlamaConfig with_family_parts(LlamaConfig to, const LlamaConfig& from);
 
 }  // namespace mt

@@ -5,13 +5,13 @@ namespace mt {
 namespace {
 
 LinearWeights linear(LlamaModel& m, const std::string& name, const std::string& lora_prefix,
-                     bool lora_on) {
+                     bool lora_on, const std::string& a_name = "") {
   LinearWeights w;
   Param& W = m.base().get(name);
   w.W = W.gemm_tensor();
   w.dW = W.grad_tensor();
   if (lora_on) {
-    Param& A = m.adapters().get(lora_prefix + ".lora_A.weight");
+    Param& A = m.adapters().get(a_name.empty() ? lora_prefix + ".lora_A.weight" : a_name);
     Param& B = m.adapters().get(lora_prefix + ".lora_B.weight");
     w.A = A.gemm_tensor(), w.B = B.gemm_tensor();
     w.dA = A.grad_tensor(), w.dB = B.grad_tensor();
@@ -20,11 +20,27 @@ LinearWeights linear(LlamaModel& m, const std::string& name, const std::string& 
   return w;
 }
 
+// A norm's weight, and its bias where the family's norm has one (LayerNorm).
+NormWeights norm_weights(LlamaModel& m, const std::string& prefix) {
+  NormWeights n;
+  Param& W = m.base().get(prefix + ".weight");
+  n.w = W.master_tensor(), n.dw = W.grad_tensor();
+  if (m.config().layer_norm()) {
+    Param& B = m.base().get(prefix + ".bias");
+    n.b = B.master_tensor(), n.db = B.grad_tensor();
+  }
+  return n;
+}
+
 }  // namespace
 
 void bind_embedding(ModelWeights& w, LlamaModel& m) {
   Param& E = m.base().get(kEmbedName);
   w.embed = E.master_tensor(), w.dembed = E.grad_tensor();
+  if (m.config().learned_positions()) {
+    Param& P = m.base().get(kPositionEmbedName);
+    w.positions = P.master_tensor(), w.dpositions = P.grad_tensor();
+  }
   if (m.config().tie_word_embeddings)
     w.head = linear(m, kEmbedName, "lm_head", lora_targets_head(m.lora_config()));
 }
@@ -33,19 +49,17 @@ BlockWeights bind_block_weights(LlamaModel& m, int64_t l) {
   const auto lora_on = lora_targets_mask(m.lora_config());
   BlockWeights b;
   const LlamaConfig& c = m.config();
-  Param& n1 = m.base().get(layer_prefix(l) + "input_layernorm.weight");
-  Param& n2 = m.base().get(layer_prefix(l) + mlp_norm_name(c));
-  b.norm1 = n1.master_tensor(), b.dnorm1 = n1.grad_tensor();
-  b.norm2 = n2.master_tensor(), b.dnorm2 = n2.grad_tensor();
+  b.norm1 = norm_weights(m, layer_prefix(l) + "input_layernorm");
+  const std::string mlp_norm = mlp_norm_name(c);  // "....weight"
+  b.norm2 = norm_weights(m, layer_prefix(l) + mlp_norm.substr(0, mlp_norm.size() - 7));
   if (c.post_norms) {  // Gemma: HF's post_attention_layernorm is the norm of the attention's output
-    Param& pa = m.base().get(layer_prefix(l) + "post_attention_layernorm.weight");
-    Param& pm = m.base().get(layer_prefix(l) + "post_feedforward_layernorm.weight");
-    b.post_attn_norm = pa.master_tensor(), b.dpost_attn_norm = pa.grad_tensor();
-    b.post_mlp_norm = pm.master_tensor(), b.dpost_mlp_norm = pm.grad_tensor();
+    b.post_attn_norm = norm_weights(m, layer_prefix(l) + "post_attention_layernorm");
+    b.post_mlp_norm = norm_weights(m, layer_prefix(l) + "post_feedforward_layernorm");
   }
   for (int p = 0; p < kNumProj; ++p) {
+    if (!proj_exists(Proj(p), c)) continue;
     std::string name = proj_param_name(l, Proj(p));
-    b.proj[p] = linear(m, name + ".weight", name, lora_on[p]);
+    b.proj[p] = linear(m, name + ".weight", name, lora_on[p], lora_a_name(l, Proj(p), m.lora_config()));
     if (proj_has_bias(Proj(p), c)) {
       Param& bias = m.base().get(name + ".bias");
       b.proj[p].b = bias.master_tensor().view(1, bias.numel), b.proj[p].db = bias.grad_tensor();
@@ -65,8 +79,7 @@ BlockWeights bind_block_weights(LlamaModel& m, int64_t l) {
 
 void bind_head(ModelWeights& w, LlamaModel& m) {
   const LlamaConfig& c = m.config();
-  Param& F = m.base().get(kFinalNormName);
-  w.final_norm = F.master_tensor(), w.dfinal_norm = F.grad_tensor();
+  w.final_norm = norm_weights(m, kFinalNormPrefix);
   if (!c.tie_word_embeddings)
     w.head = linear(m, kHeadName, "lm_head", lora_targets_head(m.lora_config()));
 }

@@ -12,14 +12,17 @@ namespace mt {
 
 struct ModelWeights {
   Tensor embed, dembed;  // f32 [rows held, C]; dembed empty when frozen
+  // Learned positions (LlamaConfig::positions learned, GPT-2's wpe): f32 [max positions, C],
+  // added to the token embedding; empty with RoPE.
+  Tensor positions, dpositions;
   std::vector<BlockWeights> blocks;
-  Tensor final_norm, dfinal_norm;
+  NormWeights final_norm;
   LinearWeights head;
 };
 
 ModelWeights bind_model_weights(LlamaModel& m);
 
-void bind_embedding(ModelWeights& w, LlamaModel& m);  // embed (and a tied head)
+void bind_embedding(ModelWeights& w, LlamaModel& m);  // embed, learned positions (and a tied head)
 BlockWeights bind_block_weights(LlamaModel& m, int64_t layer);
 void bind_head(ModelWeights& w, LlamaModel& m);       // final norm and an untied head
 

@@ -3,11 +3,13 @@
 #include <string>
 
 #include "core/error.h"
+#include "parallel/context_parallel.h"
 
 namespace mt::parallel {
 
 PackedBatch DataParallel::slice(const PackedBatch& full) const {
   const int64_t n = group_.size(), B = full.batch_size, T = full.seq_len;
+  if (n == 1) return sequence(full);
   if (B % n != 0)
     fail("train.batch_size (" + std::to_string(B) + ") must be divisible by the data-parallel ranks (dp x fsdp = " +
          std::to_string(n) + ")");
@@ -22,22 +24,26 @@ PackedBatch DataParallel::slice(const PackedBatch& full) const {
   out.segments = cut(full.segments);
   out.batch_size = rows;
   out.seq_len = T;
-  return out;
+  return sequence(out);
+}
+
+PackedBatch DataParallel::sequence(const PackedBatch& rows) const {
+  return cp_ ? sequence_share(rows, cp_->size(), cp_->rank()) : rows;
 }
 
 int64_t DataParallel::sum_count(int64_t local) {
-  group_.all_reduce_sum(&local, 1);
+  tokens_.all_reduce_sum(&local, 1);
   return local;
 }
 
 double DataParallel::sum_loss(double local) {
-  group_.all_reduce_sum(&local, 1);
+  tokens_.all_reduce_sum(&local, 1);
   return local;
 }
 
 void DataParallel::sum_gradients(ParamStore& params) {
   if (params.trainable_numel() > 0)
-    group_.device().all_reduce_sum(params.grad_data(), params.trainable_numel());
+    tokens_.device().all_reduce_sum(params.grad_data(), params.trainable_numel());
 }
 
 double DataParallel::grad_norm(const ParamStore& params) {

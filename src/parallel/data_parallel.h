@@ -12,12 +12,23 @@ namespace mt::parallel {
 
 class DataParallel final : public GradientSync {
  public:
-  explicit DataParallel(Comm& group) : group_(group) {}
+  explicit DataParallel(Comm& group) : group_(group), tokens_(group) {}
+  // With context parallelism: `rows` (dp x fsdp) share out a batch's rows, `cp` splits each row
+  // (parallel/context_parallel.h), and `tokens` (dp x fsdp x cp, every rank seeing other tokens)
+  // sums counts, losses and gradients.
+  DataParallel(Comm& rows, Comm& tokens, Comm& cp) : group_(rows), tokens_(tokens), cp_(&cp) {}
 
   int ranks() const { return group_.size(); }
   int rank() const { return group_.rank(); }
-  // This rank's rows of a batch: [rank * B / n, (rank + 1) * B / n). mt::Error unless n divides B.
+  // Whether slice() cuts anything: more than one rank of rows or of context.
+  bool splits() const { return group_.size() > 1 || tokens_.size() > group_.size(); }
+  // Whether sums go over more than this rank.
+  bool sums() const { return tokens_.size() > 1; }
+  // This rank's rows of a batch, [rank * B / n, (rank + 1) * B / n), and of those its share of
+  // every row under context parallelism. mt::Error unless n divides B (or 2 cp the row length).
   PackedBatch slice(const PackedBatch& full) const;
+  // This rank's share of every row of `rows` under context parallelism (`rows` itself without).
+  PackedBatch sequence(const PackedBatch& rows) const;
 
   int64_t sum_count(int64_t local) override;
   double sum_loss(double local) override;
@@ -26,6 +37,8 @@ class DataParallel final : public GradientSync {
 
  private:
   Comm& group_;
+  Comm& tokens_;
+  Comm* cp_ = nullptr;
 };
 
 }  // namespace mt::parallel

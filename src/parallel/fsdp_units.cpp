@@ -203,8 +203,10 @@ void ShardedModel::finish_gradients() {
   complete_scatters();
   MT_PROFILE("gradient all-reduce");
   ParamStore& params = trainable_shards();
-  if (mesh_.shape().dp > 1 && params.trainable_numel() > 0)
-    mesh_.axis(Axis::dp).device().all_reduce_sum(params.grad_data(), params.trainable_numel());
+  // Replicas over dp and cp (each saw other tokens) sum their whole gradients.
+  if (mesh_.shape().dp * mesh_.shape().cp > 1 && params.trainable_numel() > 0)
+    mesh_.group(axis_bit(Axis::dp) | axis_bit(Axis::cp)).device().all_reduce_sum(params.grad_data(),
+                                                                                  params.trainable_numel());
   // Blocks summed over a further axis: unsplit over fsdp (each fsdp rank saw other rows), and
   // partial sums over tp. Packed so each axis costs one collective.
   auto reduce_where = [&](Axis axis, auto&& pick) {

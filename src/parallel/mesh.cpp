@@ -13,6 +13,7 @@ const char* axis_name(Axis a) {
     case Axis::dp: return "dp";
     case Axis::fsdp: return "fsdp";
     case Axis::tp: return "tp";
+    case Axis::cp: return "cp";
   }
   return "?";
 }
@@ -20,7 +21,7 @@ const char* axis_name(Axis a) {
 Axis parse_axis(const std::string& name, const std::string& where) {
   for (Axis a : kAxes)
     if (name == axis_name(a)) return a;
-  fail(where + ": unknown mesh axis '" + name + "' (expected dp, fsdp, tp or pp)");
+  fail(where + ": unknown mesh axis '" + name + "' (expected dp, fsdp, tp, pp or cp)");
 }
 
 int64_t MeshShape::size(Axis a) const { return const_cast<MeshShape*>(this)->size(a); }
@@ -30,6 +31,7 @@ int64_t& MeshShape::size(Axis a) {
     case Axis::pp: return pp;
     case Axis::dp: return dp;
     case Axis::fsdp: return fsdp;
+    case Axis::cp: return cp;
     default: return tp;
   }
 }
@@ -82,9 +84,10 @@ void MeshShape::check_world(int64_t world_size) const {
 
 Coords coords_of(const MeshShape& shape, int64_t rank) {
   Coords c{};
-  for (int i = kNumAxes - 1; i >= 0; --i) {  // last axis fastest
-    const int64_t n = shape.size(kAxes[size_t(i)]);
-    c[size_t(i)] = rank % n;
+  for (int i = kNumAxes - 1; i >= 0; --i) {  // last axis of the rank order fastest
+    const Axis a = kAxes[size_t(i)];
+    const int64_t n = shape.size(a);
+    c[size_t(a)] = rank % n;
     rank /= n;
   }
   return c;
@@ -92,7 +95,7 @@ Coords coords_of(const MeshShape& shape, int64_t rank) {
 
 int64_t rank_of(const MeshShape& shape, const Coords& c) {
   int64_t r = 0;
-  for (int i = 0; i < kNumAxes; ++i) r = r * shape.size(kAxes[size_t(i)]) + c[size_t(i)];
+  for (Axis a : kAxes) r = r * shape.size(a) + c[size_t(a)];
   return r;
 }
 

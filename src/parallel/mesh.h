@@ -1,8 +1,10 @@
 // The device mesh: the world's ranks laid out over named axes, outermost first
 //   pp (pipeline stages, parallel/pipeline.h), dp (replicas), fsdp (sharded data
-//   parallel), tp (tensor parallel),
-// row-major with the LAST axis fastest: world rank r = ((pp*DP + dp)*FSDP + fsdp)*TP + tp. So a tp
-// group is TP adjacent ranks (one node's fast links), and pp stages are the slowest-varying.
+//   parallel), cp (context parallel: a sequence's chunks, parallel/context_parallel.h),
+//   tp (tensor parallel),
+// row-major with the LAST axis fastest: world rank r = (((pp*DP + dp)*FSDP + fsdp)*CP + cp)*TP + tp.
+// So a tp group is TP adjacent ranks (one node's fast links), a cp group the next nearest (its
+// K/V all-gathers run every layer), and pp stages are the slowest-varying.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -14,24 +16,26 @@
 
 namespace mt::parallel {
 
-enum class Axis : int { pp = 0, dp = 1, fsdp = 2, tp = 3 };
-inline constexpr int kNumAxes = 4;
-inline constexpr std::array<Axis, kNumAxes> kAxes = {Axis::pp, Axis::dp, Axis::fsdp, Axis::tp};
+// The values index Coords and AxisSet bits; kAxes is the rank order (cp, added last, sits
+// between fsdp and tp).
+enum class Axis : int { pp = 0, dp = 1, fsdp = 2, tp = 3, cp = 4 };
+inline constexpr int kNumAxes = 5;
+inline constexpr std::array<Axis, kNumAxes> kAxes = {Axis::pp, Axis::dp, Axis::fsdp, Axis::cp, Axis::tp};
 
 const char* axis_name(Axis a);
-// "dp", "fsdp", "tp", "pp" -> Axis; throws mt::Error naming `where` for anything else.
+// "dp", "fsdp", "tp", "pp", "cp" -> Axis; throws mt::Error naming `where` for anything else.
 Axis parse_axis(const std::string& name, const std::string& where);
 
 struct MeshShape {
-  int64_t dp = 1, fsdp = 1, tp = 1, pp = 1;
+  int64_t dp = 1, fsdp = 1, tp = 1, pp = 1, cp = 1;
 
   int64_t size(Axis a) const;
   int64_t& size(Axis a);
-  int64_t world() const { return dp * fsdp * tp * pp; }
+  int64_t world() const { return dp * fsdp * tp * pp * cp; }
   // "dp=2,fsdp=2,tp=2": the axes larger than 1, in rank order (or "dp=1" for a single rank).
   std::string str() const;
 
-  // Parses "dp=2,fsdp=2,tp=2": any subset of dp, fsdp, tp, pp in any order, each a positive
+  // Parses "dp=2,fsdp=2,tp=2": any subset of dp, fsdp, tp, pp, cp in any order, each a positive
   // integer, each at most once; the ones not named are 1.
   static MeshShape parse(const std::string& text);
   // Throws "mesh dp=2,fsdp=2 has 4 ranks but the world has 3" when the product differs.
@@ -49,7 +53,7 @@ inline constexpr AxisSet axis_bit(Axis a) { return 1u << int(a); }
 
 class Mesh {
  public:
-  // Collective over `world`: builds a communicator for every non-empty set of axes (15 splits)
+  // Collective over `world`: builds a communicator for every non-empty set of axes (31 splits)
   // so no later call has to be collective. Throws (on every rank alike) when the mesh does not
   // have world.size() ranks. `world` must outlive the Mesh.
   Mesh(Comm& world, const MeshShape& shape);
@@ -66,6 +70,12 @@ class Mesh {
   Comm& group(AxisSet axes);
   // dp x fsdp: the ranks that see different batches (the data-parallel group).
   Comm& data_parallel() { return group(axis_bit(Axis::dp) | axis_bit(Axis::fsdp)); }
+  // dp x fsdp x cp: the ranks that see different tokens, over which token counts and losses are
+  // summed (the cp ranks of a batch row each hold part of its tokens).
+  Comm& token_parallel() { return group(token_axes()); }
+  static constexpr AxisSet token_axes() {
+    return axis_bit(Axis::dp) | axis_bit(Axis::fsdp) | axis_bit(Axis::cp);
+  }
   // The world, then every group above in a fixed order, the same on every rank: what device
   // twins are attached to (parallel/device_comms.h), one collective creation after another.
   std::vector<Comm*> all_groups();

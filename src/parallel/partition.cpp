@@ -59,7 +59,7 @@ PartitionRules default_llama_rules() {
   // adapter follows its base layer. Column-parallel layers (q/k/v/gate/up, lm_head): A whole over
   // tp, B's output rows over tp; row-parallel (o/down): A's input columns over tp, B whole. fsdp
   // then splits the large dimension (never r, which may be as small as 1).
-  r.add(R"((\.(q|k|v|gate|up)_proj|^lm_head)\.lora_A\.weight$)", {{}, fsdp});
+  r.add(R"((\.(q|k|v|gate|up)_proj|\.c_attn|^lm_head)\.lora_A\.weight$)", {{}, fsdp});  // c_attn: GPT-2's q, k, v
   r.add(R"((\.(q|k|v|gate|up)_proj|^lm_head)\.lora_B\.weight$)", {tp_fsdp});
   r.add(R"(\.(o|down)_proj\.lora_A\.weight$)", {{}, tp_fsdp});
   r.add(R"(\.(o|down)_proj\.lora_B\.weight$)", {fsdp});
@@ -76,6 +76,10 @@ PartitionRules default_llama_rules() {
   r.add(R"(\.(self_attn\.o|mlp\.down)_proj\.bias$)", {});
   // Qwen3's per-head q/k norms: one [head_dim] weight every head uses, replicated.
   r.add(R"(\.self_attn\.(q|k)_norm\.weight$)", {});
+  // GPT-2's LayerNorm biases, replicated like their weights, and its learned positions: whole on
+  // every tensor-parallel rank (each rank adds a token's position row), rows over fsdp.
+  r.add(R"((input_layernorm|post_attention_layernorm|^model\.norm)\.bias$)", {});
+  r.add(R"(^model\.embed_positions\.weight$)", {fsdp});                  // [positions, hidden]
   r.add(R"(^lm_head\.weight$)", {tp, fsdp});                               // [vocab, hidden]
   return r;
 }
@@ -94,17 +98,26 @@ PartitionRules PartitionConfig::effective() const {
 
 namespace {
 
+// An axis a parameter may be split over: cp splits sequences, never a tensor (its ranks hold
+// replicas; parallel/context_parallel.h).
+Axis parse_tensor_axis(const std::string& name, const std::string& where) {
+  const Axis a = parse_axis(name, where);
+  if (a == Axis::cp)
+    fail(where + ": cp splits sequences, not parameters (expected dp, fsdp, tp or pp)");
+  return a;
+}
+
 std::vector<Axis> parse_dim(const toml::node& n, const std::string& where) {
   if (const auto* s = n.as_string()) {
     const std::string& v = s->get();
     if (v.empty() || v == "none" || v == "None") return {};
-    return {parse_axis(v, where)};
+    return {parse_tensor_axis(v, where)};
   }
   if (const auto* arr = n.as_array()) {
     std::vector<Axis> axes;
     for (const auto& e : *arr) {
       if (!e.is_string()) fail(where + ": a list of axes must hold axis names");
-      axes.push_back(parse_axis(e.as_string()->get(), where));
+      axes.push_back(parse_tensor_axis(e.as_string()->get(), where));
     }
     return axes;
   }

@@ -162,6 +162,8 @@ void ShardedModel::build_slots(const PartitionRules& rules) {
     if (shape.tp > 1 && lora_a != std::string::npos) {
       std::string base = s.name.substr(0, lora_a) + ".weight";
       if (base == "lm_head.weight" && full_.tie_word_embeddings) base = kEmbedName;
+      const size_t fused = base.find("self_attn.c_attn.");  // GPT-2's shared A: q, k and v's rows
+      if (fused != std::string::npos) base = base.substr(0, fused) + "self_attn.q_proj.weight";
       const Param& bp = model_->base().get(base);
       const auto* bl = std::find_if(sharded.data(), sharded.data() + sharded.size(),
                                     [&](const ShardedParam& x) { return x.param.name == base; });

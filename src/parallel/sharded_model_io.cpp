@@ -74,8 +74,11 @@ void ShardedModel::init_adapters(uint64_t seed) {
 void ShardedModel::load_weights(const std::string& path, uint64_t adapter_seed, std::ostream* progress) {
   init_adapters(adapter_seed);  // as load_pretrained does for the whole model
   namespace fs = std::filesystem;
-  if (fs::is_regular_file(path) && fs::path(path).extension() == ".bin") {
-    // llama2.c files are small and not sliceable: read whole, keep this rank's blocks.
+  const bool llama2c = fs::is_regular_file(path) && fs::path(path).extension() == ".bin";
+  if (llama2c || full_.model_type == "gpt2") {
+    // llama2.c files are small and not sliceable: read whole, keep this rank's blocks. GPT-2's
+    // HF layout (io/gpt2_layout.h) fuses q, k and v and transposes its weights, so its tensors are
+    // not our blocks either: read the whole model the same way (1.5B parameters at most).
     auto whole = load_pretrained(path, Precision::fp32, LoraConfig{}, 0);
     std::vector<float> values;
     for (auto& p : whole->base().params()) {

@@ -15,22 +15,42 @@ double MemoryBreakdown::item(const std::string& name) const {
 
 namespace {
 
-// LLaMA: the engine's arenas (model/llama.cpp Runner::plan) for a run of `layers` blocks at once
-// (the whole model, or a pipeline stage's largest chunk), the head's rows only when `last` holds
-// it, with the per-token sizes of model/block.cpp split into what tensor parallelism shards
-// (heads, KV, MLP width) and what it keeps whole (norm outputs, the f32 residual stream).
+// One block at a tensor-parallel rank's widths, as parallel::tensor_parallel_config makes it: its
+// share of the heads (of the same head_dim), of the KV heads and of the MLP; the hidden size whole.
+// At least one of each where tp exceeds them (the search may try such a layout; the trainer
+// refuses it).
+LlamaConfig tp_local_block(const LlamaConfig& c, int64_t tp) {
+  LlamaConfig local = c;
+  local.head_dim_override = c.head_dim();
+  local.num_attention_heads = std::max<int64_t>(1, c.num_attention_heads / tp);
+  local.num_key_value_heads = std::max<int64_t>(1, c.num_key_value_heads / tp);
+  local.intermediate_size = std::max<int64_t>(1, c.intermediate_size / tp);
+  return local;
+}
+
+// LLaMA and the families on its block: the engine's arenas (model/llama.cpp Runner::plan) for a
+// run of `layers` blocks at once (the whole model, or a pipeline stage's largest chunk), the head's
+// rows only when `last` holds it. Per token a block saves what model/block.cpp's
+// block_activation_sizes lists (q and the attention output heads x head_dim wide, k and v the KV
+// width, Qwen3's f32 q and k before their norms and the norms' rstd); tensor parallelism shards
+// what is per head or per MLP column and keeps the rest whole (norm outputs, the f32 residual,
+// the LoRA adapters' inputs). The attention keeps its log-sum-exp per query and head only, never
+// scores, so a sliding window changes no memory.
 ActivationBytes llama_activations(const PlanInput& in, int64_t layers, bool last) {
   const auto& c = in.model.config;
   const double tp = double(in.mesh.tp), N = double(in.micro_tokens());
   const double t = in.precision == Precision::bf16 ? 2.0 : 4.0;
-  const double C = double(c.hidden_size), kv = double(c.kv_dim()), I = double(c.intermediate_size);
-  const double H = double(c.num_attention_heads);
+  const double C = double(c.hidden_size);
   const auto on = lora_targets_mask(in.lora);
-  double adapters = 0.0;
-  for (bool b : on) adapters += b ? double(in.lora.rank) : 0.0;
-  // n1, n2 whole; q, att, k, v, gate, up, h sharded; LoRA u whole. f32: rstd x2 and x2 whole, lse sharded.
-  const double t_elems = 2.0 * C + (2.0 * C + 2.0 * kv + 3.0 * I) / tp + adapters;
-  const double f_elems = 2.0 + C + H / tp;
+  const int64_t rank = in.lora.enabled ? in.lora.rank : 0;
+  // The whole part: the block's sizes with no heads and no MLP (what is left does not split).
+  LlamaConfig unsplit = c;
+  unsplit.head_dim_override = c.head_dim();
+  unsplit.num_attention_heads = unsplit.num_key_value_heads = unsplit.intermediate_size = 0;
+  const BlockActivationSizes all = block_activation_sizes(c, in.lora.rank, on);
+  const BlockActivationSizes whole = block_activation_sizes(unsplit, in.lora.rank, on);
+  const double t_elems = double(whole.t_elems) + double(all.t_elems - whole.t_elems) / tp;
+  const double f_elems = double(whole.f_elems) + double(all.f_elems - whole.f_elems) / tp;
   const double block = N * (t * t_elems + 4.0 * f_elems);
   // The residual stream into and out of each block, its gradient, the recompute target under
   // checkpointing; with the head, the final norm's output, its rstd and the per-token losses.
@@ -39,12 +59,12 @@ ActivationBytes llama_activations(const PlanInput& in, int64_t layers, bool last
   ActivationBytes a;
   a.layer = block;
   a.per_micro_batch = residual + (in.checkpointing ? 0.0 : double(layers) * block);
-  LlamaConfig shard = c;  // scratch of one block at the tp-local widths
-  shard.intermediate_size = c.intermediate_size / in.mesh.tp;
-  shard.num_key_value_heads = std::max<int64_t>(1, c.num_key_value_heads / in.mesh.tp);
+  // Scratch of one block at the tp-local widths: the compute-dtype regions, and the f32 ones of
+  // the q/k norms' backward.
+  const LlamaConfig local = tp_local_block(c, in.mesh.tp);
   const bool lora_dropout = in.lora.enabled && in.lora.dropout > 0.0f;  // scratch for dropped inputs
-  a.shared = t * double(block_scratch_elems(shard, int64_t(N), in.lora.enabled ? in.lora.rank : 0, lora_dropout)) +
-             (in.checkpointing ? block : 0.0);
+  a.shared = t * double(block_scratch_elems(local, int64_t(N), rank, lora_dropout)) +
+             4.0 * double(block_scratch_f32_elems(local, int64_t(N))) + (in.checkpointing ? block : 0.0);
   if (last) {
     const double V = double(c.vocab_size) / tp;
     const double rows = std::clamp(double(int64_t(1) << 25) / double(c.vocab_size), 1.0, N);

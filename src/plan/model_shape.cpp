@@ -3,10 +3,10 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "io/family_presets.h"
 #include "io/hf_config.h"
 #include "io/pretrained.h"
 #include "model/llama.h"
-#include "model/presets.h"
 #include "train/flops.h"
 
 namespace mt::plan {
@@ -30,7 +30,7 @@ ModelShape gpt_shape(const std::string& name, int64_t layers, int64_t hidden, in
 }
 
 std::vector<std::string> model_preset_names() {
-  auto names = llama_preset_names();
+  auto names = published_preset_names();  // Llama 3.1 and the families on its block
   for (const char* g : {"gpt-22b", "gpt-175b", "gpt-1t"}) names.push_back(g);
   return names;
 }
@@ -40,8 +40,8 @@ ModelShape model_preset(const std::string& name) {
   if (name == "gpt-22b") return gpt_shape(name, 48, 6144, 48, 50688, 2048);
   if (name == "gpt-175b") return gpt_shape(name, 96, 12288, 96, 50688, 2048);
   if (name == "gpt-1t") return gpt_shape(name, 128, 25600, 128, 50688, 2048);
-  for (const auto& n : llama_preset_names())
-    if (n == name) return {name, Arch::llama, llama_preset(name)};
+  for (const auto& n : published_preset_names())
+    if (n == name) return {name, Arch::llama, published_preset(name)};
   std::string known;
   for (const auto& n : model_preset_names()) known += (known.empty() ? "" : ", ") + n;
   fail("unknown model '" + name + "' (known: " + known + ", or a config.json / model directory)");

@@ -28,8 +28,9 @@ struct ModelShape {
   int64_t vocab() const { return config.vocab_size; }
 };
 
-// llama3-8b, llama3-70b, llama3-405b, gpt-22b, gpt-175b, gpt-1t, reference (the engine's
-// benchmark shape); throws listing the names.
+// llama3-8b, llama3-70b, llama3-405b, reference (the engine's benchmark shape), the families'
+// published sizes (io/family_presets.h: qwen2.5-*, qwen3-*, mistral-*), gpt-22b, gpt-175b, gpt-1t;
+// throws listing the names.
 ModelShape model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();
 // A preset name, an HF config.json, or a model directory (LLaMA).

@@ -27,6 +27,11 @@ void validate(const PlanInput& in) {
   if (in.zero < 0 || in.zero > 3) fail("ZeRO level must be 0, 1, 2 or 3, got " + std::to_string(in.zero));
   const auto& m = in.mesh;
   const auto& c = in.model.config;
+  // Context parallelism trains (train --mesh cp=N) but its activations and K/V traffic are not in
+  // the memory and time models yet: a plan that ignored it would be wrong, so it is refused.
+  if (m.cp > 1)
+    fail("mesh " + m.str() + ": the planner does not model context parallelism (cp) yet; plan the mesh without cp "
+         "(see docs/distributed.md, Context parallelism)");
   const int64_t per_step = in.micro_batch * in.data_parallel();
   if (in.global_batch % per_step != 0)
     fail("global batch " + std::to_string(in.global_batch) + " is not divisible by micro-batch x dp x fsdp = " +

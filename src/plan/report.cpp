@@ -145,7 +145,7 @@ void print_plan(std::ostream& os, const Candidate& c) {
      << fmt("  tokens/s                %12.1f\n", t.tokens_per_s)
      << fmt("  TFLOP/s per device      %12.2f\n", t.tflops_per_device)
      << fmt("  MFU                     %11.2f%%", 100.0 * t.mfu)
-     << "  (model FLOPs per token: 6N + 12·L·h·s; LoRA 4N + 6N_lora + 12·L·h·s)\n"
+     << "  (model FLOPs per token: 6N + 12·L·Q·s, Q = heads x head_dim, a window's band of s x s; LoRA 4N + 6N_lora + the same)\n"
      << fmt("  Megatron %% of peak      %11.2f%%", 100.0 * t.megatron_fraction)
      << "  (24·c·B·s·l·h²·(1 + s/6h + V/16lh), c = " << (c.input.checkpointing ? "4)\n" : "3)\n");
 }

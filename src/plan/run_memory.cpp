@@ -14,9 +14,21 @@ std::string bytes_text(double bytes) { return format_bytes(int64_t(std::min(byte
 
 namespace {
 
+// Context parallelism's exchange buffers on a rank (parallel/context_parallel.cpp): the whole
+// rows' keys and values and their gradients and the gather staging, in the compute dtype, and the
+// f32 reduce-scatter staging, for one layer at a time; `share` is a rank's K (or V) elements,
+// micro-batch x seq_len / cp x the tp-local KV width. scripts/cp_bench.sh checks a rank's
+// measured peak against one rank at seq_len / cp plus these.
+double cp_exchange_bytes(const PlanInput& in, int64_t cp) {
+  const double elem = in.precision == Precision::bf16 ? 2.0 : 4.0;
+  const double share = double(in.micro_batch) * double(in.seq) * double(in.model.config.kv_dim() / in.mesh.tp);
+  return double(cp) * share * (5.0 * elem + 4.0) + 4.0 * share;
+}
+
 // What to change, for the item that takes the most memory.
 std::string advice(const RunConfig& cfg, const std::string& largest) {
-  if (largest == "activations" || largest == "logits+loss" || largest == "comm buffers")
+  if (largest == "activations" || largest == "logits+loss" || largest == "comm buffers" ||
+      largest == "cp K/V exchange")
     return std::string("lower train.batch_size or train.seq_len") +
            (cfg.train.activation_checkpointing ? "" : ", or set train.activation_checkpointing = true");
   if (largest == "rope tables") return "lower model.max_position_embeddings";
@@ -37,6 +49,11 @@ PlanInput run_plan_input(const RunConfig& cfg, const LlamaConfig& shape, double 
   in.seq = tc.seq_len;
   in.checkpointing = tc.activation_checkpointing;
   in.mesh = cfg.mesh;
+  // Context parallelism (which the planner's models do not price yet): a cp rank holds seq_len /
+  // cp tokens of every row and replicated parameters, so it is planned as one rank of that
+  // sequence; check_run_memory adds the K/V exchange buffers. (The trainer refuses a seq_len that
+  // 2 cp does not divide.)
+  if (in.mesh.cp > 1) in.seq = std::max<int64_t>(1, tc.seq_len / in.mesh.cp), in.mesh.cp = 1;
   in.pp_blocks = tc.pp_blocks;
   in.pp_schedule = parallel::parse_pipeline_schedule(tc.pp_schedule);
   in.pp_virtual = tc.pp_virtual;
@@ -61,7 +78,11 @@ void check_run_memory(const RunConfig& cfg, const LlamaConfig& shape, const Avai
   // buffers are counted from the schedule's order, which needs them runnable.
   parallel::check_virtual_stages(in.pp_schedule, int(in.mesh.pp), int(in.pp_virtual), in.micro_batches());
   parallel::check_pipeline_keys(in.pp_schedule, int(in.mesh.pp), in.pp_blocks);
-  const MemoryBreakdown need = peak_memory(in);
+  MemoryBreakdown need = peak_memory(in);
+  if (cfg.mesh.cp > 1) {
+    need.items.push_back({"cp K/V exchange", cp_exchange_bytes(in, cfg.mesh.cp)});
+    need.total += need.items.back().bytes;
+  }
   if (need.total <= usable) return;
   const auto largest = std::max_element(need.items.begin(), need.items.end(),
                                         [](const MemoryItem& a, const MemoryItem& b) { return a.bytes < b.bytes; });

@@ -19,7 +19,8 @@ inline constexpr double kUsableMemoryFraction = 0.9;
 // The run as the planner sees it: `shape` (cfg.model, or the config of model.path), cfg's LoRA,
 // precision, checkpointing and mesh, micro-batches of train.batch_size rows split over dp x fsdp
 // (train.grad_accum of them per step) of train.seq_len tokens, the default partition rules, on
-// this machine (the `cpu` cluster) with `memory_per_rank` bytes for each rank.
+// this machine (the `cpu` cluster) with `memory_per_rank` bytes for each rank. Under mesh cp > 1,
+// one rank of seq_len / cp tokens (mesh cp 1): what a cp rank holds, its K/V exchange aside.
 PlanInput run_plan_input(const RunConfig& cfg, const LlamaConfig& shape, double memory_per_rank);
 
 // A byte count as the memory lines print it ("1.50 GiB"), capped where a double would overflow.

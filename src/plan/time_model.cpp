@@ -5,6 +5,7 @@
 #include "model/llama.h"
 #include "plan/collectives.h"
 #include "plan/memory_model.h"
+#include "train/flops.h"
 
 namespace mt::plan {
 
@@ -35,17 +36,45 @@ std::vector<LinearShape> layer_linears(const PlanInput& in) {
       out.push_back({o, i, true});
     return out;
   }
-  const double kv = double(c.kv_dim());
-  const LinearShape proj[kNumProj] = {{C / tp, C, base_trains},  {kv / tp, C, base_trains},
-                                      {kv / tp, C, base_trains}, {C, C / tp, base_trains},
+  // q and o are heads x head_dim wide (hidden_size in LLaMA; 8192 against 5120 in Qwen3-32B).
+  const double q = double(c.q_dim()), kv = double(c.kv_dim());
+  const LinearShape proj[kNumProj] = {{q / tp, C, base_trains},  {kv / tp, C, base_trains},
+                                      {kv / tp, C, base_trains}, {C, q / tp, base_trains},
                                       {I / tp, C, base_trains},  {I / tp, C, base_trains},
                                       {C, I / tp, base_trains}};
-  out.assign(proj, proj + kNumProj);
+  for (int p = 0; p < kNumProj; ++p)
+    if (proj_exists(Proj(p), c)) out.push_back(proj[p]);  // a GeLU MLP (GPT-2) has no gate
   const auto on = lora_targets_mask(in.lora);
   const double r = double(in.lora.rank);
   for (int p = 0; p < kNumProj; ++p)
-    if (on[p]) out.push_back({r, proj[p].in, true}), out.push_back({proj[p].out, r, true});
+    if (on[p] && proj_exists(Proj(p), c)) out.push_back({r, proj[p].in, true}), out.push_back({proj[p].out, r, true});
   return out;
+}
+
+// Keys one query is scored against, averaged over the layers and the positions of a sequence
+// (train/flops.h attended_keys: min(window, position) under a sliding window).
+double mean_attended_keys(const LlamaConfig& c, int64_t seq) {
+  double keys = 0.0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) keys += attended_keys(c.attention_window(l), seq);
+  return keys / double(c.num_hidden_layers) / double(seq);
+}
+
+// Bytes the bias adds of one layer move per token (Qwen2's q/k/v biases; o and the MLP's where a
+// family has them): the output read and written in the forward; in the backward its gradient read
+// once more for the bias's gradient when the bias trains. Row-parallel outputs (o, down) are
+// whole on every tensor-parallel rank, the others split.
+std::pair<double, double> bias_bytes_per_token(const PlanInput& in) {
+  // The GPT shapes' elementwise time is their activation count's (Korthikanti et al.), as before.
+  if (in.model.arch != Arch::llama) return {0.0, 0.0};
+  const auto& c = in.model.config;
+  const double t = in.precision == Precision::bf16 ? 2.0 : 4.0, tp = double(in.mesh.tp);
+  double elems = 0.0;
+  for (int p = 0; p < kNumProj; ++p) {
+    if (!proj_has_bias(Proj(p), c)) continue;
+    const double out = double(proj_dims(Proj(p), c).first);
+    elems += (p == kO || p == kDown) ? out : out / tp;
+  }
+  return {2.0 * t * elems, in.lora.enabled ? 0.0 : t * elems};
 }
 
 // Forward and backward seconds of linear maps over N tokens: backward is dX, plus dW if trainable.
@@ -72,12 +101,16 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
   const double act = in.precision == Precision::bf16 ? 2.0 : 4.0;
   StageMicroBatch r;
 
-  // One layer: linears, causal flash attention (half the T x T square), elementwise traffic.
+  // One layer: linears, causal flash attention (4·Q flops per query-key pair scored: about half
+  // the T x T square, or the band a sliding window leaves), elementwise traffic (norms, q/k norms,
+  // RoPE, the MLP's gate, residual adds: the bytes the layer saves), bias adds.
   auto [lf, lb] = linear_seconds(cl, layer_linears(in), N);
-  const double att_flops = 2.0 * double(in.micro_batch) * double(in.seq) * double(in.seq) * C / tp;
+  const double att_flops = 4.0 * N * mean_attended_keys(c, in.seq) * double(c.q_dim()) / tp;
   const double att = att_flops / (cl.peak_flops * cl.attention_efficiency);
   const double elem = activation_bytes(in, 1, false).layer * kElementwiseTraffic / cl.memory_bandwidth;
-  const double layer_f = lf + att + 0.5 * elem, layer_b = lb + kAttentionBackwardRatio * att + 0.5 * elem;
+  const auto [bias_f, bias_b] = bias_bytes_per_token(in);
+  const double layer_f = lf + att + 0.5 * elem + N * bias_f / cl.memory_bandwidth;
+  const double layer_b = lb + kAttentionBackwardRatio * att + 0.5 * elem + N * bias_b / cl.memory_bandwidth;
   const double L = double(s.layers);
   r.forward = L * layer_f * (in.checkpointing ? 2.0 : 1.0);
   // This engine's pipeline stages (LLaMA shapes) keep only each micro-batch's input and run the

@@ -61,8 +61,9 @@ std::vector<ConfigKey> make_keys() {
       {KEY(lora.enabled), .help = "Train LoRA adapters on a frozen model instead of all weights"},
       {KEY(lora.rank), .range = kPositive, .help = "Adapter rank"},
       {KEY(lora.alpha), .range = kPositive, .help = "Adapter scale is alpha / rank"},
-      {KEY(lora.targets), .choices = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"},
-       .help = "Projections that get adapters; not empty when enabled"},
+      {KEY(lora.targets), .choices = {"q", "k", "v", "o", "gate", "up", "down", "lm_head", "c_attn", "c_proj", "c_fc"},
+       .help = "Projections that get adapters; not empty when enabled. GPT-2's are named by its modules: "
+               "c_attn (q, k, v: one adapter on the fused matrix), c_proj (o and down), c_fc (up)"},
       {KEY(lora.init_std), .range = kNonNegative, .help = "A ~ N(0, init_std), B = 0"},
       {KEY(lora.dropout), .range = kUnitInterval,
        .help = "Dropout on each adapter's input, as PEFT's lora_dropout: only on the LoRA branch, "
@@ -222,6 +223,10 @@ std::vector<ConfigKey> make_keys() {
       {KEY(mesh.tp), .range = kAtLeastOne, .help = "Tensor parallel (Megatron column/row splits)"},
       {KEY(mesh.pp), .range = kAtLeastOne,
        .help = "Pipeline stages, each storing only its units (see train.pp_schedule, train.pp_blocks)"},
+      {KEY(mesh.cp), .range = kAtLeastOne,
+       .help = "Context parallel: every sequence cut into 2 cp chunks, rank r of a cp group holding chunks r "
+               "and 2cp-1-r; parameters replicated, attention all-gathers keys and values (train.seq_len "
+               "divisible by 2 cp; not chosen by mesh.auto)"},
 
       // [partition]
       {KEY(partition.replace_defaults),

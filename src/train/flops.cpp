@@ -8,28 +8,44 @@
 
 namespace mt {
 
+double attended_keys(int64_t window, int64_t T) {
+  const double t = double(T);
+  if (window <= 0 || window >= T) return t * (t + 1.0) / 2.0;
+  const double w = double(window);
+  return w * (w + 1.0) / 2.0 + (t - w) * w;  // the first w queries see all before them
+}
+
 FlopCount training_flops(const LlamaConfig& c, const LoraConfig& lora, int64_t seq_len) {
   // q and o are q_dim wide: hidden_size in LLaMA, heads x an explicit head_dim in Qwen3 or Nemo.
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), I = c.intermediate_size;
   const int64_t V = c.vocab_size, L = c.num_hidden_layers;
   FlopCount f;
-  f.matmul_params = L * (2 * qd * C + 2 * kv * C + 3 * I * C) + V * C;
-  const double attention = 12.0 * double(L) * double(qd) * double(seq_len);
+  const int64_t mlp_matrices = c.gelu_mlp() ? 2 : 3;  // GPT-2's MLP has no gate
+  f.matmul_params = L * (2 * qd * C + 2 * kv * C + mlp_matrices * I * C) + V * C;
+  // PaLM's square (T x T pairs a layer) is the causal count twice less the diagonal; a window's
+  // band the same. Without windows: exactly 12·L·Q·T.
+  double pairs = 0.0;
+  for (int64_t l = 0; l < L; ++l) pairs += 2.0 * attended_keys(c.attention_window(l), seq_len) - double(seq_len);
+  const double attention = 12.0 * double(qd) * pairs / double(seq_len);
+  f.attention_per_token = attention;
+  const std::string att_formula = c.layer_window.empty()
+                                      ? "12*L*Q*T"
+                                      : "12*Q*sum_l band_l/T (band_l: pairs |i-j| < window of layer l, T^2 without one)";
   if (!lora.enabled) {
     f.per_token = 6.0 * double(f.matmul_params) + attention;
-    f.formula = "6*N + 12*L*Q*T (N = matmul weights incl. lm_head, excl. embedding lookup; Q = heads x head_dim)";
+    f.formula = "6*N + " + att_formula + " (N = matmul weights incl. lm_head, excl. embedding lookup; Q = heads x head_dim)";
     return f;
   }
   auto on = lora_targets_mask(lora);
   const int64_t r = lora.rank;
   for (int p = 0; p < kNumProj; ++p) {
-    if (!on[p]) continue;
+    if (!on[p] || !proj_exists(Proj(p), c)) continue;
     const auto [out, in] = proj_dims(Proj(p), c);
     f.lora_params += L * r * (out + in);
   }
   if (lora_targets_head(lora)) f.lora_params += r * (V + C);
   f.per_token = 4.0 * double(f.matmul_params) + 6.0 * double(f.lora_params) + attention;
-  f.formula = "4*N_base + 6*N_lora + 12*L*Q*T (frozen base: no weight-gradient GEMMs)";
+  f.formula = "4*N_base + 6*N_lora + " + att_formula + " (frozen base: no weight-gradient GEMMs)";
   return f;
 }
 

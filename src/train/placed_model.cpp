@@ -81,12 +81,16 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
     }
   }
   model().set_activation_checkpointing(tc.activation_checkpointing);
+  if (m.cp > 1) {
+    context_ = std::make_unique<parallel::ContextParallel>(mesh.axis(parallel::Axis::cp), backend);
+    model().set_context_attention(context_.get());
+  }
   if (m.pp > 1) {
     using parallel::Axis, parallel::axis_bit;
     pipeline_ = std::make_unique<parallel::Pipeline>(mesh.axis(Axis::pp), model(), stage_blocks, schedule,
                                                      chunks);
     stages_and_replicas_ = std::make_unique<parallel::DataParallel>(
-        mesh.group(axis_bit(Axis::pp) | axis_bit(Axis::dp) | axis_bit(Axis::fsdp)));
+        mesh.group(axis_bit(Axis::pp) | parallel::Mesh::token_axes()));
     log << "pipeline: " << m.pp << " stages, " << tc.pp_schedule
         << (chunks > 1 ? " interleaved (" + std::to_string(chunks) + " chunks per stage)" : "")
         << " schedule; rank 0 is "
@@ -124,7 +128,7 @@ PlacedModel::~PlacedModel() = default;
 
 GradientSync* PlacedModel::sync() {
   if (sync_) return sync_.get();
-  return dp_.ranks() > 1 ? &dp_ : nullptr;
+  return dp_.sums() ? &dp_ : nullptr;
 }
 
 std::vector<HeldTensor> PlacedModel::held_tensors(AdamW& optimizer) {
@@ -169,7 +173,8 @@ std::vector<std::string> PlacedModel::export_model(const std::string& dir) {
   using parallel::Axis;
   const int stage = int(mesh_.coord(Axis::pp));
   const auto& c = mesh_.coords();
-  const bool stage_leader = c[size_t(Axis::dp)] == 0 && c[size_t(Axis::fsdp)] == 0 && c[size_t(Axis::tp)] == 0;
+  const bool stage_leader = c[size_t(Axis::dp)] == 0 && c[size_t(Axis::fsdp)] == 0 && c[size_t(Axis::tp)] == 0 &&
+                            c[size_t(Axis::cp)] == 0;
   const FetchValues gather = [&](const std::string& name) {
     const int owner =
         pipeline_ ? parallel::stage_of_unit(pipeline_->blocks(), param_unit(name, full), pipeline_->chunks()) : 0;

@@ -9,6 +9,7 @@
 
 #include "data/tokenizer.h"
 #include "io/model_files.h"
+#include "parallel/context_parallel.h"
 #include "parallel/data_parallel.h"
 #include "parallel/mesh.h"
 #include "parallel/pipeline.h"
@@ -73,7 +74,8 @@ class PlacedModel {
   std::unique_ptr<LlamaModel> whole_;
   std::unique_ptr<parallel::ShardedModel> sharded_;
   std::unique_ptr<GradientSync> sync_;
-  std::unique_ptr<parallel::DataParallel> stages_and_replicas_;  // pp x dp x fsdp: sums losses
+  std::unique_ptr<parallel::DataParallel> stages_and_replicas_;  // pp x dp x fsdp x cp: sums losses
+  std::unique_ptr<parallel::ContextParallel> context_;           // cp > 1: attention over whole rows
   std::unique_ptr<parallel::Pipeline> pipeline_;
   int64_t base_numel_ = 0, trainable_numel_ = 0;
   ModelOrigin origin_;  // model.path and the run's tokenizer ids, for the exported config files

@@ -17,6 +17,17 @@ void check_batch_split(int64_t batch_size, int64_t data_parallel) {
          std::to_string(data_parallel) + ")");
 }
 
+void check_context_split(const RunConfig& cfg, int64_t cp) {
+  if (cp == 1) return;
+  const int64_t seq_len = cfg.train.seq_len;
+  if (seq_len % (2 * cp) != 0)
+    fail("train.seq_len (" + std::to_string(seq_len) + ") must be divisible by 2 x cp (" + std::to_string(2 * cp) +
+         "): context parallelism cuts every sequence into 2 cp equal chunks");
+  if (cfg.lora.enabled && cfg.lora.dropout > 0.0f)
+    fail("lora.dropout (" + std::to_string(cfg.lora.dropout) + ") is not supported with mesh cp = " +
+         std::to_string(cp) + ": its masks follow a token's index in its row, which a cp rank's share does not keep");
+}
+
 std::vector<int64_t> run_stage_blocks(const TrainConfig& tc, const LlamaConfig& shape,
                                       const parallel::MeshShape& mesh) {
   const parallel::PipelineSchedule schedule = parallel::parse_pipeline_schedule(tc.pp_schedule);
@@ -29,6 +40,7 @@ std::vector<int64_t> run_stage_blocks(const TrainConfig& tc, const LlamaConfig& 
 
 void check_run_layout(const RunConfig& cfg, const LlamaConfig& shape, const parallel::MeshShape& mesh) {
   check_batch_split(cfg.train.batch_size, mesh.dp * mesh.fsdp);
+  check_context_split(cfg, mesh.cp);
   run_stage_blocks(cfg.train, shape, mesh);
   // A mesh without fsdp, tp or pp keeps whole replicas: the sharded model, whose checks follow, is
   // not built (train/placed_model.cpp).

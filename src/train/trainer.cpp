@@ -80,12 +80,13 @@ std::unique_ptr<parallel::Comm> open_world(const RunConfig& cfg) {
 // reported (a pipeline alone has no gathers).
 bool gathers_or_splits(const parallel::MeshShape& m) { return m.fsdp > 1 || m.tp > 1; }
 
-// The group (dp x fsdp) that shares out each batch's rows, refused before any work when it cannot
-// split the batch evenly.
-parallel::Comm& data_parallel_group(parallel::Mesh& mesh, int64_t batch_size) {
+// The group (dp x fsdp) that shares out each batch's rows, and the cp ranks that share out each
+// row, refused before any work when they cannot split the batch or its rows evenly.
+parallel::DataParallel data_parallel(parallel::Mesh& mesh, const RunConfig& cfg) {
   parallel::Comm& group = mesh.data_parallel();
-  check_batch_split(batch_size, group.size());
-  return group;
+  check_batch_split(cfg.train.batch_size, group.size());
+  check_context_split(cfg, mesh.shape().cp);
+  return parallel::DataParallel(group, mesh.token_parallel(), mesh.axis(parallel::Axis::cp));
 }
 
 // The device twins of the mesh's groups (train.device_comm), attached before any device buffer
@@ -176,7 +177,7 @@ double validation_loss(TrainingRun& run) {
     if (b.batch_size % dp.ranks() == 0) {
       s = forward_loss(input_of(dp.slice(b)));
     } else if (dp.rank() == 0 || collective) {
-      s = forward_loss(input_of(b));
+      s = forward_loss(input_of(dp.sequence(b)));
       if (dp.rank() != 0) s = LossSum{};  // ran only to keep the collectives in step
     }
     total.sum += s.sum, total.count += s.count;
@@ -209,7 +210,7 @@ TrainingRun::TrainingRun(const RunConfig& cfg, const StopSignals& stop, std::ost
       world(open_world(cfg)),
       mesh(*world, cfg.mesh),
       device_comms(mesh, backend, tc),
-      dp(data_parallel_group(mesh, tc.batch_size)),
+      dp(data_parallel(mesh, this->cfg)),
       leader(world->rank() == 0),
       log(leader ? out : quiet),
       tok(run_tokenizer(cfg)),
@@ -497,7 +498,7 @@ StepTiming run_steps(TrainingRun& run) {
     std::vector<ModelInput> inputs;
     // Every rank draws the same global batch and keeps its own rows.
     for (int64_t k = 0; k < tc.grad_accum; ++k)
-      micro.push_back(run.dp.ranks() > 1 ? run.dp.slice(run.data->next()) : run.data->next());
+      micro.push_back(run.dp.splits() ? run.dp.slice(run.data->next()) : run.data->next());
     for (const PackedBatch& b : micro) inputs.push_back(input_of(b));
     // A training pass: LoRA dropout draws its masks from (seed, step, row of the step's batch).
     for (size_t k = 0; k < inputs.size(); ++k)

@@ -54,6 +54,31 @@ TEST(MeshMpi, CoordinatesAndAxisGroups) {
   EXPECT_EQ(mesh.axis(Axis::pp).size(), 1);
 }
 
+TEST(MeshMpi, ContextParallelGroups) {
+  // cp sits between fsdp and tp in the rank order: 8 ranks as fsdp2 x cp2 x tp2, 4 as cp2 x tp2.
+  auto world = make_world_comm();
+  const MeshShape shape = MeshShape::parse(world->size() == 8 ? "fsdp=2,cp=2,tp=2" : "cp=2,tp=2");
+  Mesh mesh(*world, shape);
+  const int r = world->rank();
+  EXPECT_EQ(mesh.coord(Axis::tp), r % 2);
+  EXPECT_EQ(mesh.coord(Axis::cp), (r / 2) % 2);
+  for (AxisSet set = 1; set < (1u << kNumAxes); ++set) {  // all 31 groups
+    int64_t y = r;
+    mesh.group(set).all_reduce_sum(&y, 1);
+    EXPECT_EQ(y, expected_group_sum(shape, r, set)) << "axis set " << set;
+  }
+  // A cp group is the ranks two apart (the tp partners in between), ordered by cp coordinate.
+  Comm& cp = mesh.axis(Axis::cp);
+  EXPECT_EQ(cp.size(), 2);
+  EXPECT_EQ(cp.rank(), mesh.coord(Axis::cp));
+  int64_t x = r;
+  cp.all_reduce_sum(&x, 1);
+  EXPECT_EQ(x, 2 * (r - r % 4 + r % 2) + 2);
+  // The ranks seeing different tokens: dp x fsdp x cp.
+  EXPECT_EQ(mesh.token_parallel().size(), shape.dp * shape.fsdp * shape.cp);
+  EXPECT_EQ(mesh.data_parallel().size(), shape.dp * shape.fsdp);
+}
+
 TEST(MeshMpi, WrongSizeIsRefusedOnEveryRank) {
   auto world = make_world_comm();
   const MeshShape bad = MeshShape::parse("dp=2,fsdp=2,tp=" + std::to_string(world->size()));

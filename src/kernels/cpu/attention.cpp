@@ -26,6 +26,7 @@
 #include "core/buffer.h"
 #include "core/error.h"
 #include "kernels/cpu/attention_tiles.h"
+#include "kernels/device_math/cp_positions.h"
 
 namespace mt {
 
@@ -40,49 +41,74 @@ constexpr float kLn2 = 0.6931471805599453f;
 struct Geo {
   int64_t B, T, Hq, Hkv, D;
   int64_t window; // > 0: sliding window
+  int64_t cp, cp_rank;  // context parallelism: which chunks of the keys' sequence the queries are
+  int64_t Tk;     // keys per row (cp T)
   int64_t Dp;     // D padded to kPad
   int64_t nrep;   // query heads per KV head
-  int64_t nt;     // tiles along T
+  int64_t nt;     // tiles along the T queries
+  int64_t nkt;    // tiles along the Tk keys
   int64_t qs;     // row stride of q/out/dq (elements between consecutive tokens)
   int64_t ks;     // row stride of k/v/dk/dv
   float scale;    // the shape's, or 1/sqrt(D)
   explicit Geo(const AttentionShape& s)
-      : B(s.B), T(s.T), Hq(s.Hq), Hkv(s.Hkv), D(s.D), window(s.window), Dp(pad_dim(s.D)), nrep(s.Hq / s.Hkv),
-        nt((s.T + kTile - 1) / kTile), qs(s.Hq * s.D), ks(s.Hkv * s.D),
+      : B(s.B), T(s.T), Hq(s.Hq), Hkv(s.Hkv), D(s.D), window(s.window), cp(s.cp), cp_rank(s.cp_rank),
+        Tk(s.T * s.cp), Dp(pad_dim(s.D)), nrep(s.Hq / s.Hkv), nt((s.T + kTile - 1) / kTile),
+        nkt((Tk + kTile - 1) / kTile), qs(s.Hq * s.D), ks(s.Hkv * s.D),
         scale(s.scale > 0.0f ? s.scale : 1.0f / std::sqrt(float(s.D))) {}
+  // The key position of query i (i itself without context parallelism); increasing in i.
+  int64_t pos(int64_t i) const { return dm::cp_query_position(i, T, cp, cp_rank); }
 };
 
 void check_shape(const AttentionShape& s) {
   MT_CHECK(s.B > 0 && s.T > 0 && s.Hq > 0 && s.Hkv > 0 && s.D > 0, "attention sizes");
   MT_CHECK(s.Hq % s.Hkv == 0, "query heads must be a multiple of KV heads");
   MT_CHECK(s.window >= 0, "attention window must be >= 0");
+  MT_CHECK(s.cp >= 1 && s.cp_rank >= 0 && s.cp_rank < s.cp && (s.cp == 1 || s.T % 2 == 0),
+           "context-parallel attention sizes");
 }
 
-// With a sliding window: is every key of tile [j0, j0 + nk) too old for every query of
-// [i0, i0 + mq)? The first query sees the oldest keys (j > i0 - w), so the tile's newest key
-// decides. Such tiles are skipped (bit-exact: they would add P = 0).
-bool tile_before_window(const Geo& g, int64_t i0, int64_t j0, int64_t nk) {
-  return g.window > 0 && j0 + nk - 1 <= i0 - g.window;
+// A query tile's span of key positions: its first query's and its last query's (the positions
+// increase with the query index).
+struct QuerySpan {
+  int64_t first, last;
+};
+QuerySpan query_span(const Geo& g, int64_t i0, int64_t mq) { return {g.pos(i0), g.pos(i0 + mq - 1)}; }
+
+// With a sliding window: is every key of tile [j0, j0 + nk) too old for every query of the
+// tile? The first query sees the oldest keys (j > first - w), so the tile's newest key decides.
+// Such tiles are skipped (bit-exact: they would add P = 0).
+bool tile_before_window(const Geo& g, const QuerySpan& q, int64_t j0, int64_t nk) {
+  return g.window > 0 && j0 + nk - 1 <= q.first - g.window;
 }
 
 // Does the window hide some key of the tile from some query? The last query's bound is the
 // tightest.
-bool window_cuts_tile(const Geo& g, int64_t i0, int64_t mq, int64_t j0) {
-  return g.window > 0 && j0 <= i0 + mq - 1 - g.window;
+bool window_cuts_tile(const Geo& g, const QuerySpan& q, int64_t j0) {
+  return g.window > 0 && j0 <= q.last - g.window;
 }
 
-// Does the (query tile qt, key tile kt) block hold any pair the mask lets through? Only asked
-// with segments (packed documents make many off-diagonal tiles empty). Skipping an empty tile is
-// bit-exact with processing it: it would add P = 0 and rescale by exp2(0) = 1.
-bool tile_has_pair(const int32_t* seg, int64_t i0, int64_t mq, int64_t j0, int64_t nk) {
-  for (int64_t i = 0; i < mq; ++i)
-    for (int64_t j = 0; j < nk && j0 + j <= i0 + i; ++j)
-      if (seg[j0 + j] == seg[i0 + i]) return true;
+// Must the (query tile, key tile) block be masked row by row: a key after some query (causal),
+// a partial key tile, documents or a window cutting it?
+bool tile_needs_mask(const Geo& g, const QuerySpan& q, int64_t j0, int64_t nk, const int32_t* segb) {
+  return j0 + nk - 1 > q.first || nk < kTile || segb || window_cuts_tile(g, q, j0);
+}
+
+// Does the (query tile, key tile) block hold any pair the mask lets through? Only asked with
+// segments (packed documents make many off-diagonal tiles empty). Skipping an empty tile is
+// bit-exact with processing it: it would add P = 0 and rescale by exp2(0) = 1. A query's
+// document is the one of the key at its position.
+bool tile_has_pair(const Geo& g, const int32_t* seg, int64_t i0, int64_t mq, int64_t j0, int64_t nk) {
+  for (int64_t i = 0; i < mq; ++i) {
+    const int64_t pi = g.pos(i0 + i);
+    for (int64_t j = 0; j < nk && j0 + j <= pi; ++j)
+      if (seg[j0 + j] == seg[pi]) return true;
+  }
   return false;
 }
 
-// Set the masked entries of one score row to -inf: keys after the query (causal), keys past T
-// (partial tile padding), keys of another segment and keys at or before qi - window.
+// Set the masked entries of one score row to -inf: keys after the query's position qi (causal),
+// keys past the row (partial tile padding), keys of another segment and keys at or before
+// qi - window.
 void mask_row(float* s, int64_t qi, int64_t j0, int64_t nk, const int32_t* seg, int64_t window) {
   if (window > 0)
     for (int64_t j = 0; j < nk && j0 + j <= qi - window; ++j) s[j] = kNegInf;
@@ -172,27 +198,30 @@ void forward_item(T* out, float* lse, const T* q, const T* k, const T* v, const 
   const int64_t i0 = qt * kTile, mq = std::min<int64_t>(kTile, g.T - i0);
   const int64_t tile = kTile * g.Dp;
   const float c2 = g.scale * kLog2e;
-  const int32_t* segb = seg ? seg + b * g.T : nullptr;
+  const int32_t* segb = seg ? seg + b * g.Tk : nullptr;
+  const QuerySpan span = query_span(g, i0, mq);
   for (int64_t r = 0; r < g.nrep; ++r) {
     const int64_t h = kvh * g.nrep + r;
     load_rows(sc.q + r * tile, g.Dp, q + (b * g.T + i0) * g.qs + h * g.D, g.qs, mq, mq, g.D);
     std::memset(sc.o + r * tile, 0, sizeof(float) * mq * g.Dp);
     for (int64_t i = 0; i < mq; ++i) sc.m[r * kTile + i] = kNegInf, sc.l[r * kTile + i] = 0.0f;
   }
-  for (int64_t kt = 0; kt <= qt; ++kt) {
-    const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.T - j0);
-    if (tile_before_window(g, i0, j0, nk)) continue;
-    if (segb && !tile_has_pair(segb, i0, mq, j0, nk)) continue;
-    const T* kb = k + (b * g.T + j0) * g.ks + kvh * g.D;
+  // Key tiles after the last query's position are wholly masked: never visited.
+  for (int64_t kt = 0; kt <= span.last / kTile; ++kt) {
+    const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.Tk - j0);
+    if (tile_before_window(g, span, j0, nk)) continue;
+    if (segb && !tile_has_pair(g, segb, i0, mq, j0, nk)) continue;
+    const T* kb = k + (b * g.Tk + j0) * g.ks + kvh * g.D;
     load_rows(sc.v, g.Dp, kb, g.ks, nk, kTile, g.D);  // K rows, staged in v's space
     transpose_tile(sc.kt, sc.v, g.Dp);
-    load_rows(sc.v, g.Dp, v + (b * g.T + j0) * g.ks + kvh * g.D, g.ks, nk, kTile, g.D);
-    const bool masked = kt == qt || nk < kTile || segb || window_cuts_tile(g, i0, mq, j0);
+    load_rows(sc.v, g.Dp, v + (b * g.Tk + j0) * g.ks + kvh * g.D, g.ks, nk, kTile, g.D);
+    const bool masked = tile_needs_mask(g, span, j0, nk, segb);
     for (int64_t r = 0; r < g.nrep; ++r) {
       float* o = sc.o + r * tile;
       mm<false>(sc.s, kTile, sc.q + r * tile, g.Dp, 1, sc.kt, kTile, mq, kTile, g.D);
       if (masked)
-        for (int64_t i = 0; i < mq; ++i) mask_row(sc.s + i * kTile, i0 + i, j0, nk, segb, g.window);
+        for (int64_t i = 0; i < mq; ++i)
+          mask_row(sc.s + i * kTile, g.pos(i0 + i), j0, nk, segb, g.window);
       softmax_tile(sc.s, sc.m + r * kTile, sc.l + r * kTile, sc.alpha, mq, c2);
       for (int64_t i = 0; i < mq; ++i)
         if (sc.alpha[i] != 1.0f)
@@ -233,19 +262,19 @@ void backward_step(const T* dout, const float* lse, const float* drow, const T* 
                    const int32_t* segb, const Geo& g, BwdScratch& sc, float* dq_acc, int64_t b,
                    int64_t h, int64_t qt, int64_t kt) {
   const int64_t i0 = qt * kTile, mq = std::min<int64_t>(kTile, g.T - i0);
-  const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.T - j0);
+  const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.Tk - j0);
   const float c2 = g.scale * kLog2e;
   load_rows(sc.q, g.Dp, q + (b * g.T + i0) * g.qs + h * g.D, g.qs, mq, mq, g.D);
   load_rows(sc.dout, g.Dp, dout + (b * g.T + i0) * g.qs + h * g.D, g.qs, mq, mq, g.D);
   mm<false>(sc.p, kTile, sc.q, g.Dp, 1, sc.kt, kTile, mq, kTile, g.D);      // S = Q K^T
   mm<false>(sc.ds, kTile, sc.dout, g.Dp, 1, sc.vt, kTile, mq, kTile, g.D);  // dP = dO V^T
-  const bool masked = kt == qt || nk < kTile || segb || window_cuts_tile(g, i0, mq, j0);
+  const bool masked = tile_needs_mask(g, query_span(g, i0, mq), j0, nk, segb);
   const float* lse_h = lse + (b * g.Hq + h) * g.T + i0;
   const float* drow_h = drow + (b * g.Hq + h) * g.T + i0;
   for (int64_t i = 0; i < mq; ++i) {
     float* s = sc.p + i * kTile;
     float* dp = sc.ds + i * kTile;
-    if (masked) mask_row(s, i0 + i, j0, nk, segb, g.window);
+    if (masked) mask_row(s, g.pos(i0 + i), j0, nk, segb, g.window);
     // A row without keys has lse = -inf; +inf as reference makes its P exactly 0, not NaN.
     const float ref = lse_h[i] == kNegInf ? -kNegInf : lse_h[i] * kLog2e;
     const float dr = drow_h[i];
@@ -265,13 +294,13 @@ template <class T>
 void backward_item(T* dk, T* dv, const T* dout, const float* lse, const float* drow, const T* q,
                    const T* k, const T* v, const int32_t* seg, const Geo& g, BwdScratch& sc,
                    float* dq_acc, int64_t b, int64_t kvh, int64_t chunk, int64_t nchunks) {
-  const int32_t* segb = seg ? seg + b * g.T : nullptr;
-  for (int64_t kt = 0; kt < g.nt; ++kt) {
-    // Key tile kt meets nt - kt query tiles; tiles kt and nt-1-kt go to the same chunk so chunks
-    // get equal work.
-    if (std::min(kt, g.nt - 1 - kt) % nchunks != chunk) continue;
-    const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.T - j0);
-    const int64_t row0 = (b * g.T + j0) * g.ks + kvh * g.D;
+  const int32_t* segb = seg ? seg + b * g.Tk : nullptr;
+  for (int64_t kt = 0; kt < g.nkt; ++kt) {
+    // Key tile kt meets nt - kt query tiles (without context parallelism); tiles kt and nkt-1-kt
+    // go to the same chunk so chunks get equal work.
+    if (std::min(kt, g.nkt - 1 - kt) % nchunks != chunk) continue;
+    const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.Tk - j0);
+    const int64_t row0 = (b * g.Tk + j0) * g.ks + kvh * g.D;
     load_rows(sc.k, g.Dp, k + row0, g.ks, nk, kTile, g.D);
     transpose_tile(sc.kt, sc.k, g.Dp);
     load_rows(sc.dv, g.Dp, v + row0, g.ks, nk, kTile, g.D);  // V rows, staged in dv's space
@@ -281,10 +310,12 @@ void backward_item(T* dk, T* dv, const T* dout, const float* lse, const float* d
     for (int64_t r = 0; r < g.nrep; ++r) {
       const int64_t h = kvh * g.nrep + r;
       float* dq_h = dq_acc + r * g.T * g.Dp;
-      for (int64_t qt = kt; qt < g.nt; ++qt) {
+      for (int64_t qt = 0; qt < g.nt; ++qt) {
         const int64_t i0 = qt * kTile, mq = std::min<int64_t>(kTile, g.T - i0);
-        if (tile_before_window(g, i0, j0, nk)) break;  // later query tiles are further away
-        if (segb && !tile_has_pair(segb, i0, mq, j0, nk)) continue;
+        const QuerySpan span = query_span(g, i0, mq);
+        if (span.last < j0) continue;  // every query before the tile's first key
+        if (tile_before_window(g, span, j0, nk)) break;  // later query tiles are further away
+        if (segb && !tile_has_pair(g, segb, i0, mq, j0, nk)) continue;
         backward_step(dout, lse, drow, q, segb, g, sc, dq_h, b, h, qt, kt);
       }
     }
@@ -329,7 +360,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
   // Split a (b, KV head) into key chunks only when there are too few pairs to feed the threads.
   const int64_t pairs = g.B * g.Hkv;
   const int64_t nchunks = std::min<int64_t>(
-      (g.nt + 1) / 2, std::max<int64_t>(1, (omp_get_max_threads() + pairs - 1) / pairs));
+      (g.nkt + 1) / 2, std::max<int64_t>(1, (omp_get_max_threads() + pairs - 1) / pairs));
   const int64_t group = g.nrep * g.T * g.Dp;  // f32 dQ of one (b, KV head): [nrep, T, Dp]
   Buffer<float> drow(size_t(g.B * g.Hq * g.T));
   // Chunk partials [b, KV head, chunk, nrep, T, Dp], only when keys are split.

@@ -15,6 +15,10 @@ namespace mt {
 struct AttentionShape {
   int64_t B, T, Hq, Hkv, D;
   int64_t window = 0;  // > 0: sliding window (see above); 0: all earlier keys
+  // Context parallelism (backend.h AttentionDims): the T queries of a row are chunks cp_rank and
+  // 2 cp - 1 - cp_rank of a sequence of cp T keys; k, v, dk, dv and segment are [B, cp T, ...]
+  // and causality is by a query's true position (kernels/device_math/cp_positions.h).
+  int64_t cp = 1, cp_rank = 0;
   float scale = 0.0f;  // > 0: the scores' scale; 0: 1/sqrt(D)
 };
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/cuda/launch.h"
+#include "kernels/device_math/cp_positions.h"
 #include "kernels/cuda/warp_reduce.h"
 
 namespace mt::cuda {
@@ -17,23 +18,27 @@ template <> constexpr DType dtype_of_element<__nv_bfloat16>() { return DType::bf
 // One block (kThreads) per score row.
 //
 // Where a chunk's score rows are: batch row b, query heads h0.., query rows r0..r0+rows, keys
-// 0..keys (= r0 + rows: no later key is visible to any of its queries). Row i * rows + r of the
-// chunk is query row r0 + r of head h0 + i.
+// 0..keys (= the last query's position + 1: no later key is visible to any of its queries). Row
+// i * rows + r of the chunk is query row r0 + r of head h0 + i.
 struct ChunkPos {
   int64_t b, h0, r0, rows, keys, T, Hq;
   int64_t window;  // > 0: sliding window
+  int64_t cp, cp_rank;  // context parallelism: the queries' chunks of the keys' sequence
+  __host__ __device__ int64_t position(int64_t t) const {
+    return dm::cp_query_position(t, T, cp, cp_rank);
+  }
 };
 
-// Whether query t sees key j (causal, the same document when segments are given, and within the
-// sliding window when one is set).
+// Whether query t (at key position `position`) sees key j (causal, the same document when
+// segments are given, and within the sliding window when one is set).
 struct Visibility {
   const int32_t* seg;  // this batch row's segment ids, or null
-  int64_t t;
+  int64_t t;           // the query's key position
   int32_t doc;
   int64_t window;
-  __device__ Visibility(const int32_t* segments, const ChunkPos& c, int64_t t_)
-      : seg(segments ? segments + c.b * c.T : nullptr), t(t_), doc(seg ? seg[t_] : 0),
-        window(c.window) {}
+  __device__ Visibility(const int32_t* segments, const ChunkPos& c, int64_t query)
+      : seg(segments ? segments + c.b * c.T * c.cp : nullptr), t(c.position(query)),
+        doc(seg ? seg[t] : 0), window(c.window) {}
   __device__ bool operator()(int64_t j) const {
     return j <= t && (window <= 0 || t - j < window) && (!seg || seg[j] == doc);
   }
@@ -117,7 +122,7 @@ struct Scratch {
 
 Scratch carve(void* base, const AttentionShape& s, const AttentionChunk& c, size_t elem,
               bool backward) {
-  const size_t n = size_t(c.heads * c.rows * s.T), acc = size_t(c.heads * s.T * s.D);
+  const size_t n = size_t(c.heads * c.rows * s.keys()), acc = size_t(c.heads * s.keys() * s.D);
   char* at = static_cast<char*>(base);
   auto take = [&](size_t bytes) {
     char* r = at;
@@ -152,17 +157,17 @@ void for_each_chunk(const AttentionShape& s, const AttentionChunk& c, F&& f, G&&
 }  // namespace
 
 AttentionChunk attention_chunk(const AttentionShape& s, int64_t max_scores) {
-  const int64_t group = s.Hq / s.Hkv, per_head = s.T * s.T;
+  const int64_t group = s.Hq / s.Hkv, per_head = s.T * s.keys();
   const int64_t heads = std::clamp<int64_t>(max_scores / std::max<int64_t>(per_head, 1), 1, group);
   const int64_t rows = heads * per_head <= max_scores
                            ? s.T
-                           : std::clamp<int64_t>(max_scores / std::max<int64_t>(heads * s.T, 1), 1, s.T);
+                           : std::clamp<int64_t>(max_scores / std::max<int64_t>(heads * s.keys(), 1), 1, s.T);
   return {heads, rows};
 }
 
 size_t attention_scratch_bytes(const AttentionShape& s, const AttentionChunk& c, size_t elem,
                                bool backward) {
-  const size_t n = size_t(c.heads * c.rows * s.T), acc = size_t(c.heads * s.T * s.D);
+  const size_t n = size_t(c.heads * c.rows * s.keys()), acc = size_t(c.heads * s.keys() * s.D);
   size_t bytes = aligned(n * 4) + aligned(n * elem);
   if (backward) bytes += aligned(n * 4) + 2 * aligned(acc * 4);
   return bytes;
@@ -178,14 +183,14 @@ void attention_forward(CublasLt& gemm, T* out, float* lse, const T* q, const T* 
   const float scale = s.scale > 0.0f ? s.scale : 1.0f / std::sqrt(float(s.D));
   for_each_chunk(s, c, [&](int64_t b, int64_t kv, int64_t h0, int64_t heads, int64_t r0,
                            int64_t rows) {
-    const int64_t keys = r0 + rows;
+    ChunkPos pos{b, h0, r0, rows, 0, s.T, s.Hq, s.window, s.cp, s.cp_rank};
+    const int64_t keys = pos.keys = pos.position(r0 + rows - 1) + 1;
     const T* qc = q + (b * s.T + r0) * qw + h0 * s.D;
-    const T* kc = k + b * s.T * kw + kv * s.D;
-    const T* vc = v + b * s.T * kw + kv * s.D;
+    const T* kc = k + b * s.keys() * kw + kv * s.D;
+    const T* vc = v + b * s.keys() * kw + kv * s.D;
     // scores[i] = scale Q_i K^T: [rows, keys] per query head, the KV head shared (stride 0).
     gemm.gemm({rows, keys, s.D, false, true, qw, kw, keys, heads, s.D, 0, rows * keys},
               {qc, kc, w.scores, dt, DType::f32, scale, 0.0f});
-    const ChunkPos pos{b, h0, r0, rows, keys, s.T, s.Hq, s.window};
     softmax_rows<T><<<unsigned(heads * rows), kThreads, 0, stream>>>(
         w.scores, static_cast<T*>(w.p), lse, segments, pos);
     check_launch("attention softmax");
@@ -202,7 +207,7 @@ void attention_backward(CublasLt& gemm, T* dq, T* dk, T* dv, const T* dout, cons
                         cudaStream_t stream) {
   const Scratch w = carve(scratch, s, c, sizeof(T), true);
   const DType dt = dtype_of_element<T>();
-  const int64_t qw = s.Hq * s.D, kw = s.Hkv * s.D, acc_stride = s.T * s.D;
+  const int64_t qw = s.Hq * s.D, kw = s.Hkv * s.D, acc_stride = s.keys() * s.D;
   const size_t acc_bytes = size_t(c.heads * acc_stride) * 4;
   const float scale = s.scale > 0.0f ? s.scale : 1.0f / std::sqrt(float(s.D));
   T* p = static_cast<T*>(w.p);  // P, then (once dV has it) dS
@@ -214,10 +219,10 @@ void attention_backward(CublasLt& gemm, T* dq, T* dk, T* dv, const T* dout, cons
       check(cudaMemsetAsync(w.acc_v, 0, acc_bytes, stream), "clearing attention scratch");
       fresh_kv = false;
     }
-    const int64_t keys = r0 + rows, row0 = (b * s.T + r0) * qw + h0 * s.D;
-    const T* kc = k + b * s.T * kw + kv * s.D;
-    const T* vc = v + b * s.T * kw + kv * s.D;
-    const ChunkPos pos{b, h0, r0, rows, keys, s.T, s.Hq, s.window};
+    ChunkPos pos{b, h0, r0, rows, 0, s.T, s.Hq, s.window, s.cp, s.cp_rank};
+    const int64_t keys = pos.keys = pos.position(r0 + rows - 1) + 1, row0 = (b * s.T + r0) * qw + h0 * s.D;
+    const T* kc = k + b * s.keys() * kw + kv * s.D;
+    const T* vc = v + b * s.keys() * kw + kv * s.D;
     gemm.gemm({rows, keys, s.D, false, true, qw, kw, keys, heads, s.D, 0, rows * keys},
               {q + row0, kc, w.scores, dt, DType::f32, scale, 0.0f});
     recompute_probabilities<T><<<unsigned(heads * rows), kThreads, 0, stream>>>(
@@ -238,11 +243,11 @@ void attention_backward(CublasLt& gemm, T* dq, T* dk, T* dv, const T* dout, cons
     gemm.gemm({keys, s.D, rows, true, false, keys, qw, s.D, heads, rows * keys, s.D, acc_stride},
               {p, q + row0, w.acc_k, dt, DType::f32, scale, 1.0f});
   }, [&](int64_t b, int64_t kv) {
-    const int64_t at = b * s.T * kw + kv * s.D;
+    const int64_t at = b * s.keys() * kw + kv * s.D;
     sum_slots<T><<<grid_for(acc_stride), kThreads, 0, stream>>>(dk + at, kw, w.acc_k, c.heads,
-                                                                s.T, s.D);
+                                                                s.keys(), s.D);
     sum_slots<T><<<grid_for(acc_stride), kThreads, 0, stream>>>(dv + at, kw, w.acc_v, c.heads,
-                                                                s.T, s.D);
+                                                                s.keys(), s.D);
     check_launch("attention dk/dv sum");
     fresh_kv = true;
   });

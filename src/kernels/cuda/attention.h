@@ -8,7 +8,7 @@
 // tokens, and with segments only to keys of its own document.
 //
 // A chunk is `heads` query heads of one KV head (one batched GEMM, the KV head shared) and `rows`
-// query rows: the scores of a chunk are heads x rows x T floats.
+// query rows: the scores of a chunk are at most heads x rows x keys() floats.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -21,7 +21,11 @@ namespace mt::cuda {
 struct AttentionShape {
   int64_t B, T, Hq, Hkv, D;
   int64_t window = 0;  // > 0: query t sees only keys j > t - window (a sliding window)
+  // Context parallelism (backend.h AttentionDims): the T queries of a row are chunks cp_rank and
+  // 2 cp - 1 - cp_rank of a sequence of cp T keys; k, v, dk, dv and segments are [B, cp T, ...].
+  int64_t cp = 1, cp_rank = 0;
   float scale = 0.0f;  // > 0: the scores' scale; 0: 1/sqrt(D)
+  int64_t keys() const { return T * cp; }
 };
 
 struct AttentionChunk {

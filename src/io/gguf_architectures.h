@@ -1,0 +1,94 @@
+// llama.cpp's model architectures as meshtrain writes and reads them in GGUF: one table entry per
+// architecture, holding its name, the metadata it carries, its tensor names and how its RoPE
+// pairs q and k. The exporter (io/gguf_export.h) and the reader (io/gguf_model.h) know nothing
+// of a family beyond its entry, so another family is another entry (docs/formats.md, "GGUF
+// per family").
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/gguf_reader.h"
+#include "io/gguf_types.h"
+#include "model/config.h"
+
+namespace mt {
+
+// A hyper-parameter stored as "<architecture>.<key>" (the keys of llama.cpp's gguf-py constants).
+enum class GgufHparam {
+  context_length,        // context_length: max_position_embeddings
+  embedding_length,      // embedding_length: hidden_size
+  block_count,           // block_count: num_hidden_layers
+  feed_forward_length,   // feed_forward_length: intermediate_size
+  rope_dimension_count,  // rope.dimension_count: head_dim (the whole head rotates)
+  head_count,            // attention.head_count
+  head_count_kv,         // attention.head_count_kv
+  rms_norm_eps,          // attention.layer_norm_rms_epsilon
+  rope_freq_base,        // rope.freq_base: rope_theta
+  vocab_size,            // vocab_size
+  head_length,           // attention.key_length and value_length: head_dim, written only where it
+                         // is not hidden_size / num_attention_heads (llama.cpp's default)
+};
+
+// One tensor's names: the HF name (after "model.layers.N." for a layer's tensor) and llama.cpp's
+// (after "blk.N.").
+struct GgufTensorName {
+  const char* hf;
+  const char* gguf;
+};
+
+struct GgufArchitecture {
+  const char* name = "";        // general.architecture, and the prefix of its hyper-parameter keys
+  const char* model_type = "";  // the HF model_type a file of this architecture reads back as
+  std::vector<std::string> written_for;  // the model_types exported as this architecture
+  // llama.cpp's "llama" RoPE rotates adjacent pairs (LLAMA_ROPE_TYPE_NORM), so q and k rows are
+  // permuted from HF's rotate-half order; qwen2 / qwen3 rotate halves (NEOX) and take HF's rows.
+  bool interleaved_rope = false;
+  // Reads llama3 RoPE scaling from a rope_freqs.weight tensor (llama.cpp's llama does; a tensor
+  // an architecture does not load fails llama.cpp's tensor count, so the others refuse it).
+  bool rope_freqs = false;
+  // llama.cpp sizes q [hidden, hidden] and o [hidden, hidden] (qwen2): heads x head_dim must be
+  // the hidden size.
+  bool q_width_is_hidden = false;
+  std::vector<GgufHparam> hparams;
+  std::vector<GgufTensorName> model_tensors;  // whole names, outside the layers
+  std::vector<GgufTensorName> layer_tensors;  // a tensor without a name here cannot be written
+};
+
+// The architectures meshtrain writes: llama (llama, mistral), qwen2, qwen3.
+const std::vector<GgufArchitecture>& gguf_architectures();
+// The entry named `name` (general.architecture), nullptr for one meshtrain does not read.
+const GgufArchitecture* find_gguf_architecture(const std::string& name);
+// The entry a model of this config is written as. mt::Error naming `where` when its model_type
+// has none, or when it has a part the architecture cannot hold (a tensor without a GGUF name, a
+// q width other than the hidden size where llama.cpp fixes it, llama3 rope scaling elsewhere
+// than llama). Attention windows are not refused here: see gguf_window_note.
+const GgufArchitecture& gguf_architecture_for(const LlamaConfig& c, const std::string& where);
+
+// llama.cpp's name of an HF-named tensor ("model.layers.0.self_attn.q_proj.weight" ->
+// "blk.0.attn_q.weight"); nullopt for one the architecture has no name for.
+std::optional<std::string> gguf_name_of(const GgufArchitecture& a, const std::string& hf_name);
+// The same, throwing mt::Error naming the tensor and the architecture.
+std::string gguf_tensor_name(const GgufArchitecture& a, const std::string& hf_name);
+// The inverse: the HF name of a llama.cpp tensor name, nullopt for one the entry does not list.
+std::optional<std::string> hf_name_of_gguf_tensor(const GgufArchitecture& a, const std::string& gguf_name);
+// Heads whose rows the q / k permutation reorders in an HF-named projection: 0 for other tensors
+// and for architectures that take HF's rows.
+int64_t gguf_rotary_heads(const GgufArchitecture& a, const std::string& hf_name, const LlamaConfig& c);
+
+// The architecture's "<name>.*" hyper-parameter key/values for a model of config c. mt::Error
+// naming the field for a size beyond GGUF's 32 bits.
+std::vector<GgufKV> gguf_hparam_kvs(const GgufArchitecture& a, const LlamaConfig& c);
+// The sizes of c from a file's "<name>.*" keys: the required ones (mt::Error naming the file and
+// key when absent or of another type), the optional ones at llama.cpp's defaults (kv heads = heads,
+// rope base 10000, vocabulary = the embedding's rows, head_dim = hidden / heads); a rotary
+// dimension other than the head dim is refused (meshtrain rotates whole heads).
+void read_gguf_hparams(const GgufArchitecture& a, const GgufFile& g, LlamaConfig& c);
+
+// "" when llama.cpp computes the model's attention as meshtrain does; else one line saying that
+// the windowed layers attend to the whole context in llama.cpp (none of the architectures above
+// has a sliding window), and up to which context length the two agree.
+std::string gguf_window_note(const GgufArchitecture& a, const LlamaConfig& c);
+
+}  // namespace mt

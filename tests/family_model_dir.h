@@ -1,0 +1,49 @@
+// A model directory in a family's HF layout, for tests that train from model.path a model whose
+// block has a family's parts (q/k norms, an explicit head_dim, biases, windows), which a run
+// config's [model] keys cannot name: a one-step run of the built-in config exports its tokenizer
+// and config, `parts` turns the config into the family's, and fresh random weights are saved.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "io/hf_config.h"
+#include "io/model_files.h"
+#include "mesh_runs.h"
+#include "model/llama.h"
+
+namespace mt::testing {
+
+// `tag` names the directories under the temp dir (tests ctest runs in parallel keep theirs apart);
+// `train_args` shapes the source run ("--set model.num_hidden_layers=4 ..."). Returns the model
+// directory.
+inline std::string family_model_dir(const std::string& tag, const std::string& train_args,
+                                    const std::function<void(LlamaConfig&)>& parts) {
+  namespace fs = std::filesystem;
+  const std::string src = (fs::temp_directory_path() / ("meshtrain_family_dir_src_" + tag)).string();
+  const std::string dir = (fs::temp_directory_path() / ("meshtrain_family_dir_" + tag)).string();
+  fs::remove_all(src);
+  std::string out;
+  EXPECT_EQ(run(train_command("") + train_args + " --set train.steps=1 --set train.peak_gflops=100 --set output.dir=" +
+                    src + " 2>&1",
+                &out),
+            0)
+      << out;
+  LlamaConfig c = load_hf_config(src + "/model/config.json");
+  parts(c);
+  c.validate();
+  LlamaModel m(c, Precision::fp32, LoraConfig{});
+  m.init_weights(7);
+  fs::remove_all(dir);
+  save_base_model(m, dir, ModelOrigin{src + "/model", {}});
+  for (const auto& e : fs::directory_iterator(src + "/model")) {  // the tokenizer files
+    const std::string name = e.path().filename().string();
+    if (name != "config.json" && name != "model.safetensors" && name != "generation_config.json")
+      fs::copy(e.path(), dir + "/" + name, fs::copy_options::overwrite_existing);
+  }
+  return dir;
+}
+
+}  // namespace mt::testing

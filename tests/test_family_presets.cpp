@@ -1,0 +1,188 @@
+// The families' presets (io/family_presets.h): each one's tensors, counted as the model declares
+// them (llama_param_shapes), equal a count by hand from its config.json, and round to the figure
+// its model card publishes; `plan` and `shard` take them by name and count the same.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/error.h"
+#include "io/family_presets.h"
+#include "model/param_shapes.h"
+#include "plan/model_shape.h"
+#include "run_command.h"
+
+namespace mt {
+namespace {
+
+using testing::run_meshtrain;
+
+int64_t declared_params(const LlamaConfig& c) {
+  int64_t n = 0;
+  for (const auto& t : llama_param_shapes(c, LoraConfig{})) n += t.numel();
+  return n;
+}
+
+// The count by hand, written from the HF modeling code rather than from meshtrain's list: per
+// layer q [H·D, C], k and v [K·D, C], o [C, H·D], gate and up [I, C], down [C, I], two RMSNorms
+// [C]; Qwen2's biases on q, k, v; Qwen3's q_norm and k_norm [D]; the embedding, the final norm,
+// and an untied head.
+int64_t hand_count(int64_t C, int64_t I, int64_t L, int64_t H, int64_t K, int64_t D, int64_t V, bool tied,
+                   bool qkv_bias, bool qk_norm) {
+  const int64_t q = H * D, kv = K * D;
+  int64_t layer = q * C + 2 * kv * C + C * q + 3 * I * C + 2 * C;
+  if (qkv_bias) layer += q + 2 * kv;
+  if (qk_norm) layer += 2 * D;
+  return V * C * (tied ? 1 : 2) + L * layer + C;
+}
+
+struct Expected {
+  int64_t params;  // the hand count of the config
+  int64_t hand;
+};
+
+// The exact counts, and the same from hand_count with the config.json values typed out again.
+const std::map<std::string, Expected>& expected() {
+  static const std::map<std::string, Expected> e = {
+      {"qwen2.5-0.5b", {494032768, hand_count(896, 4864, 24, 14, 2, 64, 151936, true, true, false)}},
+      {"qwen2.5-7b", {7615616512, hand_count(3584, 18944, 28, 28, 4, 128, 152064, false, true, false)}},
+      {"qwen2.5-72b", {72706203648, hand_count(8192, 29568, 80, 64, 8, 128, 152064, false, true, false)}},
+      // 596,049,920: the figure PlanCli.ConfigJsonAlonePlansLikeItsDirectory reads from the real config.json.
+      {"qwen3-0.6b", {596049920, hand_count(1024, 3072, 28, 16, 8, 128, 151936, true, false, true)}},
+      {"qwen3-8b", {8190735360, hand_count(4096, 12288, 36, 32, 8, 128, 151936, false, false, true)}},
+      {"qwen3-32b", {32762123264, hand_count(5120, 25600, 64, 64, 8, 128, 151936, false, false, true)}},
+      {"mistral-7b", {7241732096, hand_count(4096, 14336, 32, 32, 8, 128, 32000, false, false, false)}},
+      {"mistral-7b-v0.3", {7248023552, hand_count(4096, 14336, 32, 32, 8, 128, 32768, false, false, false)}},
+      {"mistral-nemo-12b", {12247782400, hand_count(5120, 14336, 40, 32, 8, 128, 131072, false, false, false)}},
+  };
+  return e;
+}
+
+// "7.61B" against n: within one unit of the last digit printed (cards round, or cut: Qwen2.5-7B's
+// 7,615,616,512 is printed 7.61B).
+bool matches_published(int64_t n, const std::string& published) {
+  EXPECT_EQ(published.back(), 'B') << published;
+  const std::string digits = published.substr(0, published.size() - 1);
+  const size_t dot = digits.find('.');
+  const int decimals = dot == std::string::npos ? 0 : int(digits.size() - dot - 1);
+  return std::abs(double(n) / 1e9 - std::stod(digits)) < std::pow(10.0, -decimals);
+}
+
+TEST(FamilyPresets, ParameterCountsAreTheHandCountsAndThePublishedFigures) {
+  ASSERT_EQ(family_presets().size(), expected().size());
+  for (const auto& p : family_presets()) {
+    SCOPED_TRACE(p.name);
+    const auto it = expected().find(p.name);
+    ASSERT_NE(it, expected().end());
+    const int64_t n = declared_params(family_preset(p.name));
+    EXPECT_EQ(n, it->second.params);
+    EXPECT_EQ(n, it->second.hand);
+    EXPECT_TRUE(matches_published(n, p.published)) << n << " vs " << p.published;
+  }
+}
+
+// What each family brings, as parse_hf_config reads it from the preset's keys.
+TEST(FamilyPresets, EachFamilysPartsComeFromItsConfig) {
+  const LlamaConfig q25 = family_preset("qwen2.5-7b");
+  EXPECT_EQ(q25.model_type, "qwen2");
+  EXPECT_TRUE(q25.qkv_bias);
+  EXPECT_FALSE(q25.o_bias || q25.qk_norm || q25.tie_word_embeddings);
+  EXPECT_TRUE(q25.layer_window.empty());  // use_sliding_window false
+  EXPECT_TRUE(family_preset("qwen2.5-0.5b").tie_word_embeddings);
+
+  const LlamaConfig q3 = family_preset("qwen3-32b");
+  EXPECT_TRUE(q3.qk_norm);
+  EXPECT_FALSE(q3.qkv_bias);
+  EXPECT_EQ(q3.head_dim(), 128);
+  EXPECT_EQ(q3.q_dim(), 8192);  // 64 heads x 128, wider than hidden 5120
+  EXPECT_EQ(q3.hidden_size, 5120);
+
+  const LlamaConfig m1 = family_preset("mistral-7b");
+  ASSERT_EQ(m1.layer_window.size(), 32u);
+  for (int64_t w : m1.layer_window) EXPECT_EQ(w, 4096);
+  EXPECT_FLOAT_EQ(m1.rope_theta, 10000.0f);
+  const LlamaConfig m3 = family_preset("mistral-7b-v0.3");
+  EXPECT_TRUE(m3.layer_window.empty());
+  EXPECT_EQ(m3.vocab_size, 32768);
+  EXPECT_FLOAT_EQ(m3.rope_theta, 1e6f);
+
+  const LlamaConfig nemo = family_preset("mistral-nemo-12b");
+  EXPECT_EQ(nemo.q_dim(), 4096);
+  EXPECT_EQ(nemo.hidden_size, 5120);
+  EXPECT_EQ(nemo.head_dim(), 128);
+
+  EXPECT_THROW(family_preset("qwen9-1b"), Error);
+  EXPECT_THROW(published_preset("qwen9-1b"), Error);
+  EXPECT_EQ(published_preset("llama3-8b").hidden_size, 4096);  // the Llama presets through the same door
+}
+
+// The planner's parts (embedding, one layer, the last stage) add up to the same count.
+TEST(FamilyPresets, ThePlannerCountsTheSameTensors) {
+  for (const auto& p : family_presets()) {
+    const plan::ModelShape m = plan::model_preset(p.name);
+    EXPECT_EQ(plan::total_params(plan::model_parts(m, LoraConfig{}), m.layers(), false),
+              expected().at(p.name).params)
+        << p.name;
+  }
+}
+
+TEST(FamilyPresets, PlanTakesThemByNameAndListsThem) {
+  auto r = run_meshtrain("plan --model qwen3-8b --cluster dgx-h100 --mesh fsdp=8 --seq 4096 --global-batch 64");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("parameters: 8190735360 base (8.19 B)"), std::string::npos) << r.output;
+  r = run_meshtrain("plan --model mistral-nemo-12b --cluster dgx-h100 --mesh fsdp=8 --mode lora --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(r.output)["parameters"]["base"].get<int64_t>(), 12247782400);
+
+  r = run_meshtrain("plan --list-models");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const auto& p : family_presets()) {
+    const std::string line = std::string(p.name) + " ";
+    const size_t at = r.output.find("\n" + line);
+    ASSERT_NE(at, std::string::npos) << p.name << "\n" << r.output;
+    const std::string row = r.output.substr(at + 1, r.output.find('\n', at + 1) - at - 1);
+    EXPECT_NE(row.find(std::to_string(expected().at(p.name).params)), std::string::npos) << row;
+    EXPECT_NE(row.find(std::string("published ") + p.published + ", " + p.source), std::string::npos) << row;
+  }
+  EXPECT_NE(r.output.find("llama3-405b "), std::string::npos) << r.output;
+
+  r = run_meshtrain("plan --model qwen9-1b --mesh dp=1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("unknown model 'qwen9-1b'"), std::string::npos) << r.output;
+}
+
+// shard places the preset's own tensors: Qwen3's q/k norms and its 4096-wide q of 128-wide heads
+// on Qwen3-8B, Qwen2.5's q/k/v biases, all summing to the exact count.
+TEST(FamilyPresets, ShardPlacesThePresetsTensors) {
+  for (const char* name : {"qwen3-8b", "qwen2.5-7b", "mistral-nemo-12b"}) {
+    SCOPED_TRACE(name);
+    const auto r = run_meshtrain(std::string("shard --json --preset ") + name + " --mesh fsdp=2,tp=2");
+    ASSERT_EQ(r.code, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    const LlamaConfig c = family_preset(name);
+    int64_t total = 0;
+    bool norms = false, biases = false;
+    for (const auto& t : j["tensors"]) {
+      int64_t n = 1;
+      for (const auto& d : t["shape"]) n *= d.get<int64_t>();
+      const std::string tname = t["name"];
+      total += n;  // every layer's tensors are listed
+      norms |= tname.find("self_attn.q_norm.weight") != std::string::npos;
+      biases |= tname.find("self_attn.k_proj.bias") != std::string::npos;
+      if (tname.find("self_attn.q_proj.weight") != std::string::npos) {
+        EXPECT_EQ(t["shape"][0].get<int64_t>(), c.q_dim());
+      }
+    }
+    EXPECT_EQ(total, expected().at(name).params);
+    EXPECT_EQ(norms, c.qk_norm);
+    EXPECT_EQ(biases, c.qkv_bias);
+  }
+  const auto bad = run_meshtrain("shard --preset mistral-7b --mesh dp=1 --set model.num_hidden_layers=2");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.output.find("--preset mistral-7b has a window per layer"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace mt

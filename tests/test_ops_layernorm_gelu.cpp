@@ -1,0 +1,114 @@
+// The CPU kernels of GPT-2's LayerNorm (weight and bias) and tanh GeLU: backward against central
+// finite differences of the forward, and the threaded weight/bias sums against serial ones. (The
+// CPU against the reference backend, f32 and bf16: BackendOps.LayerNormMatchesReference and
+// BackendOps.GeluMatchesReference.)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/bf16.h"
+#include "finite_diff.h"
+#include "kernels/cpu/gelu.h"
+#include "kernels/cpu/layernorm.h"
+
+namespace mt {
+namespace {
+
+using test::random_normal;
+constexpr float kLnEps = 1e-5f;
+
+std::vector<float> shifted(std::vector<float> v, float by) {
+  for (float& x : v) x += by;
+  return v;
+}
+
+TEST(OpsLayerNorm, BackwardMatchesFiniteDifferences) {
+  const int64_t N = 3, C = 8;
+  const std::vector<float> x = shifted(random_normal(N * C, 3), 0.5f), w = random_normal(C, 4),
+                           b = random_normal(C, 5), R = random_normal(N * C, 6);
+  auto loss_of = [&](const std::vector<float>& xx, const std::vector<float>& ww,
+                     const std::vector<float>& bb) {
+    std::vector<float> out(N * C), mean(N), rstd(N);
+    layernorm_forward(out.data(), mean.data(), rstd.data(), xx.data(), ww.data(), bb.data(), N, C, kLnEps);
+    return test::projection(out, R);
+  };
+  std::vector<float> out(N * C), mean(N), rstd(N);
+  layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, kLnEps);
+  // Start from non-zero gradients: all three are accumulated into.
+  std::vector<float> dx(N * C, 0.5f), dw(C, 0.25f), db(C, -0.25f);
+  layernorm_backward(dx.data(), dw.data(), db.data(), R.data(), x.data(), w.data(), mean.data(),
+                     rstd.data(), N, C);
+  for (auto& g : dx) g -= 0.5f;
+  for (auto& g : dw) g -= 0.25f;
+  for (auto& g : db) g += 0.25f;
+  test::expect_grad_near(dx, test::central_diff([&](auto& v) { return loss_of(v, w, b); }, x), "dx");
+  test::expect_grad_near(dw, test::central_diff([&](auto& v) { return loss_of(x, v, b); }, w), "dw");
+  test::expect_grad_near(db, test::central_diff([&](auto& v) { return loss_of(x, w, v); }, b), "db");
+
+  // A frozen norm (dw, db null) gives the same dx.
+  std::vector<float> dx2(N * C, 0.5f);
+  layernorm_backward(dx2.data(), static_cast<float*>(nullptr), static_cast<float*>(nullptr),
+                     R.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C);
+  for (int64_t i = 0; i < N * C; ++i) EXPECT_EQ(dx2[i] - 0.5f, dx[i]);
+}
+
+// Threaded size: dw and db are split by columns among threads; check them against serial sums,
+// and the forward's statistics against a direct computation.
+TEST(OpsLayerNorm, ThreadedMatchesSerialSums) {
+  const int64_t N = 64, C = 770;  // C not a multiple of the per-thread column block
+  const std::vector<float> x = shifted(random_normal(N * C, 7, 2.0f), -3.0f),
+                           w = random_normal(C, 8), b = random_normal(C, 9),
+                           dout = random_normal(N * C, 10);
+  std::vector<float> out(N * C), mean(N), rstd(N), dx(N * C, 0.0f), dw(C, 0.0f), db(C, 0.0f);
+  layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, kLnEps);
+  layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
+                     rstd.data(), N, C);
+  for (int64_t n = 0; n < N; ++n) {
+    double s = 0, ss = 0;
+    for (int64_t c = 0; c < C; ++c) s += x[n * C + c];
+    const double m = s / C;
+    for (int64_t c = 0; c < C; ++c) ss += (x[n * C + c] - m) * (x[n * C + c] - m);
+    ASSERT_NEAR(mean[n], m, 1e-6 * (1 + std::fabs(m))) << n;
+    ASSERT_NEAR(rstd[n], 1.0 / std::sqrt(ss / C + kLnEps), 1e-6 * rstd[n]) << n;
+  }
+  for (int64_t c = 0; c < C; ++c) {
+    double sw = 0, sb = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      sw += double(dout[n * C + c]) * (x[n * C + c] - mean[n]) * rstd[n];
+      sb += dout[n * C + c];
+    }
+    ASSERT_NEAR(dw[c], sw, 1e-5 * (1 + std::fabs(sw))) << c;
+    ASSERT_NEAR(db[c], sb, 1e-5 * (1 + std::fabs(sb))) << c;
+  }
+}
+
+TEST(OpsGelu, BackwardMatchesFiniteDifferences) {
+  const int64_t n = 31;
+  const std::vector<float> x = random_normal(n, 11, 2.5f), R = random_normal(n, 12);
+  auto loss_of = [&](const std::vector<float>& xx) {
+    std::vector<float> h(n);
+    gelu_forward(h.data(), xx.data(), n);
+    return test::projection(h, R);
+  };
+  std::vector<float> dx(n);
+  gelu_backward(dx.data(), R.data(), x.data(), n);
+  test::expect_grad_near(dx, test::central_diff(loss_of, x), "gelu dx");
+}
+
+TEST(OpsGelu, Bf16MatchesF32AndRunsInPlace) {
+  const int64_t n = 1 << 16;  // threaded
+  const std::vector<float> x = random_normal(n, 13, 3.0f);
+  std::vector<bf16> xb(n);
+  convert(xb.data(), x.data(), x.size());
+  std::vector<float> xr(n);
+  convert(xr.data(), xb.data(), xb.size());  // the bf16 inputs, as f32
+  std::vector<float> hf(n);
+  gelu_forward(hf.data(), xr.data(), n);
+  gelu_forward(xb.data(), xb.data(), n);  // in place
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_NEAR(to_float(xb[i]), hf[i], 1e-2 * std::fabs(hf[i]) + 1e-6) << i;
+}
+
+}  // namespace
+}  // namespace mt

@@ -23,6 +23,8 @@ bool same(const mt::LlamaConfig& a, const mt::LlamaConfig& b) {
          a.num_key_value_heads == b.num_key_value_heads && a.vocab_size == b.vocab_size &&
          a.max_position_embeddings == b.max_position_embeddings && a.rms_norm_eps == b.rms_norm_eps &&
          a.rope_theta == b.rope_theta && a.tie_word_embeddings == b.tie_word_embeddings &&
+         a.attention_scale == b.attention_scale && a.rope_local_theta == b.rope_local_theta &&
+         a.norm_weight_offset == b.norm_weight_offset && a.rope_scaling.linear == b.rope_scaling.linear &&
          a.rope_scaling.factor == b.rope_scaling.factor &&
          (a.rope_scaling.factor == 0.0f ||
           (a.rope_scaling.low_freq_factor == b.rope_scaling.low_freq_factor &&

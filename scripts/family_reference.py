@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """An independent float64 forward of the families meshtrain loads (qwen2, qwen3, mistral, llama,
-gpt2), written from the math of transformers' modeling_qwen2.py / modeling_qwen3.py /
-modeling_mistral.py / modeling_gpt2.py with numpy alone, reading the safetensors itself: the oracle
-of `ctest -R family_reference` (docs/model-families.md).
+gemma3, gpt2), written from the math of transformers' modeling_qwen2.py / modeling_qwen3.py /
+modeling_mistral.py / modeling_gemma3.py / modeling_gpt2.py with numpy alone, reading the
+safetensors itself: the oracle of `ctest -R family_reference` (docs/model-families.md).
 
 For each family it writes a tiny random model in that family's HF layout (config.json and
 model.safetensors, f32), then checks through the meshtrain binary:
@@ -34,7 +34,10 @@ VOCAB = 512  # the tokenizer the check uses: stories260K's tok512.model
 
 # Tiny shapes that still exercise each family's parts: GQA everywhere; Qwen2 with q/k/v biases,
 # tied embeddings and a window on its upper layers only; Qwen3 with q/k norms and head_dim != C/H;
-# Mistral with a window on every layer and an explicit head_dim.
+# Mistral with a window on every layer and an explicit head_dim; Gemma 3 with its four (1 + w) norms,
+# q/k norms, GeGLU, the sqrt(hidden) embedding scale, query_pre_attn_scalar != head_dim, and
+# sliding layers (window 5 < the 32-token sequences; every third layer global) whose RoPE base
+# differs from the global layers' (which have linear rope_scaling).
 BASE = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3,
         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
         "max_position_embeddings": 128, "rms_norm_eps": 1e-6, "hidden_act": "silu",
@@ -50,7 +53,14 @@ FAMILIES = {
                 "tie_word_embeddings": False, "sliding_window": 6, "head_dim": 32},
     "llama": {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "rope_theta": 500000.0,
               "tie_word_embeddings": False},
+    "gemma3": {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "rope_theta": 1000000.0,
+               "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+               "tie_word_embeddings": True, "head_dim": 24, "query_pre_attn_scalar": 20,
+               "sliding_window": 5, "sliding_window_pattern": 3, "hidden_act": None,
+               "hidden_activation": "gelu_pytorch_tanh", "attention_bias": False,
+               "final_logit_softcapping": None, "attn_logit_softcapping": None},
 }
+GEMMA = "gemma3_text"
 # GPT-2 has its own config keys (GPT2Config): n_inner null is 4 * n_embd.
 GPT2 = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64, "n_layer": 3,
         "n_head": 4, "n_inner": None, "n_positions": 128, "n_ctx": 128, "vocab_size": VOCAB,
@@ -132,18 +142,24 @@ def make_gpt2_model(directory, seed, vocab=VOCAB, overrides=None):
 def make_model(family, directory, seed, vocab=VOCAB, overrides=None):
     if family == "gpt2":
         return make_gpt2_model(directory, seed, vocab, overrides)
-    cfg = {**BASE, **FAMILIES[family], "vocab_size": vocab, **(overrides or {})}
+    # A None in a family's entry drops BASE's key (Gemma has hidden_activation, not hidden_act).
+    cfg = {k: v for k, v in {**BASE, **FAMILIES[family], "vocab_size": vocab, **(overrides or {})}.items()
+           if v is not None or k not in BASE}
+    gemma = cfg["model_type"] == GEMMA
     rng = np.random.default_rng(seed)
     C, I, H, KV, D = (cfg["hidden_size"], cfg["intermediate_size"], cfg["num_attention_heads"],
                       cfg["num_key_value_heads"], head_dim(cfg))
     # Large enough weights that the logits are far from flat: greedy choices with clear margins.
     mat = lambda o, i: rng.normal(0.0, 1.5 / np.sqrt(i), (o, i))
-    near_one = lambda n: 1.0 + rng.normal(0.0, 0.2, n)
+    # Gemma stores its norm weights as w and applies 1 + w: near zero there.
+    near_one = lambda n: (0.0 if gemma else 1.0) + rng.normal(0.0, 0.2, n)
     # A tied head reads the embedding: rows of one norm, so that no token's row outweighs the others
     # and greedy text does not settle on one token.
     embed = rng.normal(0.0, 1.0, (vocab, C))
     if cfg["tie_word_embeddings"]:
-        embed *= 2.0 / np.linalg.norm(embed, axis=1, keepdims=True)
+        # Gemma scales the lookup by sqrt(hidden) (8 here): rows of norm 0.5 keep the token's own
+        # row from outweighing the layers' output, which greedy text would then just repeat.
+        embed *= (0.5 if gemma else 2.0) / np.linalg.norm(embed, axis=1, keepdims=True)
     t = {"model.embed_tokens.weight": embed,
          "model.norm.weight": near_one(C)}
     if not cfg["tie_word_embeddings"]:
@@ -152,11 +168,14 @@ def make_model(family, directory, seed, vocab=VOCAB, overrides=None):
         p = f"model.layers.{l}."
         t[p + "input_layernorm.weight"] = near_one(C)
         t[p + "post_attention_layernorm.weight"] = near_one(C)
+        if gemma:
+            t[p + "pre_feedforward_layernorm.weight"] = near_one(C)
+            t[p + "post_feedforward_layernorm.weight"] = near_one(C)
         for name, o, i in (("q", H * D, C), ("k", KV * D, C), ("v", KV * D, C), ("o", C, H * D)):
             t[p + f"self_attn.{name}_proj.weight"] = mat(o, i)
             if family == "qwen2" and name != "o":
                 t[p + f"self_attn.{name}_proj.bias"] = rng.normal(0.0, 0.5, o)
-        if family == "qwen3":
+        if family in ("qwen3", "gemma3"):
             t[p + "self_attn.q_norm.weight"] = near_one(D)
             t[p + "self_attn.k_norm.weight"] = near_one(D)
         t[p + "mlp.gate_proj.weight"] = mat(I, C)
@@ -187,7 +206,21 @@ def layer_windows(cfg):
         return [w] * L
     if cfg["model_type"] in ("qwen2", "qwen3") and cfg.get("use_sliding_window") and w:
         return [w if l >= cfg.get("max_window_layers", 28) else 0 for l in range(L)]
+    if cfg["model_type"] == GEMMA:  # Gemma3TextConfig: every sliding_window_pattern-th layer global
+        return [w if (l + 1) % cfg.get("sliding_window_pattern", 6) else 0 for l in range(L)]
     return [0] * L
+
+
+def rope(theta, D, T, linear_factor=1.0):
+    """cos, sin [T, 1, D] of the rotate_half pairing; linear scaling divides every frequency."""
+    inv_freq = 1.0 / (theta ** (np.arange(0, D, 2, dtype=np.float64) / D)) / linear_factor
+    angles = np.outer(np.arange(T, dtype=np.float64), inv_freq)
+    return (np.concatenate([np.cos(angles)] * 2, axis=-1)[:, None, :],
+            np.concatenate([np.sin(angles)] * 2, axis=-1)[:, None, :])
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
 def layer_norm(x, w, b, eps):
@@ -231,37 +264,52 @@ def forward(cfg, t, ids):
     T = len(ids)
     C, H, KV, D = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], head_dim(cfg)
     eps, fam = cfg["rms_norm_eps"], cfg["model_type"]
-    inv_freq = 1.0 / (cfg["rope_theta"] ** (np.arange(0, D, 2, dtype=np.float64) / D))
-    angles = np.outer(np.arange(T, dtype=np.float64), inv_freq)
-    cos = np.concatenate([np.cos(angles)] * 2, axis=-1)[:, None, :]  # [T, 1, D]
-    sin = np.concatenate([np.sin(angles)] * 2, axis=-1)[:, None, :]
-    x = t["model.embed_tokens.weight"][ids]
+    gemma = fam == GEMMA
+    scaling = cfg.get("rope_scaling") or {}
+    cos, sin = rope(cfg["rope_theta"], D, T, scaling.get("factor", 1.0) if scaling.get("rope_type") == "linear" else 1.0)
+    if gemma:  # the sliding layers' tables: rope_local_base_freq, no scaling
+        local_cos, local_sin = rope(cfg["rope_local_base_freq"], D, T)
+    # Gemma's norm weights apply as 1 + w (Gemma3RMSNorm).
+    norm = (lambda v, name: rms_norm(v, 1.0 + t[name], eps)) if gemma else (lambda v, name: rms_norm(v, t[name], eps))
+    # Gemma: the attention scale is query_pre_attn_scalar^-1/2, the embedding scaled by sqrt(hidden)
+    # (the scale a float32 tensor, as transformers keeps it).
+    scale = cfg["query_pre_attn_scalar"] ** -0.5 if gemma else 1.0 / np.sqrt(D)
+    x = t["model.embed_tokens.weight"][ids] * (float(np.float32(np.sqrt(C))) if gemma else 1.0)
     for l, window in enumerate(layer_windows(cfg)):
         p = f"model.layers.{l}."
         lin = lambda name, v: v @ t[p + name + ".weight"].T + t.get(p + name + ".bias", 0.0)
-        n = rms_norm(x, t[p + "input_layernorm.weight"], eps)
+        n = norm(x, p + "input_layernorm.weight")
         q = lin("self_attn.q_proj", n).reshape(T, H, D)
         k = lin("self_attn.k_proj", n).reshape(T, KV, D)
         v = lin("self_attn.v_proj", n).reshape(T, KV, D)
-        if fam == "qwen3":  # per-head RMSNorm of q and k, before the rotation
-            q = rms_norm(q, t[p + "self_attn.q_norm.weight"], eps)
-            k = rms_norm(k, t[p + "self_attn.k_norm.weight"], eps)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        if fam in ("qwen3", GEMMA):  # per-head RMSNorm of q and k, before the rotation
+            q = norm(q, p + "self_attn.q_norm.weight")
+            k = norm(k, p + "self_attn.k_norm.weight")
+        c, s_ = (local_cos, local_sin) if gemma and window else (cos, sin)
+        q = q * c + rotate_half(q) * s_
+        k = k * c + rotate_half(k) * s_
         i, j = np.arange(T)[:, None], np.arange(T)[None, :]
         visible = (j <= i) & ((window == 0) | (j > i - window))
         att = np.empty((T, H, D))
         for h in range(H):
             g = h // (H // KV)
-            s = (q[:, h, :] @ k[:, g, :].T) / np.sqrt(D)
+            s = (q[:, h, :] @ k[:, g, :].T) * scale
             s = np.where(visible, s, -np.inf)
             s = np.exp(s - s.max(axis=1, keepdims=True))
             att[:, h, :] = (s / s.sum(axis=1, keepdims=True)) @ v[:, g, :]
-        x = x + lin("self_attn.o_proj", att.reshape(T, H * D))
-        n = rms_norm(x, t[p + "post_attention_layernorm.weight"], eps)
+        o = lin("self_attn.o_proj", att.reshape(T, H * D))
+        if gemma:  # Gemma's post_attention_layernorm normalises the attention's output
+            x = x + norm(o, p + "post_attention_layernorm.weight")
+            n = norm(x, p + "pre_feedforward_layernorm.weight")
+            gate = lin("mlp.gate_proj", n)
+            x = x + norm(lin("mlp.down_proj", gelu_tanh(gate) * lin("mlp.up_proj", n)),
+                         p + "post_feedforward_layernorm.weight")
+            continue
+        x = x + o
+        n = norm(x, p + "post_attention_layernorm.weight")
         gate = lin("mlp.gate_proj", n)
         x = x + lin("mlp.down_proj", gate / (1.0 + np.exp(-gate)) * lin("mlp.up_proj", n))
-    x = rms_norm(x, t["model.norm.weight"], eps)
+    x = norm(x, "model.norm.weight")
     head = t["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings") else t["lm_head.weight"]
     return x @ head.T
 

@@ -120,19 +120,20 @@ class FarMemoryBackend final : public Backend {
                               near(lse, op), near(q, op), near(k, op), near(v, op), near(segments, op), d);
   }
   void decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                        int64_t len, int64_t Hq, int64_t Hkv) override {
+                        int64_t len, int64_t Hq, int64_t Hkv, float scale = 0.0f) override {
     const char* op = "decode_attention";
-    inner_.decode_attention(near(out, op), near(q, op), near(k_cache, op), near(v_cache, op), len, Hq, Hkv);
+    inner_.decode_attention(near(out, op), near(q, op), near(k_cache, op), near(v_cache, op), len, Hq, Hkv, scale);
   }
   void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w,
-                       float eps) override {
+                       float eps, float weight_offset = 0.0f) override {
     const char* op = "rmsnorm_forward";
-    inner_.rmsnorm_forward(near(out, op), near(rstd, op), near(x, op), near(w, op), eps);
+    inner_.rmsnorm_forward(near(out, op), near(rstd, op), near(x, op), near(w, op), eps, weight_offset);
   }
   void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dout, const Tensor& x,
-                        const Tensor& w, const Tensor& rstd) override {
+                        const Tensor& w, const Tensor& rstd, float weight_offset = 0.0f) override {
     const char* op = "rmsnorm_backward";
-    inner_.rmsnorm_backward(near(dx, op), near(dw, op), near(dout, op), near(x, op), near(w, op), near(rstd, op));
+    inner_.rmsnorm_backward(near(dx, op), near(dw, op), near(dout, op), near(x, op), near(w, op), near(rstd, op),
+                            weight_offset);
   }
   void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                          const Tensor& w, const Tensor& b, float eps) override {
@@ -163,6 +164,14 @@ class FarMemoryBackend final : public Backend {
                        const Tensor& up) override {
     const char* op = "swiglu_backward";
     inner_.swiglu_backward(near(dgate, op), near(dup, op), near(dh, op), near(gate, op), near(up, op));
+  }
+  void geglu_forward(const Tensor& h, const Tensor& gate, const Tensor& up) override {
+    inner_.geglu_forward(near(h, "geglu"), near(gate, "geglu"), near(up, "geglu"));
+  }
+  void geglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dh, const Tensor& gate,
+                      const Tensor& up) override {
+    const char* op = "geglu_backward";
+    inner_.geglu_backward(near(dgate, op), near(dup, op), near(dh, op), near(gate, op), near(up, op));
   }
   void gelu_forward(const Tensor& h, const Tensor& x) override {
     inner_.gelu_forward(near(h, "gelu_forward"), near(x, "gelu_forward"));
@@ -214,6 +223,7 @@ class FarMemoryBackend final : public Backend {
     inner_.convert(near(dst, "convert"), near(src, "convert"));
   }
   void add(const Tensor& dst, const Tensor& src) override { inner_.add(near(dst, "add"), near(src, "add")); }
+  void scale(const Tensor& x, float factor) override { inner_.scale(near(x, "scale"), factor); }
   void dropout(const Tensor& y, const Tensor& x, const DropoutMask& mask, bool accumulate) override {
     inner_.dropout(near(y, "dropout"), near(x, "dropout"), mask, accumulate);
   }

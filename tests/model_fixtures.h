@@ -1,5 +1,6 @@
 // Small models and batches shared by the model tests.
 #pragma once
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,7 +30,11 @@ inline LlamaConfig tiny_config(bool tied = false) {
 //   "mistral" a window of 3 on every layer, head_dim 8;
 //   "every"   all of them at once, with o and MLP biases too;
 //   "gpt2"    GPT-2's block: LayerNorms with biases, a GeLU MLP (no gate), learned positions
-//             (no RoPE), biases on every projection, tied embeddings, one KV head per head.
+//             (no RoPE), biases on every projection, tied embeddings, one KV head per head;
+//   "gemma3"  Gemma 3's parts: (1 + w) norms, post norms, GeGLU, q/k norms, head_dim 8, tied
+//             embeddings scaled by sqrt(hidden), an attention scale of 1/sqrt(5), a window of 3
+//             with local RoPE base 100 on the first layer, the second global (theta 10000,
+//             linear rope scaling 2).
 inline LlamaConfig family_config(const std::string& family) {
   LlamaConfig c = tiny_config(family == "qwen2");
   c.model_type = family == "every" ? "llama" : family;
@@ -44,9 +49,17 @@ inline LlamaConfig family_config(const std::string& family) {
     c.qkv_bias = c.o_bias = c.mlp_bias = true;
     c.tie_word_embeddings = true, c.num_key_value_heads = c.num_attention_heads;
   }
+  if (family == "gemma3") {
+    c.tie_word_embeddings = true;
+    c.qk_norm = true, c.head_dim_override = 8;
+    c.norm_weight_offset = 1.0f, c.post_norms = true, c.geglu = true, c.scale_embeddings = true;
+    c.attention_scale = 1.0f / std::sqrt(5.0f);
+    c.layer_window = {3, 0}, c.rope_local_theta = 100.0f;
+    c.rope_scaling.factor = 2.0f, c.rope_scaling.linear = true;
+  }
   return c;
 }
-inline const char* const kFamilies[] = {"qwen2", "qwen3", "mistral", "every", "gpt2"};
+inline const char* const kFamilies[] = {"qwen2", "qwen3", "mistral", "every", "gpt2", "gemma3"};
 
 struct TinyBatch {
   int64_t B = 2, T = 6;

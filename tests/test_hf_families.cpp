@@ -130,7 +130,7 @@ TEST(HfFamilies, WhatAFamilyDoesNotComputeIsRefusedNamingTheKey) {
                "layer_types must be a list of num_hidden_layers");
   expect_error(with(kQwen3_06B, {{"head_dim", 7}}), "head_dim");
   expect_error(with(kQwen3_06B, {{"head_dim", 0}}), "head_dim");
-  expect_error(with(kQwen3_06B, {{"model_type", "gemma3"}}), "model_type 'gemma3' is not supported");
+  expect_error(with(kQwen3_06B, {{"model_type", "gemma3"}}), "model_type 'gemma3' is the multimodal");
   // (GPT2LMHeadModel loads since GPT-2 joined the families: test_gpt2_family.cpp.)
   expect_error(with(kQwen3_06B, {{"model_type", "<erase>"}, {"architectures", {"GPTNeoXForCausalLM"}}}),
                "architectures 'GPTNeoXForCausalLM' is not supported");

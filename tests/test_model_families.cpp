@@ -35,7 +35,10 @@ double mean_loss(LlamaModel& m, const ModelInput& in) {
 // Eight coordinates of each of the family's own tensors (biases, q/k norms), three of the others, against
 // central differences of the mean loss. The gradient must be in the store's grad buffer.
 void check_store(LlamaModel& m, ParamStore& store, const ModelInput& in) {
-  const float eps = 1e-2f;
+  // A step of 3e-3: small enough for the curvature of Gemma 3's post norms and scaled embeddings
+  // (at 1e-2 its LoRA case is off by up to 5%, converging to the analytic gradient as the step
+  // shrinks), large enough that f32 rounding of the loss stays far below the tolerance.
+  const float eps = 3e-3f;
   for (auto& p : store.params()) {
     ASSERT_NE(p.grad, nullptr) << p.name;
     const bool family_part = p.name.find(".bias") != std::string::npos || p.name.find("_norm.") != std::string::npos ||

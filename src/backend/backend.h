@@ -20,6 +20,7 @@
 // match the op's sizes; backends check dtypes and devices (a tensor from another backend's memory
 // is a programming error, caught as mt::Error).
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -31,8 +32,9 @@
 namespace mt {
 
 // Attention over a batch of rows: q [B*T, Hq*D], k and v [B*T, Hkv*D] (B*cp*T rows with context
-// parallelism), out like q. Query head h reads KV head h / (Hq / Hkv); scale 1/sqrt(D); causal
-// within each row of T tokens (by true position under context parallelism).
+// parallelism), out like q. Query head h reads KV head h / (Hq / Hkv); scores scaled by
+// attention_scale(); causal within each row of T tokens (by true position under context
+// parallelism).
 struct AttentionDims {
   int64_t B, T, Hq, Hkv, D;
   // > 0: a sliding window (Mistral, Qwen2's lower layers): query i sees key j only when
@@ -45,7 +47,14 @@ struct AttentionDims {
   // [B, T, Hq]-sized. cp = 1: the queries are the keys' own tokens.
   int64_t cp = 1, cp_rank = 0;
   int64_t keys() const { return T * cp; }  // keys (and values, segments) per row
+  // > 0: the scores' scale (Gemma 3: query_pre_attn_scalar^-1/2); 0: 1/sqrt(D).
+  float scale = 0.0f;
 };
+
+// The factor the q.k scores are multiplied by: `scale` when set, else 1/sqrt(D).
+inline float attention_scale(float scale, int64_t D) {
+  return scale > 0.0f ? scale : 1.0f / std::sqrt(float(D));
+}
 
 struct AdamWHyper {
   float lr, beta1, beta2, eps, weight_decay;
@@ -118,16 +127,20 @@ class Backend {
                                   const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& segments, const AttentionDims& d) = 0;
   // One new token over a KV cache: q and out [1, Hq*D]; the caches f32 with at least `len` rows
-  // of Hkv*D (keys after RoPE, values), positions 0..len-1.
+  // of Hkv*D (keys after RoPE, values), positions 0..len-1. `scale` as AttentionDims::scale.
   virtual void decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_cache,
-                                const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv) = 0;
+                                const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv,
+                                float scale = 0.0f) = 0;
 
-  // out = x / rms(x) * w: x f32 [N, C], w f32 [1, C] (or [C, 1]), rstd f32 [N] saved.
+  // out = x / rms(x) * (weight_offset + w): x f32 [N, C], w f32 [1, C] (or [C, 1]), rstd f32 [N]
+  // saved. The offset is Gemma's 1 (its norm weights are stored as w, applied as 1 + w), added
+  // in f32 as transformers does; 0 for every other family.
   virtual void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x,
-                               const Tensor& w, float eps) = 0;
+                               const Tensor& w, float eps, float weight_offset = 0.0f) = 0;
   // dx += input gradient (f32); dw += weight gradient unless dw is empty (a frozen weight).
   virtual void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dout,
-                                const Tensor& x, const Tensor& w, const Tensor& rstd) = 0;
+                                const Tensor& x, const Tensor& w, const Tensor& rstd,
+                                float weight_offset = 0.0f) = 0;
 
   // LayerNorm with weight and bias (GPT-2): out = (x - mean) * rstd * w + b, x f32 [N, C], w and b
   // f32 [1, C] (or [C, 1]), mean and rstd f32 [N] saved; out of the compute dtype.
@@ -149,6 +162,12 @@ class Backend {
   virtual void swiglu_forward(const Tensor& h, const Tensor& gate, const Tensor& up) = 0;
   virtual void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dh,
                                const Tensor& gate, const Tensor& up) = 0;
+  // h = gelu_tanh(gate) * up, elementwise (Gemma's GeGLU; kernels/device_math/gelu_element.h);
+  // backward overwrites dgate and dup. Ops of their own beside swiglu's rather than an activation
+  // argument to them: each kernel stays one formula, and SwiGLU's callers are untouched.
+  virtual void geglu_forward(const Tensor& h, const Tensor& gate, const Tensor& up) = 0;
+  virtual void geglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dh,
+                              const Tensor& gate, const Tensor& up) = 0;
 
   // h = gelu(x), the tanh approximation (kernels/device_math/gelu_element.h), elementwise;
   // backward overwrites dx with dh * gelu'(x).
@@ -192,6 +211,8 @@ class Backend {
   virtual void convert(const Tensor& dst, const Tensor& src) = 0;
   // dst += src, both f32.
   virtual void add(const Tensor& dst, const Tensor& src) = 0;
+  // x *= factor, f32 (Gemma's embedding scale, forward and backward).
+  virtual void scale(const Tensor& x, float factor) = 0;
   // Inverted dropout (LoRA dropout): y = x / (1 - p) where `mask` keeps element (r, c)
   // (kernels/device_math/dropout_mask.h), else 0; with `accumulate`, y += that instead. y and x
   // [rows, cols] of one float dtype, not aliased.

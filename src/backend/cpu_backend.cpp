@@ -15,6 +15,7 @@
 #include "kernels/cpu/decode_attention.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/geglu.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/layernorm.h"
@@ -57,7 +58,7 @@ class CpuBackend final : public HostMemoryBackend {
     check_attention(d, out, lse, q, k, v, segments, device(), "attention_forward");
     float_dispatch(q.dtype, [&]<class T>(T) {
       mt::attention_forward(out.as<T>(), lse.as<float>(), q.as<T>(), k.as<T>(), v.as<T>(),
-                            segments.as<int32_t>(), AttentionShape{d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.cp, d.cp_rank});
+                            segments.as<int32_t>(), AttentionShape{d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.cp, d.cp_rank, d.scale});
     });
   }
   void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
@@ -72,34 +73,35 @@ class CpuBackend final : public HostMemoryBackend {
     float_dispatch(q.dtype, [&]<class T>(T) {
       mt::attention_backward(dq.as<T>(), dk.as<T>(), dv.as<T>(), dout.as<T>(), out.as<T>(),
                              lse.as<float>(), q.as<T>(), k.as<T>(), v.as<T>(),
-                             segments.as<int32_t>(), AttentionShape{d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.cp, d.cp_rank});
+                             segments.as<int32_t>(), AttentionShape{d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.cp, d.cp_rank, d.scale});
     });
   }
   void decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_cache,
-                        const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv) override {
+                        const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv,
+                        float scale = 0.0f) override {
     const int64_t D = check_decode(out, q, k_cache, v_cache, len, Hq, Hkv, device());
     float_dispatch(q.dtype, [&]<class T>(T) {
       mt::decode_attention(out.as<T>(), q.as<T>(), k_cache.as<float>(), v_cache.as<float>(), len,
-                           Hq, Hkv, D);
+                           Hq, Hkv, D, attention_scale(scale, D));
     });
   }
 
   void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w,
-                       float eps) override {
+                       float eps, float weight_offset = 0.0f) override {
     check_rmsnorm(out, rstd, x, w, device(), "rmsnorm_forward");
     float_dispatch(out.dtype, [&]<class T>(T) {
       mt::rmsnorm_forward(out.as<T>(), rstd.as<float>(), x.as<float>(), w.as<float>(), x.rows,
-                          x.cols, eps);
+                          x.cols, eps, weight_offset);
     });
   }
   void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dout, const Tensor& x,
-                        const Tensor& w, const Tensor& rstd) override {
+                        const Tensor& w, const Tensor& rstd, float weight_offset = 0.0f) override {
     check_rmsnorm(dout, rstd, x, w, device(), "rmsnorm_backward");
     same_layout(dx, x, "rmsnorm_backward"), on_device(dx, "rmsnorm_backward");
     if (dw) same_numel(dw, w, "rmsnorm_backward"), on_device(dw, "rmsnorm_backward");
     float_dispatch(dout.dtype, [&]<class T>(T) {
       mt::rmsnorm_backward(dx.as<float>(), dw.as<float>(), dout.as<T>(), x.as<float>(),
-                           w.as<float>(), rstd.as<float>(), x.rows, x.cols);
+                           w.as<float>(), rstd.as<float>(), x.rows, x.cols, weight_offset);
     });
   }
 
@@ -155,6 +157,20 @@ class CpuBackend final : public HostMemoryBackend {
     float_dispatch(dh.dtype, [&]<class T>(T) {
       mt::swiglu_backward(dgate.as<T>(), dup.as<T>(), dh.as<T>(), gate.as<T>(), up.as<T>(),
                           dh.numel());
+    });
+  }
+  void geglu_forward(const Tensor& h, const Tensor& gate, const Tensor& up) override {
+    check_elementwise({&h, &gate, &up}, device(), "geglu_forward");
+    float_dispatch(h.dtype, [&]<class T>(T) {
+      mt::geglu_forward(h.as<T>(), gate.as<T>(), up.as<T>(), h.numel());
+    });
+  }
+  void geglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dh,
+                      const Tensor& gate, const Tensor& up) override {
+    check_elementwise({&dgate, &dup, &dh, &gate, &up}, device(), "geglu_backward");
+    float_dispatch(dh.dtype, [&]<class T>(T) {
+      mt::geglu_backward(dgate.as<T>(), dup.as<T>(), dh.as<T>(), gate.as<T>(), up.as<T>(),
+                         dh.numel());
     });
   }
 
@@ -265,6 +281,10 @@ class CpuBackend final : public HostMemoryBackend {
     check_numel(dst, src.numel(), DType::f32, device(), "add");
     check_numel(src, dst.numel(), DType::f32, device(), "add");
     mt::residual_add(dst.as<float>(), dst.as<float>(), src.as<float>(), dst.numel());
+  }
+  void scale(const Tensor& x, float factor) override {
+    check_numel(x, x.numel(), DType::f32, device(), "scale");
+    mt::scale_values(x.as<float>(), factor, x.numel());
   }
   void dropout(const Tensor& y, const Tensor& x, const DropoutMask& mask, bool accumulate) override {
     check_dropout(y, x, mask, device());

@@ -58,11 +58,12 @@ class CudaBackend final : public Backend {
                           const Tensor& q, const Tensor& k, const Tensor& v,
                           const Tensor& segments, const AttentionDims& d) override;
   void decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_cache,
-                        const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv) override;
+                        const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv,
+                        float scale = 0.0f) override;
   void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w,
-                       float eps) override;
+                       float eps, float weight_offset = 0.0f) override;
   void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dout, const Tensor& x,
-                        const Tensor& w, const Tensor& rstd) override;
+                        const Tensor& w, const Tensor& rstd, float weight_offset = 0.0f) override;
   void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
                          const Tensor& x, const Tensor& w, const Tensor& b, float eps) override;
   void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout,
@@ -75,6 +76,9 @@ class CudaBackend final : public Backend {
   void swiglu_forward(const Tensor& h, const Tensor& gate, const Tensor& up) override;
   void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dh,
                        const Tensor& gate, const Tensor& up) override;
+  void geglu_forward(const Tensor& h, const Tensor& gate, const Tensor& up) override;
+  void geglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dh,
+                      const Tensor& gate, const Tensor& up) override;
   void gelu_forward(const Tensor& h, const Tensor& x) override;
   void gelu_backward(const Tensor& dx, const Tensor& dh, const Tensor& x) override;
   void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& table,
@@ -95,6 +99,7 @@ class CudaBackend final : public Backend {
   void residual_add(const Tensor& y, const Tensor& x, const Tensor& delta) override;
   void convert(const Tensor& dst, const Tensor& src) override;
   void add(const Tensor& dst, const Tensor& src) override;
+  void scale(const Tensor& x, float factor) override;
   void dropout(const Tensor& y, const Tensor& x, const DropoutMask& mask, bool accumulate) override;
   void split_columns(const Tensor& src, std::span<const Tensor> blocks) override;
   void concat_columns(const Tensor& dst, std::span<const Tensor> blocks) override;

@@ -17,6 +17,7 @@
 #include "kernels/cuda/dropout.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/geglu.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/nf4.h"
 #include "kernels/cuda/gelu.h"
@@ -59,7 +60,7 @@ T* ptr(const Tensor& t) {
 constexpr int64_t kAttentionMaxScores = int64_t(1) << 24;
 
 cuda::AttentionShape shape_of(const AttentionDims& d) {
-  return {d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.cp, d.cp_rank};
+  return {d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.cp, d.cp_rank, d.scale};
 }
 
 }  // namespace
@@ -110,25 +111,28 @@ void CudaBackend::attention_backward(const Tensor& dq, const Tensor& dk, const T
 }
 
 void CudaBackend::decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_cache,
-                                   const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv) {
+                                   const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv,
+                                   float scale) {
   const int64_t D = check_decode(out, q, k_cache, v_cache, len, Hq, Hkv, device());
   gpu_float_dispatch(q.dtype, [&]<class T>(T) {
     cuda::decode_attention<T>(ptr<T>(out), ptr<const T>(q), ptr<const float>(k_cache),
-                              ptr<const float>(v_cache), len, Hq, Hkv, D, stream());
+                              ptr<const float>(v_cache), len, Hq, Hkv, D, attention_scale(scale, D),
+                              stream());
   });
 }
 
 void CudaBackend::rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x,
-                                  const Tensor& w, float eps) {
+                                  const Tensor& w, float eps, float weight_offset) {
   check_rmsnorm(out, rstd, x, w, device(), "rmsnorm_forward");
   gpu_float_dispatch(out.dtype, [&]<class T>(T) {
     cuda::rmsnorm_forward<T>(ptr<T>(out), ptr<float>(rstd), ptr<const float>(x),
-                             ptr<const float>(w), x.rows, x.cols, eps, stream());
+                             ptr<const float>(w), x.rows, x.cols, eps, weight_offset, stream());
   });
 }
 
 void CudaBackend::rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dout,
-                                   const Tensor& x, const Tensor& w, const Tensor& rstd) {
+                                   const Tensor& x, const Tensor& w, const Tensor& rstd,
+                                   float weight_offset) {
   const char* op = "rmsnorm_backward";
   check_rmsnorm(dout, rstd, x, w, device(), op);
   same_layout(dx, x, op), on_device(dx, op);
@@ -138,7 +142,7 @@ void CudaBackend::rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Ten
   gpu_float_dispatch(dout.dtype, [&]<class T>(T) {
     cuda::rmsnorm_backward<T>(ptr<float>(dx), ptr<float>(dw), ptr<const T>(dout),
                               ptr<const float>(x), ptr<const float>(w), ptr<const float>(rstd),
-                              x.rows, x.cols, w_scratch, bytes, stream());
+                              x.rows, x.cols, weight_offset, w_scratch, bytes, stream());
   });
 }
 
@@ -203,6 +207,22 @@ void CudaBackend::swiglu_backward(const Tensor& dgate, const Tensor& dup, const 
   gpu_float_dispatch(dh.dtype, [&]<class T>(T) {
     cuda::swiglu_backward<T>(ptr<T>(dgate), ptr<T>(dup), ptr<const T>(dh), ptr<const T>(gate),
                              ptr<const T>(up), dh.numel(), stream());
+  });
+}
+
+void CudaBackend::geglu_forward(const Tensor& h, const Tensor& gate, const Tensor& up) {
+  check_elementwise({&h, &gate, &up}, device(), "geglu_forward");
+  gpu_float_dispatch(h.dtype, [&]<class T>(T) {
+    cuda::geglu_forward<T>(ptr<T>(h), ptr<const T>(gate), ptr<const T>(up), h.numel(), stream());
+  });
+}
+
+void CudaBackend::geglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dh,
+                                 const Tensor& gate, const Tensor& up) {
+  check_elementwise({&dgate, &dup, &dh, &gate, &up}, device(), "geglu_backward");
+  gpu_float_dispatch(dh.dtype, [&]<class T>(T) {
+    cuda::geglu_backward<T>(ptr<T>(dgate), ptr<T>(dup), ptr<const T>(dh), ptr<const T>(gate),
+                            ptr<const T>(up), dh.numel(), stream());
   });
 }
 
@@ -353,6 +373,11 @@ void CudaBackend::add(const Tensor& dst, const Tensor& src) {
   check_numel(src, dst.numel(), DType::f32, device(), "add");
   cuda::residual_add<float>(ptr<float>(dst), ptr<const float>(dst), ptr<const float>(src),
                             dst.numel(), stream());
+}
+
+void CudaBackend::scale(const Tensor& x, float factor) {
+  check_numel(x, x.numel(), DType::f32, device(), "scale");
+  cuda::scale(ptr<float>(x), factor, x.numel(), stream());
 }
 
 void CudaBackend::dropout(const Tensor& y, const Tensor& x, const DropoutMask& mask, bool accumulate) {

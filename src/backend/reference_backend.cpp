@@ -12,6 +12,7 @@
 #include "kernels/reference/cross_entropy.h"
 #include "kernels/reference/dropout.h"
 #include "kernels/reference/embedding.h"
+#include "kernels/reference/geglu.h"
 #include "kernels/reference/layout.h"
 #include "kernels/reference/matmul.h"
 #include "kernels/reference/nf4.h"
@@ -27,7 +28,7 @@ namespace mt {
 namespace {
 
 ref::AttentionSizes sizes(const AttentionDims& d) {
-  return {d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.cp, d.cp_rank};
+  return {d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.cp, d.cp_rank, d.scale};
 }
 
 // Only float tensors reach the math kernels (they read f32 or bf16).
@@ -68,26 +69,27 @@ class ReferenceBackend final : public HostMemoryBackend {
     ref::attention_backward(dq, dk, dv, dout, q, k, v, segments, sizes(d));
   }
   void decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_cache,
-                        const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv) override {
+                        const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv,
+                        float scale = 0.0f) override {
     check_decode(out, q, k_cache, v_cache, len, Hq, Hkv, device());
     float_only(q, "decode_attention");
-    ref::decode_attention(out, q, k_cache, v_cache, len, Hq, Hkv);
+    ref::decode_attention(out, q, k_cache, v_cache, len, Hq, Hkv, scale);
   }
 
   void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w,
-                       float eps) override {
+                       float eps, float weight_offset = 0.0f) override {
     check_rmsnorm(out, rstd, x, w, device(), "rmsnorm_forward");
     float_only(out, "rmsnorm_forward");
-    ref::rmsnorm_forward(out, rstd, x, w, eps);
+    ref::rmsnorm_forward(out, rstd, x, w, eps, weight_offset);
   }
   void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dout, const Tensor& x,
-                        const Tensor& w, const Tensor& rstd) override {
+                        const Tensor& w, const Tensor& rstd, float weight_offset = 0.0f) override {
     const char* op = "rmsnorm_backward";
     check_rmsnorm(dout, rstd, x, w, device(), op);
     float_only(dout, op);
     same_layout(dx, x, op), on_device(dx, op);
     if (dw) check_numel(dw, w.numel(), DType::f32, device(), op);
-    ref::rmsnorm_backward(dx, dw, dout, x, w, rstd);
+    ref::rmsnorm_backward(dx, dw, dout, x, w, rstd, weight_offset);
   }
 
   void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
@@ -131,6 +133,17 @@ class ReferenceBackend final : public HostMemoryBackend {
     check_elementwise({&dgate, &dup, &dh, &gate, &up}, device(), "swiglu_backward");
     float_only(dh, "swiglu_backward");
     ref::swiglu_backward(dgate, dup, dh, gate, up);
+  }
+  void geglu_forward(const Tensor& h, const Tensor& gate, const Tensor& up) override {
+    check_elementwise({&h, &gate, &up}, device(), "geglu_forward");
+    float_only(h, "geglu_forward");
+    ref::geglu_forward(h, gate, up);
+  }
+  void geglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dh,
+                      const Tensor& gate, const Tensor& up) override {
+    check_elementwise({&dgate, &dup, &dh, &gate, &up}, device(), "geglu_backward");
+    float_only(dh, "geglu_backward");
+    ref::geglu_backward(dgate, dup, dh, gate, up);
   }
 
   void gelu_forward(const Tensor& h, const Tensor& x) override {
@@ -218,6 +231,10 @@ class ReferenceBackend final : public HostMemoryBackend {
     check_numel(dst, src.numel(), DType::f32, device(), "add");
     check_numel(src, dst.numel(), DType::f32, device(), "add");
     ref::residual_add(dst, dst, src);
+  }
+  void scale(const Tensor& x, float factor) override {
+    check_numel(x, x.numel(), DType::f32, device(), "scale");
+    ref::scale(x, factor);
   }
   void dropout(const Tensor& y, const Tensor& x, const DropoutMask& mask, bool accumulate) override {
     check_dropout(y, x, mask, device());

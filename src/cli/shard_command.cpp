@@ -48,14 +48,20 @@ struct Inputs {
   parallel::StageSplit stages;  // no blocks when pp = 1
 };
 
-// A run config's [model] keys name the LLaMA shape alone: a family preset's parts (biases, q/k
-// norms, head_dim, windows) are taken from the preset, over the shape --set may have changed.
+// A run config's [model] keys name the LLaMA shape alone: a family preset's parts (GPT-2's norm,
+// MLP and positions, biases, q/k norms, head_dim, windows, and Gemma 3's norm offset, post norms,
+// GeGLU, scales, local RoPE and rope_scaling type) are taken from the preset, over the shape --set
+// may have changed.
 LlamaConfig with_family_parts(LlamaConfig shape, const LlamaConfig& preset, const std::string& name) {
   shape.model_type = preset.model_type;
   shape.norm = preset.norm, shape.mlp = preset.mlp, shape.positions = preset.positions;
   shape.qkv_bias = preset.qkv_bias, shape.o_bias = preset.o_bias, shape.mlp_bias = preset.mlp_bias;
   shape.qk_norm = preset.qk_norm;
   shape.head_dim_override = preset.head_dim_override;
+  shape.norm_weight_offset = preset.norm_weight_offset, shape.post_norms = preset.post_norms;
+  shape.geglu = preset.geglu, shape.scale_embeddings = preset.scale_embeddings;
+  shape.attention_scale = preset.attention_scale, shape.rope_local_theta = preset.rope_local_theta;
+  shape.rope_scaling.linear = preset.rope_scaling.linear;
   if (shape.num_hidden_layers == preset.num_hidden_layers) shape.layer_window = preset.layer_window;
   else if (!preset.layer_window.empty())
     fail("shard: --preset " + name + " has a window per layer: model.num_hidden_layers cannot be changed");

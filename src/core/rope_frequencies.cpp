@@ -16,7 +16,9 @@ void rope_inv_freq(float* inv_freq, int64_t D, float theta, const RopeScaling& s
   const double high_wavelen = orig / s.high_freq_factor;  // shorter waves than this: kept
   for (int64_t i = 0; i < half; ++i) {
     double f = std::pow(double(theta), -double(2 * i) / double(D));
-    if (s.factor > 0.0f) {
+    if (s.factor > 0.0f && s.linear) {
+      f = f / s.factor;
+    } else if (s.factor > 0.0f) {
       const double wavelen = 2.0 * std::numbers::pi / f;
       if (wavelen > low_wavelen) {
         f = f / s.factor;

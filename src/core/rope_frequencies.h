@@ -11,6 +11,9 @@ struct RopeScaling {  // Llama 3.1 "llama3" frequency scaling; factor 0 means no
   float low_freq_factor = 1.0f;
   float high_freq_factor = 4.0f;
   int64_t original_max_position_embeddings = 8192;
+  // transformers' "linear" type instead (Gemma 3's global layers): every frequency divided by
+  // factor; the llama3 fields above are then unused.
+  bool linear = false;
 };
 
 // inv_freq: [D/2], the per-pair frequencies, with llama3 scaling applied when factor > 0.

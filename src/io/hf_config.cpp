@@ -9,6 +9,8 @@
 #include "core/clipped.h"
 #include "core/error.h"
 #include "io/gpt2_config.h"
+#include "io/hf_gemma3.h"
+#include "io/hf_json_keys.h"
 
 namespace mt {
 
@@ -16,24 +18,8 @@ namespace {
 
 using json = nlohmann::json;
 
-template <class V>
-void read_key(const json& j, const char* key, V& out, const std::string& src, bool required) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) {
-    if (required) fail(src + ": missing key '" + key + "'");
-    return;
-  }
-  if constexpr (std::is_same_v<V, bool>) {
-    if (!it->is_boolean()) fail(src + ": key '" + key + "' must be a boolean");
-  } else if constexpr (std::is_integral_v<V>) {
-    if (!it->is_number_integer()) fail(src + ": key '" + key + "' must be an integer");
-  } else {
-    if (!it->is_number()) fail(src + ": key '" + key + "' must be a number");
-    // A double beyond float's range would become infinity (and be written back as null).
-    if (!std::isfinite(it->get<V>())) fail(src + ": key '" + key + "' is out of range: " + it->dump());
-  }
-  out = it->get<V>();
-}
+using hf_json::read_key;
+using hf_json::set_true;
 
 // The families meshtrain computes: HF model_type, the architectures entry of its causal LM, and
 // what its block has (model/config.h). Their tensor names are LLaMA's, plus the biases and q/k
@@ -46,7 +32,8 @@ constexpr Family kFamilies[] = {{"llama", "LlamaForCausalLM"},
                                 {"mistral", "MistralForCausalLM"},
                                 {"qwen2", "Qwen2ForCausalLM"},
                                 {"qwen3", "Qwen3ForCausalLM"},
-                                {"gpt2", "GPT2LMHeadModel"}};
+                                {"gpt2", "GPT2LMHeadModel"},
+                                {kGemma3ModelType, "Gemma3ForCausalLM"}};
 
 std::string family_list() {
   std::string s;
@@ -61,6 +48,7 @@ std::string family_of(const json& j, const std::string& src) {
     const std::string t = j["model_type"].get<std::string>();
     for (const Family& f : kFamilies)
       if (t == f.model_type) return t;
+    if (t == "gemma3") fail(gemma3_multimodal_refusal(src));
     fail(src + ": model_type '" + clipped(t) + "' is not supported (" + family_list() + ")");
   }
   auto arch = j.find("architectures");
@@ -73,25 +61,21 @@ std::string family_of(const json& j, const std::string& src) {
   return "llama";
 }
 
-bool set_true(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && !(it->is_null() || (it->is_boolean() && !it->get<bool>()));
-}
-
 // Keys that change the math in a way meshtrain does not compute: loading one would drop what it
 // claims (bias tensors not read, a quantised weight not dequantised), and writing it back would
 // claim behaviour the weights were not trained with. Refused rather than ignored.
 void refuse_unimplemented(const json& j, const std::string& family, const std::string& src) {
   // Which bias keys a family reads (below); on the others a bias claim is refused.
-  const bool reads_attention_bias = family == "qwen3";
+  const bool reads_attention_bias = family == "qwen3" || family == kGemma3ModelType;
   for (const char* key : {"attention_bias", "mlp_bias"}) {
     if (key == std::string("attention_bias") && reads_attention_bias) continue;
     if (set_true(j, key))
       fail(src + ": " + key + " " + clipped(j[key].dump()) + " is not supported for " + family +
            " (meshtrain gives " + family + " the biases of its HF modeling code only)");
   }
+  if (family == kGemma3ModelType) refuse_gemma3_unimplemented(j, src);
   auto act = j.find("hidden_act");
-  if (act != j.end() && !act->is_null() && *act != "silu")
+  if (family != kGemma3ModelType && act != j.end() && !act->is_null() && *act != "silu")
     fail(src + ": hidden_act " + clipped(act->dump()) + " is not supported (meshtrain's MLP is SwiGLU: silu)");
   if (j.contains("quantization_config"))
     fail(src + ": quantization_config: quantised weights are not supported (give the unquantised model)");
@@ -100,7 +84,7 @@ void refuse_unimplemented(const json& j, const std::string& family, const std::s
     fail(src + ": attention_dropout " + clipped(dropout->dump()) + " is not supported (meshtrain's attention has no dropout)");
   if (j.contains("rope_parameters") && !j["rope_parameters"].is_null())
     fail(src + ": rope_parameters is not supported (give rope_theta and rope_scaling, as transformers 4.x writes them)");
-  if (j.contains("layer_types") && family != "qwen2" && family != "qwen3")
+  if (j.contains("layer_types") && family != "qwen2" && family != "qwen3" && family != kGemma3ModelType)
     fail(src + ": layer_types is not supported for " + family);
 }
 
@@ -173,8 +157,15 @@ LlamaConfig parse_hf_config(const std::string& text, const std::string& src) {
     if (rs.contains(type_key) && !rs[type_key].is_string())
       fail(src + ": rope_scaling " + type_key + " must be a string");
     const std::string type = rs.value(type_key, std::string());
-    if (type != "llama3" && type != "default")
-      fail(src + ": rope_scaling type '" + type + "' is not supported (llama3 or default only)");
+    const bool gemma3 = family == kGemma3ModelType;  // Gemma 3's global layers: linear
+    if (gemma3 ? type != "linear" && type != "default" : type != "llama3" && type != "default")
+      fail(src + ": rope_scaling type '" + type + "' is not supported (" +
+           (gemma3 ? "linear" : "llama3") + " or default only)");
+    if (type == "linear") {
+      read_key(rs, "factor", c.rope_scaling.factor, src + " rope_scaling", true);
+      if (!(c.rope_scaling.factor > 0.0f)) fail(src + ": rope_scaling factor must be > 0");
+      c.rope_scaling.linear = true;
+    }
     if (type == "llama3") {
       const std::string where = src + " rope_scaling";
       read_key(rs, "factor", c.rope_scaling.factor, where, true);
@@ -200,7 +191,8 @@ LlamaConfig parse_hf_config(const std::string& text, const std::string& src) {
     if (c.head_dim_override <= 0 || c.head_dim_override > c.hidden_size * 16)
       fail(src + ": head_dim must be in [1, 16 * hidden_size], got " + std::to_string(c.head_dim_override));
   }
-  if (c.num_hidden_layers > 0 && c.num_hidden_layers <= (int64_t(1) << 20))
+  if (family == kGemma3ModelType) read_gemma3_config(j, c, src);
+  else if (c.num_hidden_layers > 0 && c.num_hidden_layers <= (int64_t(1) << 20))
     c.layer_window = layer_windows(j, family, c.num_hidden_layers, src);
   try {
     c.validate();
@@ -234,6 +226,7 @@ void write_family_keys(nlohmann::ordered_json& j, const LlamaConfig& c) {
   if (c.head_dim_override > 0 && c.head_dim() * c.num_attention_heads != c.hidden_size)
     j["head_dim"] = c.head_dim();
   if (c.model_type == "qwen3") j["attention_bias"] = c.qkv_bias;
+  if (c.model_type == kGemma3ModelType) write_gemma3_keys(j, c);
   const int64_t L = c.num_hidden_layers;
   int64_t window = 0, first = L;
   for (int64_t l = L - 1; l >= 0; --l)
@@ -310,7 +303,7 @@ std::string hf_config_json(const LlamaConfig& c, const std::string& torch_dtype,
   else
     j["rope_scaling"] = nullptr;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
-  j["hidden_act"] = "silu";
+  if (c.model_type != kGemma3ModelType) j["hidden_act"] = "silu";  // Gemma's: hidden_activation
   write_family_keys(j, c);
   return finish_hf_config(j, torch_dtype, tokens);
 }

@@ -1,10 +1,11 @@
-// HF config.json for the LLaMA family (model_type llama, mistral, qwen2, qwen3; docs/model-families.md):
+// HF config.json for the LLaMA family (model_type llama, mistral, qwen2, qwen3, gemma3_text: the
+// last in io/hf_gemma3.cpp; docs/model-families.md):
 // reading (with the checks a user needs when a file is wrong) and writing. Only the keys meshtrain
 // uses are read; others (torch_dtype, bos_token_id, ...) are ignored on reading and kept on
-// writing. rope_scaling of type "llama3" (or "default") is supported; other types are refused, as
-// are keys claiming what meshtrain does not compute (a bias key on a family whose modeling code
-// has no such bias, a hidden_act other than silu, quantization_config, attention_dropout,
-// rope_parameters).
+// writing. rope_scaling of type "llama3" (or "default"; gemma3_text: "linear") is supported; other
+// types are refused, as are keys claiming what meshtrain does not compute (a bias key on a family
+// whose modeling code has no such bias, a hidden_act other than silu, quantization_config,
+// attention_dropout, rope_parameters).
 #pragma once
 #include <cstdint>
 #include <string>

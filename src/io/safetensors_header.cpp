@@ -112,7 +112,12 @@ TensorInfo parse_entry(const std::string& key, const json& j, uint64_t data_star
     fail(where + "\"data_offsets\" is not a pair of non-negative integers");
   t.data_begin = offsets[0].get<uint64_t>();
   t.data_end = offsets[1].get<uint64_t>();
-  const std::string range = "[" + std::to_string(t.data_begin) + ", " + std::to_string(t.data_end) + "]";
+  // Appended piece by piece: GCC 12's -Wrestrict misreads "[" + std::to_string(...) here (unity build).
+  std::string range = "[";
+  range += std::to_string(t.data_begin);
+  range += ", ";
+  range += std::to_string(t.data_end);
+  range += "]";
   if (t.data_begin > t.data_end) fail(where + "data_offsets " + range + " begin after end");
   if (t.data_end > data_size)
     fail(where + "data_offsets " + range + " out of range: the data section has " +

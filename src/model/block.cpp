@@ -1,7 +1,9 @@
 #include "model/block.h"
 
 #include <algorithm>
+#include <cmath>
 
+#include "core/bf16.h"
 #include "core/profile.h"
 
 namespace mt {
@@ -61,6 +63,7 @@ BlockActivationSizes block_activation_sizes(const LlamaConfig& c, int64_t lora_r
     if (lora_on[p] && proj_exists(Proj(p), c)) t += lora_rank;
   int64_t f = 2 * norm_saved_per_token(c) + c.num_attention_heads + C;  // rstd1 rstd2 (mean1 mean2) lse x2
   if (c.qk_norm) f += qd + kv + c.num_attention_heads + c.num_key_value_heads;  // q_raw k_raw rstd_q rstd_k
+  if (c.post_norms) f += 2 * C + 2;  // attn_raw mlp_raw rstd_post_attn rstd_post_mlp
   return {t, f};
 }
 
@@ -81,6 +84,10 @@ BlockActivations carve_block_activations(ArenaCursor& t, ArenaCursor& f, int64_t
   if (c.qk_norm) {
     a.q_raw = f.take(N, qd), a.k_raw = f.take(N, kv);
     a.rstd_q = f.take(N, c.num_attention_heads), a.rstd_k = f.take(N, c.num_key_value_heads);
+  }
+  if (c.post_norms) {
+    a.attn_raw = f.take(N, C), a.mlp_raw = f.take(N, C);
+    a.rstd_post_attn = f.take(N, 1), a.rstd_post_mlp = f.take(N, 1);
   }
   return a;
 }
@@ -105,13 +112,21 @@ BlockScratch carve_block_scratch(const Tensor& arena, const LlamaConfig& c, int6
 }
 
 int64_t block_scratch_f32_elems(const LlamaConfig& c, int64_t N) {
-  return c.qk_norm ? N * c.q_dim() + c.head_dim() : 0;
+  return (c.qk_norm ? N * c.q_dim() + c.head_dim() : 0) + (c.post_norms ? N * c.hidden_size : 0);
 }
 
 void carve_block_scratch_f32(BlockScratch& s, ArenaCursor& f32, const LlamaConfig& c, int64_t N) {
-  if (!c.qk_norm) return;
-  s.dqk_raw = f32.take(1, N * c.q_dim());
-  s.dnorm_part = f32.take(1, c.head_dim());
+  if (c.qk_norm) {
+    s.dqk_raw = f32.take(1, N * c.q_dim());
+    s.dnorm_part = f32.take(1, c.head_dim());
+  }
+  if (c.post_norms) s.dpost_raw = f32.take(1, N * c.hidden_size);
+}
+
+float embedding_scale(const LlamaConfig& c, DType compute) {
+  if (!c.scale_embeddings) return 1.0f;
+  const float s = float(std::sqrt(double(c.hidden_size)));
+  return compute == DType::bf16 ? to_float(float_to_bf16(s)) : s;
 }
 
 namespace {
@@ -119,10 +134,11 @@ namespace {
 // Qwen3's q/k norm: an RMSNorm over each head's D values, the rows of x viewed [N * heads, D].
 // x (compute dtype) is widened into `raw` (f32, saved) and normalised back into x.
 void head_norm_forward(Backend& be, const Tensor& x, const Tensor& raw, const Tensor& rstd,
-                       const Tensor& w, int64_t heads, int64_t D, float eps) {
+                       const Tensor& w, int64_t heads, int64_t D, const LlamaConfig& c) {
   const int64_t rows = x.rows * heads;
   be.convert(raw, x);
-  be.rmsnorm_forward(x.view(rows, D), rstd.view(rows, 1), raw.view(rows, D), w, eps);
+  be.rmsnorm_forward(x.view(rows, D), rstd.view(rows, 1), raw.view(rows, D), w, c.rms_norm_eps,
+                     c.norm_weight_offset);
 }
 
 // On entry dx holds the gradient of the normalised x; on exit that of x before the norm. The
@@ -130,17 +146,37 @@ void head_norm_forward(Backend& be, const Tensor& x, const Tensor& raw, const Te
 // before it is added to dw, which may hold earlier micro-batches' sums.
 void head_norm_backward(Backend& be, ModelParallel& par, const Tensor& dx, const Tensor& raw,
                         const Tensor& rstd, const Tensor& w, const Tensor& dw, int64_t heads,
-                        int64_t D, const BlockScratch& s) {
+                        int64_t D, const BlockScratch& s, float offset) {
   const int64_t rows = dx.rows * heads;
   const Tensor draw = s.dqk_raw.flat_slice(0, rows * D).view(rows, D);
   be.fill(draw, 0.0f);  // rmsnorm_backward accumulates
   const Tensor part = dw ? s.dnorm_part.view(1, D) : Tensor{};
   if (part) be.fill(part, 0.0f);
-  be.rmsnorm_backward(draw, part, dx.view(rows, D), raw.view(rows, D), w, rstd.view(rows, 1));
+  be.rmsnorm_backward(draw, part, dx.view(rows, D), raw.view(rows, D), w, rstd.view(rows, 1), offset);
   be.convert(dx, draw.view(dx.rows, dx.cols));
   if (!part) return;
   par.reduce_sum(part);
   be.add(dw, part);
+}
+
+// Gemma's norm on a sublayer's output (compute dtype, whole on every rank: after the row-parallel
+// sum), in place: widened into `raw` (f32, saved) and normalised back into out.
+void post_norm_forward(Backend& be, const Tensor& out, const Tensor& raw, const Tensor& rstd,
+                       const NormWeights& w, const LlamaConfig& c) {
+  MT_CHECK(!c.layer_norm(), "post norms are RMSNorms (Gemma 3): no LayerNorm mean is saved");
+  be.convert(raw, out);
+  norm_forward(be, c, out, Tensor{}, rstd, raw, w);
+}
+
+// d_out (compute dtype) = the gradient of the output before the norm, from dy (f32, the gradient
+// of the normalised output). The weight's gradient is every rank's own: its input is whole.
+void post_norm_backward(Backend& be, const Tensor& d_out, const Tensor& dy, const Tensor& raw,
+                        const Tensor& rstd, const NormWeights& w, const LlamaConfig& c,
+                        const BlockScratch& s) {
+  const Tensor draw = rows_of(s.dpost_raw, dy.rows, dy.cols);
+  be.fill(draw, 0.0f);  // norm_backward accumulates
+  norm_backward(be, c, draw, dy, raw, w, Tensor{}, rstd);
+  be.convert(d_out, draw);
 }
 
 }  // namespace
@@ -213,13 +249,15 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
   }
   if (c.qk_norm) {
     MT_PROFILE("q/k norm forward");
-    head_norm_forward(be, a.q, a.q_raw, a.rstd_q, w.q_norm, Hq, D, c.rms_norm_eps);
-    head_norm_forward(be, a.k, a.k_raw, a.rstd_k, w.k_norm, Hkv, D, c.rms_norm_eps);
+    head_norm_forward(be, a.q, a.q_raw, a.rstd_q, w.q_norm, Hq, D, c);
+    head_norm_forward(be, a.k, a.k_raw, a.rstd_k, w.k_norm, Hkv, D, c);
   }
   if (!c.learned_positions()) {
+    const Tensor& rope_cos = w.local_rope ? in.rope_local_cos : in.rope_cos;
+    const Tensor& rope_sin = w.local_rope ? in.rope_local_sin : in.rope_sin;
     MT_PROFILE("rope forward");
-    be.rope_forward(a.q, in.rope_cos, in.rope_sin, in.positions, Hq);
-    be.rope_forward(a.k, in.rope_cos, in.rope_sin, in.positions, Hkv);
+    be.rope_forward(a.q, rope_cos, rope_sin, in.positions, Hq);
+    be.rope_forward(a.k, rope_cos, rope_sin, in.positions, Hkv);
   }
   if (cache) {
     MT_PROFILE("attention forward");
@@ -229,10 +267,11 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
     const int64_t len = cache->position + 1;
     const int64_t first = w.window > 0 ? std::max<int64_t>(0, len - w.window) : 0;
     be.decode_attention(a.att, a.q, cache->k.rows_slice(first, len - first),
-                        cache->v.rows_slice(first, len - first), len - first, Hq, Hkv);
+                        cache->v.rows_slice(first, len - first), len - first, Hq, Hkv,
+                        c.attention_scale);
   } else {
     MT_PROFILE("attention forward");
-    const AttentionDims dims{in.B, in.T, Hq, Hkv, D, w.window};
+    const AttentionDims dims{in.B, in.T, Hq, Hkv, D, w.window, 1, 0, c.attention_scale};
     if (in.context) in.context->attention_forward(a.att, a.lse, a.q, a.k, a.v, in.segments, dims);
     else be.attention_forward(a.att, a.lse, a.q, a.k, a.v, in.segments, dims);
   }
@@ -240,6 +279,7 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
   row_parallel(kO, delta, a.att);
   {
     MT_PROFILE("residual/norm forward");
+    if (c.post_norms) post_norm_forward(be, delta, a.attn_raw, a.rstd_post_attn, w.post_attn_norm, c);
     be.residual_add(a.x2, x, delta);
     norm_forward(be, c, a.n2, a.mean2, a.rstd2, a.x2, w.norm2);
   }
@@ -247,6 +287,11 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
     proj(kUp, a.up, a.n2);
     MT_PROFILE("gelu forward");
     be.gelu_forward(a.h, a.up);
+  } else if (c.geglu) {
+    proj(kGate, a.gate, a.n2);
+    proj(kUp, a.up, a.n2);
+    MT_PROFILE("geglu forward");
+    be.geglu_forward(a.h, a.gate, a.up);
   } else {
     proj(kGate, a.gate, a.n2);
     proj(kUp, a.up, a.n2);
@@ -255,6 +300,7 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
   }
   row_parallel(kDown, delta, a.h);
   MT_PROFILE("residual/norm forward");
+  if (c.post_norms) post_norm_forward(be, delta, a.mlp_raw, a.rstd_post_mlp, w.post_mlp_norm, c);
   be.residual_add(y, a.x2, delta);
 }
 
@@ -279,7 +325,8 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   // MLP half: dy is dL/dy, which is also the residual path's share of dL/dx2.
   {
     MT_PROFILE("residual/norm backward");
-    be.convert(dy_c, dy);
+    if (c.post_norms) post_norm_backward(be, dy_c, dy, a.mlp_raw, a.rstd_post_mlp, w.post_mlp_norm, c, s);
+    else be.convert(dy_c, dy);
   }
   const Tensor dh = rows_of(s.t0, N, I);
   proj_back(kDown, dh, false, dy_c, a.h);
@@ -292,7 +339,10 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
     }
     proj_back(kUp, dn2, false, dup, a.n2);
   } else {
-    {
+    if (c.geglu) {
+      MT_PROFILE("geglu backward");
+      be.geglu_backward(dgate, dup, dh, a.gate, a.up);
+    } else {
       MT_PROFILE("swiglu backward");
       be.swiglu_backward(dgate, dup, dh, a.gate, a.up);
     }
@@ -303,7 +353,8 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   {
     MT_PROFILE("residual/norm backward");
     norm_backward(be, c, dy, dn2, a.x2, w.norm2, a.mean2, a.rstd2);  // dy = dL/dx2
-    be.convert(dy_c, dy);
+    if (c.post_norms) post_norm_backward(be, dy_c, dy, a.attn_raw, a.rstd_post_attn, w.post_attn_norm, c, s);
+    else be.convert(dy_c, dy);
   }
 
   // Attention half.
@@ -312,7 +363,7 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   const Tensor dq = rows_of(s.t1, N, qd), dk = rows_of(s.t4, N, kv), dv = rows_of(s.t5, N, kv);
   {
     MT_PROFILE("attention backward");
-    const AttentionDims dims{in.B, in.T, Hq, Hkv, D, w.window};
+    const AttentionDims dims{in.B, in.T, Hq, Hkv, D, w.window, 1, 0, c.attention_scale};
     if (in.context)
       in.context->attention_backward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, in.segments, dims);
     else
@@ -320,13 +371,15 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   }
   if (!c.learned_positions()) {
     MT_PROFILE("rope backward");
-    be.rope_backward(dq, in.rope_cos, in.rope_sin, in.positions, Hq);
-    be.rope_backward(dk, in.rope_cos, in.rope_sin, in.positions, Hkv);
+    const Tensor& rope_cos = w.local_rope ? in.rope_local_cos : in.rope_cos;
+    const Tensor& rope_sin = w.local_rope ? in.rope_local_sin : in.rope_sin;
+    be.rope_backward(dq, rope_cos, rope_sin, in.positions, Hq);
+    be.rope_backward(dk, rope_cos, rope_sin, in.positions, Hkv);
   }
   if (c.qk_norm) {
     MT_PROFILE("q/k norm backward");
-    head_norm_backward(be, par, dq, a.q_raw, a.rstd_q, w.q_norm, w.dq_norm, Hq, D, s);
-    head_norm_backward(be, par, dk, a.k_raw, a.rstd_k, w.k_norm, w.dk_norm, Hkv, D, s);
+    head_norm_backward(be, par, dq, a.q_raw, a.rstd_q, w.q_norm, w.dq_norm, Hq, D, s, c.norm_weight_offset);
+    head_norm_backward(be, par, dk, a.k_raw, a.rstd_k, w.k_norm, w.dk_norm, Hkv, D, s, c.norm_weight_offset);
   }
   const Tensor dn1 = rows_of(s.t0, N, C);
   if (w.qkv) {

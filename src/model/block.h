@@ -6,6 +6,10 @@
 // and GPT-2's: LayerNorms with a bias for norm1 / norm2 (model/norm.h), no RoPE (its positions
 // are learned and added before the first block), and the MLP y = x2 + down_proj(gelu(up_proj(n2)))
 // with no gate_proj (HF c_fc is up_proj, c_proj is down_proj).
+// Gemma 3 adds: every norm scaling by (1 + w) (LlamaConfig::norm_weight_offset, applied by
+// model/norm.h), a norm on the attention's and on the MLP's output before each residual add
+// (o_proj(...) and down_proj(...) above go through them), GeGLU in place of SwiGLU
+// (gelu_tanh(gate) * up), its attention scale, and local RoPE tables on windowed layers.
 // The residual stream (x, x2, y) and its gradient are f32; everything feeding a GEMM is of the
 // compute dtype (f32, or bf16 in mixed precision). The ops run on whichever backend is passed in.
 #pragma once
@@ -39,6 +43,10 @@ struct BlockWeights {
   Tensor qkv, dqkv;  // dqkv empty when frozen
   Tensor q_norm, dq_norm, k_norm, dk_norm;  // f32 [1, D] (LlamaConfig::qk_norm), else empty
   int64_t window = 0;  // this layer's attention window (LlamaConfig::attention_window)
+  // Gemma's post_attention_layernorm and post_feedforward_layernorm (LlamaConfig::post_norms):
+  // f32 [1, C], else empty; gradients empty when frozen. Norms of the family's kind (model/norm.h).
+  NormWeights post_attn_norm, post_mlp_norm;
+  bool local_rope = false;  // rotates with BlockInput's local tables (LlamaConfig::local_rope)
 };
 
 // Sets w.qkv / w.dqkv when the three projections' weights (and gradients) are contiguous.
@@ -66,6 +74,12 @@ struct BlockActivations {
   Tensor k_raw;   // [kv]
   Tensor rstd_q;  // [Hq]
   Tensor rstd_k;  // [Hkv]
+  // With post norms only (else empty), f32: the attention's and the MLP's outputs before their
+  // norm, and those norms' rstd.
+  Tensor attn_raw;       // [C]
+  Tensor mlp_raw;        // [C]
+  Tensor rstd_post_attn; // [1]
+  Tensor rstd_post_mlp;  // [1]
   // With LayerNorms only (else empty), f32: each norm's row mean.
   Tensor mean1;  // [1]
   Tensor mean2;  // [1]
@@ -112,11 +126,14 @@ struct BlockScratch {
   // weight's gradient before it is summed over tensor-parallel ranks (each holds some heads).
   Tensor dqk_raw;     // [N * qd]
   Tensor dnorm_part;  // [D]
+  // f32, with post norms only (else empty): the gradient of an output before its post norm.
+  Tensor dpost_raw;   // [N * C]
 };
 int64_t block_scratch_elems(const LlamaConfig& c, int64_t N, int64_t lora_rank, bool lora_dropout = false);
 BlockScratch carve_block_scratch(const Tensor& arena, const LlamaConfig& c, int64_t N,
                                  int64_t lora_rank, bool lora_dropout = false);
-// The f32 part of the scratch (q/k norms' backward; 0 elements for a family without them),
+// The f32 part of the scratch (q/k norms' and post norms' backward; 0 elements for a family
+// without them),
 // carved into s from an f32 arena.
 int64_t block_scratch_f32_elems(const LlamaConfig& c, int64_t N);
 void carve_block_scratch_f32(BlockScratch& s, ArenaCursor& f32, const LlamaConfig& c, int64_t N);
@@ -136,10 +153,17 @@ struct BlockInput {
   // LoRA dropout in a training pass: each projection's mask (AdapterDropout in model/linear.h),
   // with the scratch's `dropped`; null: none (evaluation, or lora.dropout = 0).
   const std::array<DropoutMask, kNumProj>* lora_dropout = nullptr;
+  // The tables of the layers with local RoPE (BlockWeights::local_rope; Gemma's sliding layers),
+  // like rope_cos / rope_sin; empty when no layer has them.
+  Tensor rope_local_cos = {}, rope_local_sin = {};
   // Context parallelism: attention over the whole rows of which this input holds a share; null:
   // the rows are whole (the backend's attention).
   ContextAttention* context = nullptr;
 };
+
+// The factor the embedding lookup is multiplied by: sqrt(hidden_size) rounded to the compute
+// dtype when LlamaConfig::scale_embeddings (as transformers rounds Gemma's), else 1.
+float embedding_scale(const LlamaConfig& c, DType compute);
 
 // Decoding one token: a layer's keys (after RoPE) and values of every position so far, f32
 // [max_len, kv]; the new token's go to row `position` and it attends to rows [0, position].

@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <cmath>
 #include <limits>
 
 #include "core/error.h"
@@ -87,6 +88,15 @@ void LlamaConfig::validate() const {
   for (int64_t w : layer_window)
     if (w < 0) fail("model sliding_window must be >= 0, got " + std::to_string(w));
   if (!(rms_norm_eps > 0.0f)) fail("model.rms_norm_eps must be > 0");
+  if (!std::isfinite(norm_weight_offset)) fail("model norm weight offset must be finite");
+  // Gemma 3's parts are RMSNorm / gated-MLP choices: not combined with GPT-2's LayerNorm or GeLU MLP.
+  if (layer_norm() && (post_norms || norm_weight_offset != 0.0f))
+    fail("model post norms and a norm weight offset are RMSNorm's (Gemma 3), not LayerNorm's");
+  if (gelu_mlp() && geglu) fail("model geglu is a gated MLP: not with the GeLU MLP (GPT-2's)");
+  if (!(attention_scale >= 0.0f) || !std::isfinite(attention_scale))
+    fail("model attention scale (query_pre_attn_scalar^-1/2) must be finite and >= 0");
+  if (!(rope_local_theta >= 0.0f) || !std::isfinite(rope_local_theta))
+    fail("model local RoPE base (rope_local_base_freq) must be finite and >= 0");
   if (!(rope_theta > 0.0f)) fail("model.rope_theta must be > 0");
   if (rope_scaling.factor < 0.0f) fail("model.rope_scaling.factor must be >= 0");
   if (rope_scaling.factor > 0.0f && rope_scaling.original_max_position_embeddings <= 0)

@@ -51,6 +51,25 @@ struct LlamaConfig {
   Mlp mlp = Mlp::swiglu;
   Positions positions = Positions::rope;
 
+  // ---- Gemma 3's parts (docs/model-families.md, "Gemma 3"); all off for the other families.
+  // Every RMSNorm (the layers', q/k norms, the final norm) scales by (norm_weight_offset + w):
+  // Gemma stores its norm weights as w and applies 1 + w.
+  float norm_weight_offset = 0.0f;
+  // A norm on the attention's and on the MLP's output before each is added to the residual
+  // stream (Gemma's post_attention_layernorm and post_feedforward_layernorm).
+  bool post_norms = false;
+  // The MLP's gate through the tanh-approximated GeLU instead of SiLU (GeGLU; Gemma's
+  // hidden_activation gelu_pytorch_tanh).
+  bool geglu = false;
+  // The embedding lookup times sqrt(hidden_size), that factor rounded to the compute dtype first
+  // (as transformers' Gemma3TextScaledWordEmbedding). The tied head reads the unscaled table.
+  bool scale_embeddings = false;
+  // > 0: the attention scores' scale (Gemma: query_pre_attn_scalar^-1/2); 0: 1/sqrt(head_dim).
+  float attention_scale = 0.0f;
+  // > 0: the layers with an attention window rotate with this RoPE base and no rope_scaling
+  // (Gemma's rope_local_base_freq); the others with rope_theta and rope_scaling.
+  float rope_local_theta = 0.0f;
+
   int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden_size / num_attention_heads; }
   int64_t q_dim() const { return head_dim() * num_attention_heads; }  // query / attention width
   int64_t kv_dim() const { return head_dim() * num_key_value_heads; }
@@ -60,6 +79,8 @@ struct LlamaConfig {
   int64_t attention_window(int64_t layer) const {
     return layer_window.empty() ? 0 : layer_window[size_t(layer)];
   }
+  // Whether layer `layer` rotates with the local RoPE tables (rope_local_theta).
+  bool local_rope(int64_t layer) const { return rope_local_theta > 0.0f && attention_window(layer) > 0; }
 
   // Throws mt::Error naming the offending key when the shape is inconsistent
   // (heads not dividing hidden size, KV heads not dividing heads, odd head_dim, sizes <= 0, a

@@ -31,12 +31,20 @@ class DecoderImpl : public Decoder::Impl {
     const auto lora_on = lora_targets_mask(m.lora_config());
 
     std::vector<float> cos(size_t(len * D / 2)), sin(size_t(len * D / 2));
-    rope_tables(cos.data(), sin.data(), len, D, c_.rope_theta, c_.rope_scaling);
+    const bool local = c_.rope_local_theta > 0.0f;  // a second pair of tables (Gemma)
     const auto sizes = block_activation_sizes(c_, rank, lora_on);
-    f32_.resize(be_, DType::f32, len * D + 2 * L * len * kv + 3 * C + 2 + V + sizes.f_elems +
-                                     block_scratch_f32_elems(c_, 1));
+    f32_.resize(be_, DType::f32, (local ? 2 : 1) * len * D + 2 * L * len * kv + 3 * C + 2 + V +
+                                     sizes.f_elems + block_scratch_f32_elems(c_, 1));
     ArenaCursor f(f32_.tensor());
     rope_cos_ = f.take(len, D / 2), rope_sin_ = f.take(len, D / 2);
+    if (local) {
+      rope_local_cos_ = f.take(len, D / 2), rope_local_sin_ = f.take(len, D / 2);
+      rope_tables(cos.data(), sin.data(), len, D, c_.rope_local_theta, RopeScaling{});
+      be_.copy_from_host(rope_local_cos_, cos.data());
+      be_.copy_from_host(rope_local_sin_, sin.data());
+    }
+    rope_tables(cos.data(), sin.data(), len, D, c_.rope_theta, c_.rope_scaling);
+    embed_scale_ = embedding_scale(c_, m.compute_dtype());
     for (int64_t l = 0; l < L; ++l) caches_.push_back({f.take(len, kv), f.take(len, kv), 0});
     x_ = f.take(1, C), y_ = f.take(1, C), rstd_ = f.take(1, 1), logits_f32_ = f.take(1, V);
     pos_row_ = f.take(1, C), mean_ = c_.layer_norm() ? f.take(1, 1) : Tensor{};
@@ -63,8 +71,10 @@ class DecoderImpl : public Decoder::Impl {
     const int32_t p = int32_t(pos);
     be_.copy_from_host(token_, &token);
     be_.copy_from_host(position_, &p);
-    const BlockInput in{1, 1, position_, Tensor{}, rope_cos_, rope_sin_, &single_device()};
+    BlockInput in{1, 1, position_, Tensor{}, rope_cos_, rope_sin_, &single_device()};
+    in.rope_local_cos = rope_local_cos_, in.rope_local_sin = rope_local_sin_;
     be_.embedding_forward(x_, token_, w_.embed, 0);
+    if (embed_scale_ != 1.0f) be_.scale(x_, embed_scale_);
     if (c_.learned_positions()) {
       be_.embedding_forward(pos_row_, position_, w_.positions, 0);
       be_.residual_add(x_, x_, pos_row_);
@@ -89,6 +99,8 @@ class DecoderImpl : public Decoder::Impl {
   ModelWeights w_;
   DeviceBuffer f32_, compute_, scratch_, ids_;
   Tensor rope_cos_, rope_sin_, x_, y_, rstd_, logits_f32_, nf_, logits_, head_u_, token_, position_;
+  Tensor rope_local_cos_, rope_local_sin_;  // LlamaConfig::rope_local_theta > 0 only
+  float embed_scale_ = 1.0f;
   Tensor pos_row_, mean_;  // a learned position's row; the final LayerNorm's mean
   std::vector<KvCache> caches_;
   BlockActivations acts_;

@@ -31,6 +31,10 @@ std::string proj_param_name(int64_t layer, Proj p) {
   return layer_prefix(layer) + (p <= kO ? attn : mlp) + proj_name(p) + "_proj";
 }
 
+const char* mlp_norm_name(const LlamaConfig& config) {
+  return config.post_norms ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight";
+}
+
 std::string head_norm_name(int64_t layer, Proj p) {
   return layer_prefix(layer) + "self_attn." + proj_name(p) + "_norm.weight";
 }
@@ -99,9 +103,10 @@ void LlamaModel::init_weights(uint64_t seed) {
   MT_CHECK(owns_storage(), "init_weights on a model whose parameters live in a parallel layer");
   std::vector<float> tmp;
   for (auto& p : base_.params()) {
-    // Norm weights start at one, biases at zero (as HF initialises both), matrices N(0, 0.02).
+    // Norms start as the identity (weights one, or zero under Gemma's 1 + w), biases at zero (as
+    // HF initialises both), matrices N(0, 0.02).
     const bool is_bias = p.name.size() > 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0;
-    tmp.assign(size_t(p.numel), is_bias ? 0.0f : 1.0f);
+    tmp.assign(size_t(p.numel), is_bias ? 0.0f : 1.0f - config_.norm_weight_offset);
     if (p.shape.size() != 1) fill_normal(tmp.data(), p.numel, 0.02f, seed, p.name);
     base_.set_values(p, tmp.data());
   }
@@ -196,12 +201,21 @@ class LlamaModel::Runner {
       holds_head_ = holds_head_ || r.last == L + 1;
     }
     const int64_t D = c_.head_dim(), P = c_.max_position_embeddings;
+    const int64_t tables = c_.rope_local_theta > 0.0f ? 2 : 1;  // global, and local (Gemma)
     std::vector<float> cos(size_t(P * D / 2)), sin(size_t(P * D / 2));
+    rope_.resize(be_, DType::f32, tables * 2 * P * D / 2);
+    ArenaCursor rc(rope_.tensor());
+    rope_cos_ = rc.take(P, D / 2), rope_sin_ = rc.take(P, D / 2);
     rope_tables(cos.data(), sin.data(), P, D, c_.rope_theta, c_.rope_scaling);
-    rope_.resize(be_, DType::f32, 2 * P * D / 2);
-    rope_cos_ = rope_.slice(0, P, D / 2), rope_sin_ = rope_.slice(P * D / 2, P, D / 2);
     be_.copy_from_host(rope_cos_, cos.data());
     be_.copy_from_host(rope_sin_, sin.data());
+    if (tables == 2) {
+      rope_local_cos_ = rc.take(P, D / 2), rope_local_sin_ = rc.take(P, D / 2);
+      rope_tables(cos.data(), sin.data(), P, D, c_.rope_local_theta, RopeScaling{});
+      be_.copy_from_host(rope_local_cos_, cos.data());
+      be_.copy_from_host(rope_local_sin_, sin.data());
+    }
+    embed_scale_ = embedding_scale(c_, ct_);
     if (par_) w_.blocks.resize(size_t(c_.num_hidden_layers));
   }
 
@@ -244,6 +258,8 @@ class LlamaModel::Runner {
   ModelParallel& hooks_;      // par_, or one that does nothing
   DeviceBuffer rope_;
   Tensor rope_cos_, rope_sin_;
+  Tensor rope_local_cos_, rope_local_sin_;  // LlamaConfig::rope_local_theta > 0 only
+  float embed_scale_ = 1.0f;                // embedding_scale(): Gemma's sqrt(hidden)
   ModelWeights w_;
   std::array<bool, kNumProj> lora_on_{};
   int64_t lora_rank_ = 0;
@@ -430,6 +446,7 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
 
   BlockInput bi{in.B, in.T, positions_, in.segments ? segments_ : Tensor{}, rope_cos_,
                 rope_sin_, &hooks_};
+  bi.rope_local_cos = rope_local_cos_, bi.rope_local_sin = rope_local_sin_;
   bi.context = m_.context_attention();
   // LoRA dropout: each block's masks, drawn for the forward and drawn again for its backward.
   std::array<DropoutMask, kNumProj> masks{};
@@ -454,6 +471,7 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
       be_.embedding_forward(x(0), tokens_, w_.embed, v0);
     }
     hooks_.reduce_sum(x(0));  // vocabulary-parallel: each token's row is on one rank
+    if (embed_scale_ != 1.0f) be_.scale(x(0), embed_scale_);
     if (c_.learned_positions()) {  // + the position's row, whole on every rank (dx_ is free here)
       MT_PROFILE("embedding");
       be_.embedding_forward(dx_, positions_, w_.positions, 0);
@@ -514,8 +532,9 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
   use(0, true, /*weights=*/tied);  // a lookup's gradient reads no weights (tied: held anyway)
   {
     MT_PROFILE("embedding");
+    if (w_.dpositions) be_.embedding_backward(w_.dpositions, positions_, dx_, 0);  // unscaled
+    if (embed_scale_ != 1.0f && w_.dembed) be_.scale(dx_, embed_scale_);
     if (w_.dembed) be_.embedding_backward(w_.dembed, tokens_, dx_, v0);
-    if (w_.dpositions) be_.embedding_backward(w_.dpositions, positions_, dx_, 0);
   }
   done(0, true);
   return total;

@@ -168,6 +168,10 @@ std::string layer_prefix(int64_t layer);                 // "model.layers.{i}."
 int param_unit(const std::string& name, const LlamaConfig& config);
 std::string proj_param_name(int64_t layer, Proj p);      // "...self_attn.q_proj" (no suffix)
 std::string head_norm_name(int64_t layer, Proj p);       // "...self_attn.q_norm.weight" (p: kQ or kK)
+// The norm before the MLP, after layer_prefix: LLaMA's "post_attention_layernorm.weight" or, in a
+// model with post norms (Gemma), "pre_feedforward_layernorm.weight" (Gemma's
+// post_attention_layernorm is the norm of the attention's output).
+const char* mlp_norm_name(const LlamaConfig& config);
 // Which projections lora.targets gives adapters: roles (q, k, v, o, gate, up, down) or GPT-2's
 // modules: c_attn (q, k and v), c_proj (o and down), c_fc (up).
 std::array<bool, kNumProj> lora_targets_mask(const LoraConfig& lora);

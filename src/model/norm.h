@@ -1,6 +1,7 @@
 // The family's norm, as the config chooses it (LlamaConfig::norm): RMSNorm (LLaMA and the
 // families built on it) or LayerNorm with a bias (GPT-2). The block's two norms and the head's
-// final norm all go through here, so a family's choice is read in one place.
+// final norm (and Gemma 3's post norms) all go through here, so a family's choice is read in one
+// place; an RMSNorm scales by (LlamaConfig::norm_weight_offset + w), Gemma's 1 + w.
 #pragma once
 #include "backend/backend.h"
 #include "model/config.h"

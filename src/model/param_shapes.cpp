@@ -27,6 +27,10 @@ std::vector<ParamShape> llama_param_shapes(const LlamaConfig& c, const LoraConfi
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     out.push_back({layer_prefix(l) + "input_layernorm.weight", {C}});
     out.push_back({layer_prefix(l) + "post_attention_layernorm.weight", {C}});
+    if (c.post_norms) {  // Gemma's four norms, in its modeling code's order
+      out.push_back({layer_prefix(l) + "pre_feedforward_layernorm.weight", {C}});
+      out.push_back({layer_prefix(l) + "post_feedforward_layernorm.weight", {C}});
+    }
     if (c.layer_norm()) {
       out.push_back({layer_prefix(l) + "input_layernorm.bias", {C}});
       out.push_back({layer_prefix(l) + "post_attention_layernorm.bias", {C}});

@@ -48,9 +48,14 @@ void bind_embedding(ModelWeights& w, LlamaModel& m) {
 BlockWeights bind_block_weights(LlamaModel& m, int64_t l) {
   const auto lora_on = lora_targets_mask(m.lora_config());
   BlockWeights b;
-  b.norm1 = norm_weights(m, layer_prefix(l) + "input_layernorm");
-  b.norm2 = norm_weights(m, layer_prefix(l) + "post_attention_layernorm");
   const LlamaConfig& c = m.config();
+  b.norm1 = norm_weights(m, layer_prefix(l) + "input_layernorm");
+  const std::string mlp_norm = mlp_norm_name(c);  // "....weight"
+  b.norm2 = norm_weights(m, layer_prefix(l) + mlp_norm.substr(0, mlp_norm.size() - 7));
+  if (c.post_norms) {  // Gemma: HF's post_attention_layernorm is the norm of the attention's output
+    b.post_attn_norm = norm_weights(m, layer_prefix(l) + "post_attention_layernorm");
+    b.post_mlp_norm = norm_weights(m, layer_prefix(l) + "post_feedforward_layernorm");
+  }
   for (int p = 0; p < kNumProj; ++p) {
     if (!proj_exists(Proj(p), c)) continue;
     std::string name = proj_param_name(l, Proj(p));
@@ -67,6 +72,7 @@ BlockWeights bind_block_weights(LlamaModel& m, int64_t l) {
     b.k_norm = kn.master_tensor(), b.dk_norm = kn.grad_tensor();
   }
   b.window = c.attention_window(l);
+  b.local_rope = c.local_rope(l);
   if (m.fuse_qkv()) fuse_qkv_if_adjacent(b, m.config());
   return b;
 }

@@ -69,6 +69,7 @@ PartitionRules default_llama_rules() {
   r.add(R"(\.self_attn\.o_proj\.weight$)", {fsdp, tp});                    // row-parallel
   r.add(R"(\.mlp\.down_proj\.weight$)", {fsdp, tp});                       // row-parallel
   r.add(R"((input_layernorm|post_attention_layernorm|^model\.norm)\.weight$)", {});  // replicated
+  r.add(R"((pre_feedforward_layernorm|post_feedforward_layernorm)\.weight$)", {});  // Gemma's, replicated
   // The families' biases (Megatron): a column-parallel layer's bias splits with its output rows; a
   // row-parallel layer's is whole on every rank and added once, after the partial sums are summed.
   r.add(R"(\.(self_attn\.(q|k|v)|mlp\.(gate|up))_proj\.bias$)", {tp});

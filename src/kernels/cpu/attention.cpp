@@ -49,12 +49,12 @@ struct Geo {
   int64_t nkt;    // tiles along the Tk keys
   int64_t qs;     // row stride of q/out/dq (elements between consecutive tokens)
   int64_t ks;     // row stride of k/v/dk/dv
-  float scale;    // 1/sqrt(D)
+  float scale;    // the shape's, or 1/sqrt(D)
   explicit Geo(const AttentionShape& s)
       : B(s.B), T(s.T), Hq(s.Hq), Hkv(s.Hkv), D(s.D), window(s.window), cp(s.cp), cp_rank(s.cp_rank),
         Tk(s.T * s.cp), Dp(pad_dim(s.D)), nrep(s.Hq / s.Hkv), nt((s.T + kTile - 1) / kTile),
         nkt((Tk + kTile - 1) / kTile), qs(s.Hq * s.D), ks(s.Hkv * s.D),
-        scale(1.0f / std::sqrt(float(s.D))) {}
+        scale(s.scale > 0.0f ? s.scale : 1.0f / std::sqrt(float(s.D))) {}
   // The key position of query i (i itself without context parallelism); increasing in i.
   int64_t pos(int64_t i) const { return dm::cp_query_position(i, T, cp, cp_rank); }
 };

@@ -3,7 +3,7 @@
 // per-row log-sum-exp, backward recomputes scores tile by tile.
 //
 // Layouts are the GEMM outputs as they come: q: [B, T, Hq, D], k and v: [B, T, Hkv, D],
-// out: [B, T, Hq, D]. Query head h uses KV head h / (Hq / Hkv). Scale 1/sqrt(D).
+// out: [B, T, Hq, D]. Query head h uses KV head h / (Hq / Hkv). Scale 1/sqrt(D) unless given.
 // segment (optional, may be null): [B, T] document ids; a query attends only to keys of the same
 // segment (packed sequences). Causality is by index within the row of T tokens. With a sliding
 // window w > 0, query i also sees only keys j > i - w; tiles wholly before the window are skipped.
@@ -19,6 +19,7 @@ struct AttentionShape {
   // 2 cp - 1 - cp_rank of a sequence of cp T keys; k, v, dk, dv and segment are [B, cp T, ...]
   // and causality is by a query's true position (kernels/device_math/cp_positions.h).
   int64_t cp = 1, cp_rank = 0;
+  float scale = 0.0f;  // > 0: the scores' scale; 0: 1/sqrt(D)
 };
 
 // lse: [B, Hq, T] f32, saved for backward.

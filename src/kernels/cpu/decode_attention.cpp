@@ -10,9 +10,8 @@ namespace mt {
 
 template <class T>
 void decode_attention(T* out, const T* q, const float* k_cache, const float* v_cache, int64_t len,
-                      int64_t Hq, int64_t Hkv, int64_t D) {
+                      int64_t Hq, int64_t Hkv, int64_t D, float scale) {
   const int64_t group = Hq / Hkv, stride = Hkv * D;
-  const float scale = 1.0f / std::sqrt(float(D));
 #pragma omp parallel for schedule(static) if (len * Hq * D > (1 << 16))
   for (int64_t h = 0; h < Hq; ++h) {
     const int64_t kvh = h / group;
@@ -39,8 +38,8 @@ void decode_attention(T* out, const T* q, const float* k_cache, const float* v_c
 }
 
 template void decode_attention<float>(float*, const float*, const float*, const float*, int64_t,
-                                      int64_t, int64_t, int64_t);
+                                      int64_t, int64_t, int64_t, float);
 template void decode_attention<bf16>(bf16*, const bf16*, const float*, const float*, int64_t,
-                                     int64_t, int64_t, int64_t);
+                                     int64_t, int64_t, int64_t, float);
 
 }  // namespace mt

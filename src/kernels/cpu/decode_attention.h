@@ -5,9 +5,9 @@
 
 namespace mt {
 
-// out, q: [Hq, D]. Query head h reads KV head h / (Hq / Hkv). Scale 1/sqrt(D).
+// out, q: [Hq, D]. Query head h reads KV head h / (Hq / Hkv). Scores times `scale`.
 template <class T>
 void decode_attention(T* out, const T* q, const float* k_cache, const float* v_cache, int64_t len,
-                      int64_t Hq, int64_t Hkv, int64_t D);
+                      int64_t Hq, int64_t Hkv, int64_t D, float scale);
 
 }  // namespace mt

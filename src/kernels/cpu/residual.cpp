@@ -10,6 +10,11 @@ void residual_add(float* y, const float* x, const T* delta, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] + to_float(delta[i]);
 }
 
+void scale_values(float* x, float factor, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+  for (int64_t i = 0; i < n; ++i) x[i] *= factor;
+}
+
 template <class T>
 void to_compute(T* dst, const float* src, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > (1 << 15))

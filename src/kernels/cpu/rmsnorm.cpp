@@ -16,7 +16,7 @@ constexpr int64_t kRmsnormParallelMin = 1 << 15;  // elements; below this a thre
 
 template <class T>
 void rmsnorm_forward(T* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C,
-                     float eps) {
+                     float eps, float offset) {
 #pragma omp parallel for schedule(static) if (N * C > kRmsnormParallelMin)
   for (int64_t n = 0; n < N; ++n) {
     const float* xr = x + n * C;
@@ -27,15 +27,15 @@ void rmsnorm_forward(T* out, float* rstd, const float* x, const float* w, int64_
     rstd[n] = r;
     T* o = out + n * C;
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c) o[c] = from_float<T>(xr[c] * r * w[c]);
+    for (int64_t c = 0; c < C; ++c) o[c] = from_float<T>(xr[c] * r * (offset + w[c]));
   }
 }
 
-// With xhat = x * rstd and g = dout * w:  dx = rstd * (g - xhat * mean(g * xhat)),
+// With xhat = x * rstd and g = dout * (offset + w):  dx = rstd * (g - xhat * mean(g * xhat)),
 // dw = sum over rows of dout * xhat.
 template <class T>
 void rmsnorm_backward(float* dx, float* dw, const T* dout, const float* x, const float* w,
-                      const float* rstd, int64_t N, int64_t C) {
+                      const float* rstd, int64_t N, int64_t C, float offset) {
 #pragma omp parallel if (N * C > kRmsnormParallelMin)
   {
     // dx: rows are independent.
@@ -46,12 +46,12 @@ void rmsnorm_backward(float* dx, float* dw, const T* dout, const float* x, const
       const float r = rstd[n];
       double dot = 0.0;
 #pragma omp simd reduction(+ : dot)
-      for (int64_t c = 0; c < C; ++c) dot += double(to_float(gr[c]) * w[c]) * double(xr[c]);
+      for (int64_t c = 0; c < C; ++c) dot += double(to_float(gr[c]) * (offset + w[c])) * double(xr[c]);
       // mean(g * xhat) = rstd * dot / C, and xhat = x * rstd
       const float k = float(dot * double(r) * double(r) / double(C));
       float* d = dx + n * C;
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c) d[c] += r * (to_float(gr[c]) * w[c] - xr[c] * k);
+      for (int64_t c = 0; c < C; ++c) d[c] += r * (to_float(gr[c]) * (offset + w[c]) - xr[c] * k);
     }
     // dw: every row adds to the same C sums, so threads split the columns instead (see
     // col_range.h) and accumulate in double in row order.
@@ -74,9 +74,9 @@ void rmsnorm_backward(float* dx, float* dw, const T* dout, const float* x, const
 
 #define MT_INSTANTIATE(T)                                                                      \
   template void rmsnorm_forward<T>(T*, float*, const float*, const float*, int64_t, int64_t,   \
-                                   float);                                                     \
+                                   float, float);                                              \
   template void rmsnorm_backward<T>(float*, float*, const T*, const float*, const float*,      \
-                                    const float*, int64_t, int64_t);
+                                    const float*, int64_t, int64_t, float);
 MT_INSTANTIATE(float)
 MT_INSTANTIATE(bf16)
 #undef MT_INSTANTIATE

@@ -180,7 +180,7 @@ void attention_forward(CublasLt& gemm, T* out, float* lse, const T* q, const T* 
   const Scratch w = carve(scratch, s, c, sizeof(T), false);
   const DType dt = dtype_of_element<T>();
   const int64_t qw = s.Hq * s.D, kw = s.Hkv * s.D;
-  const float scale = 1.0f / std::sqrt(float(s.D));
+  const float scale = s.scale > 0.0f ? s.scale : 1.0f / std::sqrt(float(s.D));
   for_each_chunk(s, c, [&](int64_t b, int64_t kv, int64_t h0, int64_t heads, int64_t r0,
                            int64_t rows) {
     ChunkPos pos{b, h0, r0, rows, 0, s.T, s.Hq, s.window, s.cp, s.cp_rank};
@@ -209,7 +209,7 @@ void attention_backward(CublasLt& gemm, T* dq, T* dk, T* dv, const T* dout, cons
   const DType dt = dtype_of_element<T>();
   const int64_t qw = s.Hq * s.D, kw = s.Hkv * s.D, acc_stride = s.keys() * s.D;
   const size_t acc_bytes = size_t(c.heads * acc_stride) * 4;
-  const float scale = 1.0f / std::sqrt(float(s.D));
+  const float scale = s.scale > 0.0f ? s.scale : 1.0f / std::sqrt(float(s.D));
   T* p = static_cast<T*>(w.p);  // P, then (once dV has it) dS
   bool fresh_kv = true;
   for_each_chunk(s, c, [&](int64_t b, int64_t kv, int64_t h0, int64_t heads, int64_t r0,

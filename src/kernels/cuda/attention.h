@@ -24,6 +24,7 @@ struct AttentionShape {
   // Context parallelism (backend.h AttentionDims): the T queries of a row are chunks cp_rank and
   // 2 cp - 1 - cp_rank of a sequence of cp T keys; k, v, dk, dv and segments are [B, cp T, ...].
   int64_t cp = 1, cp_rank = 0;
+  float scale = 0.0f;  // > 0: the scores' scale; 0: 1/sqrt(D)
   int64_t keys() const { return T * cp; }
 };
 

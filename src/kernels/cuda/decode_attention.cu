@@ -71,20 +71,20 @@ __global__ void decode_attention_kernel(T* out, const T* q, const float* k_cache
 
 template <class T>
 void decode_attention(T* out, const T* q, const float* k_cache, const float* v_cache, int64_t len,
-                      int64_t Hq, int64_t Hkv, int64_t D, cudaStream_t stream) {
+                      int64_t Hq, int64_t Hkv, int64_t D, float scale, cudaStream_t stream) {
   if (D > kDecodeMaxHeadDim)
     fail("decode_attention: head size " + std::to_string(D) + " is above the CUDA kernel's " +
          std::to_string(kDecodeMaxHeadDim));
   const size_t shared = size_t(kWarps * D) * sizeof(float);
   decode_attention_kernel<T><<<unsigned(Hq), kWarps * kWarpSize, shared, stream>>>(
-      out, q, k_cache, v_cache, len, Hq / Hkv, Hkv * D, D, 1.0f / std::sqrt(float(D)));
+      out, q, k_cache, v_cache, len, Hq / Hkv, Hkv * D, D, scale);
   check_launch("decode attention kernel");
 }
 
 template void decode_attention<float>(float*, const float*, const float*, const float*, int64_t,
-                                      int64_t, int64_t, int64_t, cudaStream_t);
+                                      int64_t, int64_t, int64_t, float, cudaStream_t);
 template void decode_attention<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, const float*,
                                               const float*, int64_t, int64_t, int64_t, int64_t,
-                                              cudaStream_t);
+                                              float, cudaStream_t);
 
 }  // namespace mt::cuda

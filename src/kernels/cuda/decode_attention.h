@@ -13,6 +13,6 @@ inline constexpr int64_t kDecodeMaxHeadDim = 512;
 
 template <class T>
 void decode_attention(T* out, const T* q, const float* k_cache, const float* v_cache, int64_t len,
-                      int64_t Hq, int64_t Hkv, int64_t D, cudaStream_t stream);
+                      int64_t Hq, int64_t Hkv, int64_t D, float scale, cudaStream_t stream);
 
 }  // namespace mt::cuda

@@ -13,6 +13,10 @@ __global__ void residual_add_kernel(float* y, const float* x, const T* delta, in
   for (int64_t i = global_index(); i < n; i += global_stride()) y[i] = x[i] + load(delta[i]);
 }
 
+__global__ void scale_kernel(float* x, float factor, int64_t n) {
+  for (int64_t i = global_index(); i < n; i += global_stride()) x[i] *= factor;
+}
+
 template <class D, class S>
 __global__ void convert_kernel(D* dst, const S* src, int64_t n) {
   for (int64_t i = global_index(); i < n; i += global_stride()) dst[i] = store<D>(load(src[i]));
@@ -30,6 +34,12 @@ void residual_add(float* y, const float* x, const T* delta, int64_t n, cudaStrea
   if (n <= 0) return;
   residual_add_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, x, delta, n);
   check_launch("residual_add");
+}
+
+void scale(float* x, float factor, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  scale_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, factor, n);
+  check_launch("scale");
 }
 
 void convert(__nv_bfloat16* dst, const float* src, int64_t n, cudaStream_t stream) {

@@ -1,4 +1,4 @@
-// The small elementwise ops (Backend::residual_add, add, convert between f32 and bf16, fill).
+// The small elementwise ops (Backend::residual_add, add, scale, convert between f32 and bf16, fill).
 #pragma once
 #include <cstdint>
 
@@ -10,6 +10,9 @@ namespace mt::cuda {
 // residual_add(dst, dst, src).
 template <class T>
 void residual_add(float* y, const float* x, const T* delta, int64_t n, cudaStream_t stream);
+
+// x *= factor (f32).
+void scale(float* x, float factor, int64_t n, cudaStream_t stream);
 
 // dst = src, rounded to nearest even into bf16 (kernels/device_math/bf16_round.h).
 void convert(__nv_bfloat16* dst, const float* src, int64_t n, cudaStream_t stream);

@@ -15,7 +15,7 @@ unsigned row_blocks(int64_t N) { return unsigned(N < kMaxRowBlocks ? N : kMaxRow
 
 template <class T>
 __global__ void forward_rows(T* out, float* rstd, const float* x, const float* w, int64_t N,
-                             int64_t C, float eps) {
+                             int64_t C, float eps, float offset) {
   __shared__ double scratch[kThreads];
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const float* xr = x + n * C;
@@ -25,14 +25,15 @@ __global__ void forward_rows(T* out, float* rstd, const float* x, const float* w
     const float r = float(1.0 / sqrt(ss / double(C) + double(eps)));
     if (threadIdx.x == 0) rstd[n] = r;
     T* o = out + n * C;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) o[c] = store<T>(xr[c] * r * w[c]);
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) o[c] = store<T>(xr[c] * r * (offset + w[c]));
   }
 }
 
-// dx += rstd * (g w - x k) with k = rstd^2 * sum(g w x) / C (the CPU kernel's arithmetic).
+// dx += rstd * (g w' - x k) with w' = offset + w, k = rstd^2 * sum(g w' x) / C (the CPU kernel's
+// arithmetic).
 template <class T>
 __global__ void backward_dx_rows(float* dx, const T* dout, const float* x, const float* w,
-                                 const float* rstd, int64_t N, int64_t C) {
+                                 const float* rstd, int64_t N, int64_t C, float offset) {
   __shared__ double scratch[kThreads];
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const float* xr = x + n * C;
@@ -40,12 +41,12 @@ __global__ void backward_dx_rows(float* dx, const T* dout, const float* x, const
     const float r = rstd[n];
     double dot = 0.0;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-      dot += double(load(gr[c]) * w[c]) * double(xr[c]);
+      dot += double(load(gr[c]) * (offset + w[c])) * double(xr[c]);
     dot = block_reduce(dot, scratch, Sum{});
     const float k = float(dot * double(r) * double(r) / double(C));
     float* d = dx + n * C;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-      d[c] += r * (load(gr[c]) * w[c] - xr[c] * k);
+      d[c] += r * (load(gr[c]) * (offset + w[c]) - xr[c] * k);
   }
 }
 
@@ -78,9 +79,9 @@ int64_t chunks_of(int64_t N) { return (N + kRmsnormRowsPerChunk - 1) / kRmsnormR
 
 template <class T>
 void rmsnorm_forward(T* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C,
-                     float eps, cudaStream_t stream) {
+                     float eps, float offset, cudaStream_t stream) {
   if (N <= 0) return;
-  forward_rows<<<row_blocks(N), kThreads, 0, stream>>>(out, rstd, x, w, N, C, eps);
+  forward_rows<<<row_blocks(N), kThreads, 0, stream>>>(out, rstd, x, w, N, C, eps, offset);
   check_launch("rmsnorm_forward");
 }
 
@@ -90,10 +91,10 @@ size_t rmsnorm_backward_scratch_bytes(int64_t N, int64_t C, bool with_dw) {
 
 template <class T>
 void rmsnorm_backward(float* dx, float* dw, const T* dout, const float* x, const float* w,
-                      const float* rstd, int64_t N, int64_t C, void* scratch, size_t scratch_bytes,
-                      cudaStream_t stream) {
+                      const float* rstd, int64_t N, int64_t C, float offset, void* scratch,
+                      size_t scratch_bytes, cudaStream_t stream) {
   if (N <= 0 || C <= 0) return;
-  backward_dx_rows<<<row_blocks(N), kThreads, 0, stream>>>(dx, dout, x, w, rstd, N, C);
+  backward_dx_rows<<<row_blocks(N), kThreads, 0, stream>>>(dx, dout, x, w, rstd, N, C, offset);
   check_launch("rmsnorm_backward (dx)");
   if (!dw) return;
   const size_t need = rmsnorm_backward_scratch_bytes(N, C, true);
@@ -114,9 +115,9 @@ void rmsnorm_backward(float* dx, float* dw, const T* dout, const float* x, const
 
 #define MT_INSTANTIATE(T)                                                                      \
   template void rmsnorm_forward<T>(T*, float*, const float*, const float*, int64_t, int64_t,   \
-                                   float, cudaStream_t);                                       \
+                                   float, float, cudaStream_t);                                \
   template void rmsnorm_backward<T>(float*, float*, const T*, const float*, const float*,      \
-                                    const float*, int64_t, int64_t, void*, size_t,             \
+                                    const float*, int64_t, int64_t, float, void*, size_t,      \
                                     cudaStream_t);
 MT_INSTANTIATE(float)
 MT_INSTANTIATE(bf16_t)

@@ -14,14 +14,14 @@ inline constexpr int64_t kRmsnormRowsPerChunk = 64;
 
 template <class T>
 void rmsnorm_forward(T* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C,
-                     float eps, cudaStream_t stream);
+                     float eps, float offset, cudaStream_t stream);
 
 // Scratch bytes rmsnorm_backward needs (0 when there is no dw to reduce).
 size_t rmsnorm_backward_scratch_bytes(int64_t N, int64_t C, bool with_dw);
 // dx += the input gradient; dw += the weight gradient unless dw is null (a frozen weight).
 template <class T>
 void rmsnorm_backward(float* dx, float* dw, const T* dout, const float* x, const float* w,
-                      const float* rstd, int64_t N, int64_t C, void* scratch, size_t scratch_bytes,
-                      cudaStream_t stream);
+                      const float* rstd, int64_t N, int64_t C, float offset, void* scratch,
+                      size_t scratch_bytes, cudaStream_t stream);
 
 }  // namespace mt::cuda

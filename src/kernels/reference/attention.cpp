@@ -38,7 +38,7 @@ double query_softmax(std::vector<double>& p, const std::vector<double>& Q,
                      const std::vector<double>& K, const std::vector<int32_t>& seg,
                      const Layout& L, int64_t b, int64_t i, int64_t h) {
   const AttentionSizes& s = L.s;
-  const double scale = 1.0 / std::sqrt(double(s.D));
+  const double scale = s.scale > 0.0 ? s.scale : 1.0 / std::sqrt(double(s.D));
   const double kMasked = -std::numeric_limits<double>::infinity();
   double mx = kMasked;
   const int64_t pi = L.pos(i), row = b * s.keys();
@@ -91,7 +91,7 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
   const std::vector<int32_t> seg = segments ? load_i32(segments) : std::vector<int32_t>{};
   std::vector<double> dQ(Q.size(), 0.0), dK(K.size(), 0.0), dV(V.size(), 0.0);
   std::vector<double> p(size_t(s.keys())), dp(size_t(s.keys()));
-  const double scale = 1.0 / std::sqrt(double(s.D));
+  const double scale = s.scale > 0.0 ? s.scale : 1.0 / std::sqrt(double(s.D));
   const Layout L{s};
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t i = 0; i < s.T; ++i)
@@ -122,10 +122,10 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
 }
 
 void decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_cache,
-                      const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv) {
+                      const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv, double scale) {
   const std::vector<double> Q = load(q), K = load(k_cache), V = load(v_cache);
   const int64_t D = q.numel() / Hq, row = Hkv * D;
-  const double scale = 1.0 / std::sqrt(double(D));
+  if (!(scale > 0.0)) scale = 1.0 / std::sqrt(double(D));
   std::vector<double> O(Q.size(), 0.0), w(static_cast<size_t>(len));
   for (int64_t h = 0; h < Hq; ++h) {
     const int64_t g = h / (Hq / Hkv);

@@ -3,7 +3,7 @@
 //
 // Layouts are the backend's: q and out [B, T, Hq, D], k and v [B, Tk, Hkv, D] (GEMM outputs as
 // they come; Tk = cp T), segments [B, Tk] or empty. Query i sits at key position
-// dm::cp_query_position(i) (i itself without context parallelism). Query head h reads KV head h / (Hq / Hkv); scale 1/sqrt(D).
+// dm::cp_query_position(i) (i itself without context parallelism). Query head h reads KV head h / (Hq / Hkv); scale 1/sqrt(D) unless given.
 // This backend's lse layout is [B, T, Hq]: the log-sum-exp of a query row's scaled scores.
 #pragma once
 #include <cstdint>
@@ -18,6 +18,7 @@ struct AttentionSizes {
   // Context parallelism (backend.h AttentionDims): the T queries of a row are two chunks of a
   // sequence of cp T keys; k, v, dk, dv and segments are [B, cp T, ...].
   int64_t cp = 1, cp_rank = 0;
+  double scale = 0.0;  // > 0: the scores' scale; 0: 1/sqrt(D)
   int64_t keys() const { return T * cp; }
 };
 
@@ -34,6 +35,6 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
 // One query token over a KV cache: q and out [Hq, D]; caches [>= len, Hkv, D] f32, every one of
 // the first len positions visible.
 void decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_cache,
-                      const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv);
+                      const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv, double scale = 0.0);
 
 }  // namespace mt::ref

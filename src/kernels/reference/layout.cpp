@@ -27,6 +27,12 @@ void residual_add(const Tensor& y, const Tensor& x, const Tensor& delta) {
   store(y, Y);
 }
 
+void scale(const Tensor& x, double factor) {
+  std::vector<double> X = load(x);
+  for (double& v : X) v *= factor;
+  store(x, X);
+}
+
 void convert(const Tensor& dst, const Tensor& src) {
   if (dst.dtype == src.dtype) {
     for (int64_t i = 0; i < src.numel(); ++i) copy_element(dst, i, src, i);

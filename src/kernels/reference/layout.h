@@ -9,6 +9,8 @@ namespace mt::ref {
 
 // y = x + delta (y, x f32; delta f32 or bf16; y may be x).
 void residual_add(const Tensor& y, const Tensor& x, const Tensor& delta);
+// x *= factor (x f32).
+void scale(const Tensor& x, double factor);
 // dst = src in dst's dtype (bf16 by round to nearest even); same dtype is a plain copy.
 void convert(const Tensor& dst, const Tensor& src);
 // src [N, sum of widths] -> blocks [N, width_i] (split), and the reverse (concat). Any dtype.

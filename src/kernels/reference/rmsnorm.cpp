@@ -7,9 +7,18 @@
 
 namespace mt::ref {
 
+namespace {
+// The factors the normalised row is multiplied by: offset + w (dw is unchanged by the offset).
+std::vector<double> rmsnorm_offset_weights(const Tensor& w, double offset) {
+  std::vector<double> W = load(w);
+  for (double& v : W) v += offset;
+  return W;
+}
+}  // namespace
+
 void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w,
-                     double eps) {
-  const std::vector<double> X = load(x), W = load(w);
+                     double eps, double weight_offset) {
+  const std::vector<double> X = load(x), W = rmsnorm_offset_weights(w, weight_offset);
   const int64_t N = x.rows, C = x.cols;
   std::vector<double> Y(X.size()), R(static_cast<size_t>(N));
   for (int64_t n = 0; n < N; ++n) {
@@ -24,11 +33,11 @@ void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, con
   store(rstd, R);
 }
 
-// y_c = x_c r w_c with dr/dx_c = -r^3 x_c / C, so for upstream g:
+// y_c = x_c r w_c (w_c here the offset weight) with dr/dx_c = -r^3 x_c / C, so for upstream g:
 //   dx_c = r w_c g_c - x_c r^3 / C * sum_k g_k w_k x_k,   dw_c = sum over rows of g_c x_c r.
 void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dout, const Tensor& x,
-                      const Tensor& w, const Tensor& rstd) {
-  const std::vector<double> G = load(dout), X = load(x), W = load(w), R = load(rstd);
+                      const Tensor& w, const Tensor& rstd, double weight_offset) {
+  const std::vector<double> G = load(dout), X = load(x), W = rmsnorm_offset_weights(w, weight_offset), R = load(rstd);
   std::vector<double> dX = load(dx);
   std::vector<double> dW = dw ? load(dw) : std::vector<double>{};
   const int64_t N = x.rows, C = x.cols;

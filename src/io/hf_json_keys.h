@@ -1,0 +1,41 @@
+// Reading one key of a Hugging Face config.json with the checks a user needs: a wrong type or a
+// missing required key is one line naming the key. Shared by the family readers (hf_config.cpp,
+// hf_gemma3.cpp).
+#pragma once
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <type_traits>
+
+#include "core/error.h"
+
+namespace mt::hf_json {
+
+// Sets `out` from j[key] when present and not null; absent or null keeps out (or, when required,
+// fails naming the key).
+template <class V>
+void read_key(const nlohmann::json& j, const char* key, V& out, const std::string& src, bool required) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (required) fail(src + ": missing key '" + key + "'");
+    return;
+  }
+  if constexpr (std::is_same_v<V, bool>) {
+    if (!it->is_boolean()) fail(src + ": key '" + key + "' must be a boolean");
+  } else if constexpr (std::is_integral_v<V>) {
+    if (!it->is_number_integer()) fail(src + ": key '" + key + "' must be an integer");
+  } else {
+    if (!it->is_number()) fail(src + ": key '" + key + "' must be a number");
+    // A double beyond float's range would become infinity (and be written back as null).
+    if (!std::isfinite(it->get<V>())) fail(src + ": key '" + key + "' is out of range: " + it->dump());
+  }
+  out = it->get<V>();
+}
+
+// Whether j[key] claims something: present and neither null nor false.
+inline bool set_true(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && !(it->is_null() || (it->is_boolean() && !it->get<bool>()));
+}
+
+}  // namespace mt::hf_json

@@ -1,0 +1,53 @@
+#include "kernels/cuda/geglu.h"
+
+#include "kernels/cuda/launch.h"
+#include "kernels/device_math/gelu_element.h"
+
+namespace mt::cuda {
+
+namespace {
+
+// Each element's inputs are read before its outputs are written: outputs may alias inputs.
+template <class T>
+__global__ void geglu_forward_kernel(T* h, const T* gate, const T* up, int64_t n) {
+  for (int64_t i = global_index(); i < n; i += global_stride()) {
+    const float g = load(gate[i]), u = load(up[i]);
+    h[i] = store<T>(dm::gelu_tanh(g) * u);
+  }
+}
+
+template <class T>
+__global__ void geglu_backward_kernel(T* dgate, T* dup, const T* dh, const T* gate, const T* up,
+                                      int64_t n) {
+  for (int64_t i = global_index(); i < n; i += global_stride()) {
+    const float g = load(gate[i]), u = load(up[i]), d = load(dh[i]);
+    dgate[i] = store<T>(d * u * dm::gelu_tanh_derivative(g));
+    dup[i] = store<T>(d * dm::gelu_tanh(g));
+  }
+}
+
+}  // namespace
+
+template <class T>
+void geglu_forward(T* h, const T* gate, const T* up, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  geglu_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(h, gate, up, n);
+  check_launch("geglu_forward");
+}
+
+template <class T>
+void geglu_backward(T* dgate, T* dup, const T* dh, const T* gate, const T* up, int64_t n,
+                    cudaStream_t stream) {
+  if (n <= 0) return;
+  geglu_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(dgate, dup, dh, gate, up, n);
+  check_launch("geglu_backward");
+}
+
+#define MT_INSTANTIATE(T)                                                                 \
+  template void geglu_forward<T>(T*, const T*, const T*, int64_t, cudaStream_t);          \
+  template void geglu_backward<T>(T*, T*, const T*, const T*, const T*, int64_t, cudaStream_t);
+MT_INSTANTIATE(float)
+MT_INSTANTIATE(bf16_t)
+#undef MT_INSTANTIATE
+
+}  // namespace mt::cuda

@@ -17,7 +17,7 @@ namespace {
 
 using fuzz::require;
 
-bool same(const mt::LlamaConfig& a, const mt::LlamaConfig& b) {
+bool same(const mt::ModelConfig& a, const mt::ModelConfig& b) {
   return a.hidden_size == b.hidden_size && a.intermediate_size == b.intermediate_size &&
          a.num_hidden_layers == b.num_hidden_layers && a.num_attention_heads == b.num_attention_heads &&
          a.num_key_value_heads == b.num_key_value_heads && a.vocab_size == b.vocab_size &&
@@ -37,8 +37,8 @@ bool same(const mt::LlamaConfig& a, const mt::LlamaConfig& b) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
-    const mt::LlamaConfig c = mt::parse_hf_config(text, "fuzz/config.json");
-    mt::LlamaConfig again;
+    const mt::ModelConfig c = mt::parse_hf_config(text, "fuzz/config.json");
+    mt::ModelConfig again;
     try {
       again = mt::parse_hf_config(mt::hf_config_json(c, "bfloat16"), "written");
     } catch (const mt::Error&) {

@@ -9,7 +9,7 @@
 int main(int argc, char** argv) {
   if (argc != 2) return 2;
   const std::string dir = argv[1];
-  mt::LlamaConfig c;
+  mt::ModelConfig c;
   std::ofstream(dir + "/config.json") << mt::hf_config_json(c, "bfloat16");
   c.rope_scaling = {8.0f, 1.0f, 4.0f, 8192};
   c.tie_word_embeddings = true;

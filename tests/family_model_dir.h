@@ -12,7 +12,7 @@
 #include "io/hf_config.h"
 #include "io/model_files.h"
 #include "mesh_runs.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 
 namespace mt::testing {
 
@@ -20,7 +20,7 @@ namespace mt::testing {
 // `train_args` shapes the source run ("--set model.num_hidden_layers=4 ..."). Returns the model
 // directory.
 inline std::string family_model_dir(const std::string& tag, const std::string& train_args,
-                                    const std::function<void(LlamaConfig&)>& parts) {
+                                    const std::function<void(ModelConfig&)>& parts) {
   namespace fs = std::filesystem;
   const std::string src = (fs::temp_directory_path() / ("meshtrain_family_dir_src_" + tag)).string();
   const std::string dir = (fs::temp_directory_path() / ("meshtrain_family_dir_" + tag)).string();
@@ -31,10 +31,10 @@ inline std::string family_model_dir(const std::string& tag, const std::string& t
                 &out),
             0)
       << out;
-  LlamaConfig c = load_hf_config(src + "/model/config.json");
+  ModelConfig c = load_hf_config(src + "/model/config.json");
   parts(c);
   c.validate();
-  LlamaModel m(c, Precision::fp32, LoraConfig{});
+  Transformer m(c, Precision::fp32, LoraConfig{});
   m.init_weights(7);
   fs::remove_all(dir);
   save_base_model(m, dir, ModelOrigin{src + "/model", {}});

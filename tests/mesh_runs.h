@@ -215,7 +215,7 @@ inline void expect_killed_rank_ends_job(const std::string& tag, const std::strin
   EXPECT_NE(job.log.find("signal 9"), std::string::npos) << job.log;
   // The newest complete checkpoint loads into a model of the run's shape.
   RunConfig cfg = parse_run_config(default_run_config_toml(), {}, "<test>");
-  LlamaModel model(cfg.model, Precision::fp32, LoraConfig{});
+  Transformer model(cfg.model, Precision::fp32, LoraConfig{});
   AdamW opt(model.trainable(), cfg.optim);
   const CheckpointState st = load_checkpoint(resolve_checkpoint("latest", dir), model, opt);
   EXPECT_GE(st.step, 2);

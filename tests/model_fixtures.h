@@ -6,12 +6,12 @@
 #include <vector>
 
 #include "core/normal_init.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 
 namespace mt::testing {
 
-inline LlamaConfig tiny_config(bool tied = false) {
-  LlamaConfig c;
+inline ModelConfig tiny_config(bool tied = false) {
+  ModelConfig c;
   c.hidden_size = 16;
   c.intermediate_size = 24;
   c.num_hidden_layers = 2;
@@ -35,8 +35,8 @@ inline LlamaConfig tiny_config(bool tied = false) {
 //             embeddings scaled by sqrt(hidden), an attention scale of 1/sqrt(5), a window of 3
 //             with local RoPE base 100 on the first layer, the second global (theta 10000,
 //             linear rope scaling 2).
-inline LlamaConfig family_config(const std::string& family) {
-  LlamaConfig c = tiny_config(family == "qwen2");
+inline ModelConfig family_config(const std::string& family) {
+  ModelConfig c = tiny_config(family == "qwen2");
   c.model_type = family == "every" ? "llama" : family;
   if (family == "qwen2" || family == "every") c.qkv_bias = true;
   if (family == "qwen2") c.layer_window = {0, 3};
@@ -44,8 +44,8 @@ inline LlamaConfig family_config(const std::string& family) {
   if (family == "mistral") c.layer_window = {3, 3}, c.head_dim_override = 8;
   if (family == "every") c.o_bias = c.mlp_bias = true, c.layer_window = {2, 0};
   if (family == "gpt2") {
-    c.norm = LlamaConfig::Norm::layer, c.mlp = LlamaConfig::Mlp::gelu;
-    c.positions = LlamaConfig::Positions::learned;
+    c.norm = ModelConfig::Norm::layer, c.mlp = ModelConfig::Mlp::gelu;
+    c.positions = ModelConfig::Positions::learned;
     c.qkv_bias = c.o_bias = c.mlp_bias = true;
     c.tie_word_embeddings = true, c.num_key_value_heads = c.num_attention_heads;
   }

@@ -15,7 +15,7 @@
 #include "backend/reference_backend.h"
 #include "model/decoder.h"
 #include "core/normal_init.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "model_fixtures.h"
 #include "train/adamw.h"
 
@@ -58,7 +58,7 @@ std::vector<float> grads_of(const ParamStore& store, const Param& p) {
 
 // Every tensor gets N(0, 0.3) values (norms 1 + that), adapters included, so that no gradient
 // is trivially zero (LoRA B starts at zero otherwise).
-void set_random_values(LlamaModel& m, uint64_t seed) {
+void set_random_values(Transformer& m, uint64_t seed) {
   for (ParamStore* store : {&m.base(), &m.adapters()})
     for (Param& p : store->params()) {
       std::vector<float> v(size_t(p.numel));
@@ -76,16 +76,16 @@ TEST_P(BackendModel, AgreesWithReferenceBackend) {
   const BackendCase& k = std::get<0>(GetParam());
   const test::AvailableBackend tested = test::available_backend(std::get<1>(GetParam()));
   if (!tested.backend) GTEST_SKIP() << std::get<1>(GetParam()) << ": " << tested.why_not;
-  const LlamaConfig c = tiny_config(k.tied);
+  const ModelConfig c = tiny_config(k.tied);
   LoraConfig lora;
   lora.enabled = k.lora;
   lora.rank = 4, lora.alpha = 8.0f;
   lora.targets = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"};
   if (k.nf4) lora.base_dtype = "nf4";
-  LlamaModel model(c, k.precision, lora, true, *tested.backend);  // the backend under test
-  LlamaModel ref(c, k.precision, lora, true, reference_backend());
+  Transformer model(c, k.precision, lora, true, *tested.backend);  // the backend under test
+  Transformer ref(c, k.precision, lora, true, reference_backend());
   ASSERT_EQ(ref.base().params().front().device.kind, DeviceKind::reference);
-  for (LlamaModel* m : {&model, &ref}) {
+  for (Transformer* m : {&model, &ref}) {
     set_random_values(*m, 11);
     m->set_activation_checkpointing(k.checkpointing);
   }
@@ -163,9 +163,9 @@ INSTANTIATE_TEST_SUITE_P(
 // The decoder and the training forward are one code path: the decoder's logits for each prefix
 // equal the last row of forward_logits over that prefix (GQA, q width != hidden size).
 TEST(BackendModel, DecoderMatchesTrainingForwardWithNarrowQueries) {
-  LlamaConfig c = tiny_config(false);
+  ModelConfig c = tiny_config(false);
   c.head_dim_override = 2;  // q_dim = 4 heads x 2 = 8, hidden 16: the old decoder assumed equal
-  LlamaModel m(c, Precision::fp32, LoraConfig{});
+  Transformer m(c, Precision::fp32, LoraConfig{});
   set_random_values(m, 3);
   const std::vector<int32_t> tokens = {4, 9, 30, 2, 2, 11};
   Decoder dec(m, int64_t(tokens.size()));

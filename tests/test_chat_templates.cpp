@@ -18,6 +18,7 @@
 #include "error_of.h"
 #include "mistral_fixture.h"
 #include "run_command.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
@@ -105,7 +106,7 @@ TEST(ChatTemplates, GemmaEqualsGemma3sOwnTemplate) {
 // <s>, "[INST] {user}[/INST]" per user turn, " {answer}</s>" per answer, the system message in
 // front of the last user message. No v0.3 tokenizer_config.json is available to render it with.
 TEST(ChatTemplates, MistralWritesInstTurns) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "chat_mistral";
+  const fs::path dir = mt::testing::fresh_temp_dir("chat_mistral");
   auto tok = load_tokenizer(mt::testing::mistral::write_mistral_json(dir));
   const std::vector<ChatMessage> msgs = {{"system", "sys"}, {"user", "hello"}, {"assistant", "world "},
                                          {"user", "hello world"}, {"assistant", "hello"}};
@@ -129,7 +130,7 @@ TEST(ChatTemplates, DefaultComesFromTheTokenizer) {
   auto gemma = load_tokenizer(kGemma);  // no tokenizer_config.json: its special tokens decide
   EXPECT_EQ(gemma->chat_template(), "");
   EXPECT_EQ(default_chat_format(*gemma), DataFormat::kGemma);
-  const fs::path dir = fs::path(::testing::TempDir()) / "chat_default_mistral";
+  const fs::path dir = mt::testing::fresh_temp_dir("chat_default_mistral");
   auto mistral = load_tokenizer(mt::testing::mistral::write_mistral_json(dir));
   EXPECT_EQ(default_chat_format(*mistral), DataFormat::kMistral);
   // tokenizer_config.json's chat_template wins over the special tokens.
@@ -152,7 +153,7 @@ TEST(ChatTemplates, TemplateWithoutItsTokensIsRefusedInOneLine) {
 // template refuses is skipped and counted like any bad record.
 TEST(ChatTemplates, ChatDataTakesTheTokenizersTemplate) {
   auto gemma = load_tokenizer(kGemma);
-  const fs::path dir = fs::path(::testing::TempDir()) / "chat_data_gemma";
+  const fs::path dir = mt::testing::fresh_temp_dir("chat_data_gemma");
   fs::create_directories(dir);
   const std::string path = (dir / "c.jsonl").string();
   std::ofstream(path) << R"({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]})"
@@ -180,9 +181,7 @@ TEST(ChatTemplates, ChatDataTakesTheTokenizersTemplate) {
 // the tokenizer cannot write is refused in one line.
 TEST(ChatTemplates, QwenChatRunTrainsAndGenerates) {
   REQUIRE_QWEN3();
-  const fs::path dir = fs::temp_directory_path() / "meshtrain_chat_run_qwen";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = mt::testing::fresh_temp_dir("chat_run_qwen");
   const std::string data = (dir / "chat.jsonl").string(), run = (dir / "run").string();
   {
     std::ofstream f(data);

@@ -100,7 +100,7 @@ TEST(Cli, NonRegularFilesAreRefusedNotRead) {
   // An HF model directory whose config.json, or whose weights, are a FIFO.
   ASSERT_EQ(::mkfifo((dir / "model" / "config.json").c_str(), 0600), 0);
   fs::create_directories(dir / "weights");
-  std::ofstream(dir / "weights" / "config.json") << mt::hf_config_json(mt::LlamaConfig{}, "bfloat16");
+  std::ofstream(dir / "weights" / "config.json") << mt::hf_config_json(mt::ModelConfig{}, "bfloat16");
   ASSERT_EQ(::mkfifo((dir / "weights" / "model.safetensors").c_str(), 0600), 0);
 
   for (const std::string& special : {fifo, std::string("/dev/zero")}) {

@@ -59,7 +59,7 @@ TEST(CliInputs, HubIdAsModelPathSaysHowToDownload) {
 
 // The masked loss of one example on its own, as training defines it: token t + 1 is predicted
 // from tokens 0..t and counts only when it is response text (trained).
-mt::LossSum example_loss(mt::LlamaModel& model, const mt::Example& ex) {
+mt::LossSum example_loss(mt::Transformer& model, const mt::Example& ex) {
   const int64_t n = int64_t(ex.tokens.size());
   std::vector<int32_t> targets(size_t(n), -1);
   for (int64_t t = 0; t + 1 < n; ++t)

@@ -354,7 +354,7 @@ TEST(ConfigRoundTrip, Default) {
 
 TEST(ConfigRoundTrip, EveryFieldChanged) {
   RunConfig a = parse_default();
-  a.model = LlamaConfig{};
+  a.model = ModelConfig{};
   a.model.hidden_size = 96;
   a.model.intermediate_size = 250;
   a.model.num_hidden_layers = 3;

@@ -16,7 +16,7 @@
 #include "io/hf_config.h"
 #include "io/model_files.h"
 #include "mesh_runs.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "core/normal_init.h"
 
 namespace mt::testing {
@@ -64,7 +64,7 @@ std::string family_model(const std::string& family, const std::string& tag, bool
               0)
         << out;
   }
-  LlamaConfig c = load_hf_config(src + "/model/config.json");
+  ModelConfig c = load_hf_config(src + "/model/config.json");
   c.model_type = family;
   if (family == "qwen2") {
     c.qkv_bias = true;
@@ -74,8 +74,8 @@ std::string family_model(const std::string& family, const std::string& tag, bool
     c.qk_norm = true;
     c.head_dim_override = nf4_tp ? 32 : c.hidden_size / c.num_attention_heads + 4;
   } else if (family == "gpt2") {  // gpt2: its config.json says n_head only (no grouped KV heads)
-    c.norm = LlamaConfig::Norm::layer, c.mlp = LlamaConfig::Mlp::gelu;
-    c.positions = LlamaConfig::Positions::learned;
+    c.norm = ModelConfig::Norm::layer, c.mlp = ModelConfig::Mlp::gelu;
+    c.positions = ModelConfig::Positions::learned;
     c.qkv_bias = c.o_bias = c.mlp_bias = true;
     c.tie_word_embeddings = true, c.num_key_value_heads = c.num_attention_heads;
   } else {  // gemma3_text: every part of Gemma 3's block; the post norms replicated under tp
@@ -88,7 +88,7 @@ std::string family_model(const std::string& family, const std::string& tag, bool
     for (int64_t l = 0; l < c.num_hidden_layers; l += 2) c.layer_window[size_t(l)] = 8;  // < seq_len
     c.tie_word_embeddings = true;
   }
-  LlamaModel m(c, Precision::fp32, LoraConfig{});
+  Transformer m(c, Precision::fp32, LoraConfig{});
   m.init_weights(5);
   std::vector<float> v;
   for (Param& p : m.base().params()) {  // biases and norms away from 0 and 1, so they matter

@@ -15,8 +15,8 @@ namespace {
 
 // Hidden 64, 4 heads of 24 (q 96 wide), 2 KV heads (kv 48), MLP 128, 3 layers, vocabulary 100;
 // windows 0 (full), 8 and 4.
-LlamaConfig small_family() {
-  LlamaConfig c;
+ModelConfig small_family() {
+  ModelConfig c;
   c.hidden_size = 64, c.intermediate_size = 128, c.num_hidden_layers = 3;
   c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim_override = 24;
   c.vocab_size = 100, c.max_position_embeddings = 64, c.tie_word_embeddings = false;
@@ -47,13 +47,13 @@ TEST(FamilyFlops, AttendedKeysAreMinOfWindowAndPosition) {
 // square (256 pairs at T = 16), a window w the band |i - j| < w (w = 8: 16 + 2 x (15 + ... + 9) =
 // 184; w = 4: 16 + 2 x (15 + 14 + 13) = 100): 540 pairs, 12 x 96 x 540 / 16 = 38880 per token.
 TEST(FamilyFlops, WindowsAndHeadDimByHand) {
-  const LlamaConfig c = small_family();
+  const ModelConfig c = small_family();
   const FlopCount f = training_flops(c, LoraConfig{}, 16);
   EXPECT_EQ(f.matmul_params, 135424);
   EXPECT_DOUBLE_EQ(f.attention_per_token, 38880.0);
   EXPECT_DOUBLE_EQ(f.per_token, 6.0 * 135424 + 38880.0);
   // Without windows, PaLM's 12·L·Q·T exactly: 12 x 3 x 96 x 16.
-  LlamaConfig full = c;
+  ModelConfig full = c;
   full.layer_window.clear();
   EXPECT_DOUBLE_EQ(training_flops(full, LoraConfig{}, 16).attention_per_token, 55296.0);
   // LoRA prices the same attention.
@@ -64,7 +64,7 @@ TEST(FamilyFlops, WindowsAndHeadDimByHand) {
   EXPECT_DOUBLE_EQ(fl.per_token, 4.0 * 135424 + 6.0 * double(fl.lora_params) + 38880.0);
 }
 
-PlanInput small_input(const LlamaConfig& c) {
+PlanInput small_input(const ModelConfig& c) {
   PlanInput in;
   in.model = {"small", Arch::llama, c};
   in.cluster = cluster_preset("cpu");
@@ -77,8 +77,8 @@ PlanInput small_input(const LlamaConfig& c) {
 // backward, at the cluster's attention efficiency; the windows leave (136 - 100) + (136 - 58) =
 // 114 of the full layers' 3 x 136 pairs per sequence unscored.
 TEST(FamilyTime, WindowsPriceAttentionAtTheKeysEachQuerySees) {
-  const LlamaConfig windowed = small_family();
-  LlamaConfig full = windowed;
+  const ModelConfig windowed = small_family();
+  ModelConfig full = windowed;
   full.layer_window.clear();
   const PlanInput a = small_input(full), b = small_input(windowed);
   const TimeBreakdown ta = step_time(a), tb = step_time(b);
@@ -98,9 +98,9 @@ TEST(FamilyTime, WindowsPriceAttentionAtTheKeysEachQuerySees) {
 // 48 + 4 + 2 per token), which the elementwise traffic (kElementwiseTraffic bytes moved per byte
 // saved) prices.
 TEST(FamilyTime, BiasesAndQkNormsAreElementwiseTraffic) {
-  LlamaConfig plain = small_family();
+  ModelConfig plain = small_family();
   plain.layer_window.clear();
-  LlamaConfig biased = plain, normed = plain;
+  ModelConfig biased = plain, normed = plain;
   biased.qkv_bias = true;
   normed.qk_norm = true;
   PlanInput in = small_input(plain);
@@ -124,7 +124,7 @@ TEST(FamilyTime, BiasesAndQkNormsAreElementwiseTraffic) {
 // attention output 96 each (heads x head_dim, not hidden); k, v 48 each; gate, up, h 128 each; f32
 // rstd1, rstd2, lse (4 heads), x2 64; q/k norms: q and k before the norm 96 + 48, their rstd 4 + 2.
 TEST(FamilyMemory, AQwen3LayerSavesItsHeadsTimesHeadDimAndItsNormInputs) {
-  LlamaConfig c = small_family();
+  ModelConfig c = small_family();
   c.layer_window.clear();
   c.qk_norm = true;
   PlanInput in = small_input(c);

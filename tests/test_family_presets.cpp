@@ -19,7 +19,7 @@ namespace {
 
 using testing::run_meshtrain;
 
-int64_t declared_params(const LlamaConfig& c) {
+int64_t declared_params(const ModelConfig& c) {
   int64_t n = 0;
   for (const auto& t : llama_param_shapes(c, LoraConfig{})) n += t.numel();
   return n;
@@ -85,30 +85,30 @@ TEST(FamilyPresets, ParameterCountsAreTheHandCountsAndThePublishedFigures) {
 
 // What each family brings, as parse_hf_config reads it from the preset's keys.
 TEST(FamilyPresets, EachFamilysPartsComeFromItsConfig) {
-  const LlamaConfig q25 = family_preset("qwen2.5-7b");
+  const ModelConfig q25 = family_preset("qwen2.5-7b");
   EXPECT_EQ(q25.model_type, "qwen2");
   EXPECT_TRUE(q25.qkv_bias);
   EXPECT_FALSE(q25.o_bias || q25.qk_norm || q25.tie_word_embeddings);
   EXPECT_TRUE(q25.layer_window.empty());  // use_sliding_window false
   EXPECT_TRUE(family_preset("qwen2.5-0.5b").tie_word_embeddings);
 
-  const LlamaConfig q3 = family_preset("qwen3-32b");
+  const ModelConfig q3 = family_preset("qwen3-32b");
   EXPECT_TRUE(q3.qk_norm);
   EXPECT_FALSE(q3.qkv_bias);
   EXPECT_EQ(q3.head_dim(), 128);
   EXPECT_EQ(q3.q_dim(), 8192);  // 64 heads x 128, wider than hidden 5120
   EXPECT_EQ(q3.hidden_size, 5120);
 
-  const LlamaConfig m1 = family_preset("mistral-7b");
+  const ModelConfig m1 = family_preset("mistral-7b");
   ASSERT_EQ(m1.layer_window.size(), 32u);
   for (int64_t w : m1.layer_window) EXPECT_EQ(w, 4096);
   EXPECT_FLOAT_EQ(m1.rope_theta, 10000.0f);
-  const LlamaConfig m3 = family_preset("mistral-7b-v0.3");
+  const ModelConfig m3 = family_preset("mistral-7b-v0.3");
   EXPECT_TRUE(m3.layer_window.empty());
   EXPECT_EQ(m3.vocab_size, 32768);
   EXPECT_FLOAT_EQ(m3.rope_theta, 1e6f);
 
-  const LlamaConfig nemo = family_preset("mistral-nemo-12b");
+  const ModelConfig nemo = family_preset("mistral-nemo-12b");
   EXPECT_EQ(nemo.q_dim(), 4096);
   EXPECT_EQ(nemo.hidden_size, 5120);
   EXPECT_EQ(nemo.head_dim(), 128);
@@ -161,7 +161,7 @@ TEST(FamilyPresets, ShardPlacesThePresetsTensors) {
     const auto r = run_meshtrain(std::string("shard --json --preset ") + name + " --mesh fsdp=2,tp=2");
     ASSERT_EQ(r.code, 0) << r.output;
     const auto j = nlohmann::json::parse(r.output);
-    const LlamaConfig c = family_preset(name);
+    const ModelConfig c = family_preset(name);
     int64_t total = 0;
     bool norms = false, biases = false;
     for (const auto& t : j["tensors"]) {

@@ -19,7 +19,7 @@
 #include "io/peft_config.h"
 #include "io/pretrained.h"
 #include "model/generate.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -194,7 +194,7 @@ TEST(FarMemory, EvaluationAndSampledDecodingEqualTheCpu) {
 // A pipeline stage's path: the model run as two spans of units whose cut is a device tensor,
 // copied in and out by the backend (no host pointer), gives forward_backward's loss and gradients.
 TEST(FarMemory, SplitUnitsChainThroughDeviceTensors) {
-  LlamaConfig c = parse_run_config(default_run_config_toml(), {}, "<test>").model;
+  ModelConfig c = parse_run_config(default_run_config_toml(), {}, "<test>").model;
   FarMemoryBackend far;
   const int64_t B = 2, T = 16, L = c.num_hidden_layers;
   std::vector<int32_t> tokens(size_t(B * T)), targets(tokens.size());
@@ -202,11 +202,11 @@ TEST(FarMemory, SplitUnitsChainThroughDeviceTensors) {
   ModelInput in;
   in.tokens = tokens.data(), in.targets = targets.data(), in.B = B, in.T = T;
 
-  LlamaModel whole(c, Precision::fp32, LoraConfig{}, true, cpu_backend());
+  Transformer whole(c, Precision::fp32, LoraConfig{}, true, cpu_backend());
   whole.init_weights(3);
   const LossSum expected = whole.forward_backward(in, 1.0f);
 
-  LlamaModel split(c, Precision::fp32, LoraConfig{}, true, far);
+  Transformer split(c, Precision::fp32, LoraConfig{}, true, far);
   split.init_weights(3);
   DeviceBuffer cut(far, DType::f32, B * T * c.hidden_size), grad(far, DType::f32, B * T * c.hidden_size);
   UnitSpan front{0, int(L / 2), {}, cut.tensor(), grad.tensor(), {}};

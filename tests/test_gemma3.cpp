@@ -18,7 +18,7 @@
 #include "io/hf_config.h"
 #include "io/model_files.h"
 #include "mesh_runs.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "model/param_shapes.h"
 #include "model/presets.h"
 #include "temp_dirs.h"
@@ -70,14 +70,14 @@ void expect_error(const std::string& text, const std::string& needle) {
   }
 }
 
-int64_t parameters(const LlamaConfig& c) {
+int64_t parameters(const ModelConfig& c) {
   int64_t n = 0;
   for (const ParamShape& p : llama_param_shapes(c, LoraConfig{})) n += p.numel();
   return n;
 }
 
 TEST(Gemma3Config, ReadsThe1B) {
-  const LlamaConfig c = parse_hf_config(kGemma3_1B, "config.json");
+  const ModelConfig c = parse_hf_config(kGemma3_1B, "config.json");
   EXPECT_EQ(c.model_type, "gemma3_text");
   EXPECT_TRUE(c.qk_norm && c.post_norms && c.geglu && c.scale_embeddings && c.tie_word_embeddings);
   EXPECT_FALSE(c.qkv_bias || c.o_bias || c.mlp_bias);
@@ -110,7 +110,7 @@ TEST(Gemma3Config, ReadsThe1B) {
 }
 
 TEST(Gemma3Config, ReadsThe27BText) {
-  const LlamaConfig c = parse_hf_config(kGemma3_27B_text, "config.json");
+  const ModelConfig c = parse_hf_config(kGemma3_27B_text, "config.json");
   EXPECT_EQ(c.head_dim(), 128);
   EXPECT_FLOAT_EQ(c.attention_scale, float(1.0 / std::sqrt(168.0)));  // not 128^-1/2
   EXPECT_TRUE(c.rope_scaling.linear);
@@ -123,7 +123,7 @@ TEST(Gemma3Config, ReadsThe27BText) {
   // layer_types, when given, decides instead of the pattern.
   json types = json::array();
   for (int l = 0; l < 62; ++l) types.push_back(l == 3 ? "full_attention" : "sliding_attention");
-  const LlamaConfig t = parse_hf_config(with(kGemma3_27B_text, {{"layer_types", types}}), "config.json");
+  const ModelConfig t = parse_hf_config(with(kGemma3_27B_text, {{"layer_types", types}}), "config.json");
   EXPECT_EQ(t.attention_window(3), 0);
   EXPECT_EQ(t.attention_window(5), 1024);
 }
@@ -150,14 +150,14 @@ TEST(Gemma3Config, WhatMeshtrainDoesNotComputeIsRefusedNamingTheKey) {
 
 TEST(Gemma3Config, WritingGivesBackTheModel) {
   for (const char* text : {kGemma3_1B, kGemma3_27B_text}) {
-    const LlamaConfig c = parse_hf_config(text, "config.json");
+    const ModelConfig c = parse_hf_config(text, "config.json");
     for (const std::string& source : {std::string(), std::string(text)}) {
       const std::string written = hf_config_json(c, "bfloat16", source);
       const json j = json::parse(written);
       EXPECT_EQ(j["architectures"], json({"Gemma3ForCausalLM"})) << written;
       EXPECT_FALSE(j.contains("hidden_act")) << written;
       EXPECT_EQ(j["hidden_activation"], "gelu_pytorch_tanh") << written;
-      const LlamaConfig d = parse_hf_config(written, "written");
+      const ModelConfig d = parse_hf_config(written, "written");
       EXPECT_EQ(d.model_type, "gemma3_text");
       EXPECT_EQ(d.head_dim(), c.head_dim());
       EXPECT_EQ(d.attention_scale, c.attention_scale);
@@ -177,7 +177,7 @@ TEST(Gemma3Config, WritingGivesBackTheModel) {
 // DESIGN.md gives 27.0B for the 27B's text part.
 TEST(Gemma3Config, PresetsAreThePublishedModels) {
   for (const auto& [name, text] : {std::pair{"gemma3-1b", kGemma3_1B}, std::pair{"gemma3-27b", kGemma3_27B_text}}) {
-    const LlamaConfig p = llama_preset(name), c = parse_hf_config(text, "config.json");
+    const ModelConfig p = llama_preset(name), c = parse_hf_config(text, "config.json");
     EXPECT_EQ(llama_param_shapes(p, LoraConfig{}).size(), llama_param_shapes(c, LoraConfig{}).size()) << name;
     EXPECT_EQ(parameters(p), parameters(c)) << name;
     EXPECT_EQ(p.model_type, c.model_type) << name;
@@ -223,8 +223,8 @@ std::string tiny_gemma3_dir(const std::string& name) {
   cfg["vocab_size"] = 723, cfg["max_position_embeddings"] = 256, cfg["eos_token_id"] = 1;
   fs::create_directories(dir + "/source");  // the config's other keys (ids, dtype) are kept from here
   std::ofstream(dir + "/source/config.json") << cfg.dump(2);
-  const LlamaConfig c = load_hf_config(dir + "/source/config.json");
-  LlamaModel m(c, Precision::fp32, LoraConfig{});
+  const ModelConfig c = load_hf_config(dir + "/source/config.json");
+  Transformer m(c, Precision::fp32, LoraConfig{});
   m.init_weights(3);
   std::vector<float> v;
   for (Param& p : m.base().params()) {  // norm weights away from 0 (1 + w is applied), so they matter

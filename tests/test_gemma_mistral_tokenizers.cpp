@@ -15,6 +15,7 @@
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tokenizer.h"
 #include "mistral_fixture.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
@@ -95,7 +96,7 @@ void expect_mistral_structure(const Tokenizer& tok) {
 }
 
 TEST(TokenizerMistral, V03TokenizerJsonControlTokensAreSpecial) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "mistral_v03_json";
+  const fs::path dir = mt::testing::fresh_temp_dir("mistral_v03_json");
   auto tok = load_tokenizer(write_mistral_json(dir));
   expect_mistral_structure(*tok);
   // tokenizers.js 0.2.0's ids for the same file (tests/mistral_fixture.h's layout, rebuilt in a
@@ -109,7 +110,7 @@ TEST(TokenizerMistral, V03TokenizerJsonControlTokensAreSpecial) {
 }
 
 TEST(TokenizerMistral, V03TokenizerModelControlTokensAreSpecial) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "mistral_v03_model";
+  const fs::path dir = mt::testing::fresh_temp_dir("mistral_v03_model");
   auto tok = load_tokenizer(write_mistral_model(dir));
   expect_mistral_structure(*tok);
   EXPECT_EQ(tok->encode("hello world"), (Ids{kMistralFirstPiece + 1 + 26 + 4, kMistralFirstPiece + 1 + 26 + 9}));

@@ -17,7 +17,7 @@ TEST_P(DecoderMatchesForward, CachedStepsGiveTheFullForwardLogits) {
   lora.enabled = GetParam();
   lora.rank = 2;
   lora.targets = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"};
-  LlamaModel m(testing::tiny_config(), Precision::fp32, lora);
+  Transformer m(testing::tiny_config(), Precision::fp32, lora);
   m.init_weights(4);
   testing::randomize(m.base(), 5, 0.3f);
   testing::randomize(m.adapters(), 6, 0.3f);
@@ -48,7 +48,7 @@ TEST(GeneratePick, GreedyTemperatureAndTopP) {
 
 // NaN slips past "temperature < 0"; it used to sample nothing and end generation silently.
 TEST(GenerateLoop, RefusesNonFiniteSamplingOptions) {
-  LlamaModel m(testing::tiny_config(), Precision::fp32, LoraConfig{});
+  Transformer m(testing::tiny_config(), Precision::fp32, LoraConfig{});
   m.init_weights(4);
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   for (float t : {nan, inf, -inf, -1.0f}) {
@@ -68,7 +68,7 @@ TEST(GenerateLoop, RefusesNonFiniteSamplingOptions) {
 }
 
 TEST(GenerateLoop, StopsAtStopIdAndIsDeterministicBySeed) {
-  LlamaModel m(testing::tiny_config(), Precision::fp32, LoraConfig{});
+  Transformer m(testing::tiny_config(), Precision::fp32, LoraConfig{});
   m.init_weights(4);
   testing::randomize(m.base(), 5, 0.5f);
   GenerateOptions o;

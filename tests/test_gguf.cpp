@@ -46,7 +46,7 @@ std::vector<float> values(const Param& p) {
 }
 
 // HF name -> (GGUF name, rotary heads) for every base tensor of a config.
-std::vector<std::pair<std::string, std::string>> expected_names(const LlamaConfig& c) {
+std::vector<std::pair<std::string, std::string>> expected_names(const ModelConfig& c) {
   std::vector<std::pair<std::string, std::string>> n = {{kEmbedName, "token_embd.weight"},
                                                         {kFinalNormName, "output_norm.weight"}};
   if (!c.tie_word_embeddings) n.push_back({kHeadName, "output.weight"});
@@ -61,7 +61,7 @@ std::vector<std::pair<std::string, std::string>> expected_names(const LlamaConfi
   return n;
 }
 
-int64_t rot_heads(const std::string& hf, const LlamaConfig& c) {
+int64_t rot_heads(const std::string& hf, const ModelConfig& c) {
   if (hf.find("q_proj") != std::string::npos) return c.num_attention_heads;
   if (hf.find("k_proj") != std::string::npos) return c.num_key_value_heads;
   return 0;
@@ -69,12 +69,12 @@ int64_t rot_heads(const std::string& hf, const LlamaConfig& c) {
 
 // Exports a model and checks every tensor against it; stored(x) is what the dtype makes of x.
 template <class Stored>
-GgufFile export_and_check(LlamaModel& m, GgufDtype dtype, GgmlType mat_type, Stored stored) {
+GgufFile export_and_check(Transformer& m, GgufDtype dtype, GgmlType mat_type, Stored stored) {
   const std::string path = temp_path("model.gguf");
   export_gguf_model(m, path, nullptr, dtype);
   GgufFile g = read_gguf(path);
   std::filesystem::remove(path);
-  const LlamaConfig& c = m.config();
+  const ModelConfig& c = m.config();
   const auto names = expected_names(c);
   EXPECT_EQ(g.tensors.size(), names.size() + (c.rope_scaling.factor > 0 ? 1 : 0));  // + rope_freqs
   for (const auto& [hf, gg] : names) {
@@ -194,8 +194,8 @@ TEST(GgufExport, PermutationIsTheInverseOfTheImporters) {
 }
 
 TEST(GgufExport, ModelF32RoundTrip) {
-  const LlamaConfig c = testing::tiny_config();
-  LlamaModel m(c, Precision::fp32, LoraConfig{});
+  const ModelConfig c = testing::tiny_config();
+  Transformer m(c, Precision::fp32, LoraConfig{});
   m.init_weights(11);
   GgufFile g = export_and_check(m, GgufDtype::f32, GgmlType::f32, [](float x) { return x; });
   EXPECT_EQ(g.version, 3u);
@@ -222,8 +222,8 @@ TEST(GgufExport, ModelF32RoundTrip) {
 }
 
 TEST(GgufExport, ModelBf16AndF16) {
-  const LlamaConfig c = testing::tiny_config();
-  LlamaModel m(c, Precision::fp32, LoraConfig{});
+  const ModelConfig c = testing::tiny_config();
+  Transformer m(c, Precision::fp32, LoraConfig{});
   m.init_weights(12);
   GgufFile b = export_and_check(m, GgufDtype::bf16, GgmlType::bf16,
                                 [](float x) { return to_float(float_to_bf16(x)); });
@@ -234,7 +234,7 @@ TEST(GgufExport, ModelBf16AndF16) {
 }
 
 TEST(GgufExport, TiedEmbeddingsOmitOutput) {
-  LlamaModel m(testing::tiny_config(/*tied=*/true), Precision::fp32, LoraConfig{});
+  Transformer m(testing::tiny_config(/*tied=*/true), Precision::fp32, LoraConfig{});
   m.init_weights(13);
   GgufFile g = export_and_check(m, GgufDtype::f32, GgmlType::f32, [](float x) { return x; });
   EXPECT_EQ(g.find_tensor("output.weight"), nullptr);
@@ -243,18 +243,18 @@ TEST(GgufExport, TiedEmbeddingsOmitOutput) {
 TEST(GgufExport, FrozenBf16BaseExportsItsComputeCopy) {
   LoraConfig lora;
   lora.enabled = true;
-  LlamaModel m(testing::tiny_config(), Precision::bf16, lora);
+  Transformer m(testing::tiny_config(), Precision::bf16, lora);
   m.init_weights(14);
   ASSERT_EQ(m.base().get(proj_param_name(0, kQ) + ".weight").master, nullptr);
   export_and_check(m, GgufDtype::bf16, GgmlType::bf16, [](float x) { return to_float(float_to_bf16(x)); });
 }
 
 TEST(GgufExport, Llama3RopeFreqs) {
-  LlamaConfig c = testing::tiny_config();
+  ModelConfig c = testing::tiny_config();
   c.hidden_size = 128, c.num_attention_heads = 2, c.num_key_value_heads = 1;  // head_dim 64
   c.rope_theta = 500000.0f;
   c.rope_scaling = RopeScaling{8.0f, 1.0f, 4.0f, 8192};
-  LlamaModel m(c, Precision::fp32, LoraConfig{});
+  Transformer m(c, Precision::fp32, LoraConfig{});
   m.init_weights(15);
   GgufFile g = export_and_check(m, GgufDtype::f32, GgmlType::f32, [](float x) { return x; });
   const GgufTensorInfo& t = g.tensor("rope_freqs.weight");
@@ -283,10 +283,10 @@ TEST(GgufExport, Llama3RopeFreqs) {
 }
 
 TEST(GgufExport, LoraAdapter) {
-  const LlamaConfig c = testing::tiny_config();
+  const ModelConfig c = testing::tiny_config();
   LoraConfig lora;
   lora.enabled = true, lora.rank = 2, lora.alpha = 4.0f, lora.targets = {"q", "v", "lm_head"};
-  LlamaModel m(c, Precision::fp32, lora);
+  Transformer m(c, Precision::fp32, lora);
   m.init_weights(16);
   // Known values: element k of tensor j is j * 1000 + k (exact in f32).
   int j = 0;
@@ -345,14 +345,14 @@ TEST(GgufExport, LoraAdapter) {
 }
 
 TEST(GgufExport, LoraErrors) {
-  LlamaModel plain(testing::tiny_config(), Precision::fp32, LoraConfig{});
+  Transformer plain(testing::tiny_config(), Precision::fp32, LoraConfig{});
   EXPECT_THROW(export_gguf_lora(plain, temp_path("x.gguf"), "x"), Error);
   LoraConfig lora;
   lora.enabled = true, lora.targets = {"q", "lm_head"};
-  LlamaModel tied(testing::tiny_config(/*tied=*/true), Precision::fp32, lora);
+  Transformer tied(testing::tiny_config(/*tied=*/true), Precision::fp32, lora);
   EXPECT_THROW(export_gguf_lora(tied, temp_path("x.gguf"), "x"), Error);
   lora.targets = {"q"}, lora.alpha = 0.0f;
-  LlamaModel zero_alpha(testing::tiny_config(), Precision::fp32, lora);
+  Transformer zero_alpha(testing::tiny_config(), Precision::fp32, lora);
   EXPECT_THROW(export_gguf_lora(zero_alpha, temp_path("x.gguf"), "x"), Error);
   EXPECT_FALSE(std::filesystem::exists(temp_path("x.gguf")));
 }
@@ -362,7 +362,7 @@ TEST(GgufExport, LoraErrors) {
 class GgufReaderRejects : public ::testing::Test {
  protected:
   void SetUp() override {
-    LlamaModel m(testing::tiny_config(), Precision::fp32, LoraConfig{});
+    Transformer m(testing::tiny_config(), Precision::fp32, LoraConfig{});
     m.init_weights(17);
     const std::string path = temp_path("good.gguf");
     export_gguf_model(m, path, nullptr, GgufDtype::f32);
@@ -489,9 +489,9 @@ TEST(GgufTokenizer, Llama2cStories260K) {
   EXPECT_EQ(counts[kTokenNormal], 512 - 3 - 256);
 
   // And written into a model file.
-  LlamaConfig c = testing::tiny_config();
+  ModelConfig c = testing::tiny_config();
   c.vocab_size = 512;
-  LlamaModel m(c, Precision::fp32, LoraConfig{});
+  Transformer m(c, Precision::fp32, LoraConfig{});
   m.init_weights(18);
   const std::string path = temp_path("tok.gguf");
   export_gguf_model(m, path, &tok, GgufDtype::f16);
@@ -514,7 +514,7 @@ TEST(GgufTokenizer, Llama2cStories260K) {
 }
 
 TEST(GgufTokenizer, BpeFieldsAndVocabMismatch) {
-  LlamaModel m(testing::tiny_config(), Precision::fp32, LoraConfig{});
+  Transformer m(testing::tiny_config(), Precision::fp32, LoraConfig{});
   m.init_weights(19);
   TokenizerInfo tok;
   tok.model = "gpt2";

@@ -34,15 +34,15 @@ std::vector<float> values(const ParamStore& store, const Param& p) {
 }
 
 // A family model with random values in every tensor (biases and norms away from 0 and 1).
-std::unique_ptr<LlamaModel> random_model(const LlamaConfig& c, uint64_t seed) {
-  auto m = std::make_unique<LlamaModel>(c, Precision::fp32, LoraConfig{});
+std::unique_ptr<Transformer> random_model(const ModelConfig& c, uint64_t seed) {
+  auto m = std::make_unique<Transformer>(c, Precision::fp32, LoraConfig{});
   m->init_weights(seed);
   testing::randomize(m->base(), seed + 1, 0.3f);
   return m;
 }
 
 // The error export_gguf_model gives, or "" when it wrote the file.
-std::string export_error(LlamaModel& m, const std::string& path) {
+std::string export_error(Transformer& m, const std::string& path) {
   try {
     export_gguf_model(m, path, nullptr, GgufDtype::f32);
   } catch (const Error& e) {
@@ -51,7 +51,7 @@ std::string export_error(LlamaModel& m, const std::string& path) {
   return "";
 }
 
-double mean_loss(LlamaModel& m, const std::vector<int32_t>& tokens) {
+double mean_loss(Transformer& m, const std::vector<int32_t>& tokens) {
   std::vector<int32_t> targets(tokens.begin() + 1, tokens.end());
   targets.push_back(-1);
   ModelInput in;
@@ -72,9 +72,9 @@ class GgufFamily : public ::testing::TestWithParam<FamilyCase> {};
 
 TEST_P(GgufFamily, ArchitectureMetadataAndTensors) {
   const FamilyCase f = GetParam();
-  const LlamaConfig c = family_config(f.family);
+  const ModelConfig c = family_config(f.family);
   auto model = random_model(c, 3);
-  LlamaModel& m = *model;
+  Transformer& m = *model;
   const std::string path = temp_file(std::string(f.family) + ".gguf");
   const GgufModelWritten w = export_gguf_model(m, path, nullptr, GgufDtype::f32);
   EXPECT_EQ(w.architecture, f.architecture);
@@ -130,13 +130,13 @@ TEST_P(GgufFamily, ArchitectureMetadataAndTensors) {
 // comparison is made on tokens the window of 3 does not cut.
 TEST_P(GgufFamily, ReadsBackAsTheSameModel) {
   const FamilyCase f = GetParam();
-  const LlamaConfig c = family_config(f.family);
+  const ModelConfig c = family_config(f.family);
   auto model = random_model(c, 5);
-  LlamaModel& m = *model;
+  Transformer& m = *model;
   const std::string path = temp_file(std::string(f.family) + "_back.gguf");
   export_gguf_model(m, path, nullptr, GgufDtype::f32);
   auto back = load_pretrained(path, Precision::fp32, LoraConfig{}, 0);
-  const LlamaConfig& b = back->config();
+  const ModelConfig& b = back->config();
   EXPECT_EQ(b.model_type, c.model_type);
   EXPECT_EQ(b.qkv_bias, c.qkv_bias);
   EXPECT_EQ(b.o_bias, c.o_bias);
@@ -166,10 +166,10 @@ TEST_P(GgufFamily, ReadsBackAsTheSameModel) {
 
 // The same without the window: equal on every length, and greedy generation of 12 tokens.
 TEST_P(GgufFamily, WithoutAWindowEqualOnEveryLength) {
-  LlamaConfig c = family_config(GetParam().family);
+  ModelConfig c = family_config(GetParam().family);
   c.layer_window.clear();
   auto model = random_model(c, 7);
-  LlamaModel& m = *model;
+  Transformer& m = *model;
   const std::string path = temp_file(std::string(GetParam().family) + "_nowindow.gguf");
   EXPECT_TRUE(export_gguf_model(m, path, nullptr, GgufDtype::f32).note.empty());
   auto back = load_pretrained(path, Precision::fp32, LoraConfig{}, 0);
@@ -184,9 +184,9 @@ TEST_P(GgufFamily, WithoutAWindowEqualOnEveryLength) {
 // Quantised files of each family: Q8_0 where rows are whole blocks of 32 (mistral's o_proj, 32
 // wide), F16 elsewhere and named (rows of 16 and 24), norms and biases F32; the file reads back.
 TEST_P(GgufFamily, QuantisedWhereRowsAreWholeBlocks) {
-  const LlamaConfig c = family_config(GetParam().family);
+  const ModelConfig c = family_config(GetParam().family);
   auto model = random_model(c, 9);
-  LlamaModel& m = *model;
+  Transformer& m = *model;
   const std::string path = temp_file(std::string(GetParam().family) + "_q8.gguf");
   const GgufModelWritten w = export_gguf_model(m, path, nullptr, GgufDtype::q8_0);
   const GgufFile g = read_gguf(path);
@@ -221,7 +221,7 @@ TEST(GgufFamilies, WindowNoteSaysUpToWhichContextTheyAgree) {
                 .note.find("qwen2 architecture has no sliding window: the windowed layers (1 of 2)"),
             std::string::npos);
   // A window no context can reach (>= max_position_embeddings) changes nothing: no note.
-  LlamaConfig wide = family_config("qwen2");
+  ModelConfig wide = family_config("qwen2");
   wide.layer_window = {0, wide.max_position_embeddings};
   auto q = random_model(wide, 2);
   EXPECT_EQ(export_gguf_model(*q, temp_file("wide.gguf"), nullptr, GgufDtype::f32).note, "");
@@ -229,8 +229,8 @@ TEST(GgufFamilies, WindowNoteSaysUpToWhichContextTheyAgree) {
 
 // What an architecture cannot hold is refused before anything is written.
 TEST(GgufFamilies, RefusesWhatTheArchitectureCannotHold) {
-  auto refusal = [](const LlamaConfig& c, const std::string& name) {
-    LlamaModel m(c, Precision::fp32, LoraConfig{});
+  auto refusal = [](const ModelConfig& c, const std::string& name) {
+    Transformer m(c, Precision::fp32, LoraConfig{});
     const std::string path = temp_file(name + ".gguf");
     const std::string e = export_error(m, path);
     EXPECT_FALSE(std::filesystem::exists(path)) << name;
@@ -242,23 +242,23 @@ TEST(GgufFamilies, RefusesWhatTheArchitectureCannotHold) {
   EXPECT_NE(every.find("llama.cpp's llama architecture has no tensor for model.layers.0."), std::string::npos) << every;
   EXPECT_NE(every.find(".bias (a part of this llama model it does not compute)"), std::string::npos) << every;
   // Qwen3 with attention_bias (q, k, v and o): llama.cpp's qwen3 loads no o bias.
-  LlamaConfig qwen3_bias = family_config("qwen3");
+  ModelConfig qwen3_bias = family_config("qwen3");
   qwen3_bias.qkv_bias = qwen3_bias.o_bias = true;
   const std::string q3 = refusal(qwen3_bias, "qwen3_bias");
   EXPECT_NE(q3.find("qwen3 architecture has no tensor for model.layers.0.self_attn."), std::string::npos) << q3;
   // Qwen2 whose heads do not span the hidden size: llama.cpp sizes q and o [hidden, hidden].
-  LlamaConfig qwen2_head = family_config("qwen2");
+  ModelConfig qwen2_head = family_config("qwen2");
   qwen2_head.head_dim_override = 6;
   EXPECT_NE(refusal(qwen2_head, "qwen2_head").find("heads x head_dim (24) to be the hidden size (16)"), std::string::npos);
   // Llama 3 rope scaling is llama's rope_freqs.weight; qwen2 would not load that tensor.
-  LlamaConfig qwen2_scaled = family_config("qwen2");
+  ModelConfig qwen2_scaled = family_config("qwen2");
   qwen2_scaled.rope_scaling.factor = 8.0f;
   qwen2_scaled.rope_scaling.low_freq_factor = 1.0f;
   qwen2_scaled.rope_scaling.high_freq_factor = 4.0f;
   qwen2_scaled.rope_scaling.original_max_position_embeddings = 8;
   EXPECT_NE(refusal(qwen2_scaled, "qwen2_scaled").find("does not read rope_freqs.weight"), std::string::npos);
   // A family without an architecture.
-  LlamaConfig gemma = testing::tiny_config();
+  ModelConfig gemma = testing::tiny_config();
   gemma.model_type = "gemma3";
   EXPECT_NE(refusal(gemma, "gemma").find("GGUF export of a gemma3 model is not supported: meshtrain writes llama.cpp's "
                                          "llama, qwen2, qwen3 architectures"),
@@ -272,7 +272,7 @@ TEST(GgufFamilies, LoraAdapterOfTheFamilysArchitecture) {
   lora.rank = 2;
   lora.alpha = 4.0f;
   lora.targets = {"q", "k", "v", "o"};
-  LlamaModel m(family_config("qwen3"), Precision::fp32, lora);
+  Transformer m(family_config("qwen3"), Precision::fp32, lora);
   m.init_weights(4);
   m.init_adapters(5);
   testing::randomize(m.adapters(), 6, 0.3f);

@@ -143,8 +143,8 @@ TEST(GgmlQuants, RoundTripErrorWithinHalfAStepPerBlock) {
 }
 
 // A model whose every matrix row is a multiple of 32 values.
-LlamaConfig quantisable_config(bool tied) {
-  LlamaConfig c = testing::tiny_config(tied);
+ModelConfig quantisable_config(bool tied) {
+  ModelConfig c = testing::tiny_config(tied);
   c.hidden_size = 64, c.intermediate_size = 96;
   return c;
 }
@@ -165,7 +165,7 @@ uint64_t align32(uint64_t x) { return (x + 31) / 32 * 32; }
 // row-wise blocks).
 void check_quantised_export(bool tied, GgufDtype dtype, GgmlType mat, const std::string& output_name,
                             GgmlType output_type, uint32_t file_type) {
-  LlamaModel m(quantisable_config(tied), Precision::fp32, LoraConfig{});
+  Transformer m(quantisable_config(tied), Precision::fp32, LoraConfig{});
   m.init_weights(21);
   const std::string path = temp_path("q.gguf");
   EXPECT_TRUE(export_gguf_model(m, path, nullptr, dtype).kept_f16.empty());
@@ -211,9 +211,9 @@ TEST(GgufQuantExport, Q4_0KeepsTheOutputMatrixAtQ8_0) {
 
 // tiny_config's rows (16 and 24 values) are not whole blocks: those matrices stay F16, named.
 TEST(GgufQuantExport, RowsNotAMultipleOf32StayF16) {
-  LlamaConfig c = testing::tiny_config();
+  ModelConfig c = testing::tiny_config();
   c.intermediate_size = 32;  // down_proj rows (intermediate wide) are whole blocks, the rest not
-  LlamaModel m(c, Precision::fp32, LoraConfig{});
+  Transformer m(c, Precision::fp32, LoraConfig{});
   m.init_weights(22);
   const std::string path = temp_path("f16.gguf");
   const std::vector<std::string> kept = export_gguf_model(m, path, nullptr, GgufDtype::q4_0).kept_f16;
@@ -230,7 +230,7 @@ TEST(GgufQuantExport, RowsNotAMultipleOf32StayF16) {
 
 // A q4_0 request that no matrix can take (every row 16 or 24 values) writes F16 and says so.
 TEST(GgufQuantExport, FileTypeIsWhatTheMatricesHold) {
-  LlamaModel m(testing::tiny_config(), Precision::fp32, LoraConfig{});
+  Transformer m(testing::tiny_config(), Precision::fp32, LoraConfig{});
   m.init_weights(23);
   const std::string path = temp_path("all_f16.gguf");
   for (GgufDtype asked : {GgufDtype::q4_0, GgufDtype::q8_0}) {

@@ -62,7 +62,7 @@ void expect_gpt2_error(const std::string& text, const std::string& needle) {
 }
 
 TEST(Gpt2Config, ReadsGpt2SmallIntoTheDescription) {
-  const LlamaConfig c = parse_hf_config(kGpt2, "config.json");
+  const ModelConfig c = parse_hf_config(kGpt2, "config.json");
   EXPECT_EQ(c.model_type, "gpt2");
   EXPECT_EQ(c.hidden_size, 768);
   EXPECT_EQ(c.num_hidden_layers, 12);
@@ -76,7 +76,7 @@ TEST(Gpt2Config, ReadsGpt2SmallIntoTheDescription) {
   EXPECT_TRUE(c.qkv_bias && c.o_bias && c.mlp_bias);
   EXPECT_FALSE(c.qk_norm);
   // Named by architectures alone, and n_inner given.
-  const LlamaConfig a = parse_hf_config(gpt2_with({{"model_type", "<erase>"}, {"n_inner", 1000}}), "c");
+  const ModelConfig a = parse_hf_config(gpt2_with({{"model_type", "<erase>"}, {"n_inner", 1000}}), "c");
   EXPECT_EQ(a.model_type, "gpt2");
   EXPECT_EQ(a.intermediate_size, 1000);
   EXPECT_TRUE(parse_hf_config(gpt2_with({{"activation_function", "gelu_pytorch_tanh"}}), "c").gelu_mlp());
@@ -91,7 +91,7 @@ TEST(Gpt2Presets, CountThePublishedParameters) {
   const std::pair<const char*, int64_t> sizes[] = {
       {"gpt2", 124439808}, {"gpt2-medium", 354823168}, {"gpt2-large", 774030080}, {"gpt2-xl", 1557611200}};
   for (const auto& [name, published] : sizes) {
-    const LlamaConfig c = llama_preset(name);
+    const ModelConfig c = llama_preset(name);
     EXPECT_EQ(c.model_type, "gpt2") << name;
     int64_t params = 0;
     for (const ParamShape& p : llama_param_shapes(c, LoraConfig{})) params += p.numel();
@@ -135,7 +135,7 @@ TEST(Gpt2Config, RefusesWhatItWouldComputeDifferentlyNamingTheKey) {
 }
 
 TEST(Gpt2Config, WritesGpt2KeysBack) {
-  LlamaConfig c = parse_hf_config(kGpt2, "config.json");
+  ModelConfig c = parse_hf_config(kGpt2, "config.json");
   const json out = json::parse(hf_config_json(c, "float32", kGpt2));
   EXPECT_EQ(out["model_type"], "gpt2");
   EXPECT_EQ(out["architectures"][0], "GPT2LMHeadModel");
@@ -148,7 +148,7 @@ TEST(Gpt2Config, WritesGpt2KeysBack) {
   EXPECT_FALSE(out.contains("hidden_size") || out.contains("rms_norm_eps") || out.contains("hidden_act"));
   // Written without a source, it reads back as the same model.
   c.intermediate_size = 1000;
-  const LlamaConfig back = parse_hf_config(hf_config_json(c, "float32"), "written");
+  const ModelConfig back = parse_hf_config(hf_config_json(c, "float32"), "written");
   EXPECT_EQ(back.intermediate_size, 1000);
   EXPECT_EQ(back.hidden_size, 768);
   EXPECT_TRUE(back.layer_norm() && back.gelu_mlp() && back.learned_positions());
@@ -158,8 +158,8 @@ TEST(Gpt2Config, WritesGpt2KeysBack) {
 // k and v side by side, Conv1D weights transposed; it loads back as the same model, with or
 // without the transformer. prefix, with the attention-mask buffers some files carry.
 TEST(Gpt2Layout, WritesHfLayoutAndLoadsItBack) {
-  const LlamaConfig c = testing::family_config("gpt2");
-  LlamaModel m(c, Precision::fp32, LoraConfig{});
+  const ModelConfig c = testing::family_config("gpt2");
+  Transformer m(c, Precision::fp32, LoraConfig{});
   m.init_weights(1);
   testing::randomize(m.base(), 2, 0.3f);
   const std::string dir = testing::fresh_temp_dir("gpt2_layout");
@@ -225,8 +225,8 @@ TEST(Gpt2Layout, WritesHfLayoutAndLoadsItBack) {
 }
 
 TEST(Gpt2Layout, RefusesAFileThatDisagreesWithItsConfigNamingTheTensor) {
-  const LlamaConfig c = testing::family_config("gpt2");
-  LlamaModel m(c, Precision::fp32, LoraConfig{});
+  const ModelConfig c = testing::family_config("gpt2");
+  Transformer m(c, Precision::fp32, LoraConfig{});
   m.init_weights(1);
   const std::string dir = testing::fresh_temp_dir("gpt2_layout_bad");
   save_base_model(m, dir);
@@ -258,10 +258,10 @@ TEST(Gpt2Layout, RefusesAFileThatDisagreesWithItsConfigNamingTheTensor) {
 TEST(Gpt2Binary, TrainsFullLoraAndQloraWithTheGpt2Tokenizer) {
   const std::string tokenizer = std::string(MESHTRAIN_SOURCE_DIR) + "/../shared/data/tokenizers/gpt2";
   if (!std::filesystem::exists(tokenizer + "/vocab.json")) GTEST_SKIP() << "shared data not present";
-  LlamaConfig c = testing::family_config("gpt2");
+  ModelConfig c = testing::family_config("gpt2");
   c.vocab_size = 50257, c.hidden_size = 32, c.intermediate_size = 64, c.max_position_embeddings = 64;
   c.num_attention_heads = c.num_key_value_heads = 4;
-  LlamaModel m(c, Precision::fp32, LoraConfig{});
+  Transformer m(c, Precision::fp32, LoraConfig{});
   m.init_weights(3);
   const std::string dir = testing::fresh_temp_dir("gpt2_binary");
   save_base_model(m, dir + "/gpt2");

@@ -19,7 +19,7 @@ const char* kLlama31_8B = R"({
   "transformers_version": "4.43.0.dev0", "use_cache": true, "vocab_size": 128256})";
 
 TEST(HfConfig, ReadsLlama31) {
-  LlamaConfig c = parse_hf_config(kLlama31_8B, "config.json");
+  ModelConfig c = parse_hf_config(kLlama31_8B, "config.json");
   EXPECT_EQ(c.hidden_size, 4096);
   EXPECT_EQ(c.intermediate_size, 14336);
   EXPECT_EQ(c.num_hidden_layers, 32);
@@ -35,9 +35,9 @@ TEST(HfConfig, ReadsLlama31) {
 }
 
 TEST(HfConfig, WriteThenReadIsTheSame) {
-  LlamaConfig c = parse_hf_config(kLlama31_8B, "config.json");
+  ModelConfig c = parse_hf_config(kLlama31_8B, "config.json");
   c.tie_word_embeddings = true;
-  LlamaConfig d = parse_hf_config(hf_config_json(c, "bfloat16"), "written");
+  ModelConfig d = parse_hf_config(hf_config_json(c, "bfloat16"), "written");
   EXPECT_EQ(d.hidden_size, c.hidden_size);
   EXPECT_EQ(d.num_key_value_heads, c.num_key_value_heads);
   EXPECT_FLOAT_EQ(d.rope_scaling.high_freq_factor, c.rope_scaling.high_freq_factor);
@@ -47,7 +47,7 @@ TEST(HfConfig, WriteThenReadIsTheSame) {
 // Floats as the short decimals users write, every one reading back as the same float; torch_dtype
 // as given (the element type of the weights written beside it).
 TEST(HfConfig, WritesShortDecimalsAndTheWeightsDtype) {
-  LlamaConfig c = parse_hf_config(kLlama31_8B, "config.json");
+  ModelConfig c = parse_hf_config(kLlama31_8B, "config.json");
   c.rms_norm_eps = 1e-5f;
   c.rope_scaling.low_freq_factor = 1.1f;
   const std::string text = hf_config_json(c, "float32");
@@ -55,7 +55,7 @@ TEST(HfConfig, WritesShortDecimalsAndTheWeightsDtype) {
   EXPECT_NE(text.find("\"rope_theta\": 500000.0,"), std::string::npos) << text;
   EXPECT_NE(text.find("\"low_freq_factor\": 1.1,"), std::string::npos) << text;
   EXPECT_NE(text.find("\"torch_dtype\": \"float32\""), std::string::npos) << text;
-  const LlamaConfig d = parse_hf_config(text, "written");
+  const ModelConfig d = parse_hf_config(text, "written");
   EXPECT_EQ(d.rms_norm_eps, c.rms_norm_eps);
   EXPECT_EQ(d.rope_scaling.low_freq_factor, c.rope_scaling.low_freq_factor);
 }
@@ -100,7 +100,7 @@ TEST(HfConfig, BadFilesNameTheProblem) {
 TEST(HfConfig, WritingKeepsTheSourceKeys) {
   const std::string source = std::string(kLlama31_8B).replace(std::string(kLlama31_8B).find("\"use_cache\""), 0,
                                                               "\"dtype\": \"bfloat16\", \"extra\": [1, {\"a\": null}], ");
-  const LlamaConfig c = parse_hf_config(source, "config.json");
+  const ModelConfig c = parse_hf_config(source, "config.json");
   const std::string text = hf_config_json(c, "float32", source, {true, 5, 6});
   EXPECT_NE(text.find("\"bos_token_id\": 128000,"), std::string::npos) << text;
   EXPECT_NE(text.find("\"eos_token_id\": 128001,"), std::string::npos) << text;

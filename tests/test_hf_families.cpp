@@ -68,7 +68,7 @@ void expect_error(const std::string& text, const std::string& needle) {
 }
 
 TEST(HfFamilies, ReadsQwen25) {
-  const LlamaConfig c = parse_hf_config(kQwen25_7B, "config.json");
+  const ModelConfig c = parse_hf_config(kQwen25_7B, "config.json");
   EXPECT_EQ(c.model_type, "qwen2");
   EXPECT_TRUE(c.qkv_bias);
   EXPECT_FALSE(c.o_bias || c.mlp_bias || c.qk_norm);
@@ -76,7 +76,7 @@ TEST(HfFamilies, ReadsQwen25) {
   EXPECT_EQ(c.head_dim(), 128);
   EXPECT_FLOAT_EQ(c.rope_theta, 1e6f);
   // With use_sliding_window: the layers from max_window_layers on; or those layer_types marks.
-  LlamaConfig w = parse_hf_config(with(kQwen25_7B, {{"use_sliding_window", true}, {"sliding_window", 4096},
+  ModelConfig w = parse_hf_config(with(kQwen25_7B, {{"use_sliding_window", true}, {"sliding_window", 4096},
                                                     {"max_window_layers", 20}}), "config.json");
   ASSERT_EQ(w.layer_window.size(), 28u);
   EXPECT_EQ(w.attention_window(19), 0);
@@ -92,24 +92,24 @@ TEST(HfFamilies, ReadsQwen25) {
 }
 
 TEST(HfFamilies, ReadsQwen3) {
-  const LlamaConfig c = parse_hf_config(kQwen3_06B, "config.json");
+  const ModelConfig c = parse_hf_config(kQwen3_06B, "config.json");
   EXPECT_EQ(c.model_type, "qwen3");
   EXPECT_TRUE(c.qk_norm);
   EXPECT_FALSE(c.qkv_bias || c.o_bias || c.mlp_bias);
   EXPECT_EQ(c.head_dim(), 128);
   EXPECT_EQ(c.q_dim(), 2048);  // not hidden_size
   EXPECT_TRUE(c.tie_word_embeddings);
-  const LlamaConfig b = parse_hf_config(with(kQwen3_06B, {{"attention_bias", true}}), "config.json");
+  const ModelConfig b = parse_hf_config(with(kQwen3_06B, {{"attention_bias", true}}), "config.json");
   EXPECT_TRUE(b.qkv_bias && b.o_bias);
 }
 
 TEST(HfFamilies, ReadsMistral) {
-  const LlamaConfig c = parse_hf_config(kMistral7B, "config.json");
+  const ModelConfig c = parse_hf_config(kMistral7B, "config.json");
   EXPECT_EQ(c.model_type, "mistral");
   ASSERT_EQ(c.layer_window.size(), 32u);
   for (int64_t l = 0; l < 32; ++l) EXPECT_EQ(c.attention_window(l), 4096);
   EXPECT_FALSE(c.qkv_bias || c.qk_norm);
-  const LlamaConfig nemo = parse_hf_config(kMistralNemo, "config.json");
+  const ModelConfig nemo = parse_hf_config(kMistralNemo, "config.json");
   EXPECT_TRUE(nemo.layer_window.empty());
   EXPECT_EQ(nemo.head_dim(), 128);
   EXPECT_EQ(nemo.q_dim(), 4096);
@@ -138,12 +138,12 @@ TEST(HfFamilies, WhatAFamilyDoesNotComputeIsRefusedNamingTheKey) {
 
 TEST(HfFamilies, WritingGivesBackTheFamily) {
   for (const char* text : {kQwen25_7B, kQwen3_06B, kMistral7B, kMistralNemo}) {
-    LlamaConfig c = parse_hf_config(text, "config.json");
+    ModelConfig c = parse_hf_config(text, "config.json");
     if (c.model_type == "qwen2") c.layer_window = std::vector<int64_t>(28, 0), c.layer_window[27] = 512;
     // Without the source's keys: what meshtrain writes alone must load as the same model.
     for (const std::string& source : {std::string(), std::string(text)}) {
       const std::string written = hf_config_json(c, "bfloat16", source);
-      const LlamaConfig d = parse_hf_config(written, "written");
+      const ModelConfig d = parse_hf_config(written, "written");
       EXPECT_EQ(d.model_type, c.model_type) << written;
       EXPECT_EQ(d.qkv_bias, c.qkv_bias) << written;
       EXPECT_EQ(d.o_bias, c.o_bias) << written;

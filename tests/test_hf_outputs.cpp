@@ -53,7 +53,7 @@ std::string checkpoint_of(const fs::path& run) {
 
 // A model from a llama2.c file has no config.json to keep: the ids come from its tokenizer (tok512:
 // BOS 1, EOS 2), in config.json and generation_config.json alike; a tokenizer without them
-// (the byte tokenizer of a new model) gives null, not LlamaConfig's defaults of 1 and 2.
+// (the byte tokenizer of a new model) gives null, not ModelConfig's defaults of 1 and 2.
 TEST(HfOutputs, IdsOfAModelWithoutAConfigComeFromItsTokenizer) {
   if (!fs::exists(kShared + "stories260K/stories260K.bin")) GTEST_SKIP() << "shared data not present";
   const fs::path dir = fresh("ids");

@@ -22,7 +22,7 @@ LoraConfig all_targets() {
   return lora;
 }
 
-std::vector<float> logits_of(LlamaModel& m, const ModelInput& in) {
+std::vector<float> logits_of(Transformer& m, const ModelInput& in) {
   std::vector<float> out(size_t(in.B * in.T * m.config().vocab_size));
   m.forward_logits(in, out.data());
   return out;
@@ -31,8 +31,8 @@ std::vector<float> logits_of(LlamaModel& m, const ModelInput& in) {
 class Lora : public ::testing::TestWithParam<Precision> {};
 
 TEST_P(Lora, ZeroBGivesTheBaseModelExactly) {
-  LlamaModel base(tiny_config(), GetParam(), LoraConfig{});
-  LlamaModel adapted(tiny_config(), GetParam(), all_targets());
+  Transformer base(tiny_config(), GetParam(), LoraConfig{});
+  Transformer adapted(tiny_config(), GetParam(), all_targets());
   base.init_weights(5);
   adapted.init_weights(5);  // same seed: same base values; A random, B = 0
   auto batch = tiny_batch(32);
@@ -42,7 +42,7 @@ TEST_P(Lora, ZeroBGivesTheBaseModelExactly) {
 }
 
 TEST_P(Lora, MergedAdapterGivesTheSameLogits) {
-  LlamaModel m(tiny_config(), GetParam(), all_targets());
+  Transformer m(tiny_config(), GetParam(), all_targets());
   m.init_weights(5);
   randomize(m.adapters(), 9, 0.2f);
   auto batch = tiny_batch(32);
@@ -65,7 +65,7 @@ TEST_P(Lora, MergedAdapterGivesTheSameLogits) {
 }
 
 TEST_P(Lora, StepChangesOnlyAdaptersAndBaseStaysBitIdentical) {
-  LlamaModel m(tiny_config(), GetParam(), all_targets());
+  Transformer m(tiny_config(), GetParam(), all_targets());
   m.init_weights(5);
   auto snapshot = [&] {
     std::vector<uint8_t> bytes;

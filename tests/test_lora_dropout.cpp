@@ -166,7 +166,7 @@ struct Pass {
   std::vector<float> grads;
 };
 
-Pass train_pass(LlamaModel& m, const std::vector<ModelInput>& inputs) {
+Pass train_pass(Transformer& m, const std::vector<ModelInput>& inputs) {
   m.adapters().zero_grad();
   double loss = 0;
   for (const ModelInput& in : inputs) loss += m.forward_backward(in, 1.0f).sum;
@@ -179,8 +179,8 @@ ModelInput noisy(ModelInput in, int64_t step, int64_t first_row = 0) {
   return in;
 }
 
-std::unique_ptr<LlamaModel> model_with(float dropout, Precision precision = Precision::fp32) {
-  auto m = std::make_unique<LlamaModel>(testing::tiny_config(), precision, adapters(dropout));
+std::unique_ptr<Transformer> model_with(float dropout, Precision precision = Precision::fp32) {
+  auto m = std::make_unique<Transformer>(testing::tiny_config(), precision, adapters(dropout));
   m->init_weights(5);
   testing::randomize(m->adapters(), 9, 0.2f);
   return m;
@@ -192,7 +192,7 @@ TEST(DropoutModel, OffOrInEvaluationItChangesNothing) {
   for (Precision precision : {Precision::fp32, Precision::bf16}) {
     const auto batch = testing::tiny_batch(32);
     auto plain_model = model_with(0.0f, precision), dropping_model = model_with(0.5f, precision);
-    LlamaModel &plain = *plain_model, &dropping = *dropping_model;
+    Transformer &plain = *plain_model, &dropping = *dropping_model;
     const Pass a = train_pass(plain, {batch.input()});
     const Pass b = train_pass(plain, {noisy(batch.input(), 3)});
     EXPECT_EQ(a.loss, b.loss);
@@ -207,7 +207,7 @@ TEST(DropoutModel, OffOrInEvaluationItChangesNothing) {
 TEST(DropoutModel, TrainingPassesAreDeterministicPerStepAndDiffer) {
   const auto batch = testing::tiny_batch(32);
   auto model = model_with(0.3f);
-  LlamaModel& m = *model;
+  Transformer& m = *model;
   const Pass clean = train_pass(m, {batch.input()});
   const Pass a = train_pass(m, {noisy(batch.input(), 3)});
   const Pass again = train_pass(m, {noisy(batch.input(), 3)});
@@ -228,7 +228,7 @@ TEST(DropoutModel, TrainingPassesAreDeterministicPerStepAndDiffer) {
 TEST(DropoutModel, TheSameMasksHoweverTheBatchIsCut) {
   const auto batch = testing::tiny_batch(32, 7, 4, 6);
   auto model = model_with(0.3f);
-  LlamaModel& m = *model;
+  Transformer& m = *model;
   const Pass whole = train_pass(m, {noisy(batch.input(), 2)});
   std::vector<ModelInput> rows;
   for (int64_t b = 0; b < 4; ++b) {
@@ -251,7 +251,7 @@ TEST(DropoutModel, AdapterGradientsMatchFiniteDifferences) {
   for (float dropout : {0.0f, 0.3f}) {
     SCOPED_TRACE("dropout " + std::to_string(dropout));
     auto model = model_with(dropout);
-    LlamaModel& m = *model;
+    Transformer& m = *model;
     const ModelInput in = noisy(batch.input(), 5);
     const Pass p = train_pass(m, {in});
     ParamStore& store = m.adapters();

@@ -56,9 +56,9 @@ std::string fresh_dir(const std::string& name) {
 
 // An HF model directory of a tiny model with `layers` layers.
 std::string saved_model(const std::string& name, int64_t layers) {
-  LlamaConfig c = testing::tiny_config();
+  ModelConfig c = testing::tiny_config();
   c.num_hidden_layers = layers;
-  LlamaModel m(c, Precision::fp32, LoraConfig{});
+  Transformer m(c, Precision::fp32, LoraConfig{});
   m.init_weights(5);
   const std::string dir = fresh_dir(name);
   save_base_model(m, dir);
@@ -117,7 +117,7 @@ TEST(MemoryCheck, ExportWithTrillionContextGivesOneLine) {
 TEST(MemoryCheck, AdapterDisagreeingWithItsConfigIsRefused) {
   LoraConfig lora;
   lora.enabled = true, lora.rank = 2, lora.targets = {"q", "v"};
-  LlamaModel m(testing::tiny_config(), Precision::fp32, lora);
+  Transformer m(testing::tiny_config(), Precision::fp32, lora);
   m.init_weights(5);
   const std::string base = fresh_dir("meshtrain_mem_adapter_base"), adapter = fresh_dir("meshtrain_mem_adapter");
   save_base_model(m, base);
@@ -220,7 +220,7 @@ TEST(MemoryCheck, ExportCheckpointChecksShapesAgainstItsConfig) {
 
 TEST(ModelLimits, SizesPastSixtyFourBitCountsNameTheKey) {
   auto refused = [](auto edit, const std::string& key) {
-    LlamaConfig c;
+    ModelConfig c;
     edit(c);
     try {
       c.validate();
@@ -229,13 +229,13 @@ TEST(ModelLimits, SizesPastSixtyFourBitCountsNameTheKey) {
       EXPECT_EQ(std::string(e.what()).rfind("model." + key + " (", 0), 0u) << e.what();
     }
   };
-  refused([](LlamaConfig& c) { c.hidden_size = 8'000'000'000; }, "hidden_size");
-  refused([](LlamaConfig& c) { c.intermediate_size = int64_t(1) << 60; }, "intermediate_size");
-  refused([](LlamaConfig& c) { c.vocab_size = 3'000'000'000; }, "vocab_size");
-  refused([](LlamaConfig& c) { c.max_position_embeddings = 1'000'000'000'000; }, "max_position_embeddings");
-  refused([](LlamaConfig& c) { c.num_hidden_layers = 1'000'000'000; }, "num_hidden_layers");
-  refused([](LlamaConfig& c) { c.hidden_size = 1 << 24, c.num_hidden_layers = 1 << 20; }, "num_hidden_layers");
-  LlamaConfig big;  // large but representable: a 405B-class shape
+  refused([](ModelConfig& c) { c.hidden_size = 8'000'000'000; }, "hidden_size");
+  refused([](ModelConfig& c) { c.intermediate_size = int64_t(1) << 60; }, "intermediate_size");
+  refused([](ModelConfig& c) { c.vocab_size = 3'000'000'000; }, "vocab_size");
+  refused([](ModelConfig& c) { c.max_position_embeddings = 1'000'000'000'000; }, "max_position_embeddings");
+  refused([](ModelConfig& c) { c.num_hidden_layers = 1'000'000'000; }, "num_hidden_layers");
+  refused([](ModelConfig& c) { c.hidden_size = 1 << 24, c.num_hidden_layers = 1 << 20; }, "num_hidden_layers");
+  ModelConfig big;  // large but representable: a 405B-class shape
   big.hidden_size = 16384, big.intermediate_size = 53248, big.num_hidden_layers = 126;
   big.num_attention_heads = 128, big.num_key_value_heads = 8, big.vocab_size = 128256;
   big.max_position_embeddings = 131072;

@@ -121,7 +121,7 @@ TEST(MeshAuto, SearchKeepsTheRunsMicroBatchesAndCheckpointing) {
 
 TEST(MeshAuto, LayoutChecksRefuseWhatTheTrainerRefuses) {
   RunConfig cfg = builtin_run();
-  const LlamaConfig& shape = cfg.model;
+  const ModelConfig& shape = cfg.model;
   EXPECT_NO_THROW(check_run_layout(cfg, shape, {2, 2, 2, 1}));
   EXPECT_NO_THROW(check_run_layout(cfg, shape, {1, 1, 1, 4}));
   auto refusal = [&](const parallel::MeshShape& m) {

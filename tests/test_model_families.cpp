@@ -27,14 +27,14 @@ using testing::family_config;
 using testing::randomize;
 using testing::tiny_batch;
 
-double mean_loss(LlamaModel& m, const ModelInput& in) {
+double mean_loss(Transformer& m, const ModelInput& in) {
   const LossSum s = m.forward_loss(in);
   return s.sum / double(s.count);
 }
 
 // Eight coordinates of each of the family's own tensors (biases, q/k norms), three of the others, against
 // central differences of the mean loss. The gradient must be in the store's grad buffer.
-void check_store(LlamaModel& m, ParamStore& store, const ModelInput& in) {
+void check_store(Transformer& m, ParamStore& store, const ModelInput& in) {
   // A step of 3e-3: small enough for the curvature of Gemma 3's post norms and scaled embeddings
   // (at 1e-2 its LoRA case is off by up to 5%, converging to the analytic gradient as the step
   // shrinks), large enough that f32 rounding of the loss stays far below the tolerance.
@@ -65,7 +65,7 @@ void check_store(LlamaModel& m, ParamStore& store, const ModelInput& in) {
 class FamilyModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FamilyModel, DeclaresTheFamilysTensors) {
-  const LlamaConfig c = family_config(GetParam());
+  const ModelConfig c = family_config(GetParam());
   const auto shapes = llama_param_shapes(c, LoraConfig{});
   auto has = [&](const std::string& name, std::vector<int64_t> shape) {
     return std::any_of(shapes.begin(), shapes.end(),
@@ -92,7 +92,7 @@ TEST_P(FamilyModel, DeclaresTheFamilysTensors) {
     EXPECT_EQ(param_unit("model.embed_positions.weight", c), 0);
   }
   // The model declares exactly this list, and every tensor of a layer belongs to its unit.
-  LlamaModel m(c, Precision::fp32, LoraConfig{});
+  Transformer m(c, Precision::fp32, LoraConfig{});
   ASSERT_EQ(m.base().params().size(), shapes.size());
   for (size_t i = 0; i < shapes.size(); ++i) {
     EXPECT_EQ(m.base().params()[i].name, shapes[i].name);
@@ -105,7 +105,7 @@ TEST_P(FamilyModel, DeclaresTheFamilysTensors) {
 // The FLOP count (MFU's numerator) reads the same widths: every matrix product's weights are the
 // 2-D tensors, the head counted once (a tied head is the embedding), q and o heads x head_dim wide.
 TEST_P(FamilyModel, FlopsCountTheMatricesDeclared) {
-  const LlamaConfig c = family_config(GetParam());
+  const ModelConfig c = family_config(GetParam());
   int64_t matrices = 0;
   for (const ParamShape& p : llama_param_shapes(c, LoraConfig{}))
     if (p.shape.size() == 2) matrices += p.numel();
@@ -116,7 +116,7 @@ TEST_P(FamilyModel, FlopsCountTheMatricesDeclared) {
 }
 
 TEST_P(FamilyModel, FullTrainingMatchesFiniteDifferences) {
-  LlamaModel m(family_config(GetParam()), Precision::fp32, LoraConfig{});
+  Transformer m(family_config(GetParam()), Precision::fp32, LoraConfig{});
   m.init_weights(1);
   randomize(m.base(), 2, 0.3f);
   auto batch = tiny_batch(32, 7, 2, 8);  // 8 tokens: the windows of 2 and 3 hide keys
@@ -135,7 +135,7 @@ TEST_P(FamilyModel, LoraTrainingMatchesFiniteDifferencesWithTheBaseFrozen) {
   lora.alpha = 4.0f;
   lora.targets = {"q", "k", "v", "o", "gate", "up", "down"};
   if (GetParam() == "gpt2") lora.targets = {"c_attn", "c_proj", "c_fc"};
-  LlamaModel m(family_config(GetParam()), Precision::fp32, lora);
+  Transformer m(family_config(GetParam()), Precision::fp32, lora);
   m.init_weights(1);
   randomize(m.base(), 2, 0.3f);
   randomize(m.adapters(), 3, 0.3f);
@@ -149,7 +149,7 @@ TEST_P(FamilyModel, LoraTrainingMatchesFiniteDifferencesWithTheBaseFrozen) {
 
 TEST_P(FamilyModel, FusedQkvAgreesWithSeparateProjections) {
   auto run = [&](bool fused) {
-    LlamaModel m(family_config(GetParam()), Precision::fp32, LoraConfig{});
+    Transformer m(family_config(GetParam()), Precision::fp32, LoraConfig{});
     m.set_fuse_qkv(fused);
     m.init_weights(1);
     randomize(m.base(), 2, 0.3f);
@@ -168,7 +168,7 @@ TEST_P(FamilyModel, FusedQkvAgreesWithSeparateProjections) {
 // The KV-cache decoder (a window keeps the last positions of the cache) gives the training
 // forward's logits, past the window.
 TEST_P(FamilyModel, DecoderMatchesTheTrainingForward) {
-  LlamaModel m(family_config(GetParam()), Precision::fp32, LoraConfig{});
+  Transformer m(family_config(GetParam()), Precision::fp32, LoraConfig{});
   m.init_weights(4);
   randomize(m.base(), 5, 0.3f);
   auto batch = tiny_batch(32, 9, 1, 10);
@@ -185,16 +185,16 @@ TEST_P(FamilyModel, DecoderMatchesTheTrainingForward) {
 // Each backend (the CPU always) against the reference backend: loss, every gradient and the
 // decoder's logits, in fp32 and bf16, with packed documents.
 TEST_P(FamilyModel, BackendsAgreeWithTheReference) {
-  const LlamaConfig c = family_config(GetParam());
+  const ModelConfig c = family_config(GetParam());
   for (const std::string& name : test::comparison_backend_names()) {
     const test::AvailableBackend tested = test::available_backend(name);
     if (!tested.backend) continue;
     for (Precision precision : {Precision::fp32, Precision::bf16}) {
       SCOPED_TRACE(name + (precision == Precision::bf16 ? " bf16" : " fp32"));
       const bool bf = precision == Precision::bf16;
-      LlamaModel model(c, precision, LoraConfig{}, true, *tested.backend);
-      LlamaModel ref(c, precision, LoraConfig{}, true, reference_backend());
-      for (LlamaModel* mm : {&model, &ref}) {
+      Transformer model(c, precision, LoraConfig{}, true, *tested.backend);
+      Transformer ref(c, precision, LoraConfig{}, true, reference_backend());
+      for (Transformer* mm : {&model, &ref}) {
         mm->init_weights(1);
         std::vector<float> values;
         for (Param& p : mm->base().params()) {  // the same random values on both
@@ -245,7 +245,7 @@ TEST_P(FamilyModel, BackendsAgreeWithTheReference) {
 // what the architecture cannot compute ("every": o and MLP biases on a llama model) is refused in
 // one line, and no file is left behind.
 TEST_P(FamilyModel, GgufExportWritesTheFamilyOrRefusesInOneLine) {
-  LlamaModel m(family_config(GetParam()), Precision::fp32, LoraConfig{});
+  Transformer m(family_config(GetParam()), Precision::fp32, LoraConfig{});
   const std::string path = (std::filesystem::temp_directory_path() / ("family_" + GetParam() + ".gguf")).string();
   std::filesystem::remove(path);
   try {

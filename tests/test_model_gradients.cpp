@@ -12,14 +12,14 @@ using testing::randomize;
 using testing::tiny_batch;
 using testing::tiny_config;
 
-double mean_loss(LlamaModel& m, const ModelInput& in) {
+double mean_loss(Transformer& m, const ModelInput& in) {
   LossSum s = m.forward_loss(in);
   return s.sum / double(s.count);
 }
 
 // Checks a few coordinates of every tensor in `store` against central differences of the mean
 // loss. The gradient must already be in the store's grad buffer.
-void check_store(LlamaModel& m, ParamStore& store, const ModelInput& in) {
+void check_store(Transformer& m, ParamStore& store, const ModelInput& in) {
   const float eps = 1e-2f;
   for (auto& p : store.params()) {
     ASSERT_NE(p.grad, nullptr) << p.name;
@@ -40,7 +40,7 @@ void check_store(LlamaModel& m, ParamStore& store, const ModelInput& in) {
 class ModelGradients : public ::testing::TestWithParam<bool> {};  // param: tied embeddings
 
 TEST_P(ModelGradients, FullTrainingMatchesFiniteDifferences) {
-  LlamaModel m(tiny_config(GetParam()), Precision::fp32, LoraConfig{});
+  Transformer m(tiny_config(GetParam()), Precision::fp32, LoraConfig{});
   m.init_weights(1);
   randomize(m.base(), 2, 0.3f);
   auto batch = tiny_batch(32);
@@ -57,7 +57,7 @@ TEST_P(ModelGradients, LoraTrainingMatchesFiniteDifferences) {
   lora.rank = 2;
   lora.alpha = 4.0f;
   lora.targets = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"};
-  LlamaModel m(tiny_config(GetParam()), Precision::fp32, lora);
+  Transformer m(tiny_config(GetParam()), Precision::fp32, lora);
   m.init_weights(1);
   randomize(m.base(), 2, 0.3f);
   randomize(m.adapters(), 3, 0.3f);  // B != 0 so every adapter path carries gradient
@@ -78,7 +78,7 @@ TEST(ModelCheckpointing, SameGradientsAsWithout) {
     lora.enabled = lora_on;
     lora.rank = 2;
     auto run = [&](bool ckpt) {
-      LlamaModel m(tiny_config(), Precision::fp32, lora);
+      Transformer m(tiny_config(), Precision::fp32, lora);
       m.init_weights(1);
       randomize(m.adapters(), 3, 0.3f);
       m.set_activation_checkpointing(ckpt);
@@ -106,7 +106,7 @@ TEST(ModelFusedQkv, SameLossAndGradientsAsSeparateProjections) {
     lora.enabled = lora_on;
     lora.rank = 2;
     auto run = [&](bool fused) {
-      LlamaModel m(testing::tiny_config(), Precision::fp32, lora);
+      Transformer m(testing::tiny_config(), Precision::fp32, lora);
       m.set_fuse_qkv(fused);
       m.init_weights(1);
       testing::randomize(m.base(), 2, 0.3f);

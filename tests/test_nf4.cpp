@@ -15,7 +15,7 @@
 #include "core/memory_stats.h"
 #include "core/nf4.h"
 #include "finite_diff.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "model_fixtures.h"
 
 namespace mt {
@@ -235,13 +235,13 @@ TEST(Nf4, ConvertRefusesAShapeThatIsNotTheTensors) {
 }
 
 TEST(Nf4, QloraModelNeverHoldsItsProjectionsInBf16) {
-  LlamaConfig c = testing::tiny_config();
+  ModelConfig c = testing::tiny_config();
   c.hidden_size = 256, c.intermediate_size = 768, c.num_hidden_layers = 4;
   c.num_attention_heads = 4, c.num_key_value_heads = 4, c.vocab_size = 64;
   LoraConfig lora;
   lora.enabled = true, lora.rank = 4, lora.base_dtype = "nf4";
   const size_t start = memory_stats::current_bytes();
-  LlamaModel m(c, Precision::bf16, lora);
+  Transformer m(c, Precision::bf16, lora);
   m.init_weights(1);
   int64_t projections = 0;
   for (const Param& p : m.base().params()) {

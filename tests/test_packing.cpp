@@ -259,7 +259,7 @@ TEST(DatasetPacking, SplitAndValidationBatches) {
 // The point of positions and segments: a packed row must give the model exactly the loss of
 // its examples run one at a time.
 TEST(DatasetPacking, PackedLossEqualsSeparateLosses) {
-  LlamaModel m(testing::tiny_config(), Precision::fp32, LoraConfig{});
+  Transformer m(testing::tiny_config(), Precision::fp32, LoraConfig{});
   m.init_weights(3);
   testing::randomize(m.base(), 4, 0.3f);
   std::vector<Example> ex;

@@ -13,7 +13,7 @@
 #include "parallel/layout.h"
 #include "parallel/partition.h"
 #include "parallel/shard_plan.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "model/param_shapes.h"
 #include "model/presets.h"
 #include "model_fixtures.h"
@@ -173,9 +173,9 @@ TEST(PartitionLayout, DivisibilityErrorNamesTensorDimSizeAndAxes) {
 TEST(ShardParamShapes, MatchARealModelExactly) {
   for (bool tied : {false, true})
     for (bool lora : {false, true}) {
-      LlamaConfig c = mt::testing::tiny_config(tied);
+      ModelConfig c = mt::testing::tiny_config(tied);
       LoraConfig l = lora ? all_targets_lora() : LoraConfig{};
-      LlamaModel model(c, Precision::fp32, l);
+      Transformer model(c, Precision::fp32, l);
       std::vector<std::pair<std::string, std::vector<int64_t>>> real, shapes;
       for (const auto& p : model.base().params()) real.emplace_back(p.name, p.shape);
       for (const auto& p : model.adapters().params()) real.emplace_back(p.name, p.shape);

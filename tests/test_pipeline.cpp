@@ -21,7 +21,7 @@
 #include "mesh_runs.h"
 #include "text_files.h"
 #include "model/config.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "model/param_shapes.h"
 #include "parallel/pipeline.h"
 
@@ -350,7 +350,7 @@ TEST(Pipeline, SplitsThatCannotBeMadeAreRefusedInOneLine) {
 }
 
 TEST(PipelineSplit, BalancedSplitCountsTheHeadWithTheLastStage) {
-  LlamaConfig c;
+  ModelConfig c;
   c.hidden_size = 128, c.intermediate_size = 344, c.num_attention_heads = 8, c.num_key_value_heads = 4;
   c.num_hidden_layers = 4, c.vocab_size = 256;
   EXPECT_EQ(parallel::pipeline_blocks(c, 2, ""), (std::vector<int64_t>{2, 2}));
@@ -370,7 +370,7 @@ TEST(PipelineSplit, BalancedSplitCountsTheHeadWithTheLastStage) {
 }
 
 TEST(PipelineSplit, EachStageHoldsItsUnitsAndTheLastATiedEmbedding) {
-  LlamaConfig c;
+  ModelConfig c;
   c.num_hidden_layers = 5;
   using Held = std::vector<bool>;
   EXPECT_EQ(parallel::stage_holds(c, {2, 3}, 0), (Held{true, true, true, false, false, false, false}));
@@ -488,7 +488,7 @@ TEST(PipelineSplit, RankChunksAreEveryPpthChunk) {
   EXPECT_EQ(span(one[1]), std::pair(4, 5));   // block 3, head
   // What each stage stores and which stage writes each unit follow the chunks; a tied embedding's
   // copy is on the stage of the last chunk.
-  LlamaConfig c;
+  ModelConfig c;
   using Held = std::vector<bool>;
   EXPECT_EQ(parallel::stage_holds(c, {1, 1, 1, 1}, 0, 2), (Held{true, true, false, true, false, false}));
   EXPECT_EQ(parallel::stage_holds(c, {1, 1, 1, 1}, 1, 2), (Held{false, false, true, false, true, true}));

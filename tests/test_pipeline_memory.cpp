@@ -245,12 +245,12 @@ TEST(PipelineMemory, EveryStagesPeakIsThePlannersWithinTwoPercent) {
 TEST(PipelineMemory, FamilyPeaksAreThePlannersWithinTwoPercent) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   const std::string shape = "--set model.num_hidden_layers=4 --set train.seq_len=256 --set train.batch_size=2";
-  const std::string qwen3 = family_model_dir("pp_memory_qwen3", shape, [](LlamaConfig& c) {
+  const std::string qwen3 = family_model_dir("pp_memory_qwen3", shape, [](ModelConfig& c) {
     c.model_type = "qwen3";
     c.qk_norm = true;
     c.head_dim_override = c.hidden_size / c.num_attention_heads + 8;
   });
-  const std::string mistral = family_model_dir("pp_memory_mistral", shape, [](LlamaConfig& c) {
+  const std::string mistral = family_model_dir("pp_memory_mistral", shape, [](ModelConfig& c) {
     c.model_type = "mistral";
     c.layer_window.assign(size_t(c.num_hidden_layers), 64);
   });

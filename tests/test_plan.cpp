@@ -12,7 +12,7 @@ namespace mt::plan {
 namespace {
 
 ModelShape tiny() {
-  LlamaConfig c;
+  ModelConfig c;
   c.hidden_size = 64, c.intermediate_size = 128, c.num_hidden_layers = 2;
   c.num_attention_heads = 4, c.num_key_value_heads = 2, c.vocab_size = 256;
   c.max_position_embeddings = 64, c.tie_word_embeddings = false;

@@ -9,7 +9,7 @@ namespace mt {
 namespace {
 
 TEST(ModelPrecision, Bf16LossAgreesWithFp32) {
-  LlamaConfig c;
+  ModelConfig c;
   c.hidden_size = 64;
   c.intermediate_size = 172;
   c.num_hidden_layers = 3;
@@ -17,8 +17,8 @@ TEST(ModelPrecision, Bf16LossAgreesWithFp32) {
   c.num_key_value_heads = 4;
   c.vocab_size = 128;
   c.max_position_embeddings = 64;
-  LlamaModel f32(c, Precision::fp32, LoraConfig{});
-  LlamaModel b16(c, Precision::bf16, LoraConfig{});
+  Transformer f32(c, Precision::fp32, LoraConfig{});
+  Transformer b16(c, Precision::bf16, LoraConfig{});
   f32.init_weights(11);
   b16.init_weights(11);
   testing::randomize(f32.base(), 12, 0.1f);

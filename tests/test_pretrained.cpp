@@ -24,7 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::fresh_temp_dir;
 
-std::vector<float> logits_of(LlamaModel& m, const testing::TinyBatch& b) {
+std::vector<float> logits_of(Transformer& m, const testing::TinyBatch& b) {
   std::vector<float> out(size_t(b.B * b.T * m.config().vocab_size));
   m.forward_logits(b.input(), out.data());
   return out;
@@ -32,7 +32,7 @@ std::vector<float> logits_of(LlamaModel& m, const testing::TinyBatch& b) {
 
 TEST(Pretrained, HfDirectoryRoundTripGivesTheSameLogits) {
   for (bool tied : {false, true}) {
-    LlamaModel m(testing::tiny_config(tied), Precision::fp32, LoraConfig{});
+    Transformer m(testing::tiny_config(tied), Precision::fp32, LoraConfig{});
     m.init_weights(3);
     testing::randomize(m.base(), 4, 0.3f);
     std::string dir = fresh_temp_dir("hf_roundtrip");
@@ -45,7 +45,7 @@ TEST(Pretrained, HfDirectoryRoundTripGivesTheSameLogits) {
 }
 
 TEST(Pretrained, MissingTensorAndWrongShapeAreNamed) {
-  LlamaModel m(testing::tiny_config(), Precision::fp32, LoraConfig{});
+  Transformer m(testing::tiny_config(), Precision::fp32, LoraConfig{});
   m.init_weights(3);
   std::string dir = fresh_temp_dir("hf_bad");
   save_base_model(m, dir);
@@ -78,7 +78,7 @@ TEST(Pretrained, PeftAdapterRoundTripGivesTheSameLogits) {
   lora.rank = 2;
   lora.alpha = 4.0f;
   lora.targets = {"q", "v", "down", "lm_head"};
-  LlamaModel m(testing::tiny_config(), Precision::fp32, lora);
+  Transformer m(testing::tiny_config(), Precision::fp32, lora);
   m.init_weights(3);
   testing::randomize(m.adapters(), 8, 0.3f);
   std::string base = fresh_temp_dir("peft_base"), adapter = fresh_temp_dir("peft_adapter");
@@ -103,9 +103,9 @@ void set_adapter_config_keys(const std::string& dir, const nlohmann::json& keys)
 }
 
 // An adapter of rank 4 with random A and B, saved beside its base; returns the model it came from.
-std::unique_ptr<LlamaModel> saved_adapter(const LoraConfig& lora, const std::string& base,
+std::unique_ptr<Transformer> saved_adapter(const LoraConfig& lora, const std::string& base,
                                           const std::string& adapter) {
-  auto m = std::make_unique<LlamaModel>(testing::tiny_config(), Precision::fp32, lora);
+  auto m = std::make_unique<Transformer>(testing::tiny_config(), Precision::fp32, lora);
   m->init_weights(3);
   testing::randomize(m->adapters(), 8, 0.3f);
   save_base_model(*m, base);

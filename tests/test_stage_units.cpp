@@ -1,4 +1,4 @@
-// A model told which units it runs (LlamaModel::set_units, what a pipeline stage tells it) plans
+// A model told which units it runs (Transformer::set_units, what a pipeline stage tells it) plans
 // its activation arena for those units alone: two models holding the two halves of the units give
 // the whole model's loss and gradients bit for bit, each with a smaller arena, whose bytes are the
 // planner's figure for that stage (plan/memory_model.cpp prices the same arena); a span outside
@@ -10,7 +10,7 @@
 
 #include "backend/device_buffer.h"
 #include "core/error.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "plan/memory_model.h"
 #include "train/run_config.h"
 
@@ -31,11 +31,11 @@ Batch batch(int64_t B, int64_t T) {
   return b;
 }
 
-LlamaConfig tiny() { return parse_run_config(default_run_config_toml(), {}, "<test>").model; }
+ModelConfig tiny() { return parse_run_config(default_run_config_toml(), {}, "<test>").model; }
 
 // The planner's activation and logits items for a stage running `layers` blocks at once, with the
 // head or not: what the model's arena holds (tp = 1).
-double planned_arena(const LlamaConfig& c, Precision precision, bool checkpointing, int64_t B, int64_t T,
+double planned_arena(const ModelConfig& c, Precision precision, bool checkpointing, int64_t B, int64_t T,
                      int64_t layers, bool head) {
   plan::PlanInput in;
   in.model = {"tiny", plan::Arch::llama, c};
@@ -46,20 +46,20 @@ double planned_arena(const LlamaConfig& c, Precision precision, bool checkpointi
 }
 
 TEST(StageUnits, HalvesOfTheUnitsEqualTheWholeModelWithSmallerArenasThePlannerPrices) {
-  const LlamaConfig c = tiny();
+  const ModelConfig c = tiny();
   const int L = int(c.num_hidden_layers), cut = 1;  // front: embedding and block 0; back: the rest
   const int64_t B = 2, T = 16, C = c.hidden_size;
   for (const Precision precision : {Precision::fp32, Precision::bf16})
     for (const bool ckpt : {false, true}) {
       SCOPED_TRACE(std::string(precision == Precision::bf16 ? "bf16" : "fp32") + (ckpt ? " checkpointing" : ""));
       Batch b = batch(B, T);
-      LlamaModel whole(c, precision, LoraConfig{});
+      Transformer whole(c, precision, LoraConfig{});
       whole.init_weights(3);
       whole.set_activation_checkpointing(ckpt);
       const LossSum expected = whole.forward_backward(b.in, 1.0f);
 
-      LlamaModel front(c, precision, LoraConfig{}), back(c, precision, LoraConfig{});
-      for (LlamaModel* m : {&front, &back}) m->init_weights(3), m->set_activation_checkpointing(ckpt);
+      Transformer front(c, precision, LoraConfig{}), back(c, precision, LoraConfig{});
+      for (Transformer* m : {&front, &back}) m->init_weights(3), m->set_activation_checkpointing(ckpt);
       front.set_units({{0, cut}});
       back.set_units({{cut + 1, L + 1}});
       DeviceBuffer x(cpu_backend(), DType::f32, B * T * C), dx(cpu_backend(), DType::f32, B * T * C);
@@ -72,7 +72,7 @@ TEST(StageUnits, HalvesOfTheUnitsEqualTheWholeModelWithSmallerArenasThePlannerPr
         const Param& p = whole.base().params()[i];
         if (!p.grad) continue;
         // Each parameter's gradient from the model holding its unit.
-        LlamaModel& holder = param_unit(p.name, c) <= cut ? front : back;
+        Transformer& holder = param_unit(p.name, c) <= cut ? front : back;
         std::vector<float> want(size_t(p.numel)), have(want.size());
         cpu_backend().copy_to_host(want.data(), p.grad_tensor());
         cpu_backend().copy_to_host(have.data(), holder.base().params()[i].grad_tensor());
@@ -89,12 +89,12 @@ TEST(StageUnits, HalvesOfTheUnitsEqualTheWholeModelWithSmallerArenasThePlannerPr
 
 // Interleaved stages hold several chunks: the arena is planned for the largest, any of them runs.
 TEST(StageUnits, SeveralRangesPlanForTheLargestAndRefuseOthers) {
-  const LlamaConfig c = tiny();
+  const ModelConfig c = tiny();
   const int L = int(c.num_hidden_layers);
   ASSERT_GE(L, 4);
   const int64_t B = 1, T = 8, C = c.hidden_size;
   Batch b = batch(B, T);
-  LlamaModel m(c, Precision::fp32, LoraConfig{});
+  Transformer m(c, Precision::fp32, LoraConfig{});
   m.init_weights(1);
   m.set_units({{2, 2}, {4, L + 1}});  // block 1; blocks 3..L-1 and the head
   DeviceBuffer x(cpu_backend(), DType::f32, B * T * C), y(cpu_backend(), DType::f32, B * T * C);

@@ -56,8 +56,8 @@ TEST(TensorParallel, VocabParallelCrossEntropyEqualsWholeVocabulary) {
 }
 
 TEST(TensorParallel, RankConfigHoldsWholeHeads) {
-  LlamaConfig full = testing::tiny_config();  // hidden 16, 4 heads of 4, 2 KV heads, I 24, V 32
-  LlamaConfig local = parallel::tensor_parallel_config(full, 2);
+  ModelConfig full = testing::tiny_config();  // hidden 16, 4 heads of 4, 2 KV heads, I 24, V 32
+  ModelConfig local = parallel::tensor_parallel_config(full, 2);
   EXPECT_EQ(local.hidden_size, 16);
   EXPECT_EQ(local.head_dim(), 4);
   EXPECT_EQ(local.num_attention_heads, 2);

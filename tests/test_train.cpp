@@ -70,7 +70,7 @@ TEST(TrainEndToEnd, SameSeedGivesBitIdenticalLosses) {
 TEST(TrainEndToEnd, GradientAccumulationEqualsOneBigBatch) {
   // Same tokens as one batch of 4 rows, or as two micro-batches of 2 rows scaled by the total
   // count: the gradients agree (up to float summation order).
-  LlamaModel m(testing::tiny_config(), Precision::fp32, LoraConfig{});
+  Transformer m(testing::tiny_config(), Precision::fp32, LoraConfig{});
   m.init_weights(3);
   auto batch = testing::tiny_batch(32, 5, 4, 6);
   const float scale = 1.0f / float(4 * 6 - 1);

@@ -23,7 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/device_buffer.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "model/presets.h"
 #include "parallel/comm.h"
 #include "train/adamw.h"
@@ -54,8 +54,8 @@ struct BenchOptions {
 // The figures of one run of bench, for --json.
 nlohmann::json figures = nlohmann::json::object();
 
-LlamaConfig bench_shape(const BenchOptions& o) {
-  LlamaConfig c = llama_preset(o.preset);
+ModelConfig bench_shape(const BenchOptions& o) {
+  ModelConfig c = llama_preset(o.preset);
   if (o.layers > 0) c.num_hidden_layers = o.layers;
   c.max_position_embeddings = std::max(c.max_position_embeddings, o.seq);
   return c;
@@ -64,7 +64,7 @@ LlamaConfig bench_shape(const BenchOptions& o) {
 // The bf16 products of one training step's linear layers at their own shapes (forward y = x W^T
 // for the tokens of a step), each timed on `backend` for about `seconds`: what the step's GEMMs
 // can reach, beside what the step reaches. Returns {name, TFLOP/s} pairs.
-nlohmann::json bench_step_gemms(Backend& backend, const LlamaConfig& c, int64_t tokens, double seconds) {
+nlohmann::json bench_step_gemms(Backend& backend, const ModelConfig& c, int64_t tokens, double seconds) {
   const int64_t h = c.hidden_size, d = c.head_dim();
   const std::pair<const char*, int64_t> outs[] = {
       {"q/o", c.num_attention_heads * d}, {"k/v", c.num_key_value_heads * d},
@@ -108,7 +108,7 @@ double bench_gemm() {
 }
 
 void bench_training(const BenchOptions& o, bool lora_on, double peak, Backend& backend) {
-  const LlamaConfig c = bench_shape(o);
+  const ModelConfig c = bench_shape(o);
   LoraConfig lora;
   lora.enabled = lora_on;
   lora.rank = o.lora_rank;
@@ -119,7 +119,7 @@ void bench_training(const BenchOptions& o, bool lora_on, double peak, Backend& b
   memory_stats::reset_peak_rss();
   size_t rss_before = memory_stats::peak_rss_bytes();
 
-  auto model = std::make_unique<LlamaModel>(c, bf16 ? Precision::bf16 : Precision::fp32, lora,
+  auto model = std::make_unique<Transformer>(c, bf16 ? Precision::bf16 : Precision::fp32, lora,
                                             /*own_storage=*/true, backend);
   model->init_weights(1);
   model->set_activation_checkpointing(o.checkpointing);

@@ -91,7 +91,7 @@ void take_model_from_run(EvalOptions& o, const RunConfig& run, const std::string
 
 // The whole file as one token stream (BOS first), cut into consecutive windows of seq + 1 tokens;
 // each token after the first is predicted once.
-void eval_text(const EvalOptions& o, LlamaModel& model, const Tokenizer& tok, int64_t seq) {
+void eval_text(const EvalOptions& o, Transformer& model, const Tokenizer& tok, int64_t seq) {
   require_regular_file(o.data, "data file");
   std::ifstream f(o.data, std::ios::binary);
   if (!f) fail(o.data + ": cannot open data file");
@@ -125,7 +125,7 @@ void eval_text(const EvalOptions& o, LlamaModel& model, const Tokenizer& tok, in
 // counted), packed into rows of seq tokens in file order as a run's validation set is: the mean
 // loss over the trained tokens, the number training reports. Packing does not change it, since
 // attention and targets never cross an example.
-void eval_examples(const EvalOptions& o, LlamaModel& model, const Tokenizer& tok, int64_t seq) {
+void eval_examples(const EvalOptions& o, Transformer& model, const Tokenizer& tok, int64_t seq) {
   ExampleOptions opt;
   opt.format = o.format == "auto" ? DataFormat::kAuto : parse_format(o.format);
   opt.max_tokens = seq;
@@ -156,7 +156,7 @@ void eval_examples(const EvalOptions& o, LlamaModel& model, const Tokenizer& tok
 // sequence length, budget (train.eval_tokens) and batches of `batch` rows (the run's
 // train.batch_size unless --batch). On one rank this is the computation the trainer made.
 void eval_run_validation(const EvalOptions& o, const RunConfig& run, const std::string& run_dir,
-                         LlamaModel& model, const Tokenizer& tok, int64_t seq) {
+                         Transformer& model, const Tokenizer& tok, int64_t seq) {
   RunConfig cfg = run;
   cfg.data.cache_dir = "off";  // an evaluation leaves no files behind
   cfg.train.seq_len = seq;

@@ -23,7 +23,7 @@ void ModelArgs::add_to(CLI::App* sub, bool model_required) {
       ->check(CLI::IsMember({"bf16", "nf4"}));
 }
 
-std::unique_ptr<LlamaModel> ModelArgs::load_model(Backend& backend) const {
+std::unique_ptr<Transformer> ModelArgs::load_model(Backend& backend) const {
   LoraConfig lora;
   if (!adapter.empty()) {
     lora = read_peft_config(adapter);

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "data/tokenizer.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 
 namespace mt::cli {
 
@@ -20,7 +20,7 @@ struct ModelArgs {
   // `model_required`: --model must be given (eval can take it from a run record instead).
   void add_to(CLI::App* sub, bool model_required = true);
   // The model in `backend`'s memory.
-  std::unique_ptr<LlamaModel> load_model(Backend& backend = cpu_backend()) const;
+  std::unique_ptr<Transformer> load_model(Backend& backend = cpu_backend()) const;
   std::unique_ptr<Tokenizer> load_tokenizer() const;
 };
 

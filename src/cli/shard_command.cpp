@@ -52,7 +52,7 @@ struct Inputs {
 // MLP and positions, biases, q/k norms, head_dim, windows, and Gemma 3's norm offset, post norms,
 // GeGLU, scales, local RoPE and rope_scaling type) are taken from the preset, over the shape --set
 // may have changed.
-LlamaConfig with_family_parts(LlamaConfig shape, const LlamaConfig& preset, const std::string& name) {
+ModelConfig with_family_parts(ModelConfig shape, const ModelConfig& preset, const std::string& name) {
   shape.model_type = preset.model_type;
   shape.norm = preset.norm, shape.mlp = preset.mlp, shape.positions = preset.positions;
   shape.qkv_bias = preset.qkv_bias, shape.o_bias = preset.o_bias, shape.mlp_bias = preset.mlp_bias;

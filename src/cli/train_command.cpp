@@ -31,7 +31,7 @@ namespace {
 
 // The shape of the run's model: the built-in config, or model.path's files checked against their
 // config (from the headers).
-LlamaConfig run_model_shape(const RunConfig& cfg) {
+ModelConfig run_model_shape(const RunConfig& cfg) {
   // Adapters are only worth anything on the base they were trained with, and a random base is
   // not saved: such a run would end with an adapter nothing can use.
   if (cfg.lora.enabled && cfg.model_path.empty() && !cfg.lora_random_base)
@@ -45,7 +45,7 @@ LlamaConfig run_model_shape(const RunConfig& cfg) {
 // rank from the same config (the trainer then checks that the ranks' configs, the mesh included,
 // agree). A resumed run keeps run.toml's choice on as many ranks as it was made for; --mesh auto
 // itself, or another number of ranks, plans again.
-void choose_auto_mesh(RunConfig& cfg, const LlamaConfig& shape, const std::string& cluster, bool asked_again,
+void choose_auto_mesh(RunConfig& cfg, const ModelConfig& shape, const std::string& cluster, bool asked_again,
                       bool resumed) {
   const parallel::LaunchEnv env = parallel::read_launch_env();
   const int64_t world = env.size > 0 ? env.size : 1;
@@ -66,7 +66,7 @@ void choose_auto_mesh(RunConfig& cfg, const LlamaConfig& shape, const std::strin
 // Before the trainer allocates anything: the run's memory per rank, as `meshtrain plan` computes
 // it, against what this host has left. MESHTRAIN_MEMORY_CHECK=off skips the memory check for
 // users who know better (swap, memory that will be freed by the time the run grows).
-void check_before_training(const RunConfig& cfg, const LlamaConfig& shape) {
+void check_before_training(const RunConfig& cfg, const ModelConfig& shape) {
   const char* check = std::getenv("MESHTRAIN_MEMORY_CHECK");
   const std::string mode = check ? check : "";
   if (mode == "off") return;
@@ -211,7 +211,7 @@ Action add_train_command(CLI::App& app) {
     // A length not given, chosen from the data before the memory check that depends on it (and
     // said once the run is known to go ahead, so that a refusal stays one line).
     const std::string seq_len_choice = settle_seq_len(cfg);
-    const LlamaConfig shape = run_model_shape(cfg);
+    const ModelConfig shape = run_model_shape(cfg);
     if (cfg.mesh_auto) choose_auto_mesh(cfg, shape, opt->cluster, opt->mesh == "auto", resumed);
     check_before_training(cfg, shape);
     if (!seq_len_choice.empty() && parallel::read_launch_env().rank <= 0) std::cout << seq_len_choice << std::endl;

@@ -98,7 +98,7 @@ std::vector<std::string> published_preset_names() {
   return names;
 }
 
-LlamaConfig family_preset(const std::string& name) {
+ModelConfig family_preset(const std::string& name) {
   const FamilyPreset* p = find_family_preset(name);
   if (!p) {
     std::string known;
@@ -108,7 +108,7 @@ LlamaConfig family_preset(const std::string& name) {
   return parse_hf_config(p->config_json, std::string("preset ") + p->name + " (" + p->source + " config.json)");
 }
 
-LlamaConfig published_preset(const std::string& name) {
+ModelConfig published_preset(const std::string& name) {
   if (find_family_preset(name)) return family_preset(name);
   for (const auto& n : llama_preset_names())
     if (n == name) return llama_preset(name);

@@ -25,10 +25,10 @@ std::vector<std::string> family_preset_names();
 // nullptr when `name` is none of them.
 const FamilyPreset* find_family_preset(const std::string& name);
 // The preset's config, as parse_hf_config reads it. Throws mt::Error listing the names.
-LlamaConfig family_preset(const std::string& name);
+ModelConfig family_preset(const std::string& name);
 
 // Every published shape by name: model/presets.h's Llama 3.1 shapes and the families'.
 std::vector<std::string> published_preset_names();
-LlamaConfig published_preset(const std::string& name);
+ModelConfig published_preset(const std::string& name);
 
 }  // namespace mt

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "model/param_shapes.h"
 
 namespace mt {
@@ -46,7 +46,7 @@ const std::vector<GgufHparam> kDecoderHparams = {
 
 std::vector<GgufArchitecture> make_architectures() {
   std::vector<GgufArchitecture> all;
-  // LLaMA, and Mistral as llama.cpp's converter writes it (MistralForCausalLM is its LlamaModel).
+  // LLaMA, and Mistral as llama.cpp's converter writes it (MistralForCausalLM is its Transformer).
   // llama.cpp's llama graph also takes optional biases, but older llama.cpp ignores them, so a
   // biased model is not written as llama.
   GgufArchitecture llama;
@@ -114,7 +114,7 @@ uint32_t gguf_u32_of(int64_t v, const char* what) {
   return uint32_t(v);
 }
 
-bool has_explicit_head_dim(const LlamaConfig& c) { return c.head_dim() != c.hidden_size / c.num_attention_heads; }
+bool has_explicit_head_dim(const ModelConfig& c) { return c.head_dim() != c.hidden_size / c.num_attention_heads; }
 
 }  // namespace
 
@@ -152,7 +152,7 @@ std::optional<std::string> hf_name_of_gguf_tensor(const GgufArchitecture& a, con
   return std::nullopt;
 }
 
-int64_t gguf_rotary_heads(const GgufArchitecture& a, const std::string& hf, const LlamaConfig& c) {
+int64_t gguf_rotary_heads(const GgufArchitecture& a, const std::string& hf, const ModelConfig& c) {
   if (!a.interleaved_rope) return 0;
   // Weights only: no architecture that permutes takes q / k biases (see make_architectures).
   if (hf.find("self_attn.q_proj.weight") != std::string::npos) return c.num_attention_heads;
@@ -160,7 +160,7 @@ int64_t gguf_rotary_heads(const GgufArchitecture& a, const std::string& hf, cons
   return 0;
 }
 
-const GgufArchitecture& gguf_architecture_for(const LlamaConfig& c, const std::string& where) {
+const GgufArchitecture& gguf_architecture_for(const ModelConfig& c, const std::string& where) {
   const GgufArchitecture* arch = nullptr;
   for (const auto& a : gguf_architectures())
     if (std::find(a.written_for.begin(), a.written_for.end(), c.model_type) != a.written_for.end()) arch = &a;
@@ -182,7 +182,7 @@ const GgufArchitecture& gguf_architecture_for(const LlamaConfig& c, const std::s
   return *arch;
 }
 
-std::vector<GgufKV> gguf_hparam_kvs(const GgufArchitecture& a, const LlamaConfig& c) {
+std::vector<GgufKV> gguf_hparam_kvs(const GgufArchitecture& a, const ModelConfig& c) {
   const std::string p = std::string(a.name) + ".";
   std::vector<GgufKV> kvs;
   auto u32 = [&](const char* key, int64_t v, const char* what) { kvs.push_back({p + key, GgufValue::u32(gguf_u32_of(v, what))}); };
@@ -209,7 +209,7 @@ std::vector<GgufKV> gguf_hparam_kvs(const GgufArchitecture& a, const LlamaConfig
   return kvs;
 }
 
-void read_gguf_hparams(const GgufArchitecture& a, const GgufFile& g, LlamaConfig& c) {
+void read_gguf_hparams(const GgufArchitecture& a, const GgufFile& g, ModelConfig& c) {
   const std::string p = std::string(a.name) + ".";
   auto size = [&](const std::string& key) { return int64_t(g.get_u32(p + key)); };
   auto has = [&](const std::string& key) { return g.find(p + key) != nullptr; };
@@ -246,7 +246,7 @@ void read_gguf_hparams(const GgufArchitecture& a, const GgufFile& g, LlamaConfig
          std::to_string(c.head_dim()) + "): partial rotary is not supported");
 }
 
-std::string gguf_window_note(const GgufArchitecture& a, const LlamaConfig& c) {
+std::string gguf_window_note(const GgufArchitecture& a, const ModelConfig& c) {
   int64_t narrowest = 0, layers = 0;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const int64_t w = c.attention_window(l);

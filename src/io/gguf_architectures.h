@@ -64,7 +64,7 @@ const GgufArchitecture* find_gguf_architecture(const std::string& name);
 // has none, or when it has a part the architecture cannot hold (a tensor without a GGUF name, a
 // q width other than the hidden size where llama.cpp fixes it, llama3 rope scaling elsewhere
 // than llama). Attention windows are not refused here: see gguf_window_note.
-const GgufArchitecture& gguf_architecture_for(const LlamaConfig& c, const std::string& where);
+const GgufArchitecture& gguf_architecture_for(const ModelConfig& c, const std::string& where);
 
 // llama.cpp's name of an HF-named tensor ("model.layers.0.self_attn.q_proj.weight" ->
 // "blk.0.attn_q.weight"); nullopt for one the architecture has no name for.
@@ -75,20 +75,20 @@ std::string gguf_tensor_name(const GgufArchitecture& a, const std::string& hf_na
 std::optional<std::string> hf_name_of_gguf_tensor(const GgufArchitecture& a, const std::string& gguf_name);
 // Heads whose rows the q / k permutation reorders in an HF-named projection: 0 for other tensors
 // and for architectures that take HF's rows.
-int64_t gguf_rotary_heads(const GgufArchitecture& a, const std::string& hf_name, const LlamaConfig& c);
+int64_t gguf_rotary_heads(const GgufArchitecture& a, const std::string& hf_name, const ModelConfig& c);
 
 // The architecture's "<name>.*" hyper-parameter key/values for a model of config c. mt::Error
 // naming the field for a size beyond GGUF's 32 bits.
-std::vector<GgufKV> gguf_hparam_kvs(const GgufArchitecture& a, const LlamaConfig& c);
+std::vector<GgufKV> gguf_hparam_kvs(const GgufArchitecture& a, const ModelConfig& c);
 // The sizes of c from a file's "<name>.*" keys: the required ones (mt::Error naming the file and
 // key when absent or of another type), the optional ones at llama.cpp's defaults (kv heads = heads,
 // rope base 10000, vocabulary = the embedding's rows, head_dim = hidden / heads); a rotary
 // dimension other than the head dim is refused (meshtrain rotates whole heads).
-void read_gguf_hparams(const GgufArchitecture& a, const GgufFile& g, LlamaConfig& c);
+void read_gguf_hparams(const GgufArchitecture& a, const GgufFile& g, ModelConfig& c);
 
 // "" when llama.cpp computes the model's attention as meshtrain does; else one line saying that
 // the windowed layers attend to the whole context in llama.cpp (none of the architectures above
 // has a sliding window), and up to which context length the two agree.
-std::string gguf_window_note(const GgufArchitecture& a, const LlamaConfig& c);
+std::string gguf_window_note(const GgufArchitecture& a, const ModelConfig& c);
 
 }  // namespace mt

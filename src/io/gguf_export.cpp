@@ -38,7 +38,7 @@ std::vector<float> values_of(const ParamStore& store, const Param& p) {
   return v;
 }
 
-std::vector<float> interleaved(std::vector<float> v, int64_t heads, const LlamaConfig& c) {
+std::vector<float> interleaved(std::vector<float> v, int64_t heads, const ModelConfig& c) {
   if (heads == 0) return v;
   std::vector<float> out(v.size());
   const int64_t rows = heads * c.head_dim();
@@ -83,7 +83,7 @@ void encode(const std::vector<float>& v, GgmlType t, std::vector<char>& out) {
 // A tensor whose bytes are produced while the file is written, so converted copies exist one at
 // a time.
 GgufTensorOut lazy_tensor(const ParamStore& store, const Param& p, std::string name, GgmlType type,
-                          int64_t heads, const LlamaConfig& c) {
+                          int64_t heads, const ModelConfig& c) {
   GgufTensorOut t;
   t.name = std::move(name);
   t.shape = p.shape;
@@ -96,7 +96,7 @@ GgufTensorOut lazy_tensor(const ParamStore& store, const Param& p, std::string n
 
 // llama.cpp applies llama3 rope scaling through per-frequency divisors of the angle
 // (rope_freqs.weight): factor[i] = inv_freq_unscaled[i] / inv_freq_scaled[i].
-std::vector<float> rope_freq_factors(const LlamaConfig& c) {
+std::vector<float> rope_freq_factors(const ModelConfig& c) {
   const int64_t D = c.head_dim();
   std::vector<float> plain(size_t(D / 2)), scaled(size_t(D / 2));
   rope_inv_freq(plain.data(), D, c.rope_theta, RopeScaling{});
@@ -164,9 +164,9 @@ const char* gguf_dtype_name(GgufDtype d) {
   return "f32";
 }
 
-GgufModelWritten export_gguf_model(LlamaModel& model, const std::string& path, const TokenizerInfo* tok,
+GgufModelWritten export_gguf_model(Transformer& model, const std::string& path, const TokenizerInfo* tok,
                                    GgufDtype dtype) {
-  const LlamaConfig& c = model.config();
+  const ModelConfig& c = model.config();
   const GgufArchitecture& arch = gguf_architecture_for(c, path);
   GgufModelWritten written;
   written.architecture = arch.name;
@@ -208,9 +208,9 @@ GgufModelWritten export_gguf_model(LlamaModel& model, const std::string& path, c
   return written;
 }
 
-void export_gguf_lora(LlamaModel& model, const std::string& path, const std::string& base_name) {
+void export_gguf_lora(Transformer& model, const std::string& path, const std::string& base_name) {
   if (!model.has_lora()) fail(path + ": the model has no LoRA adapters to export");
-  const LlamaConfig& c = model.config();
+  const ModelConfig& c = model.config();
   const GgufArchitecture& arch = gguf_architecture_for(c, path);
   if (c.tie_word_embeddings && lora_targets_head(model.lora_config()))
     fail(path + ": an lm_head adapter on a tied-embedding model has no output.weight in llama.cpp; "

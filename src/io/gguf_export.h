@@ -9,7 +9,7 @@
 
 #include "core/tokenizer_info.h"
 #include "io/gguf_architectures.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 
 namespace mt {
 
@@ -39,7 +39,7 @@ struct GgufModelWritten {
   std::string architecture;  // general.architecture
   std::string note;          // "" or one line on what llama.cpp computes otherwise (gguf_window_note)
 };
-GgufModelWritten export_gguf_model(LlamaModel& model, const std::string& path, const TokenizerInfo* tok,
+GgufModelWritten export_gguf_model(Transformer& model, const std::string& path, const TokenizerInfo* tok,
                                    GgufDtype dtype);
 // The name parse_gguf_dtype reads ("q4_0").
 const char* gguf_dtype_name(GgufDtype d);
@@ -49,7 +49,7 @@ const char* gguf_dtype_name(GgufDtype d);
 // adapter.lora.alpha. base_name goes to general.name. Throws mt::Error when the model has no
 // adapters, when alpha <= 0, when lm_head is adapted in a tied-embedding model (llama.cpp has no
 // output.weight to attach it to), or when the architecture cannot hold the model.
-void export_gguf_lora(LlamaModel& model, const std::string& path, const std::string& base_name);
+void export_gguf_lora(Transformer& model, const std::string& path, const std::string& base_name);
 
 // The inverse of permute_rotary_rows (llama2c.h): HF row (head, half, i) goes to interleaved row
 // (head, i, half). rows = heads * head_dim, each row cols wide.

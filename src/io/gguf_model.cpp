@@ -28,12 +28,12 @@ bool holds(const GgufFile& g, const GgufArchitecture& a, const std::string& hf) 
 
 }  // namespace
 
-LlamaConfig gguf_model_config(const GgufFile& g) {
+ModelConfig gguf_model_config(const GgufFile& g) {
   const GgufArchitecture& arch = architecture_of(g);
   if (g.find_tensor("rope_freqs.weight"))
     fail(g.label + ": rope_freqs.weight (llama3 rope scaling) cannot be read back: the file keeps the "
          "factors, not the scaling's parameters");
-  LlamaConfig c;
+  ModelConfig c;
   c.model_type = arch.model_type;
   read_gguf_hparams(arch, g, c);
   // The block's parts are the tensors the file holds (llama.cpp loads them where present).
@@ -60,8 +60,8 @@ LlamaConfig gguf_model_config(const GgufFile& g) {
   return c;
 }
 
-void load_gguf_weights(const GgufFile& g, LlamaModel& model) {
-  const LlamaConfig& c = model.config();
+void load_gguf_weights(const GgufFile& g, Transformer& model) {
+  const ModelConfig& c = model.config();
   const GgufArchitecture& arch = architecture_of(g);
   for (auto& p : model.base().params()) {
     std::vector<float> v = g.tensor_f32(gguf_tensor_name(arch, p.name));

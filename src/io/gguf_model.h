@@ -12,7 +12,7 @@
 #include <string>
 
 #include "io/gguf_reader.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 
 namespace mt {
 
@@ -20,8 +20,8 @@ namespace mt {
 // checked against it; absent output.weight means tied embeddings; a llama file with an explicit
 // head dim reads as mistral (an HF llama config cannot hold one). mt::Error naming the file for anything
 // else, including llama3 rope scaling (rope_freqs.weight), whose parameters the file does not keep.
-LlamaConfig gguf_model_config(const GgufFile& g);
+ModelConfig gguf_model_config(const GgufFile& g);
 // Loads the base weights into a model built from gguf_model_config.
-void load_gguf_weights(const GgufFile& g, LlamaModel& model);
+void load_gguf_weights(const GgufFile& g, Transformer& model);
 
 }  // namespace mt

@@ -37,9 +37,9 @@ double gpt2_short_decimal(float v) {
 
 }  // namespace
 
-LlamaConfig parse_gpt2_config(const json& j, const std::string& src) {
+ModelConfig parse_gpt2_config(const json& j, const std::string& src) {
   // transformers' GPT2Config defaults (GPT-2 small) where a key is absent.
-  LlamaConfig c;
+  ModelConfig c;
   c.model_type = "gpt2";
   c.hidden_size = gpt2_int(j, "n_embd", 768, src);
   c.num_hidden_layers = gpt2_int(j, "n_layer", 12, src);
@@ -78,7 +78,7 @@ LlamaConfig parse_gpt2_config(const json& j, const std::string& src) {
   return c;
 }
 
-void write_gpt2_config_keys(nlohmann::ordered_json& j, const LlamaConfig& c) {
+void write_gpt2_config_keys(nlohmann::ordered_json& j, const ModelConfig& c) {
   j["n_embd"] = c.hidden_size;
   j["n_layer"] = c.num_hidden_layers;
   j["n_head"] = c.num_attention_heads;

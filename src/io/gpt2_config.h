@@ -13,8 +13,8 @@
 namespace mt {
 
 // `j` is config.json's object; `src` starts every error.
-LlamaConfig parse_gpt2_config(const nlohmann::json& j, const std::string& src);
+ModelConfig parse_gpt2_config(const nlohmann::json& j, const std::string& src);
 // GPT2Config's keys for `c`, replacing those of a kept source config in place.
-void write_gpt2_config_keys(nlohmann::ordered_json& j, const LlamaConfig& c);
+void write_gpt2_config_keys(nlohmann::ordered_json& j, const ModelConfig& c);
 
 }  // namespace mt

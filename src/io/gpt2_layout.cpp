@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "core/shape_string.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "model/param_shapes.h"
 
 namespace mt {
@@ -22,7 +22,7 @@ int64_t elements(const std::vector<int64_t>& shape) {
 
 // A projection's HF module and, for q / k / v, its rows of the fused c_attn.
 Gpt2Part gpt2_projection(const std::string& layer, const std::string& proj, const std::string& leaf,
-                         const std::vector<int64_t>& shape, const LlamaConfig& c) {
+                         const std::vector<int64_t>& shape, const ModelConfig& c) {
   const bool weight = leaf == "weight";
   Gpt2Part part;
   if (proj == "q" || proj == "k" || proj == "v") {
@@ -42,7 +42,7 @@ Gpt2Part gpt2_projection(const std::string& layer, const std::string& proj, cons
 
 }  // namespace
 
-Gpt2Part gpt2_part(const std::string& name, const std::vector<int64_t>& shape, const LlamaConfig& c) {
+Gpt2Part gpt2_part(const std::string& name, const std::vector<int64_t>& shape, const ModelConfig& c) {
   if (name == kEmbedName) return {"wte.weight", shape};
   if (name == kPositionEmbedName) return {"wpe.weight", shape};
   const std::string final_norm = std::string(kFinalNormPrefix) + ".";
@@ -108,7 +108,7 @@ std::string gpt2_prefix(const std::vector<std::string>& hf_names) {
   return "";
 }
 
-void check_gpt2_held_shapes(const LlamaConfig& c, const HeldTensors& held, const std::string& where) {
+void check_gpt2_held_shapes(const ModelConfig& c, const HeldTensors& held, const std::string& where) {
   c.validate();
   const std::string prefix = gpt2_prefix(held.names), layers = prefix + "h.";
   int64_t found = 0;
@@ -149,7 +149,7 @@ std::vector<float> read_gpt2_tensor(const Gpt2Part& part,
   return ours;
 }
 
-std::vector<Gpt2HfTensor> gpt2_hf_tensors(const LlamaConfig& c) {
+std::vector<Gpt2HfTensor> gpt2_hf_tensors(const ModelConfig& c) {
   std::vector<Gpt2HfTensor> out;
   for (const ParamShape& p : llama_param_shapes(c, LoraConfig{})) {
     const Gpt2Part part = gpt2_part(p.name, p.shape, c);
@@ -163,7 +163,7 @@ std::vector<Gpt2HfTensor> gpt2_hf_tensors(const LlamaConfig& c) {
   return out;
 }
 
-std::vector<float> gpt2_hf_values(const std::string& hf_name, const LlamaConfig& c,
+std::vector<float> gpt2_hf_values(const std::string& hf_name, const ModelConfig& c,
                                   const std::function<std::vector<float>(const std::string&)>& ours) {
   const std::string bare = starts_with(hf_name, "transformer.") ? hf_name.substr(12) : hf_name;
   std::vector<float> hf;

@@ -36,7 +36,7 @@ struct Gpt2Part {
 
 // The HF part of parameter `name` (of `shape`, as model/param_shapes.h gives it) of a GPT-2
 // config. Throws mt::Error for a name GPT-2 does not have.
-Gpt2Part gpt2_part(const std::string& name, const std::vector<int64_t>& shape, const LlamaConfig& c);
+Gpt2Part gpt2_part(const std::string& name, const std::vector<int64_t>& shape, const ModelConfig& c);
 
 // "transformer." when the file names its tensors so (it holds transformer.wte.weight), else "".
 std::string gpt2_prefix(const std::vector<std::string>& hf_names);
@@ -44,7 +44,7 @@ std::string gpt2_prefix(const std::vector<std::string>& hf_names);
 // mt::Error, one line starting with `where`, unless the file (its tensor names and shapes, HF's)
 // holds every HF tensor of the config's GPT-2 with its shape: the layer count first (the highest
 // "h.N." against n_layer), then each tensor, named as the file names it.
-void check_gpt2_held_shapes(const LlamaConfig& c, const HeldTensors& held, const std::string& where);
+void check_gpt2_held_shapes(const ModelConfig& c, const HeldTensors& held, const std::string& where);
 
 // Reads our tensor from the HF one: `read_hf` fills the whole HF tensor (hf_shape's elements, f32).
 std::vector<float> read_gpt2_tensor(const Gpt2Part& part,
@@ -56,8 +56,8 @@ struct Gpt2HfTensor {
   std::string name;
   std::vector<int64_t> shape;
 };
-std::vector<Gpt2HfTensor> gpt2_hf_tensors(const LlamaConfig& c);
-std::vector<float> gpt2_hf_values(const std::string& hf_name, const LlamaConfig& c,
+std::vector<Gpt2HfTensor> gpt2_hf_tensors(const ModelConfig& c);
+std::vector<float> gpt2_hf_values(const std::string& hf_name, const ModelConfig& c,
                                   const std::function<std::vector<float>(const std::string&)>& ours);
 
 // GPT-2's PEFT adapter (lora.targets c_attn, c_proj, c_fc, lm_head): PEFT's tensors under its

@@ -88,7 +88,7 @@ void refuse_unimplemented(const json& j, const std::string& family, const std::s
     fail(src + ": layer_types is not supported for " + family);
 }
 
-// The layers' attention windows (LlamaConfig::layer_window). Mistral: sliding_window (null:
+// The layers' attention windows (ModelConfig::layer_window). Mistral: sliding_window (null:
 // none) on every layer. Qwen2 / Qwen3 (transformers' rule): with use_sliding_window, the layers
 // that layer_types marks "sliding_attention", or without layer_types those from max_window_layers
 // on, get sliding_window.
@@ -129,13 +129,13 @@ std::vector<int64_t> layer_windows(const json& j, const std::string& family, int
 
 }  // namespace
 
-LlamaConfig parse_hf_config(const std::string& text, const std::string& src) {
+ModelConfig parse_hf_config(const std::string& text, const std::string& src) {
   json j = parse_json(text, JsonKind::hf_config, src);
   if (!j.is_object()) fail(src + ": expected a JSON object");
   const std::string family = family_of(j, src);
   refuse_unimplemented(j, family, src);
   if (family == "gpt2") return parse_gpt2_config(j, src);  // its own keys (io/gpt2_config.h)
-  LlamaConfig c;
+  ModelConfig c;
   c.model_type = family;
   read_key(j, "hidden_size", c.hidden_size, src, true);
   read_key(j, "intermediate_size", c.intermediate_size, src, true);
@@ -145,7 +145,7 @@ LlamaConfig parse_hf_config(const std::string& text, const std::string& src) {
   read_key(j, "num_key_value_heads", c.num_key_value_heads, src, false);
   read_key(j, "vocab_size", c.vocab_size, src, true);
   read_key(j, "max_position_embeddings", c.max_position_embeddings, src, true);
-  c.rms_norm_eps = 1e-6f;  // HF LlamaConfig defaults
+  c.rms_norm_eps = 1e-6f;  // HF ModelConfig defaults
   c.rope_theta = 10000.0f;
   read_key(j, "rms_norm_eps", c.rms_norm_eps, src, false);
   read_key(j, "rope_theta", c.rope_theta, src, false);
@@ -206,7 +206,7 @@ LlamaConfig parse_hf_config(const std::string& text, const std::string& src) {
   return c;
 }
 
-LlamaConfig load_hf_config(const std::string& path) {
+ModelConfig load_hf_config(const std::string& path) {
   return parse_hf_config(read_json_text(path, JsonKind::hf_config), path);
 }
 
@@ -222,7 +222,7 @@ double short_decimal(float v) {
 
 // The keys by which the family's block differs from LLaMA's, as its HF config names them: what
 // parse_hf_config read, so that the written directory loads as the same model.
-void write_family_keys(nlohmann::ordered_json& j, const LlamaConfig& c) {
+void write_family_keys(nlohmann::ordered_json& j, const ModelConfig& c) {
   if (c.head_dim_override > 0 && c.head_dim() * c.num_attention_heads != c.hidden_size)
     j["head_dim"] = c.head_dim();
   if (c.model_type == "qwen3") j["attention_bias"] = c.qkv_bias;
@@ -255,7 +255,7 @@ std::string finish_hf_config(nlohmann::ordered_json& j, const std::string& torch
   j["torch_dtype"] = torch_dtype;
   // transformers 4.56 and later write "dtype" for the same thing; a kept one must not disagree.
   if (j.contains("dtype")) j["dtype"] = torch_dtype;
-  // Absent ids would be read as LlamaConfig's defaults (1 and 2), wrong for most tokenizers; null
+  // Absent ids would be read as ModelConfig's defaults (1 and 2), wrong for most tokenizers; null
   // says "none".
   if (tokens.known) {
     auto id = [](int32_t v) { return v >= 0 ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
@@ -267,7 +267,7 @@ std::string finish_hf_config(nlohmann::ordered_json& j, const std::string& torch
 
 }  // namespace
 
-std::string hf_config_json(const LlamaConfig& c, const std::string& torch_dtype,
+std::string hf_config_json(const ModelConfig& c, const std::string& torch_dtype,
                            const std::string& source_json, const SpecialTokenIds& tokens) {
   // The source's keys first, in its order; the keys below replace theirs in place.
   nlohmann::ordered_json j = nlohmann::ordered_json::object();

@@ -14,8 +14,8 @@
 
 namespace mt {
 
-LlamaConfig parse_hf_config(const std::string& json_text, const std::string& source);
-LlamaConfig load_hf_config(const std::string& path);
+ModelConfig parse_hf_config(const std::string& json_text, const std::string& source);
+ModelConfig load_hf_config(const std::string& path);
 // The special ids of the tokenizer that goes with the weights (-1: it has none); `known` is false
 // when no tokenizer is known.
 struct SpecialTokenIds {
@@ -30,7 +30,7 @@ struct SpecialTokenIds {
 // its order (bos/eos/pad ids, head_dim, use_cache, unknown keys, ...); meshtrain replaces only the
 // architecture keys it read and trained with, and torch_dtype (and dtype). bos_token_id and
 // eos_token_id the source lacks come from `tokens` (null where the tokenizer has none).
-std::string hf_config_json(const LlamaConfig& c, const std::string& torch_dtype,
+std::string hf_config_json(const ModelConfig& c, const std::string& torch_dtype,
                            const std::string& source_json = "", const SpecialTokenIds& tokens = {});
 
 }  // namespace mt

@@ -66,7 +66,7 @@ void refuse_gemma3_unimplemented(const nlohmann::json& j, const std::string& src
   }
 }
 
-void read_gemma3_config(const nlohmann::json& j, LlamaConfig& c, const std::string& src) {
+void read_gemma3_config(const nlohmann::json& j, ModelConfig& c, const std::string& src) {
   give_gemma3_parts(c);
   if (!j.contains("rope_theta") || j["rope_theta"].is_null()) c.rope_theta = kGemma3RopeTheta;
   c.tie_word_embeddings = true;
@@ -88,7 +88,7 @@ void read_gemma3_config(const nlohmann::json& j, LlamaConfig& c, const std::stri
     c.layer_window = gemma3_windows(j, c.num_hidden_layers, src);
 }
 
-void write_gemma3_keys(nlohmann::ordered_json& j, const LlamaConfig& c) {
+void write_gemma3_keys(nlohmann::ordered_json& j, const ModelConfig& c) {
   j["head_dim"] = c.head_dim();
   // The scalar whose ^-1/2 is the scale: an integer in every released config (256, 168), written
   // as one when it reads back as the same scale; else the double (which does).

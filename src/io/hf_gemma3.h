@@ -23,10 +23,10 @@ void refuse_gemma3_unimplemented(const nlohmann::json& j, const std::string& src
 // GeGLU, q/k norms, the sqrt(hidden) embedding scale, query_pre_attn_scalar, head_dim (default
 // 256), attention_bias, rope_local_base_freq, linear rope_scaling, tied embeddings by default,
 // and each layer's window (layer_types, else every sliding_window_pattern-th layer global).
-void read_gemma3_config(const nlohmann::json& j, LlamaConfig& c, const std::string& src);
+void read_gemma3_config(const nlohmann::json& j, ModelConfig& c, const std::string& src);
 
 // The keys read_gemma3_config reads, written back from c (replacing the source's).
-void write_gemma3_keys(nlohmann::ordered_json& j, const LlamaConfig& c);
+void write_gemma3_keys(nlohmann::ordered_json& j, const ModelConfig& c);
 
 // model_type "gemma3" is the multimodal Gemma3ForConditionalGeneration (text_config, vision
 // tower, weights under language_model.): the one-line refusal that says what to give instead.

@@ -25,7 +25,7 @@ void permute_rotary_rows(const float* src, float* dst, int64_t heads, int64_t he
 namespace {
 
 struct Header {
-  LlamaConfig config;
+  ModelConfig config;
   bool shared = true;
 };
 
@@ -47,7 +47,7 @@ Header read_header(std::ifstream& f, const std::string& path) {
          std::to_string(heads) + ", kv_heads " + std::to_string(kv_heads) + ", vocab " +
          std::to_string(vocab) + ", seq_len " + std::to_string(seq) + ")");
   Header out;
-  LlamaConfig& c = out.config;
+  ModelConfig& c = out.config;
   c.hidden_size = dim;
   c.intermediate_size = hidden;
   c.num_hidden_layers = layers;
@@ -77,20 +77,20 @@ Header read_header(std::ifstream& f, const std::string& path) {
 
 }  // namespace
 
-LlamaConfig read_llama2c_config(const std::string& path) {
+ModelConfig read_llama2c_config(const std::string& path) {
   require_regular_file(path, "llama2.c checkpoint");
   std::ifstream f(path, std::ios::binary);
   if (!f) fail(path + ": cannot open llama2.c checkpoint");
   return read_header(f, path).config;
 }
 
-void load_llama2c_weights(const std::string& path, LlamaModel& model) {
+void load_llama2c_weights(const std::string& path, Transformer& model) {
   require_regular_file(path, "llama2.c checkpoint");
   std::ifstream f(path, std::ios::binary);
   if (!f) fail(path + ": cannot open llama2.c checkpoint");
   const Header hd = read_header(f, path);
-  const LlamaConfig& c = hd.config;
-  const LlamaConfig& m = model.config();
+  const ModelConfig& c = hd.config;
+  const ModelConfig& m = model.config();
   if (m.hidden_size != c.hidden_size || m.num_hidden_layers != c.num_hidden_layers ||
       m.vocab_size != c.vocab_size || m.intermediate_size != c.intermediate_size ||
       m.num_attention_heads != c.num_attention_heads ||
@@ -134,8 +134,8 @@ void load_llama2c_weights(const std::string& path, LlamaModel& model) {
   if (!hd.shared) set(kHeadName, read(vocab * dim));
 }
 
-std::unique_ptr<LlamaModel> load_llama2c(const std::string& path) {
-  auto model = std::make_unique<LlamaModel>(read_llama2c_config(path), Precision::fp32, LoraConfig{});
+std::unique_ptr<Transformer> load_llama2c(const std::string& path) {
+  auto model = std::make_unique<Transformer>(read_llama2c_config(path), Precision::fp32, LoraConfig{});
   load_llama2c_weights(path, *model);
   return model;
 }

@@ -7,18 +7,18 @@
 #include <memory>
 #include <string>
 
-#include "model/llama.h"
+#include "model/transformer.h"
 
 namespace mt {
 
 // The architecture in the checkpoint's header (checked against the file size). Throws mt::Error
 // naming the file when the header is implausible or the size does not match.
-LlamaConfig read_llama2c_config(const std::string& path);
+ModelConfig read_llama2c_config(const std::string& path);
 // Loads the weights into a model built from read_llama2c_config (any precision, with or without
 // adapters).
-void load_llama2c_weights(const std::string& path, LlamaModel& model);
+void load_llama2c_weights(const std::string& path, Transformer& model);
 // Both: a new fp32 model without adapters.
-std::unique_ptr<LlamaModel> load_llama2c(const std::string& path);
+std::unique_ptr<Transformer> load_llama2c(const std::string& path);
 
 // The HF-layout row order for a q or k matrix stored with interleaved rotary pairs: row
 // (head, i, half) of the interleaved layout moves to (head, half, i). rows = heads * head_dim.

@@ -26,7 +26,7 @@ std::string origin_file(const ModelOrigin& origin, const char* name) {
 }
 
 // The files of save_base_model, the tensors written under the names given.
-std::vector<std::string> write_model_files(const LlamaConfig& config, Precision precision,
+std::vector<std::string> write_model_files(const ModelConfig& config, Precision precision,
                                            const std::vector<ExportTensor>& tensors,
                                            const FetchValues& fetch, const std::string& dir,
                                            const ModelOrigin& origin) {
@@ -60,7 +60,7 @@ std::vector<std::string> write_model_files(const LlamaConfig& config, Precision 
 
 }  // namespace
 
-std::vector<std::string> save_base_model(const LlamaConfig& config, Precision precision,
+std::vector<std::string> save_base_model(const ModelConfig& config, Precision precision,
                                          const std::vector<ExportTensor>& tensors,
                                          const FetchValues& fetch, const std::string& dir,
                                          const ModelOrigin& origin) {
@@ -74,7 +74,7 @@ std::vector<std::string> save_base_model(const LlamaConfig& config, Precision pr
   }, dir, origin);
 }
 
-std::vector<std::string> save_base_model(LlamaModel& model, const std::string& dir,
+std::vector<std::string> save_base_model(Transformer& model, const std::string& dir,
                                          const ModelOrigin& origin) {
   std::vector<ExportTensor> tensors;
   for (const auto& p : model.base().params()) tensors.push_back({p.name, p.shape});

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "io/hf_config.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 
 namespace mt {
 
@@ -21,7 +21,7 @@ struct ModelOrigin {
 
 // Writes <dir>/config.json, <dir>/generation_config.json and <dir>/model.safetensors (base
 // weights, in the run's precision). Returns the paths written.
-std::vector<std::string> save_base_model(LlamaModel& model, const std::string& dir,
+std::vector<std::string> save_base_model(Transformer& model, const std::string& dir,
                                          const ModelOrigin& origin = {});
 
 // The same from tensors fetched one at a time (f32 values, in the order given), so a sharded
@@ -31,7 +31,7 @@ struct ExportTensor {
   std::vector<int64_t> shape;
 };
 using FetchValues = std::function<std::vector<float>(const std::string& name)>;
-std::vector<std::string> save_base_model(const LlamaConfig& config, Precision precision,
+std::vector<std::string> save_base_model(const ModelConfig& config, Precision precision,
                                          const std::vector<ExportTensor>& tensors,
                                          const FetchValues& fetch, const std::string& dir,
                                          const ModelOrigin& origin = {});

@@ -85,7 +85,7 @@ std::vector<std::string> save_peft_adapter(const LoraConfig& lora, const std::ve
   return {config, weights};
 }
 
-std::vector<std::string> save_peft_adapter(LlamaModel& model, const std::string& dir,
+std::vector<std::string> save_peft_adapter(Transformer& model, const std::string& dir,
                                            const std::string& base_model) {
   std::vector<ExportTensor> adapters;
   for (const auto& p : model.adapters().params()) adapters.push_back({p.name, p.shape});

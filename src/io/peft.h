@@ -6,14 +6,14 @@
 #include <vector>
 
 #include "io/model_files.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 
 namespace mt {
 
 std::string peft_module_name(const std::string& target);  // "q" -> "q_proj", "lm_head" -> "lm_head"
 std::string peft_adapter_config_json(const LoraConfig& lora, const std::string& base_model);
 // Writes <dir>/adapter_config.json and <dir>/adapter_model.safetensors (f32). Returns the paths.
-std::vector<std::string> save_peft_adapter(LlamaModel& model, const std::string& dir,
+std::vector<std::string> save_peft_adapter(Transformer& model, const std::string& dir,
                                            const std::string& base_model);
 // The same from adapters fetched one at a time (see save_base_model's streamed form).
 std::vector<std::string> save_peft_adapter(const LoraConfig& lora, const std::vector<ExportTensor>& adapters,

@@ -48,7 +48,7 @@ void load_store(const SafetensorsCheckpoint& ckpt, ParamStore& store, const std:
 
 // GPT-2's base tensors from its HF layout (io/gpt2_layout.h): c_attn split into q, k and v,
 // Conv1D weights transposed.
-void load_gpt2_store(const SafetensorsCheckpoint& ckpt, ParamStore& store, const LlamaConfig& c) {
+void load_gpt2_store(const SafetensorsCheckpoint& ckpt, ParamStore& store, const ModelConfig& c) {
   const std::string prefix = gpt2_prefix(ckpt.names());
   auto read_hf = [&](const std::string& hf_name) {
     const std::string name = prefix + hf_name;
@@ -99,7 +99,7 @@ void reject_hub_id(const std::string& path) {
        "e.g. `huggingface-cli download " + path + " --local-dir " + name + "`, and give that directory");
 }
 
-LlamaConfig pretrained_config(const std::string& path) {
+ModelConfig pretrained_config(const std::string& path) {
   reject_hub_id(path);
   if (!fs::exists(path)) fail(path + ": model path does not exist");
   if (!fs::is_directory(path)) require_regular_file(path, "model path");
@@ -113,8 +113,8 @@ LlamaConfig pretrained_config(const std::string& path) {
   fail(path + ": expected an HF model directory (config.json + safetensors), a llama2.c .bin or a .gguf");
 }
 
-LlamaConfig checked_pretrained_config(const std::string& path) {
-  const LlamaConfig config = pretrained_config(path);
+ModelConfig checked_pretrained_config(const std::string& path) {
+  const ModelConfig config = pretrained_config(path);
   // A llama2.c header was checked against the file's size, a GGUF's tensors against its metadata.
   if (is_llama2c_file(path) || is_gguf_file(path)) return config;
   const SafetensorsCheckpoint ckpt(path);
@@ -123,16 +123,16 @@ LlamaConfig checked_pretrained_config(const std::string& path) {
   return config;
 }
 
-std::unique_ptr<LlamaModel> load_pretrained(const std::string& path, Precision precision,
+std::unique_ptr<Transformer> load_pretrained(const std::string& path, Precision precision,
                                             const LoraConfig& lora, uint64_t seed, Backend& backend) {
   if (is_gguf_file(path)) {  // read once: the whole file is in memory
     const GgufFile g = read_gguf(path);
-    auto model = std::make_unique<LlamaModel>(gguf_model_config(g), precision, lora, true, backend);
+    auto model = std::make_unique<Transformer>(gguf_model_config(g), precision, lora, true, backend);
     model->init_adapters(seed);
     load_gguf_weights(g, *model);
     return model;
   }
-  auto model = std::make_unique<LlamaModel>(checked_pretrained_config(path), precision, lora, true, backend);
+  auto model = std::make_unique<Transformer>(checked_pretrained_config(path), precision, lora, true, backend);
   model->init_adapters(seed);
   if (is_llama2c_file(path)) {
     load_llama2c_weights(path, *model);
@@ -148,7 +148,7 @@ namespace {
 
 // GPT-2's adapter tensors (PEFT's module names, c_attn's lora_B stacked from q, k and v) for the
 // adapters of `config` and `lora`.
-std::vector<Gpt2AdapterTensor> gpt2_peft_of(const LlamaConfig& config, const LoraConfig& lora) {
+std::vector<Gpt2AdapterTensor> gpt2_peft_of(const ModelConfig& config, const LoraConfig& lora) {
   std::vector<std::pair<std::string, std::vector<int64_t>>> ours;
   for (const ParamShape& p : llama_param_shapes(config, lora))
     if (p.adapter) ours.push_back({p.name, p.shape});
@@ -157,7 +157,7 @@ std::vector<Gpt2AdapterTensor> gpt2_peft_of(const LlamaConfig& config, const Lor
 
 }  // namespace
 
-void check_peft_adapter(const std::string& dir, const LlamaConfig& config, const LoraConfig& lora) {
+void check_peft_adapter(const std::string& dir, const ModelConfig& config, const LoraConfig& lora) {
   const std::string path = adapter_weights_path(dir);
   const SafetensorsCheckpoint ckpt(path);
   if (!gpt2_lora_targets(lora.targets)) {
@@ -174,7 +174,7 @@ void check_peft_adapter(const std::string& dir, const LlamaConfig& config, const
   }
 }
 
-void load_peft_adapter(const std::string& dir, LlamaModel& model) {
+void load_peft_adapter(const std::string& dir, Transformer& model) {
   const std::string path = adapter_weights_path(dir);
   SafetensorsCheckpoint ckpt(path);
   if (!gpt2_lora_targets(model.lora_config().targets)) {

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "model/llama.h"
+#include "model/transformer.h"
 
 namespace mt {
 
@@ -19,20 +19,20 @@ namespace mt {
 // model path calls this first (pretrained_config does).
 void reject_hub_id(const std::string& path);
 // The architecture of a model path (config.json of an HF directory, or a llama2.c header).
-LlamaConfig pretrained_config(const std::string& path);
+ModelConfig pretrained_config(const std::string& path);
 // The same, with every base tensor of the weights checked against it from the file headers
 // (io/weight_shapes.h) before anything is allocated; a llama2.c file's size is checked against
 // its header. Everything that builds a model from a path asks this first.
-LlamaConfig checked_pretrained_config(const std::string& path);
+ModelConfig checked_pretrained_config(const std::string& path);
 // A new model in the given precision and LoRA setup with the base weights of `path` (checked
 // first, as above); adapters (if any) are initialised from `seed`. Its memory is `backend`'s.
-std::unique_ptr<LlamaModel> load_pretrained(const std::string& path, Precision precision,
+std::unique_ptr<Transformer> load_pretrained(const std::string& path, Precision precision,
                                             const LoraConfig& lora, uint64_t seed,
                                             Backend& backend = cpu_backend());
 // Checks adapter_model.safetensors' tensors against `config` and `lora` (read_peft_config) from its
 // header, before the model that would hold them is allocated.
-void check_peft_adapter(const std::string& adapter_dir, const LlamaConfig& config, const LoraConfig& lora);
+void check_peft_adapter(const std::string& adapter_dir, const ModelConfig& config, const LoraConfig& lora);
 // Loads adapter_model.safetensors into a model whose LoraConfig matches the directory's.
-void load_peft_adapter(const std::string& adapter_dir, LlamaModel& model);
+void load_peft_adapter(const std::string& adapter_dir, Transformer& model);
 
 }  // namespace mt

@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "core/shape_string.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "model/param_shapes.h"
 
 namespace mt {
@@ -28,7 +28,7 @@ int64_t layers_in(const std::vector<std::string>& names, const std::string& pref
 
 }  // namespace
 
-void check_held_shapes(const LlamaConfig& config, const LoraConfig& lora, bool adapters,
+void check_held_shapes(const ModelConfig& config, const LoraConfig& lora, bool adapters,
                        const HeldTensors& held, const std::string& prefix, const std::string& where) {
   config.validate();
   // Adapters live in the layers unless they target only the head.

@@ -24,7 +24,7 @@ struct HeldTensors {
 // (adapters = true), each under `prefix` + its name. The layer count is compared first (the
 // highest "model.layers.N." in the file against num_hidden_layers), so a config of 10^9 layers
 // costs nothing to refuse. Tensors the model does not use (rotary inv_freq, say) are allowed.
-void check_held_shapes(const LlamaConfig& config, const LoraConfig& lora, bool adapters,
+void check_held_shapes(const ModelConfig& config, const LoraConfig& lora, bool adapters,
                        const HeldTensors& held, const std::string& prefix, const std::string& where);
 
 }  // namespace mt

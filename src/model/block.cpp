@@ -13,7 +13,7 @@ const char* proj_name(Proj p) {
   return names[p];
 }
 
-std::pair<int64_t, int64_t> proj_dims(Proj p, const LlamaConfig& c) {
+std::pair<int64_t, int64_t> proj_dims(Proj p, const ModelConfig& c) {
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), I = c.intermediate_size;
   switch (p) {
     case kQ: return {qd, C};
@@ -24,9 +24,9 @@ std::pair<int64_t, int64_t> proj_dims(Proj p, const LlamaConfig& c) {
   }
 }
 
-bool proj_exists(Proj p, const LlamaConfig& c) { return !(p == kGate && c.gelu_mlp()); }
+bool proj_exists(Proj p, const ModelConfig& c) { return !(p == kGate && c.gelu_mlp()); }
 
-bool proj_has_bias(Proj p, const LlamaConfig& c) {
+bool proj_has_bias(Proj p, const ModelConfig& c) {
   switch (p) {
     case kQ: case kK: case kV: return c.qkv_bias;
     case kO: return c.o_bias;
@@ -37,7 +37,7 @@ bool proj_has_bias(Proj p, const LlamaConfig& c) {
 namespace {
 
 // The widest per-token row a scratch buffer must hold.
-int64_t widest(const LlamaConfig& c) { return std::max({c.hidden_size, c.q_dim(), c.intermediate_size}); }
+int64_t widest(const ModelConfig& c) { return std::max({c.hidden_size, c.q_dim(), c.intermediate_size}); }
 
 // Each projection's LoRA dropout in this pass: null where there is none.
 class LoraDropouts {
@@ -55,7 +55,7 @@ class LoraDropouts {
 
 }  // namespace
 
-BlockActivationSizes block_activation_sizes(const LlamaConfig& c, int64_t lora_rank,
+BlockActivationSizes block_activation_sizes(const ModelConfig& c, int64_t lora_rank,
                                             const std::array<bool, kNumProj>& lora_on) {
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), I = c.intermediate_size;
   int64_t t = 2 * C + 2 * qd + 2 * kv + (c.gelu_mlp() ? 2 : 3) * I;  // n1 q k v att n2 (gate) up h
@@ -68,7 +68,7 @@ BlockActivationSizes block_activation_sizes(const LlamaConfig& c, int64_t lora_r
 }
 
 BlockActivations carve_block_activations(ArenaCursor& t, ArenaCursor& f, int64_t N,
-                                         const LlamaConfig& c, int64_t lora_rank,
+                                         const ModelConfig& c, int64_t lora_rank,
                                          const std::array<bool, kNumProj>& lora_on) {
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), I = c.intermediate_size;
   BlockActivations a;
@@ -92,12 +92,12 @@ BlockActivations carve_block_activations(ArenaCursor& t, ArenaCursor& f, int64_t
   return a;
 }
 
-int64_t block_scratch_elems(const LlamaConfig& c, int64_t N, int64_t lora_rank, bool lora_dropout) {
+int64_t block_scratch_elems(const ModelConfig& c, int64_t N, int64_t lora_rank, bool lora_dropout) {
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), wide = widest(c);
   return N * ((lora_dropout ? 4 : 3) * wide + C + qd + 4 * kv + std::max<int64_t>(lora_rank, 1));
 }
 
-BlockScratch carve_block_scratch(const Tensor& arena, const LlamaConfig& c, int64_t N,
+BlockScratch carve_block_scratch(const Tensor& arena, const ModelConfig& c, int64_t N,
                                  int64_t lora_rank, bool lora_dropout) {
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), wide = widest(c);
   ArenaCursor cur(arena);
@@ -111,11 +111,11 @@ BlockScratch carve_block_scratch(const Tensor& arena, const LlamaConfig& c, int6
   return s;
 }
 
-int64_t block_scratch_f32_elems(const LlamaConfig& c, int64_t N) {
+int64_t block_scratch_f32_elems(const ModelConfig& c, int64_t N) {
   return (c.qk_norm ? N * c.q_dim() + c.head_dim() : 0) + (c.post_norms ? N * c.hidden_size : 0);
 }
 
-void carve_block_scratch_f32(BlockScratch& s, ArenaCursor& f32, const LlamaConfig& c, int64_t N) {
+void carve_block_scratch_f32(BlockScratch& s, ArenaCursor& f32, const ModelConfig& c, int64_t N) {
   if (c.qk_norm) {
     s.dqk_raw = f32.take(1, N * c.q_dim());
     s.dnorm_part = f32.take(1, c.head_dim());
@@ -123,7 +123,7 @@ void carve_block_scratch_f32(BlockScratch& s, ArenaCursor& f32, const LlamaConfi
   if (c.post_norms) s.dpost_raw = f32.take(1, N * c.hidden_size);
 }
 
-float embedding_scale(const LlamaConfig& c, DType compute) {
+float embedding_scale(const ModelConfig& c, DType compute) {
   if (!c.scale_embeddings) return 1.0f;
   const float s = float(std::sqrt(double(c.hidden_size)));
   return compute == DType::bf16 ? to_float(float_to_bf16(s)) : s;
@@ -134,7 +134,7 @@ namespace {
 // Qwen3's q/k norm: an RMSNorm over each head's D values, the rows of x viewed [N * heads, D].
 // x (compute dtype) is widened into `raw` (f32, saved) and normalised back into x.
 void head_norm_forward(Backend& be, const Tensor& x, const Tensor& raw, const Tensor& rstd,
-                       const Tensor& w, int64_t heads, int64_t D, const LlamaConfig& c) {
+                       const Tensor& w, int64_t heads, int64_t D, const ModelConfig& c) {
   const int64_t rows = x.rows * heads;
   be.convert(raw, x);
   be.rmsnorm_forward(x.view(rows, D), rstd.view(rows, 1), raw.view(rows, D), w, c.rms_norm_eps,
@@ -162,7 +162,7 @@ void head_norm_backward(Backend& be, ModelParallel& par, const Tensor& dx, const
 // Gemma's norm on a sublayer's output (compute dtype, whole on every rank: after the row-parallel
 // sum), in place: widened into `raw` (f32, saved) and normalised back into out.
 void post_norm_forward(Backend& be, const Tensor& out, const Tensor& raw, const Tensor& rstd,
-                       const NormWeights& w, const LlamaConfig& c) {
+                       const NormWeights& w, const ModelConfig& c) {
   MT_CHECK(!c.layer_norm(), "post norms are RMSNorms (Gemma 3): no LayerNorm mean is saved");
   be.convert(raw, out);
   norm_forward(be, c, out, Tensor{}, rstd, raw, w);
@@ -171,7 +171,7 @@ void post_norm_forward(Backend& be, const Tensor& out, const Tensor& raw, const 
 // d_out (compute dtype) = the gradient of the output before the norm, from dy (f32, the gradient
 // of the normalised output). The weight's gradient is every rank's own: its input is whole.
 void post_norm_backward(Backend& be, const Tensor& d_out, const Tensor& dy, const Tensor& raw,
-                        const Tensor& rstd, const NormWeights& w, const LlamaConfig& c,
+                        const Tensor& rstd, const NormWeights& w, const ModelConfig& c,
                         const BlockScratch& s) {
   const Tensor draw = rows_of(s.dpost_raw, dy.rows, dy.cols);
   be.fill(draw, 0.0f);  // norm_backward accumulates
@@ -181,7 +181,7 @@ void post_norm_backward(Backend& be, const Tensor& d_out, const Tensor& dy, cons
 
 }  // namespace
 
-void fuse_qkv_if_adjacent(BlockWeights& w, const LlamaConfig& c) {
+void fuse_qkv_if_adjacent(BlockWeights& w, const ModelConfig& c) {
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim();
   const auto &q = w.proj[kQ], &k = w.proj[kK], &v = w.proj[kV];
   // By bytes, so NF4 projections (row records of the same width) fuse as bf16 ones do.
@@ -197,7 +197,7 @@ void fuse_qkv_if_adjacent(BlockWeights& w, const LlamaConfig& c) {
 }
 
 void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockActivations& a,
-                   const BlockWeights& w, const BlockInput& in, const LlamaConfig& c,
+                   const BlockWeights& w, const BlockInput& in, const ModelConfig& c,
                    const BlockScratch& s, const KvCache* cache) {
   const int64_t N = in.B * in.T, C = c.hidden_size;
   const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim();
@@ -305,7 +305,7 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
 }
 
 void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockActivations& a,
-                    const BlockWeights& w, const BlockInput& in, const LlamaConfig& c,
+                    const BlockWeights& w, const BlockInput& in, const ModelConfig& c,
                     const BlockScratch& s) {
   const int64_t N = in.B * in.T, C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim();
   const int64_t I = c.intermediate_size;

@@ -6,7 +6,7 @@
 // and GPT-2's: LayerNorms with a bias for norm1 / norm2 (model/norm.h), no RoPE (its positions
 // are learned and added before the first block), and the MLP y = x2 + down_proj(gelu(up_proj(n2)))
 // with no gate_proj (HF c_fc is up_proj, c_proj is down_proj).
-// Gemma 3 adds: every norm scaling by (1 + w) (LlamaConfig::norm_weight_offset, applied by
+// Gemma 3 adds: every norm scaling by (1 + w) (ModelConfig::norm_weight_offset, applied by
 // model/norm.h), a norm on the attention's and on the MLP's output before each residual add
 // (o_proj(...) and down_proj(...) above go through them), GeGLU in place of SwiGLU
 // (gelu_tanh(gate) * up), its attention scale, and local RoPE tables on windowed layers.
@@ -29,11 +29,11 @@ namespace mt {
 enum Proj { kQ, kK, kV, kO, kGate, kUp, kDown, kNumProj };
 const char* proj_name(Proj p);  // "q", "k", ..., as LoRA targets are named
 // [out, in] of each projection's weight: q [q_dim, C], k/v [kv_dim, C], o [C, q_dim], ...
-std::pair<int64_t, int64_t> proj_dims(Proj p, const LlamaConfig& c);
-// Whether the family gives projection p a bias (LlamaConfig::qkv_bias, o_bias, mlp_bias).
-bool proj_has_bias(Proj p, const LlamaConfig& c);
+std::pair<int64_t, int64_t> proj_dims(Proj p, const ModelConfig& c);
+// Whether the family gives projection p a bias (ModelConfig::qkv_bias, o_bias, mlp_bias).
+bool proj_has_bias(Proj p, const ModelConfig& c);
 // Whether the family's block has projection p at all (a GeLU MLP has no gate_proj).
-bool proj_exists(Proj p, const LlamaConfig& c);
+bool proj_exists(Proj p, const ModelConfig& c);
 
 struct BlockWeights {
   NormWeights norm1, norm2;  // f32 [1, C] (a LayerNorm's bias too); gradients empty when frozen
@@ -41,16 +41,16 @@ struct BlockWeights {
   // When q, k and v are adjacent in memory they form one [q_dim + 2kv, C] matrix: one GEMM instead
   // of three (the k and v products alone are narrow and run well below the GEMM peak).
   Tensor qkv, dqkv;  // dqkv empty when frozen
-  Tensor q_norm, dq_norm, k_norm, dk_norm;  // f32 [1, D] (LlamaConfig::qk_norm), else empty
-  int64_t window = 0;  // this layer's attention window (LlamaConfig::attention_window)
-  // Gemma's post_attention_layernorm and post_feedforward_layernorm (LlamaConfig::post_norms):
+  Tensor q_norm, dq_norm, k_norm, dk_norm;  // f32 [1, D] (ModelConfig::qk_norm), else empty
+  int64_t window = 0;  // this layer's attention window (ModelConfig::attention_window)
+  // Gemma's post_attention_layernorm and post_feedforward_layernorm (ModelConfig::post_norms):
   // f32 [1, C], else empty; gradients empty when frozen. Norms of the family's kind (model/norm.h).
   NormWeights post_attn_norm, post_mlp_norm;
-  bool local_rope = false;  // rotates with BlockInput's local tables (LlamaConfig::local_rope)
+  bool local_rope = false;  // rotates with BlockInput's local tables (ModelConfig::local_rope)
 };
 
 // Sets w.qkv / w.dqkv when the three projections' weights (and gradients) are contiguous.
-void fuse_qkv_if_adjacent(BlockWeights& w, const LlamaConfig& c);
+void fuse_qkv_if_adjacent(BlockWeights& w, const ModelConfig& c);
 
 // Everything the backward needs from the forward, for one block: [N, per-token size] views, of
 // the compute dtype unless marked f32.
@@ -106,11 +106,11 @@ struct BlockActivationSizes {
   int64_t t_elems;  // elements of the compute dtype
   int64_t f_elems;  // f32 elements
 };
-BlockActivationSizes block_activation_sizes(const LlamaConfig& c, int64_t lora_rank,
+BlockActivationSizes block_activation_sizes(const ModelConfig& c, int64_t lora_rank,
                                             const std::array<bool, kNumProj>& lora_on);
 // Carves one block's activations for N tokens from a compute-dtype and an f32 arena.
 BlockActivations carve_block_activations(ArenaCursor& t_arena, ArenaCursor& f_arena, int64_t N,
-                                         const LlamaConfig& c, int64_t lora_rank,
+                                         const ModelConfig& c, int64_t lora_rank,
                                          const std::array<bool, kNumProj>& lora_on);
 
 // Scratch shared by all blocks (not saved between forward and backward), flat regions of the
@@ -129,14 +129,14 @@ struct BlockScratch {
   // f32, with post norms only (else empty): the gradient of an output before its post norm.
   Tensor dpost_raw;   // [N * C]
 };
-int64_t block_scratch_elems(const LlamaConfig& c, int64_t N, int64_t lora_rank, bool lora_dropout = false);
-BlockScratch carve_block_scratch(const Tensor& arena, const LlamaConfig& c, int64_t N,
+int64_t block_scratch_elems(const ModelConfig& c, int64_t N, int64_t lora_rank, bool lora_dropout = false);
+BlockScratch carve_block_scratch(const Tensor& arena, const ModelConfig& c, int64_t N,
                                  int64_t lora_rank, bool lora_dropout = false);
 // The f32 part of the scratch (q/k norms' and post norms' backward; 0 elements for a family
 // without them),
 // carved into s from an f32 arena.
-int64_t block_scratch_f32_elems(const LlamaConfig& c, int64_t N);
-void carve_block_scratch_f32(BlockScratch& s, ArenaCursor& f32, const LlamaConfig& c, int64_t N);
+int64_t block_scratch_f32_elems(const ModelConfig& c, int64_t N);
+void carve_block_scratch_f32(BlockScratch& s, ArenaCursor& f32, const ModelConfig& c, int64_t N);
 
 // The first rows * cols elements of a flat region as a [rows, cols] matrix.
 inline Tensor rows_of(const Tensor& flat, int64_t rows, int64_t cols) {
@@ -162,8 +162,8 @@ struct BlockInput {
 };
 
 // The factor the embedding lookup is multiplied by: sqrt(hidden_size) rounded to the compute
-// dtype when LlamaConfig::scale_embeddings (as transformers rounds Gemma's), else 1.
-float embedding_scale(const LlamaConfig& c, DType compute);
+// dtype when ModelConfig::scale_embeddings (as transformers rounds Gemma's), else 1.
+float embedding_scale(const ModelConfig& c, DType compute);
 
 // Decoding one token: a layer's keys (after RoPE) and values of every position so far, f32
 // [max_len, kv]; the new token's go to row `position` and it attends to rows [0, position].
@@ -175,12 +175,12 @@ struct KvCache {
 // y = block(x). y and x are [N, C] f32 and may not alias. With a cache (N == 1) the attention
 // reads the cache instead of the batch.
 void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockActivations& a,
-                   const BlockWeights& w, const BlockInput& in, const LlamaConfig& c,
+                   const BlockWeights& w, const BlockInput& in, const ModelConfig& c,
                    const BlockScratch& s, const KvCache* cache = nullptr);
 
 // On entry dy holds dL/dy; on exit it holds dL/dx (updated in place). Weight grads accumulate.
 void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockActivations& a,
-                    const BlockWeights& w, const BlockInput& in, const LlamaConfig& c,
+                    const BlockWeights& w, const BlockInput& in, const ModelConfig& c,
                     const BlockScratch& s);
 
 }  // namespace mt

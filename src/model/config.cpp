@@ -29,17 +29,17 @@ void refuse_past(double bytes, const char* key, int64_t value, const char* what)
 
 }  // namespace
 
-void use_gpt2_block(LlamaConfig& c) {
+void use_gpt2_block(ModelConfig& c) {
   c.model_type = "gpt2";
-  c.norm = LlamaConfig::Norm::layer;
-  c.mlp = LlamaConfig::Mlp::gelu;
-  c.positions = LlamaConfig::Positions::learned;
+  c.norm = ModelConfig::Norm::layer;
+  c.mlp = ModelConfig::Mlp::gelu;
+  c.positions = ModelConfig::Positions::learned;
   c.qkv_bias = c.o_bias = c.mlp_bias = true;
   c.num_key_value_heads = c.num_attention_heads;
   c.tie_word_embeddings = true;
 }
 
-void LlamaConfig::validate() const {
+void ModelConfig::validate() const {
   auto positive = [](int64_t v, const char* key) {
     if (v <= 0) fail(std::string("model.") + key + " must be > 0, got " + std::to_string(v));
   };

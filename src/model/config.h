@@ -9,7 +9,7 @@
 
 namespace mt {
 
-struct LlamaConfig {
+struct ModelConfig {
   int64_t hidden_size = 256;
   int64_t intermediate_size = 688;
   int64_t num_hidden_layers = 4;
@@ -91,6 +91,6 @@ struct LlamaConfig {
 // GPT-2's block (model_type "gpt2"): LayerNorms with biases, the GeLU MLP, learned positions,
 // biases on every projection, one KV head per head, the head tied to the embedding. The loader
 // (io/gpt2_config.h) and the presets (model/presets.h) describe GPT-2 through this one place.
-void use_gpt2_block(LlamaConfig& c);
+void use_gpt2_block(ModelConfig& c);
 
 }  // namespace mt

@@ -2,7 +2,7 @@
 // sequence split over ranks (parallel/context_parallel.h) leaves each rank some of every row's
 // tokens; everything in a block but attention works token by token, so only attention needs the
 // rest of the row. The block calls these in place of the backend's attention ops when the model
-// has one set (LlamaModel::set_context_attention); what they exchange, with which ranks, stays
+// has one set (Transformer::set_context_attention); what they exchange, with which ranks, stays
 // outside the model.
 #pragma once
 #include "backend/backend.h"

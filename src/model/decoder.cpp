@@ -22,7 +22,7 @@ namespace {
 // so generation and training cannot drift apart.
 class DecoderImpl : public Decoder::Impl {
  public:
-  DecoderImpl(LlamaModel& m, int64_t len)
+  DecoderImpl(Transformer& m, int64_t len)
       : c_(m.config()), be_(m.backend()), w_(bind_model_weights(m)) {
     max_len = len;
     const int64_t C = c_.hidden_size, kv = c_.kv_dim(), D = c_.head_dim(), V = c_.vocab_size;
@@ -94,12 +94,12 @@ class DecoderImpl : public Decoder::Impl {
   }
 
  private:
-  const LlamaConfig& c_;
+  const ModelConfig& c_;
   Backend& be_;
   ModelWeights w_;
   DeviceBuffer f32_, compute_, scratch_, ids_;
   Tensor rope_cos_, rope_sin_, x_, y_, rstd_, logits_f32_, nf_, logits_, head_u_, token_, position_;
-  Tensor rope_local_cos_, rope_local_sin_;  // LlamaConfig::rope_local_theta > 0 only
+  Tensor rope_local_cos_, rope_local_sin_;  // ModelConfig::rope_local_theta > 0 only
   float embed_scale_ = 1.0f;
   Tensor pos_row_, mean_;  // a learned position's row; the final LayerNorm's mean
   std::vector<KvCache> caches_;
@@ -110,7 +110,7 @@ class DecoderImpl : public Decoder::Impl {
 
 }  // namespace
 
-Decoder::Decoder(LlamaModel& model, int64_t max_len) {
+Decoder::Decoder(Transformer& model, int64_t max_len) {
   if (max_len <= 0 || max_len > model.config().max_position_embeddings)
     fail("generation length " + std::to_string(max_len) + " must be in [1, " +
          std::to_string(model.config().max_position_embeddings) + "] (max_position_embeddings)");

@@ -6,14 +6,14 @@
 #include <memory>
 #include <vector>
 
-#include "model/llama.h"
+#include "model/transformer.h"
 
 namespace mt {
 
 class Decoder {
  public:
   // max_len: the longest context (prompt + generated), at most max_position_embeddings.
-  Decoder(LlamaModel& model, int64_t max_len);
+  Decoder(Transformer& model, int64_t max_len);
   ~Decoder();
 
   // Appends `token` at the next position; returns the logits [vocab] for the following token.

@@ -19,7 +19,7 @@ void validate_sampling(const GenerateOptions& opt) {
     fail("top_p must be in (0, 1] (got " + std::to_string(opt.top_p) + ")");
 }
 
-std::vector<int32_t> generate(LlamaModel& model, const std::vector<int32_t>& prompt,
+std::vector<int32_t> generate(Transformer& model, const std::vector<int32_t>& prompt,
                               const GenerateOptions& opt, const std::function<void(int32_t)>& on_token) {
   if (prompt.empty()) fail("generation needs at least one prompt token (e.g. BOS)");
   validate_sampling(opt);

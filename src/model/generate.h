@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/token_sampling.h"  // pick_token
-#include "model/llama.h"
+#include "model/transformer.h"
 
 namespace mt {
 
@@ -25,7 +25,7 @@ void validate_sampling(const GenerateOptions& opt);
 
 // Runs the prompt through the model, then produces up to max_new_tokens tokens. `on_token` (may
 // be empty) is called with each new token as it is produced. Returns the new tokens.
-std::vector<int32_t> generate(LlamaModel& model, const std::vector<int32_t>& prompt,
+std::vector<int32_t> generate(Transformer& model, const std::vector<int32_t>& prompt,
                               const GenerateOptions& opt,
                               const std::function<void(int32_t)>& on_token = {});
 

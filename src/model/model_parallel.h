@@ -1,5 +1,5 @@
 // The model's side of a parallel layer: where FSDP gathers and frees parameters, and where tensor
-// parallelism combines partial results. LlamaModel calls these at fixed points of its forward and
+// parallelism combines partial results. Transformer calls these at fixed points of its forward and
 // backward whether or not a parallel layer is set (this base class, doing nothing, stands in for
 // a model whole on one device); what they do (all-gathers, reduce-scatters, over which ranks)
 // stays outside the model.

@@ -1,7 +1,7 @@
-// The family's norm, as the config chooses it (LlamaConfig::norm): RMSNorm (LLaMA and the
+// The family's norm, as the config chooses it (ModelConfig::norm): RMSNorm (LLaMA and the
 // families built on it) or LayerNorm with a bias (GPT-2). The block's two norms and the head's
 // final norm (and Gemma 3's post norms) all go through here, so a family's choice is read in one
-// place; an RMSNorm scales by (LlamaConfig::norm_weight_offset + w), Gemma's 1 + w.
+// place; an RMSNorm scales by (ModelConfig::norm_weight_offset + w), Gemma's 1 + w.
 #pragma once
 #include "backend/backend.h"
 #include "model/config.h"
@@ -16,13 +16,13 @@ struct NormWeights {
 
 // out = norm(x): x f32 [N, C], out of the compute dtype, rstd f32 [N] saved; mean f32 [N] saved
 // for a LayerNorm (empty for RMSNorm).
-void norm_forward(Backend& be, const LlamaConfig& c, const Tensor& out, const Tensor& mean,
+void norm_forward(Backend& be, const ModelConfig& c, const Tensor& out, const Tensor& mean,
                   const Tensor& rstd, const Tensor& x, const NormWeights& w);
 // dx += the input gradient; dw (and db) += the weight (and bias) gradients unless empty.
-void norm_backward(Backend& be, const LlamaConfig& c, const Tensor& dx, const Tensor& dout,
+void norm_backward(Backend& be, const ModelConfig& c, const Tensor& dx, const Tensor& dout,
                    const Tensor& x, const NormWeights& w, const Tensor& mean, const Tensor& rstd);
 
 // f32 values per token a norm saves for its backward: rstd, and the mean for a LayerNorm.
-inline int64_t norm_saved_per_token(const LlamaConfig& c) { return c.layer_norm() ? 2 : 1; }
+inline int64_t norm_saved_per_token(const ModelConfig& c) { return c.layer_norm() ? 2 : 1; }
 
 }  // namespace mt

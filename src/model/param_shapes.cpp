@@ -1,11 +1,11 @@
 #include "model/param_shapes.h"
 
 #include "core/error.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 
 namespace mt {
 
-void check_lora_targets(const LlamaConfig& c, const LoraConfig& lora) {
+void check_lora_targets(const ModelConfig& c, const LoraConfig& lora) {
   // GPT-2's adapters are PEFT's on its modules (c_attn fused): they are named so, and only GPT-2's
   // modules are named so. (The names, not the math, depend on model_type: the HF layout does.)
   const bool gpt2 = c.model_type == "gpt2";
@@ -18,7 +18,7 @@ void check_lora_targets(const LlamaConfig& c, const LoraConfig& lora) {
   }
 }
 
-std::vector<ParamShape> llama_param_shapes(const LlamaConfig& c, const LoraConfig& lora) {
+std::vector<ParamShape> llama_param_shapes(const ModelConfig& c, const LoraConfig& lora) {
   c.validate();
   const int64_t C = c.hidden_size;
   std::vector<ParamShape> out;

@@ -1,6 +1,6 @@
-// The names and shapes of a LlamaModel's parameters, computed from the config alone (no
+// The names and shapes of a Transformer's parameters, computed from the config alone (no
 // allocation): what the shard command and the memory planner reason about. Mirrors the
-// declaration order of LlamaModel's constructor (base store, then adapter store); a test checks
+// declaration order of Transformer's constructor (base store, then adapter store); a test checks
 // it against a real model.
 #pragma once
 #include <cstdint>
@@ -23,10 +23,10 @@ struct ParamShape {
   }
 };
 
-std::vector<ParamShape> llama_param_shapes(const LlamaConfig& config, const LoraConfig& lora);
+std::vector<ParamShape> llama_param_shapes(const ModelConfig& config, const LoraConfig& lora);
 // mt::Error, one line, when lora.targets names GPT-2's modules (c_attn, c_proj, c_fc) on another
 // family's model, or another family's projections (q, ..., down) on GPT-2's.
-void check_lora_targets(const LlamaConfig& config, const LoraConfig& lora);
+void check_lora_targets(const ModelConfig& config, const LoraConfig& lora);
 
 // A block's projection matrix (q, k, v, o, gate, up, down): what lora.base_dtype = "nf4" stores in
 // 4 bits. The embedding, the head and the norms stay as they are (QLoRA quantises the linear

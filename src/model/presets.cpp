@@ -7,8 +7,8 @@
 namespace mt {
 namespace {
 
-LlamaConfig llama31(int64_t hidden, int64_t inter, int64_t layers, int64_t heads) {
-  LlamaConfig c;
+ModelConfig llama31(int64_t hidden, int64_t inter, int64_t layers, int64_t heads) {
+  ModelConfig c;
   c.hidden_size = hidden;
   c.intermediate_size = inter;
   c.num_hidden_layers = layers;
@@ -25,10 +25,10 @@ LlamaConfig llama31(int64_t hidden, int64_t inter, int64_t layers, int64_t heads
 
 // A Gemma 3 text model: head_dim 256 and query_pre_attn_scalar 256 unless given, RoPE theta 1e6
 // on the global layers (every sixth; linear scaling 8 beyond 1B) and 10000 on the sliding ones.
-LlamaConfig gemma3_text_preset(int64_t hidden, int64_t inter, int64_t layers, int64_t heads, int64_t kv_heads,
+ModelConfig gemma3_text_preset(int64_t hidden, int64_t inter, int64_t layers, int64_t heads, int64_t kv_heads,
                                int64_t window, int64_t vocab, int64_t max_pos, float scaling,
                                int64_t head_dim = 256, double query_pre_attn_scalar = 256.0) {
-  LlamaConfig c;
+  ModelConfig c;
   give_gemma3_parts(c);
   c.hidden_size = hidden, c.intermediate_size = inter, c.num_hidden_layers = layers;
   c.num_attention_heads = heads, c.num_key_value_heads = kv_heads, c.head_dim_override = head_dim;
@@ -41,8 +41,8 @@ LlamaConfig gemma3_text_preset(int64_t hidden, int64_t inter, int64_t layers, in
 }
 
 // OpenAI's GPT-2 sizes (vocab 50257, 1024 positions, MLP 4 x hidden).
-LlamaConfig gpt2(int64_t layers, int64_t hidden, int64_t heads) {
-  LlamaConfig c;
+ModelConfig gpt2(int64_t layers, int64_t hidden, int64_t heads) {
+  ModelConfig c;
   c.hidden_size = hidden;
   c.intermediate_size = 4 * hidden;
   c.num_hidden_layers = layers;
@@ -55,7 +55,7 @@ LlamaConfig gpt2(int64_t layers, int64_t hidden, int64_t heads) {
 
 }  // namespace
 
-void give_gemma3_parts(LlamaConfig& c) {
+void give_gemma3_parts(ModelConfig& c) {
   c.model_type = "gemma3_text";
   c.norm_weight_offset = 1.0f;
   c.post_norms = c.geglu = c.scale_embeddings = c.qk_norm = true;
@@ -66,7 +66,7 @@ std::vector<std::string> llama_preset_names() {
           "gemma3-1b", "gemma3-4b", "gemma3-12b", "gemma3-27b"};
 }
 
-LlamaConfig llama_preset(const std::string& name) {
+ModelConfig llama_preset(const std::string& name) {
   if (name == "llama3-8b") return llama31(4096, 14336, 32, 32);
   if (name == "llama3-70b") return llama31(8192, 28672, 80, 64);
   if (name == "llama3-405b") return llama31(16384, 53248, 126, 128);
@@ -79,7 +79,7 @@ LlamaConfig llama_preset(const std::string& name) {
   if (name == "gpt2-large") return gpt2(36, 1280, 20);
   if (name == "gpt2-xl") return gpt2(48, 1600, 25);
   if (name == "reference") {  // the engine's benchmark shape (meshtrain bench, configs/reference.toml)
-    LlamaConfig c;
+    ModelConfig c;
     c.hidden_size = 768, c.intermediate_size = 2048, c.num_hidden_layers = 12;
     c.num_attention_heads = 12, c.num_key_value_heads = 4, c.vocab_size = 32000;
     c.max_position_embeddings = 2048, c.tie_word_embeddings = false;

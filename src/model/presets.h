@@ -13,13 +13,13 @@ namespace mt {
 // "gemma3-1b", "gemma3-4b", "gemma3-12b", "gemma3-27b": Gemma 3's text models (config.json of the
 // 1B release, the text_config of the others).
 // Throws mt::Error listing the known names for anything else.
-LlamaConfig llama_preset(const std::string& name);
+ModelConfig llama_preset(const std::string& name);
 std::vector<std::string> llama_preset_names();
 
 // The parts every Gemma 3 text model has (docs/model-families.md, "Gemma 3"): norms scaling by
 // (1 + w), post norms, GeGLU, q/k norms, embeddings scaled by sqrt(hidden), model_type
 // gemma3_text. Shared by the HF reader (io/hf_gemma3.cpp) and the presets.
-void give_gemma3_parts(LlamaConfig& c);
+void give_gemma3_parts(ModelConfig& c);
 
 
 }  // namespace mt

@@ -4,7 +4,7 @@ namespace mt {
 
 namespace {
 
-LinearWeights linear(LlamaModel& m, const std::string& name, const std::string& lora_prefix,
+LinearWeights linear(Transformer& m, const std::string& name, const std::string& lora_prefix,
                      bool lora_on, const std::string& a_name = "") {
   LinearWeights w;
   Param& W = m.base().get(name);
@@ -21,7 +21,7 @@ LinearWeights linear(LlamaModel& m, const std::string& name, const std::string& 
 }
 
 // A norm's weight, and its bias where the family's norm has one (LayerNorm).
-NormWeights norm_weights(LlamaModel& m, const std::string& prefix) {
+NormWeights norm_weights(Transformer& m, const std::string& prefix) {
   NormWeights n;
   Param& W = m.base().get(prefix + ".weight");
   n.w = W.master_tensor(), n.dw = W.grad_tensor();
@@ -34,7 +34,7 @@ NormWeights norm_weights(LlamaModel& m, const std::string& prefix) {
 
 }  // namespace
 
-void bind_embedding(ModelWeights& w, LlamaModel& m) {
+void bind_embedding(ModelWeights& w, Transformer& m) {
   Param& E = m.base().get(kEmbedName);
   w.embed = E.master_tensor(), w.dembed = E.grad_tensor();
   if (m.config().learned_positions()) {
@@ -45,10 +45,10 @@ void bind_embedding(ModelWeights& w, LlamaModel& m) {
     w.head = linear(m, kEmbedName, "lm_head", lora_targets_head(m.lora_config()));
 }
 
-BlockWeights bind_block_weights(LlamaModel& m, int64_t l) {
+BlockWeights bind_block_weights(Transformer& m, int64_t l) {
   const auto lora_on = lora_targets_mask(m.lora_config());
   BlockWeights b;
-  const LlamaConfig& c = m.config();
+  const ModelConfig& c = m.config();
   b.norm1 = norm_weights(m, layer_prefix(l) + "input_layernorm");
   const std::string mlp_norm = mlp_norm_name(c);  // "....weight"
   b.norm2 = norm_weights(m, layer_prefix(l) + mlp_norm.substr(0, mlp_norm.size() - 7));
@@ -77,14 +77,14 @@ BlockWeights bind_block_weights(LlamaModel& m, int64_t l) {
   return b;
 }
 
-void bind_head(ModelWeights& w, LlamaModel& m) {
-  const LlamaConfig& c = m.config();
+void bind_head(ModelWeights& w, Transformer& m) {
+  const ModelConfig& c = m.config();
   w.final_norm = norm_weights(m, kFinalNormPrefix);
   if (!c.tie_word_embeddings)
     w.head = linear(m, kHeadName, "lm_head", lora_targets_head(m.lora_config()));
 }
 
-ModelWeights bind_model_weights(LlamaModel& m) {
+ModelWeights bind_model_weights(Transformer& m) {
   ModelWeights w;
   bind_embedding(w, m);
   for (int64_t l = 0; l < m.config().num_hidden_layers; ++l)

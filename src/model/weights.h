@@ -6,13 +6,13 @@
 #include <vector>
 
 #include "model/block.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 
 namespace mt {
 
 struct ModelWeights {
   Tensor embed, dembed;  // f32 [rows held, C]; dembed empty when frozen
-  // Learned positions (LlamaConfig::positions learned, GPT-2's wpe): f32 [max positions, C],
+  // Learned positions (ModelConfig::positions learned, GPT-2's wpe): f32 [max positions, C],
   // added to the token embedding; empty with RoPE.
   Tensor positions, dpositions;
   std::vector<BlockWeights> blocks;
@@ -20,10 +20,10 @@ struct ModelWeights {
   LinearWeights head;
 };
 
-ModelWeights bind_model_weights(LlamaModel& m);
+ModelWeights bind_model_weights(Transformer& m);
 
-void bind_embedding(ModelWeights& w, LlamaModel& m);  // embed, learned positions (and a tied head)
-BlockWeights bind_block_weights(LlamaModel& m, int64_t layer);
-void bind_head(ModelWeights& w, LlamaModel& m);       // final norm and an untied head
+void bind_embedding(ModelWeights& w, Transformer& m);  // embed, learned positions (and a tied head)
+BlockWeights bind_block_weights(Transformer& m, int64_t layer);
+void bind_head(ModelWeights& w, Transformer& m);       // final norm and an untied head
 
 }  // namespace mt

@@ -60,7 +60,7 @@ PipelineSchedule parse_pipeline_schedule(const std::string& name) {
   fail("train.pp_schedule must be \"1f1b\" or \"gpipe\", got \"" + name + "\"");
 }
 
-std::vector<int64_t> pipeline_blocks(const LlamaConfig& config, int64_t stages,
+std::vector<int64_t> pipeline_blocks(const ModelConfig& config, int64_t stages,
                                      const std::string& asked, int64_t chunks) {
   const int64_t L = config.num_hidden_layers;
   // What the blocks are cut into, for the messages: stages, or each stage's chunks.
@@ -154,7 +154,7 @@ void check_pipeline_keys(PipelineSchedule schedule, int stages, const std::strin
     fail("train.pp_schedule = \"gpipe\" needs mesh pp > 1 (it orders micro-batches through pipeline stages)");
 }
 
-std::vector<bool> stage_holds(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage,
+std::vector<bool> stage_holds(const ModelConfig& config, const std::vector<int64_t>& blocks, int stage,
                               int chunks) {
   const int stages = int(blocks.size()) / chunks;
   std::vector<bool> held(size_t(config.num_hidden_layers + 2), false);
@@ -179,7 +179,7 @@ std::string blocks_text(const std::vector<int64_t>& blocks) {
   return out;
 }
 
-std::string describe_units(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage) {
+std::string describe_units(const ModelConfig& config, const std::vector<int64_t>& blocks, int stage) {
   const int head = int(config.num_hidden_layers) + 1;
   const UnitSpan u = stage_units(blocks, stage);
   const int b0 = std::max(u.first, 1), b1 = std::min(u.last, head - 1);
@@ -191,7 +191,7 @@ std::string describe_units(const LlamaConfig& config, const std::vector<int64_t>
   return what;
 }
 
-std::string describe_stage_units(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage,
+std::string describe_stage_units(const ModelConfig& config, const std::vector<int64_t>& blocks, int stage,
                                  int stages) {
   std::string what;
   for (int chunk = stage; chunk < int(blocks.size()); chunk += stages) {
@@ -305,7 +305,7 @@ PipelineTiming& PipelineTiming::operator+=(const PipelineTiming& o) {
   return *this;
 }
 
-Pipeline::Pipeline(Comm& group, LlamaModel& model, std::vector<int64_t> blocks,
+Pipeline::Pipeline(Comm& group, Transformer& model, std::vector<int64_t> blocks,
                    PipelineSchedule schedule, int chunks)
     : group_(group), model_(model), blocks_(std::move(blocks)), schedule_(schedule) {
   MT_CHECK(int64_t(blocks_.size()) == int64_t(group.size()) * chunks, "one block count per pipeline chunk");

@@ -2,13 +2,13 @@
 // head; see model/model_parallel.h) cut into contiguous chunks, and a schedule of micro-batches
 // through them. With v = train.pp_virtual chunks per rank there are pp * v chunks, and rank s holds
 // chunks s, s + pp, s + 2 pp, ... (v = 1: one contiguous stage per rank). The model is not changed:
-// a rank runs a chunk's units with LlamaModel::run_units and sends the residual stream where the
+// a rank runs a chunk's units with Transformer::run_units and sends the residual stream where the
 // model is cut (forward) and its gradient (backward) to the rank holding the neighbouring chunk.
 //
 // A rank keeps only each chunk's input per micro-batch in flight between its forward and backward,
 // and recomputes the chunk's forward in the backward (GPipe's re-materialisation), so its
 // activation memory is one micro-batch's through its largest chunk (the model's arena, planned for
-// the rank's units alone: LlamaModel::set_units, which the constructor calls) plus its kept
+// the rank's units alone: Transformer::set_units, which the constructor calls) plus its kept
 // inputs: under 1F1B at most pp - stage of them, under GPipe all m, interleaved the schedule's
 // warm-up + 1 (pipeline_order). The last chunk runs its forward and backward at once (the loss is there). The
 // inputs, outputs and gradients are backend buffers (tensor memory), and a sent one is released as
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "parallel/comm.h"
 
 namespace mt::parallel {
@@ -33,7 +33,7 @@ PipelineSchedule parse_pipeline_schedule(const std::string& name);
 // block costing its parameters and the last stage the head's too (a GEMM's FLOPs per token are
 // twice its parameters; the embedding's lookup is free). A model that cannot be split is refused
 // with one line naming why.
-std::vector<int64_t> pipeline_blocks(const LlamaConfig& config, int64_t stages,
+std::vector<int64_t> pipeline_blocks(const ModelConfig& config, int64_t stages,
                                      const std::string& asked, int64_t chunks = 1);
 
 // The units [first, last] of chunk `stage` under `blocks` (blocks per chunk, first to last).
@@ -48,7 +48,7 @@ std::vector<UnitSpan> rank_chunks(const std::vector<int64_t>& blocks, int stages
 // train.pp_virtual), and on the last stage a tied embedding too (the head reads it there;
 // Megatron's copy, its gradient summed with the first stage's, written to checkpoints by the first
 // stage only). Shape-only: the trainer, `meshtrain shard` and the planner place stages alike.
-std::vector<bool> stage_holds(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage,
+std::vector<bool> stage_holds(const ModelConfig& config, const std::vector<int64_t>& blocks, int stage,
                               int chunks = 1);
 // The stage whose units include `unit` (the one writing it: a tied embedding's is the first).
 int stage_of_unit(const std::vector<int64_t>& blocks, int unit, int chunks = 1);
@@ -57,10 +57,10 @@ std::string blocks_text(const std::vector<int64_t>& blocks);
 // What chunk `stage` of `blocks` (a stage's, without virtual stages) stores, in words: "embedding,
 // blocks 0-3", "block 4, final norm and head", with ", embedding copy (tied head)" where
 // stage_holds gives the last one a tied embedding.
-std::string describe_units(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage);
+std::string describe_units(const ModelConfig& config, const std::vector<int64_t>& blocks, int stage);
 // What rank `stage` of `stages` stores over its chunks (rank_chunks), each described by
 // describe_units and joined by "; ": "embedding, blocks 0-1; blocks 4-5".
-std::string describe_stage_units(const LlamaConfig& config, const std::vector<int64_t>& blocks, int stage,
+std::string describe_stage_units(const ModelConfig& config, const std::vector<int64_t>& blocks, int stage,
                                  int stages);
 
 // Refuses, in one line, virtual stages (train.pp_virtual = `chunks`) the schedule cannot run: more
@@ -129,8 +129,8 @@ class Pipeline {
  public:
   // `group` is the pp group: its rank r is stage r. Both must outlive this. `blocks`: blocks per
   // chunk, group.size() x `chunks` of them (check_virtual_stages has accepted `chunks`). Tells
-  // `model` the units of this stage's chunks (LlamaModel::set_units): it runs no others.
-  Pipeline(Comm& group, LlamaModel& model, std::vector<int64_t> blocks, PipelineSchedule schedule,
+  // `model` the units of this stage's chunks (Transformer::set_units): it runs no others.
+  Pipeline(Comm& group, Transformer& model, std::vector<int64_t> blocks, PipelineSchedule schedule,
            int chunks = 1);
 
   int stage() const { return group_.rank(); }
@@ -154,7 +154,7 @@ class Pipeline {
 
  private:
   Comm& group_;
-  LlamaModel& model_;
+  Transformer& model_;
   std::vector<int64_t> blocks_;
   PipelineSchedule schedule_;
   std::vector<UnitSpan> chunks_;  // rank_chunks of this stage

@@ -27,7 +27,7 @@ struct ShardedParam {
 // `blocks`, one count per pp stage, a parameter belonging to its param_unit. No blocks: one stage
 // holding every tensor.
 struct StageSplit {
-  LlamaConfig config;
+  ModelConfig config;
   std::vector<int64_t> blocks;  // per chunk: pp x chunks counts
   int chunks = 1;               // per stage (train.pp_virtual)
 

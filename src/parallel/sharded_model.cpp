@@ -57,7 +57,7 @@ ParamPlan plan_of(const Param& p) {
 
 }  // namespace
 
-ShardedModel::ShardedModel(Mesh& mesh, const LlamaConfig& full, Precision precision,
+ShardedModel::ShardedModel(Mesh& mesh, const ModelConfig& full, Precision precision,
                            const LoraConfig& lora, const PartitionRules& rules,
                            std::vector<bool> held_units, Backend& backend)
     : mesh_(mesh), full_(full), precision_(precision), lora_(lora), backend_(backend),
@@ -65,7 +65,7 @@ ShardedModel::ShardedModel(Mesh& mesh, const LlamaConfig& full, Precision precis
   if (held_units_.empty()) held_units_.assign(size_t(num_units()), true);
   MT_CHECK(int(held_units_.size()) == num_units(), "one held flag per unit");
   local_ = tensor_parallel_config(full_, mesh_.shape().tp);
-  model_ = std::make_unique<LlamaModel>(local_, precision_, lora_, /*own_storage=*/false, backend);
+  model_ = std::make_unique<Transformer>(local_, precision_, lora_, /*own_storage=*/false, backend);
   if (mesh_.shape().tp > 1)
     tp_ = std::make_unique<TensorParallelGroup>(mesh_.axis(Axis::tp), backend);
   build_slots(rules);

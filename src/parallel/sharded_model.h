@@ -6,7 +6,7 @@
 //   - Every parameter is stored as the block the rules give this rank (the same blocks `meshtrain
 //     shard` prints): master f32, bf16 compute copy and gradient where the tensor has them, in
 //     ParamStores of their own, which the optimizer updates shard by shard.
-//   - The model (a LlamaModel of this rank's tensor-parallel share, without storage of its own)
+//   - The model (a Transformer of this rank's tensor-parallel share, without storage of its own)
 //     computes on whole tensors of its share. A parameter split over fsdp is all-gathered into a
 //     unit buffer when its unit (embedding, a block, or the head) is acquired, and freed on
 //     release; the next unit's gather is issued right away so it overlaps this unit's compute.
@@ -27,7 +27,7 @@
 #include "parallel/scratch_pool.h"
 #include "parallel/tensor_parallel.h"
 #include "core/tensor_box.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "model/model_parallel.h"
 
 namespace mt::parallel {
@@ -67,13 +67,13 @@ class ShardedModel final : public ModelParallel {
   // Collective over the mesh. Throws (one line, on every rank alike) when a dimension does not
   // divide or the rules give a layout tensor parallelism cannot compute. `held_units` (per unit,
   // see ModelParallel): the units this rank's pipeline stage stores; empty: all of them.
-  ShardedModel(Mesh& mesh, const LlamaConfig& full, Precision precision, const LoraConfig& lora,
+  ShardedModel(Mesh& mesh, const ModelConfig& full, Precision precision, const LoraConfig& lora,
                const PartitionRules& rules, std::vector<bool> held_units = {},
                Backend& backend = cpu_backend());
   ~ShardedModel() override;
 
-  LlamaModel& model() { return *model_; }
-  const LlamaConfig& full_config() const { return full_; }
+  Transformer& model() { return *model_; }
+  const ModelConfig& full_config() const { return full_; }
   // The stores the optimizer and checkpoints work on: this rank's blocks.
   ParamStore& shard_base() { return shard_base_; }
   ParamStore& shard_adapters() { return shard_adapters_; }
@@ -83,10 +83,10 @@ class ShardedModel final : public ModelParallel {
   // Whether this rank stores `name` (under pp, only its stage's units).
   bool holds(const std::string& name) const;
 
-  // Values as LlamaModel::init_weights gives the whole model (each tensor depends only on seed and
+  // Values as Transformer::init_weights gives the whole model (each tensor depends only on seed and
   // name), each rank keeping its blocks.
   void init_weights(uint64_t seed);
-  // The adapters alone: A ~ N(0, lora.init_std), B = 0, as LlamaModel::init_adapters.
+  // The adapters alone: A ~ N(0, lora.init_std), B = 0, as Transformer::init_adapters.
   void init_adapters(uint64_t seed);
   // Sets this rank's block of `name` from the whole tensor's values (f32).
   void set_block_from_whole(const std::string& name, const float* whole);
@@ -141,11 +141,11 @@ class ShardedModel final : public ModelParallel {
   int num_units() const { return int(full_.num_hidden_layers) + 2; }
 
   Mesh& mesh_;
-  LlamaConfig full_, local_;
+  ModelConfig full_, local_;
   Precision precision_;
   LoraConfig lora_;
   Backend& backend_;  // the shards, gathered units and collective buffers live on its device
-  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<Transformer> model_;
   ParamStore shard_base_, shard_adapters_;
   std::vector<ShardSlot> slots_;
   std::vector<bool> held_units_;  // per unit: stored on this rank

@@ -53,7 +53,7 @@ void ShardedModel::init_weights(uint64_t seed) {
   for (const auto& s : slots_) {
     if (is_adapter(s)) continue;
     const int64_t n = TensorBox::whole(s.full_shape).numel();
-    whole.assign(size_t(n), 1.0f - full_.norm_weight_offset);  // norms: the identity (LlamaModel::init_weights)
+    whole.assign(size_t(n), 1.0f - full_.norm_weight_offset);  // norms: the identity (Transformer::init_weights)
     if (s.full_shape.size() > 1) fill_normal(whole.data(), n, 0.02f, seed, s.name);
     set_block_from_whole(s.name, whole.data());
   }

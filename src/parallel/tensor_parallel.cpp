@@ -7,7 +7,7 @@
 
 namespace mt::parallel {
 
-LlamaConfig tensor_parallel_config(const LlamaConfig& full, int64_t tp) {
+ModelConfig tensor_parallel_config(const ModelConfig& full, int64_t tp) {
   full.validate();
   if (tp == 1) return full;
   auto divide = [&](int64_t size, const char* key) {
@@ -16,7 +16,7 @@ LlamaConfig tensor_parallel_config(const LlamaConfig& full, int64_t tp) {
            ") is not divisible by tp=" + std::to_string(tp));
     return size / tp;
   };
-  LlamaConfig local = full;
+  ModelConfig local = full;
   local.head_dim_override = full.head_dim();
   local.num_attention_heads = divide(full.num_attention_heads, "num_attention_heads");
   local.num_key_value_heads = divide(full.num_key_value_heads, "num_key_value_heads");

@@ -16,7 +16,7 @@ namespace mt::parallel {
 // The config one of `tp` ranks computes with: num_attention_heads, num_key_value_heads,
 // intermediate_size and vocab_size divided by tp, hidden_size and head_dim kept. Throws one line
 // naming the size that does not divide (each rank must hold whole heads).
-LlamaConfig tensor_parallel_config(const LlamaConfig& full, int64_t tp);
+ModelConfig tensor_parallel_config(const ModelConfig& full, int64_t tp);
 
 // Elementwise sums and maxima of partial results over the tp group, in place, for tensors of any
 // float dtype: bf16 partials are summed in f32, so the reduction adds no rounding beyond the

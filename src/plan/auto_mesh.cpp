@@ -20,7 +20,7 @@ std::string seconds_text(double s) {
 
 // The run as the search's base: the run's own input on one rank (so the global batch is
 // train.batch_size x train.grad_accum), on `cluster`.
-PlanInput search_base(const RunConfig& cfg, const LlamaConfig& shape, const Cluster& cluster) {
+PlanInput search_base(const RunConfig& cfg, const ModelConfig& shape, const Cluster& cluster) {
   RunConfig one = cfg;
   one.mesh = {};
   PlanInput in = run_plan_input(one, shape, cluster.memory_bytes);
@@ -36,7 +36,7 @@ SearchSpace run_space(const RunConfig& cfg) {
 }
 
 // The trainer's refusal of the layout, or empty when it accepts it.
-std::string refusal(const RunConfig& cfg, const LlamaConfig& shape, const parallel::MeshShape& mesh) {
+std::string refusal(const RunConfig& cfg, const ModelConfig& shape, const parallel::MeshShape& mesh) {
   try {
     check_run_layout(cfg, shape, mesh);
     return "";
@@ -52,7 +52,7 @@ struct Accepted {
   std::string first_refusal;
 };
 
-Accepted accepted(const SearchResult& r, const RunConfig& cfg, const LlamaConfig& shape) {
+Accepted accepted(const SearchResult& r, const RunConfig& cfg, const ModelConfig& shape) {
   Accepted out;
   auto keep = [&](const std::vector<Candidate>& from, std::vector<Candidate>& to) {
     for (const Candidate& c : from) {
@@ -85,7 +85,7 @@ std::string lighter_settings(const RunConfig& cfg) {
 }
 
 // The one line for `world` ranks without a fitting layout.
-[[noreturn]] void refuse(const RunConfig& cfg, const LlamaConfig& shape, const PlanInput& base, int64_t world,
+[[noreturn]] void refuse(const RunConfig& cfg, const ModelConfig& shape, const PlanInput& base, int64_t world,
                          const Accepted& here) {
   const std::string ranks = std::to_string(world) + (world == 1 ? " rank" : " ranks");
   const std::string per_rank = bytes_text(base.cluster.memory_bytes) + " per rank";
@@ -126,7 +126,7 @@ Cluster run_cluster(const std::string& name_or_path, const std::string& device, 
   return c;
 }
 
-MeshChoice choose_mesh(const RunConfig& cfg, const LlamaConfig& shape, const Cluster& cluster, int64_t world) {
+MeshChoice choose_mesh(const RunConfig& cfg, const ModelConfig& shape, const Cluster& cluster, int64_t world) {
   const PlanInput base = search_base(cfg, shape, cluster);
   const Accepted here = accepted(search_layouts(base, world, run_space(cfg)), cfg, shape);
   if (here.fit.empty()) refuse(cfg, shape, base, world, here);

@@ -36,7 +36,7 @@ struct MeshChoice {
 // The search for `world` ranks on `cluster`. mt::Error, one line, when no layout fits: the smallest
 // world size (at the same memory per rank) that would, or what to change when none up to 8 x world
 // (at least 64) does.
-MeshChoice choose_mesh(const RunConfig& cfg, const LlamaConfig& shape, const Cluster& cluster, int64_t world);
+MeshChoice choose_mesh(const RunConfig& cfg, const ModelConfig& shape, const Cluster& cluster, int64_t world);
 
 // What rank 0 prints before training: the chosen mesh with its predicted memory per rank and step
 // time, and the runner-up with why it lost.

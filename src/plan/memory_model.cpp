@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "model/block.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 
 namespace mt::plan {
 
@@ -19,8 +19,8 @@ namespace {
 // share of the heads (of the same head_dim), of the KV heads and of the MLP; the hidden size whole.
 // At least one of each where tp exceeds them (the search may try such a layout; the trainer
 // refuses it).
-LlamaConfig tp_local_block(const LlamaConfig& c, int64_t tp) {
-  LlamaConfig local = c;
+ModelConfig tp_local_block(const ModelConfig& c, int64_t tp) {
+  ModelConfig local = c;
   local.head_dim_override = c.head_dim();
   local.num_attention_heads = std::max<int64_t>(1, c.num_attention_heads / tp);
   local.num_key_value_heads = std::max<int64_t>(1, c.num_key_value_heads / tp);
@@ -28,7 +28,7 @@ LlamaConfig tp_local_block(const LlamaConfig& c, int64_t tp) {
   return local;
 }
 
-// LLaMA and the families on its block: the engine's arenas (model/llama.cpp Runner::plan) for a
+// LLaMA and the families on its block: the engine's arenas (model/transformer.cpp Runner::plan) for a
 // run of `layers` blocks at once (the whole model, or a pipeline stage's largest chunk), the head's
 // rows only when `last` holds it. Per token a block saves what model/block.cpp's
 // block_activation_sizes lists (q and the attention output heads x head_dim wide, k and v the KV
@@ -44,7 +44,7 @@ ActivationBytes llama_activations(const PlanInput& in, int64_t layers, bool last
   const auto on = lora_targets_mask(in.lora);
   const int64_t rank = in.lora.enabled ? in.lora.rank : 0;
   // The whole part: the block's sizes with no heads and no MLP (what is left does not split).
-  LlamaConfig unsplit = c;
+  ModelConfig unsplit = c;
   unsplit.head_dim_override = c.head_dim();
   unsplit.num_attention_heads = unsplit.num_key_value_heads = unsplit.intermediate_size = 0;
   const BlockActivationSizes all = block_activation_sizes(c, in.lora.rank, on);
@@ -61,7 +61,7 @@ ActivationBytes llama_activations(const PlanInput& in, int64_t layers, bool last
   a.per_micro_batch = residual + (in.checkpointing ? 0.0 : double(layers) * block);
   // Scratch of one block at the tp-local widths: the compute-dtype regions, and the f32 ones of
   // the q/k norms' backward.
-  const LlamaConfig local = tp_local_block(c, in.mesh.tp);
+  const ModelConfig local = tp_local_block(c, in.mesh.tp);
   const bool lora_dropout = in.lora.enabled && in.lora.dropout > 0.0f;  // scratch for dropped inputs
   a.shared = t * double(block_scratch_elems(local, int64_t(N), rank, lora_dropout)) +
              4.0 * double(block_scratch_f32_elems(local, int64_t(N))) + (in.checkpointing ? block : 0.0);
@@ -146,7 +146,7 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
     // This engine's stage (parallel/pipeline.h): one micro-batch's activations at a time, its
     // forward recomputed in the backward, in the model's arena, which the runner plans for the
     // stage's units alone (its largest chunk's blocks, the head's buffers on the stage holding it:
-    // LlamaModel::set_units); beside it the pipeline's own f32 buffers of a residual stream each,
+    // Transformer::set_units); beside it the pipeline's own f32 buffers of a residual stream each,
     // as many as the schedule's orders keep at once (parallel::pipeline_buffers: kept inputs, the
     // in-flight micro-batches; sends not yet known received; the received gradient), counted at
     // the moment a receive's buffer exists beside the sends it then releases (peak_allocated).
@@ -168,7 +168,7 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
     add("logits+loss", a.logits);
   }
   // LLaMA's RoPE tables: f32 cos and sin of every position (max_position_embeddings x head_dim/2
-  // each), built whole on every rank (model/llama.cpp's runner); a GPT shape learns its positions.
+  // each), built whole on every rank (model/transformer.cpp's runner); a GPT shape learns its positions.
   if (in.model.arch == Arch::llama)
     add("rope tables", 4.0 * double(in.model.config.max_position_embeddings) * double(in.model.config.head_dim()));
 

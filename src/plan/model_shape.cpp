@@ -6,7 +6,7 @@
 #include "io/family_presets.h"
 #include "io/hf_config.h"
 #include "io/pretrained.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "train/flops.h"
 
 namespace mt::plan {
@@ -16,7 +16,7 @@ ModelShape gpt_shape(const std::string& name, int64_t layers, int64_t hidden, in
   ModelShape m;
   m.name = name;
   m.arch = Arch::gpt;
-  LlamaConfig& c = m.config;
+  ModelConfig& c = m.config;
   c.num_hidden_layers = layers;
   c.hidden_size = hidden;
   c.intermediate_size = 4 * hidden;
@@ -66,7 +66,7 @@ ModelParts llama_parts(const ModelShape& m, const LoraConfig& lora) {
   // One layer's list is exact for every layer: the rules match names up to the layer index.
   // Parted by the trainer's units (param_unit): 0 the embedding (and a tied head's adapters), 1 the
   // layer, 2 the final norm and an untied head with its adapters.
-  LlamaConfig one = m.config;
+  ModelConfig one = m.config;
   one.num_hidden_layers = 1;
   one.layer_window.clear();  // windows change no tensor
   ModelParts p;

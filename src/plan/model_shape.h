@@ -21,7 +21,7 @@ struct ModelShape {
   Arch arch = Arch::llama;
   // LLaMA: the model's config. GPT: layers, hidden, heads (= KV heads), vocab, intermediate = 4h,
   // max_position_embeddings = the learned position table, tied embeddings.
-  LlamaConfig config;
+  ModelConfig config;
 
   int64_t layers() const { return config.num_hidden_layers; }
   int64_t hidden() const { return config.hidden_size; }

@@ -28,7 +28,7 @@ std::string advice(const RunConfig& cfg, const std::string& largest) {
 
 }  // namespace
 
-PlanInput run_plan_input(const RunConfig& cfg, const LlamaConfig& shape, double memory_per_rank) {
+PlanInput run_plan_input(const RunConfig& cfg, const ModelConfig& shape, double memory_per_rank) {
   const TrainConfig& tc = cfg.train;
   PlanInput in;
   in.model = {cfg.model_path.empty() ? "model" : cfg.model_path, Arch::llama, shape};
@@ -52,7 +52,7 @@ PlanInput run_plan_input(const RunConfig& cfg, const LlamaConfig& shape, double 
   return in;
 }
 
-void check_run_memory(const RunConfig& cfg, const LlamaConfig& shape, const AvailableMemory& available,
+void check_run_memory(const RunConfig& cfg, const ModelConfig& shape, const AvailableMemory& available,
                       int64_t ranks_on_host) {
   if (available.bytes < 0) return;
   const double per_rank = double(available.bytes) / double(std::max<int64_t>(1, ranks_on_host));

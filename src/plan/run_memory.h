@@ -21,7 +21,7 @@ inline constexpr double kUsableMemoryFraction = 0.9;
 // (train.grad_accum of them per step) of train.seq_len tokens, the default partition rules, on
 // this machine (the `cpu` cluster) with `memory_per_rank` bytes for each rank. Under mesh cp > 1
 // the planner prices a rank's seq_len / cp tokens and its K/V exchange (cp_exchange_bytes).
-PlanInput run_plan_input(const RunConfig& cfg, const LlamaConfig& shape, double memory_per_rank);
+PlanInput run_plan_input(const RunConfig& cfg, const ModelConfig& shape, double memory_per_rank);
 
 // A byte count as the memory lines print it ("1.50 GiB"), capped where a double would overflow.
 std::string bytes_text(double bytes);
@@ -29,7 +29,7 @@ std::string bytes_text(double bytes);
 // mt::Error, one line with the figures and what to lower, when the largest rank's peak (plan's
 // peak_memory) exceeds kUsableMemoryFraction of `available` shared among `ranks_on_host` ranks.
 // Nothing is checked when the available memory is unknown (bytes < 0).
-void check_run_memory(const RunConfig& cfg, const LlamaConfig& shape, const AvailableMemory& available,
+void check_run_memory(const RunConfig& cfg, const ModelConfig& shape, const AvailableMemory& available,
                       int64_t ranks_on_host);
 
 }  // namespace mt::plan

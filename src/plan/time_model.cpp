@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "plan/collectives.h"
 #include "plan/memory_model.h"
 #include "train/flops.h"
@@ -53,7 +53,7 @@ std::vector<LinearShape> layer_linears(const PlanInput& in) {
 
 // Keys one query is scored against, averaged over the layers and the positions of a sequence
 // (train/flops.h attended_keys: min(window, position) under a sliding window).
-double mean_attended_keys(const LlamaConfig& c, int64_t seq) {
+double mean_attended_keys(const ModelConfig& c, int64_t seq) {
   double keys = 0.0;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) keys += attended_keys(c.attention_window(l), seq);
   return keys / double(c.num_hidden_layers) / double(seq);

@@ -189,14 +189,14 @@ CheckpointState load_checkpoint(const std::string& dir, const std::vector<HeldTe
 }
 
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
-                            LlamaModel& model, AdamW& optimizer, const std::string& config_toml,
+                            Transformer& model, AdamW& optimizer, const std::string& config_toml,
                             int64_t keep) {
   parallel::LocalComm one;
   return save_checkpoint(output_dir, state, whole_tensors(model.trainable(), optimizer), optimizer,
                          {config_toml, "dp=1", model.has_lora(), false, {}, std::nullopt}, keep, one);
 }
 
-CheckpointState load_checkpoint(const std::string& dir, LlamaModel& model, AdamW& optimizer) {
+CheckpointState load_checkpoint(const std::string& dir, Transformer& model, AdamW& optimizer) {
   CheckpointState s = load_checkpoint(dir, whole_tensors(model.trainable(), optimizer), optimizer,
                                       model.has_lora());
   model.sync_compute_weights();

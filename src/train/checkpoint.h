@@ -28,7 +28,7 @@
 #include "data/text_dataset.h"
 #include "parallel/comm.h"
 #include "core/tensor_box.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "train/adamw.h"
 #include "train/lr_schedule.h"
 
@@ -85,8 +85,8 @@ CheckpointState load_checkpoint(const std::string& dir, const std::vector<HeldTe
 
 // The whole model on one process (tests, tools): the two calls above over its trainable tensors.
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
-                            LlamaModel& model, AdamW& optimizer, const std::string& config_toml,
+                            Transformer& model, AdamW& optimizer, const std::string& config_toml,
                             int64_t keep);
-CheckpointState load_checkpoint(const std::string& dir, LlamaModel& model, AdamW& optimizer);
+CheckpointState load_checkpoint(const std::string& dir, Transformer& model, AdamW& optimizer);
 
 }  // namespace mt

@@ -25,7 +25,7 @@ std::vector<std::string> export_checkpoint(const std::string& checkpoint_dir, co
   const std::string manifest_path = (fs::path(checkpoint_dir) / "manifest.json").string();
   // The run's own config says what the tensors are: the model shape (or model.path), LoRA, precision.
   const RunConfig cfg = parse_run_config(m.config, {}, manifest_path);
-  const LlamaConfig shape = cfg.model_path.empty() ? cfg.model : pretrained_config(cfg.model_path);
+  const ModelConfig shape = cfg.model_path.empty() ? cfg.model : pretrained_config(cfg.model_path);
   const BoxShardSet shards(verified_shard_files(checkpoint_dir, m));
   // Every tensor the export writes against the config, before any is read or written: the files
   // and the config that describes them must agree on each shape.

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "backend/device_buffer.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 
 namespace mt {
 
@@ -15,7 +15,7 @@ double attended_keys(int64_t window, int64_t T) {
   return w * (w + 1.0) / 2.0 + (t - w) * w;  // the first w queries see all before them
 }
 
-FlopCount training_flops(const LlamaConfig& c, const LoraConfig& lora, int64_t seq_len) {
+FlopCount training_flops(const ModelConfig& c, const LoraConfig& lora, int64_t seq_len) {
   // q and o are q_dim wide: hidden_size in LLaMA, heads x an explicit head_dim in Qwen3 or Nemo.
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), I = c.intermediate_size;
   const int64_t V = c.vocab_size, L = c.num_hidden_layers;

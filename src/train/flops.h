@@ -31,7 +31,7 @@ double attended_keys(int64_t window, int64_t seq_len);
 // |i - j| < w, by the same rule (2 x attended_keys(w, T) - T pairs).
 // LoRA: the frozen base needs no weight gradients: 4 * matmul_params + 6 * lora_params + the same
 // attention term.
-FlopCount training_flops(const LlamaConfig& c, const LoraConfig& lora, int64_t seq_len);
+FlopCount training_flops(const ModelConfig& c, const LoraConfig& lora, int64_t seq_len);
 
 // Sustained GEMM throughput (FLOP/s) of a backend on square matrices of the given size, over
 // `seconds`.

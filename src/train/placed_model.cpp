@@ -30,10 +30,10 @@ class ShardedSync final : public GradientSync {
   parallel::ShardedModel& model_;
 };
 
-LlamaConfig model_shape(const RunConfig& cfg, const Tokenizer& tok) {
+ModelConfig model_shape(const RunConfig& cfg, const Tokenizer& tok) {
   const auto& tc = cfg.train;
   // Checked against the weights' headers here too: a sharded model is allocated before it loads.
-  const LlamaConfig shape = cfg.model_path.empty() ? cfg.model : checked_pretrained_config(cfg.model_path);
+  const ModelConfig shape = cfg.model_path.empty() ? cfg.model : checked_pretrained_config(cfg.model_path);
   const std::string where = cfg.model_path.empty() ? "model" : cfg.model_path;
   if (tc.seq_len > shape.max_position_embeddings)
     fail("train.seq_len (" + std::to_string(tc.seq_len) + ") exceeds max_position_embeddings (" +
@@ -51,7 +51,7 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
                          const Tokenizer& tok, std::ostream& log, Backend& backend)
     : cfg_(cfg), mesh_(mesh), dp_(dp), origin_{cfg.model_path, {true, tok.bos_id(), tok.eos_id()}} {
   const auto& tc = cfg.train;
-  const LlamaConfig shape = model_shape(cfg, tok);
+  const ModelConfig shape = model_shape(cfg, tok);
   require_same_model(shape, cfg.lora, tok, mesh.world());  // before any weight moves
   for (const auto& p : llama_param_shapes(shape, cfg.lora)) {
     int64_t n = 1;
@@ -76,7 +76,7 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
     if (!cfg.model_path.empty()) {
       whole_ = load_pretrained(cfg.model_path, tc.precision, cfg.lora, tc.seed, backend);
     } else {
-      whole_ = std::make_unique<LlamaModel>(shape, tc.precision, cfg.lora, /*own_storage=*/true, backend);
+      whole_ = std::make_unique<Transformer>(shape, tc.precision, cfg.lora, /*own_storage=*/true, backend);
       whole_->init_weights(tc.seed);
     }
   }
@@ -165,7 +165,7 @@ std::vector<std::string> PlacedModel::export_model(const std::string& dir) {
     return lora ? save_peft_adapter(*whole_, dir, cfg_.model_path) : save_base_model(*whole_, dir, origin_);
   }
   std::vector<ExportTensor> tensors;  // in the model's order, the same on every rank
-  const LlamaConfig& full = sharded_->full_config();
+  const ModelConfig& full = sharded_->full_config();
   for (const auto& p : llama_param_shapes(full, cfg_.lora))
     if (p.adapter == lora) tensors.push_back({p.name, p.shape});
   // Each tensor is gathered in the fsdp x tp group of a stage holding it; under pp, the writing

@@ -15,7 +15,7 @@
 #include "parallel/pipeline.h"
 #include "parallel/replica_agreement.h"
 #include "parallel/sharded_model.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "parallel/gradient_sync.h"
@@ -33,7 +33,7 @@ class PlacedModel {
               std::ostream& log, Backend& backend = cpu_backend());
   ~PlacedModel();
 
-  LlamaModel& model() { return sharded_ ? sharded_->model() : *whole_; }
+  Transformer& model() { return sharded_ ? sharded_->model() : *whole_; }
   bool sharded() const { return sharded_ != nullptr; }
   // What the optimizer updates: the whole trainable store, or this rank's blocks of it.
   ParamStore& trainable() { return sharded_ ? sharded_->trainable_shards() : whole_->trainable(); }
@@ -46,7 +46,7 @@ class PlacedModel {
   int64_t base_numel() const { return base_numel_; }
   int64_t trainable_numel() const { return trainable_numel_; }
   // The whole model's architecture (the model() of a tp rank computes with its share).
-  const LlamaConfig& full_config() { return sharded_ ? sharded_->full_config() : whole_->config(); }
+  const ModelConfig& full_config() { return sharded_ ? sharded_->full_config() : whole_->config(); }
 
   std::vector<HeldTensor> held_tensors(AdamW& optimizer);
   // After the trainable values changed outside the optimizer (a checkpoint load).
@@ -71,7 +71,7 @@ class PlacedModel {
   const RunConfig& cfg_;
   parallel::Mesh& mesh_;
   parallel::DataParallel& dp_;
-  std::unique_ptr<LlamaModel> whole_;
+  std::unique_ptr<Transformer> whole_;
   std::unique_ptr<parallel::ShardedModel> sharded_;
   std::unique_ptr<GradientSync> sync_;
   std::unique_ptr<parallel::DataParallel> stages_and_replicas_;  // pp x dp x fsdp x cp: sums losses

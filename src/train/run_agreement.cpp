@@ -30,7 +30,7 @@ std::string exact(float v) {
 
 }  // namespace
 
-void require_same_model(const LlamaConfig& shape, const LoraConfig& lora, const Tokenizer& tok,
+void require_same_model(const ModelConfig& shape, const LoraConfig& lora, const Tokenizer& tok,
                         parallel::Comm& world) {
   const RopeScaling& rs = shape.rope_scaling;
   // The architecture first (what a user recognises), then every tensor it implies.

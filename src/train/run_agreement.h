@@ -19,7 +19,7 @@ void require_same_run_config(const RunConfig& cfg, parallel::Comm& world);
 // Collective over `world`: the model each rank resolved (from its config, or from the files at
 // model.path, which each host reads for itself) has the same parameter names and shapes, and the
 // tokenizers the same kind and vocabulary size; otherwise throws on every rank, naming them.
-void require_same_model(const LlamaConfig& shape, const LoraConfig& lora, const Tokenizer& tok,
+void require_same_model(const ModelConfig& shape, const LoraConfig& lora, const Tokenizer& tok,
                         parallel::Comm& world);
 
 }  // namespace mt

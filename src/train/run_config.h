@@ -111,7 +111,7 @@ struct RunConfig {
   // [model] path: a model to start from (an HF directory with config.json and safetensors, or a
   // llama2.c .bin). When set, the architecture comes from it and no other [model] key may be given.
   std::string model_path;
-  LlamaConfig model;
+  ModelConfig model;
   LoraConfig lora;
   // [lora] random_base: allow LoRA without model.path, on a randomly initialised base that is not
   // saved (the adapter is useless without it); for tests of the parallel layouts.

@@ -28,7 +28,7 @@ void check_context_split(const RunConfig& cfg, int64_t cp) {
          std::to_string(cp) + ": its masks follow a token's index in its row, which a cp rank's share does not keep");
 }
 
-std::vector<int64_t> run_stage_blocks(const TrainConfig& tc, const LlamaConfig& shape,
+std::vector<int64_t> run_stage_blocks(const TrainConfig& tc, const ModelConfig& shape,
                                       const parallel::MeshShape& mesh) {
   const parallel::PipelineSchedule schedule = parallel::parse_pipeline_schedule(tc.pp_schedule);
   const int chunks = int(tc.pp_virtual);
@@ -38,7 +38,7 @@ std::vector<int64_t> run_stage_blocks(const TrainConfig& tc, const LlamaConfig& 
   return parallel::pipeline_blocks(shape, mesh.pp * chunks, tc.pp_blocks, chunks);
 }
 
-void check_run_layout(const RunConfig& cfg, const LlamaConfig& shape, const parallel::MeshShape& mesh) {
+void check_run_layout(const RunConfig& cfg, const ModelConfig& shape, const parallel::MeshShape& mesh) {
   check_batch_split(cfg.train.batch_size, mesh.dp * mesh.fsdp);
   check_context_split(cfg, mesh.cp);
   run_stage_blocks(cfg.train, shape, mesh);

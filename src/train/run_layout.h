@@ -24,7 +24,7 @@ void check_context_split(const RunConfig& cfg, int64_t cp);
 // Blocks per pipeline chunk under `mesh` (empty without pp): the schedule's keys checked against the
 // mesh and train.grad_accum, then parallel::pipeline_blocks of the model over pp x train.pp_virtual
 // chunks. Refused in one line when the model cannot be split so.
-std::vector<int64_t> run_stage_blocks(const TrainConfig& tc, const LlamaConfig& shape,
+std::vector<int64_t> run_stage_blocks(const TrainConfig& tc, const ModelConfig& shape,
                                       const parallel::MeshShape& mesh);
 
 // Every refusal above, then tensor parallelism's split of the model (parallel::tensor_parallel_config:
@@ -32,6 +32,6 @@ std::vector<int64_t> run_stage_blocks(const TrainConfig& tc, const LlamaConfig& 
 // (parallel::shard_params: dimensions that do not divide) and each rank's block of it
 // (parallel::check_rank_block: fsdp tiling, QLoRA's NF4 blocks). mt::Error, one line, for the first
 // that fails. `shape` is the run's model (cfg.model or model.path's config).
-void check_run_layout(const RunConfig& cfg, const LlamaConfig& shape, const parallel::MeshShape& mesh);
+void check_run_layout(const RunConfig& cfg, const ModelConfig& shape, const parallel::MeshShape& mesh);
 
 }  // namespace mt

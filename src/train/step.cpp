@@ -10,7 +10,7 @@
 
 namespace mt {
 
-StepResult train_step(LlamaModel& model, AdamW& optimizer, const std::vector<ModelInput>& micro,
+StepResult train_step(Transformer& model, AdamW& optimizer, const std::vector<ModelInput>& micro,
                       const OptimConfig& cfg, int64_t step, float lr,
                       GradientSync* sync, const RunMicroBatches& run) {
   StepResult r;

@@ -6,7 +6,7 @@
 #include <functional>
 #include <vector>
 
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "train/adamw.h"
 #include "parallel/gradient_sync.h"
 
@@ -27,7 +27,7 @@ using RunMicroBatches = std::function<double(const std::vector<ModelInput>& micr
 // Step `step` (0-based, for messages) at learning rate `lr` (train/lr_schedule.h); `cfg` gives the
 // clip. `sync` (may be null: one rank) combines counts, losses and gradients across ranks; the
 // returned loss and norm are then the global ones, identical on every rank.
-StepResult train_step(LlamaModel& model, AdamW& optimizer, const std::vector<ModelInput>& micro,
+StepResult train_step(Transformer& model, AdamW& optimizer, const std::vector<ModelInput>& micro,
                       const OptimConfig& cfg, int64_t step, float lr,
                       GradientSync* sync = nullptr, const RunMicroBatches& run = {});
 

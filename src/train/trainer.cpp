@@ -16,7 +16,7 @@
 #include "core/profile.h"
 #include "data/tokenizer_files.h"
 #include "io/adapter_template.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "parallel/checked_comm.h"
 #include "parallel/comm.h"
 #include "parallel/data_parallel.h"
@@ -161,7 +161,7 @@ struct TrainingRun {
 // counts it.
 double validation_loss(TrainingRun& run) {
   if (!run.data->has_validation()) return std::nan("");
-  LlamaModel& model = run.placed.model();
+  Transformer& model = run.placed.model();
   parallel::Pipeline* pipeline = run.placed.pipeline();
   const auto forward_loss = [&](const ModelInput& in) {
     return pipeline ? pipeline->forward_loss(in) : model.forward_loss(in);

@@ -9,7 +9,7 @@
 #include "data/packing.h"
 #include "data/text_dataset.h"
 #include "data/tokenizer.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "train/run_config.h"
 
 namespace mt {

@@ -1,4 +1,4 @@
-#include "model/llama.h"
+#include "model/transformer.h"
 
 #include <algorithm>
 #include <optional>
@@ -17,7 +17,7 @@ namespace mt {
 
 std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
 
-int param_unit(const std::string& name, const LlamaConfig& config) {
+int param_unit(const std::string& name, const ModelConfig& config) {
   const std::string layers = "model.layers.";
   if (name.rfind(layers, 0) == 0) return std::stoi(name.substr(layers.size())) + 1;
   if (name == kEmbedName || name == kPositionEmbedName) return 0;
@@ -31,7 +31,7 @@ std::string proj_param_name(int64_t layer, Proj p) {
   return layer_prefix(layer) + (p <= kO ? attn : mlp) + proj_name(p) + "_proj";
 }
 
-const char* mlp_norm_name(const LlamaConfig& config) {
+const char* mlp_norm_name(const ModelConfig& config) {
   return config.post_norms ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight";
 }
 
@@ -69,7 +69,7 @@ bool lora_targets_head(const LoraConfig& lora) {
 // ---------------------------------------------------------------------------------------------
 // Parameter declaration
 
-LlamaModel::LlamaModel(const LlamaConfig& config, Precision precision, const LoraConfig& lora,
+Transformer::Transformer(const ModelConfig& config, Precision precision, const LoraConfig& lora,
                        bool own_storage, Backend& backend)
     : config_(config), precision_(precision), backend_(backend), lora_(lora), base_(backend),
       adapters_(backend) {
@@ -96,10 +96,10 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Precision precision, const Lor
   if (lora.enabled) adapters_.allocate(own_storage);
 }
 
-LlamaModel::~LlamaModel() = default;
+Transformer::~Transformer() = default;
 
 // Values are drawn on the host (they depend only on seed and name) and uploaded.
-void LlamaModel::init_weights(uint64_t seed) {
+void Transformer::init_weights(uint64_t seed) {
   MT_CHECK(owns_storage(), "init_weights on a model whose parameters live in a parallel layer");
   std::vector<float> tmp;
   for (auto& p : base_.params()) {
@@ -113,7 +113,7 @@ void LlamaModel::init_weights(uint64_t seed) {
   init_adapters(seed);
 }
 
-void LlamaModel::init_adapters(uint64_t seed) {
+void Transformer::init_adapters(uint64_t seed) {
   MT_CHECK(owns_storage(), "init_adapters on a model whose parameters live in a parallel layer");
   std::vector<float> tmp;
   for (auto& p : adapters_.params()) {
@@ -124,13 +124,13 @@ void LlamaModel::init_adapters(uint64_t seed) {
   }
 }
 
-void LlamaModel::sync_compute_weights() {
+void Transformer::sync_compute_weights() {
   base_.sync_compute();
   adapters_.sync_compute();
 }
 
 // W += scale B A (alpha/r, or alpha/sqrt(r) for rsLoRA) in f32 on the device; a bf16-only base is widened, merged and rounded once.
-void LlamaModel::merge_adapters() {
+void Transformer::merge_adapters() {
   if (!lora_.enabled) return;
   MT_CHECK(owns_storage(), "merge_adapters on a model whose parameters live in a parallel layer");
   Backend& be = backend_;
@@ -164,7 +164,7 @@ void LlamaModel::merge_adapters() {
   adapters_.sync_compute();
 }
 
-void LlamaModel::round_trip_nf4() {
+void Transformer::round_trip_nf4() {
   MT_CHECK(owns_storage(), "round_trip_nf4 on a model whose parameters live in a parallel layer");
   for (auto& p : base_.params()) {
     if (!quantized_in_qlora({p.name, p.shape, false}) || p.quant) continue;
@@ -184,9 +184,9 @@ void LlamaModel::round_trip_nf4() {
 // ---------------------------------------------------------------------------------------------
 // The runner: weight views, the activation arena, and the forward and backward over them.
 
-class LlamaModel::Runner {
+class Transformer::Runner {
  public:
-  explicit Runner(LlamaModel& m)
+  explicit Runner(Transformer& m)
       : m_(m), c_(m.config()), be_(m.backend()), ct_(m.compute_dtype()), par_(m.parallel()),
         hooks_(par_ ? *par_ : single_device()),
         w_(par_ ? ModelWeights{} : bind_model_weights(m)),
@@ -250,20 +250,20 @@ class LlamaModel::Runner {
   void use(int unit, bool grads, bool weights = true);
   void done(int unit, bool grads) { hooks_.release(unit, grads); }
 
-  LlamaModel& m_;
-  const LlamaConfig& c_;
+  Transformer& m_;
+  const ModelConfig& c_;
   Backend& be_;
   DType ct_;                  // compute dtype
   ModelParallel* par_;        // null on one device
   ModelParallel& hooks_;      // par_, or one that does nothing
   DeviceBuffer rope_;
   Tensor rope_cos_, rope_sin_;
-  Tensor rope_local_cos_, rope_local_sin_;  // LlamaConfig::rope_local_theta > 0 only
+  Tensor rope_local_cos_, rope_local_sin_;  // ModelConfig::rope_local_theta > 0 only
   float embed_scale_ = 1.0f;                // embedding_scale(): Gemma's sqrt(hidden)
   ModelWeights w_;
   std::array<bool, kNumProj> lora_on_{};
   int64_t lora_rank_ = 0;
-  // What the arena is planned for (LlamaModel::units): the blocks of the largest range run at once
+  // What the arena is planned for (Transformer::units): the blocks of the largest range run at once
   // (all of them for the whole model), and whether a range holds the head.
   int64_t blocks_ = 0;
   bool holds_head_ = true;
@@ -290,7 +290,7 @@ class LlamaModel::Runner {
   std::vector<int32_t> default_pos_;
 };
 
-void LlamaModel::Runner::use(int unit, bool grads, bool weights) {
+void Transformer::Runner::use(int unit, bool grads, bool weights) {
   hooks_.acquire(unit, grads, weights);
   if (!par_) return;  // views bound once: without a parallel layer the storage never moves
   const int64_t L = c_.num_hidden_layers;
@@ -299,7 +299,7 @@ void LlamaModel::Runner::use(int unit, bool grads, bool weights) {
   else bind_head(w_, m_);
 }
 
-void LlamaModel::Runner::plan(int64_t B, int64_t seq) {
+void Transformer::Runner::plan(int64_t B, int64_t seq) {
   const bool ckpt = m_.activation_checkpointing();
   if (B == B_ && seq == T_ && ckpt == planned_checkpointing_) return;
   if (seq > c_.max_position_embeddings)
@@ -352,21 +352,21 @@ void LlamaModel::Runner::plan(int64_t B, int64_t seq) {
   default_pos_ = row_positions(B, seq);
 }
 
-bool LlamaModel::Runner::planned_for(int first, int last) const {
+bool Transformer::Runner::planned_for(int first, int last) const {
   if (m_.units().empty()) return true;
   for (const UnitRange& r : m_.units())
     if (r.first <= first && last <= r.last) return true;
   return false;
 }
 
-void LlamaModel::Runner::upload(const ModelInput& in) {
+void Transformer::Runner::upload(const ModelInput& in) {
   be_.copy_from_host(tokens_, in.tokens);
   if (in.targets) be_.copy_from_host(targets_, in.targets);
   be_.copy_from_host(positions_, in.positions ? in.positions : default_pos_.data());
   if (in.segments) be_.copy_from_host(segments_, in.segments);
 }
 
-LossSum LlamaModel::Runner::head_chunk(int64_t n0, int64_t M, const ModelInput& in,
+LossSum Transformer::Runner::head_chunk(int64_t n0, int64_t M, const ModelInput& in,
                                        bool backward, float grad_scale, float* logits_out) {
   const int64_t C = c_.hidden_size, V = c_.vocab_size, r = std::max<int64_t>(lora_rank_, 1);
   const int64_t rank = w_.head.rank();
@@ -426,7 +426,7 @@ LossSum LlamaModel::Runner::head_chunk(int64_t n0, int64_t M, const ModelInput& 
   return ls;
 }
 
-LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_scale,
+LossSum Transformer::Runner::run(const ModelInput& in, bool backward, float grad_scale,
                                 float* logits, const UnitSpan* span) {
   MT_CHECK(in.B > 0 && in.T > 0 && in.tokens, "empty model input");
   const bool split_vocab = hooks_.splits_vocabulary();
@@ -439,7 +439,7 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
   MT_CHECK(first == 0 || span->x_in, "a span after the embedding needs its input");
   MT_CHECK(last == head_unit || span->x_out || (backward && span->dy), "a span before the head needs its output");
   MT_CHECK(planned_for(first, last), "units " + std::to_string(first) + "-" + std::to_string(last) +
-                                         " are outside those the model was told it runs (LlamaModel::set_units)");
+                                         " are outside those the model was told it runs (Transformer::set_units)");
   check_token_ids(in.tokens, in.targets, N, split_vocab ? hooks_.vocab_size() : c_.vocab_size);
   upload(in);
   const int64_t v0 = split_vocab ? hooks_.vocab_begin() : 0;
@@ -540,7 +540,7 @@ LossSum LlamaModel::Runner::run(const ModelInput& in, bool backward, float grad_
   return total;
 }
 
-void LlamaModel::set_units(std::vector<UnitRange> ranges) {
+void Transformer::set_units(std::vector<UnitRange> ranges) {
   const int head = int(config_.num_hidden_layers) + 1;
   for (const UnitRange& r : ranges)
     MT_CHECK(0 <= r.first && r.first <= r.last && r.last <= head, "unit range out of range");
@@ -548,17 +548,17 @@ void LlamaModel::set_units(std::vector<UnitRange> ranges) {
   runner_.reset();  // planned again, for these units, at the next forward
 }
 
-void LlamaModel::ensure_runner() {
+void Transformer::ensure_runner() {
   if (!runner_) runner_ = std::make_unique<Runner>(*this);
 }
 
-LossSum LlamaModel::forward_backward(const ModelInput& in, float grad_scale) {
+LossSum Transformer::forward_backward(const ModelInput& in, float grad_scale) {
   ensure_runner();
   MT_CHECK(in.targets, "forward_backward needs targets");
   return runner_->run(in, true, grad_scale, nullptr);
 }
 
-LossSum LlamaModel::run_units(const ModelInput& in, const UnitSpan& span, bool backward,
+LossSum Transformer::run_units(const ModelInput& in, const UnitSpan& span, bool backward,
                               float grad_scale) {
   ensure_runner();
   MT_CHECK(!backward || in.targets || span.last <= config_.num_hidden_layers,
@@ -566,18 +566,18 @@ LossSum LlamaModel::run_units(const ModelInput& in, const UnitSpan& span, bool b
   return runner_->run(in, backward, grad_scale, nullptr, &span);
 }
 
-LossSum LlamaModel::forward_loss(const ModelInput& in) {
+LossSum Transformer::forward_loss(const ModelInput& in) {
   ensure_runner();
   return runner_->run(in, false, 0.0f, nullptr);
 }
 
-void LlamaModel::forward_logits(const ModelInput& in, float* logits) {
+void Transformer::forward_logits(const ModelInput& in, float* logits) {
   ensure_runner();
   ModelInput no_targets = in;
   no_targets.targets = nullptr;
   runner_->run(no_targets, false, 0.0f, logits);
 }
 
-size_t LlamaModel::activation_bytes() const { return runner_ ? runner_->arena_bytes() : 0; }
+size_t Transformer::activation_bytes() const { return runner_ ? runner_->arena_bytes() : 0; }
 
 }  // namespace mt

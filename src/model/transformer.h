@@ -1,5 +1,6 @@
-// The LLaMA model for one device: parameters, optional LoRA adapters, forward and backward over a
-// batch of token rows. It knows nothing of meshes or ranks; parallelism wraps it from outside.
+// The transformer for one device: the one block its ModelConfig describes (LLaMA, GPT-2, Qwen,
+// Mistral, Gemma 3), parameters, optional LoRA adapters, forward and backward over a batch of token
+// rows. It knows nothing of meshes or ranks; parallelism wraps it from outside.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -58,20 +59,20 @@ struct LossSum {
   int64_t count = 0;  // counted tokens
 };
 
-class LlamaModel {
+class Transformer {
  public:
   // lora.enabled selects LoRA training: the base is frozen (no gradients, bf16-only matrices in
   // bf16 mode) and only the adapters are trainable.
   // With `own_storage` false the parameters are declared but not allocated: a parallel layer
   // (set_parallel) owns their storage and points them at it unit by unit. Every op and every
   // buffer of the model goes through `backend`.
-  LlamaModel(const LlamaConfig& config, Precision precision, const LoraConfig& lora,
+  Transformer(const ModelConfig& config, Precision precision, const LoraConfig& lora,
              bool own_storage = true, Backend& backend = cpu_backend());
-  ~LlamaModel();
-  LlamaModel(const LlamaModel&) = delete;
-  LlamaModel& operator=(const LlamaModel&) = delete;
+  ~Transformer();
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
 
-  const LlamaConfig& config() const { return config_; }
+  const ModelConfig& config() const { return config_; }
   Precision precision() const { return precision_; }
   // The dtype the GEMMs and the activations between them use: bf16 in mixed precision, else f32.
   DType compute_dtype() const { return precision_ == Precision::bf16 ? DType::bf16 : DType::f32; }
@@ -141,7 +142,7 @@ class LlamaModel {
  private:
   void ensure_runner();
 
-  LlamaConfig config_;
+  ModelConfig config_;
   Precision precision_;
   Backend& backend_;
   LoraConfig lora_;
@@ -165,13 +166,13 @@ inline constexpr const char* kHeadName = "lm_head.weight";
 std::string layer_prefix(int64_t layer);                 // "model.layers.{i}."
 // The unit (ModelParallel) a parameter or adapter belongs to: 0 the embedding (and a tied head's
 // adapters), 1 + i block i, L + 1 the final norm and an untied head.
-int param_unit(const std::string& name, const LlamaConfig& config);
+int param_unit(const std::string& name, const ModelConfig& config);
 std::string proj_param_name(int64_t layer, Proj p);      // "...self_attn.q_proj" (no suffix)
 std::string head_norm_name(int64_t layer, Proj p);       // "...self_attn.q_norm.weight" (p: kQ or kK)
 // The norm before the MLP, after layer_prefix: LLaMA's "post_attention_layernorm.weight" or, in a
 // model with post norms (Gemma), "pre_feedforward_layernorm.weight" (Gemma's
 // post_attention_layernorm is the norm of the attention's output).
-const char* mlp_norm_name(const LlamaConfig& config);
+const char* mlp_norm_name(const ModelConfig& config);
 // Which projections lora.targets gives adapters: roles (q, k, v, o, gate, up, down) or GPT-2's
 // modules: c_attn (q, k and v), c_proj (o and down), c_fc (up).
 std::array<bool, kNumProj> lora_targets_mask(const LoraConfig& lora);

@@ -66,7 +66,7 @@ TEST(FamilyFlops, WindowsAndHeadDimByHand) {
 
 PlanInput small_input(const ModelConfig& c) {
   PlanInput in;
-  in.model = {"small", Arch::llama, c};
+  in.model = {"small", c};
   in.cluster = cluster_preset("cpu");
   in.seq = 16, in.micro_batch = 2, in.global_batch = 4;  // 2 micro-batches of 32 tokens
   in.mesh = parallel::MeshShape::parse("dp=1");

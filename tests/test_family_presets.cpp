@@ -38,6 +38,13 @@ int64_t hand_count(int64_t C, int64_t I, int64_t L, int64_t H, int64_t K, int64_
   return V * C * (tied ? 1 : 2) + L * layer + C;
 }
 
+// The GPT shapes (GPT-2's block, written from modeling_gpt2.py): per layer ln_1 and ln_2 (weight
+// and bias, 4h), c_attn [h, 3h] + 3h, attn c_proj [h, h] + h, c_fc [h, 4h] + 4h, mlp c_proj
+// [4h, h] + h: 12h² + 13h; then wte [V, h] (the head, tied), wpe [P, h] and ln_f (2h).
+int64_t gpt_hand_count(int64_t L, int64_t h, int64_t V, int64_t P) {
+  return L * (12 * h * h + 13 * h) + (V + P) * h + 2 * h;
+}
+
 struct Expected {
   int64_t params;  // the hand count of the config
   int64_t hand;
@@ -56,18 +63,25 @@ const std::map<std::string, Expected>& expected() {
       {"mistral-7b", {7241732096, hand_count(4096, 14336, 32, 32, 8, 128, 32000, false, false, false)}},
       {"mistral-7b-v0.3", {7248023552, hand_count(4096, 14336, 32, 32, 8, 128, 32768, false, false, false)}},
       {"mistral-nemo-12b", {12247782400, hand_count(5120, 14336, 40, 32, 8, 128, 131072, false, false, false)}},
+      // GPT-2's 50257 tokens padded to 50688 (Megatron's rule at TP 4) and 2048 positions. The
+      // paper's names round: 22.07B, 174.61B (GPT-3's 175.0B, Brown et al. 2020, is the same shape
+      // at 50257 tokens: 174.60B, rounded up), 1008.03B.
+      {"gpt-22b", {22071128064, gpt_hand_count(48, 6144, 50688, 2048)}},
+      {"gpt-175b", {174609555456, gpt_hand_count(96, 12288, 50688, 2048)}},
+      {"gpt-1t", {1008025651200, gpt_hand_count(128, 25600, 50688, 2048)}},
   };
   return e;
 }
 
-// "7.61B" against n: within one unit of the last digit printed (cards round, or cut: Qwen2.5-7B's
-// 7,615,616,512 is printed 7.61B).
+// "7.61B" (or "1T") against n: within one unit of the last digit printed (cards round, or cut:
+// Qwen2.5-7B's 7,615,616,512 is printed 7.61B).
 bool matches_published(int64_t n, const std::string& published) {
-  EXPECT_EQ(published.back(), 'B') << published;
+  EXPECT_TRUE(published.back() == 'B' || published.back() == 'T') << published;
+  const double unit = published.back() == 'T' ? 1e12 : 1e9;
   const std::string digits = published.substr(0, published.size() - 1);
   const size_t dot = digits.find('.');
   const int decimals = dot == std::string::npos ? 0 : int(digits.size() - dot - 1);
-  return std::abs(double(n) / 1e9 - std::stod(digits)) < std::pow(10.0, -decimals);
+  return std::abs(double(n) / unit - std::stod(digits)) < std::pow(10.0, -decimals);
 }
 
 TEST(FamilyPresets, ParameterCountsAreTheHandCountsAndThePublishedFigures) {
@@ -113,7 +127,26 @@ TEST(FamilyPresets, EachFamilysPartsComeFromItsConfig) {
   EXPECT_EQ(nemo.hidden_size, 5120);
   EXPECT_EQ(nemo.head_dim(), 128);
 
+  // The Frontier study's GPT: GPT-2's block at the study's sizes.
+  const ModelConfig gpt = family_preset("gpt-175b");
+  EXPECT_EQ(gpt.model_type, "gpt2");
+  EXPECT_EQ(gpt.norm, ModelConfig::Norm::layer);
+  EXPECT_EQ(gpt.mlp, ModelConfig::Mlp::gelu);
+  EXPECT_EQ(gpt.positions, ModelConfig::Positions::learned);
+  EXPECT_TRUE(gpt.qkv_bias && gpt.o_bias && gpt.mlp_bias && gpt.tie_word_embeddings);
+  EXPECT_EQ(gpt.intermediate_size, 4 * 12288);
+  EXPECT_EQ(gpt.num_key_value_heads, 96);
+  EXPECT_EQ(gpt.vocab_size, 50688);
+  EXPECT_EQ(gpt.vocab_size % (128 * 4), 0);  // Megatron's padding at TP 4
+  EXPECT_EQ(gpt.max_position_embeddings, 2048);
+  // Each preset's text is its family's keys with its own over them.
+  const auto nemo_json = nlohmann::json::parse(family_preset_json("mistral-nemo-12b"));
+  EXPECT_EQ(nemo_json.at("model_type"), "mistral");
+  EXPECT_EQ(nemo_json.at("max_position_embeddings"), 1024000);
+  EXPECT_EQ(nlohmann::json::parse(family_preset_json("mistral-7b")).at("max_position_embeddings"), 32768);
+
   EXPECT_THROW(family_preset("qwen9-1b"), Error);
+  EXPECT_THROW(family_preset_json("qwen9-1b"), Error);
   EXPECT_THROW(published_preset("qwen9-1b"), Error);
   EXPECT_EQ(published_preset("llama3-8b").hidden_size, 4096);  // the Llama presets through the same door
 }

@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "error_of.h"
+#include "io/family_presets.h"
 #include "mesh_runs.h"
 #include "plan/collectives.h"
 #include "plan/search.h"
@@ -208,15 +210,35 @@ TEST(PlanContextParallelCli, PlansACpMeshAndRefusesWhatItCannotSplit) {
   EXPECT_GT(nlohmann::json::parse(out).at("top").at(0).at("mesh").at("cp").get<int64_t>(), 1) << out;
   ASSERT_EQ(run(plan + "--search --devices 8 --seq 131072 --global-batch 16 --top 1 2>&1", &out), 0) << out;
   EXPECT_NE(out.find("rank  dp  fsdp  tp  pp  cp  mb"), std::string::npos) << out;
-  // One line each: a sequence 2 cp does not divide; cp on a GPT shape.
+  // One line: a sequence 2 cp does not divide.
   EXPECT_NE(run(plan + "--mesh cp=4,tp=2 --seq 4100 2>&1", &out), 0);
   EXPECT_NE(out.find("mesh cp=4,tp=2: sequence length 4100 is not divisible by 2 x cp = 8"),
             std::string::npos)
       << out;
-  EXPECT_NE(run(std::string(MESHTRAIN_BINARY) + " plan --model gpt-22b --cluster dgx-h100 --mesh cp=2 2>&1", &out), 0);
-  EXPECT_NE(out.find("context parallelism (cp) is priced for this engine's LLaMA-family models only"),
-            std::string::npos)
-      << out;
+}
+
+// The Frontier study's GPT shapes are GPT-2 blocks, priced like every family, so cp splits their
+// rows too: GPT-175B with its position table grown to 32768 (a config.json written from the
+// preset's own keys) plans at seq 32768 on cp = 4 x tp = 8, K/V exchange and all, and a rank's
+// activations are about a quarter of cp = 1's.
+TEST(PlanContextParallelCli, PlansTheGpt175bAtALongSequenceOnCp) {
+  auto keys = nlohmann::json::parse(family_preset_json("gpt-175b"));
+  keys["n_positions"] = 32768;
+  const std::string dir = fresh_temp_dir("plan_cp_gpt175b");
+  std::ofstream(dir + "/config.json") << keys.dump();
+  const std::string plan = std::string(MESHTRAIN_BINARY) + " plan --model " + dir +
+                           "/config.json --cluster dgx-h100 --seq 32768 --global-batch 1 --checkpointing --json ";
+  std::string out;
+  ASSERT_EQ(run(plan + "--mesh cp=4,tp=8,pp=4 2>&1", &out), 0) << out;
+  const auto cp4 = nlohmann::json::parse(out);
+  EXPECT_EQ(cp4.at("parameters").at("base").get<int64_t>(), 174609555456 + (32768 - 2048) * int64_t(12288));
+  EXPECT_GT(cp4.at("time_s").at("cp").get<double>(), 0.0);
+  EXPECT_GT(cp4.at("memory_bytes").at("items").at("cp K/V exchange").get<double>(), 0.0);
+  ASSERT_EQ(run(plan + "--mesh tp=8,pp=4 --devices 32 2>&1", &out), 0) << out;
+  const auto cp1 = nlohmann::json::parse(out);
+  const double ratio = cp4.at("memory_bytes").at("items").at("activations").get<double>() /
+                       cp1.at("memory_bytes").at("items").at("activations").get<double>();
+  EXPECT_NEAR(ratio, 0.25, 0.01) << out;
 }
 
 }  // namespace

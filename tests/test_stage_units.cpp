@@ -38,7 +38,7 @@ ModelConfig tiny() { return parse_run_config(default_run_config_toml(), {}, "<te
 double planned_arena(const ModelConfig& c, Precision precision, bool checkpointing, int64_t B, int64_t T,
                      int64_t layers, bool head) {
   plan::PlanInput in;
-  in.model = {"tiny", plan::Arch::llama, c};
+  in.model = {"tiny", c};
   in.precision = precision, in.checkpointing = checkpointing;
   in.seq = T, in.micro_batch = B, in.global_batch = B;
   const plan::ActivationBytes a = plan::activation_bytes(in, layers, head);

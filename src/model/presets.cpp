@@ -7,6 +7,9 @@
 namespace mt {
 namespace {
 
+// Keys checked on 2026-12-03 against Lightning-AI/litgpt litgpt/config.py's copies of
+// meta-llama/Meta-Llama-3.1-{8B,70B,405B} config.json: rope_theta 500000, rope_scaling 8 / 1 / 4 /
+// 8192, 131072 positions, vocab 128256, eps 1e-5 (docs/planner.md "The presets, checked").
 ModelConfig llama31(int64_t hidden, int64_t inter, int64_t layers, int64_t heads) {
   ModelConfig c;
   c.hidden_size = hidden;
@@ -25,6 +28,10 @@ ModelConfig llama31(int64_t hidden, int64_t inter, int64_t layers, int64_t heads
 
 // A Gemma 3 text model: head_dim 256 and query_pre_attn_scalar 256 unless given, RoPE theta 1e6
 // on the global layers (every sixth; linear scaling 8 beyond 1B) and 10000 on the sliding ones.
+// Keys checked on 2026-12-03 against public copies of google/gemma-3-{1b,4b,27b} config.json (the
+// Megatron-Bridge Gemma 3 bridge's test fixtures: 1B 32768 positions, window 512, no scaling,
+// vocab 262144; 4B+ 131072, window 1024, linear 8, vocab 262208; 27B head_dim 128, scalar 168), 12B's
+// text_config in an unsloth copy, and litgpt/config.py.
 ModelConfig gemma3_text_preset(int64_t hidden, int64_t inter, int64_t layers, int64_t heads, int64_t kv_heads,
                                int64_t window, int64_t vocab, int64_t max_pos, float scaling,
                                int64_t head_dim = 256, double query_pre_attn_scalar = 256.0) {
@@ -40,7 +47,9 @@ ModelConfig gemma3_text_preset(int64_t hidden, int64_t inter, int64_t layers, in
   return c;
 }
 
-// OpenAI's GPT-2 sizes (vocab 50257, 1024 positions, MLP 4 x hidden).
+// OpenAI's GPT-2 sizes (vocab 50257, 1024 positions, MLP 4 x hidden). Checked on 2026-12-03 against
+// copies of openai-community/gpt2 and gpt2-xl config.json (n_positions 1024, layer_norm_epsilon
+// 1e-05, gelu_new, vocab 50257).
 ModelConfig gpt2(int64_t layers, int64_t hidden, int64_t heads) {
   ModelConfig c;
   c.hidden_size = hidden;

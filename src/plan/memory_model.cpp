@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/block.h"
+#include "model/norm.h"
 #include "model/transformer.h"
 
 namespace mt::plan {
@@ -28,15 +29,15 @@ ModelConfig tp_local_block(const ModelConfig& c, int64_t tp) {
   return local;
 }
 
-// LLaMA and the families on its block: the engine's arenas (model/transformer.cpp Runner::plan) for a
-// run of `layers` blocks at once (the whole model, or a pipeline stage's largest chunk), the head's
-// rows only when `last` holds it. Per token a block saves what model/block.cpp's
+// Every family (one block, described by the config): the engine's arenas (model/transformer.cpp
+// Runner::plan) for a run of `layers` blocks at once (the whole model, or a pipeline stage's
+// largest chunk), the head's rows only when `last` holds it. Per token a block saves what model/block.cpp's
 // block_activation_sizes lists (q and the attention output heads x head_dim wide, k and v the KV
 // width, Qwen3's f32 q and k before their norms and the norms' rstd); tensor parallelism shards
 // what is per head or per MLP column and keeps the rest whole (norm outputs, the f32 residual,
 // the LoRA adapters' inputs). The attention keeps its log-sum-exp per query and head only, never
 // scores, so a sliding window changes no memory.
-ActivationBytes llama_activations(const PlanInput& in, int64_t layers, bool last) {
+ActivationBytes block_activations(const PlanInput& in, int64_t layers, bool last) {
   const auto& c = in.model.config;
   const double tp = double(in.mesh.tp), N = double(in.micro_tokens());
   const double t = in.precision == Precision::bf16 ? 2.0 : 4.0;
@@ -53,9 +54,11 @@ ActivationBytes llama_activations(const PlanInput& in, int64_t layers, bool last
   const double f_elems = double(whole.f_elems) + double(all.f_elems - whole.f_elems) / tp;
   const double block = N * (t * t_elems + 4.0 * f_elems);
   // The residual stream into and out of each block, its gradient, the recompute target under
-  // checkpointing; with the head, the final norm's output, its rstd and the per-token losses.
+  // checkpointing; with the head, the final norm's output, its rstd (and a LayerNorm's mean) and
+  // the per-token losses.
+  const double head_f32 = double(1 + norm_saved_per_token(c));
   const double residual = 4.0 * N * C * double(layers + 2 + (in.checkpointing ? 1 : 0)) +
-                          (last ? 4.0 * 2.0 * N + t * N * C : 0.0);
+                          (last ? 4.0 * head_f32 * N + t * N * C : 0.0);
   ActivationBytes a;
   a.layer = block;
   a.per_micro_batch = residual + (in.checkpointing ? 0.0 : double(layers) * block);
@@ -74,26 +77,10 @@ ActivationBytes llama_activations(const PlanInput& in, int64_t layers, bool last
   return a;
 }
 
-// GPT (Megatron, flash attention, no sequence parallelism): h·(10 + 24/t) bytes per token per
-// layer (Korthikanti et al. 2022, Table 2 without the 5·a·s/h score term flash attention removes);
-// with full recomputation only the layer's bf16 input, 2h, is kept.
-ActivationBytes gpt_activations(const PlanInput& in, int64_t layers, bool last) {
-  const double h = double(in.model.hidden()), tp = double(in.mesh.tp), N = double(in.micro_tokens());
-  const double full_layer = N * h * (10.0 + 24.0 / tp);
-  ActivationBytes a;
-  a.layer = full_layer;
-  a.per_micro_batch = in.checkpointing ? double(layers) * 2.0 * N * h : double(layers) * full_layer;
-  a.shared = in.checkpointing ? full_layer : 0.0;
-  // bf16 logits plus the fp32 copy the vocab-parallel cross-entropy works in.
-  if (last) a.logits = 6.0 * N * double(in.model.vocab()) / tp;
-  return a;
-}
-
 }  // namespace
 
 ActivationBytes activation_bytes(const PlanInput& in, int64_t layers, bool last_stage) {
-  return in.model.arch == Arch::llama ? llama_activations(in, layers, last_stage)
-                                      : gpt_activations(in, layers, last_stage);
+  return block_activations(in, layers, last_stage);
 }
 
 double cp_exchange_bytes(const PlanInput& in) {
@@ -141,8 +128,7 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
   }
 
   const double N = double(in.micro_tokens()), h = double(in.model.hidden());
-  const bool engine_pipeline = in.model.arch == Arch::llama && in.mesh.pp > 1;
-  if (engine_pipeline) {
+  if (in.mesh.pp > 1) {
     // This engine's stage (parallel/pipeline.h): one micro-batch's activations at a time, its
     // forward recomputed in the backward, in the model's arena, which the runner plans for the
     // stage's units alone (its largest chunk's blocks, the head's buffers on the stage holding it:
@@ -157,25 +143,21 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
         in.pp_schedule, int(in.mesh.pp), int(s.index), in.micro_batches(), int(in.pp_virtual));
     add("pipeline buffers", double(b.peak_allocated) * 4.0 * N * h);
   } else {
-    // Micro-batches whose activations a stage keeps at once (Megatron's): 1F1B's warm-up depth,
-    // GPipe's all. Without a pipeline, one: micro-batches accumulate one after another.
-    const int64_t in_flight = in.mesh.pp == 1 ? 1
-                              : in.pp_schedule == parallel::PipelineSchedule::gpipe
-                                  ? in.micro_batches()
-                                  : std::min(in.micro_batches(), in.mesh.pp - s.index);
+    // Without a pipeline, one micro-batch's: micro-batches accumulate one after another.
     const ActivationBytes a = activation_bytes(in, s.layers, s.last);
-    add("activations", double(in_flight) * a.per_micro_batch + a.shared);
+    add("activations", a.per_micro_batch + a.shared);
     add("logits+loss", a.logits);
   }
-  // LLaMA's RoPE tables: f32 cos and sin of every position (max_position_embeddings x head_dim/2
-  // each), built whole on every rank (model/transformer.cpp's runner); a GPT shape learns its positions.
-  if (in.model.arch == Arch::llama)
-    add("rope tables", 4.0 * double(in.model.config.max_position_embeddings) * double(in.model.config.head_dim()));
+  // RoPE tables: f32 cos and sin of every position (max_position_embeddings x head_dim/2 each),
+  // built whole on every rank by model/transformer.cpp's runner, a second pair for Gemma 3's local
+  // layers. The runner builds them for learned positions too (GPT-2's), unused there.
+  const auto& mc = in.model.config;
+  const double rope_pairs = mc.rope_local_theta > 0.0f ? 2.0 : 1.0;
+  add("rope tables", rope_pairs * 4.0 * double(mc.max_position_embeddings) * double(mc.head_dim()));
 
   // Gather buffers, as src/parallel/sharded_model.cpp holds them at the head (the largest unit): the
   // unit in use, the next one prefetched and the receive staging of a gather (bf16 each), the
-  // unit's f32 gradients and their reduce-scatter staging (f32 each); tp all-reduce and (GPT
-  // shapes) pp send/receive staging.
+  // unit's f32 gradients and their reduce-scatter staging (f32 each); the tp all-reduce's staging.
   double comm = 0.0;
   const bool gathers = in.mesh.fsdp > 1 || (in.zero >= 3 && in.mesh.dp > 1);
   // An NF4 unit is gathered in its 4-bit blocks.
@@ -184,7 +166,6 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
     comm += 3.0 * (frozen_bytes(unit - unit_train, double(s.max_unit.gathered_nf4)) + wbytes * unit_train) +
             8.0 * unit_train;
   if (in.mesh.tp > 1) comm += 2.0 * 2.0 * N * h;
-  if (in.mesh.pp > 1 && !engine_pipeline) comm += 2.0 * 2.0 * N * h;
   if (in.mesh.dp > 1 && in.zero < 3) comm += kGradBucketBytes;
   add("comm buffers", comm);
   // Parameters are replicated over cp (no item above divides by it); a cp rank's activations are

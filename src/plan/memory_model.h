@@ -1,6 +1,6 @@
 // Memory per device, item by item, for the busiest pipeline stage. Parameter state comes from the
-// trainer's layouts (exact); activations from the engine's own arena sizes for LLaMA and from
-// Korthikanti et al. (2022) for the GPT shapes. Formulas: docs/planner.md, "Memory".
+// trainer's layouts (exact); activations from the engine's own arena sizes, for every family.
+// Formulas: docs/planner.md, "Memory".
 #pragma once
 #include <cstdint>
 #include <string>

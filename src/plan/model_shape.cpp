@@ -11,37 +11,11 @@
 
 namespace mt::plan {
 
-ModelShape gpt_shape(const std::string& name, int64_t layers, int64_t hidden, int64_t heads,
-                     int64_t vocab, int64_t max_positions) {
-  ModelShape m;
-  m.name = name;
-  m.arch = Arch::gpt;
-  ModelConfig& c = m.config;
-  c.num_hidden_layers = layers;
-  c.hidden_size = hidden;
-  c.intermediate_size = 4 * hidden;
-  c.num_attention_heads = heads;
-  c.num_key_value_heads = heads;
-  c.vocab_size = vocab;
-  c.max_position_embeddings = max_positions;
-  c.tie_word_embeddings = true;
-  c.validate();
-  return m;
-}
-
-std::vector<std::string> model_preset_names() {
-  auto names = published_preset_names();  // Llama 3.1 and the families on its block
-  for (const char* g : {"gpt-22b", "gpt-175b", "gpt-1t"}) names.push_back(g);
-  return names;
-}
+std::vector<std::string> model_preset_names() { return published_preset_names(); }
 
 ModelShape model_preset(const std::string& name) {
-  // The Frontier study's shapes (Dash et al. 2023): vocab 50257 padded to 50688, seq 2048.
-  if (name == "gpt-22b") return gpt_shape(name, 48, 6144, 48, 50688, 2048);
-  if (name == "gpt-175b") return gpt_shape(name, 96, 12288, 96, 50688, 2048);
-  if (name == "gpt-1t") return gpt_shape(name, 128, 25600, 128, 50688, 2048);
   for (const auto& n : published_preset_names())
-    if (n == name) return {name, Arch::llama, published_preset(name)};
+    if (n == name) return {name, published_preset(name)};
   std::string known;
   for (const auto& n : model_preset_names()) known += (known.empty() ? "" : ", ") + n;
   fail("unknown model '" + name + "' (known: " + known + ", or a config.json / model directory)");
@@ -55,14 +29,12 @@ ModelShape resolve_model(const std::string& s) {
   // A config.json alone is enough: the planner needs the shape, not the weights.
   if (fs::is_regular_file(s) && fs::path(s).extension() == ".json") {
     const fs::path parent = fs::absolute(s).parent_path();
-    return {parent.filename().string(), Arch::llama, load_hf_config(s)};
+    return {parent.filename().string(), load_hf_config(s)};
   }
-  return {fs::path(s).filename().string(), Arch::llama, pretrained_config(s)};
+  return {fs::path(s).filename().string(), pretrained_config(s)};
 }
 
-namespace {
-
-ModelParts llama_parts(const ModelShape& m, const LoraConfig& lora) {
+ModelParts model_parts(const ModelShape& m, const LoraConfig& lora) {
   // One layer's list is exact for every layer: the rules match names up to the layer index.
   // Parted by the trainer's units (param_unit): 0 the embedding (and a tied head's adapters), 1 the
   // layer, 2 the final norm and an untied head with its adapters.
@@ -79,53 +51,9 @@ ModelParts llama_parts(const ModelShape& m, const LoraConfig& lora) {
   return p;
 }
 
-ModelParts gpt_parts(const ModelShape& m) {
-  const int64_t h = m.hidden(), f = m.config.intermediate_size, V = m.vocab();
-  ModelParts p;
-  p.first = {{"transformer.wte.weight", {V, h}},
-             {"transformer.wpe.weight", {m.config.max_position_embeddings, h}}};
-  const std::string l = "transformer.h.0.";
-  p.layer = {{l + "ln_1.weight", {h}},           {l + "ln_1.bias", {h}},
-             {l + "attn.qkv.weight", {3 * h, h}}, {l + "attn.qkv.bias", {3 * h}},
-             {l + "attn.proj.weight", {h, h}},    {l + "attn.proj.bias", {h}},
-             {l + "ln_2.weight", {h}},           {l + "ln_2.bias", {h}},
-             {l + "mlp.fc1.weight", {f, h}},      {l + "mlp.fc1.bias", {f}},
-             {l + "mlp.fc2.weight", {h, f}},      {l + "mlp.fc2.bias", {h}}};
-  p.last = {{"transformer.ln_f.weight", {h}}, {"transformer.ln_f.bias", {h}}};
-  p.head_copy = {{"lm_head.weight", {V, h}}};  // Megatron's copy of wte on the last stage
-  return p;
-}
-
-}  // namespace
-
-ModelParts model_parts(const ModelShape& m, const LoraConfig& lora) {
-  if (m.arch == Arch::llama) return llama_parts(m, lora);
-  if (lora.enabled) fail("LoRA is planned for LLaMA models only (" + m.name + " is a GPT shape)");
-  return gpt_parts(m);
-}
-
-namespace {
-
-parallel::PartitionRules gpt_rules() {
-  // Megatron: qkv and fc1 column-parallel (output rows over tp), proj and fc2 row-parallel (input
-  // columns over tp); the vocabulary split over tp; fsdp shards the other dimension.
-  const std::vector<parallel::Axis> tp = {parallel::Axis::tp}, fsdp = {parallel::Axis::fsdp};
-  parallel::PartitionRules r;
-  r.add(R"(^(transformer\.wte|lm_head)\.weight$)", {tp, fsdp});
-  r.add(R"(^transformer\.wpe\.weight$)", {{}, fsdp});
-  r.add(R"(\.(attn\.qkv|mlp\.fc1)\.weight$)", {tp, fsdp});
-  r.add(R"(\.(attn\.qkv|mlp\.fc1)\.bias$)", {tp});
-  r.add(R"(\.(attn\.proj|mlp\.fc2)\.weight$)", {fsdp, tp});
-  r.add(R"(\.(attn\.proj|mlp\.fc2)\.bias$)", {});
-  r.add(R"(\.ln_(1|2|f)\.(weight|bias)$)", {});
-  return r;
-}
-
-}  // namespace
-
-const parallel::PartitionRules& model_rules(const ModelShape& m) {
-  static const parallel::PartitionRules llama = parallel::default_llama_rules(), gpt = gpt_rules();
-  return m.arch == Arch::llama ? llama : gpt;
+const parallel::PartitionRules& model_rules() {
+  static const parallel::PartitionRules rules = parallel::default_llama_rules();
+  return rules;
 }
 
 int64_t total_params(const ModelParts& p, int64_t layers, bool adapters) {
@@ -139,10 +67,7 @@ int64_t total_params(const ModelParts& p, int64_t layers, bool adapters) {
 }
 
 double model_flops_per_token(const ModelShape& m, const LoraConfig& lora, int64_t seq) {
-  if (m.arch == Arch::llama) return training_flops(m.config, lora, seq).per_token;
-  const double h = double(m.hidden()), l = double(m.layers());
-  const double n = l * 12.0 * h * h + double(m.vocab()) * h;  // matmul weights incl. the tied head
-  return 6.0 * n + 12.0 * l * h * double(seq);
+  return training_flops(m.config, lora, seq).per_token;
 }
 
 double megatron_flops(int64_t B, int64_t s, int64_t l, int64_t h, int64_t V, bool recompute) {

@@ -1,7 +1,8 @@
-// What the planner needs to know about a model: its architecture (LLaMA, or the GPT shape of the
-// Frontier study), its parameters as shape-only tensors in three parts (what the first pipeline
-// stage holds, one transformer layer, what the last stage holds), the partition rules that place
-// them, and its FLOPs. LLaMA parameters come from llama_param_shapes, the trainer's own list.
+// What the planner needs to know about a model: its description (ModelConfig: every family, the
+// Frontier study's GPT shapes among them, is one block described by its config), its parameters as
+// shape-only tensors in three parts (what the first pipeline stage holds, one transformer layer,
+// what the last stage holds), the partition rules that place them, and its FLOPs. The parameters
+// come from llama_param_shapes, the trainer's own list.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -14,13 +15,8 @@
 
 namespace mt::plan {
 
-enum class Arch { llama, gpt };
-
 struct ModelShape {
   std::string name;
-  Arch arch = Arch::llama;
-  // LLaMA: the model's config. GPT: layers, hidden, heads (= KV heads), vocab, intermediate = 4h,
-  // max_position_embeddings = the learned position table, tied embeddings.
   ModelConfig config;
 
   int64_t layers() const { return config.num_hidden_layers; }
@@ -28,16 +24,13 @@ struct ModelShape {
   int64_t vocab() const { return config.vocab_size; }
 };
 
-// llama3-8b, llama3-70b, llama3-405b, reference (the engine's benchmark shape), the families'
-// published sizes (io/family_presets.h: qwen2.5-*, qwen3-*, mistral-*), gpt-22b, gpt-175b, gpt-1t;
-// throws listing the names.
+// llama3-8b, llama3-70b, llama3-405b, reference (the engine's benchmark shape), gpt2*, gemma3-*,
+// the families' published sizes (io/family_presets.h: qwen2.5-*, qwen3-*, mistral-*, and the
+// Frontier study's gpt-22b, gpt-175b, gpt-1t); throws listing the names.
 ModelShape model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();
-// A preset name, an HF config.json, or a model directory (LLaMA).
+// A preset name, an HF config.json, or a model directory.
 ModelShape resolve_model(const std::string& name_or_path);
-// A GPT (Megatron) shape: 4h GELU MLP with biases, multi-head attention, tied embeddings.
-ModelShape gpt_shape(const std::string& name, int64_t layers, int64_t hidden, int64_t heads,
-                     int64_t vocab, int64_t max_positions);
 
 struct ModelParts {
   std::vector<ParamShape> first;      // embedding(s) (and a tied head's adapters): the first stage
@@ -45,15 +38,15 @@ struct ModelParts {
   std::vector<ParamShape> last;       // final norm, an untied head and its adapters: the last stage
   std::vector<ParamShape> head_copy;  // tied head: a copy the last stage holds when it is not the first
 };
-// Throws for LoRA on a GPT shape (the trainer's adapters are LLaMA's).
 ModelParts model_parts(const ModelShape& m, const LoraConfig& lora);
-// Compiled once per architecture (the search asks thousands of times).
-const parallel::PartitionRules& model_rules(const ModelShape& m);
+// The trainer's rules (one set names every family's tensors), compiled once: the search asks
+// thousands of times.
+const parallel::PartitionRules& model_rules();
 
 int64_t total_params(const ModelParts& p, int64_t layers, bool adapters);
 
-// Model FLOPs per trained token (no recomputation): LLaMA as train/flops.h counts them
-// (6N + 12·L·C·T, LoRA 4N + 6N_lora + 12·L·C·T); GPT the same with N = 12·l·h² + V·h.
+// Model FLOPs per trained token (no recomputation), as train/flops.h counts them
+// (6N + 12·L·Q·T, LoRA 4N + 6N_lora + 12·L·Q·T; a GeLU MLP has two matrices, not three).
 double model_flops_per_token(const ModelShape& m, const LoraConfig& lora, int64_t seq);
 // Megatron's count per iteration (Narayanan et al. 2021), as the Frontier study reports it:
 // 24·c·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)); c = 3, or 4 with activation recomputation.

@@ -31,9 +31,6 @@ void validate(const PlanInput& in) {
   if (m.cp > 1 && in.seq % (2 * m.cp) != 0)
     fail("mesh " + m.str() + ": sequence length " + std::to_string(in.seq) + " is not divisible by 2 x cp = " +
          std::to_string(2 * m.cp) + " (context parallelism cuts every sequence into 2 cp equal chunks)");
-  if (m.cp > 1 && in.model.arch != Arch::llama)
-    fail("mesh " + m.str() + ": context parallelism (cp) is priced for this engine's LLaMA-family models only, not " +
-         in.model.name);
   const int64_t per_step = in.micro_batch * in.data_parallel();
   if (in.global_batch % per_step != 0)
     fail("global batch " + std::to_string(in.global_batch) + " is not divisible by micro-batch x dp x fsdp = " +
@@ -71,7 +68,7 @@ bool stored_nf4(const parallel::ShardedParam& p, const PlanInput& in) {
 
 ElemCount count_elems(const std::vector<ParamShape>& params, const PlanInput& in) {
   ElemCount e;
-  const auto sharded = parallel::shard_params(params, in.lora.enabled, model_rules(in.model), in.mesh);
+  const auto sharded = parallel::shard_params(params, in.lora.enabled, model_rules(), in.mesh);
   for (const auto& p : sharded) {
     // Rank 0's block, from the same ranges bytes_per_rank sums (every rank's block is equal).
     int64_t n = 1;

@@ -31,7 +31,7 @@ std::string advice(const RunConfig& cfg, const std::string& largest) {
 PlanInput run_plan_input(const RunConfig& cfg, const ModelConfig& shape, double memory_per_rank) {
   const TrainConfig& tc = cfg.train;
   PlanInput in;
-  in.model = {cfg.model_path.empty() ? "model" : cfg.model_path, Arch::llama, shape};
+  in.model = {cfg.model_path.empty() ? "model" : cfg.model_path, shape};
   in.lora = cfg.lora;
   if (cfg.lora.enabled) in.base_dtype = parse_base_dtype(cfg.lora.base_dtype);
   in.precision = tc.precision;

@@ -27,11 +27,11 @@ std::vector<int64_t> micro_batches(const SearchSpace& space, int64_t per_rank) {
 }
 
 // The cp sizes tried among `devices` ranks: those that cut the sequence into 2 cp equal chunks, as
-// the trainer requires (none but 1 for a GPT shape, whose pricing has no cp).
+// the trainer requires.
 std::vector<int64_t> context_splits(const PlanInput& base, int64_t devices) {
   std::vector<int64_t> out;
   for (int64_t cp : divisors(devices))
-    if (cp == 1 || (base.model.arch == Arch::llama && base.seq % (2 * cp) == 0)) out.push_back(cp);
+    if (cp == 1 || base.seq % (2 * cp) == 0) out.push_back(cp);
   return out;
 }
 

@@ -31,11 +31,6 @@ std::vector<LinearShape> layer_linears(const PlanInput& in) {
   const double tp = double(in.mesh.tp), C = double(c.hidden_size), I = double(c.intermediate_size);
   const bool base_trains = !in.lora.enabled;
   std::vector<LinearShape> out;
-  if (in.model.arch == Arch::gpt) {
-    for (auto [o, i] : {std::pair{3 * C / tp, C}, {C, C / tp}, {I / tp, C}, {C, I / tp}})
-      out.push_back({o, i, true});
-    return out;
-  }
   // q and o are heads x head_dim wide (hidden_size in LLaMA; 8192 against 5120 in Qwen3-32B).
   const double q = double(c.q_dim()), kv = double(c.kv_dim());
   const LinearShape proj[kNumProj] = {{q / tp, C, base_trains},  {kv / tp, C, base_trains},
@@ -64,8 +59,6 @@ double mean_attended_keys(const ModelConfig& c, int64_t seq) {
 // once more for the bias's gradient when the bias trains. Row-parallel outputs (o, down) are
 // whole on every tensor-parallel rank, the others split.
 std::pair<double, double> bias_bytes_per_token(const PlanInput& in) {
-  // The GPT shapes' elementwise time is their activation count's (Korthikanti et al.), as before.
-  if (in.model.arch != Arch::llama) return {0.0, 0.0};
   const auto& c = in.model.config;
   const double t = in.precision == Precision::bf16 ? 2.0 : 4.0, tp = double(in.mesh.tp);
   double elems = 0.0;
@@ -129,18 +122,18 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
   const double layer_f = lf + att + 0.5 * elem + N * bias_f / cl.memory_bandwidth;
   const double layer_b = lb + kAttentionBackwardRatio * att + 0.5 * elem + N * bias_b / cl.memory_bandwidth;
   const double L = double(s.layers);
-  // Forward runs of a layer in all: with checkpointing twice; this engine's pipeline stages (LLaMA
-  // shapes) keep only each micro-batch's input and run the forward again in the backward
-  // (parallel/pipeline.h), but the last chunk runs both at once.
+  // Forward runs of a layer in all: with checkpointing twice; this engine's pipeline stages keep
+  // only each micro-batch's input and run the forward again in the backward (parallel/pipeline.h),
+  // but the last chunk runs both at once.
   double forward_layers = L * (in.checkpointing ? 2.0 : 1.0);
-  if (in.model.arch == Arch::llama && in.mesh.pp > 1)
+  if (in.mesh.pp > 1)
     forward_layers += L - (s.last ? double(stage_blocks(in).back()) : 0.0);
   r.forward = forward_layers * layer_f;
   r.backward = L * layer_b;
   r.cp = context_parallel_seconds(in, L, forward_layers);
   if (s.last) {
     const double V = double(c.vocab_size) / tp;
-    std::vector<LinearShape> head = {{V, C, !in.lora.enabled || in.model.arch == Arch::gpt}};
+    std::vector<LinearShape> head = {{V, C, !in.lora.enabled}};
     if (lora_targets_head(in.lora)) head.push_back({double(in.lora.rank), C, true}), head.push_back({V, double(in.lora.rank), true});
     auto [hf, hb] = linear_seconds(cl, head, N);
     r.forward += hf, r.backward += hb;
@@ -173,9 +166,8 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
     r.fsdp += gathers(parallel::Axis::dp, mesh.dp, double(s.params.local), double(s.params.local_nf4),
                       double(s.params.local_trainable));
   // An activation forward and its gradient back per chunk; this engine sends the f32 residual.
-  const double sent = in.model.arch == Arch::llama ? 4.0 : act;
   if (mesh.pp > 1)
-    r.pp = 2.0 * double(in.pp_virtual) * point_to_point(sent * N * C, axis_link(mesh, parallel::Axis::pp, cl));
+    r.pp = 2.0 * double(in.pp_virtual) * point_to_point(4.0 * N * C, axis_link(mesh, parallel::Axis::pp, cl));
   return r;
 }
 

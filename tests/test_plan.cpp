@@ -89,7 +89,7 @@ TEST(PlanMemory, StageParameterBytesEqualShardPlan) {
         }
 }
 
-// A stage of this engine (LLaMA shapes) holds one micro-batch's activations in the whole model's
+// A stage of this engine (every family) holds one micro-batch's activations in the whole model's
 // arena, whatever the schedule, and the pipeline's f32 buffers of N x C each as its schedule keeps
 // them (parallel::pipeline_buffers): GPipe's grow with m, 1F1B's stay at pp - stage in flight.
 TEST(PlanMemory, PipelineStageHoldsOneMicroBatchAndTheSchedulesBuffers) {

@@ -4,12 +4,16 @@
 // BackendOps.GeluMatchesReference.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "core/bf16.h"
 #include "finite_diff.h"
 #include "kernels/cpu/gelu.h"
+#include "kernels/cpu/gelu_sigmoid.h"
 #include "kernels/cpu/layernorm.h"
 
 namespace mt {
@@ -108,6 +112,34 @@ TEST(OpsGelu, Bf16MatchesF32AndRunsInPlace) {
   gelu_forward(xb.data(), xb.data(), n);  // in place
   for (int64_t i = 0; i < n; ++i)
     ASSERT_NEAR(to_float(xb[i]), hf[i], 1e-2 * std::fabs(hf[i]) + 1e-6) << i;
+}
+
+// The CPU's sigmoid form of the tanh GeLU (kernels/cpu/gelu_sigmoid.h, vectorised with fast_exp)
+// within the error its header states, against the formula in double on floats spread over
+// [-10, 10] (every 4099th bit pattern, both signs). The double is written in the sigmoid form too:
+// in the (1 + tanh u) form even double cancels to 0 for x below about -7.
+TEST(OpsGelu, SigmoidFormWithinStatedError) {
+  const double k = std::sqrt(2.0 / 3.14159265358979323846), c = 0.044715;
+  double worst_gelu = 0, worst_slope = 0;
+  int64_t checked = 0;
+  for (uint32_t bits = 0; bits <= std::bit_cast<uint32_t>(10.0f); bits += 4099)
+    for (float x : {std::bit_cast<float>(bits), -std::bit_cast<float>(bits)}) {
+      const double u = k * (x + c * double(x) * x * x), e = std::exp(-2.0 * u), s = 1.0 / (1.0 + e);
+      const double gelu = x * s, slope = s + 2.0 * x * k * (1.0 + 3.0 * c * double(x) * x) * s * (e * s);
+      if (std::fabs(gelu) >= 1e-37)  // a normal float: relative error is meaningful
+        worst_gelu = std::max(worst_gelu, std::fabs(gelu_tanh_vectorisable(x) - gelu) / std::fabs(gelu));
+      worst_slope = std::max(worst_slope, std::fabs(gelu_tanh_derivative_vectorisable(x) - slope) /
+                                              std::max(1.0, std::fabs(slope)));
+      ++checked;
+    }
+  EXPECT_GT(checked, 500000);
+  EXPECT_LE(worst_gelu, 1.4e-5);
+  EXPECT_LE(worst_slope, 2.1e-7);
+  // Far outside: gelu -> x for large x, -> 0 (never NaN) for very negative x.
+  EXPECT_EQ(gelu_tanh_vectorisable(100.0f), 100.0f);
+  EXPECT_EQ(gelu_tanh_derivative_vectorisable(100.0f), 1.0f);
+  EXPECT_LE(std::fabs(gelu_tanh_vectorisable(-100.0f)), 1e-30f);
+  EXPECT_LE(std::fabs(gelu_tanh_derivative_vectorisable(-100.0f)), 1e-30f);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 #include "kernels/cpu/geglu.h"
 
 #include "core/bf16.h"
-#include "kernels/device_math/gelu_element.h"
+#include "kernels/cpu/gelu_sigmoid.h"
 
 namespace mt {
 
@@ -11,22 +11,22 @@ constexpr int64_t kGegluParallelMin = 1 << 15;  // elements; below this a thread
 
 template <class T>
 void geglu_forward(T* h, const T* gate, const T* up, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > kGegluParallelMin)
+#pragma omp parallel for simd schedule(static) if (n > kGegluParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     const float g = to_float(gate[i]), u = to_float(up[i]);
-    h[i] = from_float<T>(dm::gelu_tanh(g) * u);
+    h[i] = from_float<T>(gelu_tanh_vectorisable(g) * u);
   }
 }
 
 // dgate = dh * up * gelu'(gate), dup = dh * gelu(gate).
 template <class T>
 void geglu_backward(T* dgate, T* dup, const T* dh, const T* gate, const T* up, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > kGegluParallelMin)
+#pragma omp parallel for simd schedule(static) if (n > kGegluParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     const float g = to_float(gate[i]), u = to_float(up[i]), d = to_float(dh[i]);
-    const float gelu = dm::gelu_tanh(g), slope = dm::gelu_tanh_derivative(g);
-    dgate[i] = from_float<T>(d * u * slope);
-    dup[i] = from_float<T>(d * gelu);
+    const GeluSigmoid sg = gelu_sigmoid(g);
+    dgate[i] = from_float<T>(d * u * gelu_tanh_derivative_vectorisable(g, sg));
+    dup[i] = from_float<T>(d * g * sg.s);
   }
 }
 

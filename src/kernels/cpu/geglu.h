@@ -1,4 +1,5 @@
-// GeGLU gate of Gemma's MLP: h = gelu_tanh(gate) * up (kernels/device_math/gelu_element.h).
+// GeGLU gate of Gemma's MLP: h = gelu_tanh(gate) * up (kernels/device_math/gelu_element.h; computed
+// in the vectorised form of kernels/cpu/gelu_sigmoid.h).
 #pragma once
 #include <cstdint>
 

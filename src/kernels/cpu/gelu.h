@@ -1,5 +1,5 @@
-// GeLU in its tanh approximation, elementwise (GPT-2's MLP: c_fc -> gelu -> c_proj), with the
-// arithmetic of kernels/device_math/gelu_element.h shared with the GPU.
+// GeLU in its tanh approximation, elementwise (GPT-2's MLP: c_fc -> gelu -> c_proj): the function
+// of kernels/device_math/gelu_element.h, computed in the vectorised form of gelu_sigmoid.h.
 #pragma once
 #include <cstdint>
 

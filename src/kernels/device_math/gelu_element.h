@@ -1,8 +1,9 @@
 // One element of GeLU in its tanh approximation (GPT-2's "gelu_new", Gemma's
 // "gelu_pytorch_tanh"), and its derivative:
 //   gelu(x) = x/2 (1 + tanh(k (x + 0.044715 x^3))),  k = sqrt(2/pi).
-// Shared by the CPU kernels, the GPU kernels and (through the same formula in double) the tests,
-// so GPT-2's plain GeLU MLP and Gemma's GeGLU gate do the same arithmetic on every backend.
+// The GPU kernels evaluate it as written (tanhf is a fast intrinsic there); the CPU kernels compute
+// the same function in its sigmoid form, which vectorises (kernels/cpu/gelu_sigmoid.h, with these
+// constants); the tests write the formula in double.
 #pragma once
 #include <cmath>
 

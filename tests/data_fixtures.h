@@ -1,5 +1,6 @@
-// Helpers shared by the training-data tests: shared-data paths, temp files, error capture and a
-// tokenizer wrapper that counts encode() calls (to prove the token cache skips tokenising).
+// Helpers shared by the training-data tests: shared-data paths, temp files (temp_dirs.h), error
+// capture and a tokenizer wrapper that counts encode() calls (to prove the token cache skips
+// tokenising).
 #pragma once
 #include <gtest/gtest.h>
 
@@ -10,9 +11,8 @@
 #include <memory>
 #include <string>
 
-#include <unistd.h>
-
 #include "error_of.h"
+#include "temp_dirs.h"
 #include "core/error.h"
 #include "data/tokenizer.h"
 
@@ -34,27 +34,7 @@ inline const Tokenizer& shared_tokenizer(const std::string& rel) {
   return *slot;
 }
 
-// A fresh directory per test, removed at the end.
-class TempDir {
- public:
-  explicit TempDir(const std::string& name)
-      : path_(std::filesystem::temp_directory_path() /
-              ("meshtrain_data_" + std::to_string(::getpid()) + "_" + name)) {
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string file(const std::string& name, const std::string& content) const {
-    auto p = path_ / name;
-    std::ofstream(p, std::ios::binary) << content;
-    return p.string();
-  }
-  std::string path(const std::string& name = "") const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
-
+using ::mt::testing::TempDir;
 using ::mt::error_of;
 
 // Forwards to another tokenizer and counts encode() calls.

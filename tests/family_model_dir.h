@@ -5,6 +5,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -13,18 +14,20 @@
 #include "io/model_files.h"
 #include "mesh_runs.h"
 #include "model/transformer.h"
+#include "temp_dirs.h"
 
 namespace mt::testing {
 
-// `tag` names the directories under the temp dir (tests ctest runs in parallel keep theirs apart);
-// `train_args` shapes the source run ("--set model.num_hidden_layers=4 ..."). Returns the model
-// directory.
+// `tag` names the scratch directory (fresh_temp_dir) and the model directory in it, <tag>;
+// `train_args` shapes the source run ("--set model.num_hidden_layers=4 ..."). The weights are
+// init_weights(`seed`), then whatever `values` sets. A gpt2 model's config.json keeps none of the
+// LLaMA source's keys (its own name the same things). Returns the model directory.
 inline std::string family_model_dir(const std::string& tag, const std::string& train_args,
-                                    const std::function<void(ModelConfig&)>& parts) {
+                                    const std::function<void(ModelConfig&)>& parts, uint64_t seed = 7,
+                                    const std::function<void(Transformer&)>& values = {}) {
   namespace fs = std::filesystem;
-  const std::string src = (fs::temp_directory_path() / ("meshtrain_family_dir_src_" + tag)).string();
-  const std::string dir = (fs::temp_directory_path() / ("meshtrain_family_dir_" + tag)).string();
-  fs::remove_all(src);
+  const std::string scratch = fresh_temp_dir("family_dir_" + tag);
+  const std::string src = scratch + "/src", dir = scratch + "/" + tag;
   std::string out;
   EXPECT_EQ(run(train_command("") + train_args + " --set train.steps=1 --set train.peak_gflops=100 --set output.dir=" +
                     src + " 2>&1",
@@ -35,13 +38,13 @@ inline std::string family_model_dir(const std::string& tag, const std::string& t
   parts(c);
   c.validate();
   Transformer m(c, Precision::fp32, LoraConfig{});
-  m.init_weights(7);
-  fs::remove_all(dir);
-  save_base_model(m, dir, ModelOrigin{src + "/model", {}});
+  m.init_weights(seed);
+  if (values) values(m);
+  save_base_model(m, dir, ModelOrigin{c.model_type == "gpt2" ? "" : src + "/model", {}});
   for (const auto& e : fs::directory_iterator(src + "/model")) {  // the tokenizer files
     const std::string name = e.path().filename().string();
     if (name != "config.json" && name != "model.safetensors" && name != "generation_config.json")
-      fs::copy(e.path(), dir + "/" + name, fs::copy_options::overwrite_existing);
+      fs::copy(e.path(), dir + "/" + name);
   }
   return dir;
 }

@@ -54,4 +54,22 @@ void expect_grad_near(const G& analytic, const std::vector<double>& numeric,
         << what << " [" << i << "]";
 }
 
+// Each x[i] of an input that `loss` reads in place (by the caller's capture) nudged by +-eps:
+// (L(x + eps) - L(x - eps)) / 2 eps must equal grad[i] to within rel * (1 + |difference|). For
+// kernels whose inputs are awkward to pass (attention's q, k and v, laid out for the kernel).
+template <class Loss>
+void expect_grad_matches_nudges(std::vector<float>& x, const std::vector<float>& grad, Loss&& loss,
+                                const std::string& what, float eps = 1e-2f, double rel = 2e-3) {
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float x0 = x[i];
+    x[i] = x0 + eps;
+    const double lp = loss();
+    x[i] = x0 - eps;
+    const double lm = loss();
+    x[i] = x0;
+    const double fd = (lp - lm) / (2.0 * eps);
+    EXPECT_NEAR(grad[i], fd, rel * (1.0 + std::abs(fd))) << what << "[" << i << "]";
+  }
+}
+
 }  // namespace mt::test

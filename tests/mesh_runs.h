@@ -19,6 +19,7 @@
 #include "train/checkpoint.h"
 #include "train/metrics.h"
 #include "train/run_config.h"
+#include "temp_dirs.h"
 
 namespace mt::testing {
 
@@ -33,6 +34,20 @@ inline bool have_mpirun() { return run("mpirun --version") == 0; }
 inline std::string mpirun(int64_t n) {
   return "OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe -n " + std::to_string(n) + " ";
 }
+
+// A mesh ("pp=2,tp=2") as a part of a test's tag: "pp_2_tp_2".
+inline std::string tag_of(const std::string& mesh) {
+  std::string t;
+  for (char c : mesh) t += (c == '=' || c == ',') ? '_' : c;
+  return t;
+}
+
+// LoRA on every adapter target, the head included, with a learning rate (1e-2) large enough that
+// the adapters move, on a random base (lora.random_base) where no model is given: how the mesh
+// tests compare layouts' adapter training.
+inline constexpr const char* kLoraAllTargets =
+    "--set lora.enabled=true --set lora.random_base=true --set lora.rank=4 --set optim.lr=1e-2 "
+    "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\",\"lm_head\"]' ";
 
 // `meshtrain train` on the ranks of `mesh` ("dp=1" or "" : one process without mpirun).
 inline std::string train_command(const std::string& mesh) {
@@ -94,21 +109,18 @@ inline std::vector<double> validation_losses(const std::string& output) {
 // and `args_b` with `command_b`, trained alike: their per-step losses (relative 1e-5), gradient
 // norms (relative 1e-5 on the first step, 5e-5 after updates that rounding moved, see below),
 // validation losses before, during and after training, and exported final parameters (absolute
-// `weight_tolerance`: 5e-5 is 1% of the 5e-3 an element can move in six steps) are equal. `tag` keeps the output directories of tests
-// that ctest runs in parallel apart. (Sums over ranks or micro-batches round differently from one
-// rank's sums; AdamW divides each update by the gradient's own magnitude, so for an element whose
-// gradient is near zero that rounding can move the update by a visible fraction of lr. With
-// optim.eps = 1 the update is linear in the gradient and the runs agree to ~1e-7:
-// Sharded.WeightsAgreeToRoundingWhenUpdatesAreLinearInTheGradient.)
+// `weight_tolerance`: 5e-5 is 1% of the 5e-3 an element can move in six steps) are equal. The runs
+// write to one/ and mesh/ under fresh_temp_dir("mesh_" + tag). (Sums over ranks or micro-batches
+// round differently from one rank's sums; AdamW divides each update by the gradient's own
+// magnitude, so for an element whose gradient is near zero that rounding can move the update by a
+// visible fraction of lr. With optim.eps = 1 the update is linear in the gradient and the runs
+// agree to ~1e-7: Sharded.WeightsAgreeToRoundingWhenUpdatesAreLinearInTheGradient.)
 inline void expect_same_training(const std::string& tag, const std::string& command_a, const std::string& args_a,
                                  const std::string& command_b, const std::string& args_b,
                                  const std::string& weights_file, double weight_tolerance = 5e-5) {
-  namespace fs = std::filesystem;
-  const std::string base = (fs::temp_directory_path() / ("meshtrain_mesh_" + tag)).string();
-  const std::string one = base + "_one", many = base + "_mesh";
+  const std::string base = fresh_temp_dir("mesh_" + tag);
+  const std::string one = base + "/one", many = base + "/mesh";
   const std::string what = command_b + args_b;
-  fs::remove_all(one);
-  fs::remove_all(many);
   std::string out_one, out;
   ASSERT_EQ(run(command_a + args_a + " --set output.dir=" + one, &out_one), 0) << out_one;
   ASSERT_EQ(run(command_b + args_b + " --set output.dir=" + many, &out), 0) << out;
@@ -155,8 +167,7 @@ inline void expect_same_run(const std::string& tag, const std::string& args, con
 inline void expect_resume_across(const std::string& tag, const std::string& args, const std::string& from,
                                  const std::string& to) {
   namespace fs = std::filesystem;
-  const std::string dir = (fs::temp_directory_path() / ("meshtrain_resume_" + tag)).string();
-  fs::remove_all(dir);
+  const std::string dir = fresh_temp_dir("resume_" + tag) + "/run";
   const std::string a = args + "--set output.checkpoint_every=3 --set output.dir=" + dir;
   const std::string what = from + " -> " + to;
   std::string out;
@@ -196,8 +207,7 @@ inline void expect_resume_across(const std::string& tag, const std::string& args
 inline void expect_killed_rank_ends_job(const std::string& tag, const std::string& args_in,
                                         const std::string& mesh) {
   namespace fs = std::filesystem;
-  const std::string dir = (fs::temp_directory_path() / ("meshtrain_killed_" + tag)).string();
-  fs::remove_all(dir);
+  const std::string dir = fresh_temp_dir("killed_" + tag) + "/run";
   const std::string args = args_in + " --set train.steps=100000 --set output.checkpoint_every=2 --set output.dir=" + dir;
   // Run in the background; once a checkpoint exists, kill one rank with SIGKILL, then wait (at
   // most 30 s) for the job to end.

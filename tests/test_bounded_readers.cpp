@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
 
 #include "core/bounded_json.h"
 #include "core/error.h"
 #include "run_command.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
@@ -113,15 +113,8 @@ class HostileFiles : public ::testing::Test {
  protected:
   void SetUp() override {
     if (testing::run_command("prlimit --version").code != 0) GTEST_SKIP() << "prlimit (util-linux) not installed";
-    // One directory per process and test: ctest runs these tests in parallel processes.
-    dir_ = fs::temp_directory_path() /
-           ("meshtrain_bounded_readers_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!dir_.empty()) fs::remove_all(dir_);
+    dir_ = mt::testing::fresh_temp_dir(std::string("bounded_readers_") +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
   }
 
   std::string write(const std::string& rel, size_t brackets) {

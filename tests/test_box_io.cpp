@@ -2,7 +2,6 @@
 // checkpoint (every dtype, single and sharded) against slicing the full read, and box shard sets
 // written under one split and read back under others, with replicas, holes and bad metadata.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -23,6 +22,7 @@
 #include "io/safetensors_index.h"
 #include "io/safetensors_write.h"
 #include "core/tensor_box.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
@@ -90,17 +90,13 @@ TensorBox random_box(std::mt19937& rng, const std::vector<int64_t>& shape, bool 
   return b;
 }
 
-// A fresh directory per test, removed afterwards.
+// A fresh directory per test.
 class BoxFiles : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* t = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("meshtrain_box_" + std::string(t->test_suite_name()) + "_" + t->name() + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = testing::fresh_temp_dir("box_" + std::string(t->test_suite_name()) + "_" + t->name());
   }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   fs::path dir_;

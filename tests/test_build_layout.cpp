@@ -11,6 +11,7 @@
 
 #include "run_command.h"
 #include "text_files.h"
+#include "temp_dirs.h"
 
 namespace {
 
@@ -67,7 +68,7 @@ BuildScriptRun run_build_script(const fs::path& root, const std::string& args) {
 }
 
 TEST(BuildLayout, BuildScriptBuildsTheBinaryAloneUnlessAskedForTests) {
-  const fs::path root = fs::temp_directory_path() / "meshtrain_build_layout_script";
+  const fs::path root = mt::testing::fresh_temp_dir("build_layout_script");
   BuildScriptRun run = run_build_script(root, "");
   ASSERT_EQ(run.result.code, 0) << run.result.output;
   EXPECT_EQ(run.cmake_calls, (std::vector<std::string>{"-S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release",

@@ -22,6 +22,7 @@
 #include "error_of.h"
 #include "run_command.h"
 #include "train/run_config.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
@@ -72,7 +73,7 @@ TEST(CheckedCounts, HugeBatchSequenceAndStepCountsAreRefusedByKey) {
 TEST(CheckedCounts, TheBinaryRefusesHugeBatchSizesInOneLine) {
   for (const std::string n : {"144115188075855872", "72057594037927936"}) {
     const auto r = testing::run_meshtrain("train --set train.steps=1 --set train.batch_size=" + n +
-                                          " --set output.dir=" + (std::filesystem::temp_directory_path() / "meshtrain_huge_batch").string());
+                                          " --set output.dir=" + testing::fresh_temp_dir("huge_batch") + "/run");
     EXPECT_EQ(r.code, 1) << r.output;
     EXPECT_TRUE(has(r.output, "meshtrain: error: --set train.batch_size=" + n + ": train.batch_size must be in (0, 16777216], got " + n))
         << r.output;

@@ -18,6 +18,7 @@
 #include "train/checkpoint.h"
 #include "train/checkpoint_manifest.h"
 #include "train/trainer.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
@@ -32,8 +33,7 @@ RunConfig run_config(const std::string& name) {
   cfg.train.log_every = 100;
   cfg.train.peak_gflops = 100.0f;
   cfg.output.checkpoint_every = 4;
-  cfg.output.dir = (fs::temp_directory_path() / name).string();
-  fs::remove_all(cfg.output.dir);
+  cfg.output.dir = testing::fresh_temp_dir(name) + "/run";
   return cfg;
 }
 
@@ -57,13 +57,13 @@ void expect_exact_resume(RunConfig cfg, const std::function<void(const fs::path&
 }
 
 TEST(Checkpoint, FullTrainingResumesBitExactly) {
-  RunConfig cfg = run_config("meshtrain_ckpt_full");
+  RunConfig cfg = run_config("ckpt_full");
   cfg.train.grad_accum = 2;
   expect_exact_resume(cfg);
 }
 
 TEST(Checkpoint, LoraOnExamplesResumesBitExactly) {
-  RunConfig cfg = run_config("meshtrain_ckpt_lora");
+  RunConfig cfg = run_config("ckpt_lora");
   cfg.lora.enabled = true;
   cfg.data.path = std::string(MESHTRAIN_SOURCE_DIR) + "/examples/village_qa.jsonl";
   cfg.data.cache_dir = "off";
@@ -73,7 +73,7 @@ TEST(Checkpoint, LoraOnExamplesResumesBitExactly) {
 }
 
 TEST(Checkpoint, HalfWrittenCheckpointIsIgnoredAndKeepLimitsTheCount) {
-  RunConfig cfg = run_config("meshtrain_ckpt_crash");
+  RunConfig cfg = run_config("ckpt_crash");
   cfg.train.steps = 12;
   std::ostringstream log;
   train(cfg, log);
@@ -91,7 +91,7 @@ TEST(Checkpoint, HalfWrittenCheckpointIsIgnoredAndKeepLimitsTheCount) {
 }
 
 TEST(Checkpoint, MismatchedOrCorruptCheckpointsAreRefused) {
-  RunConfig cfg = run_config("meshtrain_ckpt_bad");
+  RunConfig cfg = run_config("ckpt_bad");
   std::ostringstream log;
   train(cfg, log);
   RunConfig lora = cfg;
@@ -169,7 +169,7 @@ std::string resume_error(RunConfig cfg, const fs::path& checkpoint) {
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 TEST(Checkpoint, ManifestRecordsACrc32cPerShardFile) {
-  RunConfig cfg = run_config("meshtrain_ckpt_crc");
+  RunConfig cfg = run_config("ckpt_crc");
   cfg.train.steps = 4;
   std::ostringstream log;
   train(cfg, log);
@@ -181,7 +181,7 @@ TEST(Checkpoint, ManifestRecordsACrc32cPerShardFile) {
 }
 
 TEST(Checkpoint, CorruptShardFilesAndNonFiniteValuesAreRefusedByName) {
-  RunConfig cfg = run_config("meshtrain_ckpt_integrity");
+  RunConfig cfg = run_config("ckpt_integrity");
   std::ostringstream log;
   train(cfg, log);
   const fs::path saved = fs::path(cfg.output.dir) / "checkpoints/step-000008";
@@ -235,7 +235,7 @@ TEST(Checkpoint, CorruptShardFilesAndNonFiniteValuesAreRefusedByName) {
 
 TEST(Checkpoint, ManifestWithoutChecksumsStillResumesBitExactly) {
   // Checkpoints written before checksums were recorded load unverified, and exactly.
-  expect_exact_resume(run_config("meshtrain_ckpt_no_crc"), [](const fs::path& dir) {
+  expect_exact_resume(run_config("ckpt_no_crc"), [](const fs::path& dir) {
     nlohmann::json m = read_manifest(dir);
     ASSERT_EQ(m.erase("crc32c"), 1u);
     write_manifest(dir, m);
@@ -267,7 +267,7 @@ void edit_manifest_bytes(const fs::path& dir, const std::string& from, const std
 }
 
 TEST(Checkpoint, TheManifestIsChecksummedAndABitFlipInItIsRefused) {
-  RunConfig cfg = run_config("meshtrain_ckpt_manifest_crc");
+  RunConfig cfg = run_config("ckpt_manifest_crc");
   std::ostringstream log;
   train(cfg, log);
   const fs::path saved = fs::path(cfg.output.dir) / "checkpoints/step-000008";
@@ -309,7 +309,7 @@ TEST(Checkpoint, TheManifestIsChecksummedAndABitFlipInItIsRefused) {
 // A manifest whose checksum matches (written by a faulty or hostile writer) is still checked
 // against its shards and itself.
 TEST(Checkpoint, TheManifestIsCrossCheckedAgainstItsShardsAndItself) {
-  RunConfig cfg = run_config("meshtrain_ckpt_manifest_cross");
+  RunConfig cfg = run_config("ckpt_manifest_cross");
   std::ostringstream log;
   train(cfg, log);
   const fs::path saved = fs::path(cfg.output.dir) / "checkpoints/step-000008";
@@ -345,7 +345,7 @@ TEST(Checkpoint, TheManifestIsCrossCheckedAgainstItsShardsAndItself) {
 }
 
 TEST(Checkpoint, ResumeRefusesChangedKeysThatAlterTheMathNamingEach) {
-  RunConfig cfg = run_config("meshtrain_ckpt_changed_keys");
+  RunConfig cfg = run_config("ckpt_changed_keys");
   std::ostringstream log;
   train(cfg, log);
   const fs::path ckpt = fs::path(cfg.output.dir) / "checkpoints/step-000008";

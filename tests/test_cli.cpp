@@ -16,6 +16,7 @@
 #include "run_command.h"
 #include "train/config_schema.h"
 #include "train/config_values.h"
+#include "temp_dirs.h"
 
 namespace {
 
@@ -54,9 +55,8 @@ TEST(Cli, BenchP2pOnOneRankIsRefused) {
 }
 
 TEST(Cli, TrainsAndSummarises) {
-  std::filesystem::remove_all(std::string(::testing::TempDir()) + "meshtrain_cli_run");
   Result r = run("train --set train.steps=3 --set train.log_every=1 --set train.peak_gflops=100 "
-                 "--set output.dir=" + std::string(::testing::TempDir()) + "meshtrain_cli_run");
+                 "--set output.dir=" + mt::testing::fresh_temp_dir("cli_run") + "/run");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("step 3/3"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("tok/s"), std::string::npos);
@@ -92,8 +92,7 @@ void expect_refused_quickly(const std::string& args, const std::string& path) {
 
 TEST(Cli, NonRegularFilesAreRefusedNotRead) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::path(::testing::TempDir()) / "meshtrain_cli_fifo";
-  fs::remove_all(dir);
+  const fs::path dir = mt::testing::fresh_temp_dir("cli_fifo");
   fs::create_directories(dir / "model");
   const std::string fifo = (dir / "input.fifo").string();
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
@@ -140,10 +139,8 @@ std::vector<std::string> losses_of(const std::string& dir) {
 TEST(Cli, RunTomlRepeatsTheRun) {
   const std::string text = std::string(MESHTRAIN_SOURCE_DIR) + "/../shared/data/text/tinyshakespeare.txt";
   if (!std::filesystem::exists(text)) GTEST_SKIP() << "shared data not present";
-  const std::string first = std::string(::testing::TempDir()) + "meshtrain_cli_repeat_first";
-  const std::string again = std::string(::testing::TempDir()) + "meshtrain_cli_repeat_again";
-  std::filesystem::remove_all(first);
-  std::filesystem::remove_all(again);
+  const std::string scratch = mt::testing::fresh_temp_dir("cli_repeat");
+  const std::string first = scratch + "/first", again = scratch + "/again";
   // Keys away from the built-in run's values, so that a key run.toml lost would show.
   Result r = run("train --set data.path=" + text + " --set data.cache_dir=off "
                  "--set train.steps=4 --set train.batch_size=2 --set train.grad_accum=2 "
@@ -169,7 +166,7 @@ TEST(Cli, ConvertGenerateEvalExportStories260K) {
   const std::string data = std::string(MESHTRAIN_SOURCE_DIR) + "/../shared/data/";
   if (FILE* f = fopen((data + "stories260K/stories260K.bin").c_str(), "rb")) fclose(f);
   else GTEST_SKIP() << "shared data not present";
-  const std::string dir = std::string(::testing::TempDir()) + "meshtrain_cli_stories";
+  const std::string dir = mt::testing::fresh_temp_dir("cli_stories") + "/model";
   Result r = run("convert --llama2c " + data + "stories260K/stories260K.bin --tokenizer " + data +
                  "stories260K/tok512.bin --out " + dir);
   ASSERT_EQ(r.code, 0) << r.output;

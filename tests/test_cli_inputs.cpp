@@ -16,6 +16,7 @@
 #include "data_fixtures.h"
 #include "io/pretrained.h"
 #include "run_command.h"
+#include "temp_dirs.h"
 
 namespace {
 
@@ -35,9 +36,7 @@ void expect_hub_answer(const std::string& args, const std::string& id) {
 }
 
 TEST(CliInputs, HubIdAsModelPathSaysHowToDownload) {
-  const std::string dir = std::string(::testing::TempDir()) + "meshtrain_cli_hub";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const std::string dir = mt::testing::fresh_temp_dir("cli_hub");
   // Every entry that takes a model path: the loading verbs, plan, shard and a run's model.path.
   expect_hub_answer("generate -m meta-llama/Llama-3.2-1B -n 1", "meta-llama/Llama-3.2-1B");
   expect_hub_answer("eval -m TinyLlama/TinyLlama-1.1B-Chat-v1.0 -d " + dir + "/none.txt",
@@ -54,7 +53,6 @@ TEST(CliInputs, HubIdAsModelPathSaysHowToDownload) {
   const CommandResult r = run_meshtrain("generate -m " + dir + "/no/such/model -n 1");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("model path does not exist"), std::string::npos) << r.output;
-  std::filesystem::remove_all(dir);
 }
 
 // The masked loss of one example on its own, as training defines it: token t + 1 is predicted
@@ -73,8 +71,7 @@ TEST(CliInputs, EvalOnAlpacaFileIsTheMaskedExampleLoss) {
   MT_REQUIRE_DATA("stories260K/stories260K.bin");
   MT_REQUIRE_DATA("instruct/alpaca_tiny.json");
   const std::string data = mt::testdata::data_dir();
-  const std::string dir = std::string(::testing::TempDir()) + "meshtrain_cli_eval_examples";
-  std::filesystem::remove_all(dir);
+  const std::string dir = mt::testing::fresh_temp_dir("cli_eval_examples") + "/model";
   CommandResult r = run_meshtrain("convert --llama2c " + data + "stories260K/stories260K.bin --tokenizer " +
                                   data + "stories260K/tok512.bin --out " + dir);
   ASSERT_EQ(r.code, 0) << r.output;
@@ -118,7 +115,6 @@ TEST(CliInputs, EvalOnAlpacaFileIsTheMaskedExampleLoss) {
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("Llama 3 special tokens"), std::string::npos) << r.output;
   EXPECT_EQ(lines_of(r.output), 1u) << r.output;
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "run_command.h"
 #include "text_files.h"
+#include "temp_dirs.h"
 
 namespace {
 
@@ -27,12 +28,7 @@ using mt::testing::stories_hf_dir;
 const std::string kShared = std::string(MESHTRAIN_SOURCE_DIR) + "/../shared/data/";
 const std::string kBinary = MESHTRAIN_BINARY;
 
-fs::path fresh(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("meshtrain_vocab_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
+fs::path fresh(const std::string& name) { return mt::testing::fresh_temp_dir("vocab_" + name); }
 
 std::vector<double> losses_of(const fs::path& metrics) {
   std::vector<double> out;
@@ -71,7 +67,6 @@ TEST(CliVersion, TheCommitIsUnknownWithoutGit) {
   const std::string info = read_file(dir / "b/generated/cli/build_info.h");
   EXPECT_NE(info.find("#define MESHTRAIN_GIT_COMMIT \"unknown\""), std::string::npos) << info;
   EXPECT_NE(info.find("#define MESHTRAIN_BUILD_TYPE \"Release\""), std::string::npos) << info;
-  fs::remove_all(dir);
 }
 
 TEST(CliShortcuts, EachIsASetOfItsKeyAndTheSameKeyTwiceIsRefused) {
@@ -94,7 +89,6 @@ TEST(CliShortcuts, EachIsASetOfItsKeyAndTheSameKeyTwiceIsRefused) {
   EXPECT_NE(r.output.find("train.steps and train.epochs both give the run's length: give one"), std::string::npos)
       << r.output;
   EXPECT_FALSE(fs::exists(dir / "b"));
-  fs::remove_all(dir);
 }
 
 TEST(CliAliases, AreLoggedOnceAndRecordedByTheirKeys) {
@@ -115,7 +109,6 @@ TEST(CliAliases, AreLoggedOnceAndRecordedByTheirKeys) {
   for (const char* line : {"rank = 4\n", "alpha = 8.0\n", "targets = [\"q\", \"v\"]\n", "dropout = 0.1\n", "\nlr = 0.001\n"})
     EXPECT_NE(recorded.find(line), std::string::npos) << line << recorded;
   EXPECT_EQ(recorded.find("lora_alpha"), std::string::npos) << recorded;
-  fs::remove_all(dir);
 }
 
 // Plain text: an epoch is train tokens / seq_len rows; the steps are printed and run.
@@ -134,7 +127,6 @@ TEST(CliEpochs, StepsComeFromTheDataAndArePrinted) {
   const std::string recorded = read_file(dir / "run/run.toml");
   EXPECT_NE(recorded.find("epochs = 0.004\n"), std::string::npos) << recorded;
   EXPECT_EQ(recorded.find("\nsteps = "), std::string::npos) << recorded;
-  fs::remove_all(dir);
 }
 
 // A LoRA fine-tune with dropout trains (the loss falls), repeats bit for bit, differs from one
@@ -171,7 +163,6 @@ TEST(CliLoraDropout, TrainsRepeatsAndResumesExactly) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(read_file(dir / "b/adapter/adapter_model.safetensors"), adapter);
   EXPECT_EQ(losses_of(dir / "b/metrics.jsonl"), loss);
-  fs::remove_all(dir);
 }
 
 // tokenize: one text per line from a file or stdin, JSON lines out; detokenize turns them (or
@@ -204,7 +195,6 @@ TEST(CliTokenize, LinesInJsonLinesOutAndBack) {
   EXPECT_EQ(r.output, "Hello world\nHello world\n\n");
   r = run_meshtrain("detokenize -t " + gpt2 + " --ids '15496 995' --jsonl");
   EXPECT_EQ(r.output, "{\"ids\":[15496,995],\"text\":\"Hello world\"}\n");
-  fs::remove_all(dir);
 }
 
 TEST(CliTokenize, BadLinesAreRefusedInOneLineNamingTheLine) {

@@ -10,6 +10,7 @@
 #include "train/config_schema.h"
 #include "train/config_values.h"
 #include "train/run_config.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
@@ -494,7 +495,7 @@ TEST(ConfigFiles, TinyTomlIsTheDefault) {
 // run writes (output.dir) and what --set names stay relative to the working directory.
 TEST(ConfigFiles, InputPathsAreRelativeToTheConfigFile) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "meshtrain_config_relative" / "configs";
+  const fs::path dir = fs::path(mt::testing::fresh_temp_dir("config_relative")) / "configs";
   fs::create_directories(dir);
   const std::string file = (dir / "run.toml").string();
   std::ofstream(file) << "[model]\npath = \"../models/llama\"\n[data]\npath = \"data.jsonl\"\n"
@@ -510,7 +511,6 @@ TEST(ConfigFiles, InputPathsAreRelativeToTheConfigFile) {
   make_input_paths_absolute(c);
   EXPECT_EQ(c.data.path, (fs::current_path() / "mine.jsonl").string());
   EXPECT_EQ(c.data.tokenizer, (fs::current_path() / "tok.json").string());
-  fs::remove_all(dir.parent_path());
 }
 
 // Every run config shipped in configs/ names files that exist, wherever it is run from.

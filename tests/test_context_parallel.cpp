@@ -17,6 +17,7 @@
 #include "parallel/context_parallel.h"
 #include "plan/run_memory.h"
 #include "run_command.h"
+#include "temp_dirs.h"
 
 namespace mt::testing {
 namespace {
@@ -110,15 +111,6 @@ const char* kRun =
     "--set train.steps=6 --set train.precision=fp32 --set train.peak_gflops=100 "
     "--set train.batch_size=4 --set train.seq_len=64 --set train.log_every=100 "
     "--set optim.warmup_steps=2 --set train.eval_every=3 ";
-const char* kLora =
-    "--set lora.enabled=true --set lora.random_base=true --set lora.rank=4 --set optim.lr=1e-2 "
-    "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\",\"lm_head\"]' ";
-
-std::string tag_of(const std::string& s) {
-  std::string t;
-  for (char c : s) t += (c == '=' || c == ',') ? '_' : c;
-  return t;
-}
 
 class ContextParallelEquality : public ::testing::TestWithParam<const char*> {};
 
@@ -143,29 +135,29 @@ TEST(ContextParallel, PackedExamplesMatchOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   // Alpaca-style examples packed into rows of 256 tokens: documents cross the chunk borders, and
   // the prompts (not counted in the loss) leave each rank its own number of counted tokens.
-  const std::string args = std::string(kRun) + kLora + "--set data.path=" + MESHTRAIN_SOURCE_DIR +
+  const std::string args = std::string(kRun) + kLoraAllTargets + "--set data.path=" + MESHTRAIN_SOURCE_DIR +
                            "/examples/village_qa.jsonl --set train.seq_len=256 "
                            "--set model.max_position_embeddings=256 --set data.cache_dir=" +
-                           (fs::temp_directory_path() / "meshtrain_cp_cache").string() + " ";
+                           fresh_temp_dir("cp_cache") + " ";
   expect_same_run("cp_packed", args, "cp=2", "/adapter/adapter_model.safetensors");
 }
 
 TEST(ContextParallel, LoraQloraAndCheckpointingMatchOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  // The adapters at kLora's lr of 1e-2, ten times the default: AdamW divides each update by the
-  // gradient's own magnitude, so an element whose gradient is near zero moves by a visible
-  // fraction of lr when the sums over ranks round differently (mesh_runs.h); 5e-4 is 1% of the
-  // 5e-2 such an element can move in six steps (dp=2 moves one by 3.6e-5, cp=2 by 1.5e-4 here).
+  // The adapters at the lr of kLoraAllTargets, 1e-2, ten times the default: AdamW divides each
+  // update by the gradient's own magnitude, so an element whose gradient is near zero moves by a
+  // visible fraction of lr when the sums over ranks round differently (mesh_runs.h); 5e-4 is 1% of
+  // the 5e-2 such an element can move in six steps (dp=2 moves one by 3.6e-5, cp=2 by 1.5e-4 here).
   // The sharp check, with updates linear in the gradient, must agree to 1e-6.
   const std::string qlora = "--set lora.base_dtype=nf4 --set model.intermediate_size=256 ";
   const std::string linear = "--set optim.eps=1.0 --set optim.lr=0.5 ";
   const std::string checkpointing = "--set train.activation_checkpointing=true ";
-  expect_same_run("cp_lora", std::string(kRun) + kLora + checkpointing, "cp=2", "/adapter/adapter_model.safetensors",
+  expect_same_run("cp_lora", std::string(kRun) + kLoraAllTargets + checkpointing, "cp=2", "/adapter/adapter_model.safetensors",
                   5e-4);
-  expect_same_run("cp_lora_linear", std::string(kRun) + kLora + checkpointing + linear, "cp=2",
+  expect_same_run("cp_lora_linear", std::string(kRun) + kLoraAllTargets + checkpointing + linear, "cp=2",
                   "/adapter/adapter_model.safetensors", 1e-6);
-  expect_same_run("cp_qlora", std::string(kRun) + kLora + qlora, "cp=2", "/adapter/adapter_model.safetensors", 5e-4);
-  expect_same_run("cp_qlora_linear", std::string(kRun) + kLora + qlora + linear, "cp=2",
+  expect_same_run("cp_qlora", std::string(kRun) + kLoraAllTargets + qlora, "cp=2", "/adapter/adapter_model.safetensors", 5e-4);
+  expect_same_run("cp_qlora_linear", std::string(kRun) + kLoraAllTargets + qlora + linear, "cp=2",
                   "/adapter/adapter_model.safetensors", 1e-6);
 }
 
@@ -177,8 +169,7 @@ TEST(ContextParallel, CheckpointsResumeAcrossCpAndOneRank) {
 
 TEST(ContextParallel, SequenceThatDoesNotSplitIsRefused) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_cp_refused").string();
-  fs::remove_all(dir);
+  const std::string dir = fresh_temp_dir("cp_refused") + "/run";
   std::string out;
   EXPECT_NE(run(train_command("cp=4") + kRun + "--set train.seq_len=60 --set output.dir=" + dir, &out), 0);
   EXPECT_NE(out.find("train.seq_len (60) must be divisible by 2 x cp (8)"), std::string::npos) << out;

@@ -2,7 +2,6 @@
 // bit-at-a-time reference at every length and alignment, incremental use, the manifest's hex
 // form, and checksums computed while writing equal to the file's checksum read back.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -17,6 +16,7 @@
 #include "core/crc32c_io.h"
 #include "core/error.h"
 #include "io/safetensors_write.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
@@ -85,8 +85,7 @@ TEST(Crc32c, OstreamChecksumsWhatPassesThrough) {
 }
 
 TEST(Crc32c, WrittenSafetensorsChecksumEqualsTheFileReadBack) {
-  const fs::path dir = fs::temp_directory_path() / ("meshtrain_crc32c_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const fs::path dir = mt::testing::fresh_temp_dir("crc32c");
   std::vector<float> data(10000);
   for (size_t i = 0; i < data.size(); ++i) data[i] = float(i) * 0.25f;
   const std::string p = (dir / "t.safetensors").string();
@@ -102,7 +101,6 @@ TEST(Crc32c, WrittenSafetensorsChecksumEqualsTheFileReadBack) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find((dir / "missing").string()), std::string::npos) << e.what();
   }
-  fs::remove_all(dir);
 }
 
 }  // namespace

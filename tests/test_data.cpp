@@ -5,13 +5,13 @@
 #include <fstream>
 #include <set>
 
-#include <unistd.h>
 
 #include "core/error.h"
 #include "data_fixtures.h"
 #include "data/byte_tokenizer.h"
 #include "data/text_dataset.h"
 #include "data/tokenizer.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
@@ -19,9 +19,8 @@ namespace {
 using testdata::error_of;
 
 std::filesystem::path temp_file(const std::string& name, const std::string& content) {
-  auto p = std::filesystem::temp_directory_path() /
-           ("meshtrain_test_" + std::to_string(::getpid()) +
-            "_" + name);
+  static const std::filesystem::path dir = testing::fresh_temp_dir("data_files");
+  auto p = dir / name;
   std::ofstream(p, std::ios::binary) << content;
   return p;
 }
@@ -91,7 +90,7 @@ TEST(DataDataset, EmptyFileNamesFile) {
 }
 
 TEST(DataDataset, DirectoryIsAnError) {
-  auto dir = std::filesystem::temp_directory_path();
+  auto dir = std::filesystem::path(testing::fresh_temp_dir("data_a_directory"));
   std::string msg = error_of([&] { TextDataset(dir.string(), 0.1, 16); });
   EXPECT_NE(msg.find(dir.string()), std::string::npos) << msg;
 }

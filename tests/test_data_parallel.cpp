@@ -17,6 +17,7 @@
 #include "mesh_runs.h"
 #include "train/checkpoint.h"
 #include "train/run_config.h"
+#include "temp_dirs.h"
 
 namespace {
 
@@ -61,8 +62,7 @@ TEST(DataParallel, MeshThatDoesNotMatchTheWorldIsRefused) {
 
 TEST(DataParallel, CheckpointFromOneRankResumesUnderDp2) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_dp_resume").string();
-  fs::remove_all(dir);
+  const std::string dir = mt::testing::fresh_temp_dir("dp_resume") + "/run";
   const std::string args = std::string(kRun) + " --set output.checkpoint_every=3 --set output.dir=" + dir;
   std::string out;
   ASSERT_EQ(run("OMP_NUM_THREADS=1 " + std::string(MESHTRAIN_BINARY) + " train " + args, &out), 0) << out;
@@ -82,8 +82,7 @@ TEST(DataParallel, CheckpointFromOneRankResumesUnderDp2) {
 // srun's SLURM_* in scripts/slurm_test.sh).
 TEST(DataParallel, RankZeroSaysWhereEveryRankRuns) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_dp_world").string();
-  fs::remove_all(dir);
+  const std::string dir = mt::testing::fresh_temp_dir("dp_world") + "/run";
   std::string out;
   ASSERT_EQ(run(mpirun(2) + MESHTRAIN_BINARY + " train --mesh dp=2 " + kRun +
                 " --set output.dir=" + dir, &out), 0) << out;
@@ -93,7 +92,6 @@ TEST(DataParallel, RankZeroSaysWhereEveryRankRuns) {
                      "OMPI_COMM_WORLD_SIZE): " + std::string(host) + " runs ranks 0,1 (local 0,1)\n"),
             std::string::npos)
       << out;
-  fs::remove_all(dir);
 }
 
 TEST(DataParallel, KilledRankEndsTheJobAndTheLastCheckpointLoads) {

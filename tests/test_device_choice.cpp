@@ -17,6 +17,7 @@
 #include "error_of.h"
 #include "run_command.h"
 #include "train/config_schema.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
@@ -61,8 +62,7 @@ void expect_one_error_line(const testing::CommandResult& r, const std::string& w
 }
 
 TEST(DeviceChoice, CudaInABuildWithoutItIsOneLineAndWritesNothing) {
-  const fs::path out = fs::temp_directory_path() / "meshtrain_device_choice_run";
-  fs::remove_all(out);
+  const fs::path out = fs::path(mt::testing::fresh_temp_dir("device_choice_run")) / "run";
   expect_one_error_line(run_meshtrain("train --device cuda --out " + out.string()),
                         std::string("--device cuda: ") + kNoCuda);
   EXPECT_FALSE(fs::exists(out)) << "the run directory was created";
@@ -81,11 +81,10 @@ TEST(DeviceChoice, CudaInABuildWithoutItIsOneLineAndWritesNothing) {
                         std::string("--device cuda: ") + kNoCuda);
   EXPECT_EQ(fs::file_size(out / "metrics.jsonl"), 12u);
   EXPECT_EQ(std::distance(fs::directory_iterator(out), fs::directory_iterator()), 1);
-  fs::remove_all(out);
 }
 
 TEST(DeviceChoice, EvalGenerateAndBenchRefuseCudaWithoutItBeforeLoadingAnything) {
-  const std::string missing = (fs::temp_directory_path() / "meshtrain_no_such_model").string();
+  const std::string missing = mt::testing::fresh_temp_dir("no_such_model") + "/missing";
   // The device is refused first: the model path does not exist, and is never looked at.
   expect_one_error_line(run_meshtrain("eval --device cuda -m " + missing + " -d " + missing),
                         std::string("--device cuda: ") + kNoCuda);
@@ -98,8 +97,7 @@ TEST(DeviceChoice, EvalGenerateAndBenchRefuseCudaWithoutItBeforeLoadingAnything)
 // same prefix, and still nothing written.
 TEST(DeviceChoice, CudaWithoutAUsableGpuIsOneLineAndWritesNothing) {
   if (cuda_device_count() > 0) GTEST_SKIP() << "a GPU is present: the refusal cannot be seen here";
-  const fs::path out = fs::temp_directory_path() / "meshtrain_device_choice_nogpu";
-  fs::remove_all(out);
+  const fs::path out = fs::path(mt::testing::fresh_temp_dir("device_choice_nogpu")) / "run";
   const auto r = run_meshtrain("train --device cuda --out " + out.string());
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_EQ(r.output.rfind("meshtrain: error: --device cuda: ", 0), 0u) << r.output;
@@ -109,8 +107,7 @@ TEST(DeviceChoice, CudaWithoutAUsableGpuIsOneLineAndWritesNothing) {
 #endif
 
 TEST(DeviceChoice, AnUnknownDeviceOnTheCommandLineIsRefused) {
-  const fs::path out = fs::temp_directory_path() / "meshtrain_device_choice_tpu";
-  fs::remove_all(out);
+  const fs::path out = fs::path(mt::testing::fresh_temp_dir("device_choice_tpu")) / "run";
   for (const std::string& verb : {"train --out " + out.string(), std::string("bench --what full")}) {
     const auto r = run_meshtrain(verb + " --device tpu");
     EXPECT_NE(r.code, 0) << verb;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "mesh_runs.h"
+#include "temp_dirs.h"
 
 namespace mt::testing {
 namespace {
@@ -25,10 +26,8 @@ const char* kRun =
 // norms and exported weights, exactly (staging copies bytes; it must not change a bit).
 void expect_staged_equals_mpi(const std::string& tag, const std::string& mesh, const std::string& args,
                               const std::string& weights_file) {
-  const std::string base = (fs::temp_directory_path() / ("meshtrain_device_comm_" + tag)).string();
-  const std::string direct = base + "_mpi", staged = base + "_staged";
-  fs::remove_all(direct);
-  fs::remove_all(staged);
+  const std::string base = fresh_temp_dir("device_comm_" + tag);
+  const std::string direct = base + "/mpi", staged = base + "/staged";
   std::string out_direct, out_staged;
   ASSERT_EQ(run(train_command(mesh) + args + "--set output.dir=" + direct, &out_direct), 0) << out_direct;
   ASSERT_EQ(run(train_command(mesh) + args + "--set train.device_comm=staged --set output.dir=" + staged,
@@ -67,8 +66,7 @@ TEST(DeviceComm, StagedPipelineAndReplicaRunEqualsMpiBitForBit) {
 
 #if !MESHTRAIN_CUDA
 TEST(DeviceComm, NcclWithoutACudaBuildIsOneLineAndWritesNothing) {
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_device_comm_nccl").string();
-  fs::remove_all(dir);
+  const std::string dir = fresh_temp_dir("device_comm_nccl") + "/run";
   std::string out;
   const int rc = run(train_command("") + kRun + "--set train.device_comm=nccl --set output.dir=" + dir + " 2>&1",
                      &out);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "text_files.h"
+#include "temp_dirs.h"
 
 namespace {
 
@@ -170,9 +171,7 @@ TEST(Docs, ReadmeStaysShort) {
 
 // The checker itself: it finds what is broken and passes what is not, on pages written here.
 TEST(Docs, TheLinkCheckFindsMissingFilesAndAnchors) {
-  const fs::path dir = fs::temp_directory_path() / "meshtrain_docs_links";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = mt::testing::fresh_temp_dir("docs_links");
   std::ofstream(dir / "b.md") << "# Title\n\n## The `shard` verb, again!\n\n## Twice\n\n## Twice\n";
   std::ofstream(dir / "a.md") << "[ok](b.md) [ok](b.md#the-shard-verb-again) [ok](b.md#twice-1)\n"
                                  "[ok](#local) [ok](https://example.com/x)\n"
@@ -184,7 +183,6 @@ TEST(Docs, TheLinkCheckFindsMissingFilesAndAnchors) {
   EXPECT_NE(broken[0].find(":8: missing.md: no such file"), std::string::npos) << broken[0];
   EXPECT_NE(broken[1].find(":8: b.md#nowhere: no heading"), std::string::npos) << broken[1];
   EXPECT_NE(broken[2].find(":10: b.md#twice-2: no heading"), std::string::npos) << broken[2];
-  fs::remove_all(dir);
 }
 
 }  // namespace

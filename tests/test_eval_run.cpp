@@ -81,7 +81,6 @@ TEST(EvalRun, ValidationReadsTheSameRowsWhateverTheBatchShape) {
   const CommandResult e = run_meshtrain("eval --run " + dir + "/budget");
   EXPECT_NE(e.output.find("(4 rows of 64 tokens, train.eval_tokens = 200), 256 tokens"), std::string::npos) << e.output;
   expect_same_loss(eval_loss(e), last_val_loss(dir + "/budget"), "eval --run with train.eval_tokens = 200");
-  fs::remove_all(dir);
 }
 
 TEST(EvalRun, DataParallelValidationEqualsOneRanksAndEvalRunGivesItAgain) {
@@ -94,7 +93,6 @@ TEST(EvalRun, DataParallelValidationEqualsOneRanksAndEvalRunGivesItAgain) {
   ASSERT_EQ(dp.code, 0) << dp.output;
   expect_same_loss(last_val_loss(dir + "/one"), last_val_loss(dir + "/dp"), "dp=2 against one rank");
   expect_same_loss(eval_loss(run_meshtrain("eval --run " + dir + "/dp")), last_val_loss(dir + "/dp"), "eval --run of dp=2");
-  fs::remove_all(dir);
 }
 
 TEST(EvalRun, LoraRunOnExamplesIsReproducedByEvalRunAndByItsAdapterDirectory) {
@@ -125,7 +123,6 @@ TEST(EvalRun, LoraRunOnExamplesIsReproducedByEvalRunAndByItsAdapterDirectory) {
                                             testdata::data_dir() + "instruct/alpaca_tiny.json");
   ASSERT_EQ(whole.code, 0) << whole.output;
   EXPECT_NE(whole.output.find("82 examples (alpaca, 18 skipped)"), std::string::npos) << whole.output;
-  fs::remove_all(dir);
 }
 
 TEST(EvalRun, WhatCannotBeEvaluatedIsRefusedInOneLine) {
@@ -152,7 +149,6 @@ TEST(EvalRun, WhatCannotBeEvaluatedIsRefusedInOneLine) {
   ASSERT_EQ(t.code, 0) << t.output;
   one_line_error(run_meshtrain("eval --run " + run), "held nothing out (data.val_fraction = 0)");
   one_line_error(run_meshtrain("eval --run " + run + " -m " + model), "give --run or --model/--adapter, not both");
-  fs::remove_all(dir);
 }
 
 }  // namespace

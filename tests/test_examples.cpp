@@ -185,9 +185,9 @@ TEST(DatasetBadInput, SkipsAndCountsBadRecords) {
   ByteTokenizer tok;
   ExampleOptions opt;
   opt.max_tokens = 160;  // the no-input template alone is 140 bytes; the long record has 190
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   ExampleSet set = read_examples(path, tok, opt);
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(set.records, 6);
   EXPECT_EQ(set.skipped, 4);
   EXPECT_EQ(set.too_long, 1);

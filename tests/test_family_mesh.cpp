@@ -15,6 +15,7 @@
 
 #include "io/hf_config.h"
 #include "io/model_files.h"
+#include "family_model_dir.h"
 #include "mesh_runs.h"
 #include "model/transformer.h"
 #include "core/normal_init.h"
@@ -40,31 +41,10 @@ std::string family_args(const std::string& family) {
   return family == "gemma3_text" ? "--set optim.eps=1 " : "";
 }
 
-std::string tag_of(const std::string& s) {
-  std::string t;
-  for (char c : s) t += (c == '=' || c == ',') ? '_' : c;
-  return t;
-}
-
-// A model directory of `family` made from a short run's exported one (its tokenizer and config
-// keys), with the family's parts and random values in every tensor. Returns a config file that
-// names it as model.path. `tag` keeps the directories of tests ctest runs in parallel apart.
-// `nf4_tp`: widths whose tensor-parallel column halves are whole NF4 blocks (docs/qlora.md): an
-// MLP of 256 and, for qwen3, a head_dim of 32 (q width 256; still not hidden / heads = 16).
-std::string family_model(const std::string& family, const std::string& tag, bool nf4_tp = false) {
-  const std::string src = (fs::temp_directory_path() / ("meshtrain_family_mesh_src_" + tag)).string();
-  const std::string dir = (fs::temp_directory_path() / ("meshtrain_family_mesh_" + tag)).string();
-  {
-    fs::remove_all(src);
-    std::string out;
-    EXPECT_EQ(run(train_command("") + "--set train.steps=1 --set train.seq_len=32 --set train.batch_size=2 "
-                                      "--set train.peak_gflops=100 --set output.dir=" + src +
-                      (nf4_tp ? " --set model.intermediate_size=256" : ""),
-                  &out),
-              0)
-        << out;
-  }
-  ModelConfig c = load_hf_config(src + "/model/config.json");
+// `family`'s parts on the config of a short run's exported model. `nf4_tp`: widths whose
+// tensor-parallel column halves are whole NF4 blocks (docs/qlora.md): an MLP of 256 and, for
+// qwen3, a head_dim of 32 (q width 256; still not hidden / heads = 16).
+void set_family_parts(ModelConfig& c, const std::string& family, bool nf4_tp) {
   c.model_type = family;
   if (family == "qwen2") {
     c.qkv_bias = true;
@@ -88,10 +68,12 @@ std::string family_model(const std::string& family, const std::string& tag, bool
     for (int64_t l = 0; l < c.num_hidden_layers; l += 2) c.layer_window[size_t(l)] = 8;  // < seq_len
     c.tie_word_embeddings = true;
   }
-  Transformer m(c, Precision::fp32, LoraConfig{});
-  m.init_weights(5);
+}
+
+// Biases and norms away from 0 and 1, so that they matter.
+void spread_vectors(Transformer& m) {
   std::vector<float> v;
-  for (Param& p : m.base().params()) {  // biases and norms away from 0 and 1, so they matter
+  for (Param& p : m.base().params()) {
     if (p.shape.size() != 1) continue;
     v.resize(size_t(p.numel));
     fill_normal(v.data(), p.numel, 0.3f, 6, p.name);
@@ -99,14 +81,15 @@ std::string family_model(const std::string& family, const std::string& tag, bool
       for (float& x : v) x += 1.0f;
     m.base().set_values(p, v.data());
   }
-  fs::remove_all(dir);
-  // GPT-2's config.json has its own keys: the LLaMA source's are not kept beside them.
-  save_base_model(m, dir, ModelOrigin{family == "gpt2" ? "" : src + "/model", {}});
-  for (const auto& e : fs::directory_iterator(src + "/model")) {  // the tokenizer files
-    const std::string name = e.path().filename().string();
-    if (name != "config.json" && name != "model.safetensors" && name != "generation_config.json")
-      fs::copy(e.path(), dir + "/" + name);
-  }
+}
+
+// A model directory of `family` made from a short run's exported one (its tokenizer and config
+// keys), with the family's parts and random values in every tensor (family_model_dir.h). Returns a
+// config file that names it as model.path. `tag` names the test's scratch directory.
+std::string family_model(const std::string& family, const std::string& tag, bool nf4_tp = false) {
+  const std::string dir = family_model_dir(
+      tag, std::string("--set train.seq_len=32 --set train.batch_size=2") + (nf4_tp ? " --set model.intermediate_size=256" : ""),
+      [&](ModelConfig& c) { set_family_parts(c, family, nf4_tp); }, /*seed=*/5, spread_vectors);
   std::ofstream(dir + ".toml") << "[model]\npath = \"" << dir << "\"\n";
   return dir + ".toml";
 }

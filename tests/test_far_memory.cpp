@@ -22,6 +22,7 @@
 #include "model/transformer.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
@@ -89,8 +90,7 @@ RunConfig run_config(Kind kind, const std::string& name) {
     if (kind == Kind::qlora) cfg.lora.base_dtype = "nf4";
   }
   cfg.data.val_fraction = 0.0f;  // no validation passes: the steps are what is compared
-  cfg.output.dir = (fs::temp_directory_path() / name).string();
-  fs::remove_all(cfg.output.dir);
+  cfg.output.dir = testing::fresh_temp_dir(name) + "/run";
   return cfg;
 }
 
@@ -99,12 +99,12 @@ RunConfig run_config(Kind kind, const std::string& name) {
 // step-2 checkpoint continues exactly like the uninterrupted run.
 void expect_far_run_equals_cpu(Kind kind, const std::string& name) {
   std::ostringstream log;
-  const RunConfig on_cpu = run_config(kind, "meshtrain_far_" + name + "_cpu");
+  const RunConfig on_cpu = run_config(kind, "far_" + name + "_cpu");
   const TrainSummary cpu = train(on_cpu, log, cpu_backend());
   ASSERT_EQ(cpu.losses.size(), 4u);
 
   FarMemoryBackend far;
-  const RunConfig on_far = run_config(kind, "meshtrain_far_" + name + "_far");
+  const RunConfig on_far = run_config(kind, "far_" + name + "_far");
   const TrainSummary got = train(on_far, log, far);
   EXPECT_EQ(got.losses, cpu.losses);
   // The run lived in far memory (its parameters alone are more than this) and freed all of it.
@@ -119,7 +119,7 @@ void expect_far_run_equals_cpu(Kind kind, const std::string& name) {
     EXPECT_TRUE(far_files.at(path) == bytes) << path << " differs on far memory";
   }
 
-  RunConfig resumed = run_config(kind, "meshtrain_far_" + name + "_resumed");
+  RunConfig resumed = run_config(kind, "far_" + name + "_resumed");
   fs::create_directories(resumed.output.dir + "/checkpoints");
   fs::copy(on_far.output.dir + "/checkpoints/step-000002", resumed.output.dir + "/checkpoints/step-000002",
            fs::copy_options::recursive);
@@ -160,13 +160,14 @@ std::map<std::string, std::string> exports(Backend& backend, const std::string& 
 
 TEST(FarMemory, MergedHfAndGgufExportsEqualTheCpu) {
   std::ostringstream log;
-  const RunConfig cfg = run_config(Kind::lora, "meshtrain_far_export_run");
+  const RunConfig cfg = run_config(Kind::lora, "far_export_run");
   train(cfg, log, cpu_backend());
   const std::string adapter = cfg.output.dir + "/adapter";
+  const fs::path scratch = testing::fresh_temp_dir("far_exports");
   for (bool qlora : {false, true}) {
-    const auto cpu = exports(cpu_backend(), adapter, qlora, fs::temp_directory_path() / "meshtrain_far_export_cpu");
+    const auto cpu = exports(cpu_backend(), adapter, qlora, scratch / "cpu");
     FarMemoryBackend far;
-    const auto got = exports(far, adapter, qlora, fs::temp_directory_path() / "meshtrain_far_export_far");
+    const auto got = exports(far, adapter, qlora, scratch / "far");
     EXPECT_EQ(cpu.size(), 4u);  // adapter.gguf, merged/model.safetensors, two GGUF models
     ASSERT_EQ(got.size(), cpu.size());
     for (const auto& [path, bytes] : cpu) EXPECT_TRUE(got.at(path) == bytes) << path << (qlora ? " (QLoRA)" : "");

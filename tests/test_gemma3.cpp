@@ -22,6 +22,7 @@
 #include "model/param_shapes.h"
 #include "model/presets.h"
 #include "temp_dirs.h"
+#include "hf_config_fixtures.h"
 
 namespace mt::testing {
 namespace {
@@ -50,25 +51,6 @@ const char* kGemma3_27B_text = R"({
   "vocab_size": 262208, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
   "rope_local_base_freq": 10000.0, "final_logit_softcapping": null, "attn_logit_softcapping": null})";
 
-std::string with(const char* base, const json& changes) {
-  json j = json::parse(base);
-  for (auto& [k, v] : changes.items()) {
-    if (v.is_string() && v == "<erase>") j.erase(k);
-    else j[k] = v;
-  }
-  return j.dump();
-}
-
-void expect_error(const std::string& text, const std::string& needle) {
-  try {
-    parse_hf_config(text, "config.json");
-    ADD_FAILURE() << "accepted; expected an error containing: " << needle;
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
-  }
-}
 
 int64_t parameters(const ModelConfig& c) {
   int64_t n = 0;
@@ -123,26 +105,26 @@ TEST(Gemma3Config, ReadsThe27BText) {
   // layer_types, when given, decides instead of the pattern.
   json types = json::array();
   for (int l = 0; l < 62; ++l) types.push_back(l == 3 ? "full_attention" : "sliding_attention");
-  const ModelConfig t = parse_hf_config(with(kGemma3_27B_text, {{"layer_types", types}}), "config.json");
+  const ModelConfig t = parse_hf_config(config_with(kGemma3_27B_text, {{"layer_types", types}}), "config.json");
   EXPECT_EQ(t.attention_window(3), 0);
   EXPECT_EQ(t.attention_window(5), 1024);
 }
 
 TEST(Gemma3Config, WhatMeshtrainDoesNotComputeIsRefusedNamingTheKey) {
-  expect_error(with(kGemma3_1B, {{"final_logit_softcapping", 30.0}}), "final_logit_softcapping 30.0 is not supported");
-  expect_error(with(kGemma3_1B, {{"attn_logit_softcapping", 50.0}}), "attn_logit_softcapping 50.0 is not supported");
-  expect_error(with(kGemma3_1B, {{"use_bidirectional_attention", true}}), "use_bidirectional_attention");
-  expect_error(with(kGemma3_1B, {{"hidden_activation", "gelu"}}), "hidden_activation \"gelu\" is not supported");
-  expect_error(with(kGemma3_1B, {{"hidden_act", "silu"}}), "hidden_act \"silu\" is not supported for gemma3_text");
-  expect_error(with(kGemma3_1B, {{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}}}),
+  expect_config_error(config_with(kGemma3_1B, {{"final_logit_softcapping", 30.0}}), "final_logit_softcapping 30.0 is not supported");
+  expect_config_error(config_with(kGemma3_1B, {{"attn_logit_softcapping", 50.0}}), "attn_logit_softcapping 50.0 is not supported");
+  expect_config_error(config_with(kGemma3_1B, {{"use_bidirectional_attention", true}}), "use_bidirectional_attention");
+  expect_config_error(config_with(kGemma3_1B, {{"hidden_activation", "gelu"}}), "hidden_activation \"gelu\" is not supported");
+  expect_config_error(config_with(kGemma3_1B, {{"hidden_act", "silu"}}), "hidden_act \"silu\" is not supported for gemma3_text");
+  expect_config_error(config_with(kGemma3_1B, {{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}}}),
                "rope_scaling type 'yarn' is not supported (linear or default only)");
-  expect_error(with(kGemma3_1B, {{"sliding_window", nullptr}}), "sliding_window null");
-  expect_error(with(kGemma3_1B, {{"layer_types", {"full_attention"}}}), "layer_types must be a list of num_hidden_layers");
-  expect_error(with(kGemma3_1B, {{"query_pre_attn_scalar", 0}}), "query_pre_attn_scalar must be > 0");
-  expect_error(with(kGemma3_1B, {{"mlp_bias", true}}), "mlp_bias true is not supported for gemma3_text");
-  expect_error(with(kGemma3_1B, {{"model_type", "gemma3"}}), "model_type 'gemma3' is the multimodal");
+  expect_config_error(config_with(kGemma3_1B, {{"sliding_window", nullptr}}), "sliding_window null");
+  expect_config_error(config_with(kGemma3_1B, {{"layer_types", {"full_attention"}}}), "layer_types must be a list of num_hidden_layers");
+  expect_config_error(config_with(kGemma3_1B, {{"query_pre_attn_scalar", 0}}), "query_pre_attn_scalar must be > 0");
+  expect_config_error(config_with(kGemma3_1B, {{"mlp_bias", true}}), "mlp_bias true is not supported for gemma3_text");
+  expect_config_error(config_with(kGemma3_1B, {{"model_type", "gemma3"}}), "model_type 'gemma3' is the multimodal");
   // Linear scaling is Gemma's; a llama config with it is still refused.
-  expect_error(R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+  expect_config_error(R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
                    "num_attention_heads": 4, "vocab_size": 32, "max_position_embeddings": 64,
                    "rope_scaling": {"rope_type": "linear", "factor": 2.0}})",
                "rope_scaling type 'linear' is not supported (llama3 or default only)");

@@ -7,13 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <numbers>
 #include <string>
 #include <vector>
 
 #include "available_backends.h"
 #include "backend/device_buffer.h"
+#include "backend_tensors.h"
 #include "backend/reference_backend.h"
 #include "core/bf16.h"
 #include "finite_diff.h"
@@ -27,48 +27,8 @@ using test::random_normal;
 // Finite differences in f32 on tiny shapes (as test_reference_backend.cpp's).
 constexpr double kFdRel = 1e-2, kFdAbs = 1e-3;
 
-// Tensors on one backend from host floats, read back as floats (bf16 widened).
-struct Buffers {
-  Backend& be;
-  std::deque<DeviceBuffer> held;
-  explicit Buffers(Backend& b) : be(b) {}
-  Tensor make(DType dtype, int64_t rows, int64_t cols, const Vec& values = {}) {
-    held.emplace_back(be, dtype, rows * cols);
-    const Tensor t = held.back().slice(0, rows, cols);
-    if (values.empty()) return t;
-    if (dtype == DType::f32) {
-      be.copy_from_host(t, values.data());
-    } else {
-      std::vector<bf16> h(values.size());
-      for (size_t i = 0; i < h.size(); ++i) h[i] = float_to_bf16(values[i]);
-      be.copy_from_host(t, h.data());
-    }
-    return t;
-  }
-  Vec get(const Tensor& t) {
-    Vec out(size_t(t.numel()));
-    if (t.dtype == DType::f32) {
-      be.copy_to_host(out.data(), t);
-    } else {
-      std::vector<bf16> h(out.size());
-      be.copy_to_host(h.data(), t);
-      for (size_t i = 0; i < h.size(); ++i) out[i] = to_float(h[i]);
-    }
-    return out;
-  }
-};
-
-// |actual - expected| <= rel * (|expected| + max |expected|) elementwise.
-void expect_close(const Vec& actual, const Vec& expected, double rel, const std::string& what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  double scale = 0.0;
-  for (float e : expected) scale = std::max(scale, double(std::fabs(e)));
-  int reported = 0;
-  for (size_t i = 0; i < expected.size(); ++i)
-    if (std::fabs(double(actual[i]) - double(expected[i])) > rel * (std::fabs(double(expected[i])) + scale) &&
-        reported++ < 5)
-      ADD_FAILURE() << what << " [" << i << "]: " << actual[i] << " vs reference " << expected[i];
-}
+using test::BackendTensors;
+using test::expect_close;
 
 double tolerance(DType t) { return t == DType::bf16 ? 3.0 / 256 : 1e-5; }
 
@@ -83,7 +43,7 @@ TEST_P(GemmaOpsFiniteDifferences, OffsetRmsNorm) {
   const int64_t N = 3, C = 7;
   // Weights near 0, as Gemma's are stored (1 + w is applied): the offset must matter.
   const Vec x = random_normal(N * C, 201), w = random_normal(C, 202, 0.3f), r = random_normal(N * C, 203);
-  Buffers b(be());
+  BackendTensors b(be());
   auto forward = [&](const Vec& xv, const Vec& wv) {
     Tensor O = b.make(DType::f32, N, C), R = b.make(DType::f32, 1, N);
     be().rmsnorm_forward(O, R, b.make(DType::f32, N, C, xv), b.make(DType::f32, 1, C, wv), 1e-6f, 1.0f);
@@ -109,7 +69,7 @@ TEST_P(GemmaOpsFiniteDifferences, OffsetRmsNorm) {
 TEST_P(GemmaOpsFiniteDifferences, GeGlu) {
   const int64_t n = 29;
   const Vec g = random_normal(n, 211, 2.0f), u = random_normal(n, 212), r = random_normal(n, 213);
-  Buffers b(be());
+  BackendTensors b(be());
   auto forward = [&](const Vec& gv, const Vec& uv) {
     Tensor H = b.make(DType::f32, 1, n);
     be().geglu_forward(H, b.make(DType::f32, 1, n, gv), b.make(DType::f32, 1, n, uv));
@@ -137,7 +97,7 @@ TEST_P(GemmaOpsFiniteDifferences, ScaledAttention) {
   const int64_t N = d.B * d.T, qw = d.Hq * d.D, kw = d.Hkv * d.D;
   const Vec in[3] = {random_normal(N * qw, 221), random_normal(N * kw, 222), random_normal(N * kw, 223)};
   const Vec r = random_normal(N * qw, 224);
-  Buffers b(be());
+  BackendTensors b(be());
   auto forward = [&](int which, const Vec& v, const AttentionDims& dims) {
     const Vec& q = which == 0 ? v : in[0];
     const Vec& k = which == 1 ? v : in[1];
@@ -188,7 +148,7 @@ TEST_P(GemmaBackendOps, GeGluMatchesReference) {
     Vec h[2], dg[2], du[2];
     int s = 0;
     for (Backend* be : {&tested(), &reference_backend()}) {
-      Buffers b(*be);
+      BackendTensors b(*be);
       Tensor G = b.make(dt, R, C, g), U = b.make(dt, R, C, u), dH = b.make(dt, R, C, dh);
       Tensor H = b.make(dt, R, C), dG = b.make(dt, R, C), dU = b.make(dt, R, C);
       be->geglu_forward(H, G, U);
@@ -210,7 +170,7 @@ TEST_P(GemmaBackendOps, OffsetRmsNormMatchesReference) {
     Vec out[2], dx[2], dw[2];
     int s = 0;
     for (Backend* be : {&tested(), &reference_backend()}) {
-      Buffers b(*be);
+      BackendTensors b(*be);
       Tensor X = b.make(DType::f32, N, C, x), W = b.make(DType::f32, 1, C, w);
       Tensor O = b.make(dt, N, C), R = b.make(DType::f32, 1, N);
       Tensor dX = b.make(DType::f32, N, C, dx0), dW = b.make(DType::f32, 1, C, dw0);
@@ -236,7 +196,7 @@ TEST_P(GemmaBackendOps, ScaledAttentionMatchesReference) {
       Vec out[2], dq[2], dk[2], dv[2];
       int s = 0;
       for (Backend* be : {&tested(), &reference_backend()}) {
-        Buffers b(*be);
+        BackendTensors b(*be);
         Tensor Q = b.make(dt, N, qw, q), K = b.make(dt, N, kw, k), V = b.make(dt, N, kw, v);
         Tensor O = b.make(dt, N, qw), L = b.make(DType::f32, 1, N * d.Hq);
         Tensor dQ = b.make(dt, N, qw), dK = b.make(dt, N, kw), dV = b.make(dt, N, kw);
@@ -260,14 +220,14 @@ TEST_P(GemmaBackendOps, ScaledDecodeAttentionMatchesReference) {
     Vec out[3];
     int s = 0;
     for (Backend* be : {&tested(), &reference_backend()}) {
-      Buffers b(*be);
+      BackendTensors b(*be);
       Tensor O = b.make(dt, 1, Hq * D);
       be->decode_attention(O, b.make(dt, 1, Hq * D, q), b.make(DType::f32, rows, Hkv * D, kc),
                            b.make(DType::f32, rows, Hkv * D, vc), len, Hq, Hkv, scale);
       out[s++] = b.get(O);
     }
     {  // the default scale gives another result: the scale is not ignored
-      Buffers b(reference_backend());
+      BackendTensors b(reference_backend());
       Tensor O = b.make(dt, 1, Hq * D);
       reference_backend().decode_attention(O, b.make(dt, 1, Hq * D, q), b.make(DType::f32, rows, Hkv * D, kc),
                                            b.make(DType::f32, rows, Hkv * D, vc), len, Hq, Hkv);
@@ -285,7 +245,7 @@ TEST_P(GemmaBackendOps, ScaleMatchesReference) {
   Vec out[2];
   int s = 0;
   for (Backend* be : {&tested(), &reference_backend()}) {
-    Buffers b(*be);
+    BackendTensors b(*be);
     Tensor X = b.make(DType::f32, 10, 30, x);
     be->scale(X, 45.25f);
     out[s++] = b.get(X);

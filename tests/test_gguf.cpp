@@ -24,13 +24,14 @@
 #include "io/gguf_writer.h"
 #include "io/llama2c.h"
 #include "model_fixtures.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("meshtrain_gguf_" + std::to_string(::getpid()) + "_" + name))
-      .string();
+  static const std::string dir = mt::testing::fresh_temp_dir("gguf");
+  return dir + "/" + name;
 }
 
 std::vector<char> file_bytes(const std::string& path) {

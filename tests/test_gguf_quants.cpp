@@ -3,7 +3,6 @@
 // quantises, file sizes, and the file read back (reader and `meshtrain generate` on a .gguf).
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -23,13 +22,14 @@
 #include "io/pretrained.h"
 #include "model_fixtures.h"
 #include "run_command.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("meshtrain_ggufq_" + std::to_string(::getpid()) + "_" + name))
-      .string();
+  static const std::string dir = mt::testing::fresh_temp_dir("ggufq");
+  return dir + "/" + name;
 }
 
 uint8_t byte_at(const std::vector<char>& b, size_t k) { return uint8_t(b[k]); }
@@ -306,7 +306,6 @@ TEST(GgufQuantExport, GenerateRunsTheQuantisedFile) {
   }
   EXPECT_LT(double(size["q8_0"]), double(size["f32"]) * 0.4);
   EXPECT_LT(size["q4_0"], size["q8_0"]);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

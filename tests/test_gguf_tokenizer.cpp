@@ -5,7 +5,6 @@
 // keep it, and a GGUF without one is written only with --no-tokenizer.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -20,6 +19,7 @@
 #include "io/gguf_reader.h"
 #include "io/gguf_tokenizer.h"
 #include "run_command.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
@@ -72,12 +72,7 @@ std::unique_ptr<Tokenizer> gguf_tokenizer(const std::string& path) {
   return tokenizer_of_ggml_vocab(*info, path);
 }
 
-std::string fresh_dir(const std::string& name) {
-  const fs::path d = fs::path(::testing::TempDir()) / ("meshtrain_gguf_tok_" + std::to_string(::getpid())) / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
+std::string fresh_dir(const std::string& name) { return mt::testing::fresh_temp_dir("gguf_tok_" + name); }
 
 // ----------------------------------------------------------------------------------------------
 // Every tokenizer kind: to llama.cpp's vocabulary and back encodes the same.

@@ -20,6 +20,7 @@
 #include "io/safetensors_write.h"
 #include "model/param_shapes.h"
 #include "model/presets.h"
+#include "hf_config_fixtures.h"
 #include "model_fixtures.h"
 #include "run_command.h"
 #include "temp_dirs.h"
@@ -41,25 +42,8 @@ const char* kGpt2 = R"({
   "task_specific_params": {"text-generation": {"do_sample": true, "max_length": 50}},
   "vocab_size": 50257})";
 
-std::string gpt2_with(const json& changes) {
-  json j = json::parse(kGpt2);
-  for (auto& [k, v] : changes.items()) {
-    if (v.is_string() && v == "<erase>") j.erase(k);
-    else j[k] = v;
-  }
-  return j.dump();
-}
-
-void expect_gpt2_error(const std::string& text, const std::string& needle) {
-  try {
-    parse_hf_config(text, "config.json");
-    ADD_FAILURE() << "accepted; expected an error containing: " << needle;
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
-  }
-}
+std::string gpt2_with(const json& changes) { return testing::config_with(kGpt2, changes); }
+using testing::expect_config_error;
 
 TEST(Gpt2Config, ReadsGpt2SmallIntoTheDescription) {
   const ModelConfig c = parse_hf_config(kGpt2, "config.json");
@@ -120,18 +104,18 @@ TEST(Gpt2Presets, ShardAndPlanCountThem) {
 }
 
 TEST(Gpt2Config, RefusesWhatItWouldComputeDifferentlyNamingTheKey) {
-  expect_gpt2_error(gpt2_with({{"activation_function", "relu"}}), "activation_function \"relu\" is not supported");
-  expect_gpt2_error(gpt2_with({{"activation_function", "gelu"}}), "activation_function \"gelu\" is not supported");
-  expect_gpt2_error(gpt2_with({{"scale_attn_weights", false}}), "scale_attn_weights false is not supported");
-  expect_gpt2_error(gpt2_with({{"scale_attn_by_inverse_layer_idx", true}}),
+  expect_config_error(gpt2_with({{"activation_function", "relu"}}), "activation_function \"relu\" is not supported");
+  expect_config_error(gpt2_with({{"activation_function", "gelu"}}), "activation_function \"gelu\" is not supported");
+  expect_config_error(gpt2_with({{"scale_attn_weights", false}}), "scale_attn_weights false is not supported");
+  expect_config_error(gpt2_with({{"scale_attn_by_inverse_layer_idx", true}}),
                     "scale_attn_by_inverse_layer_idx true is not supported");
-  expect_gpt2_error(gpt2_with({{"reorder_and_upcast_attn", true}}), "reorder_and_upcast_attn true is not supported");
-  expect_gpt2_error(gpt2_with({{"add_cross_attention", true}}), "add_cross_attention true is not supported");
-  expect_gpt2_error(gpt2_with({{"tie_word_embeddings", false}}), "tie_word_embeddings false is not supported");
-  expect_gpt2_error(gpt2_with({{"n_ctx", 512}}), "n_ctx 512 differs from n_positions 1024");
-  expect_gpt2_error(gpt2_with({{"n_head", 7}}), "must divide model.hidden_size");
-  expect_gpt2_error(gpt2_with({{"n_embd", "768"}}), "key 'n_embd' must be an integer");
-  expect_gpt2_error(gpt2_with({{"quantization_config", {{"bits", 4}}}}), "quantization_config");
+  expect_config_error(gpt2_with({{"reorder_and_upcast_attn", true}}), "reorder_and_upcast_attn true is not supported");
+  expect_config_error(gpt2_with({{"add_cross_attention", true}}), "add_cross_attention true is not supported");
+  expect_config_error(gpt2_with({{"tie_word_embeddings", false}}), "tie_word_embeddings false is not supported");
+  expect_config_error(gpt2_with({{"n_ctx", 512}}), "n_ctx 512 differs from n_positions 1024");
+  expect_config_error(gpt2_with({{"n_head", 7}}), "must divide model.hidden_size");
+  expect_config_error(gpt2_with({{"n_embd", "768"}}), "key 'n_embd' must be an integer");
+  expect_config_error(gpt2_with({{"quantization_config", {{"bits", 4}}}}), "quantization_config");
 }
 
 TEST(Gpt2Config, WritesGpt2KeysBack) {

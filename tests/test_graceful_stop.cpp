@@ -15,18 +15,20 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "child_process.h"
 #include "mesh_runs.h"
+#include "temp_dirs.h"
+#include "text_files.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using mt::testing::ChildProcess;
 using mt::testing::WholeCommand;
+using mt::testing::read_file;
 
 constexpr int kSteps = 16;
 
@@ -52,13 +54,6 @@ std::vector<std::string> mpirun_args(const std::string& mesh, const std::vector<
   a.insert(a.end(), args.begin(), args.end());
   a.insert(a.end(), {"--mesh", mesh});
   return a;
-}
-
-std::string file_bytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
 }
 
 size_t metric_lines(const std::string& dir) {
@@ -89,7 +84,7 @@ pid_t rank_pid(pid_t parent, int rank) {
     for (std::string line; std::getline(status, line);)
       if (line.rfind("PPid:", 0) == 0) child = std::stoi(line.substr(5)) == parent;
     if (!child) continue;
-    std::string env = file_bytes(e.path() / "environ");
+    std::string env = read_file(e.path() / "environ");
     if (env.find(std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) + '\0') != std::string::npos)
       return pid_t(std::stoi(name));
   }
@@ -125,15 +120,14 @@ void expect_same_run(const std::string& whole, const std::string& resumed) {
   EXPECT_EQ(metric(resumed, "step"), metric(whole, "step")) << "each step once in metrics.jsonl";
   EXPECT_EQ(metric(resumed, "loss"), metric(whole, "loss"));
   EXPECT_EQ(metric(resumed, "grad_norm"), metric(whole, "grad_norm"));
-  const std::string model = file_bytes(fs::path(whole) / "model/model.safetensors");
+  const std::string model = read_file(fs::path(whole) / "model/model.safetensors");
   ASSERT_FALSE(model.empty());
-  EXPECT_TRUE(file_bytes(fs::path(resumed) / "model/model.safetensors") == model)
+  EXPECT_TRUE(read_file(fs::path(resumed) / "model/model.safetensors") == model)
       << "the stopped-and-resumed run's model differs from the uninterrupted run's";
 }
 
 std::string fresh_dir(const std::string& name) {
-  const std::string dir = (fs::temp_directory_path() / ("meshtrain_stop_" + name)).string();
-  fs::remove_all(dir);
+  const std::string dir = mt::testing::fresh_temp_dir("stop_" + name) + "/run";
   return dir;
 }
 
@@ -202,7 +196,7 @@ TEST(GracefulStop, SigintDuringACheckpointWriteLetsItCompleteAndStopsThere) {
   EXPECT_EQ(s.step, 4) << child.log();
   EXPECT_EQ(s.signal, "SIGINT");
   EXPECT_TRUE(fs::exists(fs::path(s.checkpoint) / "manifest.json"));
-  EXPECT_EQ(file_bytes(ckpts / "latest"), "step-000004\n");
+  EXPECT_EQ(read_file(ckpts / "latest"), "step-000004\n");
   const std::string log = child.log();
   size_t saves = 0;
   for (size_t at = 0; (at = log.find("checkpoint: ", at)) != std::string::npos; ++at) ++saves;

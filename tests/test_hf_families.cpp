@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "io/hf_config.h"
+#include "hf_config_fixtures.h"
 
 namespace mt {
 namespace {
@@ -47,25 +48,7 @@ const char* kMistralNemo = R"({
   "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": null, "tie_word_embeddings": false,
   "torch_dtype": "bfloat16", "transformers_version": "4.43.0.dev0", "use_cache": true, "vocab_size": 131072})";
 
-std::string with(const char* base, const json& changes) {
-  json j = json::parse(base);
-  for (auto& [k, v] : changes.items()) {
-    if (v.is_string() && v == "<erase>") j.erase(k);
-    else j[k] = v;
-  }
-  return j.dump();
-}
-
-void expect_error(const std::string& text, const std::string& needle) {
-  try {
-    parse_hf_config(text, "config.json");
-    ADD_FAILURE() << "accepted; expected an error containing: " << needle;
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
-  }
-}
+using testing::config_with, testing::expect_config_error;
 
 TEST(HfFamilies, ReadsQwen25) {
   const ModelConfig c = parse_hf_config(kQwen25_7B, "config.json");
@@ -76,7 +59,7 @@ TEST(HfFamilies, ReadsQwen25) {
   EXPECT_EQ(c.head_dim(), 128);
   EXPECT_FLOAT_EQ(c.rope_theta, 1e6f);
   // With use_sliding_window: the layers from max_window_layers on; or those layer_types marks.
-  ModelConfig w = parse_hf_config(with(kQwen25_7B, {{"use_sliding_window", true}, {"sliding_window", 4096},
+  ModelConfig w = parse_hf_config(config_with(kQwen25_7B, {{"use_sliding_window", true}, {"sliding_window", 4096},
                                                     {"max_window_layers", 20}}), "config.json");
   ASSERT_EQ(w.layer_window.size(), 28u);
   EXPECT_EQ(w.attention_window(19), 0);
@@ -84,11 +67,11 @@ TEST(HfFamilies, ReadsQwen25) {
   EXPECT_EQ(w.attention_window(27), 4096);
   json types = json::array();
   for (int l = 0; l < 28; ++l) types.push_back(l % 2 ? "sliding_attention" : "full_attention");
-  w = parse_hf_config(with(kQwen25_7B, {{"use_sliding_window", true}, {"layer_types", types}}), "config.json");
+  w = parse_hf_config(config_with(kQwen25_7B, {{"use_sliding_window", true}, {"layer_types", types}}), "config.json");
   EXPECT_EQ(w.attention_window(0), 0);
   EXPECT_EQ(w.attention_window(1), 131072);
   // Named by architectures alone.
-  EXPECT_EQ(parse_hf_config(with(kQwen25_7B, {{"model_type", "<erase>"}}), "c").model_type, "qwen2");
+  EXPECT_EQ(parse_hf_config(config_with(kQwen25_7B, {{"model_type", "<erase>"}}), "c").model_type, "qwen2");
 }
 
 TEST(HfFamilies, ReadsQwen3) {
@@ -99,7 +82,7 @@ TEST(HfFamilies, ReadsQwen3) {
   EXPECT_EQ(c.head_dim(), 128);
   EXPECT_EQ(c.q_dim(), 2048);  // not hidden_size
   EXPECT_TRUE(c.tie_word_embeddings);
-  const ModelConfig b = parse_hf_config(with(kQwen3_06B, {{"attention_bias", true}}), "config.json");
+  const ModelConfig b = parse_hf_config(config_with(kQwen3_06B, {{"attention_bias", true}}), "config.json");
   EXPECT_TRUE(b.qkv_bias && b.o_bias);
 }
 
@@ -116,23 +99,23 @@ TEST(HfFamilies, ReadsMistral) {
 }
 
 TEST(HfFamilies, WhatAFamilyDoesNotComputeIsRefusedNamingTheKey) {
-  expect_error(with(kQwen25_7B, {{"mlp_bias", true}}), "mlp_bias true is not supported for qwen2");
-  expect_error(with(kQwen25_7B, {{"attention_bias", true}}), "attention_bias");
-  expect_error(with(kMistral7B, {{"attention_bias", true}}), "attention_bias true is not supported for mistral");
-  expect_error(with(kQwen3_06B, {{"mlp_bias", true}}), "mlp_bias");
-  expect_error(with(kQwen3_06B, {{"hidden_act", "gelu"}}), "hidden_act \"gelu\"");
-  expect_error(with(kQwen25_7B, {{"rope_scaling", {{"type", "yarn"}, {"factor", 4.0}}}}), "yarn");
-  expect_error(with(kQwen3_06B, {{"rope_parameters", {{"rope_type", "default"}}}}), "rope_parameters");
-  expect_error(with(kQwen3_06B, {{"attention_dropout", 0.1}}), "attention_dropout");
-  expect_error(with(kMistral7B, {{"sliding_window", 0}}), "sliding_window");
-  expect_error(with(kMistral7B, {{"layer_types", json::array()}}), "layer_types");
-  expect_error(with(kQwen25_7B, {{"use_sliding_window", true}, {"layer_types", {"full_attention"}}}),
+  expect_config_error(config_with(kQwen25_7B, {{"mlp_bias", true}}), "mlp_bias true is not supported for qwen2");
+  expect_config_error(config_with(kQwen25_7B, {{"attention_bias", true}}), "attention_bias");
+  expect_config_error(config_with(kMistral7B, {{"attention_bias", true}}), "attention_bias true is not supported for mistral");
+  expect_config_error(config_with(kQwen3_06B, {{"mlp_bias", true}}), "mlp_bias");
+  expect_config_error(config_with(kQwen3_06B, {{"hidden_act", "gelu"}}), "hidden_act \"gelu\"");
+  expect_config_error(config_with(kQwen25_7B, {{"rope_scaling", {{"type", "yarn"}, {"factor", 4.0}}}}), "yarn");
+  expect_config_error(config_with(kQwen3_06B, {{"rope_parameters", {{"rope_type", "default"}}}}), "rope_parameters");
+  expect_config_error(config_with(kQwen3_06B, {{"attention_dropout", 0.1}}), "attention_dropout");
+  expect_config_error(config_with(kMistral7B, {{"sliding_window", 0}}), "sliding_window");
+  expect_config_error(config_with(kMistral7B, {{"layer_types", json::array()}}), "layer_types");
+  expect_config_error(config_with(kQwen25_7B, {{"use_sliding_window", true}, {"layer_types", {"full_attention"}}}),
                "layer_types must be a list of num_hidden_layers");
-  expect_error(with(kQwen3_06B, {{"head_dim", 7}}), "head_dim");
-  expect_error(with(kQwen3_06B, {{"head_dim", 0}}), "head_dim");
-  expect_error(with(kQwen3_06B, {{"model_type", "gemma3"}}), "model_type 'gemma3' is the multimodal");
+  expect_config_error(config_with(kQwen3_06B, {{"head_dim", 7}}), "head_dim");
+  expect_config_error(config_with(kQwen3_06B, {{"head_dim", 0}}), "head_dim");
+  expect_config_error(config_with(kQwen3_06B, {{"model_type", "gemma3"}}), "model_type 'gemma3' is the multimodal");
   // (GPT2LMHeadModel loads since GPT-2 joined the families: test_gpt2_family.cpp.)
-  expect_error(with(kQwen3_06B, {{"model_type", "<erase>"}, {"architectures", {"GPTNeoXForCausalLM"}}}),
+  expect_config_error(config_with(kQwen3_06B, {{"model_type", "<erase>"}, {"architectures", {"GPTNeoXForCausalLM"}}}),
                "architectures 'GPTNeoXForCausalLM' is not supported");
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "run_command.h"
+#include "temp_dirs.h"
 
 namespace {
 
@@ -25,12 +26,7 @@ const std::string kQuick =
     " --set train.steps=2 --set train.batch_size=2 --set train.log_every=1 --set train.peak_gflops=100 "
     "--set data.cache_dir=off";
 
-fs::path fresh(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("meshtrain_hf_outputs_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
+fs::path fresh(const std::string& name) { return mt::testing::fresh_temp_dir("hf_outputs_" + name); }
 
 json read_json(const fs::path& p) {
   std::ifstream in(p);
@@ -72,7 +68,6 @@ TEST(HfOutputs, IdsOfAModelWithoutAConfigComeFromItsTokenizer) {
   EXPECT_TRUE(fresh_config.contains("eos_token_id") && fresh_config["eos_token_id"].is_null()) << fresh_config.dump();
   const json fresh_gen = read_json(dir / "new/model/generation_config.json");
   EXPECT_FALSE(fresh_gen.contains("bos_token_id")) << fresh_gen.dump();
-  fs::remove_all(dir);
 }
 
 // Every key of the source's config.json comes out as it went in (only torch_dtype follows the
@@ -126,7 +121,6 @@ TEST(HfOutputs, ExportsKeepTheSourceConfigKeys) {
   r = run_meshtrain("export-checkpoint --checkpoint " + checkpoint_of(run) + " --out " + (dir / "exported").string());
   ASSERT_EQ(r.code, 0) << r.output;
   expect_kept(dir / "exported", "float32");
-  fs::remove_all(dir);
 }
 
 // A source config.json claiming what meshtrain does not compute is refused in one line naming the
@@ -149,7 +143,6 @@ TEST(HfOutputs, KeysMeshtrainDoesNotImplementAreRefused) {
         << r.output;
     EXPECT_FALSE(fs::exists(dir / "run/model")) << r.output;
   }
-  fs::remove_all(dir);
 }
 
 // A LoRA run on Alpaca data records "alpaca" beside its adapter (and export-checkpoint of its
@@ -187,7 +180,6 @@ TEST(HfOutputs, AdapterRecordsItsTemplateAndGenerateUsesIt) {
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("error: " + run + "/adapter/meshtrain_template.json: expected"), std::string::npos)
       << r.output;
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "data/tokenizer_readers.h"
 #include "sentencepiece_fixtures.h"
 #include "text_files.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
@@ -118,22 +119,13 @@ TEST(HfSentencePiece, Llama2cTokenizerBinAndItsJsonAgree) {
   }
 }
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) : path(fs::path(::testing::TempDir()) / name) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
 TEST(HfSentencePiece, SaveTokenizerFilesWritesTheHfFiles) {
-  TempDir out("meshtrain_hf_spm_save"), again("meshtrain_hf_spm_save2");
-  const auto written = save_tokenizer_files(fixture("llama_bpe1000.model"), out.path.string());
+  const fs::path out = mt::testing::fresh_temp_dir("hf_spm_save"), again = mt::testing::fresh_temp_dir("hf_spm_save2");
+  const auto written = save_tokenizer_files(fixture("llama_bpe1000.model"), out.string());
   EXPECT_EQ(written.size(), 3u);
   for (const char* f : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json"})
-    EXPECT_TRUE(fs::is_regular_file(out.path / f)) << f;
-  json cfg = json::parse(read_file((out.path / "tokenizer_config.json").string()));
+    EXPECT_TRUE(fs::is_regular_file(out / f)) << f;
+  json cfg = json::parse(read_file((out / "tokenizer_config.json").string()));
   EXPECT_EQ(cfg["tokenizer_class"], "LlamaTokenizer");
   EXPECT_EQ(cfg["bos_token"], "<s>");
   EXPECT_EQ(cfg["eos_token"], "</s>");
@@ -141,14 +133,14 @@ TEST(HfSentencePiece, SaveTokenizerFilesWritesTheHfFiles) {
   EXPECT_EQ(cfg["add_bos_token"], true);
   EXPECT_EQ(cfg["added_tokens_decoder"]["1"]["content"], "<s>");
   // The directory now loads through tokenizer.json, with the same ids as the model file.
-  auto dir_tok = load_tokenizer(out.path.string());
+  auto dir_tok = load_tokenizer(out.string());
   auto spm = load_tokenizer(fixture("llama_bpe1000.model"));
   const std::string text = "First Citizen:\n  Before we proceed, 1234 \xE4\xB8\xAD!";
   EXPECT_EQ(dir_tok->encode(text), spm->encode(text));
   // Saving from that directory copies tokenizer.json with its companions.
-  const auto copied = save_tokenizer_files(out.path.string(), again.path.string());
+  const auto copied = save_tokenizer_files(out.string(), again.string());
   for (const char* f : {"tokenizer.json", "tokenizer_config.json", "tokenizer.model"})
-    EXPECT_TRUE(fs::is_regular_file(again.path / f)) << f;
+    EXPECT_TRUE(fs::is_regular_file(again / f)) << f;
   EXPECT_EQ(copied.size(), 3u);
 }
 

@@ -11,16 +11,18 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "child_process.h"
+#include "temp_dirs.h"
+#include "text_files.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using mt::testing::ChildProcess;
+using mt::testing::read_file;
 
 constexpr int kSteps = 30;
 constexpr int kKills = 12;
@@ -34,13 +36,6 @@ std::vector<std::string> train_args(const std::string& dir, bool resume) {
     a.insert(a.end(), {"--set", kv});
   if (resume) a.insert(a.end(), {"--set", "train.resume=latest"});
   return a;
-}
-
-std::string file_bytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
 }
 
 std::vector<nlohmann::json> metrics(const std::string& dir) {
@@ -100,10 +95,8 @@ bool kill_during_second_save(ChildProcess& child, const fs::path& ckpts, Moment 
 }
 
 TEST(KillDuringSave, EveryKillIsRecoverableAndTheModelIsByteIdentical) {
-  const std::string base = (fs::temp_directory_path() / "meshtrain_kill_during_save").string();
-  const std::string killed = base + "_killed", whole = base + "_whole";
-  fs::remove_all(killed);
-  fs::remove_all(whole);
+  const std::string base = mt::testing::fresh_temp_dir("kill_during_save");
+  const std::string killed = base + "/killed", whole = base + "/whole";
 
   const Moment moments[] = {Moment::save_starts, Moment::renamed_into_place, Moment::latest_written,
                             Moment::old_one_pruned};
@@ -141,17 +134,15 @@ TEST(KillDuringSave, EveryKillIsRecoverableAndTheModelIsByteIdentical) {
     EXPECT_EQ(b[i]["step"].get<int>(), i + 1);
     EXPECT_EQ(b[i]["loss"].get<double>(), a[i]["loss"].get<double>()) << "step " << i + 1;
   }
-  const std::string model = file_bytes(fs::path(whole) / "model/model.safetensors");
+  const std::string model = read_file(fs::path(whole) / "model/model.safetensors");
   ASSERT_FALSE(model.empty());
-  EXPECT_TRUE(file_bytes(fs::path(killed) / "model/model.safetensors") == model)
+  EXPECT_TRUE(read_file(fs::path(killed) / "model/model.safetensors") == model)
       << "the killed-and-resumed run's model differs from the uninterrupted run's";
   // Nothing an interrupted save left behind survives the run that finished.
   std::vector<std::string> left;
   for (const auto& e : fs::directory_iterator(fs::path(killed) / "checkpoints")) left.push_back(e.path().filename());
   std::sort(left.begin(), left.end());
   EXPECT_EQ(left, (std::vector<std::string>{"latest", "step-000029", "step-000030"}));
-  fs::remove_all(killed);
-  fs::remove_all(whole);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "train/checkpoint_manifest.h"
 #include "train/metrics.h"
 #include "train/run_config.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
@@ -47,20 +48,13 @@ void expect_refused(const std::string& args, const std::string& must_name, const
   EXPECT_EQ(lines, 1u) << args << "\n" << r.output;
 }
 
-std::string fresh_dir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
 // An HF model directory of a tiny model with `layers` layers.
 std::string saved_model(const std::string& name, int64_t layers) {
   ModelConfig c = testing::tiny_config();
   c.num_hidden_layers = layers;
   Transformer m(c, Precision::fp32, LoraConfig{});
   m.init_weights(5);
-  const std::string dir = fresh_dir(name);
+  const std::string dir = testing::fresh_temp_dir(name);
   save_base_model(m, dir);
   return dir;
 }
@@ -86,13 +80,13 @@ void expect_every_loader_refuses(const std::string& dir, const std::string& must
 }
 
 TEST(MemoryCheck, BillionLayersInConfigAreRefusedBeforeAllocating) {
-  const std::string dir = saved_model("meshtrain_mem_layers", 2);
+  const std::string dir = saved_model("mem_layers", 2);
   set_config_keys(dir, {{"num_hidden_layers", 1000000000}});
   expect_every_loader_refuses(dir, "num_hidden_layers");
 }
 
 TEST(MemoryCheck, HugeHiddenSizeIsRefusedNamingTheKey) {
-  const std::string dir = saved_model("meshtrain_mem_hidden", 2);
+  const std::string dir = saved_model("mem_hidden", 2);
   set_config_keys(dir, {{"hidden_size", 1000000000000LL}});
   expect_every_loader_refuses(dir, "hidden_size");
   // Within 64-bit counts but not what the weights hold: the headers say so before allocation.
@@ -101,13 +95,13 @@ TEST(MemoryCheck, HugeHiddenSizeIsRefusedNamingTheKey) {
 }
 
 TEST(MemoryCheck, LayerCountDisagreeingWithTheWeightsIsRefused) {
-  const std::string dir = saved_model("meshtrain_mem_3_of_5", 5);
+  const std::string dir = saved_model("mem_3_of_5", 5);
   set_config_keys(dir, {{"num_hidden_layers", 3}});  // used to load layers 0-2 and drop 3-4 silently
   expect_every_loader_refuses(dir, "the weights hold 5 layers, the config gives num_hidden_layers = 3");
 }
 
 TEST(MemoryCheck, ExportWithTrillionContextGivesOneLine) {
-  const std::string dir = saved_model("meshtrain_mem_context", 2);
+  const std::string dir = saved_model("mem_context", 2);
   set_config_keys(dir, {{"max_position_embeddings", 1000000000000LL}});
   // (--no-tokenizer: the saved model has none, which a GGUF export otherwise refuses first.)
   expect_refused("export -m " + dir + " --gguf " + dir + ".gguf --no-tokenizer", "max_position_embeddings");
@@ -119,7 +113,7 @@ TEST(MemoryCheck, AdapterDisagreeingWithItsConfigIsRefused) {
   lora.enabled = true, lora.rank = 2, lora.targets = {"q", "v"};
   Transformer m(testing::tiny_config(), Precision::fp32, lora);
   m.init_weights(5);
-  const std::string base = fresh_dir("meshtrain_mem_adapter_base"), adapter = fresh_dir("meshtrain_mem_adapter");
+  const std::string base = testing::fresh_temp_dir("mem_adapter_base"), adapter = testing::fresh_temp_dir("mem_adapter");
   save_base_model(m, base);
   save_peft_adapter(m, adapter, base);
   const std::string path = adapter + "/adapter_config.json";
@@ -159,7 +153,7 @@ TEST(MemoryCheck, AddressSpaceLimitIsSeen) {
   const std::string limit = "prlimit --as=" + std::to_string(int64_t(3) << 30) + " ";
   const std::string cmd = limit + "env OMP_NUM_THREADS=1 timeout -k 5 60 " + std::string(MESHTRAIN_BINARY) +
                           " train --set train.batch_size=3000 --set output.dir=" +
-                          (fs::temp_directory_path() / "meshtrain_rlimit_as").string();
+                          testing::fresh_temp_dir("rlimit_as") + "/run";
   const Result r = testing::run_command(cmd);
   ASSERT_NE(r.code, 124) << r.output;
   EXPECT_NE(r.code, 0) << r.output;
@@ -185,7 +179,7 @@ TEST(MemoryCheck, Nf4BaseIsPricedInFourBits) {
 TEST(MemoryCheck, RanksOnOneHostShareItsMemory) {
   // The built-in run needs well under 90% of 1 GiB, but more than a 64th of it.
   const std::string args = "train --set train.steps=1 --set train.peak_gflops=100 --set output.dir=" +
-                           fresh_dir("meshtrain_mem_shared");
+                           testing::fresh_temp_dir("mem_shared");
   expect_refused(args, "shared by 64 ranks on this host", "MESHTRAIN_MEMORY_LIMIT=1G OMPI_COMM_WORLD_LOCAL_SIZE=64");
   const Result alone = run_bounded(args, "MESHTRAIN_MEMORY_LIMIT=1G");
   EXPECT_EQ(alone.code, 0) << alone.output;
@@ -193,7 +187,7 @@ TEST(MemoryCheck, RanksOnOneHostShareItsMemory) {
 
 TEST(MemoryCheck, CanBeSkippedByThoseWhoKnowBetter) {
   const std::string args = "train --set train.steps=1 --set train.peak_gflops=100 --set output.dir=" +
-                           fresh_dir("meshtrain_mem_skip");
+                           testing::fresh_temp_dir("mem_skip");
   expect_refused(args, "MESHTRAIN_MEMORY_CHECK=off", "MESHTRAIN_MEMORY_LIMIT=1M");
   const Result r = run_bounded(args, "MESHTRAIN_MEMORY_LIMIT=1M MESHTRAIN_MEMORY_CHECK=off");
   EXPECT_EQ(r.code, 0) << r.output;
@@ -202,7 +196,7 @@ TEST(MemoryCheck, CanBeSkippedByThoseWhoKnowBetter) {
 }
 
 TEST(MemoryCheck, ExportCheckpointChecksShapesAgainstItsConfig) {
-  const std::string dir = fresh_dir("meshtrain_mem_ckpt");
+  const std::string dir = testing::fresh_temp_dir("mem_ckpt");
   const Result r = run_bounded("train --set train.steps=1 --set train.peak_gflops=100 --set output.checkpoint_every=1 "
                                "--set output.dir=" + dir);
   ASSERT_EQ(r.code, 0) << r.output;

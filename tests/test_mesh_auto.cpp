@@ -17,6 +17,7 @@
 #include "plan/run_memory.h"
 #include "train/run_config.h"
 #include "train/run_layout.h"
+#include "temp_dirs.h"
 
 namespace mt::testing {
 namespace {
@@ -32,7 +33,8 @@ const std::string kRun =
 // needs, per the planner, 13.6 MB a rank under fsdp=2, 12.2 MB under tp=2 and 11.9 MB under pp=2
 // (dp=2 adds a 100 MB gradient bucket), so 1 GB holds every layout and 13 MB only tp=2 and pp=2.
 std::string cluster_file(const std::string& name, double memory_gb) {
-  const fs::path path = fs::temp_directory_path() / ("meshtrain_auto_" + name + ".toml");
+  static const fs::path dir = fresh_temp_dir("auto_clusters");
+  const fs::path path = dir / (name + ".toml");
   std::ofstream(path) << "name = \"" << name << "\"\ndevices_per_node = 8\npeak_tflops = 1.0\nmemory_gb = "
                       << memory_gb
                       << "\nmemory_bandwidth_gbs = 50\nruntime_overhead_gb = 0.001\n"
@@ -180,11 +182,11 @@ TEST(MeshAuto, NoFitNamesTheSmallestWorldThatFits) {
 }
 
 TEST(MeshAuto, ClusterNeedsMeshAuto) {
-  const CommandResult r = run_meshtrain("train --mesh dp=1 --cluster cpu --steps 1 --out " +
-                                        (fs::temp_directory_path() / "meshtrain_auto_cluster_alone").string());
+  const std::string dir = fresh_temp_dir("auto_cluster_alone") + "/run";
+  const CommandResult r = run_meshtrain("train --mesh dp=1 --cluster cpu --steps 1 --out " + dir);
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("--cluster cpu describes the machine --mesh auto plans for"), std::string::npos) << r.output;
-  EXPECT_FALSE(fs::exists(fs::temp_directory_path() / "meshtrain_auto_cluster_alone"));
+  EXPECT_FALSE(fs::exists(dir));
 }
 
 TEST(MeshAuto, PlanSearchOptionsNeedSearch) {
@@ -208,8 +210,7 @@ TEST(MeshAuto, PlanSearchOptionsNeedSearch) {
 
 void expect_plans_first_and_trains(int64_t ranks) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const std::string dir = (fs::temp_directory_path() / ("meshtrain_auto_" + std::to_string(ranks))).string();
-  fs::remove_all(dir);
+  const std::string dir = fresh_temp_dir("auto_" + std::to_string(ranks)) + "/run";
   const std::string cluster = cluster_file("roomy", 1.0);
   const AutoRun r = train_auto(ranks, dir, kRun + "--cluster " + cluster);
   ASSERT_EQ(r.rc, 0) << r.output;
@@ -229,8 +230,7 @@ TEST(MeshAuto, FourRanksTrainThePlannersFirstLayout) { expect_plans_first_and_tr
 
 TEST(MeshAuto, TightMemoryTrainsAnotherLayoutThanTheFastest) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_auto_tight").string();
-  fs::remove_all(dir);
+  const std::string dir = fresh_temp_dir("auto_tight") + "/run";
   const std::string roomy = cluster_file("roomy", 1.0), tight = cluster_file("tight", 0.013);
   const AutoRun r = train_auto(2, dir, kRun + "--cluster " + tight);
   ASSERT_EQ(r.rc, 0) << r.output;
@@ -245,8 +245,7 @@ TEST(MeshAuto, TightMemoryTrainsAnotherLayoutThanTheFastest) {
 
 TEST(MeshAuto, NoFittingLayoutIsRefusedBeforeAnythingIsWritten) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_auto_nofit").string();
-  fs::remove_all(dir);
+  const std::string dir = fresh_temp_dir("auto_nofit") + "/run";
   const AutoRun r = train_auto(2, dir, kRun + "--cluster " + cluster_file("small", 0.0115));
   EXPECT_NE(r.rc, 0) << r.output;
   // Every rank says the same one line.
@@ -263,8 +262,7 @@ TEST(MeshAuto, NoFittingLayoutIsRefusedBeforeAnythingIsWritten) {
 }
 
 TEST(MeshAuto, OneRankHasOneLayout) {
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_auto_1").string();
-  fs::remove_all(dir);
+  const std::string dir = fresh_temp_dir("auto_1") + "/run";
   // This machine's memory by default.
   const AutoRun r = train_auto(1, dir, kRun);
   ASSERT_EQ(r.rc, 0) << r.output;
@@ -278,8 +276,7 @@ TEST(MeshAuto, OneRankHasOneLayout) {
 // A resume on as many ranks keeps run.toml's choice; on another number of ranks it plans again.
 TEST(MeshAuto, ResumeKeepsTheChoiceOrPlansForOtherRanks) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_auto_resume").string();
-  fs::remove_all(dir);
+  const std::string dir = fresh_temp_dir("auto_resume") + "/run";
   const std::string tight = cluster_file("tight", 0.013);
   const AutoRun first = train_auto(2, dir, kRun + "--cluster " + tight);
   ASSERT_EQ(first.rc, 0) << first.output;

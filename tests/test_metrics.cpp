@@ -5,10 +5,10 @@
 #include <fstream>
 #include <limits>
 
-#include <unistd.h>
 
 #include "core/error.h"
 #include "train/metrics.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
@@ -75,9 +75,7 @@ TEST(MetricsFormat, ValidationLossOnlyOnStepsThatEvaluatedIt) {
 }
 
 TEST(MetricsJsonl, OneValidJsonObjectPerLine) {
-  auto path = std::filesystem::temp_directory_path() /
-              ("meshtrain_test_metrics_" + std::to_string(::getpid())) / "sub" / "m.jsonl";
-  std::filesystem::remove_all(path.parent_path().parent_path());
+  const auto path = std::filesystem::path(testing::fresh_temp_dir("metrics")) / "sub" / "m.jsonl";
   {
     JsonlWriter w(path.string(), /*append=*/false);
     for (int i = 1; i <= 3; ++i) {
@@ -122,7 +120,6 @@ TEST(MetricsJsonl, OneValidJsonObjectPerLine) {
     EXPECT_TRUE(rows[0].contains(key)) << key;
   EXPECT_EQ(rows[3]["note"], "two\nlines \"quoted\"");
   EXPECT_EQ(rows[4]["step"], 4);
-  std::filesystem::remove_all(path.parent_path().parent_path());
 }
 
 TEST(MetricsJsonl, UnopenableFileNamesFile) {

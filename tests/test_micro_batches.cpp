@@ -12,6 +12,7 @@
 #include "data/packed_sampler.h"
 #include "data/text_dataset.h"
 #include "mesh_runs.h"
+#include "temp_dirs.h"
 
 namespace mt::testing {
 namespace {
@@ -113,8 +114,7 @@ TEST(MicroBatches, SplitsOfExampleBatchesTrainAlike) {
 }
 
 TEST(MicroBatches, CheckpointResumesUnderAnotherSplit) {
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_split_resume").string();
-  fs::remove_all(dir);
+  const std::string dir = fresh_temp_dir("split_resume") + "/run";
   const std::string a = std::string(kRun) + "--set output.checkpoint_every=3 --set output.dir=" + dir + " ";
   std::string out;
   ASSERT_EQ(run(train_command("") + a + split(16, 1), &out), 0) << out;
@@ -127,7 +127,6 @@ TEST(MicroBatches, CheckpointResumesUnderAnotherSplit) {
   const auto all = losses(dir);  // cut to steps 1..3 at the resume, then steps 4..6 again
   ASSERT_EQ(all.size(), 6u);
   for (size_t i = 3; i < 6; ++i) EXPECT_NEAR(all[i], full[i], 1e-5 * full[i]) << "step " << i + 1;
-  fs::remove_all(dir);
 }
 
 }  // namespace

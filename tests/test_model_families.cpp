@@ -19,6 +19,7 @@
 #include "model/param_shapes.h"
 #include "model_fixtures.h"
 #include "train/flops.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
@@ -246,8 +247,7 @@ TEST_P(FamilyModel, BackendsAgreeWithTheReference) {
 // one line, and no file is left behind.
 TEST_P(FamilyModel, GgufExportWritesTheFamilyOrRefusesInOneLine) {
   Transformer m(family_config(GetParam()), Precision::fp32, LoraConfig{});
-  const std::string path = (std::filesystem::temp_directory_path() / ("family_" + GetParam() + ".gguf")).string();
-  std::filesystem::remove(path);
+  const std::string path = mt::testing::fresh_temp_dir("family_gguf_" + GetParam()) + "/model.gguf";
   try {
     export_gguf_model(m, path, nullptr, GgufDtype::f32);
     EXPECT_NE(GetParam(), "every") << "o and MLP biases were written as llama.cpp's llama";

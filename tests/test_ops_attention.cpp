@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "finite_diff.h"
 #include "kernels/cpu/attention.h"
 
 namespace mt {
@@ -190,22 +191,9 @@ TEST(OpsAttentionBackward, FiniteDifferencesTiny) {
       for (size_t i = 0; i < f.out.size(); ++i) L += double(f.out[i]) * R[i];
       return L;
     };
-    const float eps = 1e-2f;
-    auto check = [&](Vec& x, const Vec& grad, const char* what) {
-      for (size_t i = 0; i < x.size(); ++i) {
-        const float x0 = x[i];
-        x[i] = x0 + eps;
-        const double lp = loss();
-        x[i] = x0 - eps;
-        const double lm = loss();
-        x[i] = x0;
-        const double fd = (lp - lm) / (2.0 * eps);
-        EXPECT_NEAR(grad[i], fd, 2e-3 * (1.0 + std::abs(fd))) << what << "[" << i << "]";
-      }
-    };
-    check(q, g.dq, "dq");
-    check(k, g.dk, "dk");
-    check(v, g.dv, "dv");
+    test::expect_grad_matches_nudges(q, g.dq, loss, "dq");
+    test::expect_grad_matches_nudges(k, g.dk, loss, "dk");
+    test::expect_grad_matches_nudges(v, g.dv, loss, "dv");
   }
 }
 

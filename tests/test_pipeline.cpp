@@ -24,6 +24,7 @@
 #include "model/transformer.h"
 #include "model/param_shapes.h"
 #include "parallel/pipeline.h"
+#include "temp_dirs.h"
 
 namespace mt::testing {
 namespace {
@@ -36,15 +37,6 @@ const char* kRun =
     "--set train.steps=6 --set train.precision=fp32 --set train.peak_gflops=100 "
     "--set train.batch_size=4 --set train.grad_accum=2 --set train.seq_len=32 "
     "--set train.log_every=100 --set optim.warmup_steps=2 --set train.eval_every=3 ";
-const char* kLora =
-    "--set lora.enabled=true --set lora.random_base=true --set lora.rank=4 --set optim.lr=1e-2 "
-    "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\",\"lm_head\"]' ";
-
-std::string tag_of(const std::string& s) {
-  std::string t;
-  for (char c : s) t += (c == '=' || c == ',') ? '_' : c;
-  return t;
-}
 
 struct PipeCase {
   const char* mesh;
@@ -68,8 +60,8 @@ TEST_P(PipelineEquality, FullTrainingMatchesOneRank) {
 
 TEST_P(PipelineEquality, LoraTrainingMatchesOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  expect_same_training("pp_lora_" + tag(), train_command(""), std::string(kRun) + kLora,
-                       train_command(GetParam().mesh), args() + kLora, "/adapter/adapter_model.safetensors");
+  expect_same_training("pp_lora_" + tag(), train_command(""), std::string(kRun) + kLoraAllTargets,
+                       train_command(GetParam().mesh), args() + kLoraAllTargets, "/adapter/adapter_model.safetensors");
 }
 
 // The tiny default model has 4 blocks: pp=4 puts one on each stage.
@@ -106,17 +98,17 @@ TEST(Pipeline, InterleavedMatchesOneRank) {
                          args + " --set train.pp_virtual=2 ", file);
   };
   same("pp_virtual_full", "--set output.checkpoint_every=6 ", "/model/model.safetensors");
-  same("pp_virtual_lora", kLora, "/adapter/adapter_model.safetensors");
+  same("pp_virtual_lora", kLoraAllTargets, "/adapter/adapter_model.safetensors");
   same("pp_virtual_tied_full", tied, "/model/model.safetensors");
-  same("pp_virtual_tied_lora", tied + kLora, "/adapter/adapter_model.safetensors");
+  same("pp_virtual_tied_lora", tied + kLoraAllTargets, "/adapter/adapter_model.safetensors");
   same("pp_virtual_dp", "", "/model/model.safetensors", "pp=2,dp=2");
   // Each stage's chunks gathered over fsdp, or split over tp, unit by unit.
   same("pp_virtual_fsdp", "", "/model/model.safetensors", "pp=2,fsdp=2");
-  same("pp_virtual_tp_lora", kLora, "/adapter/adapter_model.safetensors", "pp=2,tp=2");
+  same("pp_virtual_tp_lora", kLoraAllTargets, "/adapter/adapter_model.safetensors", "pp=2,tp=2");
 
   // Each stage wrote the units of its chunks (Pipeline::holds through rank_chunks): stage 0 the
   // embedding and blocks 0 and 2, stage 1 blocks 1 and 3 and the head.
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_mesh_pp_virtual_full_mesh").string();
+  const std::string dir = temp_dir_of("mesh_pp_virtual_full") + "/mesh";
   const std::string step = dir + "/checkpoints/step-000006";
   const std::string shard0 = read_file(step + "/shard-00000.safetensors");
   const std::string shard1 = read_file(step + "/shard-00001.safetensors");
@@ -167,7 +159,7 @@ TEST(Pipeline, InterleavedMatchesOneRank) {
 
 TEST(Pipeline, QloraMatchesOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const std::string qlora = std::string(kRun) + kLora + "--set lora.base_dtype=nf4 --set model.intermediate_size=384 ";
+  const std::string qlora = std::string(kRun) + kLoraAllTargets + "--set lora.base_dtype=nf4 --set model.intermediate_size=384 ";
   expect_same_run("pp_qlora", qlora, "pp=2", "/adapter/adapter_model.safetensors");
   expect_same_run("pp_qlora_linear_dp", qlora + "--set optim.eps=1.0 --set optim.lr=0.5 ", "pp=2,dp=2",
                   "/adapter/adapter_model.safetensors", 1e-6);
@@ -184,10 +176,10 @@ TEST(Pipeline, TiedEmbeddingsAndAnExplicitSplitMatchOneRank) {
     expect_same_training(tag, train_command(""), a, train_command(mesh), a + split, file);
   };
   same("pp_tied_full", args, "pp=2", "/model/model.safetensors");
-  same("pp_tied_lora", args + kLora, "pp=2", "/adapter/adapter_model.safetensors");
+  same("pp_tied_lora", args + kLoraAllTargets, "pp=2", "/adapter/adapter_model.safetensors");
   // The two copies split further: over tp by vocabulary rows, over fsdp by blocks.
   same("pp_tied_full_fsdp_tp", args, "pp=2,fsdp=2,tp=2", "/model/model.safetensors");
-  same("pp_tied_lora_tp", args + kLora, "pp=2,tp=2", "/adapter/adapter_model.safetensors");
+  same("pp_tied_lora_tp", args + kLoraAllTargets, "pp=2,tp=2", "/adapter/adapter_model.safetensors");
 }
 
 TEST(Pipeline, EachStageStoresOnlyItsUnits) {
@@ -203,8 +195,7 @@ TEST(Pipeline, EachStageStoresOnlyItsUnits) {
     if (held[size_t(param_unit(p.name, cfg.model))]) mine += p.numel();
   }
   ASSERT_LT(mine, whole / 2);
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_pp_stage_memory").string();
-  fs::remove_all(dir);
+  const std::string dir = fresh_temp_dir("pp_stage_memory") + "/run";
   std::string out;
   std::string args = kRun;
   args.append("--set train.pp_blocks=1,").append(std::to_string(blocks[1])).append(" --set output.dir=").append(dir);
@@ -219,7 +210,7 @@ TEST(Pipeline, CheckpointsResumeAcrossPipelineLayouts) {
   expect_resume_across("pp2_tp2_to_one", kRun, "pp=2,tp=2", "dp=1");
   expect_resume_across("pp2_tp2_to_fsdp2_pp2", kRun, "pp=2,tp=2", "pp=2,fsdp=2");
   expect_resume_across("pp2_tp2_to_fsdp4", kRun, "pp=2,tp=2", "fsdp=4");
-  expect_resume_across("lora_pp2_fsdp2_to_tp2", std::string(kRun) + kLora, "pp=2,fsdp=2", "tp=2");
+  expect_resume_across("lora_pp2_fsdp2_to_tp2", std::string(kRun) + kLoraAllTargets, "pp=2,fsdp=2", "tp=2");
 }
 
 TEST(Pipeline, ActivationCheckpointingMatchesOneRank) {
@@ -231,8 +222,7 @@ TEST(Pipeline, ActivationCheckpointingMatchesOneRank) {
 
 TEST(Pipeline, CheckpointUnderPpResumesOnOneRankAndExports) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_resume_pp2_to_one").string();
-  fs::remove_all(dir);
+  const std::string dir = fresh_temp_dir("resume_pp2_to_one") + "/run";
   const std::string a = std::string(kRun) + "--set output.checkpoint_every=3 --set output.dir=" + dir;
   std::string out;
   ASSERT_EQ(run(train_command("pp=2") + a, &out), 0) << out;
@@ -273,7 +263,7 @@ TEST(Pipeline, OneRankCheckpointResumesOnStages) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   expect_resume_across("one_to_pp4", kRun, "dp=1", "pp=4");
   expect_resume_across("one_to_pp2_dp2", kRun, "dp=1", "pp=2,dp=2");
-  expect_resume_across("lora_one_to_pp2_dp2", std::string(kRun) + kLora, "dp=1", "pp=2,dp=2");
+  expect_resume_across("lora_one_to_pp2_dp2", std::string(kRun) + kLoraAllTargets, "dp=1", "pp=2,dp=2");
 }
 
 TEST(Pipeline, KilledRankEndsTheJobAndTheLastCheckpointLoads) {
@@ -285,8 +275,7 @@ TEST(Pipeline, DebugModeChecksCollectivesBesideSendsAndReceives) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   // Signature checks gather every rank's collective: the stages' sends and receives, which only
   // two ranks make, must not enter them (or the ranks would be out of step at once).
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_pp_debug").string();
-  fs::remove_all(dir);
+  const std::string dir = fresh_temp_dir("pp_debug") + "/run";
   std::string out;
   ASSERT_EQ(run(train_command("pp=2,dp=2") + kRun + "--set train.debug_collectives=true --set output.dir=" + dir, &out), 0) << out;
   EXPECT_NE(out.find("done: 6 steps"), std::string::npos) << out;
@@ -296,9 +285,7 @@ TEST(Pipeline, DebugModeChecksCollectivesBesideSendsAndReceives) {
 // blocked in a receive or a collective; the watchdog there names it and ends the job.
 TEST(Pipeline, StoppedStageEndsTheJobWithTheWatchdogsReport) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_pp_stopped").string();
-  fs::remove_all(dir);
-  fs::remove(dir + ".rc");
+  const std::string dir = fresh_temp_dir("pp_stopped") + "/run";
   const std::string args = std::string(kRun) +
                            " --set train.steps=100000 --set train.collective_timeout=3 --set output.dir=" + dir;
   const std::string script = dir + ".sh";
@@ -323,6 +310,7 @@ TEST(Pipeline, StoppedStageEndsTheJobWithTheWatchdogsReport) {
 
 TEST(Pipeline, SplitsThatCannotBeMadeAreRefusedInOneLine) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string refused_dir = fresh_temp_dir("pp_refused") + "/run";
   struct Case {
     std::string mesh, args, says;
   };
@@ -343,7 +331,7 @@ TEST(Pipeline, SplitsThatCannotBeMadeAreRefusedInOneLine) {
                         Case{"pp=2", "--set train.pp_virtual=2 --set train.pp_blocks=2,2",
                              "gives 2 chunks but mesh pp=2 x train.pp_virtual=2 makes 4"}}) {
     std::string out, args = kRun;
-    args.append(c.args).append(" --set output.dir=").append((fs::temp_directory_path() / "meshtrain_pp_refused").string());
+    args.append(c.args).append(" --set output.dir=").append(refused_dir);
     EXPECT_NE(run(train_command(c.mesh) + args, &out), 0);
     EXPECT_NE(out.find(c.says), std::string::npos) << c.mesh << " " << c.args << "\n" << out;
   }

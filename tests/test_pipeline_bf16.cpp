@@ -23,6 +23,7 @@
 
 #include "io/safetensors.h"
 #include "mesh_runs.h"
+#include "temp_dirs.h"
 
 namespace mt::testing {
 namespace {
@@ -121,7 +122,7 @@ void expect_weights_within_bf16_rounding(const std::string& one_file, const std:
 // The bf16 run of `args` on `reference` (one rank: ""), then each mesh's, compared as described above.
 void expect_bf16_tracks(const std::string& tag, const std::string& args, const std::string& reference,
                         const std::vector<std::string>& meshes, const std::string& weights_file) {
-  const std::string base = (fs::temp_directory_path() / ("meshtrain_pp_bf16_" + tag)).string();
+  const std::string base = mt::testing::fresh_temp_dir("pp_bf16_" + tag) + "/run";
   const Bf16Run one = train(train_command(reference), args, base + "_one");
   ASSERT_EQ(one.losses.size(), 6u) << one.output;
   ASSERT_EQ(one.validation.size(), 2u) << one.output;

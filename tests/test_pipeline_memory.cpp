@@ -17,6 +17,7 @@
 #include "mesh_runs.h"
 #include "text_files.h"
 #include "parallel/pipeline.h"
+#include "temp_dirs.h"
 
 namespace mt::testing {
 namespace {
@@ -105,10 +106,22 @@ struct Measured {
   nlohmann::json summary, plan;
 };
 
+// The run in `dir` (micro-batches of 2 x 256 tokens, `m` a step), beside what the planner predicts
+// for the mesh and pipeline options `mesh_pp` ("pp=2 --pp-schedule gpipe").
+Measured measured(const std::string& dir, const std::string& mesh_pp, int64_t m) {
+  std::string out;
+  const int prc = run(std::string(MESHTRAIN_BINARY) + " plan --model " + dir + "/model --cluster cpu --mesh " + mesh_pp +
+                          " --seq 256 --micro-batch 2 --global-batch " + std::to_string(2 * m) + " --json 2>&1",
+                      &out);
+  EXPECT_EQ(prc, 0) << out;
+  Measured r;
+  r.summary = nlohmann::json::parse(read_file(dir + "/run_summary.json"));
+  r.plan = nlohmann::json::parse(out);
+  return r;
+}
+
 Measured pp2_run(const std::string& schedule, int64_t m) {
-  const std::string dir =
-      (fs::temp_directory_path() / ("meshtrain_pp_memory_" + schedule + "_" + std::to_string(m))).string();
-  fs::remove_all(dir);
+  const std::string dir = fresh_temp_dir("pp_memory_" + schedule + "_" + std::to_string(m)) + "/run";
   const std::string shape = "--set model.num_hidden_layers=4 --set train.seq_len=256 --set train.batch_size=2 ";
   std::string out;
   const int rc = run(train_command("pp=2") + shape + "--set train.pp_schedule=" + schedule +
@@ -116,15 +129,7 @@ Measured pp2_run(const std::string& schedule, int64_t m) {
                          " --set train.steps=2 --set train.peak_gflops=100 --set output.dir=" + dir + " 2>&1",
                      &out);
   EXPECT_EQ(rc, 0) << out;
-  const int prc = run(std::string(MESHTRAIN_BINARY) + " plan --model " + dir + "/model --cluster cpu --mesh pp=2" +
-                          " --pp-schedule " + schedule + " --seq 256 --micro-batch 2 --global-batch " +
-                          std::to_string(2 * m) + " --json 2>&1",
-                      &out);
-  EXPECT_EQ(prc, 0) << out;
-  Measured r;
-  r.summary = nlohmann::json::parse(read_file(dir + "/run_summary.json"));
-  r.plan = nlohmann::json::parse(out);
-  return r;
+  return measured(dir, "pp=2 --pp-schedule " + schedule, m);
 }
 
 int64_t tensor_peak(const Measured& r, int rank) {
@@ -186,8 +191,7 @@ struct Layout {
 // `model`: a model directory (of l.layers blocks) to fine-tune instead of the built-in config.
 Measured layout_run(const Layout& l, const std::string& model_dir = "") {
   const std::string tag = model_dir.empty() ? l.name() : l.name() + "_" + fs::path(model_dir).filename().string();
-  const std::string dir = (fs::temp_directory_path() / ("meshtrain_stage_memory_" + tag)).string();
-  fs::remove_all(dir);
+  const std::string dir = fresh_temp_dir("stage_memory_" + tag) + "/run";
   std::string pp = " --set train.pp_schedule=" + l.schedule + " --set train.pp_virtual=" + std::to_string(l.virt);
   std::string plan_pp = " --pp-schedule " + l.schedule + " --pp-virtual " + std::to_string(l.virt);
   if (!l.blocks.empty()) pp += " --set train.pp_blocks=" + l.blocks, plan_pp += " --pp-blocks " + l.blocks;
@@ -199,15 +203,7 @@ Measured layout_run(const Layout& l, const std::string& model_dir = "") {
                          " --set train.steps=2 --set train.peak_gflops=100 --set output.dir=" + dir + " 2>&1",
                      &out);
   EXPECT_EQ(rc, 0) << out;
-  const int prc = run(std::string(MESHTRAIN_BINARY) + " plan --model " + dir + "/model --cluster cpu --mesh pp=" +
-                          std::to_string(l.pp) + plan_pp + " --seq 256 --micro-batch 2 --global-batch " +
-                          std::to_string(2 * l.m) + " --json 2>&1",
-                      &out);
-  EXPECT_EQ(prc, 0) << out;
-  Measured r;
-  r.summary = nlohmann::json::parse(read_file(dir + "/run_summary.json"));
-  r.plan = nlohmann::json::parse(out);
-  return r;
+  return measured(dir, "pp=" + std::to_string(l.pp) + plan_pp, l.m);
 }
 
 // Issue 22: each stage plans activations for its own units only, and the planner's per-stage
@@ -272,8 +268,7 @@ TEST(PipelineMemory, FamilyPeaksAreThePlannersWithinTwoPercent) {
                                                    << ": predicted " << predicted << ", measured " << measured;
     }
   }
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_tp_memory_qwen3").string();
-  fs::remove_all(dir);
+  const std::string dir = fresh_temp_dir("tp_memory_qwen3") + "/run";
   std::string out;
   ASSERT_EQ(run(train_command("tp=2") + "--set model.path=" + qwen3 +
                     " --set train.seq_len=256 --set train.batch_size=2 --set train.grad_accum=4"

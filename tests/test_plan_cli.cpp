@@ -10,7 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <sys/wait.h>
-#include <unistd.h>
+
+#include "temp_dirs.h"
 
 namespace {
 
@@ -101,20 +102,19 @@ TEST(PlanCli, Nf4BaseWeightsAndFit) {
 }
 
 TEST(PlanCli, SearchJsonAndSvg) {
-  const std::string svg = (std::filesystem::temp_directory_path() / "plan_front_test.svg").string();
+  const std::string svg = mt::testing::fresh_temp_dir("plan_front") + "/front.svg";
   Result r = run_plan("--model llama3-8b --cluster dgx-h100 --devices 8 --search --global-batch 64 "
                       "--seq 2048 --json --top 3 --svg " + svg);
   ASSERT_EQ(r.code, 0) << r.output;
   auto doc = nlohmann::json::parse(r.output);
   EXPECT_EQ(doc["top"].size(), 3u);
   EXPECT_TRUE(std::filesystem::exists(svg));
-  std::filesystem::remove(svg);
 }
 
 // A model's config.json alone plans as its directory does (the planner reads no weights), and a
 // family's config (Qwen3: q/k norms, head_dim 128 over 16 heads of a 1024 hidden) counts its tensors.
 TEST(PlanCli, ConfigJsonAlonePlansLikeItsDirectory) {
-  const std::string dir = ::testing::TempDir() + "plan_config_json_" + std::to_string(::getpid());
+  const std::string dir = mt::testing::fresh_temp_dir("plan_config_json");
   std::filesystem::create_directories(dir + "/qwen3-0.6b");
   const std::string config = dir + "/qwen3-0.6b/config.json";
   std::ofstream(config) << R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
@@ -126,7 +126,6 @@ TEST(PlanCli, ConfigJsonAlonePlansLikeItsDirectory) {
   ASSERT_EQ(r.code, 0) << r.output;
   // Qwen3-0.6B as published: 596,049,920 parameters with the tied embedding counted once.
   EXPECT_NE(r.output.find("596049920"), std::string::npos) << r.output;
-  std::filesystem::remove_all(dir);
 }
 
 TEST(PlanCli, BadInputIsOneLine) {

@@ -15,6 +15,7 @@
 #include "io/safetensors.h"
 #include "mesh_runs.h"
 #include "run_command.h"
+#include "temp_dirs.h"
 
 namespace mt::testing {
 namespace {
@@ -26,7 +27,11 @@ const char* kRun =
     "--set train.log_every=100 --set optim.warmup_steps=2 --set optim.lr=1e-2 --set lora.enabled=true "
     "--set lora.random_base=true --set lora.rank=4 ";
 
-std::string tmp(const std::string& name) { return (fs::temp_directory_path() / ("meshtrain_qlora_" + name)).string(); }
+// The paths of this process's files and runs, in one scratch directory.
+std::string tmp(const std::string& name) {
+  static const std::string dir = fresh_temp_dir("qlora");
+  return dir + "/" + name;
+}
 
 TEST(Qlora, TrainsOnOneRankBesideTheBf16Base) {
   const std::string bf = tmp("bf16"), q = tmp("nf4");

@@ -15,6 +15,7 @@
 #include "mesh_runs.h"
 #include "parallel/flight_recorder.h"
 #include "parallel/watchdog.h"
+#include "temp_dirs.h"
 
 namespace {
 
@@ -34,8 +35,7 @@ std::string rank_command(const std::string& mesh, const std::string& dir, const 
 // Two ranks under one mpirun (MPMD), each with its own --set options; at most 120 s.
 int run_two_ranks(const std::string& mesh, const std::string& tag, const std::string& rank0,
                   const std::string& rank1, std::string* out) {
-  const std::string dir = (fs::temp_directory_path() / ("meshtrain_rank_check_" + tag)).string();
-  fs::remove_all(dir);
+  const std::string dir = mt::testing::fresh_temp_dir("rank_check_" + tag) + "/run";
   return run("OMP_NUM_THREADS=1 timeout 120 mpirun --allow-run-as-root --oversubscribe " +
                  rank_command(mesh, dir, rank0) + " : " + rank_command(mesh, dir, rank1),
              out);
@@ -68,8 +68,7 @@ TEST(RankChecks, DifferentLrOrSeedUnderDpAreRefusedNamingTheKeys) {
 // directory) can hold different models on different hosts, named before any weight moves.
 TEST(RankChecks, DifferentModelFilesUnderFsdpAreRefusedNamingTheShapes) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const fs::path base = fs::temp_directory_path() / "meshtrain_rank_check_models";
-  fs::remove_all(base);
+  const fs::path base = mt::testing::fresh_temp_dir("rank_check_models");
   std::string out;
   for (const std::string layers : {"2", "3"}) {
     ASSERT_EQ(run("OMP_NUM_THREADS=1 " + std::string(MESHTRAIN_BINARY) + " train " + kRun +
@@ -98,8 +97,7 @@ TEST(RankChecks, DifferentModelFilesUnderFsdpAreRefusedNamingTheShapes) {
 // rank's block its own, so they are not compared).
 TEST(RankChecks, SameShapedDifferentWeightsAreRefusedNamingTheTensorAndRanks) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const fs::path base = fs::temp_directory_path() / "meshtrain_rank_check_values";
-  fs::remove_all(base);
+  const fs::path base = mt::testing::fresh_temp_dir("rank_check_values");
   std::string out;
   for (const std::string seed : {"1", "2"}) {
     ASSERT_EQ(run("OMP_NUM_THREADS=1 " + std::string(MESHTRAIN_BINARY) + " train " + kRun +
@@ -151,8 +149,7 @@ TEST(RankChecks, PerRankKeysMayDifferAndDebugModePassesARealRun) {
 // in its next collective; the watchdog there names it and ends the job within the timeout.
 TEST(RankChecks, StoppedRankEndsTheJobWithTheWatchdogsReport) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_rank_check_stopped").string();
-  fs::remove_all(dir);
+  const std::string dir = mt::testing::fresh_temp_dir("rank_check_stopped") + "/run";
   fs::remove(dir + ".rc");
   const std::string args = std::string(kRun) +
                            " --set train.steps=100000 --set train.collective_timeout=3 "

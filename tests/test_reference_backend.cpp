@@ -7,13 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "available_backends.h"
 #include "backend/device_buffer.h"
+#include "backend_tensors.h"
 #include "backend/reference_backend.h"
 #include "core/bf16.h"
 #include "core/error.h"
@@ -33,57 +33,9 @@ constexpr double kF32 = 1e-5;        // f32 results: a few float roundings over 
 constexpr double kBf16 = 3.0 / 256;  // bf16 results: three ulps (an ulp is 2^-8 .. 2^-7 relative)
 double tol(DType t) { return t == DType::bf16 ? kBf16 : kF32; }
 
-// Tensors on one backend, made from and read back to host floats. Buffers live as long as it.
-struct Side {
-  Backend& be;
-  std::deque<DeviceBuffer> bufs;
-
-  explicit Side(Backend& b) : be(b) {}
-  Tensor make(DType dtype, int64_t rows, int64_t cols, const Vec& values = {}) {
-    bufs.emplace_back(be, dtype, rows * cols);
-    const Tensor t = bufs.back().slice(0, rows, cols);
-    if (!values.empty()) set(t, values);
-    return t;
-  }
-  Tensor make_i32(const std::vector<int32_t>& values) {
-    bufs.emplace_back(be, DType::i32, int64_t(values.size()));
-    const Tensor t = bufs.back().tensor();
-    be.copy_from_host(t, values.data());
-    return t;
-  }
-  void set(const Tensor& t, const Vec& values) {
-    ASSERT_EQ(int64_t(values.size()), t.numel());
-    if (t.dtype == DType::f32) return be.copy_from_host(t, values.data());
-    std::vector<bf16> h(values.size());
-    for (size_t i = 0; i < h.size(); ++i) h[i] = float_to_bf16(values[i]);
-    be.copy_from_host(t, h.data());
-  }
-  Vec get(const Tensor& t) {
-    Vec out(size_t(t.numel()));
-    if (t.dtype == DType::f32) {
-      be.copy_to_host(out.data(), t);
-    } else {
-      std::vector<bf16> h(out.size());
-      be.copy_to_host(h.data(), t);
-      for (size_t i = 0; i < h.size(); ++i) out[i] = to_float(h[i]);
-    }
-    return out;
-  }
-};
-
-// |actual - expected| <= rel * (|expected| + max |expected|) for every element.
-void expect_close(const Vec& actual, const Vec& expected, double rel, const std::string& what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  double scale = 0.0;
-  for (float e : expected) scale = std::max(scale, double(std::fabs(e)));
-  int reported = 0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const double err = std::fabs(double(actual[i]) - double(expected[i]));
-    if (err > rel * (std::fabs(double(expected[i])) + scale) && reported++ < 5)
-      ADD_FAILURE() << what << " [" << i << "]: " << actual[i] << " vs reference " << expected[i]
-                    << " (scale " << scale << ")";
-  }
-}
+// One side of a comparison: the backend under test, or the reference.
+using Side = test::BackendTensors;
+using test::expect_close;
 
 void expect_equal(const Vec& actual, const Vec& expected, const std::string& what) {
   ASSERT_EQ(actual.size(), expected.size()) << what;

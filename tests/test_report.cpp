@@ -24,6 +24,7 @@
 #include "report/pixel_font.h"
 #include "report/png.h"
 #include "run_command.h"
+#include "temp_dirs.h"
 #include "text_files.h"
 #include "train/checkpoint_manifest.h"
 
@@ -210,9 +211,7 @@ void check_png_charts(const std::string& run) {
 
 // A run without run_summary.json and run.toml: an older one, or one killed mid-line.
 void check_run_without_summary(const std::string& run) {
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_report_old").string();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const std::string dir = mt::testing::fresh_temp_dir("report_old");
   fs::copy_file(run + "/metrics.jsonl", dir + "/metrics.jsonl");
   // A killed run's torn last line is not a step yet.
   std::ofstream(dir + "/metrics.jsonl", std::ios::app) << "{\"step\": 7, \"lo";
@@ -227,8 +226,7 @@ void check_run_without_summary(const std::string& run) {
 // One real run (two data-parallel ranks, 6 steps, validation every 2) for all the checks: a test
 // process of its own would train again.
 TEST(Report, OfARealTwoRankRunRenderedByChromium) {
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_report_run").string();
-  fs::remove_all(dir);
+  const std::string dir = mt::testing::fresh_temp_dir("report_run");
   const std::string text = write_text(dir);
   const CommandResult r = testing::run_command(
       "OMP_NUM_THREADS=1 timeout 300 mpirun --allow-run-as-root --oversubscribe -n 2 " +
@@ -283,8 +281,7 @@ std::string fixed_text(double v, const char* format) {
 // 0; the x axis ends at step 6; elapsed time and tokens/s cover both segments; the PNGs are
 // deflated at twice the page's resolution and Chromium loads them.
 TEST(Report, ResumedRunIsOneRunOfTwoSegments) {
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_report_resumed").string();
-  fs::remove_all(dir);
+  const std::string dir = mt::testing::fresh_temp_dir("report_resumed");
   const std::string text = write_text(dir), run = dir + "/run";
   const std::string args = " --set train.steps=6 --set train.seq_len=32 --set train.batch_size=4 "
                            "--set train.precision=fp32 --set data.val_fraction=0.25 --set data.cache_dir=off "
@@ -379,8 +376,7 @@ TEST(Report, ResumedRunIsOneRunOfTwoSegments) {
 // A checkpoint written before the MFU basis was recorded (its config's train.peak_gflops is 0):
 // the resume measures the peak again and says why, rather than failing or reusing nothing.
 TEST(Report, ResumeFromACheckpointWithoutABasisMeasuresAgain) {
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_report_no_basis").string();
-  fs::remove_all(dir);
+  const std::string dir = mt::testing::fresh_temp_dir("report_no_basis");
   const std::string text = write_text(dir), run = dir + "/run";
   const std::string args = " --set train.steps=4 --set train.seq_len=32 --set train.batch_size=4 "
                            "--set train.precision=fp32 --set data.cache_dir=off --set output.checkpoint_every=2 "
@@ -407,9 +403,7 @@ TEST(Report, ResumeFromACheckpointWithoutABasisMeasuresAgain) {
 
 // A run recorded before segments were marked: a resume shows as elapsed_s starting again.
 TEST(Report, UnmarkedResumeIsFoundByItsClock) {
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_report_unmarked").string();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const std::string dir = mt::testing::fresh_temp_dir("report_unmarked");
   std::ofstream(dir + "/metrics.jsonl")
       << R"({"step": 1, "loss": 3.5, "lr": 0.001, "tokens_per_s": 100.0, "mfu": 0.25, "peak_mem_bytes": 1048576, "elapsed_s": 1.0})" "\n"
       << R"({"step": 2, "loss": 3.4, "lr": 0.001, "tokens_per_s": 100.0, "mfu": 0.25, "peak_mem_bytes": 1048576, "elapsed_s": 2.0})" "\n"
@@ -479,8 +473,7 @@ uint32_t masked(const std::string& data) {
 }
 
 TEST(Report, TensorBoardEventFileHoldsTheMetrics) {
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_report_tb").string();
-  fs::remove_all(dir);
+  const std::string dir = mt::testing::fresh_temp_dir("report_tb");
   fs::create_directories(dir + "/run");
   std::ofstream(dir + "/run/metrics.jsonl")
       << R"({"step": 1, "loss": 3.5, "lr": 0.001, "tokens_per_s": 100.0, "mfu": 0.25, "peak_mem_bytes": 1048576, "elapsed_s": 1.0, "segment_start_step": 0, "val_loss_start": 4.0})" "\n"
@@ -596,8 +589,7 @@ TEST(Report, PixelFontScalesSmoothly) {
 }
 
 TEST(Report, BadInputIsOneErrorLine) {
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_report_bad").string();
-  fs::remove_all(dir);
+  const std::string dir = mt::testing::fresh_temp_dir("report_bad");
   fs::create_directories(dir + "/empty");
   std::ofstream(dir + "/file") << "x";
   fs::create_directories(dir + "/corrupt");

@@ -15,6 +15,7 @@
 #include "run_command.h"
 #include "train/checkpoint_dir.h"
 #include "train/lr_schedule.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
@@ -23,11 +24,8 @@ namespace fs = std::filesystem;
 using testing::CommandResult;
 using testing::metric;
 
-std::string fresh_dir(const std::string& name) {
-  const std::string dir = (fs::temp_directory_path() / ("meshtrain_resume_run_" + name)).string();
-  fs::remove_all(dir);
-  return dir;
-}
+// A run directory not made yet, in a fresh scratch directory of its own.
+std::string fresh_dir(const std::string& name) { return testing::fresh_temp_dir("resume_run_" + name) + "/run"; }
 
 // `meshtrain train <args>` on one thread.
 CommandResult meshtrain_train(const std::string& args) {

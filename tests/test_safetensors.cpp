@@ -1,5 +1,4 @@
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -19,23 +18,20 @@
 #include "io/safetensors.h"
 #include "io/safetensors_index.h"
 #include "io/safetensors_write.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory per test, removed afterwards.
+// A fresh directory per test.
 class SafetensorsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* t = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("mt_st_" + std::to_string(::getpid()) + "_" + t->test_suite_name() + "_" + t->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = testing::fresh_temp_dir(std::string("st_") + t->test_suite_name() + "_" + t->name());
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 

@@ -18,6 +18,7 @@
 #include "data/tokenizer_readers.h"
 #include "sentencepiece_fixtures.h"
 #include "text_files.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
@@ -109,7 +110,8 @@ std::string field(int number, const std::string& payload) {
 std::string varint_field(int number, uint64_t v) { return varint(uint64_t(number) << 3) + varint(v); }
 
 std::string load_error(const std::string& name, const std::string& bytes) {
-  fs::path p = fs::path(::testing::TempDir()) / name;
+  static const fs::path dir = testing::fresh_temp_dir("sentencepiece_models");
+  const fs::path p = dir / name;
   std::ofstream(p, std::ios::binary) << bytes;
   try {
     load_tokenizer(p.string());
@@ -151,7 +153,7 @@ TEST(SentencePieceModel, TokenizeCommandReadsTheModel) {
   ASSERT_EQ(ref["strings"][i], "ROMEO:\nBut, soft! what light through yonder window breaks?");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(nlohmann::json::parse(r.output).get<Ids>(), ref["models"]["llama_bpe1000.model"]["ids"][i].get<Ids>());
-  const fs::path bad = fs::path(::testing::TempDir()) / "unigram_cli.model";
+  const fs::path bad = fs::path(testing::fresh_temp_dir("sentencepiece_cli")) / "unigram_cli.model";
   std::ofstream(bad, std::ios::binary) << read_file(fixture("llama_bpe1000.model")) + field(2, varint_field(3, 1));
   r = testing::run_meshtrain("tokenize --tokenizer " + bad.string() + " --text hi");
   EXPECT_NE(r.code, 0);

@@ -112,7 +112,6 @@ TEST(SequenceLength, OneLineFineTuneTakesItsLengthFromTheData) {
   ASSERT_EQ(given.code, 0) << given.output;
   EXPECT_EQ(given.output.find("from the data"), std::string::npos) << given.output;
   EXPECT_EQ(recorded_seq_len(dir + "/given"), "320");
-  fs::remove_all(dir);
 }
 
 TEST(SequenceLength, LongExamplesAreCappedAtTheModelsLimitAndTheWarningStaysUnderIt) {
@@ -139,7 +138,6 @@ TEST(SequenceLength, LongExamplesAreCappedAtTheModelsLimitAndTheWarningStaysUnde
   ASSERT_EQ(short_rows.code, 0) << short_rows.output;
   EXPECT_NE(short_rows.output.find("a sequence length of 512 keeps some, or truncate them"), std::string::npos)
       << short_rows.output;
-  fs::remove_all(dir);
 }
 
 TEST(SequenceLength, PlainTextAndTheBuiltInRunKeepTheBuiltInLength) {
@@ -160,7 +158,6 @@ TEST(SequenceLength, PlainTextAndTheBuiltInRunKeepTheBuiltInLength) {
   EXPECT_NE(r.output.find("batch: 8 x 128 tokens"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("train.seq_len 1"), std::string::npos) << r.output;
   EXPECT_EQ(recorded_seq_len(dir + "/builtin"), "128");
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "mesh_runs.h"
 #include "run_command.h"
+#include "temp_dirs.h"
 
 namespace {
 
@@ -103,8 +104,7 @@ TEST(ShardPipeline, TiedEmbeddingCountsOnTheLastStageToo) {
 // A real model's shape: stories260K as users hold it (an HF directory), its sizes read here from
 // its config.json.
 TEST(ShardPipeline, RealModelOnPp2Tp2) {
-  const auto dir = std::filesystem::temp_directory_path() / ("meshtrain_shard_pp_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const std::string dir = mt::testing::fresh_temp_dir("shard_pp");
   const std::string model = mt::testing::stories_hf_dir(dir);
   ASSERT_FALSE(model.empty());
   std::ifstream f(model + "/config.json");
@@ -123,7 +123,6 @@ TEST(ShardPipeline, RealModelOnPp2Tp2) {
   const int64_t stage1 = (last * matrices + v * c) / 2 + last * norms + c;  // a head, own or the tied copy
   EXPECT_EQ(rank_total(j, 0), kBytesPerElement * stage0) << "tied " << tied;
   EXPECT_EQ(rank_total(j, 3), kBytesPerElement * stage1) << "tied " << tied;
-  std::filesystem::remove_all(dir);
 }
 
 // Llama 3.1 405B over 16 stages of tp 8: each stage holds about a sixteenth of the model.
@@ -147,12 +146,11 @@ TEST(ShardPipeline, Llama405bOnPp16Tp8) {
 // What shard counts is what the trainer places: rank 0 of a real one-step run of `model` on `mesh`
 // reports the parameters it holds, shard's count (`j`) for that rank.
 void expect_trainer_holds_what_shard_counts(const json& j, const std::string& mesh, const std::string& model) {
-  const auto dir = std::filesystem::temp_directory_path() / ("meshtrain_shard_pp_train_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const std::string dir = mt::testing::fresh_temp_dir("shard_pp_train") + "/run";
   std::string out;
   ASSERT_EQ(mt::testing::run(mt::testing::train_command(mesh) + model +
                                  " --set train.steps=1 --set train.batch_size=2 --set train.grad_accum=2"
-                                 " --set train.seq_len=16 --set train.peak_gflops=100 --set output.dir=" + dir.string(),
+                                 " --set train.seq_len=16 --set train.peak_gflops=100 --set output.dir=" + dir,
                              &out),
             0)
       << out;
@@ -160,7 +158,6 @@ void expect_trainer_holds_what_shard_counts(const json& j, const std::string& me
   held.insert(0, 1, '(');  // not "(" + std::string: g++ 12 warns falsely (-Wrestrict) on that
   held += " trainable on this rank)";
   EXPECT_NE(out.find(held), std::string::npos) << mesh << ": " << held << "\n" << out;
-  std::filesystem::remove_all(dir);
 }
 
 // pp=2 x tp=2 (stage 0, tp 0 is rank 0), tied, so the last stage's copy and the head's adapters are

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mesh_runs.h"
+#include "temp_dirs.h"
 
 namespace mt::testing {
 namespace {
@@ -20,17 +21,6 @@ const char* kRun =
     "--set train.steps=6 --set train.precision=fp32 --set train.peak_gflops=100 "
     "--set train.batch_size=8 --set train.seq_len=64 --set train.log_every=100 "
     "--set optim.warmup_steps=2 ";
-// Every adapter target, the head included, and a larger learning rate so adapters move. The
-// layouts are compared on a random base (lora.random_base) where no model is given.
-const char* kLora =
-    "--set lora.enabled=true --set lora.random_base=true --set lora.rank=4 --set optim.lr=1e-2 "
-    "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\",\"lm_head\"]' ";
-
-std::string tag_of(const std::string& mesh) {
-  std::string t;
-  for (char c : mesh) t += (c == '=' || c == ',') ? '_' : c;
-  return t;
-}
 
 class MeshEquality : public ::testing::TestWithParam<const char*> {};
 
@@ -43,7 +33,7 @@ TEST_P(MeshEquality, FullTrainingMatchesOneRank) {
 
 TEST_P(MeshEquality, LoraTrainingMatchesOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  expect_same_run("lora_" + tag_of(GetParam()), std::string(kRun) + kLora, GetParam(),
+  expect_same_run("lora_" + tag_of(GetParam()), std::string(kRun) + kLoraAllTargets, GetParam(),
                   "/adapter/adapter_model.safetensors");
 }
 
@@ -64,10 +54,10 @@ TEST_P(QloraMeshEquality, QloraTrainingMatchesOneRank) {
   // 5e-5 on the adapters as for a pretrained base: AdamW amplifies rounding where gradients are
   // near zero (see expect_same_run). The sharp check, with updates linear in the gradient, must
   // agree to 1e-6: every rank's NF4 bytes are the single rank's, and every gradient arrives once.
-  expect_same_run("qlora_" + tag_of(GetParam()), std::string(kRun) + kLora + kQlora, GetParam(),
+  expect_same_run("qlora_" + tag_of(GetParam()), std::string(kRun) + kLoraAllTargets + kQlora, GetParam(),
                   "/adapter/adapter_model.safetensors", 5e-5);
   expect_same_run("qlora_linear_" + tag_of(GetParam()),
-                  std::string(kRun) + kLora + kQlora + "--set optim.eps=1.0 --set optim.lr=0.5 ", GetParam(),
+                  std::string(kRun) + kLoraAllTargets + kQlora + "--set optim.eps=1.0 --set optim.lr=0.5 ", GetParam(),
                   "/adapter/adapter_model.safetensors", 1e-6);
 }
 
@@ -77,9 +67,9 @@ INSTANTIATE_TEST_SUITE_P(Meshes, QloraMeshEquality, ::testing::Values("fsdp=2", 
 TEST(Sharded, QloraTpSplitThatCutsAnNf4BlockIsRefused) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   // The default MLP width 344 splits into 172 columns per tp rank: not whole blocks of 64.
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_qlora_cut").string();
+  const std::string dir = fresh_temp_dir("qlora_cut") + "/run";
   std::string out;
-  EXPECT_NE(run(train_command("tp=2") + kRun + kLora + "--set lora.base_dtype=nf4 --set output.dir=" + dir, &out), 0);
+  EXPECT_NE(run(train_command("tp=2") + kRun + kLoraAllTargets + "--set lora.base_dtype=nf4 --set output.dir=" + dir, &out), 0);
   EXPECT_NE(out.find("tp splits the 344 columns of model.layers.0.mlp.down_proj.weight into 172, which cuts an NF4 block"),
             std::string::npos)
       << out;
@@ -92,7 +82,7 @@ TEST(Sharded, TiedEmbeddingsWithGradAccumulationMatchOneRank) {
   // meet a near-zero gradient (see expect_same_training).
   const std::string args = std::string(kRun) + "--set model.tie_word_embeddings=true --set train.grad_accum=2 ";
   expect_same_run("tied_full", args, "fsdp=2,tp=2", "/model/model.safetensors");
-  expect_same_run("tied_lora", args + kLora, "fsdp=2,tp=2", "/adapter/adapter_model.safetensors");
+  expect_same_run("tied_lora", args + kLoraAllTargets, "fsdp=2,tp=2", "/adapter/adapter_model.safetensors");
 }
 
 TEST(Sharded, WeightsAgreeToRoundingWhenUpdatesAreLinearInTheGradient) {
@@ -105,7 +95,7 @@ TEST(Sharded, WeightsAgreeToRoundingWhenUpdatesAreLinearInTheGradient) {
   expect_same_run("linear_full", linear, "dp=2,fsdp=2,tp=2", "/model/model.safetensors", 1e-6);
   expect_same_run("linear_tied", linear + "--set model.tie_word_embeddings=true --set train.grad_accum=2 ",
                   "fsdp=2,tp=2", "/model/model.safetensors", 1e-6);
-  expect_same_run("linear_lora", linear + kLora + "--set optim.lr=0.5 ", "fsdp=2,tp=2",
+  expect_same_run("linear_lora", linear + kLoraAllTargets + "--set optim.lr=0.5 ", "fsdp=2,tp=2",
                   "/adapter/adapter_model.safetensors", 1e-6);
 }
 
@@ -119,10 +109,8 @@ TEST(Sharded, Bf16MixedPrecisionTracksOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   // bf16 copies are gathered and tp partial sums are rounded to bf16 once more than on one rank,
   // so the runs agree to bf16 precision, not bit for bit: losses within 0.5%.
-  const std::string base = (fs::temp_directory_path() / "meshtrain_sharded_bf16").string();
+  const std::string base = fresh_temp_dir("sharded_bf16") + "/run";
   const std::string args = std::string(kRun) + "--set train.precision=bf16 ";
-  fs::remove_all(base + "_one");
-  fs::remove_all(base + "_mesh");
   std::string out;
   ASSERT_EQ(run(train_command("") + args + "--set output.dir=" + base + "_one", &out), 0) << out;
   for (const char* mesh : {"fsdp=2,tp=2"}) {
@@ -139,13 +127,12 @@ TEST(Sharded, CheckpointResumesUnderAnotherMesh) {
   expect_resume_across("fsdp_tp_to_one", kRun, "fsdp=2,tp=2", "dp=1");
   expect_resume_across("one_to_fsdp_tp", kRun, "dp=1", "fsdp=2,tp=2");
   expect_resume_across("tp_to_fsdp4", kRun, "tp=2", "fsdp=4");
-  expect_resume_across("lora_fsdp_to_tp", std::string(kRun) + kLora, "fsdp=2", "dp=2,tp=2");
+  expect_resume_across("lora_fsdp_to_tp", std::string(kRun) + kLoraAllTargets, "fsdp=2", "dp=2,tp=2");
 }
 
 TEST(Sharded, EachRankWritesItsBlocksOnce) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_sharded_files").string();
-  fs::remove_all(dir);
+  const std::string dir = fresh_temp_dir("sharded_files") + "/run";
   std::string out;
   ASSERT_EQ(run(train_command("dp=2,fsdp=2") + kRun + "--set output.checkpoint_every=6 --set output.dir=" + dir, &out), 0) << out;
   // dp replicas hold the same blocks: only the first dp replica's two fsdp ranks write.
@@ -171,13 +158,12 @@ TEST(Sharded, CheckpointExportsAsTheRunsOwnExport) {
     std::vector<std::string> files;  // the weights first
   };
   for (const Case& c : {Case{"fsdp=2,tp=2", "", "model", {"model.safetensors", "config.json", "generation_config.json"}},
-                        Case{"dp=2,tp=2", kLora, "adapter",
+                        Case{"dp=2,tp=2", kLoraAllTargets, "adapter",
                              {"adapter_model.safetensors", "adapter_config.json", "meshtrain_template.json"}},
                         // Each stage's tp pair writes its units; the run's export sends them to rank 0.
                         Case{"pp=2,tp=2", "", "model", {"model.safetensors", "config.json"}},
-                        Case{"pp=2,fsdp=2", kLora, "adapter", {"adapter_model.safetensors", "adapter_config.json"}}}) {
-    const std::string dir = (fs::temp_directory_path() / ("meshtrain_ckpt_export_" + tag_of(c.mesh))).string();
-    fs::remove_all(dir);
+                        Case{"pp=2,fsdp=2", kLoraAllTargets, "adapter", {"adapter_model.safetensors", "adapter_config.json"}}}) {
+    const std::string dir = fresh_temp_dir("ckpt_export_" + tag_of(c.mesh)) + "/run";
     std::string out;
     ASSERT_EQ(run(train_command(c.mesh) + kRun + c.extra + "--set output.checkpoint_every=6 --set output.dir=" + dir, &out), 0) << out;
     // The step-6 checkpoint (per-rank shard files) written out by one process, without MPI.
@@ -194,7 +180,10 @@ TEST(Sharded, CheckpointExportsAsTheRunsOwnExport) {
     }
   }
   std::string out;
-  EXPECT_NE(run(std::string(MESHTRAIN_BINARY) + " export-checkpoint --checkpoint /nonexistent --out /tmp/x", &out), 0);
+  EXPECT_NE(run(std::string(MESHTRAIN_BINARY) + " export-checkpoint --checkpoint /nonexistent --out " +
+                    fresh_temp_dir("export_nonexistent") + "/out",
+                &out),
+            0);
   EXPECT_NE(out.find("not a checkpoint directory"), std::string::npos) << out;
 }
 
@@ -202,8 +191,7 @@ TEST(Sharded, HuggingFaceCheckpointLoadsBlockByBlock) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   // A short run exports an HF directory (config.json, model.safetensors, tokenizer); fine-tuning
   // from it under fsdp x tp (each rank reading its blocks) matches one rank reading it whole.
-  const std::string src = (fs::temp_directory_path() / "meshtrain_sharded_hf_src").string();
-  fs::remove_all(src);
+  const std::string src = fresh_temp_dir("sharded_hf_src") + "/run";
   std::string out;
   ASSERT_EQ(run(train_command("") + kRun + "--set output.dir=" + src, &out), 0) << out;
   {
@@ -216,7 +204,7 @@ TEST(Sharded, HuggingFaceCheckpointLoadsBlockByBlock) {
   const std::string args = "--config " + src + ".toml " + kRun;
   expect_same_run("hf_full", args, "fsdp=2,tp=2", "/model/model.safetensors");
   // Adapters start from the run's seed on every placement.
-  expect_same_run("hf_lora", args + kLora, "fsdp=2,tp=2", "/adapter/adapter_model.safetensors");
+  expect_same_run("hf_lora", args + kLoraAllTargets, "fsdp=2,tp=2", "/adapter/adapter_model.safetensors");
   fs::remove_all(src + "_mesh");
   ASSERT_EQ(run(train_command("fsdp=2,tp=2") + args + "--set output.dir=" + src + "_mesh", &out), 0);
   EXPECT_NE(out.find("tensors, "), std::string::npos) << "no loading progress line:\n" << out;
@@ -226,12 +214,11 @@ TEST(Sharded, QloraOnAHuggingFaceCheckpointMatchesOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   // Each rank reads the rows of its NF4 blocks (whole rows where tp splits columns, for the
   // row's statistics) and quantises them: the same bytes as one rank quantising whole tensors.
-  const std::string src = (fs::temp_directory_path() / "meshtrain_sharded_hf_qlora_src").string();
-  fs::remove_all(src);
+  const std::string src = fresh_temp_dir("sharded_hf_qlora_src") + "/run";
   std::string out;
   ASSERT_EQ(run(train_command("") + kRun + "--set model.intermediate_size=256 --set output.dir=" + src, &out), 0) << out;
   std::ofstream(src + ".toml") << "[model]\npath = \"" << src << "/model\"\n";
-  const std::string args = "--config " + src + ".toml " + kRun + kLora + "--set lora.base_dtype=nf4 ";
+  const std::string args = "--config " + src + ".toml " + kRun + kLoraAllTargets + "--set lora.base_dtype=nf4 ";
   expect_same_run("hf_qlora", args + "--set optim.eps=1.0 --set optim.lr=0.5 ", "fsdp=2,tp=2",
                   "/adapter/adapter_model.safetensors", 1e-6);
 }
@@ -241,17 +228,17 @@ TEST(Sharded, RealPretrainedModelMatchesOneRank) {
   // The pretrained stories260K (llama2.c file, sentencepiece tokenizer) fine-tuned on fsdp x tp.
   const std::string data = std::string(MESHTRAIN_SOURCE_DIR) + "/../shared/data/stories260K/";
   if (!fs::exists(data + "stories260K.bin")) GTEST_SKIP() << "shared data not present";
-  const std::string cfg = (fs::temp_directory_path() / "meshtrain_sharded_s260.toml").string();
+  const std::string cfg = fresh_temp_dir("sharded_s260") + "/s260.toml";
   std::ofstream(cfg) << "[model]\npath = \"" << data << "stories260K.bin\"\n[data]\ntokenizer = \""
                      << data << "tok512.bin\"\n";
   expect_same_run("s260_full", "--config " + cfg + " " + kRun, "fsdp=2,tp=2", "/model/model.safetensors");
   // lr 1e-2 on adapters over a pretrained base: an element moves up to 6e-2 in six steps, and
   // more adapter gradients sit near zero (see expect_same_training); 2e-4 is 0.3% of that.
-  expect_same_run("s260_lora", "--config " + cfg + " " + kRun + kLora, "dp=2,tp=2",
+  expect_same_run("s260_lora", "--config " + cfg + " " + kRun + kLoraAllTargets, "dp=2,tp=2",
                   "/adapter/adapter_model.safetensors", 2e-4);
   // QLoRA: its MLP width 172 is not whole blocks (rows padded); fsdp cuts between rows. Updates
   // linear in the gradient (eps = 1), so the adapters must agree to rounding.
-  expect_same_run("s260_qlora", "--config " + cfg + " " + kRun + kLora +
+  expect_same_run("s260_qlora", "--config " + cfg + " " + kRun + kLoraAllTargets +
                   "--set lora.base_dtype=nf4 --set optim.eps=1.0 --set optim.lr=0.5 ", "fsdp=2",
                   "/adapter/adapter_model.safetensors", 1e-6);
 }
@@ -261,9 +248,8 @@ TEST(Sharded, EveryRankBuildingTheTokenCacheAtOnceIsSafe) {
   // Instruction data is tokenised into a cache on first use; four ranks starting together all
   // build it. Each writes its own temporary file and renames it into place, so the cache is whole
   // and the run equals one rank's (which builds its own cache in another directory).
-  const std::string base = (fs::temp_directory_path() / "meshtrain_sharded_cache").string();
-  fs::remove_all(base);
-  const std::string args = std::string(kRun) + kLora + "--set data.path=" + MESHTRAIN_SOURCE_DIR +
+  const std::string base = fresh_temp_dir("sharded_cache") + "/run";
+  const std::string args = std::string(kRun) + kLoraAllTargets + "--set data.path=" + MESHTRAIN_SOURCE_DIR +
                            "/examples/village_qa.jsonl --set train.seq_len=256 "
                            "--set model.max_position_embeddings=256 --set train.batch_size=4 ";
   std::string out;
@@ -283,7 +269,7 @@ TEST(Sharded, KilledRankEndsTheJobAndTheLastCheckpointLoads) {
 
 TEST(Sharded, LayoutTensorParallelismCannotComputeIsRefused) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const std::string dir = (fs::temp_directory_path() / "meshtrain_sharded_badrule").string();
+  const std::string dir = fresh_temp_dir("sharded_badrule") + "/run";
   const std::string rules = dir + ".toml";
   {
     std::ofstream f(rules);

@@ -99,25 +99,25 @@ TEST(DatasetTokenCache, CorruptOrTruncatedCacheIsRebuilt) {
     f.seekp(std::streamoff(size - 40));
     f.put('\x7f');
   }
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   LoadedExamples rebuilt = load_examples(data, byte, opt, dir.path("cache"));
-  std::string err = testing::internal::GetCapturedStderr();
+  std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_FALSE(rebuilt.from_cache);
   EXPECT_NE(err.find("checksum mismatch"), std::string::npos) << err;
   EXPECT_NE(err.find(file), std::string::npos) << err;
   expect_same(rebuilt.table, good.table);
 
   std::filesystem::resize_file(file, size / 2);
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   rebuilt = load_examples(data, byte, opt, dir.path("cache"));
-  err = testing::internal::GetCapturedStderr();
+  err = ::testing::internal::GetCapturedStderr();
   EXPECT_FALSE(rebuilt.from_cache);
   EXPECT_NE(err.find("re-tokenising"), std::string::npos) << err;
 
   std::filesystem::resize_file(file, 10);
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   rebuilt = load_examples(data, byte, opt, dir.path("cache"));
-  err = testing::internal::GetCapturedStderr();
+  err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("shorter than its header"), std::string::npos) << err;
 
   LoadedExamples again = load_examples(data, byte, opt, dir.path("cache"));

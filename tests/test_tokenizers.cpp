@@ -23,6 +23,7 @@
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_readers.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
@@ -360,9 +361,10 @@ INSTANTIATE_TEST_SUITE_P(TokenizerFormats, TokenizerRoundTrip,
 
 // Malformed files: each reader fails with an mt::Error that names the file.
 std::string write_temp(const std::string& name, const std::string& content) {
-  fs::path dir = fs::path(::testing::TempDir()) / "meshtrain_tok_tests";
-  fs::create_directories(dir);
+  // One directory for the files of this process; a name with a '/' makes its own subdirectory.
+  static const fs::path dir = mt::testing::fresh_temp_dir("tok_tests");
   fs::path p = dir / name;
+  fs::create_directories(p.parent_path());
   std::ofstream(p, std::ios::binary) << content;
   return p.string();
 }
@@ -399,8 +401,7 @@ TEST(TokenizerMalformed, EachReaderNamesTheFile) {
   bin += std::string("\0\0\0\0\x05\0\0\0ab", 10);  // token 0 claims 5 bytes, has 2
   expect_error_naming(write_temp("trunc.bin", bin), "truncated");
   expect_error_naming(write_temp("junk.txt", "hello there\n"), "unrecognised");
-  fs::path dir = fs::path(::testing::TempDir()) / "meshtrain_tok_empty_dir";
-  fs::create_directories(dir);
+  const fs::path dir = mt::testing::fresh_temp_dir("tok_empty_dir");
   expect_error_naming(dir.string(), "no tokenizer");
 }
 
@@ -418,7 +419,6 @@ TEST(TokenizerMalformed, DecodeOfUnknownIdNamesTheId) {
 
 TEST(TokenizerMalformed, Gpt2MergeOutsideVocab) {
   std::string dir = fs::path(write_temp("gpt2bad/vocab.json", "")).parent_path().string();
-  fs::create_directories(dir);
   std::ofstream(dir + "/vocab.json") << R"({"a": 0})";
   std::ofstream(dir + "/merges.txt") << "#version: 0.2\na b\n";
   expect_error_naming(dir + "/vocab.json", "merge");

@@ -9,11 +9,12 @@
 #include "data/text_dataset.h"
 #include "model_fixtures.h"
 #include "train/trainer.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
 
-RunConfig small_run(const std::string& out_dir) {
+RunConfig small_run(const std::string& name) {
   RunConfig cfg = parse_run_config(default_run_config_toml(), {}, "<test>");
   cfg.train.steps = 120;
   cfg.train.seq_len = 64;
@@ -21,8 +22,8 @@ RunConfig small_run(const std::string& out_dir) {
   cfg.train.log_every = 40;
   cfg.train.peak_gflops = 100.0f;  // skip the GEMM measurement
   cfg.optim.warmup_steps = 10;
-  cfg.output.dir = (std::filesystem::temp_directory_path() / out_dir).string();
-  cfg.output.overwrite = true;  // tests run several times into one directory
+  cfg.output.dir = testing::fresh_temp_dir(name) + "/run";
+  cfg.output.overwrite = true;  // a test may train several times into one directory
   return cfg;
 }
 
@@ -38,7 +39,7 @@ double unigram_entropy_nats(const std::vector<int32_t>& tokens) {
 }
 
 TEST(TrainEndToEnd, LossFallsWellBelowTheUnigramEntropy) {
-  RunConfig cfg = small_run("meshtrain_test_learns");
+  RunConfig cfg = small_run("train_learns");
   std::ostringstream log;
   TrainSummary s = train(cfg, log);
   TextDataset data("", cfg.data.val_fraction, cfg.train.seq_len);
@@ -52,7 +53,7 @@ TEST(TrainEndToEnd, LossFallsWellBelowTheUnigramEntropy) {
 
 TEST(TrainEndToEnd, SameSeedGivesBitIdenticalLosses) {
   for (bool lora : {false, true}) {
-    RunConfig cfg = small_run("meshtrain_test_determinism");
+    RunConfig cfg = small_run("train_determinism");
     cfg.train.steps = 6;
     cfg.train.grad_accum = 2;
     cfg.lora.enabled = lora;

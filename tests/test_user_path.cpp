@@ -11,6 +11,7 @@
 #include "mesh_runs.h"
 #include "run_command.h"
 #include "text_files.h"
+#include "temp_dirs.h"
 
 namespace {
 
@@ -23,13 +24,7 @@ using mt::testing::count_of, mt::testing::read_file;
 
 const std::string kShared = std::string(MESHTRAIN_SOURCE_DIR) + "/../shared/data/";
 
-// A fresh directory under the test temp directory.
-fs::path fresh(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("meshtrain_user_path_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
+fs::path fresh(const std::string& name) { return mt::testing::fresh_temp_dir("user_path_" + name); }
 
 // Quick settings for a run that only has to show it works.
 const std::string kQuick =
@@ -57,7 +52,6 @@ TEST(UserPath, FineTunesAModelInOneLine) {
   EXPECT_EQ(a, b);
   EXPECT_EQ(read_file(dir / "a/adapter/adapter_model.safetensors"),
             read_file(dir / "b/adapter/adapter_model.safetensors"));
-  fs::remove_all(dir);
 }
 
 // An adapter trained on a random base that is never saved fits nothing: refused in one line,
@@ -72,7 +66,6 @@ TEST(UserPath, LoraWithoutABaseModelIsRefused) {
     EXPECT_EQ(count_of(r.output, "\n"), 1u) << r.output;
   }
   EXPECT_FALSE(fs::exists(dir / "run"));
-  fs::remove_all(dir);
 }
 
 // A config's data.path is relative to the config, so the run works from another directory; and
@@ -95,8 +88,6 @@ TEST(UserPath, ConfigWorksFromAnyDirectory) {
   r = run_command("cd / && " + std::string(MESHTRAIN_BINARY) + " train --config " + out +
                   "/run.toml --set output.dir=" + out + "_again");
   EXPECT_EQ(r.code, 0) << r.output;
-  fs::remove_all(dir);
-  fs::remove_all(out + "_again");
 }
 
 // `meshtrain shard --config` reads a config as `train` does: its model.path is relative to the file.
@@ -110,7 +101,6 @@ TEST(UserPath, ShardReadsAConfigsModelPathRelativeToTheFile) {
                                       (dir / "configs/run.toml").string());
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("x 5 layers"), std::string::npos) << r.output;  // stories260K's depth
-  fs::remove_all(dir);
 }
 
 // Examples skipped for length: one warning, from rank 0 only, with the count and, since the
@@ -132,7 +122,6 @@ TEST(UserPath, DataWarningsArePrintedOnceByRankZeroBeforeTraining) {
   EXPECT_NE(r.output.find("more than the model's limit of 256: truncate them"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("a sequence length of "), std::string::npos) << r.output;
   EXPECT_LT(warning, r.output.find("step 1/")) << r.output;
-  fs::remove_all(dir);
 }
 
 // The README's shell block between <!-- NAME:begin --> and <!-- NAME:end -->, as written.
@@ -179,7 +168,6 @@ TEST(UserPath, ReadmeWalkthroughRunsAsWritten) {
                            "runs/stories-merged/model.safetensors", "runs/stories-merged.gguf",
                            "runs/stories-lora/adapter.gguf"})
     EXPECT_TRUE(fs::exists(dir / "project" / made)) << made << "\n" << r.output;
-  fs::remove_all(dir);
 }
 
 // The README's mesh example, after the walk-through's step 0 (the model it trains), as written but
@@ -200,7 +188,6 @@ TEST(UserPath, ReadmeMeshExampleRuns) {
   EXPECT_NE(r.output.find("world: 8 ranks"), std::string::npos) << r.output;
   EXPECT_EQ(mt::testing::metric((dir / "project/runs/mesh-lora").string(), "step").size(), 20u);
   EXPECT_TRUE(fs::exists(dir / "project/runs/mesh-lora/adapter/adapter_model.safetensors")) << r.output;
-  fs::remove_all(dir);
 }
 
 // The README's plan example: the seed's 405B LoRA layout on one MI300X node fits.
@@ -212,7 +199,6 @@ TEST(UserPath, ReadmePlanExampleRuns) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("312879104 trainable"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(" fits"), std::string::npos) << r.output;
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -148,7 +148,8 @@ TEST(PaddedVocab, CheckpointHoldsTheTrueVocabularyAndResumesAcrossTp) {
   expect_resume_across("padded_one_to_tp2", args, "dp=1", "tp=2");
 }
 
-// `meshtrain shard` says the padding and lays out the padded rows; its JSON gives both sizes.
+// `meshtrain shard` says the padding and lays out the padded rows; its JSON gives both sizes; the
+// planner takes GPT-2's vocabulary on tp=2.
 TEST(PaddedVocab, ShardShowsThePadding) {
   if (!fs::exists(kGpt2Tokenizer + "/vocab.json")) GTEST_SKIP() << "shared data not present";
   const std::string model = odd_vocab_model("gpt2", "shard");
@@ -161,6 +162,17 @@ TEST(PaddedVocab, ShardShowsThePadding) {
   const json j = json::parse(js.output);
   EXPECT_EQ(j["vocab_size"], 50257);
   EXPECT_EQ(j["padded_vocab_size"], 50258);
+  bool embedding = false;
+  for (const auto& t : j["tensors"])
+    if (t["name"] == "model.embed_tokens.weight") {
+      embedding = true;
+      EXPECT_EQ(t["shape"], json({50258, 32}));
+      EXPECT_EQ(t["local_shape"], json({25129, 32}));  // the bytes per rank count the padded rows
+    }
+  EXPECT_TRUE(embedding) << js.output;
+  // The planner (and the trainer's memory check, which is its count) lays GPT-2 124M out alike.
+  const CommandResult plan = run_meshtrain("plan --model gpt2 --mesh tp=2 --global-batch 8 --seq 1024");
+  EXPECT_EQ(plan.code, 0) << plan.output;
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 // run's losses and final parameters (fp32): biases split with their rows or added once after the
 // reduction, q/k norm gradients summed over the tensor-parallel ranks, every tensor in its unit.
 // A GPT-2 model (LayerNorms with biases, a GeLU MLP, learned positions, fused c_attn in its HF
-// file) takes the full and LoRA runs.
+// file) takes the full and LoRA runs, on cp=2 (its position rows at each chunk's true positions)
+// and dp=2 too.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -135,6 +136,8 @@ INSTANTIATE_TEST_SUITE_P(Meshes, FamilyMeshEquality,
                                            FamilyMeshCase{"qwen2", "cp=2"}, FamilyMeshCase{"qwen3", "cp=2"},
                                            FamilyMeshCase{"gpt2", "tp=2"}, FamilyMeshCase{"gpt2", "fsdp=2"},
                                            FamilyMeshCase{"gpt2", "pp=2"}, FamilyMeshCase{"gpt2", "fsdp=2,tp=2"},
+                                           // learned positions: each context chunk's true positions
+                                           FamilyMeshCase{"gpt2", "cp=2"}, FamilyMeshCase{"gpt2", "dp=2"},
                                            FamilyMeshCase{"gemma3_text", "tp=2"},
                                            FamilyMeshCase{"gemma3_text", "fsdp=2"},
                                            FamilyMeshCase{"gemma3_text", "pp=2"},

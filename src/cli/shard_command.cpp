@@ -19,6 +19,7 @@
 #include "parallel/grid_view.h"
 #include "parallel/pipeline.h"
 #include "parallel/shard_plan.h"
+#include "parallel/vocab_padding.h"
 #include "io/pretrained.h"
 #include "io/family_presets.h"
 #include "train/run_config.h"
@@ -183,7 +184,11 @@ void print_text(const Inputs& in, const std::vector<parallel::ShardedParam>& par
             << (in.run.lora.enabled ? ", LoRA rank " + std::to_string(in.run.lora.rank) + " (base frozen" +
                                           (in.run.lora.quantized_base() ? ", blocks' projections in NF4)" : ")")
                                     : ", full training")
-            << "\n\n";
+            << "\n";
+  const std::string padding = parallel::vocab_padding_note(c.vocab_size, m.tp);
+  if (!padding.empty())
+    std::cout << padding << ": the blocks below hold the padded rows; checkpoints and exports the true ones\n";
+  std::cout << "\n";
   if (m.pp > 1) {
     const int64_t per_stage = m.world() / m.pp;  // pp is the outermost axis
     std::cout << "pipeline stages (blocks " << parallel::blocks_text(in.stages.blocks)
@@ -303,6 +308,10 @@ void print_json(const Inputs& in, const std::vector<parallel::ShardedParam>& par
                              {"shares", shares}, {"weights", "replicated over cp"}};
   }
   j["world"] = m.world();
+  // The vocabulary rows the blocks below hold (parallel/vocab_padding.h): vocab_size unless tp
+  // does not divide it.
+  j["vocab_size"] = in.run.model.vocab_size;
+  j["padded_vocab_size"] = parallel::padded_vocab_size(in.run.model.vocab_size, m.tp);
   j["assumption"] = kAssumption;
   if (m.pp > 1) {
     json stages = json::array();
@@ -390,7 +399,8 @@ Action add_shard_command(CLI::App& app) {
   sub->add_flag("--all", o->all, "show every tensor instead of one entry per per-layer pattern");
   return [o] {
     Inputs in = resolve(*o);
-    auto params = parallel::shard_params(llama_param_shapes(in.run.model, in.run.lora),
+    // As the trainer lays the model out: a vocabulary tp does not divide padded with zero rows.
+    auto params = parallel::shard_params(parallel::laid_out_shapes(llama_param_shapes(in.run.model, in.run.lora), in.mesh.tp),
                                      in.run.lora.enabled, in.rules, in.mesh, in.run.lora.quantized_base());
     if (o->json) print_json(in, params);
     else print_text(in, params, o->all);

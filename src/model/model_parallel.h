@@ -38,6 +38,11 @@ class ModelParallel {
   virtual bool splits_vocabulary() const { return false; }
   virtual int64_t vocab_begin() const { return 0; }
   virtual int64_t vocab_size() const { return 0; }
+  // The rows every rank's share of the vocabulary spans in the layout: the config's vocab_size, or
+  // more on the rank whose share ends in padding (a vocabulary the ranks do not divide is padded
+  // in storage; the model holds its true rows only). What sizes the cross-entropy's chunks, so
+  // the ranks' chunks (and their reductions) match.
+  virtual int64_t vocab_share_rows() const { return 0; }
   // The first input column of the weight `name` ("model.layers.0.self_attn.o_proj.weight") this
   // rank holds: a row-parallel layer's input is split by columns. Randomness keyed by column (LoRA
   // dropout) then falls on the same elements however the layer is split. 0 when it is whole.

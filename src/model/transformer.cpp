@@ -339,7 +339,10 @@ void Transformer::Runner::plan(int64_t B, int64_t seq) {
   // Each chunk's weight-gradient GEMM reads and writes all of dW [V, C] in f32, so chunks must be
   // large for that traffic to stay small next to the FLOPs: 2^25 elements (64 MiB in bf16) is
   // about 1000 rows at V = 32000.
-  chunk_ = std::clamp<int64_t>((int64_t(1) << 25) / V, 1, N);
+  // Under a split vocabulary every rank takes the same chunks (their reductions pair up), sized
+  // by the rows of a share, which the model's own may fall short of by the padding.
+  const int64_t chunk_vocab = hooks_.splits_vocabulary() ? hooks_.vocab_share_rows() : V;
+  chunk_ = std::clamp<int64_t>((int64_t(1) << 25) / chunk_vocab, 1, N);
   if (holds_head_) {
     head_.resize(be_, ct_, chunk_ * (V + 2 * std::max<int64_t>(lora_rank_, 1) + (dropout ? C : 0)));
     ce_stats_.resize(be_, DType::f32, 3 * chunk_);

@@ -8,6 +8,7 @@
 #include "core/shape_string.h"
 #include "parallel/shard_plan.h"
 #include "parallel/fsdp_units.h"
+#include "parallel/vocab_padding.h"
 #include "model/param_shapes.h"
 
 namespace mt::parallel {
@@ -64,7 +65,7 @@ ShardedModel::ShardedModel(Mesh& mesh, const ModelConfig& full, Precision precis
       shard_base_(backend), shard_adapters_(backend), held_units_(std::move(held_units)), pool_(backend) {
   if (held_units_.empty()) held_units_.assign(size_t(num_units()), true);
   MT_CHECK(int(held_units_.size()) == num_units(), "one held flag per unit");
-  local_ = tensor_parallel_config(full_, mesh_.shape().tp);
+  local_ = tensor_parallel_config(full_, mesh_.shape().tp, mesh_.coord(Axis::tp));
   model_ = std::make_unique<Transformer>(local_, precision_, lora_, /*own_storage=*/false, backend);
   if (mesh_.shape().tp > 1)
     tp_ = std::make_unique<TensorParallelGroup>(mesh_.axis(Axis::tp), backend);
@@ -116,8 +117,8 @@ void check_rank_block(const ShardedParam& sp, const MeshShape& shape, int64_t ra
 void ShardedModel::build_slots(const PartitionRules& rules) {
   const MeshShape& shape = mesh_.shape();
   const int64_t rank = mesh_.rank();
-  const auto sharded = shard_params(llama_param_shapes(full_, lora_), lora_.enabled, rules, shape,
-                                    lora_.quantized_base());
+  const auto sharded = shard_params(laid_out_shapes(llama_param_shapes(full_, lora_), shape.tp),
+                                    lora_.enabled, rules, shape, lora_.quantized_base());
   for (const ShardedParam& sp : sharded) {
     if (!holds(sp.param.name)) continue;
     ShardSlot s;
@@ -131,8 +132,17 @@ void ShardedModel::build_slots(const PartitionRules& rules) {
     s.tp_box = tp_share(peers);
     ParamStore& store = sp.param.adapter ? model_->adapters() : model_->base();
     Param& mp = store.get(s.name);
+    s.true_shape = s.full_shape;
+    s.true_box = s.box;
     const auto tp_shape = s.tp_box.shape();
-    bool aligned = tp_shape == mp.shape;
+    auto computed = tp_shape;  // what the model holds of the share: its true vocabulary rows only
+    if (has_vocab_rows(s.name)) {
+      const int64_t V = full_.vocab_size;
+      s.true_shape[0] = V;
+      s.true_box.begin[0] = std::min(s.box.begin[0], V), s.true_box.end[0] = std::min(s.box.end[0], V);
+      computed[0] = std::min(s.tp_box.end[0], V) - s.tp_box.begin[0];
+    }
+    bool aligned = computed == mp.shape;
     for (size_t d = 0; aligned && d < tp_shape.size(); ++d)
       if (tp_shape[d] != s.full_shape[d])
         aligned = s.tp_box.begin[d] == mesh_.coord(Axis::tp) * tp_shape[d];
@@ -183,9 +193,11 @@ void ShardedModel::build_slots(const PartitionRules& rules) {
   // without the embedding need too when they hold the head.
   const ShardedParam& embed = *std::find_if(sharded.begin(), sharded.end(),
                                             [](const ShardedParam& x) { return x.param.name == kEmbedName; });
-  vocab_begin_ = full_.vocab_size;
+  vocab_begin_ = embed.layout.shape[0];
+  int64_t vocab_end = 0;
   for (const TensorBox& b : fsdp_peer_boxes(embed.layout, shape, mesh_.coords()))
-    vocab_begin_ = std::min(vocab_begin_, b.begin[0]);
+    vocab_begin_ = std::min(vocab_begin_, b.begin[0]), vocab_end = std::max(vocab_end, b.end[0]);
+  vocab_share_rows_ = vocab_end - vocab_begin_;
 }
 
 void ShardedModel::build_units() {

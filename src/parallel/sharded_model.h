@@ -40,6 +40,11 @@ struct ShardSlot {
   TensorBox box;                    // this rank's block of the whole tensor
   TensorBox tp_box;                 // this rank's tensor-parallel share (what the model sees)
   std::vector<TensorBox> peer_boxes;  // every fsdp peer's block, relative to tp_box, in fsdp order
+  // Without the padding of a vocabulary tp does not divide (parallel/vocab_padding.h): the tensor's
+  // shape and this rank's block of it (a prefix of `box`'s rows, empty for a block of padding
+  // only), what checkpoints, loading and exports see. full_shape and box otherwise.
+  std::vector<int64_t> true_shape;
+  TensorBox true_box;
   bool split_fsdp = false;          // false: box == tp_box, read in place
   bool trainable = false;
   bool partial_over_tp = false;     // its gradient is a partial sum over tp (see finish_gradients)
@@ -126,6 +131,7 @@ class ShardedModel final : public ModelParallel {
   bool splits_vocabulary() const override { return tp_ != nullptr; }
   int64_t vocab_begin() const override { return vocab_begin_; }
   int64_t vocab_size() const override { return full_.vocab_size; }
+  int64_t vocab_share_rows() const override { return vocab_share_rows_; }
   int64_t input_column_begin(const std::string& name) const override { return slot(name).tp_box.begin.at(1); }
 
  private:
@@ -154,6 +160,7 @@ class ShardedModel final : public ModelParallel {
   std::vector<std::unique_ptr<PendingScatter>> scatters_;
   std::unique_ptr<TensorParallelGroup> tp_;  // null when tp = 1
   int64_t vocab_begin_ = 0;
+  int64_t vocab_share_rows_ = 0;  // every tp rank's vocabulary rows in the layout, padding included
   double exposed_s_ = 0.0;
   bool prefetch_ = true;
 };

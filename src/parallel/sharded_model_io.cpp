@@ -39,8 +39,8 @@ void ShardedModel::set_block_from_whole(const std::string& name, const float* wh
     const int64_t cols = s.full_shape[1];
     return set_quant_block(name, whole + s.box.begin[0] * cols);
   }
-  std::vector<float> block(size_t(s.box.numel()));
-  copy_box(whole, TensorBox::whole(s.full_shape), block.data(), s.box, s.box);
+  std::vector<float> block(size_t(s.box.numel()), 0.0f);  // a padded vocabulary's rows stay zero
+  if (s.true_box.numel() > 0) copy_box(whole, TensorBox::whole(s.true_shape), block.data(), s.box, s.true_box);
   set_block(name, block.data());
 }
 
@@ -52,7 +52,7 @@ void ShardedModel::init_weights(uint64_t seed) {
   std::vector<float> whole;
   for (const auto& s : slots_) {
     if (is_adapter(s)) continue;
-    const int64_t n = TensorBox::whole(s.full_shape).numel();
+    const int64_t n = TensorBox::whole(s.true_shape).numel();
     whole.assign(size_t(n), 1.0f - full_.norm_weight_offset);  // norms: the identity (Transformer::init_weights)
     if (s.full_shape.size() > 1) fill_normal(whole.data(), n, 0.02f, seed, s.name);
     set_block_from_whole(s.name, whole.data());
@@ -64,7 +64,7 @@ void ShardedModel::init_adapters(uint64_t seed) {
   std::vector<float> whole;
   for (const auto& s : slots_) {
     if (!is_adapter(s)) continue;
-    const int64_t n = TensorBox::whole(s.full_shape).numel();
+    const int64_t n = TensorBox::whole(s.true_shape).numel();
     whole.assign(size_t(n), 0.0f);  // B: zeros
     if (s.name.find("lora_A") != std::string::npos) fill_normal(whole.data(), n, lora_.init_std, seed, s.name);
     set_block_from_whole(s.name, whole.data());
@@ -96,12 +96,13 @@ void ShardedModel::load_weights(const std::string& path, uint64_t adapter_seed, 
   for (const auto& s : slots_) {
     if (is_adapter(s)) continue;
     if (!ckpt.contains(s.name)) fail(path + ": missing tensor '" + s.name + "'");
-    if (ckpt.info(s.name).shape != s.full_shape)
+    if (ckpt.info(s.name).shape != s.true_shape)
       fail(path + ": tensor '" + s.name + "' has another shape than the config gives");
-    // An NF4 block is quantised from whole rows (the statistics of tp's column split).
-    const TensorBox read = s.shard->quant ? whole_rows(s.box, s.full_shape) : s.box;
-    block.resize(size_t(read.numel()));
-    read_box_f32(ckpt, s.name, read, block.data());
+    // An NF4 block is quantised from whole rows (the statistics of tp's column split). A block of
+    // a padded vocabulary reads its true rows, a prefix; the padding stays zero.
+    const TensorBox read = s.shard->quant ? whole_rows(s.box, s.full_shape) : s.true_box;
+    block.assign(size_t(s.shard->quant ? read.numel() : s.box.numel()), 0.0f);
+    if (read.numel() > 0) read_box_f32(ckpt, s.name, read, block.data());
     if (s.shard->quant) set_quant_block(s.name, block.data());
     else set_block(s.name, block.data());
     bytes += read.numel() * int64_t(dtype_size(ckpt.info(s.name).dtype));
@@ -141,6 +142,7 @@ std::vector<float> ShardedModel::gather_whole(const std::string& name) {
     }
     copy_box(all.data() + j * n, b, whole.data(), whole_box, b);
   }
+  whole.resize(size_t(TensorBox::whole(s.true_shape).numel()));  // a padded vocabulary's rows are last
   return whole;
 }
 

@@ -4,10 +4,11 @@
 
 #include "core/error.h"
 #include "core/profile.h"
+#include "parallel/vocab_padding.h"
 
 namespace mt::parallel {
 
-ModelConfig tensor_parallel_config(const ModelConfig& full, int64_t tp) {
+ModelConfig tensor_parallel_config(const ModelConfig& full, int64_t tp, int64_t tp_rank) {
   full.validate();
   if (tp == 1) return full;
   auto divide = [&](int64_t size, const char* key) {
@@ -21,7 +22,7 @@ ModelConfig tensor_parallel_config(const ModelConfig& full, int64_t tp) {
   local.num_attention_heads = divide(full.num_attention_heads, "num_attention_heads");
   local.num_key_value_heads = divide(full.num_key_value_heads, "num_key_value_heads");
   local.intermediate_size = divide(full.intermediate_size, "intermediate_size");
-  local.vocab_size = divide(full.vocab_size, "vocab_size");
+  local.vocab_size = true_vocab_rows(full.vocab_size, tp, tp_rank);
   return local;
 }
 

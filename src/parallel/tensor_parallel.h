@@ -13,10 +13,12 @@
 
 namespace mt::parallel {
 
-// The config one of `tp` ranks computes with: num_attention_heads, num_key_value_heads,
-// intermediate_size and vocab_size divided by tp, hidden_size and head_dim kept. Throws one line
-// naming the size that does not divide (each rank must hold whole heads).
-ModelConfig tensor_parallel_config(const ModelConfig& full, int64_t tp);
+// The config tp rank `tp_rank` of `tp` computes with: num_attention_heads, num_key_value_heads and
+// intermediate_size divided by tp, hidden_size and head_dim kept, and vocab_size the rank's true
+// rows of the vocabulary padded to a multiple of tp (parallel/vocab_padding.h: the last rank's are
+// fewer when tp does not divide it). Throws one line naming the size that does not divide (each
+// rank must hold whole heads).
+ModelConfig tensor_parallel_config(const ModelConfig& full, int64_t tp, int64_t tp_rank = 0);
 
 // Elementwise sums and maxima of partial results over the tp group, in place, for tensors of any
 // float dtype: bf16 partials are summed in f32, so the reduction adds no rounding beyond the

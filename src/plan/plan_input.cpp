@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "parallel/shard_plan.h"
+#include "parallel/vocab_padding.h"
 
 namespace mt::plan {
 
@@ -68,7 +69,9 @@ bool stored_nf4(const parallel::ShardedParam& p, const PlanInput& in) {
 
 ElemCount count_elems(const std::vector<ParamShape>& params, const PlanInput& in) {
   ElemCount e;
-  const auto sharded = parallel::shard_params(params, in.lora.enabled, model_rules(), in.mesh);
+  // As the trainer lays them out: a vocabulary tp does not divide padded (parallel/vocab_padding.h).
+  const auto sharded = parallel::shard_params(parallel::laid_out_shapes(params, in.mesh.tp),
+                                              in.lora.enabled, model_rules(), in.mesh);
   for (const auto& p : sharded) {
     // Rank 0's block, from the same ranges bytes_per_rank sums (every rank's block is equal).
     int64_t n = 1;

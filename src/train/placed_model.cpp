@@ -6,6 +6,7 @@
 #include "io/peft.h"
 #include "io/pretrained.h"
 #include "model/param_shapes.h"
+#include "parallel/vocab_padding.h"
 #include "train/run_agreement.h"
 #include "train/run_layout.h"
 
@@ -72,6 +73,8 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
     if (cfg.model_path.empty()) sharded_->init_weights(tc.seed);
     else sharded_->load_weights(cfg.model_path, tc.seed, mesh.rank() == 0 ? &log : nullptr);
     sharded_->set_prefetch(tc.fsdp_prefetch);
+    const std::string padding = parallel::vocab_padding_note(shape.vocab_size, m.tp);
+    if (!padding.empty()) log << "tensor parallelism: " << padding << "\n";
   } else {
     if (!cfg.model_path.empty()) {
       whole_ = load_pretrained(cfg.model_path, tc.precision, cfg.lora, tc.seed, backend);
@@ -146,8 +149,16 @@ std::vector<HeldTensor> PlacedModel::held_tensors(AdamW& optimizer) {
     }
     const parallel::ShardSlot& s = sharded_->slot(p.name);
     Param& shard = *s.shard;
-    out.push_back({s.name, s.full_shape, s.box, shard.master_tensor(), optimizer.exp_avg(shard),
-                   optimizer.exp_avg_sq(shard), s.writer});
+    // Without a padded vocabulary's rows: the true rows of a block are a prefix of it, and a block
+    // of padding only holds nothing to save or load.
+    const int64_t n = s.true_box.numel();
+    if (n == 0) {
+      out.push_back({p.name, p.shape, {}, {}, {}, {}, false});
+      continue;
+    }
+    const auto prefix = [n](const Tensor& t) { return t.view(1, t.numel()).flat_slice(0, n); };
+    out.push_back({s.name, s.true_shape, s.true_box, prefix(shard.master_tensor()), prefix(optimizer.exp_avg(shard)),
+                   prefix(optimizer.exp_avg_sq(shard)), s.writer});
   }
   return out;
 }

@@ -8,6 +8,7 @@
 #include "parallel/shard_plan.h"
 #include "parallel/sharded_model.h"
 #include "parallel/tensor_parallel.h"
+#include "parallel/vocab_padding.h"
 
 namespace mt {
 
@@ -46,8 +47,10 @@ void check_run_layout(const RunConfig& cfg, const ModelConfig& shape, const para
   // not built (train/placed_model.cpp).
   if (mesh.fsdp == 1 && mesh.tp == 1 && mesh.pp == 1) return;
   parallel::tensor_parallel_config(shape, mesh.tp);
-  const auto sharded = parallel::shard_params(llama_param_shapes(shape, cfg.lora), cfg.lora.enabled,
-                                              cfg.partition.effective(), mesh, cfg.lora.quantized_base());
+  // The layout the sharded model places: a vocabulary tp does not divide padded.
+  const auto sharded =
+      parallel::shard_params(parallel::laid_out_shapes(llama_param_shapes(shape, cfg.lora), mesh.tp),
+                             cfg.lora.enabled, cfg.partition.effective(), mesh, cfg.lora.quantized_base());
   for (const parallel::ShardedParam& sp : sharded)
     for (int64_t rank = 0; rank < mesh.world(); ++rank) parallel::check_rank_block(sp, mesh, rank);
 }

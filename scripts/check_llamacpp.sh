@@ -25,9 +25,13 @@
 #      file and on the HF directory; for the other types, llama.cpp on the file's weights widened
 #      to f32 = meshtrain generate on the file, and whether llama.cpp on the file itself (which
 #      rounds activations) keeps that text (printed, not failed); a mistral with a sliding window,
-#      which llama.cpp's llama lacks: the export says so, and llama.cpp = meshtrain on the file
+#      which llama.cpp's llama lacks: the export says so, and llama.cpp = meshtrain on the file;
+#      a tiny gpt2 (GPT-2's tokenizer: llama.cpp's gpt2, fused attn_qkv, learned positions) and a
+#      tiny gemma3 (the synthetic Gemma tokenizer of the tests: llama.cpp's gemma3, windows of 5
+#      on two of its three layers, shorter than the prompt and the text) checked the same way
 #
 #   scripts/check_llamacpp.sh [--stories DIR] [--data alpaca.json] [--work DIR] [--families-only]
+#                             [--case NAME ...]   (step 5's cases by name, e.g. --case gpt2; default all)
 # Needs node >= 20 and npm (and /usr/bin/python3 with numpy for step 5). Exits 0 when everything matches, 1 on a mismatch, 2 on bad setup.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -37,7 +41,10 @@ STORIES=${STORIES:-$REPO/../shared/data/stories260K}
 DATA=${DATA:-$REPO/../shared/data/instruct/alpaca_tiny.json}
 LLAMA3_TOKENIZER=${LLAMA3_TOKENIZER:-$REPO/../shared/data/tokenizers/llama3/tokenizer.model}
 QWEN_TOKENIZER=${QWEN_TOKENIZER:-$REPO/../shared/data/tokenizers/qwen3}
+GPT2_TOKENIZER=${GPT2_TOKENIZER:-$REPO/../shared/data/tokenizers/gpt2}
+GEMMA_TOKENIZER=${GEMMA_TOKENIZER:-$REPO/tests/data/hf_families/gemma_synthetic}
 FAMILIES_ONLY=0
+CASES=""
 NLC_VERSION=${NODE_LLAMA_CPP_VERSION:-3.22.1}
 NODE_DIR=$REPO/build-llamacpp
 WORK=$NODE_DIR/work
@@ -47,6 +54,7 @@ while [ $# -gt 0 ]; do
     --data) DATA=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
     --families-only) FAMILIES_ONLY=1; shift ;;
+    --case) CASES="$CASES $2"; shift 2 ;;
     *) echo "check_llamacpp: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -56,7 +64,7 @@ MT=${MESHTRAIN:-$REPO/build/meshtrain}  # MESHTRAIN: another binary to check
 REFERENCE="Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high"
 
 for f in "$STORIES/stories260K.bin" "$STORIES/tok512.bin" "$STORIES/tok512.model" "$DATA" "$LLAMA3_TOKENIZER" \
-         "$QWEN_TOKENIZER/tokenizer.json"; do
+         "$QWEN_TOKENIZER/tokenizer.json" "$GPT2_TOKENIZER/vocab.json" "$GEMMA_TOKENIZER/tokenizer.json"; do
   [ -f "$f" ] || { echo "check_llamacpp: $f not found" >&2; exit 2; }
 done
 command -v node >/dev/null && command -v npm >/dev/null || { echo "check_llamacpp: needs node and npm" >&2; exit 2; }
@@ -230,17 +238,19 @@ fi
 
 # ---- 5. the families -------------------------------------------------------------------------
 # family_case NAME FAMILY VOCAB TOKENIZER PROMPT [KEY=JSON ...]: a random FAMILY model in its HF
-# layout (scripts/family_reference.py, config keys overridden by KEY=JSON), trained 80 steps on
-# the built-in text with TOKENIZER, exported to every GGUF type; greedy text from PROMPT compared.
+# layout (scripts/family_reference.py, config keys overridden by KEY=JSON), trained on the
+# built-in text with TOKENIZER (FAMILY_STEPS steps at FAMILY_LR: 80 at 1e-2 unless set for the
+# call), exported to every GGUF type; greedy text from PROMPT compared.
 family_case() {
   local name=$1 family=$2 vocab=$3 tokenizer=$4 prompt=$5 dir=$WORK/families/$1
   shift 5
+  if [ -n "$CASES" ] && [[ " $CASES " != *" $name "* ]]; then return 0; fi
   echo "--- $name ($family)"
   rm -rf "$dir"
   mkdir -p "$dir"
   /usr/bin/python3 scripts/family_reference.py --write "$family" "$dir/init" "$vocab" "$@"
-  "$MT" train --set model.path="$dir/init" --set data.tokenizer="$tokenizer" --set train.steps=80 \
-    --set train.seq_len=64 --set train.batch_size=8 --set optim.lr=1e-2 --set optim.warmup_steps=5 \
+  "$MT" train --set model.path="$dir/init" --set data.tokenizer="$tokenizer" --set train.steps="${FAMILY_STEPS:-80}" \
+    --set train.seq_len=64 --set train.batch_size=8 --set optim.lr="${FAMILY_LR:-1e-2}" --set optim.warmup_steps=5 \
     --set train.log_every=40 --set train.peak_gflops=100 --set output.dir="$dir/run" | grep -E '^done' || true
   local model=$dir/run/model
   for d in f32 f16 bf16 q8_0 q4_0; do
@@ -305,6 +315,16 @@ family_case qwen3 qwen3 151936 "$QWEN_TOKENIZER" "In the village by the"
 family_case mistral mistral 512 "$STORIES/tok512.model" "In the village by the" sliding_window=null
 # Mistral v0.1-like: a window of 6 on every layer. llama.cpp's llama attends to the whole context.
 family_case mistral-window mistral 512 "$STORIES/tok512.model" "In the village by the"
+# GPT-2: LayerNorms with biases, GeLU MLP, learned positions (128), q/k/v fused into llama.cpp's
+# attn_qkv, tied head; GPT-2's own byte-level BPE (llama.cpp's "gpt2" vocabulary, pre "gpt-2").
+# 80 steps at 1e-2 leave its greedy text repeating "the": it trains longer, at a lower rate.
+FAMILY_STEPS=240 FAMILY_LR=3e-3 family_case gpt2 gpt2 50257 "$GPT2_TOKENIZER" "In the village by the" bos_token_id=50256 eos_token_id=50256
+# Gemma 3: four (1 + w) norms a layer, q/k norms, GeGLU, scaled embeddings, head_dim 24, windows
+# of 5 on layers 0 and 1 (RoPE base 10000) and layer 2 global (1e6, linear scaling 8);
+# query_pre_attn_scalar = head_dim, the scale llama.cpp's gemma3 applies. The synthetic Gemma
+# tokenizer (byte-fallback BPE, written as llama.cpp's sentencepiece-style "llama" vocabulary).
+family_case gemma3 gemma3 723 "$GEMMA_TOKENIZER" "In the village by the" query_pre_attn_scalar=24 \
+  bos_token_id=2 eos_token_id=1
 
 if [ "$FAIL" = 0 ]; then echo "=== all match"; else echo "=== MISMATCH" >&2; fi
 exit "$FAIL"

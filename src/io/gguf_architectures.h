@@ -25,17 +25,29 @@ enum class GgufHparam {
   head_count,            // attention.head_count
   head_count_kv,         // attention.head_count_kv
   rms_norm_eps,          // attention.layer_norm_rms_epsilon
+  layer_norm_eps,        // attention.layer_norm_epsilon (GPT-2's LayerNorm; rms_norm_eps holds it)
   rope_freq_base,        // rope.freq_base: rope_theta
+  rope_freq_base_swa,    // rope.freq_base_swa: the windowed layers' base (rope_local_theta)
+  rope_scaling_linear,   // rope.scaling.type "linear" and rope.scaling.factor, when scaled
+  sliding_window,        // attention.sliding_window and attention.sliding_window_pattern (one bool
+                         // a layer), when some layer has a window
   vocab_size,            // vocab_size
   head_length,           // attention.key_length and value_length: head_dim, written only where it
                          // is not hidden_size / num_attention_heads (llama.cpp's default)
 };
 
 // One tensor's names: the HF name (after "model.layers.N." for a layer's tensor) and llama.cpp's
-// (after "blk.N.").
+// (after "blk.N."). Several HF names with one llama.cpp name are one tensor there, theirs
+// stacked by rows in the table's order (GPT-2's attn_qkv: q, k, v).
 struct GgufTensorName {
   const char* hf;
   const char* gguf;
+};
+
+// How llama.cpp's graph for the architecture scales the attention scores.
+enum class GgufAttentionScale {
+  head_dim,  // 1 / sqrt(head_dim)
+  gemma3,    // llama.cpp's gemma3: 1 / sqrt(head_dim), but 1 / sqrt(hidden / heads) for 62 layers (27B)
 };
 
 struct GgufArchitecture {
@@ -43,27 +55,34 @@ struct GgufArchitecture {
   const char* model_type = "";  // the HF model_type a file of this architecture reads back as
   std::vector<std::string> written_for;  // the model_types exported as this architecture
   // llama.cpp's "llama" RoPE rotates adjacent pairs (LLAMA_ROPE_TYPE_NORM), so q and k rows are
-  // permuted from HF's rotate-half order; qwen2 / qwen3 rotate halves (NEOX) and take HF's rows.
+  // permuted from HF's rotate-half order; the others rotate halves (NEOX) and take HF's rows.
   bool interleaved_rope = false;
   // Reads llama3 RoPE scaling from a rope_freqs.weight tensor (llama.cpp's llama does; a tensor
   // an architecture does not load fails llama.cpp's tensor count, so the others refuse it).
   bool rope_freqs = false;
-  // llama.cpp sizes q [hidden, hidden] and o [hidden, hidden] (qwen2): heads x head_dim must be
-  // the hidden size.
+  // llama.cpp sizes q [hidden, hidden] and o [hidden, hidden] (qwen2, gpt2): heads x head_dim
+  // must be the hidden size.
   bool q_width_is_hidden = false;
+  // llama.cpp computes the layers' attention windows (gemma3's interleaved sliding window).
+  bool sliding_window = false;
+  GgufAttentionScale attention_scale = GgufAttentionScale::head_dim;
   std::vector<GgufHparam> hparams;
   std::vector<GgufTensorName> model_tensors;  // whole names, outside the layers
   std::vector<GgufTensorName> layer_tensors;  // a tensor without a name here cannot be written
+  // The family's block parts (model/config.h) for a file read back; nullptr: LLaMA's.
+  void (*block)(ModelConfig&) = nullptr;
 };
 
-// The architectures meshtrain writes: llama (llama, mistral), qwen2, qwen3.
+// The architectures meshtrain writes: llama (llama, mistral), qwen2, qwen3, gpt2, gemma3.
 const std::vector<GgufArchitecture>& gguf_architectures();
 // The entry named `name` (general.architecture), nullptr for one meshtrain does not read.
 const GgufArchitecture* find_gguf_architecture(const std::string& name);
 // The entry a model of this config is written as. mt::Error naming `where` when its model_type
-// has none, or when it has a part the architecture cannot hold (a tensor without a GGUF name, a
-// q width other than the hidden size where llama.cpp fixes it, llama3 rope scaling elsewhere
-// than llama). Attention windows are not refused here: see gguf_window_note.
+// has none, or when it has a part the architecture cannot hold or would compute otherwise (a
+// tensor without a GGUF name, a q width other than the hidden size where llama.cpp fixes it,
+// llama3 rope scaling elsewhere than llama, linear scaling elsewhere than gemma3, an attention
+// scale other than llama.cpp's, windows of more than one width). Windows on an architecture
+// without them are not refused here: see gguf_window_note.
 const GgufArchitecture& gguf_architecture_for(const ModelConfig& c, const std::string& where);
 
 // llama.cpp's name of an HF-named tensor ("model.layers.0.self_attn.q_proj.weight" ->
@@ -71,24 +90,38 @@ const GgufArchitecture& gguf_architecture_for(const ModelConfig& c, const std::s
 std::optional<std::string> gguf_name_of(const GgufArchitecture& a, const std::string& hf_name);
 // The same, throwing mt::Error naming the tensor and the architecture.
 std::string gguf_tensor_name(const GgufArchitecture& a, const std::string& hf_name);
-// The inverse: the HF name of a llama.cpp tensor name, nullopt for one the entry does not list.
-std::optional<std::string> hf_name_of_gguf_tensor(const GgufArchitecture& a, const std::string& gguf_name);
+// The inverse: the HF names a llama.cpp tensor holds (several for a stacked one, in its order),
+// empty for a name the entry does not list.
+std::vector<std::string> hf_names_of_gguf_tensor(const GgufArchitecture& a, const std::string& gguf_name);
 // Heads whose rows the q / k permutation reorders in an HF-named projection: 0 for other tensors
 // and for architectures that take HF's rows.
 int64_t gguf_rotary_heads(const GgufArchitecture& a, const std::string& hf_name, const ModelConfig& c);
+// What is added to an HF-named tensor's values in the file: the norm weight offset for a norm's
+// weight (llama.cpp's RMSNorm scales by the stored weight alone, so Gemma's (1 + w) is stored as
+// 1 + w, as llama.cpp's converter does), else 0. The reader subtracts it.
+float gguf_value_shift(const std::string& hf_name, const ModelConfig& c);
+
+// The GGUF tensors of a model whose tensors are `hf_names` (in the model's order): each llama.cpp
+// name once, in the order of its first part, with its parts (HF names) in the table's order.
+struct GgufSlot {
+  std::string gguf;
+  std::vector<std::string> parts;
+};
+std::vector<GgufSlot> gguf_slots(const GgufArchitecture& a, const std::vector<std::string>& hf_names);
 
 // The architecture's "<name>.*" hyper-parameter key/values for a model of config c. mt::Error
 // naming the field for a size beyond GGUF's 32 bits.
 std::vector<GgufKV> gguf_hparam_kvs(const GgufArchitecture& a, const ModelConfig& c);
 // The sizes of c from a file's "<name>.*" keys: the required ones (mt::Error naming the file and
 // key when absent or of another type), the optional ones at llama.cpp's defaults (kv heads = heads,
-// rope base 10000, vocabulary = the embedding's rows, head_dim = hidden / heads); a rotary
-// dimension other than the head dim is refused (meshtrain rotates whole heads).
+// rope base 10000, vocabulary = the embedding's rows, head_dim = hidden / heads, windowed-layer
+// base 10000, window pattern 5 local : 1 global); a rotary dimension other than the head dim is
+// refused (meshtrain rotates whole heads); the attention scale is llama.cpp's for the architecture.
 void read_gguf_hparams(const GgufArchitecture& a, const GgufFile& g, ModelConfig& c);
 
 // "" when llama.cpp computes the model's attention as meshtrain does; else one line saying that
-// the windowed layers attend to the whole context in llama.cpp (none of the architectures above
-// has a sliding window), and up to which context length the two agree.
+// the windowed layers attend to the whole context in llama.cpp (an architecture without a
+// sliding window), and up to which context length the two agree.
 std::string gguf_window_note(const GgufArchitecture& a, const ModelConfig& c);
 
 }  // namespace mt

@@ -56,13 +56,15 @@ GgmlType ggml_type_of(GgufDtype d) {
   }
 }
 
-// The type one tensor is written in (see GgufDtype).
-GgmlType tensor_type(const Param& p, const std::string& gguf_name, GgufDtype dtype, bool tied) {
-  if (p.shape.size() == 1) return GgmlType::f32;  // norms stay F32, as llama.cpp keeps them
+// The type one tensor of `shape` is written in (see GgufDtype).
+GgmlType tensor_type(const std::vector<int64_t>& shape, const std::string& gguf_name, GgufDtype dtype, bool tied) {
+  if (shape.size() == 1) return GgmlType::f32;  // norms stay F32, as llama.cpp keeps them
+  // So does GPT-2's position table: llama.cpp's converter writes it F32, llama-quantize keeps it.
+  if (gguf_name == "position_embd.weight") return GgmlType::f32;
   GgmlType t = ggml_type_of(dtype);
   const bool output = gguf_name == "output.weight" || (tied && gguf_name == "token_embd.weight");
   if (t == GgmlType::q4_0 && output) t = GgmlType::q8_0;
-  if (p.shape.back() % ggml_block_size(t) != 0) t = GgmlType::f16;
+  if (shape.back() % ggml_block_size(t) != 0) t = GgmlType::f16;
   return t;
 }
 
@@ -92,6 +94,39 @@ GgufTensorOut lazy_tensor(const ParamStore& store, const Param& p, std::string n
     encode(interleaved(values_of(store, p), heads, c), type, out);
   };
   return t;
+}
+
+// One tensor of the model file: its parts' values (q / k rows interleaved where the architecture
+// rotates pairs, norm weights shifted: gguf_value_shift) stacked by rows.
+GgufTensorOut model_tensor(const ParamStore& store, const GgufArchitecture& arch, const GgufSlot& slot,
+                           GgmlType type, const ModelConfig& c) {
+  GgufTensorOut t;
+  t.name = slot.gguf;
+  t.type = type;
+  for (const std::string& part : slot.parts) {
+    const Param& p = store.get(part);
+    if (t.shape.empty()) t.shape = p.shape;
+    else t.shape[0] += p.shape[0];
+  }
+  t.fill = [&store, &arch, &slot, type, &c](std::vector<char>& out) {
+    std::vector<float> v;
+    for (const std::string& part : slot.parts) {
+      const Param& p = store.get(part);
+      std::vector<float> one = interleaved(values_of(store, p), gguf_rotary_heads(arch, part, c), c);
+      const float shift = gguf_value_shift(part, c);
+      for (float& x : one) x += shift;
+      v.insert(v.end(), one.begin(), one.end());
+    }
+    encode(v, type, out);
+  };
+  return t;
+}
+
+// The model's parameters as the file's tensors (gguf_slots).
+std::vector<GgufSlot> slots_of(const ParamStore& store, const GgufArchitecture& arch) {
+  std::vector<std::string> names;
+  for (const Param& p : store.params()) names.push_back(p.name);
+  return gguf_slots(arch, names);
 }
 
 // llama.cpp applies llama3 rope scaling through per-frequency divisors of the angle
@@ -171,10 +206,14 @@ GgufModelWritten export_gguf_model(Transformer& model, const std::string& path, 
   GgufModelWritten written;
   written.architecture = arch.name;
   written.note = gguf_window_note(arch, c);
+  const std::vector<GgufSlot> slots = slots_of(model.base(), arch);
   std::vector<GgmlType> types, matrix_types;
-  for (const Param& p : model.base().params()) {
-    types.push_back(tensor_type(p, gguf_tensor_name(arch, p.name), dtype, c.tie_word_embeddings));
-    if (p.shape.size() > 1) matrix_types.push_back(types.back());
+  std::vector<std::vector<int64_t>> shapes;
+  for (const GgufSlot& slot : slots) {
+    std::vector<int64_t> shape = model.base().get(slot.parts.front()).shape;
+    for (size_t k = 1; k < slot.parts.size(); ++k) shape[0] += model.base().get(slot.parts[k]).shape[0];
+    types.push_back(tensor_type(shape, slot.gguf, dtype, c.tie_word_embeddings));
+    if (shape.size() > 1) matrix_types.push_back(types.back());
   }
   written.file_type = held_dtype(matrix_types, dtype);
 
@@ -193,16 +232,13 @@ GgufModelWritten export_gguf_model(Transformer& model, const std::string& path, 
 
   std::vector<GgufTensorOut> tensors;
   std::vector<float> freqs;  // outlives the write (borrowed by its tensor)
-  if (c.rope_scaling.factor > 0.0f) {
+  if (c.rope_scaling.factor > 0.0f && !c.rope_scaling.linear) {  // llama3's; linear is a key (gemma3)
     freqs = rope_freq_factors(c);
     tensors.push_back({"rope_freqs.weight", {int64_t(freqs.size())}, GgmlType::f32, freqs.data(), {}});
   }
-  size_t k = 0;
-  for (const Param& p : model.base().params()) {
-    const std::string name = gguf_tensor_name(arch, p.name);
-    const GgmlType type = types[k++];
-    if (type == GgmlType::f16 && dtype != GgufDtype::f16) written.kept_f16.push_back(name);
-    tensors.push_back(lazy_tensor(model.base(), p, name, type, gguf_rotary_heads(arch, p.name, c), c));
+  for (size_t k = 0; k < slots.size(); ++k) {
+    if (types[k] == GgmlType::f16 && dtype != GgufDtype::f16) written.kept_f16.push_back(slots[k].gguf);
+    tensors.push_back(model_tensor(model.base(), arch, slots[k], types[k], c));
   }
   write_gguf(path, kvs, tensors);
   return written;
@@ -233,6 +269,13 @@ void export_gguf_lora(Transformer& model, const std::string& path, const std::st
     const bool is_a = p.name.find(".lora_A.weight") != std::string::npos;
     const std::string module = p.name.substr(0, p.name.rfind(is_a ? ".lora_A.weight" : ".lora_B.weight"));
     const std::string base = module + ".weight";
+    // llama.cpp's tensor stacks this projection with others (GPT-2's attn_qkv, whose adapter
+    // c_attn is also one): an adapter there would be one pair over all of them, not ours.
+    const auto gguf_base = gguf_name_of(arch, base);
+    if (!gguf_base || hf_names_of_gguf_tensor(arch, *gguf_base).size() > 1)
+      fail(path + ": the adapter " + p.name + " has no tensor of its own in llama.cpp's " + arch.name +
+           " architecture (it stacks q, k and v in one), so it is not written as a GGUF adapter; "
+           "merge the adapters and export the full model instead");
     // Only B's rows are the projection's output rows, so only B takes the rotary permutation.
     const int64_t heads = is_a ? 0 : gguf_rotary_heads(arch, base, c);
     tensors.push_back(lazy_tensor(model.adapters(), p, gguf_tensor_name(arch, base) + (is_a ? ".lora_a" : ".lora_b"),

@@ -1,6 +1,6 @@
 // Export to GGUF, llama.cpp's file format: the full model (in the llama.cpp architecture of its
-// family, io/gguf_architectures.h: llama for LLaMA and Mistral, qwen2, qwen3) or a LoRA adapter
-// (as llama.cpp's convert_lora_to_gguf.py writes it).
+// family, io/gguf_architectures.h: llama for LLaMA and Mistral, qwen2, qwen3, gpt2, gemma3) or a
+// LoRA adapter (as llama.cpp's convert_lora_to_gguf.py writes it).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -13,7 +13,8 @@
 
 namespace mt {
 
-// Element type of the matrices (norms and other 1-D tensors are always F32). The quantised types
+// Element type of the matrices (norms and other 1-D tensors are always F32, and so is GPT-2's
+// position_embd.weight, as llama.cpp's converter and llama-quantize keep it). The quantised types
 // follow llama.cpp's llama-quantize: every matrix in that type, except that a Q4_0 file keeps the
 // output matrix (output.weight, or token_embd.weight when the embeddings are tied) at Q8_0, since
 // llama-quantize raises it to Q6_K, a type meshtrain does not write. A matrix whose rows are not
@@ -25,11 +26,14 @@ GgufDtype parse_gguf_dtype(const std::string& name);
 
 // Writes the base weights (adapters are not merged; call merge_adapters first to include them).
 // For the llama architecture q and k rows are permuted from the model's rotate-half layout to the
-// interleaved layout llama.cpp's LLaMA graph expects. general.name is the file name without its
+// interleaved layout llama.cpp's LLaMA graph expects; tensors llama.cpp stacks (GPT-2's attn_qkv)
+// are written stacked, and norm weights with the model's norm weight offset added (Gemma's
+// 1 + w: gguf_value_shift). general.name is the file name without its
 // extension. mt::Error naming `path`, before anything is written, for a model the family's
 // architecture cannot hold (gguf_architecture_for).
 // tok (optional) adds the tokenizer.ggml.* keys; its token count must equal vocab_size.
-// With llama3 rope scaling a rope_freqs.weight tensor carries the per-frequency factors.
+// With llama3 rope scaling a rope_freqs.weight tensor carries the per-frequency factors (linear
+// scaling is a key of the architecture: gemma3).
 // general.file_type labels the file by what it holds: the type asked for when some matrix takes
 // it, else the type most matrices fell back to (a q4_0 request on rows that are not whole blocks
 // writes, and says, F16).
@@ -48,7 +52,8 @@ const char* gguf_dtype_name(GgufDtype d);
 // <base tensor>.lora_a / .lora_b, the lora_b rows of q and k permuted like the base rows, alpha in
 // adapter.lora.alpha. base_name goes to general.name. Throws mt::Error when the model has no
 // adapters, when alpha <= 0, when lm_head is adapted in a tied-embedding model (llama.cpp has no
-// output.weight to attach it to), or when the architecture cannot hold the model.
+// output.weight to attach it to), when an adapted projection is stacked with others in llama.cpp
+// (GPT-2's c_attn), or when the architecture cannot hold the model.
 void export_gguf_lora(Transformer& model, const std::string& path, const std::string& base_name);
 
 // The inverse of permute_rotary_rows (llama2c.h): HF row (head, half, i) goes to interleaved row

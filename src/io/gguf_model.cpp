@@ -1,9 +1,12 @@
 #include "io/gguf_model.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "io/gguf_architectures.h"
 #include "io/llama2c.h"
 #include "io/weight_shapes.h"
+#include "model/param_shapes.h"
 
 namespace mt {
 
@@ -35,6 +38,7 @@ ModelConfig gguf_model_config(const GgufFile& g) {
          "factors, not the scaling's parameters");
   ModelConfig c;
   c.model_type = arch.model_type;
+  if (arch.block) arch.block(c);
   read_gguf_hparams(arch, g, c);
   // The block's parts are the tensors the file holds (llama.cpp loads them where present).
   c.qkv_bias = holds(g, arch, "self_attn.q_proj.bias");
@@ -48,12 +52,23 @@ ModelConfig gguf_model_config(const GgufFile& g) {
 
   HeldTensors held;
   for (const auto& t : g.tensors)
-    if (auto hf = hf_name_of_gguf_tensor(arch, t.name)) held.names.push_back(*hf);
-  held.shape = [&g, &arch](const std::string& hf) -> std::optional<std::vector<int64_t>> {
+    for (const std::string& hf : hf_names_of_gguf_tensor(arch, t.name)) held.names.push_back(hf);
+  std::vector<ParamShape> expected = llama_param_shapes(c, LoraConfig{});
+  held.shape = [&g, &arch, &expected](const std::string& hf) -> std::optional<std::vector<int64_t>> {
     const auto name = gguf_name_of(arch, hf);
     const GgufTensorInfo* t = name ? g.find_tensor(*name) : nullptr;
     if (!t) return std::nullopt;
-    return t->shape();
+    const std::vector<std::string> parts = hf_names_of_gguf_tensor(arch, *name);
+    if (parts.size() < 2) return t->shape();
+    // A stacked tensor (attn_qkv): the part's own shape when the rows are the parts' together.
+    std::vector<int64_t> whole, own;
+    for (const ParamShape& p : expected) {
+      if (std::find(parts.begin(), parts.end(), p.name) == parts.end()) continue;
+      if (whole.empty()) whole = p.shape;
+      else whole[0] += p.shape[0];
+      if (p.name == hf) own = p.shape;
+    }
+    return t->shape() == whole ? own : t->shape();
   };
   // The shapes are checked under their HF names, so a message names the HF tensor.
   check_held_shapes(c, LoraConfig{}, /*adapters=*/false, held, "", g.label);
@@ -63,14 +78,25 @@ ModelConfig gguf_model_config(const GgufFile& g) {
 void load_gguf_weights(const GgufFile& g, Transformer& model) {
   const ModelConfig& c = model.config();
   const GgufArchitecture& arch = architecture_of(g);
-  for (auto& p : model.base().params()) {
-    std::vector<float> v = g.tensor_f32(gguf_tensor_name(arch, p.name));
-    if (const int64_t heads = gguf_rotary_heads(arch, p.name, c)) {  // interleaved -> rotate-half rows
-      std::vector<float> hf(v.size());
-      permute_rotary_rows(v.data(), hf.data(), heads, c.head_dim(), p.shape.back());
-      v.swap(hf);
+  std::vector<std::string> names;
+  for (const auto& p : model.base().params()) names.push_back(p.name);
+  for (const GgufSlot& slot : gguf_slots(arch, names)) {
+    const std::vector<float> whole = g.tensor_f32(slot.gguf);
+    size_t at = 0;  // a stacked tensor's parts follow one another by rows
+    for (const std::string& part : slot.parts) {
+      Param& p = model.base().get(part);
+      MT_CHECK(at + size_t(p.numel) <= whole.size(), "GGUF tensor smaller than its parts: " + slot.gguf);
+      std::vector<float> v(whole.begin() + long(at), whole.begin() + long(at + size_t(p.numel)));
+      at += size_t(p.numel);
+      if (const int64_t heads = gguf_rotary_heads(arch, part, c)) {  // interleaved -> rotate-half rows
+        std::vector<float> hf(v.size());
+        permute_rotary_rows(v.data(), hf.data(), heads, c.head_dim(), p.shape.back());
+        v.swap(hf);
+      }
+      const float shift = gguf_value_shift(part, c);
+      for (float& x : v) x -= shift;
+      model.base().set_values(p, v.data());
     }
-    model.base().set_values(p, v.data());
   }
 }
 

@@ -87,5 +87,10 @@ GgufValue GgufValue::f32_array(const std::vector<float>& v) {
   x.type = GgufType::array, x.elem = GgufType::f32, x.floats.assign(v.begin(), v.end());
   return x;
 }
+GgufValue GgufValue::bool_array(const std::vector<bool>& v) {
+  GgufValue x;
+  x.type = GgufType::array, x.elem = GgufType::boolean, x.ints.assign(v.begin(), v.end());
+  return x;
+}
 
 }  // namespace mt

@@ -53,6 +53,7 @@ struct GgufValue {
   static GgufValue str_array(std::vector<std::string> v);
   static GgufValue i32_array(const std::vector<int32_t>& v);
   static GgufValue f32_array(const std::vector<float>& v);
+  static GgufValue bool_array(const std::vector<bool>& v);
 };
 
 struct GgufKV {

@@ -25,7 +25,11 @@ namespace {
 
 using testing::family_config;
 
-std::string temp_file(const std::string& name) { return testing::fresh_temp_dir("gguf_families") + "/" + name; }
+// One directory for the whole program: made (and emptied) once, so a second file never wipes the first.
+std::string temp_file(const std::string& name) {
+  static const std::string dir = testing::fresh_temp_dir("gguf_families");
+  return dir + "/" + name;
+}
 
 std::vector<float> values(const ParamStore& store, const Param& p) {
   std::vector<float> v(size_t(p.numel));

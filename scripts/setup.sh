@@ -14,6 +14,7 @@ PACKAGES=(
   chromium  # tests/test_report.cpp: renders `meshtrain report`'s page headless
   zlib1g-dev  # the report's PNG charts are deflated with zlib; the report test inflates them
   python3-numpy  # scripts/family_reference.py: the model families' float64 reference forward
+  libboost-context-dev  # the CUDA-on-CPU build (-DMESHTRAIN_CUDA_ON_CPU=ON): GPU threads as fibers
 )
 
 missing=()

@@ -216,19 +216,25 @@ TEST(CudaOnCpu, WorkWaitsUntilTheHostSynchronizes) {
   int* d = device_array<int>(32);
   cudaMemsetAsync(d, 0, 32 * sizeof(int), s);
   MT_LAUNCH(touch_kernel, 1, 32, 0, s)(d);
+  // cudaMemcpyAsync is asynchronous for pageable and page-locked memory alike (CUDA: "might be
+  // synchronous" for pageable memory, so nothing may rely on it): without a synchronisation the
+  // host sees what was there before.
+  int pageable[32];
+  std::memset(pageable, 0x7f, sizeof pageable);
+  ASSERT_EQ(cudaMemcpyAsync(pageable, d, sizeof pageable, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  EXPECT_EQ(pageable[0], 0x7f7f7f7f) << "read before the stream ran";
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(pageable[0], 1);
   int* pinned = nullptr;
   ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), 32 * sizeof(int)), cudaSuccess);
   std::memset(pinned, 0x7f, 32 * sizeof(int));
-  // Into page-locked memory a copy is asynchronous: without a synchronisation the host sees
-  // what was there before.
-  ASSERT_EQ(cudaMemcpyAsync(pinned, d, 32 * sizeof(int), cudaMemcpyDeviceToHost, s), cudaSuccess);
-  EXPECT_EQ(pinned[0], 0x7f7f7f7f) << "read before the stream ran";
-  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-  EXPECT_EQ(pinned[0], 1);
-  // Into pageable memory the call returns once the copy is done, as CUDA documents.
   MT_LAUNCH(touch_kernel, 1, 32, 0, s)(d);
-  int pageable[32] = {};
-  ASSERT_EQ(cudaMemcpyAsync(pageable, d, sizeof pageable, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(pinned, d, 32 * sizeof(int), cudaMemcpyDeviceToHost, s), cudaSuccess);
+  EXPECT_EQ(pinned[31], 0x7f7f7f7f);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(pinned[31], 2);
+  // A blocking copy returns once done.
+  ASSERT_EQ(cudaMemcpy(pageable, d, sizeof pageable, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(pageable[31], 2);
   cudaFreeHost(pinned);
   cudaFree(d);

@@ -31,7 +31,10 @@ const std::map<std::string, std::set<std::string>>& allowed() {
       {"kernels/device_math", {"core", "kernels/device_math"}},
       {"kernels/cpu", {"core", "kernels/device_math", "kernels/cpu"}},
       {"kernels/reference", {"core", "kernels/device_math", "kernels/reference"}},
-      {"kernels/cuda", {"core", "kernels/device_math", "kernels/cuda"}},
+      // kernels/cuda_on_cpu: the emulated CUDA runtime and libraries of the CPU-executed build,
+      // which GPU code reaches only through kernels/cuda's vendor headers (vendor_cpu.h).
+      {"kernels/cuda_on_cpu", {"core", "kernels/device_math", "kernels/cuda_on_cpu"}},
+      {"kernels/cuda", {"core", "kernels/device_math", "kernels/cuda", "kernels/cuda_on_cpu"}},
       {"backend", {"core", "kernels/device_math", "kernels/cpu", "kernels/reference",
                    "kernels/cuda", "backend"}},
       {"model", {"core", "backend", "model"}},

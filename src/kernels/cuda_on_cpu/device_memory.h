@@ -29,8 +29,8 @@ size_t device_bytes_in_use(int device);
 // The emulated capacity of each device (MESHTRAIN_CUDA_ON_CPU_MEMORY_GB, default 80).
 size_t device_capacity();
 
-// Page-locked host memory (cudaMallocHost): host memory the runtime knows, so copies into it stay
-// asynchronous (a copy into pageable memory returns when done, as CUDA documents).
+// Page-locked host memory (cudaMallocHost). Copies treat it as any host memory (all asynchronous);
+// it is tracked so that cudaFreeHost refuses what cudaMallocHost did not return.
 void* pinned_allocate(size_t bytes);
 bool pinned_free(void* p);
 bool is_pinned(const void* p, size_t bytes);

@@ -76,9 +76,11 @@ cudaError_t check_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind&
   }
 }
 
-// Queues a copy with CUDA's documented host synchronisation: from pageable host memory the bytes
-// are staged at the call; into pageable host memory the call returns once the copy is done;
-// pinned memory (cudaMallocHost) and device-to-device copies are fully asynchronous.
+// Queues a copy. cudaMemcpyAsync is asynchronous for every kind of host memory here: CUDA documents
+// that a copy between device and pageable host memory "might be synchronous", and that pageable
+// memory "may" be staged — so code that reads a copy's destination, or reuses its source, before
+// synchronising is wrong on some GPU, driver or transfer size, and here it is wrong every time.
+// cudaMemcpy (blocking) returns once the copy is done.
 cudaError_t copy_async(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                        cudaStream_t s, bool blocking) {
   if (bytes == 0) return cudaSuccess;
@@ -86,18 +88,9 @@ cudaError_t copy_async(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
   const cudaError_t e = check_copy(dst, src, bytes, kind);
   if (e != cudaSuccess) return set_error(e);
   std::shared_ptr<Stream> st = stream_handle(s);
-  std::function<void()> work;
-  bool wait = blocking;
-  if (kind == cudaMemcpyHostToDevice && !is_pinned(src, bytes)) {
-    auto staged = std::make_shared<std::vector<unsigned char>>(
-        static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
-    work = [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); };
-  } else {
-    if (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, bytes)) wait = true;
-    work = [dst, src, bytes] { std::memmove(dst, src, bytes); };
-  }
-  const uint64_t seq = st->push("cudaMemcpyAsync", std::move(work), Release::held);
-  if (wait) {
+  const uint64_t seq = st->push("cudaMemcpy", [dst, src, bytes] { std::memmove(dst, src, bytes); },
+                                Release::held);
+  if (blocking) {
     st->wait_for(seq);
     if (device_faulted(st->device())) return cudaErrorLaunchFailure;
   }

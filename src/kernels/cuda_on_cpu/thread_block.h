@@ -9,6 +9,7 @@
 // a warp shuffle that not every lane of the warp reaches. A fault stops the kernel and becomes the
 // device's sticky error (streams.h).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -74,6 +75,21 @@ T shfl_up_sync(unsigned mask, T v, unsigned delta, int width = kEmulatedWarpSize
 }
 
 }  // namespace mt::cuda_on_cpu
+
+// Atomics on device memory: atomic for the host too (another stream's worker may run a kernel on
+// the same buffer at the same time), returning the old value as CUDA's do.
+template <class T>
+T atomicAdd(T* p, T v) {
+  return std::atomic_ref<T>(*p).fetch_add(v);
+}
+template <class T>
+T atomicMax(T* p, T v) {
+  std::atomic_ref<T> a(*p);
+  T old = a.load();
+  while (old < v && !a.compare_exchange_weak(old, v)) {
+  }
+  return old;
+}
 
 // The CUDA builtins, spelled as kernels spell them.
 #define threadIdx (::mt::cuda_on_cpu::current_gpu_thread().thread_idx)

@@ -21,12 +21,12 @@ __global__ void to_bf16(__nv_bfloat16* out, const float* x, int n) {
 
 // One warp per row.
 cudaError_t launch_row_sums_bf16(float* out, const __nv_bfloat16* x, int rows, int cols, cudaStream_t stream) {
-  row_sums_bf16<<<rows, kWarpSize, 0, stream>>>(out, x, cols);
+  MT_LAUNCH(row_sums_bf16, rows, kWarpSize, 0, stream)(out, x, cols);
   return cudaGetLastError();
 }
 
 cudaError_t launch_to_bf16(__nv_bfloat16* out, const float* x, int n, cudaStream_t stream) {
-  to_bf16<<<(n + 255) / 256, 256, 0, stream>>>(out, x, n);
+  MT_LAUNCH(to_bf16, (n + 255) / 256, 256, 0, stream)(out, x, n);
   return cudaGetLastError();
 }
 

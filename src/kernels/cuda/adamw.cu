@@ -21,7 +21,7 @@ __global__ void adamw_kernel(float* w, bf16_t* w16, const float* g, float* m, fl
 void adamw_update(float* w, bf16_t* w16, const float* g, float* m, float* v, int64_t n,
                   const AdamWScalars& s, cudaStream_t stream) {
   if (n <= 0) return;
-  adamw_kernel<<<grid_for(n), kThreads, 0, stream>>>(w, w16, g, m, v, n, s);
+  MT_LAUNCH(adamw_kernel, grid_for(n), kThreads, 0, stream)(w, w16, g, m, v, n, s);
   check_launch("adamw_update");
 }
 

@@ -191,7 +191,7 @@ void attention_forward(CublasLt& gemm, T* out, float* lse, const T* q, const T* 
     // scores[i] = scale Q_i K^T: [rows, keys] per query head, the KV head shared (stride 0).
     gemm.gemm({rows, keys, s.D, false, true, qw, kw, keys, heads, s.D, 0, rows * keys},
               {qc, kc, w.scores, dt, DType::f32, scale, 0.0f});
-    softmax_rows<T><<<unsigned(heads * rows), kThreads, 0, stream>>>(
+    MT_LAUNCH(softmax_rows<T>, unsigned(heads * rows), kThreads, 0, stream)(
         w.scores, static_cast<T*>(w.p), lse, segments, pos);
     check_launch("attention softmax");
     // out_i = P_i V, written into the heads' columns of out.
@@ -225,7 +225,7 @@ void attention_backward(CublasLt& gemm, T* dq, T* dk, T* dv, const T* dout, cons
     const T* vc = v + b * s.keys() * kw + kv * s.D;
     gemm.gemm({rows, keys, s.D, false, true, qw, kw, keys, heads, s.D, 0, rows * keys},
               {q + row0, kc, w.scores, dt, DType::f32, scale, 0.0f});
-    recompute_probabilities<T><<<unsigned(heads * rows), kThreads, 0, stream>>>(
+    MT_LAUNCH(recompute_probabilities<T>, unsigned(heads * rows), kThreads, 0, stream)(
         w.scores, p, lse, segments, pos);
     check_launch("attention probabilities");
     // acc_v[i] += P_i^T dO_i
@@ -234,7 +234,7 @@ void attention_backward(CublasLt& gemm, T* dq, T* dk, T* dv, const T* dout, cons
     // dP_i = dO_i V^T
     gemm.gemm({rows, keys, s.D, false, true, qw, kw, keys, heads, s.D, 0, rows * keys},
               {dout + row0, vc, w.dp, dt, DType::f32, 1.0f, 0.0f});
-    softmax_backward_rows<T><<<unsigned(heads * rows), kThreads, 0, stream>>>(w.scores, w.dp, p,
+    MT_LAUNCH(softmax_backward_rows<T>, unsigned(heads * rows), kThreads, 0, stream)(w.scores, w.dp, p,
                                                                               pos);
     check_launch("attention softmax backward");
     // dQ_i = scale dS_i K, into the heads' columns of dq; acc_k[i] += scale dS_i^T Q_i
@@ -244,9 +244,9 @@ void attention_backward(CublasLt& gemm, T* dq, T* dk, T* dv, const T* dout, cons
               {p, q + row0, w.acc_k, dt, DType::f32, scale, 1.0f});
   }, [&](int64_t b, int64_t kv) {
     const int64_t at = b * s.keys() * kw + kv * s.D;
-    sum_slots<T><<<grid_for(acc_stride), kThreads, 0, stream>>>(dk + at, kw, w.acc_k, c.heads,
+    MT_LAUNCH(sum_slots<T>, grid_for(acc_stride), kThreads, 0, stream)(dk + at, kw, w.acc_k, c.heads,
                                                                 s.keys(), s.D);
-    sum_slots<T><<<grid_for(acc_stride), kThreads, 0, stream>>>(dv + at, kw, w.acc_v, c.heads,
+    MT_LAUNCH(sum_slots<T>, grid_for(acc_stride), kThreads, 0, stream)(dv + at, kw, w.acc_v, c.heads,
                                                                 s.keys(), s.D);
     check_launch("attention dk/dv sum");
     fresh_kv = true;

@@ -26,14 +26,14 @@ __global__ void bias_backward_kernel(float* db, const T* dy, int64_t rows, int64
 template <class T>
 void bias_add(T* y, const float* b, int64_t rows, int64_t cols, cudaStream_t stream) {
   if (rows * cols <= 0) return;
-  bias_add_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(y, b, rows, cols);
+  MT_LAUNCH(bias_add_kernel, grid_for(rows * cols), kThreads, 0, stream)(y, b, rows, cols);
   check_launch("bias_add");
 }
 
 template <class T>
 void bias_backward(float* db, const T* dy, int64_t rows, int64_t cols, cudaStream_t stream) {
   if (rows * cols <= 0) return;
-  bias_backward_kernel<<<grid_for(cols), kThreads, 0, stream>>>(db, dy, rows, cols);
+  MT_LAUNCH(bias_backward_kernel, grid_for(cols), kThreads, 0, stream)(db, dy, rows, cols);
   check_launch("bias_backward");
 }
 

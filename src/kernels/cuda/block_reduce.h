@@ -3,7 +3,7 @@
 // the block size, never on scheduling. blockDim.x must be a power of two (kThreads is); every
 // thread of the block must call, and all get the result.
 #pragma once
-#ifdef __CUDACC__
+#if MT_GPU_CODE
 
 #include "kernels/cuda/gpu_runtime.h"
 

@@ -22,7 +22,7 @@ template <class T>
 void copy(T* dst, int64_t dst_ld, const T* src, int64_t src_ld, int64_t rows, int64_t width,
           cudaStream_t stream, const char* name) {
   if (rows <= 0 || width <= 0) return;
-  copy_window<<<grid_for(rows * width), kThreads, 0, stream>>>(dst, dst_ld, src, src_ld, rows,
+  MT_LAUNCH(copy_window, grid_for(rows * width), kThreads, 0, stream)(dst, dst_ld, src, src_ld, rows,
                                                                width);
   check_launch(name);
 }

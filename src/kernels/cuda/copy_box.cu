@@ -22,7 +22,7 @@ void copy_box(const T* src, const TensorBox& src_box, T* dst, const TensorBox& d
               const TensorBox& region, cudaStream_t stream) {
   const dm::BoxPlan p = dm::box_plan(src_box, dst_box, region);
   if (p.numel == 0) return;
-  copy_box_kernel<<<grid_for(p.numel), kThreads, 0, stream>>>(src, dst, p);
+  MT_LAUNCH(copy_box_kernel, grid_for(p.numel), kThreads, 0, stream)(src, dst, p);
   check_launch("copy_box");
 }
 

@@ -126,7 +126,7 @@ template <class T>
 void cross_entropy(float* losses, T* dlogits, const T* logits, const int32_t* targets, int64_t N,
                    int64_t V, float grad_scale, cudaStream_t stream) {
   if (N <= 0) return;
-  whole_rows<<<row_blocks(N), kThreads, 0, stream>>>(losses, dlogits, logits, targets, N, V,
+  MT_LAUNCH(whole_rows, row_blocks(N), kThreads, 0, stream)(losses, dlogits, logits, targets, N, V,
                                                      grad_scale);
   check_launch("cross_entropy");
 }
@@ -135,7 +135,7 @@ template <class T>
 void cross_entropy_row_max(float* row_max, const T* logits, const int32_t* targets, int64_t N,
                            int64_t V, cudaStream_t stream) {
   if (N <= 0) return;
-  vp_row_max<<<row_blocks(N), kThreads, 0, stream>>>(row_max, logits, targets, N, V);
+  MT_LAUNCH(vp_row_max, row_blocks(N), kThreads, 0, stream)(row_max, logits, targets, N, V);
   check_launch("cross_entropy_row_max");
 }
 
@@ -144,7 +144,7 @@ void cross_entropy_row_sums(float* sums, const T* logits, const int32_t* targets
                             const float* row_max, int64_t N, int64_t V, int64_t v0,
                             cudaStream_t stream) {
   if (N <= 0) return;
-  vp_row_sums<<<row_blocks(N), kThreads, 0, stream>>>(sums, logits, targets, row_max, N, V, v0);
+  MT_LAUNCH(vp_row_sums, row_blocks(N), kThreads, 0, stream)(sums, logits, targets, row_max, N, V, v0);
   check_launch("cross_entropy_row_sums");
 }
 
@@ -153,7 +153,7 @@ void cross_entropy_finish(float* losses, T* dlogits, const T* logits, const int3
                           const float* row_max, const float* sums, int64_t N, int64_t V,
                           int64_t v0, float grad_scale, cudaStream_t stream) {
   if (N <= 0) return;
-  vp_finish<<<row_blocks(N), kThreads, 0, stream>>>(losses, dlogits, logits, targets, row_max,
+  MT_LAUNCH(vp_finish, row_blocks(N), kThreads, 0, stream)(losses, dlogits, logits, targets, row_max,
                                                     sums, N, V, v0, grad_scale);
   check_launch("cross_entropy_finish");
 }

@@ -23,7 +23,7 @@ __global__ void decode_attention_kernel(T* out, const T* q, const float* k_cache
   static_assert(sizeof(SoftmaxState) == 2 * sizeof(float));
   __shared__ float state_words[2 * kWarps];
   SoftmaxState* states = reinterpret_cast<SoftmaxState*>(state_words);
-  extern __shared__ float accs[];  // [kWarps, D]
+  MT_DYNAMIC_SHARED(float, accs);  // [kWarps, D]
   const int64_t h = blockIdx.x, kv = h / group;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   float qv[kPerLane], acc[kPerLane];
@@ -76,7 +76,7 @@ void decode_attention(T* out, const T* q, const float* k_cache, const float* v_c
     fail("decode_attention: head size " + std::to_string(D) + " is above the CUDA kernel's " +
          std::to_string(kDecodeMaxHeadDim));
   const size_t shared = size_t(kWarps * D) * sizeof(float);
-  decode_attention_kernel<T><<<unsigned(Hq), kWarps * kWarpSize, shared, stream>>>(
+  MT_LAUNCH(decode_attention_kernel<T>, unsigned(Hq), kWarps * kWarpSize, shared, stream)(
       out, q, k_cache, v_cache, len, Hq / Hkv, Hkv * D, D, scale);
   check_launch("decode attention kernel");
 }

@@ -23,7 +23,7 @@ void dropout(T* y, const T* x, int64_t rows, int64_t cols, const DropoutMask& ma
              cudaStream_t stream) {
   const int64_t n = rows * cols;
   if (n <= 0) return;
-  dropout_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, x, rows, cols, mask, dm::dropout_threshold(mask.p),
+  MT_LAUNCH(dropout_kernel, grid_for(n), kThreads, 0, stream)(y, x, rows, cols, mask, dm::dropout_threshold(mask.p),
                                                        dm::dropout_scale(mask.p), accumulate);
   check_launch("dropout");
 }

@@ -32,25 +32,25 @@ __global__ void fill_kernel(T* dst, T value, int64_t n) {
 template <class T>
 void residual_add(float* y, const float* x, const T* delta, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  residual_add_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, x, delta, n);
+  MT_LAUNCH(residual_add_kernel, grid_for(n), kThreads, 0, stream)(y, x, delta, n);
   check_launch("residual_add");
 }
 
 void scale(float* x, float factor, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  scale_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, factor, n);
+  MT_LAUNCH(scale_kernel, grid_for(n), kThreads, 0, stream)(x, factor, n);
   check_launch("scale");
 }
 
 void convert(__nv_bfloat16* dst, const float* src, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  convert_kernel<<<grid_for(n), kThreads, 0, stream>>>(dst, src, n);
+  MT_LAUNCH(convert_kernel, grid_for(n), kThreads, 0, stream)(dst, src, n);
   check_launch("convert f32 -> bf16");
 }
 
 void convert(float* dst, const __nv_bfloat16* src, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  convert_kernel<<<grid_for(n), kThreads, 0, stream>>>(dst, src, n);
+  MT_LAUNCH(convert_kernel, grid_for(n), kThreads, 0, stream)(dst, src, n);
   check_launch("convert bf16 -> f32");
 }
 
@@ -65,7 +65,7 @@ void fill(T* dst, float value, int64_t n, cudaStream_t stream) {
   } else {
     v = T(value);
   }
-  fill_kernel<<<grid_for(n), kThreads, 0, stream>>>(dst, v, n);
+  MT_LAUNCH(fill_kernel, grid_for(n), kThreads, 0, stream)(dst, v, n);
   check_launch("fill");
 }
 

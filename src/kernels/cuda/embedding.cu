@@ -69,7 +69,7 @@ size_t sort_temp_bytes(int64_t N, int64_t rows) {
 void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t N, int64_t C,
                        int64_t row0, int64_t rows, cudaStream_t stream) {
   if (N * C <= 0) return;
-  forward_kernel<<<grid_for(N * C), kThreads, 0, stream>>>(out, tokens, table, N, C, row0, rows);
+  MT_LAUNCH(forward_kernel, grid_for(N * C), kThreads, 0, stream)(out, tokens, table, N, C, row0, rows);
   check_launch("embedding_forward");
 }
 
@@ -98,13 +98,13 @@ void embedding_backward(float* dtable, const int32_t* tokens, const float* dout,
   void* temp = base + 4 * part;
   size_t temp_bytes = need - 4 * part;
 
-  make_keys<<<grid_for(N), kThreads, 0, stream>>>(keys_in, index_in, tokens, N, row0, rows);
+  MT_LAUNCH(make_keys, grid_for(N), kThreads, 0, stream)(keys_in, index_in, tokens, N, row0, rows);
   check_launch("embedding_backward (keys)");
   check(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys, index_in, index, int(N),
                                         0, key_bits(rows), stream),
         "embedding_backward (sort)");
   const unsigned blocks = unsigned(N < 65535LL * 8 ? N : 65535LL * 8);
-  add_runs<<<blocks, kThreads, 0, stream>>>(dtable, dout, keys, index, N, C, rows);
+  MT_LAUNCH(add_runs, blocks, kThreads, 0, stream)(dtable, dout, keys, index, N, C, rows);
   check_launch("embedding_backward (rows)");
 }
 

@@ -31,7 +31,7 @@ __global__ void geglu_backward_kernel(T* dgate, T* dup, const T* dh, const T* ga
 template <class T>
 void geglu_forward(T* h, const T* gate, const T* up, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  geglu_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(h, gate, up, n);
+  MT_LAUNCH(geglu_forward_kernel, grid_for(n), kThreads, 0, stream)(h, gate, up, n);
   check_launch("geglu_forward");
 }
 
@@ -39,7 +39,7 @@ template <class T>
 void geglu_backward(T* dgate, T* dup, const T* dh, const T* gate, const T* up, int64_t n,
                     cudaStream_t stream) {
   if (n <= 0) return;
-  geglu_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(dgate, dup, dh, gate, up, n);
+  MT_LAUNCH(geglu_backward_kernel, grid_for(n), kThreads, 0, stream)(dgate, dup, dh, gate, up, n);
   check_launch("geglu_backward");
 }
 

@@ -23,14 +23,14 @@ __global__ void gelu_backward_kernel(T* dx, const T* dh, const T* x, int64_t n) 
 template <class T>
 void gelu_forward(T* h, const T* x, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  gelu_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(h, x, n);
+  MT_LAUNCH(gelu_forward_kernel, grid_for(n), kThreads, 0, stream)(h, x, n);
   check_launch("gelu_forward");
 }
 
 template <class T>
 void gelu_backward(T* dx, const T* dh, const T* x, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  gelu_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(dx, dh, x, n);
+  MT_LAUNCH(gelu_backward_kernel, grid_for(n), kThreads, 0, stream)(dx, dh, x, n);
   check_launch("gelu_backward");
 }
 

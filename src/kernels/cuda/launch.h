@@ -34,7 +34,7 @@ inline unsigned grid_for(int64_t n, int64_t per_block = kThreads) {
   return unsigned(blocks < kMaxBlocks ? blocks : kMaxBlocks);
 }
 
-#ifdef __CUDACC__
+#if MT_GPU_CODE
 // The first index and the stride of a grid-stride loop, in int64_t.
 __device__ __forceinline__ int64_t global_index() {
   return int64_t(blockIdx.x) * blockDim.x + threadIdx.x;

@@ -34,7 +34,7 @@ __global__ void dequantize_kernel(T* dst, const uint8_t* src, int64_t rows, int6
 // one byte (two codes) per thread iteration; zeros in the padding.
 __global__ void quantize_kernel(uint8_t* dst, const float* src, int64_t rows, int64_t cols,
                                 dm::Nf4RowLayout l, dm::Nf4Codebook cb) {
-  extern __shared__ float shared[];
+  MT_DYNAMIC_SHARED(float, shared);
   float* amax = shared;                // [blocks]
   float* scale = amax + l.blocks;      // [groups]
   float* offset = scale + l.groups;    // [groups]
@@ -73,7 +73,7 @@ __global__ void quantize_kernel(uint8_t* dst, const float* src, int64_t rows, in
 template <class T>
 void dequantize_nf4(T* dst, const uint8_t* src, int64_t rows, int64_t cols, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
-  dequantize_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(
+  MT_LAUNCH(dequantize_kernel, grid_for(rows * cols), kThreads, 0, stream)(
       dst, src, rows, cols, dm::nf4_row_layout(cols), codebook());
   check_launch("dequantize_nf4");
 }
@@ -86,7 +86,7 @@ void quantize_nf4(uint8_t* dst, const float* src, int64_t rows, int64_t cols, cu
   const dm::Nf4RowLayout l = dm::nf4_row_layout(cols);
   const size_t shared = size_t(l.blocks + 2 * l.groups) * sizeof(float);
   const unsigned blocks = unsigned(rows < 65535LL * 8 ? rows : 65535LL * 8);
-  quantize_kernel<<<blocks, kThreads, shared, stream>>>(dst, src, rows, cols, l, codebook());
+  MT_LAUNCH(quantize_kernel, blocks, kThreads, shared, stream)(dst, src, rows, cols, l, codebook());
   check_launch("quantize_nf4");
 }
 

@@ -31,7 +31,7 @@ void launch(T* x, const float* cos, const float* sin, const int32_t* positions, 
             const char* name) {
   const int64_t pairs = N * H * (D / 2);
   if (pairs <= 0) return;
-  rope_kernel<<<grid_for(pairs), kThreads, 0, stream>>>(x, cos, sin, positions, N, H, D, max_pos,
+  MT_LAUNCH(rope_kernel, grid_for(pairs), kThreads, 0, stream)(x, cos, sin, positions, N, H, D, max_pos,
                                                         direction);
   check_launch(name);
 }

@@ -35,9 +35,9 @@ __global__ void total(double* result, const double* partials) {
 }  // namespace
 
 void sum_squares(double* result, const float* x, int64_t n, double* partials, cudaStream_t stream) {
-  chunk_sums<<<kSumSquaresPartials, kThreads, 0, stream>>>(partials, x, n < 0 ? 0 : n);
+  MT_LAUNCH(chunk_sums, kSumSquaresPartials, kThreads, 0, stream)(partials, x, n < 0 ? 0 : n);
   check_launch("sum_squares (chunks)");
-  total<<<1, kThreads, 0, stream>>>(result, partials);
+  MT_LAUNCH(total, 1, kThreads, 0, stream)(result, partials);
   check_launch("sum_squares (total)");
 }
 

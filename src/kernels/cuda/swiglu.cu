@@ -32,7 +32,7 @@ __global__ void swiglu_backward_kernel(T* dgate, T* dup, const T* dh, const T* g
 template <class T>
 void swiglu_forward(T* h, const T* gate, const T* up, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  swiglu_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(h, gate, up, n);
+  MT_LAUNCH(swiglu_forward_kernel, grid_for(n), kThreads, 0, stream)(h, gate, up, n);
   check_launch("swiglu_forward");
 }
 
@@ -40,7 +40,7 @@ template <class T>
 void swiglu_backward(T* dgate, T* dup, const T* dh, const T* gate, const T* up, int64_t n,
                      cudaStream_t stream) {
   if (n <= 0) return;
-  swiglu_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(dgate, dup, dh, gate, up, n);
+  MT_LAUNCH(swiglu_backward_kernel, grid_for(n), kThreads, 0, stream)(dgate, dup, dh, gate, up, n);
   check_launch("swiglu_backward");
 }
 

@@ -97,11 +97,7 @@ cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device);
 cudaError_t cudaDeviceSynchronize();
-cudaError_t cudaFuncSetAttributeOf(const void* func, cudaFuncAttribute attr, int value);
-template <class F>
-cudaError_t cudaFuncSetAttribute(F* func, cudaFuncAttribute attr, int value) {
-  return cudaFuncSetAttributeOf(reinterpret_cast<const void*>(func), attr, value);
-}
+// cudaFuncSetAttribute is a macro of vendor_cpu.h (launch.h's set_function_attribute).
 
 cudaError_t cudaMalloc(void** p, size_t bytes);
 cudaError_t cudaFree(void* p);

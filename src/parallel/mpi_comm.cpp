@@ -57,8 +57,18 @@ void ensure_mpi_initialised() {
   MPI_Initialized(&inited);
   if (inited) return;
   int provided = 0;
+#if defined(MESHTRAIN_CUDA_ON_CPU)
+  // The CUDA-on-CPU build's NCCL (kernels/cuda_on_cpu/nccl.h) makes its MPI calls on the worker
+  // threads of the emulated streams while the main thread makes its own: MULTIPLE is required.
+  check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+  if (provided < MPI_THREAD_MULTIPLE)
+    fail("MPI_Init_thread: this MPI provides thread level " + std::to_string(provided) +
+         ", but the CUDA-on-CPU build's NCCL needs MPI_THREAD_MULTIPLE (" +
+         std::to_string(MPI_THREAD_MULTIPLE) + ")");
+#else
   // FUNNELED: OpenMP threads compute, only the main thread communicates.
   check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+#endif
   std::atexit([] {
     int finalized = 0;
     MPI_Finalized(&finalized);

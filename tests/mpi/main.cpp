@@ -3,8 +3,21 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdio>
+
 int main(int argc, char** argv) {
+#if defined(MESHTRAIN_CUDA_ON_CPU)
+  // The CUDA-on-CPU build's NCCL calls MPI from stream worker threads (parallel/mpi_comm.cpp).
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    std::fprintf(stderr, "meshtrain_mpi_tests: MPI provides thread level %d, not MPI_THREAD_MULTIPLE\n",
+                 provided);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+#else
   MPI_Init(&argc, &argv);
+#endif
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

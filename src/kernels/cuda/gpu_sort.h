@@ -3,6 +3,10 @@
 // on for its fixed summation order.
 #pragma once
 
+#if defined(MESHTRAIN_CUDA_ON_CPU)
+#include "kernels/cuda_on_cpu/cub_radix_sort.h"  // emulated on the CPU (docs/gpu.md)
+#else
 #include <cub/device/device_radix_sort.cuh>
+#endif
 
 #include "kernels/cuda/gpu_runtime.h"

@@ -7,6 +7,8 @@
 
 #if defined(MESHTRAIN_HIP)
 #include <rccl/rccl.h>
+#elif defined(MESHTRAIN_CUDA_ON_CPU)
+#include "kernels/cuda_on_cpu/nccl.h"  // emulated over MPI on the CPU (docs/gpu.md)
 #else
 #include <nccl.h>
 #endif

@@ -114,10 +114,12 @@ void CudaBackend::decode_attention(const Tensor& out, const Tensor& q, const Ten
                                    const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv,
                                    float scale) {
   const int64_t D = check_decode(out, q, k_cache, v_cache, len, Hq, Hkv, device());
+  const size_t bytes = cuda::decode_attention_scratch_bytes(len, Hq, D);
+  void* ranges = scratch(bytes);
   gpu_float_dispatch(q.dtype, [&]<class T>(T) {
     cuda::decode_attention<T>(ptr<T>(out), ptr<const T>(q), ptr<const float>(k_cache),
                               ptr<const float>(v_cache), len, Hq, Hkv, D, attention_scale(scale, D),
-                              stream());
+                              ranges, bytes, stream());
   });
 }
 
@@ -334,8 +336,11 @@ void CudaBackend::bias_add(const Tensor& y, const Tensor& b) {
 
 void CudaBackend::bias_backward(const Tensor& db, const Tensor& dy) {
   check_bias(dy, db, device(), "bias_backward");
+  const size_t bytes = cuda::bias_backward_scratch_bytes(dy.rows, dy.cols);
+  void* partials = scratch(bytes);
   gpu_float_dispatch(dy.dtype, [&]<class T>(T) {
-    cuda::bias_backward<T>(ptr<float>(db), ptr<const T>(dy), dy.rows, dy.cols, stream());
+    cuda::bias_backward<T>(ptr<float>(db), ptr<const T>(dy), dy.rows, dy.cols, partials, bytes,
+                           stream());
   });
 }
 

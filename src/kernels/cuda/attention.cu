@@ -156,12 +156,16 @@ void for_each_chunk(const AttentionShape& s, const AttentionChunk& c, F&& f, G&&
 
 }  // namespace
 
+int64_t attention_row_tile(int64_t T) {
+  return std::min(T, std::max(kAttentionMinRowTile, (T + kAttentionRowTiles - 1) / kAttentionRowTiles));
+}
+
 AttentionChunk attention_chunk(const AttentionShape& s, int64_t max_scores) {
-  const int64_t group = s.Hq / s.Hkv, per_head = s.T * s.keys();
+  const int64_t group = s.Hq / s.Hkv, tile = attention_row_tile(s.T), per_head = tile * s.keys();
   const int64_t heads = std::clamp<int64_t>(max_scores / std::max<int64_t>(per_head, 1), 1, group);
   const int64_t rows = heads * per_head <= max_scores
-                           ? s.T
-                           : std::clamp<int64_t>(max_scores / std::max<int64_t>(heads * s.keys(), 1), 1, s.T);
+                           ? tile
+                           : std::clamp<int64_t>(max_scores / std::max<int64_t>(heads * s.keys(), 1), 1, tile);
   return {heads, rows};
 }
 

@@ -8,7 +8,8 @@
 // tokens, and with segments only to keys of its own document.
 //
 // A chunk is `heads` query heads of one KV head (one batched GEMM, the KV head shared) and `rows`
-// query rows: the scores of a chunk are at most heads x rows x keys() floats.
+// query rows, whose keys end at the chunk's last query (causal): the scores of a chunk are at
+// most heads x rows x keys() floats.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -32,7 +33,15 @@ struct AttentionChunk {
   int64_t heads, rows;
 };
 
-// The largest chunk whose scores stay within `max_scores` floats (at least one head and row).
+// Query rows go in tiles: a causal tile computes the scores of the keys up to its last row only,
+// so the tiles of a sequence compute about (1/2 + 1/(2 tiles)) of the T x T square instead of
+// all of it. About kAttentionRowTiles tiles a sequence (fewer, larger GEMMs than fixed small
+// tiles), of at least kAttentionMinRowTile rows.
+inline constexpr int64_t kAttentionRowTiles = 8, kAttentionMinRowTile = 64;
+int64_t attention_row_tile(int64_t T);
+
+// The largest chunk of at most one row tile whose scores stay within `max_scores` floats (at
+// least one head and row).
 AttentionChunk attention_chunk(const AttentionShape& s, int64_t max_scores);
 // Scratch bytes the forward or the backward needs for chunk c and element type of `elem_bytes`.
 size_t attention_scratch_bytes(const AttentionShape& s, const AttentionChunk& c, size_t elem_bytes,

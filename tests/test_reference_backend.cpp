@@ -157,7 +157,10 @@ TEST_P(BackendOps, AttentionMatchesReference) {
 }
 
 TEST_P(BackendOps, DecodeAttentionMatchesReference) {
-  const int64_t Hq = 6, Hkv = 2, D = 12, len = 13, cache_rows = 20;
+  // A short cache, and one long enough that the CUDA kernel splits it into three key ranges
+  // (kernels/cuda/decode_attention.h) merged afterwards.
+  const int64_t Hq = 6, Hkv = 2, D = 12, cache_rows = 720;
+  for (const int64_t len : {int64_t(13), int64_t(700)})
   for (DType dt : {DType::f32, DType::bf16}) {
     const Vec q = random_normal(Hq * D, 21), kc = random_normal(cache_rows * Hkv * D, 22),
               vc = random_normal(cache_rows * Hkv * D, 23);
@@ -171,7 +174,8 @@ TEST_P(BackendOps, DecodeAttentionMatchesReference) {
       be->decode_attention(O, Q, K, V, len, Hq, Hkv);
       out[s++] = side.get(O);
     }
-    expect_close(out[0], out[1], tol(dt), std::string("decode attention ") + dname(dt));
+    expect_close(out[0], out[1], tol(dt), std::string("decode attention ") + dname(dt) + " over " +
+                                              std::to_string(len) + " keys");
   }
 }
 

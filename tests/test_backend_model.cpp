@@ -102,7 +102,14 @@ TEST_P(BackendModel, AgreesWithReferenceBackend) {
   in.positions = positions.data(), in.segments = segments.data();
 
   const bool bf = k.precision == Precision::bf16;
-  const double rel = bf ? 4e-2 : 2e-5;
+  // bf16 gradients: the CUDA backend's attention rounds the probabilities P (and dS) to bf16 for
+  // its tensor-core GEMMs, as FlashAttention does, where the CPU's tiles keep them in f32: its
+  // attention output and dV are about 0.4% of their largest value off the reference where the
+  // CPU's are exact. Through two blocks and the head that grows to 4.5-6.4% of a gradient's
+  // largest value here (relative L2 error 2-6%; the CPU backend: 1-2%, L2 1-3%), measured in the
+  // CPU-executed build on 2026-12-06. f32 runs, and each op alone (BackendOps), stay tight.
+  const bool gpu = std::get<1>(GetParam()) == "cuda";
+  const double rel = bf ? (gpu ? 8e-2 : 4e-2) : 2e-5;
   const LossSum lc = model.forward_backward(in, 0.5f), lr = ref.forward_backward(in, 0.5f);
   EXPECT_EQ(lc.count, lr.count);
   EXPECT_NEAR(lc.sum, lr.sum, (bf ? 1e-2 : 1e-5) * std::fabs(lr.sum));

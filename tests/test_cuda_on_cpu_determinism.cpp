@@ -32,7 +32,8 @@ struct Outcome {
 Outcome run_once(const ModelConfig& c, Precision precision, bool lora, Backend& backend) {
   LoraConfig lc;
   lc.enabled = lora, lc.rank = 4, lc.alpha = 8.0f;
-  lc.targets = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"};
+  lc.targets = c.model_type == "gpt2" ? std::vector<std::string>{"c_attn", "c_proj", "c_fc", "lm_head"}
+                                      : std::vector<std::string>{"q", "k", "v", "o", "gate", "up", "down", "lm_head"};
   Transformer model(c, precision, lc, true, backend);
   for (ParamStore* store : {&model.base(), &model.adapters()})
     for (Param& p : store->params()) {

@@ -17,11 +17,12 @@
 namespace mt::testing {
 namespace {
 
-// Five steps (expect_same_training's minimum) of the built-in tiny model on 4 x 32 tokens.
+// Five steps (expect_same_training's minimum) of the built-in tiny model on 2 micro-batches of
+// 2 x 32 tokens (two, so the pipeline has micro-batches to interleave), validation on 4 rows.
 const char* kRun =
     "--set train.steps=5 --set train.precision=fp32 --set train.peak_gflops=100 "
-    "--set train.batch_size=4 --set train.seq_len=32 --set train.log_every=100 "
-    "--set optim.warmup_steps=2 ";
+    "--set train.batch_size=2 --set train.grad_accum=2 --set train.seq_len=32 "
+    "--set train.eval_tokens=128 --set train.log_every=100 --set optim.warmup_steps=2 ";
 
 const std::string kCudaRun = std::string("--device cuda ") + kRun;
 
@@ -60,15 +61,6 @@ TEST_P(CudaOnCpuMesh, MatchesOneRank) {
                        train_command(c.mesh), args, "/model/model.safetensors");
 }
 
-TEST_P(CudaOnCpuMesh, LoraMatchesOneRank) {
-  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const MeshCase c = GetParam();
-  const std::string lora = kCudaRun + kLoraAllTargets;
-  expect_same_training(std::string("cuda_lora_") + c.comm + "_" + tag_of(c.mesh), cuda_one_rank(), lora,
-                       train_command(c.mesh), lora + "--set train.device_comm=" + c.comm + " ",
-                       "/adapter/adapter_model.safetensors");
-}
-
 INSTANTIATE_TEST_SUITE_P(
     Meshes, CudaOnCpuMesh,
     ::testing::Values(MeshCase{"dp=2", "nccl"}, MeshCase{"fsdp=2", "nccl"}, MeshCase{"tp=2", "nccl"},
@@ -77,6 +69,24 @@ INSTANTIATE_TEST_SUITE_P(
                       MeshCase{"pp=2", "staged"}, MeshCase{"cp=2", "staged"},
                       MeshCase{"pp=2,tp=2", "staged"}),
     [](const auto& info) { return std::string(info.param.comm) + "_" + tag_of(info.param.mesh); });
+
+// LoRA on every target, the head included, on two layouts (the adapters' gathers and sums).
+class CudaOnCpuLoraMesh : public ::testing::TestWithParam<MeshCase> {};
+
+TEST_P(CudaOnCpuLoraMesh, MatchesOneRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const MeshCase c = GetParam();
+  const std::string lora = kCudaRun + kLoraAllTargets;
+  expect_same_training(std::string("cuda_lora_") + c.comm + "_" + tag_of(c.mesh), cuda_one_rank(), lora,
+                       train_command(c.mesh), lora + "--set train.device_comm=" + c.comm + " ",
+                       "/adapter/adapter_model.safetensors");
+}
+
+INSTANTIATE_TEST_SUITE_P(Meshes, CudaOnCpuLoraMesh,
+                         ::testing::Values(MeshCase{"fsdp=2,tp=2", "nccl"}, MeshCase{"pp=2", "staged"}),
+                         [](const auto& info) {
+                           return std::string(info.param.comm) + "_" + tag_of(info.param.mesh);
+                         });
 
 }  // namespace
 }  // namespace mt::testing

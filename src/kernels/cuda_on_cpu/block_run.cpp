@@ -79,14 +79,14 @@ class BlockRun {
   struct Thread {
     GpuThread view;
     State state = State::runnable;
-    ctx::fiber fiber;  // the thread, as the runner resumes it
-    ctx::fiber back;   // the runner, as the thread returns to it
+    uint64_t shuffles = 0;  // shuffles this thread has made (which slot buffer its next uses)
+    ctx::fiber fiber;       // the thread, as the runner resumes it
+    ctx::fiber back;        // the runner, as the thread returns to it
   };
-
 
   BlockRun(const char* kernel, uint3 block_idx, dim3 grid, dim3 block, size_t dynamic_shared,
            std::mt19937_64& rng)
-      : kernel_(kernel), rng_(rng) {
+      : kernel_(kernel), rng_(rng), block_idx_(block_idx) {
     const int n = int(block.x * block.y * block.z);
     threads_.resize(size_t(n));
     for (int i = 0; i < n; ++i) {
@@ -100,14 +100,19 @@ class BlockRun {
       t.view.block = this;
     }
     warps_ = (n + kEmulatedWarpSize - 1) / kEmulatedWarpSize;
-    slots_.assign(size_t(warps_) * kEmulatedWarpSize, 0);
+    for (auto& s : slots_) s.assign(size_t(warps_) * kEmulatedWarpSize, 0);
+    warp_waiting_.assign(size_t(warps_), 0);
+    warp_done_.assign(size_t(warps_), 0);
     // Uninitialised shared memory on a GPU: NaN bytes here, so a read before a write shows.
     shared_.assign(dynamic_shared, 0xff);
-    block_idx_ = block_idx;
   }
 
+  // Runs every thread to its end. The next thread to resume is drawn at random from those ready,
+  // so between two barriers the threads interleave in a new order each time; a barrier makes its
+  // threads ready again when the last of them arrives.
   void run(const std::function<void()>& body) {
     const int n = int(threads_.size());
+    ready_.clear();
     for (int i = 0; i < n; ++i) {
       threads_[size_t(i)].fiber = ctx::fiber(std::allocator_arg, FromPool{}, [this, i, &body](ctx::fiber&& back) {
         Thread& t = threads_[size_t(i)];
@@ -116,24 +121,20 @@ class BlockRun {
         t.state = State::done;
         return std::move(t.back);
       });
+      ready_.push_back(i);
     }
-    std::vector<int> order;
-    int done = 0;
-    while (done < n) {
-      order.clear();
-      for (int i = 0; i < n; ++i)
-        if (threads_[size_t(i)].state == State::runnable) order.push_back(i);
-      std::shuffle(order.begin(), order.end(), rng_);
-      for (int i : order) {
-        Thread& t = threads_[size_t(i)];
-        tl_current = &t.view;
-        t.fiber = std::move(t.fiber).resume();
-        tl_current = nullptr;
-        if (t.state == State::done) ++done;
-        if (!fault_.empty()) throw KernelFault{fault_};
-      }
-      if (done == n) break;
-      release_barriers(done);
+    while (done_ < n) {
+      if (ready_.empty()) deadlock();
+      const size_t pick = size_t(rng_() % ready_.size());
+      const int i = ready_[pick];
+      ready_[pick] = ready_.back();
+      ready_.pop_back();
+      Thread& t = threads_[size_t(i)];
+      tl_current = &t.view;
+      t.fiber = std::move(t.fiber).resume();
+      tl_current = nullptr;
+      if (!fault_.empty()) throw KernelFault{fault_};
+      arrived(t);
     }
   }
 
@@ -148,17 +149,19 @@ class BlockRun {
                       "live lanes is usually a bug)");
     park(self, State::at_warp_barrier);
   }
+  // One warp barrier a shuffle: the slots alternate between two buffers, so a lane that has gone
+  // on to its next shuffle writes the other buffer while slower lanes still read this one (no lane
+  // can get two shuffles ahead: the next barrier waits for all).
   uint64_t shuffle(Thread* self, unsigned mask, uint64_t bits, int source) {
     const int warp = self->view.linear / kEmulatedWarpSize;
     const int lanes = lanes_of(warp);
-    slots_[size_t(warp * kEmulatedWarpSize + self->view.linear % kEmulatedWarpSize)] = bits;
+    std::vector<uint64_t>& slots = slots_[self->shuffles++ % 2];
+    slots[size_t(warp * kEmulatedWarpSize + self->view.linear % kEmulatedWarpSize)] = bits;
     wait_warp(self, mask);
     if (source < 0 || source >= lanes)
       fault(self, "a shuffle reads lane " + std::to_string(source) + " of a warp of " +
                       std::to_string(lanes) + " live lanes");
-    const uint64_t r = slots_[size_t(warp * kEmulatedWarpSize + source)];
-    wait_warp(self, mask);  // every lane has read before any lane offers its next value
-    return r;
+    return slots[size_t(warp * kEmulatedWarpSize + source)];
   }
   void* shared() { return shared_.empty() ? nullptr : shared_.data(); }
   Thread* self_of(GpuThread& view) { return &threads_[size_t(view.linear)]; }
@@ -192,43 +195,48 @@ class BlockRun {
     self->back = std::move(self->back).resume();
   }
 
-  void release_barriers(int done) {
-    const int n = int(threads_.size());
-    int at_block = 0;
-    for (const Thread& t : threads_) at_block += t.state == State::at_block_barrier;
-    bool progress = false;
-    if (at_block > 0 && at_block + done == n) {
-      if (done > 0)
-        fail_barrier("__syncthreads reached by " + std::to_string(at_block) + " of " +
-                     std::to_string(n) + " threads; the other " + std::to_string(done) +
-                     " had returned (a barrier every thread of the block must reach)");
-      for (Thread& t : threads_) t.state = State::runnable;
-      progress = true;
+  // Bookkeeping after thread t stopped (at a barrier, or at its end): completes the barriers it
+  // was the last to reach, and faults on barriers that can no longer complete.
+  void arrived(Thread& t) {
+    const int n = int(threads_.size()), warp = t.view.linear / kEmulatedWarpSize;
+    switch (t.state) {
+      case State::done: ++done_, ++warp_done_[size_t(warp)]; break;
+      case State::at_block_barrier: ++at_block_; break;
+      case State::at_warp_barrier: ++warp_waiting_[size_t(warp)]; break;
+      default: return;
     }
-    for (int w = 0; w < warps_; ++w) {
-      const int first = w * kEmulatedWarpSize, lanes = lanes_of(w);
-      int waiting = 0, finished = 0;
-      for (int l = 0; l < lanes; ++l) {
-        const State s = threads_[size_t(first + l)].state;
-        waiting += s == State::at_warp_barrier;
-        finished += s == State::done;
-      }
-      if (waiting == 0 || waiting + finished < lanes) continue;
+    // The warp's barrier: every lane that has not returned is there.
+    const int lanes = lanes_of(warp), waiting = warp_waiting_[size_t(warp)], finished = warp_done_[size_t(warp)];
+    if (waiting > 0 && waiting + finished == lanes) {
       if (finished > 0)
-        fail_barrier("warp " + std::to_string(w) + ": a shuffle or __syncwarp reached by " +
+        fail_barrier("warp " + std::to_string(warp) + ": a shuffle or __syncwarp reached by " +
                      std::to_string(waiting) + " lanes while " + std::to_string(finished) +
                      " had returned");
-      for (int l = 0; l < lanes; ++l) threads_[size_t(first + l)].state = State::runnable;
-      progress = true;
+      const int first = warp * kEmulatedWarpSize;
+      for (int l = 0; l < lanes; ++l) make_ready(first + l);
+      warp_waiting_[size_t(warp)] = 0;
     }
-    if (!progress) {
-      int at_warp = 0;
-      for (const Thread& t : threads_) at_warp += t.state == State::at_warp_barrier;
-      fail_barrier("deadlock: " + std::to_string(at_block) + " threads wait at __syncthreads, " +
-                   std::to_string(at_warp) + " at a warp shuffle or __syncwarp, " +
-                   std::to_string(done) + " returned (divergent barriers: a GPU would hang "
-                   "or misbehave)");
+    // The block's barrier: every thread that has not returned is there.
+    if (at_block_ > 0 && at_block_ + done_ == n) {
+      if (done_ > 0)
+        fail_barrier("__syncthreads reached by " + std::to_string(at_block_) + " of " +
+                     std::to_string(n) + " threads; the other " + std::to_string(done_) +
+                     " had returned (a barrier every thread of the block must reach)");
+      for (int i = 0; i < n; ++i) make_ready(i);
+      at_block_ = 0;
     }
+  }
+  void make_ready(int i) {
+    threads_[size_t(i)].state = State::runnable;
+    ready_.push_back(i);
+  }
+  [[noreturn]] void deadlock() {
+    int at_warp = 0;
+    for (int w : warp_waiting_) at_warp += w;
+    fail_barrier("deadlock: " + std::to_string(at_block_) + " threads wait at __syncthreads, " +
+                 std::to_string(at_warp) + " at a warp shuffle or __syncwarp, " +
+                 std::to_string(done_) + " returned (divergent barriers: a GPU would hang "
+                 "or misbehave)");
   }
   [[noreturn]] void fail_barrier(const std::string& what) {
     throw KernelFault{std::string(kernel_) + ": block " + dim_text(block_idx_) + ": " + what};
@@ -238,8 +246,11 @@ class BlockRun {
   std::mt19937_64& rng_;
   uint3 block_idx_{};
   std::vector<Thread> threads_;
+  std::vector<int> ready_;
+  int done_ = 0, at_block_ = 0;
+  std::vector<int> warp_waiting_, warp_done_;
   int warps_ = 0;
-  std::vector<uint64_t> slots_;
+  std::vector<uint64_t> slots_[2];
   std::vector<unsigned char> shared_;
   std::string fault_;
 };

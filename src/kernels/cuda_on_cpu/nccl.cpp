@@ -326,14 +326,17 @@ ncclResult_t issue(const std::shared_ptr<CommState>& state, cudaStream_t stream,
   std::string what = ops.size() == 1 ? kind_name(ops[0].kind) : "NCCL group";
   // The ticket is finished however the work ends, even when the runtime drops it unrun.
   struct Token {
-    std::shared_ptr<CommState> state;
-    uint64_t ticket;
-    bool ran = false;
+    Token(std::shared_ptr<CommState> s, uint64_t t) : state(std::move(s)), ticket(t) {}
+    Token(const Token&) = delete;
+    Token& operator=(const Token&) = delete;
     ~Token() {
       if (!ran) state->finish(ticket);
     }
+    std::shared_ptr<CommState> state;
+    uint64_t ticket;
+    bool ran = false;
   };
-  auto token = std::make_shared<Token>(Token{state, ticket});
+  auto token = std::make_shared<Token>(state, ticket);
   const cudaError_t e = enqueue(
       stream, std::move(what),
       [token, ops = std::move(ops)] {

@@ -18,6 +18,7 @@ TEST(CudaOnCpuNccl, NeedTheCudaOnCpuBuild) {
 #include <mpi.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -131,6 +132,33 @@ void CudaOnCpuNccl::collectives_equal_mpi(ncclComm_t comm, MPI_Comm mpi) {
     EXPECT_EQ(df.get(), f) << "the send buffer is left alone";
     EXPECT_EQ(dd.get(), wd);
     EXPECT_EQ(di.get(), wi);
+  }
+  {  // f16: small integers and halves, exact in half precision
+    std::vector<uint16_t> h(count);
+    std::vector<float> hf(count);
+    for (size_t k = 0; k < count; ++k) {
+      hf[k] = float(k) * 0.5f + float(r);
+      h[k] = uint16_t(0x3c00u);  // 1.0, overwritten below for every k
+      const int half_units = int(k) + 2 * r;  // hf[k] = half_units / 2
+      // 0.5 * u as an IEEE half, built from its bits (u < 64): exponent and 10-bit mantissa.
+      if (half_units == 0) h[k] = 0;
+      else {
+        int e = 0;
+        while ((half_units >> (e + 1)) > 0) ++e;  // u in [2^e, 2^(e+1))
+        h[k] = uint16_t(((e - 1 + 15) << 10) | (((half_units << 10) >> e) & 0x3ff));
+      }
+    }
+    Device<uint16_t> dh(h);
+    ASSERT_EQ(ncclAllReduce(dh.p, dh.p, count, ncclFloat16, ncclSum, comm, stream), ncclSuccess);
+    sync();
+    std::vector<float> want(count);
+    MPI_Allreduce(hf.data(), want.data(), int(count), MPI_FLOAT, MPI_SUM, mpi);
+    const std::vector<uint16_t> got = dh.get();
+    for (size_t k = 0; k < count; ++k) {  // decode: all values here are normal halves or zero
+      const int e = (got[k] >> 10) & 0x1f, m = got[k] & 0x3ff;
+      const float v = got[k] == 0 ? 0.0f : std::ldexp(float(1024 + m), e - 25);
+      EXPECT_EQ(v, want[k]) << k;
+    }
   }
   {  // int64 sums, the average, and bf16 (summed through f32 in rank order)
     Device<int64_t> di(i64);
@@ -317,7 +345,8 @@ TEST(CudaOnCpuNcclApi, ValuesAndRefusalsAtTheCall) {
   ASSERT_EQ(ncclCommInitRank(&one, 1, id, 0), ncclSuccess);  // one rank: no MPI at all
   EXPECT_EQ(ncclBroadcast(&x, &x, 1, ncclFloat32, 1, one, nullptr), ncclInvalidArgument);
   EXPECT_EQ(ncclSend(&x, 1, ncclFloat32, 1, one, nullptr), ncclInvalidArgument);
-  EXPECT_EQ(ncclAllReduce(&x, &x, 1, ncclFloat16, ncclSum, one, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclAllReduce(&x, &x, 1, ncclFloat32, ncclRedOp_t(9), one, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclAllReduce(&x, &x, 1, ncclDataType_t(12), ncclSum, one, nullptr), ncclInvalidArgument);
   ncclComm_t bad = nullptr;
   EXPECT_EQ(ncclCommInitRank(&bad, 2, id, 2), ncclInvalidArgument);
   EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage);

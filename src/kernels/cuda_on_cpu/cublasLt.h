@@ -12,7 +12,9 @@
 // (cuda_on_cpu::enqueue), which first checks that every matrix lies inside one device allocation,
 // that the pointers are as aligned as the preference promised, that the workspace is device memory
 // of the size given, and that D overlaps neither A nor B nor itself across batches: each of those
-// is a device fault, as the GPU's kernel would read or write out of bounds or race.
+// is a device fault, as the GPU's kernel would read or write out of bounds or race. The algorithm
+// the heuristic returns needs all the workspace the preference allowed (a real one may), and
+// CUBLASLT_LOG_LEVEL=1 prints why a call was refused, as cuBLASLt's log does.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -8,6 +8,8 @@
 #include "kernels/cuda_on_cpu/cublasLt.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -47,9 +49,11 @@ namespace {
 // What an algorithm of this emulation records (cublasLtMatmulAlgo_t::data).
 constexpr uint64_t kAlgoMagic = 0x6d744c74616c676full;  // "mtLtalgo"
 enum AlgoField { kMagic = 0, kAlignA, kAlignB, kAlignC, kAlignD, kWorkspace, kTypes };
-// The workspace the emulated algorithm asks for (never more than the preference allows): it is
-// written at every product, so a workspace overlapping an operand corrupts it here as on a GPU.
-constexpr uint64_t kAlgoWorkspace = 64 * 1024;
+// The emulated algorithm asks for all the workspace the preference allows (a real one may), so a
+// smaller workspace at cublasLtMatmul is refused as cuBLASLt refuses it. It writes the first
+// kScribbleBytes and the last 4 KiB of the workspace at every product, so a workspace that overlaps
+// an operand corrupts it here as on a GPU.
+constexpr uint64_t kScribbleBytes = 64 * 1024;
 
 const char* type_name(uint32_t t) {
   switch (t) {
@@ -128,6 +132,18 @@ cublasStatus_t check_problem(const cublasLtMatmulDescOpaque_t& d, const cublasLt
                  std::to_string(dd.rows) + " x " + std::to_string(dd.cols) + ")",
            CUBLAS_STATUS_INVALID_VALUE;
   return CUBLAS_STATUS_SUCCESS;
+}
+
+// cuBLASLt says why it refused only when asked (CUBLASLT_LOG_LEVEL); so does the emulation.
+cublasStatus_t logged(cublasStatus_t s, const char* call, const std::string& why) {
+  static const bool log = [] {
+    const char* v = std::getenv("CUBLASLT_LOG_LEVEL");
+    return v && *v && *v != '0';
+  }();
+  if (s != CUBLAS_STATUS_SUCCESS && log)
+    std::fprintf(stderr, "[cuBLASLt, CUDA on CPU] %s: %s: %s\n", call, cublasLtGetStatusName(s),
+                 why.c_str());
+  return s;
 }
 
 uint64_t types_key(const cublasLtMatmulDescOpaque_t& d, const cublasLtMatrixLayoutOpaque_t& a,
@@ -460,16 +476,18 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
   *returned = 0;
   std::string why;
   const cublasStatus_t s = check_problem(*desc, *a, *b, *c, *d, why);
-  if (s != CUBLAS_STATUS_SUCCESS) return s;
+  if (s != CUBLAS_STATUS_SUCCESS) return logged(s, "cublasLtMatmulAlgoGetHeuristic", why);
   // No algorithm reads an element from an address less aligned than the element itself.
   const uint32_t sizes[4] = {uint32_t(type_size(a->type)), uint32_t(type_size(b->type)),
                              uint32_t(type_size(c->type)), uint32_t(type_size(d->type))};
   for (int i = 0; i < 4; ++i)
-    if (pref->align[i] < sizes[i]) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (pref->align[i] < sizes[i])
+      return logged(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic",
+                    "a minimum alignment below the element size");
   cublasLtMatmulHeuristicResult_t r{};
   r.algo.data[kMagic] = kAlgoMagic;
   for (int i = 0; i < 4; ++i) r.algo.data[kAlignA + i] = pref->align[i];
-  r.algo.data[kWorkspace] = std::min<uint64_t>(pref->max_workspace, kAlgoWorkspace);
+  r.algo.data[kWorkspace] = pref->max_workspace;
   r.algo.data[kTypes] = types_key(*desc, *a, *c);
   r.workspaceSize = size_t(r.algo.data[kWorkspace]);
   r.state = CUBLAS_STATUS_SUCCESS;
@@ -489,7 +507,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   if (!desc || !la || !lb || !lc || !ld || !alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
   std::string why;
   const cublasStatus_t s = check_problem(*desc, *la, *lb, *lc, *ld, why);
-  if (s != CUBLAS_STATUS_SUCCESS) return s;
+  if (s != CUBLAS_STATUS_SUCCESS) return logged(s, "cublasLtMatmul", why);
   Product pr;
   pr.desc = *desc;
   std::memcpy(&pr.alpha, alpha, sizeof(float));  // host pointer mode: read now, f32 scale type
@@ -503,13 +521,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     // workspace (cuBLASLt: CUBLAS_STATUS_INVALID_VALUE when the size given is smaller).
     if (algo->data[kMagic] != kAlgoMagic || algo->data[kTypes] != types_key(*desc, *la, *lc))
       return CUBLAS_STATUS_INVALID_VALUE;
-    if (workspace_bytes < algo->data[kWorkspace]) return CUBLAS_STATUS_INVALID_VALUE;
+    if (workspace_bytes < algo->data[kWorkspace])
+      return logged(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul",
+                    "a workspace of " + std::to_string(workspace_bytes) + " bytes for an algorithm that needs " +
+                        std::to_string(algo->data[kWorkspace]));
     for (int i = 0; i < 4; ++i) pr.align[i] = algo->data[kAlignA + i];
-    pr.workspace_used = size_t(algo->data[kWorkspace]);
-  } else {
-    // cuBLASLt runs its own heuristic on the real pointers: nothing was promised.
-    pr.workspace_used = std::min<size_t>(workspace_bytes, kAlgoWorkspace);
-  }
+  }  // without one, cuBLASLt runs its own heuristic on the real pointers: nothing was promised
+  pr.workspace_used = std::min<size_t>(workspace_bytes, kScribbleBytes);
   pr.a = {"A", *la, A}, pr.b = {"B", *lb, B}, pr.c = {"C", *lc, C}, pr.d = {"D", *ld, D};
   pr.workspace = workspace, pr.workspace_bytes = workspace_bytes;
   pr.empty_k = (desc->transa != CUBLAS_OP_N ? la->rows : la->cols) == 0;

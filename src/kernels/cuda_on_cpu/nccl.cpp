@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <thread>
@@ -122,18 +123,41 @@ void reduce_typed(unsigned char* out, const unsigned char* blocks, int n, size_t
   }
 }
 
-void reduce_bf16(unsigned char* out, const unsigned char* blocks, int n, size_t count, ncclRedOp_t op) {
+// IEEE half <-> f32 (round to nearest even), for ncclFloat16 reductions.
+float half_to_f32(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0) return (sign ? -1.0f : 1.0f) * std::ldexp(float(mant), -24);  // zero, subnormal
+  if (exp == 31) return mt::dm::bits_float(sign | 0x7f800000u | (mant << 13));  // inf, NaN
+  return mt::dm::bits_float(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+uint16_t f32_to_half(float f) {
+  const uint32_t bits = mt::dm::float_bits(f);
+  const uint16_t sign = uint16_t((bits >> 16) & 0x8000u);
+  const uint32_t x = bits & 0x7fffffffu;
+  if (x >= 0x7f800000u) return uint16_t(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u));
+  if (x >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds past 65504: infinity
+  if (x < 0x38800000u)  // below 2^-14: a subnormal half (scaling by 2^24 is exact)
+    return uint16_t(sign | uint16_t(std::nearbyint(mt::dm::bits_float(x) * 16777216.0f)));
+  uint32_t h = ((x >> 23) - 112) << 10 | ((x >> 13) & 0x3ffu);
+  const uint32_t rest = x & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // a carry moves into the exponent
+  return uint16_t(sign | h);
+}
+
+// f16 and bf16 are reduced in f32 and rounded back after every step, as NCCL's kernels add them.
+void reduce_16(unsigned char* out, const unsigned char* blocks, int n, size_t count, ncclRedOp_t op,
+               float (*widen)(uint16_t), uint16_t (*narrow)(float)) {
   auto at = [&](int r, size_t i) {
     uint16_t b;
     std::memcpy(&b, blocks + size_t(r) * count * 2 + i * 2, 2);
-    return mt::dm::bf16_bits_to_f32(b);
+    return widen(b);
   };
   for (size_t i = 0; i < count; ++i) {
     float acc = at(0, i);
-    for (int r = 1; r < n; ++r)
-      acc = mt::dm::bf16_bits_to_f32(mt::dm::f32_to_bf16_bits(apply(op, acc, at(r, i))));
+    for (int r = 1; r < n; ++r) acc = widen(narrow(apply(op, acc, at(r, i))));
     if (op == ncclAvg) acc = acc / float(n);
-    const uint16_t b = mt::dm::f32_to_bf16_bits(acc);
+    const uint16_t b = narrow(acc);
     std::memcpy(out + i * 2, &b, 2);
   }
 }
@@ -150,8 +174,9 @@ void reduce(unsigned char* out, const unsigned char* blocks, int n, size_t count
     case ncclUint64: return reduce_typed<uint64_t>(out, blocks, n, count, op);
     case ncclFloat32: return reduce_typed<float>(out, blocks, n, count, op);
     case ncclFloat64: return reduce_typed<double>(out, blocks, n, count, op);
-    case ncclBfloat16: return reduce_bf16(out, blocks, n, count, op);
-    default: fault("NCCL: reduction of an unemulated type");  // refused at the call
+    case ncclBfloat16: return reduce_16(out, blocks, n, count, op, mt::dm::bf16_bits_to_f32, mt::dm::f32_to_bf16_bits);
+    case ncclFloat16: return reduce_16(out, blocks, n, count, op, half_to_f32, f32_to_half);
+    default: fault("NCCL: reduction of an unknown type");  // refused at the call
   }
 }
 
@@ -319,21 +344,23 @@ struct Pending {
 };
 thread_local int group_depth = 0;
 thread_local std::vector<Pending> group_ops;
-thread_local ncclResult_t group_error = ncclSuccess;
 
 ncclResult_t issue(const std::shared_ptr<CommState>& state, cudaStream_t stream, std::vector<Op> ops) {
   const uint64_t ticket = state->take_ticket();
   std::string what = ops.size() == 1 ? kind_name(ops[0].kind) : "NCCL group";
   // The ticket is finished however the work ends, even when the runtime drops it unrun.
   struct Token {
-    std::shared_ptr<CommState> state;
-    uint64_t ticket;
-    bool ran = false;
+    Token(std::shared_ptr<CommState> s, uint64_t t) : state(std::move(s)), ticket(t) {}
+    Token(const Token&) = delete;
+    Token& operator=(const Token&) = delete;
     ~Token() {
       if (!ran) state->finish(ticket);
     }
+    std::shared_ptr<CommState> state;
+    uint64_t ticket;
+    bool ran = false;
   };
-  auto token = std::make_shared<Token>(Token{state, ticket});
+  auto token = std::make_shared<Token>(state, ticket);
   const cudaError_t e = enqueue(
       stream, std::move(what),
       [token, ops = std::move(ops)] {
@@ -364,10 +391,8 @@ ncclResult_t check_common(const char* what, ncclComm_t comm, ncclDataType_t type
   return ncclSuccess;
 }
 
-ncclResult_t check_op(const char* what, ncclDataType_t type, ncclRedOp_t op) {
+ncclResult_t check_op(const char* what, ncclRedOp_t op) {
   if (op < ncclSum || op >= ncclNumOps) return refuse(ncclInvalidArgument, std::string(what) + ": unknown reduction");
-  if (type == ncclFloat16)
-    return refuse(ncclInvalidArgument, std::string(what) + ": ncclFloat16 reductions are not emulated");
   return ncclSuccess;
 }
 
@@ -379,7 +404,7 @@ using namespace mt::cuda_on_cpu::nccl;
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   if (ncclResult_t r = check_common("ncclAllReduce", comm, type, count, size_t(comm ? comm->state->size : 1))) return r;
-  if (ncclResult_t r = check_op("ncclAllReduce", type, op)) return r;
+  if (ncclResult_t r = check_op("ncclAllReduce", op)) return r;
   if (count > 0 && (!sendbuff || !recvbuff)) return refuse(ncclInvalidArgument, "ncclAllReduce: null buffer");
   return submit(comm, stream, {Kind::all_reduce, sendbuff, recvbuff, count, type, op, 0});
 }
@@ -398,7 +423,7 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   if (ncclResult_t r = check_common("ncclReduceScatter", comm, type, recvcount, size_t(comm ? comm->state->size : 1))) return r;
-  if (ncclResult_t r = check_op("ncclReduceScatter", type, op)) return r;
+  if (ncclResult_t r = check_op("ncclReduceScatter", op)) return r;
   if (recvcount > 0 && (!sendbuff || !recvbuff)) return refuse(ncclInvalidArgument, "ncclReduceScatter: null buffer");
   return submit(comm, stream, {Kind::reduce_scatter, sendbuff, recvbuff, recvcount, type, op, 0});
 }

@@ -11,8 +11,8 @@
 //     host bounce buffers, in the order the operations were issued on the communicator, whatever
 //     the stream.
 //   - Collectives: all-reduce, all-gather, reduce-scatter, broadcast, with NCCL's in-place forms;
-//     reductions are applied in rank order in the element type (bf16 through f32, rounded after
-//     each step); f16 moves but is not reduced (not emulated: ncclInvalidArgument).
+//     reductions are applied in rank order in the element type (bf16 and f16 through f32, rounded
+//     back after each step).
 //   - ncclGroupStart/End collects the calls of the calling thread; at the outermost End each
 //     communicator's calls are issued as one work: its collectives in order, then all its sends
 //     posted, then its receives, then all waited for, so exchanges cannot deadlock. Messages

@@ -71,7 +71,7 @@ TEST(CopyBoxesChild, ErrorInsideTheParallelLoopIsAnMtError) {
 
 TEST(CopyBoxes, ErrorInsideTheParallelLoopArrivesOnTheCallingThread) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::string log = fresh_temp_dir("copy_boxes_child") + "/child.log";
+  const std::string log = testing::fresh_temp_dir("copy_boxes_child") + "/child.log";
   testing::ChildProcess child(testing::WholeCommand{},
                               {"env", "OMP_NUM_THREADS=2", "MESHTRAIN_COPY_BOXES_CHILD=1", self,
                                "--gtest_filter=CopyBoxesChild.ErrorInsideTheParallelLoopIsAnMtError"},

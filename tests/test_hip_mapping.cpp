@@ -56,7 +56,8 @@ std::string code_only(const std::string& source) {
 }
 
 bool is_gpu_source(const std::string& rel) {
-  if (rel == "kernels/cuda/vendor_hip.h") return false;  // the mapping itself
+  // The vendor headers themselves (vendor_hip.h, and any other vendor's: they define the names).
+  if (rel.rfind("kernels/cuda/vendor_", 0) == 0) return false;
   const std::string ext = fs::path(rel).extension().string();
   if (ext != ".cu" && ext != ".h" && ext != ".cpp") return false;
   return rel.rfind("kernels/cuda/", 0) == 0 || rel.rfind("backend/cuda_", 0) == 0 ||

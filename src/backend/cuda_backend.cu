@@ -76,8 +76,8 @@ CudaBackend::CudaBackend(int device_index) : index_(device_index), stream_(devic
   // backend's high-water mark of allocated bytes plus a cache of 1/16 of the GPU's memory, at most
   // 2 GiB, so a step's working set (never above the mark) is reused from the pool without going to
   // the driver, while fragments and a transient peak's excess beyond the cache go back; and
-  // synchronize() trims the pool to what is in use now plus the cache (cudaMemPoolTrimTo), giving
-  // the rest back at the points where the caller waits anyway.
+  // synchronize() trims the pool to what is in use now plus the cache (its threshold lowered to
+  // that for its own synchronisation), giving the rest back where the caller waits anyway.
   cuda::check(cudaDeviceGetDefaultMemPool(&pool_, device_index), "reading the memory pool");
   size_t free_bytes = 0, total_bytes = 0;
   cuda::check(cudaMemGetInfo(&free_bytes, &total_bytes), "reading the GPU's memory size");
@@ -193,11 +193,16 @@ void CudaBackend::wait(Event ev) {
 }
 
 void CudaBackend::synchronize() {
+  // The pool gives back what it holds beyond its release threshold at a synchronisation: for this
+  // one, the threshold is what is in use plus the cache (a trim, with only the calls every
+  // runtime this builds against has), then the high-water mark's again.
+  uint64_t keep = uint64_t(in_use_ + pool_cache_);
+  cuda::check(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep),
+              "configuring the memory pool");
   cuda::check(cudaStreamSynchronize(stream()), "running the GPU's queue");
   for (auto& [id, e] : events_) cudaEventDestroy(e);  // all complete now
   events_.clear();
-  // Everything freed so far is free now: give back what the pool holds beyond the cache.
-  cuda::check(cudaMemPoolTrimTo(pool_, in_use_ + pool_cache_), "trimming the memory pool");
+  grow_pool_threshold();
 }
 
 }  // namespace mt

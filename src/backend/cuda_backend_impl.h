@@ -121,8 +121,8 @@ class CudaBackend final : public Backend {
   void check_targets(const Tensor& targets, int64_t vocab, const char* op);
 
   // The device's memory pool policy (cuda_backend.cu): its release threshold follows this
-  // backend's high-water mark plus a bounded cache, and synchronize() trims it to what is in use
-  // plus that cache.
+  // backend's high-water mark plus a bounded cache (set again by this), and synchronize() trims it
+  // to what is in use plus that cache.
   void grow_pool_threshold();
 
   int index_;

@@ -109,7 +109,6 @@ __host__ __device__ inline float mt_hip_bfloat162float(hip_bfloat16 x) { return 
 #define cudaDeviceGetDefaultMemPool hipDeviceGetDefaultMemPool
 #define cudaMemPoolSetAttribute hipMemPoolSetAttribute
 #define cudaMemPoolAttrReleaseThreshold hipMemPoolAttrReleaseThreshold
-#define cudaMemPoolTrimTo hipMemPoolTrimTo
 
 #define cudaStreamCreate hipStreamCreate
 #define cudaStreamCreateWithFlags hipStreamCreateWithFlags

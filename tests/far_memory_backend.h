@@ -25,7 +25,7 @@
 
 namespace mt::testing {
 
-class FarMemoryBackend final : public Backend {
+class FarMemoryBackend : public Backend {
  public:
   explicit FarMemoryBackend(Backend& inner = cpu_backend(), size_t capacity = size_t(4) << 30)
       : inner_(inner), capacity_(capacity) {

@@ -95,4 +95,46 @@ TEST(Layering, ModelKnowsNeitherKernelsNorTrainerNorMesh) {
   EXPECT_FALSE(allowed().at("data").count("io"));
 }
 
+// No device work from an OpenMP worker thread. A device backend issues its work from the thread
+// that owns its device and stream (cudaSetDevice runs on that thread only): an op issued from an
+// OpenMP worker would go to another device's stream, and an exception thrown there cannot leave
+// the OpenMP region (std::terminate). So OpenMP parallel regions live only where no backend call
+// can happen inside them:
+//   src/kernels/cpu            the CPU kernels (pointer loops; they call no backend)
+//   src/core                   host-memory helpers (bf16 conversion, RoPE tables); no backend
+//   src/backend/cpu_backend.cpp  the CPU backend's own copy_boxes, over its own memory; it catches
+//                              every exception inside the region and rethrows it after
+//   src/kernels/cuda_on_cpu    (if present) an emulator's threads executing a launched kernel's
+//                              blocks: the device's own execution, not host code issuing work
+// Code elsewhere that wants a batch of device work asks the backend for it in one call (e.g.
+// Backend::copy_boxes, which FSDP's gathers and reduce-scatters use). omp_* calls that only set
+// or read the thread count (the trainer, bench) are not parallel regions and are allowed.
+TEST(Layering, OpenMpRegionsOnlyWhereNoDeviceWorkIsIssued) {
+  const fs::path src = fs::path(MESHTRAIN_SOURCE_DIR) / "src";
+  const std::regex pragma_omp(R"(^\s*#\s*pragma\s+omp\b)");
+  const std::vector<std::string> allowed_prefixes = {"kernels/cpu/", "core/", "backend/cpu_backend.cpp",
+                                                     "kernels/cuda_on_cpu/"};
+  std::vector<std::string> violations;
+  int64_t regions_seen = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(src)) {
+    const std::string ext = entry.path().extension().string();
+    if (!entry.is_regular_file() || (ext != ".h" && ext != ".cpp" && ext != ".cu")) continue;
+    const std::string rel = fs::relative(entry.path(), src).generic_string();
+    bool ok = false;
+    for (const auto& p : allowed_prefixes) ok = ok || rel.rfind(p, 0) == 0;
+    std::ifstream in(entry.path());
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      if (!std::regex_search(line, pragma_omp)) continue;
+      ++regions_seen;
+      if (!ok) violations.push_back(rel + ":" + std::to_string(n) + ": " + line);
+    }
+  }
+  // The CPU kernels are full of them: a scan that saw none proves nothing.
+  EXPECT_GT(regions_seen, 20);
+  for (const auto& v : violations)
+    ADD_FAILURE() << v << "\n  (an OpenMP region outside the CPU kernels: a device backend's work must not be "
+                          "issued from its threads; see this test's comment)";
+}
+
 }  // namespace

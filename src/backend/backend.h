@@ -66,6 +66,15 @@ struct Event {
   uint64_t id = 0;
 };
 
+// One copy of Backend::copy_box, for copy_boxes.
+struct BoxCopy {
+  Tensor src;
+  TensorBox src_box;
+  Tensor dst;
+  TensorBox dst_box;
+  TensorBox region;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -225,6 +234,14 @@ class Backend {
   // src and dst are flat, one dtype.
   virtual void copy_box(const Tensor& src, const TensorBox& src_box, const Tensor& dst,
                         const TensorBox& dst_box, const TensorBox& region) = 0;
+  // Several copy_box calls at once (FSDP packs and unpacks a unit's pieces with one call): the
+  // copies' destination regions must not overlap, and they may run in any order. This default
+  // issues them one by one on the calling thread, which is what a device backend wants (its work
+  // is issued from the thread that owns its device and stream); the CPU backend spreads them over
+  // OpenMP threads. An error (mt::Error) arrives on the calling thread, as from copy_box.
+  virtual void copy_boxes(std::span<const BoxCopy> copies) {
+    for (const BoxCopy& c : copies) copy_box(c.src, c.src_box, c.dst, c.dst_box, c.region);
+  }
 
   // ---- optimizer ------------------------------------------------------------------------------
   // AdamW with decoupled decay (torch.optim.AdamW) on f32 master, grad, m, v of one tensor;

@@ -1,5 +1,7 @@
 // The CPU backend: each op checks its tensors and hands typed pointers to the kernels of
 // kernels/cpu/, which stay exactly what they were before the boundary existed (same speed).
+#include <exception>
+#include <span>
 #include <vector>
 
 #include "backend/adamw_scalars.h"
@@ -314,6 +316,27 @@ class CpuBackend final : public HostMemoryBackend {
     float_dispatch(src.dtype, [&]<class T>(T) {
       mt::copy_box(src.as<T>(), src_box, dst.as<T>(), dst_box, region);
     });
+  }
+  // The copies spread over OpenMP threads when there is enough to move (disjoint destinations, so
+  // any order is the same result). No exception may leave an OpenMP region (it would end the
+  // process in std::terminate): each copy's error is caught inside, the first one (by index, so
+  // the same one whatever the schedule) is kept and rethrown here on the calling thread.
+  void copy_boxes(std::span<const BoxCopy> copies) override {
+    const int64_t n = int64_t(copies.size());
+    int64_t elems = 0;
+    for (const BoxCopy& c : copies) elems += c.region.numel();
+    std::vector<std::exception_ptr> errors(copies.size());
+#pragma omp parallel for schedule(dynamic, 1) if (n > 1 && elems > (1 << 16))
+    for (int64_t k = 0; k < n; ++k) {
+      try {
+        const BoxCopy& c = copies[size_t(k)];
+        copy_box(c.src, c.src_box, c.dst, c.dst_box, c.region);
+      } catch (...) {
+        errors[size_t(k)] = std::current_exception();
+      }
+    }
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
   }
 
   void adamw_update(const Tensor& master, const Tensor& master16, const Tensor& grad,

@@ -1,4 +1,5 @@
 // CudaBackend's device, memory and ordering half, and make_cuda_backend.
+#include <algorithm>
 #include <cstdint>
 #include <new>
 #include <string>
@@ -16,6 +17,12 @@ namespace {
 
 // Device allocations are counted in whole 256-byte units, what the pool hands out at least.
 size_t padded(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// The most free memory the pool keeps cached beyond the backend's high-water mark (see the
+// constructor); 1/16 of the GPU's memory when that is less.
+constexpr size_t kMaxPoolCacheBytes = size_t(2) << 30;
+// The threshold follows the high-water mark in steps of this, not at every allocation.
+constexpr size_t kThresholdStepBytes = size_t(64) << 20;
 
 std::string version_name(int v) {  // 13000 -> "13.0"
   return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
@@ -62,13 +69,20 @@ CudaStream::~CudaStream() {
 }
 
 CudaBackend::CudaBackend(int device_index) : index_(device_index), stream_(device_index) {
-  // Freed blocks stay in the device's pool for the next allocation instead of going back to the
-  // driver at every synchronisation: cudaMallocAsync then is the caching allocator.
-  cudaMemPool_t pool;
-  cuda::check(cudaDeviceGetDefaultMemPool(&pool, device_index), "reading the memory pool");
-  uint64_t keep = UINT64_MAX;
-  cuda::check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
-              "configuring the memory pool");
+  // Memory policy. cudaMallocAsync draws on the device's default pool, which caches freed blocks
+  // for the next allocation up to its release threshold and returns what it holds beyond that to
+  // the driver at the next synchronisation. The threshold is never "keep everything" (ranks that
+  // share a GPU, train.share_gpu, would each hold their largest moment forever): it is this
+  // backend's high-water mark of allocated bytes plus a cache of 1/16 of the GPU's memory, at most
+  // 2 GiB, so a step's working set (never above the mark) is reused from the pool without going to
+  // the driver, while fragments and a transient peak's excess beyond the cache go back; and
+  // synchronize() trims the pool to what is in use now plus the cache (its threshold lowered to
+  // that for its own synchronisation), giving the rest back where the caller waits anyway.
+  cuda::check(cudaDeviceGetDefaultMemPool(&pool_, device_index), "reading the memory pool");
+  size_t free_bytes = 0, total_bytes = 0;
+  cuda::check(cudaMemGetInfo(&free_bytes, &total_bytes), "reading the GPU's memory size");
+  pool_cache_ = std::min(total_bytes / 16, kMaxPoolCacheBytes);
+  grow_pool_threshold();
   workspace_.resize(*this, DType::f32, int64_t(cuda::CublasLt::kWorkspaceBytes / 4));
   gemm_ = std::make_unique<cuda::CublasLt>(workspace_.data(), workspace_.bytes(), stream());
 }
@@ -95,12 +109,25 @@ void* CudaBackend::allocate(size_t bytes) {
   cuda::check(err, "allocating device memory");
   cuda::check(cudaMemsetAsync(p, 0, padded(bytes), stream()), "zeroing device memory");
   memory_stats::add(padded(bytes));
+  in_use_ += padded(bytes);
+  if (in_use_ > peak_) {
+    peak_ = in_use_;
+    if (peak_ >= threshold_peak_ + kThresholdStepBytes) grow_pool_threshold();
+  }
   return p;
+}
+
+void CudaBackend::grow_pool_threshold() {
+  threshold_peak_ = peak_;
+  uint64_t keep = uint64_t(peak_ + kThresholdStepBytes + pool_cache_);
+  cuda::check(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep),
+              "configuring the memory pool");
 }
 
 void CudaBackend::deallocate(void* p, size_t bytes) {
   if (!p) return;
   memory_stats::sub(padded(bytes));
+  in_use_ -= padded(bytes);
   cudaFreeAsync(p, stream());  // after the work already issued that reads it
 }
 
@@ -166,9 +193,16 @@ void CudaBackend::wait(Event ev) {
 }
 
 void CudaBackend::synchronize() {
+  // The pool gives back what it holds beyond its release threshold at a synchronisation: for this
+  // one, the threshold is what is in use plus the cache (a trim, with only the calls every
+  // runtime this builds against has), then the high-water mark's again.
+  uint64_t keep = uint64_t(in_use_ + pool_cache_);
+  cuda::check(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep),
+              "configuring the memory pool");
   cuda::check(cudaStreamSynchronize(stream()), "running the GPU's queue");
   for (auto& [id, e] : events_) cudaEventDestroy(e);  // all complete now
   events_.clear();
+  grow_pool_threshold();
 }
 
 }  // namespace mt

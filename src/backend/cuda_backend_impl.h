@@ -120,8 +120,17 @@ class CudaBackend final : public Backend {
   // Reads i32 targets to the host and fails on one at or past `vocab` (a kernel cannot throw).
   void check_targets(const Tensor& targets, int64_t vocab, const char* op);
 
+  // The device's memory pool policy (cuda_backend.cu): its release threshold follows this
+  // backend's high-water mark plus a bounded cache (set again by this), and synchronize() trims it
+  // to what is in use plus that cache.
+  void grow_pool_threshold();
+
   int index_;
   CudaStream stream_;
+  cudaMemPool_t pool_ = nullptr;  // the device's default pool, which cudaMallocAsync draws on
+  size_t pool_cache_ = 0;         // free bytes the pool may keep beyond what is in use
+  size_t in_use_ = 0, peak_ = 0;  // this backend's allocations (padded), now and at most
+  size_t threshold_peak_ = 0;     // the peak the release threshold was last set from
   DeviceBuffer workspace_;  // cuBLASLt's
   std::unique_ptr<cuda::CublasLt> gemm_;
   DequantScratch dequant_;

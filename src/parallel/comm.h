@@ -85,12 +85,13 @@ class Comm {
   // of this file): the twin attached with attach_device, else this group.
   Comm& device() { return device_ ? *device_ : *this; }
   bool has_device_twin() const { return device_ != nullptr; }
-  // Replaces the device twin (null: none). The twin is owned by this group and goes with it.
-  void attach_device(std::unique_ptr<Comm> twin) { device_ = std::move(twin); }
+  // Replaces the device twin (null: none). The twin goes with the last group holding it: groups
+  // with the same ranks share one (parallel/device_comms.h).
+  void attach_device(std::shared_ptr<Comm> twin) { device_ = std::move(twin); }
 
  private:
   std::string name_ = "world";
-  std::unique_ptr<Comm> device_;
+  std::shared_ptr<Comm> device_;
 };
 
 // The single-process group: every collective is a copy. Used when not launched by mpirun/srun.

@@ -3,6 +3,7 @@
 // a step. Tensor parallelism's reductions are in tensor_parallel.cpp.
 #include <chrono>
 #include <cmath>
+#include <vector>
 
 #include "core/error.h"
 #include "core/profile.h"
@@ -74,32 +75,36 @@ void ShardedModel::finish_gather(int u) {
   U.master = pool_.take<float>(size_t(U.master_elems));
   U.quant = pool_.take<uint16_t>(size_t(U.quant_words));
   const int64_t F = mesh_.shape().fsdp;
-  // Every (tensor, peer) piece lands in its own region of the unit buffer: spread over threads.
-  const int64_t pieces = int64_t(U.split.size()) * F;
-#pragma omp parallel for schedule(dynamic, 1) if (pieces > 1 && U.compute_elems + U.master_elems + U.quant_words > (1 << 16))
-  for (int64_t k = 0; k < pieces; ++k) {
-    const size_t i = size_t(k / F);
-    const int64_t f = k % F;
+  // Every (tensor, peer) piece lands in its own region of the unit buffer: one batch of box
+  // copies, issued from this thread (the backend's own: a device backend's work must not come
+  // from another thread), which the CPU backend spreads over its threads (Backend::copy_boxes).
+  std::vector<BoxCopy> copies;
+  copies.reserve(U.split.size() * size_t(F) * 3);
+  for (size_t i = 0; i < U.split.size(); ++i) {
     const ShardSlot& s = *U.split[i];
     const TensorBox whole = TensorBox::whole(s.tp_box.shape());
-    uint16_t* piece = U.recv + f * U.chunk;
-    const TensorBox& pb = s.peer_boxes[size_t(f)];
-    if (s.gather_compute)
-      backend_.copy_box(backend_.view(piece + U.chunk_compute[i], DType::bf16, 1, pb.numel()), pb,
-                        backend_.view(U.compute + U.compute_off[i], DType::bf16, 1, whole.numel()),
-                        whole, pb);
-    if (s.gather_master)
-      backend_.copy_box(backend_.view(piece + U.chunk_master[i], DType::f32, 1, pb.numel()), pb,
-                        backend_.view(U.master + U.master_off[i], DType::f32, 1, whole.numel()),
-                        whole, pb);
-    if (s.gather_quant) {
-      // Whole rows of records, moved as uint16 words (bf16 is the 16-bit element copy_box knows).
-      const int64_t w = s.words_per_row();
-      const TensorBox wb = word_box(pb, w), wwhole = word_box(whole, w);
-      backend_.copy_box(backend_.view(piece + U.chunk_quant[i], DType::bf16, 1, wb.numel()), wb,
-                        backend_.view(U.quant + U.quant_off[i], DType::bf16, 1, wwhole.numel()), wwhole, wb);
+    for (int64_t f = 0; f < F; ++f) {
+      uint16_t* piece = U.recv + f * U.chunk;
+      const TensorBox& pb = s.peer_boxes[size_t(f)];
+      if (s.gather_compute)
+        copies.push_back({backend_.view(piece + U.chunk_compute[i], DType::bf16, 1, pb.numel()), pb,
+                          backend_.view(U.compute + U.compute_off[i], DType::bf16, 1, whole.numel()),
+                          whole, pb});
+      if (s.gather_master)
+        copies.push_back({backend_.view(piece + U.chunk_master[i], DType::f32, 1, pb.numel()), pb,
+                          backend_.view(U.master + U.master_off[i], DType::f32, 1, whole.numel()),
+                          whole, pb});
+      if (s.gather_quant) {
+        // Whole rows of records, moved as uint16 words (bf16 is the 16-bit element copy_box knows).
+        const int64_t w = s.words_per_row();
+        const TensorBox wb = word_box(pb, w), wwhole = word_box(whole, w);
+        copies.push_back({backend_.view(piece + U.chunk_quant[i], DType::bf16, 1, wb.numel()), wb,
+                          backend_.view(U.quant + U.quant_off[i], DType::bf16, 1, wwhole.numel()),
+                          wwhole, wb});
+      }
     }
   }
+  backend_.copy_boxes(copies);
   for (size_t i = 0; i < U.split.size(); ++i) {
     ShardSlot& s = *U.split[i];
     s.model->compute = s.gather_compute ? U.compute + U.compute_off[i] : nullptr;
@@ -154,20 +159,22 @@ void ShardedModel::release(int u, bool grads) {
     ps->unit = &U;
     ps->send = pool_.take<float>(size_t(U.grad_chunk * F));
     ps->recv = pool_.take<float>(size_t(U.grad_chunk));
-    const int64_t pieces = int64_t(U.split.size()) * F;  // disjoint destinations, as above
-#pragma omp parallel for schedule(dynamic, 1) if (pieces > 1 && U.grad_elems > (1 << 16))
-    for (int64_t k = 0; k < pieces; ++k) {
-      const size_t i = size_t(k / F);
-      const int64_t f = k % F;
+    // Every (tensor, peer) piece into its own region of the send buffer: one batch, as above.
+    std::vector<BoxCopy> copies;
+    copies.reserve(U.split.size() * size_t(F));
+    for (size_t i = 0; i < U.split.size(); ++i) {
       const ShardSlot& s = *U.split[i];
       if (!s.trainable) continue;
-      const TensorBox& pb = s.peer_boxes[size_t(f)];
       const TensorBox whole = TensorBox::whole(s.tp_box.shape());
-      backend_.copy_box(backend_.view(U.grad + U.grad_off[i], DType::f32, 1, whole.numel()), whole,
-                        backend_.view(ps->send + f * U.grad_chunk + U.grad_chunk_off[i],
-                                      DType::f32, 1, pb.numel()),
-                        pb, pb);
+      for (int64_t f = 0; f < F; ++f) {
+        const TensorBox& pb = s.peer_boxes[size_t(f)];
+        copies.push_back({backend_.view(U.grad + U.grad_off[i], DType::f32, 1, whole.numel()), whole,
+                          backend_.view(ps->send + f * U.grad_chunk + U.grad_chunk_off[i], DType::f32, 1,
+                                        pb.numel()),
+                          pb, pb});
+      }
     }
+    backend_.copy_boxes(copies);
     ps->request = mesh_.axis(Axis::fsdp).device().ireduce_scatter_sum(ps->send, ps->recv, U.grad_chunk);
     scatters_.push_back(std::move(ps));
   }

@@ -119,6 +119,10 @@ Mesh::Mesh(Comm& world, const MeshShape& shape) : world_(world), shape_(shape) {
   }
 }
 
+Mesh::~Mesh() {
+  for (AxisSet set = (1u << kNumAxes) - 1; set >= 1; --set) groups_[set].reset();
+}
+
 std::vector<Comm*> Mesh::all_groups() {
   std::vector<Comm*> out = {&world_};
   for (AxisSet set = 1; set < (1u << kNumAxes); ++set) out.push_back(groups_[set].get());

@@ -57,6 +57,11 @@ class Mesh {
   // so no later call has to be collective. Throws (on every rank alike) when the mesh does not
   // have world.size() ranks. `world` must outlive the Mesh.
   Mesh(Comm& world, const MeshShape& shape);
+  // Drops the groups from the highest axis set down: a device twin shared by groups of the same
+  // ranks is made over the first of them (device_comms.h), which thereby outlives the others.
+  ~Mesh();
+  Mesh(const Mesh&) = delete;
+  Mesh& operator=(const Mesh&) = delete;
 
   const MeshShape& shape() const { return shape_; }
   int rank() const { return world_.rank(); }

@@ -26,6 +26,13 @@
 #if defined(__HIPCC__) && !defined(__CUDACC__)
 #define __CUDACC__ 1
 #endif
+// Likewise nvcc defines __CUDA_ARCH__ only while compiling device code, and the shared device math
+// (kernels/device_math/bf16_round.h) tests it to pick __float_as_uint over std::memcpy, which a
+// __host__ __device__ function may not call on AMD either. Its value (an sm number) means nothing
+// here and no source compares it.
+#if defined(__HIP_DEVICE_COMPILE__) && !defined(__CUDA_ARCH__)
+#define __CUDA_ARCH__ 1
+#endif
 
 // ---- types and bf16 -----------------------------------------------------------------------------
 using __nv_bfloat16 = MT_HIP_BF16;
@@ -56,6 +63,7 @@ __host__ __device__ inline float mt_hip_bfloat162float(hip_bfloat16 x) { return 
 
 #define cudaError_t hipError_t
 #define cudaSuccess hipSuccess
+#define cudaErrorMemoryAllocation hipErrorOutOfMemory
 #define cudaErrorNoDevice hipErrorNoDevice
 #define cudaErrorInsufficientDriver hipErrorInsufficientDriver
 #define cudaStream_t hipStream_t
@@ -91,10 +99,16 @@ __host__ __device__ inline float mt_hip_bfloat162float(hip_bfloat16 x) { return 
 #define cudaMemcpy2DAsync hipMemcpy2DAsync
 #define cudaMemset hipMemset
 #define cudaMemsetAsync hipMemsetAsync
+#define cudaMemset2DAsync hipMemset2DAsync
 #define cudaMemcpyHostToDevice hipMemcpyHostToDevice
 #define cudaMemcpyDeviceToHost hipMemcpyDeviceToHost
 #define cudaMemcpyDeviceToDevice hipMemcpyDeviceToDevice
 #define cudaMemcpyDefault hipMemcpyDefault
+// Stream-ordered allocation's pool (the CUDA backend's memory policy, cuda_backend.cu).
+#define cudaMemPool_t hipMemPool_t
+#define cudaDeviceGetDefaultMemPool hipDeviceGetDefaultMemPool
+#define cudaMemPoolSetAttribute hipMemPoolSetAttribute
+#define cudaMemPoolAttrReleaseThreshold hipMemPoolAttrReleaseThreshold
 
 #define cudaStreamCreate hipStreamCreate
 #define cudaStreamCreateWithFlags hipStreamCreateWithFlags
@@ -122,6 +136,7 @@ __host__ __device__ inline float mt_hip_bfloat162float(hip_bfloat16 x) { return 
 // ---- cuBLASLt -> hipBLASLt (only where a GEMM source is compiled: MESHTRAIN_HIP builds with
 // hipBLASLt installed; Debian 12's ROCm 5.2 has none, so the compile check leaves GEMM files out).
 #if __has_include(<hipblaslt/hipblaslt.h>)
+#include <hipblaslt/hipblaslt.h>
 #define MT_HAVE_HIPBLASLT 1
 #define cublasLtHandle_t hipblasLtHandle_t
 #define cublasLtCreate hipblasLtCreate
@@ -138,7 +153,7 @@ __host__ __device__ inline float mt_hip_bfloat162float(hip_bfloat16 x) { return 
 #define cublasLtMatmulPreference_t hipblasLtMatmulPreference_t
 #define cublasLtMatmulPreferenceCreate hipblasLtMatmulPreferenceCreate
 #define cublasLtMatmulPreferenceDestroy hipblasLtMatmulPreferenceDestroy
-#define cublasLtMatmulPreferenceSetAttribute hipblasLtMatmulPreferenceSetAttribute
+#define cublasLtMatmulPreferenceSetAttribute mt_hipblaslt_preference_set
 #define cublasLtMatmulAlgoGetHeuristic hipblasLtMatmulAlgoGetHeuristic
 #define cublasLtMatmulHeuristicResult_t hipblasLtMatmulHeuristicResult_t
 #define CUBLASLT_MATMUL_DESC_TRANSA HIPBLASLT_MATMUL_DESC_TRANSA
@@ -153,4 +168,35 @@ __host__ __device__ inline float mt_hip_bfloat162float(hip_bfloat16 x) { return 
 #define CUBLAS_COMPUTE_32F HIPBLAS_COMPUTE_32F
 #define CUDA_R_32F HIP_R_32F
 #define CUDA_R_16BF HIP_R_16BF
+#define cudaDataType_t hipDataType
+#define cublasOperation_t hipblasOperation_t
+#define cublasLtMatmulAlgo_t hipblasLtMatmulAlgo_t
+#define cublasLtMatmulPreferenceAttributes_t hipblasLtMatmulPreferenceAttributes_t
+// hipBLASLt has no status-name function: the code's value, named.
+inline const char* mt_hipblaslt_status_name(hipblasStatus_t s) {
+  switch (s) {
+    case HIPBLAS_STATUS_SUCCESS: return "HIPBLAS_STATUS_SUCCESS";
+    case HIPBLAS_STATUS_NOT_INITIALIZED: return "HIPBLAS_STATUS_NOT_INITIALIZED";
+    case HIPBLAS_STATUS_ALLOC_FAILED: return "HIPBLAS_STATUS_ALLOC_FAILED";
+    case HIPBLAS_STATUS_INVALID_VALUE: return "HIPBLAS_STATUS_INVALID_VALUE";
+    case HIPBLAS_STATUS_ARCH_MISMATCH: return "HIPBLAS_STATUS_ARCH_MISMATCH";
+    case HIPBLAS_STATUS_EXECUTION_FAILED: return "HIPBLAS_STATUS_EXECUTION_FAILED";
+    case HIPBLAS_STATUS_NOT_SUPPORTED: return "HIPBLAS_STATUS_NOT_SUPPORTED";
+    default: return "a hipBLASLt error";
+  }
+}
+#define cublasLtGetStatusName mt_hipblaslt_status_name
+// cuBLASLt's minimum-alignment preferences have no hipBLASLt counterpart (its heuristic reads the
+// pointers it is given): they become values past hipBLASLt's own attributes, and setting one is
+// accepted and ignored; every other preference goes to hipBLASLt.
+#define CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES static_cast<hipblasLtMatmulPreferenceAttributes_t>(1001)
+#define CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES static_cast<hipblasLtMatmulPreferenceAttributes_t>(1002)
+#define CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES static_cast<hipblasLtMatmulPreferenceAttributes_t>(1003)
+#define CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES static_cast<hipblasLtMatmulPreferenceAttributes_t>(1004)
+inline hipblasStatus_t mt_hipblaslt_preference_set(hipblasLtMatmulPreference_t pref,
+                                                   hipblasLtMatmulPreferenceAttributes_t attr,
+                                                   const void* buf, size_t size) {
+  if (int(attr) >= 1001 && int(attr) <= 1004) return HIPBLAS_STATUS_SUCCESS;
+  return hipblasLtMatmulPreferenceSetAttribute(pref, attr, buf, size);
+}
 #endif

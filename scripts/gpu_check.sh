@@ -23,14 +23,28 @@
 # step's log (<step>.log) as the step ends, and gpu_check.json (the steps so far: exit code,
 # seconds, the bench figures) rewritten after every step; 8 files in all.
 # Without a GPU it stops before the device steps, non-zero.
-# Usage: scripts/gpu_check.sh [--build-only]
+#
+# --cpu runs every step of the check here, on the CPU-executed CUDA build (docs/gpu.md "CUDA executed
+# on the CPU"): build-cuda-on-cpu/ configured with -DMESHTRAIN_CUDA_ON_CPU=ON from this machine's
+# own packages (no .debs), the steps on the emulated GPUs (two of them for the nccl step, so it
+# communicates), the benches on a one-block shape the emulator finishes, each timeout four times
+# the GPU's. It tests the script itself: its steps, timeouts, logs, $OUT files and JSON.
+# Usage: scripts/gpu_check.sh [--build-only] [--cpu]
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$(pwd)
-build_only=0
-[ "${1:-}" = "--build-only" ] && build_only=1
+build_only=0 cpu=0
+for arg in "$@"; do
+  case "$arg" in
+    --build-only) build_only=1 ;;
+    --cpu) cpu=1 ;;
+    *) echo "gpu_check: unknown argument $arg (expected --build-only or --cpu)" >&2; exit 2 ;;
+  esac
+done
+build_dir=$root/build-cuda
+[ "$cpu" = 1 ] && build_dir=$root/build-cuda-on-cpu
 
-out=$root/build-cuda/gpu_check
+out=$build_dir/gpu_check
 rm -rf "$out" && mkdir -p "$out"
 passed=0 failed=0
 results=()
@@ -64,31 +78,50 @@ die() {
   exit 1
 }
 
+if [ "$cpu" = 1 ]; then
+  # ---- the CPU-executed build: this machine's packages, the emulated GPUs ------------------------
+  mpirun_bin=mpirun
+  cmake_args=(-S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMESHTRAIN_CUDA_ON_CPU=ON)
+  [ -x "$(command -v ccache)" ] && cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  build_log=$out/build.log
+  say "configuring $build_dir (-DMESHTRAIN_CUDA_ON_CPU=ON)"
+  cmake "${cmake_args[@]}" > "$build_log" 2>&1 || { tail -30 "$build_log"; die "configure failed (log: build.log)"; }
+  say "building meshtrain and meshtrain_gpu_tests in $build_dir"
+  start=$(date +%s)
+  cmake --build "$build_dir" --target meshtrain meshtrain_gpu_tests >> "$build_log" 2>&1 ||
+    { grep -E "error|Error" "$build_log" | head -30; die "build failed (log: build.log)"; }
+  say "built in $(( $(date +%s) - start )) s"
+  publish build.log
+  [ "$build_only" = 1 ] && { say "--build-only: stopping before the device steps"; exit 0; }
+  gpus="CUDA on CPU: emulated H100s (src/kernels/cuda_on_cpu), not a GPU"
+  ngpus=2
+  say "device: $gpus"
+else
 # ---- dependencies: the fetched .debs unpacked into a prefix -----------------------------------
-prefix=$root/build-cuda/deps
-ls gpu-debs/*.deb > /dev/null 2>&1 || die "no gpu-debs/*.deb: run scripts/gpu_fetch_debs.sh where the Debian mirror is reachable, and carry gpu-debs"
-if [ ! -f "$prefix/.unpacked" ] || [ -n "$(find gpu-debs -name '*.deb' -newer "$prefix/.unpacked")" ]; then
-  rm -rf "$prefix" && mkdir -p "$prefix"
-  for deb in gpu-debs/*.deb; do dpkg -x "$deb" "$prefix" || die "dpkg -x $deb failed"; done
-  touch "$prefix/.unpacked"
-  say "unpacked $(ls gpu-debs/*.deb | wc -l) packages into $prefix"
-fi
-usr=$prefix/usr
-lib=$usr/lib/x86_64-linux-gnu
-# Open MPI and PMIx are relocatable: their prefix variables point them at the unpacked tree.
-# Debian installs PMIx under its own prefix, usr/lib/x86_64-linux-gnu/pmix2 (lib/libpmix.so.2 and
-# its plugins in lib/pmix; `dpkg -L libpmix2`), not under usr/.
-export OPAL_PREFIX=$usr PMIX_INSTALL_PREFIX=$lib/pmix2
-export PATH=$usr/bin:$PATH
-export LD_LIBRARY_PATH=$lib:$lib/openmpi/lib:$lib/pmix2/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-mpirun_bin=$usr/bin/mpirun.openmpi
-[ -d "$PMIX_INSTALL_PREFIX/lib/pmix" ] || die "PMIx is not where Debian puts it: no $PMIX_INSTALL_PREFIX/lib/pmix (is libpmix2 in gpu-debs?)"
-# NCCL: the toolkit's, else the one PyTorch's wheels bring (nvidia-nccl-cu*: nvidia.nccl is a
-# namespace package, whose __file__ is None: its directories are __path__). A directory counts only
-# when it holds include/nccl.h and lib/libnccl.so.2.
-nccl_root=""
-if [ ! -f /usr/local/cuda/include/nccl.h ]; then
-  nccl_root=$(python3 - 2> /dev/null << 'PY' || true
+  prefix=$root/build-cuda/deps
+  ls gpu-debs/*.deb > /dev/null 2>&1 || die "no gpu-debs/*.deb: run scripts/gpu_fetch_debs.sh where the Debian mirror is reachable, and carry gpu-debs"
+  if [ ! -f "$prefix/.unpacked" ] || [ -n "$(find gpu-debs -name '*.deb' -newer "$prefix/.unpacked")" ]; then
+    rm -rf "$prefix" && mkdir -p "$prefix"
+    for deb in gpu-debs/*.deb; do dpkg -x "$deb" "$prefix" || die "dpkg -x $deb failed"; done
+    touch "$prefix/.unpacked"
+    say "unpacked $(ls gpu-debs/*.deb | wc -l) packages into $prefix"
+  fi
+  usr=$prefix/usr
+  lib=$usr/lib/x86_64-linux-gnu
+  # Open MPI and PMIx are relocatable: their prefix variables point them at the unpacked tree.
+  # Debian installs PMIx under its own prefix, usr/lib/x86_64-linux-gnu/pmix2 (lib/libpmix.so.2 and
+  # its plugins in lib/pmix; `dpkg -L libpmix2`), not under usr/.
+  export OPAL_PREFIX=$usr PMIX_INSTALL_PREFIX=$lib/pmix2
+  export PATH=$usr/bin:$PATH
+  export LD_LIBRARY_PATH=$lib:$lib/openmpi/lib:$lib/pmix2/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  mpirun_bin=$usr/bin/mpirun.openmpi
+  [ -d "$PMIX_INSTALL_PREFIX/lib/pmix" ] || die "PMIx is not where Debian puts it: no $PMIX_INSTALL_PREFIX/lib/pmix (is libpmix2 in gpu-debs?)"
+  # NCCL: the toolkit's, else the one PyTorch's wheels bring (nvidia-nccl-cu*: nvidia.nccl is a
+  # namespace package, whose __file__ is None: its directories are __path__). A directory counts only
+  # when it holds include/nccl.h and lib/libnccl.so.2.
+  nccl_root=""
+  if [ ! -f /usr/local/cuda/include/nccl.h ]; then
+    nccl_root=$(python3 - 2> /dev/null << 'PY' || true
 import os
 import nvidia.nccl as m
 dirs = list(getattr(m, "__path__", []) or [])
@@ -99,57 +132,59 @@ for d in dirs:
         print(d)
         break
 PY
-)
-  [ -n "$nccl_root" ] || die "no NCCL: neither /usr/local/cuda/include/nccl.h nor PyTorch's nvidia.nccl (include/nccl.h, lib/libnccl.so.2)"
-  say "NCCL from $nccl_root"
-  export LD_LIBRARY_PATH=$nccl_root/lib:$LD_LIBRARY_PATH
+  )
+    [ -n "$nccl_root" ] || die "no NCCL: neither /usr/local/cuda/include/nccl.h nor PyTorch's nvidia.nccl (include/nccl.h, lib/libnccl.so.2)"
+    say "NCCL from $nccl_root"
+    export LD_LIBRARY_PATH=$nccl_root/lib:$LD_LIBRARY_PATH
+  fi
+  
+  # ---- configure and build ------------------------------------------------------------------------
+  # One architecture: the GPU's own (compute capability 9.0 -> 90), 90 (H100/H200) when nvidia-smi
+  # does not answer (a rehearsal of the build without a GPU).
+  arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2> /dev/null | head -1 | tr -d ' .')
+  if ! [[ "$arch" =~ ^[0-9]+$ ]]; then
+    say "no compute capability from nvidia-smi: building for sm_90"
+    arch=90
+  fi
+  jobs=$(nproc)
+  cmake_args=(-S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DMESHTRAIN_CUDA=ON
+    -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DMESHTRAIN_CUDA_ARCHITECTURES="$arch"
+    -DCMAKE_PREFIX_PATH="$usr;$lib/cmake"
+    -DCMAKE_INCLUDE_PATH="$usr/include" -DCMAKE_LIBRARY_PATH="$lib"
+    -DMPI_CXX_COMPILER="$usr/bin/mpicxx.openmpi" -DMPI_C_COMPILER="$usr/bin/mpicc.openmpi"
+    -DMPIEXEC_EXECUTABLE="$mpirun_bin")
+  # PyTorch's NCCL wheel has libnccl.so.2 but no libnccl.so for find_library: named directly.
+  [ -n "$nccl_root" ] && cmake_args+=(-DNCCL_LIB="$nccl_root/lib/libnccl.so.2" -DNCCL_INCLUDE="$nccl_root/include")
+  [ -x "$(command -v ccache)" ] && cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  build_log=$out/build.log
+  say "configuring build-cuda/ for sm_$arch"
+  cmake "${cmake_args[@]}" > "$build_log" 2>&1 || { tail -30 "$build_log"; die "configure failed (log: build.log)"; }
+  # Every dependency must come from the prefix, not from the machine: a check that this script's
+  # unpacking is what the build uses.
+  for var in DNNL_LIB TOMLPP_INCLUDE CLI11_INCLUDE; do
+    grep -q "^$var:.*=$prefix" build-cuda/CMakeCache.txt || die "configure took $var from outside $prefix: $(grep "^$var:" build-cuda/CMakeCache.txt)"
+  done
+  # Only what the steps run: meshtrain and meshtrain_tests (not the MPI tests or benchmarks).
+  say "building meshtrain and meshtrain_tests in build-cuda/ ($jobs jobs)"
+  start=$(date +%s)
+  cmake --build build-cuda -j "$jobs" --target meshtrain meshtrain_tests >> "$build_log" 2>&1 ||
+    { grep -E "error|Error" "$build_log" | head -30; die "build failed (log: build.log)"; }
+  grep -q "warning:" "$build_log" && say "the build printed warnings (see build.log)"
+  say "built in $(( $(date +%s) - start )) s"
+  publish build.log
+  [ "$build_only" = 1 ] && { say "--build-only: stopping before the device steps"; exit 0; }
+  
+  # ---- the device ---------------------------------------------------------------------------------
+  if ! command -v nvidia-smi > /dev/null; then
+    die "no NVIDIA GPU: nvidia-smi is not installed (no driver), so the device checks cannot run here"
+  fi
+  gpus=$(nvidia-smi -L 2>&1) || die "no NVIDIA GPU: nvidia-smi -L failed: $gpus"
+  [ -n "$gpus" ] || die "no NVIDIA GPU: nvidia-smi -L lists none"
+  ngpus=$(echo "$gpus" | grep -c '^GPU ')
+  [ "$ngpus" -ge 1 ] || ngpus=1
+  say "device: $gpus"
+  
 fi
-
-# ---- configure and build ------------------------------------------------------------------------
-# One architecture: the GPU's own (compute capability 9.0 -> 90), 90 (H100/H200) when nvidia-smi
-# does not answer (a rehearsal of the build without a GPU).
-arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2> /dev/null | head -1 | tr -d ' .')
-if ! [[ "$arch" =~ ^[0-9]+$ ]]; then
-  say "no compute capability from nvidia-smi: building for sm_90"
-  arch=90
-fi
-jobs=$(nproc)
-cmake_args=(-S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DMESHTRAIN_CUDA=ON
-  -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DMESHTRAIN_CUDA_ARCHITECTURES="$arch"
-  -DCMAKE_PREFIX_PATH="$usr;$lib/cmake"
-  -DCMAKE_INCLUDE_PATH="$usr/include" -DCMAKE_LIBRARY_PATH="$lib"
-  -DMPI_CXX_COMPILER="$usr/bin/mpicxx.openmpi" -DMPI_C_COMPILER="$usr/bin/mpicc.openmpi"
-  -DMPIEXEC_EXECUTABLE="$mpirun_bin")
-# PyTorch's NCCL wheel has libnccl.so.2 but no libnccl.so for find_library: named directly.
-[ -n "$nccl_root" ] && cmake_args+=(-DNCCL_LIB="$nccl_root/lib/libnccl.so.2" -DNCCL_INCLUDE="$nccl_root/include")
-[ -x "$(command -v ccache)" ] && cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
-build_log=$out/build.log
-say "configuring build-cuda/ for sm_$arch"
-cmake "${cmake_args[@]}" > "$build_log" 2>&1 || { tail -30 "$build_log"; die "configure failed (log: build.log)"; }
-# Every dependency must come from the prefix, not from the machine: a check that this script's
-# unpacking is what the build uses.
-for var in DNNL_LIB TOMLPP_INCLUDE CLI11_INCLUDE; do
-  grep -q "^$var:.*=$prefix" build-cuda/CMakeCache.txt || die "configure took $var from outside $prefix: $(grep "^$var:" build-cuda/CMakeCache.txt)"
-done
-# Only what the steps run: meshtrain and meshtrain_tests (not the MPI tests or benchmarks).
-say "building meshtrain and meshtrain_tests in build-cuda/ ($jobs jobs)"
-start=$(date +%s)
-cmake --build build-cuda -j "$jobs" --target meshtrain meshtrain_tests >> "$build_log" 2>&1 ||
-  { grep -E "error|Error" "$build_log" | head -30; die "build failed (log: build.log)"; }
-grep -q "warning:" "$build_log" && say "the build printed warnings (see build.log)"
-say "built in $(( $(date +%s) - start )) s"
-publish build.log
-[ "$build_only" = 1 ] && { say "--build-only: stopping before the device steps"; exit 0; }
-
-# ---- the device ---------------------------------------------------------------------------------
-if ! command -v nvidia-smi > /dev/null; then
-  die "no NVIDIA GPU: nvidia-smi is not installed (no driver), so the device checks cannot run here"
-fi
-gpus=$(nvidia-smi -L 2>&1) || die "no NVIDIA GPU: nvidia-smi -L failed: $gpus"
-[ -n "$gpus" ] || die "no NVIDIA GPU: nvidia-smi -L lists none"
-ngpus=$(echo "$gpus" | grep -c '^GPU ')
-[ "$ngpus" -ge 1 ] || ngpus=1
-say "device: $gpus"
 
 # ---- the checks ---------------------------------------------------------------------------------
 # step NAME TIMEOUT_S COMMAND...: runs COMMAND under its timeout, its output into $out/NAME.log;
@@ -159,6 +194,7 @@ step() {
   local name=$1 limit=$2 t0 rc secs figures=""
   shift 2
   t0=$(now_ms)
+  limit=$((limit * slow))
   timeout --kill-after=10 "$limit" bash -c "$*" > "$out/$name.log" 2>&1
   rc=$?
   secs=$(seconds $(( $(now_ms) - t0 )))
@@ -175,11 +211,18 @@ step() {
 
 # What the steps run, in one place: a mode that runs the same steps elsewhere (another build of
 # the binaries, another launcher or environment) sets these instead.
-bin=$root/build-cuda/meshtrain              # the meshtrain binary
-tests=$root/build-cuda/meshtrain_tests      # the test binary
+bin=$build_dir/meshtrain                    # the meshtrain binary
+tests=$build_dir/meshtrain_tests            # the test binary
 mpirun="$mpirun_bin --allow-run-as-root --oversubscribe"  # launches N ranks: $mpirun -n N ...
 device="--device cuda"                      # where the runs compute
-runs=$root/build-cuda/gpu_runs
+slow=1                                      # each step's timeout is its GPU limit times this
+shape="--preset llama3-8b --layers 2 --seq 2048 --batch 1 --steps 3 --peak-gflops 989000"
+if [ "$cpu" = 1 ]; then
+  tests=$build_dir/meshtrain_gpu_tests      # the CPU-executed build's tests of the CUDA backend
+  slow=4
+  shape="--preset reference --layers 1 --seq 32 --batch 1 --steps 1 --peak-gflops 989000"
+fi
+runs=$build_dir/gpu_runs
 rm -rf "$runs" && mkdir -p "$runs"
 tiny="--set train.steps=3 --set train.batch_size=4 --set train.seq_len=64 --set train.log_every=1 --set train.peak_gflops=989000"
 
@@ -209,7 +252,6 @@ else
   step nccl 90 "echo 'nccl: $ngpus ranks, one GPU each, dp=$ngpus over NCCL'; OMP_NUM_THREADS=4 $mpirun -n $ngpus $bin train $device --mesh dp=$ngpus \
     ${tiny/train.batch_size=4/train.batch_size=$((4 * ngpus))} --set train.device_comm=nccl --set output.dir=$runs/nccl"
 fi
-shape="--preset llama3-8b --layers 2 --seq 2048 --batch 1 --steps 3 --peak-gflops 989000"
 step bench-lora 120 "$bin bench $device --what lora --lora-rank 16 $shape --json $out/bench-lora.json"
 step bench-full 120 "$bin bench $device --what full $shape --json $out/bench-full.json"
 

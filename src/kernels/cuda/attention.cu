@@ -15,7 +15,7 @@ template <class T> constexpr DType dtype_of_element();
 template <> constexpr DType dtype_of_element<float>() { return DType::f32; }
 template <> constexpr DType dtype_of_element<__nv_bfloat16>() { return DType::bf16; }
 
-// One block (kThreads) per score row.
+// One block per score row, of the row's keys rounded up to a warp (at most kThreads) threads.
 //
 // Where a chunk's score rows are: batch row b, query heads h0.., query rows r0..r0+rows, keys
 // 0..keys (= the last query's position + 1: no later key is visible to any of its queries). Row
@@ -195,7 +195,7 @@ void attention_forward(CublasLt& gemm, T* out, float* lse, const T* q, const T* 
     // scores[i] = scale Q_i K^T: [rows, keys] per query head, the KV head shared (stride 0).
     gemm.gemm({rows, keys, s.D, false, true, qw, kw, keys, heads, s.D, 0, rows * keys},
               {qc, kc, w.scores, dt, DType::f32, scale, 0.0f});
-    MT_LAUNCH(softmax_rows<T>, unsigned(heads * rows), kThreads, 0, stream)(
+    MT_LAUNCH(softmax_rows<T>, unsigned(heads * rows), row_threads_warps(keys), 0, stream)(
         w.scores, static_cast<T*>(w.p), lse, segments, pos);
     check_launch("attention softmax");
     // out_i = P_i V, written into the heads' columns of out.
@@ -229,7 +229,7 @@ void attention_backward(CublasLt& gemm, T* dq, T* dk, T* dv, const T* dout, cons
     const T* vc = v + b * s.keys() * kw + kv * s.D;
     gemm.gemm({rows, keys, s.D, false, true, qw, kw, keys, heads, s.D, 0, rows * keys},
               {q + row0, kc, w.scores, dt, DType::f32, scale, 0.0f});
-    MT_LAUNCH(recompute_probabilities<T>, unsigned(heads * rows), kThreads, 0, stream)(
+    MT_LAUNCH(recompute_probabilities<T>, unsigned(heads * rows), row_threads_warps(keys), 0, stream)(
         w.scores, p, lse, segments, pos);
     check_launch("attention probabilities");
     // acc_v[i] += P_i^T dO_i
@@ -238,7 +238,7 @@ void attention_backward(CublasLt& gemm, T* dq, T* dk, T* dv, const T* dout, cons
     // dP_i = dO_i V^T
     gemm.gemm({rows, keys, s.D, false, true, qw, kw, keys, heads, s.D, 0, rows * keys},
               {dout + row0, vc, w.dp, dt, DType::f32, 1.0f, 0.0f});
-    MT_LAUNCH(softmax_backward_rows<T>, unsigned(heads * rows), kThreads, 0, stream)(w.scores, w.dp, p,
+    MT_LAUNCH(softmax_backward_rows<T>, unsigned(heads * rows), row_threads_warps(keys), 0, stream)(w.scores, w.dp, p,
                                                                               pos);
     check_launch("attention softmax backward");
     // dQ_i = scale dS_i K, into the heads' columns of dq; acc_k[i] += scale dS_i^T Q_i

@@ -34,6 +34,20 @@ inline unsigned grid_for(int64_t n, int64_t per_block = kThreads) {
   return unsigned(blocks < kMaxBlocks ? blocks : kMaxBlocks);
 }
 
+// Threads for a block that reduces over a row of n elements with block_reduce (a power of two:
+// its tree needs one) or warp_reduce's block sums (a multiple of the warp): the row's width rounded
+// up, at least one warp, at most kThreads. A short row then does not leave most of a block idle
+// through every step of its reductions.
+inline unsigned row_threads_pow2(int64_t n) {
+  unsigned t = kWarpSize;
+  while (int64_t(t) < n && t < unsigned(kThreads)) t *= 2;
+  return t;
+}
+inline unsigned row_threads_warps(int64_t n) {
+  const int64_t t = (n + kWarpSize - 1) / kWarpSize * kWarpSize;
+  return unsigned(t < kWarpSize ? kWarpSize : (t > kThreads ? kThreads : t));
+}
+
 #if MT_GPU_CODE
 // The first index and the stride of a grid-stride loop, in int64_t.
 __device__ __forceinline__ int64_t global_index() {

@@ -103,7 +103,7 @@ template <class T>
 void layernorm_forward(T* out, float* mean, float* rstd, const float* x, const float* w,
                        const float* b, int64_t N, int64_t C, float eps, cudaStream_t stream) {
   if (N <= 0) return;
-  MT_LAUNCH(layernorm_forward_rows, layernorm_row_blocks(N), kThreads, 0, stream)(out, mean, rstd, x, w,
+  MT_LAUNCH(layernorm_forward_rows, layernorm_row_blocks(N), row_threads_pow2(C), 0, stream)(out, mean, rstd, x, w,
                                                                            b, N, C, eps);
   check_launch("layernorm_forward");
 }
@@ -117,7 +117,7 @@ void layernorm_backward(float* dx, float* dw, float* db, const T* dout, const fl
                         const float* w, const float* mean, const float* rstd, int64_t N, int64_t C,
                         void* scratch, size_t scratch_bytes, cudaStream_t stream) {
   if (N <= 0 || C <= 0) return;
-  MT_LAUNCH(layernorm_backward_dx_rows, layernorm_row_blocks(N), kThreads, 0, stream)(dx, dout, x, w,
+  MT_LAUNCH(layernorm_backward_dx_rows, layernorm_row_blocks(N), row_threads_pow2(C), 0, stream)(dx, dout, x, w,
                                                                                mean, rstd, N, C);
   check_launch("layernorm_backward (dx)");
   if (!dw && !db) return;

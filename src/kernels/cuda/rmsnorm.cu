@@ -81,7 +81,7 @@ template <class T>
 void rmsnorm_forward(T* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C,
                      float eps, float offset, cudaStream_t stream) {
   if (N <= 0) return;
-  MT_LAUNCH(forward_rows, row_blocks(N), kThreads, 0, stream)(out, rstd, x, w, N, C, eps, offset);
+  MT_LAUNCH(forward_rows, row_blocks(N), row_threads_pow2(C), 0, stream)(out, rstd, x, w, N, C, eps, offset);
   check_launch("rmsnorm_forward");
 }
 
@@ -94,7 +94,7 @@ void rmsnorm_backward(float* dx, float* dw, const T* dout, const float* x, const
                       const float* rstd, int64_t N, int64_t C, float offset, void* scratch,
                       size_t scratch_bytes, cudaStream_t stream) {
   if (N <= 0 || C <= 0) return;
-  MT_LAUNCH(backward_dx_rows, row_blocks(N), kThreads, 0, stream)(dx, dout, x, w, rstd, N, C, offset);
+  MT_LAUNCH(backward_dx_rows, row_blocks(N), row_threads_pow2(C), 0, stream)(dx, dout, x, w, rstd, N, C, offset);
   check_launch("rmsnorm_backward (dx)");
   if (!dw) return;
   const size_t need = rmsnorm_backward_scratch_bytes(N, C, true);

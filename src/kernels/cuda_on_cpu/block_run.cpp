@@ -107,34 +107,41 @@ class BlockRun {
     shared_.assign(dynamic_shared, 0xff);
   }
 
-  // Runs every thread to its end. The next thread to resume is drawn at random from those ready,
-  // so between two barriers the threads interleave in a new order each time; a barrier makes its
-  // threads ready again when the last of them arrives.
+  // Runs every thread to its end. Threads start in a random order, one after another in one fiber
+  // (a "starter"), with no switch at all while none waits: a barrier-free kernel costs a call per
+  // thread. A thread that reaches a barrier keeps the fiber it runs in, and the next fresh thread
+  // starts in a new starter. The next fiber to run is drawn at random among the threads a barrier
+  // has released and a new starter, so between two barriers the threads interleave in a new order
+  // each time; a barrier makes its threads ready when the last of them arrives.
   void run(const std::function<void()>& body) {
     const int n = int(threads_.size());
+    body_ = &body;
+    fresh_.resize(size_t(n));
+    for (int i = 0; i < n; ++i) fresh_[size_t(i)] = i;
     ready_.clear();
-    for (int i = 0; i < n; ++i) {
-      threads_[size_t(i)].fiber = ctx::fiber(std::allocator_arg, FromPool{}, [this, i, &body](ctx::fiber&& back) {
-        Thread& t = threads_[size_t(i)];
-        t.back = std::move(back);
-        body();
-        t.state = State::done;
-        return std::move(t.back);
-      });
-      ready_.push_back(i);
-    }
     while (done_ < n) {
-      if (ready_.empty()) deadlock();
-      const size_t pick = size_t(rng_() % ready_.size());
-      const int i = ready_[pick];
-      ready_[pick] = ready_.back();
-      ready_.pop_back();
-      Thread& t = threads_[size_t(i)];
-      tl_current = &t.view;
-      t.fiber = std::move(t.fiber).resume();
+      const bool start = !fresh_.empty() && (ready_.empty() || rng_() % (ready_.size() + 1) == 0);
+      if (!start && ready_.empty()) deadlock();
+      ctx::fiber f;
+      if (start) {
+        f = ctx::fiber(std::allocator_arg, FromPool{}, [this](ctx::fiber&& back) { return starter(std::move(back)); });
+      } else {
+        const size_t pick = size_t(rng_() % ready_.size());
+        const int i = ready_[pick];
+        ready_[pick] = ready_.back();
+        ready_.pop_back();
+        f = std::move(threads_[size_t(i)].fiber);
+        tl_current = &threads_[size_t(i)].view;
+      }
+      running_ = -1;
+      f = std::move(f).resume();
       tl_current = nullptr;
       if (!fault_.empty()) throw KernelFault{fault_};
-      arrived(t);
+      if (f) {  // a thread waits at a barrier, in this fiber
+        Thread& t = threads_[size_t(running_)];
+        t.fiber = std::move(f);
+        arrived(t);
+      }
     }
   }
 
@@ -192,7 +199,38 @@ class BlockRun {
 
   void park(Thread* self, State s) {
     self->state = s;
+    running_ = self->view.linear;
     self->back = std::move(self->back).resume();
+  }
+
+  // A starter fiber: runs fresh threads, drawn at random, until one waits at a barrier (then this
+  // fiber is that thread's until it ends, when it goes on with fresh threads) or none is left.
+  ctx::fiber starter(ctx::fiber&& back) {
+    int i = take_fresh();
+    threads_[size_t(i)].back = std::move(back);
+    for (;;) {
+      Thread& t = threads_[size_t(i)];
+      tl_current = &t.view;
+      (*body_)();
+      t.state = State::done;
+      try {
+        arrived(t);
+      } catch (const KernelFault& f) {
+        fault_ = f.message;
+        return std::move(t.back);
+      }
+      const int next = fresh_.empty() ? -1 : take_fresh();
+      if (next < 0) return std::move(t.back);
+      threads_[size_t(next)].back = std::move(t.back);
+      i = next;
+    }
+  }
+  int take_fresh() {
+    const size_t pick = size_t(rng_() % fresh_.size());
+    const int i = fresh_[pick];
+    fresh_[pick] = fresh_.back();
+    fresh_.pop_back();
+    return i;
   }
 
   // Bookkeeping after thread t stopped (at a barrier, or at its end): completes the barriers it
@@ -246,7 +284,10 @@ class BlockRun {
   std::mt19937_64& rng_;
   uint3 block_idx_{};
   std::vector<Thread> threads_;
-  std::vector<int> ready_;
+  std::vector<int> ready_;  // released by a barrier, waiting to be resumed
+  std::vector<int> fresh_;  // not started
+  const std::function<void()>* body_ = nullptr;
+  int running_ = -1;  // the thread that last parked
   int done_ = 0, at_block_ = 0;
   std::vector<int> warp_waiting_, warp_done_;
   int warps_ = 0;

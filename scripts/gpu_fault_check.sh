@@ -7,7 +7,7 @@
 #
 # A patch's header (before its first "diff --git") says what it breaks and which tests should catch it:
 #   # fault: a __syncthreads removed from the block reduction
-#   # tests: ^gpu\.Backends/BackendOps\..*/cuda$
+#   # tests: ^gpu\.Backends/BackendOps\..*/cuda   (a ctest -R regex; ctest names end in "# GetParam() = ...")
 # Usage: scripts/gpu_fault_check.sh [--build DIR] [PATCH...]   (default: build-cuda-on-cpu, every patch)
 # Prints one line per fault (CAUGHT or MISSED, with the tests that failed) and ends with
 # "N passed, N failed" (a fault caught is a pass). Needs the build configured with

@@ -66,7 +66,9 @@ for patch in "${patches[@]}"; do
     continue
   fi
   ctest --test-dir "$build" -R "$tests" --timeout 300 -j2 > "$logs/$name.test.log" 2>&1
-  failed=$(sed -nE 's/^[[:space:]]*[0-9]+ - (.*) \(.*\)$/\1/p' "$logs/$name.test.log" | sort -u | tr '\n' ' ')
+  # The failed tests' names, without the "  # GetParam() = ..." that ctest appends to parameterized ones.
+  failed=$(sed -nE 's/^[[:space:]]*[0-9]+ - (.*) \(.*\)$/\1/p' "$logs/$name.test.log" | sed 's/  # GetParam.*//' |
+           sort -u | tr '\n' ' ')
   ran=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\2/p' "$logs/$name.test.log")
   secs=$(( $(date +%s) - start ))
   if [ -n "$failed" ]; then

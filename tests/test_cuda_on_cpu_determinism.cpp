@@ -43,9 +43,10 @@ Outcome run_once(const ModelConfig& c, Precision precision, bool lora, Backend& 
         for (float& x : v) x += 1.0f;
       store->set_values(p, v.data());
     }
-  // Rows of 40 tokens: attention's longer rows take two warps, whose sums are combined (one warp
-  // would leave an order-dependent combination of warps nothing to order).
-  auto batch = tiny_batch(c.vocab_size, 5, 2, 40);
+  // Rows of 100 tokens: attention's longer rows take up to four warps, whose sums are combined
+  // (with one or two warps an order-dependent combination would have nothing to reorder: a + b is
+  // b + a).
+  auto batch = tiny_batch(c.vocab_size, 5, 2, 100);
   Outcome o;
   o.loss = model.forward_backward(batch.input(), 0.5f).sum;
   ParamStore& t = model.trainable();
@@ -77,7 +78,7 @@ TEST_P(CudaDeterminism, ForwardBackwardAndStepRepeatBitForBit) {
   const test::AvailableBackend cuda = test::available_backend("cuda");
   ASSERT_NE(cuda.backend, nullptr) << cuda.why_not;
   ModelConfig c = family_config(GetParam());
-  c.max_position_embeddings = 64;
+  c.max_position_embeddings = 128;
   for (Precision precision : {Precision::fp32, Precision::bf16})
     for (bool lora : {false, true}) {
       const std::string what = GetParam() + (precision == Precision::bf16 ? " bf16" : " fp32") +

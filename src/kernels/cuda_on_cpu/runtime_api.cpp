@@ -56,6 +56,17 @@ std::shared_ptr<EventState> event_handle(cudaEvent_t e) {
   return it == ev.live.end() ? nullptr : it->second;
 }
 
+// The stream and sequence number of an event's last record (null stream: never recorded), as of
+// now: CUDA's event calls act on the record made before them.
+struct Record {
+  std::shared_ptr<Stream> stream;
+  uint64_t seq = 0;
+};
+Record last_record(EventState& ev) {
+  std::lock_guard<std::mutex> lock(ev.mutex);
+  return {ev.stream, ev.seq};
+}
+
 bool valid_device(int d) { return d >= 0 && d < device_count(); }
 
 // What a copy really is: the kind given must match where the pointers live.
@@ -368,12 +379,9 @@ cudaError_t cudaStreamQuery(cudaStream_t s) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
   std::shared_ptr<EventState> ev = event_handle(e);
   if (!ev) return set_error(cudaErrorInvalidResourceHandle);
-  std::shared_ptr<Stream> other;
-  uint64_t seq = 0;
-  {
-    std::lock_guard<std::mutex> lock(ev->mutex);
-    other = ev->stream, seq = ev->seq;  // the record as of this call, as CUDA takes it
-  }
+  const Record r = last_record(*ev);  // the record as of this call, as CUDA takes it
+  const std::shared_ptr<Stream> other = r.stream;
+  const uint64_t seq = r.seq;
   if (!other) return cudaSuccess;  // never recorded: nothing to wait for
   std::shared_ptr<Stream> st = stream_handle(s);
   if (other == st) return cudaSuccess;
@@ -420,29 +428,20 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   std::shared_ptr<EventState> ev = event_handle(e);
   if (!ev) return set_error(cudaErrorInvalidResourceHandle);
-  std::shared_ptr<Stream> st;
-  uint64_t seq;
-  {
-    std::lock_guard<std::mutex> lock(ev->mutex);
-    st = ev->stream, seq = ev->seq;
-  }
-  if (!st) return cudaSuccess;
-  st->wait_for(seq);
+  const Record r = last_record(*ev);
+  if (!r.stream) return cudaSuccess;
+  const std::shared_ptr<Stream>& st = r.stream;
+  st->wait_for(r.seq);
   return device_faulted(st->device()) ? cudaErrorLaunchFailure : cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t e) {
   std::shared_ptr<EventState> ev = event_handle(e);
   if (!ev) return set_error(cudaErrorInvalidResourceHandle);
-  std::shared_ptr<Stream> st;
-  uint64_t seq;
-  {
-    std::lock_guard<std::mutex> lock(ev->mutex);
-    st = ev->stream, seq = ev->seq;
-  }
-  if (!st) return cudaSuccess;
-  st->release(seq);
-  return st->has_run(seq) ? cudaSuccess : cudaErrorNotReady;
+  const Record r = last_record(*ev);
+  if (!r.stream) return cudaSuccess;
+  r.stream->release(r.seq);
+  return r.stream->has_run(r.seq) ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {

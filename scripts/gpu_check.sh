@@ -82,7 +82,9 @@ if [ "$cpu" = 1 ]; then
   # ---- the CPU-executed build: this machine's packages, the emulated GPUs ------------------------
   mpirun_bin=mpirun
   cmake_args=(-S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMESHTRAIN_CUDA_ON_CPU=ON)
-  [ -x "$(command -v ccache)" ] && cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  # ccache for a new build directory only: changing the launcher of one already built (by .ci/run,
+  # say) would recompile all of it.
+  [ -x "$(command -v ccache)" ] && [ ! -f "$build_dir/CMakeCache.txt" ] && cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   build_log=$out/build.log
   say "configuring $build_dir (-DMESHTRAIN_CUDA_ON_CPU=ON)"
   cmake "${cmake_args[@]}" > "$build_log" 2>&1 || { tail -30 "$build_log"; die "configure failed (log: build.log)"; }

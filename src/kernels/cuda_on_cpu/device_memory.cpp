@@ -205,14 +205,4 @@ bool pinned_free(void* p) {
   return true;
 }
 
-bool is_pinned(const void* p, size_t bytes) {
-  Memory& m = memory();
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  std::lock_guard<std::mutex> lock(m.mutex);
-  auto it = m.pinned.upper_bound(a);
-  if (it == m.pinned.begin()) return false;
-  --it;
-  return a >= it->first && a + bytes <= it->first + it->second;
-}
-
 }  // namespace mt::cuda_on_cpu

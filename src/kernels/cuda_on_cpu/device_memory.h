@@ -33,7 +33,6 @@ size_t device_capacity();
 // it is tracked so that cudaFreeHost refuses what cudaMallocHost did not return.
 void* pinned_allocate(size_t bytes);
 bool pinned_free(void* p);
-bool is_pinned(const void* p, size_t bytes);
 
 // Lets the calling thread touch device memory (stream workers), or forbids it again.
 void allow_device_access(bool allowed);

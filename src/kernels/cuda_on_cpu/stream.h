@@ -27,7 +27,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
   // Queues work; returns its sequence number (1, 2, ...).
   uint64_t push(std::string what, std::function<void()> work, Release release);
-  // Lets the worker run everything up to `seq` (all when 0... never: pass last()).
+  // Lets the worker run everything up to `seq` (last() for all of it).
   void release(uint64_t seq);
   // Releases up to `seq` and blocks until it has run.
   void wait_for(uint64_t seq);

@@ -8,6 +8,7 @@
 #include "backend/dequant_scratch.h"
 #include "backend/host_memory_backend.h"
 #include "backend/tensor_checks.h"
+#include "core/progress_hook.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/bias.h"
@@ -40,6 +41,7 @@ class CpuBackend final : public HostMemoryBackend {
   void matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
               float alpha, bool accumulate) override {
     on_device(c, "matmul"), on_device(a, "matmul"), on_device(b, "matmul");
+    progress_hook::poll();  // communication in flight moves between the long ops (comm progress "ops")
     // A 4-bit frozen weight: dequantised into the scratch in a's dtype, then the usual GEMM.
     if (b.dtype == DType::nf4) return matmul(c, a, trans_a, scratch_(*this, b, a.dtype), trans_b, alpha, accumulate);
     const MatmulDims d = matmul_dims(c, a, trans_a, b, trans_b);
@@ -57,6 +59,7 @@ class CpuBackend final : public HostMemoryBackend {
   void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                          const Tensor& v, const Tensor& segments,
                          const AttentionDims& d) override {
+    progress_hook::poll();
     check_attention(d, out, lse, q, k, v, segments, device(), "attention_forward");
     float_dispatch(q.dtype, [&]<class T>(T) {
       mt::attention_forward(out.as<T>(), lse.as<float>(), q.as<T>(), k.as<T>(), v.as<T>(),
@@ -67,6 +70,7 @@ class CpuBackend final : public HostMemoryBackend {
                           const Tensor& dout, const Tensor& out, const Tensor& lse,
                           const Tensor& q, const Tensor& k, const Tensor& v,
                           const Tensor& segments, const AttentionDims& d) override {
+    progress_hook::poll();
     check_attention(d, out, lse, q, k, v, segments, device(), "attention_backward");
     same_layout(dq, q, "attention_backward"), same_layout(dout, q, "attention_backward");
     same_layout(dk, k, "attention_backward"), same_layout(dv, v, "attention_backward");

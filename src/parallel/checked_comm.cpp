@@ -178,6 +178,13 @@ Request CheckedComm::iall_gather_bytes(const void* in, void* out, int64_t n, int
   return std::make_unique<CheckedRequest>(std::move(inner), recorder(), r);
 }
 
+Request CheckedComm::iall_reduce_sum(float* data, int64_t n) {
+  const CollectiveRecord r = begin(CollectiveOp::all_reduce_sum, ElemKind::f32, 4, n);
+  Request inner;
+  blocking(r, [&] { inner = inner_->iall_reduce_sum(data, n); });
+  return std::make_unique<CheckedRequest>(std::move(inner), recorder(), r);
+}
+
 Request CheckedComm::ireduce_scatter_sum(const float* in, float* out, int64_t n) {
   const CollectiveRecord r = begin(CollectiveOp::reduce_scatter_sum, ElemKind::f32, 4, n);
   Request inner;

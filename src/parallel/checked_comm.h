@@ -56,6 +56,7 @@ class CheckedComm final : public Comm {
   void broadcast_bytes(void* data, int64_t bytes, int root) override;
   Request iall_gather_bytes(const void* in, void* out, int64_t n, int elem_bytes) override;
   Request ireduce_scatter_sum(const float* in, float* out, int64_t n) override;
+  Request iall_reduce_sum(float* data, int64_t n) override;
   // Numbered per group in a sequence of their own (the two ends of a message are one rank's send
   // and another's recv, so they cannot share the collectives' numbers), recorded and watched like
   // collectives; the signature checks, which are collectives of the whole group, skip them.

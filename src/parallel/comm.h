@@ -60,6 +60,9 @@ class Comm {
   virtual Request iall_gather_bytes(const void* in, void* out, int64_t n, int elem_bytes) = 0;
   Request iall_gather(const float* in, float* out, int64_t n) { return iall_gather_bytes(in, out, n, 4); }
   virtual Request ireduce_scatter_sum(const float* in, float* out, int64_t n) = 0;
+  // In place, like all_reduce_sum (gradient buckets). This default completes at once; groups
+  // over a transport that can overlap it (MPI, NCCL) override it.
+  virtual Request iall_reduce_sum(float* data, int64_t n);
 
   // Point to point (pipeline stages): `bytes` from this rank to rank `peer` of the group, matched
   // by the peer's recv with this rank and the same tag; messages between two ranks with one tag
@@ -117,6 +120,22 @@ class LocalComm final : public Comm {
   std::unique_ptr<Comm> split(int color, int key) override;
   [[noreturn]] void abort(int code) override;
 };
+
+// How MPI's non-blocking operations move while the ranks compute (parallel/mpi_progress.h): a
+// communication thread tests them, the long compute ops test them at their start, or only the
+// waits move them. Process-wide; applies to operations issued afterwards.
+enum class CommProgress { off, thread, ops };
+// "off", "thread" or "ops"; mt::Error otherwise.
+CommProgress parse_comm_progress(const std::string& name);
+const char* comm_progress_name(CommProgress mode);
+// mt::Error when MPI runs and cannot give the mode what it needs (thread: MPI_THREAD_MULTIPLE).
+void set_comm_progress(CommProgress mode);
+// What the engine did since the process started: tests of the requests in flight, and how many
+// requests completed in such a test (moved while the rank computed) or only in their wait.
+struct ProgressCounters {
+  int64_t polls = 0, completed_by_poll = 0, completed_in_wait = 0;
+};
+ProgressCounters comm_progress_counters();
 
 // True when this process was started by a launcher that gives it a rank: mpirun/mpiexec
 // (OMPI_COMM_WORLD_RANK and _SIZE, PMI_SIZE, PMIX_RANK) or srun (SLURM_PROCID and

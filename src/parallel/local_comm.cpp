@@ -14,6 +14,13 @@ struct DoneRequest final : CommRequest {
 
 }  // namespace
 
+// Groups whose transport cannot overlap an all-reduce (a one-rank group, staged copies) complete
+// it at the call.
+Request Comm::iall_reduce_sum(float* data, int64_t n) {
+  all_reduce_sum(data, n);
+  return std::make_unique<DoneRequest>();
+}
+
 void LocalComm::all_gather_bytes(const void* in, void* out, int64_t n, int elem_bytes) {
   if (in != out) std::memmove(out, in, size_t(n) * size_t(elem_bytes));
 }

@@ -120,6 +120,11 @@ class NcclComm final : public Comm {
                  "ncclAllGather");
     });
   }
+  Request iall_reduce_sum(float* data, int64_t n) override {
+    return collective([&] {
+      check_nccl(ncclAllReduce(data, data, size_t(n), ncclFloat32, ncclSum, comm_, stream_), "ncclAllReduce");
+    });
+  }
   Request ireduce_scatter_sum(const float* in, float* out, int64_t n) override {
     return collective([&] {
       check_nccl(ncclReduceScatter(in, out, size_t(n), ncclFloat32, ncclSum, comm_, stream_),

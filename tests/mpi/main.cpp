@@ -5,9 +5,11 @@
 
 #include <cstdio>
 
+#include "parallel/comm.h"
+
 int main(int argc, char** argv) {
-#if defined(MESHTRAIN_CUDA_ON_CPU)
-  // The CUDA-on-CPU build's NCCL calls MPI from stream worker threads (parallel/mpi_comm.cpp).
+  // MULTIPLE, as the library asks for it (parallel/mpi_comm.cpp): the progress engine's thread and
+  // the CUDA-on-CPU build's NCCL call MPI beside the main thread.
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   if (provided < MPI_THREAD_MULTIPLE) {
@@ -15,9 +17,6 @@ int main(int argc, char** argv) {
                  provided);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-#else
-  MPI_Init(&argc, &argv);
-#endif
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -28,6 +27,7 @@ int main(int argc, char** argv) {
   int failed = RUN_ALL_TESTS() != 0;
   int any = 0;
   MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  mt::parallel::set_comm_progress(mt::parallel::CommProgress::off);  // its thread calls MPI
   MPI_Finalize();
   return any;
 }

@@ -24,6 +24,8 @@ class DataParallel final : public GradientSync {
   bool splits() const { return group_.size() > 1 || tokens_.size() > group_.size(); }
   // Whether sums go over more than this rank.
   bool sums() const { return tokens_.size() > 1; }
+  // The ranks that sum counts, losses and gradients (dp x fsdp x cp).
+  Comm& tokens() { return tokens_; }
   // This rank's rows of a batch, [rank * B / n, (rank + 1) * B / n), and of those its share of
   // every row under context parallelism. mt::Error unless n divides B (or 2 cp the row length).
   PackedBatch slice(const PackedBatch& full) const;

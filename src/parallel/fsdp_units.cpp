@@ -9,6 +9,7 @@
 #include "core/profile.h"
 #include "parallel/sharded_model.h"
 #include "parallel/fsdp_units.h"
+#include "parallel/replica_gradients.h"
 
 namespace mt::parallel {
 
@@ -157,6 +158,7 @@ void ShardedModel::release(int u, bool grads) {
     const int64_t F = mesh_.shape().fsdp;
     auto ps = std::make_unique<PendingScatter>();
     ps->unit = &U;
+    ps->index = u;
     ps->send = pool_.take<float>(size_t(U.grad_chunk * F));
     ps->recv = pool_.take<float>(size_t(U.grad_chunk));
     // Every (tensor, peer) piece into its own region of the send buffer: one batch, as above.
@@ -178,11 +180,15 @@ void ShardedModel::release(int u, bool grads) {
     ps->request = mesh_.axis(Axis::fsdp).device().ireduce_scatter_sum(ps->send, ps->recv, U.grad_chunk);
     scatters_.push_back(std::move(ps));
   }
+  const bool scattering = U.grad_chunk > 0;
   for (auto* s : U.split)
     if (s->trainable) s->model->grad = nullptr;
   pool_.give(U.grad);
   U.grad = nullptr;
   U.has_grads = false;
+  // Gradients read in place (not split over fsdp) are this micro-batch's whole share now; split
+  // ones once their reduce-scatter lands (complete_scatters).
+  if (dp_buckets_ && !scattering) dp_buckets_->unit_done(u, trainable_shards().grad_data());
 }
 
 void ShardedModel::complete_scatters() {
@@ -202,18 +208,34 @@ void ShardedModel::complete_scatters() {
     }
     pool_.give(ps->send);
     pool_.give(ps->recv);
+    if (dp_buckets_) dp_buckets_->unit_done(ps->index, trainable_shards().grad_data());
   }
   scatters_.clear();
+}
+
+void ShardedModel::set_dp_buckets(int64_t bytes) {
+  dp_buckets_.reset();
+  ParamStore& params = trainable_shards();
+  if (mesh_.shape().dp * mesh_.shape().cp == 1 || params.trainable_numel() == 0) return;
+  dp_buckets_ = std::make_unique<GradientBuckets>(
+      mesh_.group(axis_bit(Axis::dp) | axis_bit(Axis::cp)).device(), unit_grad_ranges(params, full_), bytes);
+}
+
+std::string ShardedModel::describe_gradient_reduction() const {
+  return dp_buckets_ ? dp_buckets_->describe() : std::string();
+}
+
+void ShardedModel::begin_step(int64_t micro_batches) {
+  if (dp_buckets_) dp_buckets_->begin_step(micro_batches);
 }
 
 void ShardedModel::finish_gradients() {
   complete_scatters();
   MT_PROFILE("gradient all-reduce");
   ParamStore& params = trainable_shards();
-  // Replicas over dp and cp (each saw other tokens) sum their whole gradients.
-  if (mesh_.shape().dp * mesh_.shape().cp > 1 && params.trainable_numel() > 0)
-    mesh_.group(axis_bit(Axis::dp) | axis_bit(Axis::cp)).device().all_reduce_sum(params.grad_data(),
-                                                                                  params.trainable_numel());
+  // Replicas over dp and cp (each saw other tokens) sum their whole gradients: the buckets the
+  // backward did not finish, then the wait for all of them.
+  if (dp_buckets_) dp_exposed_s_ += dp_buckets_->finish(params.grad_data());
   // Blocks summed over a further axis: unsplit over fsdp (each fsdp rank saw other rows), and
   // partial sums over tp. Packed so each axis costs one collective.
   auto reduce_where = [&](Axis axis, auto&& pick) {

@@ -34,6 +34,7 @@ struct ShardedModel::Unit {
 
 struct ShardedModel::PendingScatter {
   Unit* unit = nullptr;
+  int index = 0;  // the unit's number
   float* send = nullptr;  // pool blocks
   float* recv = nullptr;
   Request request;

@@ -13,6 +13,8 @@ namespace mt {
 class GradientSync {
  public:
   virtual ~GradientSync() = default;
+  // Before a step's first micro-batch (gradient buckets count the backward passes to come).
+  virtual void begin_step(int64_t micro_batches) {}
   virtual int64_t sum_count(int64_t local) = 0;
   virtual double sum_loss(double local) = 0;
   // `params` is what the optimizer updates (this rank's shards, or the whole trainable store).

@@ -72,6 +72,7 @@ ShardedModel::ShardedModel(Mesh& mesh, const ModelConfig& full, Precision precis
   build_slots(rules);
   build_units();
   point_model_at_shards();
+  set_dp_buckets(0);
   model_->set_parallel(this);
 }
 

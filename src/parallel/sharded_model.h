@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "parallel/gradient_buckets.h"
 #include "parallel/mesh.h"
 #include "parallel/layout.h"
 #include "parallel/partition.h"
@@ -114,10 +115,20 @@ class ShardedModel final : public ModelParallel {
   double grad_norm();
   // Seconds spent waiting for the FSDP gathers and reduce-scatters since the last reset (the
   // communication compute did not hide).
-  double exposed_comm_seconds() const { return exposed_s_; }
-  void reset_comm_stats() { exposed_s_ = 0.0; }
+  double exposed_comm_seconds() const { return exposed_s_ + dp_exposed_s_; }
+  void reset_comm_stats() { exposed_s_ = 0.0, dp_exposed_s_ = 0.0; }
   // Off: every unit is gathered when needed (only to measure what prefetching hides).
   void set_prefetch(bool on) { prefetch_ = on; }
+  // The sum over dp and cp replicas in buckets of about `bytes` of this rank's gradient shards,
+  // each all-reduced during the last micro-batch's backward once its units' shards are final
+  // (gradient_buckets.h); 0: one all-reduce in finish_gradients. Nothing to do without replicas.
+  void set_dp_buckets(int64_t bytes);
+  std::string describe_gradient_reduction() const;
+  // Before a step's first micro-batch (the buckets count the backward passes to come).
+  void begin_step(int64_t micro_batches);
+  // Seconds spent waiting for the dp / cp gradient buckets after the backward, since the last
+  // reset (part of what exposed_comm_seconds counts).
+  double dp_exposed_seconds() const { return dp_exposed_s_; }
 
   // ModelParallel
   void acquire(int unit, bool grads, bool weights) override;
@@ -162,7 +173,9 @@ class ShardedModel final : public ModelParallel {
   int64_t vocab_begin_ = 0;
   int64_t vocab_share_rows_ = 0;  // every tp rank's vocabulary rows in the layout, padding included
   double exposed_s_ = 0.0;
+  double dp_exposed_s_ = 0.0;
   bool prefetch_ = true;
+  std::unique_ptr<GradientBuckets> dp_buckets_;  // dp x cp > 1 with trainable shards
 };
 
 }  // namespace mt::parallel

@@ -141,6 +141,15 @@ std::vector<ConfigKey> make_keys() {
       {KEY(train.fsdp_prefetch),
        .help = "FSDP: issue the next unit's all-gather before this unit computes (false: gather "
                "each unit when it is needed, to measure what prefetch hides)"},
+      {KEY(train.comm_progress), .choices = {"thread", "ops", "off"},
+       .help = "What moves non-blocking collectives (FSDP gathers and reduce-scatters, gradient "
+               "buckets, pipeline sends) while the ranks compute: a communication thread, the "
+               "compute ops at their start, or only the waits (off: to measure what overlap hides; "
+               "see docs/distributed.md, Overlap)"},
+      {KEY(train.dp_bucket_mb), .range = {.min = 0, .max = 1e6},
+       .help = "Megabytes of gradients per data-parallel all-reduce (dp and cp replicas), each "
+               "issued during the last micro-batch's backward once its gradients are final (DDP's "
+               "25 MB); 0: one all-reduce of every gradient after the backward"},
       {KEY(train.collective_timeout), .range = kNonNegative,
        .help = "Seconds a rank may wait in one collective before the watchdog names what each "
                "rank is stuck in and ends the job; 0: no watchdog (see docs/distributed.md)"},

@@ -1,5 +1,7 @@
 #include "train/placed_model.h"
 
+#include <cmath>
+
 #include "core/crc32c.h"
 #include "core/error.h"
 #include "io/model_files.h"
@@ -22,6 +24,7 @@ class ShardedSync final : public GradientSync {
       : dp_(dp), losses_(losses), model_(model) {}
   int64_t sum_count(int64_t local) override { return dp_.sum_count(local); }
   double sum_loss(double local) override { return losses_.sum_loss(local); }
+  void begin_step(int64_t micro_batches) override { model_.begin_step(micro_batches); }
   void sum_gradients(ParamStore&) override { model_.finish_gradients(); }
   double grad_norm(const ParamStore&) override { return model_.grad_norm(); }
 
@@ -73,6 +76,7 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
     if (cfg.model_path.empty()) sharded_->init_weights(tc.seed);
     else sharded_->load_weights(cfg.model_path, tc.seed, mesh.rank() == 0 ? &log : nullptr);
     sharded_->set_prefetch(tc.fsdp_prefetch);
+    sharded_->set_dp_buckets(std::llround(double(tc.dp_bucket_mb) * 1e6));
     const std::string padding = parallel::vocab_padding_note(shape.vocab_size, m.tp);
     if (!padding.empty()) log << "tensor parallelism: " << padding << "\n";
   } else {
@@ -99,8 +103,15 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
         << " schedule; rank 0 is "
         << pipeline_->describe_stage() << "\n";
   }
-  if (sharded_)
+  if (sharded_) {
     sync_ = std::make_unique<ShardedSync>(dp_, stages_and_replicas_ ? *stages_and_replicas_ : dp_, *sharded_);
+  } else if (dp_.sums()) {
+    auto replica = std::make_unique<parallel::ReplicaGradients>(dp_, whole_->trainable(), whole_->config(),
+                                                                std::llround(double(tc.dp_bucket_mb) * 1e6));
+    whole_->set_parallel(replica.get());
+    replica_ = replica.get();
+    sync_ = std::move(replica);
+  }
   // Before any step: replicas that loaded different values would drift apart silently.
   parallel::require_equal_replicas(mesh.world(), held_blocks());
 }
@@ -129,9 +140,22 @@ std::vector<parallel::HeldBlock> PlacedModel::held_blocks() {
 
 PlacedModel::~PlacedModel() = default;
 
-GradientSync* PlacedModel::sync() {
-  if (sync_) return sync_.get();
-  return dp_.sums() ? &dp_ : nullptr;
+GradientSync* PlacedModel::sync() { return sync_.get(); }
+
+std::string PlacedModel::describe_gradient_reduction() const {
+  if (replica_) return replica_->describe();
+  return sharded_ ? sharded_->describe_gradient_reduction() : std::string();
+}
+
+double PlacedModel::exposed_comm_seconds() const {
+  if (replica_) return replica_->exposed_seconds();
+  return sharded_ ? sharded_->exposed_comm_seconds() : 0.0;
+}
+
+void PlacedModel::reset_comm_stats() {
+  if (sharded_) sharded_->reset_comm_stats();
+  if (replica_) replica_->reset_stats();
+  if (pipeline_) pipeline_->reset_total_timing();
 }
 
 std::vector<HeldTensor> PlacedModel::held_tensors(AdamW& optimizer) {

@@ -19,6 +19,7 @@
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "parallel/gradient_sync.h"
+#include "parallel/replica_gradients.h"
 #include "train/run_config.h"
 
 namespace mt {
@@ -60,12 +61,12 @@ class PlacedModel {
   // Every block of every tensor (base and adapters) this rank holds, with the CRC32C of its
   // values: what ranks holding the same block compare at start (parallel/replica_agreement.h).
   std::vector<parallel::HeldBlock> held_blocks();
-  // Seconds blocked in FSDP collectives since the last reset (0 when not sharded).
-  double exposed_comm_seconds() const { return sharded_ ? sharded_->exposed_comm_seconds() : 0.0; }
-  void reset_comm_stats() {
-    if (sharded_) sharded_->reset_comm_stats();
-    if (pipeline_) pipeline_->reset_total_timing();
-  }
+  // Seconds blocked waiting for FSDP's collectives and the data-parallel gradient buckets since
+  // the last reset (0 on one rank).
+  double exposed_comm_seconds() const;
+  void reset_comm_stats();
+  // How data-parallel gradients are reduced (buckets), for the log; "" when nothing is summed.
+  std::string describe_gradient_reduction() const;
 
  private:
   const RunConfig& cfg_;
@@ -74,6 +75,7 @@ class PlacedModel {
   std::unique_ptr<Transformer> whole_;
   std::unique_ptr<parallel::ShardedModel> sharded_;
   std::unique_ptr<GradientSync> sync_;
+  parallel::ReplicaGradients* replica_ = nullptr;  // sync_ of whole replicas (dp and cp only)
   std::unique_ptr<parallel::DataParallel> stages_and_replicas_;  // pp x dp x fsdp x cp: sums losses
   std::unique_ptr<parallel::ContextParallel> context_;           // cp > 1: attention over whole rows
   std::unique_ptr<parallel::Pipeline> pipeline_;

@@ -50,6 +50,13 @@ struct TrainConfig {
   Precision precision = Precision::bf16;
   bool activation_checkpointing = false;
   bool fsdp_prefetch = true;  // FSDP: gather the next unit while this one computes
+  // How non-blocking collectives move while the ranks compute: "thread", "ops" or "off"
+  // (parallel/mpi_progress.h).
+  std::string comm_progress = "thread";
+  // Megabytes of gradients per data-parallel all-reduce bucket, each issued in the last
+  // micro-batch's backward as soon as its units' gradients are final; 0: one all-reduce of every
+  // gradient after the backward.
+  float dp_bucket_mb = 25.0f;
   int64_t log_every = 1;
   int64_t eval_every = 0;  // steps between validation-loss evaluations (and at the last); 0: none
   // Held-out tokens one validation reads: its first ceil(eval_tokens / seq_len) rows, whatever

@@ -20,6 +20,7 @@ StepResult train_step(Transformer& model, AdamW& optimizer, const std::vector<Mo
   const float scale = 1.0f / float(std::max<int64_t>(r.counted_tokens, 1));
   ParamStore& params = optimizer.params();  // the model's trainable store, or this rank's shards
   params.zero_grad();
+  if (sync) sync->begin_step(int64_t(micro.size()));
   double loss_sum = 0.0;
   if (run) loss_sum = run(micro, scale);
   else

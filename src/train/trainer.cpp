@@ -21,6 +21,7 @@
 #include "parallel/comm.h"
 #include "parallel/data_parallel.h"
 #include "parallel/device_comms.h"
+#include "train/comm_report.h"
 #include "parallel/launch_env.h"
 #include "parallel/mesh.h"
 #include "parallel/rank_places.h"
@@ -73,6 +74,7 @@ std::unique_ptr<parallel::Comm> open_world(const RunConfig& cfg) {
     world = std::move(checked);
   }
   shape.check_world(world->size());
+  if (world->size() > 1) parallel::set_comm_progress(parallel::parse_comm_progress(cfg.train.comm_progress));
   return world;
 }
 
@@ -245,7 +247,13 @@ void TrainingRun::log_header() {
         << parallel::describe_rank_places(parallel::gather_rank_places(*world, env), env.launcher)
         << "\n"
         << "device buffers travel by " << device_comms.how << " (train.device_comm = \""
-        << tc.device_comm << "\")\n";
+        << tc.device_comm << "\"); non-blocking collectives moved by "
+        << (tc.comm_progress == "thread" ? "a communication thread"
+            : tc.comm_progress == "ops"  ? "the compute ops"
+                                         : "their waits only")
+        << " (train.comm_progress = \"" << tc.comm_progress << "\")\n";
+    if (const std::string how = placed.describe_gradient_reduction(); !how.empty())
+      log << "data-parallel gradients: " << how << " (train.dp_bucket_mb = " << tc.dp_bucket_mb << ")\n";
   }
   log << "meshtrain: " << (cfg.lora.enabled ? "LoRA" : "full") << " training, "
       << (tc.precision == Precision::bf16 ? "bf16 mixed" : "fp32") << ", "
@@ -576,6 +584,10 @@ void log_summary(TrainingRun& run) {
               ? ", largest rank " + format_bytes(int64_t(summary.peak_rss_max_rank_bytes))
               : std::string())
       << "\n";
+  if (!summary.group_comm.empty())
+    log << "communication per step (rank 0; exposed: blocked in the calls and waits; transfer: the same "
+           "bytes moved alone after the run):\n"
+        << format_group_comm(summary.group_comm);
   if (gathers_or_splits(run.cfg.mesh))
     log << "FSDP collectives: " << std::round(summary.fsdp_wait_s_per_step * 1e4) / 10.0
         << " ms/step spent waiting (rank 0; gathers "
@@ -666,6 +678,9 @@ void finish_run(TrainingRun& run, const StepTiming& timed) {
   const std::vector<int64_t> rss(peaks.begin(), peaks.begin() + ptrdiff_t(ranks));
   const std::vector<int64_t> tensors(peaks.begin() + ptrdiff_t(ranks), peaks.end());
   summary.peak_rss_max_rank_bytes = size_t(*std::max_element(rss.begin(), rss.end()));
+  // After the peaks: the probes' buffers are not the run's.
+  if (run.world->size() > 1 && steady_steps > 0)
+    summary.group_comm = measure_group_comm(run.mesh, collectives, steady_steps);
   write_summary_file(run, timed, rss, tensors, std::move(collectives));
   export_trained_model(run);
   log_summary(run);

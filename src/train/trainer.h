@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "train/comm_report.h"
 #include "train/run_config.h"
 
 namespace mt {
@@ -23,6 +24,7 @@ struct TrainSummary {
   size_t peak_rss_bytes = 0;            // this rank
   size_t peak_rss_max_rank_bytes = 0;   // the largest over all ranks
   double fsdp_wait_s_per_step = 0.0;    // sharded runs: time blocked in FSDP collectives
+  std::vector<GroupComm> group_comm;    // several ranks: per group, exposed vs transfer time
   size_t peak_tensor_bytes = 0;
   std::vector<std::string> files_written;
   // A stop signal ended the run early, after a checkpoint (train/stop_signals.h); the finish (the

@@ -38,6 +38,10 @@ struct PlanInput {
   parallel::MeshShape mesh;
   Cluster cluster;
   bool overlap = true;  // fsdp gathers and dp reductions overlap compute (false: eager, serial)
+  // train.dp_bucket_mb in bytes: the dp reduction runs in buckets during the backward, all but the
+  // last (the first units' gradients, final when the backward ends) hidden; 0: one reduction
+  // after the backward, nothing hidden.
+  double dp_bucket_bytes = 25e6;
   // Under pp: blocks per stage as train.pp_blocks ("2,3"; empty: parallel::pipeline_blocks's
   // balanced split, the trainer's) and the schedule (GPipe keeps all m micro-batches in flight).
   std::string pp_blocks;

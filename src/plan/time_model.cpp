@@ -211,7 +211,10 @@ TimeBreakdown step_time(const PlanInput& in, const std::vector<StageParams>& sta
   // it, so the reduction runs over dp x cp (parallel/fsdp_units.cpp finish_gradients); its link is
   // dp's when dp > 1 (that group spans the cp ranks too), else cp's. Under ZeRO-3 the gradients
   // are reduce-scattered over dp with the fsdp traffic and only the cp sum is left here. The
-  // reduction overlaps the last micro-batch's backward; the gather waits for the optimizer.
+  // reduction runs in buckets during the last micro-batch's backward (parallel/gradient_buckets.h),
+  // hidden but for what outlasts the backward and the last bucket, which can only start when the
+  // backward ends; without buckets (dp_bucket_bytes 0) none of it is. The gather waits for the
+  // optimizer.
   const double train = double(most_trainable->params.local_trainable);
   const double wbytes = in.precision == Precision::bf16 ? 2.0 : 4.0;
   const int64_t replicas = in.zero < 3 ? in.mesh.dp * in.mesh.cp : in.mesh.cp;
@@ -223,7 +226,8 @@ TimeBreakdown step_time(const PlanInput& in, const std::vector<StageParams>& sta
                                                        : ring_reduce_scatter(4.0 * shard, replicas, link);
     const double gather = in.zero == 0 || in.zero >= 3 ? 0.0 : ring_all_gather(wbytes * train, replicas, link);
     t.dp = reduce + gather;
-    t.dp_exposed = in.overlap ? std::max(0.0, reduce - worst.backward) + gather : t.dp;
+    const double last_bucket = in.dp_bucket_bytes > 0 ? std::min(1.0, in.dp_bucket_bytes / (4.0 * shard)) : 1.0;
+    t.dp_exposed = in.overlap ? std::max(reduce * last_bucket, reduce - worst.backward) + gather : t.dp;
   }
   const double opt_shard = in.zero >= 1 ? double(in.mesh.dp) : 1.0;
   t.optimizer = train / opt_shard * kOptimizerBytes / in.cluster.memory_bandwidth;

@@ -51,9 +51,10 @@ run "fsdp=2,tp=2"           4 1 fsdp=2,tp=2
 
 overlap() {  # name mesh [extra --set ...]
   local name=$1 mesh=$2; shift 2
-  local log=$OUT/overlap_$name.log
+  local file=overlap_${name//[^a-z0-9]/_}
+  local log=$OUT/$file.log
   OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe -n 2 $BIN train --mesh "$mesh" \
-    $COMMON --set train.threads=1 --set "output.dir=$OUT/overlap_$name" "$@" > "$log" 2>&1
+    $COMMON --set train.threads=1 --set "output.dir=$OUT/$file" "$@" > "$log" 2>&1
   local tput figures
   tput=$(sed -n 's/^throughput: \([0-9]*\) tokens\/s.*/\1/p' "$log")
   # "  dp all_reduce_sum: 14.0 calls, 497.7 MB, exposed 115.2 ms of 1350.4 ms transfer (91% hidden)"

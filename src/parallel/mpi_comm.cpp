@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/memory_stats.h"
 #include "parallel/launch_env.h"
 #include "parallel/mpi_progress.h"
 
@@ -81,15 +82,22 @@ void ensure_mpi_initialised() {
 
 }  // namespace
 
-std::unique_ptr<float[]> MpiComm::StagingPool::take(int64_t n) {
+std::unique_ptr<float[]> MpiComm::StagingPool::take(int64_t n, int64_t& capacity) {
   std::lock_guard<std::mutex> lock(mutex);
   for (size_t i = 0; i < free.size(); ++i)
     if (free[i].second >= n) {
       std::unique_ptr<float[]> b = std::move(free[i].first);
+      capacity = free[i].second;
       free.erase(free.begin() + ptrdiff_t(i));
       return b;
     }
+  memory_stats::add(size_t(n) * sizeof(float));  // counted as the tensors are: the planner prices it
+  capacity = n;
   return std::unique_ptr<float[]>(new float[size_t(n)]);
+}
+
+MpiComm::StagingPool::~StagingPool() {
+  for (const auto& [buffer, n] : free) memory_stats::sub(size_t(n) * sizeof(float));
 }
 
 void MpiComm::drain() { MpiProgress::instance().drain(queued_); }
@@ -182,10 +190,9 @@ Request MpiComm::iall_reduce_sum(float* data, int64_t n) {
   const int c = count(n, "all_reduce");
   auto staged = std::make_shared<Staged>();
   staged->pool = staging_;
-  staged->n = n;
   return start(
       [=, comm = comm_] {
-        staged->buffer = staged->pool->take(n);
+        staged->buffer = staged->pool->take(n, staged->n);
         std::memcpy(staged->buffer.get(), data, size_t(n) * sizeof(float));
         MPI_Request r;
         check_mpi(MPI_Iallreduce(staged->buffer.get(), data, c, MPI_FLOAT, MPI_SUM, comm, &r), "MPI_Iallreduce");

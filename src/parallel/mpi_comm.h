@@ -48,8 +48,10 @@ class MpiComm final : public Comm {
   // Host buffers that stage the input of non-blocking all-reduces, reused from call to call (as
   // many as are in flight at once, each as large as the largest asked for).
   struct StagingPool {
-    std::unique_ptr<float[]> take(int64_t n);
-    void give(std::unique_ptr<float[]> buffer, int64_t n);
+    ~StagingPool();
+    // A buffer of at least n floats; `capacity` is set to its size (what give() takes back).
+    std::unique_ptr<float[]> take(int64_t n, int64_t& capacity);
+    void give(std::unique_ptr<float[]> buffer, int64_t capacity);
     std::mutex mutex;
     std::vector<std::pair<std::unique_ptr<float[]>, int64_t>> free;
   };
@@ -57,7 +59,7 @@ class MpiComm final : public Comm {
   struct Staged {
     std::shared_ptr<StagingPool> pool;
     std::unique_ptr<float[]> buffer;
-    int64_t n = 0;
+    int64_t n = 0;  // the buffer's capacity
   };
 
  private:

@@ -166,7 +166,16 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
     comm += 3.0 * (frozen_bytes(unit - unit_train, double(s.max_unit.gathered_nf4)) + wbytes * unit_train) +
             8.0 * unit_train;
   if (in.mesh.tp > 1) comm += 2.0 * 2.0 * N * h;
-  if (in.mesh.dp > 1 && in.zero < 3) comm += kGradBucketBytes;
+  // The dp / cp gradient buckets' staging (parallel/mpi_comm.cpp): up to three buckets in flight,
+  // each as large as train.dp_bucket_mb or the unit it holds when that is larger, never more than
+  // the rank's gradients (one bucket of them all with dp_bucket_bytes 0). A transport that reduces
+  // in place (NCCL) stages nothing: priced the same, at most 3 buckets over.
+  if (in.mesh.dp * in.mesh.cp > 1 && in.zero < 3) {
+    const double grads = 4.0 * double(s.params.local_trainable);
+    const double unit_grads = 4.0 * unit_train / double(std::max<int64_t>(1, in.mesh.fsdp));
+    comm += in.dp_bucket_bytes > 0 ? std::min(grads, kBucketsInFlight * std::max(in.dp_bucket_bytes, unit_grads))
+                                   : grads;
+  }
   add("comm buffers", comm);
   // Parameters are replicated over cp (no item above divides by it); a cp rank's activations are
   // those of its seq / cp tokens (micro_tokens), plus the exchange of the whole rows' K/V.

@@ -10,8 +10,8 @@
 
 namespace mt::plan {
 
-// Gradient-reduction bucket a data-parallel all-reduce stages through (bytes, when dp > 1).
-inline constexpr double kGradBucketBytes = 100e6;
+// Gradient buckets a data-parallel all-reduce stages at once (parallel/gradient_buckets.h).
+inline constexpr double kBucketsInFlight = 3.0;
 
 struct MemoryItem {
   std::string name;

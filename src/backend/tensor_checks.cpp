@@ -75,6 +75,15 @@ void check_attention(const AttentionDims& d, const Tensor& out, const Tensor& ls
   if (segments) check_numel(segments, Nk, DType::i32, device, op);
 }
 
+void check_attention_grads(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                           const Tensor& q, const Tensor& k, Device device, const char* op) {
+  same_layout(dq, q, op), same_layout(dout, q, op);
+  same_numel(dk, k, op), same_layout(dv, dk, op);
+  if (dk.dtype != k.dtype && !(k.dtype == DType::bf16 && dk.dtype == DType::f32))
+    fail_op(op, "key gradients " + desc(dk) + " must have the keys' dtype or be f32 (keys " + desc(k) + ")");
+  for (const Tensor* t : {&dq, &dk, &dv, &dout}) check_device(*t, device, op);
+}
+
 int64_t check_decode(const Tensor& out, const Tensor& q, const Tensor& k_cache,
                      const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv, Device device) {
   const char* op = "decode_attention";

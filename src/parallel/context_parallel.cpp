@@ -73,11 +73,11 @@ void ContextParallel::scatter_sum(const Tensor& share, const Tensor& whole, int6
   if (send_.numel() < cp * n) send_.resize(backend_, DType::f32, cp * n);
   if (recv_.numel() < n) recv_.resize(backend_, DType::f32, n);
   const Tensor all = send_.slice(0, cp * share.rows, width);
-  // The inverse of gather_rows' order, widened to f32 for the sum.
+  // The inverse of gather_rows' order, f32 throughout.
   for (int64_t r = 0; r < cp; ++r)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t half = 0; half < 2; ++half)
-        backend_.convert(all.rows_slice((r * B + b) * T + half * C, C),
+        backend_.copy(all.rows_slice((r * B + b) * T + half * C, C),
                          whole.rows_slice(b * cp * T + chunk_of_share(cp, r, half) * C, C));
   {
     MT_PROFILE("cp reduce-scatter");
@@ -110,9 +110,12 @@ void ContextParallel::attention_backward(const Tensor& dq, const Tensor& dk, con
                                          const Tensor& segments, const AttentionDims& d) {
   const Tensor keys = gather_rows(keys_, k, d.B), values = gather_rows(values_, v, d.B);
   const Tensor docs = segments ? gather_rows(documents_, segments.view(segments.numel(), 1), d.B) : Tensor{};
-  if (dkeys_.numel() != keys.numel() || dkeys_.dtype() != keys.dtype) {
-    dkeys_.resize(backend_, keys.dtype, keys.numel());
-    dvalues_.resize(backend_, keys.dtype, keys.numel());
+  // f32 whatever the keys' dtype: each rank's partial gradient of a key is summed over the ranks
+  // before it is rounded once to the keys' dtype, as one rank's kernel rounds its own f32 sum
+  // (bf16 partials rounded before the sum drifted 1.3e-3 from one rank's losses).
+  if (dkeys_.numel() != keys.numel()) {
+    dkeys_.resize(backend_, DType::f32, keys.numel());
+    dvalues_.resize(backend_, DType::f32, keys.numel());
   }
   const Tensor dkeys = dkeys_.slice(0, keys.rows, keys.cols), dvalues = dvalues_.slice(0, keys.rows, keys.cols);
   backend_.attention_backward(dq, dkeys, dvalues, dout, out, lse, q, keys, values, docs, whole_dims(d));

@@ -42,7 +42,7 @@ class ContextParallel final : public ContextAttention {
   // `rows` (resized to [B * cp T, width] of the share's dtype).
   Tensor gather_rows(DeviceBuffer& rows, const Tensor& share, int64_t B);
   // `share` = the sum over the cp ranks of their gradients of this rank's tokens, from this
-  // rank's gradient `whole` of the whole rows [B * cp T, width].
+  // rank's f32 gradient `whole` of the whole rows [B * cp T, width].
   void scatter_sum(const Tensor& share, const Tensor& whole, int64_t B);
   AttentionDims whole_dims(const AttentionDims& d) const;
 
@@ -51,7 +51,7 @@ class ContextParallel final : public ContextAttention {
   DeviceBuffer gathered_;         // every rank's share, rank by rank
   DeviceBuffer keys_, values_;    // whole rows
   DeviceBuffer documents_;        // whole rows' segment ids
-  DeviceBuffer dkeys_, dvalues_;  // whole rows' gradients
+  DeviceBuffer dkeys_, dvalues_;  // whole rows' gradients, f32 (summed over ranks unrounded)
   DeviceBuffer send_, recv_;      // f32 reduce-scatter staging
   int64_t bytes_sent_ = 0;
 };

@@ -201,6 +201,25 @@ TEST_P(BackendOps, AttentionKeyGradientsInF32FromBf16Keys) {
   }
 }
 
+// LoRA dropout on a context-parallel share (DropoutMask::cp): the same elements kept and scaled
+// as the reference keeps, whose masks tests/test_lora_dropout.cpp checks against the whole rows.
+TEST_P(BackendOps, DropoutOfAContextParallelShareMatchesReference) {
+  const int64_t rows = 3 * 12, cols = 40;  // three sequences' shares of 12 tokens
+  const Vec x = random_normal(rows * cols, 41), y0 = random_normal(rows * cols, 42);
+  const DropoutMask m{.key = 5, .p = 0.3f, .row0 = 12, .col0 = 7, .cp = 3, .cp_rank = 1, .share_len = 12};
+  for (bool accumulate : {false, true}) {
+    Vec y[2];
+    int s = 0;
+    for (Backend* be : {&tested(), &reference_backend()}) {
+      Side side(*be);
+      Tensor X = side.make(DType::f32, rows, cols, x), Y = side.make(DType::f32, rows, cols, y0);
+      be->dropout(Y, X, m, accumulate);
+      y[s++] = side.get(Y);
+    }
+    expect_close(y[0], y[1], kF32, std::string("cp dropout accumulate ") + (accumulate ? "on" : "off"));
+  }
+}
+
 TEST_P(BackendOps, DecodeAttentionMatchesReference) {
   // A short cache, and one long enough that the CUDA kernel splits it into three key ranges
   // (kernels/cuda/decode_attention.h) merged afterwards.

@@ -145,6 +145,10 @@ void check_dropout(const Tensor& y, const Tensor& x, const DropoutMask& mask, De
   if (y.dtype != DType::f32 && y.dtype != DType::bf16) fail_op(op, std::string("no ") + dtype_name(y.dtype) + " kernel");
   if (y.data == x.data && y.numel() > 0) fail_op(op, "y and x are the same memory");
   if (!(mask.p >= 0.0f && mask.p < 1.0f)) fail_op(op, "p must be in [0, 1), got " + std::to_string(mask.p));
+  if (mask.cp < 1 || mask.cp_rank < 0 || mask.cp_rank >= mask.cp ||
+      (mask.cp > 1 && (mask.share_len <= 0 || mask.share_len % 2 != 0)))
+    fail_op(op, "bad context-parallel rows (cp " + std::to_string(mask.cp) + ", rank " + std::to_string(mask.cp_rank) +
+                    ", " + std::to_string(mask.share_len) + " tokens a share)");
 }
 
 void check_embedding(const Tensor& rows, const Tensor& tokens, const Tensor& table, Device device,

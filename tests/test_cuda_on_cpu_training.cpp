@@ -62,13 +62,14 @@ TEST_P(CudaOnCpuMesh, MatchesOneRank) {
 }
 
 // Every axis and a 4-rank mix over the emulated NCCL; the host-staged twin (the same code on
-// every backend, tested bit for bit against MPI on the CPU: test_device_comm.cpp) on one axis and
-// on a mix of pipeline and tensor parallelism.
+// every backend, tested bit for bit against MPI on the CPU: test_device_comm.cpp) on one axis, on
+// a mix of pipeline and tensor parallelism, and on cp (its non-blocking gathers and reduce-scatters
+// of device buffers that the stream writes before and after).
 INSTANTIATE_TEST_SUITE_P(
     Meshes, CudaOnCpuMesh,
     ::testing::Values(MeshCase{"dp=2", "nccl"}, MeshCase{"fsdp=2", "nccl"}, MeshCase{"tp=2", "nccl"},
                       MeshCase{"pp=2", "nccl"}, MeshCase{"cp=2", "nccl"}, MeshCase{"fsdp=2,tp=2", "nccl"},
-                      MeshCase{"dp=2", "staged"}, MeshCase{"pp=2,tp=2", "staged"}),
+                      MeshCase{"dp=2", "staged"}, MeshCase{"pp=2,tp=2", "staged"}, MeshCase{"cp=2", "staged"}),
     [](const auto& info) { return std::string(info.param.comm) + "_" + tag_of(info.param.mesh); });
 
 // LoRA on every target, the head included, sharded and split (the adapters' gathers and sums).

@@ -12,6 +12,7 @@
 #include "backend/reference_backend.h"
 #include "core/bf16.h"
 #include "finite_diff.h"
+#include "kernels/device_math/cp_positions.h"
 #include "model/linear.h"
 #include "model_fixtures.h"
 
@@ -99,6 +100,49 @@ TEST(DropoutOp, TheMaskDependsOnlyOnKeyAndGlobalPosition) {
   for (int64_t r = 0; r < nr; ++r)
     for (int64_t c = 0; c < nc; ++c)
       ASSERT_EQ(part[size_t(r * nc + c)], whole[size_t((r0 + r) * cols + c0 + c)]) << r << "," << c;
+}
+
+// Context parallelism: a cp rank holds chunks r and 2cp-1-r of every sequence. With the mask's cp
+// fields its rows drop exactly the elements of those tokens that the whole sequences drop, on the
+// CPU and the reference backend (one hash, dm::dropout_global_row), for cp = 2 and 3 and a share
+// that starts at a later sequence (row0: micro-batches and dp slices start further in).
+TEST(DropoutOp, ContextParallelSharesDropWhatTheWholeSequencesDrop) {
+  const int64_t seqs = 3, S = 12, cols = 10;
+  const std::vector<float> x = random_normal(size_t(seqs * S * cols), 6);
+  for (Backend* be : {&cpu_backend(), &reference_backend()})
+    for (int64_t cp : {2, 3}) {
+      const int64_t T = S / cp, first = 1;  // the share holds sequences 1 and 2 of the whole
+      const DropoutMask whole_mask{.key = 77, .p = 0.4f};
+      const auto whole = dropped(*be, x, seqs * S, cols, whole_mask);
+      for (int64_t rank = 0; rank < cp; ++rank) {
+        std::vector<float> share;
+        for (int64_t b = first; b < seqs; ++b)
+          for (int64_t t = 0; t < T; ++t) {
+            const int64_t row = b * S + dm::cp_query_position(t, T, cp, rank);
+            share.insert(share.end(), x.begin() + row * cols, x.begin() + (row + 1) * cols);
+          }
+        const DropoutMask m{.key = 77, .p = 0.4f, .row0 = first * T, .cp = cp, .cp_rank = rank, .share_len = T};
+        const auto part = dropped(*be, share, (seqs - first) * T, cols, m);
+        int64_t differ = 0;  // from the mask of the share's own row index (what the refusal guarded)
+        const auto naive = dropped(*be, share, (seqs - first) * T, cols, {.key = 77, .p = 0.4f, .row0 = first * T});
+        for (int64_t b = first; b < seqs; ++b)
+          for (int64_t t = 0; t < T; ++t)
+            for (int64_t c = 0; c < cols; ++c) {
+              const size_t at = size_t(((b - first) * T + t) * cols + c);
+              const int64_t row = b * S + dm::cp_query_position(t, T, cp, rank);
+              ASSERT_EQ(part[at], whole[size_t(row * cols + c)]) << be->name() << " cp " << cp << " rank " << rank;
+              differ += naive[at] != part[at];
+            }
+        EXPECT_GT(differ, 0) << "the share's own row index draws other masks";
+      }
+    }
+  std::vector<float> a(8), b(8);
+  EXPECT_THROW(cpu_backend().dropout(host(a, 2, 4, cpu_backend()), host(b, 2, 4, cpu_backend()),
+                                     {.p = 0.5f, .cp = 2, .cp_rank = 2, .share_len = 2}, false),
+               Error);  // no such rank
+  EXPECT_THROW(cpu_backend().dropout(host(a, 2, 4, cpu_backend()), host(b, 2, 4, cpu_backend()),
+                                     {.p = 0.5f, .cp = 2, .cp_rank = 0, .share_len = 3}, false),
+               Error);  // a share is two equal chunks
 }
 
 TEST(DropoutOp, BadArgumentsAreRefused) {

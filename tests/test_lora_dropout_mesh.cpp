@@ -1,5 +1,6 @@
 // LoRA dropout on a mesh draws the masks one device draws (rows counted in the step's global
-// batch, columns by their global index under tp), so a mesh run equals the one-rank run to the
+// batch, columns by their global index under tp, tokens by their true position in the sequence
+// under cp), so a mesh run equals the one-rank run to the
 // rounding of its sums: losses and gradient norms as test_sharded.cpp's MeshEquality, and, with
 // AdamW's eps = 1 making each update linear in the gradient (nothing amplifies rounding), the
 // adapters to 1e-6, the sharp check of Sharded.WeightsAgreeToRoundingWhenUpdatesAreLinearInTheGradient.
@@ -32,7 +33,8 @@ TEST_P(DropoutMeshEquality, LoraDropoutTrainingMatchesOneRank) {
                   "/adapter/adapter_model.safetensors", 1e-6);
 }
 
-INSTANTIATE_TEST_SUITE_P(Meshes, DropoutMeshEquality, ::testing::Values("dp=2", "tp=2", "fsdp=2,tp=2", "pp=2"),
+INSTANTIATE_TEST_SUITE_P(Meshes, DropoutMeshEquality, ::testing::Values("dp=2", "tp=2", "fsdp=2,tp=2", "pp=2", "cp=2", "cp=4",
+                                                                    "dp=2,cp=2"),
                          [](const auto& info) {
                            std::string t = info.param;
                            for (char& c : t)

@@ -46,10 +46,11 @@ TEST(PlanContextParallelMemory, ARankHoldsItsShareOfTheTokensAndWholeParameters)
   // Activations of seq / cp tokens, the same as one rank with that sequence.
   EXPECT_EQ(a.item("activations"), b.item("activations"));
   // The exchange: the whole row's K (and V: 512 wide at tp=2, 4 of the 8 KV heads of 128; 32768
-  // tokens), K, V, their gradients and the gather staging in bf16, the f32 send staging of the
-  // reduce-scatter, and its f32 receive of a rank's share.
+  // tokens), K, V and the gather staging in bf16, their gradients in f32 (summed over the ranks
+  // before one rounding), the f32 send staging of the reduce-scatter, and its f32 receive of a
+  // rank's share.
   const double whole = 32768.0 * 512.0, mine = whole / 4.0;
-  EXPECT_DOUBLE_EQ(a.item("cp K/V exchange"), whole * (5 * 2 + 4) + 4 * mine);
+  EXPECT_DOUBLE_EQ(a.item("cp K/V exchange"), whole * (3 * 2 + 3 * 4) + 4 * mine);
   EXPECT_DOUBLE_EQ(plan::cp_exchange_bytes(cp), a.item("cp K/V exchange"));
   EXPECT_EQ(b.item("cp K/V exchange"), 0.0);
   // The cp replicas sum their gradients in buckets: three of them staged (25 MB, or a unit's

@@ -156,6 +156,70 @@ TEST_P(BackendOps, AttentionMatchesReference) {
     }
 }
 
+// bf16 keys with f32 key and value gradients (backend.h: context parallelism sums the ranks'
+// partial gradients of the whole rows' keys before rounding them once). The f32 gradients are the
+// sums the bf16 form rounds: each rounds to exactly the bf16 run's element, and most are not bf16
+// values themselves; dq is the bf16 run's, bit for bit; both agree with the reference's f32
+// gradients from the same bf16 inputs. Whole rows (cp = 1) and a cp rank's queries over the whole
+// sequence (cp = 2, rank 1, two documents).
+TEST_P(BackendOps, AttentionKeyGradientsInF32FromBf16Keys) {
+  AttentionDims whole{2, 70, 4, 2, 16};
+  AttentionDims share{2, 36, 4, 2, 8};
+  share.cp = 2, share.cp_rank = 1;
+  for (const AttentionDims& d : {whole, share}) {
+    const int64_t N = d.B * d.T, Nk = d.B * d.keys(), qw = d.Hq * d.D, kw = d.Hkv * d.D;
+    const Vec q = random_normal(N * qw, 31), k = random_normal(Nk * kw, 32), v = random_normal(Nk * kw, 33),
+              dout = random_normal(N * qw, 34);
+    std::vector<int32_t> seg(static_cast<size_t>(Nk));
+    for (int64_t i = 0; i < Nk; ++i) seg[size_t(i)] = i % d.keys() < d.keys() / 3 + 1 ? 7 : 9;
+    Vec dq[3], dk[3], dv[3];  // tested bf16 gradients, tested f32 dk / dv, reference f32 dk / dv
+    int s = 0;
+    for (Backend* be : {&tested(), &tested(), &reference_backend()}) {
+      Side side(*be);
+      const DType gt = s == 0 ? DType::bf16 : DType::f32;
+      Tensor Q = side.make(DType::bf16, N, qw, q), K = side.make(DType::bf16, Nk, kw, k);
+      Tensor V = side.make(DType::bf16, Nk, kw, v), dO = side.make(DType::bf16, N, qw, dout);
+      Tensor O = side.make(DType::bf16, N, qw), L = side.make(DType::f32, 1, N * d.Hq);
+      Tensor dQ = side.make(DType::bf16, N, qw), dK = side.make(gt, Nk, kw), dV = side.make(gt, Nk, kw);
+      const Tensor S = side.make_i32(seg);
+      be->attention_forward(O, L, Q, K, V, S, d);
+      be->attention_backward(dQ, dK, dV, dO, O, L, Q, K, V, S, d);
+      dq[s] = side.get(dQ), dk[s] = side.get(dK), dv[s] = side.get(dV);
+      ++s;
+    }
+    const std::string what = "attention f32 key gradients, cp " + std::to_string(d.cp);
+    expect_equal(dq[1], dq[0], what + " dq");
+    for (Vec* g : {dk, dv}) {
+      int64_t unrounded = 0;
+      for (size_t i = 0; i < g[0].size(); ++i) {
+        ASSERT_EQ(to_float(float_to_bf16(g[1][i])), g[0][i]) << what << " [" << i << "]";
+        unrounded += to_float(float_to_bf16(g[1][i])) != g[1][i];
+      }
+      EXPECT_GT(unrounded, int64_t(g[0].size()) / 2) << what << ": the f32 gradients were rounded to bf16";
+      expect_close(g[1], g[2], tol(DType::bf16), what + (g == dk ? " dk" : " dv"));
+    }
+  }
+}
+
+// LoRA dropout on a context-parallel share (DropoutMask::cp): the same elements kept and scaled
+// as the reference keeps, whose masks tests/test_lora_dropout.cpp checks against the whole rows.
+TEST_P(BackendOps, DropoutOfAContextParallelShareMatchesReference) {
+  const int64_t rows = 3 * 12, cols = 40;  // three sequences' shares of 12 tokens
+  const Vec x = random_normal(rows * cols, 41), y0 = random_normal(rows * cols, 42);
+  const DropoutMask m{.key = 5, .p = 0.3f, .row0 = 12, .col0 = 7, .cp = 3, .cp_rank = 1, .share_len = 12};
+  for (bool accumulate : {false, true}) {
+    Vec y[2];
+    int s = 0;
+    for (Backend* be : {&tested(), &reference_backend()}) {
+      Side side(*be);
+      Tensor X = side.make(DType::f32, rows, cols, x), Y = side.make(DType::f32, rows, cols, y0);
+      be->dropout(Y, X, m, accumulate);
+      y[s++] = side.get(Y);
+    }
+    expect_close(y[0], y[1], kF32, std::string("cp dropout accumulate ") + (accumulate ? "on" : "off"));
+  }
+}
+
 TEST_P(BackendOps, DecodeAttentionMatchesReference) {
   // A short cache, and one long enough that the CUDA kernel splits it into three key ranges
   // (kernels/cuda/decode_attention.h) merged afterwards.

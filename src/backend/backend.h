@@ -130,7 +130,9 @@ class Backend {
   virtual void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
                                  const Tensor& k, const Tensor& v, const Tensor& segments,
                                  const AttentionDims& d) = 0;
-  // dq, dk, dv overwritten.
+  // dq, dk, dv overwritten. dk and dv have k's dtype, or f32 when k is bf16: context
+  // parallelism's partial gradients of the whole rows' keys, summed over ranks in f32 before the
+  // one rounding one rank makes.
   virtual void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                   const Tensor& dout, const Tensor& out, const Tensor& lse,
                                   const Tensor& q, const Tensor& k, const Tensor& v,

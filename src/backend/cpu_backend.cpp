@@ -72,14 +72,15 @@ class CpuBackend final : public HostMemoryBackend {
                           const Tensor& segments, const AttentionDims& d) override {
     progress_hook::poll();
     check_attention(d, out, lse, q, k, v, segments, device(), "attention_backward");
-    same_layout(dq, q, "attention_backward"), same_layout(dout, q, "attention_backward");
-    same_layout(dk, k, "attention_backward"), same_layout(dv, v, "attention_backward");
-    on_device(dq, "attention_backward"), on_device(dk, "attention_backward");
-    on_device(dv, "attention_backward"), on_device(dout, "attention_backward");
+    check_attention_grads(dq, dk, dv, dout, q, k, device(), "attention_backward");
+    const AttentionShape s{d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.cp, d.cp_rank, d.scale};
     float_dispatch(q.dtype, [&]<class T>(T) {
-      mt::attention_backward(dq.as<T>(), dk.as<T>(), dv.as<T>(), dout.as<T>(), out.as<T>(),
-                             lse.as<float>(), q.as<T>(), k.as<T>(), v.as<T>(),
-                             segments.as<int32_t>(), AttentionShape{d.B, d.T, d.Hq, d.Hkv, d.D, d.window, d.cp, d.cp_rank, d.scale});
+      auto run = [&]<class G>(G) {
+        mt::attention_backward(dq.as<T>(), dk.as<G>(), dv.as<G>(), dout.as<T>(), out.as<T>(), lse.as<float>(),
+                               q.as<T>(), k.as<T>(), v.as<T>(), segments.as<int32_t>(), s);
+      };
+      if (dk.dtype == DType::f32) run(float{});
+      else run(T{});
     });
   }
   void decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_cache,

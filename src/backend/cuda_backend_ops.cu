@@ -98,15 +98,18 @@ void CudaBackend::attention_backward(const Tensor& dq, const Tensor& dk, const T
                                      const Tensor& segments, const AttentionDims& d) {
   const char* op = "attention_backward";
   check_attention(d, out, lse, q, k, v, segments, device(), op);
-  same_layout(dq, q, op), same_layout(dout, q, op), same_layout(dk, k, op), same_layout(dv, v, op);
-  for (const Tensor* t : {&dq, &dk, &dv, &dout}) on_device(*t, op);
+  check_attention_grads(dq, dk, dv, dout, q, k, device(), op);
   const cuda::AttentionShape s = shape_of(d);
   const cuda::AttentionChunk c = cuda::attention_chunk(s, kAttentionMaxScores);
   gpu_float_dispatch(q.dtype, [&]<class T>(T) {
     void* w = scratch(cuda::attention_scratch_bytes(s, c, sizeof(T), true));
-    cuda::attention_backward<T>(*gemm_, ptr<T>(dq), ptr<T>(dk), ptr<T>(dv), ptr<const T>(dout),
-                                ptr<const float>(lse), ptr<const T>(q), ptr<const T>(k),
-                                ptr<const T>(v), ptr<const int32_t>(segments), s, c, w, stream());
+    auto run = [&]<class G>(G) {
+      cuda::attention_backward<T, G>(*gemm_, ptr<T>(dq), ptr<G>(dk), ptr<G>(dv), ptr<const T>(dout),
+                                     ptr<const float>(lse), ptr<const T>(q), ptr<const T>(k),
+                                     ptr<const T>(v), ptr<const int32_t>(segments), s, c, w, stream());
+    };
+    if (dk.dtype == DType::f32) run(float{});
+    else run(T{});
   });
 }
 

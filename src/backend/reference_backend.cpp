@@ -63,9 +63,7 @@ class ReferenceBackend final : public HostMemoryBackend {
     const char* op = "attention_backward";
     check_attention(d, out, lse, q, k, v, segments, device(), op);
     float_only(q, op);
-    same_layout(dq, q, op), same_layout(dout, q, op), same_layout(dk, k, op);
-    same_layout(dv, v, op);
-    for (const Tensor* t : {&dq, &dk, &dv, &dout}) on_device(*t, op);
+    check_attention_grads(dq, dk, dv, dout, q, k, device(), op);
     ref::attention_backward(dq, dk, dv, dout, q, k, v, segments, sizes(d));
   }
   void decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_cache,

@@ -75,6 +75,15 @@ void check_attention(const AttentionDims& d, const Tensor& out, const Tensor& ls
   if (segments) check_numel(segments, Nk, DType::i32, device, op);
 }
 
+void check_attention_grads(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                           const Tensor& q, const Tensor& k, Device device, const char* op) {
+  same_layout(dq, q, op), same_layout(dout, q, op);
+  same_numel(dk, k, op), same_layout(dv, dk, op);
+  if (dk.dtype != k.dtype && !(k.dtype == DType::bf16 && dk.dtype == DType::f32))
+    fail_op(op, "key gradients " + desc(dk) + " must have the keys' dtype or be f32 (keys " + desc(k) + ")");
+  for (const Tensor* t : {&dq, &dk, &dv, &dout}) check_device(*t, device, op);
+}
+
 int64_t check_decode(const Tensor& out, const Tensor& q, const Tensor& k_cache,
                      const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv, Device device) {
   const char* op = "decode_attention";
@@ -136,6 +145,10 @@ void check_dropout(const Tensor& y, const Tensor& x, const DropoutMask& mask, De
   if (y.dtype != DType::f32 && y.dtype != DType::bf16) fail_op(op, std::string("no ") + dtype_name(y.dtype) + " kernel");
   if (y.data == x.data && y.numel() > 0) fail_op(op, "y and x are the same memory");
   if (!(mask.p >= 0.0f && mask.p < 1.0f)) fail_op(op, "p must be in [0, 1), got " + std::to_string(mask.p));
+  if (mask.cp < 1 || mask.cp_rank < 0 || mask.cp_rank >= mask.cp ||
+      (mask.cp > 1 && (mask.share_len <= 0 || mask.share_len % 2 != 0)))
+    fail_op(op, "bad context-parallel rows (cp " + std::to_string(mask.cp) + ", rank " + std::to_string(mask.cp_rank) +
+                    ", " + std::to_string(mask.share_len) + " tokens a share)");
 }
 
 void check_embedding(const Tensor& rows, const Tensor& tokens, const Tensor& table, Device device,

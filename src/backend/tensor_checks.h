@@ -28,6 +28,10 @@ MatmulDims matmul_dims(const Tensor& c, const Tensor& a, bool trans_a, const Ten
 void check_attention(const AttentionDims& d, const Tensor& out, const Tensor& lse,
                      const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& segments,
                      Device device, const char* op);
+// attention_backward's gradients: dq and dout like q; dk and dv like k, or both f32 when k is
+// bf16 (backend.h); all on `device`.
+void check_attention_grads(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                           const Tensor& q, const Tensor& k, Device device, const char* op);
 int64_t check_decode(const Tensor& out, const Tensor& q, const Tensor& k_cache,
                      const Tensor& v_cache, int64_t len, int64_t Hq, int64_t Hkv,
                      Device device);  // returns D

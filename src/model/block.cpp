@@ -321,6 +321,8 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
     linear_layer_backward(be, dinp, accumulate, du, dout, inp, a.lora_u[p], w.proj[p], drops[p]);
   };
   const Tensor dy_c = rows_of(s.t3, N, C);  // dy in the compute dtype, for the GEMMs
+  if (in.context)  // the whole rows' keys and values start on their way behind the MLP's backward
+    in.context->prefetch_backward(a.k, a.v, in.segments, {in.B, in.T, Hq, Hkv, D, w.window, 1, 0, c.attention_scale});
 
   // MLP half: dy is dL/dy, which is also the residual path's share of dL/dx2.
   {

@@ -22,6 +22,13 @@ class ContextAttention {
                                   const Tensor& dout, const Tensor& out, const Tensor& lse,
                                   const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& segments, const AttentionDims& d) = 0;
+  // The block calls this at the start of its backward, before the MLP's, with the k, v and
+  // segments its attention_backward will be given (unchanged until then): what the attention
+  // needs from elsewhere can be on its way while the MLP's backward runs. Default: nothing.
+  virtual void prefetch_backward(const Tensor& k, const Tensor& v, const Tensor& segments,
+                                 const AttentionDims& d) {
+    (void)k, (void)v, (void)segments, (void)d;
+  }
 };
 
 }  // namespace mt

@@ -244,7 +244,10 @@ class Transformer::Runner {
     return {.key = dm::mix64(step_key ^ (uint64_t(index) + 1)),
             .p = lora_dropout_,
             .row0 = in.noise.first_row * in.T + row,
-            .col0 = name.empty() ? 0 : hooks_.input_column_begin(name)};
+            .col0 = name.empty() ? 0 : hooks_.input_column_begin(name),
+            .cp = in.noise.cp,
+            .cp_rank = in.noise.cp_rank,
+            .share_len = in.T};
   }
   // Parameter units (see ModelParallel): acquire and re-read the unit's views / release.
   void use(int unit, bool grads, bool weights = true);

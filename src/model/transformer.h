@@ -33,6 +33,10 @@ struct ModelInput {
     uint64_t seed = 0;  // the run's
     int64_t step = 0;
     int64_t first_row = 0;
+    // Rows that are context-parallel shares (backend.h AttentionDims::cp): each of the B rows
+    // holds cp part `cp_rank` of a sequence of cp T tokens, and the masks key by a token's row in
+    // the whole sequences (DropoutMask::cp), as one rank holding them draws them.
+    int64_t cp = 1, cp_rank = 0;
   } noise;
 };
 

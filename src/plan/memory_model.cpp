@@ -88,12 +88,12 @@ double cp_exchange_bytes(const PlanInput& in) {
   if (cp <= 1) return 0.0;
   const double elem = in.precision == Precision::bf16 ? 2.0 : 4.0;
   // A rank's K (or V) elements: its tokens x the tp-local KV width. Gathered, the whole rows are
-  // cp times that: keys and values (2), their gradients (2) and the all-gather's staging (1) in
-  // the compute dtype, the f32 send staging of the reduce-scatter (cp shares) and its f32 receive
-  // buffer (one share). The document ids gathered beside them are i32 words of one column, held
-  // in the same staging (no separate term).
+  // cp times that: keys and values (2) and the all-gather's staging (1) in the compute dtype,
+  // their gradients (2, f32: summed over the ranks before rounding), the f32 send staging of the
+  // reduce-scatter (cp shares) and its f32 receive buffer (one share). The document ids gathered
+  // beside them are i32 words of one column, held in the same staging (no separate term).
   const double share = double(in.micro_tokens()) * double(in.model.config.kv_dim() / in.mesh.tp);
-  return double(cp) * share * (5.0 * elem + 4.0) + 4.0 * share;
+  return double(cp) * share * (3.0 * elem + 12.0) + 4.0 * share;
 }
 
 MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {

@@ -24,9 +24,6 @@ void check_context_split(const RunConfig& cfg, int64_t cp) {
   if (seq_len % (2 * cp) != 0)
     fail("train.seq_len (" + std::to_string(seq_len) + ") must be divisible by 2 x cp (" + std::to_string(2 * cp) +
          "): context parallelism cuts every sequence into 2 cp equal chunks");
-  if (cfg.lora.enabled && cfg.lora.dropout > 0.0f)
-    fail("lora.dropout (" + std::to_string(cfg.lora.dropout) + ") is not supported with mesh cp = " +
-         std::to_string(cp) + ": its masks follow a token's index in its row, which a cp rank's share does not keep");
 }
 
 std::vector<int64_t> run_stage_blocks(const TrainConfig& tc, const ModelConfig& shape,

@@ -17,8 +17,7 @@ namespace mt {
 // `data_parallel` ranks cannot split train.batch_size = `batch_size` evenly.
 void check_batch_split(int64_t batch_size, int64_t data_parallel);
 // Context parallelism cuts every sequence into 2 cp equal chunks: refused in one line when 2 x cp
-// does not divide train.seq_len, or with LoRA dropout (its masks are keyed by a token's index in
-// its row, which a share of the row does not keep).
+// does not divide train.seq_len.
 void check_context_split(const RunConfig& cfg, int64_t cp);
 
 // Blocks per pipeline chunk under `mesh` (empty without pp): the schedule's keys checked against the

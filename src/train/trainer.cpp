@@ -508,10 +508,13 @@ StepTiming run_steps(TrainingRun& run) {
     for (int64_t k = 0; k < tc.grad_accum; ++k)
       micro.push_back(run.dp.splits() ? run.dp.slice(run.data->next()) : run.data->next());
     for (const PackedBatch& b : micro) inputs.push_back(input_of(b));
-    // A training pass: LoRA dropout draws its masks from (seed, step, row of the step's batch).
+    // A training pass: LoRA dropout draws its masks from (seed, step, row of the step's batch,
+    // a token's true position in it: a cp rank's share keys by where its tokens sit).
+    parallel::Comm& cp = run.mesh.axis(parallel::Axis::cp);
     for (size_t k = 0; k < inputs.size(); ++k)
       inputs[k].noise = {.on = true, .seed = tc.seed, .step = step,
-                         .first_row = int64_t(k) * tc.batch_size + run.dp.rank() * (tc.batch_size / run.dp.ranks())};
+                         .first_row = int64_t(k) * tc.batch_size + run.dp.rank() * (tc.batch_size / run.dp.ranks()),
+                         .cp = cp.size(), .cp_rank = cp.rank()};
     // The first step builds the GEMM primitives: profile the steady state only. Always, for
     // run_summary.json (two clock reads and a table update per op, against the op's
     // microseconds to milliseconds); train.profile also prints it.

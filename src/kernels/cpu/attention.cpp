@@ -290,8 +290,8 @@ void backward_step(const T* dout, const float* lse, const float* drow, const T* 
   mm<true>(dq_acc + i0 * g.Dp, g.Dp, sc.ds, kTile, 1, sc.k, g.Dp, mq, g.Dp, nk);  // dQ += dS K
 }
 
-template <class T>
-void backward_item(T* dk, T* dv, const T* dout, const float* lse, const float* drow, const T* q,
+template <class T, class G>
+void backward_item(G* dk, G* dv, const T* dout, const float* lse, const float* drow, const T* q,
                    const T* k, const T* v, const int32_t* seg, const Geo& g, BwdScratch& sc,
                    float* dq_acc, int64_t b, int64_t kvh, int64_t chunk, int64_t nchunks) {
   const int32_t* segb = seg ? seg + b * g.Tk : nullptr;
@@ -351,8 +351,8 @@ void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v,
   }
 }
 
-template <class T>
-void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const float* lse,
+template <class T, class G>
+void attention_backward(T* dq, G* dk, G* dv, const T* dout, const T* out, const float* lse,
                         const T* q, const T* k, const T* v, const int32_t* segment,
                         const AttentionShape& s) {
   check_shape(s);
@@ -419,13 +419,16 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
   }
 }
 
-#define MT_INSTANTIATE(T)                                                                    \
-  template void attention_forward<T>(T*, float*, const T*, const T*, const T*, const int32_t*, \
-                                     const AttentionShape&);                                 \
-  template void attention_backward<T>(T*, T*, T*, const T*, const T*, const float*, const T*, \
-                                      const T*, const T*, const int32_t*, const AttentionShape&);
-MT_INSTANTIATE(float)
-MT_INSTANTIATE(bf16)
+#define MT_INSTANTIATE(T, G)                                                                 \
+  template void attention_backward<T, G>(T*, G*, G*, const T*, const T*, const float*, const T*, \
+                                         const T*, const T*, const int32_t*, const AttentionShape&);
+template void attention_forward<float>(float*, float*, const float*, const float*, const float*,
+                                       const int32_t*, const AttentionShape&);
+template void attention_forward<bf16>(bf16*, float*, const bf16*, const bf16*, const bf16*,
+                                      const int32_t*, const AttentionShape&);
+MT_INSTANTIATE(float, float)
+MT_INSTANTIATE(bf16, bf16)
+MT_INSTANTIATE(bf16, float)  // f32 key gradients of bf16 keys (context parallelism's partials)
 #undef MT_INSTANTIATE
 
 }  // namespace mt

@@ -27,9 +27,10 @@ template <class T>
 void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v,
                        const int32_t* segment, const AttentionShape& s);
 
-// dq, dk, dv are overwritten. out and lse are the forward's results.
-template <class T>
-void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const float* lse,
+// dq, dk, dv are overwritten. out and lse are the forward's results. G, the dk / dv element type,
+// is T or float (bf16 T: context parallelism's partials, summed over ranks before rounding).
+template <class T, class G = T>
+void attention_backward(T* dq, G* dk, G* dv, const T* dout, const T* out, const float* lse,
                         const T* q, const T* k, const T* v, const int32_t* segment,
                         const AttentionShape& s);
 

@@ -204,8 +204,8 @@ void attention_forward(CublasLt& gemm, T* out, float* lse, const T* q, const T* 
   }, [](int64_t, int64_t) {});
 }
 
-template <class T>
-void attention_backward(CublasLt& gemm, T* dq, T* dk, T* dv, const T* dout, const float* lse,
+template <class T, class G>
+void attention_backward(CublasLt& gemm, T* dq, G* dk, G* dv, const T* dout, const float* lse,
                         const T* q, const T* k, const T* v, const int32_t* segments,
                         const AttentionShape& s, const AttentionChunk& c, void* scratch,
                         cudaStream_t stream) {
@@ -248,9 +248,9 @@ void attention_backward(CublasLt& gemm, T* dq, T* dk, T* dv, const T* dout, cons
               {p, q + row0, w.acc_k, dt, DType::f32, scale, 1.0f});
   }, [&](int64_t b, int64_t kv) {
     const int64_t at = b * s.keys() * kw + kv * s.D;
-    MT_LAUNCH(sum_slots<T>, grid_for(acc_stride), kThreads, 0, stream)(dk + at, kw, w.acc_k, c.heads,
+    MT_LAUNCH(sum_slots<G>, grid_for(acc_stride), kThreads, 0, stream)(dk + at, kw, w.acc_k, c.heads,
                                                                 s.keys(), s.D);
-    MT_LAUNCH(sum_slots<T>, grid_for(acc_stride), kThreads, 0, stream)(dv + at, kw, w.acc_v, c.heads,
+    MT_LAUNCH(sum_slots<G>, grid_for(acc_stride), kThreads, 0, stream)(dv + at, kw, w.acc_v, c.heads,
                                                                 s.keys(), s.D);
     check_launch("attention dk/dv sum");
     fresh_kv = true;
@@ -260,13 +260,18 @@ void attention_backward(CublasLt& gemm, T* dq, T* dk, T* dv, const T* dout, cons
 #define MT_ATTENTION_INSTANCES(T)                                                              \
   template void attention_forward<T>(CublasLt&, T*, float*, const T*, const T*, const T*,      \
                                      const int32_t*, const AttentionShape&,                    \
-                                     const AttentionChunk&, void*, cudaStream_t);              \
-  template void attention_backward<T>(CublasLt&, T*, T*, T*, const T*, const float*, const T*, \
-                                      const T*, const T*, const int32_t*,                      \
-                                      const AttentionShape&, const AttentionChunk&, void*,     \
-                                      cudaStream_t);
+                                     const AttentionChunk&, void*, cudaStream_t);
+#define MT_ATTENTION_BACKWARD(T, G)                                                            \
+  template void attention_backward<T, G>(CublasLt&, T*, G*, G*, const T*, const float*, const T*, \
+                                         const T*, const T*, const int32_t*,                   \
+                                         const AttentionShape&, const AttentionChunk&, void*,  \
+                                         cudaStream_t);
 MT_ATTENTION_INSTANCES(float)
 MT_ATTENTION_INSTANCES(__nv_bfloat16)
+MT_ATTENTION_BACKWARD(float, float)
+MT_ATTENTION_BACKWARD(__nv_bfloat16, __nv_bfloat16)
+MT_ATTENTION_BACKWARD(__nv_bfloat16, float)  // f32 key gradients of bf16 keys (context parallelism)
+#undef MT_ATTENTION_BACKWARD
 #undef MT_ATTENTION_INSTANCES
 
 }  // namespace mt::cuda

@@ -53,9 +53,10 @@ template <class T>
 void attention_forward(CublasLt& gemm, T* out, float* lse, const T* q, const T* k, const T* v,
                        const int32_t* segments, const AttentionShape& s, const AttentionChunk& c,
                        void* scratch, cudaStream_t stream);
-// dq, dk, dv overwritten. The softmax is recomputed from q, k and lse.
-template <class T>
-void attention_backward(CublasLt& gemm, T* dq, T* dk, T* dv, const T* dout, const float* lse,
+// dq, dk, dv overwritten. The softmax is recomputed from q, k and lse. G, the dk / dv element
+// type, is T or float (bf16 T: context parallelism's partials, summed over ranks before rounding).
+template <class T, class G = T>
+void attention_backward(CublasLt& gemm, T* dq, G* dk, G* dv, const T* dout, const float* lse,
                         const T* q, const T* k, const T* v, const int32_t* segments,
                         const AttentionShape& s, const AttentionChunk& c, void* scratch,
                         cudaStream_t stream);

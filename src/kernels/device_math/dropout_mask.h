@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/device_math/cp_positions.h"
 #include "kernels/device_math/host_device.h"
 
 namespace mt {
@@ -14,6 +15,11 @@ struct DropoutMask {
   float p = 0.0f;     // drop probability, [0, 1)
   int64_t row0 = 0;   // the global row of the tensor's row 0
   int64_t col0 = 0;   // the global column of its column 0 (a tensor-parallel shard starts later)
+  // Rows that are a context-parallel share (cp > 1, kernels/device_math/cp_positions.h): row
+  // row0 + r is token (row0 + r) % share_len of sequence (row0 + r) / share_len of the rank's
+  // shares, which is that sequence's token cp_query_position(...) of cp share_len: the mask keys
+  // by that true row, so cp ranks drop what one rank holding the whole sequences drops.
+  int64_t cp = 1, cp_rank = 0, share_len = 0;
 };
 
 namespace dm {
@@ -30,8 +36,16 @@ MT_HOST_DEVICE uint64_t mix64(uint64_t z) {
 // keep rate is 1 - p to within 2^-24.
 MT_HOST_DEVICE uint32_t dropout_threshold(float p) { return uint32_t(double(p) * double(1 << 24)); }
 
+// The row of the whole batch that the mask's row `row` is (itself unless the rows are a cp share).
+MT_HOST_DEVICE int64_t dropout_global_row(const DropoutMask& m, int64_t row) {
+  const int64_t r = m.row0 + row;
+  if (m.cp == 1) return r;
+  const int64_t seq = r / m.share_len, t = r % m.share_len;
+  return seq * m.share_len * m.cp + cp_query_position(t, m.share_len, m.cp, m.cp_rank);
+}
+
 MT_HOST_DEVICE bool dropout_keeps(const DropoutMask& m, uint32_t threshold, int64_t row, int64_t col) {
-  const uint64_t r = uint64_t(m.row0 + row), c = uint64_t(m.col0 + col);
+  const uint64_t r = uint64_t(dropout_global_row(m, row)), c = uint64_t(m.col0 + col);
   const uint64_t h = mix64(m.key ^ mix64(r * 0x9e3779b97f4a7c15ULL + mix64(c + 0x632be59bd9b4e019ULL)));
   return uint32_t(h >> 40) >= threshold;
 }

@@ -132,16 +132,18 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
     // This engine's stage (parallel/pipeline.h): one micro-batch's activations at a time, its
     // forward recomputed in the backward, in the model's arena, which the runner plans for the
     // stage's units alone (its largest chunk's blocks, the head's buffers on the stage holding it:
-    // Transformer::set_units); beside it the pipeline's own f32 buffers of a residual stream each,
+    // Transformer::set_units); beside it the pipeline's own buffers of a residual stream each in
+    // the compute dtype (bf16 under mixed precision: the model rounds the stream where it is cut),
     // as many as the schedule's orders keep at once (parallel::pipeline_buffers: kept inputs, the
-    // in-flight micro-batches; sends not yet known received; the received gradient), counted at
-    // the moment a receive's buffer exists beside the sends it then releases (peak_allocated).
+    // in-flight micro-batches; outputs until their send completes at the next forward, gradients
+    // until known received; the received gradient), counted at the moment a receive's buffer
+    // exists beside the sends it then releases (peak_allocated).
     const ActivationBytes a = activation_bytes(in, s.chunk_layers, s.last);
     add("activations", a.per_micro_batch + a.shared);
     add("logits+loss", a.logits);
     const parallel::PipelineBuffers b = parallel::pipeline_buffers(
         in.pp_schedule, int(in.mesh.pp), int(s.index), in.micro_batches(), int(in.pp_virtual));
-    add("pipeline buffers", double(b.peak_allocated) * 4.0 * N * h);
+    add("pipeline buffers", double(b.peak_allocated) * (bf16 ? 2.0 : 4.0) * N * h);
   } else {
     // Without a pipeline, one micro-batch's: micro-batches accumulate one after another.
     const ActivationBytes a = activation_bytes(in, s.layers, s.last);

@@ -78,8 +78,11 @@ Transformer::Transformer(const ModelConfig& config, Precision precision, const L
   const bool frozen = lora.enabled;
   ParamPlan matrix{/*master=*/!bf || !frozen, /*compute=*/bf, /*grad=*/!frozen, /*decay=*/true};
   ParamPlan norm{true, false, !frozen, false};
-  ParamPlan embed{true, bf && config.tie_word_embeddings, !frozen, true};
-  ParamPlan positions{true, false, !frozen, true};  // read by a lookup only: no compute copy
+  // The lookup reads the f32 master of a trained embedding; a frozen one under bf16 is kept (and
+  // gathered under fsdp) in bf16 only, like the frozen matrices: the lookup widens its rows, and
+  // a tied head's GEMMs read the same copy.
+  ParamPlan embed{!bf || !frozen, bf && (config.tie_word_embeddings || frozen), !frozen, true};
+  ParamPlan positions{!bf || !frozen, bf && frozen, !frozen, true};  // a lookup: a copy only if frozen
   ParamPlan adapter{true, bf, true, true};
   ParamPlan nf4_base{false, false, false, true, /*quant=*/true};
   // One list of names and shapes serves the model, the shard planner and the memory planner.

@@ -50,9 +50,10 @@ for run in "${RUNS[@]}"; do
   done
 done
 
-# The stages' message: one micro-batch's residual stream (or its gradient) in f32.
+# The stages' message: one micro-batch's residual stream (or its gradient) in the compute dtype,
+# bf16 (the runs' default precision).
 hidden=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["hidden_size"])' "$(head -1 "$runs_list" | cut -d' ' -f5)/model/config.json")
-msg=$((BATCH * SEQ * hidden * 4))
+msg=$((BATCH * SEQ * hidden * 2))
 OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe -n 2 "$B" bench --what p2p --p2p-bytes $msg \
   >"$work/p2p.log" 2>&1 || { cat "$work/p2p.log" >&2; exit 1; }
 cat "$work/p2p.log"

@@ -212,6 +212,14 @@ TEST_P(FamilyModel, BackendsAgreeWithTheReference) {
       ModelInput in = batch.input();
       in.segments = segments.data();
       const LossSum lm = model.forward_backward(in, 0.5f), lr = ref.forward_backward(in, 0.5f);
+      // bf16 gradients: 5% of the tensor's largest. Since issue 31 the model also rounds the
+      // residual stream to bf16 between blocks (what a pipeline stage keeps and sends), where two
+      // backends' f32 sums that differ in their last bits can land an element on neighbouring bf16
+      // values (2^-8 apart, relative); Gemma 3's post norms, which rescale sublayer outputs of a
+      // few thousandths to order one, carry that into the next layer's q/k norm gradients: 6.1% of
+      // the largest element on the emulated CUDA backend (layer 1's q_norm, 2026-12-06), against
+      // at most 4.7% on any tensor of the other families on either backend. Gemma 3 gets 8%.
+      const double bf16_gradients = c.post_norms ? 8e-2 : 5e-2;
       EXPECT_NEAR(lm.sum, lr.sum, (bf ? 1e-2 : 1e-5) * std::fabs(lr.sum));
       for (size_t i = 0; i < model.base().params().size(); ++i) {
         Param& a = model.base().params()[i];
@@ -230,7 +238,7 @@ TEST_P(FamilyModel, BackendsAgreeWithTheReference) {
             ASSERT_NEAR(gb[j], 0.0, bf ? 1e-2 : 1e-6) << a.name << "[" << j << "]";
             continue;
           }
-          ASSERT_NEAR(ga[j], gb[j], (bf ? 5e-2 : 2e-5) * (std::fabs(gb[j]) + scale)) << a.name << "[" << j << "]";
+          ASSERT_NEAR(ga[j], gb[j], (bf ? bf16_gradients : 2e-5) * (std::fabs(gb[j]) + scale)) << a.name << "[" << j << "]";
         }
       }
       Decoder dm(model, 6), dr(ref, 6);

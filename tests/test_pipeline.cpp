@@ -389,14 +389,21 @@ TEST(PipelineSplit, OneFOneBHoldsAtMostStagesMinusStageMicroBatches) {
   }
 }
 
-// Runs every stage's order together, each op as soon as what it receives has been sent (sends
-// never wait), as the ranks do: every op runs (no stage waits forever), and returns the ops of
-// each stage in order. `chunks` per stage; chunk c of stage s is the model's chunk c * p + s.
+// Runs every stage's order together, as the ranks do: each op once the outputs it must see
+// received first have been (pipeline_buffers' release_before_forward: a forward waits for the
+// sends of the outputs before it to complete, i.e. for the next stage's op to have received them)
+// and what it receives has been sent (other sends never wait): every op runs (no stage waits
+// forever). `chunks` per stage; chunk c of stage s is the model's chunk c * p + s.
 void expect_orders_run_to_the_end(PipelineSchedule schedule, int p, int chunks, int64_t m) {
   std::vector<std::vector<PipeOp>> orders;
-  for (int s = 0; s < p; ++s) orders.push_back(parallel::pipeline_order(schedule, p, s, m, chunks));
+  std::vector<parallel::PipelineBuffers> buffers;
+  for (int s = 0; s < p; ++s) {
+    orders.push_back(parallel::pipeline_order(schedule, p, s, m, chunks));
+    buffers.push_back(parallel::pipeline_buffers(schedule, p, s, m, chunks));
+  }
   const int last = p * chunks - 1;
-  std::set<std::tuple<bool, int, int64_t>> sent;  // (forward, model chunk, micro-batch)
+  // (forward, model chunk, micro-batch) of what was sent, and of what its receiver has received.
+  std::set<std::tuple<bool, int, int64_t>> sent, received;
   std::vector<size_t> next(size_t(p), 0);
   for (bool moved = true; moved;) {
     moved = false;
@@ -404,11 +411,19 @@ void expect_orders_run_to_the_end(PipelineSchedule schedule, int p, int chunks, 
       for (size_t& at = next[size_t(s)]; at < orders[size_t(s)].size(); ++at, moved = true) {
         const PipeOp& op = orders[size_t(s)][at];
         const int c = op.chunk * p + s;
+        bool waits = false;
+        for (size_t k : buffers[size_t(s)].release_before_forward[at]) {
+          const PipeOp& out = orders[size_t(s)][k];
+          waits = waits || !received.count({true, out.chunk * p + s, out.micro});
+        }
+        if (waits) break;
         if (op.forward) {
           if (c > 0 && !sent.count({true, c - 1, op.micro})) break;
+          if (c > 0) received.insert({true, c - 1, op.micro});
           sent.insert({c != last, c, op.micro});  // the last chunk's backward runs with its forward
         } else if (c != last) {
           if (!sent.count({false, c + 1, op.micro})) break;
+          received.insert({false, c + 1, op.micro});
           sent.insert({false, c, op.micro});
         }
       }

@@ -3,10 +3,11 @@
 // pp2 x tp2 track the same meshes without pp (tp itself rounds differently from one rank).
 //
 // What crosses a stage boundary is the residual stream going forward and its gradient coming
-// back. The model keeps both in f32 under bf16 as well (only weights' compute copies and block
-// activations are bf16), and the stages send them as f32, so a stage computes for its units what
-// one rank computes: the cut itself rounds nothing. (Today pp=2 is bit-identical to one rank in
-// bf16, and pp=2 x dp=2 to dp=2.) What may round differently is any sum over ranks, dp's in
+// back. The stages keep and send both in bf16 (half the bytes of f32), and the model rounds both
+// to bf16 where a cut can fall (every block's output and that output's gradient) on every layout,
+// one rank's included, so a stage computes for its units what one rank computes: the cut itself
+// rounds nothing one rank does not. (Today pp=2 is bit-identical to one rank in bf16, and pp=2 x
+// dp=2 to dp=2.) What may round differently is any sum over ranks, dp's in
 // particular (two halves of the batch summed, not accumulated on one rank): a gradient that
 // differs in its last f32 bit moves a master weight by as little, which flips its bf16 copy's
 // rounding when it lies near a rounding boundary, and from then on the runs differ by bf16
@@ -43,10 +44,11 @@ const char* kLora =
     "--set lora.enabled=true --set lora.random_base=true --set lora.rank=4 --set optim.lr=0.5 "
     "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\",\"lm_head\"]' ";
 
-// Step 1 runs the same bf16 copies of the same initial weights on every layout, and nothing
-// between stages is rounded to bf16: the loss and gradient norm may differ only by the order of
-// f32 sums (~1e-7). Rounding the residual sent forward to bf16 moves the step-1 loss here by
-// 1.2e-5 and the gradient norm by 1.4e-4 (relative; tried): this is the check that would see it.
+// Step 1 runs the same bf16 copies of the same initial weights on every layout, and what is
+// rounded to bf16 between stages one rank rounds too: the loss and gradient norm may differ only
+// by the order of f32 sums (~1e-7). Rounding the residual sent forward to bf16 on the stages alone
+// moved the step-1 loss here by 1.2e-5 and the gradient norm by 1.4e-4 (relative; tried when the
+// model kept it in f32): this is the check that would see a stage rounding what one rank does not.
 constexpr double kFirstStep = 1e-6;
 // Later steps: the loss is a mean over thousands of tokens, so the few weights whose bf16 copies
 // round the other way move it by far less than a bf16 ulp (2^-8): 2^-13 (measured: 2.5e-5 on

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <string>
 #include <vector>
@@ -40,8 +41,9 @@ TEST(PipelineBuffers, InFlightIsTheSchedulesDepth) {
   EXPECT_EQ(pipeline_buffers(PipelineSchedule::one_f_one_b, 2, 1, 4, 2).peak_in_flight, 3);
 }
 
-// Every send is released at most once, only after it was sent, and only at a receive whose sender
-// had by then run the receiving op; 1F1B's buffers do not grow with m.
+// Every send is released at most once, only after it was sent, either at a receive whose sender
+// had by then run the receiving op or, an output only, at the start of a later forward (which
+// waits for its send to complete); 1F1B's buffers do not grow with m.
 TEST(PipelineBuffers, ReleasesAreSoundAndBounded) {
   for (auto schedule : {PipelineSchedule::one_f_one_b, PipelineSchedule::gpipe})
     for (int v : {1, 2})
@@ -52,31 +54,44 @@ TEST(PipelineBuffers, ReleasesAreSoundAndBounded) {
             const auto order = pipeline_order(schedule, p, s, m, v);
             const auto b = pipeline_buffers(schedule, p, s, m, v);
             ASSERT_EQ(b.release_at_receive.size(), order.size());
+            ASSERT_EQ(b.release_before_forward.size(), order.size());
             std::map<size_t, int> released;
-            for (size_t i = 0; i < order.size(); ++i)
+            for (size_t i = 0; i < order.size(); ++i) {
               for (size_t k : b.release_at_receive[i]) {
                 EXPECT_LT(k, i);
                 EXPECT_EQ(++released[k], 1);
               }
+              for (size_t k : b.release_before_forward[i]) {
+                EXPECT_LT(k, i);
+                EXPECT_TRUE(order[i].forward && order[k].forward) << "only outputs, before a forward";
+                EXPECT_EQ(v, 1) << "interleaved schedules keep only the proofs";
+                EXPECT_EQ(++released[k], 1);
+              }
+            }
             if (schedule == PipelineSchedule::one_f_one_b && v == 1) {
               EXPECT_EQ(b.peak_buffers, pipeline_buffers(schedule, p, s, 4, v).peak_buffers)
                   << "stage " << s << " of " << p << ", m " << m;
             }
           }
       }
-  // pp=2, GPipe: stage 0 holds all m outputs until stage 1's gradients come back; stage 1 all m
-  // gradients, which stage 0 receives only after its last forward. 1F1B: stage 0 its two
-  // micro-batches' outputs and the received gradient, stage 1 an input and two gradients.
-  EXPECT_EQ(pipeline_buffers(PipelineSchedule::gpipe, 2, 0, 16).peak_buffers, 16);
+  // pp=2, GPipe: stage 0 frees each output when the next forward finds its send complete, so it
+  // holds one output (the last, until the gradients come back) and the received gradient; stage 1
+  // all m gradients, which stage 0 receives only after its last forward, and an input. 1F1B:
+  // stage 0 its latest output and the received gradient, stage 1 an input and two gradients.
+  EXPECT_EQ(pipeline_buffers(PipelineSchedule::gpipe, 2, 0, 16).peak_buffers, 2);
   EXPECT_EQ(pipeline_buffers(PipelineSchedule::gpipe, 2, 1, 16).peak_buffers, 17);
-  EXPECT_EQ(pipeline_buffers(PipelineSchedule::one_f_one_b, 2, 0, 16).peak_buffers, 3);
+  EXPECT_EQ(pipeline_buffers(PipelineSchedule::one_f_one_b, 2, 0, 16).peak_buffers, 2);
   EXPECT_EQ(pipeline_buffers(PipelineSchedule::one_f_one_b, 2, 1, 16).peak_buffers, 3);
+  // 1F1B's stage s keeps up to pp - s inputs; its warm-up's outputs no longer pile up beside them
+  // (they did until a gradient came back: stage 1 of 128 held 126 of them, the seed's 1T). Beside
+  // its 127 inputs: its latest output, two gradients sent back and not yet known received (stage
+  // 0's next forward proves the first) and the one received.
+  EXPECT_EQ(pipeline_buffers(PipelineSchedule::one_f_one_b, 128, 1, 1024).peak_allocated, 127 + 4);
 }
 
 // A receive's buffer is allocated before the sends its arrival proves received are released: at
 // most one buffer more than while a chunk computes, and that one only where a receive meets the
-// peak (GPipe's stage 0: its m outputs and the first gradient; 1F1B's stage 0 of 4: its 4 warm-up
-// outputs and the first gradient).
+// peak (interleaved 1F1B's, whose outputs wait for proofs).
 TEST(PipelineBuffers, AReceiveHoldsAtMostOneBufferMore) {
   for (auto schedule : {PipelineSchedule::one_f_one_b, PipelineSchedule::gpipe})
     for (int v : {1, 2})
@@ -90,17 +105,19 @@ TEST(PipelineBuffers, AReceiveHoldsAtMostOneBufferMore) {
             EXPECT_LE(b.peak_allocated, b.peak_buffers + 1) << p << " " << s << " " << m << " " << v;
           }
       }
-  EXPECT_EQ(pipeline_buffers(PipelineSchedule::gpipe, 2, 0, 16).peak_allocated, 17);
+  EXPECT_EQ(pipeline_buffers(PipelineSchedule::gpipe, 2, 0, 16).peak_allocated, 2);
   EXPECT_EQ(pipeline_buffers(PipelineSchedule::gpipe, 2, 1, 16).peak_allocated, 17);
-  EXPECT_EQ(pipeline_buffers(PipelineSchedule::one_f_one_b, 2, 0, 16).peak_allocated, 3);
-  EXPECT_EQ(pipeline_buffers(PipelineSchedule::one_f_one_b, 4, 0, 8).peak_buffers, 4);
-  EXPECT_EQ(pipeline_buffers(PipelineSchedule::one_f_one_b, 4, 0, 8).peak_allocated, 5);
+  EXPECT_EQ(pipeline_buffers(PipelineSchedule::one_f_one_b, 2, 0, 16).peak_allocated, 2);
+  // Stage 0 of 4: the latest of its warm-up outputs and the first gradient (it used to hold all
+  // four warm-up outputs, and the gradient arrived beside them: 5).
+  EXPECT_EQ(pipeline_buffers(PipelineSchedule::one_f_one_b, 4, 0, 8).peak_buffers, 2);
+  EXPECT_EQ(pipeline_buffers(PipelineSchedule::one_f_one_b, 4, 0, 8).peak_allocated, 2);
 }
 
-// Micro-batches of 2 x 256 tokens of the tiny width (128): each buffer a residual stream of
-// 256 KiB, so m = 16 against m = 4 under GPipe is 12 more per stage, 3 MiB beside a peak of
-// about 20.
-constexpr int64_t kBuffer = 2 * 256 * 128 * 4;
+// Micro-batches of 2 x 256 tokens of the tiny width (128), bf16 (the runs' default precision):
+// each buffer a residual stream of 128 KiB, so m = 16 against m = 4 under GPipe is 12 more on the
+// last stage, 1.5 MiB beside a peak of about 20.
+constexpr int64_t kBuffer = 2 * 256 * 128 * 2;
 
 struct Measured {
   nlohmann::json summary, plan;
@@ -164,12 +181,12 @@ TEST(PipelineMemory, GpipeGrowsWithMicroBatchesAndOneFOneBDoesNotAndThePlannerAg
           << schedule << " m=" << m << " stage " << s << ": predicted " << predicted << ", measured " << measured;
     }
   }
-  // GPipe keeps all m micro-batches' buffers: 12 more residual streams at m = 16 than at m = 4 on
-  // both stages; 1F1B the same peak whatever m.
+  // GPipe's last stage keeps all m micro-batches' gradients: 12 more residual streams at m = 16
+  // than at m = 4; its stage 0 frees each output once sent, so it stays flat, as 1F1B does on both.
   for (int s = 0; s < 2; ++s) {
     const double gpipe = double(tensor_peak(runs[{"gpipe", 16}], s) - tensor_peak(runs[{"gpipe", 4}], s));
     const double one_f = double(tensor_peak(runs[{"1f1b", 16}], s) - tensor_peak(runs[{"1f1b", 4}], s));
-    EXPECT_NEAR(gpipe / double(kBuffer), 12.0, 0.5) << "stage " << s;
+    EXPECT_NEAR(gpipe / double(kBuffer), s == 1 ? 12.0 : 0.0, 0.5) << "stage " << s;
     EXPECT_NEAR(one_f / double(kBuffer), 0.0, 0.5) << "stage " << s;
   }
 }
@@ -250,10 +267,31 @@ TEST(PipelineMemory, FamilyPeaksAreThePlannersWithinTwoPercent) {
     c.model_type = "mistral";
     c.layer_window.assign(size_t(c.num_hidden_layers), 64);
   });
+  // Six blocks for three stages (issue 31: Gemma 3 and Mistral missed by 2.4-2.5% at pp=3): a
+  // Gemma-3-like block (post norms, GeGLU, q/k norms, head_dim 20, local layers with their own
+  // RoPE base, scaled and tied embeddings: the last stage holds the embedding's copy as its head)
+  // and the Mistral-like one.
+  const std::string six = "--set model.num_hidden_layers=6 --set train.seq_len=256 --set train.batch_size=2";
+  const std::string gemma3_six = family_model_dir("pp_memory_gemma3_6", six, [](ModelConfig& c) {
+    c.model_type = "gemma3_text";
+    c.qk_norm = true;
+    c.head_dim_override = c.hidden_size / c.num_attention_heads + 4;
+    c.norm_weight_offset = 1.0f, c.post_norms = c.geglu = c.scale_embeddings = true;
+    c.attention_scale = 0.3f, c.rope_local_theta = 100.0f;
+    c.layer_window.assign(size_t(c.num_hidden_layers), 0);
+    for (int64_t l = 0; l < c.num_hidden_layers; l += 2) c.layer_window[size_t(l)] = 64;
+    c.tie_word_embeddings = true;
+  });
+  const std::string mistral_six = family_model_dir("pp_memory_mistral_6", six, [](ModelConfig& c) {
+    c.model_type = "mistral";
+    c.layer_window.assign(size_t(c.num_hidden_layers), 64);
+  });
   const std::vector<std::pair<Layout, std::string>> layouts = {
       {{2, 4, "1f1b", "", 1, 4}, qwen3},
       {{2, 4, "gpipe", "1,3", 1, 4}, qwen3},
       {{2, 4, "1f1b", "", 1, 4}, mistral},
+      {{3, 6, "1f1b", "", 1, 4}, gemma3_six},
+      {{3, 6, "1f1b", "", 1, 4}, mistral_six},
   };
   for (const auto& [l, model] : layouts) {
     const Measured r = layout_run(l, model);
@@ -266,6 +304,8 @@ TEST(PipelineMemory, FamilyPeaksAreThePlannersWithinTwoPercent) {
       const double measured = double(tensor_peak(r, s));
       EXPECT_NEAR(predicted / measured, 1.0, 0.02) << l.name() << " " << model << " stage " << s
                                                    << ": predicted " << predicted << ", measured " << measured;
+      std::cout << l.name() << " " << fs::path(model).filename().string() << " stage " << s << ": predicted "
+                << predicted << ", measured " << measured << " (" << predicted / measured << ")\n";
     }
   }
   const std::string dir = fresh_temp_dir("tp_memory_qwen3") + "/run";

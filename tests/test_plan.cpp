@@ -90,13 +90,15 @@ TEST(PlanMemory, StageParameterBytesEqualShardPlan) {
 }
 
 // A stage of this engine (every family) holds one micro-batch's activations in the whole model's
-// arena, whatever the schedule, and the pipeline's f32 buffers of N x C each as its schedule keeps
-// them (parallel::pipeline_buffers): GPipe's grow with m, 1F1B's stay at pp - stage in flight.
+// arena, whatever the schedule, and the pipeline's buffers of N x C each in the compute dtype (bf16
+// here) as its schedule keeps them (parallel::pipeline_buffers): GPipe's last stage's grow with m,
+// 1F1B's stay at pp - stage in flight.
 TEST(PlanMemory, PipelineStageHoldsOneMicroBatchAndTheSchedulesBuffers) {
   PlanInput in = tiny_input({1, 1, 1, 2});
   in.global_batch = 8;  // m = 8
   const auto stages = stage_params(in);
-  const double buffer = 4.0 * 16 * 64;  // f32, N = 16 tokens x C = 64
+  const double buffer = 2.0 * 16 * 64;    // bf16, N = 16 tokens x C = 64
+  const double residual = 4.0 * 16 * 64;  // the arena's f32 residual stream of the same
   for (auto schedule : {parallel::PipelineSchedule::one_f_one_b, parallel::PipelineSchedule::gpipe})
     for (int s = 0; s < 2; ++s) {
       in.pp_schedule = schedule;
@@ -108,10 +110,11 @@ TEST(PlanMemory, PipelineStageHoldsOneMicroBatchAndTheSchedulesBuffers) {
       EXPECT_EQ(m.item("pipeline buffers"),
                 double(parallel::pipeline_buffers(schedule, 2, s, 8).peak_allocated) * buffer);
     }
-  // pp = 2, m = 8: GPipe's stage 0 keeps 8 outputs, and the first gradient arrives before any of
-  // them is known received; stage 1 8 gradients and an input; 1F1B 3 each.
+  // pp = 2, m = 8: GPipe's stage 0 frees each output when its next forward finds the send
+  // complete, so it keeps its last output and the received gradient; stage 1 8 gradients and an
+  // input; 1F1B's stage 1 3.
   in.pp_schedule = parallel::PipelineSchedule::gpipe;
-  EXPECT_EQ(memory_per_device(in, stages[0]).item("pipeline buffers"), 9 * buffer);
+  EXPECT_EQ(memory_per_device(in, stages[0]).item("pipeline buffers"), 2 * buffer);
   EXPECT_EQ(memory_per_device(in, stages[1]).item("pipeline buffers"), 9 * buffer);
   in.pp_schedule = parallel::PipelineSchedule::one_f_one_b;
   EXPECT_EQ(memory_per_device(in, stages[1]).item("pipeline buffers"), 3 * buffer);
@@ -120,7 +123,7 @@ TEST(PlanMemory, PipelineStageHoldsOneMicroBatchAndTheSchedulesBuffers) {
   // both blocks', and the first stage has no head rows (final norm output, its rstd, the losses).
   const double block = 16.0 * (2 * (128 + 128 + 64 + 384) + 4 * (2 + 64 + 4));
   const ActivationBytes whole = activation_bytes(in, 2, true), first = activation_bytes(in, 1, false);
-  EXPECT_EQ(whole.per_micro_batch - first.per_micro_batch, block + buffer + 4.0 * 2 * 16 + 2.0 * 16 * 64);
+  EXPECT_EQ(whole.per_micro_batch - first.per_micro_batch, block + residual + 4.0 * 2 * 16 + 2.0 * 16 * 64);
   EXPECT_EQ(memory_per_device(in, stages[0]).item("logits+loss"), 0.0);
   // The Frontier study's GPT shapes are priced as this engine runs them, like every family: a
   // stage holds one micro-batch's activations under either schedule (not Megatron's in-flight
@@ -129,7 +132,7 @@ TEST(PlanMemory, PipelineStageHoldsOneMicroBatchAndTheSchedulesBuffers) {
   in.seq = 2048;
   const auto gpt = stage_params(in);
   const ActivationBytes a = activation_bytes(in, gpt[0].chunk_layers, false);
-  const double gpt_buffer = 4.0 * 2048 * 6144;
+  const double gpt_buffer = 2.0 * 2048 * 6144;  // bf16
   for (auto schedule : {parallel::PipelineSchedule::one_f_one_b, parallel::PipelineSchedule::gpipe}) {
     in.pp_schedule = schedule;
     EXPECT_EQ(memory_per_device(in, gpt[0]).item("activations"), a.per_micro_batch + a.shared);
@@ -170,7 +173,7 @@ TEST(PlanTime, InterleavedPipeline) {
   EXPECT_TRUE(stages[1].last && !stages[1].first);
   EXPECT_DOUBLE_EQ(step_time(in).bubble_fraction, 1.0 / (2 * 4 + 1));
   EXPECT_EQ(memory_per_device(in, stages[0]).item("pipeline buffers"),
-            double(parallel::pipeline_buffers(in.pp_schedule, 2, 0, 4, 2).peak_allocated) * 4.0 * 16 * 64);
+            double(parallel::pipeline_buffers(in.pp_schedule, 2, 0, 4, 2).peak_allocated) * 2.0 * 16 * 64);
   in.global_batch = 3;
   EXPECT_THROW(validate(in), Error);  // m not a multiple of pp
 }

@@ -157,16 +157,17 @@ TEST(PlanCli, PipelineStagesAndBubbleInJson) {
   const int64_t first_blocks = p["stages"][0]["blocks"].get<int64_t>();
   EXPECT_EQ(p["stages"][0]["units"], "embedding, blocks 0-" + std::to_string(first_blocks - 1));
   EXPECT_DOUBLE_EQ(doc["memory_bytes"]["total"].get<double>(), largest);  // the peak is the busiest stage
-  // GPipe keeps all 8 micro-batches' buffers on every stage (the last: 8 gradients and an input),
-  // 1F1B 3 on the last (an input, 2 gradients); the activations are one micro-batch's under both.
+  // GPipe's last stage keeps 8 gradients and an input, 1F1B's 3 (an input, 2 gradients), each a
+  // residual stream in bf16 (the default precision); the activations are one micro-batch's under
+  // both.
   Result g = run_plan("--model llama3-8b --mesh pp=4 --global-batch 8 --json --pp-schedule gpipe --pp-blocks 8,8,8,8");
   ASSERT_EQ(g.code, 0) << g.output;
   auto gdoc = nlohmann::json::parse(g.output);
   EXPECT_EQ(gdoc["pipeline"]["blocks"], nlohmann::json::array({8, 8, 8, 8}));
   const auto& gitems = gdoc["pipeline"]["stages"][3]["memory_bytes"]["items"];
   const auto& items = p["stages"][3]["memory_bytes"]["items"];
-  EXPECT_DOUBLE_EQ(gitems["pipeline buffers"].get<double>(), 9 * 2048 * 4096 * 4.0);
-  EXPECT_DOUBLE_EQ(items["pipeline buffers"].get<double>(), 3 * 2048 * 4096 * 4.0);
+  EXPECT_DOUBLE_EQ(gitems["pipeline buffers"].get<double>(), 9 * 2048 * 4096 * 2.0);
+  EXPECT_DOUBLE_EQ(items["pipeline buffers"].get<double>(), 3 * 2048 * 4096 * 2.0);
   // The same split under 1F1B: the activations are the stage's own 8 blocks' either way.
   Result same = run_plan("--model llama3-8b --mesh pp=4 --global-batch 8 --json --pp-blocks 8,8,8,8");
   ASSERT_EQ(same.code, 0) << same.output;

@@ -451,6 +451,29 @@ TEST_P(BackendOps, EmbeddingMatchesReference) {
   }
 }
 
+// A frozen embedding under bf16 keeps only its bf16 copy, which the lookup reads: rows widened
+// exactly (equal to the reference's), zeros for tokens another device holds.
+TEST_P(BackendOps, EmbeddingFromABf16TableMatchesReference) {
+  const int64_t N = 17, C = 19, row0 = 5, rows = 11;
+  const std::vector<int32_t> tok = random_ints(N, 0, 20, 71);
+  const Vec table = random_normal(rows * C, 72);
+  Vec out[2];
+  int s = 0;
+  for (Backend* be : {&tested(), &reference_backend()}) {
+    Side side(*be);
+    Tensor T = side.make(DType::bf16, rows, C, table), tk = side.make_i32(tok);
+    Tensor O = side.make(DType::f32, N, C, random_normal(N * C, 73));  // overwritten
+    be->embedding_forward(O, tk, T, row0);
+    out[s++] = side.get(O);
+  }
+  expect_equal(out[0], out[1], "embedding forward from bf16");
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t r = tok[size_t(n)] - row0;
+    const float want = r >= 0 && r < rows ? to_float(from_float<bf16>(table[size_t(r * C)])) : 0.0f;
+    EXPECT_EQ(out[1][size_t(n * C)], want) << n;
+  }
+}
+
 // Cross-entropy, whole rows and split over three devices' vocabulary slices (reductions done here).
 struct CeResult {
   Vec losses, dlogits;

@@ -187,7 +187,9 @@ class Backend {
 
   // The table holds vocabulary rows [row0, row0 + table.rows) (all of them on one device). out f32
   // [N, C]: a token's row, or zeros where another device holds it (the devices' outputs then sum
-  // to the lookup). Backward: dtable[token - row0] += dout in a fixed order (deterministic).
+  // to the lookup). The forward's table is f32 or bf16 (a frozen embedding under bf16 mixed
+  // precision keeps only its bf16 copy); the rows are widened exactly. Backward (f32 dtable):
+  // dtable[token - row0] += dout in a fixed order (deterministic).
   virtual void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& table,
                                  int64_t row0) = 0;
   virtual void embedding_backward(const Tensor& dtable, const Tensor& tokens, const Tensor& dout,

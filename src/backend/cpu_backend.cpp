@@ -194,9 +194,13 @@ class CpuBackend final : public HostMemoryBackend {
 
   void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& table,
                          int64_t row0) override {
-    check_embedding(out, tokens, table, device(), "embedding_forward");
-    embedding_forward_rows(out.as<float>(), tokens.as<int32_t>(), table.as<float>(), out.rows,
-                           out.cols, row0, table.rows);
+    check_embedding(out, tokens, table, device(), "embedding_forward", /*bf16_table=*/true);
+    if (table.dtype == DType::bf16)
+      embedding_forward_rows(out.as<float>(), tokens.as<int32_t>(), table.as<bf16>(), out.rows, out.cols, row0,
+                             table.rows);
+    else
+      embedding_forward_rows(out.as<float>(), tokens.as<int32_t>(), table.as<float>(), out.rows,
+                             out.cols, row0, table.rows);
   }
   void embedding_backward(const Tensor& dtable, const Tensor& tokens, const Tensor& dout,
                           int64_t row0) override {

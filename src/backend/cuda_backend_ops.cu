@@ -247,9 +247,11 @@ void CudaBackend::gelu_backward(const Tensor& dx, const Tensor& dh, const Tensor
 
 void CudaBackend::embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& table,
                                     int64_t row0) {
-  check_embedding(out, tokens, table, device(), "embedding_forward");
-  cuda::embedding_forward(ptr<float>(out), ptr<const int32_t>(tokens), ptr<const float>(table),
-                          out.rows, out.cols, row0, table.rows, stream());
+  check_embedding(out, tokens, table, device(), "embedding_forward", /*bf16_table=*/true);
+  gpu_float_dispatch(table.dtype, [&]<class T>(T) {
+    cuda::embedding_forward<T>(ptr<float>(out), ptr<const int32_t>(tokens), ptr<const T>(table), out.rows,
+                               out.cols, row0, table.rows, stream());
+  });
 }
 
 void CudaBackend::embedding_backward(const Tensor& dtable, const Tensor& tokens,

@@ -157,7 +157,7 @@ class ReferenceBackend final : public HostMemoryBackend {
 
   void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& table,
                          int64_t row0) override {
-    check_embedding(out, tokens, table, device(), "embedding_forward");
+    check_embedding(out, tokens, table, device(), "embedding_forward", /*bf16_table=*/true);
     ref::embedding_forward(out, tokens, table, row0);
   }
   void embedding_backward(const Tensor& dtable, const Tensor& tokens, const Tensor& dout,

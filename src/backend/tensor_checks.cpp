@@ -152,10 +152,10 @@ void check_dropout(const Tensor& y, const Tensor& x, const DropoutMask& mask, De
 }
 
 void check_embedding(const Tensor& rows, const Tensor& tokens, const Tensor& table, Device device,
-                     const char* op) {
+                     const char* op, bool bf16_table) {
   check_numel(rows, rows.numel(), DType::f32, device, op);
   check_numel(tokens, rows.rows, DType::i32, device, op);
-  check_numel(table, table.numel(), DType::f32, device, op);
+  check_numel(table, table.numel(), bf16_table && table.dtype == DType::bf16 ? DType::bf16 : DType::f32, device, op);
   if (table.cols != rows.cols) fail_op(op, "table " + desc(table) + " and rows " + desc(rows));
 }
 

@@ -48,8 +48,9 @@ void check_bias(const Tensor& y, const Tensor& b, Device device, const char* op)
 void check_elementwise(std::initializer_list<const Tensor*> ts, Device device, const char* op);
 // y and x of one float dtype and shape, on the device, not aliased; mask.p in [0, 1).
 void check_dropout(const Tensor& y, const Tensor& x, const DropoutMask& mask, Device device);
+// `bf16_table`: the forward's table may be bf16 as well as f32 (Backend::embedding_forward).
 void check_embedding(const Tensor& rows, const Tensor& tokens, const Tensor& table, Device device,
-                     const char* op);
+                     const char* op, bool bf16_table = false);
 void check_cross_entropy(const Tensor& per_row, const Tensor& dlogits, const Tensor& logits,
                          const Tensor& targets, Device device, const char* op);
 void check_column_blocks(const Tensor& whole, std::span<const Tensor> blocks, Device device,

@@ -408,4 +408,11 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   norm_backward(be, c, dy, dn1, x, w.norm1, a.mean1, a.rstd1);  // dy = dL/dx
 }
 
+void round_to_scratch_dtype(Backend& be, const Tensor& x, const BlockScratch& s) {
+  if (s.t3.dtype == DType::f32) return;
+  const Tensor tmp = s.t3.flat_slice(0, x.numel()).view(x.rows, x.cols);
+  be.convert(tmp, x);
+  be.convert(x, tmp);
+}
+
 }  // namespace mt

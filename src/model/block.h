@@ -130,6 +130,11 @@ struct BlockScratch {
   Tensor dpost_raw;   // [N * C]
 };
 int64_t block_scratch_elems(const ModelConfig& c, int64_t N, int64_t lora_rank, bool lora_dropout = false);
+// x [N, C] f32, a block's output (the residual stream between blocks) or its gradient, rounded in
+// place to the scratch's dtype (the compute dtype; nothing to do in f32) through its t3, which is
+// free between blocks. The model does it wherever a pipeline may cut it, on every layout, so a
+// stage can keep and send those tensors in bf16 and compute what one rank computes.
+void round_to_scratch_dtype(Backend& be, const Tensor& x, const BlockScratch& s);
 BlockScratch carve_block_scratch(const Tensor& arena, const ModelConfig& c, int64_t N,
                                  int64_t lora_rank, bool lora_dropout = false);
 // The f32 part of the scratch (q/k norms' and post norms' backward; 0 elements for a family

@@ -84,6 +84,7 @@ class DecoderImpl : public Decoder::Impl {
       block_forward(be_, y_, x_, acts_, w_.blocks[size_t(l)], in, c_, scratch_view_,
                     &caches_[size_t(l)]);
       std::swap(x_, y_);
+      round_to_scratch_dtype(be_, x_, scratch_view_);  // as the training runner does between blocks
     }
     norm_forward(be_, c_, nf_, mean_, rstd_, x_, w_.final_norm);
     linear_layer_forward(be_, logits_, head_u_, nf_, w_.head);

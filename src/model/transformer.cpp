@@ -78,8 +78,11 @@ Transformer::Transformer(const ModelConfig& config, Precision precision, const L
   const bool frozen = lora.enabled;
   ParamPlan matrix{/*master=*/!bf || !frozen, /*compute=*/bf, /*grad=*/!frozen, /*decay=*/true};
   ParamPlan norm{true, false, !frozen, false};
-  ParamPlan embed{true, bf && config.tie_word_embeddings, !frozen, true};
-  ParamPlan positions{true, false, !frozen, true};  // read by a lookup only: no compute copy
+  // The lookup reads the f32 master of a trained embedding; a frozen one under bf16 is kept (and
+  // gathered under fsdp) in bf16 only, like the frozen matrices: the lookup widens its rows, and
+  // a tied head's GEMMs read the same copy.
+  ParamPlan embed{!bf || !frozen, bf && (config.tie_word_embeddings || frozen), !frozen, true};
+  ParamPlan positions{!bf || !frozen, bf && frozen, !frozen, true};  // a lookup: a copy only if frozen
   ParamPlan adapter{true, bf, true, true};
   ParamPlan nf4_base{false, false, false, true, /*quant=*/true};
   // One list of names and shapes serves the model, the shard planner and the memory planner.
@@ -248,6 +251,17 @@ class Transformer::Runner {
             .cp = in.noise.cp,
             .cp_rank = in.noise.cp_rank,
             .share_len = in.T};
+  }
+  // The residual stream (or its gradient) where a pipeline may cut the model, rounded to the
+  // compute dtype in place (round_to_scratch_dtype). Done on every layout, one rank's too, so that
+  // a stage can send and keep these tensors in bf16 and still compute what one rank computes
+  // (docs/distributed.md, "Stages send the compute dtype").
+  void round_to_compute(const Tensor& x) { round_to_scratch_dtype(be_, x, scratch_view_); }
+  // A span's tensor in or out of the runner's f32 residual stream: copied, or converted where the
+  // span's is the compute dtype (exact: the values were rounded where the model is cut).
+  void move(const Tensor& dst, const Tensor& src) {
+    if (dst.dtype == src.dtype) be_.copy(dst, src);
+    else be_.convert(dst, src);
   }
   // Parameter units (see ModelParallel): acquire and re-read the unit's views / release.
   void use(int unit, bool grads, bool weights = true);
@@ -485,19 +499,20 @@ LossSum Transformer::Runner::run(const ModelInput& in, bool backward, float grad
     }
     done(0, false);
   } else {
-    be_.copy(x(lb), span->x_in);
+    move(x(lb), span->x_in);
   }
   for (int64_t l = lb; l < le; ++l) {
     use(int(l) + 1, false);
     block_forward(be_, x(l + 1), x(l), acts_[size_t(ckpt ? 0 : l - lb)], w_.blocks[l], with_dropout(l), c_,
                   scratch_view_);
     done(int(l) + 1, false);
+    round_to_compute(x(l + 1));  // a block's output: where a pipeline may cut
   }
   LossSum total;
   if (last < head_unit) {
-    if (span->x_out) be_.copy(span->x_out, x(le));
+    if (span->x_out) move(span->x_out, x(le));
     if (!backward) return total;
-    be_.copy(dx_, span->dy);
+    move(dx_, span->dy);
   } else {
     // The head's forward and backward run chunk by chunk together, so its unit is acquired once
     // with gradients. A tied head is the embedding, which then stays held until the embedding's
@@ -529,9 +544,10 @@ LossSum Transformer::Runner::run(const ModelInput& in, bool backward, float grad
     }
     block_backward(be_, dx_, x(l), acts_[size_t(ckpt ? 0 : l - lb)], w_.blocks[l], with_dropout(l), c_, scratch_view_);
     done(int(l) + 1, true);
+    if (l > 0) round_to_compute(dx_);  // the gradient of a block's output (block l - 1's): a cut
   }
   if (first > 0) {
-    if (span->dx) be_.copy(span->dx, dx_);
+    if (span->dx) move(span->dx, dx_);
     if (tied && last == head_unit) done(0, true);  // the head's share of the tied embedding
     return total;
   }

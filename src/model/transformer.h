@@ -43,7 +43,10 @@ struct ModelInput {
 // A contiguous run of the model's units (ModelParallel's numbering: 0 = embedding, 1..L = blocks,
 // L + 1 = final norm and head) and the residual stream where it is cut, for running part of the
 // model (a pipeline stage runs its units). Tensors in the model's backend memory, B*T*hidden_size
-// f32 elements each, copied in and out with the backend's device-to-device copy.
+// elements each, f32 or the compute dtype (a pipeline's are the compute dtype: half the bytes under
+// bf16), converted in and out with the backend. Where a cut can fall (between blocks) the model
+// rounds the residual stream and its gradient to the compute dtype on every layout, one rank's
+// included (Transformer::Runner::run), so a bf16 tensor here holds them exactly.
 struct UnitSpan {
   int first = 0, last = 0;  // units [first, last]
   Tensor x_in;              // first > 0: the input of unit `first`

@@ -35,11 +35,12 @@ NormWeights norm_weights(Transformer& m, const std::string& prefix) {
 }  // namespace
 
 void bind_embedding(ModelWeights& w, Transformer& m) {
+  // The lookups read the f32 master, or a frozen table's bf16 copy (its only one under bf16).
   Param& E = m.base().get(kEmbedName);
-  w.embed = E.master_tensor(), w.dembed = E.grad_tensor();
+  w.embed = E.master ? E.master_tensor() : E.compute_tensor(), w.dembed = E.grad_tensor();
   if (m.config().learned_positions()) {
     Param& P = m.base().get(kPositionEmbedName);
-    w.positions = P.master_tensor(), w.dpositions = P.grad_tensor();
+    w.positions = P.master ? P.master_tensor() : P.compute_tensor(), w.dpositions = P.grad_tensor();
   }
   if (m.config().tie_word_embeddings)
     w.head = linear(m, kEmbedName, "lm_head", lora_targets_head(m.lora_config()));

@@ -255,8 +255,10 @@ PipelineBuffers pipeline_buffers(PipelineSchedule schedule, int stages, int stag
   const std::vector<PipeOp> mine = pipeline_order(schedule, p, stage, micro, chunks);
   PipelineBuffers out;
   out.release_at_receive.resize(mine.size());
-  // Sends not yet known received: (op index, receiving rank, the receiving op's position).
-  struct Pending { size_t op; int rank; size_t at; };
+  out.release_before_forward.resize(mine.size());
+  // Sends not yet known received: (op index, receiving rank, the receiving op's position, whether
+  // it is an output sent forward).
+  struct Pending { size_t op; int rank; size_t at; bool output; };
   std::vector<Pending> pending;
   int64_t inputs = 0, in_flight = 0;
   bool dy = false;
@@ -264,6 +266,12 @@ PipelineBuffers pipeline_buffers(PipelineSchedule schedule, int stages, int stag
     const PipeOp& op = mine[i];
     const int g = op.chunk * p + stage;
     if (!op.forward && g == last) continue;  // done in its forward
+    if (op.forward && chunks == 1)  // the outputs sent so far: their sends complete first
+      for (size_t k = 0; k < pending.size();)
+        if (pending[k].output)
+          out.release_before_forward[i].push_back(pending[k].op), pending.erase(pending.begin() + ptrdiff_t(k));
+        else
+          ++k;
     const bool receives = op.forward ? g > 0 : true;
     if (receives) {  // from the previous chunk's forward, or the next chunk's backward
       // The buffer received into is allocated first (the gradient's only once: it is reused).
@@ -284,7 +292,7 @@ PipelineBuffers pipeline_buffers(PipelineSchedule schedule, int stages, int stag
     const bool sends_output = op.forward && g != last, sends_grad = !sends_output && g > 0;
     if (sends_output || sends_grad) {
       const auto [rank, at] = sends_output ? op_of(true, g + 1, op.micro) : op_of(false, g - 1, op.micro);
-      pending.push_back({i, rank, at});
+      pending.push_back({i, rank, at, sends_output});
     }
     out.peak_in_flight = std::max(out.peak_in_flight, in_flight);
     out.peak_buffers = std::max(out.peak_buffers, inputs + int64_t(pending.size()) + (dy ? 1 : 0));
@@ -344,8 +352,12 @@ double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float gr
   std::vector<size_t> forward_of(size_t(v * m));  // (chunk, micro) -> the index of its forward
   DeviceBuffer dy;
   int64_t in_flight = 0, held = 0;  // bytes of the buffers above
+  // In the compute dtype: bf16 under bf16 mixed precision (the model rounds what crosses a cut:
+  // UnitSpan), half the bytes of f32 kept and sent.
+  const DType dt = model_.compute_dtype();
+  const int64_t elem = int64_t(dtype_size(dt));
   const auto allocate = [&](DeviceBuffer& b, int64_t n) {
-    if (b.numel() != n) held += (n - b.numel()) * int64_t(sizeof(float)), b.resize(backend, DType::f32, n);
+    if (b.numel() != n) held += (n - b.numel()) * elem, b.resize(backend, dt, n);
   };
   const auto drop = [&](DeviceBuffer& b) { held -= int64_t(b.bytes()), b = DeviceBuffer(); };
   const auto compute = [&](const ModelInput& in, const UnitSpan& span, bool backward) {
@@ -353,16 +365,19 @@ double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float gr
     t.peak_buffer_bytes = std::max(t.peak_buffer_bytes, held);
     return timed(t.compute_s, [&] { return model_.run_units(in, span, backward, grad_scale); });
   };
-  const auto receive = [&](DeviceBuffer& into, int64_t n, int peer, int tag, size_t op) {
-    allocate(into, n);
-    timed(t.recv_wait_s, [&] { group_.device().recv_bytes(into.data(), n * int64_t(sizeof(float)), peer, tag); });
-    // The sender's op is past its own receives, so these of ours have arrived: their waits return
-    // at once.
-    for (size_t done : plan.release_at_receive[op]) {
+  const auto release = [&](const std::vector<size_t>& done_sends) {
+    for (size_t done : done_sends) {
       timed(t.send_wait_s, [&] { sends[done]->wait(); });
       sends[done] = nullptr;
       drop(sent[done]);
     }
+  };
+  const auto receive = [&](DeviceBuffer& into, int64_t n, int peer, int tag, size_t op) {
+    allocate(into, n);
+    timed(t.recv_wait_s, [&] { group_.device().recv_bytes(into.data(), n * elem, peer, tag); });
+    // The sender's op is past its own receives, so these of ours have arrived: their waits return
+    // at once.
+    release(plan.release_at_receive[op]);
   };
   const auto send = [&](size_t op, int peer, int tag) {
     const int64_t bytes = int64_t(sent[op].bytes());
@@ -378,6 +393,7 @@ double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float gr
     UnitSpan span = chunks_[size_t(op.chunk)];
     if (op.forward) {
       forward_of[size_t(op.chunk * m + op.micro)] = i;
+      release(plan.release_before_forward[i]);  // outputs sent before: freed once their sends complete
       if (chunk > 0) receive(inputs[i], n, prev, forward_tag(chunk - 1), i), span.x_in = inputs[i].tensor();
       ++in_flight;
       if (chunk == last_chunk) {  // the loss is here: forward and backward at once
@@ -412,21 +428,22 @@ double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float gr
 
 LossSum Pipeline::forward_loss(const ModelInput& in) {
   const int s = stage(), p = group_.size(), v = int(chunks_.size());
-  const int64_t n = in.B * in.T * model_.config().hidden_size, bytes = n * int64_t(sizeof(float));
-  // The residual stream in the model's backend memory, as in a training step.
+  const DType dt = model_.compute_dtype();
+  const int64_t n = in.B * in.T * model_.config().hidden_size, bytes = n * int64_t(dtype_size(dt));
+  // The residual stream in the model's backend memory and the compute dtype, as in a training step.
   DeviceBuffer x, y;
   LossSum ls;
   for (int c = 0; c < v; ++c) {  // chunk c * p + s, after the one before it on the previous rank
     const int chunk = c * p + s;
     UnitSpan span = chunks_[size_t(c)];
     if (chunk > 0) {
-      if (x.numel() != n) x.resize(model_.backend(), DType::f32, n);
+      if (x.numel() != n) x.resize(model_.backend(), dt, n);
       group_.device().recv_bytes(x.data(), bytes, (s + p - 1) % p, forward_tag(chunk - 1));
       span.x_in = x.tensor();
     }
     const bool last = chunk + 1 == p * v;
     if (!last) {
-      if (y.numel() != n) y.resize(model_.backend(), DType::f32, n);
+      if (y.numel() != n) y.resize(model_.backend(), dt, n);
       span.x_out = y.tensor();
     }
     ls = model_.run_units(in, span, false, 0.0f);

@@ -97,8 +97,17 @@ std::vector<PipeOp> pipeline_order(PipelineSchedule schedule, int stages, int st
 // of ours those ops received are complete and their buffers can go, with no wait that blocks. Sent
 // outputs and gradients are released so (at the receive of op i, those listed in
 // release_at_receive[i], by op index); a chunk's input is kept from its forward to its backward.
+// Without virtual stages an output sent forward is also waited for at the start of the stage's
+// next forward (release_before_forward[i]) and freed when that send completes, as Megatron frees
+// an output once sent: the wait is on the next stage's receive, which needs nothing from this
+// stage beyond outputs it has already sent (waits point only down the pipeline, and the last stage
+// sends no outputs), so it cannot deadlock, and it keeps the warm-up's outputs from piling up
+// (1F1B's stage s held pp - 1 - s of them until the first gradient came back). Interleaved
+// schedules send around a ring (the last stage to the first), where such waits could form a
+// cycle: they keep only the proofs.
 struct PipelineBuffers {
-  std::vector<std::vector<size_t>> release_at_receive;  // per op of pipeline_order
+  std::vector<std::vector<size_t>> release_at_receive;     // per op of pipeline_order
+  std::vector<std::vector<size_t>> release_before_forward;  // per op: outputs waited for first
   // The most while a chunk computes: micro-batches between their forward and their backward (the
   // last chunk's for the op itself; 1F1B min(pp - stage, m), GPipe m), and activation-sized
   // buffers alive (kept inputs, outputs and gradients not yet known received, the received

@@ -132,16 +132,18 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
     // This engine's stage (parallel/pipeline.h): one micro-batch's activations at a time, its
     // forward recomputed in the backward, in the model's arena, which the runner plans for the
     // stage's units alone (its largest chunk's blocks, the head's buffers on the stage holding it:
-    // Transformer::set_units); beside it the pipeline's own f32 buffers of a residual stream each,
+    // Transformer::set_units); beside it the pipeline's own buffers of a residual stream each in
+    // the compute dtype (bf16 under mixed precision: the model rounds the stream where it is cut),
     // as many as the schedule's orders keep at once (parallel::pipeline_buffers: kept inputs, the
-    // in-flight micro-batches; sends not yet known received; the received gradient), counted at
-    // the moment a receive's buffer exists beside the sends it then releases (peak_allocated).
+    // in-flight micro-batches; outputs until their send completes at the next forward, gradients
+    // until known received; the received gradient), counted at the moment a receive's buffer
+    // exists beside the sends it then releases (peak_allocated).
     const ActivationBytes a = activation_bytes(in, s.chunk_layers, s.last);
     add("activations", a.per_micro_batch + a.shared);
     add("logits+loss", a.logits);
     const parallel::PipelineBuffers b = parallel::pipeline_buffers(
         in.pp_schedule, int(in.mesh.pp), int(s.index), in.micro_batches(), int(in.pp_virtual));
-    add("pipeline buffers", double(b.peak_allocated) * 4.0 * N * h);
+    add("pipeline buffers", double(b.peak_allocated) * (bf16 ? 2.0 : 4.0) * N * h);
   } else {
     // Without a pipeline, one micro-batch's: micro-batches accumulate one after another.
     const ActivationBytes a = activation_bytes(in, s.layers, s.last);
@@ -155,15 +157,22 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
   const double rope_pairs = mc.rope_local_theta > 0.0f ? 2.0 : 1.0;
   add("rope tables", rope_pairs * 4.0 * double(mc.max_position_embeddings) * double(mc.head_dim()));
 
-  // Gather buffers, as src/parallel/sharded_model.cpp holds them at the head (the largest unit): the
-  // unit in use, the next one prefetched and the receive staging of a gather (bf16 each), the
-  // unit's f32 gradients and their reduce-scatter staging (f32 each); the tp all-reduce's staging.
+  // Gather buffers, as src/parallel/sharded_model.cpp holds them at the largest unit: the unit in
+  // use and the receive staging of its gather (bf16 each, the largest unit's), the next unit
+  // prefetched beside them (a block: the embedding's and the head's neighbours are blocks, and a
+  // block's are no larger than the largest), the unit's f32 gradients and their reduce-scatter
+  // staging (f32 each); the tp all-reduce's staging. With blocks the largest unit this is three
+  // blocks; a vocabulary-heavy model's embedding or head is never prefetched beside its like.
   double comm = 0.0;
   const bool gathers = in.mesh.fsdp > 1 || (in.zero >= 3 && in.mesh.dp > 1);
   // An NF4 unit is gathered in its 4-bit blocks.
-  const double unit = double(s.max_unit.gathered), unit_train = double(s.max_unit.gathered_trainable);
+  const auto unit_bytes = [&](const ElemCount& u) {
+    const double all = double(u.gathered), trained = double(u.gathered_trainable);
+    return frozen_bytes(all - trained, double(u.gathered_nf4)) + wbytes * trained;
+  };
+  const double unit_train = double(s.max_unit.gathered_trainable);
   if (gathers)
-    comm += 3.0 * (frozen_bytes(unit - unit_train, double(s.max_unit.gathered_nf4)) + wbytes * unit_train) +
+    comm += 2.0 * unit_bytes(s.max_unit) + std::min(unit_bytes(s.layer_unit), unit_bytes(s.max_unit)) +
             8.0 * unit_train;
   if (in.mesh.tp > 1) comm += 2.0 * 2.0 * N * h;
   // The dp / cp gradient buckets' staging (parallel/mpi_comm.cpp): up to three buckets in flight,

@@ -112,7 +112,7 @@ std::vector<StageParams> stage_params(const PlanInput& in) {
     for (size_t c = size_t(k); c < blocks.size(); c += size_t(in.mesh.pp))  // its chunks k, k + pp, ...
       s.chunk_layers = std::max(s.chunk_layers, blocks[c]);
     s.params = layer.times(s.layers);
-    s.max_unit = layer;
+    s.max_unit = s.layer_unit = layer;
     if (s.first) s.params += first, s.max_unit = bigger(s.max_unit, first);
     if (s.last) {
       ElemCount head = last;

@@ -80,6 +80,7 @@ struct StageParams {
   bool first = false, last = false;
   ElemCount params;     // everything the stage's rank holds
   ElemCount max_unit;   // the largest unit gathered at once (a layer, the embedding, the head)
+  ElemCount layer_unit;  // one block's unit: what is gathered beside the embedding or the head
 };
 
 // Blocks per chunk as the trainer splits them: parallel::pipeline_blocks of the model, pp x

@@ -165,9 +165,9 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
   if (in.zero >= 3)
     r.fsdp += gathers(parallel::Axis::dp, mesh.dp, double(s.params.local), double(s.params.local_nf4),
                       double(s.params.local_trainable));
-  // An activation forward and its gradient back per chunk; this engine sends the f32 residual.
+  // An activation forward and its gradient back per chunk, in the compute dtype (pipeline.cpp).
   if (mesh.pp > 1)
-    r.pp = 2.0 * double(in.pp_virtual) * point_to_point(4.0 * N * C, axis_link(mesh, parallel::Axis::pp, cl));
+    r.pp = 2.0 * double(in.pp_virtual) * point_to_point(wbytes * N * C, axis_link(mesh, parallel::Axis::pp, cl));
   return r;
 }
 

@@ -41,6 +41,21 @@ void embedding_forward_rows(float* out, const int32_t* tokens, const float* tabl
   }
 }
 
+void embedding_forward_rows(float* out, const int32_t* tokens, const bf16* table, int64_t N,
+                            int64_t C, int64_t row0, int64_t rows) {
+#pragma omp parallel for schedule(static) if (N * C > (1 << 15))
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t r = int64_t(tokens[n]) - row0;
+    float* dst = out + n * C;
+    if (r < 0 || r >= rows) {
+      std::memset(dst, 0, size_t(C) * sizeof(float));
+      continue;
+    }
+    const bf16* src = table + r * C;
+    for (int64_t c = 0; c < C; ++c) dst[c] = to_float(src[c]);
+  }
+}
+
 void embedding_backward_rows(float* dtable, const int32_t* tokens, const float* dout, int64_t N,
                              int64_t C, int64_t row0, int64_t rows) {
 #pragma omp parallel if (N * C > (1 << 15))

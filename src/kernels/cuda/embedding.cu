@@ -9,12 +9,13 @@ namespace mt::cuda {
 
 namespace {
 
-__global__ void forward_kernel(float* out, const int32_t* tokens, const float* table, int64_t N,
+template <class T>
+__global__ void forward_kernel(float* out, const int32_t* tokens, const T* table, int64_t N,
                                int64_t C, int64_t row0, int64_t rows) {
   const int64_t n_all = N * C;
   for (int64_t e = global_index(); e < n_all; e += global_stride()) {
     const int64_t n = e / C, c = e % C, r = int64_t(tokens[n]) - row0;
-    out[e] = (r >= 0 && r < rows) ? table[r * C + c] : 0.0f;
+    out[e] = (r >= 0 && r < rows) ? load(table[r * C + c]) : 0.0f;
   }
 }
 
@@ -66,12 +67,17 @@ size_t sort_temp_bytes(int64_t N, int64_t rows) {
 
 }  // namespace
 
-void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t N, int64_t C,
+template <class T>
+void embedding_forward(float* out, const int32_t* tokens, const T* table, int64_t N, int64_t C,
                        int64_t row0, int64_t rows, cudaStream_t stream) {
   if (N * C <= 0) return;
-  MT_LAUNCH(forward_kernel, grid_for(N * C), kThreads, 0, stream)(out, tokens, table, N, C, row0, rows);
+  MT_LAUNCH(forward_kernel<T>, grid_for(N * C), kThreads, 0, stream)(out, tokens, table, N, C, row0, rows);
   check_launch("embedding_forward");
 }
+template void embedding_forward<float>(float*, const int32_t*, const float*, int64_t, int64_t, int64_t, int64_t,
+                                       cudaStream_t);
+template void embedding_forward<bf16_t>(float*, const int32_t*, const bf16_t*, int64_t, int64_t, int64_t, int64_t,
+                                        cudaStream_t);
 
 size_t embedding_backward_scratch_bytes(int64_t N, int64_t rows) {
   if (N <= 0) return 0;

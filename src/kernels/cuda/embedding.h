@@ -10,8 +10,10 @@
 
 namespace mt::cuda {
 
-// out [N, C] f32: out[n] = table[tokens[n] - row0], zeros for tokens outside the table.
-void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t N, int64_t C,
+// out [N, C] f32: out[n] = table[tokens[n] - row0], zeros for tokens outside the table. T: float,
+// or __nv_bfloat16 for a frozen embedding's bf16 copy (widened exactly).
+template <class T>
+void embedding_forward(float* out, const int32_t* tokens, const T* table, int64_t N, int64_t C,
                        int64_t row0, int64_t rows, cudaStream_t stream);
 
 // Scratch bytes embedding_backward needs for N tokens and a table of `rows` rows.

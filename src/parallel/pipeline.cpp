@@ -266,12 +266,16 @@ PipelineBuffers pipeline_buffers(PipelineSchedule schedule, int stages, int stag
     const PipeOp& op = mine[i];
     const int g = op.chunk * p + stage;
     if (!op.forward && g == last) continue;  // done in its forward
-    if (op.forward && chunks == 1)  // the outputs sent so far: their sends complete first
-      for (size_t k = 0; k < pending.size();)
-        if (pending[k].output)
-          out.release_before_forward[i].push_back(pending[k].op), pending.erase(pending.begin() + ptrdiff_t(k));
-        else
+    if (op.forward && chunks == 1) {  // the outputs sent so far: their sends complete first
+      for (size_t k = 0; k < pending.size();) {
+        if (pending[k].output) {
+          out.release_before_forward[i].push_back(pending[k].op);
+          pending.erase(pending.begin() + ptrdiff_t(k));
+        } else {
           ++k;
+        }
+      }
+    }
     const bool receives = op.forward ? g > 0 : true;
     if (receives) {  // from the previous chunk's forward, or the next chunk's backward
       // The buffer received into is allocated first (the gradient's only once: it is reused).

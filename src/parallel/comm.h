@@ -28,6 +28,11 @@ class CommRequest {
 };
 using Request = std::unique_ptr<CommRequest>;
 
+// A request complete when it is issued (a one-rank group, a transport that cannot overlap).
+struct CompletedRequest final : CommRequest {
+  void wait() override {}
+};
+
 class Comm {
  public:
   virtual ~Comm() = default;
@@ -62,7 +67,10 @@ class Comm {
   virtual Request ireduce_scatter_sum(const float* in, float* out, int64_t n) = 0;
   // In place, like all_reduce_sum (gradient buckets). This default completes at once; groups
   // over a transport that can overlap it (MPI, NCCL) override it.
-  virtual Request iall_reduce_sum(float* data, int64_t n);
+  virtual Request iall_reduce_sum(float* data, int64_t n) {
+    all_reduce_sum(data, n);
+    return std::make_unique<CompletedRequest>();
+  }
 
   // Point to point (pipeline stages): `bytes` from this rank to rank `peer` of the group, matched
   // by the peer's recv with this rank and the same tag; messages between two ranks with one tag

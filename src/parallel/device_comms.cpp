@@ -102,11 +102,6 @@ int attach_device_twins(Mesh& mesh, Backend& backend, const DeviceTwinMaker& mak
 
 namespace {
 
-class CompletedRequest final : public CommRequest {
- public:
-  void wait() override {}
-};
-
 class SingleRankDeviceComm final : public Comm {
  public:
   SingleRankDeviceComm(Comm& host, Backend& backend) : host_(host), backend_(backend) {

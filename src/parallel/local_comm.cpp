@@ -5,21 +5,6 @@
 #include "parallel/comm.h"
 
 namespace mt::parallel {
-namespace {
-
-// Everything a one-rank collective does happens at the call, so waiting has nothing to do.
-struct DoneRequest final : CommRequest {
-  void wait() override {}
-};
-
-}  // namespace
-
-// Groups whose transport cannot overlap an all-reduce (a one-rank group, staged copies) complete
-// it at the call.
-Request Comm::iall_reduce_sum(float* data, int64_t n) {
-  all_reduce_sum(data, n);
-  return std::make_unique<DoneRequest>();
-}
 
 void LocalComm::all_gather_bytes(const void* in, void* out, int64_t n, int elem_bytes) {
   if (in != out) std::memmove(out, in, size_t(n) * size_t(elem_bytes));
@@ -35,12 +20,12 @@ void LocalComm::broadcast_bytes(void*, int64_t, int root) {
 
 Request LocalComm::iall_gather_bytes(const void* in, void* out, int64_t n, int elem_bytes) {
   all_gather_bytes(in, out, n, elem_bytes);
-  return std::make_unique<DoneRequest>();
+  return std::make_unique<CompletedRequest>();
 }
 
 Request LocalComm::ireduce_scatter_sum(const float* in, float* out, int64_t n) {
   reduce_scatter_sum(in, out, n);
-  return std::make_unique<DoneRequest>();
+  return std::make_unique<CompletedRequest>();
 }
 
 void LocalComm::send_bytes(const void*, int64_t, int peer, int) {

@@ -5,7 +5,8 @@
 # the time in attention (its cp exchanges included), and its peak tensor memory beside what one
 # rank needs for seq_len / cp tokens plus the exchange buffers of parallel/context_parallel.cpp
 # (the whole rows' K, V and their gradients, the gather and f32 reduce-scatter staging:
-# (6 cp + 1) x B x seq/cp x kv_dim x 4 bytes in fp32). Runs cp = 1, 2 and 4 on the default tiny
+# (6 cp + 1) x B x seq/cp x kv_dim x 4 bytes in fp32) plus the staged input of the gradient buckets
+# the cp replicas sum over (the model's f32 gradients: one bucket at this size). Runs cp = 1, 2 and 4 on the default tiny
 # width at train.seq_len = SEQ (1024 unless given), one rank per cp rank, OMP_NUM_THREADS=1, fp32;
 # figures from run_summary.json (collectives, op_seconds and memory_per_rank over the timed steps,
 # all but the first). See docs/distributed.md, "Context parallelism", for a recorded table.
@@ -45,11 +46,11 @@ for cp in "${CPS[@]}"; do
 done
 
 python3 - "$work" "$SEQ" "$BATCH" "${CPS[@]}" <<'PY'
-import json, sys
+import json, math, sys
 work, seq, batch, cps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), [int(c) for c in sys.argv[4:]]
 mib = lambda b: b / 2**20
 
-print("\n| cp | a rank's share in the cp collectives, MiB per step (all-gather / reduce-scatter) | cp collective ms per step | attention ms per step | peak tensor MiB per rank | one rank at seq/cp + exchange buffers, MiB | planner, MiB | tokens/s |")
+print("\n| cp | a rank's share in the cp collectives, MiB per step (all-gather / reduce-scatter) | cp collective ms per step | attention ms per step | peak tensor MiB per rank | one rank at seq/cp + exchange buffers + gradient staging, MiB | planner, MiB | tokens/s |")
 print("|---|---|---|---|---|---|---|---|")
 for cp in cps:
     d = f"{work}/cp{cp}"
@@ -68,8 +69,15 @@ for cp in cps:
         local = json.load(open(f"{d}.local/run_summary.json"))
         kv = cfg["num_key_value_heads"] * cfg["hidden_size"] // cfg["num_attention_heads"]
         exchange = (6 * cp + 1) * batch * (seq // cp) * kv * 4
-        expected = local['memory_per_rank'][0]['peak_tensor_bytes'] + exchange
-        predicted = f"{mib(local['memory_per_rank'][0]['peak_tensor_bytes']):.2f} + {mib(exchange):.2f}"
+        # The cp replicas sum their gradients in buckets whose input is staged (parallel/mpi_comm.cpp):
+        # this model's gradients are one bucket, all of them in f32.
+        with open(f"{d}/model/model.safetensors", "rb") as f:
+            header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+        params = sum(math.prod(t["shape"]) for k, t in header.items() if k != "__metadata__")
+        staging = 4 * params
+        expected = local['memory_per_rank'][0]['peak_tensor_bytes'] + exchange + staging
+        predicted = (f"{mib(local['memory_per_rank'][0]['peak_tensor_bytes']):.2f} + {mib(exchange):.2f}"
+                     f" + {mib(staging):.2f}")
         for r in s["memory_per_rank"]:
             if abs(r["peak_tensor_bytes"] - expected) > 0.02 * expected:
                 sys.exit(f"cp={cp} rank {r['rank']}: peak {r['peak_tensor_bytes']} bytes, expected {expected} within 2%")

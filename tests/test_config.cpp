@@ -385,6 +385,8 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.data.val_fraction = 0.3f;
   a.output.dir = "runs/über";
   a.train.fsdp_prefetch = false;
+  a.train.comm_progress = "ops";
+  a.train.dp_bucket_mb = 12.5f;
   a.train.peak_gflops = 123.5f;
   a.train.resume = "latest";
   a.train.profile = true;

@@ -95,6 +95,22 @@ inline std::vector<float> weights(const std::string& file) {
   return all;
 }
 
+// A run's run_summary.json and the planner's figures for it: `train` (a command whose output.dir is
+// `dir`), then `plan` (a `meshtrain plan ... --json` command), each expected to succeed.
+struct RunAndPlan {
+  nlohmann::json summary, plan;
+};
+inline RunAndPlan train_then_plan(const std::string& train, const std::string& dir, const std::string& plan) {
+  std::string out;
+  EXPECT_EQ(run(train + " --set output.dir=" + dir + " 2>&1", &out), 0) << out;
+  EXPECT_EQ(run(plan + " --json 2>&1", &out), 0) << out;
+  RunAndPlan r;
+  std::ifstream f(dir + "/run_summary.json");
+  r.summary = nlohmann::json::parse(f);  // a missing or broken file fails the test (gtest catches it)
+  r.plan = nlohmann::json::parse(out);
+  return r;
+}
+
 // "validation loss 5.57 -> 3.97" from a run's output: {before, after}, empty without validation.
 inline std::vector<double> validation_losses(const std::string& output) {
   const std::string key = "validation loss ";

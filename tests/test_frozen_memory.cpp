@@ -71,10 +71,6 @@ TEST(FrozenMemory, TheLookupReadsTheBf16Table) {
   EXPECT_EQ(a, b);
 }
 
-struct RunAndPlan {
-  nlohmann::json summary, plan;
-};
-
 RunAndPlan run_and_plan(const std::string& mesh, const std::string& tag) {
   const std::string scratch = fresh_temp_dir("frozen_memory_" + tag), dir = scratch + "/run";
   std::string out;
@@ -85,22 +81,11 @@ RunAndPlan run_and_plan(const std::string& mesh, const std::string& tag) {
                 &out),
             0)
       << out;
-  EXPECT_EQ(run(train_command(mesh) + kShape + "--set train.steps=2 --set train.peak_gflops=100 --set output.dir=" +
-                    dir + " 2>&1",
-                &out),
-            0)
-      << out;
-  EXPECT_EQ(run(std::string(MESHTRAIN_BINARY) + " plan --model " + scratch + "/shape/model --cluster cpu --mesh " +
-                    (mesh.empty() ? std::string("dp=1") : mesh) + " " + kPlan +
-                    // train.batch_size rows a micro-batch, split over fsdp: 1 row a rank on fsdp = 2
-                    (mesh.empty() ? "--micro-batch 2" : "--micro-batch 1") + " --global-batch 4 --json 2>&1",
-                &out),
-            0)
-      << out;
-  RunAndPlan r;
-  r.summary = nlohmann::json::parse(read_file(dir + "/run_summary.json"));
-  r.plan = nlohmann::json::parse(out);
-  return r;
+  return train_then_plan(train_command(mesh) + kShape + "--set train.steps=2 --set train.peak_gflops=100", dir,
+                         std::string(MESHTRAIN_BINARY) + " plan --model " + scratch + "/shape/model --cluster cpu --mesh " +
+                             (mesh.empty() ? std::string("dp=1") : mesh) + " " + kPlan +
+                             // train.batch_size rows a micro-batch, split over fsdp: 1 row a rank on fsdp = 2
+                             (mesh.empty() ? "--micro-batch 2" : "--micro-batch 1") + " --global-batch 4");
 }
 
 // The planner's figure less its runtime overhead against every rank's measured peak of tensor

@@ -61,30 +61,14 @@ TEST(PlanContextParallelMemory, ARankHoldsItsShareOfTheTokensAndWholeParameters)
 }
 
 // `meshtrain train` on `mesh`, then `meshtrain plan` for the same run from the model it wrote.
-struct RunAndPlan {
-  nlohmann::json summary, plan;
-};
-
 RunAndPlan run_and_plan(const std::string& mesh, const std::string& shape, const std::string& plan_shape) {
   std::string tag = mesh;
   for (char& ch : tag)
     if (ch == '=' || ch == ',') ch = '_';
   const std::string dir = fresh_temp_dir("plan_cp_memory_" + tag) + "/run";
-  std::string out;
-  EXPECT_EQ(run(train_command(mesh) + shape + " --set train.steps=2 --set train.peak_gflops=100 --set output.dir=" +
-                    dir + " 2>&1",
-                &out),
-            0)
-      << out;
-  EXPECT_EQ(run(std::string(MESHTRAIN_BINARY) + " plan --model " + dir + "/model --cluster cpu --mesh " + mesh +
-                    " " + plan_shape + " --json 2>&1",
-                &out),
-            0)
-      << out;
-  RunAndPlan r;
-  r.summary = nlohmann::json::parse(read_file(dir + "/run_summary.json"));
-  r.plan = nlohmann::json::parse(out);
-  return r;
+  return train_then_plan(train_command(mesh) + shape + " --set train.steps=2 --set train.peak_gflops=100", dir,
+                         std::string(MESHTRAIN_BINARY) + " plan --model " + dir + "/model --cluster cpu --mesh " + mesh +
+                             " " + plan_shape);
 }
 
 // Issue 22 item 4: the planner's per-rank figure (less its runtime overhead, which the tensor

@@ -1,7 +1,6 @@
 #include "parallel/mpi_progress.h"
 
 #include <algorithm>
-#include <chrono>
 #include <string>
 
 #include "core/error.h"
@@ -10,11 +9,6 @@
 namespace mt::parallel {
 
 namespace {
-
-// How long the thread sleeps after a test that completed nothing: short against a unit's compute
-// and its transfers (milliseconds), long enough that a thread with requests in flight takes little
-// of the cores the ranks compute on (measured in docs/distributed.md "Overlap").
-constexpr auto kIdlePause = std::chrono::microseconds(50);
 
 void poll_engine() { MpiProgress::instance().poll(); }
 
@@ -183,7 +177,11 @@ void MpiProgress::run_thread() {
       issue_now(next);
       continue;
     }
-    if (!poll()) std::this_thread::sleep_for(kIdlePause);
+    // Nothing completed: give the core to any thread that wants it (the ranks' compute), and test
+    // again when none does. A sleep of 50 us (or 5) between tests left buckets waiting for their
+    // next round: dp=2 exposed 1240 (705) ms a step against 189 ms with the yield
+    // (docs/distributed.md "Overlap").
+    if (!poll()) std::this_thread::yield();
   }
 }
 

@@ -7,8 +7,8 @@
 // the compute in between. Two ways to make the calls:
 //   - thread: a communication thread issues the non-blocking operations (their copies and
 //     allocations, which Open MPI makes inside the issuing call, leave the computing thread) and
-//     tests the requests in flight (MPI_Testsome) while the main thread computes, sleeping
-//     briefly between tests that found nothing (MPI_THREAD_MULTIPLE). It issues in the order the
+//     tests the requests in flight (MPI_Testsome) while the main thread computes, yielding the
+//     core between tests that completed nothing (MPI_THREAD_MULTIPLE). It issues in the order the
 //     main thread asked, and any other call on the same group first waits until the group's
 //     queue is issued, so every rank still makes a group's calls in program order;
 //   - ops: the long compute ops (a GEMM, attention) test them at their start, from the main

@@ -75,6 +75,7 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.train.resume, b.train.resume);
   EXPECT_EQ(a.train.profile, b.train.profile);
   EXPECT_EQ(a.train.fsdp_prefetch, b.train.fsdp_prefetch);
+  EXPECT_EQ(a.train.sequence_parallel, b.train.sequence_parallel);
   EXPECT_EQ(a.train.collective_timeout, b.train.collective_timeout);
   EXPECT_EQ(a.train.stop_timeout, b.train.stop_timeout);
   EXPECT_EQ(a.train.debug_collectives, b.train.debug_collectives);
@@ -385,6 +386,7 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.data.val_fraction = 0.3f;
   a.output.dir = "runs/über";
   a.train.fsdp_prefetch = false;
+  a.train.sequence_parallel = false;
   a.train.comm_progress = "ops";
   a.train.dp_bucket_mb = 12.5f;
   a.train.peak_gflops = 123.5f;

@@ -130,12 +130,18 @@ TEST(FamilyMemory, AQwen3LayerSavesItsHeadsTimesHeadDimAndItsNormInputs) {
   PlanInput in = small_input(c);
   in.precision = Precision::fp32;
   const double per_token = 4.0 * (64 + 64 + 96 + 96 + 48 + 48 + 3 * 128) + 4.0 * (2 + 4 + 64) + 4.0 * (96 + 48 + 4 + 2);
-  EXPECT_DOUBLE_EQ(activation_bytes(in, 1, false).layer, 32.0 * per_token);
-  // On tp = 2 the heads, KV heads and the MLP split; n1, n2, rstd1, rstd2 and x2 stay whole.
+  EXPECT_DOUBLE_EQ(activation_bytes(in, 1, false, false).layer, 32.0 * per_token);
+  // On tp = 2 the heads, KV heads and the MLP split; without sequence parallelism n1, n2, rstd1,
+  // rstd2 and x2 stay whole, with it they split too.
   in.mesh = parallel::MeshShape::parse("tp=2");
+  in.sequence_parallel = false;
   const double split = 4.0 * (64 + 64) + 4.0 * (96 + 96 + 48 + 48 + 3 * 128) / 2 + 4.0 * (2 + 64) +
                        4.0 * (4 + 96 + 48 + 4 + 2) / 2;
-  EXPECT_DOUBLE_EQ(activation_bytes(in, 1, false).layer, 32.0 * split);
+  EXPECT_DOUBLE_EQ(activation_bytes(in, 1, false, false).layer, 32.0 * split);
+  in.sequence_parallel = true;
+  const double sequence_split = 4.0 * (64 + 64) / 2 + 4.0 * (96 + 96 + 48 + 48 + 3 * 128) / 2 +
+                                4.0 * (2 + 64) / 2 + 4.0 * (4 + 96 + 48 + 4 + 2) / 2;
+  EXPECT_DOUBLE_EQ(activation_bytes(in, 1, false, false).layer, 32.0 * sequence_split);
 }
 
 }  // namespace

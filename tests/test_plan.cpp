@@ -104,7 +104,7 @@ TEST(PlanMemory, PipelineStageHoldsOneMicroBatchAndTheSchedulesBuffers) {
       in.pp_schedule = schedule;
       const MemoryBreakdown m = memory_per_device(in, stages[size_t(s)]);
       // One micro-batch through the stage's own block (of the two), the head's rows on the last.
-      const ActivationBytes own = activation_bytes(in, 1, s == 1);
+      const ActivationBytes own = activation_bytes(in, 1, s == 0, s == 1);
       EXPECT_EQ(m.item("activations"), own.per_micro_batch + own.shared);
       EXPECT_EQ(m.item("logits+loss"), s == 1 ? own.logits : 0.0);
       EXPECT_EQ(m.item("pipeline buffers"),
@@ -122,7 +122,7 @@ TEST(PlanMemory, PipelineStageHoldsOneMicroBatchAndTheSchedulesBuffers) {
   // bytes at tp 1: 2 * (2C + 2C + 2kv + 3I) + 4 * (2 + C + H)) and one residual stream fewer than
   // both blocks', and the first stage has no head rows (final norm output, its rstd, the losses).
   const double block = 16.0 * (2 * (128 + 128 + 64 + 384) + 4 * (2 + 64 + 4));
-  const ActivationBytes whole = activation_bytes(in, 2, true), first = activation_bytes(in, 1, false);
+  const ActivationBytes whole = activation_bytes(in, 2, true, true), first = activation_bytes(in, 1, true, false);
   EXPECT_EQ(whole.per_micro_batch - first.per_micro_batch, block + residual + 4.0 * 2 * 16 + 2.0 * 16 * 64);
   EXPECT_EQ(memory_per_device(in, stages[0]).item("logits+loss"), 0.0);
   // The Frontier study's GPT shapes are priced as this engine runs them, like every family: a
@@ -131,7 +131,7 @@ TEST(PlanMemory, PipelineStageHoldsOneMicroBatchAndTheSchedulesBuffers) {
   in.model = model_preset("gpt-22b");
   in.seq = 2048;
   const auto gpt = stage_params(in);
-  const ActivationBytes a = activation_bytes(in, gpt[0].chunk_layers, false);
+  const ActivationBytes a = activation_bytes(in, gpt[0].chunk_layers, true, false);
   const double gpt_buffer = 2.0 * 2048 * 6144;  // bf16
   for (auto schedule : {parallel::PipelineSchedule::one_f_one_b, parallel::PipelineSchedule::gpipe}) {
     in.pp_schedule = schedule;
@@ -152,10 +152,18 @@ TEST(PlanMemory, GptBlockActivationsByHand) {
   in.cluster = cluster_preset("frontier");
   in.seq = 2048, in.micro_batch = 1, in.global_batch = 1;
   in.mesh = {1, 1, 4, 1};
-  EXPECT_EQ(activation_bytes(in, 1, false).layer, 2048.0 * (2 * 61440 + 4 * 12316));
+  in.sequence_parallel = false;
+  EXPECT_EQ(activation_bytes(in, 1, false, false).layer, 2048.0 * (2 * 61440 + 4 * 12316));
   // The head's rows: the final LayerNorm's bf16 output, its f32 rstd and mean, the f32 losses.
-  EXPECT_EQ(activation_bytes(in, 1, true).per_micro_batch - activation_bytes(in, 1, false).per_micro_batch,
+  EXPECT_EQ(activation_bytes(in, 1, false, true).per_micro_batch - activation_bytes(in, 1, false, false).per_micro_batch,
             2048.0 * (2 * 12288 + 4 * 3));
+  // Megatron's sequence parallelism: n1 and n2 (2C), the norms' rstd and mean (4) and x2 (C) are
+  // split over tp too, the head's final norm statistics (its output is gathered whole).
+  in.sequence_parallel = true;
+  EXPECT_EQ(activation_bytes(in, 1, false, false).layer,
+            2048.0 * (2 * (2 * 12288 / 4 + 12 * 12288 / 4) + 4 * ((4 + 12288) / 4 + 24)));
+  EXPECT_EQ(activation_bytes(in, 1, false, true).per_micro_batch - activation_bytes(in, 1, false, false).per_micro_batch,
+            2048.0 * (2 * 12288 + 4 * (1 + 2.0 / 4)));
 }
 
 // Interleaved 1F1B (pp_virtual chunks per stage): blocks per chunk, each stage holding its chunks,
@@ -180,6 +188,7 @@ TEST(PlanTime, InterleavedPipeline) {
 
 TEST(PlanMemory, TinyActivationsByHand) {
   PlanInput in = tiny_input({1, 2, 2, 1});
+  in.sequence_parallel = false;  // tp alone first; with it below
   // N = 16 tokens, tp 2. Per token per layer: bf16 2C + (2C + 2kv + 3I)/tp = 128 + 288 = 416,
   // f32 2 + C + H/tp = 68: block = 16 * (2*416 + 4*68) = 17664. Residual f32 4*N*C*(L+2) (each
   // block's input, the output, the gradient) + 8N, final norm bf16 2*N*C: 16384 + 128 + 2048 =
@@ -190,6 +199,17 @@ TEST(PlanMemory, TinyActivationsByHand) {
   // Checkpointing keeps the residual stream and one block, and the recompute's output (4*N*C).
   in.checkpointing = true;
   EXPECT_EQ(peak_memory(in).item("activations"), 18560 + 4096 + 17664 + 11296);
+  // Sequence parallelism splits the residual stream's rows over tp: per token per layer bf16
+  // 2C/2 + 288 = 352, f32 (2 + C)/2 + H/tp = 35: block = 16 * (2*352 + 4*35) = 13504. Residual
+  // 4*N*C*(L+2)/2 + 4N(1 + 1/2) (the losses whole, the final norm's rstd split) + the final norm's
+  // output whole 2*N*C + the embedding's rows whole in f32 4*N*C: 8192 + 96 + 2048 + 4096 = 14432.
+  // Scratch + one gathered [N, C] region: 11296 + 2*16*64 = 13344.
+  in.sequence_parallel = true, in.checkpointing = false;
+  EXPECT_EQ(peak_memory(in).item("activations"), 14432 + 2 * 13504 + 13344);
+  // Checkpointing: one more residual stream of N/tp rows (2048) and one block.
+  in.checkpointing = true;
+  EXPECT_EQ(peak_memory(in).item("activations"), 14432 + 2048 + 13504 + 13344);
+  in.sequence_parallel = false, in.checkpointing = true;
   // Logits: one chunk of min(2^25 / V, N) = 16 rows of V/tp + 2 columns in bf16.
   EXPECT_EQ(m.item("logits+loss"), 16 * (128 + 2) * 2);
 }

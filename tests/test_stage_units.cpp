@@ -41,7 +41,7 @@ double planned_arena(const ModelConfig& c, Precision precision, bool checkpointi
   in.model = {"tiny", c};
   in.precision = precision, in.checkpointing = checkpointing;
   in.seq = T, in.micro_batch = B, in.global_batch = B;
-  const plan::ActivationBytes a = plan::activation_bytes(in, layers, head);
+  const plan::ActivationBytes a = plan::activation_bytes(in, layers, /*first_stage=*/true, head);
   return a.per_micro_batch + a.shared + a.logits;
 }
 

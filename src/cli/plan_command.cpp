@@ -25,6 +25,7 @@ struct PlanOptions {
   int64_t grad_accum = 0;  // > 0 with --search: micro-batches per step fixed, as train.grad_accum
   double dp_bucket_mb = 25.0;  // as train.dp_bucket_mb
   bool checkpointing = false, search = false, json = false, no_overlap = false, keep_checkpointing = false;
+  bool no_sequence_parallel = false;
   bool list_models = false;
 };
 
@@ -62,6 +63,7 @@ plan::PlanInput make_input(const PlanOptions& o) {
   in.checkpointing = o.checkpointing;
   in.zero = o.zero;
   in.overlap = !o.no_overlap;
+  in.sequence_parallel = !o.no_sequence_parallel;
   if (!(o.dp_bucket_mb >= 0) || o.dp_bucket_mb > 1e9)
     fail("--dp-bucket-mb must be between 0 and 1e9, got " + std::to_string(o.dp_bucket_mb));
   in.dp_bucket_bytes = o.dp_bucket_mb * 1e6;
@@ -152,6 +154,8 @@ Action add_plan_command(CLI::App& app) {
   sub->add_flag("--checkpointing", o->checkpointing, "activation checkpointing (recompute each layer)");
   sub->add_option("--zero", o->zero, "0-3: also shard optimizer (1), grads (2), weights (3) over dp");
   sub->add_flag("--no-overlap", o->no_overlap, "communication does not overlap compute (eager execution)");
+  sub->add_flag("--no-sequence-parallel", o->no_sequence_parallel,
+                "tp without sequence parallelism (train.sequence_parallel = false): the residual stream whole on every tp rank");
   sub->add_option("--dp-bucket-mb", o->dp_bucket_mb,
                   "megabytes per data-parallel gradient bucket, as train.dp_bucket_mb (default 25; 0: one "
                   "reduction after the backward, none of it hidden)");

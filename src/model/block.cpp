@@ -64,41 +64,47 @@ BlockActivationSizes block_activation_sizes(const ModelConfig& c, int64_t lora_r
   int64_t f = 2 * norm_saved_per_token(c) + c.num_attention_heads + C;  // rstd1 rstd2 (mean1 mean2) lse x2
   if (c.qk_norm) f += qd + kv + c.num_attention_heads + c.num_key_value_heads;  // q_raw k_raw rstd_q rstd_k
   if (c.post_norms) f += 2 * C + 2;  // attn_raw mlp_raw rstd_post_attn rstd_post_mlp
-  return {t, f};
+  // On the residual stream's rows: n1 n2; rstd1 rstd2 (mean1 mean2) x2 (the post norms' four).
+  const int64_t f_split = 2 * norm_saved_per_token(c) + C + (c.post_norms ? 2 * C + 2 : 0);
+  return {t, f, 2 * C, f_split};
 }
 
 BlockActivations carve_block_activations(ArenaCursor& t, ArenaCursor& f, int64_t N,
                                          const ModelConfig& c, int64_t lora_rank,
-                                         const std::array<bool, kNumProj>& lora_on) {
+                                         const std::array<bool, kNumProj>& lora_on,
+                                         int64_t residual_rows) {
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), I = c.intermediate_size;
+  const int64_t R = residual_rows > 0 ? residual_rows : N;
   BlockActivations a;
-  a.n1 = t.take(N, C), a.q = t.take(N, qd), a.k = t.take(N, kv), a.v = t.take(N, kv);
-  a.att = t.take(N, qd), a.n2 = t.take(N, C);
+  a.n1 = t.take(R, C), a.q = t.take(N, qd), a.k = t.take(N, kv), a.v = t.take(N, kv);
+  a.att = t.take(N, qd), a.n2 = t.take(R, C);
   if (!c.gelu_mlp()) a.gate = t.take(N, I);
   a.up = t.take(N, I), a.h = t.take(N, I);
   for (int p = 0; p < kNumProj; ++p)
     a.lora_u[p] = lora_on[p] && proj_exists(Proj(p), c) ? t.take(N, lora_rank) : Tensor{};
-  a.rstd1 = f.take(N, 1), a.rstd2 = f.take(N, 1), a.lse = f.take(N, c.num_attention_heads);
-  if (c.layer_norm()) a.mean1 = f.take(N, 1), a.mean2 = f.take(N, 1);
-  a.x2 = f.take(N, C);
+  a.rstd1 = f.take(R, 1), a.rstd2 = f.take(R, 1), a.lse = f.take(N, c.num_attention_heads);
+  if (c.layer_norm()) a.mean1 = f.take(R, 1), a.mean2 = f.take(R, 1);
+  a.x2 = f.take(R, C);
   if (c.qk_norm) {
     a.q_raw = f.take(N, qd), a.k_raw = f.take(N, kv);
     a.rstd_q = f.take(N, c.num_attention_heads), a.rstd_k = f.take(N, c.num_key_value_heads);
   }
   if (c.post_norms) {
-    a.attn_raw = f.take(N, C), a.mlp_raw = f.take(N, C);
-    a.rstd_post_attn = f.take(N, 1), a.rstd_post_mlp = f.take(N, 1);
+    a.attn_raw = f.take(R, C), a.mlp_raw = f.take(R, C);
+    a.rstd_post_attn = f.take(R, 1), a.rstd_post_mlp = f.take(R, 1);
   }
   return a;
 }
 
-int64_t block_scratch_elems(const ModelConfig& c, int64_t N, int64_t lora_rank, bool lora_dropout) {
+int64_t block_scratch_elems(const ModelConfig& c, int64_t N, int64_t lora_rank, bool lora_dropout,
+                            bool sequence_split) {
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), wide = widest(c);
-  return N * ((lora_dropout ? 4 : 3) * wide + C + qd + 4 * kv + std::max<int64_t>(lora_rank, 1));
+  return N * ((lora_dropout ? 4 : 3) * wide + (sequence_split ? 2 : 1) * C + qd + 4 * kv +
+              std::max<int64_t>(lora_rank, 1));
 }
 
 BlockScratch carve_block_scratch(const Tensor& arena, const ModelConfig& c, int64_t N,
-                                 int64_t lora_rank, bool lora_dropout) {
+                                 int64_t lora_rank, bool lora_dropout, bool sequence_split) {
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), wide = widest(c);
   ArenaCursor cur(arena);
   BlockScratch s;
@@ -108,6 +114,7 @@ BlockScratch carve_block_scratch(const Tensor& arena, const ModelConfig& c, int6
   s.qkv = cur.take(1, N * (qd + 2 * kv));
   s.du = cur.take(1, N * std::max<int64_t>(lora_rank, 1));
   if (lora_dropout) s.dropped = cur.take(1, N * wide);
+  if (sequence_split) s.whole = cur.take(1, N * C);
   return s;
 }
 
@@ -130,6 +137,42 @@ float embedding_scale(const ModelConfig& c, DType compute) {
 }
 
 namespace {
+
+// Sequence parallelism's two moves at the edges of a tensor-parallel region (ModelParallel's
+// gather_rows and sum_scatter_rows), and plain tensor parallelism's when the rows are not split.
+class SequenceRows {
+ public:
+  SequenceRows(ModelParallel& par, int64_t N)
+      : par_(par), shards_(par.sequence_shards()), rows_(N / shards_), first_(par.sequence_shard() * rows_) {
+    MT_CHECK(N % shards_ == 0, "sequence parallelism: the rows do not divide over the ranks");
+  }
+  int64_t rows() const { return rows_; }  // of the residual stream this rank holds
+  // A region's input whole: `part` itself, or every rank's share gathered into `into`.
+  Tensor whole(const Tensor& part, const Tensor& into) const {
+    if (shards_ == 1) return part;
+    const Tensor w = rows_of(into, part.rows * shards_, part.cols);
+    par_.gather_rows(w, part);
+    return w;
+  }
+  // A region's partial output summed over the ranks: in place, or this rank's rows into `into`.
+  Tensor sum(const Tensor& partial, const Tensor& into) const {
+    if (shards_ == 1) {
+      par_.reduce_sum(partial);
+      return partial;
+    }
+    const Tensor part = rows_of(into, rows_, partial.cols);
+    par_.sum_scatter_rows(part, partial);
+    return part;
+  }
+  // This rank's rows of a tensor whole on every rank (empty stays empty).
+  Tensor own(const Tensor& whole) const {
+    return shards_ == 1 || !whole ? whole : whole.rows_slice(first_, rows_);
+  }
+
+ private:
+  ModelParallel& par_;
+  int64_t shards_, rows_, first_;
+};
 
 // Qwen3's q/k norm: an RMSNorm over each head's D values, the rows of x viewed [N * heads, D].
 // x (compute dtype) is widened into `raw` (f32, saved) and normalised back into x.
@@ -202,6 +245,7 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
   const int64_t N = in.B * in.T, C = c.hidden_size;
   const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim();
   ModelParallel& par = *in.parallel;
+  const SequenceRows seq(par, N);
   const LoraDropouts drops(in, s);
   auto proj = [&](Proj p, const Tensor& out, const Tensor& inp) {
     static const char* names[kNumProj] = {"gemm fwd q", "gemm fwd k", "gemm fwd v", "gemm fwd o",
@@ -211,41 +255,45 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
   };
   // o and down are row-parallel under tensor parallelism: each rank holds some input columns, so
   // its product is a partial sum. The adapter's inner product x A^T is partial too and is summed
-  // before B applies (B is whole on every rank), so the adapter adds its term once.
-  auto row_parallel = [&](Proj p, const Tensor& out, const Tensor& inp) {
+  // before B applies (B is whole on every rank), so the adapter adds its term once. Returns the
+  // summed output (this rank's rows of it under sequence parallelism).
+  auto row_parallel = [&](Proj p, const Tensor& inp) {
     const LinearWeights& lw = w.proj[p];
+    const Tensor partial = rows_of(s.t0, N, C);
     {
       MT_PROFILE(p == kO ? "gemm fwd o" : "gemm fwd down");
-      be.linear_forward(out, inp, lw.W);
+      be.linear_forward(partial, inp, lw.W);
       lora_inner(be, a.lora_u[p], inp, lw, drops[p]);
     }
-    par.reduce_sum(out);
+    const Tensor out = seq.sum(partial, s.t3);
     if (lw.A) par.reduce_sum(a.lora_u[p]);
     MT_PROFILE(p == kO ? "gemm fwd o" : "gemm fwd down");
     bias_forward(be, out, lw);  // once, after the sum (Megatron): every rank holds the whole bias
-    lora_outer(be, out, a.lora_u[p], lw);
+    lora_outer(be, out, seq.own(a.lora_u[p]), lw);
+    return out;
   };
 
   {
     MT_PROFILE("rmsnorm forward");
     norm_forward(be, c, a.n1, a.mean1, a.rstd1, x, w.norm1);
   }
+  const Tensor n1 = seq.whole(a.n1, s.whole);
   if (w.qkv) {
     MT_PROFILE("gemm fwd qkv");
     const Tensor qkv = rows_of(s.qkv, N, w.qkv.rows);
-    be.linear_forward(qkv, a.n1, w.qkv);
+    be.linear_forward(qkv, n1, w.qkv);
     const Tensor parts[] = {a.q, a.k, a.v};
     be.split_columns(qkv, parts);
     bias_forward(be, a.q, w.proj[kQ]);
     bias_forward(be, a.k, w.proj[kK]);
     bias_forward(be, a.v, w.proj[kV]);
-    lora_forward(be, a.q, a.lora_u[kQ], a.n1, w.proj[kQ], drops[kQ]);
-    lora_forward(be, a.k, a.lora_u[kK], a.n1, w.proj[kK], drops[kK]);
-    lora_forward(be, a.v, a.lora_u[kV], a.n1, w.proj[kV], drops[kV]);
+    lora_forward(be, a.q, a.lora_u[kQ], n1, w.proj[kQ], drops[kQ]);
+    lora_forward(be, a.k, a.lora_u[kK], n1, w.proj[kK], drops[kK]);
+    lora_forward(be, a.v, a.lora_u[kV], n1, w.proj[kV], drops[kV]);
   } else {
-    proj(kQ, a.q, a.n1);
-    proj(kK, a.k, a.n1);
-    proj(kV, a.v, a.n1);
+    proj(kQ, a.q, n1);
+    proj(kK, a.k, n1);
+    proj(kV, a.v, n1);
   }
   if (c.qk_norm) {
     MT_PROFILE("q/k norm forward");
@@ -275,30 +323,30 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
     if (in.context) in.context->attention_forward(a.att, a.lse, a.q, a.k, a.v, in.segments, dims);
     else be.attention_forward(a.att, a.lse, a.q, a.k, a.v, in.segments, dims);
   }
-  const Tensor delta = rows_of(s.t0, N, C);
-  row_parallel(kO, delta, a.att);
+  const Tensor attn_out = row_parallel(kO, a.att);
   {
     MT_PROFILE("residual/norm forward");
-    if (c.post_norms) post_norm_forward(be, delta, a.attn_raw, a.rstd_post_attn, w.post_attn_norm, c);
-    be.residual_add(a.x2, x, delta);
+    if (c.post_norms) post_norm_forward(be, attn_out, a.attn_raw, a.rstd_post_attn, w.post_attn_norm, c);
+    be.residual_add(a.x2, x, attn_out);
     norm_forward(be, c, a.n2, a.mean2, a.rstd2, a.x2, w.norm2);
   }
+  const Tensor n2 = seq.whole(a.n2, s.whole);
   if (c.gelu_mlp()) {
-    proj(kUp, a.up, a.n2);
+    proj(kUp, a.up, n2);
     MT_PROFILE("gelu forward");
     be.gelu_forward(a.h, a.up);
   } else if (c.geglu) {
-    proj(kGate, a.gate, a.n2);
-    proj(kUp, a.up, a.n2);
+    proj(kGate, a.gate, n2);
+    proj(kUp, a.up, n2);
     MT_PROFILE("geglu forward");
     be.geglu_forward(a.h, a.gate, a.up);
   } else {
-    proj(kGate, a.gate, a.n2);
-    proj(kUp, a.up, a.n2);
+    proj(kGate, a.gate, n2);
+    proj(kUp, a.up, n2);
     MT_PROFILE("swiglu forward");
     be.swiglu_forward(a.h, a.gate, a.up);
   }
-  row_parallel(kDown, delta, a.h);
+  const Tensor delta = row_parallel(kDown, a.h);
   MT_PROFILE("residual/norm forward");
   if (c.post_norms) post_norm_forward(be, delta, a.mlp_raw, a.rstd_post_mlp, w.post_mlp_norm, c);
   be.residual_add(y, a.x2, delta);
@@ -311,6 +359,7 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   const int64_t I = c.intermediate_size;
   const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim();
   ModelParallel& par = *in.parallel;
+  const SequenceRows seq(par, N);
   const LoraDropouts drops(in, s);
   auto proj_back = [&](Proj p, const Tensor& dinp, bool accumulate, const Tensor& dout,
                        const Tensor& inp) {
@@ -320,7 +369,10 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
     const Tensor du = rows_of(s.du, N, std::max<int64_t>(w.proj[p].rank(), 1));
     linear_layer_backward(be, dinp, accumulate, du, dout, inp, a.lora_u[p], w.proj[p], drops[p]);
   };
-  const Tensor dy_c = rows_of(s.t3, N, C);  // dy in the compute dtype, for the GEMMs
+  // dy in the compute dtype, for the GEMMs (this rank's rows under sequence parallelism: they are
+  // gathered whole for the tensor-parallel region, whose input gradient is summed and scattered
+  // back into t3's rows once dy_c has been read).
+  const Tensor dy_c = rows_of(s.t3, seq.rows(), C);
   if (in.context)  // the whole rows' keys and values start on their way behind the MLP's backward
     in.context->prefetch_backward(a.k, a.v, in.segments, {in.B, in.T, Hq, Hkv, D, w.window, 1, 0, c.attention_scale});
 
@@ -331,7 +383,8 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
     else be.convert(dy_c, dy);
   }
   const Tensor dh = rows_of(s.t0, N, I);
-  proj_back(kDown, dh, false, dy_c, a.h);
+  proj_back(kDown, dh, false, seq.whole(dy_c, s.whole), a.h);
+  const Tensor n2 = seq.whole(a.n2, s.whole);  // over the gathered dy, read
   const Tensor dgate = rows_of(s.t1, N, I), dup = rows_of(s.t2, N, I);
   const Tensor dn2 = rows_of(s.t0, N, C);  // written once dh has been read
   if (c.gelu_mlp()) {
@@ -339,7 +392,7 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
       MT_PROFILE("gelu backward");
       be.gelu_backward(dup, dh, a.up);
     }
-    proj_back(kUp, dn2, false, dup, a.n2);
+    proj_back(kUp, dn2, false, dup, n2);
   } else {
     if (c.geglu) {
       MT_PROFILE("geglu backward");
@@ -348,20 +401,20 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
       MT_PROFILE("swiglu backward");
       be.swiglu_backward(dgate, dup, dh, a.gate, a.up);
     }
-    proj_back(kGate, dn2, false, dgate, a.n2);
-    proj_back(kUp, dn2, true, dup, a.n2);
+    proj_back(kGate, dn2, false, dgate, n2);
+    proj_back(kUp, dn2, true, dup, n2);
   }
-  par.reduce_sum(dn2);  // column-parallel: each rank's dn2 is a partial sum
+  const Tensor dn2_sum = seq.sum(dn2, s.t3);  // column-parallel: each rank's dn2 is a partial sum
   {
     MT_PROFILE("residual/norm backward");
-    norm_backward(be, c, dy, dn2, a.x2, w.norm2, a.mean2, a.rstd2);  // dy = dL/dx2
+    norm_backward(be, c, dy, dn2_sum, a.x2, w.norm2, a.mean2, a.rstd2);  // dy = dL/dx2
     if (c.post_norms) post_norm_backward(be, dy_c, dy, a.attn_raw, a.rstd_post_attn, w.post_attn_norm, c, s);
     else be.convert(dy_c, dy);
   }
 
   // Attention half.
   const Tensor datt = rows_of(s.t0, N, qd);
-  proj_back(kO, datt, false, dy_c, a.att);
+  proj_back(kO, datt, false, seq.whole(dy_c, s.whole), a.att);
   const Tensor dq = rows_of(s.t1, N, qd), dk = rows_of(s.t4, N, kv), dv = rows_of(s.t5, N, kv);
   {
     MT_PROFILE("attention backward");
@@ -384,28 +437,29 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
     head_norm_backward(be, par, dk, a.k_raw, a.rstd_k, w.k_norm, w.dk_norm, Hkv, D, s, c.norm_weight_offset);
   }
   const Tensor dn1 = rows_of(s.t0, N, C);
+  const Tensor n1 = seq.whole(a.n1, s.whole);  // over the gathered dy, read
   if (w.qkv) {
     MT_PROFILE("gemm bwd qkv");
     const Tensor dqkv = rows_of(s.qkv, N, qd + 2 * kv);
     const Tensor parts[] = {dq, dk, dv};
     be.concat_columns(dqkv, parts);
     be.linear_backward_input(dn1, dqkv, w.qkv);
-    if (w.dqkv) be.linear_backward_weight(w.dqkv, dqkv, a.n1);
+    if (w.dqkv) be.linear_backward_weight(w.dqkv, dqkv, n1);
     bias_backward(be, dq, w.proj[kQ]);
     bias_backward(be, dk, w.proj[kK]);
     bias_backward(be, dv, w.proj[kV]);
     for (Proj p : {kQ, kK, kV}) {
       const Tensor du = rows_of(s.du, N, std::max<int64_t>(w.proj[p].rank(), 1));
-      lora_backward(be, dn1, du, p == kQ ? dq : p == kK ? dk : dv, a.n1, a.lora_u[p], w.proj[p], drops[p]);
+      lora_backward(be, dn1, du, p == kQ ? dq : p == kK ? dk : dv, n1, a.lora_u[p], w.proj[p], drops[p]);
     }
   } else {
-    proj_back(kQ, dn1, false, dq, a.n1);
-    proj_back(kK, dn1, true, dk, a.n1);
-    proj_back(kV, dn1, true, dv, a.n1);
+    proj_back(kQ, dn1, false, dq, n1);
+    proj_back(kK, dn1, true, dk, n1);
+    proj_back(kV, dn1, true, dv, n1);
   }
-  par.reduce_sum(dn1);  // column-parallel: dn1 likewise
+  const Tensor dn1_sum = seq.sum(dn1, s.t3);  // column-parallel: dn1 likewise
   MT_PROFILE("residual/norm backward");
-  norm_backward(be, c, dy, dn1, x, w.norm1, a.mean1, a.rstd1);  // dy = dL/dx
+  norm_backward(be, c, dy, dn1_sum, x, w.norm1, a.mean1, a.rstd1);  // dy = dL/dx
 }
 
 void round_to_scratch_dtype(Backend& be, const Tensor& x, const BlockScratch& s) {

@@ -105,13 +105,20 @@ class ArenaCursor {
 struct BlockActivationSizes {
   int64_t t_elems;  // elements of the compute dtype
   int64_t f_elems;  // f32 elements
+  // Of those, the ones on the residual stream's rows (the norms' outputs and statistics, the
+  // residual after attention, the post norms' inputs), which sequence parallelism holds for its
+  // share of the rows only (ModelParallel::sequence_shards).
+  int64_t t_split = 0, f_split = 0;
 };
 BlockActivationSizes block_activation_sizes(const ModelConfig& c, int64_t lora_rank,
                                             const std::array<bool, kNumProj>& lora_on);
-// Carves one block's activations for N tokens from a compute-dtype and an f32 arena.
+// Carves one block's activations for N tokens from a compute-dtype and an f32 arena: the
+// residual stream's (BlockActivationSizes::t_split, f_split) for `residual_rows` of them (a
+// sequence-parallel share; 0: all N).
 BlockActivations carve_block_activations(ArenaCursor& t_arena, ArenaCursor& f_arena, int64_t N,
                                          const ModelConfig& c, int64_t lora_rank,
-                                         const std::array<bool, kNumProj>& lora_on);
+                                         const std::array<bool, kNumProj>& lora_on,
+                                         int64_t residual_rows = 0);
 
 // Scratch shared by all blocks (not saved between forward and backward), flat regions of the
 // compute dtype that ops view at the width they need.
@@ -128,15 +135,20 @@ struct BlockScratch {
   Tensor dnorm_part;  // [D]
   // f32, with post norms only (else empty): the gradient of an output before its post norm.
   Tensor dpost_raw;   // [N * C]
+  // Under sequence parallelism only (else empty): a norm's output or the residual's gradient
+  // gathered whole from the ranks' shares, the input of a tensor-parallel region.
+  Tensor whole;       // [N * C]
 };
-int64_t block_scratch_elems(const ModelConfig& c, int64_t N, int64_t lora_rank, bool lora_dropout = false);
+// `sequence_split`: room for BlockScratch::whole.
+int64_t block_scratch_elems(const ModelConfig& c, int64_t N, int64_t lora_rank, bool lora_dropout = false,
+                            bool sequence_split = false);
 // x [N, C] f32, a block's output (the residual stream between blocks) or its gradient, rounded in
 // place to the scratch's dtype (the compute dtype; nothing to do in f32) through its t3, which is
 // free between blocks. The model does it wherever a pipeline may cut it, on every layout, so a
 // stage can keep and send those tensors in bf16 and compute what one rank computes.
 void round_to_scratch_dtype(Backend& be, const Tensor& x, const BlockScratch& s);
 BlockScratch carve_block_scratch(const Tensor& arena, const ModelConfig& c, int64_t N,
-                                 int64_t lora_rank, bool lora_dropout = false);
+                                 int64_t lora_rank, bool lora_dropout = false, bool sequence_split = false);
 // The f32 part of the scratch (q/k norms' and post norms' backward; 0 elements for a family
 // without them),
 // carved into s from an f32 arena.
@@ -177,13 +189,20 @@ struct KvCache {
   int64_t position = 0;
 };
 
-// y = block(x). y and x are [N, C] f32 and may not alias. With a cache (N == 1) the attention
+// y = block(x). y and x are [N, C] f32 and may not alias; under sequence parallelism (the
+// parallel layer's sequence_shards() S > 1) they are this rank's N / S rows of the residual
+// stream, as are the norms' saved outputs and statistics and the residual after attention, while
+// the tensor-parallel regions between them (projections, attention, MLP) run on all N rows: their
+// inputs are gathered, their outputs summed and scattered (ModelParallel::sum_scatter_rows), and
+// the scratch must have been carved with `sequence_split`. The norms' weight gradients are then
+// this rank's rows' share, for the parallel layer to sum over the ranks. With a cache (N == 1) the attention
 // reads the cache instead of the batch.
 void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockActivations& a,
                    const BlockWeights& w, const BlockInput& in, const ModelConfig& c,
                    const BlockScratch& s, const KvCache* cache = nullptr);
 
 // On entry dy holds dL/dy; on exit it holds dL/dx (updated in place). Weight grads accumulate.
+// Rows as block_forward's.
 void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockActivations& a,
                     const BlockWeights& w, const BlockInput& in, const ModelConfig& c,
                     const BlockScratch& s);

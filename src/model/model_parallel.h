@@ -43,6 +43,21 @@ class ModelParallel {
   // in storage; the model holds its true rows only). What sizes the cross-entropy's chunks, so
   // the ranks' chunks (and their reductions) match.
   virtual int64_t vocab_share_rows() const { return 0; }
+  // Sequence parallelism (Megatron's, beside tensor parallelism): between the tensor-parallel
+  // regions (the norms, the residual adds, the embedding's output, the final norm) the residual
+  // stream is split by rows over the tp ranks, so each holds and computes 1/S of it. Of a pass's
+  // N = B*T rows this rank then holds rows [sequence_shard() * N / S, + N / S) (S =
+  // sequence_shards(), 1 without it). Where a tensor-parallel region starts, its input is gathered
+  // whole (gather_rows), where it ends its partial output is summed and scattered
+  // (sum_scatter_rows) in place of reduce_sum's all-reduce; the backward swaps the two.
+  virtual int64_t sequence_shards() const { return 1; }
+  virtual int64_t sequence_shard() const { return 0; }
+  // whole [N, cols] = every rank's `part` [N / S, cols] in rank order (either dtype, both the
+  // same). `part` may be this rank's own rows of `whole`.
+  virtual void gather_rows(const Tensor& whole, const Tensor& part) {}
+  // part [N / S, cols] = this rank's rows of the sum over the ranks of their partial `whole`
+  // [N, cols], summed in f32 like reduce_sum.
+  virtual void sum_scatter_rows(const Tensor& part, const Tensor& whole) {}
   // The first input column of the weight `name` ("model.layers.0.self_attn.o_proj.weight") this
   // rank holds: a row-parallel layer's input is split by columns. Randomness keyed by column (LoRA
   // dropout) then falls on the same elements however the layer is split. 0 when it is whole.

@@ -187,21 +187,41 @@ void Transformer::round_trip_nf4() {
 // ---------------------------------------------------------------------------------------------
 // The runner: weight views, the activation arena, and the forward and backward over them.
 
+// A parallel layer's hooks with the rows whole: the passes whose rows do not divide over the
+// sequence-parallel ranks (an evaluation's last, partial batch) run as tensor parallelism alone.
+class WholeRows final : public ModelParallel {
+ public:
+  explicit WholeRows(ModelParallel& layer) : layer_(layer) {}
+  void acquire(int unit, bool grads, bool weights) override { layer_.acquire(unit, grads, weights); }
+  void release(int unit, bool grads) override { layer_.release(unit, grads); }
+  void reduce_sum(const Tensor& partial) override { layer_.reduce_sum(partial); }
+  void reduce_max(const Tensor& partial) override { layer_.reduce_max(partial); }
+  bool splits_vocabulary() const override { return layer_.splits_vocabulary(); }
+  int64_t vocab_begin() const override { return layer_.vocab_begin(); }
+  int64_t vocab_size() const override { return layer_.vocab_size(); }
+  int64_t vocab_share_rows() const override { return layer_.vocab_share_rows(); }
+  int64_t input_column_begin(const std::string& name) const override { return layer_.input_column_begin(name); }
+
+ private:
+  ModelParallel& layer_;
+};
+
 class Transformer::Runner {
  public:
   explicit Runner(Transformer& m)
       : m_(m), c_(m.config()), be_(m.backend()), ct_(m.compute_dtype()), par_(m.parallel()),
-        hooks_(par_ ? *par_ : single_device()),
+        hooks_(par_ ? *par_ : single_device()), whole_rows_(hooks_), pass_(&hooks_),
         w_(par_ ? ModelWeights{} : bind_model_weights(m)),
         lora_on_(lora_targets_mask(m.lora_config())),
         lora_rank_(m.has_lora() ? m.lora_config().rank : 0),
         lora_dropout_(m.has_lora() ? m.lora_config().dropout : 0.0f) {
     const int64_t L = c_.num_hidden_layers;
     blocks_ = m.units().empty() ? L : 0;
-    holds_head_ = m.units().empty();
+    holds_head_ = holds_embedding_ = m.units().empty();
     for (const UnitRange& r : m.units()) {
       blocks_ = std::max<int64_t>(blocks_, std::min<int64_t>(r.last, L) - std::max(r.first, 1) + 1);
       holds_head_ = holds_head_ || r.last == L + 1;
+      holds_embedding_ = holds_embedding_ || r.first == 0;
     }
     const int64_t D = c_.head_dim(), P = c_.max_position_embeddings;
     const int64_t tables = c_.rope_local_theta > 0.0f ? 2 : 1;  // global, and local (Gemma)
@@ -273,6 +293,8 @@ class Transformer::Runner {
   DType ct_;                  // compute dtype
   ModelParallel* par_;        // null on one device
   ModelParallel& hooks_;      // par_, or one that does nothing
+  WholeRows whole_rows_;      // hooks_ with the rows whole
+  ModelParallel* pass_;       // what the blocks call: hooks_, or whole_rows_ (planned rows whole)
   DeviceBuffer rope_;
   Tensor rope_cos_, rope_sin_;
   Tensor rope_local_cos_, rope_local_sin_;  // ModelConfig::rope_local_theta > 0 only
@@ -284,9 +306,13 @@ class Transformer::Runner {
   // (all of them for the whole model), and whether a range holds the head.
   int64_t blocks_ = 0;
   bool holds_head_ = true;
+  bool holds_embedding_ = true;
   float lora_dropout_ = 0.0f;  // > 0: the scratch has room for the adapters' dropped inputs
   // Arena, planned for one (B, T)
   int64_t B_ = 0, T_ = 0, chunk_ = 0;
+  // Sequence parallelism (ModelParallel::sequence_shards): the residual stream's rows this rank
+  // holds, R_ = N / S of them from row R_ * sequence_shard(); R_ = N without it.
+  int64_t R_ = 0, first_row_ = 0;
   bool planned_checkpointing_ = false;
   DeviceBuffer t_arena_;   // block activations (blocks_ of them, or one when checkpointing), final norm
   DeviceBuffer f_arena_;   // residual stream per block run, its gradient, rstd/lse, losses
@@ -303,6 +329,9 @@ class Transformer::Runner {
   Tensor dx_, y_tmp_;       // its gradient; the recompute target (under checkpointing only)
   Tensor nf_, rstdf_, losses_;  // final norm output, its rstd, per-token losses (holds_head_ only)
   Tensor meanf_;                // the final LayerNorm's row means (holds_head_ and LayerNorm only)
+  // Sequence parallelism, where the runner holds the embedding: its lookup's partial rows, whole,
+  // before their sum is scattered, and the stream's gradient gathered whole for its backward.
+  Tensor whole_f32_;
   Tensor tokens_, targets_, positions_, segments_;
   std::vector<int32_t> default_pos_;
 };
@@ -324,6 +353,13 @@ void Transformer::Runner::plan(int64_t B, int64_t seq) {
          std::to_string(c_.max_position_embeddings) + ")");
   B_ = B, T_ = seq, planned_checkpointing_ = ckpt;
   const int64_t N = B * seq, C = c_.hidden_size, V = c_.vocab_size;
+  // Sequence parallelism where the rows divide over its ranks (training's always do:
+  // train/run_layout.h); a pass whose rows do not runs them whole (Runner::run refuses its backward).
+  pass_ = N % hooks_.sequence_shards() == 0 ? &hooks_ : &whole_rows_;
+  const int64_t S = pass_->sequence_shards();
+  const int64_t R = N / S;  // the residual stream's rows here
+  R_ = R, first_row_ = pass_->sequence_shard() * R;
+  const bool split = S > 1;
   // Only the units this model runs (a pipeline stage's): the largest range's blocks at once, the
   // head's rows where a range holds it. Under checkpointing one block's set is kept, refilled by
   // the recompute, whose output goes to y_tmp_.
@@ -331,26 +367,33 @@ void Transformer::Runner::plan(int64_t B, int64_t seq) {
   const int64_t head = holds_head_ ? 1 : 0, recompute = ckpt ? 1 : 0;
   auto sizes = block_activation_sizes(c_, lora_rank_, lora_on_);
 
-  t_arena_.resize(be_, ct_, stored_blocks * N * sizes.t_elems + head * N * C);
+  // A block's activations: the residual stream's part for R rows, the rest for all N.
+  const int64_t block_t = N * (sizes.t_elems - sizes.t_split) + R * sizes.t_split;
+  const int64_t block_f = N * (sizes.f_elems - sizes.f_split) + R * sizes.f_split;
+  // The final norm's output whole (the head reads every row: gathered under sequence parallelism).
+  t_arena_.resize(be_, ct_, stored_blocks * block_t + head * N * C);
   // residuals (blocks + 1), dx, y_tmp (checkpointing), the final norm's rstd (and mean) and
-  // losses (head)
+  // losses (head), the embedding's whole rows (sequence parallelism)
+  const bool whole_rows = split && holds_embedding_;
   f_arena_.resize(be_, DType::f32,
-                  stored_blocks * N * sizes.f_elems + (blocks_ + 2 + recompute) * N * C +
-                      head * (1 + norm_saved_per_token(c_)) * N + block_scratch_f32_elems(c_, N));
+                  stored_blocks * block_f + (blocks_ + 2 + recompute) * R * C +
+                      head * (N + norm_saved_per_token(c_) * R) + block_scratch_f32_elems(c_, N) +
+                      (whole_rows ? N * C : 0));
   ArenaCursor tc(t_arena_.tensor()), fc(f_arena_.tensor());
   acts_.clear();
   for (int64_t l = 0; l < stored_blocks; ++l)
-    acts_.push_back(carve_block_activations(tc, fc, N, c_, lora_rank_, lora_on_));
+    acts_.push_back(carve_block_activations(tc, fc, N, c_, lora_rank_, lora_on_, R));
   xs_.clear();
-  for (int64_t l = 0; l <= blocks_; ++l) xs_.push_back(fc.take(N, C));
-  dx_ = fc.take(N, C);
-  y_tmp_ = ckpt ? fc.take(N, C) : Tensor{};
-  if (holds_head_) nf_ = tc.take(N, C), rstdf_ = fc.take(N, 1), losses_ = fc.take(N, 1);
-  meanf_ = holds_head_ && c_.layer_norm() ? fc.take(N, 1) : Tensor{};
+  for (int64_t l = 0; l <= blocks_; ++l) xs_.push_back(fc.take(R, C));
+  dx_ = fc.take(R, C);
+  y_tmp_ = ckpt ? fc.take(R, C) : Tensor{};
+  if (holds_head_) nf_ = tc.take(N, C), rstdf_ = fc.take(R, 1), losses_ = fc.take(N, 1);
+  meanf_ = holds_head_ && c_.layer_norm() ? fc.take(R, 1) : Tensor{};
+  whole_f32_ = whole_rows ? fc.take(N, C) : Tensor{};
 
   const bool dropout = lora_dropout_ > 0.0f;
-  scratch_.resize(be_, ct_, block_scratch_elems(c_, N, lora_rank_, dropout));
-  scratch_view_ = carve_block_scratch(scratch_.tensor(), c_, N, lora_rank_, dropout);
+  scratch_.resize(be_, ct_, block_scratch_elems(c_, N, lora_rank_, dropout, split));
+  scratch_view_ = carve_block_scratch(scratch_.tensor(), c_, N, lora_rank_, dropout, split);
   carve_block_scratch_f32(scratch_view_, fc, c_, N);
   // Logits are made and consumed in chunks of rows, so the whole [N, V] matrix never exists.
   // Each chunk's weight-gradient GEMM reads and writes all of dW [V, C] in f32, so chunks must be
@@ -441,7 +484,9 @@ LossSum Transformer::Runner::head_chunk(int64_t n0, int64_t M, const ModelInput&
       MT_PROFILE("lm_head backward");
       linear_layer_backward(be_, dnf, false, du, logits, x, u, w_.head, head_drop);
     }
-    hooks_.reduce_sum(dnf);  // each rank's vocabulary columns give a partial dnf
+    // Each rank's vocabulary columns give a partial dnf: summed here, or over all rows at once
+    // and scattered to the ranks' rows under sequence parallelism (Runner::run).
+    if (R_ == B_ * T_) hooks_.reduce_sum(dnf);
   }
   return ls;
 }
@@ -464,8 +509,12 @@ LossSum Transformer::Runner::run(const ModelInput& in, bool backward, float grad
   upload(in);
   const int64_t v0 = split_vocab ? hooks_.vocab_begin() : 0;
 
+  if (backward && pass_ != &hooks_)
+    fail("sequence parallelism: a training pass of " + std::to_string(in.B) + " x " + std::to_string(in.T) +
+         " tokens does not divide over the " + std::to_string(hooks_.sequence_shards()) +
+         " tensor-parallel ranks; set train.sequence_parallel = false");
   BlockInput bi{in.B, in.T, positions_, in.segments ? segments_ : Tensor{}, rope_cos_,
-                rope_sin_, &hooks_};
+                rope_sin_, pass_};
   bi.rope_local_cos = rope_local_cos_, bi.rope_local_sin = rope_local_sin_;
   bi.context = m_.context_attention();
   // LoRA dropout: each block's masks, drawn for the forward and drawn again for its backward.
@@ -484,17 +533,25 @@ LossSum Transformer::Runner::run(const ModelInput& in, bool backward, float grad
   const int64_t lb = first == 0 ? 0 : first - 1, le = std::min<int64_t>(last, L);
   const auto x = [&](int64_t l) -> const Tensor& { return xs_[size_t(l - lb)]; };
 
+  const bool split = R_ < N;  // sequence parallelism: this rank's rows of the residual stream
   if (first == 0) {
     use(0, false);
     {
       MT_PROFILE("embedding");
-      be_.embedding_forward(x(0), tokens_, w_.embed, v0);
+      // Vocabulary-parallel: each token's row is on one rank, the others' rows zero: summed over
+      // the ranks, or under sequence parallelism summed and scattered to the ranks' rows.
+      if (split) {
+        be_.embedding_forward(whole_f32_, tokens_, w_.embed, v0);
+        hooks_.sum_scatter_rows(x(0), whole_f32_);
+      } else {
+        be_.embedding_forward(x(0), tokens_, w_.embed, v0);
+        hooks_.reduce_sum(x(0));
+      }
     }
-    hooks_.reduce_sum(x(0));  // vocabulary-parallel: each token's row is on one rank
     if (embed_scale_ != 1.0f) be_.scale(x(0), embed_scale_);
     if (c_.learned_positions()) {  // + the position's row, whole on every rank (dx_ is free here)
       MT_PROFILE("embedding");
-      be_.embedding_forward(dx_, positions_, w_.positions, 0);
+      be_.embedding_forward(dx_, positions_.rows_slice(first_row_, R_), w_.positions, 0);
       be_.residual_add(x(0), x(0), dx_);
     }
     done(0, false);
@@ -519,7 +576,10 @@ LossSum Transformer::Runner::run(const ModelInput& in, bool backward, float grad
     // own backward at the end.
     use(head_unit, backward);
     if (tied) use(0, backward);
-    norm_forward(be_, c_, nf_, meanf_, rstdf_, x(L), w_.final_norm);
+    // This rank's rows of the final norm, gathered whole for the head under sequence parallelism.
+    const Tensor nf_own = nf_.rows_slice(first_row_, R_);
+    norm_forward(be_, c_, nf_own, meanf_, rstdf_, x(L), w_.final_norm);
+    if (split) hooks_.gather_rows(nf_, nf_own);
 
     for (int64_t n0 = 0; n0 < N; n0 += chunk_) {
       LossSum ls = head_chunk(n0, std::min(chunk_, N - n0), in, backward, grad_scale, logits);
@@ -531,9 +591,16 @@ LossSum Transformer::Runner::run(const ModelInput& in, bool backward, float grad
       return total;
     }
 
+    // The head's input gradient, whole (each chunk's rows in t3): summed by head_chunk, or here
+    // and scattered to the ranks' rows (into t0) under sequence parallelism.
+    Tensor dnf = rows_of(scratch_view_.t3, N, C);
+    if (split) {
+      const Tensor own = rows_of(scratch_view_.t0, R_, C);
+      hooks_.sum_scatter_rows(own, dnf);
+      dnf = own;
+    }
     be_.fill(dx_, 0.0f);
-    norm_backward(be_, c_, dx_, rows_of(scratch_view_.t3, N, C), x(L), w_.final_norm, meanf_,
-                  rstdf_);
+    norm_backward(be_, c_, dx_, dnf, x(L), w_.final_norm, meanf_, rstdf_);
     done(head_unit, true);
   }
   for (int64_t l = le - 1; l >= lb; --l) {
@@ -554,12 +621,24 @@ LossSum Transformer::Runner::run(const ModelInput& in, bool backward, float grad
   use(0, true, /*weights=*/tied);  // a lookup's gradient reads no weights (tied: held anyway)
   {
     MT_PROFILE("embedding");
-    if (w_.dpositions) be_.embedding_backward(w_.dpositions, positions_, dx_, 0);  // unscaled
-    if (embed_scale_ != 1.0f && w_.dembed) be_.scale(dx_, embed_scale_);
-    if (w_.dembed) be_.embedding_backward(w_.dembed, tokens_, dx_, v0);
+    // Every rank's rows (gathered under sequence parallelism): the lookups' gradients are each
+    // rank's whole ones, as without it.
+    const Tensor dx = split ? whole_f32_ : dx_;
+    if (split) hooks_.gather_rows(whole_f32_, dx_);
+    if (w_.dpositions) be_.embedding_backward(w_.dpositions, positions_, dx, 0);  // unscaled
+    if (embed_scale_ != 1.0f && w_.dembed) be_.scale(dx, embed_scale_);
+    if (w_.dembed) be_.embedding_backward(w_.dembed, tokens_, dx, v0);
   }
   done(0, true);
   return total;
+}
+
+bool sequence_split_gradient(const std::string& name) {
+  auto ends_with = [&](const std::string& tail) {
+    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  return ends_with("layernorm.weight") || ends_with("layernorm.bias") ||
+         name.rfind(std::string(kFinalNormPrefix) + ".", 0) == 0;
 }
 
 void Transformer::set_units(std::vector<UnitRange> ranges) {

@@ -42,8 +42,8 @@ struct ModelInput {
 
 // A contiguous run of the model's units (ModelParallel's numbering: 0 = embedding, 1..L = blocks,
 // L + 1 = final norm and head) and the residual stream where it is cut, for running part of the
-// model (a pipeline stage runs its units). Tensors in the model's backend memory, B*T*hidden_size
-// elements each, f32 or the compute dtype (a pipeline's are the compute dtype: half the bytes under
+// model (a pipeline stage runs its units). Tensors in the model's backend memory,
+// Transformer::residual_rows x hidden_size elements each, f32 or the compute dtype (a pipeline's are the compute dtype: half the bytes under
 // bf16), converted in and out with the backend. Where a cut can fall (between blocks) the model
 // rounds the residual stream and its gradient to the compute dtype on every layout, one rank's
 // included (Transformer::Runner::run), so a bf16 tensor here holds them exactly.
@@ -110,6 +110,13 @@ class Transformer {
   void set_context_attention(ContextAttention* context) { context_ = context; }
   ContextAttention* context_attention() const { return context_; }
   bool owns_storage() const { return base_.has_buffers(); }
+  // The rows of the residual stream (UnitSpan's tensors) this model holds for a B x T input: all
+  // B*T, or its share of them under sequence parallelism (ModelParallel::sequence_shards) where
+  // they divide over its ranks (a pass whose rows do not runs them whole).
+  int64_t residual_rows(int64_t B, int64_t T) const {
+    const int64_t shards = parallel_ ? parallel_->sequence_shards() : 1;
+    return B * T % shards == 0 ? B * T / shards : B * T;
+  }
   // The only units this model will run, each range through run_units (a pipeline stage's chunks,
   // told by the pipeline): the activation arena is then planned for the largest range's blocks,
   // with the residual stream of those blocks only, and the head's buffers (final norm, a chunk of
@@ -180,6 +187,10 @@ std::string head_norm_name(int64_t layer, Proj p);       // "...self_attn.q_norm
 // model with post norms (Gemma), "pre_feedforward_layernorm.weight" (Gemma's
 // post_attention_layernorm is the norm of the attention's output).
 const char* mlp_norm_name(const ModelConfig& config);
+// Whether a parameter's gradient comes from the residual stream's rows: the norms on it (a
+// block's, Gemma's post norms, the final norm; weights and LayerNorm biases). Under sequence
+// parallelism each rank computes its share of the rows' sum (ModelParallel::sequence_shards).
+bool sequence_split_gradient(const std::string& name);
 // Which projections lora.targets gives adapters: roles (q, k, v, o, gate, up, down) or GPT-2's
 // modules: c_attn (q, k and v), c_proj (o and down), c_fc (up).
 std::array<bool, kNumProj> lora_targets_mask(const LoraConfig& lora);

@@ -393,7 +393,7 @@ double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float gr
     const PipeOp& op = order[i];
     const int chunk = op.chunk * p + s;  // in the model's order
     const ModelInput& in = micro[size_t(op.micro)];
-    const int64_t n = in.B * in.T * C;
+    const int64_t n = model_.residual_rows(in.B, in.T) * C;
     UnitSpan span = chunks_[size_t(op.chunk)];
     if (op.forward) {
       forward_of[size_t(op.chunk * m + op.micro)] = i;
@@ -433,7 +433,8 @@ double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float gr
 LossSum Pipeline::forward_loss(const ModelInput& in) {
   const int s = stage(), p = group_.size(), v = int(chunks_.size());
   const DType dt = model_.compute_dtype();
-  const int64_t n = in.B * in.T * model_.config().hidden_size, bytes = n * int64_t(dtype_size(dt));
+  const int64_t n = model_.residual_rows(in.B, in.T) * model_.config().hidden_size;
+  const int64_t bytes = n * int64_t(dtype_size(dt));
   // The residual stream in the model's backend memory and the compute dtype, as in a training step.
   DeviceBuffer x, y;
   LossSum ls;

@@ -261,4 +261,13 @@ void ShardedModel::point_model_at_shards() {
   }
 }
 
+void ShardedModel::set_sequence_parallel(bool on) {
+  sequence_parallel_ = on && tp_ != nullptr;
+  for (ShardSlot& s : slots_)
+    if (sequence_split_gradient(s.name)) s.partial_over_tp = sequence_parallel_;
+}
+
+int64_t ShardedModel::sequence_shards() const { return sequence_parallel_ ? mesh_.shape().tp : 1; }
+int64_t ShardedModel::sequence_shard() const { return sequence_parallel_ ? mesh_.coord(Axis::tp) : 0; }
+
 }  // namespace mt::parallel

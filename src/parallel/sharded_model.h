@@ -119,6 +119,10 @@ class ShardedModel final : public ModelParallel {
   void reset_comm_stats() { exposed_s_ = 0.0, dp_exposed_s_ = 0.0; }
   // Off: every unit is gathered when needed (only to measure what prefetching hides).
   void set_prefetch(bool on) { prefetch_ = on; }
+  // Sequence parallelism beside tensor parallelism (Megatron's; ModelParallel::sequence_shards),
+  // chosen before the first forward; nothing to do when tp = 1. The norms on the residual stream
+  // then get each rank's rows' share of their gradients, summed over tp in finish_gradients.
+  void set_sequence_parallel(bool on);
   // The sum over dp and cp replicas in buckets of about `bytes` of this rank's gradient shards,
   // each all-reduced during the last micro-batch's backward once its units' shards are final
   // (gradient_buckets.h); 0: one all-reduce in finish_gradients. Nothing to do without replicas.
@@ -144,6 +148,10 @@ class ShardedModel final : public ModelParallel {
   int64_t vocab_size() const override { return full_.vocab_size; }
   int64_t vocab_share_rows() const override { return vocab_share_rows_; }
   int64_t input_column_begin(const std::string& name) const override { return slot(name).tp_box.begin.at(1); }
+  int64_t sequence_shards() const override;
+  int64_t sequence_shard() const override;
+  void gather_rows(const Tensor& whole, const Tensor& part) override { tp_->gather_rows(whole, part); }
+  void sum_scatter_rows(const Tensor& part, const Tensor& whole) override { tp_->sum_scatter_rows(part, whole); }
 
  private:
   struct Unit;
@@ -170,6 +178,7 @@ class ShardedModel final : public ModelParallel {
   std::vector<std::unique_ptr<Unit>> units_;
   std::vector<std::unique_ptr<PendingScatter>> scatters_;
   std::unique_ptr<TensorParallelGroup> tp_;  // null when tp = 1
+  bool sequence_parallel_ = false;            // only with tp_
   int64_t vocab_begin_ = 0;
   int64_t vocab_share_rows_ = 0;  // every tp rank's vocabulary rows in the layout, padding included
   double exposed_s_ = 0.0;

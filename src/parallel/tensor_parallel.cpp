@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/profile.h"
 #include "parallel/vocab_padding.h"
@@ -26,17 +27,44 @@ ModelConfig tensor_parallel_config(const ModelConfig& full, int64_t tp, int64_t 
   return local;
 }
 
+Tensor TensorParallelGroup::staged(int64_t at, int64_t rows, int64_t cols) {
+  if (staging_.numel() < at + rows * cols) staging_.resize(backend_, DType::f32, at + rows * cols);
+  return staging_.tensor().flat_slice(at, rows * cols).view(rows, cols);
+}
+
 void TensorParallelGroup::reduce(const Tensor& partial, bool max) {
   MT_PROFILE("tensor-parallel all-reduce");
   Tensor f32 = partial;
   if (partial.dtype != DType::f32) {
-    if (staging_.numel() < partial.numel()) staging_.resize(backend_, DType::f32, partial.numel());
-    f32 = staging_.slice(0, partial.rows, partial.cols);
+    f32 = staged(0, partial.rows, partial.cols);
     backend_.convert(f32, partial);
   }
   if (max) group_.device().all_reduce_max(f32.as<float>(), f32.numel());
   else group_.device().all_reduce_sum(f32.as<float>(), f32.numel());
   if (f32.data != partial.data) backend_.convert(partial, f32);
+}
+
+void TensorParallelGroup::gather_rows(const Tensor& whole, const Tensor& part) {
+  MT_PROFILE("sequence-parallel all-gather");
+  MT_CHECK(whole.dtype == part.dtype && whole.cols == part.cols && whole.rows == part.rows * group_.size(),
+           "sequence-parallel gather: the whole rows are not every rank's part");
+  group_.device().all_gather_bytes(part.data, whole.data, part.numel(), int(dtype_size(part.dtype)));
+}
+
+void TensorParallelGroup::sum_scatter_rows(const Tensor& part, const Tensor& whole) {
+  MT_PROFILE("sequence-parallel reduce-scatter");
+  MT_CHECK(whole.cols == part.cols && whole.rows == part.rows * group_.size(),
+           "sequence-parallel reduce-scatter: the whole rows are not every rank's part");
+  // In f32: a bf16 partial widened into the staging, a bf16 part's sum received beside it.
+  const bool widen = whole.dtype != DType::f32, narrow = part.dtype != DType::f32;
+  const int64_t in_elems = widen ? whole.numel() : 0;
+  if (const int64_t need = in_elems + (narrow ? part.numel() : 0); need > 0)
+    staged(0, 1, need);  // grown once, before any view of it is taken
+  const Tensor in = widen ? staged(0, whole.rows, whole.cols) : whole;
+  const Tensor out = narrow ? staged(in_elems, part.rows, part.cols) : part;
+  if (widen) backend_.convert(in, whole);
+  group_.device().reduce_scatter_sum(in.as<float>(), out.as<float>(), part.numel());
+  if (narrow) backend_.convert(part, out);
 }
 
 void TensorParallelGroup::sum(const Tensor& partial) { reduce(partial, false); }

@@ -28,9 +28,16 @@ class TensorParallelGroup {
   TensorParallelGroup(Comm& group, Backend& backend) : group_(group), backend_(backend) {}
   void sum(const Tensor& partial);
   void max(const Tensor& partial);
+  // Sequence parallelism (ModelParallel::gather_rows, sum_scatter_rows): whole [R * tp, cols] =
+  // every rank's part [R, cols] in rank order (bytes: any dtype; part may be its own rows of
+  // whole), and part = this rank's rows of the f32 sum of every rank's partial whole.
+  void gather_rows(const Tensor& whole, const Tensor& part);
+  void sum_scatter_rows(const Tensor& part, const Tensor& whole);
 
  private:
   void reduce(const Tensor& partial, bool max);  // in f32 (bf16 widened in staging_), in place
+  // The first n f32 elements of staging_ (from `at`), grown as needed.
+  Tensor staged(int64_t at, int64_t rows, int64_t cols);
 
   Comm& group_;
   Backend& backend_;

@@ -35,11 +35,14 @@ ModelConfig tp_local_block(const ModelConfig& c, int64_t tp) {
 // block_activation_sizes lists (q and the attention output heads x head_dim wide, k and v the KV
 // width, Qwen3's f32 q and k before their norms and the norms' rstd); tensor parallelism shards
 // what is per head or per MLP column and keeps the rest whole (norm outputs, the f32 residual,
-// the LoRA adapters' inputs). The attention keeps its log-sum-exp per query and head only, never
+// the LoRA adapters' inputs), and sequence parallelism splits the residual stream's rows of what
+// is whole (BlockActivationSizes::t_split, f_split: the norms' outputs and statistics, the f32
+// residuals) over the tp ranks. The attention keeps its log-sum-exp per query and head only, never
 // scores, so a sliding window changes no memory.
-ActivationBytes block_activations(const PlanInput& in, int64_t layers, bool last) {
+ActivationBytes block_activations(const PlanInput& in, int64_t layers, bool first, bool last) {
   const auto& c = in.model.config;
   const double tp = double(in.mesh.tp), N = double(in.micro_tokens());
+  const double S = double(in.sequence_shards());
   const double t = in.precision == Precision::bf16 ? 2.0 : 4.0;
   const double C = double(c.hidden_size);
   const auto on = lora_targets_mask(in.lora);
@@ -50,15 +53,19 @@ ActivationBytes block_activations(const PlanInput& in, int64_t layers, bool last
   unsplit.num_attention_heads = unsplit.num_key_value_heads = unsplit.intermediate_size = 0;
   const BlockActivationSizes all = block_activation_sizes(c, in.lora.rank, on);
   const BlockActivationSizes whole = block_activation_sizes(unsplit, in.lora.rank, on);
-  const double t_elems = double(whole.t_elems) + double(all.t_elems - whole.t_elems) / tp;
-  const double f_elems = double(whole.f_elems) + double(all.f_elems - whole.f_elems) / tp;
+  const double t_elems = double(whole.t_elems - whole.t_split) + double(whole.t_split) / S +
+                         double(all.t_elems - whole.t_elems) / tp;
+  const double f_elems = double(whole.f_elems - whole.f_split) + double(whole.f_split) / S +
+                         double(all.f_elems - whole.f_elems) / tp;
   const double block = N * (t * t_elems + 4.0 * f_elems);
   // The residual stream into and out of each block, its gradient, the recompute target under
-  // checkpointing; with the head, the final norm's output, its rstd (and a LayerNorm's mean) and
-  // the per-token losses.
-  const double head_f32 = double(1 + norm_saved_per_token(c));
-  const double residual = 4.0 * N * C * double(layers + 2 + (in.checkpointing ? 1 : 0)) +
-                          (last ? 4.0 * head_f32 * N + t * N * C : 0.0);
+  // checkpointing (a share of the rows under sequence parallelism); with the head, the final
+  // norm's output (whole: the head reads every row), its rstd (and a LayerNorm's mean) and the
+  // per-token losses; under sequence parallelism the embedding's rows whole (f32).
+  const double head_f32 = 1.0 + double(norm_saved_per_token(c)) / S;
+  const double residual = 4.0 * N * C * double(layers + 2 + (in.checkpointing ? 1 : 0)) / S +
+                          (last ? 4.0 * head_f32 * N + t * N * C : 0.0) +
+                          (first && S > 1.0 ? 4.0 * N * C : 0.0);
   ActivationBytes a;
   a.layer = block;
   a.per_micro_batch = residual + (in.checkpointing ? 0.0 : double(layers) * block);
@@ -66,7 +73,7 @@ ActivationBytes block_activations(const PlanInput& in, int64_t layers, bool last
   // the q/k norms' backward.
   const ModelConfig local = tp_local_block(c, in.mesh.tp);
   const bool lora_dropout = in.lora.enabled && in.lora.dropout > 0.0f;  // scratch for dropped inputs
-  a.shared = t * double(block_scratch_elems(local, int64_t(N), rank, lora_dropout)) +
+  a.shared = t * double(block_scratch_elems(local, int64_t(N), rank, lora_dropout, S > 1.0)) +
              4.0 * double(block_scratch_f32_elems(local, int64_t(N))) + (in.checkpointing ? block : 0.0);
   if (last) {
     const double V = double(c.vocab_size) / tp;
@@ -79,8 +86,8 @@ ActivationBytes block_activations(const PlanInput& in, int64_t layers, bool last
 
 }  // namespace
 
-ActivationBytes activation_bytes(const PlanInput& in, int64_t layers, bool last_stage) {
-  return block_activations(in, layers, last_stage);
+ActivationBytes activation_bytes(const PlanInput& in, int64_t layers, bool first_stage, bool last_stage) {
+  return block_activations(in, layers, first_stage, last_stage);
 }
 
 double cp_exchange_bytes(const PlanInput& in) {
@@ -138,15 +145,15 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
     // in-flight micro-batches; outputs until their send completes at the next forward, gradients
     // until known received; the received gradient), counted at the moment a receive's buffer
     // exists beside the sends it then releases (peak_allocated).
-    const ActivationBytes a = activation_bytes(in, s.chunk_layers, s.last);
+    const ActivationBytes a = activation_bytes(in, s.chunk_layers, s.first, s.last);
     add("activations", a.per_micro_batch + a.shared);
     add("logits+loss", a.logits);
     const parallel::PipelineBuffers b = parallel::pipeline_buffers(
         in.pp_schedule, int(in.mesh.pp), int(s.index), in.micro_batches(), int(in.pp_virtual));
-    add("pipeline buffers", double(b.peak_allocated) * (bf16 ? 2.0 : 4.0) * N * h);
+    add("pipeline buffers", double(b.peak_allocated) * (bf16 ? 2.0 : 4.0) * N * h / double(in.sequence_shards()));
   } else {
     // Without a pipeline, one micro-batch's: micro-batches accumulate one after another.
-    const ActivationBytes a = activation_bytes(in, s.layers, s.last);
+    const ActivationBytes a = activation_bytes(in, s.layers, s.first, s.last);
     add("activations", a.per_micro_batch + a.shared);
     add("logits+loss", a.logits);
   }
@@ -174,7 +181,8 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
   if (gathers)
     comm += 2.0 * unit_bytes(s.max_unit) + std::min(unit_bytes(s.layer_unit), unit_bytes(s.max_unit)) +
             8.0 * unit_train;
-  if (in.mesh.tp > 1) comm += 2.0 * 2.0 * N * h;
+  // Under sequence parallelism a bf16 reduce-scatter also receives its share in f32 beside it.
+  if (in.mesh.tp > 1) comm += 2.0 * 2.0 * N * h + (bf16 && in.sequence_shards() > 1 ? 4.0 * N * h / double(in.mesh.tp) : 0.0);
   // The dp / cp gradient buckets' staging (parallel/mpi_comm.cpp): up to three buckets in flight,
   // each as large as train.dp_bucket_mb or the unit it holds when that is larger, never more than
   // the rank's gradients (one bucket of them all with dp_bucket_bytes 0). A transport that reduces

@@ -29,14 +29,15 @@ struct MemoryBreakdown {
 
 // Bytes of saved activations of one micro-batch on a stage of `layers` layers, and the scratch
 // and logits buffers that exist once. checkpointing: only layer inputs plus one layer's set.
-// `last_stage`: the stage holds the head (LLaMA: its rows in the arena, and the logits chunk).
+// `last_stage`: the stage holds the head (LLaMA: its rows in the arena, and the logits chunk);
+// `first_stage`: the embedding (under sequence parallelism: its rows whole, f32).
 struct ActivationBytes {
   double per_micro_batch = 0.0;  // kept from forward to backward, per micro-batch in flight
   double shared = 0.0;           // one layer's full set under checkpointing (recompute target) + scratch
   double logits = 0.0;           // head and loss buffers (last stage only)
   double layer = 0.0;            // one layer's full saved set for one micro-batch (elementwise traffic)
 };
-ActivationBytes activation_bytes(const PlanInput& in, int64_t layers, bool last_stage);
+ActivationBytes activation_bytes(const PlanInput& in, int64_t layers, bool first_stage, bool last_stage);
 
 // Context parallelism's exchange buffers on a rank (parallel/context_parallel.cpp), 0 without cp:
 // the whole rows' keys and values, their gradients and the gather staging in the compute dtype,

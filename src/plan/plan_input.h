@@ -34,6 +34,9 @@ struct PlanInput {
   int64_t global_batch = 8;  // sequences per optimizer step
   int64_t micro_batch = 1;   // sequences per micro-batch per data-parallel rank
   bool checkpointing = false;
+  // train.sequence_parallel: with tp, the residual stream between the tensor-parallel regions
+  // split over the tp ranks (where a micro-batch's tokens divide over them, as the trainer needs).
+  bool sequence_parallel = true;
   int zero = 0;  // 0-3: what is also sharded over the dp axis (1 optimizer, 2 + grads, 3 + weights)
   parallel::MeshShape mesh;
   Cluster cluster;
@@ -56,6 +59,10 @@ struct PlanInput {
   // Tokens of a micro-batch one rank holds: under cp its seq / cp of every row (chunks r and
   // 2 cp - 1 - r, parallel/context_parallel.h).
   int64_t micro_tokens() const { return micro_batch * (seq / mesh.cp); }
+  // The ranks a micro-batch's residual stream is split over: tp under sequence parallelism, else 1.
+  int64_t sequence_shards() const {
+    return sequence_parallel && micro_tokens() % mesh.tp == 0 ? mesh.tp : 1;
+  }
 };
 
 // Throws one line for a non-positive size, a ZeRO level outside 0-3, a batch the data-parallel

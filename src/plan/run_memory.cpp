@@ -37,6 +37,7 @@ PlanInput run_plan_input(const RunConfig& cfg, const ModelConfig& shape, double 
   in.precision = tc.precision;
   in.seq = tc.seq_len;
   in.checkpointing = tc.activation_checkpointing;
+  in.sequence_parallel = tc.sequence_parallel;
   in.mesh = cfg.mesh;
   in.pp_blocks = tc.pp_blocks;
   in.pp_schedule = parallel::parse_pipeline_schedule(tc.pp_schedule);

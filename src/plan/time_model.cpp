@@ -117,7 +117,7 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
   auto [lf, lb] = linear_seconds(cl, layer_linears(in), N);
   const double att_flops = 4.0 * N * mean_attended_keys(c, in.seq) * double(c.q_dim()) / tp;
   const double att = att_flops / (cl.peak_flops * cl.attention_efficiency);
-  const double elem = activation_bytes(in, 1, false).layer * kElementwiseTraffic / cl.memory_bandwidth;
+  const double elem = activation_bytes(in, 1, false, false).layer * kElementwiseTraffic / cl.memory_bandwidth;
   const auto [bias_f, bias_b] = bias_bytes_per_token(in);
   const double layer_f = lf + att + 0.5 * elem + N * bias_f / cl.memory_bandwidth;
   const double layer_b = lb + kAttentionBackwardRatio * att + 0.5 * elem + N * bias_b / cl.memory_bandwidth;
@@ -140,11 +140,15 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
   }
 
   // Tensor parallel: Megatron's two all-reduces per layer forward, two backward, two more when
-  // the forward is recomputed; one for the embedding, one for the head's input gradient.
+  // the forward is recomputed; one for the embedding, one for the head's input gradient. Under
+  // sequence parallelism each is an all-gather and a reduce-scatter (the same ring traffic), and
+  // the backward gathers the two norms' outputs again (one all-reduce's worth a layer) and the
+  // embedding's input gradient (one more).
   if (mesh.tp > 1) {
     const Link link = axis_link(mesh, parallel::Axis::tp, cl);
-    const double per_layer = 4.0 + (in.checkpointing ? 2.0 : 0.0);
-    const double count = L * per_layer + (s.first ? 1.0 : 0.0) + (s.last ? 1.0 : 0.0);
+    const bool sp = in.sequence_shards() > 1;
+    const double per_layer = 4.0 + (sp ? 1.0 : 0.0) + (in.checkpointing ? 2.0 : 0.0);
+    const double count = L * per_layer + (s.first ? (sp ? 2.0 : 1.0) : 0.0) + (s.last ? 1.0 : 0.0);
     r.tp = count * ring_all_reduce(act * N * C, mesh.tp, link);
   }
   // Sharded weights: gathered for forward and again for backward, gradients reduce-scattered,

@@ -141,6 +141,12 @@ std::vector<ConfigKey> make_keys() {
       {KEY(train.fsdp_prefetch),
        .help = "FSDP: issue the next unit's all-gather before this unit computes (false: gather "
                "each unit when it is needed, to measure what prefetch hides)"},
+      {KEY(train.sequence_parallel),
+       .help = "With tp > 1: Megatron's sequence parallelism, the residual stream between the "
+               "tensor-parallel regions (norms, residual adds, embedding output) split by rows over "
+               "the tp ranks, all-gather and reduce-scatter in place of each all-reduce, so those "
+               "activations take 1/tp of the memory; a micro-batch's tokens per rank must divide "
+               "by tp (see docs/distributed.md)"},
       {KEY(train.comm_progress), .choices = {"thread", "ops", "off"},
        .help = "What moves non-blocking collectives (FSDP gathers and reduce-scatters, gradient "
                "buckets, pipeline sends) while the ranks compute: a communication thread, the "

@@ -76,6 +76,7 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
     if (cfg.model_path.empty()) sharded_->init_weights(tc.seed);
     else sharded_->load_weights(cfg.model_path, tc.seed, mesh.rank() == 0 ? &log : nullptr);
     sharded_->set_prefetch(tc.fsdp_prefetch);
+    sharded_->set_sequence_parallel(tc.sequence_parallel);
     sharded_->set_dp_buckets(std::llround(double(tc.dp_bucket_mb) * 1e6));
     const std::string padding = parallel::vocab_padding_note(shape.vocab_size, m.tp);
     if (!padding.empty()) log << "tensor parallelism: " << padding << "\n";

@@ -18,7 +18,7 @@ const std::vector<std::string_view> kResumeMayChange = {
     "train.batch_size", "train.grad_accum",
     // How the same math is computed and reported.
     "train.activation_checkpointing", "train.log_every", "train.eval_every", "train.threads", "train.peak_gflops",
-    "train.resume", "train.profile", "train.fsdp_prefetch", "train.comm_progress", "train.dp_bucket_mb", "train.collective_timeout", "train.stop_timeout",
+    "train.resume", "train.profile", "train.fsdp_prefetch", "train.sequence_parallel", "train.comm_progress", "train.dp_bucket_mb", "train.collective_timeout", "train.stop_timeout",
     "train.debug_collectives", "train.pp_schedule", "train.pp_blocks", "train.pp_virtual",
     // Where it is computed and how device buffers travel (a checkpoint is host data, so a run
     // saved on the CPU resumes on a GPU and back).

@@ -50,6 +50,9 @@ struct TrainConfig {
   Precision precision = Precision::bf16;
   bool activation_checkpointing = false;
   bool fsdp_prefetch = true;  // FSDP: gather the next unit while this one computes
+  // Megatron's sequence parallelism beside tp: the residual stream between the tensor-parallel
+  // regions split by rows over the tp ranks (ModelParallel::sequence_shards).
+  bool sequence_parallel = true;
   // How non-blocking collectives move while the ranks compute: "thread", "ops" or "off"
   // (parallel/mpi_progress.h).
   std::string comm_progress = "thread";

@@ -36,9 +36,21 @@ std::vector<int64_t> run_stage_blocks(const TrainConfig& tc, const ModelConfig& 
   return parallel::pipeline_blocks(shape, mesh.pp * chunks, tc.pp_blocks, chunks);
 }
 
+void check_sequence_split(const RunConfig& cfg, const parallel::MeshShape& mesh) {
+  const auto& tc = cfg.train;
+  if (!tc.sequence_parallel || mesh.tp == 1 || tc.seq_len == 0) return;  // 0: checked when chosen
+  const int64_t rows = tc.batch_size / (mesh.dp * mesh.fsdp) * (tc.seq_len / mesh.cp);
+  if (rows % mesh.tp != 0)
+    fail("a rank's " + std::to_string(rows) +
+         " tokens per micro-batch (train.batch_size / (dp x fsdp) x train.seq_len / cp) must be "
+         "divisible by tp (" + std::to_string(mesh.tp) + ") for sequence parallelism; or set "
+         "train.sequence_parallel = false");
+}
+
 void check_run_layout(const RunConfig& cfg, const ModelConfig& shape, const parallel::MeshShape& mesh) {
   check_batch_split(cfg.train.batch_size, mesh.dp * mesh.fsdp);
   check_context_split(cfg, mesh.cp);
+  check_sequence_split(cfg, mesh);
   run_stage_blocks(cfg.train, shape, mesh);
   // A mesh without fsdp, tp or pp keeps whole replicas: the sharded model, whose checks follow, is
   // not built (train/placed_model.cpp).

@@ -19,6 +19,9 @@ void check_batch_split(int64_t batch_size, int64_t data_parallel);
 // Context parallelism cuts every sequence into 2 cp equal chunks: refused in one line when 2 x cp
 // does not divide train.seq_len.
 void check_context_split(const RunConfig& cfg, int64_t cp);
+// Sequence parallelism (train.sequence_parallel, tp > 1) splits a rank's tokens of a micro-batch
+// over the tp ranks: refused in one line when tp does not divide them.
+void check_sequence_split(const RunConfig& cfg, const parallel::MeshShape& mesh);
 
 // Blocks per pipeline chunk under `mesh` (empty without pp): the schedule's keys checked against the
 // mesh and train.grad_accum, then parallel::pipeline_blocks of the model over pp x train.pp_virtual

@@ -88,6 +88,7 @@ parallel::DataParallel data_parallel(parallel::Mesh& mesh, const RunConfig& cfg)
   parallel::Comm& group = mesh.data_parallel();
   check_batch_split(cfg.train.batch_size, group.size());
   check_context_split(cfg, mesh.shape().cp);
+  check_sequence_split(cfg, mesh.shape());
   return parallel::DataParallel(group, mesh.token_parallel(), mesh.axis(parallel::Axis::cp));
 }
 

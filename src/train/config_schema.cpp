@@ -235,7 +235,7 @@ std::vector<ConfigKey> make_keys() {
       {KEY(mesh.cp), .range = kAtLeastOne,
        .help = "Context parallel: every sequence cut into 2 cp chunks, rank r of a cp group holding chunks r "
                "and 2cp-1-r; parameters sharded over fsdp x cp, attention all-gathers keys and values (train.seq_len "
-               "divisible by 2 cp; not chosen by mesh.auto)"},
+               "divisible by 2 cp; mesh.auto may choose it)"},
 
       // [partition]
       {KEY(partition.replace_defaults),

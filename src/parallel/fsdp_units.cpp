@@ -1,6 +1,7 @@
 // FSDP, the ModelParallel side of the sharded model: gathering units over the shard group (fsdp,
 // or fsdp x cp under context parallelism; prefetched one unit ahead), freeing them,
-// reduce-scattering their gradients, and the sums and norm that finish a step. Tensor parallelism's reductions are in tensor_parallel.cpp.
+// reduce-scattering their gradients, and the sums and norm that finish a step. Tensor
+// parallelism's reductions are in tensor_parallel.cpp.
 #include <chrono>
 #include <cmath>
 #include <vector>

@@ -51,28 +51,45 @@ TEST(ContextParallelShare, RankHoldsChunksRAndTheirMirror) {
             "into 2 cp equal chunks)");
 }
 
-TEST(ContextParallelShard, ShowsTheSequenceSplitAndReplicatedWeights) {
+TEST(ContextParallelShard, ShowsTheSequenceSplitAndWeightsShardedOverFsdpAndCp) {
   const auto text = run_meshtrain("shard --mesh cp=2,tp=2 --set train.seq_len=256");
   ASSERT_EQ(text.code, 0) << text.output;
   EXPECT_NE(text.output.find("rank = ((dp*1 + fsdp)*2 + cp)*2 + tp"), std::string::npos) << text.output;
   EXPECT_NE(text.output.find("cut into 4 chunks of 64 tokens; cp rank r holds chunks r and 3-r (cp 0: 0,3, cp 1: 1,2)"),
             std::string::npos) << text.output;
-  EXPECT_NE(text.output.find("│ 0,2 │"), std::string::npos) << text.output;  // a tp block on its two cp ranks
+  // Issue 31 item 3: a rule's fsdp split is over fsdp x cp (torchtitan's layout), each cp rank
+  // holding its own block; the norms (no rule splits them) stay on every rank.
+  EXPECT_NE(text.output.find("spec (tp, (fsdp, cp))  local [64, 64]"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("│ 0 │ 2 │"), std::string::npos) << text.output;
+  EXPECT_EQ(text.output.find("│ 0,2 │"), std::string::npos) << text.output;  // no block on two cp ranks
   const auto cp = run_meshtrain("shard --json --mesh cp=2,tp=2 --set train.seq_len=256");
   const auto tp = run_meshtrain("shard --json --mesh tp=2 --set train.seq_len=256");
+  const auto fsdp = run_meshtrain("shard --json --mesh fsdp=2,tp=2 --set train.seq_len=256");
   ASSERT_EQ(cp.code, 0) << cp.output;
   ASSERT_EQ(tp.code, 0) << tp.output;
+  ASSERT_EQ(fsdp.code, 0) << fsdp.output;
   const auto j = nlohmann::json::parse(cp.output), t = nlohmann::json::parse(tp.output);
+  const auto f = nlohmann::json::parse(fsdp.output);
   EXPECT_EQ(j["mesh"]["cp"], 2);
   EXPECT_EQ(j["context_parallel"]["chunk_tokens"], 64);
   EXPECT_EQ(j["context_parallel"]["tokens_per_rank"], 128);
   EXPECT_EQ(j["context_parallel"]["shares"][1]["chunks"], nlohmann::json::array({1, 2}));
-  // cp splits no tensor: ranks 2 and 3 (cp 1) hold what tp=2's ranks 0 and 1 hold, byte for byte.
+  EXPECT_EQ(j["context_parallel"]["weights"], "sharded over fsdp x cp");
+  // Rank r of cp2 x tp2 holds what rank r of fsdp2 x tp2 holds (the same blocks: rank (c, t) has
+  // block c of the fsdp x cp split, as rank (f, t) has block f), less than tp=2's rank holds.
   ASSERT_EQ(j["ranks"].size(), 4u);
   for (int r = 0; r < 4; ++r) {
     EXPECT_EQ(j["ranks"][r]["coords"]["cp"], r / 2);
-    EXPECT_EQ(j["ranks"][r]["bytes"]["total"], t["ranks"][r % 2]["bytes"]["total"]) << "rank " << r;
+    EXPECT_EQ(j["ranks"][r]["bytes"]["total"], f["ranks"][r]["bytes"]["total"]) << "rank " << r;
+    EXPECT_LT(j["ranks"][r]["bytes"]["total"].get<int64_t>(), t["ranks"][r % 2]["bytes"]["total"].get<int64_t>() * 6 / 10)
+        << "rank " << r;
   }
+  // A dimension fsdp x cp does not divide is refused in one line naming both (128 columns over 3).
+  const auto three = run_meshtrain("shard --mesh cp=3 --set train.seq_len=60");
+  EXPECT_NE(three.code, 0);
+  EXPECT_NE(three.output.find("model.embed_tokens.weight dim 1 (128) is not divisible by fsdp=1 x cp=3 (3)"),
+            std::string::npos)
+      << three.output;
 }
 
 TEST(ContextParallelMemory, ACpRankIsCheckedAsOneRankOfItsShare) {
@@ -91,13 +108,19 @@ TEST(ContextParallelMemory, ACpRankIsCheckedAsOneRankOfItsShare) {
   const double exchange = need(cp).item("cp K/V exchange");
   EXPECT_EQ(exchange, plan::cp_exchange_bytes(plan::run_plan_input(cp, cp.model, 1e15)));
   EXPECT_EQ(need(share).item("cp K/V exchange"), 0.0);
-  // And the staging of the gradient buckets the cp replicas sum over (the built-in model's gradients
-  // are one bucket: all of them).
-  const double staging = need(cp).item("comm buffers");
+  // The cp ranks are no replicas: no gradient bucket is staged for them, and the parameter state is
+  // sharded over cp (issue 31 item 3), a quarter of the share's at cp = 4 but for the norms.
   EXPECT_EQ(need(share).item("comm buffers"), 0.0);
-  const plan::PlanInput in = plan::run_plan_input(cp, cp.model, 1e15);
-  EXPECT_EQ(staging, 4.0 * double(plan::total_params(plan::model_parts(in.model, in.lora), in.model.layers(), false)));
-  EXPECT_NEAR(need(cp).total - exchange - staging, need(share).total, 1e-9 * need(share).total);
+  EXPECT_EQ(need(cp).item("comm buffers"), need(config({"train.seq_len=256", "mesh.fsdp=4"})).item("comm buffers"));
+  for (const char* item : {"weights", "grads", "master", "optimizer"})
+    EXPECT_NEAR(need(cp).item(item) / need(share).item(item), 0.25, 0.01) << item;
+  const double state_saved = [&] {
+    double d = 0.0;
+    for (const char* item : {"weights", "grads", "master", "optimizer"}) d += need(share).item(item) - need(cp).item(item);
+    return d;
+  }();
+  const double gathers = need(cp).item("comm buffers");
+  EXPECT_NEAR(need(cp).total - exchange - gathers + state_saved, need(share).total, 1e-9 * need(share).total);
   // The whole rows' extra activations dwarf the exchange buffers (32 x 256 x 64 K elements a rank:
   // 4 x that x (3 x 2 + 12) bytes + 4 x that, 38 MiB in bf16).
   ASSERT_GT(need(whole).total - need(share).total, 2.0 * 64 * (1 << 20));
@@ -171,6 +194,9 @@ TEST(ContextParallel, CheckpointsResumeAcrossCpAndOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   expect_resume_across("cp2_to_one", kRun, "cp=2", "");
   expect_resume_across("one_to_cp2", kRun, "", "cp=2");
+  // Blocks of fsdp x cp = 2 written, read as blocks of fsdp x cp = 4 (each rank saves the blocks it
+  // is the first holder of; a checkpoint names whole tensors, not a layout).
+  expect_resume_across("cp2_to_fsdp2_cp2", kRun, "cp=2", "fsdp=2,cp=2");
 }
 
 TEST(ContextParallel, SequenceThatDoesNotSplitIsRefused) {

@@ -128,6 +128,29 @@ TEST(PartitionLayout, QProjOnFsdp2Tp2) {
   EXPECT_EQ(m.range(3, 1), (Range{0, 4}));
 }
 
+TEST(PartitionLayout, FsdpSplitsAreOverFsdpAndCpUnderContextParallelism) {
+  // Issue 31 item 3 (torchtitan's dp_shard x cp): a rule's fsdp is fsdp x cp, cp right after fsdp,
+  // so rank (f, c) holds block f * cp + c, its position in Mesh::shard_group().
+  const MeshShape mesh = MeshShape::parse("fsdp=2,cp=2,tp=2");
+  auto t = make_layout("q", {256, 128}, PartitionSpec{kTp, kFsdp}, mesh);
+  EXPECT_EQ(t.spec, (PartitionSpec{kTp, {Axis::fsdp, Axis::cp}}));
+  EXPECT_EQ(t.local_shape, (std::vector<int64_t>{128, 32}));
+  EXPECT_EQ(t.replication(), 1);
+  for (int64_t r = 0; r < mesh.world(); ++r) {
+    const Coords c = coords_of(mesh, r);
+    const int64_t block = c[size_t(Axis::fsdp)] * 2 + c[size_t(Axis::cp)];
+    EXPECT_EQ(t.range(r, 1), (Range{block * 32, (block + 1) * 32})) << r;
+    EXPECT_EQ(t.range(r, 0), (Range{c[size_t(Axis::tp)] * 128, (c[size_t(Axis::tp)] + 1) * 128})) << r;
+  }
+  // cp alone shards too; what no rule splits stays on every rank; without cp the spec is the rule's.
+  EXPECT_EQ(make_layout("w", {8, 4}, PartitionSpec{kFsdp}, MeshShape::parse("cp=4")).local_shape,
+            (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(make_layout("n", {8}, PartitionSpec{}, MeshShape::parse("cp=4")).replication(), 4);
+  EXPECT_EQ(shard_spec(PartitionSpec{kTp, kFsdp}, MeshShape::parse("fsdp=2,tp=2")), (PartitionSpec{kTp, kFsdp}));
+  EXPECT_EQ(error_of([] { make_layout("w", {6, 4}, PartitionSpec{kFsdp}, MeshShape::parse("fsdp=2,cp=2")); }),
+            "w dim 0 (6) is not divisible by fsdp=2 x cp=2 (4); change the mesh or add a partition rule for it");
+}
+
 TEST(PartitionLayout, BlocksTileTheTensorOncePerReplicaGroup) {
   const std::vector<std::pair<std::string, PartitionSpec>> cases = {
       {"dp=2,fsdp=2,tp=2", PartitionSpec{kTp, kFsdp}},
@@ -136,6 +159,8 @@ TEST(PartitionLayout, BlocksTileTheTensorOncePerReplicaGroup) {
       {"dp=2,fsdp=2,tp=2", PartitionSpec{{Axis::fsdp, Axis::tp}, kNone}},
       {"fsdp=3,tp=2", PartitionSpec{kNone, {Axis::tp, Axis::fsdp}}},
       {"dp=3", PartitionSpec{kNone, {Axis::dp}}},
+      {"fsdp=2,cp=2,tp=3", PartitionSpec{kTp, kFsdp}},
+      {"dp=2,cp=3", PartitionSpec{kFsdp, kNone}},
   };
   for (const auto& [mesh_text, spec] : cases) {
     const MeshShape mesh = MeshShape::parse(mesh_text);

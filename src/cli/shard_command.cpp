@@ -158,7 +158,7 @@ std::string rank_formula(const parallel::MeshShape& m) {
 }
 
 // Under context parallelism: how each row is cut, which chunks a cp rank holds, and that the
-// weights are not split by cp.
+// weights are sharded over fsdp x cp.
 void print_context_parallel(const Inputs& in) {
   const auto& m = in.mesh;
   const int64_t seq = in.run.train.seq_len, chunks = 2 * m.cp;
@@ -170,8 +170,9 @@ void print_context_parallel(const Inputs& in) {
   for (int64_t r = 0; r < m.cp; ++r) std::cout << (r ? ", " : "") << "cp " << r << ": " << r << "," << chunks - 1 - r;
   std::cout << "), " << (seq % chunks == 0 ? std::to_string(seq / m.cp) : "seq_len / cp")
             << " tokens a rank with their true positions; attention all-gathers the keys and values of the "
-               "whole sequence over the cp group. The weights are not split by cp: every tensor below is "
-               "replicated over the cp ranks, and their gradients summed over them.\n\n";
+               "whole sequence over the cp group. Every tensor a rule splits over fsdp is split over fsdp x cp "
+               "(" << m.shards() << " blocks; torchtitan's dp_shard x cp): weights, gradients and optimizer state "
+               "below, the cp ranks' gradient partials summed by the reduce-scatter over fsdp x cp.\n\n";
 }
 
 void print_text(const Inputs& in, const std::vector<parallel::ShardedParam>& params, bool all) {
@@ -298,14 +299,14 @@ void print_json(const Inputs& in, const std::vector<parallel::ShardedParam>& par
   json j;
   j["mesh"] = {{"dp", m.dp}, {"fsdp", m.fsdp}, {"tp", m.tp}, {"pp", m.pp}, {"cp", m.cp}};
   if (m.cp > 1) {
-    // What cp splits: the sequence (each cp rank's chunks of it), never a tensor.
+    // What cp splits: the sequence (each cp rank's chunks of it), and with fsdp the tensors.
     const int64_t seq = in.run.train.seq_len, chunks = 2 * m.cp;
     json shares = json::array();
     for (int64_t r = 0; r < m.cp; ++r) shares.push_back({{"cp", r}, {"chunks", {r, chunks - 1 - r}}});
     j["context_parallel"] = {{"seq_len", seq}, {"chunks", chunks},
                              {"chunk_tokens", seq % chunks == 0 ? json(seq / chunks) : json(nullptr)},
                              {"tokens_per_rank", seq % chunks == 0 ? json(seq / m.cp) : json(nullptr)},
-                             {"shares", shares}, {"weights", "replicated over cp"}};
+                             {"shares", shares}, {"weights", "sharded over fsdp x cp"}};
   }
   j["world"] = m.world();
   // The vocabulary rows the blocks below hold (parallel/vocab_padding.h): vocab_size unless tp

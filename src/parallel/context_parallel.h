@@ -5,8 +5,8 @@
 // (and document ids) of the whole rows over the cp group first, as Llama 3 did, and its backward
 // sums the keys' and values' gradients back to the ranks holding them (a reduce-scatter). The
 // backward's gathers are issued at the start of the block's backward and travel behind its MLP.
-// Parameters are replicated over cp and their gradients summed over it with dp's
-// (docs/distributed.md, "Context parallelism").
+// Parameters, gradients and optimizer state are sharded over fsdp x cp (parallel/layout.h
+// shard_spec; docs/distributed.md, "Context parallelism").
 #pragma once
 #include <cstdint>
 

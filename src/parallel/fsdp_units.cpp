@@ -1,6 +1,7 @@
-// FSDP, the ModelParallel side of the sharded model: gathering units over fsdp (prefetched one
-// unit ahead), freeing them, reduce-scattering their gradients, and the sums and norm that finish
-// a step. Tensor parallelism's reductions are in tensor_parallel.cpp.
+// FSDP, the ModelParallel side of the sharded model: gathering units over the shard group (fsdp,
+// or fsdp x cp under context parallelism; prefetched one unit ahead), freeing them,
+// reduce-scattering their gradients, and the sums and norm that finish a step. Tensor
+// parallelism's reductions are in tensor_parallel.cpp.
 #include <chrono>
 #include <cmath>
 #include <vector>
@@ -40,7 +41,7 @@ void ShardedModel::start_gather(int u) {
   Unit& U = *units_[size_t(u)];
   if (U.split.empty() || U.gathering || U.held) return;
   MT_PROFILE("fsdp gather (issue)");
-  U.recv = pool_.take<uint16_t>(size_t(U.chunk * mesh_.shape().fsdp));
+  U.recv = pool_.take<uint16_t>(size_t(U.chunk * mesh_.shape().shards()));
   const uint16_t* send = U.direct_send;
   if (!send) {
     U.send = pool_.take<uint16_t>(size_t(U.chunk));
@@ -59,7 +60,7 @@ void ShardedModel::start_gather(int u) {
     }
     send = U.send;
   }
-  U.gather = mesh_.axis(Axis::fsdp).device().iall_gather_bytes(send, U.recv, U.chunk, 2);
+  U.gather = mesh_.shard_group().device().iall_gather_bytes(send, U.recv, U.chunk, 2);
   U.gathering = true;
 }
 
@@ -75,7 +76,7 @@ void ShardedModel::finish_gather(int u) {
   U.compute = pool_.take<bf16>(size_t(U.compute_elems));
   U.master = pool_.take<float>(size_t(U.master_elems));
   U.quant = pool_.take<uint16_t>(size_t(U.quant_words));
-  const int64_t F = mesh_.shape().fsdp;
+  const int64_t F = mesh_.shape().shards();
   // Every (tensor, peer) piece lands in its own region of the unit buffer: one batch of box
   // copies, issued from this thread (the backend's own: a device backend's work must not come
   // from another thread), which the CPU backend spreads over its threads (Backend::copy_boxes).
@@ -155,7 +156,7 @@ void ShardedModel::release(int u, bool grads) {
   if (U.grad_chunk > 0) {
     complete_scatters();  // at most one unit's reduce-scatter in flight
     MT_PROFILE("fsdp reduce-scatter (issue)");
-    const int64_t F = mesh_.shape().fsdp;
+    const int64_t F = mesh_.shape().shards();
     auto ps = std::make_unique<PendingScatter>();
     ps->unit = &U;
     ps->index = u;
@@ -177,7 +178,9 @@ void ShardedModel::release(int u, bool grads) {
       }
     }
     backend_.copy_boxes(copies);
-    ps->request = mesh_.axis(Axis::fsdp).device().ireduce_scatter_sum(ps->send, ps->recv, U.grad_chunk);
+    // Over fsdp x cp: the sum of the cp ranks' partials (each saw other tokens of the rows) comes
+    // with the fsdp sum, so no cp all-reduce follows.
+    ps->request = mesh_.shard_group().device().ireduce_scatter_sum(ps->send, ps->recv, U.grad_chunk);
     scatters_.push_back(std::move(ps));
   }
   const bool scattering = U.grad_chunk > 0;
@@ -186,7 +189,7 @@ void ShardedModel::release(int u, bool grads) {
   pool_.give(U.grad);
   U.grad = nullptr;
   U.has_grads = false;
-  // Gradients read in place (not split over fsdp) are this micro-batch's whole share now; split
+  // Gradients read in place (not split over fsdp x cp) are this micro-batch's whole share now; split
   // ones once their reduce-scatter lands (complete_scatters).
   if (dp_buckets_ && !scattering) dp_buckets_->unit_done(u, trainable_shards().grad_data());
 }
@@ -216,9 +219,9 @@ void ShardedModel::complete_scatters() {
 void ShardedModel::set_dp_buckets(int64_t bytes) {
   dp_buckets_.reset();
   ParamStore& params = trainable_shards();
-  if (mesh_.shape().dp * mesh_.shape().cp == 1 || params.trainable_numel() == 0) return;
-  dp_buckets_ = std::make_unique<GradientBuckets>(
-      mesh_.group(axis_bit(Axis::dp) | axis_bit(Axis::cp)).device(), unit_grad_ranges(params, full_), bytes);
+  if (mesh_.shape().dp == 1 || params.trainable_numel() == 0) return;
+  dp_buckets_ = std::make_unique<GradientBuckets>(mesh_.axis(Axis::dp).device(), unit_grad_ranges(params, full_),
+                                                  bytes);
 }
 
 std::string ShardedModel::describe_gradient_reduction() const {
@@ -233,13 +236,16 @@ void ShardedModel::finish_gradients() {
   complete_scatters();
   MT_PROFILE("gradient all-reduce");
   ParamStore& params = trainable_shards();
-  // Replicas over dp and cp (each saw other tokens) sum their whole gradients: the buckets the
-  // backward did not finish, then the wait for all of them.
+  // Replicas over dp (each saw other rows) sum their whole gradients: the buckets the backward did
+  // not finish, then the wait for all of them. (The cp ranks hold no replicas: their partials were
+  // summed by the reduce-scatters over fsdp x cp, and below for the blocks not split.)
   if (dp_buckets_) dp_exposed_s_ += dp_buckets_->finish(params.grad_data());
-  // Blocks summed over a further axis: unsplit over fsdp (each fsdp rank saw other rows), and
-  // partial sums over tp. Packed so each axis costs one collective.
-  auto reduce_where = [&](Axis axis, auto&& pick) {
-    if (mesh_.shape().size(axis) == 1) return;
+  // Blocks summed over further axes: unsplit over fsdp x cp (each fsdp rank saw other rows, each
+  // cp rank other tokens of them), and partial sums over tp. Packed so each group costs one
+  // collective.
+  auto reduce_where = [&](AxisSet axes, auto&& pick) {
+    Comm& group = mesh_.group(axes);
+    if (group.size() == 1) return;
     int64_t total = 0;
     for (const auto& s : slots_)
       if (s.trainable && pick(s)) total += s.box.numel();
@@ -258,12 +264,12 @@ void ShardedModel::finish_gradients() {
         }
     };
     move(true);
-    mesh_.axis(axis).device().all_reduce_sum(packed, total);
+    group.device().all_reduce_sum(packed, total);
     move(false);
     pool_.give(packed);
   };
-  reduce_where(Axis::fsdp, [](const ShardSlot& s) { return !s.split_fsdp; });
-  reduce_where(Axis::tp, [](const ShardSlot& s) { return s.partial_over_tp; });
+  reduce_where(Mesh::shard_axes(), [](const ShardSlot& s) { return !s.split_fsdp; });
+  reduce_where(axis_bit(Axis::tp), [](const ShardSlot& s) { return s.partial_over_tp; });
   sum_tied_embedding_over_stages();
 }
 

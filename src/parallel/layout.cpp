@@ -45,21 +45,33 @@ int64_t TensorLayout::replication() const {
   return mesh.world() / blocks;
 }
 
+PartitionSpec shard_spec(const PartitionSpec& spec, const MeshShape& mesh) {
+  if (mesh.cp == 1) return spec;
+  PartitionSpec out = spec;
+  for (auto& axes : out.dims)
+    for (size_t i = 0; i < axes.size(); ++i)
+      if (axes[i] == Axis::fsdp) {
+        axes.insert(axes.begin() + std::ptrdiff_t(i) + 1, Axis::cp);
+        break;
+      }
+  return out;
+}
+
 TensorLayout make_layout(const std::string& name, const std::vector<int64_t>& shape,
                          const PartitionSpec& spec, const MeshShape& mesh) {
   if (spec.dims.size() > shape.size())
     fail(name + ": spec " + spec.str() + " has " + std::to_string(spec.dims.size()) +
          " dimensions but the tensor has " + std::to_string(shape.size()));
-  TensorLayout t{name, shape, spec, mesh, {}, {}};
+  TensorLayout t{name, shape, shard_spec(spec, mesh), mesh, {}, {}};
   for (size_t d = 0; d < shape.size(); ++d) {
     int64_t parts = 1;
     std::string axes;  // "tp=3" or "fsdp=2 x tp=3 (6)" for the error message
-    if (d < spec.dims.size())
-      for (Axis a : spec.dims[d]) {
+    if (d < t.spec.dims.size())
+      for (Axis a : t.spec.dims[d]) {
         parts *= mesh.size(a);
         axes += (axes.empty() ? "" : " x ") + std::string(axis_name(a)) + "=" + std::to_string(mesh.size(a));
       }
-    if (d < spec.dims.size() && spec.dims[d].size() > 1) axes += " (" + std::to_string(parts) + ")";
+    if (d < t.spec.dims.size() && t.spec.dims[d].size() > 1) axes += " (" + std::to_string(parts) + ")";
     if (shape[d] % parts != 0)
       fail(name + " dim " + std::to_string(d) + " (" + std::to_string(shape[d]) +
            ") is not divisible by " + axes + "; change the mesh or add a partition rule for it");

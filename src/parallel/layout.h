@@ -35,7 +35,14 @@ struct TensorLayout {
   int64_t replication() const;  // world / number of distinct blocks
 };
 
-// Throws for a spec longer than the tensor's rank or a dimension that does not divide:
+// The spec a rule's spec places on `mesh`: under context parallelism every dimension split over
+// fsdp is split over fsdp x cp (cp right after fsdp, so block f*cp + c of the fsdp x cp group),
+// torchtitan's dp_shard x cp: the cp ranks of a row hold no tensor of their own, so parameters,
+// gradients and optimizer state are sharded over them as over fsdp. The same spec otherwise.
+PartitionSpec shard_spec(const PartitionSpec& spec, const MeshShape& mesh);
+
+// The layout of `spec` as shard_spec places it (TensorLayout::spec is that one). Throws for a
+// spec longer than the tensor's rank or a dimension that does not divide:
 // "model.embed_tokens.weight dim 0 (32000) is not divisible by tp=3".
 TensorLayout make_layout(const std::string& name, const std::vector<int64_t>& shape,
                          const PartitionSpec& spec, const MeshShape& mesh);

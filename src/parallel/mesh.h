@@ -32,6 +32,9 @@ struct MeshShape {
   int64_t size(Axis a) const;
   int64_t& size(Axis a);
   int64_t world() const { return dp * fsdp * tp * pp * cp; }
+  // The ranks a parameter's fsdp blocks are spread over: fsdp x cp (torchtitan's dp_shard x cp),
+  // since the cp ranks of a row hold no tensor of their own (parallel/layout.h make_layout).
+  int64_t shards() const { return fsdp * cp; }
   // "dp=2,fsdp=2,tp=2": the axes larger than 1, in rank order (or "dp=1" for a single rank).
   std::string str() const;
 
@@ -81,6 +84,11 @@ class Mesh {
   static constexpr AxisSet token_axes() {
     return axis_bit(Axis::dp) | axis_bit(Axis::fsdp) | axis_bit(Axis::cp);
   }
+  // fsdp x cp: the ranks that hold the blocks of a sharded parameter, over which the sharded model
+  // gathers units and reduce-scatters their gradients (row-major: fsdp major, cp minor, the order
+  // of the blocks in make_layout).
+  Comm& shard_group() { return group(shard_axes()); }
+  static constexpr AxisSet shard_axes() { return axis_bit(Axis::fsdp) | axis_bit(Axis::cp); }
   // The world, then every group above in a fixed order, the same on every rank: what device
   // twins are attached to (parallel/device_comms.h), one collective creation after another.
   std::vector<Comm*> all_groups();

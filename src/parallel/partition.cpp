@@ -98,12 +98,12 @@ PartitionRules PartitionConfig::effective() const {
 
 namespace {
 
-// An axis a parameter may be split over: cp splits sequences, never a tensor (its ranks hold
-// replicas; parallel/context_parallel.h).
+// An axis a rule may name: cp splits sequences; a rule does not name it, since every split over
+// fsdp is over fsdp x cp already (parallel/layout.h shard_spec).
 Axis parse_tensor_axis(const std::string& name, const std::string& where) {
   const Axis a = parse_axis(name, where);
   if (a == Axis::cp)
-    fail(where + ": cp splits sequences, not parameters (expected dp, fsdp, tp or pp)");
+    fail(where + ": cp splits sequences; a rule's fsdp already shards over fsdp x cp (expected dp, fsdp, tp or pp)");
   return a;
 }
 

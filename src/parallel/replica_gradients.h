@@ -1,4 +1,5 @@
-// Data parallelism over whole models (dp and cp replicas, no fsdp, tp or pp): the model's
+// Data parallelism over whole models (dp replicas, no fsdp, tp, pp or cp: a cp rank holds blocks
+// of a sharded model, parallel/sharded_model.h): the model's
 // ModelParallel hooks see each unit's gradients become final in the last micro-batch's backward,
 // and its gradients are all-reduced in buckets as they do (gradient_buckets.h), instead of in one
 // all-reduce after the backward. Counts, losses and the norm are DataParallel's.

@@ -24,17 +24,19 @@ TensorBox box_of(const TensorLayout& layout, int64_t rank) {
   return b;
 }
 
-// The blocks of `layout` on `coords`' fsdp peers (same coordinates except along fsdp), in fsdp order.
-std::vector<TensorBox> fsdp_peer_boxes(const TensorLayout& layout, const MeshShape& shape, Coords coords) {
+// The blocks of `layout` on `coords`' shard peers (same coordinates except along fsdp and cp), in
+// the order of Mesh::shard_group (fsdp major, cp minor).
+std::vector<TensorBox> shard_peer_boxes(const TensorLayout& layout, const MeshShape& shape, Coords coords) {
   std::vector<TensorBox> peers;
-  for (int64_t f = 0; f < shape.fsdp; ++f) {
-    coords[size_t(Axis::fsdp)] = f;
-    peers.push_back(box_of(layout, rank_of(shape, coords)));
-  }
+  for (int64_t f = 0; f < shape.fsdp; ++f)
+    for (int64_t c = 0; c < shape.cp; ++c) {
+      coords[size_t(Axis::fsdp)] = f, coords[size_t(Axis::cp)] = c;
+      peers.push_back(box_of(layout, rank_of(shape, coords)));
+    }
   return peers;
 }
 
-// The union of the fsdp peers' blocks: the rank's tensor-parallel share, which the model computes with.
+// The union of the shard peers' blocks: the rank's tensor-parallel share, which the model computes with.
 TensorBox tp_share(const std::vector<TensorBox>& peers) {
   TensorBox share = peers[0];
   for (const auto& p : peers)
@@ -96,18 +98,18 @@ bool ShardedModel::holds(const std::string& name) const {
 void check_rank_block(const ShardedParam& sp, const MeshShape& shape, int64_t rank) {
   const std::string& name = sp.param.name;
   const TensorBox box = box_of(sp.layout, rank);
-  // The fsdp peers' blocks must tile this rank's tensor-parallel share, which is what the model
-  // computes with.
-  const std::vector<TensorBox> peers = fsdp_peer_boxes(sp.layout, shape, coords_of(shape, rank));
+  // The shard (fsdp x cp) peers' blocks must tile this rank's tensor-parallel share, which is what
+  // the model computes with.
+  const std::vector<TensorBox> peers = shard_peer_boxes(sp.layout, shape, coords_of(shape, rank));
   const TensorBox share = tp_share(peers);
   int64_t tiled = 0;
   for (const auto& p : peers) tiled += p.numel();
-  if (shape.fsdp > 1 && tiled != share.numel() && share != box)
-    fail("partition rules: the fsdp blocks of " + name + " (" + sp.layout.spec.str() +
+  if (shape.shards() > 1 && tiled != share.numel() && share != box)
+    fail("partition rules: the fsdp" + std::string(shape.cp > 1 ? " x cp" : "") + " blocks of " + name + " (" + sp.layout.spec.str() +
          ") do not tile its tensor-parallel share; list tp before fsdp on a dimension both split");
   if (!sp.nf4) return;
   if (box.begin[1] != share.begin[1] || box.end[1] != share.end[1])
-    fail("lora.base_dtype = \"nf4\": fsdp must split " + name + " between rows (see nf4_base_rules)");
+    fail("lora.base_dtype = \"nf4\": fsdp (and cp) must split " + name + " between rows (see nf4_base_rules)");
   if (!nf4::slice_keeps_groups(sp.param.shape[1], box.begin[1], box.end[1]))
     fail("lora.base_dtype = \"nf4\": tp splits the " + std::to_string(sp.param.shape[1]) + " columns of " + name +
          " into " + std::to_string(box.end[1] - box.begin[1]) +
@@ -129,7 +131,7 @@ void ShardedModel::build_slots(const PartitionRules& rules) {
     s.trainable = sp.trainable;
     check_rank_block(sp, shape, rank);
     s.box = box_of(sp.layout, rank);
-    const std::vector<TensorBox> peers = fsdp_peer_boxes(sp.layout, shape, mesh_.coords());
+    const std::vector<TensorBox> peers = shard_peer_boxes(sp.layout, shape, mesh_.coords());
     s.tp_box = tp_share(peers);
     ParamStore& store = sp.param.adapter ? model_->adapters() : model_->base();
     Param& mp = store.get(s.name);
@@ -190,13 +192,13 @@ void ShardedModel::build_slots(const PartitionRules& rules) {
     if (!p) p = const_cast<Param*>(shard_adapters_.find(s.name));
     s.shard = p;
   }
-  // The vocabulary rows of this tp rank's share (its fsdp peers' blocks together), which stages
+  // The vocabulary rows of this tp rank's share (its shard peers' blocks together), which stages
   // without the embedding need too when they hold the head.
   const ShardedParam& embed = *std::find_if(sharded.begin(), sharded.end(),
                                             [](const ShardedParam& x) { return x.param.name == kEmbedName; });
   vocab_begin_ = embed.layout.shape[0];
   int64_t vocab_end = 0;
-  for (const TensorBox& b : fsdp_peer_boxes(embed.layout, shape, mesh_.coords()))
+  for (const TensorBox& b : shard_peer_boxes(embed.layout, shape, mesh_.coords()))
     vocab_begin_ = std::min(vocab_begin_, b.begin[0]), vocab_end = std::max(vocab_end, b.end[0]);
   vocab_share_rows_ = vocab_end - vocab_begin_;
 }

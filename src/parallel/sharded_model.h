@@ -1,5 +1,6 @@
-// A LLaMA model laid over the mesh by the partition rules: FSDP (ZeRO-3) over `fsdp`, Megatron
-// tensor parallelism over `tp`, replicas over `dp`, and under pipeline parallelism only the units
+// A LLaMA model laid over the mesh by the partition rules: FSDP (ZeRO-3) over `fsdp` x `cp`
+// (torchtitan's dp_shard x cp: a rule's fsdp split is over both, parallel/layout.h shard_spec),
+// Megatron tensor parallelism over `tp`, replicas over `dp`, and under pipeline parallelism only the units
 // of this rank's stage (parallel/pipeline.h stage_holds). It owns this rank's shards and implements
 // the model's ModelParallel hooks, so src/model stays mesh-free:
 //
@@ -7,13 +8,14 @@
 //     shard` prints): master f32, bf16 compute copy and gradient where the tensor has them, in
 //     ParamStores of their own, which the optimizer updates shard by shard.
 //   - The model (a Transformer of this rank's tensor-parallel share, without storage of its own)
-//     computes on whole tensors of its share. A parameter split over fsdp is all-gathered into a
+//     computes on whole tensors of its share. A parameter split over fsdp x cp is all-gathered into a
 //     unit buffer when its unit (embedding, a block, or the head) is acquired, and freed on
 //     release; the next unit's gather is issued right away so it overlaps this unit's compute.
-//     A parameter not split over fsdp (norms) is read in place.
-//   - Gradients of a unit are reduce-scattered over fsdp on release after backward (non-blocking,
-//     completed while the next unit computes); finish_gradients() then sums over dp (and over
-//     fsdp for unsplit tensors, over tp for adapter halves whose gradient is a partial sum), and
+//     A parameter not split over fsdp x cp (norms) is read in place.
+//   - Gradients of a unit are reduce-scattered over fsdp x cp on release after backward
+//     (non-blocking, completed while the next unit computes), which sums the cp ranks' partials
+//     too; finish_gradients() then sums over dp (and over fsdp x cp for unsplit tensors, over tp
+//     for adapter halves whose gradient is a partial sum), and
 //     between the first and last pipeline stage for a tied embedding both hold.
 #pragma once
 #include <cstdint>
@@ -40,13 +42,14 @@ struct ShardSlot {
   std::vector<int64_t> full_shape;  // the whole tensor's shape
   TensorBox box;                    // this rank's block of the whole tensor
   TensorBox tp_box;                 // this rank's tensor-parallel share (what the model sees)
-  std::vector<TensorBox> peer_boxes;  // every fsdp peer's block, relative to tp_box, in fsdp order
+  std::vector<TensorBox> peer_boxes;  // every shard (fsdp x cp) peer's block, relative to tp_box,
+                                      // in Mesh::shard_group order
   // Without the padding of a vocabulary tp does not divide (parallel/vocab_padding.h): the tensor's
   // shape and this rank's block of it (a prefix of `box`'s rows, empty for a block of padding
   // only), what checkpoints, loading and exports see. full_shape and box otherwise.
   std::vector<int64_t> true_shape;
   TensorBox true_box;
-  bool split_fsdp = false;          // false: box == tp_box, read in place
+  bool split_fsdp = false;          // split over fsdp x cp; false: box == tp_box, read in place
   bool trainable = false;
   bool partial_over_tp = false;     // its gradient is a partial sum over tp (see finish_gradients)
   bool writer = false;              // first of the ranks holding this same block (saves it, counts
@@ -101,7 +104,7 @@ class ShardedModel final : public ModelParallel {
   // Loads a Hugging Face checkpoint (or a llama2.c file): each rank reads only its blocks (mmap),
   // with a progress line on `progress` (may be null); adapters are initialised from adapter_seed.
   void load_weights(const std::string& path, uint64_t adapter_seed, std::ostream* progress);
-  // Collective over each replica's fsdp x tp group of a stage holding `name`: the whole tensor on
+  // Collective over each replica's fsdp x cp x tp group of a stage holding `name`: the whole tensor on
   // every rank of it (for export, one tensor at a time).
   std::vector<float> gather_whole(const std::string& name);
   // Quantises this rank's block of NF4 tensor `name` from whole rows of it (rows of the block,
@@ -113,7 +116,7 @@ class ShardedModel final : public ModelParallel {
   void finish_gradients();
   // The global L2 norm of the (finished) gradient: each block counted once.
   double grad_norm();
-  // Seconds spent waiting for the FSDP gathers and reduce-scatters since the last reset (the
+  // Seconds spent waiting for the FSDP gathers and reduce-scatters (over fsdp x cp) since the last reset (the
   // communication compute did not hide).
   double exposed_comm_seconds() const { return exposed_s_ + dp_exposed_s_; }
   void reset_comm_stats() { exposed_s_ = 0.0, dp_exposed_s_ = 0.0; }
@@ -123,14 +126,15 @@ class ShardedModel final : public ModelParallel {
   // chosen before the first forward; nothing to do when tp = 1. The norms on the residual stream
   // then get each rank's rows' share of their gradients, summed over tp in finish_gradients.
   void set_sequence_parallel(bool on);
-  // The sum over dp and cp replicas in buckets of about `bytes` of this rank's gradient shards,
-  // each all-reduced during the last micro-batch's backward once its units' shards are final
-  // (gradient_buckets.h); 0: one all-reduce in finish_gradients. Nothing to do without replicas.
+  // The sum over dp replicas in buckets of about `bytes` of this rank's gradient shards, each
+  // all-reduced during the last micro-batch's backward once its units' shards are final
+  // (gradient_buckets.h); 0: one all-reduce in finish_gradients. Nothing to do without replicas
+  // (cp ranks are not replicas: they hold other blocks).
   void set_dp_buckets(int64_t bytes);
   std::string describe_gradient_reduction() const;
   // Before a step's first micro-batch (the buckets count the backward passes to come).
   void begin_step(int64_t micro_batches);
-  // Seconds spent waiting for the dp / cp gradient buckets after the backward, since the last
+  // Seconds spent waiting for the dp gradient buckets after the backward, since the last
   // reset (part of what exposed_comm_seconds counts).
   double dp_exposed_seconds() const { return dp_exposed_s_; }
 
@@ -184,7 +188,7 @@ class ShardedModel final : public ModelParallel {
   double exposed_s_ = 0.0;
   double dp_exposed_s_ = 0.0;
   bool prefetch_ = true;
-  std::unique_ptr<GradientBuckets> dp_buckets_;  // dp x cp > 1 with trainable shards
+  std::unique_ptr<GradientBuckets> dp_buckets_;  // dp > 1 with trainable shards
 };
 
 }  // namespace mt::parallel

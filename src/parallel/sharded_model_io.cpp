@@ -118,11 +118,11 @@ void ShardedModel::load_weights(const std::string& path, uint64_t adapter_seed, 
 }
 
 std::vector<float> ShardedModel::gather_whole(const std::string& name) {
-  // Tensors are never split over dp (or pp), so the ranks of this replica's fsdp x tp group hold
-  // every block: gather there (each replica in parallel), not over the whole world.
+  // Tensors are never split over dp (or pp), so the ranks of this replica's fsdp x cp x tp group
+  // hold every block: gather there (each replica in parallel), not over the whole world.
   const ShardSlot& s = slot(name);
-  Comm& group = mesh_.group(axis_bit(Axis::fsdp) | axis_bit(Axis::tp));
-  const int64_t n = s.box.numel(), members = group.size(), TP = mesh_.shape().tp;
+  Comm& group = mesh_.group(Mesh::shard_axes() | axis_bit(Axis::tp));
+  const int64_t n = s.box.numel(), members = group.size(), TP = mesh_.shape().tp, CP = mesh_.shape().cp;
   std::vector<float> mine(static_cast<size_t>(n)), all(static_cast<size_t>(n * members));
   MT_CHECK(s.shard->master || s.shard->compute, "gather_whole: a block without values: " + name);
   // The block comes off the device through the shard store (an NF4 base never gets here: its
@@ -132,8 +132,8 @@ std::vector<float> ShardedModel::gather_whole(const std::string& name) {
   const TensorBox whole_box = TensorBox::whole(s.full_shape);
   std::vector<float> whole(static_cast<size_t>(whole_box.numel()));
   Coords c = mesh_.coords();
-  for (int64_t j = 0; j < members; ++j) {  // the group is row-major over (fsdp, tp)
-    c[size_t(Axis::fsdp)] = j / TP, c[size_t(Axis::tp)] = j % TP;
+  for (int64_t j = 0; j < members; ++j) {  // the group is row-major over (fsdp, cp, tp)
+    c[size_t(Axis::fsdp)] = j / (CP * TP), c[size_t(Axis::cp)] = j / TP % CP, c[size_t(Axis::tp)] = j % TP;
     const int64_t r = rank_of(mesh_.shape(), c);
     TensorBox b;
     for (size_t d = 0; d < s.full_shape.size(); ++d) {

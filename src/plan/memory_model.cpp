@@ -171,31 +171,37 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
   // staging (f32 each); the tp all-reduce's staging. With blocks the largest unit this is three
   // blocks; a vocabulary-heavy model's embedding or head is never prefetched beside its like.
   double comm = 0.0;
-  const bool gathers = in.mesh.fsdp > 1 || (in.zero >= 3 && in.mesh.dp > 1);
+  const bool gathers = in.mesh.shards() > 1 || (in.zero >= 3 && in.mesh.dp > 1);
   // An NF4 unit is gathered in its 4-bit blocks.
   const auto unit_bytes = [&](const ElemCount& u) {
     const double all = double(u.gathered), trained = double(u.gathered_trainable);
     return frozen_bytes(all - trained, double(u.gathered_nf4)) + wbytes * trained;
   };
   const double unit_train = double(s.max_unit.gathered_trainable);
+  // Beside the staging, the reduce-scatter's f32 receive of this rank's block of the unit's
+  // gradients (PendingScatter::recv in parallel/fsdp_units.h): 1/ranks of the unit, which at
+  // fsdp x cp = 2 on a small model is the 2-3% the measured peaks showed beyond the rest.
+  const double scatter_ranks = double(in.mesh.shards()) * (in.zero >= 3 ? double(in.mesh.dp) : 1.0);
   if (gathers)
     comm += 2.0 * unit_bytes(s.max_unit) + std::min(unit_bytes(s.layer_unit), unit_bytes(s.max_unit)) +
-            8.0 * unit_train;
+            8.0 * unit_train + 4.0 * unit_train / scatter_ranks;
   // Under sequence parallelism a bf16 reduce-scatter also receives its share in f32 beside it.
   if (in.mesh.tp > 1) comm += 2.0 * 2.0 * N * h + (bf16 && in.sequence_shards() > 1 ? 4.0 * N * h / double(in.mesh.tp) : 0.0);
-  // The dp / cp gradient buckets' staging (parallel/mpi_comm.cpp): up to three buckets in flight,
+  // The dp gradient buckets' staging (parallel/mpi_comm.cpp): up to three buckets in flight,
   // each as large as train.dp_bucket_mb or the unit it holds when that is larger, never more than
   // the rank's gradients (one bucket of them all with dp_bucket_bytes 0). A transport that reduces
-  // in place (NCCL) stages nothing: priced the same, at most 3 buckets over.
-  if (in.mesh.dp * in.mesh.cp > 1 && in.zero < 3) {
+  // in place (NCCL) stages nothing: priced the same, at most 3 buckets over. The cp ranks are no
+  // replicas (they hold other blocks: fsdp x cp shards) and stage nothing.
+  if (in.mesh.dp > 1 && in.zero < 3) {
     const double grads = 4.0 * double(s.params.local_trainable);
-    const double unit_grads = 4.0 * unit_train / double(std::max<int64_t>(1, in.mesh.fsdp));
+    const double unit_grads = 4.0 * unit_train / double(in.mesh.shards());
     comm += in.dp_bucket_bytes > 0 ? std::min(grads, kBucketsInFlight * std::max(in.dp_bucket_bytes, unit_grads))
                                    : grads;
   }
   add("comm buffers", comm);
-  // Parameters are replicated over cp (no item above divides by it); a cp rank's activations are
-  // those of its seq / cp tokens (micro_tokens), plus the exchange of the whole rows' K/V.
+  // Parameters, gradients and optimizer state are sharded over fsdp x cp (the state items above,
+  // from count_elems); a cp rank's activations are those of its seq / cp tokens (micro_tokens),
+  // plus the exchange of the whole rows' K/V.
   if (in.mesh.cp > 1) add("cp K/V exchange", cp_exchange_bytes(in));
   add("overhead", in.cluster.runtime_overhead_bytes);
   for (const auto& i : m.items) m.total += i.bytes;

@@ -79,7 +79,8 @@ ElemCount count_elems(const std::vector<ParamShape>& params, const PlanInput& in
     for (size_t d = 0; d < p.layout.shape.size(); ++d) n *= p.layout.range(0, d).size();
     for (const auto& axes : p.layout.spec.dims)
       by_fsdp = by_fsdp || std::find(axes.begin(), axes.end(), parallel::Axis::fsdp) != axes.end();
-    const int64_t g = by_fsdp ? n * in.mesh.fsdp : n;
+    // Split over fsdp: over fsdp x cp (parallel::shard_spec), gathered from as many blocks.
+    const int64_t g = by_fsdp ? n * in.mesh.shards() : n;
     e.local += n, e.gathered += g;
     if (p.trainable) e.local_trainable += n, e.gathered_trainable += g;
     if (stored_nf4(p, in)) e.local_nf4 += n, e.gathered_nf4 += g;

@@ -23,7 +23,7 @@ std::string advice(const RunConfig& cfg, const std::string& largest) {
   if (largest == "rope tables") return "lower model.max_position_embeddings";
   return std::string("the model's state does not fit: ") +
          (cfg.lora.enabled ? "" : "train LoRA adapters (lora.enabled = true), ") +
-         "shard it over more ranks (mesh.fsdp, mesh.tp) or use a smaller model";
+         "shard it over more ranks (mesh.fsdp, mesh.cp, mesh.tp) or use a smaller model";
 }
 
 }  // namespace

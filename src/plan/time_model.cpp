@@ -152,7 +152,8 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
     r.tp = count * ring_all_reduce(act * N * C, mesh.tp, link);
   }
   // Sharded weights: gathered for forward and again for backward, gradients reduce-scattered,
-  // once per micro-batch and unit (layer, embedding, head); over fsdp, and over dp under ZeRO-3.
+  // once per micro-batch and unit (layer, embedding, head); over fsdp x cp (parallel::shard_spec:
+  // the group spans the ranks of fsdp's, so its link is fsdp's), and over dp under ZeRO-3.
   const double wbytes = in.precision == Precision::bf16 ? 2.0 : 4.0;
   const double units = L + (s.first ? 1.0 : 0.0) + (s.last ? 1.0 : 0.0);
   // An NF4 base travels in its 4-bit blocks.
@@ -164,7 +165,7 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
     return 2.0 * (ring_all_gather(bytes, n, link) + extra_latency) +
            ring_reduce_scatter(4.0 * gathered_trainable, n, link) + extra_latency;
   };
-  r.fsdp = gathers(parallel::Axis::fsdp, mesh.fsdp, double(s.params.gathered), double(s.params.gathered_nf4),
+  r.fsdp = gathers(parallel::Axis::fsdp, mesh.shards(), double(s.params.gathered), double(s.params.gathered_nf4),
                    double(s.params.gathered_trainable));
   if (in.zero >= 3)
     r.fsdp += gathers(parallel::Axis::dp, mesh.dp, double(s.params.local), double(s.params.local_nf4),
@@ -211,24 +212,22 @@ TimeBreakdown step_time(const PlanInput& in, const std::vector<StageParams>& sta
   t.bubble_fraction = double(p - 1) / (v * double(m) + double(p - 1));
 
   // Data parallel, once per step: all-reduce of the gradients, or (ZeRO 1-2) reduce-scatter of the
-  // gradients and all-gather of the updated bf16 weights. The cp ranks of a row saw other tokens of
-  // it, so the reduction runs over dp x cp (parallel/fsdp_units.cpp finish_gradients); its link is
-  // dp's when dp > 1 (that group spans the cp ranks too), else cp's. Under ZeRO-3 the gradients
-  // are reduce-scattered over dp with the fsdp traffic and only the cp sum is left here. The
+  // gradients and all-gather of the updated bf16 weights, over dp only: the cp ranks' partials are
+  // summed by the reduce-scatters over fsdp x cp above (parallel/fsdp_units.cpp). Under ZeRO-3 the
+  // gradients are reduce-scattered over dp with the fsdp traffic and nothing is left here. The
   // reduction runs in buckets during the last micro-batch's backward (parallel/gradient_buckets.h),
   // hidden but for what outlasts the backward and the last bucket, which can only start when the
   // backward ends; without buckets (dp_bucket_bytes 0) none of it is. The gather waits for the
   // optimizer.
   const double train = double(most_trainable->params.local_trainable);
   const double wbytes = in.precision == Precision::bf16 ? 2.0 : 4.0;
-  const int64_t replicas = in.zero < 3 ? in.mesh.dp * in.mesh.cp : in.mesh.cp;
+  const int64_t replicas = in.zero < 3 ? in.mesh.dp : 1;
   if (replicas > 1) {
-    const Link link = axis_link(in.mesh, in.mesh.dp > 1 && in.zero < 3 ? parallel::Axis::dp : parallel::Axis::cp,
-                                in.cluster);
-    const double shard = in.zero >= 3 ? train / double(in.mesh.dp) : train;
-    const double reduce = in.zero == 0 || in.zero >= 3 ? ring_all_reduce(4.0 * shard, replicas, link)
-                                                       : ring_reduce_scatter(4.0 * shard, replicas, link);
-    const double gather = in.zero == 0 || in.zero >= 3 ? 0.0 : ring_all_gather(wbytes * train, replicas, link);
+    const Link link = axis_link(in.mesh, parallel::Axis::dp, in.cluster);
+    const double shard = train;
+    const double reduce = in.zero == 0 ? ring_all_reduce(4.0 * shard, replicas, link)
+                                       : ring_reduce_scatter(4.0 * shard, replicas, link);
+    const double gather = in.zero == 0 ? 0.0 : ring_all_gather(wbytes * train, replicas, link);
     t.dp = reduce + gather;
     const double last_bucket = in.dp_bucket_bytes > 0 ? std::min(1.0, in.dp_bucket_bytes / (4.0 * shard)) : 1.0;
     t.dp_exposed = in.overlap ? std::max(reduce * last_bucket, reduce - worst.backward) + gather : t.dp;

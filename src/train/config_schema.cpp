@@ -153,7 +153,7 @@ std::vector<ConfigKey> make_keys() {
                "compute ops at their start, or only the waits (off: to measure what overlap hides; "
                "see docs/distributed.md, Overlap)"},
       {KEY(train.dp_bucket_mb), .range = {.min = 0, .max = 1e6},
-       .help = "Megabytes of gradients per data-parallel all-reduce (dp and cp replicas), each "
+       .help = "Megabytes of gradients per data-parallel all-reduce (dp replicas), each "
                "issued during the last micro-batch's backward once its gradients are final (DDP's "
                "25 MB); 0: one all-reduce of every gradient after the backward"},
       {KEY(train.collective_timeout), .range = kNonNegative,
@@ -240,8 +240,8 @@ std::vector<ConfigKey> make_keys() {
        .help = "Pipeline stages, each storing only its units (see train.pp_schedule, train.pp_blocks)"},
       {KEY(mesh.cp), .range = kAtLeastOne,
        .help = "Context parallel: every sequence cut into 2 cp chunks, rank r of a cp group holding chunks r "
-               "and 2cp-1-r; parameters replicated, attention all-gathers keys and values (train.seq_len "
-               "divisible by 2 cp; not chosen by mesh.auto)"},
+               "and 2cp-1-r; parameters sharded over fsdp x cp, attention all-gathers keys and values (train.seq_len "
+               "divisible by 2 cp; mesh.auto may choose it)"},
 
       // [partition]
       {KEY(partition.replace_defaults),

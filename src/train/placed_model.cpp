@@ -69,7 +69,9 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
   const int chunks = int(tc.pp_virtual);
   const std::vector<int64_t> stage_blocks = run_stage_blocks(tc, shape, m);
   const int stage = int(mesh.coord(parallel::Axis::pp));
-  if (m.fsdp > 1 || m.tp > 1 || m.pp > 1) {
+  // Sharded whenever anything splits a tensor or a stage: fsdp, tp, pp, or cp (whose ranks hold
+  // blocks over fsdp x cp, parallel/layout.h shard_spec); otherwise whole replicas over dp.
+  if (m.fsdp > 1 || m.tp > 1 || m.pp > 1 || m.cp > 1) {
     sharded_ = std::make_unique<parallel::ShardedModel>(
         mesh, shape, tc.precision, cfg.lora, cfg.partition.effective(),
         m.pp > 1 ? parallel::stage_holds(shape, stage_blocks, stage, chunks) : std::vector<bool>{}, backend);
@@ -204,7 +206,7 @@ std::vector<std::string> PlacedModel::export_model(const std::string& dir) {
   const ModelConfig& full = sharded_->full_config();
   for (const auto& p : llama_param_shapes(full, cfg_.lora))
     if (p.adapter == lora) tensors.push_back({p.name, p.shape});
-  // Each tensor is gathered in the fsdp x tp group of a stage holding it; under pp, the writing
+  // Each tensor is gathered in the fsdp x cp x tp group of a stage holding it; under pp, the writing
   // stage's first rank then sends it to rank 0.
   using parallel::Axis;
   const int stage = int(mesh_.coord(Axis::pp));

@@ -75,7 +75,7 @@ class PlacedModel {
   std::unique_ptr<Transformer> whole_;
   std::unique_ptr<parallel::ShardedModel> sharded_;
   std::unique_ptr<GradientSync> sync_;
-  parallel::ReplicaGradients* replica_ = nullptr;  // sync_ of whole replicas (dp and cp only)
+  parallel::ReplicaGradients* replica_ = nullptr;  // sync_ of whole replicas (dp only)
   std::unique_ptr<parallel::DataParallel> stages_and_replicas_;  // pp x dp x fsdp x cp: sums losses
   std::unique_ptr<parallel::ContextParallel> context_;           // cp > 1: attention over whole rows
   std::unique_ptr<parallel::Pipeline> pipeline_;

@@ -52,9 +52,9 @@ void check_run_layout(const RunConfig& cfg, const ModelConfig& shape, const para
   check_context_split(cfg, mesh.cp);
   check_sequence_split(cfg, mesh);
   run_stage_blocks(cfg.train, shape, mesh);
-  // A mesh without fsdp, tp or pp keeps whole replicas: the sharded model, whose checks follow, is
-  // not built (train/placed_model.cpp).
-  if (mesh.fsdp == 1 && mesh.tp == 1 && mesh.pp == 1) return;
+  // A mesh without fsdp, tp, pp or cp keeps whole replicas: the sharded model, whose checks follow,
+  // is not built (train/placed_model.cpp).
+  if (mesh.fsdp == 1 && mesh.tp == 1 && mesh.pp == 1 && mesh.cp == 1) return;
   parallel::tensor_parallel_config(shape, mesh.tp);
   // The layout the sharded model places: a vocabulary tp does not divide padded.
   const auto sharded =

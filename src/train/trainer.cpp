@@ -78,9 +78,9 @@ std::unique_ptr<parallel::Comm> open_world(const RunConfig& cfg) {
   return world;
 }
 
-// Whether the mesh gathers parameters over fsdp or splits them over tp: the runs whose FSDP wait is
-// reported (a pipeline alone has no gathers).
-bool gathers_or_splits(const parallel::MeshShape& m) { return m.fsdp > 1 || m.tp > 1; }
+// Whether the mesh gathers parameters over fsdp x cp or splits them over tp: the runs whose FSDP
+// wait is reported (a pipeline alone has no gathers).
+bool gathers_or_splits(const parallel::MeshShape& m) { return m.shards() > 1 || m.tp > 1; }
 
 // The group (dp x fsdp) that shares out each batch's rows, and the cp ranks that share out each
 // row, refused before any work when they cannot split the batch or its rows evenly.

@@ -101,7 +101,7 @@ Cluster cpu() {
 }  // namespace
 
 Cluster rank_share(const Cluster& host, int64_t ranks) {
-  if (host.host_cores <= 0) return host;
+  if (host.host_cores <= 0 || (ranks <= 1 && host.host_load <= 0.0)) return host;  // the whole host
   const double R = double(std::max<int64_t>(1, ranks)), C = double(host.host_cores), B = host.host_load;
   const double P = R + B;
   const double cores = P <= C ? (C - B) / R : C / P;

@@ -188,6 +188,10 @@ TEST(PlanHost, PlanSharesTheHostsMemoryAmongItsRanks) {
     const double ranks = double(parallel::MeshShape::parse(mesh).world());
     EXPECT_DOUBLE_EQ(j["memory_bytes"]["capacity"].get<double>(), 24e9 / ranks) << mesh;
   }
+  // train --mesh auto --cluster cpu: the same share; an accelerator's memory is its own.
+  EXPECT_DOUBLE_EQ(plan::run_cluster("cpu", "cpu", AvailableMemory{-1, ""}, 4).memory_bytes, 24e9 / 4);
+  EXPECT_DOUBLE_EQ(plan::run_cluster("dgx-h100", "cpu", AvailableMemory{-1, ""}, 4).memory_bytes,
+                   plan::cluster_preset("dgx-h100").memory_bytes);
 }
 
 // ---- real runs: --mesh auto's pick and the alternatives on 2 ranks here ---------------------------

@@ -115,7 +115,12 @@ std::string lighter_settings(const RunConfig& cfg) {
 
 Cluster run_cluster(const std::string& name_or_path, const std::string& device, const AvailableMemory& available,
                     int64_t ranks_on_host, double host_load) {
-  if (!name_or_path.empty()) return resolve_cluster(name_or_path);
+  if (!name_or_path.empty()) {
+    Cluster c = resolve_cluster(name_or_path);
+    // A shared host's memory is the host's: its ranks here share it, as `plan` shares it.
+    if (c.host_cores > 0) c.memory_bytes /= double(std::max<int64_t>(1, ranks_on_host));
+    return c;
+  }
   if (device != "cpu")
     fail("--mesh auto on train.device = " + device + ": the planner has no description of this machine's " +
          device + " devices; give --cluster with a preset (dgx-h100, mi300x-node, ...) or a cluster TOML");

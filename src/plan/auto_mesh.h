@@ -16,8 +16,8 @@
 
 namespace mt::plan {
 
-// The machine a run is planned for: `name_or_path` (a preset or a cluster TOML, as `plan --cluster`)
-// when not empty; otherwise this machine, the `cpu` cluster (a shared host: each rank is priced
+// The machine a run is planned for: `name_or_path` (a preset or a cluster TOML, as `plan --cluster`;
+// a shared host's memory divided among `ranks_on_host`) when not empty; otherwise this machine, the `cpu` cluster (a shared host: each rank is priced
 // with its share of the host's cores, hardware.h rank_share) at this host's core count, with the
 // memory check's share of `available` per rank (run_memory.h: kUsableMemoryFraction of it,
 // divided among `ranks_on_host`), and `host_load` processes of other work beside the ranks

@@ -4,8 +4,8 @@
 # layout the planner's search prices for the same run (`meshtrain plan --search --cluster cpu`,
 # at the background load --mesh auto read from the load average, which is how it prices this host),
 # each trained for real on as many ranks; prints the
-# predicted step and the measured tokens/s of each layout (best of REPEATS runs: a shared machine
-# only ever slows a run down) and the verdict: the pick within 10% of the fastest measured.
+# predicted step and the measured tokens/s of each layout (best of REPEATS rounds over all of them:
+# a shared machine only ever slows a run down) and the verdict: the pick within 10% of the fastest measured.
 # The run is the built-in model (128 wide, 4 blocks) at train.seq_len=SEQ, train.batch_size=BATCH,
 # STEPS steps, one thread per rank. Usage: scripts/bench_auto_mesh.sh [ranks ...]
 # Environment: STEPS (20), SEQ (128), BATCH (8), REPEATS (2), MESHTRAIN (build/meshtrain), and
@@ -59,15 +59,20 @@ EOF
   echo "$n ranks: --mesh auto picked $pick ($(throughput "$auto_log") tokens/s in that run), priced at background load ${load:-?}; load average now $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "| layout | predicted step ms | predicted rank | measured tokens/s (best of $REPEATS) | measured step ms | measured rank |"
   echo "|---|---|---|---|---|---|"
+  # Rounds over every layout rather than repeats of one in a row: a spell of other work on the
+  # cores then slows one run of each layout it meets, not every run of a few.
+  for ((r = 0; r < REPEATS; ++r)); do
+    while read -r mesh predicted; do
+      train "$n" "$mesh" "$OUT/${n}_${mesh//[=,]/_}_$r.log"
+    done < "$OUT/layouts_$n.txt"
+  done
   rows=$OUT/rows_$n.txt
   : > "$rows"
   while read -r mesh predicted; do
     best=0
     [ "$mesh" = "$pick" ] && best=$(throughput "$auto_log")
     for ((r = 0; r < REPEATS; ++r)); do
-      log=$OUT/${n}_${mesh//[=,]/_}_$r.log
-      train "$n" "$mesh" "$log"
-      t=$(throughput "$log")
+      t=$(throughput "$OUT/${n}_${mesh//[=,]/_}_$r.log")
       [ "$t" -gt "$best" ] && best=$t
     done
     echo "$mesh $predicted $best" >> "$rows"

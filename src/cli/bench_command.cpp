@@ -2,7 +2,8 @@
 // peak memory, per-op time, and the GEMMs at the step's own shapes) on the reference shape or a
 // preset cut to --layers blocks, full and LoRA (rank 8 or --lora-rank), bf16 mixed or fp32
 // (--precision); under mpirun -n 2,
-// `--what p2p`, the point-to-point time between the two ranks. Figures are printed, never
+// `--what p2p`, the point-to-point time between the two ranks and its alpha-beta fit (the link a
+// shared host's cluster TOML takes). Figures are printed, never
 // asserted: machines are shared and noisy.
 #include <omp.h>
 
@@ -172,16 +173,43 @@ void bench_training(const BenchOptions& o, bool lora_on, double peak, Backend& b
       {"profile", profile::table(dt, o.steps)}};
 }
 
+struct P2pFit {
+  double latency = 0.0, bandwidth = 0.0;  // seconds, bytes/s; bandwidth 0: no fit
+};
+
+// t = latency + bytes / bandwidth by least squares of the relative error (weights 1/t^2, so the
+// small messages that set the latency count as much as the large ones that set the bandwidth):
+// the alpha-beta model the planner prices links with (plan/collectives.h). A fitted latency at or
+// below zero gives way to the smallest message's one-way time (an upper bound).
+P2pFit fit_alpha_beta(const std::vector<std::pair<double, double>>& times) {
+  if (times.size() < 2) return {};
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& [x, y] : times) {
+    const double w = 1.0 / (y * y);
+    sw += w, sx += w * x, sy += w * y, sxx += w * x * x, sxy += w * x * y;
+  }
+  const double den = sw * sxx - sx * sx;
+  if (den <= 0.0) return {};
+  const double slope = (sw * sxy - sx * sy) / den;
+  if (slope <= 0.0) return {};
+  double latency = (sy - slope * sx) / sw;
+  if (latency <= 0.0)
+    latency = std::min_element(times.begin(), times.end())->second;  // the smallest size's time
+  return {latency, 1.0 / slope};
+}
+
 // A ping-pong between the two ranks of the world (rank 0 sends, rank 1 sends the bytes back) with
 // the blocking send / recv the pipeline's stages use: the one-way time of a message is half the
 // round trip. scripts/pp_bench.sh divides a stage's sent bytes by the rate at the stage's message
 // size to know how long its sends take when nothing hides them.
-void bench_p2p(const std::vector<int64_t>& sizes) {
+// Returns whether this is rank 0 (the one that prints and writes --json).
+bool bench_p2p(const std::vector<int64_t>& sizes) {
   auto comm = parallel::make_world_comm();
   if (comm->size() != 2)
     fail("bench --what p2p needs two ranks (mpirun -n 2 meshtrain bench --what p2p), got " +
          std::to_string(comm->size()));
   const int peer = 1 - comm->rank();
+  std::vector<std::pair<double, double>> times;  // bytes, one-way seconds
   if (comm->rank() == 0) std::printf("== point-to-point, 2 ranks, blocking send/recv ping-pong\n");
   for (int64_t bytes : sizes) {
     std::vector<char> buf(size_t(bytes), 1);
@@ -208,7 +236,24 @@ void bench_p2p(const std::vector<int64_t>& sizes) {
     if (comm->rank() == 0)
       std::printf("  %10ld bytes: one-way %9.2f us, %8.3f GB/s (%ld round trips)\n", long(bytes),
                   one_way * 1e6, double(bytes) / one_way / 1e9, long(trips));
+    times.push_back({double(bytes), one_way});
   }
+  if (comm->rank() != 0) return false;
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& [bytes, t] : times) rows.push_back({{"bytes", bytes}, {"one_way_s", t}});
+  figures["p2p"] = rows;
+  const P2pFit fit = fit_alpha_beta(times);
+  if (fit.bandwidth <= 0.0) {
+    std::printf("  (no alpha-beta fit: give --p2p-bytes at least two sizes whose times grow with the size)\n");
+    return true;
+  }
+  std::printf("  alpha-beta fit (least squares of the relative error): latency %.2f us, bandwidth %.3f GB/s\n",
+              fit.latency * 1e6, fit.bandwidth / 1e9);
+  std::printf("  as a shared host's link in a cluster TOML (docs/planner.md, \"This machine\"):\n"
+              "    [intra]\n    bandwidth_gbs = %.3g\n    latency_us = %.3g\n",
+              fit.bandwidth / 1e9, fit.latency * 1e6);
+  figures["p2p_fit"] = {{"latency_s", fit.latency}, {"bandwidth_bytes_per_s", fit.bandwidth}};
+  return true;
 }
 
 }  // namespace
@@ -237,8 +282,14 @@ Action add_bench_command(CLI::App& app) {
   o->device.add_to(sub, "cpu");
   return [o] {
     const DeviceBackend backend = o->device.open();
+    auto write_json = [&] {
+      if (o->json.empty()) return;
+      std::ofstream f(o->json);
+      f << figures.dump(2) << "\n";
+      if (!f) fail("bench --json: cannot write " + o->json);
+    };
     if (o->what == "p2p") {
-      bench_p2p(o->p2p_bytes);
+      if (bench_p2p(o->p2p_bytes)) write_json();
       return 0;
     }
     double peak = o->peak_gflops * 1e9;
@@ -254,11 +305,7 @@ Action add_bench_command(CLI::App& app) {
     }
     if (o->what == "full" || o->what == "all") bench_training(*o, false, peak, *backend);
     if (o->what == "lora" || o->what == "all") bench_training(*o, true, peak, *backend);
-    if (!o->json.empty()) {
-      std::ofstream f(o->json);
-      f << figures.dump(2) << "\n";
-      if (!f) fail("bench --json: cannot write " + o->json);
-    }
+    write_json();
     return 0;
   };
 }

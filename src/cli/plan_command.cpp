@@ -24,6 +24,7 @@ struct PlanOptions {
   int64_t pp_virtual = 1;
   int64_t grad_accum = 0;  // > 0 with --search: micro-batches per step fixed, as train.grad_accum
   double dp_bucket_mb = 25.0;  // as train.dp_bucket_mb
+  double host_load = -1.0;     // >= 0: a shared host's background load (--host-load); < 0: the cluster's
   bool checkpointing = false, search = false, json = false, no_overlap = false, keep_checkpointing = false;
   bool no_sequence_parallel = false;
   bool list_models = false;
@@ -41,6 +42,12 @@ plan::PlanInput make_input(const PlanOptions& o) {
   plan::PlanInput in;
   in.model = plan::resolve_model(o.model);
   in.cluster = plan::resolve_cluster(o.cluster);
+  if (o.host_load >= 0.0) {
+    if (in.cluster.host_cores <= 0)
+      fail("--host-load prices processes sharing a host's cores: cluster '" + in.cluster.name +
+           "' is not a shared host (the cpu preset, or a TOML with host_cores)");
+    in.cluster.host_load = o.host_load;
+  }
   if (o.mode == "lora") {
     in.lora.enabled = true;
     in.lora.rank = o.lora_rank;
@@ -109,9 +116,14 @@ int run_plan(const PlanOptions& o) {
     return 0;
   }
   plan::PlanInput in = make_input(o);
+  // A shared host's memory (the cpu preset's, or a TOML with host_cores) is shared by its ranks.
+  auto share_host_memory = [&](int64_t ranks) {
+    if (in.cluster.host_cores > 0) in.cluster.memory_bytes /= double(ranks);
+  };
   if (o.search) {
     const int64_t devices = o.devices > 0 ? o.devices : in.mesh.world();
     if (o.devices <= 0 && o.mesh.empty()) fail("--search needs --devices N");
+    share_host_memory(devices);
     plan::SearchSpace space;
     space.grad_accum = o.grad_accum;
     space.vary_checkpointing = !o.keep_checkpointing;
@@ -122,6 +134,7 @@ int run_plan(const PlanOptions& o) {
     return 0;
   }
   plan::validate(in);
+  share_host_memory(in.mesh.world());
   plan::Candidate c{in, plan::peak_memory(in), plan::step_time(in)};
   if (o.json) std::cout << plan::plan_json(c).dump(2) << "\n";
   else plan::print_plan(std::cout, c);
@@ -138,9 +151,16 @@ Action add_plan_command(CLI::App& app) {
                   "a preset (llama3-8b, qwen3-8b, mistral-7b, gpt-175b, ...: --list-models), a config.json "
                   "or a model directory");
   sub->add_flag("--list-models", o->list_models, "print the presets --model takes, with their parameter counts");
-  sub->add_option("--cluster", o->cluster, "mi300x-node|frontier|dgx-h100|dgx-h200|cpu or a .toml file");
+  sub->add_option("--cluster", o->cluster,
+                  "mi300x-node|frontier|dgx-h100|dgx-h200|cpu or a .toml file (cpu: this machine, one host whose "
+                  "cores, memory and shared-memory link the ranks share)");
   sub->add_option("--devices", o->devices,
                   "device count: must equal the mesh's product, required for --search; 0: the mesh's product");
+  sub->add_option("--host-load", o->host_load,
+                  "with a shared host (--cluster cpu, or a TOML with host_cores): processes of other work on it "
+                  "beside the ranks, as `train --mesh auto` reads from the load average (default: the cluster's, "
+                  "0 for cpu: an idle host)")
+      ->check(CLI::Range(0.0, 1e6));
   sub->add_option("--mesh", o->mesh, "dp=..,fsdp=..,tp=..,pp=..,cp=.. (default: none; needed unless --search)");
   sub->add_option("--mode", o->mode, "full or lora");
   sub->add_option("--lora-rank", o->lora_rank, "LoRA rank");

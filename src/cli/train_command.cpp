@@ -2,7 +2,9 @@
 //                 [--mesh dp=..,fsdp=..,tp=..,pp=..,cp=..|auto [--cluster NAME|FILE]]
 //                 [--steps N] [--epochs E] [--lr LR] [--batch-size N] [--seq-len N]
 //                 [--resume RUN_DIR] [--set section.key=value ...]
+#include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -41,6 +43,26 @@ ModelConfig run_model_shape(const RunConfig& cfg) {
   return cfg.model_path.empty() ? cfg.model : checked_pretrained_config(cfg.model_path);
 }
 
+// The processes of other work --mesh auto prices this host with (plan/hardware.h host_load):
+// MESHTRAIN_HOST_LOAD when set (a number >= 0; 0 plans for an idle host), else the 15-minute load
+// average rounded to whole processes (it moves slowly, so the ranks, reading it within moments of
+// each other, read the same; were they not to, the ranks' config agreement refuses the run), 0
+// where /proc/loadavg cannot be read.
+double host_background_load() {
+  if (const char* v = std::getenv("MESHTRAIN_HOST_LOAD")) {
+    char* end = nullptr;
+    const double load = std::strtod(v, &end);
+    if (end == v || *end != '\0' || !(load >= 0.0 && load < 1e6))
+      fail("MESHTRAIN_HOST_LOAD must be a number >= 0 (processes of other work on this host), got '" +
+           std::string(v) + "'");
+    return load;
+  }
+  std::ifstream f("/proc/loadavg");
+  double one = 0, five = 0, fifteen = 0;
+  if (!(f >> one >> five >> fifteen)) return 0.0;
+  return std::round(fifteen);
+}
+
 // mesh.auto: the planner's mesh for the ranks launched (plan/auto_mesh.h), computed alike on every
 // rank from the same config (the trainer then checks that the ranks' configs, the mesh included,
 // agree). A resumed run keeps run.toml's choice on as many ranks as it was made for; --mesh auto
@@ -58,7 +80,9 @@ void choose_auto_mesh(RunConfig& cfg, const ModelConfig& shape, const std::strin
   }
   const plan::MeshChoice choice = plan::choose_mesh(
       cfg, shape,
-      plan::run_cluster(cluster, cfg.train.device, available_memory(), parallel::ranks_on_this_host()), world);
+      plan::run_cluster(cluster, cfg.train.device, available_memory(), parallel::ranks_on_this_host(),
+                        cluster.empty() ? host_background_load() : 0.0),
+      world);
   cfg.mesh = choice.chosen.input.mesh;
   if (leader) std::cout << plan::describe_choice(choice) << std::flush;
 }

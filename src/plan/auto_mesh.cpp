@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -113,12 +114,24 @@ std::string lighter_settings(const RunConfig& cfg) {
 }  // namespace
 
 Cluster run_cluster(const std::string& name_or_path, const std::string& device, const AvailableMemory& available,
-                    int64_t ranks_on_host) {
-  if (!name_or_path.empty()) return resolve_cluster(name_or_path);
+                    int64_t ranks_on_host, double host_load) {
+  if (!name_or_path.empty()) {
+    Cluster c = resolve_cluster(name_or_path);
+    // A shared host's memory is the host's: its ranks here share it, as `plan` shares it.
+    if (c.host_cores > 0) c.memory_bytes /= double(std::max<int64_t>(1, ranks_on_host));
+    return c;
+  }
   if (device != "cpu")
     fail("--mesh auto on train.device = " + device + ": the planner has no description of this machine's " +
          device + " devices; give --cluster with a preset (dgx-h100, mi300x-node, ...) or a cluster TOML");
   Cluster c = cluster_preset("cpu");
+  // The ranks share this host's cores: the preset's GEMM rate is per core times the cores here
+  // (every rank of the host counts the same cores, so all choose alike).
+  if (const unsigned cores = std::thread::hardware_concurrency(); cores > 0 && int64_t(cores) != c.host_cores) {
+    c.peak_flops *= double(cores) / double(c.host_cores);
+    c.host_cores = int64_t(cores);
+  }
+  c.host_load = std::max(0.0, host_load);
   // Memory unknown: the preset's figure stands.
   if (available.bytes >= 0)
     c.memory_bytes = kUsableMemoryFraction * double(available.bytes) / double(std::max<int64_t>(1, ranks_on_host));
@@ -152,6 +165,15 @@ std::string describe_choice(const MeshChoice& choice) {
                   (world == 1 ? " rank" : " ranks") + " on " + c.input.cluster.name + ": " +
                   bytes_text(c.memory.total) + " per rank of " + bytes_text(c.memory.capacity) + ", " +
                   seconds_text(c.time.step) + " a step predicted\n";
+  const Cluster& cl = c.input.cluster;
+  if (cl.host_cores > 0) {
+    const Cluster r = rank_share(cl, world);
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "  host: %ld cores, background load %.3g, %ld %s: %.2f cores a rank, %.3g GB/s link\n",
+                  long(cl.host_cores), cl.host_load, long(world), world == 1 ? "rank" : "ranks",
+                  r.peak_flops / cl.peak_flops * double(cl.host_cores), r.intra.bandwidth / 1e9);
+    s += buf;
+  }
   if (!choice.runner_up) {
     s += "  runner-up: none (" + std::string(world == 1 ? "one rank has one layout" : "the only layout that fits") +
          ")\n";

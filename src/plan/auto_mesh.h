@@ -16,13 +16,16 @@
 
 namespace mt::plan {
 
-// The machine a run is planned for: `name_or_path` (a preset or a cluster TOML, as `plan --cluster`)
-// when not empty; otherwise this machine, the `cpu` cluster with the memory check's share of
-// `available` per rank (run_memory.h: kUsableMemoryFraction of it, divided among `ranks_on_host`).
+// The machine a run is planned for: `name_or_path` (a preset or a cluster TOML, as `plan --cluster`;
+// a shared host's memory divided among `ranks_on_host`) when not empty; otherwise this machine, the `cpu` cluster (a shared host: each rank is priced
+// with its share of the host's cores, hardware.h rank_share) at this host's core count, with the
+// memory check's share of `available` per rank (run_memory.h: kUsableMemoryFraction of it,
+// divided among `ranks_on_host`), and `host_load` processes of other work beside the ranks
+// (hardware.h host_load: the caller's reading of this host's load average).
 // Under train.device = cuda this machine's GPUs are not described to the planner: mt::Error asking
 // for --cluster.
 Cluster run_cluster(const std::string& name_or_path, const std::string& device, const AvailableMemory& available,
-                    int64_t ranks_on_host);
+                    int64_t ranks_on_host, double host_load = 0.0);
 
 struct MeshChoice {
   Candidate chosen;                  // the fastest layout that fits and that the trainer accepts

@@ -2,6 +2,7 @@
 
 #include "core/toml.h"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -16,6 +17,8 @@ namespace mt::plan {
 namespace {
 
 constexpr double GB = 1e9, TF = 1e12, us = 1e-6;
+// This machine's shared-memory link between two ranks: `bench --what p2p`'s fit (docs/planner.md).
+constexpr double kCpuLinkGbs = 2.0, kCpuLinkLatencyUs = 1.0;
 
 // Datasheet figures; the efficiencies are the assumptions stated in docs/planner.md.
 Cluster mi300x_node() {
@@ -66,10 +69,15 @@ Cluster dgx(const char* name, double mem_gb, double hbm_gbs) {
   return c;
 }
 
-// This machine: 2 cores of an Intel Xeon with AMX-BF16 (DESIGN.md assumed Zen 4 at ~380 GFLOP/s;
-// the project's machines turned out to have AMX). peak_flops is the typical sustained bf16 GEMM
-// `meshtrain bench` measures here (530-930 GFLOP/s from run to run on the shared cores, ~610
-// typical); ranks on one host talk through shared memory.
+// This machine: one host of 2 cores of an Intel Xeon with AMX-BF16 (DESIGN.md assumed Zen 4 at
+// ~380 GFLOP/s; the project's machines turned out to have AMX), its ranks sharing them.
+// peak_flops is the host's typical sustained bf16 GEMM `meshtrain bench` measures (530-930 GFLOP/s
+// from run to run on the shared cores, ~610 typical), per rank 1/R of it (rank_share). The link is
+// the shared-memory one between two ranks, `bench --what p2p`'s alpha-beta fit here (docs/planner.md,
+// "This machine"); a hop whose receiver has no core waits a scheduler slice (4 ms measured with two
+// ranks on one core). Communication is priced as not hidden: the ranks' copies and reductions run
+// on the cores they compute on (docs/distributed.md, "Overlap": dp=2 exposed 189 ms a step against
+// 110 ms of transfer).
 Cluster cpu() {
   Cluster c;
   c.name = "cpu";
@@ -77,17 +85,35 @@ Cluster cpu() {
   c.peak_flops = 610e9;
   c.memory_bytes = 24 * GB;
   c.memory_bandwidth = 40 * GB;
-  c.intra = {5 * GB, 2 * us};
-  c.inter = {1.25 * GB, 50 * us};
+  c.intra = {kCpuLinkGbs * GB, kCpuLinkLatencyUs * us};
+  c.inter = c.intra;
   c.gemm_efficiency = 0.85;
   c.gemm_half_dim = 48;
   c.attention_efficiency = 0.25;
   c.link_efficiency = 1.0;
   c.runtime_overhead_bytes = 0.1 * GB;
+  c.comm_overlap = 0.0;
+  c.host_cores = 2;
+  c.oversubscribed_hop = 4000 * us;
   return c;
 }
 
 }  // namespace
+
+Cluster rank_share(const Cluster& host, int64_t ranks) {
+  if (host.host_cores <= 0 || (ranks <= 1 && host.host_load <= 0.0)) return host;  // the whole host
+  const double R = double(std::max<int64_t>(1, ranks)), C = double(host.host_cores), B = host.host_load;
+  const double P = R + B;
+  const double cores = P <= C ? (C - B) / R : C / P;
+  Cluster r = host;
+  r.peak_flops = host.peak_flops / C * cores;
+  r.memory_bandwidth = host.memory_bandwidth / R;
+  r.devices_per_node = std::max<int64_t>(1, ranks);
+  r.intra.bandwidth = host.intra.bandwidth * std::min(1.0, C / P);
+  if (P > C) r.intra.latency += host.oversubscribed_hop * (P - C) / (P - 1.0);
+  r.inter = r.intra;
+  return r;
+}
 
 std::vector<std::string> cluster_preset_names() {
   return {"mi300x-node", "frontier", "dgx-h100", "dgx-h200", "cpu"};
@@ -142,7 +168,7 @@ Cluster parse_cluster_toml(const std::string& text, const std::string& where) {
   static const std::set<std::string> keys = {
       "name", "devices_per_node", "peak_tflops", "memory_gb", "memory_bandwidth_gbs", "intra",
       "inter", "gemm_efficiency", "gemm_half_dim", "attention_efficiency", "link_efficiency",
-      "runtime_overhead_gb"};
+      "runtime_overhead_gb", "comm_overlap", "host_cores", "oversubscribed_hop_us", "host_load"};
   for (const auto& [k, v] : root)
     if (!keys.count(std::string(k.str())))
       fail(where + ": unknown key '" + std::string(k.str()) + "'" +
@@ -162,6 +188,26 @@ Cluster parse_cluster_toml(const std::string& text, const std::string& where) {
   c.runtime_overhead_bytes = positive(root, "runtime_overhead_gb", where, false, 1.0) * GB;
   for (double f : {c.gemm_efficiency, c.attention_efficiency, c.link_efficiency})
     if (f > 1.0) fail(where + ": efficiencies are fractions of peak and must be <= 1");
+  if (const toml::node* n = root.get("comm_overlap")) {
+    const auto v = n->value<double>();
+    if (!v || !(*v >= 0.0 && *v <= 1.0))
+      fail(where + ": 'comm_overlap' must be a fraction between 0 and 1");
+    c.comm_overlap = *v;
+  }
+  if (root.get("host_cores")) {
+    const double cores = positive(root, "host_cores", where, true, 0);
+    if (cores != double(int64_t(cores))) fail(where + ": 'host_cores' must be a whole number of cores");
+    c.host_cores = int64_t(cores);
+  }
+  c.oversubscribed_hop = positive(root, "oversubscribed_hop_us", where, false, 0.0) * us;
+  if (const toml::node* n = root.get("host_load")) {
+    const auto v = n->value<double>();
+    if (!v || !(*v >= 0.0 && *v < 1e6)) fail(where + ": 'host_load' must be a number >= 0 (runnable processes)");
+    c.host_load = *v;
+  }
+  for (const char* key : {"oversubscribed_hop_us", "host_load"})
+    if (root.get(key) && c.host_cores == 0)
+      fail(where + ": '" + key + "' describes a shared host: give host_cores too");
   return c;
 }
 

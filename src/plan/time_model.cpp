@@ -180,8 +180,14 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
 
 TimeBreakdown step_time(const PlanInput& in) { return step_time(in, stage_params(in)); }
 
-TimeBreakdown step_time(const PlanInput& in, const std::vector<StageParams>& stages) {
-  validate(in);
+TimeBreakdown step_time(const PlanInput& given, const std::vector<StageParams>& stages) {
+  validate(given);
+  // On a shared host every rank is priced with its share of the host (hardware.h rank_share).
+  PlanInput in = given;
+  in.cluster = rank_share(given.cluster, given.mesh.world());
+  // What of the fsdp and dp traffic may hide behind compute: none without overlap, else the
+  // cluster's measured fraction (1 on accelerators).
+  const double hide = in.overlap ? in.cluster.comm_overlap : 0.0;
   const int64_t m = in.micro_batches(), p = in.mesh.pp;
   TimeBreakdown t;
   t.micro_batches = m;
@@ -193,7 +199,7 @@ TimeBreakdown step_time(const PlanInput& in, const std::vector<StageParams>& sta
   for (const auto& s : stages) {
     const StageMicroBatch r = stage_micro_batch(in, s);
     const double compute = r.forward + r.backward;
-    const double fsdp_exposed = in.overlap ? std::max(0.0, r.fsdp - compute) : r.fsdp;
+    const double fsdp_exposed = r.fsdp - std::min(hide * r.fsdp, compute);
     const double total = compute + r.tp + r.pp + r.cp + fsdp_exposed;
     if (total > worst_t) worst_t = total, worst = r;
     if (s.params.local_trainable > most_trainable->params.local_trainable) most_trainable = &s;
@@ -204,7 +210,7 @@ TimeBreakdown step_time(const PlanInput& in, const std::vector<StageParams>& sta
   t.pp = double(m) * worst.pp;
   t.cp = double(m) * worst.cp;
   t.fsdp = double(m) * worst.fsdp;
-  t.fsdp_exposed = double(m) * (in.overlap ? std::max(0.0, worst.fsdp - compute) : worst.fsdp);
+  t.fsdp_exposed = double(m) * (worst.fsdp - std::min(hide * worst.fsdp, compute));
   // Interleaved (v chunks per stage): a chunk's ops are 1/v of a stage's, so the fill and drain
   // take (p - 1) chunk-times of v m (Narayanan et al. 2021).
   const double v = double(in.pp_virtual);
@@ -217,8 +223,8 @@ TimeBreakdown step_time(const PlanInput& in, const std::vector<StageParams>& sta
   // gradients are reduce-scattered over dp with the fsdp traffic and nothing is left here. The
   // reduction runs in buckets during the last micro-batch's backward (parallel/gradient_buckets.h),
   // hidden but for what outlasts the backward and the last bucket, which can only start when the
-  // backward ends; without buckets (dp_bucket_bytes 0) none of it is. The gather waits for the
-  // optimizer.
+  // backward ends; without buckets (dp_bucket_bytes 0) none of it is. Of what could hide, only the
+  // cluster's comm_overlap does (none on a shared host). The gather waits for the optimizer.
   const double train = double(most_trainable->params.local_trainable);
   const double wbytes = in.precision == Precision::bf16 ? 2.0 : 4.0;
   const int64_t replicas = in.zero < 3 ? in.mesh.dp : 1;
@@ -230,7 +236,7 @@ TimeBreakdown step_time(const PlanInput& in, const std::vector<StageParams>& sta
     const double gather = in.zero == 0 ? 0.0 : ring_all_gather(wbytes * train, replicas, link);
     t.dp = reduce + gather;
     const double last_bucket = in.dp_bucket_bytes > 0 ? std::min(1.0, in.dp_bucket_bytes / (4.0 * shard)) : 1.0;
-    t.dp_exposed = in.overlap ? std::max(reduce * last_bucket, reduce - worst.backward) + gather : t.dp;
+    t.dp_exposed = reduce - std::min(hide * reduce * (1.0 - last_bucket), worst.backward) + gather;
   }
   const double opt_shard = in.zero >= 1 ? double(in.mesh.dp) : 1.0;
   t.optimizer = train / opt_shard * kOptimizerBytes / in.cluster.memory_bandwidth;

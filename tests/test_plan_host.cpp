@@ -1,0 +1,265 @@
+// The planner prices this machine as it is: ranks placed on one host share its cores, memory
+// bandwidth and a shared-memory link (hardware.h rank_share, the `cpu` preset), nothing of their
+// communication hides behind compute there, and `--mesh auto`'s pick on 2 real ranks is measured
+// against the alternatives (asserting only what a noisy shared machine keeps: the pick is not
+// measured much slower than the fastest, nor a layout priced far cheaper than another much slower).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+
+#include "core/error.h"
+#include "mesh_runs.h"
+#include "plan/auto_mesh.h"
+#include "plan/run_memory.h"
+#include "train/run_config.h"
+#include "temp_dirs.h"
+
+namespace mt::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(PlanHost, RankShareDividesTheHost) {
+  const plan::Cluster host = plan::cluster_preset("cpu");
+  ASSERT_EQ(host.host_cores, 2);
+  const plan::Cluster one = plan::rank_share(host, 1);
+  EXPECT_EQ(one.peak_flops, host.peak_flops);
+  const plan::Cluster two = plan::rank_share(host, 2);
+  EXPECT_DOUBLE_EQ(two.peak_flops, host.peak_flops / 2);
+  EXPECT_DOUBLE_EQ(two.memory_bandwidth, host.memory_bandwidth / 2);
+  EXPECT_EQ(two.devices_per_node, 2);
+  EXPECT_DOUBLE_EQ(two.intra.bandwidth, host.intra.bandwidth);  // a core each: the measured link
+  EXPECT_DOUBLE_EQ(two.intra.latency, host.intra.latency);
+  // Four ranks on two cores: the copies share the cores, and a hop waits a scheduler slice when
+  // its receiver is one of the two ranks (of the three others) without a core.
+  const plan::Cluster four = plan::rank_share(host, 4);
+  EXPECT_DOUBLE_EQ(four.peak_flops, host.peak_flops / 4);
+  EXPECT_DOUBLE_EQ(four.intra.bandwidth, host.intra.bandwidth / 2);
+  EXPECT_DOUBLE_EQ(four.intra.latency, host.intra.latency + host.oversubscribed_hop * 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(four.inter.latency, four.intra.latency);
+  // Two ranks beside three processes of other work: five runnable on two cores, a fair share each,
+  // and a hop waits a slice when its receiver is one of the three of the four others without a core.
+  plan::Cluster loaded = host;
+  loaded.host_load = 3;
+  const plan::Cluster busy = plan::rank_share(loaded, 2);
+  EXPECT_DOUBLE_EQ(busy.peak_flops, host.peak_flops / 2 * (2.0 / 5.0));
+  EXPECT_DOUBLE_EQ(busy.intra.bandwidth, host.intra.bandwidth * 2.0 / 5.0);
+  EXPECT_DOUBLE_EQ(busy.intra.latency, host.intra.latency + host.oversubscribed_hop * 3.0 / 4.0);
+  // One rank beside one process: the core left.
+  loaded.host_load = 1;
+  EXPECT_DOUBLE_EQ(plan::rank_share(loaded, 1).peak_flops, host.peak_flops / 2);
+  EXPECT_DOUBLE_EQ(plan::rank_share(loaded, 1).intra.latency, host.intra.latency);
+  // Accelerators are not shared: unchanged.
+  const plan::Cluster dgx = plan::cluster_preset("dgx-h100");
+  EXPECT_EQ(plan::rank_share(dgx, 8).peak_flops, dgx.peak_flops);
+  EXPECT_EQ(plan::rank_share(dgx, 8).intra.latency, dgx.intra.latency);
+}
+
+// The built-in run (128 wide, 4 blocks) at seq 128, batch 8, on this machine's cluster.
+RunConfig builtin_run() {
+  return parse_run_config(default_run_config_toml(), {"train.seq_len=128", "train.batch_size=8"});
+}
+
+plan::PlanInput host_input(const RunConfig& cfg, const parallel::MeshShape& mesh) {
+  RunConfig one = cfg;
+  one.mesh = {};
+  plan::PlanInput in = plan::run_plan_input(one, cfg.model, 1e9);
+  in.cluster = plan::cluster_preset("cpu");
+  in.mesh = mesh;
+  in.micro_batch = in.global_batch / in.data_parallel();
+  return in;
+}
+
+// The probe of issue 31 measured the built-in run slower on 8 ranks than on 2 and 4 here (689 ms a
+// step on 8); priced as separate devices, 8 ranks looked 4x faster than 2. On one host the same
+// work shares the same cores: more ranks add communication, never compute.
+TEST(PlanHost, MoreRanksOnTheHostAreNotPricedFaster) {
+  const RunConfig cfg = builtin_run();
+  plan::SearchSpace space;
+  space.grad_accum = 1;
+  space.vary_checkpointing = false;
+  std::map<int64_t, double> best;
+  for (int64_t n : {1, 2, 4, 8}) {
+    const plan::SearchResult r = plan::search_layouts(host_input(cfg, {}), n, space);
+    ASSERT_FALSE(r.ranked.empty()) << n;
+    best[n] = r.ranked.front().time.step;
+  }
+  EXPECT_LT(best[2], best[4]);
+  EXPECT_LT(best[4], best[8]);
+  EXPECT_GT(best[8], 2.0 * best[2]);
+  // The compute of the step is the host's either way.
+  const auto one = plan::step_time(host_input(cfg, {1, 1, 1, 1}));
+  const auto dp2 = plan::step_time(host_input(cfg, {2, 1, 1, 1}));
+  EXPECT_NEAR(dp2.compute, one.compute, 1e-9 * one.compute);
+}
+
+TEST(PlanHost, NothingHidesOnASharedHost) {
+  const RunConfig cfg = builtin_run();
+  for (const parallel::MeshShape& mesh : {parallel::MeshShape{2, 1, 1, 1}, parallel::MeshShape{1, 2, 1, 1}}) {
+    plan::PlanInput in = host_input(cfg, mesh);
+    const auto t = plan::step_time(in);
+    EXPECT_GT(t.dp + t.fsdp, 0.0) << mesh.str();
+    EXPECT_DOUBLE_EQ(t.dp_exposed, t.dp) << mesh.str();
+    EXPECT_DOUBLE_EQ(t.fsdp_exposed, t.fsdp) << mesh.str();
+    // The same host with communication that hides (comm_overlap = 1, as on accelerators).
+    in.cluster.comm_overlap = 1.0;
+    in.dp_bucket_bytes = 1e5;  // several buckets
+    const auto hidden = plan::step_time(in);
+    EXPECT_LT(hidden.dp_exposed + hidden.fsdp_exposed, t.dp_exposed + t.fsdp_exposed) << mesh.str();
+  }
+}
+
+std::string write_toml(const std::string& name, const std::string& extra) {
+  static const fs::path dir = fresh_temp_dir("host_clusters");
+  const fs::path path = dir / (name + ".toml");
+  std::ofstream(path) << "name = \"" << name << "\"\ndevices_per_node = 1\npeak_tflops = 0.6\nmemory_gb = 8\n"
+                      << "memory_bandwidth_gbs = 40\n" << extra
+                      << "[intra]\nbandwidth_gbs = 2\nlatency_us = 1\n[inter]\nbandwidth_gbs = 2\nlatency_us = 1\n";
+  return path.string();
+}
+
+TEST(PlanHost, ClusterTomlDescribesASharedHost) {
+  const plan::Cluster c =
+      plan::resolve_cluster(write_toml("host", "host_cores = 4\noversubscribed_hop_us = 3000\ncomm_overlap = 0.2\n"));
+  EXPECT_EQ(c.host_cores, 4);
+  EXPECT_DOUBLE_EQ(c.oversubscribed_hop, 3e-3);
+  EXPECT_DOUBLE_EQ(c.comm_overlap, 0.2);
+  EXPECT_EQ(plan::resolve_cluster(write_toml("plain", "")).host_cores, 0);
+  EXPECT_EQ(plan::resolve_cluster(write_toml("plain", "")).comm_overlap, 1.0);
+  // Bad values: one line through the binary, naming the key, non-zero exit.
+  const std::pair<const char*, const char*> bad[] = {
+      {"comm_overlap = 1.5\n", "'comm_overlap' must be a fraction between 0 and 1"},
+      {"host_cores = 1.5\n", "'host_cores' must be a whole number of cores"},
+      {"host_cores = 0\n", "'host_cores' must be > 0"},
+      {"oversubscribed_hop_us = 4000\n", "'oversubscribed_hop_us' describes a shared host: give host_cores too"},
+      {"host_core = 2\n", "unknown key 'host_core'"},
+      {"host_cores = 2\nhost_load = -1\n", "'host_load' must be a number >= 0"},
+      {"host_load = 1\n", "'host_load' describes a shared host: give host_cores too"},
+  };
+  int i = 0;
+  for (const auto& [extra, why] : bad) {
+    const CommandResult r = run_meshtrain("plan --model llama3-8b --mesh dp=1 --cluster " +
+                                          write_toml("bad" + std::to_string(i++), extra));
+    EXPECT_NE(r.code, 0) << extra;
+    EXPECT_NE(r.output.find(why), std::string::npos) << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  }
+}
+
+TEST(PlanHost, HostLoadIsRefusedWhereNoHostIsShared) {
+  const CommandResult r = run_meshtrain("plan --model llama3-8b --mesh dp=8 --cluster dgx-h100 --host-load 2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--host-load prices processes sharing a host's cores: cluster 'dgx-h100' is not a shared host"),
+            std::string::npos)
+      << r.output;
+  // A loaded host is priced slower than an idle one.
+  auto step = [](const std::string& load) {
+    const CommandResult p =
+        run_meshtrain("plan --model llama3-8b --cluster cpu --mesh fsdp=2 --seq 256 --json --host-load " + load);
+    EXPECT_EQ(p.code, 0) << p.output;
+    return nlohmann::json::parse(p.output)["time_s"]["step"].get<double>();
+  };
+  EXPECT_GT(step("4"), 2.0 * step("0"));
+}
+
+TEST(PlanHost, BadHostLoadIsOneLine) {
+  const std::string dir = fresh_temp_dir("host_bad_load") + "/run";
+  const CommandResult r = run_command("MESHTRAIN_HOST_LOAD=lots " + std::string(MESHTRAIN_BINARY) + " train --mesh auto --steps 1 --out " + dir);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("MESHTRAIN_HOST_LOAD must be a number >= 0 (processes of other work on this host), got 'lots'"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir));
+}
+
+TEST(PlanHost, PlanSharesTheHostsMemoryAmongItsRanks) {
+  for (const std::string& mesh : {"dp=1", "dp=2", "fsdp=4"}) {
+    const CommandResult r =
+        run_meshtrain("plan --model llama3-8b --cluster cpu --mesh " + mesh + " --seq 256 --json");
+    ASSERT_EQ(r.code, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    const double ranks = double(parallel::MeshShape::parse(mesh).world());
+    EXPECT_DOUBLE_EQ(j["memory_bytes"]["capacity"].get<double>(), 24e9 / ranks) << mesh;
+  }
+  // train --mesh auto --cluster cpu: the same share; an accelerator's memory is its own.
+  EXPECT_DOUBLE_EQ(plan::run_cluster("cpu", "cpu", AvailableMemory{-1, ""}, 4).memory_bytes, 24e9 / 4);
+  EXPECT_DOUBLE_EQ(plan::run_cluster("dgx-h100", "cpu", AvailableMemory{-1, ""}, 4).memory_bytes,
+                   plan::cluster_preset("dgx-h100").memory_bytes);
+}
+
+// ---- real runs: --mesh auto's pick and the alternatives on 2 ranks here ---------------------------
+
+const std::string kRun =
+    "--steps 6 --set train.seq_len=128 --set train.batch_size=8 --set train.threads=1 "
+    "--set train.log_every=1000 --set output.checkpoint_every=0 ";
+
+double tokens_per_s(const std::string& output) {
+  std::smatch m;
+  if (!std::regex_search(output, m, std::regex(R"(\nthroughput: (\d+) tokens/s)"))) return 0.0;
+  return std::stod(m[1].str());
+}
+
+TEST(PlanHost, TwoRanksPickIsNotMeasuredMuchSlowerThanTheFastest) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string dir = fresh_temp_dir("host_pick");
+  std::string out;
+  ASSERT_EQ(run(mpirun(2) + MESHTRAIN_BINARY + " train --mesh auto " + kRun + "--out " + dir + "/auto", &out), 0)
+      << out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(mesh auto: (\S+) of 2 ranks on this machine)"))) << out;
+  const std::string pick = m[1].str();
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(\n  host: \d+ cores, background load ([0-9.e+]+), 2 ranks)")))
+      << out;
+  const double load = std::stod(m[1].str());
+
+  // The planner's price of each layout of 2 ranks, as --mesh auto computed it (this host's cores,
+  // the load it read).
+  const RunConfig cfg = builtin_run();
+  plan::SearchSpace space;
+  space.grad_accum = 1;
+  space.vary_checkpointing = false;
+  plan::PlanInput base = host_input(cfg, {});
+  base.cluster = plan::run_cluster("", "cpu", AvailableMemory{-1, ""}, 2, load);
+  const plan::SearchResult priced = plan::search_layouts(base, 2, space);
+  ASSERT_EQ(priced.ranked.front().input.mesh.str(), pick) << out;
+  std::map<std::string, double> predicted, measured;
+  for (const auto& c : priced.ranked) predicted[c.input.mesh.str()] = c.time.step;
+  ASSERT_GE(predicted.size(), 4u);  // dp, fsdp, tp, pp, cp = 2 where they divide
+
+  // Measured: tokens/s, best of two rounds over every layout (other work on the cores only ever
+  // slows a run; rounds, so that a spell of it slows one run of each layout it meets).
+  measured[pick] = tokens_per_s(out);
+  for (int r = 0; r < 2; ++r)
+    for (const auto& [mesh, step] : predicted) {
+      const std::string run_dir = dir + "/" + tag_of(mesh) + "_" + std::to_string(r);
+      ASSERT_EQ(run(train_command(mesh) + kRun + "--out " + run_dir, &out), 0) << out;
+      measured[mesh] = std::max(measured[mesh], tokens_per_s(out));
+    }
+  std::string table;
+  for (const auto& [mesh, step] : predicted)
+    table += mesh + ": predicted " + std::to_string(step * 1e3) + " ms, measured " +
+             std::to_string(measured[mesh]) + " tokens/s\n";
+  const auto fastest = std::max_element(measured.begin(), measured.end(),
+                                        [](const auto& a, const auto& b) { return a.second < b.second; });
+  ASSERT_GT(measured[pick], 0.0) << table;
+  // The pick is not measured much slower than the fastest layout: within 2x. The benchmark
+  // (scripts/bench_auto_mesh.sh) judges the 10%; here dp=2 and fsdp=2 trade places by 1.3-1.8x
+  // within minutes as other work on the cores comes and goes (docs/planner.md), while tp=2, pp=2
+  // and cp=2 measure 2.5-5x slower than the faster of them.
+  EXPECT_GE(measured[pick] * 2.0, fastest->second) << "pick " << pick << "\n" << table;
+  // Of two layouts the planner prices 2x apart, the cheaper does not measure much slower (by more
+  // than the 25% runs here vary by at a steady load).
+  for (const auto& [a, ta] : predicted)
+    for (const auto& [b, tb] : predicted)
+      if (tb > 2.0 * ta) EXPECT_GT(measured[a] * 1.25, measured[b]) << a << " against " << b << "\n" << table;
+}
+
+}  // namespace
+}  // namespace mt::testing

@@ -313,6 +313,7 @@ class Transformer::Runner {
   // Sequence parallelism (ModelParallel::sequence_shards): the residual stream's rows this rank
   // holds, R_ = N / S of them from row R_ * sequence_shard(); R_ = N without it.
   int64_t R_ = 0, first_row_ = 0;
+  bool split_rows() const { return R_ < B_ * T_; }  // this plan holds a share of the rows
   bool planned_checkpointing_ = false;
   DeviceBuffer t_arena_;   // block activations (blocks_ of them, or one when checkpointing), final norm
   DeviceBuffer f_arena_;   // residual stream per block run, its gradient, rstd/lse, losses
@@ -486,7 +487,7 @@ LossSum Transformer::Runner::head_chunk(int64_t n0, int64_t M, const ModelInput&
     }
     // Each rank's vocabulary columns give a partial dnf: summed here, or over all rows at once
     // and scattered to the ranks' rows under sequence parallelism (Runner::run).
-    if (R_ == B_ * T_) hooks_.reduce_sum(dnf);
+    if (!split_rows()) hooks_.reduce_sum(dnf);
   }
   return ls;
 }
@@ -533,7 +534,7 @@ LossSum Transformer::Runner::run(const ModelInput& in, bool backward, float grad
   const int64_t lb = first == 0 ? 0 : first - 1, le = std::min<int64_t>(last, L);
   const auto x = [&](int64_t l) -> const Tensor& { return xs_[size_t(l - lb)]; };
 
-  const bool split = R_ < N;  // sequence parallelism: this rank's rows of the residual stream
+  const bool split = split_rows();  // sequence parallelism: this rank's rows of the residual stream
   if (first == 0) {
     use(0, false);
     {

@@ -188,6 +188,21 @@ class FarMemoryBackend : public Backend {
     const char* op = "embedding_backward";
     inner_.embedding_backward(near(dtable, op), near(tokens, op), near(dout, op), row0);
   }
+  void gather_rows(const Tensor& dst, const Tensor& src, const Tensor& rows) override {
+    const char* op = "gather_rows";
+    inner_.gather_rows(near(dst, op), near(src, op), near(rows, op));
+  }
+  void combine_rows(const Tensor& out, const Tensor& src, const Tensor& slots, const Tensor& weights, int64_t k,
+                    bool accumulate) override {
+    const char* op = "combine_rows";
+    inner_.combine_rows(near(out, op), near(src, op), near(slots, op), near(weights, op), k, accumulate);
+  }
+  void combine_rows_backward(const Tensor& dsrc, const Tensor& dweights, const Tensor& dout, const Tensor& src,
+                             const Tensor& slots, const Tensor& weights, int64_t k) override {
+    const char* op = "combine_rows_backward";
+    inner_.combine_rows_backward(near(dsrc, op), near(dweights, op), near(dout, op), near(src, op), near(slots, op),
+                                 near(weights, op), k);
+  }
   double cross_entropy(const Tensor& losses, const Tensor& dlogits, const Tensor& logits, const Tensor& targets,
                        float grad_scale) override {
     const char* op = "cross_entropy";

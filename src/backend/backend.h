@@ -247,6 +247,27 @@ class Backend {
     for (const BoxCopy& c : copies) copy_box(c.src, c.src_box, c.dst, c.dst_box, c.region);
   }
 
+  // ---- mixture of experts (model/moe.h) ------------------------------------------------------
+  // A token's k choices of expert move between token order and expert order through `slots`, i32
+  // [N k]: slots[n k + j] is the row of the expert-ordered tensor holding token n's j-th choice, or
+  // -1 where a capacity limit dropped it. Each row of the expert-ordered tensor is one slot's.
+  // dst [M, C] = src[rows[i]] for each i < M (the dispatch: token rows into expert order); rows i32
+  // [M], each in [0, src.rows); dst and src of one dtype.
+  virtual void gather_rows(const Tensor& dst, const Tensor& src, const Tensor& rows) = 0;
+  // The weighted un-permute: out[n] (+)= sum over j = 0..k-1 in order of weights[n k + j] *
+  // src[slots[n k + j]], skipping dropped slots, accumulated in f32 and rounded once into out's
+  // dtype; src [M, C] and out [N, C] any float dtypes. Empty weights: 1 each (the dispatch's
+  // backward, which sums the gradients of a token's k copies).
+  virtual void combine_rows(const Tensor& out, const Tensor& src, const Tensor& slots,
+                            const Tensor& weights, int64_t k, bool accumulate) = 0;
+  // Backward of combine_rows with weights: dsrc[slots[n k + j]] = weights[n k + j] * dout[n]
+  // (each row written once; rows no slot names are left as they are) and dweights f32 [N k] =
+  // dot(dout[n], src[slots[n k + j]]) in f32 or wider (0 for a dropped slot). dout [N, C] and src,
+  // dsrc [M, C] any float dtypes.
+  virtual void combine_rows_backward(const Tensor& dsrc, const Tensor& dweights, const Tensor& dout,
+                                     const Tensor& src, const Tensor& slots, const Tensor& weights,
+                                     int64_t k) = 0;
+
   // ---- optimizer ------------------------------------------------------------------------------
   // AdamW with decoupled decay (torch.optim.AdamW) on f32 master, grad, m, v of one tensor;
   // `decay` applies the weight decay; master16 (bf16, may be empty) is refreshed from the result.

@@ -18,6 +18,7 @@
 #include "kernels/cpu/decode_attention.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/moe_rows.h"
 #include "kernels/cpu/geglu.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/gemm.h"
@@ -269,6 +270,38 @@ class CpuBackend final : public HostMemoryBackend {
     on_device(delta, "residual_add");
     float_dispatch(delta.dtype, [&]<class T>(T) {
       mt::residual_add(y.as<float>(), x.as<float>(), delta.as<T>(), y.numel());
+    });
+  }
+  void gather_rows(const Tensor& dst, const Tensor& src, const Tensor& rows) override {
+    check_gather_rows(dst, src, rows, device());
+    if (is_packed(dst.dtype)) fail_op("gather_rows", "rows of packed NF4 records are not moved");
+    mt::gather_rows(dst.data, src.data, rows.as<int32_t>(), dst.rows, src.rows,
+                    int64_t(dst.row_stride()));
+  }
+  void combine_rows(const Tensor& out, const Tensor& src, const Tensor& slots, const Tensor& weights,
+                    int64_t k, bool accumulate) override {
+    check_combine_rows(out, src, slots, weights, k, false, device(), "combine_rows");
+    float_dispatch(out.dtype, [&]<class TO>(TO) {
+      float_dispatch(src.dtype, [&]<class TS>(TS) {
+        mt::combine_rows(out.as<TO>(), src.as<TS>(), slots.as<int32_t>(),
+                         weights ? weights.as<float>() : nullptr, out.rows, src.rows, out.cols, k,
+                         accumulate);
+      });
+    });
+  }
+  void combine_rows_backward(const Tensor& dsrc, const Tensor& dweights, const Tensor& dout,
+                             const Tensor& src, const Tensor& slots, const Tensor& weights,
+                             int64_t k) override {
+    const char* op = "combine_rows_backward";
+    check_combine_rows(dout, src, slots, weights, k, true, device(), op);
+    check_combine_rows(dout, dsrc, slots, dweights, k, true, device(), op);
+    if (dsrc.rows != src.rows || dsrc.dtype != src.dtype) fail_op(op, "dsrc and src differ in rows or dtype");
+    float_dispatch(dout.dtype, [&]<class TO>(TO) {
+      float_dispatch(src.dtype, [&]<class TS>(TS) {
+        mt::combine_rows_backward(dsrc.as<TS>(), dweights.as<float>(), dout.as<TO>(), src.as<TS>(),
+                                  slots.as<int32_t>(), weights.as<float>(), dout.rows, src.rows,
+                                  dout.cols, k);
+      });
     });
   }
   void convert(const Tensor& dst, const Tensor& src) override {

@@ -15,6 +15,7 @@
 #include "kernels/reference/geglu.h"
 #include "kernels/reference/layout.h"
 #include "kernels/reference/matmul.h"
+#include "kernels/reference/moe_rows.h"
 #include "kernels/reference/nf4.h"
 #include "kernels/reference/optimizer.h"
 #include "kernels/reference/gelu.h"
@@ -164,6 +165,26 @@ class ReferenceBackend final : public HostMemoryBackend {
                           int64_t row0) override {
     check_embedding(dout, tokens, dtable, device(), "embedding_backward");
     ref::embedding_backward(dtable, tokens, dout, row0);
+  }
+
+  void gather_rows(const Tensor& dst, const Tensor& src, const Tensor& rows) override {
+    check_gather_rows(dst, src, rows, device());
+    float_only(dst, "gather_rows");
+    ref::gather_rows(dst, src, rows);
+  }
+  void combine_rows(const Tensor& out, const Tensor& src, const Tensor& slots, const Tensor& weights,
+                    int64_t k, bool accumulate) override {
+    check_combine_rows(out, src, slots, weights, k, false, device(), "combine_rows");
+    ref::combine_rows(out, src, slots, weights, k, accumulate);
+  }
+  void combine_rows_backward(const Tensor& dsrc, const Tensor& dweights, const Tensor& dout,
+                             const Tensor& src, const Tensor& slots, const Tensor& weights,
+                             int64_t k) override {
+    const char* op = "combine_rows_backward";
+    check_combine_rows(dout, src, slots, weights, k, true, device(), op);
+    check_combine_rows(dout, dsrc, slots, dweights, k, true, device(), op);
+    if (dsrc.rows != src.rows) fail_op(op, "dsrc and src differ in rows");
+    ref::combine_rows_backward(dsrc, dweights, dout, src, slots, weights, k);
   }
 
   double cross_entropy(const Tensor& losses, const Tensor& dlogits, const Tensor& logits,

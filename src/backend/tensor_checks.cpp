@@ -159,6 +159,26 @@ void check_embedding(const Tensor& rows, const Tensor& tokens, const Tensor& tab
   if (table.cols != rows.cols) fail_op(op, "table " + desc(table) + " and rows " + desc(rows));
 }
 
+void check_gather_rows(const Tensor& dst, const Tensor& src, const Tensor& rows, Device device) {
+  const char* op = "gather_rows";
+  check_device(dst, device, op), check_device(src, device, op);
+  check_numel(rows, dst.rows, DType::i32, device, op);
+  if (dst.dtype != src.dtype || dst.cols != src.cols)
+    fail_op(op, desc(dst) + " from " + desc(src) + ": rows of another dtype or width");
+}
+
+void check_combine_rows(const Tensor& out, const Tensor& src, const Tensor& slots,
+                        const Tensor& weights, int64_t k, bool weights_required, Device device,
+                        const char* op) {
+  check_device(out, device, op), check_device(src, device, op);
+  if (k < 1) fail_op(op, "k = " + std::to_string(k) + " experts a token; at least 1");
+  if (out.dtype == DType::i32 || out.dtype == DType::nf4 || src.dtype == DType::i32 ||
+      src.dtype == DType::nf4 || out.cols != src.cols)
+    fail_op(op, desc(out) + " and " + desc(src) + " need float dtypes and one width");
+  check_numel(slots, out.rows * k, DType::i32, device, op);
+  if (weights || weights_required) check_numel(weights, out.rows * k, DType::f32, device, op);
+}
+
 void check_cross_entropy(const Tensor& per_row, const Tensor& dlogits, const Tensor& logits,
                          const Tensor& targets, Device device, const char* op) {
   check_device(logits, device, op);

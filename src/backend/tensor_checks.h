@@ -51,6 +51,13 @@ void check_dropout(const Tensor& y, const Tensor& x, const DropoutMask& mask, De
 // `bf16_table`: the forward's table may be bf16 as well as f32 (Backend::embedding_forward).
 void check_embedding(const Tensor& rows, const Tensor& tokens, const Tensor& table, Device device,
                      const char* op, bool bf16_table = false);
+// Mixture of experts (Backend::gather_rows): dst [M, C] and src [R, C] of one dtype, rows i32 [M].
+void check_gather_rows(const Tensor& dst, const Tensor& src, const Tensor& rows, Device device);
+// Backend::combine_rows / combine_rows_backward: out [N, C] and src [M, C] of float dtypes, slots
+// i32 [N k], weights f32 [N k] or empty (`weights_required`: not empty), k >= 1.
+void check_combine_rows(const Tensor& out, const Tensor& src, const Tensor& slots,
+                        const Tensor& weights, int64_t k, bool weights_required, Device device,
+                        const char* op);
 void check_cross_entropy(const Tensor& per_row, const Tensor& dlogits, const Tensor& logits,
                          const Tensor& targets, Device device, const char* op);
 void check_column_blocks(const Tensor& whole, std::span<const Tensor> blocks, Device device,

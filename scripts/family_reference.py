@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """An independent float64 forward of the families meshtrain loads (qwen2, qwen3, mistral, llama,
-gemma3, gpt2), written from the math of transformers' modeling_qwen2.py / modeling_qwen3.py /
-modeling_mistral.py / modeling_gemma3.py / modeling_gpt2.py with numpy alone, reading the
+gemma3, gpt2, and the mixtures of experts mixtral and qwen3_moe), written from the math of
+transformers' modeling_qwen2.py / modeling_qwen3.py / modeling_mistral.py / modeling_gemma3.py /
+modeling_gpt2.py / modeling_mixtral.py / modeling_qwen3_moe.py with numpy alone, reading the
 safetensors itself: the oracle of `ctest -R family_reference` (docs/model-families.md).
 
 For each family it writes a tiny random model in that family's HF layout (config.json and
@@ -59,6 +60,19 @@ FAMILIES = {
                "sliding_window": 5, "sliding_window_pattern": 3, "hidden_act": None,
                "hidden_activation": "gelu_pytorch_tanh", "attention_bias": False,
                "final_logit_softcapping": None, "attn_logit_softcapping": None},
+    # Mixtures of experts (model/moe.h): Mixtral's attention is Mistral's, every layer sparse, the k
+    # chosen renormalised; Qwen3-MoE's is Qwen3's, with a dense layer (mlp_only_layers) and its
+    # chosen weights left as softmax probabilities (norm_topk_prob false). Routing losses off, as
+    # the published configs ship (output_router_logits false).
+    "mixtral": {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "rope_theta": 1000000.0,
+                "tie_word_embeddings": False, "sliding_window": None, "num_local_experts": 4,
+                "num_experts_per_tok": 2, "router_aux_loss_coef": 0.02, "output_router_logits": False},
+    "qwen3_moe": {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "rope_theta": 1000000.0,
+                  "tie_word_embeddings": False, "head_dim": 24, "attention_bias": False,
+                  "use_sliding_window": False, "sliding_window": None, "max_window_layers": 3,
+                  "num_experts": 6, "num_experts_per_tok": 3, "moe_intermediate_size": 40,
+                  "norm_topk_prob": False, "decoder_sparse_step": 1, "mlp_only_layers": [1],
+                  "router_aux_loss_coef": 0.001, "output_router_logits": False},
 }
 GEMMA = "gemma3_text"
 # GPT-2 has its own config keys (GPT2Config): n_inner null is 4 * n_embd.
@@ -175,9 +189,19 @@ def make_model(family, directory, seed, vocab=VOCAB, overrides=None):
             t[p + f"self_attn.{name}_proj.weight"] = mat(o, i)
             if family == "qwen2" and name != "o":
                 t[p + f"self_attn.{name}_proj.bias"] = rng.normal(0.0, 0.5, o)
-        if family in ("qwen3", "gemma3"):
+        if family in ("qwen3", "gemma3", "qwen3_moe"):
             t[p + "self_attn.q_norm.weight"] = near_one(D)
             t[p + "self_attn.k_norm.weight"] = near_one(D)
+        if moe_layer(cfg, l):
+            E, Ie = moe_sizes(cfg)
+            mlp = "block_sparse_moe." if family == "mixtral" else "mlp."
+            names = ("w1", "w3", "w2") if family == "mixtral" else ("gate_proj", "up_proj", "down_proj")
+            t[p + mlp + "gate.weight"] = mat(E, C) * 2.0  # routers with clear preferences
+            for e in range(E):
+                t[p + mlp + f"experts.{e}.{names[0]}.weight"] = mat(Ie, C)
+                t[p + mlp + f"experts.{e}.{names[1]}.weight"] = mat(Ie, C)
+                t[p + mlp + f"experts.{e}.{names[2]}.weight"] = mat(C, Ie)
+            continue
         t[p + "mlp.gate_proj.weight"] = mat(I, C)
         t[p + "mlp.up_proj.weight"] = mat(I, C)
         t[p + "mlp.down_proj.weight"] = mat(C, I)
@@ -188,6 +212,46 @@ def make_model(family, directory, seed, vocab=VOCAB, overrides=None):
 
 
 # ---- the forward, in float64 ---------------------------------------------------------------
+
+def moe_layer(cfg, l):
+    """Whether layer l is sparse: every layer of Mixtral; Qwen3-MoE's every decoder_sparse_step-th
+    outside mlp_only_layers."""
+    if cfg["model_type"] == "mixtral":
+        return True
+    if cfg["model_type"] != "qwen3_moe":
+        return False
+    return l not in cfg.get("mlp_only_layers", []) and (l + 1) % cfg.get("decoder_sparse_step", 1) == 0
+
+
+def moe_sizes(cfg):
+    if cfg["model_type"] == "mixtral":
+        return cfg["num_local_experts"], cfg["intermediate_size"]
+    return cfg["num_experts"], cfg["moe_intermediate_size"]
+
+
+def moe_mlp(cfg, t, p, n):
+    """MixtralSparseMoeBlock / Qwen3MoeSparseMoeBlock: softmax over the experts, the top k (ties to
+    the lower index, as torch.topk), renormalised for Mixtral and with norm_topk_prob, and each
+    token's sum of its experts' SwiGLU outputs times those weights."""
+    mixtral = cfg["model_type"] == "mixtral"
+    E, _ = moe_sizes(cfg)
+    k = cfg.get("num_experts_per_tok", 2)
+    renorm = mixtral or cfg.get("norm_topk_prob", False)
+    mlp = "block_sparse_moe." if mixtral else "mlp."
+    names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
+    w = lambda e, i: t[p + mlp + f"experts.{e}.{names[i]}.weight"]
+    logits = n @ t[p + mlp + "gate.weight"].T
+    probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    out = np.zeros_like(n)
+    for i in range(n.shape[0]):
+        chosen = np.argsort(-probs[i], kind="stable")[:k]
+        weights = probs[i, chosen] / (probs[i, chosen].sum() if renorm else 1.0)
+        for e, wt in zip(chosen, weights):
+            gate = n[i] @ w(e, 0).T
+            out[i] += wt * ((gate / (1.0 + np.exp(-gate)) * (n[i] @ w(e, 1).T)) @ w(e, 2).T)
+    return out
+
 
 def rms_norm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
@@ -202,9 +266,9 @@ def layer_windows(cfg):
     """Each layer's sliding window (0: none), by transformers' configuration rules."""
     L = cfg["num_hidden_layers"]
     w = cfg.get("sliding_window") or 0
-    if cfg["model_type"] == "mistral":
+    if cfg["model_type"] in ("mistral", "mixtral"):
         return [w] * L
-    if cfg["model_type"] in ("qwen2", "qwen3") and cfg.get("use_sliding_window") and w:
+    if cfg["model_type"] in ("qwen2", "qwen3", "qwen3_moe") and cfg.get("use_sliding_window") and w:
         return [w if l >= cfg.get("max_window_layers", 28) else 0 for l in range(L)]
     if cfg["model_type"] == GEMMA:  # Gemma3TextConfig: every sliding_window_pattern-th layer global
         return [w if (l + 1) % cfg.get("sliding_window_pattern", 6) else 0 for l in range(L)]
@@ -282,7 +346,7 @@ def forward(cfg, t, ids):
         q = lin("self_attn.q_proj", n).reshape(T, H, D)
         k = lin("self_attn.k_proj", n).reshape(T, KV, D)
         v = lin("self_attn.v_proj", n).reshape(T, KV, D)
-        if fam in ("qwen3", GEMMA):  # per-head RMSNorm of q and k, before the rotation
+        if fam in ("qwen3", GEMMA, "qwen3_moe"):  # per-head RMSNorm of q and k, before the rotation
             q = norm(q, p + "self_attn.q_norm.weight")
             k = norm(k, p + "self_attn.k_norm.weight")
         c, s_ = (local_cos, local_sin) if gemma and window else (cos, sin)
@@ -307,6 +371,9 @@ def forward(cfg, t, ids):
             continue
         x = x + o
         n = norm(x, p + "post_attention_layernorm.weight")
+        if moe_layer(cfg, l):
+            x = x + moe_mlp(cfg, t, p, n)
+            continue
         gate = lin("mlp.gate_proj", n)
         x = x + lin("mlp.down_proj", gate / (1.0 + np.exp(-gate)) * lin("mlp.up_proj", n))
     x = norm(x, "model.norm.weight")

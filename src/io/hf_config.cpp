@@ -11,6 +11,7 @@
 #include "io/gpt2_config.h"
 #include "io/hf_gemma3.h"
 #include "io/hf_json_keys.h"
+#include "io/hf_moe.h"
 
 namespace mt {
 
@@ -33,6 +34,8 @@ constexpr Family kFamilies[] = {{"llama", "LlamaForCausalLM"},
                                 {"qwen2", "Qwen2ForCausalLM"},
                                 {"qwen3", "Qwen3ForCausalLM"},
                                 {"gpt2", "GPT2LMHeadModel"},
+                                {"mixtral", "MixtralForCausalLM"},
+                                {"qwen3_moe", "Qwen3MoeForCausalLM"},
                                 {kGemma3ModelType, "Gemma3ForCausalLM"}};
 
 std::string family_list() {
@@ -49,6 +52,7 @@ std::string family_of(const json& j, const std::string& src) {
     for (const Family& f : kFamilies)
       if (t == f.model_type) return t;
     if (t == "gemma3") fail(gemma3_multimodal_refusal(src));
+    if (const std::string why = unsupported_moe_reason(t, src); !why.empty()) fail(why);
     fail(src + ": model_type '" + clipped(t) + "' is not supported (" + family_list() + ")");
   }
   auto arch = j.find("architectures");
@@ -66,7 +70,7 @@ std::string family_of(const json& j, const std::string& src) {
 // claim behaviour the weights were not trained with. Refused rather than ignored.
 void refuse_unimplemented(const json& j, const std::string& family, const std::string& src) {
   // Which bias keys a family reads (below); on the others a bias claim is refused.
-  const bool reads_attention_bias = family == "qwen3" || family == kGemma3ModelType;
+  const bool reads_attention_bias = family == "qwen3" || family == "qwen3_moe" || family == kGemma3ModelType;
   for (const char* key : {"attention_bias", "mlp_bias"}) {
     if (key == std::string("attention_bias") && reads_attention_bias) continue;
     if (set_true(j, key))
@@ -84,7 +88,8 @@ void refuse_unimplemented(const json& j, const std::string& family, const std::s
     fail(src + ": attention_dropout " + clipped(dropout->dump()) + " is not supported (meshtrain's attention has no dropout)");
   if (j.contains("rope_parameters") && !j["rope_parameters"].is_null())
     fail(src + ": rope_parameters is not supported (give rope_theta and rope_scaling, as transformers 4.x writes them)");
-  if (j.contains("layer_types") && family != "qwen2" && family != "qwen3" && family != kGemma3ModelType)
+  if (j.contains("layer_types") && family != "qwen2" && family != "qwen3" && family != "qwen3_moe" &&
+      family != kGemma3ModelType)
     fail(src + ": layer_types is not supported for " + family);
 }
 
@@ -103,7 +108,8 @@ std::vector<int64_t> layer_windows(const json& j, const std::string& family, int
   read_key(j, "sliding_window", window, src, false);
   if (j.contains("sliding_window") && !j["sliding_window"].is_null() && window <= 0)
     fail(src + ": sliding_window must be > 0 or null, got " + std::to_string(window));
-  if (family == "mistral") return window > 0 ? std::vector<int64_t>(size_t(layers), window) : std::vector<int64_t>{};
+  if (family == "mistral" || family == "mixtral")
+    return window > 0 ? std::vector<int64_t>(size_t(layers), window) : std::vector<int64_t>{};
   bool use = false;
   read_key(j, "use_sliding_window", use, src, false);
   if (!use || window <= 0) return {};
@@ -178,7 +184,7 @@ ModelConfig parse_hf_config(const std::string& text, const std::string& src) {
   // The family's block (transformers' modeling code): Qwen2 has q/k/v biases, never one on o;
   // Qwen3 per-head q/k norms and attention_bias on all four; Mistral a sliding window.
   if (family == "qwen2") c.qkv_bias = true;
-  if (family == "qwen3") {
+  if (family == "qwen3" || family == "qwen3_moe") {
     c.qk_norm = true;
     read_key(j, "attention_bias", c.qkv_bias, src, false);
     c.o_bias = c.qkv_bias;
@@ -191,6 +197,7 @@ ModelConfig parse_hf_config(const std::string& text, const std::string& src) {
     if (c.head_dim_override <= 0 || c.head_dim_override > c.hidden_size * 16)
       fail(src + ": head_dim must be in [1, 16 * hidden_size], got " + std::to_string(c.head_dim_override));
   }
+  if (is_moe_model_type(family)) read_moe_config(j, c, src);
   if (family == kGemma3ModelType) read_gemma3_config(j, c, src);
   else if (c.num_hidden_layers > 0 && c.num_hidden_layers <= (int64_t(1) << 20))
     c.layer_window = layer_windows(j, family, c.num_hidden_layers, src);
@@ -225,15 +232,16 @@ double short_decimal(float v) {
 void write_family_keys(nlohmann::ordered_json& j, const ModelConfig& c) {
   if (c.head_dim_override > 0 && c.head_dim() * c.num_attention_heads != c.hidden_size)
     j["head_dim"] = c.head_dim();
-  if (c.model_type == "qwen3") j["attention_bias"] = c.qkv_bias;
+  if (c.model_type == "qwen3" || c.model_type == "qwen3_moe") j["attention_bias"] = c.qkv_bias;
+  if (is_moe_model_type(c.model_type)) write_moe_keys(j, c);
   if (c.model_type == kGemma3ModelType) write_gemma3_keys(j, c);
   const int64_t L = c.num_hidden_layers;
   int64_t window = 0, first = L;
   for (int64_t l = L - 1; l >= 0; --l)
     if (c.attention_window(l) > 0) window = c.attention_window(l), first = l;
-  if (c.model_type == "mistral") {
+  if (c.model_type == "mistral" || c.model_type == "mixtral") {
     j["sliding_window"] = window > 0 ? nlohmann::ordered_json(window) : nlohmann::ordered_json(nullptr);
-  } else if (c.model_type == "qwen2" || c.model_type == "qwen3") {
+  } else if (c.model_type == "qwen2" || c.model_type == "qwen3" || c.model_type == "qwen3_moe") {
     j["use_sliding_window"] = window > 0;
     if (window > 0) j["sliding_window"] = window, j["max_window_layers"] = first;
     if (j.contains("layer_types") || window > 0) {

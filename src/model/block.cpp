@@ -36,6 +36,25 @@ bool proj_has_bias(Proj p, const ModelConfig& c) {
 
 namespace {
 
+// Whether some layer has the dense MLP (every layer of a dense model; an MoE model's
+// mlp_only_layers and those decoder_sparse_step skips).
+bool has_dense_mlp(const ModelConfig& c) {
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    if (!c.moe_layer(l)) return true;
+  return false;
+}
+
+// Whether projection p is some layer's (an MoE model without a dense layer has no gate, up or
+// down of its own: its experts have them).
+bool dense_proj_used(Proj p, const ModelConfig& c) {
+  return proj_exists(p, c) && (p < kGate || has_dense_mlp(c));
+}
+
+// The experts' projections that have adapters: lora.targets' gate, up and down.
+std::array<bool, kNumExpertProj> expert_lora(const std::array<bool, kNumProj>& lora_on) {
+  return {lora_on[kGate], lora_on[kUp], lora_on[kDown]};
+}
+
 // The widest per-token row a scratch buffer must hold.
 int64_t widest(const ModelConfig& c) { return std::max({c.hidden_size, c.q_dim(), c.intermediate_size}); }
 
@@ -58,10 +77,13 @@ class LoraDropouts {
 BlockActivationSizes block_activation_sizes(const ModelConfig& c, int64_t lora_rank,
                                             const std::array<bool, kNumProj>& lora_on) {
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), I = c.intermediate_size;
-  int64_t t = 2 * C + 2 * qd + 2 * kv + (c.gelu_mlp() ? 2 : 3) * I;  // n1 q k v att n2 (gate) up h
+  const bool dense = has_dense_mlp(c);
+  int64_t t = 2 * C + 2 * qd + 2 * kv + (dense ? (c.gelu_mlp() ? 2 : 3) * I : 0);  // n1 q k v att n2 (gate) up h
   for (int p = 0; p < kNumProj; ++p)
-    if (lora_on[p] && proj_exists(Proj(p), c)) t += lora_rank;
-  int64_t f = 2 * norm_saved_per_token(c) + c.num_attention_heads + C;  // rstd1 rstd2 (mean1 mean2) lse x2
+    if (lora_on[p] && dense_proj_used(Proj(p), c)) t += lora_rank;
+  const MoeActivationSizes moe = moe_activation_sizes(c, lora_rank, expert_lora(lora_on));
+  t += moe.t_elems;
+  int64_t f = 2 * norm_saved_per_token(c) + c.num_attention_heads + C + moe.f_elems;  // rstd1 rstd2 (mean1 mean2) lse x2
   if (c.qk_norm) f += qd + kv + c.num_attention_heads + c.num_key_value_heads;  // q_raw k_raw rstd_q rstd_k
   if (c.post_norms) f += 2 * C + 2;  // attn_raw mlp_raw rstd_post_attn rstd_post_mlp
   // On the residual stream's rows: n1 n2; rstd1 rstd2 (mean1 mean2) x2 (the post norms' four).
@@ -78,10 +100,13 @@ BlockActivations carve_block_activations(ArenaCursor& t, ArenaCursor& f, int64_t
   BlockActivations a;
   a.n1 = t.take(R, C), a.q = t.take(N, qd), a.k = t.take(N, kv), a.v = t.take(N, kv);
   a.att = t.take(N, qd), a.n2 = t.take(R, C);
-  if (!c.gelu_mlp()) a.gate = t.take(N, I);
-  a.up = t.take(N, I), a.h = t.take(N, I);
+  if (has_dense_mlp(c)) {
+    if (!c.gelu_mlp()) a.gate = t.take(N, I);
+    a.up = t.take(N, I), a.h = t.take(N, I);
+  }
   for (int p = 0; p < kNumProj; ++p)
-    a.lora_u[p] = lora_on[p] && proj_exists(Proj(p), c) ? t.take(N, lora_rank) : Tensor{};
+    a.lora_u[p] = lora_on[p] && dense_proj_used(Proj(p), c) ? t.take(N, lora_rank) : Tensor{};
+  a.moe = carve_moe_activations(t, f, N, c, lora_rank, expert_lora(lora_on));
   a.rstd1 = f.take(R, 1), a.rstd2 = f.take(R, 1), a.lse = f.take(N, c.num_attention_heads);
   if (c.layer_norm()) a.mean1 = f.take(R, 1), a.mean2 = f.take(R, 1);
   a.x2 = f.take(R, C);
@@ -100,7 +125,8 @@ int64_t block_scratch_elems(const ModelConfig& c, int64_t N, int64_t lora_rank, 
                             bool sequence_split) {
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), wide = widest(c);
   return N * ((lora_dropout ? 4 : 3) * wide + (sequence_split ? 2 : 1) * C + qd + 4 * kv +
-              std::max<int64_t>(lora_rank, 1));
+              std::max<int64_t>(lora_rank, 1)) +
+         moe_scratch_elems(c, N, lora_rank);
 }
 
 BlockScratch carve_block_scratch(const Tensor& arena, const ModelConfig& c, int64_t N,
@@ -115,11 +141,13 @@ BlockScratch carve_block_scratch(const Tensor& arena, const ModelConfig& c, int6
   s.du = cur.take(1, N * std::max<int64_t>(lora_rank, 1));
   if (lora_dropout) s.dropped = cur.take(1, N * wide);
   if (sequence_split) s.whole = cur.take(1, N * C);
+  s.moe = carve_moe_scratch(cur, c, N, lora_rank);
   return s;
 }
 
 int64_t block_scratch_f32_elems(const ModelConfig& c, int64_t N) {
-  return (c.qk_norm ? N * c.q_dim() + c.head_dim() : 0) + (c.post_norms ? N * c.hidden_size : 0);
+  return (c.qk_norm ? N * c.q_dim() + c.head_dim() : 0) + (c.post_norms ? N * c.hidden_size : 0) +
+         moe_scratch_f32_elems(c, N);
 }
 
 void carve_block_scratch_f32(BlockScratch& s, ArenaCursor& f32, const ModelConfig& c, int64_t N) {
@@ -128,6 +156,7 @@ void carve_block_scratch_f32(BlockScratch& s, ArenaCursor& f32, const ModelConfi
     s.dnorm_part = f32.take(1, c.head_dim());
   }
   if (c.post_norms) s.dpost_raw = f32.take(1, N * c.hidden_size);
+  carve_moe_scratch_f32(s.moe, f32, c, N);
 }
 
 float embedding_scale(const ModelConfig& c, DType compute) {
@@ -331,6 +360,15 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
     norm_forward(be, c, a.n2, a.mean2, a.rstd2, a.x2, w.norm2);
   }
   const Tensor n2 = seq.whole(a.n2, s.whole);
+  if (w.moe) {  // a mixture-of-experts layer (model/moe.h)
+    MT_CHECK(seq.rows() == N, "a mixture-of-experts layer under tensor parallelism");
+    const Tensor delta = rows_of(s.t0, N, C);
+    moe_forward(be, delta, n2, a.moe, w.moe, c, s.moe, in.moe_loss);
+    MT_PROFILE("residual/norm forward");
+    if (c.post_norms) post_norm_forward(be, delta, a.mlp_raw, a.rstd_post_mlp, w.post_mlp_norm, c);
+    be.residual_add(y, a.x2, delta);
+    return;
+  }
   if (c.gelu_mlp()) {
     proj(kUp, a.up, n2);
     MT_PROFILE("gelu forward");
@@ -382,27 +420,31 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
     if (c.post_norms) post_norm_backward(be, dy_c, dy, a.mlp_raw, a.rstd_post_mlp, w.post_mlp_norm, c, s);
     else be.convert(dy_c, dy);
   }
-  const Tensor dh = rows_of(s.t0, N, I);
-  proj_back(kDown, dh, false, seq.whole(dy_c, s.whole), a.h);
-  const Tensor n2 = seq.whole(a.n2, s.whole);  // over the gathered dy, read
-  const Tensor dgate = rows_of(s.t1, N, I), dup = rows_of(s.t2, N, I);
   const Tensor dn2 = rows_of(s.t0, N, C);  // written once dh has been read
-  if (c.gelu_mlp()) {
-    {
-      MT_PROFILE("gelu backward");
-      be.gelu_backward(dup, dh, a.up);
-    }
-    proj_back(kUp, dn2, false, dup, n2);
+  if (w.moe) {
+    moe_backward(be, dn2, dy_c, a.n2, a.moe, w.moe, c, s.moe, in.moe_loss);
   } else {
-    if (c.geglu) {
-      MT_PROFILE("geglu backward");
-      be.geglu_backward(dgate, dup, dh, a.gate, a.up);
+    const Tensor dh = rows_of(s.t0, N, I);
+    proj_back(kDown, dh, false, seq.whole(dy_c, s.whole), a.h);
+    const Tensor n2 = seq.whole(a.n2, s.whole);  // over the gathered dy, read
+    const Tensor dgate = rows_of(s.t1, N, I), dup = rows_of(s.t2, N, I);
+    if (c.gelu_mlp()) {
+      {
+        MT_PROFILE("gelu backward");
+        be.gelu_backward(dup, dh, a.up);
+      }
+      proj_back(kUp, dn2, false, dup, n2);
     } else {
-      MT_PROFILE("swiglu backward");
-      be.swiglu_backward(dgate, dup, dh, a.gate, a.up);
+      if (c.geglu) {
+        MT_PROFILE("geglu backward");
+        be.geglu_backward(dgate, dup, dh, a.gate, a.up);
+      } else {
+        MT_PROFILE("swiglu backward");
+        be.swiglu_backward(dgate, dup, dh, a.gate, a.up);
+      }
+      proj_back(kGate, dn2, false, dgate, n2);
+      proj_back(kUp, dn2, true, dup, n2);
     }
-    proj_back(kGate, dn2, false, dgate, n2);
-    proj_back(kUp, dn2, true, dup, n2);
   }
   const Tensor dn2_sum = seq.sum(dn2, s.t3);  // column-parallel: each rank's dn2 is a partial sum
   {

@@ -20,8 +20,10 @@
 #include "backend/backend.h"
 #include "model/config.h"
 #include "model/context_attention.h"
+#include "model/arena_cursor.h"
 #include "model/linear.h"
 #include "model/model_parallel.h"
+#include "model/moe.h"
 #include "model/norm.h"
 
 namespace mt {
@@ -47,6 +49,9 @@ struct BlockWeights {
   // f32 [1, C], else empty; gradients empty when frozen. Norms of the family's kind (model/norm.h).
   NormWeights post_attn_norm, post_mlp_norm;
   bool local_rope = false;  // rotates with BlockInput's local tables (ModelConfig::local_rope)
+  // A mixture-of-experts layer (ModelConfig::moe_layer): its router and experts, in place of the
+  // gate, up and down projections (then empty); empty on a dense layer.
+  MoeWeights moe;
 };
 
 // Sets w.qkv / w.dqkv when the three projections' weights (and gradients) are contiguous.
@@ -83,21 +88,8 @@ struct BlockActivations {
   // With LayerNorms only (else empty), f32: each norm's row mean.
   Tensor mean1;  // [1]
   Tensor mean2;  // [1]
-};
-
-// Hands out consecutive [rows, cols] views of one flat tensor (an arena).
-class ArenaCursor {
- public:
-  explicit ArenaCursor(const Tensor& whole) : whole_(whole) {}
-  Tensor take(int64_t rows, int64_t cols) {
-    Tensor t = whole_.flat_slice(at_, rows * cols).view(rows, cols);
-    at_ += rows * cols;
-    return t;
-  }
-
- private:
-  Tensor whole_;
-  int64_t at_ = 0;
+  // A mixture-of-experts layer's (model/moe.h); empty in a dense model.
+  MoeActivations moe;
 };
 
 // Per-token element counts of BlockActivations, so an arena can be planned up front (the memory
@@ -138,6 +130,7 @@ struct BlockScratch {
   // Under sequence parallelism only (else empty): a norm's output or the residual's gradient
   // gathered whole from the ranks' shares, the input of a tensor-parallel region.
   Tensor whole;       // [N * C]
+  MoeScratch moe;     // a mixture-of-experts model's (model/moe.h), else empty
 };
 // `sequence_split`: room for BlockScratch::whole.
 int64_t block_scratch_elems(const ModelConfig& c, int64_t N, int64_t lora_rank, bool lora_dropout = false,
@@ -155,10 +148,6 @@ BlockScratch carve_block_scratch(const Tensor& arena, const ModelConfig& c, int6
 int64_t block_scratch_f32_elems(const ModelConfig& c, int64_t N);
 void carve_block_scratch_f32(BlockScratch& s, ArenaCursor& f32, const ModelConfig& c, int64_t N);
 
-// The first rows * cols elements of a flat region as a [rows, cols] matrix.
-inline Tensor rows_of(const Tensor& flat, int64_t rows, int64_t cols) {
-  return flat.flat_slice(0, rows * cols).view(rows, cols);
-}
 
 struct BlockInput {
   int64_t B, T;
@@ -176,6 +165,8 @@ struct BlockInput {
   // Context parallelism: attention over the whole rows of which this input holds a share; null:
   // the rows are whole (the backend's attention).
   ContextAttention* context = nullptr;
+  // Mixture of experts: the routing losses' statistics over the whole forward (model/moe.h).
+  MoeLossContext moe_loss = {};
 };
 
 // The factor the embedding lookup is multiplied by: sqrt(hidden_size) rounded to the compute

@@ -87,6 +87,31 @@ void ModelConfig::validate() const {
          std::to_string(num_hidden_layers) + " layers");
   for (int64_t w : layer_window)
     if (w < 0) fail("model sliding_window must be >= 0, got " + std::to_string(w));
+  if (num_experts < 0) fail("model.num_experts must be >= 0 (0: a dense model), got " + std::to_string(num_experts));
+  if (num_experts > 0) {
+    if (num_experts > (int64_t(1) << 16))
+      fail("model.num_experts (" + std::to_string(num_experts) + ") is too large: at most 65536");
+    if (num_experts_per_tok < 1 || num_experts_per_tok > num_experts)
+      fail("model.num_experts_per_tok must be in [1, num_experts (" + std::to_string(num_experts) + ")], got " +
+           std::to_string(num_experts_per_tok));
+    positive(moe_intermediate_size, "moe_intermediate_size");
+    positive(decoder_sparse_step, "decoder_sparse_step");
+    if (gelu_mlp() || geglu) fail("model: the experts are SwiGLU MLPs; not with a GeLU or GeGLU MLP");
+    const double Ie = double(moe_intermediate_size), E = double(num_experts);
+    refuse_past(per * C * Ie, "moe_intermediate_size", moe_intermediate_size, "one expert projection's training state");
+    refuse_past(per * double(num_hidden_layers) * 3.0 * C * Ie * E, "num_experts", num_experts,
+                "the experts' training state");
+    for (int64_t l : mlp_only_layers)
+      if (l < 0 || l >= num_hidden_layers)
+        fail("model.mlp_only_layers: layer " + std::to_string(l) + " is not in [0, " +
+             std::to_string(num_hidden_layers) + ")");
+    if (!(router_aux_loss_coef >= 0.0f) || !std::isfinite(router_aux_loss_coef))
+      fail("model.router_aux_loss_coef must be finite and >= 0");
+    if (!(router_z_loss_coef >= 0.0f) || !std::isfinite(router_z_loss_coef))
+      fail("model.router_z_loss_coef must be finite and >= 0");
+    if (!(moe_capacity_factor >= 0.0f) || !std::isfinite(moe_capacity_factor) || moe_capacity_factor > 1e6f)
+      fail("model.moe_capacity_factor must be >= 0 (0: dropless) and finite");
+  }
   if (!(rms_norm_eps > 0.0f)) fail("model.rms_norm_eps must be > 0");
   if (!std::isfinite(norm_weight_offset)) fail("model norm weight offset must be finite");
   // Gemma 3's parts are RMSNorm / gated-MLP choices: not combined with GPT-2's LayerNorm or GeLU MLP.

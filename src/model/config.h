@@ -70,6 +70,40 @@ struct ModelConfig {
   // (Gemma's rope_local_base_freq); the others with rope_theta and rope_scaling.
   float rope_local_theta = 0.0f;
 
+  // ---- Mixture of experts (Mixtral, Qwen3-MoE, OLMoE; docs/model-families.md): num_experts > 0
+  // replaces the MLP of the layers moe_layer() names by a router (a linear layer without bias,
+  // [num_experts, hidden_size]) and num_experts SwiGLU experts of moe_intermediate_size, each
+  // token through num_experts_per_tok of them (model/moe.h, routing in model/moe_routing.h).
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 2;
+  int64_t moe_intermediate_size = 0;
+  // The chosen experts' weights renormalised to sum to 1 (Mixtral always, Qwen3-MoE's
+  // norm_topk_prob; OLMoE's false).
+  bool norm_topk_prob = true;
+  // Which layers are MoE: every decoder_sparse_step-th (layer l when (l + 1) % step == 0), except
+  // those listed in mlp_only_layers, which keep the dense MLP (Qwen3-MoE's keys; 1 and none for
+  // Mixtral and OLMoE).
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  // The load-balancing loss's coefficient, added to the loss only with output_router_logits (as
+  // transformers does: its configs ship it false), and the router z-loss's (meshtrain's; 0: none).
+  bool output_router_logits = false;
+  float router_aux_loss_coef = 0.001f;
+  float router_z_loss_coef = 0.0f;
+  // > 0: each expert takes at most ceil(factor * tokens * k / experts) of a layer's choices, the
+  // rest dropped (counted and logged); 0: dropless (every choice computed).
+  float moe_capacity_factor = 0.0f;
+
+  bool moe() const { return num_experts > 0; }
+  bool moe_layer(int64_t layer) const {
+    if (num_experts <= 0 || decoder_sparse_step <= 0 || (layer + 1) % decoder_sparse_step != 0) return false;
+    for (int64_t l : mlp_only_layers)
+      if (l == layer) return false;
+    return true;
+  }
+  // The coefficient the load-balancing loss enters the loss with (0 unless output_router_logits).
+  float aux_loss_coef() const { return output_router_logits ? router_aux_loss_coef : 0.0f; }
+
   int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden_size / num_attention_heads; }
   int64_t q_dim() const { return head_dim() * num_attention_heads; }  // query / attention width
   int64_t kv_dim() const { return head_dim() * num_key_value_heads; }

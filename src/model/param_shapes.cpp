@@ -18,6 +18,10 @@ void check_lora_targets(const ModelConfig& c, const LoraConfig& lora) {
   }
 }
 
+bool quantized_in_qlora(const ParamShape& p) {
+  return !p.adapter && p.shape.size() == 2 && p.name.rfind("model.layers.", 0) == 0 && !moe_router_param(p.name);
+}
+
 std::vector<ParamShape> llama_param_shapes(const ModelConfig& c, const LoraConfig& lora) {
   c.validate();
   const int64_t C = c.hidden_size;
@@ -35,15 +39,25 @@ std::vector<ParamShape> llama_param_shapes(const ModelConfig& c, const LoraConfi
       out.push_back({layer_prefix(l) + "input_layernorm.bias", {C}});
       out.push_back({layer_prefix(l) + "post_attention_layernorm.bias", {C}});
     }
+    const bool moe = c.moe_layer(l);  // the experts replace gate, up and down
+    auto has = [&](int p) { return proj_exists(Proj(p), c) && !(moe && p >= kGate); };
     for (int p = 0; p < kNumProj; ++p) {
-      if (!proj_exists(Proj(p), c)) continue;
+      if (!has(p)) continue;
       auto [o, i] = proj_dims(Proj(p), c);
       out.push_back({proj_param_name(l, Proj(p)) + ".weight", {o, i}});
     }
     // After every matrix, so q, k and v stay adjacent (one fused GEMM: fuse_qkv_if_adjacent).
     for (int p = 0; p < kNumProj; ++p)
-      if (proj_exists(Proj(p), c) && proj_has_bias(Proj(p), c))
+      if (has(p) && proj_has_bias(Proj(p), c))
         out.push_back({proj_param_name(l, Proj(p)) + ".bias", {proj_dims(Proj(p), c).first}});
+    if (moe) {  // the router, then each projection's experts in order (a stack per projection)
+      out.push_back({moe_router_name(l, c), {c.num_experts, C}});
+      for (int p = 0; p < kNumExpertProj; ++p)
+        for (int64_t e = 0; e < c.num_experts; ++e) {
+          auto [o, i] = expert_proj_dims(ExpertProj(p), c);
+          out.push_back({expert_param_name(l, e, ExpertProj(p), c) + ".weight", {o, i}});
+        }
+    }
     if (c.qk_norm) {
       out.push_back({head_norm_name(l, kQ), {c.head_dim()}});
       out.push_back({head_norm_name(l, kK), {c.head_dim()}});
@@ -55,15 +69,28 @@ std::vector<ParamShape> llama_param_shapes(const ModelConfig& c, const LoraConfi
   if (!lora.enabled) return out;
   check_lora_targets(c, lora);
   const auto on = lora_targets_mask(lora);
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const bool moe = c.moe_layer(l);
     for (int p = 0; p < kNumProj; ++p) {
-      if (!on[p] || !proj_exists(Proj(p), c)) continue;
+      if (!on[p] || !proj_exists(Proj(p), c) || (moe && p >= kGate)) continue;
       auto [o, i] = proj_dims(Proj(p), c);
       // GPT-2's c_attn: one A (declared with q's adapter) that k and v share.
       const bool shared_a = lora_fuses_qkv(lora) && (p == kK || p == kV);
       if (!shared_a) out.push_back({lora_a_name(l, Proj(p), lora), {lora.rank, i}, true});
       out.push_back({proj_param_name(l, Proj(p)) + ".lora_B.weight", {o, lora.rank}, true});
     }
+    if (!moe) continue;
+    // Every expert's gate, up and down where lora.targets names them (PEFT puts its adapters on
+    // each expert's modules).
+    const bool expert_on[kNumExpertProj] = {on[kGate], on[kUp], on[kDown]};
+    for (int p = 0; p < kNumExpertProj; ++p)
+      for (int64_t e = 0; expert_on[p] && e < c.num_experts; ++e) {
+        auto [o, i] = expert_proj_dims(ExpertProj(p), c);
+        const std::string name = expert_param_name(l, e, ExpertProj(p), c);
+        out.push_back({name + ".lora_A.weight", {lora.rank, i}, true});
+        out.push_back({name + ".lora_B.weight", {o, lora.rank}, true});
+      }
+  }
   if (lora_targets_head(lora)) {
     out.push_back({"lm_head.lora_A.weight", {lora.rank, C}, true});
     out.push_back({"lm_head.lora_B.weight", {c.vocab_size, lora.rank}, true});

@@ -28,11 +28,10 @@ std::vector<ParamShape> llama_param_shapes(const ModelConfig& config, const Lora
 // family's model, or another family's projections (q, ..., down) on GPT-2's.
 void check_lora_targets(const ModelConfig& config, const LoraConfig& lora);
 
-// A block's projection matrix (q, k, v, o, gate, up, down): what lora.base_dtype = "nf4" stores in
+// A block's projection matrix (q, k, v, o, gate, up, down, an expert's): what lora.base_dtype = "nf4" stores in
 // 4 bits. The embedding, the head and the norms stay as they are (QLoRA quantises the linear
 // layers the adapters sit on; the head is small next to them and sensitive).
-inline bool quantized_in_qlora(const ParamShape& p) {
-  return !p.adapter && p.shape.size() == 2 && p.name.rfind("model.layers.", 0) == 0;
-}
+// An MoE router is kept too (small, and it decides where every token goes).
+bool quantized_in_qlora(const ParamShape& p);
 
 }  // namespace mt

@@ -35,6 +35,23 @@ const char* mlp_norm_name(const ModelConfig& config) {
   return config.post_norms ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight";
 }
 
+std::string moe_router_name(int64_t layer, const ModelConfig& c) {
+  return layer_prefix(layer) + (c.model_type == "mixtral" ? "block_sparse_moe" : "mlp") + ".gate.weight";
+}
+
+std::string expert_param_name(int64_t layer, int64_t expert, ExpertProj p, const ModelConfig& c) {
+  const bool mixtral = c.model_type == "mixtral";
+  static const char* mixtral_names[kNumExpertProj] = {"w1", "w3", "w2"};
+  static const char* names[kNumExpertProj] = {"gate_proj", "up_proj", "down_proj"};
+  return layer_prefix(layer) + (mixtral ? "block_sparse_moe" : "mlp") + ".experts." + std::to_string(expert) +
+         "." + (mixtral ? mixtral_names[p] : names[p]);
+}
+
+bool moe_router_param(const std::string& name) {
+  const std::string tail = ".gate.weight";
+  return name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 std::string head_norm_name(int64_t layer, Proj p) {
   return layer_prefix(layer) + "self_attn." + proj_name(p) + "_norm.weight";
 }
@@ -323,6 +340,10 @@ class Transformer::Runner {
   DeviceBuffer inputs_;    // i32 tokens, targets, positions, segments
   DeviceBuffer logits_f32_;  // a chunk of logits widened for the host (bf16 mode)
   std::vector<BlockActivations> acts_;
+  // Mixture of experts: each stored block's routing (its activations point here), and the
+  // routing statistics of the forward in progress, which its backward's losses need whole.
+  std::vector<MoeRouting> routings_;
+  MoeBalanceStats moe_stats_;
   BlockScratch scratch_view_{};
   // Residual stream of the blocks run, from the span's first block lb: xs_[l - lb] is block l's
   // input, xs_[le - lb] the span's output (le = L: the head's input).
@@ -382,8 +403,11 @@ void Transformer::Runner::plan(int64_t B, int64_t seq) {
                       (whole_rows ? N * C : 0));
   ArenaCursor tc(t_arena_.tensor()), fc(f_arena_.tensor());
   acts_.clear();
-  for (int64_t l = 0; l < stored_blocks; ++l)
+  routings_.assign(size_t(stored_blocks), MoeRouting{});
+  for (int64_t l = 0; l < stored_blocks; ++l) {
     acts_.push_back(carve_block_activations(tc, fc, N, c_, lora_rank_, lora_on_, R));
+    acts_.back().moe.routing = &routings_[size_t(l)];
+  }
   xs_.clear();
   for (int64_t l = 0; l <= blocks_; ++l) xs_.push_back(fc.take(R, C));
   dx_ = fc.take(R, C);
@@ -559,6 +583,11 @@ LossSum Transformer::Runner::run(const ModelInput& in, bool backward, float grad
   } else {
     move(x(lb), span->x_in);
   }
+  if (c_.moe() && (c_.aux_loss_coef() > 0.0f || c_.router_z_loss_coef > 0.0f) && (first > 0 || last < head_unit))
+    fail("the MoE routing losses (output_router_logits, router_z_loss_coef) need every layer's routing in one "
+         "pass: not yet under pipeline parallelism");
+  moe_stats_ = MoeBalanceStats{};
+  bi.moe_loss.gather = &moe_stats_;
   for (int64_t l = lb; l < le; ++l) {
     use(int(l) + 1, false);
     block_forward(be_, x(l + 1), x(l), acts_[size_t(ckpt ? 0 : l - lb)], w_.blocks[l], with_dropout(l), c_,
@@ -566,6 +595,7 @@ LossSum Transformer::Runner::run(const ModelInput& in, bool backward, float grad
     done(int(l) + 1, false);
     round_to_compute(x(l + 1));  // a block's output: where a pipeline may cut
   }
+  bi.moe_loss.gather = nullptr;  // a recompute under checkpointing routes again, counts nothing
   LossSum total;
   if (last < head_unit) {
     if (span->x_out) move(span->x_out, x(le));
@@ -585,6 +615,16 @@ LossSum Transformer::Runner::run(const ModelInput& in, bool backward, float grad
     for (int64_t n0 = 0; n0 < N; n0 += chunk_) {
       LossSum ls = head_chunk(n0, std::min(chunk_, N - n0), in, backward, grad_scale, logits);
       total.sum += ls.sum, total.count += ls.count;
+    }
+    // The routing losses, as transformers adds them to the mean token loss (model/moe_routing.h):
+    // counted here once per counted token, so that the loss's mean carries them once. Their
+    // gradients take the same factor (bi.moe_loss.loss_scale).
+    if (c_.moe()) {
+      const double routing_loss = double(c_.aux_loss_coef()) * load_balancing_loss(moe_stats_) +
+                                  double(c_.router_z_loss_coef) * router_z_loss(moe_stats_);
+      total.sum += routing_loss * double(total.count);
+      bi.moe_loss.stats = &moe_stats_;
+      bi.moe_loss.loss_scale = double(grad_scale) * double(total.count);
     }
     if (!backward) {
       done(head_unit, false);

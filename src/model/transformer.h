@@ -183,6 +183,13 @@ std::string layer_prefix(int64_t layer);                 // "model.layers.{i}."
 int param_unit(const std::string& name, const ModelConfig& config);
 std::string proj_param_name(int64_t layer, Proj p);      // "...self_attn.q_proj" (no suffix)
 std::string head_norm_name(int64_t layer, Proj p);       // "...self_attn.q_norm.weight" (p: kQ or kK)
+// A mixture-of-experts layer's router weight and an expert's projection (no suffix), in the
+// family's HF names: Mixtral's "...block_sparse_moe.gate.weight" and "...experts.{e}.w1" (gate),
+// "w3" (up), "w2" (down); Qwen3-MoE's and OLMoE's "...mlp.gate.weight", "...mlp.experts.{e}.gate_proj".
+std::string moe_router_name(int64_t layer, const ModelConfig& config);
+std::string expert_param_name(int64_t layer, int64_t expert, ExpertProj p, const ModelConfig& config);
+// Whether a parameter is an MoE router's weight (kept as it is by QLoRA, like the head).
+bool moe_router_param(const std::string& name);
 // The norm before the MLP, after layer_prefix: LLaMA's "post_attention_layernorm.weight" or, in a
 // model with post norms (Gemma), "pre_feedforward_layernorm.weight" (Gemma's
 // post_attention_layernorm is the norm of the attention's output).

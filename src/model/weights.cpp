@@ -57,8 +57,9 @@ BlockWeights bind_block_weights(Transformer& m, int64_t l) {
     b.post_attn_norm = norm_weights(m, layer_prefix(l) + "post_attention_layernorm");
     b.post_mlp_norm = norm_weights(m, layer_prefix(l) + "post_feedforward_layernorm");
   }
+  const bool moe = c.moe_layer(l);
   for (int p = 0; p < kNumProj; ++p) {
-    if (!proj_exists(Proj(p), c)) continue;
+    if (!proj_exists(Proj(p), c) || (moe && p >= kGate)) continue;
     std::string name = proj_param_name(l, Proj(p));
     b.proj[p] = linear(m, name + ".weight", name, lora_on[p], lora_a_name(l, Proj(p), m.lora_config()));
     if (proj_has_bias(Proj(p), c)) {
@@ -71,6 +72,16 @@ BlockWeights bind_block_weights(Transformer& m, int64_t l) {
     Param& kn = m.base().get(head_norm_name(l, kK));
     b.q_norm = qn.master_tensor(), b.dq_norm = qn.grad_tensor();
     b.k_norm = kn.master_tensor(), b.dk_norm = kn.grad_tensor();
+  }
+  if (moe) {
+    b.moe.router = linear(m, moe_router_name(l, c), "", false);
+    const bool expert_on[kNumExpertProj] = {lora_on[kGate], lora_on[kUp], lora_on[kDown]};
+    b.moe.experts.resize(size_t(c.num_experts));
+    for (int64_t e = 0; e < c.num_experts; ++e)
+      for (int p = 0; p < kNumExpertProj; ++p) {
+        const std::string name = expert_param_name(l, e, ExpertProj(p), c);
+        b.moe.experts[size_t(e)][size_t(p)] = linear(m, name + ".weight", name, expert_on[p]);
+      }
   }
   b.window = c.attention_window(l);
   b.local_rope = c.local_rope(l);

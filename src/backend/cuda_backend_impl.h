@@ -85,6 +85,12 @@ class CudaBackend final : public Backend {
                          int64_t row0) override;
   void embedding_backward(const Tensor& dtable, const Tensor& tokens, const Tensor& dout,
                           int64_t row0) override;
+  void gather_rows(const Tensor& dst, const Tensor& src, const Tensor& rows) override;
+  void combine_rows(const Tensor& out, const Tensor& src, const Tensor& slots,
+                    const Tensor& weights, int64_t k, bool accumulate) override;
+  void combine_rows_backward(const Tensor& dsrc, const Tensor& dweights, const Tensor& dout,
+                             const Tensor& src, const Tensor& slots, const Tensor& weights,
+                             int64_t k) override;
   double cross_entropy(const Tensor& losses, const Tensor& dlogits, const Tensor& logits,
                        const Tensor& targets, float grad_scale) override;
   void cross_entropy_row_max(const Tensor& row_max, const Tensor& logits,

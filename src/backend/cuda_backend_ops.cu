@@ -22,6 +22,7 @@
 #include "kernels/cuda/nf4.h"
 #include "kernels/cuda/gelu.h"
 #include "kernels/cuda/layernorm.h"
+#include "kernels/cuda/moe_rows.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/sum_squares.h"
@@ -261,6 +262,43 @@ void CudaBackend::embedding_backward(const Tensor& dtable, const Tensor& tokens,
   cuda::embedding_backward(ptr<float>(dtable), ptr<const int32_t>(tokens), ptr<const float>(dout),
                            dout.rows, dout.cols, row0, dtable.rows, scratch(bytes), bytes,
                            stream());
+}
+
+void CudaBackend::gather_rows(const Tensor& dst, const Tensor& src, const Tensor& rows) {
+  check_gather_rows(dst, src, rows, device());
+  if (is_packed(dst.dtype)) fail_op("gather_rows", "rows of packed NF4 records are not moved");
+  cuda::gather_rows(dst.data, src.data, ptr<const int32_t>(rows), dst.rows, src.rows,
+                    int64_t(dst.row_stride()), stream());
+}
+
+void CudaBackend::combine_rows(const Tensor& out, const Tensor& src, const Tensor& slots,
+                               const Tensor& weights, int64_t k, bool accumulate) {
+  check_combine_rows(out, src, slots, weights, k, false, device(), "combine_rows");
+  gpu_float_dispatch(out.dtype, [&]<class TO>(TO) {
+    gpu_float_dispatch(src.dtype, [&]<class TS>(TS) {
+      cuda::combine_rows<TO, TS>(ptr<TO>(out), ptr<const TS>(src), ptr<const int32_t>(slots),
+                                 ptr<const float>(weights), out.rows, src.rows, out.cols, k,
+                                 accumulate, stream());
+    });
+  });
+}
+
+void CudaBackend::combine_rows_backward(const Tensor& dsrc, const Tensor& dweights,
+                                        const Tensor& dout, const Tensor& src, const Tensor& slots,
+                                        const Tensor& weights, int64_t k) {
+  const char* op = "combine_rows_backward";
+  check_combine_rows(dout, src, slots, weights, k, true, device(), op);
+  check_combine_rows(dout, dsrc, slots, dweights, k, true, device(), op);
+  if (dsrc.rows != src.rows || dsrc.dtype != src.dtype)
+    fail_op(op, "dsrc and src differ in rows or dtype");
+  gpu_float_dispatch(dout.dtype, [&]<class TO>(TO) {
+    gpu_float_dispatch(src.dtype, [&]<class TS>(TS) {
+      cuda::combine_rows_backward<TO, TS>(ptr<TS>(dsrc), ptr<float>(dweights), ptr<const TO>(dout),
+                                          ptr<const TS>(src), ptr<const int32_t>(slots),
+                                          ptr<const float>(weights), dout.rows, src.rows,
+                                          dout.cols, k, stream());
+    });
+  });
 }
 
 double CudaBackend::host_sum(const Tensor& losses) {

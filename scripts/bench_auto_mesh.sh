@@ -2,7 +2,8 @@
 # Does `--mesh auto` pick what measures fastest on this machine? For each world size given (default
 # 2 and 4 ranks): `meshtrain train --mesh auto` on that many mpirun ranks (its pick), then every
 # layout the planner's search prices for the same run (`meshtrain plan --search --cluster cpu`,
-# at the background load --mesh auto read from the load average, which is how it prices this host),
+# at the background load --mesh auto read: the tasks of other work runnable as it started, which is
+# how it prices this host),
 # each trained for real on as many ranks; prints the
 # predicted step and the measured tokens/s of each layout (best of REPEATS rounds over all of them:
 # a shared machine only ever slows a run down) and the verdict: the pick within 10% of the fastest measured.

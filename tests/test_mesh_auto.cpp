@@ -269,6 +269,9 @@ TEST(MeshAuto, OneRankHasOneLayout) {
   EXPECT_EQ(r.chosen.str(), "dp=1") << r.output;
   EXPECT_NE(r.output.find("on this machine: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("  runner-up: none (one rank has one layout)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  background load: runnable now (/proc/stat over 1 s, this job's 1 process excluded)"),
+            std::string::npos)
+      << r.output;
   expect_recorded(dir, r.chosen);
   expect_trained(dir);
 }

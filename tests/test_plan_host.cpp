@@ -12,8 +12,12 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
+#include <vector>
+
+#include <unistd.h>
 
 #include "core/error.h"
+#include "core/host_load.h"
 #include "mesh_runs.h"
 #include "plan/auto_mesh.h"
 #include "plan/run_memory.h"
@@ -193,6 +197,63 @@ TEST(PlanHost, PlanSharesTheHostsMemoryAmongItsRanks) {
                    plan::cluster_preset("dgx-h100").memory_bytes);
 }
 
+// ---- the background load --mesh auto reads (core/host_load.h) ----------------------------------
+
+TEST(PlanHost, ProcStatRunnableCountIsRead) {
+  const std::string stat =
+      "cpu  10132153 290696 3084719 46828483 16683 0 25195 0 175628 0\n"
+      "cpu0 1393280 32966 572056 13343292 6130 0 17875 0 23933 0\n"
+      "intr 1462898 28 9 0 0 0 0 0 0 1 0\n"
+      "ctxt 1990473\nbtime 1062191376\nprocesses 2915\n"
+      "procs_running 5\nprocs_blocked 1\nsoftirq 183433 0 21755 12 39 1137 231 21459 2263\n";
+  EXPECT_EQ(parse_procs_running(stat), 5);
+  EXPECT_EQ(parse_procs_running("cpu 1 2 3 4\nprocs_blocked 0\n"), -1);
+  EXPECT_EQ(parse_procs_running("procs_running x\n"), -1);
+  EXPECT_EQ(parse_procs_running(""), -1);
+}
+
+TEST(PlanHost, TaskStateIsTheFieldAfterTheCommandName) {
+  EXPECT_TRUE(parse_task_running("4242 (meshtrain) R 4241 4242 1 0 -1 4194304 1520"));
+  EXPECT_FALSE(parse_task_running("4242 (meshtrain) S 4241 4242 1 0 -1 4194304 1520"));
+  EXPECT_FALSE(parse_task_running("4242 (meshtrain) D 4241"));
+  // A command name may hold spaces and parentheses: the state follows the last ')'.
+  EXPECT_TRUE(parse_task_running("17 (a) S (b)) R 1 17"));
+  EXPECT_FALSE(parse_task_running("17 (x R) S 1 17"));
+  EXPECT_FALSE(parse_task_running(""));
+  EXPECT_FALSE(parse_task_running("17 (cut"));
+}
+
+TEST(PlanHost, LoadAverageIsOnlyTheFallback) {
+  EXPECT_DOUBLE_EQ(parse_load_average_15("0.75 2.77 3.34 2/412 26346\n"), 3.34);
+  EXPECT_LT(parse_load_average_15("garbage"), 0.0);
+}
+
+TEST(PlanHost, ThisJobsRunnableTasksAreNotOtherWork) {
+  // Two ranks busy-waiting and the reader (3 of this job's tasks runnable at each sample), with one
+  // process of other work that runs half the time: 0.5 processes of other work.
+  std::vector<RunnableSample> samples;
+  for (int i = 0; i < 10; ++i) samples.push_back({i % 2 == 0 ? 4 : 3, 3});
+  EXPECT_DOUBLE_EQ(other_work_from_samples(samples), 0.5);
+  // Only this job running: nothing, even where a sample counts its own tasks between the host's
+  // count and theirs (never below 0).
+  EXPECT_DOUBLE_EQ(other_work_from_samples({{2, 2}, {1, 2}, {3, 3}}), 0.0);
+  // More runnable than cores is counted as such (the C / P share of rank_share).
+  EXPECT_DOUBLE_EQ(other_work_from_samples({{7, 1}, {7, 1}}), 6.0);
+  // Unreadable samples are left out; none readable: -1.
+  EXPECT_DOUBLE_EQ(other_work_from_samples({{-1, 0}, {5, 1}}), 4.0);
+  EXPECT_LT(other_work_from_samples({{-1, 0}}), 0.0);
+  EXPECT_LT(other_work_from_samples({}), 0.0);
+  // Rounded to a tenth of a process.
+  EXPECT_DOUBLE_EQ(other_work_from_samples({{1, 0}, {0, 0}, {0, 0}}), 0.3);
+}
+
+TEST(PlanHost, ReadingHereSaysWhatItRead) {
+  // The value depends on what else runs on this machine: only its form is checked.
+  const HostLoad h = read_host_load({int64_t(::getpid())}, 0.05, 5);
+  EXPECT_GE(h.load, 0.0);
+  EXPECT_EQ(h.source, "runnable now (/proc/stat over 0.05 s, this job's 1 process excluded)");
+}
+
 // ---- a real run: --mesh auto's pick on 2 ranks here -----------------------------------------------
 
 // What the pick measures against the alternatives is judged by scripts/bench_auto_mesh.sh, which
@@ -216,6 +277,10 @@ TEST(PlanHost, TwoRanksPickIsThePlannersCheapestAtTheLoadItRead) {
   ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(\n  host: \d+ cores, background load ([0-9.e+]+), 2 ranks)")))
       << out;
   const double load = std::stod(m[1].str());
+  // Read by rank 0 for both, each rank's process excluded (the ranks agreed: the run trained).
+  EXPECT_NE(out.find("\n  background load: runnable now (/proc/stat over 1 s, this job's 2 processes excluded)\n"),
+            std::string::npos)
+      << out;
   ASSERT_TRUE(std::regex_search(out, std::regex(R"(\nthroughput: \d+ tokens/s)"))) << out;
 
   RunConfig cfg = builtin_run();

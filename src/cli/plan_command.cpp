@@ -158,7 +158,7 @@ Action add_plan_command(CLI::App& app) {
                   "device count: must equal the mesh's product, required for --search; 0: the mesh's product");
   sub->add_option("--host-load", o->host_load,
                   "with a shared host (--cluster cpu, or a TOML with host_cores): processes of other work on it "
-                  "beside the ranks, as `train --mesh auto` reads from the load average (default: the cluster's, "
+                  "beside the ranks, as `train --mesh auto` reads them running now (default: the cluster's, "
                   "0 for cpu: an idle host)")
       ->check(CLI::Range(0.0, 1e6));
   sub->add_option("--mesh", o->mesh, "dp=..,fsdp=..,tp=..,pp=..,cp=.. (default: none; needed unless --search)");

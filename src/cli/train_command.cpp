@@ -10,10 +10,13 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "cli/commands.h"
 #include "cli/device_option.h"
 #include "core/available_memory.h"
 #include "core/error.h"
+#include "core/host_load.h"
 #include "io/pretrained.h"
 #include "parallel/comm.h"
 #include "parallel/launch_env.h"
@@ -43,24 +46,60 @@ ModelConfig run_model_shape(const RunConfig& cfg) {
   return cfg.model_path.empty() ? cfg.model : checked_pretrained_config(cfg.model_path);
 }
 
-// The processes of other work --mesh auto prices this host with (plan/hardware.h host_load):
-// MESHTRAIN_HOST_LOAD when set (a number >= 0; 0 plans for an idle host), else the 15-minute load
-// average rounded to whole processes (it moves slowly, so the ranks, reading it within moments of
-// each other, read the same; were they not to, the ranks' config agreement refuses the run), 0
-// where /proc/loadavg cannot be read.
-double host_background_load() {
+// The processes of other work --mesh auto prices this host with (plan/hardware.h host_load), and
+// how they were had: MESHTRAIN_HOST_LOAD when set (a number >= 0; 0 plans for an idle host), else
+// the tasks runnable on this host now, less this job's own (core/host_load.h says why not the load
+// average). The ranks must plan alike (the trainer refuses ranks whose configs, the mesh included,
+// differ), and a reading over a moment differs from rank to rank; so under mpirun MPI starts here,
+// before the trainer would start it, and the launch's rank 0 reads for all: the ranks send it their
+// process ids and hosts, it samples with those of its host excluded (the others wait for its
+// answer in the broadcast, busy or not: they are this job's, so not counted), and broadcasts what
+// it read. Every rank reads MESHTRAIN_HOST_LOAD itself: mpirun passes its environment to all.
+struct BackgroundLoad {
+  double load = 0.0;
+  std::string source;
+};
+
+BackgroundLoad host_background_load() {
   if (const char* v = std::getenv("MESHTRAIN_HOST_LOAD")) {
     char* end = nullptr;
     const double load = std::strtod(v, &end);
     if (end == v || *end != '\0' || !(load >= 0.0 && load < 1e6))
       fail("MESHTRAIN_HOST_LOAD must be a number >= 0 (processes of other work on this host), got '" +
            std::string(v) + "'");
-    return load;
+    return {load, "MESHTRAIN_HOST_LOAD"};
   }
-  std::ifstream f("/proc/loadavg");
-  double one = 0, five = 0, fifteen = 0;
-  if (!(f >> one >> five >> fifteen)) return 0.0;
-  return std::round(fifteen);
+  if (!parallel::launched_with_mpi()) {
+    const HostLoad h = read_host_load({int64_t(getpid())});
+    return {h.load, h.source};
+  }
+  std::unique_ptr<parallel::Comm> world = parallel::make_world_comm();
+  // Each rank's process id and host name, gathered on every rank (a fixed-size record each).
+  struct Process {
+    int64_t pid = 0;
+    char host[256] = {};
+  };
+  Process me;
+  me.pid = int64_t(getpid());
+  if (gethostname(me.host, sizeof me.host - 1) != 0) me.host[0] = '\0';
+  std::vector<Process> all(size_t(world->size()));
+  world->all_gather_bytes(&me, all.data(), int64_t(sizeof(Process)), 1);
+  double load = 0.0;
+  std::string source;
+  if (world->rank() == 0) {
+    std::vector<int64_t> own;
+    for (const Process& p : all)
+      if (std::string(p.host) == me.host) own.push_back(p.pid);
+    const HostLoad h = read_host_load(own);
+    load = h.load;
+    source = h.source;
+  }
+  world->broadcast(&load, 1, 0);
+  int64_t length = int64_t(source.size());
+  world->broadcast(&length, 1, 0);
+  source.resize(size_t(length));
+  world->broadcast_bytes(source.data(), length, 0);
+  return {load, source};
 }
 
 // mesh.auto: the planner's mesh for the ranks launched (plan/auto_mesh.h), computed alike on every
@@ -78,11 +117,13 @@ void choose_auto_mesh(RunConfig& cfg, const ModelConfig& shape, const std::strin
                 << "plans again\n";
     return;
   }
-  const plan::MeshChoice choice = plan::choose_mesh(
-      cfg, shape,
-      plan::run_cluster(cluster, cfg.train.device, available_memory(), parallel::ranks_on_this_host(),
-                        cluster.empty() ? host_background_load() : 0.0),
-      world);
+  // Read only where it prices this machine (run_cluster refuses another device without --cluster).
+  const BackgroundLoad load =
+      cluster.empty() && cfg.train.device == "cpu" ? host_background_load() : BackgroundLoad{};
+  plan::Cluster machine =
+      plan::run_cluster(cluster, cfg.train.device, available_memory(), parallel::ranks_on_this_host(), load.load);
+  machine.host_load_source = load.source;
+  const plan::MeshChoice choice = plan::choose_mesh(cfg, shape, machine, world);
   cfg.mesh = choice.chosen.input.mesh;
   if (leader) std::cout << plan::describe_choice(choice) << std::flush;
 }

@@ -169,10 +169,11 @@ std::string describe_choice(const MeshChoice& choice) {
   if (cl.host_cores > 0) {
     const Cluster r = rank_share(cl, world);
     char buf[200];
-    std::snprintf(buf, sizeof buf, "  host: %ld cores, background load %.3g, %ld %s: %.2f cores a rank, %.3g GB/s link\n",
+    std::snprintf(buf, sizeof buf, "  host: %ld cores, background load %.4g, %ld %s: %.2f cores a rank, %.3g GB/s link\n",
                   long(cl.host_cores), cl.host_load, long(world), world == 1 ? "rank" : "ranks",
                   r.peak_flops / cl.peak_flops * double(cl.host_cores), r.intra.bandwidth / 1e9);
     s += buf;
+    if (!cl.host_load_source.empty()) s += "  background load: " + cl.host_load_source + "\n";
   }
   if (!choice.runner_up) {
     s += "  runner-up: none (" + std::string(world == 1 ? "one rank has one layout" : "the only layout that fits") +

@@ -21,7 +21,7 @@ namespace mt::plan {
 // with its share of the host's cores, hardware.h rank_share) at this host's core count, with the
 // memory check's share of `available` per rank (run_memory.h: kUsableMemoryFraction of it,
 // divided among `ranks_on_host`), and `host_load` processes of other work beside the ranks
-// (hardware.h host_load: the caller's reading of this host's load average).
+// (hardware.h host_load: the caller's reading of the tasks of other work running on this host now).
 // Under train.device = cuda this machine's GPUs are not described to the planner: mt::Error asking
 // for --cluster.
 Cluster run_cluster(const std::string& name_or_path, const std::string& device, const AvailableMemory& available,

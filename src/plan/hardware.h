@@ -41,9 +41,13 @@ struct Cluster {
   // cores): the scheduler's time slice, measured as the one-way time of `bench --what p2p` with
   // both ranks on one core (taskset -c 0 mpirun -n 2 ...).
   double oversubscribed_hop = 0.0;
-  // Shared host: processes of other work runnable beside the run's ranks (the host's load average
-  // where the run is planned on it; 0 on an idle host). They take their share of the cores.
+  // Shared host: processes of other work runnable beside the run's ranks (where the run is planned
+  // on this host, those runnable now, core/host_load.h; 0 on an idle host). They take their share
+  // of the cores.
   double host_load = 0.0;
+  // How host_load was had, for the log of `--mesh auto` ("runnable now ...", "MESHTRAIN_HOST_LOAD");
+  // empty where it was given with the cluster.
+  std::string host_load_source;
 };
 
 // What one of `ranks` ranks on a shared host gets (the cluster itself when it is not one). With

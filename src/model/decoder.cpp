@@ -55,6 +55,7 @@ class DecoderImpl : public Decoder::Impl {
     compute_.resize(be_, ct, sizes.t_elems + C + V + r);
     ArenaCursor t(compute_.tensor());
     acts_ = carve_block_activations(t, f, 1, c_, rank, lora_on);
+    acts_.moe.routing = &routing_;
     nf_ = t.take(1, C), logits_ = t.take(1, V), head_u_ = t.take(1, w_.head.rank());
     scratch_.resize(be_, ct, block_scratch_elems(c_, 1, rank));
     scratch_view_ = carve_block_scratch(scratch_.tensor(), c_, 1, rank);
@@ -105,6 +106,7 @@ class DecoderImpl : public Decoder::Impl {
   Tensor pos_row_, mean_;  // a learned position's row; the final LayerNorm's mean
   std::vector<KvCache> caches_;
   BlockActivations acts_;
+  MoeRouting routing_;  // the token's, in an MoE layer (model/moe.h)
   BlockScratch scratch_view_;
   std::vector<float> host_logits_;
 };

@@ -10,15 +10,18 @@
 
 namespace mt {
 
-std::string peft_module_name(const std::string& target) {
+std::string peft_module_name(const std::string& target, bool mixtral_experts) {
+  if (mixtral_experts && (target == "gate" || target == "up" || target == "down"))
+    return target == "gate" ? "w1" : target == "up" ? "w3" : "w2";
   const bool whole_name = target == "lm_head" || target == "c_attn" || target == "c_proj" || target == "c_fc";
   return whole_name ? target : target + "_proj";
 }
 
-std::string peft_adapter_config_json(const LoraConfig& lora, const std::string& base_model) {
+std::string peft_adapter_config_json(const LoraConfig& lora, const std::string& base_model,
+                                     bool mixtral_experts) {
   nlohmann::ordered_json j;
   std::vector<std::string> modules;
-  for (const auto& t : lora.targets) modules.push_back(peft_module_name(t));
+  for (const auto& t : lora.targets) modules.push_back(peft_module_name(t, mixtral_experts));
   j["peft_type"] = "LORA";
   j["task_type"] = "CAUSAL_LM";
   j["base_model_name_or_path"] = base_model;
@@ -81,7 +84,10 @@ std::vector<std::string> save_peft_adapter(const LoraConfig& lora, const std::ve
     std::memcpy(bytes.data(), v.data(), bytes.size());
     return bytes;
   }, {{"format", "pt"}});
-  write_file_atomically(config, [&](std::ostream& os) { os << peft_adapter_config_json(lora, base_model); });
+  // Mixtral's experts are w1 / w3 / w2 (its layers have no gate_proj): its adapters say which.
+  bool mixtral = false;
+  for (const auto& a : adapters) mixtral = mixtral || a.name.find(".block_sparse_moe.experts.") != std::string::npos;
+  write_file_atomically(config, [&](std::ostream& os) { os << peft_adapter_config_json(lora, base_model, mixtral); });
   return {config, weights};
 }
 

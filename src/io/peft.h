@@ -10,8 +10,11 @@
 
 namespace mt {
 
-std::string peft_module_name(const std::string& target);  // "q" -> "q_proj", "lm_head" -> "lm_head"
-std::string peft_adapter_config_json(const LoraConfig& lora, const std::string& base_model);
+// "q" -> "q_proj", "lm_head" -> "lm_head"; with `mixtral_experts` the MLP's roles are the
+// experts' modules of Mixtral (gate -> w1, up -> w3, down -> w2), as PEFT targets them there.
+std::string peft_module_name(const std::string& target, bool mixtral_experts = false);
+std::string peft_adapter_config_json(const LoraConfig& lora, const std::string& base_model,
+                                     bool mixtral_experts = false);
 // Writes <dir>/adapter_config.json and <dir>/adapter_model.safetensors (f32). Returns the paths.
 std::vector<std::string> save_peft_adapter(Transformer& model, const std::string& dir,
                                            const std::string& base_model);

@@ -100,6 +100,8 @@ LoraConfig parse_peft_config(const std::string& text, const std::string& source)
     std::string name = m.get<std::string>();
     const bool gpt2_module = name == "c_attn" || name == "c_proj" || name == "c_fc";  // kept whole
     if (!gpt2_module && name.size() > 5 && name.ends_with("_proj")) name.resize(name.size() - 5);
+    if (name == "w1" || name == "w3" || name == "w2")  // Mixtral's experts: gate, up, down
+      name = name == "w1" ? "gate" : name == "w3" ? "up" : "down";
     if (!gpt2_module && name != "q" && name != "k" && name != "v" && name != "o" && name != "gate" &&
         name != "up" && name != "down" && name != "lm_head")
       fail(source + ": unsupported target module " + quoted(m));

@@ -59,15 +59,21 @@ PartitionRules default_llama_rules() {
   // adapter follows its base layer. Column-parallel layers (q/k/v/gate/up, lm_head): A whole over
   // tp, B's output rows over tp; row-parallel (o/down): A's input columns over tp, B whole. fsdp
   // then splits the large dimension (never r, which may be as small as 1).
-  r.add(R"((\.(q|k|v|gate|up)_proj|\.c_attn|^lm_head)\.lora_A\.weight$)", {{}, fsdp});  // c_attn: GPT-2's q, k, v
-  r.add(R"((\.(q|k|v|gate|up)_proj|^lm_head)\.lora_B\.weight$)", {tp_fsdp});
-  r.add(R"(\.(o|down)_proj\.lora_A\.weight$)", {{}, tp_fsdp});
-  r.add(R"(\.(o|down)_proj\.lora_B\.weight$)", {fsdp});
+  // An expert's are its projections' (Mixtral's w1 gate, w3 up, w2 down).
+  r.add(R"((\.(q|k|v|gate|up)_proj|\.experts\.\d+\.(w1|w3)|\.c_attn|^lm_head)\.lora_A\.weight$)", {{}, fsdp});  // c_attn: GPT-2's q, k, v
+  r.add(R"((\.(q|k|v|gate|up)_proj|\.experts\.\d+\.(w1|w3)|^lm_head)\.lora_B\.weight$)", {tp_fsdp});
+  r.add(R"((\.(o|down)_proj|\.experts\.\d+\.w2)\.lora_A\.weight$)", {{}, tp_fsdp});
+  r.add(R"((\.(o|down)_proj|\.experts\.\d+\.w2)\.lora_B\.weight$)", {fsdp});
   r.add(R"(^model\.embed_tokens\.weight$)", {tp, fsdp});                    // [vocab, hidden]
   r.add(R"(\.self_attn\.(q|k|v)_proj\.weight$)", {tp, fsdp});              // column-parallel
   r.add(R"(\.mlp\.(gate|up)_proj\.weight$)", {tp, fsdp});                  // column-parallel
   r.add(R"(\.self_attn\.o_proj\.weight$)", {fsdp, tp});                    // row-parallel
   r.add(R"(\.mlp\.down_proj\.weight$)", {fsdp, tp});                       // row-parallel
+  // Mixtures of experts (model/moe.h): each expert's projections as the MLP's; the router [E, C]
+  // whole over tp (every rank routes every token), its hidden columns over fsdp.
+  r.add(R"(\.experts\.\d+\.(gate_proj|up_proj|w1|w3)\.weight$)", {tp, fsdp});  // column-parallel
+  r.add(R"(\.experts\.\d+\.(down_proj|w2)\.weight$)", {fsdp, tp});             // row-parallel
+  r.add(R"(\.(mlp|block_sparse_moe)\.gate\.weight$)", {{}, fsdp});
   r.add(R"((input_layernorm|post_attention_layernorm|^model\.norm)\.weight$)", {});  // replicated
   r.add(R"((pre_feedforward_layernorm|post_feedforward_layernorm)\.weight$)", {});  // Gemma's, replicated
   // The families' biases (Megatron): a column-parallel layer's bias splits with its output rows; a
@@ -89,6 +95,8 @@ PartitionRules nf4_base_rules() {
   PartitionRules r;
   r.add(R"(\.(self_attn\.(q|k|v)|mlp\.(gate|up))_proj\.weight$)", {tp_fsdp, {}});  // column-parallel
   r.add(R"(\.(self_attn\.o|mlp\.down)_proj\.weight$)", {fsdp, tp});             // row-parallel
+  r.add(R"(\.experts\.\d+\.(gate_proj|up_proj|w1|w3)\.weight$)", {tp_fsdp, {}});
+  r.add(R"(\.experts\.\d+\.(down_proj|w2)\.weight$)", {fsdp, tp});
   return r;
 }
 

@@ -41,6 +41,9 @@ ModelParts model_parts(const ModelShape& m, const LoraConfig& lora) {
   ModelConfig one = m.config;
   one.num_hidden_layers = 1;
   one.layer_window.clear();  // windows change no tensor
+  // A mixture of experts is priced with every layer sparse (all of the published configs' are;
+  // a dense mlp_only_layer is priced as an MoE one).
+  if (one.moe()) one.mlp_only_layers.clear(), one.decoder_sparse_step = 1;
   ModelParts p;
   for (auto& t : llama_param_shapes(one, lora)) {
     const int unit = param_unit(t.name, one);

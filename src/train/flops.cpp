@@ -21,7 +21,13 @@ FlopCount training_flops(const ModelConfig& c, const LoraConfig& lora, int64_t s
   const int64_t V = c.vocab_size, L = c.num_hidden_layers;
   FlopCount f;
   const int64_t mlp_matrices = c.gelu_mlp() ? 2 : 3;  // GPT-2's MLP has no gate
-  f.matmul_params = L * (2 * qd * C + 2 * kv * C + mlp_matrices * I * C) + V * C;
+  // An MoE layer's token passes the router and k experts (counted on active parameters, as
+  // Megatron's and the MoE papers' MFU are).
+  const int64_t k = c.num_experts_per_tok, Ie = c.moe_intermediate_size;
+  int64_t moe_layers = 0;
+  for (int64_t l = 0; l < L; ++l) moe_layers += c.moe_layer(l) ? 1 : 0;
+  f.matmul_params = L * (2 * qd * C + 2 * kv * C) + (L - moe_layers) * mlp_matrices * I * C +
+                    moe_layers * (c.num_experts * C + k * 3 * Ie * C) + V * C;
   // PaLM's square (T x T pairs a layer) is the causal count twice less the diagonal; a window's
   // band the same. Without windows: exactly 12·L·Q·T.
   double pairs = 0.0;
@@ -41,7 +47,13 @@ FlopCount training_flops(const ModelConfig& c, const LoraConfig& lora, int64_t s
   for (int p = 0; p < kNumProj; ++p) {
     if (!on[p] || !proj_exists(Proj(p), c)) continue;
     const auto [out, in] = proj_dims(Proj(p), c);
-    f.lora_params += L * r * (out + in);
+    if (p < kGate) {
+      f.lora_params += L * r * (out + in);
+      continue;
+    }
+    f.lora_params += (L - moe_layers) * r * (out + in);  // the MLP's, or a token's k experts'
+    const auto [eo, ei] = expert_proj_dims(ExpertProj(p - kGate), c);
+    f.lora_params += moe_layers * k * r * (eo + ei);
   }
   if (lora_targets_head(lora)) f.lora_params += r * (V + C);
   f.per_token = 4.0 * double(f.matmul_params) + 6.0 * double(f.lora_params) + attention;

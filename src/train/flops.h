@@ -11,8 +11,10 @@
 namespace mt {
 
 struct FlopCount {
-  int64_t matmul_params = 0;  // base weights used in matmuls: 7 projections per layer + lm_head
-  int64_t lora_params = 0;
+  // Base weights a token's matmuls use: 7 projections per layer + lm_head (an MoE layer: q, k, v,
+  // o, the router and k of its experts).
+  int64_t matmul_params = 0;
+  int64_t lora_params = 0;    // adapters a token's matmuls use (an MoE layer's: its k experts')
   double attention_per_token = 0.0;  // the attention term of per_token
   double per_token = 0.0;     // training FLOPs per token
   std::string formula;        // how per_token was counted, for the logs and docs/benchmarks.md

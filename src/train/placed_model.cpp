@@ -65,6 +65,7 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
   }
   const parallel::MeshShape& m = mesh.shape();
   // Refused before any weight loads when the model cannot be split as asked.
+  check_moe_layout(shape, m);
   const parallel::PipelineSchedule schedule = parallel::parse_pipeline_schedule(tc.pp_schedule);
   const int chunks = int(tc.pp_virtual);
   const std::vector<int64_t> stage_blocks = run_stage_blocks(tc, shape, m);

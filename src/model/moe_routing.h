@@ -4,11 +4,12 @@
 // expert receives) must be known there anyway, and one implementation keeps every backend's
 // choices identical (ties included). Everything is a function of the router's logits alone.
 //
-// The math is each family's Hugging Face code (transformers 4.57 modeling_mixtral.py,
+// The math is each family's Hugging Face code (transformers 4.x modeling_mixtral.py,
 // modeling_qwen3_moe.py, modeling_olmoe.py), in double and rounded once to f32:
-//   p = softmax(logits) over the experts; the k largest (ties: the lower expert index first, as
-//   torch.topk returns them); weights = those p, divided by their sum when `renormalize`
-//   (Mixtral always; Qwen3-MoE with norm_topk_prob; OLMoE's default never).
+//   p = softmax(logits) over the experts; the k largest (ties: the lower expert index first, the
+//   order torch.topk gives on the CPU, though PyTorch does not promise one); weights = those p,
+//   divided by their sum when `renormalize` (Mixtral always; Qwen3-MoE with norm_topk_prob;
+//   OLMoE's default never).
 // The load-balancing loss (HF load_balancing_loss_func, over the MoE layers of one forward):
 //   aux = E * sum_e f_e P_e,  f_e = (choices of e over the layers' counted tokens and their k) /
 //   (counted tokens * layers),  P_e = (sum of p_e over those tokens) / (counted tokens * layers),

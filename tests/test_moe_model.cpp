@@ -146,9 +146,10 @@ ModelConfig moe_config(bool renormalize = true) {
   return c;
 }
 
+// The training objective's mean: the tokens' loss and the routing losses.
 double mean_loss(Transformer& m, const ModelInput& in) {
   const LossSum s = m.forward_loss(in);
-  return s.sum / double(s.count);
+  return s.sum / double(s.count) + s.routing;
 }
 
 // A step small enough that no token's top-k changes under it (a change is a jump in the loss,
@@ -226,23 +227,26 @@ TEST_P(MoeGradients, LoraOnTheExpertsMatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Moe, MoeGradients, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "Renormalised" : "Plain"; });
 
-TEST(MoeModel, RoutingLossesEnterTheLossAsTransformersAddsThem) {
+TEST(MoeModel, RoutingLossesAreReportedBesideTheTokensLoss) {
   ModelConfig c = moe_config();
   auto batch = tiny_batch(32);
-  auto loss = [&](bool on) {
+  auto loss = [&](bool on, bool z) {
     ModelConfig cc = c;
     cc.output_router_logits = on;
+    if (!z) cc.router_z_loss_coef = 0.0f;
     Transformer m(cc, Precision::fp32, LoraConfig{});
     m.init_weights(1);
     randomize(m.base(), 2, 0.3f);
-    return mean_loss(m, batch.input());
+    return m.forward_loss(batch.input());
   };
-  // Off by default in the published configs (output_router_logits false): the loss is the tokens'.
-  const double without = loss(false), with = loss(true);
-  EXPECT_GT(with, without);
-  // The difference is aux_coef * aux + z_coef * z; aux >= 1 (E sum f P is at least 1 when f and P
-  // agree, k = 2 choices a token summing f to 2: here >= 2) and z >= 0.
-  EXPECT_GT(with - without, c.router_aux_loss_coef * 1.0);
+  // Off in the published configs (output_router_logits false, no z-loss): nothing beside the tokens.
+  const LossSum off = loss(false, false), aux = loss(true, false), both = loss(true, true);
+  EXPECT_EQ(off.routing, 0.0);
+  EXPECT_EQ(aux.sum, off.sum);  // the tokens' loss is the same model's
+  // aux_coef * E sum_e f_e P_e: with k = 2 the f_e sum to 2, so E sum f P >= 2 (equality when
+  // balanced): aux_coef * 2 at least.
+  EXPECT_GE(aux.routing, c.router_aux_loss_coef * 2.0 * (1 - 1e-6));
+  EXPECT_GT(both.routing, aux.routing);  // + z_coef * mean logsumexp^2
 }
 
 TEST(MoeModel, CheckpointingGivesTheSameGradients) {

@@ -227,6 +227,49 @@ TEST_P(MoeGradients, LoraOnTheExpertsMatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Moe, MoeGradients, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "Renormalised" : "Plain"; });
 
+// OLMoE's block: q and k normalised over their whole projections (weights [q_dim], [kv_dim]),
+// every layer sparse, the chosen weights unnormalised.
+ModelConfig olmoe_config() {
+  ModelConfig c = moe_config(/*renormalize=*/false);
+  c.model_type = "olmoe";
+  c.mlp_only_layers.clear();
+  c.qk_norm = c.qk_norm_whole = true;
+  return c;
+}
+
+TEST(MoeModel, OlmoeWholeProjectionNormsMatchFiniteDifferences) {
+  Transformer m(olmoe_config(), Precision::fp32, LoraConfig{});
+  EXPECT_EQ(m.base().get("model.layers.0.self_attn.q_norm.weight").numel, 16);  // q_dim
+  EXPECT_EQ(m.base().get("model.layers.0.self_attn.k_norm.weight").numel, 8);   // kv_dim
+  m.init_weights(1);
+  randomize(m.base(), 2, 0.3f);
+  auto batch = tiny_batch(32);
+  const ModelInput in = batch.input();
+  m.base().zero_grad();
+  m.forward_backward(in, 1.0f / float(batch.B * batch.T - 1));
+  check_store(m, m.base(), in);
+}
+
+TEST(MoeModel, OlmoeOnCpuMatchesTheReference) {
+  auto run = [&](Backend& be) {
+    Transformer m(olmoe_config(), Precision::fp32, LoraConfig{}, true, be);
+    m.init_weights(1);
+    std::vector<float> v;
+    for (auto& p : m.base().params()) {
+      v.resize(size_t(p.numel));
+      fill_normal(v.data(), p.numel, 0.3f, 2, p.name);
+      if (p.shape.size() == 1)
+        for (float& x : v) x += 1.0f;
+      m.base().set_values(p, v.data());
+    }
+    auto batch = tiny_batch(32);
+    const LossSum s = m.forward_loss(batch.input());
+    return s.sum / double(s.count) + s.routing;
+  };
+  const double ref = run(reference_backend()), cpu = run(cpu_backend());
+  EXPECT_NEAR(cpu, ref, 1e-5 * std::abs(ref));
+}
+
 TEST(MoeModel, RoutingLossesAreReportedBesideTheTokensLoss) {
   ModelConfig c = moe_config();
   auto batch = tiny_batch(32);

@@ -80,6 +80,15 @@ TEST_P(MoeRoutingLossMesh, RoutingLossesMatchOneRank) {
   const std::string tag = std::string("moe_aux_") + tag_of(GetParam());
   expect_same_run(tag, "--config " + moe_model("qwen3_moe", tag, /*aux=*/true) + " " + kRun, GetParam(),
                   "/model/model.safetensors");
+  // metrics.jsonl carries them beside the tokens' loss, the same on every layout.
+  const std::string base = temp_dir_of("mesh_" + tag);
+  const auto one = metric(base + "/one", "routing_loss"), many = metric(base + "/mesh", "routing_loss");
+  ASSERT_EQ(one.size(), 6u);
+  ASSERT_EQ(many.size(), one.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    EXPECT_GT(one[i], 0.1 * 2.0 * (1 - 1e-6));  // aux_coef x E sum f P >= aux_coef x k
+    EXPECT_NEAR(many[i], one[i], 1e-5 * one[i]) << GetParam() << " step " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Meshes, MoeRoutingLossMesh, ::testing::Values("fsdp=2", "dp=2", "cp=2"),

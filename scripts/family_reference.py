@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """An independent float64 forward of the families meshtrain loads (qwen2, qwen3, mistral, llama,
-gemma3, gpt2, and the mixtures of experts mixtral and qwen3_moe), written from the math of
+gemma3, gpt2, and the mixtures of experts mixtral, qwen3_moe and olmoe), written from the math of
 transformers' modeling_qwen2.py / modeling_qwen3.py / modeling_mistral.py / modeling_gemma3.py /
-modeling_gpt2.py / modeling_mixtral.py / modeling_qwen3_moe.py with numpy alone, reading the
+modeling_gpt2.py / modeling_mixtral.py / modeling_qwen3_moe.py / modeling_olmoe.py with numpy alone, reading the
 safetensors itself: the oracle of `ctest -R family_reference` (docs/model-families.md).
 
 For each family it writes a tiny random model in that family's HF layout (config.json and
@@ -73,6 +73,12 @@ FAMILIES = {
                   "num_experts": 6, "num_experts_per_tok": 3, "moe_intermediate_size": 40,
                   "norm_topk_prob": False, "decoder_sparse_step": 1, "mlp_only_layers": [1],
                   "router_aux_loss_coef": 0.001, "output_router_logits": False},
+    # OLMoE: LLaMA's attention with RMSNorms over the whole q and k projections, every layer sparse
+    # (experts intermediate_size wide), the chosen weights left unnormalised.
+    "olmoe": {"architectures": ["OlmoeForCausalLM"], "model_type": "olmoe", "rope_theta": 10000.0,
+              "tie_word_embeddings": False, "num_experts": 5, "num_experts_per_tok": 2,
+              "norm_topk_prob": False, "clip_qkv": None, "attention_bias": False,
+              "router_aux_loss_coef": 0.01, "output_router_logits": False},
 }
 GEMMA = "gemma3_text"
 # GPT-2 has its own config keys (GPT2Config): n_inner null is 4 * n_embd.
@@ -192,6 +198,9 @@ def make_model(family, directory, seed, vocab=VOCAB, overrides=None):
         if family in ("qwen3", "gemma3", "qwen3_moe"):
             t[p + "self_attn.q_norm.weight"] = near_one(D)
             t[p + "self_attn.k_norm.weight"] = near_one(D)
+        if family == "olmoe":  # over the whole projections
+            t[p + "self_attn.q_norm.weight"] = near_one(H * D)
+            t[p + "self_attn.k_norm.weight"] = near_one(KV * D)
         if moe_layer(cfg, l):
             E, Ie = moe_sizes(cfg)
             mlp = "block_sparse_moe." if family == "mixtral" else "mlp."
@@ -216,7 +225,7 @@ def make_model(family, directory, seed, vocab=VOCAB, overrides=None):
 def moe_layer(cfg, l):
     """Whether layer l is sparse: every layer of Mixtral; Qwen3-MoE's every decoder_sparse_step-th
     outside mlp_only_layers."""
-    if cfg["model_type"] == "mixtral":
+    if cfg["model_type"] in ("mixtral", "olmoe"):
         return True
     if cfg["model_type"] != "qwen3_moe":
         return False
@@ -226,6 +235,8 @@ def moe_layer(cfg, l):
 def moe_sizes(cfg):
     if cfg["model_type"] == "mixtral":
         return cfg["num_local_experts"], cfg["intermediate_size"]
+    if cfg["model_type"] == "olmoe":
+        return cfg["num_experts"], cfg["intermediate_size"]
     return cfg["num_experts"], cfg["moe_intermediate_size"]
 
 
@@ -343,8 +354,13 @@ def forward(cfg, t, ids):
         p = f"model.layers.{l}."
         lin = lambda name, v: v @ t[p + name + ".weight"].T + t.get(p + name + ".bias", 0.0)
         n = norm(x, p + "input_layernorm.weight")
-        q = lin("self_attn.q_proj", n).reshape(T, H, D)
-        k = lin("self_attn.k_proj", n).reshape(T, KV, D)
+        q = lin("self_attn.q_proj", n)
+        k = lin("self_attn.k_proj", n)
+        if fam == "olmoe":  # OlmoeRMSNorm over the whole projections, before the heads are split
+            q = norm(q, p + "self_attn.q_norm.weight")
+            k = norm(k, p + "self_attn.k_norm.weight")
+        q = q.reshape(T, H, D)
+        k = k.reshape(T, KV, D)
         v = lin("self_attn.v_proj", n).reshape(T, KV, D)
         if fam in ("qwen3", GEMMA, "qwen3_moe"):  # per-head RMSNorm of q and k, before the rotation
             q = norm(q, p + "self_attn.q_norm.weight")

@@ -146,9 +146,10 @@ ModelConfig moe_config(bool renormalize = true) {
   return c;
 }
 
+// The training objective's mean: the tokens' loss and the routing losses.
 double mean_loss(Transformer& m, const ModelInput& in) {
   const LossSum s = m.forward_loss(in);
-  return s.sum / double(s.count);
+  return s.sum / double(s.count) + s.routing;
 }
 
 // A step small enough that no token's top-k changes under it (a change is a jump in the loss,
@@ -226,23 +227,69 @@ TEST_P(MoeGradients, LoraOnTheExpertsMatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Moe, MoeGradients, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "Renormalised" : "Plain"; });
 
-TEST(MoeModel, RoutingLossesEnterTheLossAsTransformersAddsThem) {
+// OLMoE's block: q and k normalised over their whole projections (weights [q_dim], [kv_dim]),
+// every layer sparse, the chosen weights unnormalised.
+ModelConfig olmoe_config() {
+  ModelConfig c = moe_config(/*renormalize=*/false);
+  c.model_type = "olmoe";
+  c.mlp_only_layers.clear();
+  c.qk_norm = c.qk_norm_whole = true;
+  return c;
+}
+
+TEST(MoeModel, OlmoeWholeProjectionNormsMatchFiniteDifferences) {
+  Transformer m(olmoe_config(), Precision::fp32, LoraConfig{});
+  EXPECT_EQ(m.base().get("model.layers.0.self_attn.q_norm.weight").numel, 16);  // q_dim
+  EXPECT_EQ(m.base().get("model.layers.0.self_attn.k_norm.weight").numel, 8);   // kv_dim
+  m.init_weights(1);
+  randomize(m.base(), 2, 0.3f);
+  auto batch = tiny_batch(32);
+  const ModelInput in = batch.input();
+  m.base().zero_grad();
+  m.forward_backward(in, 1.0f / float(batch.B * batch.T - 1));
+  check_store(m, m.base(), in);
+}
+
+TEST(MoeModel, OlmoeOnCpuMatchesTheReference) {
+  auto run = [&](Backend& be) {
+    Transformer m(olmoe_config(), Precision::fp32, LoraConfig{}, true, be);
+    m.init_weights(1);
+    std::vector<float> v;
+    for (auto& p : m.base().params()) {
+      v.resize(size_t(p.numel));
+      fill_normal(v.data(), p.numel, 0.3f, 2, p.name);
+      if (p.shape.size() == 1)
+        for (float& x : v) x += 1.0f;
+      m.base().set_values(p, v.data());
+    }
+    auto batch = tiny_batch(32);
+    const LossSum s = m.forward_loss(batch.input());
+    return s.sum / double(s.count) + s.routing;
+  };
+  const double ref = run(reference_backend()), cpu = run(cpu_backend());
+  EXPECT_NEAR(cpu, ref, 1e-5 * std::abs(ref));
+}
+
+TEST(MoeModel, RoutingLossesAreReportedBesideTheTokensLoss) {
   ModelConfig c = moe_config();
   auto batch = tiny_batch(32);
-  auto loss = [&](bool on) {
+  auto loss = [&](bool on, bool z) {
     ModelConfig cc = c;
     cc.output_router_logits = on;
+    if (!z) cc.router_z_loss_coef = 0.0f;
     Transformer m(cc, Precision::fp32, LoraConfig{});
     m.init_weights(1);
     randomize(m.base(), 2, 0.3f);
-    return mean_loss(m, batch.input());
+    return m.forward_loss(batch.input());
   };
-  // Off by default in the published configs (output_router_logits false): the loss is the tokens'.
-  const double without = loss(false), with = loss(true);
-  EXPECT_GT(with, without);
-  // The difference is aux_coef * aux + z_coef * z; aux >= 1 (E sum f P is at least 1 when f and P
-  // agree, k = 2 choices a token summing f to 2: here >= 2) and z >= 0.
-  EXPECT_GT(with - without, c.router_aux_loss_coef * 1.0);
+  // Off in the published configs (output_router_logits false, no z-loss): nothing beside the tokens.
+  const LossSum off = loss(false, false), aux = loss(true, false), both = loss(true, true);
+  EXPECT_EQ(off.routing, 0.0);
+  EXPECT_EQ(aux.sum, off.sum);  // the tokens' loss is the same model's
+  // aux_coef * E sum_e f_e P_e: with k = 2 the f_e sum to 2, so E sum f P >= 2 (equality when
+  // balanced): aux_coef * 2 at least.
+  EXPECT_GE(aux.routing, c.router_aux_loss_coef * 2.0 * (1 - 1e-6));
+  EXPECT_GT(both.routing, aux.routing);  // + z_coef * mean logsumexp^2
 }
 
 TEST(MoeModel, CheckpointingGivesTheSameGradients) {

@@ -36,6 +36,7 @@ constexpr Family kFamilies[] = {{"llama", "LlamaForCausalLM"},
                                 {"gpt2", "GPT2LMHeadModel"},
                                 {"mixtral", "MixtralForCausalLM"},
                                 {"qwen3_moe", "Qwen3MoeForCausalLM"},
+                                {"olmoe", "OlmoeForCausalLM"},
                                 {kGemma3ModelType, "Gemma3ForCausalLM"}};
 
 std::string family_list() {
@@ -70,7 +71,8 @@ std::string family_of(const json& j, const std::string& src) {
 // claim behaviour the weights were not trained with. Refused rather than ignored.
 void refuse_unimplemented(const json& j, const std::string& family, const std::string& src) {
   // Which bias keys a family reads (below); on the others a bias claim is refused.
-  const bool reads_attention_bias = family == "qwen3" || family == "qwen3_moe" || family == kGemma3ModelType;
+  const bool reads_attention_bias =
+      family == "qwen3" || family == "qwen3_moe" || family == "olmoe" || family == kGemma3ModelType;
   for (const char* key : {"attention_bias", "mlp_bias"}) {
     if (key == std::string("attention_bias") && reads_attention_bias) continue;
     if (set_true(j, key))
@@ -99,7 +101,7 @@ void refuse_unimplemented(const json& j, const std::string& family, const std::s
 // on, get sliding_window.
 std::vector<int64_t> layer_windows(const json& j, const std::string& family, int64_t layers,
                                    const std::string& src) {
-  if (family == "llama") {
+  if (family == "llama" || family == "olmoe") {
     if (set_true(j, "sliding_window"))
       fail(src + ": sliding_window is not a llama key (a sliding window is mistral's or qwen2's)");
     return {};
@@ -184,7 +186,7 @@ ModelConfig parse_hf_config(const std::string& text, const std::string& src) {
   // The family's block (transformers' modeling code): Qwen2 has q/k/v biases, never one on o;
   // Qwen3 per-head q/k norms and attention_bias on all four; Mistral a sliding window.
   if (family == "qwen2") c.qkv_bias = true;
-  if (family == "qwen3" || family == "qwen3_moe") {
+  if (family == "qwen3" || family == "qwen3_moe" || family == "olmoe") {
     c.qk_norm = true;
     read_key(j, "attention_bias", c.qkv_bias, src, false);
     c.o_bias = c.qkv_bias;
@@ -232,7 +234,7 @@ double short_decimal(float v) {
 void write_family_keys(nlohmann::ordered_json& j, const ModelConfig& c) {
   if (c.head_dim_override > 0 && c.head_dim() * c.num_attention_heads != c.hidden_size)
     j["head_dim"] = c.head_dim();
-  if (c.model_type == "qwen3" || c.model_type == "qwen3_moe") j["attention_bias"] = c.qkv_bias;
+  if (c.model_type == "qwen3" || c.model_type == "qwen3_moe" || c.model_type == "olmoe") j["attention_bias"] = c.qkv_bias;
   if (is_moe_model_type(c.model_type)) write_moe_keys(j, c);
   if (c.model_type == kGemma3ModelType) write_gemma3_keys(j, c);
   const int64_t L = c.num_hidden_layers;

@@ -12,20 +12,17 @@ namespace mt {
 using hf_json::read_key;
 using hf_json::set_true;
 
-bool is_moe_model_type(const std::string& t) { return t == "mixtral" || t == "qwen3_moe"; }
+bool is_moe_model_type(const std::string& t) { return t == "mixtral" || t == "qwen3_moe" || t == "olmoe"; }
 
 std::string unsupported_moe_reason(const std::string& t, const std::string& src) {
-  if (t == "olmoe")
-    return src + ": model_type 'olmoe' is not supported yet: its q/k norms span the whole projection "
-                 "(meshtrain's are per head); mixtral and qwen3_moe are";
   if (t == "qwen2_moe")
     return src + ": model_type 'qwen2_moe' is not supported: its shared expert "
-                 "(shared_expert_intermediate_size) is not implemented; mixtral and qwen3_moe are";
+                 "(shared_expert_intermediate_size) is not implemented; mixtral, qwen3_moe and olmoe are";
   if (t == "deepseek_v2" || t == "deepseek_v3")
     return src + ": model_type '" + t + "' is not supported: multi-head latent attention and grouped "
-           "routing (n_group, topk_group) are not implemented; mixtral and qwen3_moe are";
+           "routing (n_group, topk_group) are not implemented; mixtral, qwen3_moe and olmoe are";
   if (t == "gpt_oss" || t == "dbrx" || t == "jamba" || t == "granitemoe" || t == "phimoe")
-    return src + ": model_type '" + t + "' (a mixture of experts) is not supported; mixtral and qwen3_moe are";
+    return src + ": model_type '" + t + "' (a mixture of experts) is not supported; mixtral, qwen3_moe and olmoe are";
   return "";
 }
 
@@ -42,6 +39,17 @@ void read_moe_config(const nlohmann::json& j, ModelConfig& c, const std::string&
     if (jitter != 0.0)
       fail(src + ": router_jitter_noise " + clipped(j["router_jitter_noise"].dump()) +
            " is not supported (meshtrain's router adds no noise; set it to 0)");
+  } else if (c.model_type == "olmoe") {
+    // Every layer sparse, the experts intermediate_size wide, the chosen weights left as they are
+    // by default; q and k normalised over their whole projections (OlmoeRMSNorm(hidden_size)).
+    c.num_experts = 64, c.num_experts_per_tok = 8;  // OlmoeConfig's defaults
+    read_key(j, "num_experts", c.num_experts, src, false);
+    c.moe_intermediate_size = c.intermediate_size;
+    c.norm_topk_prob = false;
+    read_key(j, "norm_topk_prob", c.norm_topk_prob, src, false);
+    c.qk_norm = c.qk_norm_whole = true;
+    if (set_true(j, "clip_qkv"))
+      fail(src + ": clip_qkv " + clipped(j["clip_qkv"].dump()) + " is not supported (meshtrain does not clamp q, k, v)");
   } else {
     read_key(j, "num_experts", c.num_experts, src, true);
     c.num_experts_per_tok = 8;  // Qwen3MoeConfig's defaults
@@ -72,6 +80,10 @@ void read_moe_config(const nlohmann::json& j, ModelConfig& c, const std::string&
 void write_moe_keys(nlohmann::ordered_json& j, const ModelConfig& c) {
   if (c.model_type == "mixtral") {
     j["num_local_experts"] = c.num_experts;
+  } else if (c.model_type == "olmoe") {
+    j["num_experts"] = c.num_experts;
+    j["norm_topk_prob"] = c.norm_topk_prob;
+    j["clip_qkv"] = nullptr;
   } else {
     j["num_experts"] = c.num_experts;
     j["moe_intermediate_size"] = c.moe_intermediate_size;

@@ -146,14 +146,14 @@ BlockScratch carve_block_scratch(const Tensor& arena, const ModelConfig& c, int6
 }
 
 int64_t block_scratch_f32_elems(const ModelConfig& c, int64_t N) {
-  return (c.qk_norm ? N * c.q_dim() + c.head_dim() : 0) + (c.post_norms ? N * c.hidden_size : 0) +
+  return (c.qk_norm ? N * c.q_dim() + c.q_norm_width() : 0) + (c.post_norms ? N * c.hidden_size : 0) +
          moe_scratch_f32_elems(c, N);
 }
 
 void carve_block_scratch_f32(BlockScratch& s, ArenaCursor& f32, const ModelConfig& c, int64_t N) {
   if (c.qk_norm) {
     s.dqk_raw = f32.take(1, N * c.q_dim());
-    s.dnorm_part = f32.take(1, c.head_dim());
+    s.dnorm_part = f32.take(1, c.q_norm_width());  // >= the k norm's
   }
   if (c.post_norms) s.dpost_raw = f32.take(1, N * c.hidden_size);
   carve_moe_scratch_f32(s.moe, f32, c, N);
@@ -205,12 +205,14 @@ class SequenceRows {
 
 // Qwen3's q/k norm: an RMSNorm over each head's D values, the rows of x viewed [N * heads, D].
 // x (compute dtype) is widened into `raw` (f32, saved) and normalised back into x.
+// OLMoE's (ModelConfig::qk_norm_whole): one group a row, D its whole width; `rstd` then uses its
+// first x.rows entries.
 void head_norm_forward(Backend& be, const Tensor& x, const Tensor& raw, const Tensor& rstd,
                        const Tensor& w, int64_t heads, int64_t D, const ModelConfig& c) {
   const int64_t rows = x.rows * heads;
   be.convert(raw, x);
-  be.rmsnorm_forward(x.view(rows, D), rstd.view(rows, 1), raw.view(rows, D), w, c.rms_norm_eps,
-                     c.norm_weight_offset);
+  be.rmsnorm_forward(x.view(rows, D), rstd.flat_slice(0, rows).view(rows, 1), raw.view(rows, D), w,
+                     c.rms_norm_eps, c.norm_weight_offset);
 }
 
 // On entry dx holds the gradient of the normalised x; on exit that of x before the norm. The
@@ -222,9 +224,10 @@ void head_norm_backward(Backend& be, ModelParallel& par, const Tensor& dx, const
   const int64_t rows = dx.rows * heads;
   const Tensor draw = s.dqk_raw.flat_slice(0, rows * D).view(rows, D);
   be.fill(draw, 0.0f);  // rmsnorm_backward accumulates
-  const Tensor part = dw ? s.dnorm_part.view(1, D) : Tensor{};
+  const Tensor part = dw ? s.dnorm_part.flat_slice(0, D).view(1, D) : Tensor{};
   if (part) be.fill(part, 0.0f);
-  be.rmsnorm_backward(draw, part, dx.view(rows, D), raw.view(rows, D), w, rstd.view(rows, 1), offset);
+  be.rmsnorm_backward(draw, part, dx.view(rows, D), raw.view(rows, D), w,
+                      rstd.flat_slice(0, rows).view(rows, 1), offset);
   be.convert(dx, draw.view(dx.rows, dx.cols));
   if (!part) return;
   par.reduce_sum(part);
@@ -326,8 +329,9 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
   }
   if (c.qk_norm) {
     MT_PROFILE("q/k norm forward");
-    head_norm_forward(be, a.q, a.q_raw, a.rstd_q, w.q_norm, Hq, D, c);
-    head_norm_forward(be, a.k, a.k_raw, a.rstd_k, w.k_norm, Hkv, D, c);
+    const int64_t qg = c.qk_norm_whole ? 1 : Hq, kg = c.qk_norm_whole ? 1 : Hkv;  // groups a row
+    head_norm_forward(be, a.q, a.q_raw, a.rstd_q, w.q_norm, qg, a.q.cols / qg, c);
+    head_norm_forward(be, a.k, a.k_raw, a.rstd_k, w.k_norm, kg, a.k.cols / kg, c);
   }
   if (!c.learned_positions()) {
     const Tensor& rope_cos = w.local_rope ? in.rope_local_cos : in.rope_cos;
@@ -475,8 +479,9 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   }
   if (c.qk_norm) {
     MT_PROFILE("q/k norm backward");
-    head_norm_backward(be, par, dq, a.q_raw, a.rstd_q, w.q_norm, w.dq_norm, Hq, D, s, c.norm_weight_offset);
-    head_norm_backward(be, par, dk, a.k_raw, a.rstd_k, w.k_norm, w.dk_norm, Hkv, D, s, c.norm_weight_offset);
+    const int64_t qg = c.qk_norm_whole ? 1 : Hq, kg = c.qk_norm_whole ? 1 : Hkv;
+    head_norm_backward(be, par, dq, a.q_raw, a.rstd_q, w.q_norm, w.dq_norm, qg, dq.cols / qg, s, c.norm_weight_offset);
+    head_norm_backward(be, par, dk, a.k_raw, a.rstd_k, w.k_norm, w.dk_norm, kg, dk.cols / kg, s, c.norm_weight_offset);
   }
   const Tensor dn1 = rows_of(s.t0, N, C);
   const Tensor n1 = seq.whole(a.n1, s.whole);  // over the gathered dy, read

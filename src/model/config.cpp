@@ -87,6 +87,7 @@ void ModelConfig::validate() const {
          std::to_string(num_hidden_layers) + " layers");
   for (int64_t w : layer_window)
     if (w < 0) fail("model sliding_window must be >= 0, got " + std::to_string(w));
+  if (qk_norm_whole && !qk_norm) fail("model: a whole-projection q/k norm (OLMoE's) needs qk_norm");
   if (num_experts < 0) fail("model.num_experts must be >= 0 (0: a dense model), got " + std::to_string(num_experts));
   if (num_experts > 0) {
     if (num_experts > (int64_t(1) << 16))

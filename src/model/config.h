@@ -35,6 +35,9 @@ struct ModelConfig {
   bool mlp_bias = false;  // biases on gate_proj, up_proj, down_proj (HF mlp_bias)
   // RMSNorm over each head of q and of k before RoPE, weights [head_dim] (Qwen3 q_norm/k_norm).
   bool qk_norm = false;
+  // With qk_norm: each norm spans a token's whole q (or k) projection instead of each head, its
+  // weight [q_dim] (or [kv_dim]) (OLMoE's q_norm / k_norm, applied before the heads are split).
+  bool qk_norm_whole = false;
   // Each layer's attention window (Mistral sliding_window; Qwen2 above max_window_layers): query
   // i sees key j only when i - w < j <= i. Empty: no layer has one; else one entry per layer,
   // 0 for full attention.
@@ -106,6 +109,10 @@ struct ModelConfig {
 
   int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden_size / num_attention_heads; }
   int64_t q_dim() const { return head_dim() * num_attention_heads; }  // query / attention width
+  // The widths the q and k norms normalise over (their weights' sizes): a head's, or with
+  // qk_norm_whole the whole projection's.
+  int64_t q_norm_width() const { return qk_norm_whole ? q_dim() : head_dim(); }
+  int64_t k_norm_width() const { return qk_norm_whole ? kv_dim() : head_dim(); }
   int64_t kv_dim() const { return head_dim() * num_key_value_heads; }
   bool layer_norm() const { return norm == Norm::layer; }
   bool gelu_mlp() const { return mlp == Mlp::gelu; }

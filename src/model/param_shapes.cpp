@@ -59,8 +59,8 @@ std::vector<ParamShape> llama_param_shapes(const ModelConfig& c, const LoraConfi
         }
     }
     if (c.qk_norm) {
-      out.push_back({head_norm_name(l, kQ), {c.head_dim()}});
-      out.push_back({head_norm_name(l, kK), {c.head_dim()}});
+      out.push_back({head_norm_name(l, kQ), {c.q_norm_width()}});
+      out.push_back({head_norm_name(l, kK), {c.k_norm_width()}});
     }
   }
   out.push_back({kFinalNormName, {C}});

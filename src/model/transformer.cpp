@@ -616,15 +616,28 @@ LossSum Transformer::Runner::run(const ModelInput& in, bool backward, float grad
       LossSum ls = head_chunk(n0, std::min(chunk_, N - n0), in, backward, grad_scale, logits);
       total.sum += ls.sum, total.count += ls.count;
     }
-    // The routing losses, as transformers adds them to the mean token loss (model/moe_routing.h):
-    // counted here once per counted token, so that the loss's mean carries them once. Their
-    // gradients take the same factor (bi.moe_loss.loss_scale).
-    if (c_.moe()) {
-      const double routing_loss = double(c_.aux_loss_coef()) * load_balancing_loss(moe_stats_) +
-                                  double(c_.router_z_loss_coef) * router_z_loss(moe_stats_);
-      total.sum += routing_loss * double(total.count);
+    // The routing losses, as transformers adds them to the mean token loss (model/moe_routing.h).
+    // A training pass sums their statistics, and the counted tokens, over the ranks holding the
+    // batch's other tokens, so that every layout computes one rank's. The objective's gradient is
+    // grad_scale x (token losses + routing x counted tokens): the routing terms' factor is
+    // grad_scale x the whole batch's count (bi.moe_loss.loss_scale).
+    if (c_.moe() && (c_.aux_loss_coef() > 0.0f || c_.router_z_loss_coef > 0.0f)) {
+      double count = double(total.count);
+      if (backward && m_.token_sum()) {
+        const size_t E = size_t(c_.num_experts);
+        if (moe_stats_.choices.empty()) moe_stats_.resize(int64_t(E));  // a layer-less pass gathered none
+        std::vector<double> v(moe_stats_.choices);
+        v.insert(v.end(), moe_stats_.prob_sum.begin(), moe_stats_.prob_sum.end());
+        v.push_back(moe_stats_.tokens), v.push_back(moe_stats_.z_sum), v.push_back(count);
+        m_.token_sum()(v.data(), int64_t(v.size()));
+        std::copy(v.begin(), v.begin() + E, moe_stats_.choices.begin());
+        std::copy(v.begin() + E, v.begin() + 2 * E, moe_stats_.prob_sum.begin());
+        moe_stats_.tokens = v[2 * E], moe_stats_.z_sum = v[2 * E + 1], count = v[2 * E + 2];
+      }
+      total.routing = double(c_.aux_loss_coef()) * load_balancing_loss(moe_stats_) +
+                      double(c_.router_z_loss_coef) * router_z_loss(moe_stats_);
       bi.moe_loss.stats = &moe_stats_;
-      bi.moe_loss.loss_scale = double(grad_scale) * double(total.count);
+      bi.moe_loss.loss_scale = double(grad_scale) * count;
     }
     if (!backward) {
       done(head_unit, false);

@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -64,6 +65,12 @@ struct UnitRange {
 struct LossSum {
   double sum = 0.0;   // sum of per-token losses over counted tokens
   int64_t count = 0;  // counted tokens
+  // A mixture of experts' routing losses (model/moe_routing.h) for this pass, added to the mean
+  // token loss as transformers adds them (coefficients included; 0 without them). Never in `sum`:
+  // the tokens' loss is what is logged and validated. A training pass computes them over the
+  // tokens of every rank it was told to sum with (Transformer::set_token_sum), a forward alone
+  // over its own tokens.
+  double routing = 0.0;
 };
 
 class Transformer {
@@ -109,6 +116,13 @@ class Transformer {
   // goes through `context` (null, the default: rows are whole). Set before the first forward.
   void set_context_attention(ContextAttention* context) { context_ = context; }
   ContextAttention* context_attention() const { return context_; }
+  // Sums values over the ranks that hold the other tokens of each batch (data parallelism, FSDP,
+  // context parallelism): what a mixture of experts' routing losses sum in a training pass, so
+  // that every layout computes one rank's. Unset (the default): this rank holds them all. Called
+  // at the same point of every training pass on every rank.
+  using TokenSum = std::function<void(double* values, int64_t n)>;
+  void set_token_sum(TokenSum sum) { token_sum_ = std::move(sum); }
+  const TokenSum& token_sum() const { return token_sum_; }
   bool owns_storage() const { return base_.has_buffers(); }
   // The rows of the residual stream (UnitSpan's tensors) this model holds for a B x T input: all
   // B*T, or its share of them under sequence parallelism (ModelParallel::sequence_shards) where
@@ -166,6 +180,7 @@ class Transformer {
   bool fuse_qkv_ = true;
   ModelParallel* parallel_ = nullptr;
   ContextAttention* context_ = nullptr;
+  TokenSum token_sum_;
   std::vector<UnitRange> units_;  // empty: the whole model
   std::unique_ptr<Runner> runner_;
 };

@@ -12,6 +12,8 @@ namespace mt::parallel {
 ModelConfig tensor_parallel_config(const ModelConfig& full, int64_t tp, int64_t tp_rank) {
   full.validate();
   if (tp == 1) return full;
+  if (full.qk_norm_whole)  // its statistics span every head, which tp splits over the ranks
+    fail("tensor parallelism: a q/k norm over the whole projection (" + full.model_type + "'s) is not implemented under tp");
   auto divide = [&](int64_t size, const char* key) {
     if (size % tp != 0)
       fail("tensor parallelism: model." + std::string(key) + " (" + std::to_string(size) +

@@ -92,6 +92,8 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
     }
   }
   model().set_activation_checkpointing(tc.activation_checkpointing);
+  // A mixture of experts' routing losses sum their statistics over every rank of the batch's tokens.
+  if (dp_.sums()) model().set_token_sum([this](double* v, int64_t n) { dp_.tokens().all_reduce_sum(v, n); });
   if (m.cp > 1) {
     context_ = std::make_unique<parallel::ContextParallel>(mesh.axis(parallel::Axis::cp), backend);
     model().set_context_attention(context_.get());

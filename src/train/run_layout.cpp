@@ -52,13 +52,13 @@ void check_moe_layout(const ModelConfig& shape, const parallel::MeshShape& mesh)
   if (mesh.tp > 1)
     fail("a mixture-of-experts model under tensor parallelism (tp " + std::to_string(mesh.tp) +
          ") is not implemented yet: use dp, fsdp, pp or cp");
-  // The routing losses' statistics are one pass's over one device's tokens: summed over the ranks
-  // holding the other tokens of a micro-batch, and over pipeline stages, they are not yet.
+  // The routing losses' statistics are summed over the ranks holding a batch's other tokens
+  // (Transformer::set_token_sum), not yet over pipeline stages, each of which routes its layers.
   const bool routing_losses = shape.aux_loss_coef() > 0.0f || shape.router_z_loss_coef > 0.0f;
-  if (routing_losses && mesh.world() > 1)
-    fail("the MoE routing losses (output_router_logits = true, router_z_loss_coef) on " +
-         std::to_string(mesh.world()) + " ranks are not implemented yet: train them on one rank, or "
-         "without them (output_router_logits false, as the published configs ship)");
+  if (routing_losses && mesh.pp > 1)
+    fail("the MoE routing losses (output_router_logits = true, router_z_loss_coef) under pipeline "
+         "parallelism (pp " + std::to_string(mesh.pp) + ") are not implemented yet: use dp, fsdp or cp, or "
+         "train without them (output_router_logits false, as the published configs ship)");
 }
 
 void check_run_layout(const RunConfig& cfg, const ModelConfig& shape, const parallel::MeshShape& mesh) {

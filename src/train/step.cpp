@@ -24,7 +24,11 @@ StepResult train_step(Transformer& model, AdamW& optimizer, const std::vector<Mo
   double loss_sum = 0.0;
   if (run) loss_sum = run(micro, scale);
   else
-    for (const auto& in : micro) loss_sum += model.forward_backward(in, scale).sum;
+    for (const auto& in : micro) {
+      const LossSum s = model.forward_backward(in, scale);
+      loss_sum += s.sum;
+      r.routing_loss += s.routing / double(micro.size());
+    }
   if (sync) {
     MT_PROFILE("gradient all-reduce");
     loss_sum = sync->sum_loss(loss_sum);

@@ -17,6 +17,10 @@ struct StepResult {
   double grad_norm = 0.0;
   float lr = 0.0f;
   int64_t counted_tokens = 0;
+  // A mixture of experts' routing losses (LossSum::routing), the mean over the micro-batches; the
+  // same on every rank (their statistics are summed over the ranks). 0 without them, or when the
+  // micro-batches ran through a pipeline's stages (which refuse them).
+  double routing_loss = 0.0;
 };
 
 // How a step runs its micro-batches' forwards and backwards (gradients scaled by grad_scale),

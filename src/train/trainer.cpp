@@ -404,6 +404,7 @@ void report_step(TrainingRun& run, int64_t step, const StepResult& r, double dt,
     j["peak_flops"] = run.peak;
   }
   j["grad_norm"] = r.grad_norm;
+  if (r.routing_loss != 0.0) j["routing_loss"] = r.routing_loss;  // an MoE's, beside the tokens' loss
   j["counted_tokens"] = r.counted_tokens;
   j["peak_tensor_bytes"] = memory_stats::peak_bytes();
   if (const parallel::Pipeline* pipeline = run.placed.pipeline()) {  // this rank's, stage 0's

@@ -63,7 +63,7 @@ TEST(MoeHf, ReadsOlmoe1B7B) {
   EXPECT_EQ(c.q_norm_width(), 2048);
   int64_t n = 0;  // 6.92B in all, as published ("7B")
   for (const ParamShape& p : llama_param_shapes(c, LoraConfig{})) n += p.numel();
-  EXPECT_EQ(n, 6919129088);
+  EXPECT_EQ(n, 6919161856);
   expect_config_error(config_with(kOlmoe1B7B, {{"clip_qkv", 8.0}}), "clip_qkv");
 }
 

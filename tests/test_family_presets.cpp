@@ -12,7 +12,9 @@
 #include "io/family_presets.h"
 #include "model/param_shapes.h"
 #include "plan/model_shape.h"
+#include "plan/plan_input.h"
 #include "run_command.h"
+#include "train/flops.h"
 
 namespace mt {
 namespace {
@@ -45,6 +47,18 @@ int64_t gpt_hand_count(int64_t L, int64_t h, int64_t V, int64_t P) {
   return L * (12 * h * h + 13 * h) + (V + P) * h + 2 * h;
 }
 
+// A mixture of experts by hand (HF's MixtralSparseMoeBlock / Qwen3MoeSparseMoeBlock): per layer
+// the attention and norms as above, a router [E, C] and E experts of gate and up [Ie, C] and down
+// [C, Ie] in place of the MLP; every layer sparse (the four presets' configs). `active`: only k of
+// the E experts counted (the model cards' "activated" parameters).
+int64_t moe_hand_count(int64_t C, int64_t Ie, int64_t L, int64_t H, int64_t K, int64_t D, int64_t V, int64_t E,
+                       int64_t k, bool qk_norm, bool active = false) {
+  const int64_t q = H * D, kv = K * D;
+  int64_t layer = q * C + 2 * kv * C + C * q + 2 * C + E * C + (active ? k : E) * 3 * Ie * C;
+  if (qk_norm) layer += 2 * D;
+  return 2 * V * C + L * layer + C;
+}
+
 struct Expected {
   int64_t params;  // the hand count of the config
   int64_t hand;
@@ -63,6 +77,12 @@ const std::map<std::string, Expected>& expected() {
       {"mistral-7b", {7241732096, hand_count(4096, 14336, 32, 32, 8, 128, 32000, false, false, false)}},
       {"mistral-7b-v0.3", {7248023552, hand_count(4096, 14336, 32, 32, 8, 128, 32768, false, false, false)}},
       {"mistral-nemo-12b", {12247782400, hand_count(5120, 14336, 40, 32, 8, 128, 131072, false, false, false)}},
+      // The mixtures of experts: 46,702,792,704 is MoeHf.ReadsMixtral8x7B's count of the published
+      // config; the others are the hand counts of their configs (140.63B, 30.53B, 235.09B).
+      {"mixtral-8x7b", {46702792704, moe_hand_count(4096, 14336, 32, 32, 8, 128, 32000, 8, 2, false)}},
+      {"mixtral-8x22b", {140630071296, moe_hand_count(6144, 16384, 56, 48, 8, 128, 32768, 8, 2, false)}},
+      {"qwen3-30b-a3b", {30532122624, moe_hand_count(2048, 768, 48, 32, 4, 128, 151936, 128, 8, true)}},
+      {"qwen3-235b-a22b", {235093634560, moe_hand_count(4096, 1536, 94, 64, 4, 128, 151936, 128, 8, true)}},
       // GPT-2's 50257 tokens padded to 50688 (Megatron's rule at TP 4) and 2048 positions. The
       // paper's names round: 22.07B, 174.61B (GPT-3's 175.0B, Brown et al. 2020, is the same shape
       // at 50257 tokens: 174.60B, rounded up), 1008.03B.
@@ -151,6 +171,81 @@ TEST(FamilyPresets, EachFamilysPartsComeFromItsConfig) {
   EXPECT_EQ(published_preset("llama3-8b").hidden_size, 4096);  // the Llama presets through the same door
 }
 
+// The mixtures of experts: their family's parts as parse_hf_config reads them, and the
+// parameters a token uses (the planner's active_params, train/flops.h's matmul weights) against
+// the hand count with k experts and the model cards' "activated" figures.
+TEST(FamilyPresets, MixturesOfExpertsCountTheirActiveParameters) {
+  struct Moe {
+    const char* name;
+    int64_t active;  // the hand count with k of E experts
+  };
+  const Moe moes[] = {
+      {"mixtral-8x7b", moe_hand_count(4096, 14336, 32, 32, 8, 128, 32000, 8, 2, false, true)},     // 12.88B
+      {"mixtral-8x22b", moe_hand_count(6144, 16384, 56, 48, 8, 128, 32768, 8, 2, false, true)},    // 39.16B
+      {"qwen3-30b-a3b", moe_hand_count(2048, 768, 48, 32, 4, 128, 151936, 128, 8, true, true)},    // 3.35B
+      {"qwen3-235b-a22b", moe_hand_count(4096, 1536, 94, 64, 4, 128, 151936, 128, 8, true, true)},  // 22.19B
+  };
+  EXPECT_EQ(moes[0].active, 12879925248);
+  EXPECT_EQ(moes[1].active, 39161468928);
+  EXPECT_EQ(moes[2].active, 3353032704);
+  EXPECT_EQ(moes[3].active, 22190763520);
+  for (const Moe& m : moes) {
+    SCOPED_TRACE(m.name);
+    const FamilyPreset* p = find_family_preset(m.name);
+    ASSERT_NE(p, nullptr);
+    const ModelConfig c = family_preset(m.name);
+    EXPECT_TRUE(c.moe());
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) ASSERT_TRUE(c.moe_layer(l)) << l;
+    EXPECT_TRUE(c.norm_topk_prob);
+    EXPECT_FALSE(c.tie_word_embeddings);
+    EXPECT_EQ(c.aux_loss_coef(), 0.0f);  // output_router_logits false, as published
+    const plan::ModelShape shape = plan::model_preset(m.name);
+    const int64_t active = plan::active_params(plan::model_parts(shape, LoraConfig{}), c, c.num_hidden_layers);
+    EXPECT_EQ(active, m.active);
+    EXPECT_TRUE(matches_published(active, p->published_active)) << active << " vs " << p->published_active;
+    // train/flops.h counts a token's matmul weights: the active parameters less the embedding's
+    // lookup table and the norms (two [C] a layer, Qwen3's q/k norms [D] twice, the final [C]).
+    const int64_t C = c.hidden_size, D = c.head_dim();
+    const int64_t norms = c.num_hidden_layers * (2 * C + (c.qk_norm ? 2 * D : 0)) + C;
+    EXPECT_EQ(training_flops(c, LoraConfig{}, 4096).matmul_params, active - c.vocab_size * C - norms);
+  }
+  const ModelConfig mixtral = family_preset("mixtral-8x7b");
+  EXPECT_EQ(mixtral.model_type, "mixtral");
+  EXPECT_EQ(mixtral.num_experts, 8);
+  EXPECT_EQ(mixtral.num_experts_per_tok, 2);
+  EXPECT_EQ(mixtral.moe_intermediate_size, 14336);
+  EXPECT_EQ(mixtral.max_position_embeddings, 32768);
+  EXPECT_FLOAT_EQ(mixtral.rope_theta, 1e6f);
+  EXPECT_FLOAT_EQ(mixtral.rms_norm_eps, 1e-5f);
+  EXPECT_FALSE(mixtral.qk_norm);
+  EXPECT_TRUE(mixtral.layer_window.empty());
+  const ModelConfig m22 = family_preset("mixtral-8x22b");
+  EXPECT_EQ(m22.hidden_size, 6144);
+  EXPECT_EQ(m22.moe_intermediate_size, 16384);
+  EXPECT_EQ(m22.num_hidden_layers, 56);
+  EXPECT_EQ(m22.num_attention_heads, 48);
+  EXPECT_EQ(m22.num_key_value_heads, 8);
+  EXPECT_EQ(m22.vocab_size, 32768);
+  EXPECT_EQ(m22.max_position_embeddings, 65536);
+  const ModelConfig q30 = family_preset("qwen3-30b-a3b");
+  EXPECT_EQ(q30.model_type, "qwen3_moe");
+  EXPECT_TRUE(q30.qk_norm);
+  EXPECT_EQ(q30.head_dim(), 128);
+  EXPECT_EQ(q30.num_experts, 128);
+  EXPECT_EQ(q30.num_experts_per_tok, 8);
+  EXPECT_EQ(q30.moe_intermediate_size, 768);
+  EXPECT_EQ(q30.intermediate_size, 6144);
+  EXPECT_EQ(q30.max_position_embeddings, 40960);
+  EXPECT_FLOAT_EQ(q30.rms_norm_eps, 1e-6f);
+  const ModelConfig q235 = family_preset("qwen3-235b-a22b");
+  EXPECT_EQ(q235.hidden_size, 4096);
+  EXPECT_EQ(q235.moe_intermediate_size, 1536);
+  EXPECT_EQ(q235.num_hidden_layers, 94);
+  EXPECT_EQ(q235.num_attention_heads, 64);
+  EXPECT_EQ(q235.num_key_value_heads, 4);
+  EXPECT_EQ(q235.q_dim(), 8192);
+}
+
 // The planner's parts (embedding, one layer, the last stage) add up to the same count.
 TEST(FamilyPresets, ThePlannerCountsTheSameTensors) {
   for (const auto& p : family_presets()) {
@@ -184,6 +279,43 @@ TEST(FamilyPresets, PlanTakesThemByNameAndListsThem) {
   r = run_meshtrain("plan --model qwen9-1b --mesh dp=1");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("unknown model 'qwen9-1b'"), std::string::npos) << r.output;
+}
+
+// `plan` on a mixture of experts: total and active parameters, the experts' bytes per rank (split
+// over fsdp like any tensor: no ep axis yet), tp refused as the trainer refuses it and not searched.
+TEST(FamilyPresets, PlanPricesAMixtureOfExperts) {
+  auto r = run_meshtrain("plan --model qwen3-30b-a3b --cluster dgx-h100 --mesh fsdp=8 --seq 4096 --global-batch 64");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("parameters: 30532122624 base (30.53 B), 30532122624 trainable (30.53 B), "
+                          "3353032704 active (3.35 B: 8 of 128 experts a token"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("experts: "), std::string::npos) << r.output;
+  r = run_meshtrain("plan --model qwen3-30b-a3b --cluster dgx-h100 --mesh fsdp=8 --seq 4096 --global-batch 64 --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["parameters"]["base"].get<int64_t>(), 30532122624);
+  EXPECT_EQ(j["parameters"]["active"].get<int64_t>(), 3353032704);
+  const double experts = 48.0 * 128 * 3 * 768 * 2048 * 2;  // bf16
+  EXPECT_DOUBLE_EQ(j["experts"]["bytes_total"].get<double>(), experts);
+  EXPECT_DOUBLE_EQ(j["experts"]["bytes_per_rank"].get<double>(), experts / 8);
+  // QLoRA: the experts in NF4.
+  r = run_meshtrain("plan --model qwen3-30b-a3b --cluster dgx-h100 --mesh fsdp=8 --mode lora --base-dtype nf4 --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  j = nlohmann::json::parse(r.output);
+  EXPECT_NEAR(j["experts"]["bytes_per_rank"].get<double>(), experts / 2 / 8 * plan::kNf4BytesPerWeight, 1.0);
+
+  r = run_meshtrain("plan --model qwen3-30b-a3b --cluster dgx-h100 --mesh fsdp=4,tp=2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("tensor parallelism (tp 2) is not implemented yet"), std::string::npos) << r.output;
+
+  r = run_meshtrain("plan --model mixtral-8x7b --cluster dgx-h100 --devices 8 --search --seq 4096 --global-batch 64 "
+                    "--mode lora --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  j = nlohmann::json::parse(r.output);
+  EXPECT_TRUE(j.contains("tp_skipped")) << r.output;
+  ASSERT_FALSE(j["top"].empty()) << r.output;
+  for (const auto& c : j["top"]) EXPECT_EQ(c["mesh"]["tp"].get<int64_t>(), 1) << c["mesh"].dump();
 }
 
 // shard places the preset's own tensors: Qwen3's q/k norms and its 4096-wide q of 128-wide heads

@@ -102,10 +102,15 @@ void write_file(const std::string& path, const std::string& text) {
 void list_models(std::ostream& os) {
   for (const auto& name : plan::model_preset_names()) {
     const plan::ModelShape m = plan::model_preset(name);
-    const int64_t n = plan::total_params(plan::model_parts(m, LoraConfig{}), m.layers(), false);
+    const plan::ModelParts parts = plan::model_parts(m, LoraConfig{});
+    const int64_t n = plan::total_params(parts, m.layers(), false);
     os << name << std::string(name.size() < 18 ? 18 - name.size() : 1, ' ') << n;
-    if (const FamilyPreset* p = find_family_preset(name))
-      os << "  (published " << p->published << ", " << p->source << ")";
+    if (m.config.moe()) os << ", " << plan::active_params(parts, m.config, m.layers()) << " active";
+    if (const FamilyPreset* p = find_family_preset(name)) {
+      os << "  (published " << p->published << ", " << p->source;
+      if (*p->published_active) os << "; " << p->published_active << " active";
+      os << ")";
+    }
     os << "\n";
   }
 }

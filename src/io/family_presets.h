@@ -1,10 +1,11 @@
 // The published sizes of the families the planner and `shard` know by name (Qwen2.5, Qwen3,
-// Mistral, and the Frontier study's GPT shapes), for the shape-only tools. Each preset is the
-// architecture keys of its release's HF config.json (the GPT shapes: GPT-2's keys with the study's
-// sizes), read by parse_hf_config: the family's parts (q/k/v biases, q/k norms, an explicit
-// head_dim, a sliding window, tied embeddings; GPT-2's LayerNorm, GeLU MLP, learned positions and
-// biases) come out exactly as when its directory is loaded, and the parameter count is that of the
-// tensors the model declares (llama_param_shapes).
+// Mistral, the mixtures of experts Mixtral and Qwen3-MoE, and the Frontier study's GPT shapes), for
+// the shape-only tools. Each preset is the architecture keys of its release's HF config.json (the
+// GPT shapes: GPT-2's keys with the study's sizes), read by parse_hf_config: the family's parts
+// (q/k/v biases, q/k norms, an explicit head_dim, a sliding window, tied embeddings; GPT-2's
+// LayerNorm, GeLU MLP, learned positions and biases; the experts, their router and routing) come
+// out exactly as when its directory is loaded, and the parameter count is that of the tensors the
+// model declares (llama_param_shapes).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -18,10 +19,13 @@ namespace mt {
 // the family (family_preset_json merges them), the entry gives the rest.
 struct FamilyPreset {
   const char* name;       // "qwen3-8b"
-  const char* family;     // "qwen2", "qwen3", "mistral", "gpt": the keys the family's sizes share
+  const char* family;     // "qwen2", "qwen3", "mistral", "mixtral", "qwen3_moe", "gpt": the keys
+                          // the family's sizes share
   const char* source;     // the Hugging Face repository its config.json is from, or the paper
   const char* published;  // the parameter count its model card (or paper) prints ("8.2B")
   const char* keys;       // the keys of that config.json that differ from the family's, verbatim
+  // A mixture of experts: the parameters a token uses that its model card prints ("3.3B"); "" else.
+  const char* published_active = "";
 };
 
 // Every family preset, in the order `plan` lists them.

@@ -124,7 +124,12 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
     add("weights", frozen_bytes(frozen, double(e.local_nf4)) / z(3));
     // The GEMMs run on bf16: one layer's NF4 matrices are dequantised at a time, into scratch
     // that is reused layer after layer (no whole-model bf16 copy).
-    if (e.local_nf4 > 0) add("nf4 dequant scratch", wbytes * double(e.gathered_nf4) / double(s.layers));
+    // An MoE layer's experts run one after another: one expert's three matrices, not all of them.
+    const auto& mc = in.model.config;
+    const double idle_experts =
+        mc.moe() ? double(mc.num_experts - 1) * 3.0 * double(mc.moe_intermediate_size * mc.hidden_size) : 0.0;
+    if (e.local_nf4 > 0)
+      add("nf4 dequant scratch", wbytes * (double(e.gathered_nf4) / double(s.layers) - idle_experts));
     add("lora params", wbytes * train / z(3) + master);
     add("lora grads+optimizer", 4.0 * train / z(2) + 8.0 * train / z(1));
   } else {
@@ -215,7 +220,7 @@ double base_weight_bytes(const PlanInput& in) {
   auto bytes = [&](const std::vector<ParamShape>& ps, bool layer) {
     double b = 0.0;
     for (const auto& p : ps)
-      if (!p.adapter) b += double(p.numel()) * (nf4 && layer && p.shape.size() == 2 ? kNf4BytesPerWeight : wbytes);
+      if (!p.adapter) b += double(p.numel()) * (nf4 && layer && quantized_in_qlora(p) ? kNf4BytesPerWeight : wbytes);
     return b;
   };
   return bytes(parts.first, false) + double(in.model.layers()) * bytes(parts.layer, true) + bytes(parts.last, false);

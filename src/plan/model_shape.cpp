@@ -69,6 +69,17 @@ int64_t total_params(const ModelParts& p, int64_t layers, bool adapters) {
   return sum(p.first) + layers * sum(p.layer) + sum(p.last);
 }
 
+bool is_expert_param(const ParamShape& p) { return p.name.find(".experts.") != std::string::npos; }
+
+int64_t active_params(const ModelParts& p, const ModelConfig& c, int64_t layers) {
+  const int64_t total = total_params(p, layers, /*adapters=*/false);
+  if (!c.moe()) return total;
+  int64_t experts = 0;  // one layer's, all of them
+  for (const auto& t : p.layer)
+    if (!t.adapter && is_expert_param(t)) experts += t.numel();
+  return total - layers * experts / c.num_experts * (c.num_experts - c.num_experts_per_tok);
+}
+
 double model_flops_per_token(const ModelShape& m, const LoraConfig& lora, int64_t seq) {
   return training_flops(m.config, lora, seq).per_token;
 }

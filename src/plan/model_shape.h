@@ -25,8 +25,9 @@ struct ModelShape {
 };
 
 // llama3-8b, llama3-70b, llama3-405b, reference (the engine's benchmark shape), gpt2*, gemma3-*,
-// the families' published sizes (io/family_presets.h: qwen2.5-*, qwen3-*, mistral-*, and the
-// Frontier study's gpt-22b, gpt-175b, gpt-1t); throws listing the names.
+// the families' published sizes (io/family_presets.h: qwen2.5-*, qwen3-*, mistral-*, the mixtures
+// of experts mixtral-8x7b, mixtral-8x22b, qwen3-30b-a3b, qwen3-235b-a22b, and the Frontier study's
+// gpt-22b, gpt-175b, gpt-1t); throws listing the names.
 ModelShape model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();
 // A preset name, an HF config.json, or a model directory.
@@ -44,6 +45,14 @@ ModelParts model_parts(const ModelShape& m, const LoraConfig& lora);
 const parallel::PartitionRules& model_rules();
 
 int64_t total_params(const ModelParts& p, int64_t layers, bool adapters);
+// Whether a parameter is an expert's (or an expert's adapter): model/param_shapes.h names them
+// ...experts.{e}...
+bool is_expert_param(const ParamShape& p);
+// The base parameters a token uses: of a mixture of experts, all but the experts it does not
+// pass (num_experts - num_experts_per_tok of each MoE layer's; the router, the attention, the
+// embedding, the norms and the head counted), as the model cards' "activated" figures count them;
+// total_params for a dense model. `layers` MoE layers (model_parts prices every layer as one).
+int64_t active_params(const ModelParts& p, const ModelConfig& c, int64_t layers);
 
 // Model FLOPs per trained token (no recomputation), as train/flops.h counts them
 // (6N + 12·L·Q·T, LoRA 4N + 6N_lora + 12·L·Q·T; a GeLU MLP has two matrices, not three).

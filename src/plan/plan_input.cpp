@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "parallel/shard_plan.h"
 #include "parallel/vocab_padding.h"
+#include "train/run_layout.h"
 
 namespace mt::plan {
 
@@ -38,6 +39,7 @@ void validate(const PlanInput& in) {
          std::to_string(per_step));
   parallel::check_virtual_stages(in.pp_schedule, int(m.pp), int(in.pp_virtual), in.micro_batches());
   stage_blocks(in);  // throws when the model cannot be split into pp stages as asked
+  check_moe_layout(c, m);  // the trainer's refusals for a mixture of experts (tp > 1)
   if (c.num_attention_heads % m.tp != 0 || c.num_key_value_heads % m.tp != 0)
     fail(in.model.name + ": " + std::to_string(c.num_attention_heads) + " heads / " +
          std::to_string(c.num_key_value_heads) + " KV heads are not divisible by tp=" + std::to_string(m.tp));
@@ -59,10 +61,10 @@ ElemCount ElemCount::times(int64_t k) const {
 
 namespace {
 
-// A frozen projection matrix of a transformer layer under an NF4 base (see BaseDtype).
+// A frozen projection matrix of a transformer layer under an NF4 base (see BaseDtype), as the
+// trainer chooses them (quantized_in_qlora: an MoE layer's router is kept in the compute dtype).
 bool stored_nf4(const parallel::ShardedParam& p, const PlanInput& in) {
-  return in.base_dtype == BaseDtype::nf4 && !p.trainable && p.param.shape.size() == 2 &&
-         p.param.name.rfind("model.layers.", 0) == 0;
+  return in.base_dtype == BaseDtype::nf4 && !p.trainable && quantized_in_qlora(p.param);
 }
 
 }  // namespace

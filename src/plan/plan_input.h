@@ -68,7 +68,8 @@ struct PlanInput {
 // Throws one line for a non-positive size, a ZeRO level outside 0-3, a batch the data-parallel
 // ranks and micro-batch do not divide, a sequence 2 x cp does not divide, heads tp does not
 // divide, a model pp cannot split (or a pp_blocks that does not fit it), a sequence past the
-// model's positions, an NF4 base outside LoRA mode.
+// model's positions, an NF4 base outside LoRA mode, a mixture of experts under tp (the trainer's
+// check_moe_layout).
 void validate(const PlanInput& in);
 
 // Elements one rank holds of a set of tensors: its own block (local) and, for the tensors fsdp

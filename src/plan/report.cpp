@@ -28,14 +28,40 @@ std::string mode_str(const PlanInput& in) {
 
 // The parameters the plan priced: the whole base model, and what the optimizer updates (the
 // base in full training, the adapters under LoRA).
+// A mixture of experts also: the base parameters a token uses (active_params).
 struct ParamCounts {
-  int64_t base = 0, trainable = 0;
+  int64_t base = 0, trainable = 0, active = 0;
 };
 
 ParamCounts param_counts(const PlanInput& in) {
   const ModelParts parts = model_parts(in.model, in.lora);
   const int64_t base = total_params(parts, in.model.layers(), /*adapters=*/false);
-  return {base, in.lora.enabled ? total_params(parts, in.model.layers(), /*adapters=*/true) : base};
+  return {base, in.lora.enabled ? total_params(parts, in.model.layers(), /*adapters=*/true) : base,
+          active_params(parts, in.model.config, in.model.layers())};
+}
+
+// A mixture of experts' expert weights (their base matrices, as stored: NF4 under QLoRA): on one
+// rank of the priced stage, and in the whole model. Without an ep axis they are placed by the
+// partition rules like every tensor: split over fsdp (x cp), whole on each dp replica.
+struct ExpertBytes {
+  double per_rank = 0.0, total = 0.0;
+};
+
+ExpertBytes expert_bytes(const PlanInput& in, int64_t stage) {
+  const ModelParts parts = model_parts(in.model, in.lora);
+  std::vector<ParamShape> experts;
+  for (const auto& t : parts.layer)
+    if (!t.adapter && is_expert_param(t)) experts.push_back(t);
+  const ElemCount e = count_elems(experts, in);
+  const double wbytes = in.precision == Precision::bf16 ? 2.0 : 4.0;
+  int64_t all = 0;
+  for (const auto& t : experts) all += t.numel();
+  const bool nf4 = in.lora.enabled && in.base_dtype == BaseDtype::nf4;
+  const double per_elem = nf4 ? kNf4BytesPerWeight : wbytes;
+  const std::vector<StageParams> stages = stage_params(in);
+  const double layers = double(stages[size_t(std::clamp<int64_t>(stage, 0, int64_t(stages.size()) - 1))].layers);
+  return {layers * (wbytes * double(e.local - e.local_nf4) + kNf4BytesPerWeight * double(e.local_nf4)),
+          double(in.model.layers()) * per_elem * double(all)};
 }
 
 // 8030261248 -> "8.03 B"
@@ -49,9 +75,23 @@ std::string short_count(int64_t n) {
 
 std::string parameters_line(const PlanInput& in) {
   const ParamCounts n = param_counts(in);
-  return "parameters: " + std::to_string(n.base) + " base (" + short_count(n.base) + "), " +
-         std::to_string(n.trainable) + " trainable (" + short_count(n.trainable) +
-         (in.lora.enabled ? ", LoRA adapters" : "") + ")";
+  std::string s = "parameters: " + std::to_string(n.base) + " base (" + short_count(n.base) + "), " +
+                  std::to_string(n.trainable) + " trainable (" + short_count(n.trainable) +
+                  (in.lora.enabled ? ", LoRA adapters" : "") + ")";
+  const auto& c = in.model.config;
+  if (c.moe())
+    s += ", " + std::to_string(n.active) + " active (" + short_count(n.active) + ": " +
+         std::to_string(c.num_experts_per_tok) + " of " + std::to_string(c.num_experts) +
+         " experts a token; FLOPs counted on these)";
+  return s;
+}
+
+// "experts: 13.41 GB per rank of 107.3 GB": a mixture of experts only.
+std::string experts_line(const PlanInput& in, int64_t stage) {
+  const ExpertBytes b = expert_bytes(in, stage);
+  return "experts: " + fmt("%.2f GB", b.per_rank / kBytesPerGB) + " per rank (stage " + std::to_string(stage) +
+         ") of " + fmt("%.2f GB", b.total / kBytesPerGB) +
+         " in all; sharded by fsdp like any tensor (no expert-parallel ep axis yet; tp refused)";
 }
 
 // "base weights: 215.73 GB (nf4: ...)": the figure QLoRA is about.
@@ -107,7 +147,9 @@ std::string describe_input(const PlanInput& in) {
 void print_plan(std::ostream& os, const Candidate& c) {
   const auto& m = c.memory;
   const auto& t = c.time;
-  os << describe_input(c.input) << "\n" << parameters_line(c.input) << "\n" << weights_line(c.input) << "\n\n";
+  os << describe_input(c.input) << "\n" << parameters_line(c.input) << "\n" << weights_line(c.input) << "\n";
+  if (c.input.model.config.moe()) os << experts_line(c.input, m.stage) << "\n";
+  os << "\n";
   os << "memory per device (pipeline stage " << m.stage << ", the largest)\n";
   for (const auto& i : m.items)
     os << "  " << i.name << std::string(24 - std::min<size_t>(22, i.name.size()), ' ') << fmt("%10.2f GB", i.bytes / kBytesPerGB)
@@ -159,7 +201,11 @@ void print_search(std::ostream& os, const SearchResult& r, size_t top) {
       break;
     }
   os << r.considered << " layouts evaluated, " << r.ranked.size() << " fit, " << r.too_big.size()
-     << " do not fit, " << r.invalid << " meshes skipped (model or batch not divisible)\n\n";
+     << " do not fit, " << r.invalid << " meshes skipped (model or batch not divisible)\n";
+  if (r.tp_skipped)
+    os << "tp > 1 not searched: a mixture of experts under tensor parallelism is not implemented yet "
+          "(the experts are sharded by fsdp; no ep axis yet)\n";
+  os << "\n";
   if (r.ranked.empty()) {
     os << "no layout fits\n";
     return;
@@ -194,6 +240,13 @@ nlohmann::json plan_json(const Candidate& c) {
   j["cluster"] = in.cluster.name;
   const ParamCounts n = param_counts(in);
   j["parameters"] = {{"base", n.base}, {"trainable", n.trainable}};
+  if (in.model.config.moe()) {
+    const ExpertBytes e = expert_bytes(in, c.memory.stage);
+    j["parameters"]["active"] = n.active;
+    j["experts"] = {{"num_experts", in.model.config.num_experts},
+                    {"per_token", in.model.config.num_experts_per_tok},
+                    {"bytes_per_rank", e.per_rank}, {"bytes_total", e.total}};
+  }
   j["base_dtype"] = base_dtype_name(in.base_dtype);
   j["base_weight_bytes"] = base_weight_bytes(in);
   nlohmann::json mem = nlohmann::json::object();
@@ -229,6 +282,7 @@ nlohmann::json search_json(const SearchResult& r, size_t top) {
   j["fit"] = r.ranked.size();
   j["too_big"] = r.too_big.size();
   j["invalid_meshes"] = r.invalid;
+  if (r.tp_skipped) j["tp_skipped"] = "a mixture of experts under tensor parallelism is not implemented yet";
   j["top"] = nlohmann::json::array();
   for (size_t i = 0; i < std::min(top, r.ranked.size()); ++i) j["top"].push_back(plan_json(r.ranked[i]));
   return j;

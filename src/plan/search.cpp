@@ -41,7 +41,12 @@ SearchResult search_layouts(const PlanInput& base, int64_t devices, const Search
   if (devices <= 0) fail("device count must be > 0, got " + std::to_string(devices));
   if (space.grad_accum < 0) fail("micro-batches per step must be >= 0, got " + std::to_string(space.grad_accum));
   SearchResult out;
-  for (int64_t tp : divisors(devices))
+  // A mixture of experts under tensor parallelism is refused by the trainer
+  // (train/run_layout.h check_moe_layout): not searched, its experts sharded by fsdp instead.
+  const bool moe = base.model.config.moe();
+  out.tp_skipped = moe;
+  for (int64_t tp : divisors(devices)) {
+    if (moe && tp > 1) continue;
     for (int64_t pp : divisors(devices / tp))
       for (int64_t cp : context_splits(base, devices / tp / pp))
         for (int64_t fsdp : divisors(devices / tp / pp / cp)) {
@@ -70,6 +75,7 @@ SearchResult search_layouts(const PlanInput& base, int64_t devices, const Search
             }
           }
         }
+  }
   std::stable_sort(out.ranked.begin(), out.ranked.end(), [](const Candidate& a, const Candidate& b) {
     return a.time.tokens_per_s > b.time.tokens_per_s;
   });

@@ -1,4 +1,5 @@
-// Strategy search: every layout (dp, fsdp, tp, pp, and cp where 2 cp divides the sequence),
+// Strategy search: every layout (dp, fsdp, tp, pp, and cp where 2 cp divides the sequence; no tp
+// for a mixture of experts, which the trainer does not split over tp yet),
 // micro-batch and checkpointing choice for a device count that the model and batch divide,
 // evaluated with the memory and time models; the fitting ones ranked by predicted tokens/s.
 #pragma once
@@ -21,6 +22,7 @@ struct SearchResult {
   std::vector<Candidate> too_big;    // layouts that divide but do not fit (for the front's picture)
   int64_t considered = 0;            // (mesh, micro-batch, checkpointing) tuples tried
   int64_t invalid = 0;               // meshes the model or batch did not divide (skipped)
+  bool tp_skipped = false;           // a mixture of experts: no tp > 1 tried (the trainer refuses it)
 };
 
 // What the search varies besides the mesh.

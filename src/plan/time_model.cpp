@@ -23,26 +23,44 @@ namespace {
 struct LinearShape {
   double out, in;      // this rank's block: [out, in]
   bool trainable;
+  double rows = 1.0;   // of the micro-batch's N tokens, the share each product runs over
+  double count = 1.0;  // products of this shape (an MoE layer's experts: num_experts)
 };
 
-// One layer's linear maps at the tp-local sizes, base then adapters.
-std::vector<LinearShape> layer_linears(const PlanInput& in) {
+// One layer's linear maps at the tp-local sizes, base then adapters: a dense layer's seven (six
+// for a GeLU MLP), or with `moe` the attention's four, the router [E, C] over every token and the
+// experts. The experts' products are priced as the routing were balanced: each of the E experts
+// takes N k / E of the micro-batch's N tokens (its own GEMMs, each at the efficiency its smallest
+// dimension gives, gemm_efficiency: fewer rows, lower efficiency); no imbalance factor is assumed.
+// The router is frozen under LoRA (as the trainer keeps it), trained in full training.
+std::vector<LinearShape> layer_linears(const PlanInput& in, bool moe) {
   const auto& c = in.model.config;
   const double tp = double(in.mesh.tp), C = double(c.hidden_size), I = double(c.intermediate_size);
   const bool base_trains = !in.lora.enabled;
   std::vector<LinearShape> out;
   // q and o are heads x head_dim wide (hidden_size in LLaMA; 8192 against 5120 in Qwen3-32B).
   const double q = double(c.q_dim()), kv = double(c.kv_dim());
-  const LinearShape proj[kNumProj] = {{q / tp, C, base_trains},  {kv / tp, C, base_trains},
-                                      {kv / tp, C, base_trains}, {C, q / tp, base_trains},
-                                      {I / tp, C, base_trains},  {I / tp, C, base_trains},
-                                      {C, I / tp, base_trains}};
+  LinearShape proj[kNumProj] = {{q / tp, C, base_trains},  {kv / tp, C, base_trains},
+                                {kv / tp, C, base_trains}, {C, q / tp, base_trains},
+                                {I / tp, C, base_trains},  {I / tp, C, base_trains},
+                                {C, I / tp, base_trains}};
+  if (moe) {
+    const double E = double(c.num_experts), share = double(c.num_experts_per_tok) / E;
+    const double Ie = double(c.moe_intermediate_size) / tp;
+    proj[kGate] = {Ie, C, base_trains, share, E};
+    proj[kUp] = {Ie, C, base_trains, share, E};
+    proj[kDown] = {C, Ie, base_trains, share, E};
+    out.push_back({E, C, base_trains});  // the router
+  }
   for (int p = 0; p < kNumProj; ++p)
     if (proj_exists(Proj(p), c)) out.push_back(proj[p]);  // a GeLU MLP (GPT-2) has no gate
   const auto on = lora_targets_mask(in.lora);
   const double r = double(in.lora.rank);
-  for (int p = 0; p < kNumProj; ++p)
-    if (on[p] && proj_exists(Proj(p), c)) out.push_back({r, proj[p].in, true}), out.push_back({proj[p].out, r, true});
+  for (int p = 0; p < kNumProj; ++p) {
+    if (!on[p] || !proj_exists(Proj(p), c)) continue;
+    const LinearShape& b = proj[p];
+    out.push_back({r, b.in, true, b.rows, b.count}), out.push_back({b.out, r, true, b.rows, b.count});
+  }
   return out;
 }
 
@@ -74,7 +92,7 @@ std::pair<double, double> bias_bytes_per_token(const PlanInput& in) {
 std::pair<double, double> linear_seconds(const Cluster& cl, const std::vector<LinearShape>& ls, double N) {
   double f = 0.0, b = 0.0;
   for (const auto& l : ls) {
-    const double t = gemm_seconds(cl, N, l.out, l.in);
+    const double t = l.count * gemm_seconds(cl, N * l.rows, l.out, l.in);
     f += t;
     b += l.trainable ? 2.0 * t : t;
   }
@@ -114,7 +132,18 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
   // One layer: linears, causal flash attention (4·Q flops per query-key pair scored: about half
   // the T x T square, or the band a sliding window leaves), elementwise traffic (norms, q/k norms,
   // RoPE, the MLP's gate, residual adds: the bytes the layer saves), bias adds.
-  auto [lf, lb] = linear_seconds(cl, layer_linears(in), N);
+  // A mixture of experts' layers are its MoE layers' products, its dense ones' (mlp_only_layers)
+  // the MLP's, in the model's proportion.
+  int64_t moe_layers = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) moe_layers += c.moe_layer(l) ? 1 : 0;
+  const double moe_share = double(moe_layers) / double(c.num_hidden_layers);
+  double lf = 0.0, lb = 0.0;
+  for (const bool moe : {false, true}) {
+    const double share = moe ? moe_share : 1.0 - moe_share;
+    if (share <= 0.0) continue;
+    const auto [f, b] = linear_seconds(cl, layer_linears(in, moe), N);
+    lf += share * f, lb += share * b;
+  }
   const double att_flops = 4.0 * N * mean_attended_keys(c, in.seq) * double(c.q_dim()) / tp;
   const double att = att_flops / (cl.peak_flops * cl.attention_efficiency);
   const double elem = activation_bytes(in, 1, false, false).layer * kElementwiseTraffic / cl.memory_bandwidth;

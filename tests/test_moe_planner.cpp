@@ -1,0 +1,97 @@
+// The planner on a mixture of experts against the engine: the per-rank memory `meshtrain plan`
+// predicts for a tiny Qwen3-MoE-like and Mixtral-like model (every layer sparse, as the published
+// configs; k = 2 of 4 experts) in their HF layout, less its runtime overhead, is every rank's
+// measured peak of tensor memory within 2%, on one rank and on fsdp = 2 (full training of the
+// Qwen3-MoE-like model; two cases are not yet, see Case::fsdp_tolerance). The planner reads the
+// engine's own sizes (model/block.h block_activation_sizes and block_scratch_elems, which count the
+// experts' saved rows and scratch, model/moe.h) and the trainer's partition rules for the experts.
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "family_model_dir.h"
+#include "mesh_runs.h"
+
+namespace mt::testing {
+namespace {
+
+// The built-in run's model with `family`'s experts, every layer sparse.
+std::string moe_dir(const std::string& family, const std::string& tag) {
+  return family_model_dir(
+      tag, "--set train.seq_len=32 --set train.batch_size=2",
+      [&](ModelConfig& c) {
+        c.model_type = family;
+        c.num_experts = 4, c.num_experts_per_tok = 2;
+        c.moe_intermediate_size = family == "mixtral" ? c.intermediate_size : 64;
+        c.norm_topk_prob = family == "mixtral";
+        if (family == "qwen3_moe") c.qk_norm = true;
+      },
+      /*seed=*/5);
+}
+
+struct Case {
+  const char* family;
+  const char* mode;  // "full" or "lora"
+  // The bound on fsdp = 2 (one rank: 2% in every case). Two cases are not yet within 2% there and
+  // are held to what they measured, so that a change is seen (docs/planner.md "Mixtures of
+  // experts" lists them as open): the Mixtral-like model's fsdp = 2 peak is over-predicted by 2.8%
+  // (not explained yet), and LoRA under fsdp = 2 under-predicted by 7.1% (measured 2026-12-06).
+  // The LoRA shortfall is not the experts': with the adapters on q, k, v, o only it is the same,
+  // and a dense model of the same shape, loaded from model.path the same way, falls short by as
+  // much (one rank 2.1%, fsdp = 2 11%) — a gap of the planner's LoRA pricing on tiny models loaded
+  // from a directory, to be looked at apart from the experts.
+  double fsdp_tolerance;
+};
+
+class MoePlanner : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MoePlanner, PerRankMemoryIsTheEnginesWithinTwoPercent) {
+  const std::string family = GetParam().family;
+  const bool lora = std::string(GetParam().mode) == "lora";
+  const std::string tag = "moe_plan_" + family + "_" + GetParam().mode;
+  const std::string model = moe_dir(family, tag);
+  const std::string train_lora =
+      lora ? "--set lora.enabled=true --set lora.rank=4 "
+             "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\"]' "
+           : "";
+  const std::string plan_lora = lora ? "--mode lora --lora-rank 4 --lora-targets q,k,v,o,gate,up,down " : "";
+  for (const std::string mesh : {"", "fsdp=2"}) {
+    if (!mesh.empty() && !have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+    SCOPED_TRACE(mesh.empty() ? "one rank" : mesh);
+    const std::string dir = fresh_temp_dir(tag + (mesh.empty() ? "_one" : "_fsdp2")) + "/run";
+    const RunAndPlan r = train_then_plan(
+        train_command(mesh) + "--set model.path=" + model + " " + train_lora +
+            "--set train.seq_len=32 --set train.batch_size=2 --set train.grad_accum=2 --set train.precision=bf16 "
+            "--set train.steps=2 --set train.peak_gflops=100",
+        dir,
+        std::string(MESHTRAIN_BINARY) + " plan --model " + model + " --cluster cpu --mesh " +
+            (mesh.empty() ? std::string("dp=1") : mesh) + " " + plan_lora + "--seq 32 --global-batch 4 " +
+            // train.batch_size rows a micro-batch, split over fsdp: 1 row a rank on fsdp = 2
+            (mesh.empty() ? "--micro-batch 2" : "--micro-batch 1"));
+    const auto& m = r.plan.at("memory_bytes");
+    const double predicted = m.at("total").get<double>() - m.at("items").value("overhead", 0.0);
+    const auto& ranks = r.summary.at("memory_per_rank");
+    ASSERT_EQ(ranks.size(), mesh.empty() ? 1u : 2u);
+    for (const auto& rank : ranks) {
+      const double measured = double(rank.at("peak_tensor_bytes").get<int64_t>());
+      EXPECT_NEAR(predicted / measured, 1.0, mesh.empty() ? 0.02 : GetParam().fsdp_tolerance)
+          << "predicted " << predicted << ", measured " << measured;
+      std::cout << family << " " << GetParam().mode << " " << (mesh.empty() ? "one rank" : mesh) << ": predicted "
+                << predicted << ", measured " << measured << " (" << predicted / measured << ")\n";
+    }
+    // The experts' bytes on a rank: split over fsdp like any tensor (no ep axis yet).
+    const auto& e = r.plan.at("experts");
+    EXPECT_DOUBLE_EQ(e.at("bytes_per_rank").get<double>() * (mesh.empty() ? 1.0 : 2.0),
+                     e.at("bytes_total").get<double>());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, MoePlanner,
+                         ::testing::Values(Case{"qwen3_moe", "full", 0.02}, Case{"mixtral", "full", 0.03},
+                                           Case{"qwen3_moe", "lora", 0.08}),
+                         [](const auto& info) { return std::string(info.param.family) + "_" + info.param.mode; });
+
+}  // namespace
+}  // namespace mt::testing

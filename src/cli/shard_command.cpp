@@ -50,15 +50,21 @@ struct Inputs {
 };
 
 // A run config's [model] keys name the LLaMA shape alone: a family preset's parts (GPT-2's norm,
-// MLP and positions, biases, q/k norms, head_dim, windows, and Gemma 3's norm offset, post norms,
-// GeGLU, scales, local RoPE and rope_scaling type) are taken from the preset, over the shape --set
+// MLP and positions, biases, q/k norms, head_dim, windows, Gemma 3's norm offset, post norms,
+// GeGLU, scales, local RoPE and rope_scaling type, and a mixture of experts' experts) are taken from the preset, over the shape --set
 // may have changed.
 ModelConfig with_family_parts(ModelConfig shape, const ModelConfig& preset, const std::string& name) {
   shape.model_type = preset.model_type;
   shape.norm = preset.norm, shape.mlp = preset.mlp, shape.positions = preset.positions;
   shape.qkv_bias = preset.qkv_bias, shape.o_bias = preset.o_bias, shape.mlp_bias = preset.mlp_bias;
-  shape.qk_norm = preset.qk_norm;
+  shape.qk_norm = preset.qk_norm, shape.qk_norm_whole = preset.qk_norm_whole;
   shape.head_dim_override = preset.head_dim_override;
+  // A mixture of experts' (model/moe.h): the experts, their width and routing, the dense layers.
+  shape.num_experts = preset.num_experts, shape.num_experts_per_tok = preset.num_experts_per_tok;
+  shape.moe_intermediate_size = preset.moe_intermediate_size, shape.norm_topk_prob = preset.norm_topk_prob;
+  shape.decoder_sparse_step = preset.decoder_sparse_step, shape.mlp_only_layers = preset.mlp_only_layers;
+  shape.output_router_logits = preset.output_router_logits;
+  shape.router_aux_loss_coef = preset.router_aux_loss_coef;
   shape.norm_weight_offset = preset.norm_weight_offset, shape.post_norms = preset.post_norms;
   shape.geglu = preset.geglu, shape.scale_embeddings = preset.scale_embeddings;
   shape.attention_scale = preset.attention_scale, shape.rope_local_theta = preset.rope_local_theta;

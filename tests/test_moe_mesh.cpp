@@ -10,9 +10,9 @@
 #include <fstream>
 #include <string>
 
-#include "family_model_dir.h"
 #include "io/peft_config.h"
 #include "mesh_runs.h"
+#include "moe_model_dir.h"
 
 namespace mt::testing {
 namespace {
@@ -22,21 +22,14 @@ const char* kRun =
     "--set train.batch_size=4 --set train.grad_accum=2 --set train.seq_len=32 "
     "--set train.log_every=100 --set optim.warmup_steps=2 ";
 
-// The built-in run's model with `family`'s experts (4 of width 64, 2 a token); a config file that
-// names it as model.path. `aux`: the routing losses on.
+// moe_model_dir's model (Qwen3-MoE's with a dense layer); a config file that names it as
+// model.path. `aux`: the routing losses on.
 std::string moe_model(const std::string& family, const std::string& tag, bool aux = false) {
-  const std::string dir = family_model_dir(
-      tag, "--set train.seq_len=32 --set train.batch_size=2",
-      [&](ModelConfig& c) {
-        c.model_type = family;
-        c.num_experts = 4, c.num_experts_per_tok = 2;
-        c.moe_intermediate_size = family == "mixtral" ? c.intermediate_size : 64;
-        c.norm_topk_prob = family == "mixtral";
-        if (family == "qwen3_moe") c.qk_norm = true, c.mlp_only_layers = {1};
-        c.output_router_logits = aux;
-        if (aux) c.router_aux_loss_coef = 0.1f, c.router_z_loss_coef = 0.01f;  // large enough to steer
-      },
-      /*seed=*/5);
+  const std::string dir = moe_model_dir(family, tag, [&](ModelConfig& c) {
+    if (family == "qwen3_moe") c.mlp_only_layers = {1};  // a dense layer among the sparse
+    c.output_router_logits = aux;
+    if (aux) c.router_aux_loss_coef = 0.1f, c.router_z_loss_coef = 0.01f;  // large enough to steer
+  });
   std::ofstream(dir + ".toml") << "[model]\npath = \"" << dir << "\"\n";
   return dir + ".toml";
 }

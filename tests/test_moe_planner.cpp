@@ -11,25 +11,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "family_model_dir.h"
 #include "mesh_runs.h"
+#include "moe_model_dir.h"
 
 namespace mt::testing {
 namespace {
-
-// The built-in run's model with `family`'s experts, every layer sparse.
-std::string moe_dir(const std::string& family, const std::string& tag) {
-  return family_model_dir(
-      tag, "--set train.seq_len=32 --set train.batch_size=2",
-      [&](ModelConfig& c) {
-        c.model_type = family;
-        c.num_experts = 4, c.num_experts_per_tok = 2;
-        c.moe_intermediate_size = family == "mixtral" ? c.intermediate_size : 64;
-        c.norm_topk_prob = family == "mixtral";
-        if (family == "qwen3_moe") c.qk_norm = true;
-      },
-      /*seed=*/5);
-}
 
 struct Case {
   const char* family;
@@ -51,7 +37,7 @@ TEST_P(MoePlanner, PerRankMemoryIsTheEnginesWithinTwoPercent) {
   const std::string family = GetParam().family;
   const bool lora = std::string(GetParam().mode) == "lora";
   const std::string tag = "moe_plan_" + family + "_" + GetParam().mode;
-  const std::string model = moe_dir(family, tag);
+  const std::string model = moe_model_dir(family, tag);
   const std::string train_lora =
       lora ? "--set lora.enabled=true --set lora.rank=4 "
              "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\"]' "

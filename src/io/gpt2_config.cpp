@@ -1,11 +1,10 @@
 #include "io/gpt2_config.h"
 
-#include <charconv>
 #include <cmath>
-#include <cstdlib>
 
 #include "core/clipped.h"
 #include "core/error.h"
+#include "io/hf_json_keys.h"
 
 namespace mt {
 
@@ -28,12 +27,6 @@ bool gpt2_flag(const json& j, const char* key, bool fallback, const std::string&
   return it->get<bool>();
 }
 
-// The shortest decimal of a float as a double, so 1e-05 is written as 1e-05.
-double gpt2_short_decimal(float v) {
-  char buf[32];
-  const auto res = std::to_chars(buf, buf + sizeof buf, v);
-  return std::strtod(std::string(buf, res.ptr).c_str(), nullptr);
-}
 
 }  // namespace
 
@@ -88,7 +81,7 @@ void write_gpt2_config_keys(nlohmann::ordered_json& j, const ModelConfig& c) {
   j["n_positions"] = c.max_position_embeddings;
   if (j.contains("n_ctx")) j["n_ctx"] = c.max_position_embeddings;
   j["vocab_size"] = c.vocab_size;
-  j["layer_norm_epsilon"] = gpt2_short_decimal(c.rms_norm_eps);
+  j["layer_norm_epsilon"] = hf_json::short_decimal(c.rms_norm_eps);
   if (!j.contains("activation_function") || j["activation_function"].is_null()) j["activation_function"] = "gelu_new";
   j["tie_word_embeddings"] = true;
 }

@@ -1,8 +1,6 @@
 #include "io/hf_config.h"
 
-#include <charconv>
 #include <cmath>
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "core/bounded_json.h"
@@ -20,6 +18,7 @@ namespace {
 using json = nlohmann::json;
 
 using hf_json::read_key;
+using hf_json::short_decimal;
 using hf_json::set_true;
 
 // The families meshtrain computes: HF model_type, the architectures entry of its causal LM, and
@@ -221,13 +220,6 @@ ModelConfig load_hf_config(const std::string& path) {
 
 namespace {
 
-// The double whose shortest decimal is the float's shortest decimal, so that JSON shows what a
-// user wrote (1e-05) rather than every digit of the float widened to double.
-double short_decimal(float v) {
-  char buf[32];
-  const auto res = std::to_chars(buf, buf + sizeof buf, v);
-  return std::strtod(std::string(buf, res.ptr).c_str(), nullptr);
-}
 
 // The keys by which the family's block differs from LLaMA's, as its HF config names them: what
 // parse_hf_config read, so that the written directory loads as the same model.

@@ -2,7 +2,9 @@
 // missing required key is one line naming the key. Shared by the family readers (hf_config.cpp,
 // hf_gemma3.cpp).
 #pragma once
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <type_traits>
@@ -36,6 +38,14 @@ void read_key(const nlohmann::json& j, const char* key, V& out, const std::strin
 inline bool set_true(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && !(it->is_null() || (it->is_boolean() && !it->get<bool>()));
+}
+
+// The double whose shortest decimal is the float's shortest decimal, so that JSON shows what a
+// user wrote (1e-05, 0.001) rather than every digit of the float widened to double.
+inline double short_decimal(float v) {
+  char buf[32];
+  const auto res = std::to_chars(buf, buf + sizeof buf, v);
+  return std::strtod(std::string(buf, res.ptr).c_str(), nullptr);
 }
 
 }  // namespace mt::hf_json

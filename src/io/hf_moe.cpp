@@ -1,8 +1,5 @@
 #include "io/hf_moe.h"
 
-#include <charconv>
-#include <cstdlib>
-
 #include "core/clipped.h"
 #include "core/error.h"
 #include "io/hf_json_keys.h"
@@ -93,9 +90,7 @@ void write_moe_keys(nlohmann::ordered_json& j, const ModelConfig& c) {
   }
   j["num_experts_per_tok"] = c.num_experts_per_tok;
   j["output_router_logits"] = c.output_router_logits;
-  char buf[32];  // the float's shortest decimal (0.001, not the double it widens to)
-  const auto res = std::to_chars(buf, buf + sizeof buf, c.router_aux_loss_coef);
-  j["router_aux_loss_coef"] = std::strtod(std::string(buf, res.ptr).c_str(), nullptr);
+  j["router_aux_loss_coef"] = hf_json::short_decimal(c.router_aux_loss_coef);  // 0.001, not its double
 }
 
 }  // namespace mt

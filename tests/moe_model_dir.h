@@ -1,0 +1,28 @@
+// A tiny mixture-of-experts model in its family's HF layout (family_model_dir.h), for the tests
+// that train one from model.path: the built-in run's model with 4 experts, 2 a token (Mixtral's
+// intermediate_size wide, the others' 64), renormalised for Mixtral only, Qwen3-MoE's q/k norms.
+#pragma once
+#include <functional>
+#include <string>
+
+#include "family_model_dir.h"
+
+namespace mt::testing {
+
+// `more` changes the config further (dense layers, the routing losses). Returns the directory.
+inline std::string moe_model_dir(const std::string& family, const std::string& tag,
+                                 const std::function<void(ModelConfig&)>& more = {}) {
+  return family_model_dir(
+      tag, "--set train.seq_len=32 --set train.batch_size=2",
+      [&](ModelConfig& c) {
+        c.model_type = family;
+        c.num_experts = 4, c.num_experts_per_tok = 2;
+        c.moe_intermediate_size = family == "mixtral" ? c.intermediate_size : 64;
+        c.norm_topk_prob = family == "mixtral";
+        if (family == "qwen3_moe") c.qk_norm = true;
+        if (more) more(c);
+      },
+      /*seed=*/5);
+}
+
+}  // namespace mt::testing

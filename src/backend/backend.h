@@ -262,8 +262,8 @@ class Backend {
                             const Tensor& weights, int64_t k, bool accumulate) = 0;
   // Backward of combine_rows with weights: dsrc[slots[n k + j]] = weights[n k + j] * dout[n]
   // (each row written once; rows no slot names are left as they are) and dweights f32 [N k] =
-  // dot(dout[n], src[slots[n k + j]]) in f32 or wider (0 for a dropped slot). dout [N, C] and src,
-  // dsrc [M, C] any float dtypes.
+  // dot(dout[n], src[slots[n k + j]]) in f32 or wider (0 for a dropped slot). dout [N, C] and src
+  // [M, C] any float dtypes, dsrc of src's.
   virtual void combine_rows_backward(const Tensor& dsrc, const Tensor& dweights, const Tensor& dout,
                                      const Tensor& src, const Tensor& slots, const Tensor& weights,
                                      int64_t k) = 0;

@@ -292,10 +292,7 @@ class CpuBackend final : public HostMemoryBackend {
   void combine_rows_backward(const Tensor& dsrc, const Tensor& dweights, const Tensor& dout,
                              const Tensor& src, const Tensor& slots, const Tensor& weights,
                              int64_t k) override {
-    const char* op = "combine_rows_backward";
-    check_combine_rows(dout, src, slots, weights, k, true, device(), op);
-    check_combine_rows(dout, dsrc, slots, dweights, k, true, device(), op);
-    if (dsrc.rows != src.rows || dsrc.dtype != src.dtype) fail_op(op, "dsrc and src differ in rows or dtype");
+    check_combine_rows_backward(dsrc, dweights, dout, src, slots, weights, k, device());
     float_dispatch(dout.dtype, [&]<class TO>(TO) {
       float_dispatch(src.dtype, [&]<class TS>(TS) {
         mt::combine_rows_backward(dsrc.as<TS>(), dweights.as<float>(), dout.as<TO>(), src.as<TS>(),

@@ -286,11 +286,7 @@ void CudaBackend::combine_rows(const Tensor& out, const Tensor& src, const Tenso
 void CudaBackend::combine_rows_backward(const Tensor& dsrc, const Tensor& dweights,
                                         const Tensor& dout, const Tensor& src, const Tensor& slots,
                                         const Tensor& weights, int64_t k) {
-  const char* op = "combine_rows_backward";
-  check_combine_rows(dout, src, slots, weights, k, true, device(), op);
-  check_combine_rows(dout, dsrc, slots, dweights, k, true, device(), op);
-  if (dsrc.rows != src.rows || dsrc.dtype != src.dtype)
-    fail_op(op, "dsrc and src differ in rows or dtype");
+  check_combine_rows_backward(dsrc, dweights, dout, src, slots, weights, k, device());
   gpu_float_dispatch(dout.dtype, [&]<class TO>(TO) {
     gpu_float_dispatch(src.dtype, [&]<class TS>(TS) {
       cuda::combine_rows_backward<TO, TS>(ptr<TS>(dsrc), ptr<float>(dweights), ptr<const TO>(dout),

@@ -180,10 +180,7 @@ class ReferenceBackend final : public HostMemoryBackend {
   void combine_rows_backward(const Tensor& dsrc, const Tensor& dweights, const Tensor& dout,
                              const Tensor& src, const Tensor& slots, const Tensor& weights,
                              int64_t k) override {
-    const char* op = "combine_rows_backward";
-    check_combine_rows(dout, src, slots, weights, k, true, device(), op);
-    check_combine_rows(dout, dsrc, slots, dweights, k, true, device(), op);
-    if (dsrc.rows != src.rows) fail_op(op, "dsrc and src differ in rows");
+    check_combine_rows_backward(dsrc, dweights, dout, src, slots, weights, k, device());
     ref::combine_rows_backward(dsrc, dweights, dout, src, slots, weights, k);
   }
 

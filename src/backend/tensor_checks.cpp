@@ -179,6 +179,15 @@ void check_combine_rows(const Tensor& out, const Tensor& src, const Tensor& slot
   if (weights || weights_required) check_numel(weights, out.rows * k, DType::f32, device, op);
 }
 
+void check_combine_rows_backward(const Tensor& dsrc, const Tensor& dweights, const Tensor& dout,
+                                 const Tensor& src, const Tensor& slots, const Tensor& weights,
+                                 int64_t k, Device device) {
+  const char* op = "combine_rows_backward";
+  check_combine_rows(dout, src, slots, weights, k, true, device, op);
+  check_combine_rows(dout, dsrc, slots, dweights, k, true, device, op);
+  if (dsrc.rows != src.rows || dsrc.dtype != src.dtype) fail_op(op, "dsrc and src differ in rows or dtype");
+}
+
 void check_cross_entropy(const Tensor& per_row, const Tensor& dlogits, const Tensor& logits,
                          const Tensor& targets, Device device, const char* op) {
   check_device(logits, device, op);

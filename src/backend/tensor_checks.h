@@ -58,6 +58,11 @@ void check_gather_rows(const Tensor& dst, const Tensor& src, const Tensor& rows,
 void check_combine_rows(const Tensor& out, const Tensor& src, const Tensor& slots,
                         const Tensor& weights, int64_t k, bool weights_required, Device device,
                         const char* op);
+// Backend::combine_rows_backward: dout and src as combine_rows' out and src, dsrc [M, C] of src's
+// dtype, dweights f32 [N k], weights required.
+void check_combine_rows_backward(const Tensor& dsrc, const Tensor& dweights, const Tensor& dout,
+                                 const Tensor& src, const Tensor& slots, const Tensor& weights,
+                                 int64_t k, Device device);
 void check_cross_entropy(const Tensor& per_row, const Tensor& dlogits, const Tensor& logits,
                          const Tensor& targets, Device device, const char* op);
 void check_column_blocks(const Tensor& whole, std::span<const Tensor> blocks, Device device,

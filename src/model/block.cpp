@@ -367,7 +367,7 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
   if (w.moe) {  // a mixture-of-experts layer (model/moe.h)
     MT_CHECK(seq.rows() == N, "a mixture-of-experts layer under tensor parallelism");
     const Tensor delta = rows_of(s.t0, N, C);
-    moe_forward(be, delta, n2, a.moe, w.moe, c, s.moe, in.moe_loss);
+    moe_forward(be, delta, n2, a.moe, w.moe, c, s.moe, in.moe_loss, par);
     MT_PROFILE("residual/norm forward");
     if (c.post_norms) post_norm_forward(be, delta, a.mlp_raw, a.rstd_post_mlp, w.post_mlp_norm, c);
     be.residual_add(y, a.x2, delta);
@@ -426,7 +426,7 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   }
   const Tensor dn2 = rows_of(s.t0, N, C);  // written once dh has been read
   if (w.moe) {
-    moe_backward(be, dn2, dy_c, a.n2, a.moe, w.moe, c, s.moe, in.moe_loss);
+    moe_backward(be, dn2, dy_c, a.n2, a.moe, w.moe, c, s.moe, in.moe_loss, par);
   } else {
     const Tensor dh = rows_of(s.t0, N, I);
     proj_back(kDown, dh, false, seq.whole(dy_c, s.whole), a.h);

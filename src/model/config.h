@@ -96,8 +96,16 @@ struct ModelConfig {
   // > 0: each expert takes at most ceil(factor * tokens * k / experts) of a layer's choices, the
   // rest dropped (counted and logged); 0: dropless (every choice computed).
   float moe_capacity_factor = 0.0f;
+  // Expert parallelism (set by the parallel layer on the model of one rank, never read from a
+  // file; parallel/expert_parallel.h): this model holds and computes experts
+  // [moe_expert_begin, + local_experts()) of num_experts and exchanges the rows routed to the
+  // others' with expert_shards() - 1 other ranks. 0: every expert here.
+  int64_t moe_expert_begin = 0;
+  int64_t moe_local_experts = 0;
 
   bool moe() const { return num_experts > 0; }
+  int64_t local_experts() const { return moe_local_experts > 0 ? moe_local_experts : num_experts; }
+  int64_t expert_shards() const { return moe() ? num_experts / local_experts() : 1; }
   bool moe_layer(int64_t layer) const {
     if (num_experts <= 0 || decoder_sparse_step <= 0 || (layer + 1) % decoder_sparse_step != 0) return false;
     for (int64_t l : mlp_only_layers)

@@ -4,8 +4,10 @@
 // a model whole on one device); what they do (all-gathers, reduce-scatters, over which ranks)
 // stays outside the model.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -58,6 +60,20 @@ class ModelParallel {
   // part [N / S, cols] = this rank's rows of the sum over the ranks of their partial `whole`
   // [N, cols], summed in f32 like reduce_sum.
   virtual void sum_scatter_rows(const Tensor& part, const Tensor& whole) {}
+  // Expert parallelism (parallel/expert_parallel.h): a mixture of experts' experts are split over
+  // the config's expert_shards() S ranks in contiguous ranges of L = local_experts(); each rank
+  // routes its own tokens, sends the rows chosen for another rank's experts there, computes its
+  // experts on the rows it receives and sends the results back (model/moe.cpp).
+  // counts [S * L]: this rank's rows for each rank's experts (rank major) -> received [S * L]:
+  // every rank's rows for this rank's experts (rank major). Host memory.
+  virtual void exchange_expert_counts(const int64_t* counts, int64_t* received, int64_t n) {
+    std::copy(counts, counts + n, received);
+  }
+  // recv = the rows every rank sends this one, in rank order: send_rows[p] consecutive rows of
+  // `send` (from its first) go to rank p, recv_rows[q] arrive from rank q. Both tensors have the
+  // same columns and dtype; device memory.
+  virtual void exchange_expert_rows(const Tensor& recv, const std::vector<int64_t>& recv_rows, const Tensor& send,
+                                    const std::vector<int64_t>& send_rows) {}
   // The first input column of the weight `name` ("model.layers.0.self_attn.o_proj.weight") this
   // rank holds: a row-parallel layer's input is split by columns. Randomness keyed by column (LoRA
   // dropout) then falls on the same elements however the layer is split. 0 when it is whole.

@@ -12,14 +12,20 @@ std::pair<int64_t, int64_t> expert_proj_dims(ExpertProj p, const ModelConfig& c)
   return p == kExpertDown ? std::pair{C, I} : std::pair{I, C};
 }
 
+int64_t moe_expert_rows(const ModelConfig& c, int64_t N) {
+  return c.moe() ? N * c.num_experts_per_tok * c.expert_shards() : 0;
+}
+
 MoeActivationSizes moe_activation_sizes(const ModelConfig& c, int64_t lora_rank,
                                             const std::array<bool, kNumExpertProj>& experts_lora) {
   if (!c.moe()) return {};
   const int64_t k = c.num_experts_per_tok, I = c.moe_intermediate_size, C = c.hidden_size;
-  // gate up h out (lora u x 3) per choice; weights slots token_rows.
+  const int64_t S = c.expert_shards();
+  // Per expert row (k S a token): gate up h (lora u x 3); per choice (k): out, weights, slots,
+  // token_rows; under expert parallelism the two row orders per expert row.
   int64_t adapters = 0;
   for (bool on : experts_lora) adapters += on ? lora_rank : 0;
-  return {k * (3 * I + C + adapters), 3 * k};
+  return {k * (S * (3 * I + adapters) + C), 3 * k + (S > 1 ? 2 * k * S : 0)};
 }
 
 MoeActivations carve_moe_activations(ArenaCursor& t, ArenaCursor& f, int64_t N, const ModelConfig& c,
@@ -27,11 +33,13 @@ MoeActivations carve_moe_activations(ArenaCursor& t, ArenaCursor& f, int64_t N, 
                                             const std::array<bool, kNumExpertProj>& experts_lora) {
   MoeActivations a;
   if (!c.moe()) return a;
-  const int64_t M = N * c.num_experts_per_tok, I = c.moe_intermediate_size, C = c.hidden_size;
-  a.gate = t.take(M, I), a.up = t.take(M, I), a.h = t.take(M, I), a.out = t.take(M, C);
+  const int64_t M = N * c.num_experts_per_tok, R = moe_expert_rows(c, N);
+  const int64_t I = c.moe_intermediate_size, C = c.hidden_size;
+  a.gate = t.take(R, I), a.up = t.take(R, I), a.h = t.take(R, I), a.out = t.take(M, C);
   for (int p = 0; p < kNumExpertProj; ++p)
-    if (experts_lora[size_t(p)]) a.lora_u[size_t(p)] = t.take(M, lora_rank);
+    if (experts_lora[size_t(p)]) a.lora_u[size_t(p)] = t.take(R, lora_rank);
   a.weights = f.take(M, 1), a.slots = f.take_i32(M, 1), a.token_rows = f.take_i32(M, 1);
+  if (c.expert_shards() > 1) a.to_expert = f.take_i32(R, 1), a.from_expert = f.take_i32(R, 1);
   return a;
 }
 
@@ -45,8 +53,8 @@ int64_t moe_row_width(const ModelConfig& c) {
 
 int64_t moe_scratch_elems(const ModelConfig& c, int64_t N, int64_t lora_rank) {
   if (!c.moe()) return 0;
-  const int64_t M = N * c.num_experts_per_tok;
-  return M * (2 * moe_row_width(c) + 2 * c.moe_intermediate_size + std::max<int64_t>(lora_rank, 1));
+  const int64_t R = moe_expert_rows(c, N);  // >= the N k routed rows
+  return R * (2 * moe_row_width(c) + 2 * c.moe_intermediate_size + std::max<int64_t>(lora_rank, 1));
 }
 
 int64_t moe_scratch_f32_elems(const ModelConfig& c, int64_t N) {
@@ -56,10 +64,10 @@ int64_t moe_scratch_f32_elems(const ModelConfig& c, int64_t N) {
 MoeScratch carve_moe_scratch(ArenaCursor& t, const ModelConfig& c, int64_t N, int64_t lora_rank) {
   MoeScratch s;
   if (!c.moe()) return s;
-  const int64_t M = N * c.num_experts_per_tok, W = moe_row_width(c), I = c.moe_intermediate_size;
-  s.a = t.take(1, M * W), s.b = t.take(1, M * W);
-  s.dgate = t.take(1, M * I), s.dup = t.take(1, M * I);
-  s.du = t.take(1, M * std::max<int64_t>(lora_rank, 1));
+  const int64_t R = moe_expert_rows(c, N), W = moe_row_width(c), I = c.moe_intermediate_size;
+  s.a = t.take(1, R * W), s.b = t.take(1, R * W);
+  s.dgate = t.take(1, R * I), s.dup = t.take(1, R * I);
+  s.du = t.take(1, R * std::max<int64_t>(lora_rank, 1));
   return s;
 }
 
@@ -75,18 +83,77 @@ MoeRoutingConfig routing_config(const ModelConfig& c) {
   return {c.num_experts, c.num_experts_per_tok, c.norm_topk_prob, double(c.moe_capacity_factor)};
 }
 
-// Expert e's rows [offsets[e], offsets[e + 1]) of an expert-ordered tensor.
-Tensor expert_rows(const Tensor& t, const MoeRouting& r, int64_t e) {
-  return t.rows_slice(r.offsets[size_t(e)], r.offsets[size_t(e + 1)] - r.offsets[size_t(e)]);
+// Local expert j's rows [off[j], off[j + 1]) of a tensor in this rank's expert order.
+Tensor expert_rows(const Tensor& t, const std::vector<int64_t>& off, int64_t j) {
+  return t.rows_slice(off[size_t(j)], off[size_t(j + 1)] - off[size_t(j)]);
+}
+bool no_rows(const std::vector<int64_t>& off, int64_t j) { return off[size_t(j + 1)] == off[size_t(j)]; }
+
+// What expert parallelism moves, decided once a forward: the rows this rank routed to each shard's
+// experts (contiguous in the routing's expert order: shard p holds experts [p L, (p + 1) L)), the
+// counts the shards exchange first, and the two orders of the rows received (shard major, as they
+// arrive; this rank's expert major, as its experts compute them). Without it the routing's own
+// expert order is the local one.
+void plan_exchange(Backend& be, MoeRouting& r, const MoeActivations& a, const ModelConfig& c, ModelParallel& par) {
+  const int64_t S = c.expert_shards(), L = c.local_experts();
+  if (S == 1) {
+    r.local_offsets = r.offsets;
+    return;
+  }
+  std::vector<int64_t> counts(size_t(S * L)), got(size_t(S * L));
+  for (int64_t e = 0; e < S * L; ++e) counts[size_t(e)] = r.offsets[size_t(e + 1)] - r.offsets[size_t(e)];
+  par.exchange_expert_counts(counts.data(), got.data(), S * L);
+  r.send_rows.assign(size_t(S), 0), r.recv_rows.assign(size_t(S), 0), r.local_offsets.assign(size_t(L + 1), 0);
+  for (int64_t p = 0; p < S; ++p)
+    for (int64_t j = 0; j < L; ++j) {
+      r.send_rows[size_t(p)] += counts[size_t(p * L + j)];
+      r.recv_rows[size_t(p)] += got[size_t(p * L + j)];
+      r.local_offsets[size_t(j + 1)] += got[size_t(p * L + j)];
+    }
+  for (int64_t j = 0; j < L; ++j) r.local_offsets[size_t(j + 1)] += r.local_offsets[size_t(j)];
+  const int64_t R = r.local_offsets.back();
+  MT_CHECK(R <= a.to_expert.rows, "expert parallelism: more rows received than every shard's tokens choose");
+  std::vector<int32_t> to(static_cast<size_t>(R)), from(static_cast<size_t>(R));
+  std::vector<int64_t> next(r.local_offsets.begin(), r.local_offsets.end() - 1);  // per expert
+  int64_t arrived = 0;  // shard q's block for expert j starts here among the received rows
+  for (int64_t q = 0; q < S; ++q)
+    for (int64_t j = 0; j < L; ++j)
+      for (int64_t t = 0; t < got[size_t(q * L + j)]; ++t, ++arrived) {
+        const int64_t at = next[size_t(j)]++;
+        to[size_t(at)] = int32_t(arrived), from[size_t(arrived)] = int32_t(at);
+      }
+  if (R > 0) {
+    be.copy_from_host(a.to_expert.rows_slice(0, R), to.data());
+    be.copy_from_host(a.from_expert.rows_slice(0, R), from.data());
+  }
+}
+
+// Rows of `src` in the routing's expert order [M, C] -> this rank's expert order [R, C] in `dst`,
+// through the shards (`via` [R, C]: the rows as they arrive). Without expert parallelism: src.
+Tensor to_local_experts(Backend& be, const Tensor& dst, const Tensor& via, const Tensor& src, const MoeRouting& r,
+                        const MoeActivations& a, ModelParallel& par) {
+  if (r.send_rows.empty()) return src;
+  par.exchange_expert_rows(via, r.recv_rows, src, r.send_rows);
+  if (dst.rows > 0) be.gather_rows(dst, via, a.to_expert.rows_slice(0, dst.rows));
+  return dst;
+}
+
+// The inverse: rows `src` [R, C] in this rank's expert order -> `dst` [M, C] in the routing's
+// expert order (their tokens' shards), through `via` [R, C].
+void from_local_experts(Backend& be, const Tensor& dst, const Tensor& via, const Tensor& src, const MoeRouting& r,
+                        const MoeActivations& a, ModelParallel& par) {
+  if (src.rows > 0) be.gather_rows(via, src, a.from_expert.rows_slice(0, src.rows));
+  par.exchange_expert_rows(dst, r.send_rows, via, r.recv_rows);
 }
 
 }  // namespace
 
 void moe_forward(Backend& be, const Tensor& delta, const Tensor& n2, const MoeActivations& a,
                  const MoeWeights& w, const ModelConfig& c, const MoeScratch& s,
-                 const MoeLossContext& loss) {
+                 const MoeLossContext& loss, ModelParallel& par) {
   MT_CHECK(a.routing, "moe_forward without a routing record");
-  const int64_t N = n2.rows, C = c.hidden_size, E = c.num_experts;
+  const int64_t N = n2.rows, C = c.hidden_size, E = c.num_experts, L = c.local_experts();
+  const bool shards = c.expert_shards() > 1;
   MoeRouting& r = *a.routing;
   {
     MT_PROFILE("moe router");
@@ -102,30 +169,47 @@ void moe_forward(Backend& be, const Tensor& delta, const Tensor& n2, const MoeAc
     rows.resize(size_t(a.token_rows.numel()), 0);
     be.copy_from_host(a.token_rows, rows.data());
   }
-  const int64_t M = r.rows();
+  {
+    MT_PROFILE("moe expert counts");
+    plan_exchange(be, r, a, c, par);
+  }
+  const int64_t M = r.rows(), R = r.received();
+  const std::vector<int64_t>& off = r.local_offsets;
   const Tensor x = rows_of(s.a, M, C);
   {
     MT_PROFILE("moe dispatch");
     be.gather_rows(x, n2, a.token_rows.rows_slice(0, M));
   }
-  const Tensor gate = a.gate.rows_slice(0, M), up = a.up.rows_slice(0, M), h = a.h.rows_slice(0, M);
+  Tensor xe;
+  {
+    MT_PROFILE("moe all-to-all");
+    xe = to_local_experts(be, rows_of(s.a, R, C), rows_of(s.b, R, C), x, r, a, par);
+  }
+  const Tensor gate = a.gate.rows_slice(0, R), up = a.up.rows_slice(0, R), h = a.h.rows_slice(0, R);
   const Tensor out = a.out.rows_slice(0, M);
+  const Tensor out_e = shards ? rows_of(s.b, R, C) : out;  // the experts' outputs, in their order
   {
     MT_PROFILE("moe experts");
-    for (int64_t e = 0; e < E; ++e) {
-      if (r.offsets[size_t(e + 1)] == r.offsets[size_t(e)]) continue;
-      const auto& ew = w.experts[size_t(e)];
-      const Tensor xe = expert_rows(x, r, e);
-      auto u = [&](ExpertProj p) { return a.lora_u[p] ? expert_rows(a.lora_u[p].rows_slice(0, M), r, e) : Tensor{}; };
-      linear_layer_forward(be, expert_rows(gate, r, e), u(kExpertGate), xe, ew[kExpertGate]);
-      linear_layer_forward(be, expert_rows(up, r, e), u(kExpertUp), xe, ew[kExpertUp]);
+    auto u = [&](ExpertProj p, int64_t j) {
+      return a.lora_u[p] ? expert_rows(a.lora_u[p].rows_slice(0, R), off, j) : Tensor{};
+    };
+    for (int64_t j = 0; j < L; ++j) {
+      if (no_rows(off, j)) continue;
+      const auto& ew = w.experts[size_t(j)];
+      const Tensor xj = expert_rows(xe, off, j);
+      linear_layer_forward(be, expert_rows(gate, off, j), u(kExpertGate, j), xj, ew[kExpertGate]);
+      linear_layer_forward(be, expert_rows(up, off, j), u(kExpertUp, j), xj, ew[kExpertUp]);
     }
-    if (M > 0) be.swiglu_forward(h, gate, up);
-    for (int64_t e = 0; e < E; ++e) {
-      if (r.offsets[size_t(e + 1)] == r.offsets[size_t(e)]) continue;
-      const Tensor ue = a.lora_u[kExpertDown] ? expert_rows(a.lora_u[kExpertDown].rows_slice(0, M), r, e) : Tensor{};
-      linear_layer_forward(be, expert_rows(out, r, e), ue, expert_rows(h, r, e), w.experts[size_t(e)][kExpertDown]);
+    if (R > 0) be.swiglu_forward(h, gate, up);
+    for (int64_t j = 0; j < L; ++j) {
+      if (no_rows(off, j)) continue;
+      linear_layer_forward(be, expert_rows(out_e, off, j), u(kExpertDown, j), expert_rows(h, off, j),
+                           w.experts[size_t(j)][kExpertDown]);
     }
+  }
+  if (shards) {
+    MT_PROFILE("moe all-to-all");
+    from_local_experts(be, out, rows_of(s.a, R, C), out_e, r, a, par);
   }
   MT_PROFILE("moe combine");
   be.combine_rows(delta, out, a.slots, a.weights, c.num_experts_per_tok, false);
@@ -133,54 +217,74 @@ void moe_forward(Backend& be, const Tensor& delta, const Tensor& n2, const MoeAc
 
 void moe_backward(Backend& be, const Tensor& dn2, const Tensor& ddelta, const Tensor& n2,
                   const MoeActivations& a, const MoeWeights& w, const ModelConfig& c,
-                  const MoeScratch& s, const MoeLossContext& loss) {
+                  const MoeScratch& s, const MoeLossContext& loss, ModelParallel& par) {
   MT_CHECK(a.routing, "moe_backward without a routing record");
   const MoeRouting& r = *a.routing;
   const int64_t N = n2.rows, C = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
-  const int64_t k = c.num_experts_per_tok, M = r.rows();
-  const Tensor out = a.out.rows_slice(0, M), h = a.h.rows_slice(0, M);
-  const Tensor gate = a.gate.rows_slice(0, M), up = a.up.rows_slice(0, M);
+  const int64_t k = c.num_experts_per_tok, M = r.rows(), R = r.received(), L = c.local_experts();
+  const bool shards = c.expert_shards() > 1;
+  const std::vector<int64_t>& off = r.local_offsets;
+  const Tensor out = a.out.rows_slice(0, M), h = a.h.rows_slice(0, R);
+  const Tensor gate = a.gate.rows_slice(0, R), up = a.up.rows_slice(0, R);
   const Tensor dweights = rows_of(s.dweights, N * k, 1);
   const Tensor dout = rows_of(s.a, M, C);
   {
     MT_PROFILE("moe combine backward");
     be.combine_rows_backward(dout, dweights, ddelta, out, a.slots, a.weights, k);
   }
-  auto u = [&](ExpertProj p, int64_t e) {
-    return a.lora_u[p] ? expert_rows(a.lora_u[p].rows_slice(0, M), r, e) : Tensor{};
+  Tensor dout_e;
+  {
+    MT_PROFILE("moe all-to-all");
+    dout_e = to_local_experts(be, rows_of(s.a, R, C), rows_of(s.b, R, C), dout, r, a, par);
+  }
+  auto u = [&](ExpertProj p, int64_t j) {
+    return a.lora_u[p] ? expert_rows(a.lora_u[p].rows_slice(0, R), off, j) : Tensor{};
   };
-  auto du = [&](ExpertProj p, int64_t e) {
-    const LinearWeights& lw = w.experts[size_t(e)][p];
-    const int64_t n = r.offsets[size_t(e + 1)] - r.offsets[size_t(e)];
-    return rows_of(s.du, n, std::max<int64_t>(lw.rank(), 1));
+  auto du = [&](ExpertProj p, int64_t j) {
+    const LinearWeights& lw = w.experts[size_t(j)][p];
+    return rows_of(s.du, off[size_t(j + 1)] - off[size_t(j)], std::max<int64_t>(lw.rank(), 1));
   };
-  const Tensor dh = rows_of(s.b, M, I), dgate = rows_of(s.dgate, M, I), dup = rows_of(s.dup, M, I);
+  const Tensor dh = rows_of(s.b, R, I), dgate = rows_of(s.dgate, R, I), dup = rows_of(s.dup, R, I);
   {
     MT_PROFILE("moe experts backward");
-    for (int64_t e = 0; e < E; ++e) {
-      if (r.offsets[size_t(e + 1)] == r.offsets[size_t(e)]) continue;
-      linear_layer_backward(be, expert_rows(dh, r, e), false, du(kExpertDown, e), expert_rows(dout, r, e),
-                            expert_rows(h, r, e), u(kExpertDown, e), w.experts[size_t(e)][kExpertDown]);
+    for (int64_t j = 0; j < L; ++j) {
+      if (no_rows(off, j)) continue;
+      linear_layer_backward(be, expert_rows(dh, off, j), false, du(kExpertDown, j), expert_rows(dout_e, off, j),
+                            expert_rows(h, off, j), u(kExpertDown, j), w.experts[size_t(j)][kExpertDown]);
     }
-    if (M > 0) be.swiglu_backward(dgate, dup, dh, gate, up);
+    if (R > 0) be.swiglu_backward(dgate, dup, dh, gate, up);
   }
   const Tensor x = rows_of(s.a, M, C);  // the dispatched rows again (dout is read)
   {
     MT_PROFILE("moe dispatch");
     be.gather_rows(x, n2, a.token_rows.rows_slice(0, M));
   }
-  const Tensor dx = rows_of(s.b, M, C);  // dh is read
+  Tensor xe;
+  {
+    MT_PROFILE("moe all-to-all");
+    xe = to_local_experts(be, rows_of(s.a, R, C), rows_of(s.b, R, C), x, r, a, par);  // dh is read
+  }
+  const Tensor dxe = rows_of(s.b, R, C);  // dh is read; without shards, dx itself
   {
     MT_PROFILE("moe experts backward");
-    for (int64_t e = 0; e < E; ++e) {
-      if (r.offsets[size_t(e + 1)] == r.offsets[size_t(e)]) continue;
-      const auto& ew = w.experts[size_t(e)];
-      const Tensor xe = expert_rows(x, r, e), dxe = expert_rows(dx, r, e);
-      linear_layer_backward(be, dxe, false, du(kExpertGate, e), expert_rows(dgate, r, e), xe,
-                            u(kExpertGate, e), ew[kExpertGate]);
-      linear_layer_backward(be, dxe, true, du(kExpertUp, e), expert_rows(dup, r, e), xe,
-                            u(kExpertUp, e), ew[kExpertUp]);
+    for (int64_t j = 0; j < L; ++j) {
+      if (no_rows(off, j)) continue;
+      const auto& ew = w.experts[size_t(j)];
+      const Tensor xj = expert_rows(xe, off, j), dxj = expert_rows(dxe, off, j);
+      linear_layer_backward(be, dxj, false, du(kExpertGate, j), expert_rows(dgate, off, j), xj,
+                            u(kExpertGate, j), ew[kExpertGate]);
+      linear_layer_backward(be, dxj, true, du(kExpertUp, j), expert_rows(dup, off, j), xj,
+                            u(kExpertUp, j), ew[kExpertUp]);
     }
+  }
+  Tensor dx = dxe;
+  if (shards) {
+    MT_PROFILE("moe all-to-all");
+    dx = rows_of(s.b, M, C);  // written by the exchange after dxe has been gathered from
+    const Tensor sent = rows_of(s.a, R, C);
+    if (R > 0) be.gather_rows(sent, dxe, a.from_expert.rows_slice(0, R));
+    // dxe and dx share s.b: the gather above has read dxe before the exchange writes dx.
+    par.exchange_expert_rows(dx, r.send_rows, sent, r.recv_rows);
   }
   {
     MT_PROFILE("moe combine backward");

@@ -16,6 +16,7 @@
 #include "model/arena_cursor.h"
 #include "model/config.h"
 #include "model/linear.h"
+#include "model/model_parallel.h"
 #include "model/moe_routing.h"
 
 namespace mt {
@@ -31,15 +32,24 @@ struct MoeWeights {
   explicit operator bool() const { return bool(router.W); }
 };
 
-// The forward's saved tensors for N tokens: one row per routed choice (N k rows, of which the
-// routing's rows() are used), of the compute dtype unless marked.
+// The rows this rank's experts may compute for N tokens of its own: their N k choices, times the
+// config's expert_shards() under expert parallelism (dropless: every token of every shard may
+// choose this rank's experts).
+int64_t moe_expert_rows(const ModelConfig& c, int64_t N);
+
+// The forward's saved tensors for N tokens, of the compute dtype unless marked: per routed choice
+// (N k rows, of which the routing's rows() are used), and per row an expert of this rank computes
+// (R = moe_expert_rows: N k, or more under expert parallelism).
 struct MoeActivations {
-  Tensor gate, up, h;  // [N k, I]
+  Tensor gate, up, h;  // [R, I]
   Tensor out;          // [N k, C] the experts' outputs (the combine's backward reads them)
-  std::array<Tensor, kNumExpertProj> lora_u;  // [N k, r] where the experts have adapters
+  std::array<Tensor, kNumExpertProj> lora_u;  // [R, r] where the experts have adapters
   Tensor weights;      // f32 [N k] the combine weights
   Tensor slots;        // i32 [N k] each choice's expert-ordered row (-1: dropped)
   Tensor token_rows;   // i32 [N k] the token each expert-ordered row holds
+  // Under expert parallelism, i32 [R]: the received rows in this rank's expert order (row i of it
+  // is received row to_expert[i]) and back (received row i is expert-ordered row from_expert[i]).
+  Tensor to_expert, from_expert;
   MoeRouting* routing = nullptr;  // the host's decisions, owned by the model's runner
 };
 
@@ -56,9 +66,9 @@ MoeActivations carve_moe_activations(ArenaCursor& t, ArenaCursor& f, int64_t N, 
 
 // Scratch of the MoE layers (shared by all of them, not kept between forward and backward).
 struct MoeScratch {
-  Tensor a, b;        // [N k * max(C, I, E)] of the compute dtype: expert-ordered rows
-  Tensor dgate, dup;  // [N k * I]
-  Tensor du;          // [N k * max(r, 1)]
+  Tensor a, b;        // [R * max(C, I, E)] of the compute dtype: expert-ordered rows
+  Tensor dgate, dup;  // [R * I]
+  Tensor du;          // [R * max(r, 1)]
   Tensor logits;      // f32 [N E] the router's logits, then their gradient
   Tensor dweights;    // f32 [N k]
 };
@@ -77,14 +87,15 @@ struct MoeLossContext {
   double loss_scale = 0.0;                 // backward: the losses' factor (as the model loss's)
 };
 
-// delta [N, C] (compute dtype) = the MoE MLP of n2 [N, C] (compute dtype, whole rows).
+// delta [N, C] (compute dtype) = the MoE MLP of n2 [N, C] (compute dtype, whole rows). Under
+// expert parallelism (c.expert_shards() > 1) the rows travel through `par`'s exchanges.
 void moe_forward(Backend& be, const Tensor& delta, const Tensor& n2, const MoeActivations& a,
                  const MoeWeights& w, const ModelConfig& c, const MoeScratch& s,
-                 const MoeLossContext& loss);
+                 const MoeLossContext& loss, ModelParallel& par);
 // dn2 [N, C] (compute dtype) = the gradient of n2 from ddelta [N, C] (compute dtype), the
 // router's included; weight gradients accumulate.
 void moe_backward(Backend& be, const Tensor& dn2, const Tensor& ddelta, const Tensor& n2,
                   const MoeActivations& a, const MoeWeights& w, const ModelConfig& c,
-                  const MoeScratch& s, const MoeLossContext& loss);
+                  const MoeScratch& s, const MoeLossContext& loss, ModelParallel& par);
 
 }  // namespace mt

@@ -41,7 +41,12 @@ struct MoeRouting {
   std::vector<int32_t> token_of_row;  // [M] the token each expert-ordered row holds
   std::vector<int64_t> offsets;    // [E + 1] expert e's rows are [offsets[e], offsets[e + 1])
   int64_t dropped = 0;             // choices a capacity limit dropped
+  // Under expert parallelism (model/moe.cpp): the rows sent to and received from each expert
+  // shard, and the offsets of this rank's L experts' rows among those received, once in expert
+  // order ([L + 1]).
+  std::vector<int64_t> send_rows, recv_rows, local_offsets;
   int64_t rows() const { return offsets.empty() ? 0 : offsets.back(); }
+  int64_t received() const { return local_offsets.empty() ? rows() : local_offsets.back(); }
 };
 
 // Routes N tokens from their router logits (f32 [N, E], row-major).

@@ -53,9 +53,9 @@ std::vector<ParamShape> llama_param_shapes(const ModelConfig& c, const LoraConfi
     if (moe) {  // the router, then each projection's experts in order (a stack per projection)
       out.push_back({moe_router_name(l, c), {c.num_experts, C}});
       for (int p = 0; p < kNumExpertProj; ++p)
-        for (int64_t e = 0; e < c.num_experts; ++e) {
+        for (int64_t e = c.moe_expert_begin; e < c.moe_expert_begin + c.local_experts(); ++e) {
           auto [o, i] = expert_proj_dims(ExpertProj(p), c);
-          out.push_back({expert_param_name(l, e, ExpertProj(p), c) + ".weight", {o, i}});
+          out.push_back({expert_param_name(l, e, ExpertProj(p), c) + ".weight", {o, i}, false, e, c.num_experts});
         }
     }
     if (c.qk_norm) {
@@ -84,11 +84,11 @@ std::vector<ParamShape> llama_param_shapes(const ModelConfig& c, const LoraConfi
     // each expert's modules).
     const bool expert_on[kNumExpertProj] = {on[kGate], on[kUp], on[kDown]};
     for (int p = 0; p < kNumExpertProj; ++p)
-      for (int64_t e = 0; expert_on[p] && e < c.num_experts; ++e) {
+      for (int64_t e = c.moe_expert_begin; expert_on[p] && e < c.moe_expert_begin + c.local_experts(); ++e) {
         auto [o, i] = expert_proj_dims(ExpertProj(p), c);
         const std::string name = expert_param_name(l, e, ExpertProj(p), c);
-        out.push_back({name + ".lora_A.weight", {lora.rank, i}, true});
-        out.push_back({name + ".lora_B.weight", {o, lora.rank}, true});
+        out.push_back({name + ".lora_A.weight", {lora.rank, i}, true, e, c.num_experts});
+        out.push_back({name + ".lora_B.weight", {o, lora.rank}, true, e, c.num_experts});
       }
   }
   if (lora_targets_head(lora)) {

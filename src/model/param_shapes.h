@@ -16,6 +16,9 @@ struct ParamShape {
   std::string name;
   std::vector<int64_t> shape;
   bool adapter = false;  // a LoRA adapter (trainable) rather than a base tensor
+  // An expert's tensor (its weight or adapters): its index among the layer's `experts` (what
+  // expert parallelism places it by); -1 for every other tensor.
+  int64_t expert = -1, experts = 0;
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t s : shape) n *= s;
@@ -23,6 +26,7 @@ struct ParamShape {
   }
 };
 
+// Of the config's local experts only (ModelConfig::local_experts: all of them on a whole model).
 std::vector<ParamShape> llama_param_shapes(const ModelConfig& config, const LoraConfig& lora);
 // mt::Error, one line, when lora.targets names GPT-2's modules (c_attn, c_proj, c_fc) on another
 // family's model, or another family's projections (q, ..., down) on GPT-2's.

@@ -76,11 +76,11 @@ BlockWeights bind_block_weights(Transformer& m, int64_t l) {
   if (moe) {
     b.moe.router = linear(m, moe_router_name(l, c), "", false);
     const bool expert_on[kNumExpertProj] = {lora_on[kGate], lora_on[kUp], lora_on[kDown]};
-    b.moe.experts.resize(size_t(c.num_experts));
-    for (int64_t e = 0; e < c.num_experts; ++e)
+    b.moe.experts.resize(size_t(c.local_experts()));  // this rank's, under expert parallelism
+    for (int64_t j = 0; j < c.local_experts(); ++j)
       for (int p = 0; p < kNumExpertProj; ++p) {
-        const std::string name = expert_param_name(l, e, ExpertProj(p), c);
-        b.moe.experts[size_t(e)][size_t(p)] = linear(m, name + ".weight", name, expert_on[p]);
+        const std::string name = expert_param_name(l, c.moe_expert_begin + j, ExpertProj(p), c);
+        b.moe.experts[size_t(j)][size_t(p)] = linear(m, name + ".weight", name, expert_on[p]);
       }
   }
   b.window = c.attention_window(l);

@@ -11,7 +11,7 @@ PackedBatch DataParallel::slice(const PackedBatch& full) const {
   const int64_t n = group_.size(), B = full.batch_size, T = full.seq_len;
   if (n == 1) return sequence(full);
   if (B % n != 0)
-    fail("train.batch_size (" + std::to_string(B) + ") must be divisible by the data-parallel ranks (dp x fsdp = " +
+    fail("train.batch_size (" + std::to_string(B) + ") must be divisible by the data-parallel ranks (dp x fsdp x ep = " +
          std::to_string(n) + ")");
   const int64_t rows = B / n, begin = group_.rank() * rows * T, end = begin + rows * T;
   auto cut = [&](const std::vector<int32_t>& v) {

@@ -13,8 +13,8 @@ namespace mt::parallel {
 class DataParallel final : public GradientSync {
  public:
   explicit DataParallel(Comm& group) : group_(group), tokens_(group) {}
-  // With context parallelism: `rows` (dp x fsdp) share out a batch's rows, `cp` splits each row
-  // (parallel/context_parallel.h), and `tokens` (dp x fsdp x cp, every rank seeing other tokens)
+  // With context parallelism: `rows` (dp x fsdp x ep) share out a batch's rows, `cp` splits each row
+  // (parallel/context_parallel.h), and `tokens` (dp x fsdp x ep x cp, every rank seeing other tokens)
   // sums counts, losses and gradients.
   DataParallel(Comm& rows, Comm& tokens, Comm& cp) : group_(rows), tokens_(tokens), cp_(&cp) {}
 
@@ -24,7 +24,7 @@ class DataParallel final : public GradientSync {
   bool splits() const { return group_.size() > 1 || tokens_.size() > group_.size(); }
   // Whether sums go over more than this rank.
   bool sums() const { return tokens_.size() > 1; }
-  // The ranks that sum counts, losses and gradients (dp x fsdp x cp).
+  // The ranks that sum counts, losses and gradients (dp x fsdp x ep x cp).
   Comm& tokens() { return tokens_; }
   // This rank's rows of a batch, [rank * B / n, (rank + 1) * B / n), and of those its share of
   // every row under context parallelism. mt::Error unless n divides B (or 2 cp the row length).

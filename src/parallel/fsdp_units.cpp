@@ -268,7 +268,12 @@ void ShardedModel::finish_gradients() {
     move(false);
     pool_.give(packed);
   };
-  reduce_where(Mesh::shard_axes(), [](const ShardSlot& s) { return !s.split_fsdp; });
+  // Under expert parallelism the ep ranks are replicas of every tensor but the experts (each saw
+  // other rows): those sum over ep too; an expert's other holders are dp and fsdp x cp only.
+  const AxisSet ep = axis_bit(Axis::ep);
+  reduce_where(Mesh::shard_axes() | ep, [](const ShardSlot& s) { return !s.split_fsdp && !s.expert; });
+  reduce_where(Mesh::shard_axes(), [](const ShardSlot& s) { return !s.split_fsdp && s.expert; });
+  reduce_where(ep, [](const ShardSlot& s) { return s.split_fsdp && !s.expert; });
   reduce_where(axis_bit(Axis::tp), [](const ShardSlot& s) { return s.partial_over_tp; });
   sum_tied_embedding_over_stages();
 }

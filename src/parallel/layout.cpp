@@ -29,10 +29,14 @@ Range TensorLayout::range(int64_t rank, size_t dim) const {
   return {b * local_shape[dim], (b + 1) * local_shape[dim]};
 }
 
+bool TensorLayout::held_by(int64_t rank) const {
+  return ep_owner < 0 || coords_of(mesh, rank)[size_t(Axis::ep)] == ep_owner;
+}
+
 std::vector<int64_t> TensorLayout::replicas(int64_t rank) const {
   std::vector<int64_t> out;
   for (int64_t r = 0; r < mesh.world(); ++r) {
-    bool same = true;
+    bool same = held_by(r);
     for (size_t d = 0; d < shape.size() && same; ++d) same = block_index(r, d) == block_index(rank, d);
     if (same) out.push_back(r);
   }
@@ -42,7 +46,7 @@ std::vector<int64_t> TensorLayout::replicas(int64_t rank) const {
 int64_t TensorLayout::replication() const {
   int64_t blocks = 1;
   for (int64_t s : splits) blocks *= s;
-  return mesh.world() / blocks;
+  return mesh.world() / (ep_owner < 0 ? 1 : mesh.ep) / blocks;
 }
 
 PartitionSpec shard_spec(const PartitionSpec& spec, const MeshShape& mesh) {

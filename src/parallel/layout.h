@@ -23,16 +23,24 @@ struct TensorLayout {
   MeshShape mesh;
   std::vector<int64_t> splits;       // per dim: number of blocks (product of its axes' sizes)
   std::vector<int64_t> local_shape;  // per dim: shape[d] / splits[d]; the same on every rank
+  // Expert parallelism places a mixture of experts' expert tensors whole on one ep coordinate
+  // (experts [c * E / ep, (c + 1) * E / ep) on coordinate c; parallel/expert_parallel.h): the
+  // coordinate holding this one, or -1 for a tensor every ep rank holds. Within the ranks of that
+  // coordinate the spec splits it as any other.
+  int64_t ep_owner = -1;
 
   int64_t numel() const;
   int64_t local_numel() const;
   // Which block of dim d rank r holds: row-major over the dim's axes (first axis major).
   int64_t block_index(int64_t rank, size_t dim) const;
   Range range(int64_t rank, size_t dim) const;
+  // Whether rank r stores a block of the tensor (every rank, but for an expert only those of its
+  // ep coordinate).
+  bool held_by(int64_t rank) const;
   // Ranks holding the same blocks as `rank` (those differing only along axes the spec leaves
-  // out), ascending; the tensor is stored once per such replica.
+  // out, among the ranks holding the tensor), ascending; the tensor is stored once per such replica.
   std::vector<int64_t> replicas(int64_t rank) const;
-  int64_t replication() const;  // world / number of distinct blocks
+  int64_t replication() const;  // ranks holding it / number of distinct blocks
 };
 
 // The spec a rule's spec places on `mesh`: under context parallelism every dimension split over

@@ -14,6 +14,7 @@ const char* axis_name(Axis a) {
     case Axis::fsdp: return "fsdp";
     case Axis::tp: return "tp";
     case Axis::cp: return "cp";
+    case Axis::ep: return "ep";
   }
   return "?";
 }
@@ -21,7 +22,7 @@ const char* axis_name(Axis a) {
 Axis parse_axis(const std::string& name, const std::string& where) {
   for (Axis a : kAxes)
     if (name == axis_name(a)) return a;
-  fail(where + ": unknown mesh axis '" + name + "' (expected dp, fsdp, tp, pp or cp)");
+  fail(where + ": unknown mesh axis '" + name + "' (expected dp, fsdp, tp, pp, cp or ep)");
 }
 
 int64_t MeshShape::size(Axis a) const { return const_cast<MeshShape*>(this)->size(a); }
@@ -32,6 +33,7 @@ int64_t& MeshShape::size(Axis a) {
     case Axis::dp: return dp;
     case Axis::fsdp: return fsdp;
     case Axis::cp: return cp;
+    case Axis::ep: return ep;
     default: return tp;
   }
 }
@@ -72,6 +74,12 @@ MeshShape MeshShape::parse(const std::string& text) {
       fail(where + ": size of '" + std::string(axis_name(a)) + "' must be positive, got " + num);
     m.size(a) = v;
     pos = comma + 1;
+  }
+  int64_t world = 1;
+  for (Axis a : kAxes) {
+    if (m.size(a) > kMaxWorld || world * m.size(a) > kMaxWorld)  // world <= kMaxWorld: no overflow
+      fail(where + ": " + std::to_string(kMaxWorld) + " ranks at most (the sizes' product is larger)");
+    world *= m.size(a);
   }
   return m;
 }

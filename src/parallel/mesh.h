@@ -1,10 +1,13 @@
 // The device mesh: the world's ranks laid out over named axes, outermost first
 //   pp (pipeline stages, parallel/pipeline.h), dp (replicas), fsdp (sharded data
-//   parallel), cp (context parallel: a sequence's chunks, parallel/context_parallel.h),
-//   tp (tensor parallel),
-// row-major with the LAST axis fastest: world rank r = (((pp*DP + dp)*FSDP + fsdp)*CP + cp)*TP + tp.
+//   parallel), ep (expert parallel: a mixture of experts' experts split over ranks that are
+//   otherwise data parallel, parallel/expert_parallel.h), cp (context parallel: a sequence's
+//   chunks, parallel/context_parallel.h), tp (tensor parallel),
+// row-major with the LAST axis fastest:
+//   world rank r = ((((pp*DP + dp)*FSDP + fsdp)*EP + ep)*CP + cp)*TP + tp.
 // So a tp group is TP adjacent ranks (one node's fast links), a cp group the next nearest (its
-// K/V all-gathers run every layer), and pp stages are the slowest-varying.
+// K/V all-gathers run every layer), an ep group next (its all-to-alls run twice a MoE layer and
+// pass), and pp stages are the slowest-varying.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -16,30 +19,35 @@
 
 namespace mt::parallel {
 
-// The values index Coords and AxisSet bits; kAxes is the rank order (cp, added last, sits
+// The values index Coords and AxisSet bits; kAxes is the rank order (cp and ep, added later, sit
 // between fsdp and tp).
-enum class Axis : int { pp = 0, dp = 1, fsdp = 2, tp = 3, cp = 4 };
-inline constexpr int kNumAxes = 5;
-inline constexpr std::array<Axis, kNumAxes> kAxes = {Axis::pp, Axis::dp, Axis::fsdp, Axis::cp, Axis::tp};
+enum class Axis : int { pp = 0, dp = 1, fsdp = 2, tp = 3, cp = 4, ep = 5 };
+inline constexpr int kNumAxes = 6;
+inline constexpr std::array<Axis, kNumAxes> kAxes = {Axis::pp, Axis::dp, Axis::fsdp, Axis::ep, Axis::cp, Axis::tp};
 
 const char* axis_name(Axis a);
-// "dp", "fsdp", "tp", "pp", "cp" -> Axis; throws mt::Error naming `where` for anything else.
+// "dp", "fsdp", "tp", "pp", "cp", "ep" -> Axis; throws mt::Error naming `where` for anything else.
 Axis parse_axis(const std::string& name, const std::string& where);
 
 struct MeshShape {
-  int64_t dp = 1, fsdp = 1, tp = 1, pp = 1, cp = 1;
+  int64_t dp = 1, fsdp = 1, tp = 1, pp = 1, cp = 1, ep = 1;
 
   int64_t size(Axis a) const;
   int64_t& size(Axis a);
-  int64_t world() const { return dp * fsdp * tp * pp * cp; }
+  int64_t world() const { return dp * fsdp * tp * pp * cp * ep; }
+  // The ranks that see different rows of a batch: dp x fsdp x ep (the ep ranks are data parallel
+  // for everything but the experts, as in Megatron and torchtitan).
+  int64_t batch_ranks() const { return dp * fsdp * ep; }
   // The ranks a parameter's fsdp blocks are spread over: fsdp x cp (torchtitan's dp_shard x cp),
   // since the cp ranks of a row hold no tensor of their own (parallel/layout.h make_layout).
   int64_t shards() const { return fsdp * cp; }
   // "dp=2,fsdp=2,tp=2": the axes larger than 1, in rank order (or "dp=1" for a single rank).
   std::string str() const;
 
-  // Parses "dp=2,fsdp=2,tp=2": any subset of dp, fsdp, tp, pp, cp in any order, each a positive
-  // integer, each at most once; the ones not named are 1.
+  // Parses "dp=2,fsdp=2,tp=2": any subset of dp, fsdp, tp, pp, cp, ep in any order, each a
+  // positive integer, each at most once; the ones not named are 1. Refuses a product of the sizes
+  // over kMaxWorld (no count a machine room reaches; it keeps every product in range).
+  static constexpr int64_t kMaxWorld = int64_t(1) << 24;
   static MeshShape parse(const std::string& text);
   // Throws "mesh dp=2,fsdp=2 has 4 ranks but the world has 3" when the product differs.
   void check_world(int64_t world_size) const;
@@ -76,14 +84,13 @@ class Mesh {
   Comm& axis(Axis a) { return group(axis_bit(a)); }
   // The ranks differing only along the axes in `axes` (ordered row-major over those axes).
   Comm& group(AxisSet axes);
-  // dp x fsdp: the ranks that see different batches (the data-parallel group).
-  Comm& data_parallel() { return group(axis_bit(Axis::dp) | axis_bit(Axis::fsdp)); }
-  // dp x fsdp x cp: the ranks that see different tokens, over which token counts and losses are
-  // summed (the cp ranks of a batch row each hold part of its tokens).
+  // dp x fsdp x ep: the ranks that see different batches (the data-parallel group).
+  Comm& data_parallel() { return group(batch_axes()); }
+  static constexpr AxisSet batch_axes() { return axis_bit(Axis::dp) | axis_bit(Axis::fsdp) | axis_bit(Axis::ep); }
+  // dp x fsdp x ep x cp: the ranks that see different tokens, over which token counts and losses
+  // are summed (the cp ranks of a batch row each hold part of its tokens).
   Comm& token_parallel() { return group(token_axes()); }
-  static constexpr AxisSet token_axes() {
-    return axis_bit(Axis::dp) | axis_bit(Axis::fsdp) | axis_bit(Axis::cp);
-  }
+  static constexpr AxisSet token_axes() { return batch_axes() | axis_bit(Axis::cp); }
   // fsdp x cp: the ranks that hold the blocks of a sharded parameter, over which the sharded model
   // gathers units and reduce-scatters their gradients (row-major: fsdp major, cp minor, the order
   // of the blocks in make_layout).

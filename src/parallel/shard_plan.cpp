@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/nf4.h"
+#include "parallel/expert_parallel.h"
 
 namespace mt::parallel {
 
@@ -14,6 +15,12 @@ std::vector<ShardedParam> shard_params(const std::vector<ParamShape>& params, bo
     const PartitionRule& rule = effective.match(p.name);
     out.push_back({p, !lora_training || p.adapter, nf4_base && quantized_in_qlora(p),
                    make_layout(p.name, p.shape, rule.spec, mesh)});
+    if (p.expert >= 0 && mesh.ep > 1) {
+      if (p.experts % mesh.ep != 0)
+        fail("mesh ep=" + std::to_string(mesh.ep) + " does not divide the model's " + std::to_string(p.experts) +
+             " experts (each ep rank holds whole experts, the same number on each)");
+      out.back().layout.ep_owner = expert_owner(p.expert, p.experts, mesh.ep);
+    }
   }
   return out;
 }
@@ -38,7 +45,7 @@ std::vector<RankBytes> bytes_per_rank(const std::vector<ShardedParam>& params, c
     b.rank = r;
     const int stage = int(coords_of(mesh, r)[size_t(Axis::pp)]);
     for (const auto& p : params) {
-      if (!stages.holds(stage, p.param.name)) continue;
+      if (!stages.holds(stage, p.param.name) || !p.layout.held_by(r)) continue;
       // From the rank's own ranges rather than local_shape, so a future uneven policy stays exact.
       int64_t n = 1;
       for (size_t d = 0; d < p.layout.shape.size(); ++d) n *= p.layout.range(r, d).size();

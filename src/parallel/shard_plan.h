@@ -50,15 +50,17 @@ struct RankBytes {
   int64_t total() const { return weights_bf16() + weights_nf4() + master_f32() + grads_f32() + adam_f32(); }
 };
 
-// Every parameter's layout by the first matching rule; with `lora_training` only adapters are
-// trainable, otherwise every tensor is. Throws for an unmatched name or an indivisible dim. With
+// Every parameter's layout by the first matching rule, an expert's placed on its ep coordinate;
+// with `lora_training` only adapters are trainable, otherwise every tensor is. Throws for an
+// unmatched name, an indivisible dim or experts ep does not divide. With
 // `nf4_base` the blocks' projections are NF4, laid out by nf4_base_rules ahead of `rules`.
 std::vector<ShardedParam> shard_params(const std::vector<ParamShape>& params, bool lora_training,
                                        const PartitionRules& rules, const MeshShape& mesh,
                                        bool nf4_base = false);
 
 // Under pp a rank holds only the tensors its stage holds (`stages`: one block count per pp stage),
-// each split by the rank's fsdp and tp blocks as without a pipeline.
+// under ep only its own experts (TensorLayout::ep_owner), each split by the rank's fsdp and tp
+// blocks as without a pipeline.
 std::vector<RankBytes> bytes_per_rank(const std::vector<ShardedParam>& params, const MeshShape& mesh,
                                       const StageSplit& stages = {});
 

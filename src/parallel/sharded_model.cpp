@@ -67,10 +67,13 @@ ShardedModel::ShardedModel(Mesh& mesh, const ModelConfig& full, Precision precis
       shard_base_(backend), shard_adapters_(backend), held_units_(std::move(held_units)), pool_(backend) {
   if (held_units_.empty()) held_units_.assign(size_t(num_units()), true);
   MT_CHECK(int(held_units_.size()) == num_units(), "one held flag per unit");
-  local_ = tensor_parallel_config(full_, mesh_.shape().tp, mesh_.coord(Axis::tp));
+  local_ = expert_parallel_config(tensor_parallel_config(full_, mesh_.shape().tp, mesh_.coord(Axis::tp)),
+                                  mesh_.shape().ep, mesh_.coord(Axis::ep));
   model_ = std::make_unique<Transformer>(local_, precision_, lora_, /*own_storage=*/false, backend);
   if (mesh_.shape().tp > 1)
     tp_ = std::make_unique<TensorParallelGroup>(mesh_.axis(Axis::tp), backend);
+  if (mesh_.shape().ep > 1)
+    ep_ = std::make_unique<ExpertParallelGroup>(mesh_.axis(Axis::ep), backend);
   build_slots(rules);
   build_units();
   point_model_at_shards();
@@ -86,13 +89,9 @@ ShardedModel::~ShardedModel() {
 }
 
 const ShardSlot& ShardedModel::slot(const std::string& name) const {
-  for (const auto& s : slots_)
-    if (s.name == name) return s;
-  fail("no parameter named '" + name + "' on this rank");
-}
-
-bool ShardedModel::holds(const std::string& name) const {
-  return held_units_[size_t(param_unit(name, full_))];
+  const auto it = slot_index_.find(name);
+  if (it == slot_index_.end()) fail("no parameter named '" + name + "' on this rank");
+  return slots_[it->second];
 }
 
 void check_rank_block(const ShardedParam& sp, const MeshShape& shape, int64_t rank) {
@@ -123,12 +122,13 @@ void ShardedModel::build_slots(const PartitionRules& rules) {
   const auto sharded = shard_params(laid_out_shapes(llama_param_shapes(full_, lora_), shape.tp),
                                     lora_.enabled, rules, shape, lora_.quantized_base());
   for (const ShardedParam& sp : sharded) {
-    if (!holds(sp.param.name)) continue;
+    if (!held_units_[size_t(param_unit(sp.param.name, full_))] || !sp.layout.held_by(rank)) continue;
     ShardSlot s;
     s.name = sp.param.name;
     s.layout = sp.layout;
     s.full_shape = sp.param.shape;
     s.trainable = sp.trainable;
+    s.expert = sp.layout.ep_owner >= 0;
     check_rank_block(sp, shape, rank);
     s.box = box_of(sp.layout, rank);
     const std::vector<TensorBox> peers = shard_peer_boxes(sp.layout, shape, mesh_.coords());
@@ -183,6 +183,7 @@ void ShardedModel::build_slots(const PartitionRules& rules) {
       s.partial_over_tp = bp.shape[0] != bl->param.shape[0];
     }
     (sp.param.adapter ? shard_adapters_ : shard_base_).add(s.name, s.box.shape(), plan_of(mp));
+    slot_index_[s.name] = slots_.size();
     slots_.push_back(std::move(s));
   }
   shard_base_.allocate();

@@ -1,6 +1,7 @@
 // A LLaMA model laid over the mesh by the partition rules: FSDP (ZeRO-3) over `fsdp` x `cp`
 // (torchtitan's dp_shard x cp: a rule's fsdp split is over both, parallel/layout.h shard_spec),
-// Megatron tensor parallelism over `tp`, replicas over `dp`, and under pipeline parallelism only the units
+// Megatron tensor parallelism over `tp`, replicas over `dp`, a mixture of experts' experts split
+// over `ep` (whose ranks are replicas for every other tensor: parallel/expert_parallel.h), and under pipeline parallelism only the units
 // of this rank's stage (parallel/pipeline.h stage_holds). It owns this rank's shards and implements
 // the model's ModelParallel hooks, so src/model stays mesh-free:
 //
@@ -21,8 +22,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "parallel/expert_parallel.h"
 #include "parallel/gradient_buckets.h"
 #include "parallel/mesh.h"
 #include "parallel/layout.h"
@@ -52,6 +55,8 @@ struct ShardSlot {
   bool split_fsdp = false;          // split over fsdp x cp; false: box == tp_box, read in place
   bool trainable = false;
   bool partial_over_tp = false;     // its gradient is a partial sum over tp (see finish_gradients)
+  bool expert = false;              // an expert's tensor, held by one ep coordinate (summed over
+                                    // dp and fsdp x cp only: the other ep ranks hold other experts)
   bool writer = false;              // first of the ranks holding this same block (saves it, counts
                                     // it in the norm); a tied embedding's copy on the last stage never
   int unit = 0;
@@ -89,8 +94,8 @@ class ShardedModel final : public ModelParallel {
   ParamStore& trainable_shards() { return lora_.enabled ? shard_adapters_ : shard_base_; }
   const std::vector<ShardSlot>& slots() const { return slots_; }
   const ShardSlot& slot(const std::string& name) const;
-  // Whether this rank stores `name` (under pp, only its stage's units).
-  bool holds(const std::string& name) const;
+  // Whether this rank stores `name` (under pp, only its stage's units; under ep, only its experts).
+  bool holds(const std::string& name) const { return slot_index_.count(name) > 0; }
 
   // Values as Transformer::init_weights gives the whole model (each tensor depends only on seed and
   // name), each rank keeping its blocks.
@@ -154,6 +159,13 @@ class ShardedModel final : public ModelParallel {
   int64_t input_column_begin(const std::string& name) const override { return slot(name).tp_box.begin.at(1); }
   int64_t sequence_shards() const override;
   int64_t sequence_shard() const override;
+  void exchange_expert_counts(const int64_t* counts, int64_t* received, int64_t n) override {
+    ep_->exchange_counts(counts, received, n);
+  }
+  void exchange_expert_rows(const Tensor& recv, const std::vector<int64_t>& recv_rows, const Tensor& send,
+                            const std::vector<int64_t>& send_rows) override {
+    ep_->exchange_rows(recv, recv_rows, send, send_rows);
+  }
   void gather_rows(const Tensor& whole, const Tensor& part) override { tp_->gather_rows(whole, part); }
   void sum_scatter_rows(const Tensor& part, const Tensor& whole) override { tp_->sum_scatter_rows(part, whole); }
 
@@ -177,11 +189,13 @@ class ShardedModel final : public ModelParallel {
   std::unique_ptr<Transformer> model_;
   ParamStore shard_base_, shard_adapters_;
   std::vector<ShardSlot> slots_;
+  std::unordered_map<std::string, size_t> slot_index_;  // name -> its slot
   std::vector<bool> held_units_;  // per unit: stored on this rank
   ScratchPool pool_;  // declared before the units and scatters, which hold its blocks
   std::vector<std::unique_ptr<Unit>> units_;
   std::vector<std::unique_ptr<PendingScatter>> scatters_;
   std::unique_ptr<TensorParallelGroup> tp_;  // null when tp = 1
+  std::unique_ptr<ExpertParallelGroup> ep_;  // null when ep = 1
   bool sequence_parallel_ = false;            // only with tp_
   int64_t vocab_begin_ = 0;
   int64_t vocab_share_rows_ = 0;  // every tp rank's vocabulary rows in the layout, padding included

@@ -1,6 +1,7 @@
 #include "train/placed_model.h"
 
 #include <cmath>
+#include <unordered_map>
 
 #include "core/crc32c.h"
 #include "core/error.h"
@@ -70,9 +71,10 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
   const int chunks = int(tc.pp_virtual);
   const std::vector<int64_t> stage_blocks = run_stage_blocks(tc, shape, m);
   const int stage = int(mesh.coord(parallel::Axis::pp));
-  // Sharded whenever anything splits a tensor or a stage: fsdp, tp, pp, or cp (whose ranks hold
-  // blocks over fsdp x cp, parallel/layout.h shard_spec); otherwise whole replicas over dp.
-  if (m.fsdp > 1 || m.tp > 1 || m.pp > 1 || m.cp > 1) {
+  // Sharded whenever anything splits a tensor or a stage: fsdp, tp, pp, cp (whose ranks hold
+  // blocks over fsdp x cp, parallel/layout.h shard_spec) or ep (the experts); otherwise whole
+  // replicas over dp.
+  if (m.fsdp > 1 || m.tp > 1 || m.pp > 1 || m.cp > 1 || m.ep > 1) {
     sharded_ = std::make_unique<parallel::ShardedModel>(
         mesh, shape, tc.precision, cfg.lora, cfg.partition.effective(),
         m.pp > 1 ? parallel::stage_holds(shape, stage_blocks, stage, chunks) : std::vector<bool>{}, backend);
@@ -206,22 +208,31 @@ std::vector<std::string> PlacedModel::export_model(const std::string& dir) {
     return lora ? save_peft_adapter(*whole_, dir, cfg_.model_path) : save_base_model(*whole_, dir, origin_);
   }
   std::vector<ExportTensor> tensors;  // in the model's order, the same on every rank
+  std::unordered_map<std::string, int64_t> ep_owner;  // an expert's ep coordinate (others: 0)
   const ModelConfig& full = sharded_->full_config();
+  const parallel::MeshShape& m = mesh_.shape();
   for (const auto& p : llama_param_shapes(full, cfg_.lora))
-    if (p.adapter == lora) tensors.push_back({p.name, p.shape});
-  // Each tensor is gathered in the fsdp x cp x tp group of a stage holding it; under pp, the writing
-  // stage's first rank then sends it to rank 0.
+    if (p.adapter == lora) {
+      tensors.push_back({p.name, p.shape});
+      ep_owner[p.name] = p.expert >= 0 ? parallel::expert_owner(p.expert, p.experts, m.ep) : 0;
+    }
+  // Each tensor is gathered in the fsdp x cp x tp group of a stage (and, for an expert, the ep
+  // coordinate) holding it; when that is not rank 0's, the group's first rank then sends it there.
   using parallel::Axis;
   const int stage = int(mesh_.coord(Axis::pp));
   const auto& c = mesh_.coords();
-  const bool stage_leader = c[size_t(Axis::dp)] == 0 && c[size_t(Axis::fsdp)] == 0 && c[size_t(Axis::tp)] == 0 &&
+  const bool group_leader = c[size_t(Axis::dp)] == 0 && c[size_t(Axis::fsdp)] == 0 && c[size_t(Axis::tp)] == 0 &&
                             c[size_t(Axis::cp)] == 0;
   const FetchValues gather = [&](const std::string& name) {
     const int owner =
         pipeline_ ? parallel::stage_of_unit(pipeline_->blocks(), param_unit(name, full), pipeline_->chunks()) : 0;
+    const int64_t expert_rank = ep_owner.at(name);
     std::vector<float> whole;
-    if (owner == stage) whole = sharded_->gather_whole(name);
-    if (owner == 0) return whole;
+    if (sharded_->holds(name)) whole = sharded_->gather_whole(name);
+    parallel::Coords from{};
+    from[size_t(Axis::pp)] = owner, from[size_t(Axis::ep)] = expert_rank;
+    const int source = int(parallel::rank_of(m, from));
+    if (source == 0) return whole;
     constexpr int kExportTag = 4;
     int64_t n = 1;
     for (const auto& t : tensors)
@@ -229,9 +240,8 @@ std::vector<std::string> PlacedModel::export_model(const std::string& dir) {
         for (int64_t d : t.shape) n *= d;
     if (leader) {
       whole.resize(size_t(n));
-      mesh_.world().recv_bytes(whole.data(), n * int64_t(sizeof(float)),
-                               int(parallel::rank_of(mesh_.shape(), {owner, 0, 0, 0})), kExportTag);
-    } else if (owner == stage && stage_leader) {
+      mesh_.world().recv_bytes(whole.data(), n * int64_t(sizeof(float)), source, kExportTag);
+    } else if (owner == stage && group_leader && c[size_t(Axis::ep)] == expert_rank) {
       mesh_.world().send_bytes(whole.data(), n * int64_t(sizeof(float)), 0, kExportTag);
     }
     return whole;

@@ -28,7 +28,7 @@ class PlacedModel {
  public:
   // Builds the model of cfg (model.path, or a new one with random weights) on the mesh. Under
   // FSDP / tensor parallelism each rank holds and loads only its blocks. `dp` is the mesh's
-  // data-parallel group (dp x fsdp), which sums counts and losses; both must outlive this.
+  // data-parallel group (dp x fsdp x ep), which sums counts and losses; both must outlive this.
   // Its parameters, gradients and activations live on `backend`.
   PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::DataParallel& dp, const Tokenizer& tok,
               std::ostream& log, Backend& backend = cpu_backend());
@@ -76,7 +76,7 @@ class PlacedModel {
   std::unique_ptr<parallel::ShardedModel> sharded_;
   std::unique_ptr<GradientSync> sync_;
   parallel::ReplicaGradients* replica_ = nullptr;  // sync_ of whole replicas (dp only)
-  std::unique_ptr<parallel::DataParallel> stages_and_replicas_;  // pp x dp x fsdp x cp: sums losses
+  std::unique_ptr<parallel::DataParallel> stages_and_replicas_;  // pp x dp x fsdp x ep x cp: sums losses
   std::unique_ptr<parallel::ContextParallel> context_;           // cp > 1: attention over whole rows
   std::unique_ptr<parallel::Pipeline> pipeline_;
   int64_t base_numel_ = 0, trainable_numel_ = 0;

@@ -14,7 +14,7 @@ namespace mt {
 
 void check_batch_split(int64_t batch_size, int64_t data_parallel) {
   if (batch_size % data_parallel != 0)
-    fail("train.batch_size (" + std::to_string(batch_size) + ") must be divisible by dp x fsdp (" +
+    fail("train.batch_size (" + std::to_string(batch_size) + ") must be divisible by dp x fsdp x ep (" +
          std::to_string(data_parallel) + ")");
 }
 
@@ -39,15 +39,16 @@ std::vector<int64_t> run_stage_blocks(const TrainConfig& tc, const ModelConfig& 
 void check_sequence_split(const RunConfig& cfg, const parallel::MeshShape& mesh) {
   const auto& tc = cfg.train;
   if (!tc.sequence_parallel || mesh.tp == 1 || tc.seq_len == 0) return;  // 0: checked when chosen
-  const int64_t rows = tc.batch_size / (mesh.dp * mesh.fsdp) * (tc.seq_len / mesh.cp);
+  const int64_t rows = tc.batch_size / mesh.batch_ranks() * (tc.seq_len / mesh.cp);
   if (rows % mesh.tp != 0)
     fail("a rank's " + std::to_string(rows) +
-         " tokens per micro-batch (train.batch_size / (dp x fsdp) x train.seq_len / cp) must be "
+         " tokens per micro-batch (train.batch_size / (dp x fsdp x ep) x train.seq_len / cp) must be "
          "divisible by tp (" + std::to_string(mesh.tp) + ") for sequence parallelism; or set "
          "train.sequence_parallel = false");
 }
 
 void check_moe_layout(const ModelConfig& shape, const parallel::MeshShape& mesh) {
+  parallel::expert_parallel_config(shape, mesh.ep, 0);  // ep needs experts, and must divide them
   if (!shape.moe()) return;
   if (mesh.tp > 1)
     fail("a mixture-of-experts model under tensor parallelism (tp " + std::to_string(mesh.tp) +
@@ -63,13 +64,13 @@ void check_moe_layout(const ModelConfig& shape, const parallel::MeshShape& mesh)
 
 void check_run_layout(const RunConfig& cfg, const ModelConfig& shape, const parallel::MeshShape& mesh) {
   check_moe_layout(shape, mesh);
-  check_batch_split(cfg.train.batch_size, mesh.dp * mesh.fsdp);
+  check_batch_split(cfg.train.batch_size, mesh.batch_ranks());
   check_context_split(cfg, mesh.cp);
   check_sequence_split(cfg, mesh);
   run_stage_blocks(cfg.train, shape, mesh);
-  // A mesh without fsdp, tp, pp or cp keeps whole replicas: the sharded model, whose checks follow,
-  // is not built (train/placed_model.cpp).
-  if (mesh.fsdp == 1 && mesh.tp == 1 && mesh.pp == 1 && mesh.cp == 1) return;
+  // A mesh without fsdp, tp, pp, cp or ep keeps whole replicas: the sharded model, whose checks
+  // follow, is not built (train/placed_model.cpp).
+  if (mesh.fsdp == 1 && mesh.tp == 1 && mesh.pp == 1 && mesh.cp == 1 && mesh.ep == 1) return;
   parallel::tensor_parallel_config(shape, mesh.tp);
   // The layout the sharded model places: a vocabulary tp does not divide padded.
   const auto sharded =

@@ -13,7 +13,7 @@
 
 namespace mt {
 
-// The data-parallel group (dp x fsdp) shares out each micro-batch's rows: refused in one line when
+// The data-parallel group (dp x fsdp x ep) shares out each micro-batch's rows: refused in one line when
 // `data_parallel` ranks cannot split train.batch_size = `batch_size` evenly.
 void check_batch_split(int64_t batch_size, int64_t data_parallel);
 // Context parallelism cuts every sequence into 2 cp equal chunks: refused in one line when 2 x cp

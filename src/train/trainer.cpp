@@ -82,7 +82,7 @@ std::unique_ptr<parallel::Comm> open_world(const RunConfig& cfg) {
 // wait is reported (a pipeline alone has no gathers).
 bool gathers_or_splits(const parallel::MeshShape& m) { return m.shards() > 1 || m.tp > 1; }
 
-// The group (dp x fsdp) that shares out each batch's rows, and the cp ranks that share out each
+// The group (dp x fsdp x ep) that shares out each batch's rows, and the cp ranks that share out each
 // row, refused before any work when they cannot split the batch or its rows evenly.
 parallel::DataParallel data_parallel(parallel::Mesh& mesh, const RunConfig& cfg) {
   parallel::Comm& group = mesh.data_parallel();

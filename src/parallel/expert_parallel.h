@@ -1,0 +1,48 @@
+// Expert parallelism (Megatron's and torchtitan's ep), the parts outside the model: which experts
+// an ep rank holds, and the two exchanges a mixture-of-experts layer makes through its ep group.
+//
+// The ep ranks are carved out of the data-parallel ranks: each sees other rows of the batch and
+// holds every tensor but the experts as a data-parallel replica would (its gradient summed over
+// dp x ep, parallel/fsdp_units.cpp); the experts are split over ep in contiguous ranges, rank c
+// holding experts [c E / ep, (c + 1) E / ep) (parallel/layout.h TensorLayout::ep_owner), their
+// gradients summed over the ranks holding the same experts (dp, and fsdp x cp within). In a MoE
+// layer (model/moe.cpp) every rank routes its own tokens, tells each ep rank how many rows it
+// sends to each of its experts (exchange_counts: one small all-gather), sends them
+// (exchange_rows: an all-to-all of variable sizes, as point-to-point pairs: MPI_Isend/Irecv, or
+// one NCCL group of sends and receives), computes its experts on what arrives and sends the
+// results back the same way; the backward makes the same exchanges for the gradients.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/config.h"
+#include "parallel/comm.h"
+
+namespace mt::parallel {
+
+// The config an ep rank's model computes with: experts [ep_rank E / ep, + E / ep) of `config`'s.
+// Throws one line when ep does not divide the experts or the model has none.
+ModelConfig expert_parallel_config(const ModelConfig& config, int64_t ep, int64_t ep_rank);
+
+// The ep coordinate holding expert `expert` of `experts` on `ep` ranks.
+inline int64_t expert_owner(int64_t expert, int64_t experts, int64_t ep) { return expert / (experts / ep); }
+
+class ExpertParallelGroup {
+ public:
+  ExpertParallelGroup(Comm& group, Backend& backend) : group_(group), backend_(backend) {}
+  // ModelParallel::exchange_expert_counts over the group (host memory).
+  void exchange_counts(const int64_t* counts, int64_t* received, int64_t n);
+  // ModelParallel::exchange_expert_rows over the group's device twin.
+  void exchange_rows(const Tensor& recv, const std::vector<int64_t>& recv_rows, const Tensor& send,
+                     const std::vector<int64_t>& send_rows);
+  // Bytes this rank sent to other ranks (its own rows excluded) since the start.
+  int64_t bytes_sent() const { return bytes_sent_; }
+
+ private:
+  Comm& group_;
+  Backend& backend_;
+  int64_t bytes_sent_ = 0;
+};
+
+}  // namespace mt::parallel

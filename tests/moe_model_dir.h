@@ -9,9 +9,11 @@
 
 namespace mt::testing {
 
-// `more` changes the config further (dense layers, the routing losses). Returns the directory.
+// `more` changes the config further (dense layers, the routing losses); `values` the weights
+// (model/weights as family_model_dir's). Returns the directory.
 inline std::string moe_model_dir(const std::string& family, const std::string& tag,
-                                 const std::function<void(ModelConfig&)>& more = {}) {
+                                 const std::function<void(ModelConfig&)>& more = {},
+                                 const std::function<void(Transformer&)>& values = {}) {
   return family_model_dir(
       tag, "--set train.seq_len=32 --set train.batch_size=2",
       [&](ModelConfig& c) {
@@ -22,7 +24,7 @@ inline std::string moe_model_dir(const std::string& family, const std::string& t
         if (family == "qwen3_moe") c.qk_norm = true;
         if (more) more(c);
       },
-      /*seed=*/5);
+      /*seed=*/5, values);
 }
 
 }  // namespace mt::testing

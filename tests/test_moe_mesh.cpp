@@ -14,6 +14,7 @@
 
 #include "io/peft_config.h"
 #include "mesh_runs.h"
+#include "model/transformer.h"
 #include "moe_model_dir.h"
 
 namespace mt::testing {
@@ -105,6 +106,31 @@ TEST(MoeMesh, QloraWithTheExpertsInNf4MatchesOneRank) {
   expect_same_run(tag, "--config " + moe_model("qwen3_moe", tag) + " " + kRun + qlora, "fsdp=2",
                   "/adapter/adapter_model.safetensors", 5e-5);
 }
+
+// Every token choosing the same experts: zero routers give every expert the same logit, so the
+// tie goes to experts 0 and 1 (the lower indices) for every token, and LoRA keeps the routers
+// frozen. On ep=2 one rank computes every row of every rank, on ep=4 two ranks compute nothing.
+class MoeOneSidedRouting : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MoeOneSidedRouting, EveryTokenOnTheSameExpertsMatchesOneRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string tag = std::string("moe_one_sided_") + tag_of(GetParam());
+  const std::string dir = moe_model_dir("qwen3_moe", tag, {}, [](Transformer& m) {
+    const ModelConfig& c = m.config();
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      const std::string router = moe_router_name(l, c);
+      m.base().set_values(router, std::vector<float>(size_t(m.base().get(router).numel), 0.0f).data());
+    }
+  });
+  std::ofstream(dir + ".toml") << "[model]\npath = \"" << dir << "\"\n";
+  const std::string lora =
+      "--set lora.enabled=true --set lora.rank=4 --set optim.lr=1e-2 "
+      "--set 'lora.targets=[\"q\",\"v\",\"gate\",\"up\",\"down\"]' ";
+  expect_same_run(tag, "--config " + dir + ".toml " + kRun + lora, GetParam(), "/adapter/adapter_model.safetensors");
+}
+
+INSTANTIATE_TEST_SUITE_P(Meshes, MoeOneSidedRouting, ::testing::Values("ep=2", "ep=4", "fsdp=2,ep=2"),
+                         [](const auto& info) { return tag_of(info.param); });
 
 // The experts in NF4 split over ep, each rank quantising its own experts.
 TEST(MoeMesh, QloraWithTheExpertsSplitOverEpMatchesOneRank) {

@@ -242,6 +242,10 @@ std::vector<ConfigKey> make_keys() {
        .help = "Context parallel: every sequence cut into 2 cp chunks, rank r of a cp group holding chunks r "
                "and 2cp-1-r; parameters sharded over fsdp x cp, attention all-gathers keys and values (train.seq_len "
                "divisible by 2 cp; mesh.auto may choose it)"},
+      {KEY(mesh.ep), .range = kAtLeastOne,
+       .help = "Expert parallel: a mixture of experts' experts split over ranks that are otherwise data parallel "
+               "(own batches; ep must divide num_experts); each MoE layer sends every token's rows to the ranks "
+               "of its experts and back (see docs/mesh.md)"},
 
       // [partition]
       {KEY(partition.replace_defaults),

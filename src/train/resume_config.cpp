@@ -27,7 +27,7 @@ const std::vector<std::string_view> kResumeMayChange = {
     // mean (inference never drops), like the lr.
     "lora.init_std", "lora.random_base", "lora.dropout",
     "output.dir", "output.checkpoint_every", "output.keep_checkpoints", "output.keep_best", "output.overwrite",
-    "mesh.auto", "mesh.dp", "mesh.fsdp", "mesh.tp", "mesh.pp", "mesh.cp", "partition.replace_defaults", "partition.rules",
+    "mesh.auto", "mesh.dp", "mesh.fsdp", "mesh.tp", "mesh.pp", "mesh.cp", "mesh.ep", "partition.replace_defaults", "partition.rules",
 };
 
 void require_resumable_config(const RunConfig& now, const std::string& saved_toml, const std::string& where) {

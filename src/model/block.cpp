@@ -365,9 +365,12 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
   }
   const Tensor n2 = seq.whole(a.n2, s.whole);
   if (w.moe) {  // a mixture-of-experts layer (model/moe.h)
-    MT_CHECK(seq.rows() == N, "a mixture-of-experts layer under tensor parallelism");
-    const Tensor delta = rows_of(s.t0, N, C);
-    moe_forward(be, delta, n2, a.moe, w.moe, c, s.moe, in.moe_loss, par);
+    // Under tensor parallelism each rank computes its columns of every expert: its combined
+    // output is a partial sum, summed like the MLP's down product (this rank's rows of it under
+    // sequence parallelism).
+    const Tensor partial = rows_of(s.t0, N, C);
+    moe_forward(be, partial, n2, a.moe, w.moe, c, s.moe, in.moe_loss, par);
+    const Tensor delta = seq.sum(partial, s.t3);
     MT_PROFILE("residual/norm forward");
     if (c.post_norms) post_norm_forward(be, delta, a.mlp_raw, a.rstd_post_mlp, w.post_mlp_norm, c);
     be.residual_add(y, a.x2, delta);
@@ -426,7 +429,10 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   }
   const Tensor dn2 = rows_of(s.t0, N, C);  // written once dh has been read
   if (w.moe) {
-    moe_backward(be, dn2, dy_c, a.n2, a.moe, w.moe, c, s.moe, in.moe_loss, par);
+    // The region's input and output gradient whole (gathered under sequence parallelism; t1 is
+    // free in an MoE layer), its dn2 a partial sum over tensor-parallel ranks like the MLP's.
+    const Tensor n2 = seq.whole(a.n2, rows_of(s.t1, N, C));
+    moe_backward(be, dn2, seq.whole(dy_c, s.whole), n2, a.moe, w.moe, c, s.moe, in.moe_loss, par);
   } else {
     const Tensor dh = rows_of(s.t0, N, I);
     proj_back(kDown, dh, false, seq.whole(dy_c, s.whole), a.h);

@@ -74,6 +74,10 @@ class ModelParallel {
   // same columns and dtype; device memory.
   virtual void exchange_expert_rows(const Tensor& recv, const std::vector<int64_t>& recv_rows, const Tensor& send,
                                     const std::vector<int64_t>& send_rows) {}
+  // Whether this rank adds the terms every tensor-parallel rank could compute alike to a partial
+  // sum that reduce_sum or sum_scatter_rows then adds over the ranks (an MoE router's input
+  // gradient, an expert's row-parallel adapter output): one rank adds them, so they count once.
+  virtual bool leads_tensor_group() const { return true; }
   // The first input column of the weight `name` ("model.layers.0.self_attn.o_proj.weight") this
   // rank holds: a row-parallel layer's input is split by columns. Randomness keyed by column (LoRA
   // dropout) then falls on the same elements however the layer is split. 0 when it is whole.

@@ -201,10 +201,21 @@ void moe_forward(Backend& be, const Tensor& delta, const Tensor& n2, const MoeAc
       linear_layer_forward(be, expert_rows(up, off, j), u(kExpertUp, j), xj, ew[kExpertUp]);
     }
     if (R > 0) be.swiglu_forward(h, gate, up);
+    // down is row-parallel under tensor parallelism: each rank's product is a partial sum (summed
+    // after the combine, model/block.cpp), and so is an adapter's inner product, summed here
+    // before B applies; B u is then added by one rank, so the sum over the ranks counts it once.
+    const Tensor u_down = a.lora_u[kExpertDown] ? a.lora_u[kExpertDown].rows_slice(0, R) : Tensor{};
     for (int64_t j = 0; j < L; ++j) {
       if (no_rows(off, j)) continue;
-      linear_layer_forward(be, expert_rows(out_e, off, j), u(kExpertDown, j), expert_rows(h, off, j),
-                           w.experts[size_t(j)][kExpertDown]);
+      const LinearWeights& down = w.experts[size_t(j)][kExpertDown];
+      const Tensor hj = expert_rows(h, off, j);
+      be.linear_forward(expert_rows(out_e, off, j), hj, down.W);
+      lora_inner(be, u(kExpertDown, j), hj, down);
+    }
+    if (u_down) {
+      par.reduce_sum(u_down);
+      for (int64_t j = 0; j < L && par.leads_tensor_group(); ++j)
+        if (!no_rows(off, j)) lora_outer(be, expert_rows(out_e, off, j), u(kExpertDown, j), w.experts[size_t(j)][kExpertDown]);
     }
   }
   if (shards) {
@@ -231,6 +242,9 @@ void moe_backward(Backend& be, const Tensor& dn2, const Tensor& ddelta, const Te
   {
     MT_PROFILE("moe combine backward");
     be.combine_rows_backward(dout, dweights, ddelta, out, a.slots, a.weights, k);
+    // Under tensor parallelism `out` is this rank's partial sum: so is each weight's gradient
+    // (a dot product with it), summed here to the whole one every rank routes with.
+    par.reduce_sum(dweights);
   }
   Tensor dout_e;
   {
@@ -305,7 +319,9 @@ void moe_backward(Backend& be, const Tensor& dn2, const Tensor& ddelta, const Te
     dlogits_t = rows_of(s.b, N, E);  // dx, summed into dn2 above
     be.convert(dlogits_t, dlogits_f32);
   }
-  be.linear_backward_input(dn2, dlogits_t, w.router.W, 1.0f, true);
+  // Every tensor-parallel rank holds the whole router and computes the same term: one adds it
+  // to dn2, a partial sum over the ranks (model/block.cpp).
+  if (par.leads_tensor_group()) be.linear_backward_input(dn2, dlogits_t, w.router.W, 1.0f, true);
   if (w.router.dW) be.linear_backward_weight(w.router.dW, dlogits_t, n2);
 }
 

@@ -157,6 +157,7 @@ class ShardedModel final : public ModelParallel {
   int64_t vocab_size() const override { return full_.vocab_size; }
   int64_t vocab_share_rows() const override { return vocab_share_rows_; }
   int64_t input_column_begin(const std::string& name) const override { return slot(name).tp_box.begin.at(1); }
+  bool leads_tensor_group() const override { return mesh_.coord(Axis::tp) == 0; }
   int64_t sequence_shards() const override;
   int64_t sequence_shard() const override;
   void exchange_expert_counts(const int64_t* counts, int64_t* received, int64_t n) override {

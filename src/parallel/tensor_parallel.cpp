@@ -25,6 +25,9 @@ ModelConfig tensor_parallel_config(const ModelConfig& full, int64_t tp, int64_t 
   local.num_attention_heads = divide(full.num_attention_heads, "num_attention_heads");
   local.num_key_value_heads = divide(full.num_key_value_heads, "num_key_value_heads");
   local.intermediate_size = divide(full.intermediate_size, "intermediate_size");
+  // A mixture of experts' experts are split as the MLP is (Megatron's expert tensor parallelism):
+  // every expert's gate and up by rows, down by columns; the router is whole on every rank.
+  if (full.moe()) local.moe_intermediate_size = divide(full.moe_intermediate_size, "moe_intermediate_size");
   local.vocab_size = true_vocab_rows(full.vocab_size, tp, tp_rank);
   return local;
 }

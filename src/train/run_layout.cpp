@@ -50,9 +50,6 @@ void check_sequence_split(const RunConfig& cfg, const parallel::MeshShape& mesh)
 void check_moe_layout(const ModelConfig& shape, const parallel::MeshShape& mesh) {
   parallel::expert_parallel_config(shape, mesh.ep, 0);  // ep needs experts, and must divide them
   if (!shape.moe()) return;
-  if (mesh.tp > 1)
-    fail("a mixture-of-experts model under tensor parallelism (tp " + std::to_string(mesh.tp) +
-         ") is not implemented yet: use dp, fsdp, pp or cp");
   // The routing losses' statistics are summed over the ranks holding a batch's other tokens
   // (Transformer::set_token_sum), not yet over pipeline stages, each of which routes its layers.
   const bool routing_losses = shape.aux_loss_coef() > 0.0f || shape.router_z_loss_coef > 0.0f;

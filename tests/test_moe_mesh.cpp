@@ -55,8 +55,12 @@ TEST_P(MoeMeshEquality, FullTrainingMatchesOneRank) {
 TEST_P(MoeMeshEquality, LoraOnEveryExpertMatchesOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   const std::string tag = std::string("moe_lora_") + GetParam().family + "_" + tag_of(GetParam().mesh);
+  // Adam's eps raised to 1e-6: at lr 1e-2 an adapter element whose gradient is noise around zero
+  // (1e-9) moves by lr whichever sign the noise has, and the layouts sum in other orders; the
+  // losses (1e-5) and gradient norms (5e-5) are compared as tightly either way. (Seen on
+  // mixtral tp=2: losses within 3e-9, one attention adapter element 1.1e-4 apart with eps 1e-8.)
   const std::string lora =
-      "--set lora.enabled=true --set lora.rank=4 --set optim.lr=1e-2 "
+      "--set lora.enabled=true --set lora.rank=4 --set optim.lr=1e-2 --set optim.eps=1e-6 "
       "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\"]' ";
   expect_same_run(tag, "--config " + moe_model(GetParam().family, tag) + " " + kRun + lora, GetParam().mesh,
                   "/adapter/adapter_model.safetensors");

@@ -77,5 +77,53 @@ TEST(Gemm, Bf16InputsF32Output) {
   EXPECT_EQ(gemm_primitives_created(), before) << "same shape must reuse the cached primitive";
 }
 
+// A mixture of experts' GEMMs have as many rows as tokens chose the expert: a count that changes
+// every step. Each count is computed exactly, as the rows of C (the forward and the input
+// gradient: x [rows, in] times W or W^T) and as the reduction of a weight gradient (dy^T x over
+// the rows), with and without accumulation; and the counts share a bounded number of primitives
+// instead of making one each (the leading dimensions are the layer's, fixed, as in the model).
+TEST(Gemm, VaryingRowCountsAreExactAndShareBoundedPrimitives) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd;
+  const int N = 24, K = 40;
+  const int64_t before = gemm_primitives_created();
+  int counts = 0;
+  for (int rows = 1; rows <= 700; rows += 7, ++counts)
+    for (int tb = 0; tb < 2; ++tb) {
+      std::vector<float> A(size_t(rows) * K), B(size_t(K) * N), C(size_t(rows) * N, 1.0f);
+      for (auto& x : A) x = nd(rng);
+      for (auto& x : B) x = nd(rng);
+      GemmArgs g;  // C [rows, N] = 0.5 A op(B) (+ C)
+      g.M = rows, g.N = N, g.K = K, g.trans_b = tb;
+      g.A = A.data(), g.lda = K;
+      g.B = B.data(), g.ldb = tb ? K : N;
+      g.C = C.data(), g.ldc = N;
+      g.alpha = 0.5f, g.accumulate = tb == 1;
+      gemm(g);
+      const auto R = reference(A, B, rows, N, K, false, tb);
+      for (size_t i = 0; i < C.size(); ++i)
+        ASSERT_NEAR(C[i], (g.accumulate ? 1.0 : 0.0) + 0.5 * R[i], 1e-4 * (1 + std::abs(R[i])))
+            << "rows " << rows << " tb " << tb << " element " << i;
+      // D [K, N] = A^T E (+ D): the reduction over the rows.
+      std::vector<float> E(size_t(rows) * N), D(size_t(K) * N, 2.0f);
+      for (auto& x : E) x = nd(rng);
+      GemmArgs w;
+      w.M = K, w.N = N, w.K = rows, w.trans_a = true;
+      w.A = A.data(), w.lda = K;
+      w.B = E.data(), w.ldb = N;
+      w.C = D.data(), w.ldc = N;
+      w.accumulate = tb == 1;
+      gemm(w);
+      const auto RD = reference(A, E, K, N, rows, /*ta=*/true, /*tb=*/false);
+      for (size_t i = 0; i < D.size(); ++i)
+        ASSERT_NEAR(D[i], (w.accumulate ? 2.0 : 0.0) + RD[i], 1e-4 * (1 + std::abs(RD[i])))
+            << "reduction over " << rows << " rows, element " << i;
+    }
+  // Four kinds of call (two products, with and without accumulation); each about 700 / 256 +
+  // 2 x 256 / 16 shapes (a multiple of 256, of 16, the rest), not one per count (100 here).
+  const int64_t made = gemm_primitives_created() - before;
+  EXPECT_LE(made, 4 * (2 + 15 + 15)) << counts << " row counts";
+}
+
 }  // namespace
 }  // namespace mt

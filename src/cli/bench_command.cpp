@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -25,6 +26,7 @@
 
 #include "backend/device_buffer.h"
 #include "model/transformer.h"
+#include "io/family_presets.h"
 #include "model/presets.h"
 #include "parallel/comm.h"
 #include "train/adamw.h"
@@ -56,25 +58,60 @@ struct BenchOptions {
 nlohmann::json figures = nlohmann::json::object();
 
 ModelConfig bench_shape(const BenchOptions& o) {
-  ModelConfig c = llama_preset(o.preset);
+  ModelConfig c = published_preset(o.preset);
   if (o.layers > 0) c.num_hidden_layers = o.layers;
   c.max_position_embeddings = std::max(c.max_position_embeddings, o.seq);
   return c;
 }
+
+// A mixture of experts' dense twin: every MLP a dense SwiGLU of the k chosen experts' width
+// together (k x moe_intermediate_size), so a token's MLP does the same FLOPs as its k experts
+// (less the router's E x hidden). What an MoE layer's time is judged against.
+ModelConfig dense_twin(ModelConfig c) {
+  c.intermediate_size = c.num_experts_per_tok * c.moe_intermediate_size;
+  c.num_experts = 0;
+  c.mlp_only_layers.clear();
+  return c;
+}
+
+// Seconds a step spends in the MLP half of the blocks, from the per-op profile: an MoE layer's
+// ops ("moe ...") or a dense MLP's products and activation.
+double mlp_seconds(const std::map<std::string, double>& totals) {
+  static const char* dense[] = {"gemm fwd gate", "gemm fwd up", "gemm fwd down", "gemm bwd gate", "gemm bwd up",
+                                "gemm bwd down", "swiglu forward", "swiglu backward"};
+  double s = 0.0;
+  for (const auto& [name, t] : totals) {
+    bool mlp = name.rfind("moe ", 0) == 0;
+    for (const char* d : dense) mlp = mlp || name == d;
+    if (mlp) s += t;
+  }
+  return s;
+}
+
+struct TrainingFigures {
+  double ms_per_step = 0.0, mlp_ms_per_step = 0.0;
+};
 
 // The bf16 products of one training step's linear layers at their own shapes (forward y = x W^T
 // for the tokens of a step), each timed on `backend` for about `seconds`: what the step's GEMMs
 // can reach, beside what the step reaches. Returns {name, TFLOP/s} pairs.
 nlohmann::json bench_step_gemms(Backend& backend, const ModelConfig& c, int64_t tokens, double seconds) {
   const int64_t h = c.hidden_size, d = c.head_dim();
-  const std::pair<const char*, int64_t> outs[] = {
-      {"q/o", c.num_attention_heads * d}, {"k/v", c.num_key_value_heads * d},
-      {"gate/up/down", c.intermediate_size}, {"lm_head", c.vocab_size}};
+  struct Shape {
+    const char* name;
+    int64_t n, m;  // output features, rows
+  };
+  std::vector<Shape> outs = {{"q/o", c.num_attention_heads * d, tokens}, {"k/v", c.num_key_value_heads * d, tokens}};
+  if (c.moe())  // one expert's rows when the routing spreads the tokens' choices evenly
+    outs.push_back({"expert", c.moe_intermediate_size, std::max<int64_t>(1, tokens * c.num_experts_per_tok / c.num_experts)});
+  else
+    outs.push_back({"gate/up/down", c.intermediate_size, tokens});
+  outs.push_back({"lm_head", c.vocab_size, tokens});
   std::printf("  GEMMs at this step's shapes (bf16, forward, %ld tokens):\n", long(tokens));
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& [name, n] : outs) {
-    DeviceBuffer x(backend, DType::bf16, tokens * h), w(backend, DType::bf16, n * h), y(backend, DType::f32, tokens * n);
-    const Tensor xt = x.tensor().view(tokens, h), wt = w.tensor().view(n, h), yt = y.tensor().view(tokens, n);
+  for (const auto& [name, n, m] : outs) {
+    DeviceBuffer x(backend, DType::bf16, m * h), w(backend, DType::bf16, n * h), y(backend, DType::f32, m * n);
+    const Tensor xt = x.tensor().view(m, h), wt = w.tensor().view(n, h), yt = y.tensor().view(m, n);
     backend.linear_forward(yt, xt, wt);  // warm-up (the library picks its algorithm)
     backend.synchronize();
     int64_t reps = 0;
@@ -86,10 +123,10 @@ nlohmann::json bench_step_gemms(Backend& backend, const ModelConfig& c, int64_t 
       ++reps;
       dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
-    const double tflops = 2.0 * double(tokens) * double(h) * double(n) * double(reps) / dt / 1e12;
-    std::printf("    %-12s [%ld x %ld] x [%ld x %ld]^T: %9.3f TFLOP/s\n", name, long(tokens), long(h), long(n),
+    const double tflops = 2.0 * double(m) * double(h) * double(n) * double(reps) / dt / 1e12;
+    std::printf("    %-12s [%ld x %ld] x [%ld x %ld]^T: %9.3f TFLOP/s\n", name, long(m), long(h), long(n),
                 long(h), tflops);
-    out.push_back({{"name", name}, {"m", tokens}, {"k", h}, {"n", n}, {"tflops", tflops}});
+    out.push_back({{"name", name}, {"m", m}, {"k", h}, {"n", n}, {"tflops", tflops}});
   }
   return out;
 }
@@ -108,8 +145,9 @@ double bench_gemm() {
   return best;
 }
 
-void bench_training(const BenchOptions& o, bool lora_on, double peak, Backend& backend) {
-  const ModelConfig c = bench_shape(o);
+// One training run on `c`; its figures go into --json under `key`.
+TrainingFigures bench_training(const BenchOptions& o, const ModelConfig& c, const std::string& shape, bool lora_on,
+                               double peak, Backend& backend, const std::string& key) {
   LoraConfig lora;
   lora.enabled = lora_on;
   lora.rank = o.lora_rank;
@@ -134,8 +172,6 @@ void bench_training(const BenchOptions& o, bool lora_on, double peak, Backend& b
   in.tokens = tokens.data(), in.targets = targets.data(), in.B = o.batch, in.T = o.seq;
 
   FlopCount flops = training_flops(c, lora, o.seq);
-  const std::string shape =
-      o.preset + " shape" + (o.layers > 0 ? " cut to " + std::to_string(o.layers) + " blocks" : std::string());
   std::string adapted;
   for (const std::string& t : lora.targets) adapted += (adapted.empty() ? "" : ",") + t;
   const std::string kind = lora_on ? "LoRA r" + std::to_string(o.lora_rank) + " on " + adapted : "full";
@@ -145,6 +181,10 @@ void bench_training(const BenchOptions& o, bool lora_on, double peak, Backend& b
   std::printf("  parameters: %ld base (%ld in matmuls), %ld trainable\n", long(model->base().numel()),
               long(flops.matmul_params), long(model->trainable().trainable_numel()));
   std::printf("  FLOPs/token: %.1f M = %s\n", flops.per_token / 1e6, flops.formula.c_str());
+  if (c.moe())
+    std::printf("  experts: %ld of %ld a token (width %ld), about %.0f rows per expert per layer and step\n",
+                long(c.num_experts_per_tok), long(c.num_experts), long(c.moe_intermediate_size),
+                double(o.batch * o.seq * c.num_experts_per_tok) / double(c.num_experts));
 
   train_step(*model, opt, {in}, oc, 0, lr_at(0, o.steps + 1, oc));  // warm-up: builds the GEMM primitives
   profile::reset();
@@ -164,13 +204,36 @@ void bench_training(const BenchOptions& o, bool lora_on, double peak, Backend& b
               format_bytes(int64_t(model->activation_bytes())).c_str(),
               format_bytes(int64_t(std::max(memory_stats::peak_rss_bytes(), rss_before))).c_str());
   std::printf("  time per step by op:\n%s", profile::table(dt, o.steps).c_str());
+  const TrainingFigures out{1e3 * dt / double(o.steps), 1e3 * mlp_seconds(profile::totals()) / double(o.steps)};
   nlohmann::json gemms = bench_step_gemms(model->backend(), c, o.batch * o.seq, 0.5);
-  figures[lora_on ? "lora" : "full"] = {
+  figures[key] = {
       {"shape", shape}, {"kind", kind}, {"precision", o.precision}, {"batch", o.batch}, {"seq", o.seq}, {"steps", o.steps},
       {"tokens_per_s", tps}, {"ms_per_step", 1e3 * dt / double(o.steps)},
       {"mfu", tps * flops.per_token / peak}, {"peak_gflops", peak / 1e9},
       {"peak_tensor_bytes", memory_stats::peak_bytes()}, {"gemms_at_step_shapes", gemms},
-      {"profile", profile::table(dt, o.steps)}};
+      {"profile", profile::table(dt, o.steps)}, {"mlp_ms_per_step", out.mlp_ms_per_step}};
+  return out;
+}
+
+// The run of `kind` (full or LoRA) on the bench's shape; for a mixture of experts, then on its
+// dense twin, and how the MoE layers' MLP time compares with the twin's (issue 32's target: an MoE
+// layer within 1.5x a dense layer of the same active FLOPs).
+void bench_kind(const BenchOptions& o, bool lora_on, double peak, Backend& backend) {
+  const ModelConfig c = bench_shape(o);
+  const std::string shape =
+      o.preset + " shape" + (o.layers > 0 ? " cut to " + std::to_string(o.layers) + " blocks" : std::string());
+  const std::string key = lora_on ? "lora" : "full";
+  const TrainingFigures moe = bench_training(o, c, shape, lora_on, peak, backend, key);
+  if (!c.moe()) return;
+  const TrainingFigures dense = bench_training(o, dense_twin(c), shape + ", dense twin (MLP of k x " +
+                                               std::to_string(c.moe_intermediate_size) + ")", lora_on, peak, backend,
+                                               key + "_dense_twin");
+  const double ratio = dense.mlp_ms_per_step > 0.0 ? moe.mlp_ms_per_step / dense.mlp_ms_per_step : 0.0;
+  std::printf("\n== %s: MLP half of the blocks %.0f ms/step with experts, %.0f ms/step dense twin: %.2fx "
+              "(steps %.0f vs %.0f ms)\n",
+              lora_on ? "LoRA" : "full", moe.mlp_ms_per_step, dense.mlp_ms_per_step, ratio, moe.ms_per_step,
+              dense.ms_per_step);
+  figures[std::string(lora_on ? "lora" : "full") + "_moe_vs_dense_mlp"] = ratio;
 }
 
 struct P2pFit {
@@ -271,8 +334,10 @@ Action add_bench_command(CLI::App& app) {
   sub->add_option("--peak-gflops", o->peak_gflops, "MFU denominator in GFLOP/s; 0: the measured GEMM peak");
   sub->add_option("--p2p-bytes", o->p2p_bytes, "message sizes of --what p2p, in bytes")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--preset", o->preset, "model shape of the training runs (reference, an 8B..405B preset, or GPT-2's sizes)")
-      ->check(CLI::IsMember(llama_preset_names()));
+  sub->add_option("--preset", o->preset,
+                  "model shape of the training runs (reference, an 8B..405B preset, GPT-2's sizes, or a family's "
+                  "published shape: Gemma 3, Qwen, Mistral, the mixtures of experts, whose dense twin runs next)")
+      ->check(CLI::IsMember(published_preset_names()));
   sub->add_option("--layers", o->layers, "cut the shape to this many blocks (0: the preset's)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--lora-rank", o->lora_rank, "rank of the LoRA run's adapters")->check(CLI::PositiveNumber);
@@ -303,8 +368,8 @@ Action add_bench_command(CLI::App& app) {
       std::printf("== bf16 GEMM throughput on %s: 4096^3 %.1f TFLOP/s\n", backend->name(), measured / 1e12);
       if (peak <= 0.0) peak = measured;
     }
-    if (o->what == "full" || o->what == "all") bench_training(*o, false, peak, *backend);
-    if (o->what == "lora" || o->what == "all") bench_training(*o, true, peak, *backend);
+    if (o->what == "full" || o->what == "all") bench_kind(*o, false, peak, *backend);
+    if (o->what == "lora" || o->what == "all") bench_kind(*o, true, peak, *backend);
     write_json();
     return 0;
   };

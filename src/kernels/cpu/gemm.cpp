@@ -4,6 +4,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "core/error.h"
 
@@ -54,11 +55,55 @@ dnnl::matmul make_primitive(const GemmArgs& a, Engine& e) {
   return dnnl::matmul(pd);
 }
 
+// The sizes a dimension of n is cut into: a multiple of kLarge, a multiple of kSmall, the rest.
+// oneDNN primitives are made per shape (JIT code, slow to create) and cached by it; a mixture of
+// experts' GEMMs have as many rows as tokens chose the expert, a count that changes every step,
+// which would make a primitive per count: slow, and a cache without bound. Cut this way a
+// dimension takes at most three calls and about n / kLarge + 2 kLarge / kSmall shapes; the
+// dense model's sizes (multiples of kLarge, or under kSmall) stay one call.
+constexpr int64_t kLarge = 256, kSmall = 16;
+std::vector<int64_t> cached_sizes(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t unit : {kLarge, kSmall, int64_t(1)}) {
+    const int64_t part = n / unit * unit;
+    if (part > 0) out.push_back(part);
+    n -= part;
+  }
+  return out;
+}
+
+void run_gemm(const GemmArgs& a);
+
 }  // namespace
 
 void gemm(const GemmArgs& a) {
   MT_CHECK(a.M > 0 && a.N > 0 && a.K > 0, "gemm sizes must be positive");
   MT_CHECK(a.c_type == DType::f32 || a.ab_type == DType::bf16, "bf16 output needs bf16 inputs");
+  const int64_t ab = int64_t(dtype_size(a.ab_type)), c = int64_t(dtype_size(a.c_type));
+  const std::vector<int64_t> ms = cached_sizes(a.M), ks = cached_sizes(a.K);
+  if (ms.size() == 1 && ks.size() == 1) return run_gemm(a);
+  // Rows of C (and of op(A)) in pieces, each whole over K; then K in pieces, accumulated: every
+  // element of C is one sum over K either way, only the order of its partial sums may differ.
+  int64_t m0 = 0;
+  for (int64_t m : ms) {
+    int64_t k0 = 0;
+    for (int64_t k : ks) {
+      GemmArgs p = a;
+      p.M = m, p.K = k;
+      p.A = static_cast<const char*>(a.A) + ab * (a.trans_a ? k0 * a.lda + m0 : m0 * a.lda + k0);
+      p.B = static_cast<const char*>(a.B) + ab * (a.trans_b ? k0 : k0 * a.ldb);
+      p.C = static_cast<char*>(a.C) + c * m0 * a.ldc;
+      p.accumulate = a.accumulate || k0 > 0;
+      run_gemm(p);
+      k0 += k;
+    }
+    m0 += m;
+  }
+}
+
+namespace {
+
+void run_gemm(const GemmArgs& a) {
   Engine& e = engine();
   dnnl::matmul* prim;
   {
@@ -76,6 +121,8 @@ void gemm(const GemmArgs& a) {
   prim->execute(e.stream, {{DNNL_ARG_SRC, A}, {DNNL_ARG_WEIGHTS, B}, {DNNL_ARG_DST, C}});
   e.stream.wait();
 }
+
+}  // namespace
 
 int64_t gemm_primitives_created() { return engine().created; }
 

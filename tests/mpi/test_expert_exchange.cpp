@@ -28,7 +28,7 @@ TEST(ExpertExchangeMpi, CountsArriveWhereTheReceiverLooks) {
   const int S = world->size(), me = world->rank();
   const int64_t L = 3;  // experts per rank
   ExpertParallelGroup ep(*world, cpu_backend());
-  std::vector<int64_t> counts(size_t(S * L)), got(size_t(S * L));
+  std::vector<int64_t> counts(static_cast<size_t>(S * L)), got(static_cast<size_t>(S * L));
   for (int p = 0; p < S; ++p)
     for (int64_t j = 0; j < L; ++j) counts[size_t(p * L + j)] = 100 * me + 10 * p + j;
   ep.exchange_counts(counts.data(), got.data(), S * L);
@@ -40,7 +40,7 @@ TEST(ExpertExchangeMpi, UnevenRowsArriveInRankOrder) {
   auto world = make_world_comm();
   const int S = world->size(), me = world->rank();
   const int64_t C = 3;
-  std::vector<int64_t> send_rows(size_t(S)), recv_rows(size_t(S));
+  std::vector<int64_t> send_rows(static_cast<size_t>(S)), recv_rows(static_cast<size_t>(S));
   int64_t sent = 0, received = 0;
   for (int p = 0; p < S; ++p) {
     send_rows[size_t(p)] = rows_between(me, p), sent += send_rows[size_t(p)];

@@ -60,7 +60,10 @@ dnnl::matmul make_primitive(const GemmArgs& a, Engine& e) {
 // experts' GEMMs have as many rows as tokens chose the expert, a count that changes every step,
 // which would make a primitive per count: slow, and a cache without bound. Cut this way a
 // dimension takes at most three calls and about n / kLarge + 2 kLarge / kSmall shapes; the
-// dense model's sizes (multiples of kLarge, or under kSmall) stay one call.
+// dense model's sizes (multiples of kLarge, or under kSmall) stay one call. The rows of a pass
+// are M when A is not transposed (a layer's forward and input gradient: x or dy times W) and K
+// when it is (a weight gradient, dy^T x); the other dimensions are the layer's, fixed, and are
+// left whole.
 constexpr int64_t kLarge = 256, kSmall = 16;
 std::vector<int64_t> cached_sizes(int64_t n) {
   std::vector<int64_t> out;
@@ -80,7 +83,8 @@ void gemm(const GemmArgs& a) {
   MT_CHECK(a.M > 0 && a.N > 0 && a.K > 0, "gemm sizes must be positive");
   MT_CHECK(a.c_type == DType::f32 || a.ab_type == DType::bf16, "bf16 output needs bf16 inputs");
   const int64_t ab = int64_t(dtype_size(a.ab_type)), c = int64_t(dtype_size(a.c_type));
-  const std::vector<int64_t> ms = cached_sizes(a.M), ks = cached_sizes(a.K);
+  const std::vector<int64_t> ms = a.trans_a ? std::vector<int64_t>{a.M} : cached_sizes(a.M);
+  const std::vector<int64_t> ks = a.trans_a ? cached_sizes(a.K) : std::vector<int64_t>{a.K};
   if (ms.size() == 1 && ks.size() == 1) return run_gemm(a);
   // Rows of C (and of op(A)) in pieces, each whole over K; then K in pieces, accumulated: every
   // element of C is one sum over K either way, only the order of its partial sums may differ.

@@ -292,6 +292,43 @@ TEST(MoeModel, RoutingLossesAreReportedBesideTheTokensLoss) {
   EXPECT_GT(both.routing, aux.routing);  // + z_coef * mean logsumexp^2
 }
 
+// A row's padding (data/packing.h) is what HF's attention mask leaves out: the routing losses do
+// not count it. Padding at a row's end changes nothing the row's tokens see (causal attention)
+// and carries no token loss, so a padded row trains exactly as the same tokens without it: the
+// same routing losses and the same gradients. Counted, its routing would move both.
+TEST(MoeModel, RoutingLossesLeaveARowsPaddingOut) {
+  const ModelConfig c = moe_config();
+  const int64_t T = 6, pad = 3;
+  const TinyBatch real = tiny_batch(32, 7, 1, T);
+  TinyBatch padded = tiny_batch(32, 9, 1, T + pad);
+  std::vector<int32_t> padding(size_t(T + pad), 0);
+  for (int64_t t = 0; t < T; ++t) padded.tokens[size_t(t)] = real.tokens[size_t(t)], padded.targets[size_t(t)] = real.targets[size_t(t)];
+  for (int64_t t = T; t < T + pad; ++t) padded.tokens[size_t(t)] = 0, padded.targets[size_t(t)] = -1, padding[size_t(t)] = 1;
+  auto run = [&](const ModelInput& in, std::vector<float>& grads) {
+    Transformer m(c, Precision::fp32, LoraConfig{});
+    m.init_weights(1);
+    randomize(m.base(), 2, 0.3f);
+    const LossSum s = m.forward_backward(in, 0.1f);
+    for (auto& p : m.base().params()) grads.insert(grads.end(), p.grad, p.grad + p.numel);
+    return s;
+  };
+  std::vector<float> g_real, g_padded, g_counted;
+  const LossSum a = run(real.input(), g_real);
+  ModelInput in = padded.input();
+  in.padding = padding.data();
+  const LossSum b = run(in, g_padded);
+  EXPECT_EQ(a.count, b.count);
+  EXPECT_NEAR(b.sum, a.sum, 1e-6 * std::abs(a.sum));
+  EXPECT_NEAR(b.routing, a.routing, 1e-6 * a.routing);
+  ASSERT_EQ(g_real.size(), g_padded.size());
+  double worst = 0.0;
+  for (size_t i = 0; i < g_real.size(); ++i) worst = std::max(worst, double(std::abs(g_real[i] - g_padded[i])));
+  EXPECT_LT(worst, 1e-6);
+  // Without the mask the padding's routing counts: the losses and gradients move.
+  const LossSum counted = run(padded.input(), g_counted);
+  EXPECT_GT(std::abs(counted.routing - a.routing), 1e-4 * a.routing);
+}
+
 TEST(MoeModel, CheckpointingGivesTheSameGradients) {
   auto grads = [&](bool ckpt) {
     Transformer m(moe_config(), Precision::fp32, LoraConfig{});

@@ -40,6 +40,7 @@ PackedBatch make_packed_batch(int64_t batch_size, int64_t seq_len) {
   b.targets.resize(n);
   b.positions.resize(n);
   b.segments.resize(n);
+  b.padding.resize(n);
   return b;
 }
 
@@ -59,6 +60,7 @@ void fill_row(PackedBatch& b, int64_t row, const ExampleTable& table, std::span<
       b.targets[at] = i + 1 < n && trained[size_t(i + 1)] ? tok[size_t(i + 1)] : -1;
       b.positions[at] = int32_t(i);
       b.segments[at] = segment;
+      b.padding[at] = 0;
     }
     ++segment;
   }
@@ -68,6 +70,7 @@ void fill_row(PackedBatch& b, int64_t row, const ExampleTable& table, std::span<
     b.targets[at] = -1;
     b.positions[at] = p;
     b.segments[at] = segment;
+    b.padding[at] = 1;
   }
 }
 

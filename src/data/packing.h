@@ -14,9 +14,10 @@ namespace mt {
 // and trained there, else -1 (never across an example boundary, never after an example's last
 // token, never on padding). positions restart at 0 per example. segments: 0, 1, 2, ... for
 // the examples of a row in order, then one more id for the padding at its end (token 0,
-// position 0, 1, ..., target -1).
+// position 0, 1, ..., target -1). padding: 1 on that padding, 0 elsewhere (what HF's attention
+// mask leaves out: a mixture of experts' routing losses do not count it); empty: none.
 struct PackedBatch {
-  std::vector<int32_t> tokens, targets, positions, segments;
+  std::vector<int32_t> tokens, targets, positions, segments, padding;
   int64_t batch_size = 0, seq_len = 0;
 };
 

@@ -162,7 +162,7 @@ void moe_forward(Backend& be, const Tensor& delta, const Tensor& n2, const MoeAc
     std::vector<float> host(size_t(N * E));
     be.copy_to_host(host.data(), logits);
     r = route_tokens(host.data(), N, routing_config(c));
-    if (loss.gather) add_balance_stats(*loss.gather, r, nullptr);
+    if (loss.gather) add_balance_stats(*loss.gather, r, loss.counted);
     be.copy_from_host(a.weights, r.weights.data());
     be.copy_from_host(a.slots, r.slots.data());
     std::vector<int32_t> rows(r.token_of_row);
@@ -309,7 +309,7 @@ void moe_backward(Backend& be, const Tensor& dn2, const Tensor& ddelta, const Te
   be.copy_to_host(dw.data(), dweights);
   static const MoeBalanceStats kNone;
   const MoeBalanceStats& stats = loss.stats ? *loss.stats : kNone;
-  route_backward(dlogits.data(), r, dw.data(), routing_config(c), stats, nullptr, c.aux_loss_coef(),
+  route_backward(dlogits.data(), r, dw.data(), routing_config(c), stats, loss.counted, c.aux_loss_coef(),
                  c.router_z_loss_coef, loss.loss_scale);
   const Tensor dlogits_f32 = rows_of(s.logits, N, E);
   be.copy_from_host(dlogits_f32, dlogits.data());

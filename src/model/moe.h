@@ -83,6 +83,7 @@ void carve_moe_scratch_f32(MoeScratch& s, ArenaCursor& f32, const ModelConfig& c
 // statistics the forward gathers over all MoE layers, and the scale the model's loss has.
 struct MoeLossContext {
   MoeBalanceStats* gather = nullptr;       // forward: add this layer's statistics (null: not)
+  const uint8_t* counted = nullptr;        // [N] the tokens the losses count (null: every one)
   const MoeBalanceStats* stats = nullptr;  // backward: the forward's, complete
   double loss_scale = 0.0;                 // backward: the losses' factor (as the model loss's)
 };

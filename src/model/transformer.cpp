@@ -344,6 +344,7 @@ class Transformer::Runner {
   // routing statistics of the forward in progress, which its backward's losses need whole.
   std::vector<MoeRouting> routings_;
   MoeBalanceStats moe_stats_;
+  std::vector<uint8_t> moe_counted_;  // this pass's tokens the routing losses count
   BlockScratch scratch_view_{};
   // Residual stream of the blocks run, from the span's first block lb: xs_[l - lb] is block l's
   // input, xs_[le - lb] the span's output (le = L: the head's input).
@@ -588,6 +589,13 @@ LossSum Transformer::Runner::run(const ModelInput& in, bool backward, float grad
          "pass: not yet under pipeline parallelism");
   moe_stats_ = MoeBalanceStats{};
   bi.moe_loss.gather = &moe_stats_;
+  // The tokens the routing losses count: not a row's padding (HF's attention mask).
+  moe_counted_.clear();
+  if (in.padding && c_.moe()) {
+    moe_counted_.resize(size_t(N));
+    for (int64_t i = 0; i < N; ++i) moe_counted_[size_t(i)] = in.padding[i] == 0;
+  }
+  bi.moe_loss.counted = moe_counted_.empty() ? nullptr : moe_counted_.data();
   for (int64_t l = lb; l < le; ++l) {
     use(int(l) + 1, false);
     block_forward(be_, x(l + 1), x(l), acts_[size_t(ckpt ? 0 : l - lb)], w_.blocks[l], with_dropout(l), c_,

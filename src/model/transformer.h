@@ -22,6 +22,9 @@ struct ModelInput {
   const int32_t* targets = nullptr;    // [B*T], negative = not counted; may be null for logits
   const int32_t* positions = nullptr;  // [B*T] RoPE positions; null: 0..T-1 in every row
   const int32_t* segments = nullptr;   // [B*T] packed-document ids; null: one document per row
+  // [B*T] 1 on a row's padding (data/packing.h), which a mixture of experts' routing losses do not
+  // count, as HF's attention mask; null: no padding.
+  const int32_t* padding = nullptr;
   int64_t B = 0, T = 0;
   // The randomness of a training pass (LoRA dropout); off in evaluation and generation. Its masks
   // are a function of (seed, step, adapter, a token's row in the step's whole batch, the column),

@@ -35,6 +35,7 @@ PackedBatch sequence_share(const PackedBatch& rows, int64_t cp, int64_t rank) {
   cut(rows.tokens, out.tokens);
   cut(rows.targets, out.targets);
   cut(rows.segments, out.segments);
+  cut(rows.padding, out.padding);
   if (rows.positions.empty()) {  // the true positions 0..T-1 of every row, cut like the rest
     std::vector<int32_t> whole(size_t(B * T));
     for (int64_t i = 0; i < B * T; ++i) whole[size_t(i)] = int32_t(i % T);

@@ -22,6 +22,7 @@ PackedBatch DataParallel::slice(const PackedBatch& full) const {
   out.targets = cut(full.targets);
   out.positions = cut(full.positions);
   out.segments = cut(full.segments);
+  out.padding = cut(full.padding);
   out.batch_size = rows;
   out.seq_len = T;
   return sequence(out);

@@ -156,6 +156,7 @@ ModelInput input_of(const PackedBatch& b) {
   in.targets = b.targets.data();
   in.positions = b.positions.empty() ? nullptr : b.positions.data();
   in.segments = b.segments.empty() ? nullptr : b.segments.data();
+  in.padding = b.padding.empty() ? nullptr : b.padding.data();
   in.B = b.batch_size;
   in.T = b.seq_len;
   return in;

@@ -372,5 +372,33 @@ TEST(GgufMoeLora, ExpertAdaptersStacked) {
   EXPECT_EQ(hf, qb);
 }
 
+// The merged export of an adapted mixture of experts (export --adapter --merged, then --gguf):
+// merging puts each expert's adapter into that expert, so the merged model computes the adapted
+// one's logits, and its GGUF reads back to them.
+TEST(GgufMoeLora, MergedExpertsExportAndReadBack) {
+  for (const char* family : {"mixtral", "qwen3_moe"}) {
+    SCOPED_TRACE(family);
+    LoraConfig lora;
+    lora.enabled = true, lora.rank = 2, lora.alpha = 4.0f;
+    lora.targets = {"q", "v", "gate", "up", "down"};
+    Transformer m(moe_config(family), Precision::fp32, lora);
+    m.init_weights(4);
+    m.init_adapters(5);
+    testing::randomize(m.adapters(), 6, 0.3f);
+    const std::vector<float> adapted = logits(m, kTwelve);
+    const std::vector<float> base_expert = values(m.base(), expert(m.config(), 1, 2, 2));
+    m.merge_adapters();
+    EXPECT_NE(values(m.base(), expert(m.config(), 1, 2, 2)), base_expert);  // the expert took its adapter
+    const std::vector<float> merged = logits(m, kTwelve);
+    ASSERT_EQ(merged.size(), adapted.size());
+    for (size_t k = 0; k < merged.size(); ++k) ASSERT_NEAR(merged[k], adapted[k], 1e-4f) << k;
+    const std::string path = temp_file(std::string(family) + "_merged.gguf");
+    export_gguf_model(m, path, nullptr, GgufDtype::f32);
+    auto back = load_pretrained(path, Precision::fp32, LoraConfig{}, 0);
+    const std::vector<float> read = logits(*back, kTwelve);
+    for (size_t k = 0; k < read.size(); ++k) ASSERT_NEAR(read[k], merged[k], 1e-5f) << k;
+  }
+}
+
 }  // namespace
 }  // namespace mt

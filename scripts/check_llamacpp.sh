@@ -28,7 +28,11 @@
 #      which llama.cpp's llama lacks: the export says so, and llama.cpp = meshtrain on the file;
 #      a tiny gpt2 (GPT-2's tokenizer: llama.cpp's gpt2, fused attn_qkv, learned positions) and a
 #      tiny gemma3 (the synthetic Gemma tokenizer of the tests: llama.cpp's gemma3, windows of 5
-#      on two of its three layers, shorter than the prompt and the text) checked the same way
+#      on two of its three layers, shorter than the prompt and the text) checked the same way;
+#      the mixtures of experts: a tiny mixtral (llama.cpp's llama with experts), qwen3_moe
+#      (qwen3moe) and olmoe (olmoe), their experts stacked into ffn_*_exps, checked the same way,
+#      and on the mixtral a LoRA adapter on every expert alone (20 steps): llama.cpp base
+#      + GGUF adapter (the experts' adapters stacked) = llama.cpp merged GGUF = meshtrain
 #
 #   scripts/check_llamacpp.sh [--stories DIR] [--data alpaca.json] [--work DIR] [--families-only]
 #                             [--case NAME ...]   (step 5's cases by name, e.g. --case gpt2; default all)
@@ -325,6 +329,71 @@ FAMILY_STEPS=240 FAMILY_LR=3e-3 family_case gpt2 gpt2 50257 "$GPT2_TOKENIZER" "I
 # tokenizer (byte-fallback BPE, written as llama.cpp's sentencepiece-style "llama" vocabulary).
 family_case gemma3 gemma3 723 "$GEMMA_TOKENIZER" "In the village by the" query_pre_attn_scalar=24 \
   bos_token_id=2 eos_token_id=1
+
+# Mixtures of experts (docs/gguf.md). Mixtral: Mistral's attention without a window, 4 experts
+# (intermediate_size 96 wide), 2 a token, renormalised; llama.cpp's llama with expert_count.
+family_case mixtral mixtral 512 "$STORIES/tok512.model" "In the village by the"
+# Qwen3-MoE as Qwen3-30B-A3B routes: every layer sparse and the top k renormalised (llama.cpp's
+# qwen3moe always renormalises, so the fixture's norm_topk_prob false and dense layer are turned
+# off), 6 experts 64 wide (whole Q8_0 / Q4_0 blocks), 3 a token, per-head q/k norms, head_dim 24.
+family_case qwen3_moe qwen3_moe 151936 "$QWEN_TOKENIZER" "In the village by the" norm_topk_prob=true \
+  'mlp_only_layers=[]' moe_intermediate_size=64
+# OLMoE: q/k norms over the whole projections, weights not renormalised; as many kv heads as heads
+# (llama.cpp's olmoe sizes k's norm [hidden]); sentencepiece tokenizer (the vocabulary is not the
+# architecture's: llama.cpp reads tokenizer.ggml.model).
+family_case olmoe olmoe 512 "$STORIES/tok512.model" "In the village by the" num_key_value_heads=4
+
+# family_lora_case NAME: on step 5's NAME model, a LoRA adapter on every expert's gate, up and
+# down and nothing else (so a text the adapter changes shows llama.cpp applied the experts'
+# stacked adapters), trained 20 steps on the built-in text (the model's context, 128, is shorter
+# than the Alpaca records), exported as a GGUF adapter and merged:
+# llama.cpp base + adapter = llama.cpp merged GGUF (ids) = meshtrain generate with the adapter.
+family_lora_case() {
+  local name=$1 prompt=$2 dir=$WORK/families/$1
+  if [ -n "$CASES" ] && [[ " $CASES " != *" $name "* ]]; then return 0; fi
+  echo "--- $name LoRA"
+  rm -rf "$dir/lora" "$dir/merged"
+  cat > "$dir/lora.toml" <<TOML
+[model]
+path = "$dir/run/model"
+[lora]
+enabled = true
+rank = 4
+alpha = 8.0
+targets = ["gate", "up", "down"]
+[optim]
+lr = 1e-2
+warmup_steps = 2
+weight_decay = 0.0
+[train]
+steps = 20
+batch_size = 2
+seq_len = 64
+log_every = 10
+peak_gflops = 100
+[output]
+dir = "$dir/lora"
+TOML
+  "$MT" train --config "$dir/lora.toml" | grep -E '^done' || true
+  "$MT" export -m "$dir/run/model" --adapter "$dir/lora/adapter" --gguf-adapter "$dir/lora.gguf" --merged "$dir/merged" >/dev/null
+  "$MT" export -m "$dir/merged" --gguf "$dir/merged-f32.gguf" --gguf-dtype f32 > /dev/null
+  "$MT" generate -m "$dir/run/model" --adapter "$dir/lora/adapter" --template none --prompt "$prompt" -n 40 |
+    sed -e 's/^<|endoftext|>//' -e 's/^<|begin_of_text|>//' > "$dir/mt-lora.txt"
+  LC --model "$dir/f32.gguf" --lora "$dir/lora.gguf" --prompt-ids "$(cat "$dir/prompt-bos.txt")" -n 40 \
+    --text-out "$dir/lc-lora.txt" > "$dir/lc-lora.ids"
+  LC --model "$dir/merged-f32.gguf" --prompt-ids "$(cat "$dir/prompt-bos.txt")" -n 40 \
+    --text-out "$dir/lc-merged.txt" > "$dir/lc-merged.ids"
+  same "$name: llama.cpp base + GGUF adapter = llama.cpp merged GGUF (ids)" "$dir/lc-lora.ids" "$dir/lc-merged.ids"
+  same "$name: llama.cpp base + GGUF adapter = meshtrain with the adapter" "$dir/mt-lora.txt" "$dir/lc-lora.txt"
+  if cmp -s "$dir/lc-lora.txt" "$dir/lc-f32.txt"; then
+    echo "  FAIL  $name: the adapter changed nothing (no evidence it was applied)"; FAIL=1
+  else
+    echo "  ok    $name: the adapter changes the text (base and adapted differ)"
+  fi
+  echo "  meshtrain + adapter: $(head -c 300 "$dir/mt-lora.txt")"
+  echo "  llama.cpp + adapter: $(head -c 300 "$dir/lc-lora.txt")"
+}
+family_lora_case mixtral "In the village by the"
 
 if [ "$FAIL" = 0 ]; then echo "=== all match"; else echo "=== MISMATCH" >&2; fi
 exit "$FAIL"

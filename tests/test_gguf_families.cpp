@@ -268,7 +268,7 @@ TEST(GgufFamilies, RefusesWhatTheArchitectureCannotHold) {
   ModelConfig other = testing::tiny_config();
   other.model_type = "phi3";
   EXPECT_NE(refusal(other, "phi3").find("GGUF export of a phi3 model is not supported: meshtrain writes llama.cpp's "
-                                        "llama, qwen2, qwen3, gpt2, gemma3 architectures"),
+                                        "llama, qwen2, qwen3, gpt2, gemma3, qwen3moe, olmoe architectures"),
             std::string::npos);
 }
 

@@ -90,6 +90,31 @@ const std::vector<GgufTensorName> kGemma3Layer = gguf_names_joined(
     },
     kQkNorms);
 
+// A mixture of experts (llama.cpp's src/models/llama.cpp, qwen3moe.cpp, olmoe.cpp): the router
+// ffn_gate_inp [experts, hidden] and each projection's experts stacked into one ffn_*_exps tensor,
+// as llama.cpp's converter stacks them. HF's Qwen3-MoE and OLMoE hold them under "mlp.", Mixtral
+// under "block_sparse_moe." with w1 (gate), w3 (up), w2 (down).
+const std::vector<GgufTensorName> kMoeLayer = {
+    {"mlp.gate.weight", "ffn_gate_inp.weight"},
+    {"mlp.experts.*.gate_proj.weight", "ffn_gate_exps.weight"},
+    {"mlp.experts.*.up_proj.weight", "ffn_up_exps.weight"},
+    {"mlp.experts.*.down_proj.weight", "ffn_down_exps.weight"},
+};
+const std::vector<GgufTensorName> kMixtralLayer = {
+    {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
+    {"block_sparse_moe.experts.*.w1.weight", "ffn_gate_exps.weight"},
+    {"block_sparse_moe.experts.*.w3.weight", "ffn_up_exps.weight"},
+    {"block_sparse_moe.experts.*.w2.weight", "ffn_down_exps.weight"},
+};
+
+// The attention and norms of a LLaMA layer, without its dense MLP (the sparse architectures').
+std::vector<GgufTensorName> attention_of_llama_layer() {
+  std::vector<GgufTensorName> out;
+  for (const GgufTensorName& n : kLlamaLayer)
+    if (std::string(n.hf).rfind("mlp.", 0) != 0) out.push_back(n);
+  return out;
+}
+
 const std::vector<GgufHparam> kDecoderHparams = {
     GgufHparam::context_length, GgufHparam::embedding_length, GgufHparam::block_count,
     GgufHparam::feed_forward_length, GgufHparam::rope_dimension_count, GgufHparam::head_count,
@@ -103,6 +128,17 @@ const std::vector<GgufHparam> kGpt2Hparams = {
     GgufHparam::feed_forward_length, GgufHparam::head_count, GgufHparam::head_count_kv,
     GgufHparam::layer_norm_eps, GgufHparam::vocab_size,
 };
+
+// The decoder's keys and the experts' (expert_width where llama.cpp reads one).
+std::vector<GgufHparam> moe_gguf_hparams(bool expert_width) {
+  std::vector<GgufHparam> h = kDecoderHparams;
+  h.push_back(GgufHparam::expert_count);
+  if (expert_width) h.push_back(GgufHparam::expert_width);
+  return h;
+}
+
+// OLMoE's block read back: q/k norms (llama.cpp's olmoe requires them) over the whole projections.
+void give_olmoe_parts(ModelConfig& c) { c.qk_norm = c.qk_norm_whole = true; }
 
 // Gemma 3: the decoder's keys and its windows, their RoPE base and the global layers' scaling.
 std::vector<GgufHparam> gemma3_gguf_hparams() {
@@ -125,10 +161,22 @@ std::vector<GgufHparam> gemma3_gguf_hparams() {
 // - gemma3: four norms a layer and q/k norms, stored as 1 + w (gguf_value_shift); llama.cpp scales
 //   the embeddings by sqrtf(hidden) itself, and reads the windowed layers, their width and their
 //   RoPE base from keys, with linear rope scaling on the global layers only, as meshtrain.
+// The mixtures of experts (each llama.cpp graph calls build_moe_ffn with softmax gating and a
+// fixed choice of renormalising the top k's weights, which the model must share):
+// - llama also holds Mixtral, as llama.cpp's converter writes it (MixtralForCausalLM is its
+//   LlamaModel): q / k rows permuted, expert_count > 0, the experts feed_forward_length wide,
+//   the top k renormalised.
+// - qwen3moe: Qwen3's attention (per-head q/k norms, free head_dim, rotate-half RoPE), experts
+//   expert_feed_forward_length wide, the top k renormalised (Qwen3-MoE's norm_topk_prob true).
+// - olmoe: LLaMA's attention with q and k each RMS-normalised over its whole projection, which
+//   llama.cpp sizes [hidden] (so no GQA and heads x head_dim = hidden), rotate-half RoPE, the
+//   experts feed_forward_length wide, weights not renormalised; output.weight required.
 std::vector<GgufArchitecture> make_gguf_architectures() {
   return {
-      {.name = "llama", .model_type = "llama", .written_for = {"llama", "mistral"}, .interleaved_rope = true,
-       .rope_freqs = true, .hparams = kDecoderHparams, .model_tensors = kOutsideLayers, .layer_tensors = kLlamaLayer},
+      {.name = "llama", .model_type = "llama", .written_for = {"llama", "mistral", "mixtral"}, .interleaved_rope = true,
+       .rope_freqs = true, .moe = GgufMoe::optional, .moe_renormalize = true, .moe_model_type = "mixtral",
+       .hparams = moe_gguf_hparams(false), .model_tensors = kOutsideLayers,
+       .layer_tensors = gguf_names_joined(kLlamaLayer, kMixtralLayer)},
       {.name = "qwen2", .model_type = "qwen2", .written_for = {"qwen2"}, .q_width_is_hidden = true,
        .hparams = kDecoderHparams, .model_tensors = kOutsideLayers,
        .layer_tensors = gguf_names_joined(kLlamaLayer, {{"self_attn.q_proj.bias", "attn_q.bias"},
@@ -141,6 +189,14 @@ std::vector<GgufArchitecture> make_gguf_architectures() {
       {.name = "gemma3", .model_type = "gemma3_text", .written_for = {"gemma3_text"}, .sliding_window = true,
        .attention_scale = GgufAttentionScale::gemma3, .hparams = gemma3_gguf_hparams(), .model_tensors = kOutsideLayers,
        .layer_tensors = kGemma3Layer, .block = give_gemma3_parts},
+      {.name = "qwen3moe", .model_type = "qwen3_moe", .written_for = {"qwen3_moe"}, .moe = GgufMoe::required,
+       .moe_renormalize = true, .hparams = moe_gguf_hparams(true), .model_tensors = kOutsideLayers,
+       .layer_tensors = gguf_names_joined(gguf_names_joined(attention_of_llama_layer(), kQkNorms), kMoeLayer)},
+      {.name = "olmoe", .model_type = "olmoe", .written_for = {"olmoe"}, .q_width_is_hidden = true,
+       .moe = GgufMoe::required, .kv_width_is_hidden = true, .output_required = true,
+       .hparams = moe_gguf_hparams(false), .model_tensors = kOutsideLayers,
+       .layer_tensors = gguf_names_joined(gguf_names_joined(attention_of_llama_layer(), kQkNorms), kMoeLayer),
+       .block = give_olmoe_parts},
   };
 }
 
@@ -152,6 +208,30 @@ std::optional<std::pair<std::string, std::string>> split_layer_name(const std::s
   std::string layer = name.substr(prefix.size(), dot - prefix.size());
   if (layer.empty() || layer.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
   return std::make_pair(std::move(layer), name.substr(dot + 1));
+}
+
+// "…experts.<E>.…" -> {"…experts.*.…", E}; nullopt for a name without an expert's index.
+std::optional<std::pair<std::string, int64_t>> expert_pattern(const std::string& tail) {
+  static const std::string kExperts = "experts.";
+  const size_t at = tail.find(kExperts);
+  if (at == std::string::npos) return std::nullopt;
+  const size_t from = at + kExperts.size(), dot = tail.find('.', from);
+  if (dot == std::string::npos || dot == from || dot - from > 9) return std::nullopt;
+  const std::string index = tail.substr(from, dot - from);
+  if (index.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return std::make_pair(tail.substr(0, from) + "*" + tail.substr(dot), std::stoll(index));
+}
+
+bool is_expert_entry(const GgufTensorName& n) { return std::string(n.hf).find('*') != std::string::npos; }
+
+// The table entry naming a layer tensor's tail, and its expert's index (-1: not an expert's).
+std::optional<std::pair<const GgufTensorName*, int64_t>> layer_entry(const GgufArchitecture& a, const std::string& tail) {
+  for (const auto& n : a.layer_tensors)
+    if (tail == n.hf) return std::make_pair(&n, int64_t(-1));
+  if (auto e = expert_pattern(tail))
+    for (const auto& n : a.layer_tensors)
+      if (e->first == n.hf) return std::make_pair(&n, e->second);
+  return std::nullopt;
 }
 
 std::string names_of_architectures() {
@@ -193,6 +273,42 @@ int64_t gguf_one_window(const ModelConfig& c, const GgufArchitecture& a, const s
   return w;
 }
 
+// What llama.cpp's graph for the architecture would compute otherwise in a mixture of experts
+// (or in a model its loader would refuse), as one line naming `where`.
+void check_gguf_experts(const GgufArchitecture& a, const ModelConfig& c, const std::string& where) {
+  const std::string arch = std::string("llama.cpp's ") + a.name + " architecture";
+  if (a.moe == GgufMoe::required && !c.moe())
+    fail(where + ": " + arch + " is a mixture of experts; this " + c.model_type + " model has no experts");
+  if (a.output_required && c.tie_word_embeddings)
+    fail(where + ": " + arch + " requires output.weight; this model ties its embeddings to the output, "
+         "so it is not written as GGUF");
+  if (a.kv_width_is_hidden && c.kv_dim() != c.hidden_size)
+    fail(where + ": " + arch + " sizes k and its norm as the hidden size (" + std::to_string(c.hidden_size) +
+         "); this model's kv heads x head_dim is " + std::to_string(c.kv_dim()) + " (grouped-query attention)");
+  if (!c.moe()) return;
+  if (a.moe == GgufMoe::none)
+    fail(where + ": " + arch + " has no experts; this " + c.model_type + " model is a mixture of experts");
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    if (!c.moe_layer(l))
+      fail(where + ": " + arch + " puts experts on every layer; this model's layer " + std::to_string(l) +
+           " is dense (decoder_sparse_step " + std::to_string(c.decoder_sparse_step) +
+           ", mlp_only_layers), so it is not written as GGUF");
+  if (c.moe_capacity_factor > 0.0f)
+    fail(where + ": the model drops choices past an expert's capacity (moe_capacity_factor " +
+         std::to_string(c.moe_capacity_factor) + "); " + arch + " computes every choice, so it is not written as GGUF");
+  if (c.norm_topk_prob != a.moe_renormalize)
+    fail(where + ": " + arch + (a.moe_renormalize ? " renormalises" : " does not renormalise") +
+         " the chosen experts' weights; this model " + (c.norm_topk_prob ? "does" : "does not") +
+         " (norm_topk_prob " + (c.norm_topk_prob ? "true" : "false") + "), so it is not written as GGUF");
+  const bool width_key = std::find(a.hparams.begin(), a.hparams.end(), GgufHparam::expert_width) != a.hparams.end();
+  if (!width_key && c.moe_intermediate_size != c.intermediate_size)
+    fail(where + ": " + arch + " sizes the experts by feed_forward_length; this model's experts are " +
+         std::to_string(c.moe_intermediate_size) + " wide and intermediate_size is " + std::to_string(c.intermediate_size));
+  if (c.qk_norm && c.qk_norm_whole != a.kv_width_is_hidden)
+    fail(where + ": " + arch + " normalises q and k " + (a.kv_width_is_hidden ? "over the whole projections" : "per head") +
+         "; this model " + (c.qk_norm_whole ? "over the whole projections" : "per head"));
+}
+
 }  // namespace
 
 const std::vector<GgufArchitecture>& gguf_architectures() {
@@ -210,8 +326,7 @@ std::optional<std::string> gguf_name_of(const GgufArchitecture& a, const std::st
   for (const auto& n : a.model_tensors)
     if (hf == n.hf) return std::string(n.gguf);
   if (auto l = split_layer_name(hf, "model.layers."))
-    for (const auto& n : a.layer_tensors)
-      if (l->second == n.hf) return "blk." + l->first + "." + n.gguf;
+    if (auto entry = layer_entry(a, l->second)) return "blk." + l->first + "." + entry->first->gguf;
   return std::nullopt;
 }
 
@@ -220,14 +335,29 @@ std::string gguf_tensor_name(const GgufArchitecture& a, const std::string& hf) {
   fail("GGUF: llama.cpp's " + std::string(a.name) + " architecture has no tensor for '" + hf + "'");
 }
 
-std::vector<std::string> hf_names_of_gguf_tensor(const GgufArchitecture& a, const std::string& gguf) {
+std::vector<std::string> hf_names_of_gguf_tensor(const GgufArchitecture& a, const std::string& gguf, int64_t experts) {
   std::vector<std::string> out;
   for (const auto& n : a.model_tensors)
     if (gguf == n.gguf) out.push_back(n.hf);
   if (auto l = split_layer_name(gguf, "blk."))
-    for (const auto& n : a.layer_tensors)
-      if (l->second == n.gguf) out.push_back("model.layers." + l->first + "." + n.hf);
+    for (const auto& n : a.layer_tensors) {
+      if (l->second != n.gguf) continue;
+      const std::string hf = "model.layers." + l->first + "." + n.hf;
+      if (!is_expert_entry(n)) {
+        out.push_back(hf);
+        continue;
+      }
+      const size_t star = hf.find('*');
+      for (int64_t e = 0; e < experts; ++e) out.push_back(hf.substr(0, star) + std::to_string(e) + hf.substr(star + 1));
+    }
   return out;
+}
+
+bool gguf_stacks_experts(const GgufArchitecture& a, const std::string& gguf) {
+  if (auto l = split_layer_name(gguf, "blk."))
+    for (const auto& n : a.layer_tensors)
+      if (l->second == n.gguf && is_expert_entry(n)) return true;
+  return false;
 }
 
 int64_t gguf_rotary_heads(const GgufArchitecture& a, const std::string& hf, const ModelConfig& c) {
@@ -256,8 +386,22 @@ std::vector<GgufSlot> gguf_slots(const GgufArchitecture& a, const std::vector<st
     }
     it->parts.push_back(hf);
   }
-  // A stacked tensor's parts in the table's order (hf_names_of_gguf_tensor lists them so).
+  // A stacked tensor's parts in the table's order (hf_names_of_gguf_tensor lists them so); a stack
+  // of experts in expert order, every expert from 0 present once.
   for (GgufSlot& s : slots) {
+    if (gguf_stacks_experts(a, s.gguf)) {
+      s.experts = true;
+      std::vector<std::string> ordered(s.parts.size());
+      for (const std::string& hf : s.parts) {
+        const auto l = split_layer_name(hf, "model.layers.");
+        const auto e = l ? expert_pattern(l->second) : std::nullopt;
+        MT_CHECK(e && e->second < int64_t(ordered.size()) && ordered[size_t(e->second)].empty(),
+                 "GGUF: the experts of " + s.gguf + " are not 0.." + std::to_string(ordered.size() - 1) + " once each");
+        ordered[size_t(e->second)] = hf;
+      }
+      s.parts = ordered;
+      continue;
+    }
     if (s.parts.size() < 2) continue;
     std::vector<std::string> ordered;
     for (const std::string& hf : hf_names_of_gguf_tensor(a, s.gguf))
@@ -274,6 +418,7 @@ const GgufArchitecture& gguf_architecture_for(const ModelConfig& c, const std::s
   if (!arch)
     fail(where + ": GGUF export of a " + c.model_type + " model is not supported: meshtrain writes llama.cpp's " +
          names_of_architectures() + " architectures");
+  check_gguf_experts(*arch, c, where);
   // Every tensor of the model needs the architecture's name for it: a part llama.cpp's graph for
   // it does not compute (an o or MLP bias, say) is refused rather than dropped.
   for (const ParamShape& p : llama_param_shapes(c, LoraConfig{}))
@@ -341,6 +486,15 @@ std::vector<GgufKV> gguf_hparam_kvs(const GgufArchitecture& a, const ModelConfig
         }
         break;
       case GgufHparam::vocab_size: u32("vocab_size", c.vocab_size, "vocab size"); break;
+      case GgufHparam::expert_count:
+        if (c.moe()) {
+          u32("expert_count", c.num_experts, "experts");
+          u32("expert_used_count", c.num_experts_per_tok, "experts a token");
+        }
+        break;
+      case GgufHparam::expert_width:
+        if (c.moe()) u32("expert_feed_forward_length", c.moe_intermediate_size, "expert width");
+        break;
       case GgufHparam::head_length:
         if (has_explicit_head_dim(c)) {
           u32("attention.key_length", c.head_dim(), "head dim");
@@ -408,7 +562,29 @@ void read_gguf_hparams(const GgufArchitecture& a, const GgufFile& g, ModelConfig
         key_length = has("attention.key_length") ? size("attention.key_length") : 0;
         value_length = has("attention.value_length") ? size("attention.value_length") : key_length;
         break;
+      case GgufHparam::expert_count:
+        c.num_experts = has("expert_count") ? size("expert_count") : 0;
+        if (c.num_experts > 0) c.num_experts_per_tok = size("expert_used_count");
+        break;
+      case GgufHparam::expert_width:
+        if (has("expert_feed_forward_length")) c.moe_intermediate_size = size("expert_feed_forward_length");
+        break;
     }
+  }
+  if (a.moe == GgufMoe::required && c.num_experts <= 0)
+    fail(g.label + ": " + p + "expert_count is missing or 0; llama.cpp's " + a.name + " is a mixture of experts");
+  if (c.num_experts > 0) {
+    // llama.cpp computes every layer sparse, its top k's weights renormalised as the architecture
+    // fixes; an expert width not given is feed_forward_length's (llama, olmoe), or qwen3moe's
+    // fallback, n_ff / expert_used_count.
+    if (c.moe_intermediate_size <= 0)
+      c.moe_intermediate_size = std::find(a.hparams.begin(), a.hparams.end(), GgufHparam::expert_width) != a.hparams.end()
+                                    ? c.intermediate_size / std::max<int64_t>(c.num_experts_per_tok, 1)
+                                    : c.intermediate_size;
+    c.norm_topk_prob = a.moe_renormalize;
+    c.decoder_sparse_step = 1;
+    c.mlp_only_layers.clear();
+    if (*a.moe_model_type) c.model_type = a.moe_model_type;
   }
   if (c.num_key_value_heads == 0) c.num_key_value_heads = c.num_attention_heads;
   if (key_length != value_length)

@@ -34,14 +34,31 @@ enum class GgufHparam {
   vocab_size,            // vocab_size
   head_length,           // attention.key_length and value_length: head_dim, written only where it
                          // is not hidden_size / num_attention_heads (llama.cpp's default)
+  expert_count,          // expert_count and expert_used_count: num_experts, num_experts_per_tok
+                         // (written for a mixture of experts only)
+  expert_width,          // expert_feed_forward_length: moe_intermediate_size (qwen3moe; llama and
+                         // olmoe size their experts by feed_forward_length)
 };
 
 // One tensor's names: the HF name (after "model.layers.N." for a layer's tensor) and llama.cpp's
 // (after "blk.N."). Several HF names with one llama.cpp name are one tensor there, theirs
-// stacked by rows in the table's order (GPT-2's attn_qkv: q, k, v).
+// stacked by rows in the table's order (GPT-2's attn_qkv: q, k, v). An HF name with "*" in place
+// of an expert's index ("mlp.experts.*.up_proj.weight") names every expert's projection, stacked
+// in expert order along a new outermost dimension ([experts, out, in]: llama.cpp's ffn_up_exps,
+// ne = {in, out, experts}).
 struct GgufTensorName {
   const char* hf;
   const char* gguf;
+};
+
+// How an architecture holds a mixture of experts (model/moe.h), as llama.cpp's graph for it computes
+// one: its router and experts on every layer (ffn_gate_inp, and each projection's experts stacked
+// in one 3-D ffn_*_exps tensor), softmax over the experts, the top k, their weights renormalised
+// or not (llama.cpp fixes that per architecture: no key sets it).
+enum class GgufMoe {
+  none,        // dense only
+  optional,    // llama: dense, or sparse on every layer when expert_count > 0 (Mixtral)
+  required,    // qwen3moe, olmoe: sparse on every layer
 };
 
 // How llama.cpp's graph for the architecture scales the attention scores.
@@ -66,6 +83,15 @@ struct GgufArchitecture {
   // llama.cpp computes the layers' attention windows (gemma3's interleaved sliding window).
   bool sliding_window = false;
   GgufAttentionScale attention_scale = GgufAttentionScale::head_dim;
+  GgufMoe moe = GgufMoe::none;
+  bool moe_renormalize = false;  // the chosen experts' weights divided by their sum (llama, qwen3moe)
+  // The model type a file with experts reads back as ("" : model_type's own).
+  const char* moe_model_type = "";
+  // llama.cpp sizes k_norm [hidden] (olmoe's q/k norms over the whole projections): heads x
+  // head_dim and kv heads x head_dim must both be the hidden size.
+  bool kv_width_is_hidden = false;
+  // llama.cpp loads output.weight unconditionally (olmoe): tied embeddings cannot be written.
+  bool output_required = false;
   std::vector<GgufHparam> hparams;
   std::vector<GgufTensorName> model_tensors;  // whole names, outside the layers
   std::vector<GgufTensorName> layer_tensors;  // a tensor without a name here cannot be written
@@ -73,7 +99,8 @@ struct GgufArchitecture {
   void (*block)(ModelConfig&) = nullptr;
 };
 
-// The architectures meshtrain writes: llama (llama, mistral), qwen2, qwen3, gpt2, gemma3.
+// The architectures meshtrain writes: llama (llama, mistral, mixtral), qwen2, qwen3, gpt2, gemma3,
+// qwen3moe, olmoe.
 const std::vector<GgufArchitecture>& gguf_architectures();
 // The entry named `name` (general.architecture), nullptr for one meshtrain does not read.
 const GgufArchitecture* find_gguf_architecture(const std::string& name);
@@ -81,7 +108,9 @@ const GgufArchitecture* find_gguf_architecture(const std::string& name);
 // has none, or when it has a part the architecture cannot hold or would compute otherwise (a
 // tensor without a GGUF name, a q width other than the hidden size where llama.cpp fixes it,
 // llama3 rope scaling elsewhere than llama, linear scaling elsewhere than gemma3, an attention
-// scale other than llama.cpp's, windows of more than one width). Windows on an architecture
+// scale other than llama.cpp's, windows of more than one width; for a mixture of experts: a dense
+// layer, a capacity limit, renormalisation other than the architecture's, q/k norms of another
+// width than llama.cpp's, tied embeddings where llama.cpp requires output.weight). Windows on an architecture
 // without them are not refused here: see gguf_window_note.
 const GgufArchitecture& gguf_architecture_for(const ModelConfig& c, const std::string& where);
 
@@ -90,9 +119,12 @@ const GgufArchitecture& gguf_architecture_for(const ModelConfig& c, const std::s
 std::optional<std::string> gguf_name_of(const GgufArchitecture& a, const std::string& hf_name);
 // The same, throwing mt::Error naming the tensor and the architecture.
 std::string gguf_tensor_name(const GgufArchitecture& a, const std::string& hf_name);
-// The inverse: the HF names a llama.cpp tensor holds (several for a stacked one, in its order),
-// empty for a name the entry does not list.
-std::vector<std::string> hf_names_of_gguf_tensor(const GgufArchitecture& a, const std::string& gguf_name);
+// The inverse: the HF names a llama.cpp tensor holds (several for a stacked one, in its order;
+// `experts` of them for a stack of experts), empty for a name the entry does not list.
+std::vector<std::string> hf_names_of_gguf_tensor(const GgufArchitecture& a, const std::string& gguf_name,
+                                                 int64_t experts = 0);
+// Whether the llama.cpp tensor stacks experts (its parts along a new outermost dimension).
+bool gguf_stacks_experts(const GgufArchitecture& a, const std::string& gguf_name);
 // Heads whose rows the q / k permutation reorders in an HF-named projection: 0 for other tensors
 // and for architectures that take HF's rows.
 int64_t gguf_rotary_heads(const GgufArchitecture& a, const std::string& hf_name, const ModelConfig& c);
@@ -103,9 +135,11 @@ float gguf_value_shift(const std::string& hf_name, const ModelConfig& c);
 
 // The GGUF tensors of a model whose tensors are `hf_names` (in the model's order): each llama.cpp
 // name once, in the order of its first part, with its parts (HF names) in the table's order.
+// A stack of experts has one part per expert, in expert order (gguf_stacks_experts).
 struct GgufSlot {
   std::string gguf;
   std::vector<std::string> parts;
+  bool experts = false;
 };
 std::vector<GgufSlot> gguf_slots(const GgufArchitecture& a, const std::vector<std::string>& hf_names);
 

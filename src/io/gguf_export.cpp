@@ -56,11 +56,28 @@ GgmlType ggml_type_of(GgufDtype d) {
   }
 }
 
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The shape of a slot's tensor: its parts stacked by rows, or a stack of experts [experts, out, in]
+// (quantised blocks then run along each expert's rows, its innermost dimension).
+std::vector<int64_t> slot_shape(const ParamStore& store, const GgufSlot& slot) {
+  std::vector<int64_t> shape = store.get(slot.parts.front()).shape;
+  if (slot.experts) {
+    shape.insert(shape.begin(), int64_t(slot.parts.size()));
+    return shape;
+  }
+  for (size_t k = 1; k < slot.parts.size(); ++k) shape[0] += store.get(slot.parts[k]).shape[0];
+  return shape;
+}
+
 // The type one tensor of `shape` is written in (see GgufDtype).
 GgmlType tensor_type(const std::vector<int64_t>& shape, const std::string& gguf_name, GgufDtype dtype, bool tied) {
   if (shape.size() == 1) return GgmlType::f32;  // norms stay F32, as llama.cpp keeps them
-  // So does GPT-2's position table: llama.cpp's converter writes it F32, llama-quantize keeps it.
-  if (gguf_name == "position_embd.weight") return GgmlType::f32;
+  // So do GPT-2's position table and a mixture of experts' router: llama.cpp's converter writes
+  // them F32 and llama-quantize keeps them so.
+  if (gguf_name == "position_embd.weight" || ends_with(gguf_name, ".ffn_gate_inp.weight")) return GgmlType::f32;
   GgmlType t = ggml_type_of(dtype);
   const bool output = gguf_name == "output.weight" || (tied && gguf_name == "token_embd.weight");
   if (t == GgmlType::q4_0 && output) t = GgmlType::q8_0;
@@ -103,11 +120,7 @@ GgufTensorOut model_tensor(const ParamStore& store, const GgufArchitecture& arch
   GgufTensorOut t;
   t.name = slot.gguf;
   t.type = type;
-  for (const std::string& part : slot.parts) {
-    const Param& p = store.get(part);
-    if (t.shape.empty()) t.shape = p.shape;
-    else t.shape[0] += p.shape[0];
-  }
+  t.shape = slot_shape(store, slot);
   t.fill = [&store, &arch, &slot, type, &c](std::vector<char>& out) {
     std::vector<float> v;
     for (const std::string& part : slot.parts) {
@@ -118,6 +131,28 @@ GgufTensorOut model_tensor(const ParamStore& store, const GgufArchitecture& arch
       v.insert(v.end(), one.begin(), one.end());
     }
     encode(v, type, out);
+  };
+  return t;
+}
+
+// One side ("A" or "B") of the adapters of a stack of experts: each expert's lora_<side> matrix,
+// in expert order, along a new outermost dimension (F32).
+GgufTensorOut stacked_adapter(const ParamStore& adapters, const GgufSlot& slot, const std::string& side) {
+  auto adapter_of = [&adapters, side](const std::string& base) -> const Param& {
+    return adapters.get(base.substr(0, base.size() - std::string(".weight").size()) + ".lora_" + side + ".weight");
+  };
+  GgufTensorOut t;
+  t.name = slot.gguf + (side == "A" ? ".lora_a" : ".lora_b");
+  t.type = GgmlType::f32;
+  t.shape = adapter_of(slot.parts.front()).shape;
+  t.shape.insert(t.shape.begin(), int64_t(slot.parts.size()));
+  t.fill = [&adapters, &slot, adapter_of](std::vector<char>& out) {
+    std::vector<float> v;
+    for (const std::string& base : slot.parts) {
+      const std::vector<float> one = values_of(adapters, adapter_of(base));
+      v.insert(v.end(), one.begin(), one.end());
+    }
+    encode(v, GgmlType::f32, out);
   };
   return t;
 }
@@ -210,8 +245,7 @@ GgufModelWritten export_gguf_model(Transformer& model, const std::string& path, 
   std::vector<GgmlType> types, matrix_types;
   std::vector<std::vector<int64_t>> shapes;
   for (const GgufSlot& slot : slots) {
-    std::vector<int64_t> shape = model.base().get(slot.parts.front()).shape;
-    for (size_t k = 1; k < slot.parts.size(); ++k) shape[0] += model.base().get(slot.parts[k]).shape[0];
+    const std::vector<int64_t> shape = slot_shape(model.base(), slot);
     types.push_back(tensor_type(shape, slot.gguf, dtype, c.tie_word_embeddings));
     if (shape.size() > 1) matrix_types.push_back(types.back());
   }
@@ -264,14 +298,19 @@ void export_gguf_lora(Transformer& model, const std::string& path, const std::st
       {"adapter.lora.alpha", GgufValue::f32(model.lora_config().scale() * float(model.lora_config().rank))},
   };
   std::vector<GgufTensorOut> tensors;
+  std::vector<std::string> expert_bases;  // the experts' adapted projections (A's base names)
   for (const Param& p : model.adapters().params()) {
     // "<module>.lora_A.weight" -> base "<module>.weight" -> "<gguf base>.lora_a"
     const bool is_a = p.name.find(".lora_A.weight") != std::string::npos;
     const std::string module = p.name.substr(0, p.name.rfind(is_a ? ".lora_A.weight" : ".lora_B.weight"));
     const std::string base = module + ".weight";
+    const auto gguf_base = gguf_name_of(arch, base);
+    if (gguf_base && gguf_stacks_experts(arch, *gguf_base)) {
+      if (is_a) expert_bases.push_back(base);
+      continue;
+    }
     // llama.cpp's tensor stacks this projection with others (GPT-2's attn_qkv, whose adapter
     // c_attn is also one): an adapter there would be one pair over all of them, not ours.
-    const auto gguf_base = gguf_name_of(arch, base);
     if (!gguf_base || hf_names_of_gguf_tensor(arch, *gguf_base).size() > 1)
       fail(path + ": the adapter " + p.name + " has no tensor of its own in llama.cpp's " + arch.name +
            " architecture (it stacks q, k and v in one), so it is not written as a GGUF adapter; "
@@ -280,6 +319,17 @@ void export_gguf_lora(Transformer& model, const std::string& path, const std::st
     const int64_t heads = is_a ? 0 : gguf_rotary_heads(arch, base, c);
     tensors.push_back(lazy_tensor(model.adapters(), p, gguf_tensor_name(arch, base) + (is_a ? ".lora_a" : ".lora_b"),
                                   GgmlType::f32, heads, c));
+  }
+  // A stack of experts takes its experts' adapters stacked alike, lora_a [experts, rank, in] and
+  // lora_b [experts, out, rank], as llama.cpp applies an adapter to ffn_*_exps per expert (its
+  // mul_mat_id over each); every expert of the stack must have one.
+  const std::vector<GgufSlot> expert_slots = gguf_slots(arch, expert_bases);
+  for (const GgufSlot& slot : expert_slots) {
+    if (int64_t(slot.parts.size()) != c.num_experts)
+      fail(path + ": " + std::to_string(slot.parts.size()) + " of the " + std::to_string(c.num_experts) +
+           " experts of " + slot.gguf + " have adapters; llama.cpp's adapter of it covers every expert");
+    for (const char* side : {"A", "B"})
+      tensors.push_back(stacked_adapter(model.adapters(), slot, side));
   }
   write_gguf(path, kvs, tensors);
 }

@@ -1,5 +1,6 @@
 // Export to GGUF, llama.cpp's file format: the full model (in the llama.cpp architecture of its
-// family, io/gguf_architectures.h: llama for LLaMA and Mistral, qwen2, qwen3, gpt2, gemma3) or a
+// family, io/gguf_architectures.h: llama for LLaMA, Mistral and Mixtral, qwen2, qwen3, gpt2,
+// gemma3, qwen3moe, olmoe) or a
 // LoRA adapter (as llama.cpp's convert_lora_to_gguf.py writes it).
 #pragma once
 #include <cstdint>
@@ -26,8 +27,8 @@ GgufDtype parse_gguf_dtype(const std::string& name);
 
 // Writes the base weights (adapters are not merged; call merge_adapters first to include them).
 // For the llama architecture q and k rows are permuted from the model's rotate-half layout to the
-// interleaved layout llama.cpp's LLaMA graph expects; tensors llama.cpp stacks (GPT-2's attn_qkv)
-// are written stacked, and norm weights with the model's norm weight offset added (Gemma's
+// interleaved layout llama.cpp's LLaMA graph expects; tensors llama.cpp stacks (GPT-2's attn_qkv,
+// a mixture of experts' ffn_*_exps) are written stacked, the router (ffn_gate_inp) F32 in every type, and norm weights with the model's norm weight offset added (Gemma's
 // 1 + w: gguf_value_shift). general.name is the file name without its
 // extension. mt::Error naming `path`, before anything is written, for a model the family's
 // architecture cannot hold (gguf_architecture_for).
@@ -50,7 +51,8 @@ const char* gguf_dtype_name(GgufDtype d);
 
 // Writes the model's adapters (F32) as a GGUF LoRA adapter of the model's architecture:
 // <base tensor>.lora_a / .lora_b, the lora_b rows of q and k permuted like the base rows, alpha in
-// adapter.lora.alpha. base_name goes to general.name. Throws mt::Error when the model has no
+// adapter.lora.alpha; the experts' adapters stacked as their base tensor (lora_a [experts, rank,
+// in], lora_b [experts, out, rank]). base_name goes to general.name. Throws mt::Error when the model has no
 // adapters, when alpha <= 0, when lm_head is adapted in a tied-embedding model (llama.cpp has no
 // output.weight to attach it to), when an adapted projection is stacked with others in llama.cpp
 // (GPT-2's c_attn), or when the architecture cannot hold the model.

@@ -52,12 +52,17 @@ ModelConfig gguf_model_config(const GgufFile& g) {
 
   HeldTensors held;
   for (const auto& t : g.tensors)
-    for (const std::string& hf : hf_names_of_gguf_tensor(arch, t.name)) held.names.push_back(hf);
+    for (const std::string& hf : hf_names_of_gguf_tensor(arch, t.name, c.num_experts)) held.names.push_back(hf);
   std::vector<ParamShape> expected = llama_param_shapes(c, LoraConfig{});
-  held.shape = [&g, &arch, &expected](const std::string& hf) -> std::optional<std::vector<int64_t>> {
+  held.shape = [&g, &arch, &expected, &c](const std::string& hf) -> std::optional<std::vector<int64_t>> {
     const auto name = gguf_name_of(arch, hf);
     const GgufTensorInfo* t = name ? g.find_tensor(*name) : nullptr;
     if (!t) return std::nullopt;
+    // A stack of experts [experts, out, in]: each expert's own [out, in] when it holds one per expert.
+    if (gguf_stacks_experts(arch, *name)) {
+      const std::vector<int64_t> s = t->shape();
+      return s.size() == 3 && s[0] == c.num_experts ? std::vector<int64_t>(s.begin() + 1, s.end()) : s;
+    }
     const std::vector<std::string> parts = hf_names_of_gguf_tensor(arch, *name);
     if (parts.size() < 2) return t->shape();
     // A stacked tensor (attn_qkv): the part's own shape when the rows are the parts' together.

@@ -1,6 +1,6 @@
 // A GGUF model as a model to start from (io/pretrained.h loads *.gguf through this): the
-// architecture (llama, qwen2, qwen3: io/gguf_architectures.h) from its metadata and the parts of
-// its block from the tensors it holds, the weights F32 / F16 / BF16 widened and Q8_0 / Q4_0
+// architecture (io/gguf_architectures.h) from its metadata and the parts of its block from the
+// tensors it holds (a mixture of experts from <arch>.expert_count, its stacks split per expert), the weights F32 / F16 / BF16 widened and Q8_0 / Q4_0
 // dequantised, q and k rows of a llama file permuted back to the model's rotate-half layout.
 // So `meshtrain generate` / `eval` run the very numbers llama.cpp runs from a quantised file.
 // What export_gguf_model writes reads back; so does a llama.cpp file of those architectures and

@@ -176,9 +176,19 @@ void Transformer::merge_adapters() {
   };
   auto on = lora_targets_mask(lora_);
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l)
-    for (int p = 0; p < kNumProj; ++p)
-      if (on[p] && proj_exists(Proj(p), config_))
-        merge(proj_param_name(l, Proj(p)) + ".weight", proj_param_name(l, Proj(p)), lora_a_name(l, Proj(p), lora_));
+    for (int p = 0; p < kNumProj; ++p) {
+      if (!on[p] || !proj_exists(Proj(p), config_)) continue;
+      // On a mixture-of-experts layer gate, up and down are the experts' (each its own adapter,
+      // model/param_shapes.cpp), not a dense MLP's.
+      if (config_.moe_layer(l) && p >= kGate) {
+        for (int64_t e = 0; e < config_.num_experts; ++e) {
+          const std::string name = expert_param_name(l, e, ExpertProj(p - kGate), config_);
+          merge(name + ".weight", name, name + ".lora_A.weight");
+        }
+        continue;
+      }
+      merge(proj_param_name(l, Proj(p)) + ".weight", proj_param_name(l, Proj(p)), lora_a_name(l, Proj(p), lora_));
+    }
   if (lora_targets_head(lora_))
     merge(config_.tie_word_embeddings ? kEmbedName : kHeadName, "lm_head", "lm_head.lora_A.weight");
   adapters_.sync_compute();

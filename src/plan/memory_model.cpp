@@ -209,6 +209,15 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
                                    : grads;
   }
   add("comm buffers", comm);
+  // Under ep the ep ranks are replicas of every tensor but the experts: once the backward has ended
+  // the sharded model sums those gradients over ep, packed into one f32 block of its scratch pool
+  // (parallel/fsdp_units.cpp finish_gradients). A new block, unless one of the fsdp unit gradients'
+  // blocks handed back by then (4 B a trainable element of the largest unit) holds it. The
+  // MoePlanner test measures it on ep = 2: without it the peak fell 4-10% short.
+  if (in.mesh.ep > 1) {
+    const double staging = 4.0 * double(e.local_trainable - e.local_expert_trainable);
+    if (!(gathers && staging <= 4.0 * unit_train)) add("ep gradient sum", staging);
+  }
   // Parameters, gradients and optimizer state are sharded over fsdp x cp (the state items above,
   // from count_elems); a cp rank's activations are those of its seq / cp tokens (micro_tokens),
   // plus the exchange of the whole rows' K/V.

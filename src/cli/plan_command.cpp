@@ -169,11 +169,11 @@ Action add_plan_command(CLI::App& app) {
                   "0 for cpu: an idle host)")
       ->check(CLI::Range(0.0, 1e6));
   sub->add_option("--mesh", o->mesh,
-                  "dp=..,fsdp=..,tp=..,pp=..,cp=..,ep=.. (ep: a mixture of experts' experts split over ranks; "
-                  "default: none; needed unless --search)");
+                  "dp=..,fsdp=..,tp=..,pp=..,cp=..,ep=.. (ep: a mixture of experts' experts split over ranks) "
+                  "(default: none; needed unless --search)");
   sub->add_option("--moe-imbalance", o->moe_imbalance,
                   "a mixture of experts under ep: the rows the busiest ep rank's experts compute over the mean, "
-                  "a factor on the expert compute every rank waits for (default 1: balanced routing)")
+                  "a factor on the expert compute every rank waits for (1: balanced routing)")
       ->check(CLI::Range(1.0, 1e6));
   sub->add_option("--mode", o->mode, "full or lora");
   sub->add_option("--lora-rank", o->lora_rank, "LoRA rank");

@@ -12,6 +12,7 @@
 #include "model/param_shapes.h"
 #include "parallel/expert_parallel.h"
 #include "parallel/shard_plan.h"
+#include "plan/auto_mesh.h"
 #include "plan/collectives.h"
 #include "plan/expert_traffic.h"
 #include "plan/report.h"
@@ -179,6 +180,20 @@ TEST(MoePlannerEp, SearchPicksEpWhenMemoryLeavesNothingElse) {
   bool ep1_fits = false;
   for (const auto& c : plan::search_layouts(in, 16).ranked) ep1_fits = ep1_fits || c.input.mesh.ep == 1;
   EXPECT_TRUE(ep1_fits);
+}
+
+// `train --mesh auto` makes the same search with the trainer's checks: the same run chooses ep.
+TEST(MoePlannerEp, MeshAutoChoosesEpWhenMemoryLeavesNothingElse) {
+  RunConfig cfg;
+  cfg.model = plan::model_preset("mixtral-8x7b").config;
+  cfg.model.output_router_logits = true;
+  cfg.train.seq_len = 4096, cfg.train.batch_size = 16, cfg.train.grad_accum = 1;
+  cfg.train.activation_checkpointing = true;
+  plan::Cluster cluster = plan::cluster_preset("dgx-h100");
+  cluster.memory_bytes = 74e9;
+  const plan::MeshChoice choice = plan::choose_mesh(cfg, cfg.model, cluster, 16);
+  EXPECT_GT(choice.chosen.input.mesh.ep, 1) << plan::describe_choice(choice);
+  EXPECT_NE(plan::describe_choice(choice).find("ep="), std::string::npos);
 }
 
 }  // namespace

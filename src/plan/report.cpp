@@ -95,7 +95,7 @@ std::string experts_line(const PlanInput& in, int64_t stage) {
   const int64_t E = in.model.config.num_experts;
   std::string where = m.ep > 1 ? std::to_string(E / m.ep) + " of " + std::to_string(E) + " experts a layer on each of ep=" +
                                      std::to_string(m.ep) + " ranks"
-                               : "every expert on every ep rank (ep=1)";
+                               : "all " + std::to_string(E) + " experts a layer on every rank (no ep)";
   if (m.shards() > 1) where += ", split over fsdp x cp = " + std::to_string(m.shards());
   return "experts: " + fmt("%.2f GB", b.per_rank / kBytesPerGB) + " per rank (stage " + std::to_string(stage) +
          ") of " + fmt("%.2f GB", b.total / kBytesPerGB) + " in all; " + where + " (tp refused)";

@@ -282,7 +282,8 @@ TEST(FamilyPresets, PlanTakesThemByNameAndListsThem) {
 }
 
 // `plan` on a mixture of experts: total and active parameters, the experts' bytes per rank (split
-// over fsdp like any tensor: no ep axis yet), tp refused as the trainer refuses it and not searched.
+// over fsdp like any tensor without ep; ep: test_moe_planner_ep.cpp), tp refused as the trainer
+// refuses it and not searched.
 TEST(FamilyPresets, PlanPricesAMixtureOfExperts) {
   auto r = run_meshtrain("plan --model qwen3-30b-a3b --cluster dgx-h100 --mesh fsdp=8 --seq 4096 --global-batch 64");
   ASSERT_EQ(r.code, 0) << r.output;

@@ -137,7 +137,7 @@ TEST(MeshAuto, LayoutChecksRefuseWhatTheTrainerRefuses) {
   EXPECT_NE(refusal({1, 1, 1, 8}), "");  // 8 pipeline stages, 4 blocks
   EXPECT_NE(refusal({1, 1, 8, 1}).find("tensor parallelism"), std::string::npos) << refusal({1, 1, 8, 1});
   cfg.train.batch_size = 6;
-  EXPECT_NE(refusal({4, 1, 1, 1}).find("train.batch_size (6) must be divisible by dp x fsdp (4)"), std::string::npos);
+  EXPECT_NE(refusal({4, 1, 1, 1}).find("train.batch_size (6) must be divisible by dp x fsdp x ep (4)"), std::string::npos);
   cfg.train.batch_size = 8;
   // QLoRA: tp=2 would cut the down projection's 344 columns into 172, not whole NF4 blocks of 64.
   cfg.lora.enabled = true;

@@ -195,10 +195,10 @@ TEST(MoeMesh, MixtralsAdapterNamesItsExpertsModules) {
 }
 
 // `shard --preset` lays out a preset's experts (their family parts come from the preset, not from
-// the [model] keys a run config has).
+// the [model] keys a run config has); --all names each expert (the listing groups them otherwise).
 TEST(MoeMesh, ShardLaysOutAPresetsExperts) {
   std::string out;
-  ASSERT_EQ(run(std::string(MESHTRAIN_BINARY) + " shard --preset mixtral-8x7b --mesh fsdp=8 2>&1", &out), 0) << out;
+  ASSERT_EQ(run(std::string(MESHTRAIN_BINARY) + " shard --preset mixtral-8x7b --mesh fsdp=8 --all 2>&1", &out), 0) << out;
   EXPECT_NE(out.find("block_sparse_moe.experts.7.w2.weight"), std::string::npos) << out;
   EXPECT_NE(out.find("block_sparse_moe.gate.weight"), std::string::npos) << out;
 }

@@ -1,7 +1,7 @@
 // The planner on a mixture of experts against the engine: the per-rank memory `meshtrain plan`
 // predicts for a tiny Qwen3-MoE-like and Mixtral-like model (every layer sparse, as the published
 // configs; k = 2 of 4 experts) in their HF layout, less its runtime overhead, is every rank's
-// measured peak of tensor memory within 2%, on one rank and on fsdp = 2 (full training of the
+// measured peak of tensor memory within 2%, on one rank, on fsdp = 2 and on ep = 2 (full training of the
 // Qwen3-MoE-like model; two cases are not yet, see Case::fsdp_tolerance). The planner reads the
 // engine's own sizes (model/block.h block_activation_sizes and block_scratch_elems, which count the
 // experts' saved rows and scratch, model/moe.h) and the trainer's partition rules for the experts.
@@ -29,6 +29,9 @@ struct Case {
   // much (one rank 2.1%, fsdp = 2 11%) — a gap of the planner's LoRA pricing on tiny models loaded
   // from a directory, to be looked at apart from the experts.
   double fsdp_tolerance;
+  // The bound on ep = 2 (issue 32 item 8: the planner's ep-rank sizes against the engine's): 2%,
+  // but LoRA's 3% (2.7% short, measured 2026-12-06: the same shortfall as on one rank, above).
+  double ep_tolerance;
 };
 
 class MoePlanner : public ::testing::TestWithParam<Case> {};
@@ -43,10 +46,11 @@ TEST_P(MoePlanner, PerRankMemoryIsTheEnginesWithinTwoPercent) {
              "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\"]' "
            : "";
   const std::string plan_lora = lora ? "--mode lora --lora-rank 4 --lora-targets q,k,v,o,gate,up,down " : "";
-  for (const std::string mesh : {"", "fsdp=2"}) {
+  for (const std::string mesh : {"", "fsdp=2", "ep=2"}) {
     if (!mesh.empty() && !have_mpirun()) GTEST_SKIP() << "mpirun not installed";
     SCOPED_TRACE(mesh.empty() ? "one rank" : mesh);
-    const std::string dir = fresh_temp_dir(tag + (mesh.empty() ? "_one" : "_fsdp2")) + "/run";
+    const std::string dir =
+        fresh_temp_dir(tag + (mesh.empty() ? "_one" : mesh == "fsdp=2" ? "_fsdp2" : "_ep2")) + "/run";
     const RunAndPlan r = train_then_plan(
         train_command(mesh) + "--set model.path=" + model + " " + train_lora +
             "--set train.seq_len=32 --set train.batch_size=2 --set train.grad_accum=2 --set train.precision=bf16 "
@@ -54,7 +58,7 @@ TEST_P(MoePlanner, PerRankMemoryIsTheEnginesWithinTwoPercent) {
         dir,
         std::string(MESHTRAIN_BINARY) + " plan --model " + model + " --cluster cpu --mesh " +
             (mesh.empty() ? std::string("dp=1") : mesh) + " " + plan_lora + "--seq 32 --global-batch 4 " +
-            // train.batch_size rows a micro-batch, split over fsdp: 1 row a rank on fsdp = 2
+            // train.batch_size rows a micro-batch, split over fsdp (or ep): 1 row a rank on 2 ranks
             (mesh.empty() ? "--micro-batch 2" : "--micro-batch 1"));
     const auto& m = r.plan.at("memory_bytes");
     const double predicted = m.at("total").get<double>() - m.at("items").value("overhead", 0.0);
@@ -62,12 +66,14 @@ TEST_P(MoePlanner, PerRankMemoryIsTheEnginesWithinTwoPercent) {
     ASSERT_EQ(ranks.size(), mesh.empty() ? 1u : 2u);
     for (const auto& rank : ranks) {
       const double measured = double(rank.at("peak_tensor_bytes").get<int64_t>());
-      EXPECT_NEAR(predicted / measured, 1.0, mesh.empty() ? 0.02 : GetParam().fsdp_tolerance)
+      EXPECT_NEAR(predicted / measured, 1.0,
+                  mesh.empty() ? 0.02 : mesh == "ep=2" ? GetParam().ep_tolerance : GetParam().fsdp_tolerance)
           << "predicted " << predicted << ", measured " << measured;
       std::cout << family << " " << GetParam().mode << " " << (mesh.empty() ? "one rank" : mesh) << ": predicted "
                 << predicted << ", measured " << measured << " (" << predicted / measured << ")\n";
     }
-    // The experts' bytes on a rank: split over fsdp like any tensor (no ep axis yet).
+    // The experts' bytes on a rank: half of them on 2 ranks, split over fsdp like any tensor or
+    // held whole by one ep rank each.
     const auto& e = r.plan.at("experts");
     EXPECT_DOUBLE_EQ(e.at("bytes_per_rank").get<double>() * (mesh.empty() ? 1.0 : 2.0),
                      e.at("bytes_total").get<double>());
@@ -75,8 +81,8 @@ TEST_P(MoePlanner, PerRankMemoryIsTheEnginesWithinTwoPercent) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, MoePlanner,
-                         ::testing::Values(Case{"qwen3_moe", "full", 0.02}, Case{"mixtral", "full", 0.03},
-                                           Case{"qwen3_moe", "lora", 0.08}),
+                         ::testing::Values(Case{"qwen3_moe", "full", 0.02, 0.02}, Case{"mixtral", "full", 0.03, 0.02},
+                                           Case{"qwen3_moe", "lora", 0.08, 0.03}),
                          [](const auto& info) { return std::string(info.param.family) + "_" + info.param.mode; });
 
 }  // namespace

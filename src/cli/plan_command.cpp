@@ -25,6 +25,7 @@ struct PlanOptions {
   int64_t grad_accum = 0;  // > 0 with --search: micro-batches per step fixed, as train.grad_accum
   double dp_bucket_mb = 25.0;  // as train.dp_bucket_mb
   double host_load = -1.0;     // >= 0: a shared host's background load (--host-load); < 0: the cluster's
+  double moe_imbalance = 1.0;  // the busiest ep rank's expert rows over the mean (PlanInput::moe_imbalance)
   bool checkpointing = false, search = false, json = false, no_overlap = false, keep_checkpointing = false;
   bool no_sequence_parallel = false;
   bool list_models = false;
@@ -78,6 +79,7 @@ plan::PlanInput make_input(const PlanOptions& o) {
   in.pp_schedule = parallel::parse_pipeline_schedule(o.pp_schedule);
   if (o.pp_virtual < 1) fail("--pp-virtual must be >= 1, got " + std::to_string(o.pp_virtual));
   in.pp_virtual = o.pp_virtual;
+  in.moe_imbalance = o.moe_imbalance;
   if (o.devices < 0) fail("--devices must be > 0, got " + std::to_string(o.devices));
   if (o.top <= 0) fail("--top must be > 0, got " + std::to_string(o.top));
   if (o.grad_accum < 0) fail("--grad-accum must be > 0, got " + std::to_string(o.grad_accum));
@@ -85,7 +87,7 @@ plan::PlanInput make_input(const PlanOptions& o) {
     fail(std::string(o.grad_accum > 0 ? "--grad-accum" : "--keep-checkpointing") +
          " shapes the search: give it with --search (a single plan takes --micro-batch and --checkpointing)");
   if (!o.mesh.empty()) in.mesh = parallel::MeshShape::parse(o.mesh);
-  else if (!o.search) fail("give --mesh dp=..,fsdp=..,tp=..,pp=..,cp=.. (or --search with --devices)");
+  else if (!o.search) fail("give --mesh dp=..,fsdp=..,tp=..,pp=..,cp=..,ep=.. (or --search with --devices)");
   if (!o.mesh.empty() && o.devices > 0 && in.mesh.world() != o.devices)
     fail("mesh " + in.mesh.str() + " has " + std::to_string(in.mesh.world()) + " ranks but --devices is " +
          std::to_string(o.devices));
@@ -166,7 +168,13 @@ Action add_plan_command(CLI::App& app) {
                   "beside the ranks, as `train --mesh auto` reads them running now (default: the cluster's, "
                   "0 for cpu: an idle host)")
       ->check(CLI::Range(0.0, 1e6));
-  sub->add_option("--mesh", o->mesh, "dp=..,fsdp=..,tp=..,pp=..,cp=.. (default: none; needed unless --search)");
+  sub->add_option("--mesh", o->mesh,
+                  "dp=..,fsdp=..,tp=..,pp=..,cp=..,ep=.. (ep: a mixture of experts' experts split over ranks) "
+                  "(default: none; needed unless --search)");
+  sub->add_option("--moe-imbalance", o->moe_imbalance,
+                  "a mixture of experts under ep: the rows the busiest ep rank's experts compute over the mean, "
+                  "a factor on the expert compute every rank waits for (1: balanced routing)")
+      ->check(CLI::Range(1.0, 1e6));
   sub->add_option("--mode", o->mode, "full or lora");
   sub->add_option("--lora-rank", o->lora_rank, "LoRA rank");
   sub->add_option("--lora-targets", o->lora_targets, "comma-separated: q,k,v,o,gate,up,down,lm_head");
@@ -196,7 +204,7 @@ Action add_plan_command(CLI::App& app) {
   sub->add_flag("--search", o->search, "enumerate layouts for --devices and rank those that fit");
   sub->add_option("--grad-accum", o->grad_accum,
                   "with --search: micro-batches per step, as train.grad_accum, the same for every layout "
-                  "(its micro-batch is then --global-batch / (dp x fsdp x N)); the search `train --mesh auto` "
+                  "(its micro-batch is then --global-batch / (dp x fsdp x ep x N)); the search `train --mesh auto` "
                   "makes (default: 0, micro-batches searched)");
   sub->add_flag("--keep-checkpointing", o->keep_checkpointing,
                 "with --search: only layouts with --checkpointing as given, as `train --mesh auto` "

@@ -2,20 +2,23 @@
 // manner of jax.debug.visualize_array_sharding) and the bytes each rank holds. Shape-only: no
 // weights are read or allocated, and no MPI is needed (the world is the mesh's product). Under pp
 // a rank holds only what its stage stores (parallel/pipeline.h stage_holds, as the trainer places
-// it), split by its fsdp and tp blocks as without a pipeline.
+// it), split by its fsdp and tp blocks as without a pipeline; under ep a mixture of experts'
+// experts lie on their ep coordinate's ranks only (parallel/expert_parallel.h), the rest as on a
+// data-parallel replica.
 #include <fstream>
 #include <iostream>
-#include <map>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/shard_groups.h"
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "core/shape_string.h"
 #include "parallel/dist_config.h"
+#include "parallel/expert_parallel.h"
 #include "parallel/grid_view.h"
 #include "parallel/pipeline.h"
 #include "parallel/shard_plan.h"
@@ -97,6 +100,8 @@ Inputs resolve(const Options& o) {
   if (!o.mesh.empty()) in.mesh = parallel::MeshShape::parse(o.mesh);
   else if (dist.mesh) in.mesh = *dist.mesh;
   else fail("shard: give the mesh with --mesh (e.g. --mesh dp=1,fsdp=2,tp=2) or [mesh] in --config");
+  // As the trainer refuses it: ep on a model without experts, or not dividing them.
+  parallel::expert_parallel_config(in.run.model, in.mesh.ep, 0);
   // The trainer's split: train.pp_blocks (--pp-blocks over the config's), or balanced by cost, per
   // chunk of train.pp_virtual.
   if (in.mesh.pp > 1) {
@@ -154,13 +159,50 @@ const char* kAssumption =
     "element 4 B f32 master + 4 B f32 grad + 8 B f32 Adam m,v (18 B in all); a frozen LoRA base is "
     "bf16 only; activations, buffers and gather scratch are not counted";
 
-// "((pp*2 + dp)*1 + fsdp)*2 + tp": world rank from the coordinates, the axes of size 1 among them
-// (pp and cp only when split).
+// "((pp*2 + dp)*1 + fsdp)*2 + tp": world rank from the coordinates in the mesh's rank order
+// (parallel/mesh.h), dp, fsdp and tp always (so the formula reads the same on every mesh), pp, ep
+// and cp only when split.
 std::string rank_formula(const parallel::MeshShape& m) {
-  std::string f = m.pp > 1 ? "((pp*" + std::to_string(m.dp) + " + dp)*" : "(dp*";
-  f += std::to_string(m.fsdp) + " + fsdp)";
-  if (m.cp > 1) f = "(" + f + "*" + std::to_string(m.cp) + " + cp)";
-  return f + "*" + std::to_string(m.tp) + " + tp";
+  std::string f;
+  int terms = 0;
+  for (parallel::Axis a : parallel::kAxes) {
+    const bool always = a == parallel::Axis::dp || a == parallel::Axis::fsdp || a == parallel::Axis::tp;
+    if (!always && m.size(a) == 1) continue;
+    const std::string name = parallel::axis_name(a);
+    if (terms == 0) f = name;
+    else f = (terms > 1 ? "(" + f + ")" : f) + "*" + std::to_string(m.size(a)) + " + " + name;
+    ++terms;
+  }
+  return f;
+}
+
+// The ranks of ep coordinate `c` (those holding its experts), within the stages `holds` accepts.
+std::vector<int64_t> ep_ranks(const parallel::MeshShape& m, int64_t c, const std::function<bool(int64_t)>& holds) {
+  std::vector<int64_t> out;
+  for (int64_t r = 0; r < m.world(); ++r)
+    if (parallel::coords_of(m, r)[size_t(parallel::Axis::ep)] == c && (!holds || holds(r))) out.push_back(r);
+  return out;
+}
+
+// Under expert parallelism: which experts each ep coordinate holds, on which ranks, and what the
+// other tensors and the batch do.
+void print_expert_parallel(const Inputs& in) {
+  const auto& m = in.mesh;
+  const int64_t E = in.run.model.num_experts, per = E / m.ep;
+  std::cout << "expert parallel (ep=" << m.ep << "): each MoE layer's " << E << " experts split in contiguous ranges of "
+            << per << ", ep coordinate c holding experts [c*" << per << ", (c+1)*" << per << ")\n";
+  for (int64_t c = 0; c < m.ep; ++c) {
+    if (m.ep > 8 && c == 2) {
+      std::cout << "  ...\n";
+      c = m.ep - 1;
+    }
+    std::cout << "  ep " << c << ": experts " << c * per << "-" << (c + 1) * per - 1 << " on ranks "
+              << parallel::rank_list(ep_ranks(m, c, nullptr)) << "\n";
+  }
+  std::cout << "Every other tensor lies on each ep coordinate as on a data-parallel replica (its gradient summed "
+               "over dp x ep); the batch's rows are split over dp x fsdp x ep ("
+            << m.batch_ranks() << " ranks), and each MoE layer sends every routed row to the ep rank holding its "
+               "expert and back (all-to-all).\n\n";
 }
 
 // Under context parallelism: how each row is cut, which chunks a cp rank holds, and that the
@@ -210,37 +252,32 @@ void print_text(const Inputs& in, const std::vector<parallel::ShardedParam>& par
     std::cout << "\n";
   }
   if (m.cp > 1) print_context_parallel(in);
+  if (m.ep > 1) print_expert_parallel(in);
 
-  // One entry per distinct (name with the layer index wildcarded, shape, spec, stages holding it):
-  // a per-layer tensor is shown once per stage with its layer count unless --all.
-  static const std::regex layer_re(R"(layers\.\d+\.)");
-  struct Group {
-    const parallel::ShardedParam* first;
-    std::string label;
-    int64_t count = 0;
-  };
-  std::vector<Group> groups;
-  std::map<std::string, size_t> index;
-  for (const auto& p : params) {
-    std::string label = all ? p.param.name : std::regex_replace(p.param.name, layer_re, "layers.*.");
-    if (m.pp > 1) label += "  (" + stages_text(in.stages.stages_holding(p.param.name)) + ")";
-    std::string key = label + shape_string(p.param.shape) + p.layout.spec.str();
-    auto [it, added] = index.emplace(key, groups.size());
-    if (added) groups.push_back({&p, label, 0});
-    ++groups[it->second].count;
-  }
-  for (const auto& g : groups) {
+  // One entry per distinct (name with the layer and expert indices wildcarded, shape, spec, stages
+  // holding it): a per-layer tensor is shown once per stage with its layer count, an expert's once
+  // for all experts, unless --all.
+  std::function<std::string(const std::string&)> stages_suffix;
+  if (m.pp > 1) stages_suffix = [&](const std::string& n) { return "  (" + stages_text(in.stages.stages_holding(n)) + ")"; };
+  for (const auto& g : group_tensors(params, all, stages_suffix)) {
     const auto& t = g.first->layout;
     std::cout << g.label;
-    if (g.count > 1) std::cout << "  x " << g.count << " layers";
+    if (g.experts.size() > 1) {
+      std::cout << "  x " << g.experts.size() << " experts";
+      if (m.ep > 1) std::cout << " (" << ep_ranges(int64_t(g.experts.size()), m.ep) << ")";
+    }
+    if (g.layers() > 1) std::cout << "  x " << g.layers() << " layers";
     std::cout << "\n  shape " << shape_string(t.shape) << "  spec " << t.spec.str() << "  local "
               << shape_string(t.local_shape);
     const int64_t copies = replication(in, t);
     if (copies > 1) std::cout << "  replicated x" << copies;
     const std::string& name = g.first->param.name;
-    std::cout << (g.first->trainable ? "" : "  frozen") << (g.first->nf4 ? " nf4" : "") << "\n"
-              << parallel::render_grid(t, "  ", 120,
-                                       [&](int64_t r) { return in.stages.holds(stage_of(m, r), name); });
+    std::cout << (g.first->trainable ? "" : "  frozen") << (g.first->nf4 ? " nf4" : "") << "\n";
+    // Under ep the grid is of the group's first expert, on its ep coordinate's ranks; the others'
+    // lie alike on theirs (the header above lists them).
+    if (t.ep_owner >= 0 && g.experts.size() > 1)
+      std::cout << "  (ep " << t.ep_owner << "'s experts; ep c's on its own ranks alike)\n";
+    std::cout << parallel::render_grid(t, "  ", 120, [&](int64_t r) { return in.stages.holds(stage_of(m, r), name); });
   }
 
   const auto ranks = parallel::bytes_per_rank(params, m, in.stages);
@@ -248,9 +285,10 @@ void print_text(const Inputs& in, const std::vector<parallel::ShardedParam>& par
             << ")\n";
   char line[256];
   const std::string pp_col = m.pp > 1 ? "  pp" : "", cp_col = m.cp > 1 ? "   cp" : "";
-  std::snprintf(line, sizeof line, "%-9s%s %4s %4s%s %4s %13s %13s %13s %13s %18s %11s\n", "rank", pp_col.c_str(),
-                "dp", "fsdp", cp_col.c_str(), "tp", "bf16 weights", "f32 master", "f32 grads", "f32 Adam m,v", "total bytes",
-                "total");
+  const std::string ep_col = m.ep > 1 ? "   ep" : "";
+  std::snprintf(line, sizeof line, "%-9s%s %4s %4s%s%s %4s %13s %13s %13s %13s %18s %11s\n", "rank", pp_col.c_str(),
+                "dp", "fsdp", ep_col.c_str(), cp_col.c_str(), "tp", "bf16 weights", "f32 master", "f32 grads",
+                "f32 Adam m,v", "total bytes", "total");
   std::cout << line;
   // Ranks with identical rows are merged into a range once the table would pass 16 lines.
   for (size_t i = 0; i < ranks.size();) {
@@ -266,20 +304,23 @@ void print_text(const Inputs& in, const std::vector<parallel::ShardedParam>& par
     std::string dp = j > i ? "*" : std::to_string(cc[size_t(parallel::Axis::dp)]);
     std::string fs = j > i ? "*" : std::to_string(cc[size_t(parallel::Axis::fsdp)]);
     std::string tp = j > i ? "*" : std::to_string(cc[size_t(parallel::Axis::tp)]);
-    std::string cp;
-    if (m.cp > 1) {
+    // The column of an axis shown only when split: its coordinate, "*" for merged rows.
+    auto column = [&](parallel::Axis a) {
+      if (m.size(a) == 1) return std::string();
       char c[16];
-      std::snprintf(c, sizeof c, " %4s", j > i ? "*" : std::to_string(cc[size_t(parallel::Axis::cp)]).c_str());
-      cp = c;
-    }
+      std::snprintf(c, sizeof c, " %4s", j > i ? "*" : std::to_string(cc[size_t(a)]).c_str());
+      return std::string(c);
+    };
+    const std::string cp = column(parallel::Axis::cp), ep = column(parallel::Axis::ep);
     std::string pp;  // rows merge only within a stage, so its coordinate stays exact
     if (m.pp > 1) {
       char c[16];
       std::snprintf(c, sizeof c, " %3lld", (long long)cc[size_t(parallel::Axis::pp)]);
       pp = c;
     }
-    std::snprintf(line, sizeof line, "%-9s%s %4s %4s%s %4s %13s %13s %13s %13s %18lld %11s\n",
-                  who.c_str(), pp.c_str(), dp.c_str(), fs.c_str(), cp.c_str(), tp.c_str(), human(b.weights_bf16()).c_str(),
+    std::snprintf(line, sizeof line, "%-9s%s %4s %4s%s%s %4s %13s %13s %13s %13s %18lld %11s\n",
+                  who.c_str(), pp.c_str(), dp.c_str(), fs.c_str(), ep.c_str(), cp.c_str(), tp.c_str(),
+                  human(b.weights_bf16()).c_str(),
                   human(b.master_f32()).c_str(), human(b.grads_f32()).c_str(),
                   human(b.adam_f32()).c_str(), (long long)b.total(), human(b.total()).c_str());
     std::cout << line;
@@ -303,7 +344,15 @@ void print_json(const Inputs& in, const std::vector<parallel::ShardedParam>& par
   using nlohmann::json;
   const auto& m = in.mesh;
   json j;
-  j["mesh"] = {{"dp", m.dp}, {"fsdp", m.fsdp}, {"tp", m.tp}, {"pp", m.pp}, {"cp", m.cp}};
+  j["mesh"] = {{"dp", m.dp}, {"fsdp", m.fsdp}, {"tp", m.tp}, {"pp", m.pp}, {"cp", m.cp}, {"ep", m.ep}};
+  if (m.ep > 1) {
+    // Which experts each ep coordinate holds, and its ranks.
+    const int64_t per = in.run.model.num_experts / m.ep;
+    json shares = json::array();
+    for (int64_t c = 0; c < m.ep; ++c)
+      shares.push_back({{"ep", c}, {"experts", {c * per, (c + 1) * per - 1}}, {"ranks", ep_ranks(m, c, nullptr)}});
+    j["expert_parallel"] = {{"experts", in.run.model.num_experts}, {"experts_per_rank", per}, {"shares", shares}};
+  }
   if (m.cp > 1) {
     // What cp splits: the sequence (each cp rank's chunks of it), and with fsdp the tensors.
     const int64_t seq = in.run.train.seq_len, chunks = 2 * m.cp;
@@ -349,7 +398,7 @@ void print_json(const Inputs& in, const std::vector<parallel::ShardedParam>& par
     json blocks = json::array();
     const std::vector<int> held = in.stages.stages_holding(t.name);
     for (int64_t r = 0; r < m.world(); ++r) {
-      if (!in.stages.holds(stage_of(m, r), t.name)) continue;
+      if (!in.stages.holds(stage_of(m, r), t.name) || !t.held_by(r)) continue;
       json ranges = json::array();
       for (size_t d = 0; d < t.shape.size(); ++d) ranges.push_back({t.range(r, d).begin, t.range(r, d).end});
       blocks.push_back({{"rank", r}, {"ranges", ranges}});
@@ -357,6 +406,8 @@ void print_json(const Inputs& in, const std::vector<parallel::ShardedParam>& par
     j["tensors"].push_back({{"name", t.name}, {"shape", t.shape}, {"spec", spec},
                             {"local_shape", t.local_shape}, {"trainable", p.trainable},
                             {"replication", replication(in, t)}, {"stages", held}, {"blocks", blocks}});
+    // An expert's: its index and the ep coordinate holding it (-1: every ep coordinate).
+    if (p.param.expert >= 0) j["tensors"].back()["expert"] = p.param.expert, j["tensors"].back()["ep_owner"] = t.ep_owner;
   }
   int64_t sum = 0;
   j["ranks"] = json::array();
@@ -366,6 +417,7 @@ void print_json(const Inputs& in, const std::vector<parallel::ShardedParam>& par
                           {"coords", {{"pp", cc[size_t(parallel::Axis::pp)]},
                                       {"dp", cc[size_t(parallel::Axis::dp)]},
                                       {"fsdp", cc[size_t(parallel::Axis::fsdp)]},
+                                      {"ep", cc[size_t(parallel::Axis::ep)]},
                                       {"cp", cc[size_t(parallel::Axis::cp)]},
                                       {"tp", cc[size_t(parallel::Axis::tp)]}}},
                           {"elements", b.elements},

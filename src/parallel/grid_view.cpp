@@ -47,7 +47,8 @@ std::string render_grid(const TensorLayout& t, const std::string& indent, size_t
   const int64_t cols = nd >= 2 ? t.splits[1] : nd == 1 ? t.splits[0] : 1;
   std::vector<std::vector<int64_t>> holders(size_t(rows * cols));
   for (int64_t r = 0; r < t.mesh.world(); ++r) {
-    if (holds && !holds(r)) continue;
+    // An expert lies on its ep coordinate's ranks only (TensorLayout::held_by).
+    if (!t.held_by(r) || (holds && !holds(r))) continue;
     const int64_t i = nd >= 2 ? t.block_index(r, 0) : 0;
     const int64_t j = nd >= 2 ? t.block_index(r, 1) : nd == 1 ? t.block_index(r, 0) : 0;
     holders[size_t(i * cols + j)].push_back(r);

@@ -16,8 +16,9 @@ namespace mt::parallel {
 std::string rank_list(const std::vector<int64_t>& ranks);
 
 // The box grid, one line per text row, each line starting with `indent`. A grid wider than
-// max_width columns is replaced by a one-line summary. `holds` (when given) names the ranks that
-// hold the tensor at all (under pp, those of the stages that hold it); the others are left out.
+// max_width columns is replaced by a one-line summary. Ranks that do not hold the tensor are left
+// out: under ep those of the other ep coordinates for an expert's (TensorLayout::held_by), and
+// those `holds` (when given) rejects (under pp, the stages that do not hold it).
 std::string render_grid(const TensorLayout& t, const std::string& indent = "  ",
                         size_t max_width = 120, const std::function<bool(int64_t)>& holds = nullptr);
 

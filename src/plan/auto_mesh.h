@@ -1,7 +1,7 @@
 // `meshtrain train --mesh auto` (mesh.auto = true): the planner chooses the run's mesh. The search is
 // `meshtrain plan --search`'s (plan/search.h) over the layouts of the ranks launched, for this run's
 // model, mode, precision, sequence length and batch, with what the user fixed kept fixed: the global
-// batch (train.batch_size x train.grad_accum: each micro-batch's rows are shared out over dp x fsdp),
+// batch (train.batch_size x train.grad_accum: each micro-batch's rows are shared out over dp x fsdp x ep),
 // the micro-batches per step and activation checkpointing. Only the mesh varies, so every axis the
 // search enumerates joins the choice without a change here. Layouts the trainer would refuse are
 // dropped by asking the trainer's own checks (train/run_layout.h), so the choice always trains.

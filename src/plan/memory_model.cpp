@@ -5,6 +5,7 @@
 #include "model/block.h"
 #include "model/norm.h"
 #include "model/transformer.h"
+#include "parallel/expert_parallel.h"
 
 namespace mt::plan {
 
@@ -38,9 +39,11 @@ ModelConfig tp_local_block(const ModelConfig& c, int64_t tp) {
 // the LoRA adapters' inputs), and sequence parallelism splits the residual stream's rows of what
 // is whole (BlockActivationSizes::t_split, f_split: the norms' outputs and statistics, the f32
 // residuals) over the tp ranks. The attention keeps its log-sum-exp per query and head only, never
-// scores, so a sliding window changes no memory.
+// scores, so a sliding window changes no memory. Under ep the sizes are those of an ep rank's model
+// (parallel::expert_parallel_config, as the sharded model builds it): its MoE activations and
+// scratch keep room for ep x its own tokens' routed rows (model/moe.h moe_expert_rows).
 ActivationBytes block_activations(const PlanInput& in, int64_t layers, bool first, bool last) {
-  const auto& c = in.model.config;
+  const ModelConfig c = parallel::expert_parallel_config(in.model.config, in.mesh.ep, 0);
   const double tp = double(in.mesh.tp), N = double(in.micro_tokens());
   const double S = double(in.sequence_shards());
   const double t = in.precision == Precision::bf16 ? 2.0 : 4.0;
@@ -124,10 +127,12 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
     add("weights", frozen_bytes(frozen, double(e.local_nf4)) / z(3));
     // The GEMMs run on bf16: one layer's NF4 matrices are dequantised at a time, into scratch
     // that is reused layer after layer (no whole-model bf16 copy).
-    // An MoE layer's experts run one after another: one expert's three matrices, not all of them.
+    // An MoE layer's experts run one after another: one expert's three matrices, not all of them
+    // (of the rank's own experts under ep: those the layer's gathered unit holds).
     const auto& mc = in.model.config;
+    const int64_t held_experts = mc.moe() ? mc.num_experts / in.mesh.ep : 0;
     const double idle_experts =
-        mc.moe() ? double(mc.num_experts - 1) * 3.0 * double(mc.moe_intermediate_size * mc.hidden_size) : 0.0;
+        mc.moe() ? double(held_experts - 1) * 3.0 * double(mc.moe_intermediate_size * mc.hidden_size) : 0.0;
     if (e.local_nf4 > 0)
       add("nf4 dequant scratch", wbytes * (double(e.gathered_nf4) / double(s.layers) - idle_experts));
     add("lora params", wbytes * train / z(3) + master);
@@ -204,6 +209,15 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
                                    : grads;
   }
   add("comm buffers", comm);
+  // Under ep the ep ranks are replicas of every tensor but the experts: once the backward has ended
+  // the sharded model sums those gradients over ep, packed into one f32 block of its scratch pool
+  // (parallel/fsdp_units.cpp finish_gradients). A new block, unless one of the fsdp unit gradients'
+  // blocks handed back by then (4 B a trainable element of the largest unit) holds it. The
+  // MoePlanner test measures it on ep = 2: without it the peak fell 4-10% short.
+  if (in.mesh.ep > 1) {
+    const double staging = 4.0 * double(e.local_trainable - e.local_expert_trainable);
+    if (!(gathers && staging <= 4.0 * unit_train)) add("ep gradient sum", staging);
+  }
   // Parameters, gradients and optimizer state are sharded over fsdp x cp (the state items above,
   // from count_elems); a cp rank's activations are those of its seq / cp tokens (micro_tokens),
   // plus the exchange of the whole rows' K/V.

@@ -26,6 +26,8 @@ void validate(const PlanInput& in) {
   positive(in.micro_batch, "micro-batch");
   if (in.base_dtype == BaseDtype::nf4 && !in.lora.enabled)
     fail("an nf4 base needs LoRA mode: only a frozen base can be stored in 4 bits");
+  if (!(in.moe_imbalance >= 1.0) || in.moe_imbalance > 1e6)
+    fail("MoE imbalance factor must be between 1 (balanced) and 1e6, got " + std::to_string(in.moe_imbalance));
   if (in.zero < 0 || in.zero > 3) fail("ZeRO level must be 0, 1, 2 or 3, got " + std::to_string(in.zero));
   const auto& m = in.mesh;
   const auto& c = in.model.config;
@@ -35,11 +37,11 @@ void validate(const PlanInput& in) {
          std::to_string(2 * m.cp) + " (context parallelism cuts every sequence into 2 cp equal chunks)");
   const int64_t per_step = in.micro_batch * in.data_parallel();
   if (in.global_batch % per_step != 0)
-    fail("global batch " + std::to_string(in.global_batch) + " is not divisible by micro-batch x dp x fsdp = " +
+    fail("global batch " + std::to_string(in.global_batch) + " is not divisible by micro-batch x dp x fsdp x ep = " +
          std::to_string(per_step));
   parallel::check_virtual_stages(in.pp_schedule, int(m.pp), int(in.pp_virtual), in.micro_batches());
   stage_blocks(in);  // throws when the model cannot be split into pp stages as asked
-  check_moe_layout(c, m);  // the trainer's refusals for a mixture of experts (tp > 1)
+  check_moe_layout(c, m);  // the trainer's refusals for a mixture of experts (tp > 1, ep)
   if (c.num_attention_heads % m.tp != 0 || c.num_key_value_heads % m.tp != 0)
     fail(in.model.name + ": " + std::to_string(c.num_attention_heads) + " heads / " +
          std::to_string(c.num_key_value_heads) + " KV heads are not divisible by tp=" + std::to_string(m.tp));
@@ -52,11 +54,13 @@ ElemCount& ElemCount::operator+=(const ElemCount& o) {
   local += o.local, local_trainable += o.local_trainable;
   gathered += o.gathered, gathered_trainable += o.gathered_trainable;
   local_nf4 += o.local_nf4, gathered_nf4 += o.gathered_nf4;
+  local_expert_trainable += o.local_expert_trainable;
   return *this;
 }
 
 ElemCount ElemCount::times(int64_t k) const {
-  return {local * k, local_trainable * k, gathered * k, gathered_trainable * k, local_nf4 * k, gathered_nf4 * k};
+  return {local * k,     local_trainable * k, gathered * k, gathered_trainable * k,
+          local_nf4 * k, gathered_nf4 * k,    local_expert_trainable * k};
 }
 
 namespace {
@@ -75,6 +79,9 @@ ElemCount count_elems(const std::vector<ParamShape>& params, const PlanInput& in
   const auto sharded = parallel::shard_params(parallel::laid_out_shapes(params, in.mesh.tp),
                                               in.lora.enabled, model_rules(), in.mesh);
   for (const auto& p : sharded) {
+    // Under ep rank 0 holds ep coordinate 0's experts only; every rank holds as many (ep divides
+    // them), so its count is every rank's.
+    if (!p.layout.held_by(0)) continue;
     // Rank 0's block, from the same ranges bytes_per_rank sums (every rank's block is equal).
     int64_t n = 1;
     bool by_fsdp = false;
@@ -85,6 +92,7 @@ ElemCount count_elems(const std::vector<ParamShape>& params, const PlanInput& in
     const int64_t g = by_fsdp ? n * in.mesh.shards() : n;
     e.local += n, e.gathered += g;
     if (p.trainable) e.local_trainable += n, e.gathered_trainable += g;
+    if (p.trainable && p.layout.ep_owner >= 0) e.local_expert_trainable += n;
     if (stored_nf4(p, in)) e.local_nf4 += n, e.gathered_nf4 += g;
   }
   return e;

@@ -52,9 +52,15 @@ struct PlanInput {
   // Chunks per stage (train.pp_virtual; interleaved 1F1B when > 1): pp_blocks then gives blocks per
   // chunk, pp x pp_virtual of them.
   int64_t pp_virtual = 1;
+  // A mixture of experts under ep: the rows the busiest ep rank's experts compute over the mean
+  // (N k a rank, the routing balanced). The all-to-all waits for that rank, so its expert GEMMs
+  // set the layer's pace; 1: perfectly balanced. Not applied without ep (a rank then computes
+  // every expert over its own N k rows, however they are routed).
+  double moe_imbalance = 1.0;
 
-  // The ranks that split a step's rows (cp ranks share each row's tokens instead).
-  int64_t data_parallel() const { return mesh.dp * mesh.fsdp; }
+  // The ranks that split a step's rows: dp x fsdp x ep (the ep ranks are data parallel for all but
+  // the experts; cp ranks share each row's tokens instead).
+  int64_t data_parallel() const { return mesh.batch_ranks(); }
   int64_t micro_batches() const { return global_batch / (micro_batch * data_parallel()); }
   // Tokens of a micro-batch one rank holds: under cp its seq / cp of every row (chunks r and
   // 2 cp - 1 - r, parallel/context_parallel.h).
@@ -68,16 +74,19 @@ struct PlanInput {
 // Throws one line for a non-positive size, a ZeRO level outside 0-3, a batch the data-parallel
 // ranks and micro-batch do not divide, a sequence 2 x cp does not divide, heads tp does not
 // divide, a model pp cannot split (or a pp_blocks that does not fit it), a sequence past the
-// model's positions, an NF4 base outside LoRA mode, a mixture of experts under tp (the trainer's
-// check_moe_layout).
+// model's positions, an NF4 base outside LoRA mode, a mixture of experts under tp, ep on a dense
+// model or not dividing the experts (the trainer's check_moe_layout), an imbalance factor below 1.
 void validate(const PlanInput& in);
 
 // Elements one rank holds of a set of tensors: its own block (local) and, for the tensors fsdp
 // splits, the block after an fsdp all-gather (gathered: what a gather buffer must hold).
 // The nf4 counts are the frozen elements stored in NF4 (of local and gathered, not besides them).
+// local_expert_trainable: of local_trainable, the experts' (under ep their gradients are summed over
+// dp only, the rest over dp x ep). Under ep only the rank's own experts are counted.
 struct ElemCount {
   int64_t local = 0, local_trainable = 0, gathered = 0, gathered_trainable = 0;
   int64_t local_nf4 = 0, gathered_nf4 = 0;
+  int64_t local_expert_trainable = 0;
   ElemCount& operator+=(const ElemCount& o);
   ElemCount times(int64_t k) const;
 };

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "plan/expert_traffic.h"
 #include "plan/memory_model.h"
 #include "plan/model_shape.h"
 
@@ -41,8 +42,9 @@ ParamCounts param_counts(const PlanInput& in) {
 }
 
 // A mixture of experts' expert weights (their base matrices, as stored: NF4 under QLoRA): on one
-// rank of the priced stage, and in the whole model. Without an ep axis they are placed by the
-// partition rules like every tensor: split over fsdp (x cp), whole on each dp replica.
+// rank of the priced stage, and in the whole model. They are placed by the partition rules like
+// every tensor (split over fsdp x cp, whole on each dp replica), and under ep a rank holds only
+// its ep coordinate's E / ep of them (count_elems, from parallel::shard_params).
 struct ExpertBytes {
   double per_rank = 0.0, total = 0.0;
 };
@@ -89,9 +91,25 @@ std::string parameters_line(const PlanInput& in) {
 // "experts: 13.41 GB per rank of 107.3 GB": a mixture of experts only.
 std::string experts_line(const PlanInput& in, int64_t stage) {
   const ExpertBytes b = expert_bytes(in, stage);
+  const auto& m = in.mesh;
+  const int64_t E = in.model.config.num_experts;
+  std::string where = m.ep > 1 ? std::to_string(E / m.ep) + " of " + std::to_string(E) + " experts a layer on each of ep=" +
+                                     std::to_string(m.ep) + " ranks"
+                               : "all " + std::to_string(E) + " experts a layer on every rank (no ep)";
+  if (m.shards() > 1) where += ", split over fsdp x cp = " + std::to_string(m.shards());
   return "experts: " + fmt("%.2f GB", b.per_rank / kBytesPerGB) + " per rank (stage " + std::to_string(stage) +
-         ") of " + fmt("%.2f GB", b.total / kBytesPerGB) +
-         " in all; sharded by fsdp like any tensor (no expert-parallel ep axis yet; tp refused)";
+         ") of " + fmt("%.2f GB", b.total / kBytesPerGB) + " in all; " + where + " (tp refused)";
+}
+
+// "ep all-to-all: 33.55 MB a rank sends per exchange, 5 exchanges a MoE layer (2 forward, 3
+// backward) on the intra-node link": under ep only.
+std::string all_to_all_line(const PlanInput& in) {
+  const ExpertExchange x = expert_exchange(in);
+  return "ep all-to-all: " + fmt("%.2f MB", x.bytes / 1e6) + " a rank sends per exchange and micro-batch (" +
+         fmt("%.3f ms", x.seconds * 1e3) + "), " + fmt("%.0f", kExpertExchangesForward) + " forward + " +
+         fmt("%.0f", kExpertExchangesBackward) + " backward a MoE layer, on the " +
+         (x.intra_node ? "intra-node" : "inter-node") + " link; expert compute imbalance x" +
+         fmt("%.2f", in.moe_imbalance);
 }
 
 // "base weights: 215.73 GB (nf4: ...)": the figure QLoRA is about.
@@ -130,7 +148,8 @@ std::vector<StageMemory> stage_memory(const PlanInput& in) {
 
 std::string mesh_str(const parallel::MeshShape& m) {
   return "dp=" + std::to_string(m.dp) + ",fsdp=" + std::to_string(m.fsdp) + ",tp=" + std::to_string(m.tp) +
-         ",pp=" + std::to_string(m.pp) + (m.cp > 1 ? ",cp=" + std::to_string(m.cp) : "");
+         ",pp=" + std::to_string(m.pp) + (m.cp > 1 ? ",cp=" + std::to_string(m.cp) : "") +
+         (m.ep > 1 ? ",ep=" + std::to_string(m.ep) : "");
 }
 
 }  // namespace
@@ -149,6 +168,7 @@ void print_plan(std::ostream& os, const Candidate& c) {
   const auto& t = c.time;
   os << describe_input(c.input) << "\n" << parameters_line(c.input) << "\n" << weights_line(c.input) << "\n";
   if (c.input.model.config.moe()) os << experts_line(c.input, m.stage) << "\n";
+  if (c.input.mesh.ep > 1) os << all_to_all_line(c.input) << "\n";
   os << "\n";
   os << "memory per device (pipeline stage " << m.stage << ", the largest)\n";
   for (const auto& i : m.items)
@@ -178,6 +198,7 @@ void print_plan(std::ostream& os, const Candidate& c) {
   row("fsdp exposed", t.fsdp_exposed);
   row("pp send/recv", t.pp);
   if (c.input.mesh.cp > 1) row("cp K/V exchange", t.cp);
+  if (c.input.mesh.ep > 1) row("ep all-to-all", t.ep);
   row("pipeline bubble", t.bubble);
   row("dp exposed", t.dp_exposed);
   row("optimizer", t.optimizer);
@@ -204,19 +225,23 @@ void print_search(std::ostream& os, const SearchResult& r, size_t top) {
      << " do not fit, " << r.invalid << " meshes skipped (model or batch not divisible)\n";
   if (r.tp_skipped)
     os << "tp > 1 not searched: a mixture of experts under tensor parallelism is not implemented yet "
-          "(the experts are sharded by fsdp; no ep axis yet)\n";
+          "(the experts are split over ep and fsdp instead)\n";
   os << "\n";
   if (r.ranked.empty()) {
     os << "no layout fits\n";
     return;
   }
-  os << "rank  dp  fsdp  tp  pp  cp  mb  ckpt  mem/device GB  step s    tokens/s  TFLOP/s/dev    MFU\n";
+  // The ep column for a mixture of experts only (a dense model has no experts to split).
+  const bool moe = r.ranked.front().input.model.config.moe();
+  os << "rank  dp  fsdp  tp  pp  cp" << (moe ? "  ep" : "") << "  mb  ckpt  mem/device GB  step s    tokens/s  TFLOP/s/dev    MFU\n";
   for (size_t i = 0; i < std::min(top, r.ranked.size()); ++i) {
     const auto& c = r.ranked[i];
     const auto& m = c.input.mesh;
+    char ep[16] = "";
+    if (moe) std::snprintf(ep, sizeof ep, " %3ld", long(m.ep));
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%4zu %3ld %5ld %3ld %3ld %3ld %3ld  %4s  %13.1f %7.3f %11.1f %12.1f %5.1f%%\n",
-                  i + 1, long(m.dp), long(m.fsdp), long(m.tp), long(m.pp), long(m.cp), long(c.input.micro_batch),
+    std::snprintf(buf, sizeof buf, "%4zu %3ld %5ld %3ld %3ld %3ld%s %3ld  %4s  %13.1f %7.3f %11.1f %12.1f %5.1f%%\n",
+                  i + 1, long(m.dp), long(m.fsdp), long(m.tp), long(m.pp), long(m.cp), ep, long(c.input.micro_batch),
                   c.input.checkpointing ? "yes" : "no", c.memory.total / kBytesPerGB, c.time.step,
                   c.time.tokens_per_s, c.time.tflops_per_device, 100.0 * c.time.mfu);
     os << buf;
@@ -236,7 +261,8 @@ nlohmann::json plan_json(const Candidate& c) {
   j["micro_batches"] = in.micro_batches();
   j["checkpointing"] = in.checkpointing;
   j["zero"] = in.zero;
-  j["mesh"] = {{"dp", in.mesh.dp}, {"fsdp", in.mesh.fsdp}, {"tp", in.mesh.tp}, {"pp", in.mesh.pp}, {"cp", in.mesh.cp}};
+  j["mesh"] = {{"dp", in.mesh.dp}, {"fsdp", in.mesh.fsdp}, {"tp", in.mesh.tp},
+               {"pp", in.mesh.pp}, {"cp", in.mesh.cp}, {"ep", in.mesh.ep}};
   j["cluster"] = in.cluster.name;
   const ParamCounts n = param_counts(in);
   j["parameters"] = {{"base", n.base}, {"trainable", n.trainable}};
@@ -245,7 +271,16 @@ nlohmann::json plan_json(const Candidate& c) {
     j["parameters"]["active"] = n.active;
     j["experts"] = {{"num_experts", in.model.config.num_experts},
                     {"per_token", in.model.config.num_experts_per_tok},
-                    {"bytes_per_rank", e.per_rank}, {"bytes_total", e.total}};
+                    {"bytes_per_rank", e.per_rank}, {"bytes_total", e.total},
+                    {"per_ep_rank", in.model.config.num_experts / in.mesh.ep}, {"imbalance", in.moe_imbalance}};
+    if (in.mesh.ep > 1) {
+      const ExpertExchange x = expert_exchange(in);
+      j["experts"]["all_to_all"] = {{"bytes_per_exchange", x.bytes}, {"seconds_per_exchange", x.seconds},
+                                    {"count_seconds", x.count_seconds},
+                                    {"exchanges_forward", kExpertExchangesForward},
+                                    {"exchanges_backward", kExpertExchangesBackward},
+                                    {"link", x.intra_node ? "intra-node" : "inter-node"}};
+    }
   }
   j["base_dtype"] = base_dtype_name(in.base_dtype);
   j["base_weight_bytes"] = base_weight_bytes(in);
@@ -268,7 +303,7 @@ nlohmann::json plan_json(const Candidate& c) {
   }
   const auto& t = c.time;
   j["time_s"] = {{"compute", t.compute}, {"tp", t.tp}, {"fsdp", t.fsdp}, {"fsdp_exposed", t.fsdp_exposed},
-                 {"pp", t.pp}, {"cp", t.cp}, {"dp", t.dp}, {"dp_exposed", t.dp_exposed}, {"bubble", t.bubble},
+                 {"pp", t.pp}, {"cp", t.cp}, {"ep", t.ep}, {"dp", t.dp}, {"dp_exposed", t.dp_exposed}, {"bubble", t.bubble},
                  {"bubble_fraction", t.bubble_fraction}, {"optimizer", t.optimizer}, {"step", t.step}};
   j["throughput"] = {{"tokens_per_s", t.tokens_per_s}, {"tflops_per_device", t.tflops_per_device},
                      {"mfu", t.mfu}, {"model_flops_per_step", t.model_flops},

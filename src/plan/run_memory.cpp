@@ -23,7 +23,8 @@ std::string advice(const RunConfig& cfg, const std::string& largest) {
   if (largest == "rope tables") return "lower model.max_position_embeddings";
   return std::string("the model's state does not fit: ") +
          (cfg.lora.enabled ? "" : "train LoRA adapters (lora.enabled = true), ") +
-         "shard it over more ranks (mesh.fsdp, mesh.cp, mesh.tp) or use a smaller model";
+         "shard it over more ranks (mesh.fsdp, mesh.cp, mesh.tp; a mixture of experts' experts over mesh.ep) "
+         "or use a smaller model";
 }
 
 }  // namespace
@@ -42,7 +43,7 @@ PlanInput run_plan_input(const RunConfig& cfg, const ModelConfig& shape, double 
   in.pp_blocks = tc.pp_blocks;
   in.pp_schedule = parallel::parse_pipeline_schedule(tc.pp_schedule);
   in.pp_virtual = tc.pp_virtual;
-  // Each micro-batch's rows are shared out over dp x fsdp; a batch that does not divide is the
+  // Each micro-batch's rows are shared out over dp x fsdp x ep; a batch that does not divide is the
   // trainer's to refuse, so round up here and let it.
   const int64_t ranks = in.data_parallel();
   in.micro_batch = (tc.batch_size + ranks - 1) / ranks;

@@ -17,7 +17,7 @@ namespace mt::plan {
 inline constexpr double kUsableMemoryFraction = 0.9;
 
 // The run as the planner sees it: `shape` (cfg.model, or the config of model.path), cfg's LoRA,
-// precision, checkpointing and mesh, micro-batches of train.batch_size rows split over dp x fsdp
+// precision, checkpointing and mesh, micro-batches of train.batch_size rows split over dp x fsdp x ep
 // (train.grad_accum of them per step) of train.seq_len tokens, the default partition rules, on
 // this machine (the `cpu` cluster) with `memory_per_rank` bytes for each rank. Under mesh cp > 1
 // the planner prices a rank's seq_len / cp tokens and its K/V exchange (cp_exchange_bytes).

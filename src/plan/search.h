@@ -1,5 +1,6 @@
-// Strategy search: every layout (dp, fsdp, tp, pp, and cp where 2 cp divides the sequence; no tp
-// for a mixture of experts, which the trainer does not split over tp yet),
+// Strategy search: every layout (dp, fsdp, tp, pp, cp where 2 cp divides the sequence, and for a
+// mixture of experts ep where it divides the experts; no tp for a mixture of experts, which the
+// trainer does not split over tp yet),
 // micro-batch and checkpointing choice for a device count that the model and batch divide,
 // evaluated with the memory and time models; the fitting ones ranked by predicted tokens/s.
 #pragma once
@@ -28,7 +29,7 @@ struct SearchResult {
 // What the search varies besides the mesh.
 struct SearchSpace {
   // > 0: every layout runs this many micro-batches per step, its micro-batch following from its
-  // data-parallel ranks (global batch / (dp x fsdp x grad_accum); a layout it does not divide is
+  // data-parallel ranks (global batch / (dp x fsdp x ep x grad_accum); a layout it does not divide is
   // invalid), as the trainer's train.grad_accum fixes them. 0: the micro-batch is searched, over
   // the powers of two up to the per-rank batch (at most max_micro_batch).
   int64_t grad_accum = 0;

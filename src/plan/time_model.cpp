@@ -4,6 +4,7 @@
 
 #include "model/transformer.h"
 #include "plan/collectives.h"
+#include "plan/expert_traffic.h"
 #include "plan/memory_model.h"
 #include "train/flops.h"
 
@@ -24,15 +25,19 @@ struct LinearShape {
   double out, in;      // this rank's block: [out, in]
   bool trainable;
   double rows = 1.0;   // of the micro-batch's N tokens, the share each product runs over
-  double count = 1.0;  // products of this shape (an MoE layer's experts: num_experts)
+  double count = 1.0;  // products of this shape (an MoE layer's experts: those the rank holds)
+  double load = 1.0;   // a factor on their time: the busiest ep rank's rows over the mean
 };
 
 // One layer's linear maps at the tp-local sizes, base then adapters: a dense layer's seven (six
 // for a GeLU MLP), or with `moe` the attention's four, the router [E, C] over every token and the
 // experts. The experts' products are priced as the routing were balanced: each of the E experts
 // takes N k / E of the micro-batch's N tokens (its own GEMMs, each at the efficiency its smallest
-// dimension gives, gemm_efficiency: fewer rows, lower efficiency); no imbalance factor is assumed.
-// The router is frozen under LoRA (as the trainer keeps it), trained in full training.
+// dimension gives, gemm_efficiency: fewer rows, lower efficiency). Under ep a rank holds E / ep of
+// them and computes them over the rows of the ep group's ep N tokens, N k ep / E rows each (N k in
+// all, as without ep), times the imbalance factor (PlanInput::moe_imbalance), which the all-to-all
+// makes every rank wait for. The router is frozen under LoRA (as the trainer keeps it), trained in
+// full training.
 std::vector<LinearShape> layer_linears(const PlanInput& in, bool moe) {
   const auto& c = in.model.config;
   const double tp = double(in.mesh.tp), C = double(c.hidden_size), I = double(c.intermediate_size);
@@ -45,11 +50,13 @@ std::vector<LinearShape> layer_linears(const PlanInput& in, bool moe) {
                                 {I / tp, C, base_trains},  {I / tp, C, base_trains},
                                 {C, I / tp, base_trains}};
   if (moe) {
-    const double E = double(c.num_experts), share = double(c.num_experts_per_tok) / E;
+    const double E = double(c.num_experts), ep = double(in.mesh.ep);
+    const double share = double(c.num_experts_per_tok) * ep / E, held = E / ep;
+    const double load = in.mesh.ep > 1 ? in.moe_imbalance : 1.0;
     const double Ie = double(c.moe_intermediate_size) / tp;
-    proj[kGate] = {Ie, C, base_trains, share, E};
-    proj[kUp] = {Ie, C, base_trains, share, E};
-    proj[kDown] = {C, Ie, base_trains, share, E};
+    proj[kGate] = {Ie, C, base_trains, share, held, load};
+    proj[kUp] = {Ie, C, base_trains, share, held, load};
+    proj[kDown] = {C, Ie, base_trains, share, held, load};
     out.push_back({E, C, base_trains});  // the router
   }
   for (int p = 0; p < kNumProj; ++p)
@@ -59,7 +66,7 @@ std::vector<LinearShape> layer_linears(const PlanInput& in, bool moe) {
   for (int p = 0; p < kNumProj; ++p) {
     if (!on[p] || !proj_exists(Proj(p), c)) continue;
     const LinearShape& b = proj[p];
-    out.push_back({r, b.in, true, b.rows, b.count}), out.push_back({b.out, r, true, b.rows, b.count});
+    out.push_back({r, b.in, true, b.rows, b.count, b.load}), out.push_back({b.out, r, true, b.rows, b.count, b.load});
   }
   return out;
 }
@@ -92,7 +99,7 @@ std::pair<double, double> bias_bytes_per_token(const PlanInput& in) {
 std::pair<double, double> linear_seconds(const Cluster& cl, const std::vector<LinearShape>& ls, double N) {
   double f = 0.0, b = 0.0;
   for (const auto& l : ls) {
-    const double t = l.count * gemm_seconds(cl, N * l.rows, l.out, l.in);
+    const double t = l.count * l.load * gemm_seconds(cl, N * l.rows, l.out, l.in);
     f += t;
     b += l.trainable ? 2.0 * t : t;
   }
@@ -101,7 +108,7 @@ std::pair<double, double> linear_seconds(const Cluster& cl, const std::vector<Li
 
 struct StageMicroBatch {
   double forward = 0.0, backward = 0.0;  // compute of one micro-batch (recompute inside forward)
-  double tp = 0.0, fsdp = 0.0, pp = 0.0, cp = 0.0;
+  double tp = 0.0, fsdp = 0.0, pp = 0.0, cp = 0.0, ep = 0.0;
 };
 
 // Context parallelism's traffic for one micro-batch over `layers` layers whose forward runs
@@ -146,7 +153,11 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
   }
   const double att_flops = 4.0 * N * mean_attended_keys(c, in.seq) * double(c.q_dim()) / tp;
   const double att = att_flops / (cl.peak_flops * cl.attention_efficiency);
-  const double elem = activation_bytes(in, 1, false, false).layer * kElementwiseTraffic / cl.memory_bandwidth;
+  // The bytes a layer saves of the rows it computes: under ep a rank keeps room for ep x its N k
+  // routed rows (memory_model.cpp) but, the routing balanced, computes N k of them, as without ep.
+  PlanInput computed = in;
+  computed.mesh.ep = 1;
+  const double elem = activation_bytes(computed, 1, false, false).layer * kElementwiseTraffic / cl.memory_bandwidth;
   const auto [bias_f, bias_b] = bias_bytes_per_token(in);
   const double layer_f = lf + att + 0.5 * elem + N * bias_f / cl.memory_bandwidth;
   const double layer_b = lb + kAttentionBackwardRatio * att + 0.5 * elem + N * bias_b / cl.memory_bandwidth;
@@ -160,6 +171,8 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
   r.forward = forward_layers * layer_f;
   r.backward = L * layer_b;
   r.cp = context_parallel_seconds(in, L, forward_layers);
+  // The stage's MoE layers in the model's proportion, as their compute above.
+  r.ep = expert_parallel_seconds(in, moe_share * forward_layers, moe_share * L);
   if (s.last) {
     const double V = double(c.vocab_size) / tp;
     std::vector<LinearShape> head = {{V, C, !in.lora.enabled}};
@@ -229,7 +242,7 @@ TimeBreakdown step_time(const PlanInput& given, const std::vector<StageParams>& 
     const StageMicroBatch r = stage_micro_batch(in, s);
     const double compute = r.forward + r.backward;
     const double fsdp_exposed = r.fsdp - std::min(hide * r.fsdp, compute);
-    const double total = compute + r.tp + r.pp + r.cp + fsdp_exposed;
+    const double total = compute + r.tp + r.pp + r.cp + r.ep + fsdp_exposed;
     if (total > worst_t) worst_t = total, worst = r;
     if (s.params.local_trainable > most_trainable->params.local_trainable) most_trainable = &s;
   }
@@ -238,6 +251,7 @@ TimeBreakdown step_time(const PlanInput& given, const std::vector<StageParams>& 
   t.tp = double(m) * worst.tp;
   t.pp = double(m) * worst.pp;
   t.cp = double(m) * worst.cp;
+  t.ep = double(m) * worst.ep;
   t.fsdp = double(m) * worst.fsdp;
   t.fsdp_exposed = double(m) * (worst.fsdp - std::min(hide * worst.fsdp, compute));
   // Interleaved (v chunks per stage): a chunk's ops are 1/v of a stage's, so the fill and drain
@@ -267,10 +281,18 @@ TimeBreakdown step_time(const PlanInput& given, const std::vector<StageParams>& 
     const double last_bucket = in.dp_bucket_bytes > 0 ? std::min(1.0, in.dp_bucket_bytes / (4.0 * shard)) : 1.0;
     t.dp_exposed = reduce - std::min(hide * reduce * (1.0 - last_bucket), worst.backward) + gather;
   }
+  // Under ep the ep ranks are replicas of every tensor but the experts: after the dp reduction the
+  // sharded model sums those gradients over ep too (parallel/fsdp_units.cpp finish_gradients), one
+  // all-reduce once the backward has ended, nothing hidden.
+  if (in.mesh.ep > 1) {
+    const double shared = train - double(most_trainable->params.local_expert_trainable);
+    const double reduce = ring_all_reduce(4.0 * shared, in.mesh.ep, axis_link(in.mesh, parallel::Axis::ep, in.cluster));
+    t.dp += reduce, t.dp_exposed += reduce;
+  }
   const double opt_shard = in.zero >= 1 ? double(in.mesh.dp) : 1.0;
   t.optimizer = train / opt_shard * kOptimizerBytes / in.cluster.memory_bandwidth;
 
-  t.step = t.compute + t.tp + t.pp + t.cp + t.fsdp_exposed + t.bubble + t.dp_exposed + t.optimizer;
+  t.step = t.compute + t.tp + t.pp + t.cp + t.ep + t.fsdp_exposed + t.bubble + t.dp_exposed + t.optimizer;
   const double tokens = double(in.global_batch) * double(in.seq);
   const double devices = double(in.mesh.world());
   t.tokens_per_s = tokens / t.step;

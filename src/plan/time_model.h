@@ -32,7 +32,8 @@ struct TimeBreakdown {
   double fsdp = 0.0, fsdp_exposed = 0.0;  // gathers + reduce-scatters (incl. ZeRO-3 over dp), and the part compute does not hide
   double pp = 0.0;             // stage-to-stage sends
   double cp = 0.0;             // context parallel K/V all-gathers and dK/dV reduce-scatters (all exposed)
-  double dp = 0.0, dp_exposed = 0.0;      // gradient reduction once per step
+  double ep = 0.0;             // expert parallel all-to-alls of routed rows (all exposed; expert_traffic.h)
+  double dp = 0.0, dp_exposed = 0.0;      // gradient reduction once per step (over dp, then ep for non-experts)
   double bubble = 0.0, bubble_fraction = 0.0;  // (p-1)/(m+p-1) of the pipeline's time
   double optimizer = 0.0;
   double step = 0.0;

@@ -299,11 +299,13 @@ TEST(MoeModel, RoutingLossesAreReportedBesideTheTokensLoss) {
 TEST(MoeModel, RoutingLossesLeaveARowsPaddingOut) {
   const ModelConfig c = moe_config();
   const int64_t T = 6, pad = 3;
-  const TinyBatch real = tiny_batch(32, 7, 1, T);
-  TinyBatch padded = tiny_batch(32, 9, 1, T + pad);
+  const testing::TinyBatch real = tiny_batch(32, 7, 1, T);
+  testing::TinyBatch padded = tiny_batch(32, 9, 1, T + pad);
   std::vector<int32_t> padding(size_t(T + pad), 0);
-  for (int64_t t = 0; t < T; ++t) padded.tokens[size_t(t)] = real.tokens[size_t(t)], padded.targets[size_t(t)] = real.targets[size_t(t)];
-  for (int64_t t = T; t < T + pad; ++t) padded.tokens[size_t(t)] = 0, padded.targets[size_t(t)] = -1, padding[size_t(t)] = 1;
+  for (int64_t t = 0; t < T; ++t)
+    padded.tokens[size_t(t)] = real.tokens[size_t(t)], padded.targets[size_t(t)] = real.targets[size_t(t)];
+  for (int64_t t = T; t < T + pad; ++t)
+    padded.tokens[size_t(t)] = 0, padded.targets[size_t(t)] = -1, padding[size_t(t)] = 1;
   auto run = [&](const ModelInput& in, std::vector<float>& grads) {
     Transformer m(c, Precision::fp32, LoraConfig{});
     m.init_weights(1);

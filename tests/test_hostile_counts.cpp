@@ -98,7 +98,7 @@ TEST(HostileCounts, PlanDevicesAreBoundedAndTheSearchAnswersAtOnce) {
   EXPECT_TRUE(has(many.output, "more than the search prices")) << many.output;
   const auto pricing = testing::run_command(
       "timeout 60 " + std::string(MESHTRAIN_BINARY) +
-      " plan --devices 1024 --search --model llama3-405b --cluster dgx-h100 --seq 8192 --global-batch 65536");
+      " plan --devices 1024 --search --model llama3-405b --cluster dgx-h100 --seq 8192 --global-batch 4194304");
   EXPECT_EQ(pricing.code, 1) << pricing.output;
   EXPECT_TRUE(has(pricing.output, "give a smaller global batch, --grad-accum, or fewer devices")) << pricing.output;
   const auto ok = testing::run_command("timeout 60 " + std::string(MESHTRAIN_BINARY) +

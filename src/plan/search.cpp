@@ -92,7 +92,8 @@ SearchResult search_layouts(const PlanInput& base, int64_t devices, const Search
       // More stages than blocks is refused by validate() before any pricing: it costs nothing.
       const bool priced = mesh.pp * base.pp_virtual <= int64_t(mc.num_hidden_layers);
       if (mesh.pp > 1 && priced && pipelines.insert({mesh.pp, per_rank / mb}).second)
-        work += double(mesh.pp) * double(mesh.pp) * double(per_rank / mb) * double(base.pp_virtual);
+        work += kSearchWorkPerPipelineStep * double(mesh.pp) * double(mesh.pp) * double(per_rank / mb) *
+                double(base.pp_virtual);
     }
   }
   if (work > kMaxSearchWork)

@@ -46,10 +46,12 @@ inline constexpr int64_t kMaxSearchMeshes = 20000;
 
 // What a search may spend pricing, in units of about a nanosecond on one core of this project's
 // machine: a candidate costs about a millisecond (a 405B model's stage parameters), and a
-// pipeline shape pp x pp x micro-batches steps once. Past about a minute (a 1024-device search of
+// pipeline shape pp x pp x micro-batches steps once, each about 10 ns with the schedule tables
+// it allocates (a global batch of 2^22 over 1024 devices ran past a minute). Past about a minute (a 1024-device search of
 // a 405B model with a global batch of 16384 was measured at 23 s and is estimated at 56 s) the
 // search is refused in one line before any layout is priced.
 inline constexpr double kSearchWorkPerCandidate = 1e6;
+inline constexpr double kSearchWorkPerPipelineStep = 10;
 inline constexpr double kSearchWorkPerSecond = 1e9;
 inline constexpr double kMaxSearchWork = 60 * kSearchWorkPerSecond;
 

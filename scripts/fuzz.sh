@@ -24,13 +24,13 @@ TARGETS=(safetensors_header tokenizers gguf hf_configs run_config safetensors_in
 SAFETENSORS="src/io/safetensors.cpp src/io/safetensors_header.cpp src/io/safetensors_dtype.cpp"
 declare -A SOURCES=(
   [safetensors_header]="$SAFETENSORS"
-  [tokenizers]="src/data/unicode.cpp src/data/pretokenize.cpp src/data/bpe.cpp src/data/bpe_tokenizer.cpp src/data/byte_level.cpp src/data/tokenizer.cpp src/data/tiktoken_reader.cpp src/data/hf_bpe_reader.cpp src/data/sentencepiece_tokenizer.cpp src/data/llama2c_tokenizer_reader.cpp src/data/sentencepiece_model_reader.cpp src/data/hf_sentencepiece_reader.cpp src/data/tokenizer_loader.cpp src/data/byte_tokenizer.cpp"
+  [tokenizers]="src/data/unicode.cpp src/data/pretokenize.cpp src/data/bpe.cpp src/data/bpe_tokenizer.cpp src/data/byte_level.cpp src/data/tokenizer.cpp src/data/longest_match.cpp src/data/tiktoken_reader.cpp src/data/hf_bpe_reader.cpp src/data/sentencepiece_tokenizer.cpp src/data/llama2c_tokenizer_reader.cpp src/data/sentencepiece_model_reader.cpp src/data/hf_sentencepiece_reader.cpp src/data/tokenizer_loader.cpp src/data/byte_tokenizer.cpp"
   [gguf]="src/io/gguf_reader.cpp src/io/gguf_types.cpp src/io/ggml_quants.cpp"
   [hf_configs]="src/io/hf_config.cpp src/io/gpt2_config.cpp src/io/hf_gemma3.cpp src/io/hf_moe.cpp src/io/peft_config.cpp src/model/config.cpp src/model/presets.cpp"
   [run_config]="src/train/run_config.cpp src/train/config_aliases.cpp src/train/config_schema.cpp src/train/config_values.cpp src/train/config_toml.cpp src/train/config_docs.cpp src/parallel/partition.cpp src/parallel/mesh.cpp src/model/config.cpp src/data/unicode.cpp"
   [safetensors_index]="src/io/safetensors_index.cpp src/io/safetensors_write.cpp $SAFETENSORS"
   [checkpoint_manifest]="src/train/checkpoint_manifest.cpp src/train/checkpoint_files.cpp"
-  [examples]="src/data/example_reader.cpp src/data/templates.cpp src/data/chat_templates.cpp src/data/tokenizer.cpp"
+  [examples]="src/data/example_reader.cpp src/data/templates.cpp src/data/chat_templates.cpp src/data/tokenizer.cpp src/data/longest_match.cpp"
 )
 # A manifest of an older checkpoint is read with its run config (train.batch_size counts its rows).
 SOURCES[checkpoint_manifest]+=" ${SOURCES[run_config]}"

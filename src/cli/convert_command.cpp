@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/system_dirs.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_files.h"
 #include "io/llama2c.h"
@@ -26,6 +27,7 @@ Action add_convert_command(CLI::App& app) {
   sub->add_option("--out,-o", o->out, "output directory")->required();
   return [o] {
     namespace fs = std::filesystem;
+    refuse_system_directory(o->out, "--out");
     auto model = load_llama2c(o->llama2c);
     ModelOrigin origin{o->llama2c, {}};  // a .bin has no config.json: the ids come from the tokenizer
     if (!o->tokenizer.empty()) {

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/count_check.h"
 #include "cli/device_option.h"
 #include "cli/model_args.h"
 #include "core/error.h"
@@ -41,6 +42,16 @@ struct EvalOptions {
   // Whether each was given on the command line (else a run record may supply it).
   bool seq_len_given = false, batch_given = false, format_given = false;
 };
+
+// A forward holds activations for every row of its batch, so --batch 2^57 on a 200 KB file
+// allocated 3 GB (every window at once) and more on larger files. The mean loss is a sum over
+// tokens whatever the batching, so rows beyond this many tokens a forward only cost memory: the
+// batch is capped here (the samplers cap it further by the rows there are).
+constexpr int64_t kMaxTokensPerForward = 16384;
+
+int64_t rows_per_forward(int64_t requested, int64_t seq) {
+  return std::min(requested, std::max<int64_t>(1, kMaxTokensPerForward / std::max<int64_t>(1, seq)));
+}
 
 // Nine significant digits: enough to compare with the run's own validation loss (metrics.jsonl).
 void print_result(const std::string& what, const LossSum& total) {
@@ -201,7 +212,8 @@ Action add_eval_command(CLI::App& app) {
   auto* seq_len = sub->add_option("--seq-len", o->seq_len,
                                   "tokens per window; for examples the row length and the longest example kept, as train.seq_len")
                       ->check(CLI::PositiveNumber);
-  auto* batch = sub->add_option("--batch", o->batch, "windows (rows) per batch")->check(CLI::PositiveNumber);
+  auto* batch = sub->add_option("--batch", o->batch, "windows (rows) per batch; at most the rows there are")
+                    ->check(count_in(1));
   sub->add_flag("--truncate", o->truncate,
                 "cut examples longer than --seq-len instead of skipping them, as data.truncate");
   sub->footer("A model or adapter directory a run wrote (RUN/model, RUN/adapter) takes its defaults for "
@@ -229,6 +241,7 @@ Action add_eval_command(CLI::App& app) {
       fail("eval: --seq-len " + std::to_string(o->seq_len) + " is more than the model's max_position_embeddings (" +
            std::to_string(limit) + "); give at most " + std::to_string(limit));
     const int64_t seq = std::min(o->seq_len, limit);
+    o->batch = rows_per_forward(o->batch, seq);
     auto model = o->model.load_model(*backend);
     // The run's tokenizer, as it trained with (a model it wrote may carry none: the byte-level one).
     auto tok = run && o->model.tokenizer.empty() ? run_tokenizer(*run) : o->model.load_tokenizer();

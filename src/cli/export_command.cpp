@@ -9,6 +9,7 @@
 #include "cli/model_args.h"
 #include "cli/model_tokenizer.h"
 #include "core/error.h"
+#include "core/system_dirs.h"
 #include "data/ggml_vocab.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_files.h"
@@ -95,6 +96,7 @@ Action add_export_command(CLI::App& app) {
   return [o] {
     if (o->merged.empty() && o->gguf.empty() && o->gguf_adapter.empty())
       fail("export: nothing to do; give --merged, --gguf and/or --gguf-adapter");
+    if (!o->merged.empty()) refuse_system_directory(o->merged, "--merged");
     if (!o->gguf_adapter.empty() && o->model.adapter.empty())
       fail("export: --gguf-adapter needs --adapter");
     if (o->no_tokenizer && !o->model.tokenizer.empty())

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/count_check.h"
 #include "cli/device_option.h"
 #include "cli/model_args.h"
 #include "data/chat_templates.h"
@@ -46,8 +47,9 @@ Action add_generate_command(CLI::App& app) {
                   "(the one the tokenizer's tokenizer_config.json or special tokens name) (default: the "
                   "template recorded in the --adapter directory's meshtrain_template.json, else none)")
       ->check(CLI::IsMember({"none", "alpaca", "chat", "chatml", "gemma", "mistral", "auto"}));
-  sub->add_option("--max-new-tokens,-n", o->gen.max_new_tokens, "tokens to generate")
-      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--max-new-tokens,-n", o->gen.max_new_tokens,
+                  "tokens to generate; generation also ends where the model's context is full")
+      ->check(count_in(0));
   sub->add_option("--temperature,-t", o->gen.temperature, "0: greedy")->check(CLI::NonNegativeNumber);
   sub->add_option("--top-p", o->gen.top_p, "nucleus sampling mass")->check(CLI::Range(0.0, 1.0));
   sub->add_option("--seed", o->gen.seed, "sampling seed");

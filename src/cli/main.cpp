@@ -36,6 +36,10 @@ int main(int argc, char** argv) {
   add(mt::cli::add_shard_command);
   add(mt::cli::add_plan_command);
   add(mt::cli::add_report_command);
+  // A bad option is one line like every other error (CLI11's default adds "Run with --help").
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "meshtrain: error: " + std::string(e.what()) + " (see --help)\n";
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/count_check.h"
 #include "core/error.h"
 #include "io/family_presets.h"
 #include "plan/report.h"
@@ -162,7 +163,8 @@ Action add_plan_command(CLI::App& app) {
                   "mi300x-node|frontier|dgx-h100|dgx-h200|cpu or a .toml file (cpu: this machine, one host whose "
                   "cores, memory and shared-memory link the ranks share)");
   sub->add_option("--devices", o->devices,
-                  "device count: must equal the mesh's product, required for --search; 0: the mesh's product");
+                  "device count: must equal the mesh's product, required for --search; 0: the mesh's product")
+      ->check(count_in(0, plan::kMaxSearchDevices));
   sub->add_option("--host-load", o->host_load,
                   "with a shared host (--cluster cpu, or a TOML with host_cores): processes of other work on it "
                   "beside the ranks, as `train --mesh auto` reads them running now (default: the cluster's, "

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/regular_file.h"
 #include <cerrno>
 #include <cstring>
 
@@ -41,6 +42,8 @@ std::string this_process_label() {
 
 FileLock::FileLock(const std::string& path, const std::string& what, std::string* previous)
     : path_(path) {
+  // Its previous holder is read from it: a FIFO there would block that read.
+  require_regular_file(path, "lock file");
   for (;;) {
     fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0) fail(path + ": cannot create lock file: " + std::strerror(errno));

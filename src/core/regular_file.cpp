@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include "core/clipped.h"
 #include "core/error.h"
 
 namespace mt {
@@ -22,7 +23,7 @@ const char* kind_of(mode_t mode) {
 void require_regular_file(const std::string& path, const std::string& what) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return;
-  if (!S_ISREG(st.st_mode)) fail(what + " '" + path + "' is " + kind_of(st.st_mode) + ", not a regular file");
+  if (!S_ISREG(st.st_mode)) fail(what + " '" + clipped(path, 200) + "' is " + kind_of(st.st_mode) + ", not a regular file");
 }
 
 }  // namespace mt

@@ -66,8 +66,7 @@ SentencePieceTokenizer::SentencePieceTokenizer(Vocab vocab, const std::string& s
   for (int32_t id : {v_.unk, v_.bos, v_.eos})
     if (id < -1 || id >= int32_t(n))
       fail(source + ": special token id " + std::to_string(id) + " is outside the vocabulary");
-  std::stable_sort(user_defined_.begin(), user_defined_.end(),
-                   [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  user_defined_match_ = LongestMatch(user_defined_);
   for (size_t rank = 0; rank < v_.merges.size(); ++rank) {
     const auto& [a, b] = v_.merges[rank];
     auto ia = any_id.find(a), ib = any_id.find(b), iab = any_id.find(a + b);
@@ -82,12 +81,6 @@ SentencePieceTokenizer::SentencePieceTokenizer(Vocab vocab, const std::string& s
 int32_t SentencePieceTokenizer::lookup(std::string_view s) const {
   auto it = normal_ids_.find(std::string(s));
   return it == normal_ids_.end() ? -1 : it->second;
-}
-
-const std::string* SentencePieceTokenizer::user_defined_at(std::string_view text, size_t i) const {
-  for (const auto& u : user_defined_)  // longest first
-    if (text.compare(i, u.size(), u) == 0) return &u;
-  return nullptr;
 }
 
 std::string SentencePieceTokenizer::normalize(std::string_view text, bool after_special,
@@ -132,16 +125,16 @@ std::vector<int32_t> SentencePieceTokenizer::encode_part(std::string_view text, 
     encode_normalized(text, after_special, ids);
     return ids;
   }
+  const std::vector<uint32_t> longest = user_defined_match_.longest_at_each(text);
   size_t plain = 0;
   for (size_t i = 0; i < text.size();) {
-    const std::string* hit = user_defined_at(text, i);
-    if (!hit) {
+    if (longest[i] == 0) {
       i += char_len(text, i, v_.llama2c_chars);
       continue;
     }
     encode_normalized(text.substr(plain, i - plain), after_special || plain != 0, ids);
-    ids.push_back(lookup(*hit));
-    i += hit->size();
+    ids.push_back(lookup(text.substr(i, longest[i])));
+    i += longest[i];
     plain = i;
   }
   encode_normalized(text.substr(plain), after_special || plain != 0, ids);
@@ -171,15 +164,16 @@ void SentencePieceTokenizer::encode_word(std::string_view word, size_t prefix_le
   // User-defined pieces are whole symbols that never merge with their neighbours, so the text
   // between them is encoded on its own.
   size_t plain = 0;
-  for (size_t i = prefix_len; i < word.size() && !user_defined_.empty() && !v_.added_tokens_first;) {
-    const std::string* hit = user_defined_at(word, i);
-    if (!hit) {
+  const bool match = !user_defined_.empty() && !v_.added_tokens_first;
+  const std::vector<uint32_t> longest = match ? user_defined_match_.longest_at_each(word) : std::vector<uint32_t>{};
+  for (size_t i = prefix_len; i < word.size() && match;) {
+    if (longest[i] == 0) {
       i += char_len(word, i, v_.llama2c_chars);
       continue;
     }
     encode_chars(word.substr(plain, i - plain), plain == 0 ? prefix_len : 0, out);
-    out.push_back(lookup(*hit));
-    i += hit->size();
+    out.push_back(lookup(word.substr(i, longest[i])));
+    i += longest[i];
     plain = i;
   }
   encode_chars(word.substr(plain), plain == 0 ? prefix_len : 0, out);

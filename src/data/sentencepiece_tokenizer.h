@@ -74,14 +74,13 @@ class SentencePieceTokenizer final : public Tokenizer {
   void encode_word(std::string_view word, size_t prefix_len, std::vector<int32_t>& out) const;
   void encode_chars(std::string_view text, size_t prefix_len, std::vector<int32_t>& out) const;
   int32_t lookup(std::string_view s) const;
-  // The longest user-defined piece that starts at text[i], or nullptr.
-  const std::string* user_defined_at(std::string_view text, size_t i) const;
 
   Vocab v_;
   // Normal and user-defined pieces: control, unknown and byte pieces are never produced from
   // text (real sentencepiece does not), so "<0x41>" or "<s>" in text stays plain text.
   std::unordered_map<std::string, int32_t> normal_ids_;
-  std::vector<std::string> user_defined_;  // matched whole, longest first
+  std::vector<std::string> user_defined_;  // matched whole, the longest at a position
+  LongestMatch user_defined_match_;        // of user_defined_ (data/longest_match.h)
   int32_t byte_ids_[256];
   std::vector<uint8_t> byte_of_;  // by id: the byte of a <0xXX> piece
   std::unordered_map<uint64_t, Merge> merge_table_;  // HF ranks, keyed by (left, right)

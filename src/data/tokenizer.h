@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "data/longest_match.h"
+
 namespace mt {
 
 class Tokenizer {
@@ -59,7 +61,8 @@ class Tokenizer {
   const std::string* special_text(int32_t id) const;
 
  private:
-  std::vector<Special> specials_;  // longest text first, for matching
+  std::vector<Special> specials_;  // longest text first
+  LongestMatch special_match_;     // their texts, for encode_with_specials
   std::unordered_map<std::string, int32_t> by_text_;
   std::unordered_map<int32_t, size_t> by_id_;  // index into specials_
   std::string chat_template_;

@@ -23,8 +23,12 @@ std::vector<int32_t> generate(Transformer& model, const std::vector<int32_t>& pr
                               const GenerateOptions& opt, const std::function<void(int32_t)>& on_token) {
   if (prompt.empty()) fail("generation needs at least one prompt token (e.g. BOS)");
   validate_sampling(opt);
-  const int64_t limit = std::min<int64_t>(model.config().max_position_embeddings,
-                                          int64_t(prompt.size()) + opt.max_new_tokens);
+  if (opt.max_new_tokens < 0) fail("max_new_tokens must be >= 0, got " + std::to_string(opt.max_new_tokens));
+  // Compared, not added: a huge max_new_tokens (INT64_MAX) must mean "until the context is full",
+  // where the sum wrapped negative and read as a prompt with no room left.
+  const int64_t room = model.config().max_position_embeddings - int64_t(prompt.size());
+  const int64_t limit = opt.max_new_tokens >= room ? model.config().max_position_embeddings
+                                                   : int64_t(prompt.size()) + opt.max_new_tokens;
   if (int64_t(prompt.size()) >= limit + (opt.max_new_tokens == 0 ? 1 : 0) && opt.max_new_tokens > 0)
     fail("prompt of " + std::to_string(prompt.size()) + " tokens leaves no room under max_position_embeddings (" +
          std::to_string(model.config().max_position_embeddings) + ")");

@@ -6,6 +6,7 @@
 #include "model/norm.h"
 #include "model/transformer.h"
 #include "parallel/expert_parallel.h"
+#include "plan/pipeline_peak.h"
 
 namespace mt::plan {
 
@@ -158,9 +159,9 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
     const ActivationBytes a = activation_bytes(in, s.chunk_layers, s.first, s.last);
     add("activations", a.per_micro_batch + a.shared);
     add("logits+loss", a.logits);
-    const parallel::PipelineBuffers b = parallel::pipeline_buffers(
-        in.pp_schedule, int(in.mesh.pp), int(s.index), in.micro_batches(), int(in.pp_virtual));
-    add("pipeline buffers", double(b.peak_allocated) * (bf16 ? 2.0 : 4.0) * N * h / double(in.sequence_shards()));
+    const int64_t peak = pipeline_peak_buffers(in.pp_schedule, int(in.mesh.pp), int(s.index), in.micro_batches(),
+                                               int(in.pp_virtual));
+    add("pipeline buffers", double(peak) * (bf16 ? 2.0 : 4.0) * N * h / double(in.sequence_shards()));
   } else {
     // Without a pipeline, one micro-batch's: micro-batches accumulate one after another.
     const ActivationBytes a = activation_bytes(in, s.layers, s.first, s.last);

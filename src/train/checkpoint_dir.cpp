@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/atomic_file.h"
+#include "core/regular_file.h"
 #include "core/error.h"
 
 namespace mt {
@@ -74,6 +75,8 @@ void set_pointer(const std::string& output_dir, const char* pointer, int64_t ste
 std::string followed_pointer(const std::string& output_dir, const char* pointer,
                              const char* remedy) {
   const fs::path root = checkpoints_root(output_dir);
+  // A FIFO here would block the open until some writer came (issue 34).
+  require_regular_file((root / pointer).string(), "checkpoint pointer");
   std::ifstream f(root / pointer);
   std::string name;
   if (!(f >> name)) return "";

@@ -131,6 +131,21 @@ std::string choice_list(const std::vector<std::string_view>& choices, bool quote
   return out;
 }
 
+// Longer than PATH_MAX: no file can be named by it, and quoting it whole would flood the terminal.
+constexpr size_t kMaxStringValue = 4096;
+
+bool is_decimal_integer(const std::string& s) {
+  const size_t start = !s.empty() && (s[0] == '-' || s[0] == '+');
+  return s.size() > start && s.find_first_not_of("0123456789", start) == std::string::npos;
+}
+
+// "\0" for each NUL, so a quoted value shows where it was instead of ending the message there.
+std::string escape_nuls(const std::string& s) {
+  std::string out;
+  for (char ch : s) out += ch == '\0' ? std::string("\\0") : std::string(1, ch);
+  return out;
+}
+
 bool is_choice(const ConfigKey& key, const std::string& v) {
   return std::find(key.choices.begin(), key.choices.end(), v) != key.choices.end();
 }
@@ -161,6 +176,11 @@ void read_config_value(const toml::node& n, const ConfigKey& key, RunConfig& c,
   std::visit(
       Overloaded{
           [&](int64_t* out) {
+            // A --set of a whole number past 64 bits is no TOML integer and arrives as a string;
+            // "got a string" would send the user looking for quotes that are not there.
+            if (n.is_string() && is_decimal_integer(n.as_string()->get()))
+              fail(where + ": " + name + " must be " + range_text(key.range) + ", got " +
+                   clipped(n.as_string()->get()) + " (beyond 64-bit integers)");
             if (!n.is_integer()) type_error("an integer", n);
             *out = n.as_integer()->get();
           },
@@ -171,6 +191,7 @@ void read_config_value(const toml::node& n, const ConfigKey& key, RunConfig& c,
             *out = uint64_t(v);
           },
           [&](float* out) {
+            // check_config_value refuses what is not finite, including a double past float's range.
             if (n.is_floating_point()) *out = float(n.as_floating_point()->get());
             else if (n.is_integer()) *out = float(n.as_integer()->get());  // 1 for 1.0 is fine
             else type_error("a number", n);
@@ -228,10 +249,22 @@ std::string check_config_value(const ConfigKey& key, const RunConfig& c) {
       Overloaded{
           [&](int64_t* v) { return number(double(*v), std::to_string(*v)); },
           [&](uint64_t*) { return std::string(); },  // the reader refused negatives
-          [&](float* v) { return number(*v, num(*v)); },
+          [&](float* v) -> std::string {
+            // inf passes every "> 0" bound and becomes `null` in a JSON config: no key takes it.
+            if (!std::isfinite(*v))
+              return name + " must be a finite number, got " + (std::isnan(*v) ? "nan" : *v > 0 ? "inf" : "-inf");
+            return number(*v, num(*v));
+          },
           [&](bool*) { return std::string(); },
           [&](std::string* v) -> std::string {
             if (key.non_empty && v->empty()) return name + " must not be empty";
+            // No path or name holds a NUL, and one would cut every message that quotes the value.
+            if (const size_t nul = v->find('\0'); nul != std::string::npos)
+              return name + " holds a NUL byte at offset " + std::to_string(nul) + ": \"" +
+                     clipped(escape_nuls(*v)) + "\"";
+            if (v->size() > kMaxStringValue)
+              return name + " is " + std::to_string(v->size()) + " bytes long, more than the " +
+                     std::to_string(kMaxStringValue) + " any path or name may have: \"" + clipped(*v) + "\"";
             if (!key.choices.empty() && !is_choice(key, *v))
               return name + " must be " + choice_list(key.choices, true) + ", got \"" + clipped(*v) + "\"";
             return "";

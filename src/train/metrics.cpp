@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/atomic_file.h"
+#include "core/regular_file.h"
 #include "core/bounded_json.h"
 #include "core/error.h"
 
@@ -91,6 +92,7 @@ JsonlWriter::JsonlWriter(const std::string& path, bool append) : path_(path) {
     if (ec) fail("cannot create directory '" + p.parent_path().string() + "' for '" + path +
                  "': " + ec.message());
   }
+  require_regular_file(path, "metrics file");  // a FIFO would block the open
   out_.open(path, append ? std::ios::app : std::ios::trunc);
   if (!out_) fail("cannot open metrics file '" + path + "' for writing");
 }
@@ -109,6 +111,7 @@ namespace mt {
 
 MetricsRewind truncate_metrics(const std::string& path, int64_t step) {
   MetricsRewind out;
+  require_regular_file(path, "metrics file");
   std::ifstream in(path);
   if (!in) return out;
   std::ostringstream kept, unreadable;
@@ -144,6 +147,7 @@ MetricsRewind truncate_metrics(const std::string& path, int64_t step) {
 
 std::map<int64_t, double> read_val_losses(const std::string& path) {
   std::map<int64_t, double> out;
+  require_regular_file(path, "metrics file");
   std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {

@@ -369,7 +369,7 @@ RunConfig parse(toml::table doc, const std::vector<std::string>& overrides, cons
   model_path_replaces_model_section(doc, overrides);
   for (const auto& ov : overrides) {
     const std::string key = apply_override(doc, ov);
-    given[key] = "--set " + ov;  // the last one wins
+    given[key] = "--set " + clipped(ov);  // the last one wins; quoted short, as the value may be megabytes
     const std::string path = override_path(ov);
     if (path != key) aliases_used.push_back(path + " -> " + key);
   }

@@ -9,6 +9,8 @@
 
 #include "core/bounded_json.h"
 #include "core/error.h"
+#include "core/regular_file.h"
+#include "core/system_dirs.h"
 #include "train/checkpoint_dir.h"
 #include "train/metrics.h"
 #include "train/run_outputs.h"
@@ -32,6 +34,7 @@ bool holds_a_run(const fs::path& dir) {
 
 // The last step metrics.jsonl records, or -1.
 int64_t last_metrics_step(const fs::path& file) {
+  require_regular_file(file.string(), "metrics file");
   std::ifstream in(file);
   int64_t last = -1;
   for (std::string line; std::getline(in, line);) {
@@ -93,6 +96,7 @@ void refuse_shared_directory(const std::string& dir) {
                       : home && *home && same(home)       ? "the home directory"
                       : same(fs::current_path(ec))        ? "the working directory"
                                                           : nullptr;
+  refuse_system_directory(dir, "output.dir");
   if (which)
     fail("output.dir '" + dir + "' is " + which + " itself; a run writes run.toml, model/ and checkpoints/ "
          "there, so give it a directory of its own (e.g. '" + (fs::path(dir) / "run").string() + "')");

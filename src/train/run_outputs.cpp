@@ -5,6 +5,7 @@
 #include <ostream>
 #include <set>
 
+#include "core/regular_file.h"
 namespace mt {
 
 namespace {
@@ -24,6 +25,7 @@ void record_run_output(const std::string& path, std::ostream& warn_to) {
   for (int up = 0; up < 2; ++up) {
     if (is_run_directory(dir.string())) {
       const std::string rel = file.lexically_relative(dir).generic_string();
+      require_regular_file((dir / kRunOutputsFile).string(), "the run's list of outputs");
       std::ofstream out(dir / kRunOutputsFile, std::ios::app);
       if (!(out << rel << "\n"))
         warn_to << "warning: cannot record " << rel << " in " << (dir / kRunOutputsFile).string()
@@ -38,6 +40,7 @@ void record_run_output(const std::string& path, std::ostream& warn_to) {
 std::vector<std::string> remove_recorded_outputs(const std::string& dir) {
   const fs::path root(dir);
   std::vector<std::string> removed;
+  require_regular_file((root / kRunOutputsFile).string(), "the run's list of outputs");
   std::ifstream in(root / kRunOutputsFile);
   std::set<std::string> seen;
   std::set<fs::path> parents;

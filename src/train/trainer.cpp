@@ -1,4 +1,5 @@
 #include "train/trainer.h"
+#include "train/thread_count.h"
 
 #include <omp.h>
 
@@ -705,6 +706,7 @@ TrainSummary train(const RunConfig& given, std::ostream& out, Backend& backend) 
   RunConfig cfg = given;
   if (const std::string why = settle_seq_len(cfg); !why.empty() && parallel::read_launch_env().rank <= 0)
     out << why << "\n";
+  require_threads_fit_machine(cfg.train.threads);
   if (cfg.train.threads > 0) omp_set_num_threads(int(cfg.train.threads));
   // From here a stop signal is a graceful stop (a signal while the run loads takes effect after its
   // first step).

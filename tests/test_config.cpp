@@ -412,7 +412,7 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.output.keep_checkpoints = 4;
   a.output.overwrite = true;
   a.output.keep_best = true;
-  a.mesh = {.dp = 2, .fsdp = 3, .tp = 4, .pp = 5, .cp = 6};
+  a.mesh = {.dp = 2, .fsdp = 3, .tp = 4, .pp = 5, .cp = 6, .ep = 7};
   a.mesh_auto = true;
   a.partition.replace_defaults = true;
   using parallel::Axis;

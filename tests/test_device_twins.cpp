@@ -1,5 +1,5 @@
 // Device twins without MPI (parallel/device_comms.h): a single-rank mesh needs no communicator,
-// so every one of its 32 groups gets the one single-rank twin and nothing is made; that twin moves
+// so every one of its 64 groups gets the one single-rank twin and nothing is made; that twin moves
 // device bytes only through the backend (on memory the host cannot read) and refuses a peer.
 // The multi-rank counting and sharing run on real ranks: tests/mpi/test_device_twins.cpp.
 #include <gtest/gtest.h>

@@ -306,9 +306,10 @@ TEST(FamilyPresets, PlanPricesAMixtureOfExperts) {
   j = nlohmann::json::parse(r.output);
   EXPECT_NEAR(j["experts"]["bytes_per_rank"].get<double>(), experts / 2 / 8 * plan::kNf4BytesPerWeight, 1.0);
 
+  // Expert tensor parallelism trains (tests/test_moe_mesh.cpp), so a layout with tp plans; the
+  // search still leaves tp out for these models (its MoE pricing under tp is not yet measured).
   r = run_meshtrain("plan --model qwen3-30b-a3b --cluster dgx-h100 --mesh fsdp=4,tp=2");
-  EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.output.find("tensor parallelism (tp 2) is not implemented yet"), std::string::npos) << r.output;
+  EXPECT_EQ(r.code, 0) << r.output;
 
   r = run_meshtrain("plan --model mixtral-8x7b --cluster dgx-h100 --devices 8 --search --seq 4096 --global-batch 64 "
                     "--mode lora --json");

@@ -68,7 +68,28 @@ TEST(MeshCoords, ContextParallelSitsBetweenFsdpAndTp) {
     EXPECT_EQ(rank_of(m, c), r);
   }
   EXPECT_NE(error_of([] { MeshShape::parse("cp=2,cp=2"); }).find("'cp' given twice"), std::string::npos);
-  EXPECT_NE(error_of([] { MeshShape::parse("sp=2"); }).find("expected dp, fsdp, tp, pp or cp"), std::string::npos);
+  EXPECT_NE(error_of([] { MeshShape::parse("sp=2"); }).find("expected dp, fsdp, tp, pp, cp or ep"), std::string::npos);
+}
+
+TEST(MeshCoords, ExpertParallelSitsBetweenFsdpAndCp) {
+  const MeshShape m = MeshShape::parse("cp=2,ep=2,fsdp=2");
+  EXPECT_EQ(m.world(), 8);
+  EXPECT_EQ(m.batch_ranks(), 4);  // fsdp x ep: ep ranks see their own rows
+  EXPECT_EQ(m.str(), "fsdp=2,ep=2,cp=2");  // rank order: pp, dp, fsdp, ep, cp, tp
+  for (int64_t r = 0; r < 8; ++r) {  // rank = (fsdp*2 + ep)*2 + cp
+    const Coords c = coords_of(m, r);
+    EXPECT_EQ(c[size_t(Axis::cp)], r % 2);
+    EXPECT_EQ(c[size_t(Axis::ep)], (r / 2) % 2);
+    EXPECT_EQ(c[size_t(Axis::fsdp)], r / 4);
+    EXPECT_EQ(rank_of(m, c), r);
+  }
+}
+
+TEST(MeshCoords, AProductPastAnyMachineRoomIsRefused) {
+  const std::string e = error_of([] { MeshShape::parse("dp=4294967296,fsdp=4294967296"); });
+  EXPECT_NE(e.find("16777216 ranks at most"), std::string::npos) << e;
+  EXPECT_NE(error_of([] { MeshShape::parse("ep=9223372036854775807"); }).find("ranks at most"), std::string::npos);
+  EXPECT_EQ(MeshShape::parse("dp=4096,fsdp=4096").world(), int64_t(1) << 24);
 }
 
 TEST(MeshLocal, SingleRankMeshOverLocalComm) {

@@ -64,7 +64,7 @@ inline constexpr AxisSet axis_bit(Axis a) { return 1u << int(a); }
 
 class Mesh {
  public:
-  // Collective over `world`: builds a communicator for every non-empty set of axes (31 splits)
+  // Collective over `world`: builds a communicator for every non-empty set of axes (63 splits)
   // so no later call has to be collective. Throws (on every rank alike) when the mesh does not
   // have world.size() ranks. `world` must outlive the Mesh.
   Mesh(Comm& world, const MeshShape& shape);

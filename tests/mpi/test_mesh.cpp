@@ -62,7 +62,7 @@ TEST(MeshMpi, ContextParallelGroups) {
   const int r = world->rank();
   EXPECT_EQ(mesh.coord(Axis::tp), r % 2);
   EXPECT_EQ(mesh.coord(Axis::cp), (r / 2) % 2);
-  for (AxisSet set = 1; set < (1u << kNumAxes); ++set) {  // all 31 groups
+  for (AxisSet set = 1; set < (1u << kNumAxes); ++set) {  // all 63 groups
     int64_t y = r;
     mesh.group(set).all_reduce_sum(&y, 1);
     EXPECT_EQ(y, expected_group_sum(shape, r, set)) << "axis set " << set;

@@ -15,6 +15,7 @@
 #include <functional>
 #include <string>
 
+#include "config_error.h"
 #include "core/checked_math.h"
 #include "core/error.h"
 #include "data/example_table.h"
@@ -29,14 +30,7 @@ namespace {
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-std::string config_error(const std::vector<std::string>& overrides) {
-  try {
-    parse_run_config(default_run_config_toml(), overrides, "<test>");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "accepted";
-}
+using testing::config_error;
 
 TEST(CheckedMath, ProductsThatDoNotFitAreNamed) {
   EXPECT_EQ(checked_mul(int64_t(1) << 31, int64_t(1) << 31), int64_t(1) << 62);

@@ -9,16 +9,14 @@
 #include <fstream>
 #include <string>
 
+#include "cuda_on_cpu_runs.h"
 #include "mesh_runs.h"
 #include "moe_model_dir.h"
 
 namespace mt::testing {
 namespace {
 
-const char* kRun =
-    "--set train.steps=5 --set train.precision=fp32 --set train.peak_gflops=100 "
-    "--set train.batch_size=2 --set train.grad_accum=2 --set train.seq_len=32 "
-    "--set train.eval_tokens=128 --set train.log_every=100 --set optim.warmup_steps=2 ";
+const char* kRun = kCudaOnCpuRun;  // cuda_on_cpu_runs.h
 
 // The tiny Qwen3-MoE model (4 experts, 2 a token, a dense layer among the sparse) as a config.
 std::string moe_config(const std::string& tag) {

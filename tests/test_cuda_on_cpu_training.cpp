@@ -11,18 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "cuda_on_cpu_runs.h"
 #include "mesh_runs.h"
 #include "text_files.h"
 
 namespace mt::testing {
 namespace {
 
-// Five steps (expect_same_training's minimum) of the built-in tiny model on 2 micro-batches of
-// 2 x 32 tokens (two, so the pipeline has micro-batches to interleave), validation on 4 rows.
-const char* kRun =
-    "--set train.steps=5 --set train.precision=fp32 --set train.peak_gflops=100 "
-    "--set train.batch_size=2 --set train.grad_accum=2 --set train.seq_len=32 "
-    "--set train.eval_tokens=128 --set train.log_every=100 --set optim.warmup_steps=2 ";
+// The built-in tiny model's run (cuda_on_cpu_runs.h).
+const char* kRun = kCudaOnCpuRun;
 
 const std::string kCudaRun = std::string("--device cuda ") + kRun;
 

@@ -18,6 +18,7 @@
 #include "io/pretrained.h"
 #include "model/generate.h"
 #include "model_fixtures.h"
+#include "next_token_loss.h"
 #include "temp_dirs.h"
 
 namespace mt {
@@ -66,16 +67,6 @@ std::string refusal(const ModelConfig& c, const std::string& name) {
   return e;
 }
 
-double mean_loss(Transformer& m, const std::vector<int32_t>& tokens) {
-  std::vector<int32_t> targets(tokens.begin() + 1, tokens.end());
-  targets.push_back(-1);
-  ModelInput in;
-  in.tokens = tokens.data();
-  in.targets = targets.data();
-  in.B = 1, in.T = int64_t(tokens.size());
-  const LossSum s = m.forward_loss(in);
-  return s.sum / double(s.count);
-}
 
 struct FamilyCase {
   const char* family;
@@ -164,14 +155,14 @@ TEST_P(GgufFamily, ReadsBackAsTheSameModel) {
   for (const Param& p : m.base().params()) EXPECT_EQ(values(back->base(), back->base().get(p.name)), values(m.base(), p)) << p.name;
 
   const std::vector<int32_t> three = {5, 17, 9};
-  const double want3 = mean_loss(m, three);
-  EXPECT_NEAR(mean_loss(*back, three), want3, 1e-6 * want3);
+  const double want3 = testing::next_token_mean_loss(m, three);
+  EXPECT_NEAR(testing::next_token_mean_loss(*back, three), want3, 1e-6 * want3);
   GenerateOptions greedy;
   greedy.max_new_tokens = 1;  // prompt 2 + 1 new: within the window of 3
   EXPECT_EQ(generate(*back, {3, 11}, greedy), generate(m, {3, 11}, greedy));
   // Past the window the two compute differently for a windowed family, as llama.cpp would.
   const std::vector<int32_t> eight = {5, 17, 9, 2, 30, 1, 12, 7};
-  const double want8 = mean_loss(m, eight), got8 = mean_loss(*back, eight);
+  const double want8 = testing::next_token_mean_loss(m, eight), got8 = testing::next_token_mean_loss(*back, eight);
   if (c.layer_window.empty()) {
     EXPECT_NEAR(got8, want8, 1e-6 * want8);
   } else {
@@ -189,8 +180,8 @@ TEST_P(GgufFamily, WithoutAWindowEqualOnEveryLength) {
   EXPECT_TRUE(export_gguf_model(m, path, nullptr, GgufDtype::f32).note.empty());
   auto back = load_pretrained(path, Precision::fp32, LoraConfig{}, 0);
   const std::vector<int32_t> tokens = {5, 17, 9, 2, 30, 1, 12, 7, 3, 3, 21, 8};
-  const double want = mean_loss(m, tokens);
-  EXPECT_NEAR(mean_loss(*back, tokens), want, 1e-6 * want);
+  const double want = testing::next_token_mean_loss(m, tokens);
+  EXPECT_NEAR(testing::next_token_mean_loss(*back, tokens), want, 1e-6 * want);
   GenerateOptions greedy;
   greedy.max_new_tokens = 12;
   EXPECT_EQ(generate(*back, {3, 11}, greedy), generate(m, {3, 11}, greedy));
@@ -331,8 +322,8 @@ std::unique_ptr<Transformer> exported_and_read_back(Transformer& m, const std::s
 // The model read back computes the source's loss on 12 tokens (within `relative`) and its 12
 // greedy tokens.
 void expect_same_outputs(Transformer& back, Transformer& source, double relative) {
-  const double want = mean_loss(source, kTwelve);
-  EXPECT_NEAR(mean_loss(back, kTwelve), want, relative * want);
+  const double want = testing::next_token_mean_loss(source, kTwelve);
+  EXPECT_NEAR(testing::next_token_mean_loss(back, kTwelve), want, relative * want);
   GenerateOptions greedy;
   greedy.max_new_tokens = 12;
   EXPECT_EQ(generate(back, {3, 11}, greedy), generate(source, {3, 11}, greedy));
@@ -480,7 +471,7 @@ TEST(GgufGpt2Gemma3, QuantisedFilesReadBack) {
   for (const ModelConfig& c : {gpt2, gemma}) {
     SCOPED_TRACE(c.model_type);
     auto m = random_model(c, 7);
-    const double want = mean_loss(*m, kTwelve);
+    const double want = testing::next_token_mean_loss(*m, kTwelve);
     for (GgufDtype d : {GgufDtype::q8_0, GgufDtype::q4_0}) {
       const std::string path = temp_file(c.model_type + "_" + gguf_dtype_name(d) + ".gguf");
       const GgufModelWritten w = export_gguf_model(*m, path, nullptr, d);
@@ -492,7 +483,7 @@ TEST(GgufGpt2Gemma3, QuantisedFilesReadBack) {
       EXPECT_EQ(g.tensor("token_embd.weight").type, GgmlType::q8_0);
       EXPECT_EQ(g.tensor("blk.0.attn_norm.weight").type, GgmlType::f32);
       auto back = load_pretrained(path, Precision::fp32, LoraConfig{}, 0);
-      EXPECT_NEAR(mean_loss(*back, kTwelve), want, (d == GgufDtype::q8_0 ? 0.02 : 0.2) * want);
+      EXPECT_NEAR(testing::next_token_mean_loss(*back, kTwelve), want, (d == GgufDtype::q8_0 ? 0.02 : 0.2) * want);
     }
   }
 }

@@ -22,6 +22,7 @@
 #include "io/pretrained.h"
 #include "model/generate.h"
 #include "model_fixtures.h"
+#include "next_token_loss.h"
 #include "temp_dirs.h"
 
 namespace mt {
@@ -91,16 +92,6 @@ std::vector<float> logits(Transformer& m, const std::vector<int32_t>& tokens) {
   return out;
 }
 
-double mean_loss(Transformer& m, const std::vector<int32_t>& tokens) {
-  std::vector<int32_t> targets(tokens.begin() + 1, tokens.end());
-  targets.push_back(-1);
-  ModelInput in;
-  in.tokens = tokens.data();
-  in.targets = targets.data();
-  in.B = 1, in.T = int64_t(tokens.size());
-  const LossSum s = m.forward_loss(in);
-  return s.sum / double(s.count);
-}
 
 struct MoeCase {
   const char* family;
@@ -207,7 +198,7 @@ TEST_P(GgufMoe, EveryTypeReadsBack) {
   const MoeCase f = GetParam();
   const ModelConfig c = moe_config(f.family);
   auto m = random_model(c, 7);
-  const double want = mean_loss(*m, kTwelve);
+  const double want = testing::next_token_mean_loss(*m, kTwelve);
   for (GgufDtype d : {GgufDtype::f16, GgufDtype::bf16, GgufDtype::q8_0, GgufDtype::q4_0}) {
     SCOPED_TRACE(gguf_dtype_name(d));
     const std::string path = temp_file(std::string(f.family) + "_" + gguf_dtype_name(d) + ".gguf");
@@ -233,7 +224,7 @@ TEST_P(GgufMoe, EveryTypeReadsBack) {
       EXPECT_EQ(stacked, g.tensor_f32(std::string("blk.1.") + kExps[p] + ".weight")) << kExps[p];
     }
     const double tol = d == GgufDtype::q4_0 ? 0.2 : d == GgufDtype::f16 ? 1e-3 : 0.02;
-    EXPECT_NEAR(mean_loss(*back, kTwelve), want, tol * want);
+    EXPECT_NEAR(testing::next_token_mean_loss(*back, kTwelve), want, tol * want);
   }
 }
 

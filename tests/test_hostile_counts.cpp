@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "config_error.h"
 #include "core/error.h"
 #include "error_of.h"
 #include "plan/search.h"
@@ -25,14 +26,7 @@ namespace {
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 size_t lines(const std::string& text) { return size_t(std::count(text.begin(), text.end(), '\n')); }
 
-std::string config_error(const std::vector<std::string>& overrides) {
-  try {
-    parse_run_config(default_run_config_toml(), overrides, "<test>");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "accepted";
-}
+using testing::config_error;
 
 TEST(HostileCounts, ThreadsBeyondTheHardwareAreRefusedByKey) {
   const std::string hw = std::to_string(std::thread::hardware_concurrency());

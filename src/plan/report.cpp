@@ -224,8 +224,8 @@ void print_search(std::ostream& os, const SearchResult& r, size_t top) {
   os << r.considered << " layouts evaluated, " << r.ranked.size() << " fit, " << r.too_big.size()
      << " do not fit, " << r.invalid << " meshes skipped (model or batch not divisible)\n";
   if (r.tp_skipped)
-    os << "tp > 1 not searched: a mixture of experts under tensor parallelism is not implemented yet "
-          "(the experts are split over ep and fsdp instead)\n";
+    os << "tp > 1 not searched: the planner's pricing of a mixture of experts under tensor parallelism is not "
+          "yet measured against the engine, which trains it (the search splits the experts over ep and fsdp)\n";
   os << "\n";
   if (r.ranked.empty()) {
     os << "no layout fits\n";

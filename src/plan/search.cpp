@@ -60,8 +60,9 @@ SearchResult search_layouts(const PlanInput& base, int64_t devices, const Search
     fail("device count must be in [1, " + std::to_string(kMaxSearchDevices) + "], got " + std::to_string(devices));
   if (space.grad_accum < 0) fail("micro-batches per step must be >= 0, got " + std::to_string(space.grad_accum));
   SearchResult out;
-  // A mixture of experts under tensor parallelism is refused by the trainer
-  // (train/run_layout.h check_moe_layout): not searched, its experts split over ep and fsdp instead.
+  // A mixture of experts under tensor parallelism trains (expert tensor parallelism), but its
+  // pricing here is not yet measured against the engine: not searched, its experts split over ep
+  // and fsdp instead; an explicit --mesh with tp is priced.
   const bool moe = base.model.config.moe();
   out.tp_skipped = moe;
   // The meshes first, with two of validate()'s rules that cost nothing (tp divides the heads, the

@@ -227,7 +227,7 @@ std::vector<ConfigKey> make_keys() {
       // [mesh]: the command line's --mesh replaces it; the product must equal the number of ranks.
       {.name = "mesh.auto",
        .field = [](RunConfig& c) -> ConfigField { return &c.mesh_auto; },
-       .help = "Let the planner choose dp, fsdp, tp, pp and cp for the ranks launched (train --mesh auto): "
+       .help = "Let the planner choose dp, fsdp, tp, pp, cp and ep for the ranks launched (train --mesh auto): "
                "the fastest layout that fits the memory of this machine or of train's --cluster, with the "
                "run's batch_size, grad_accum and activation_checkpointing as given; the sizes beside it "
                "are replaced by the choice, which run.toml records (a resume on as many ranks keeps it, "

@@ -294,11 +294,9 @@ void moe_backward(Backend& be, const Tensor& dn2, const Tensor& ddelta, const Te
   Tensor dx = dxe;
   if (shards) {
     MT_PROFILE("moe all-to-all");
-    dx = rows_of(s.b, M, C);  // written by the exchange after dxe has been gathered from
-    const Tensor sent = rows_of(s.a, R, C);
-    if (R > 0) be.gather_rows(sent, dxe, a.from_expert.rows_slice(0, R));
-    // dxe and dx share s.b: the gather above has read dxe before the exchange writes dx.
-    par.exchange_expert_rows(dx, r.send_rows, sent, r.recv_rows);
+    // dx shares s.b with dxe: from_local_experts reads dxe (into s.a) before the exchange writes dx.
+    dx = rows_of(s.b, M, C);
+    from_local_experts(be, dx, rows_of(s.a, R, C), dxe, r, a, par);
   }
   {
     MT_PROFILE("moe combine backward");

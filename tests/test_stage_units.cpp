@@ -87,6 +87,57 @@ TEST(StageUnits, HalvesOfTheUnitsEqualTheWholeModelWithSmallerArenasThePlannerPr
     }
 }
 
+// A mixture of experts with its routing losses, cut in two: the statistics the spans pass along
+// (UnitSpan::routing_stats: the front's forward to the back, the back's totals to the front's
+// backward) give the whole model's routing loss and gradients bit for bit, the router's included;
+// a span of such a model without them is refused.
+TEST(StageUnits, RoutingLossesAcrossACutEqualTheWholeModel) {
+  ModelConfig c = tiny();
+  c.num_experts = 4, c.num_experts_per_tok = 2, c.moe_intermediate_size = 64;
+  c.output_router_logits = true, c.router_aux_loss_coef = 0.1f, c.router_z_loss_coef = 0.01f;
+  const int L = int(c.num_hidden_layers), cut = 2;  // front: embedding and block 0-1
+  ASSERT_GE(L, 3);
+  const int64_t B = 2, T = 16, C = c.hidden_size;
+  Batch b = batch(B, T);
+  Transformer whole(c, Precision::fp32, LoraConfig{});
+  whole.init_weights(3);
+  const LossSum expected = whole.forward_backward(b.in, 1.0f);
+  ASSERT_GT(expected.routing, 0.0);
+
+  Transformer front(c, Precision::fp32, LoraConfig{}), back(c, Precision::fp32, LoraConfig{});
+  for (Transformer* m : {&front, &back}) m->init_weights(3);
+  front.set_units({{0, cut}});
+  back.set_units({{cut + 1, L + 1}});
+  DeviceBuffer x(cpu_backend(), DType::f32, B * T * C), dx(cpu_backend(), DType::f32, B * T * C);
+  std::vector<double> stats;
+  UnitSpan front_fwd{0, cut, {}, x.tensor(), {}, {}};
+  EXPECT_THROW(front.run_units(b.in, front_fwd, false, 1.0f), Error);  // no statistics to pass on
+  front_fwd.routing_stats = &stats;
+  front.run_units(b.in, front_fwd, false, 1.0f);
+  const std::vector<double> forwarded = stats;
+  UnitSpan back_span{cut + 1, L + 1, x.tensor(), {}, {}, dx.tensor()};
+  back_span.routing_stats = &stats;
+  const LossSum got = back.run_units(b.in, back_span, true, 1.0f);
+  EXPECT_NE(stats, forwarded);  // the totals replaced the front's
+  UnitSpan front_bwd{0, cut, {}, {}, dx.tensor(), {}};
+  front_bwd.routing_stats = &stats;
+  front.run_units(b.in, front_bwd, true, 1.0f);
+  EXPECT_EQ(got.sum, expected.sum);
+  EXPECT_EQ(got.routing, expected.routing);
+  int routers = 0;
+  for (size_t i = 0; i < whole.base().params().size(); ++i) {
+    const Param& p = whole.base().params()[i];
+    if (!p.grad) continue;
+    Transformer& holder = param_unit(p.name, c) <= cut ? front : back;
+    std::vector<float> want(size_t(p.numel)), have(want.size());
+    cpu_backend().copy_to_host(want.data(), p.grad_tensor());
+    cpu_backend().copy_to_host(have.data(), holder.base().params()[i].grad_tensor());
+    EXPECT_EQ(want, have) << p.name;
+    routers += moe_router_param(p.name);
+  }
+  EXPECT_EQ(routers, L);
+}
+
 // Interleaved stages hold several chunks: the arena is planned for the largest, any of them runs.
 TEST(StageUnits, SeveralRangesPlanForTheLargestAndRefuseOthers) {
   const ModelConfig c = tiny();

@@ -114,6 +114,9 @@ struct ModelConfig {
   }
   // The coefficient the load-balancing loss enters the loss with (0 unless output_router_logits).
   float aux_loss_coef() const { return output_router_logits ? router_aux_loss_coef : 0.0f; }
+  // Whether a pass adds routing losses (load balancing or z-loss): their statistics then span every
+  // MoE layer of the pass (model/moe_routing.h).
+  bool routing_losses() const { return moe() && (aux_loss_coef() > 0.0f || router_z_loss_coef > 0.0f); }
 
   int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden_size / num_attention_heads; }
   int64_t q_dim() const { return head_dim() * num_attention_heads; }  // query / attention width

@@ -75,6 +75,26 @@ void add_balance_stats(MoeBalanceStats& s, const MoeRouting& r, const uint8_t* c
   }
 }
 
+std::vector<double> pack_balance_stats(const MoeBalanceStats& s, int64_t E, double extra) {
+  std::vector<double> v(size_t(2 * E + 3), 0.0);
+  if (!s.choices.empty()) {
+    MT_CHECK(int64_t(s.choices.size()) == E, "moe balance statistics of another expert count");
+    std::copy(s.choices.begin(), s.choices.end(), v.begin());
+    std::copy(s.prob_sum.begin(), s.prob_sum.end(), v.begin() + E);
+  }
+  v[size_t(2 * E)] = s.tokens, v[size_t(2 * E + 1)] = s.z_sum, v[size_t(2 * E + 2)] = extra;
+  return v;
+}
+
+double unpack_balance_stats(MoeBalanceStats& s, const std::vector<double>& v, int64_t E) {
+  MT_CHECK(int64_t(v.size()) == 2 * E + 3, "packed moe balance statistics of another expert count");
+  s.resize(E);
+  std::copy(v.begin(), v.begin() + E, s.choices.begin());
+  std::copy(v.begin() + E, v.begin() + 2 * E, s.prob_sum.begin());
+  s.tokens = v[size_t(2 * E)], s.z_sum = v[size_t(2 * E + 1)];
+  return v[size_t(2 * E + 2)];
+}
+
 double load_balancing_loss(const MoeBalanceStats& s) {
   if (s.tokens <= 0.0) return 0.0;
   double sum = 0.0;

@@ -61,6 +61,13 @@ struct MoeBalanceStats {
   double z_sum = 0.0;           // sum of logsumexp^2 over counted tokens and layers
   void resize(int64_t E) { choices.assign(size_t(E), 0.0), prob_sum.assign(size_t(E), 0.0); }
 };
+// The statistics as one array, [choices (E), prob_sum (E), tokens, z_sum, extra], and back: what a
+// layout sums over the ranks of a batch's tokens, or a pipeline passes from stage to stage.
+// `extra` rides along (the batch's counted tokens, which scale the losses' gradients); an empty
+// `stats` packs as zeros.
+std::vector<double> pack_balance_stats(const MoeBalanceStats& stats, int64_t E, double extra);
+// Returns `extra`; refuses an array of another expert count.
+double unpack_balance_stats(MoeBalanceStats& stats, const std::vector<double>& packed, int64_t E);
 // Adds one layer's routing; `counted` [N] (null: every token) says which tokens the losses see
 // (HF's attention mask: padding is not counted).
 void add_balance_stats(MoeBalanceStats& stats, const MoeRouting& r, const uint8_t* counted);

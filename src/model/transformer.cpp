@@ -594,10 +594,16 @@ LossSum Transformer::Runner::run(const ModelInput& in, bool backward, float grad
   } else {
     move(x(lb), span->x_in);
   }
-  if (c_.moe() && (c_.aux_loss_coef() > 0.0f || c_.router_z_loss_coef > 0.0f) && (first > 0 || last < head_unit))
-    fail("the MoE routing losses (output_router_logits, router_z_loss_coef) need every layer's routing in one "
-         "pass: not yet under pipeline parallelism");
+  // The routing losses' statistics span every MoE layer: a span of some of them starts from those
+  // of the units before it (UnitSpan::routing_stats). A backward without the head reads the
+  // totals below, after its recompute.
+  const bool routing = c_.routing_losses();
+  const int64_t E = c_.num_experts;
+  MT_CHECK(!routing || (first == 0 && last == head_unit) || span->routing_stats,
+           "a span of a model with routing losses needs the statistics of the spans before it");
   moe_stats_ = MoeBalanceStats{};
+  const bool carried = routing && span && span->routing_stats && !span->routing_stats->empty();
+  if (carried && !(backward && last < head_unit)) unpack_balance_stats(moe_stats_, *span->routing_stats, E);
   bi.moe_loss.gather = &moe_stats_;
   // The tokens the routing losses count: not a row's padding (HF's attention mask).
   moe_counted_.clear();
@@ -617,7 +623,15 @@ LossSum Transformer::Runner::run(const ModelInput& in, bool backward, float grad
   LossSum total;
   if (last < head_unit) {
     if (span->x_out) move(span->x_out, x(le));
-    if (!backward) return total;
+    if (!backward) {
+      if (routing) *span->routing_stats = pack_balance_stats(moe_stats_, E, 0.0);
+      return total;
+    }
+    if (routing) {  // the totals the head's span computed, and the batch's counted tokens
+      const double count = unpack_balance_stats(moe_stats_, *span->routing_stats, E);
+      bi.moe_loss.stats = &moe_stats_;
+      bi.moe_loss.loss_scale = double(grad_scale) * count;
+    }
     move(dx_, span->dy);
   } else {
     // The head's forward and backward run chunk by chunk together, so its unit is acquired once
@@ -639,19 +653,15 @@ LossSum Transformer::Runner::run(const ModelInput& in, bool backward, float grad
     // batch's other tokens, so that every layout computes one rank's. The objective's gradient is
     // grad_scale x (token losses + routing x counted tokens): the routing terms' factor is
     // grad_scale x the whole batch's count (bi.moe_loss.loss_scale).
-    if (c_.moe() && (c_.aux_loss_coef() > 0.0f || c_.router_z_loss_coef > 0.0f)) {
+    if (routing) {
       double count = double(total.count);
       if (backward && m_.token_sum()) {
-        const size_t E = size_t(c_.num_experts);
-        if (moe_stats_.choices.empty()) moe_stats_.resize(int64_t(E));  // a layer-less pass gathered none
-        std::vector<double> v(moe_stats_.choices);
-        v.insert(v.end(), moe_stats_.prob_sum.begin(), moe_stats_.prob_sum.end());
-        v.push_back(moe_stats_.tokens), v.push_back(moe_stats_.z_sum), v.push_back(count);
+        std::vector<double> v = pack_balance_stats(moe_stats_, E, count);
         m_.token_sum()(v.data(), int64_t(v.size()));
-        std::copy(v.begin(), v.begin() + E, moe_stats_.choices.begin());
-        std::copy(v.begin() + E, v.begin() + 2 * E, moe_stats_.prob_sum.begin());
-        moe_stats_.tokens = v[2 * E], moe_stats_.z_sum = v[2 * E + 1], count = v[2 * E + 2];
+        count = unpack_balance_stats(moe_stats_, v, E);
       }
+      // For the spans before this one: their backwards read the totals.
+      if (span && span->routing_stats) *span->routing_stats = pack_balance_stats(moe_stats_, E, count);
       total.routing = double(c_.aux_loss_coef()) * load_balancing_loss(moe_stats_) +
                       double(c_.router_z_loss_coef) * router_z_loss(moe_stats_);
       bi.moe_loss.stats = &moe_stats_;

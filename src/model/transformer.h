@@ -57,6 +57,12 @@ struct UnitSpan {
   Tensor x_out;             // last <= L: the output of unit `last`, written by the forward
   Tensor dy;                // last <= L, backward: the gradient of x_out
   Tensor dx;                // first > 0, backward: the gradient of x_in, written
+  // With routing losses (ModelConfig::routing_losses), whose statistics span every MoE layer: the
+  // packed statistics (model/moe_routing.h pack_balance_stats) the spans pass along. A forward
+  // starts from those of the units before `first` (empty: none) and leaves those through `last`;
+  // the span holding the head leaves the batch's totals, which a backward of a span without the
+  // head reads. Required when the span is not the whole model.
+  std::vector<double>* routing_stats = nullptr;
 };
 
 // The units a model is asked to run, as ModelParallel numbers them (see UnitSpan): what a pipeline

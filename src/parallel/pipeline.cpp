@@ -18,6 +18,11 @@ namespace {
 // the tied embedding's gradient sum (ShardedModel::sum_tied_embedding_over_stages).
 int forward_tag(int cut) { return 2 * cut + 4; }
 int backward_tag(int cut) { return 2 * cut + 5; }
+// The routing statistics crossing a cut beside its activations (UnitSpan::routing_stats), on the
+// host group: tags of their own, clear of the activations' should the two share a communicator.
+constexpr int kRoutingTags = 1 << 14;
+int routing_forward_tag(int cut) { return kRoutingTags + forward_tag(cut); }
+int routing_backward_tag(int cut) { return kRoutingTags + backward_tag(cut); }
 
 // Adds the seconds `f` takes to `into`.
 template <class F>
@@ -338,7 +343,7 @@ std::string Pipeline::describe_stage() const {
          chunks + "): " + what;
 }
 
-double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float grad_scale) {
+LossSum Pipeline::forward_backward(const std::vector<ModelInput>& micro, float grad_scale) {
   const int s = stage(), p = group_.size(), v = int(chunks_.size());
   const int last_chunk = p * v - 1, next = (s + 1) % p, prev = (s + p - 1) % p;
   const int64_t m = int64_t(micro.size()), C = model_.config().hidden_size;
@@ -388,44 +393,75 @@ double Pipeline::forward_backward(const std::vector<ModelInput>& micro, float gr
     t.sent_bytes += bytes;
     sends[op] = timed(t.send_wait_s, [&] { return group_.device().isend_bytes(sent[op].data(), bytes, peer, tag); });
   };
-  double loss = 0.0;
+  // With routing losses, per op: the statistics it received and passes on (the span reads and
+  // replaces them), sent right after the op's activations and received right after them.
+  const bool routing = model_.config().routing_losses();
+  const int64_t stats_bytes = int64_t((2 * model_.config().num_experts + 3) * sizeof(double));
+  std::vector<std::vector<double>> stats(routing ? order.size() : 0);
+  std::vector<Request> stats_sends(stats.size());
+  const auto receive_stats = [&](size_t op, int peer, int tag) {
+    stats[op].resize(size_t(stats_bytes) / sizeof(double));
+    timed(t.recv_wait_s, [&] { group_.recv_bytes(stats[op].data(), stats_bytes, peer, tag); });
+  };
+  const auto send_stats = [&](size_t op, int peer, int tag) {
+    MT_CHECK(int64_t(stats[op].size() * sizeof(double)) == stats_bytes, "a span left no routing statistics");
+    stats_sends[op] = group_.isend_bytes(stats[op].data(), stats_bytes, peer, tag);
+  };
+  LossSum loss;
   for (size_t i = 0; i < order.size(); ++i) {
     const PipeOp& op = order[i];
     const int chunk = op.chunk * p + s;  // in the model's order
     const ModelInput& in = micro[size_t(op.micro)];
     const int64_t n = model_.residual_rows(in.B, in.T) * C;
     UnitSpan span = chunks_[size_t(op.chunk)];
+    if (routing) span.routing_stats = &stats[i];
     if (op.forward) {
       forward_of[size_t(op.chunk * m + op.micro)] = i;
       release(plan.release_before_forward[i]);  // outputs sent before: freed once their sends complete
-      if (chunk > 0) receive(inputs[i], n, prev, forward_tag(chunk - 1), i), span.x_in = inputs[i].tensor();
+      if (chunk > 0) {
+        receive(inputs[i], n, prev, forward_tag(chunk - 1), i), span.x_in = inputs[i].tensor();
+        if (routing) receive_stats(i, prev, routing_forward_tag(chunk - 1));
+      }
       ++in_flight;
       if (chunk == last_chunk) {  // the loss is here: forward and backward at once
         if (chunk > 0) allocate(sent[i], n), span.dx = sent[i].tensor();
-        loss += compute(in, span, true).sum;
+        const LossSum ls = compute(in, span, true);
+        loss.sum += ls.sum, loss.routing += ls.routing;
         --in_flight;
         drop(inputs[i]);
-        if (chunk > 0) send(i, prev, backward_tag(chunk - 1));
+        if (chunk > 0) {
+          send(i, prev, backward_tag(chunk - 1));
+          if (routing) send_stats(i, prev, routing_backward_tag(chunk - 1));
+        }
       } else {
         allocate(sent[i], n);
         span.x_out = sent[i].tensor();
         compute(in, span, false);
         send(i, next, forward_tag(chunk));
+        if (routing) send_stats(i, next, routing_forward_tag(chunk));
       }
     } else if (chunk != last_chunk) {
       // The next chunk has run this micro-batch's backward, so it has our output (released here).
       receive(dy, n, next, backward_tag(chunk), i);
+      if (routing) receive_stats(i, next, routing_backward_tag(chunk));
       DeviceBuffer& x = inputs[forward_of[size_t(op.chunk * m + op.micro)]];
       span.dy = dy.tensor();
       if (chunk > 0) span.x_in = x.tensor(), allocate(sent[i], n), span.dx = sent[i].tensor();
       compute(in, span, true);
       --in_flight;
       drop(x);
-      if (chunk > 0) send(i, prev, backward_tag(chunk - 1));
+      if (chunk > 0) {
+        send(i, prev, backward_tag(chunk - 1));
+        if (routing) send_stats(i, prev, routing_backward_tag(chunk - 1));
+      }
     }
   }
-  for (size_t i = 0; i < order.size(); ++i)
+  for (size_t i = 0; i < order.size(); ++i) {
     if (sends[i]) timed(t.send_wait_s, [&] { sends[i]->wait(); });
+    if (routing && stats_sends[i]) stats_sends[i]->wait();
+  }
+  // The routing losses were computed on the last stage: every stage logs them.
+  if (routing) group_.all_reduce_sum(&loss.routing, 1);
   total_timing_ += t;
   return loss;
 }
@@ -437,14 +473,23 @@ LossSum Pipeline::forward_loss(const ModelInput& in) {
   const int64_t bytes = n * int64_t(dtype_size(dt));
   // The residual stream in the model's backend memory and the compute dtype, as in a training step.
   DeviceBuffer x, y;
+  // With routing losses, their statistics cross each cut too (as in forward_backward).
+  const bool routing = model_.config().routing_losses();
+  std::vector<double> stats;
+  const int64_t stats_bytes = int64_t((2 * model_.config().num_experts + 3) * sizeof(double));
   LossSum ls;
   for (int c = 0; c < v; ++c) {  // chunk c * p + s, after the one before it on the previous rank
     const int chunk = c * p + s;
     UnitSpan span = chunks_[size_t(c)];
+    if (routing) span.routing_stats = &stats;
     if (chunk > 0) {
       if (x.numel() != n) x.resize(model_.backend(), dt, n);
       group_.device().recv_bytes(x.data(), bytes, (s + p - 1) % p, forward_tag(chunk - 1));
       span.x_in = x.tensor();
+      if (routing) {
+        stats.resize(size_t(stats_bytes) / sizeof(double));
+        group_.recv_bytes(stats.data(), stats_bytes, (s + p - 1) % p, routing_forward_tag(chunk - 1));
+      }
     }
     const bool last = chunk + 1 == p * v;
     if (!last) {
@@ -452,11 +497,16 @@ LossSum Pipeline::forward_loss(const ModelInput& in) {
       span.x_out = y.tensor();
     }
     ls = model_.run_units(in, span, false, 0.0f);
-    if (!last) group_.device().send_bytes(y.data(), bytes, (s + 1) % p, forward_tag(chunk));
+    if (!last) {
+      group_.device().send_bytes(y.data(), bytes, (s + 1) % p, forward_tag(chunk));
+      if (routing) group_.send_bytes(stats.data(), stats_bytes, (s + 1) % p, routing_forward_tag(chunk));
+    }
   }
-  double sums[2] = {ls.sum, double(ls.count)};  // only the last chunk's are not zero
-  group_.all_reduce_sum(sums, 2);
-  return {sums[0], int64_t(sums[1])};
+  double sums[3] = {ls.sum, double(ls.count), ls.routing};  // only the last chunk's are not zero
+  group_.all_reduce_sum(sums, 3);
+  LossSum out{sums[0], int64_t(sums[1])};
+  out.routing = sums[2];
+  return out;
 }
 
 }  // namespace mt::parallel

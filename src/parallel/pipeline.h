@@ -149,10 +149,13 @@ class Pipeline {
   std::string describe_stage() const;
 
   // Forward and backward of every micro-batch in the schedule's order, gradients accumulated into
-  // this stage's units (the other units' stay zero). Returns the loss sum: the last stage's, 0 on
-  // the others. Every stage gets the same micro-batches (tokens, positions and segments are read
-  // by every block; targets only by the last stage).
-  double forward_backward(const std::vector<ModelInput>& micro, float grad_scale);
+  // this stage's units (the other units' stay zero). Returns the loss sum (`sum`: the last stage's,
+  // 0 on the others) and a mixture of experts' routing losses summed over the micro-batches
+  // (`routing`: on every stage). Every stage gets the same micro-batches (tokens, positions and
+  // segments are read by every block; targets only by the last stage). With routing losses, whose
+  // statistics span every MoE layer, each cut also carries them: forward, those of the layers
+  // before it; backward, the batch's totals from the last stage.
+  LossSum forward_backward(const std::vector<ModelInput>& micro, float grad_scale);
   // Forward only; the loss, summed over the stages, so every stage returns it.
   LossSum forward_loss(const ModelInput& in);
 

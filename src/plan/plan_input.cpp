@@ -41,7 +41,7 @@ void validate(const PlanInput& in) {
          std::to_string(per_step));
   parallel::check_virtual_stages(in.pp_schedule, int(m.pp), int(in.pp_virtual), in.micro_batches());
   stage_blocks(in);  // throws when the model cannot be split into pp stages as asked
-  check_moe_layout(c, m);  // the trainer's refusals for a mixture of experts (tp > 1, ep)
+  check_moe_layout(c, m);  // the trainer's refusal of an ep that does not divide the experts
   if (c.num_attention_heads % m.tp != 0 || c.num_key_value_heads % m.tp != 0)
     fail(in.model.name + ": " + std::to_string(c.num_attention_heads) + " heads / " +
          std::to_string(c.num_key_value_heads) + " KV heads are not divisible by tp=" + std::to_string(m.tp));

@@ -49,14 +49,6 @@ void check_sequence_split(const RunConfig& cfg, const parallel::MeshShape& mesh)
 
 void check_moe_layout(const ModelConfig& shape, const parallel::MeshShape& mesh) {
   parallel::expert_parallel_config(shape, mesh.ep, 0);  // ep needs experts, and must divide them
-  if (!shape.moe()) return;
-  // The routing losses' statistics are summed over the ranks holding a batch's other tokens
-  // (Transformer::set_token_sum), not yet over pipeline stages, each of which routes its layers.
-  const bool routing_losses = shape.aux_loss_coef() > 0.0f || shape.router_z_loss_coef > 0.0f;
-  if (routing_losses && mesh.pp > 1)
-    fail("the MoE routing losses (output_router_logits = true, router_z_loss_coef) under pipeline "
-         "parallelism (pp " + std::to_string(mesh.pp) + ") are not implemented yet: use dp, fsdp or cp, or "
-         "train without them (output_router_logits false, as the published configs ship)");
 }
 
 void check_run_layout(const RunConfig& cfg, const ModelConfig& shape, const parallel::MeshShape& mesh) {

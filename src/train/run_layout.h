@@ -22,8 +22,8 @@ void check_context_split(const RunConfig& cfg, int64_t cp);
 // Sequence parallelism (train.sequence_parallel, tp > 1) splits a rank's tokens of a micro-batch
 // over the tp ranks: refused in one line when tp does not divide them.
 void check_sequence_split(const RunConfig& cfg, const parallel::MeshShape& mesh);
-// A mixture-of-experts model (model/moe.h): refused with its routing losses on under pp (not yet
-// implemented), and ep that does not divide its experts or a dense model on ep (one line each).
+// Expert parallelism (parallel/expert_parallel.h): refused in one line when ep does not divide the
+// model's experts, or the model is dense and ep > 1.
 void check_moe_layout(const ModelConfig& shape, const parallel::MeshShape& mesh);
 
 // Blocks per pipeline chunk under `mesh` (empty without pp): the schedule's keys checked against the

@@ -22,8 +22,11 @@ StepResult train_step(Transformer& model, AdamW& optimizer, const std::vector<Mo
   params.zero_grad();
   if (sync) sync->begin_step(int64_t(micro.size()));
   double loss_sum = 0.0;
-  if (run) loss_sum = run(micro, scale);
-  else
+  if (run) {
+    const LossSum s = run(micro, scale);
+    loss_sum = s.sum;
+    r.routing_loss = s.routing / double(micro.size());
+  } else
     for (const auto& in : micro) {
       const LossSum s = model.forward_backward(in, scale);
       loss_sum += s.sum;

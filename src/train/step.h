@@ -18,15 +18,16 @@ struct StepResult {
   float lr = 0.0f;
   int64_t counted_tokens = 0;
   // A mixture of experts' routing losses (LossSum::routing), the mean over the micro-batches; the
-  // same on every rank (their statistics are summed over the ranks). 0 without them, or when the
-  // micro-batches ran through a pipeline's stages (which refuse them).
+  // same on every rank (their statistics are summed over the ranks, a pipeline's over its stages).
+  // 0 without them.
   double routing_loss = 0.0;
 };
 
 // How a step runs its micro-batches' forwards and backwards (gradients scaled by grad_scale),
-// returning their loss sum: empty runs each through model.forward_backward in turn; a pipeline
-// runs them through its stages by its schedule (parallel/pipeline.h).
-using RunMicroBatches = std::function<double(const std::vector<ModelInput>& micro, float grad_scale)>;
+// returning their loss sum and the sum of their routing losses (LossSum::routing): empty runs each
+// through model.forward_backward in turn; a pipeline runs them through its stages by its schedule
+// (parallel/pipeline.h).
+using RunMicroBatches = std::function<LossSum(const std::vector<ModelInput>& micro, float grad_scale)>;
 
 // Step `step` (0-based, for messages) at learning rate `lr` (train/lr_schedule.h); `cfg` gives the
 // clip. `sync` (may be null: one rank) combines counts, losses and gradients across ranks; the

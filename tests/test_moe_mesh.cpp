@@ -106,6 +106,19 @@ INSTANTIATE_TEST_SUITE_P(Meshes, MoeRoutingLossMesh,
                          ::testing::Values("fsdp=2", "dp=2", "cp=2", "ep=2", "pp=2", "pp=2,ep=2"),
                          [](const auto& info) { return tag_of(info.param); });
 
+// The statistics crossing the cuts of the other schedules: interleaved 1F1B (4 chunks over 2
+// stages: stage 0's chunk 2 receives from stage 1 and its totals come back from stage 1's chunk 3)
+// and GPipe (every forward first).
+TEST(MoeMesh, RoutingLossesOnInterleavedAndGpipeSchedulesMatchOneRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  for (const std::string schedule : {"--set train.pp_virtual=2 ", "--set train.pp_schedule=gpipe "}) {
+    const std::string tag = schedule.find("gpipe") != std::string::npos ? "moe_aux_gpipe" : "moe_aux_virtual";
+    const std::string args = "--config " + moe_model("qwen3_moe", tag, /*aux=*/true) + " " + kRun;
+    expect_same_training(tag, train_command(""), args, train_command("pp=2"), args + schedule,
+                         "/model/model.safetensors");
+  }
+}
+
 // QLoRA: the experts in NF4 (the router kept), each fsdp rank quantising its own rows.
 TEST(MoeMesh, QloraWithTheExpertsInNf4MatchesOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";

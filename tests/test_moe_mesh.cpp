@@ -13,6 +13,7 @@
 #include <string>
 
 #include "io/peft_config.h"
+#include "io/safetensors_index.h"
 #include "mesh_runs.h"
 #include "model/transformer.h"
 #include "moe_model_dir.h"
@@ -118,6 +119,26 @@ TEST(MoeMesh, RoutingLossesOnInterleavedAndGpipeSchedulesMatchOneRank) {
                          "/model/model.safetensors");
   }
 }
+
+// lora.train_router: each router's trainable copy (laid out as the router, started from its
+// blocks) trains with the adapters, the routing losses on: the adapter, copies included, is one
+// rank's on every axis the router crosses.
+class MoeRouterTrainingMesh : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MoeRouterTrainingMesh, TrainedRoutersMatchOneRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string tag = std::string("moe_router_") + tag_of(GetParam());
+  const std::string lora =
+      "--set lora.enabled=true --set lora.rank=4 --set optim.lr=1e-2 --set optim.eps=1e-6 "
+      "--set lora.train_router=true --set 'lora.targets=[\"q\",\"v\",\"gate\",\"up\",\"down\"]' ";
+  expect_same_run(tag, "--config " + moe_model("qwen3_moe", tag, /*aux=*/true) + " " + kRun + lora, GetParam(),
+                  "/adapter/adapter_model.safetensors");
+  const SafetensorsCheckpoint adapter(temp_dir_of("mesh_" + tag) + "/one/adapter/adapter_model.safetensors");
+  EXPECT_TRUE(adapter.contains("base_model.model.model.layers.0.mlp.gate.weight"));  // the copy, trained
+}
+
+INSTANTIATE_TEST_SUITE_P(Meshes, MoeRouterTrainingMesh, ::testing::Values("fsdp=2", "ep=2", "pp=2", "tp=2"),
+                         [](const auto& info) { return tag_of(info.param); });
 
 // QLoRA: the experts in NF4 (the router kept), each fsdp rank quantising its own rows.
 TEST(MoeMesh, QloraWithTheExpertsInNf4MatchesOneRank) {

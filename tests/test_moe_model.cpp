@@ -224,6 +224,31 @@ TEST_P(MoeGradients, LoraOnTheExpertsMatchesFiniteDifferences) {
   check_store(m, m.adapters(), in);
 }
 
+// lora.train_router: the router's trainable copy among the adapters (PEFT's modules_to_save),
+// used in the router's place: its gradient, the routing losses' included, against finite
+// differences of the loss; the frozen router gets none.
+TEST_P(MoeGradients, LoraWithTheRouterTrainedMatchesFiniteDifferences) {
+  LoraConfig lora;
+  lora.enabled = true, lora.rank = 2, lora.alpha = 4.0f, lora.train_router = true;
+  lora.targets = {"q", "gate", "down"};
+  Transformer m(moe_config(GetParam()), Precision::fp32, lora);
+  m.init_weights(1);
+  randomize(m.base(), 2, 0.3f);
+  // The copy starts as the router (Transformer::init_adapters, after the base is set).
+  m.init_adapters(1);
+  const Param& router = m.base().get("model.layers.0.mlp.gate.weight");
+  Param& copy = m.adapters().get("model.layers.0.mlp.gate.modules_to_save.weight");
+  EXPECT_EQ(std::vector<float>(copy.master, copy.master + copy.numel),
+            std::vector<float>(router.master, router.master + router.numel));
+  EXPECT_EQ(router.grad, nullptr);  // frozen
+  randomize(m.adapters(), 3, 0.3f);  // the copy now routes otherwise than the router would
+  auto batch = tiny_batch(32);
+  const ModelInput in = batch.input();
+  m.adapters().zero_grad();
+  m.forward_backward(in, 1.0f / float(batch.B * batch.T - 1));
+  check_store(m, m.adapters(), in);
+}
+
 INSTANTIATE_TEST_SUITE_P(Moe, MoeGradients, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "Renormalised" : "Plain"; });
 

@@ -108,6 +108,12 @@ TEST(PeftConfig, KeysThatChangeTheAdapterAreRefusedUnlessDefault) {
     SCOPED_TRACE(key + " = " + value);
     EXPECT_NO_THROW(parse_peft_config(config(", \"" + key + "\": " + value), "x"));
   }
+  // A mixture of experts' routers trained in full (lora.train_router) are PEFT's "gate".
+  for (const char* routers : {R"(["gate"])", R"(["mlp.gate"])", R"(["block_sparse_moe.gate"])"})
+    EXPECT_TRUE(parse_peft_config(config(std::string(", \"modules_to_save\": ") + routers), "x").train_router) << routers;
+  EXPECT_FALSE(parse_peft_config(config(", \"modules_to_save\": []"), "x").train_router);
+  EXPECT_FALSE(parse_peft_config(config(""), "x").train_router);
+  EXPECT_NE(error_of(config(R"(, "modules_to_save": ["gate", "lm_head"])")).find("is not supported"), std::string::npos);
   // A value is quoted in at most ~100 characters, however long it is.
   const std::string msg = error_of(config(R"(, "modules_to_save": [")" + std::string(100000, 'x') + "\"]"));
   EXPECT_LT(msg.size(), 400u);

@@ -289,6 +289,9 @@ void export_gguf_lora(Transformer& model, const std::string& path, const std::st
   // adapter that is inert here (alpha 0) would be applied at full strength there.
   if (!(model.lora_config().alpha > 0.0f))
     fail(path + ": LoRA alpha must be > 0 for GGUF (llama.cpp reads alpha 0 as scale 1)");
+  if (model.lora_config().train_router)
+    fail(path + ": the adapter trains the routers (lora.train_router, PEFT's modules_to_save), and a "
+         "llama.cpp LoRA adapter holds lora_a / lora_b pairs only; export the merged model with --gguf");
   std::vector<GgufKV> kvs = {
       {"general.architecture", GgufValue::str(arch.name)},  // llama.cpp refuses an adapter of another
       {"general.type", GgufValue::str("adapter")},

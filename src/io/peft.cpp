@@ -6,6 +6,7 @@
 
 #include "core/atomic_file.h"
 #include "io/gpt2_layout.h"
+#include "io/peft_names.h"
 #include "io/safetensors_write.h"
 
 namespace mt {
@@ -36,7 +37,11 @@ std::string peft_adapter_config_json(const LoraConfig& lora, const std::string& 
   j["init_lora_weights"] = true;
   j["use_rslora"] = lora.rank_stabilized;
   j["use_dora"] = false;
-  j["modules_to_save"] = nullptr;
+  // A trained router (lora.train_router) is PEFT's modules_to_save: "gate" matches each MoE
+  // layer's router module (mlp.gate, Mixtral's block_sparse_moe.gate) by the end of its name, and
+  // no other module (gate_proj, w1 end otherwise).
+  if (lora.train_router) j["modules_to_save"] = {"gate"};
+  else j["modules_to_save"] = nullptr;
   return j.dump(2) + "\n";
 }
 
@@ -74,7 +79,7 @@ std::vector<std::string> save_peft_adapter(const LoraConfig& lora, const std::ve
   for (const auto& a : adapters) {
     int64_t n = 1;
     for (int64_t d : a.shape) n *= d;
-    specs.push_back({"base_model.model." + a.name, "F32", a.shape, nullptr, size_t(n) * 4});
+    specs.push_back({file_tensor_name(kPeftPrefix, a.name), "F32", a.shape, nullptr, size_t(n) * 4});
   }
   const std::string weights = dir + "/adapter_model.safetensors";
   const std::string config = dir + "/adapter_config.json";

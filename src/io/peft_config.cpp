@@ -45,10 +45,26 @@ constexpr UnsupportedKey kUnsupportedKeys[] = {
     {"layers_to_transform", "adapters on some layers only"},
     {"layers_pattern", "adapters on some layers only"},
     {"exclude_modules", "modules left without adapters"},
-    {"modules_to_save", "modules trained in full and saved with the adapter"},
     {"layer_replication", "layers repeated to build a deeper model"},
     {"trainable_token_indices", "trained rows of the embedding"},
 };
+
+// modules_to_save: modules trained in full and saved with the adapter. meshtrain trains a mixture
+// of experts' routers so (lora.train_router): "gate", which PEFT matches against the end of each
+// module's name, so each layer's router (mlp.gate, Mixtral's block_sparse_moe.gate) and nothing
+// else; those longer forms too. Anything else is refused, naming it.
+bool routers_to_save(const json& j, const std::string& source) {
+  if (!j.contains("modules_to_save") || j["modules_to_save"].is_null()) return false;
+  const json& m = j["modules_to_save"];
+  if (!m.is_array()) fail(source + ": \"modules_to_save\" must be a list of module names, got " + quoted(m));
+  for (const json& name : m)
+    if (!name.is_string() ||
+        (name != "gate" && name != "mlp.gate" && name != "block_sparse_moe.gate"))
+      fail(source + ": \"modules_to_save\": " + quoted(m) +
+           " (modules trained in full) is not supported; meshtrain trains a mixture of experts' routers "
+           "so (\"gate\") and no other module");
+  return !m.empty();
+}
 
 bool is_default(const json& v, const char* key) {
   if (v.is_null()) return true;
@@ -77,6 +93,7 @@ LoraConfig parse_peft_config(const std::string& text, const std::string& source)
   refuse_unsupported_keys(j, source);
   LoraConfig lora;
   lora.enabled = true;
+  lora.train_router = routers_to_save(j, source);
   lora.rank_stabilized = peft_flag(j, "use_rslora", source);
 
   if (!j.contains("r") || !j["r"].is_number_integer()) fail(source + ": \"r\" must be an integer");

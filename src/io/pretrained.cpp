@@ -12,6 +12,7 @@
 #include "io/hf_config.h"
 #include "io/llama2c.h"
 #include "io/safetensors_index.h"
+#include "io/peft_names.h"
 #include "io/weight_shapes.h"
 #include "model/param_shapes.h"
 
@@ -34,7 +35,7 @@ void load_store(const SafetensorsCheckpoint& ckpt, ParamStore& store, const std:
                 const std::string& where) {
   std::vector<float> tmp;
   for (auto& p : store.params()) {
-    const std::string name = prefix + p.name;
+    const std::string name = file_tensor_name(prefix, p.name);
     if (!ckpt.contains(name)) fail(where + ": missing tensor '" + name + "'");
     const auto& info = ckpt.info(name);
     if (info.shape != p.shape)
@@ -128,12 +129,11 @@ std::unique_ptr<Transformer> load_pretrained(const std::string& path, Precision 
   if (is_gguf_file(path)) {  // read once: the whole file is in memory
     const GgufFile g = read_gguf(path);
     auto model = std::make_unique<Transformer>(gguf_model_config(g), precision, lora, true, backend);
-    model->init_adapters(seed);
     load_gguf_weights(g, *model);
+    model->init_adapters(seed);
     return model;
   }
   auto model = std::make_unique<Transformer>(checked_pretrained_config(path), precision, lora, true, backend);
-  model->init_adapters(seed);
   if (is_llama2c_file(path)) {
     load_llama2c_weights(path, *model);
   } else {
@@ -141,6 +141,7 @@ std::unique_ptr<Transformer> load_pretrained(const std::string& path, Precision 
     if (model->config().model_type == "gpt2") load_gpt2_store(ckpt, model->base(), model->config());
     else load_store(ckpt, model->base(), "", path);
   }
+  model->init_adapters(seed);  // after the base: a trained router's copy starts as the router
   return model;
 }
 
@@ -161,7 +162,7 @@ void check_peft_adapter(const std::string& dir, const ModelConfig& config, const
   const std::string path = adapter_weights_path(dir);
   const SafetensorsCheckpoint ckpt(path);
   if (!gpt2_lora_targets(lora.targets)) {
-    check_held_shapes(config, lora, /*adapters=*/true, held_tensors(ckpt), "base_model.model.", path);
+    check_held_shapes(config, lora, /*adapters=*/true, held_tensors(ckpt), kPeftPrefix, path);
     return;
   }
   check_lora_targets(config, lora);
@@ -178,7 +179,7 @@ void load_peft_adapter(const std::string& dir, Transformer& model) {
   const std::string path = adapter_weights_path(dir);
   SafetensorsCheckpoint ckpt(path);
   if (!gpt2_lora_targets(model.lora_config().targets)) {
-    load_store(ckpt, model.adapters(), "base_model.model.", path);
+    load_store(ckpt, model.adapters(), kPeftPrefix, path);
     return;
   }
   check_peft_adapter(dir, model.config(), model.lora_config());

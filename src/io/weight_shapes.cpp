@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/shape_string.h"
+#include "io/peft_names.h"
 #include "model/transformer.h"
 #include "model/param_shapes.h"
 
@@ -42,7 +43,7 @@ void check_held_shapes(const ModelConfig& config, const LoraConfig& lora, bool a
   }
   for (const ParamShape& p : llama_param_shapes(config, lora)) {
     if (p.adapter != adapters) continue;
-    const std::string name = prefix + p.name;
+    const std::string name = file_tensor_name(prefix, p.name);
     const auto shape = held.shape(name);
     if (!shape) fail(where + ": missing tensor '" + name + "'");
     if (*shape != p.shape)

@@ -27,6 +27,10 @@ struct LoraConfig {
   // The frozen base's block matrices: "bf16" (as the precision gives) or "nf4" (QLoRA: 4-bit
   // NormalFloat with double quantisation, core/nf4.h; dequantised for each GEMM).
   std::string base_dtype = "bf16";
+  // A mixture of experts' routers trained too (PEFT's modules_to_save = ["gate"]): each MoE
+  // layer's router gets a trainable copy among the adapters, started from the frozen router and
+  // used in its place; the base router stays as loaded. false: routers frozen, as the experts.
+  bool train_router = false;
 
   // Training refuses nf4 without adapters (a 4-bit base is frozen); evaluation may use it alone.
   bool quantized_base() const { return base_dtype == "nf4"; }

@@ -6,6 +6,8 @@
 namespace mt {
 
 void check_lora_targets(const ModelConfig& c, const LoraConfig& lora) {
+  if (lora.train_router && !c.moe())
+    fail("lora.train_router: the " + c.model_type + " model has no router to train (not a mixture of experts)");
   // GPT-2's adapters are PEFT's on its modules (c_attn fused): they are named so, and only GPT-2's
   // modules are named so. (The names, not the math, depend on model_type: the HF layout does.)
   const bool gpt2 = c.model_type == "gpt2";
@@ -80,6 +82,7 @@ std::vector<ParamShape> llama_param_shapes(const ModelConfig& c, const LoraConfi
       out.push_back({proj_param_name(l, Proj(p)) + ".lora_B.weight", {o, lora.rank}, true});
     }
     if (!moe) continue;
+    if (lora.train_router) out.push_back({moe_router_copy_name(l, c), {c.num_experts, c.hidden_size}, true});
     // Every expert's gate, up and down where lora.targets names them (PEFT puts its adapters on
     // each expert's modules).
     const bool expert_on[kNumExpertProj] = {on[kGate], on[kUp], on[kDown]};

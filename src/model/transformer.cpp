@@ -1,6 +1,7 @@
 #include "model/transformer.h"
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -45,6 +46,22 @@ std::string expert_param_name(int64_t layer, int64_t expert, ExpertProj p, const
   static const char* names[kNumExpertProj] = {"gate_proj", "up_proj", "down_proj"};
   return layer_prefix(layer) + (mixtral ? "block_sparse_moe" : "mlp") + ".experts." + std::to_string(expert) +
          "." + (mixtral ? mixtral_names[p] : names[p]);
+}
+
+namespace {
+constexpr const char* kRouterCopyTail = ".gate.modules_to_save.weight";
+}  // namespace
+
+std::string moe_router_copy_name(int64_t layer, const ModelConfig& c) {
+  const std::string router = moe_router_name(layer, c);  // "....gate.weight"
+  return router.substr(0, router.size() - std::strlen(".weight")) + ".modules_to_save.weight";
+}
+
+bool moe_router_copy_param(const std::string& name) { return name.ends_with(kRouterCopyTail); }
+
+std::string router_of_copy(const std::string& copy) {
+  MT_CHECK(moe_router_copy_param(copy), copy + " is not a router's copy");
+  return copy.substr(0, copy.size() - std::strlen(kRouterCopyTail)) + ".gate.weight";
 }
 
 bool moe_router_param(const std::string& name) {
@@ -140,6 +157,7 @@ void Transformer::init_adapters(uint64_t seed) {
     tmp.assign(size_t(p.numel), 0.0f);
     if (p.name.find("lora_A") != std::string::npos)
       fill_normal(tmp.data(), p.numel, lora_.init_std, seed, p.name);
+    if (moe_router_copy_param(p.name)) base_.get_values(base_.get(router_of_copy(p.name)), tmp.data());
     adapters_.set_values(p, tmp.data());
   }
 }
@@ -191,6 +209,15 @@ void Transformer::merge_adapters() {
     }
   if (lora_targets_head(lora_))
     merge(config_.tie_word_embeddings ? kEmbedName : kHeadName, "lm_head", "lm_head.lora_A.weight");
+  // A trained router's copy becomes the router, as PEFT's merge_and_unload puts the copy in the
+  // original module's place.
+  std::vector<float> values;
+  for (const Param& p : adapters_.params()) {
+    if (!moe_router_copy_param(p.name)) continue;
+    values.resize(size_t(p.numel));
+    adapters_.get_values(p, values.data());
+    base_.set_values(base_.get(router_of_copy(p.name)), values.data());
+  }
   adapters_.sync_compute();
 }
 

@@ -109,6 +109,8 @@ class Transformer {
   // Base: N(0, 0.02) matrices and embeddings, ones for norms. Adapters: A ~ N(0, init_std), B = 0.
   // Each tensor's values depend only on (seed, name), not on layout or order.
   void init_weights(uint64_t seed);
+  // The adapters alone, after the base is loaded: a trained router's copy (LoraConfig::train_router)
+  // starts as the router holds it.
   void init_adapters(uint64_t seed);
 
   void set_activation_checkpointing(bool on) { checkpointing_ = on; }
@@ -163,7 +165,8 @@ class Transformer {
 
   // After the optimizer changed master values: refresh the bf16 copies the GEMMs read.
   void sync_compute_weights();
-  // W += (alpha/r) B A for every adapter, then zero B so the adapters are inert. An NF4 base
+  // W += (alpha/r) B A for every adapter, then zero B so the adapters are inert; a trained
+  // router's copy becomes the router. An NF4 base
   // cannot take the sum (it would be quantised again): merge on a bf16 or f32 base after
   // round_trip_nf4(), which gives the same dequantised base an adapter trained on NF4 saw.
   void merge_adapters();
@@ -214,6 +217,13 @@ std::string moe_router_name(int64_t layer, const ModelConfig& config);
 std::string expert_param_name(int64_t layer, int64_t expert, ExpertProj p, const ModelConfig& config);
 // Whether a parameter is an MoE router's weight (kept as it is by QLoRA, like the head).
 bool moe_router_param(const std::string& name);
+// A router's trainable copy among the adapters (LoraConfig::train_router): "...gate.modules_to_save.weight",
+// PEFT's name for its copy less the adapter's name. Saved in a PEFT adapter under the router's own
+// name (peft_tensor_name), as PEFT saves it.
+std::string moe_router_copy_name(int64_t layer, const ModelConfig& config);
+bool moe_router_copy_param(const std::string& name);
+// The router a copy was made from.
+std::string router_of_copy(const std::string& copy_name);
 // The norm before the MLP, after layer_prefix: LLaMA's "post_attention_layernorm.weight" or, in a
 // model with post norms (Gemma), "pre_feedforward_layernorm.weight" (Gemma's
 // post_attention_layernorm is the norm of the attention's output).

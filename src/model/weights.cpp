@@ -75,6 +75,10 @@ BlockWeights bind_block_weights(Transformer& m, int64_t l) {
   }
   if (moe) {
     b.moe.router = linear(m, moe_router_name(l, c), "", false);
+    if (m.lora_config().enabled && m.lora_config().train_router) {  // the trainable copy in its place
+      Param& copy = m.adapters().get(moe_router_copy_name(l, c));
+      b.moe.router.W = copy.gemm_tensor(), b.moe.router.dW = copy.grad_tensor();
+    }
     const bool expert_on[kNumExpertProj] = {lora_on[kGate], lora_on[kUp], lora_on[kDown]};
     b.moe.experts.resize(size_t(c.local_experts()));  // this rank's, under expert parallelism
     for (int64_t j = 0; j < c.local_experts(); ++j)

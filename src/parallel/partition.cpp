@@ -70,10 +70,11 @@ PartitionRules default_llama_rules() {
   r.add(R"(\.self_attn\.o_proj\.weight$)", {fsdp, tp});                    // row-parallel
   r.add(R"(\.mlp\.down_proj\.weight$)", {fsdp, tp});                       // row-parallel
   // Mixtures of experts (model/moe.h): each expert's projections as the MLP's; the router [E, C]
-  // whole over tp (every rank routes every token), its hidden columns over fsdp.
+  // whole over tp (every rank routes every token), its hidden columns over fsdp; a trained
+  // router's copy (lora.train_router) as the router, whose values it starts from block by block.
   r.add(R"(\.experts\.\d+\.(gate_proj|up_proj|w1|w3)\.weight$)", {tp, fsdp});  // column-parallel
   r.add(R"(\.experts\.\d+\.(down_proj|w2)\.weight$)", {fsdp, tp});             // row-parallel
-  r.add(R"(\.(mlp|block_sparse_moe)\.gate\.weight$)", {{}, fsdp});
+  r.add(R"(\.(mlp|block_sparse_moe)\.gate(\.modules_to_save)?\.weight$)", {{}, fsdp});
   r.add(R"((input_layernorm|post_attention_layernorm|^model\.norm)\.weight$)", {});  // replicated
   r.add(R"((pre_feedforward_layernorm|post_feedforward_layernorm)\.weight$)", {});  // Gemma's, replicated
   // The families' biases (Megatron): a column-parallel layer's bias splits with its output rows; a

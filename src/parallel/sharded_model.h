@@ -100,7 +100,8 @@ class ShardedModel final : public ModelParallel {
   // Values as Transformer::init_weights gives the whole model (each tensor depends only on seed and
   // name), each rank keeping its blocks.
   void init_weights(uint64_t seed);
-  // The adapters alone: A ~ N(0, lora.init_std), B = 0, as Transformer::init_adapters.
+  // The adapters alone: A ~ N(0, lora.init_std), B = 0, a trained router's copy the router's block
+  // (after the base is set), as Transformer::init_adapters.
   void init_adapters(uint64_t seed);
   // Sets this rank's block of `name` from the whole tensor's values (f32).
   void set_block_from_whole(const std::string& name, const float* whole);

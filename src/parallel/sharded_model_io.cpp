@@ -45,7 +45,10 @@ void ShardedModel::set_block_from_whole(const std::string& name, const float* wh
 }
 
 namespace {
-bool is_adapter(const ShardSlot& s) { return s.name.find(".lora_") != std::string::npos; }
+// LoRA's A and B, and a trained router's copy (LoraConfig::train_router).
+bool is_adapter(const ShardSlot& s) {
+  return s.name.find(".lora_") != std::string::npos || moe_router_copy_param(s.name);
+}
 }  // namespace
 
 void ShardedModel::init_weights(uint64_t seed) {
@@ -64,6 +67,14 @@ void ShardedModel::init_adapters(uint64_t seed) {
   std::vector<float> whole;
   for (const auto& s : slots_) {
     if (!is_adapter(s)) continue;
+    if (moe_router_copy_param(s.name)) {  // the router as this rank holds it: the same block
+      const ShardSlot& router = slot(router_of_copy(s.name));
+      MT_CHECK(router.box == s.box, s.name + " is not laid out as its router (parallel/partition.cpp)");
+      whole.resize(size_t(s.box.numel()));
+      get_param_values(backend_, *router.shard, whole.data());
+      set_block(s.name, whole.data());
+      continue;
+    }
     const int64_t n = TensorBox::whole(s.true_shape).numel();
     whole.assign(size_t(n), 0.0f);  // B: zeros
     if (s.name.find("lora_A") != std::string::npos) fill_normal(whole.data(), n, lora_.init_std, seed, s.name);
@@ -72,7 +83,6 @@ void ShardedModel::init_adapters(uint64_t seed) {
 }
 
 void ShardedModel::load_weights(const std::string& path, uint64_t adapter_seed, std::ostream* progress) {
-  init_adapters(adapter_seed);  // as load_pretrained does for the whole model
   namespace fs = std::filesystem;
   const bool llama2c = fs::is_regular_file(path) && fs::path(path).extension() == ".bin";
   if (llama2c || full_.model_type == "gpt2") {
@@ -87,6 +97,7 @@ void ShardedModel::load_weights(const std::string& path, uint64_t adapter_seed, 
       whole->base().get_values(p, values.data());
       set_block_from_whole(p.name, values.data());
     }
+    init_adapters(adapter_seed);  // after the base: a trained router's copy starts as the router
     return;
   }
   SafetensorsCheckpoint ckpt(path);
@@ -115,6 +126,7 @@ void ShardedModel::load_weights(const std::string& path, uint64_t adapter_seed, 
     }
   }
   if (progress) *progress << "\n";
+  init_adapters(adapter_seed);  // after the base, as load_pretrained does for the whole model
 }
 
 std::vector<float> ShardedModel::gather_whole(const std::string& name) {

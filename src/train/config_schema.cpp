@@ -70,6 +70,10 @@ std::vector<ConfigKey> make_keys() {
                "kept values scaled by 1 / (1 - dropout), in training steps only (never in "
                "validation, eval or generate); the masks follow from train.seed and the step, so a "
                "resumed run is bit-exact (see LoRA dropout); 0: none"},
+      {KEY(lora.train_router),
+       .help = "A mixture of experts' routers trained beside the adapters (PEFT's modules_to_save = "
+               "[\"gate\"]): each MoE layer's router gets a trainable copy, saved with the adapter; "
+               "false: routers frozen (needs lora.enabled and an MoE model)"},
       {KEY(lora.base_dtype), .choices = {"bf16", "nf4"},
        .help = "The frozen base's block matrices: bf16 (as train.precision gives), or nf4 "
                "(QLoRA: 4-bit NormalFloat with double quantisation, about 4.13 bits a weight, "

@@ -143,6 +143,9 @@ void validate_run(const RunConfig& c, const WhereFor& where_for) {
   }
   if (c.lora.enabled && c.lora.targets.empty())
     bad("lora.targets must not be empty when lora.enabled = true");
+  if (c.lora.train_router && !c.lora.enabled)
+    bad("lora.train_router trains a copy of each router beside the adapters: it needs lora.enabled = true "
+        "(full training trains the routers anyway)");
   if (c.lora.base_dtype == "nf4" && !c.lora.enabled)
     bad("lora.base_dtype = \"nf4\" quantises a frozen base: it needs lora.enabled = true");
   if (c.model_path.empty() && c.train.seq_len > c.model.max_position_embeddings)

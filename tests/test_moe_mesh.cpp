@@ -140,6 +140,29 @@ TEST_P(MoeRouterTrainingMesh, TrainedRoutersMatchOneRank) {
 INSTANTIATE_TEST_SUITE_P(Meshes, MoeRouterTrainingMesh, ::testing::Values("fsdp=2", "ep=2", "pp=2", "tp=2"),
                          [](const auto& info) { return tag_of(info.param); });
 
+// train.moe_capacity_factor: the capacity counts a rank's tokens (as Switch and Megatron count a
+// device's), so the layouts that route the same tokens on every rank (pp, tp) give one rank's
+// run, drops included, and every step logs them (moe_dropped); a dense model refuses the key.
+TEST(MoeMesh, ACapacityFactorDropsTheSameChoicesOnPpAndTp) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  for (const std::string mesh : {"pp=2", "tp=2"}) {
+    const std::string tag = "moe_capacity_" + tag_of(mesh);
+    const std::string args = "--config " + moe_model("qwen3_moe", tag) + " " + kRun + "--set train.moe_capacity_factor=0.5 ";
+    expect_same_run(tag, args, mesh, "/model/model.safetensors");
+    const std::string base = temp_dir_of("mesh_" + tag);
+    const auto one = metric(base + "/one", "moe_dropped"), many = metric(base + "/mesh", "moe_dropped");
+    ASSERT_EQ(one.size(), 6u) << mesh;
+    EXPECT_EQ(many, one) << mesh;
+    for (double d : one) EXPECT_GT(d, 0.0) << mesh;
+  }
+  std::string out;
+  EXPECT_NE(run(train_command("") + kRun + "--set train.moe_capacity_factor=1.25 --set output.dir=" +
+                    fresh_temp_dir("moe_capacity_dense") + "/run 2>&1",
+                &out),
+            0);
+  EXPECT_NE(out.find("train.moe_capacity_factor caps a mixture of experts"), std::string::npos) << out;
+}
+
 // QLoRA: the experts in NF4 (the router kept), each fsdp rank quantising its own rows.
 TEST(MoeMesh, QloraWithTheExpertsInNf4MatchesOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";

@@ -249,6 +249,27 @@ TEST_P(MoeGradients, LoraWithTheRouterTrainedMatchesFiniteDifferences) {
   check_store(m, m.adapters(), in);
 }
 
+// train.moe_capacity_factor: each expert takes at most ceil(factor x N x k / E) rows; the dropped
+// choices add nothing (their weight is lost, as Switch drops) and are counted in LossSum::dropped.
+// The gradients through what is kept against finite differences; dropless counts none.
+TEST_P(MoeGradients, ACapacityFactorDropsCountsAndMatchesFiniteDifferences) {
+  Transformer m(moe_config(GetParam()), Precision::fp32, LoraConfig{});
+  m.init_weights(1);
+  randomize(m.base(), 2, 0.3f);
+  auto batch = tiny_batch(32);
+  const ModelInput in = batch.input();
+  EXPECT_EQ(m.forward_loss(in).dropped, 0);  // dropless
+  const double dropless = mean_loss(m, in);
+  m.set_moe_capacity_factor(0.5f);  // 12 tokens x 2 choices / 4 experts x 0.5: 3 rows an expert
+  const int64_t dropped = m.forward_loss(in).dropped;
+  EXPECT_GE(dropped, 12 * 2 - 4 * 3);  // of 24 choices, at most 12 rows kept (one MoE layer)
+  EXPECT_NE(mean_loss(m, in), dropless);
+  m.base().zero_grad();
+  const LossSum s = m.forward_backward(in, 1.0f / float(batch.B * batch.T - 1));
+  EXPECT_EQ(s.dropped, dropped);
+  check_store(m, m.base(), in);
+}
+
 INSTANTIATE_TEST_SUITE_P(Moe, MoeGradients, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "Renormalised" : "Plain"; });
 

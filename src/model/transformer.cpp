@@ -162,6 +162,15 @@ void Transformer::init_adapters(uint64_t seed) {
   }
 }
 
+void Transformer::set_moe_capacity_factor(float factor) {
+  if (factor == config_.moe_capacity_factor) return;
+  MT_CHECK(config_.moe(), "a capacity factor for a dense model (the trainer refuses it: check_moe_capacity)");
+  ModelConfig c = config_;
+  c.moe_capacity_factor = factor;
+  c.validate();  // its range
+  config_ = c;
+}
+
 void Transformer::sync_compute_weights() {
   base_.sync_compute();
   adapters_.sync_compute();
@@ -629,6 +638,7 @@ LossSum Transformer::Runner::run(const ModelInput& in, bool backward, float grad
   MT_CHECK(!routing || (first == 0 && last == head_unit) || span->routing_stats,
            "a span of a model with routing losses needs the statistics of the spans before it");
   moe_stats_ = MoeBalanceStats{};
+  int64_t dropped = 0;  // choices a capacity factor dropped, this forward's (not a recompute's)
   const bool carried = routing && span && span->routing_stats && !span->routing_stats->empty();
   if (carried && !(backward && last < head_unit)) unpack_balance_stats(moe_stats_, *span->routing_stats, E);
   bi.moe_loss.gather = &moe_stats_;
@@ -643,11 +653,13 @@ LossSum Transformer::Runner::run(const ModelInput& in, bool backward, float grad
     use(int(l) + 1, false);
     block_forward(be_, x(l + 1), x(l), acts_[size_t(ckpt ? 0 : l - lb)], w_.blocks[l], with_dropout(l), c_,
                   scratch_view_);
+    if (c_.moe_layer(l)) dropped += acts_[size_t(ckpt ? 0 : l - lb)].moe.routing->dropped;
     done(int(l) + 1, false);
     round_to_compute(x(l + 1));  // a block's output: where a pipeline may cut
   }
   bi.moe_loss.gather = nullptr;  // a recompute under checkpointing routes again, counts nothing
   LossSum total;
+  total.dropped = dropped;
   if (last < head_unit) {
     if (span->x_out) move(span->x_out, x(le));
     if (!backward) {

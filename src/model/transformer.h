@@ -80,6 +80,9 @@ struct LossSum {
   // tokens of every rank it was told to sum with (Transformer::set_token_sum), a forward alone
   // over its own tokens.
   double routing = 0.0;
+  // A mixture of experts' choices a capacity factor dropped in this pass, over its MoE layers and
+  // this rank's tokens (0 when dropless).
+  int64_t dropped = 0;
 };
 
 class Transformer {
@@ -114,6 +117,10 @@ class Transformer {
   void init_adapters(uint64_t seed);
 
   void set_activation_checkpointing(bool on) { checkpointing_ = on; }
+  // A training run's capacity factor for a mixture of experts (ModelConfig::moe_capacity_factor;
+  // 0: dropless): a routing policy, not the architecture, so it comes with the run, not the
+  // checkpoint. Only for a mixture of experts.
+  void set_moe_capacity_factor(float factor);
   // One GEMM for q, k and v (on by default; off only to test that both paths agree).
   // Must be chosen before the first forward.
   void set_fuse_qkv(bool on) { fuse_qkv_ = on; }

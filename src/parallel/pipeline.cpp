@@ -426,7 +426,7 @@ LossSum Pipeline::forward_backward(const std::vector<ModelInput>& micro, float g
       if (chunk == last_chunk) {  // the loss is here: forward and backward at once
         if (chunk > 0) allocate(sent[i], n), span.dx = sent[i].tensor();
         const LossSum ls = compute(in, span, true);
-        loss.sum += ls.sum, loss.routing += ls.routing;
+        loss.sum += ls.sum, loss.routing += ls.routing, loss.dropped += ls.dropped;
         --in_flight;
         drop(inputs[i]);
         if (chunk > 0) {
@@ -436,7 +436,7 @@ LossSum Pipeline::forward_backward(const std::vector<ModelInput>& micro, float g
       } else {
         allocate(sent[i], n);
         span.x_out = sent[i].tensor();
-        compute(in, span, false);
+        loss.dropped += compute(in, span, false).dropped;  // a backward's recompute counts none
         send(i, next, forward_tag(chunk));
         if (routing) send_stats(i, next, routing_forward_tag(chunk));
       }

@@ -151,7 +151,8 @@ class Pipeline {
   // Forward and backward of every micro-batch in the schedule's order, gradients accumulated into
   // this stage's units (the other units' stay zero). Returns the loss sum (`sum`: the last stage's,
   // 0 on the others) and a mixture of experts' routing losses summed over the micro-batches
-  // (`routing`: on every stage). Every stage gets the same micro-batches (tokens, positions and
+  // (`routing`: on every stage), and the choices a capacity factor dropped in this stage's layers
+  // (`dropped`, each micro-batch's forward once). Every stage gets the same micro-batches (tokens, positions and
   // segments are read by every block; targets only by the last stage). With routing losses, whose
   // statistics span every MoE layer, each cut also carries them: forward, those of the layers
   // before it; backward, the batch's totals from the last stage.

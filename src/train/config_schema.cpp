@@ -151,6 +151,12 @@ std::vector<ConfigKey> make_keys() {
                "the tp ranks, all-gather and reduce-scatter in place of each all-reduce, so those "
                "activations take 1/tp of the memory; a micro-batch's tokens per rank must divide "
                "by tp (see docs/distributed.md)"},
+      {KEY(train.moe_capacity_factor), .range = {.min = 0, .max = 1e6},
+       .help = "A mixture of experts in training: > 0 caps each expert at ceil(factor x tokens x k / "
+               "experts) rows per layer and micro-batch of a rank (as Switch and Megatron do per "
+               "device), first come first served, the other choices dropped and counted "
+               "(moe_dropped in metrics.jsonl); 0: dropless, every choice computed (the default, "
+               "as Hugging Face computes)"},
       {KEY(train.comm_progress), .choices = {"thread", "ops", "off"},
        .help = "What moves non-blocking collectives (FSDP gathers and reduce-scatters, gradient "
                "buckets, pipeline sends) while the ranks compute: a communication thread, the "

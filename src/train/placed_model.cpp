@@ -67,6 +67,7 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
   const parallel::MeshShape& m = mesh.shape();
   // Refused before any weight loads when the model cannot be split as asked.
   check_moe_layout(shape, m);
+  check_moe_capacity(tc, shape);
   const parallel::PipelineSchedule schedule = parallel::parse_pipeline_schedule(tc.pp_schedule);
   const int chunks = int(tc.pp_virtual);
   const std::vector<int64_t> stage_blocks = run_stage_blocks(tc, shape, m);
@@ -94,6 +95,7 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
     }
   }
   model().set_activation_checkpointing(tc.activation_checkpointing);
+  model().set_moe_capacity_factor(tc.moe_capacity_factor);
   // A mixture of experts' routing losses sum their statistics over every rank of the batch's tokens.
   if (dp_.sums()) model().set_token_sum([this](double* v, int64_t n) { dp_.tokens().all_reduce_sum(v, n); });
   if (m.cp > 1) {

@@ -53,6 +53,10 @@ struct TrainConfig {
   // Megatron's sequence parallelism beside tp: the residual stream between the tensor-parallel
   // regions split by rows over the tp ranks (ModelParallel::sequence_shards).
   bool sequence_parallel = true;
+  // A mixture of experts' capacity factor in training (ModelConfig::moe_capacity_factor): > 0 caps
+  // each expert at ceil(factor x a rank's tokens x k / E) rows a layer and drops the rest; 0:
+  // dropless, every choice computed.
+  float moe_capacity_factor = 0.0f;
   // How non-blocking collectives move while the ranks compute: "thread", "ops" or "off"
   // (parallel/mpi_progress.h).
   std::string comm_progress = "thread";

@@ -47,12 +47,19 @@ void check_sequence_split(const RunConfig& cfg, const parallel::MeshShape& mesh)
          "train.sequence_parallel = false");
 }
 
+void check_moe_capacity(const TrainConfig& tc, const ModelConfig& shape) {
+  if (tc.moe_capacity_factor > 0.0f && !shape.moe())
+    fail("train.moe_capacity_factor caps a mixture of experts' experts; the " + shape.model_type +
+         " model is dense (set it to 0)");
+}
+
 void check_moe_layout(const ModelConfig& shape, const parallel::MeshShape& mesh) {
   parallel::expert_parallel_config(shape, mesh.ep, 0);  // ep needs experts, and must divide them
 }
 
 void check_run_layout(const RunConfig& cfg, const ModelConfig& shape, const parallel::MeshShape& mesh) {
   check_moe_layout(shape, mesh);
+  check_moe_capacity(cfg.train, shape);
   check_batch_split(cfg.train.batch_size, mesh.batch_ranks());
   check_context_split(cfg, mesh.cp);
   check_sequence_split(cfg, mesh);

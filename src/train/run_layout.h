@@ -25,6 +25,8 @@ void check_sequence_split(const RunConfig& cfg, const parallel::MeshShape& mesh)
 // Expert parallelism (parallel/expert_parallel.h): refused in one line when ep does not divide the
 // model's experts, or the model is dense and ep > 1.
 void check_moe_layout(const ModelConfig& shape, const parallel::MeshShape& mesh);
+// train.moe_capacity_factor > 0 on a dense model: refused in one line.
+void check_moe_capacity(const TrainConfig& tc, const ModelConfig& shape);
 
 // Blocks per pipeline chunk under `mesh` (empty without pp): the schedule's keys checked against the
 // mesh and train.grad_accum, then parallel::pipeline_blocks of the model over pp x train.pp_virtual

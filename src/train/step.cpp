@@ -26,15 +26,21 @@ StepResult train_step(Transformer& model, AdamW& optimizer, const std::vector<Mo
     const LossSum s = run(micro, scale);
     loss_sum = s.sum;
     r.routing_loss = s.routing / double(micro.size());
+    r.dropped_choices = s.dropped;
   } else
     for (const auto& in : micro) {
       const LossSum s = model.forward_backward(in, scale);
       loss_sum += s.sum;
       r.routing_loss += s.routing / double(micro.size());
+      r.dropped_choices += s.dropped;
     }
   if (sync) {
     MT_PROFILE("gradient all-reduce");
     loss_sum = sync->sum_loss(loss_sum);
+    // Over the ranks losses are summed over (the stages and the batch's other tokens, not tp,
+    // whose ranks route the same tokens), only when a capacity factor can drop any.
+    if (model.config().moe_capacity_factor > 0.0f)
+      r.dropped_choices = std::llround(sync->sum_loss(double(r.dropped_choices)));
     sync->sum_gradients(params);
   }
   r.loss = loss_sum / double(std::max<int64_t>(r.counted_tokens, 1));

@@ -21,10 +21,14 @@ struct StepResult {
   // same on every rank (their statistics are summed over the ranks, a pipeline's over its stages).
   // 0 without them.
   double routing_loss = 0.0;
+  // The choices a mixture of experts' capacity factor dropped in the step, over its layers, its
+  // micro-batches and the ranks (every rank's own tokens and layers); 0 when dropless.
+  int64_t dropped_choices = 0;
 };
 
 // How a step runs its micro-batches' forwards and backwards (gradients scaled by grad_scale),
-// returning their loss sum and the sum of their routing losses (LossSum::routing): empty runs each
+// returning their loss sum, the sum of their routing losses (LossSum::routing) and their dropped
+// choices (LossSum::dropped, this rank's): empty runs each
 // through model.forward_backward in turn; a pipeline runs them through its stages by its schedule
 // (parallel/pipeline.h).
 using RunMicroBatches = std::function<LossSum(const std::vector<ModelInput>& micro, float grad_scale)>;

@@ -406,6 +406,8 @@ void report_step(TrainingRun& run, int64_t step, const StepResult& r, double dt,
   }
   j["grad_norm"] = r.grad_norm;
   if (r.routing_loss != 0.0) j["routing_loss"] = r.routing_loss;  // an MoE's, beside the tokens' loss
+  // With a capacity factor: the choices it dropped this step, over every rank and MoE layer.
+  if (run.placed.model().config().moe_capacity_factor > 0.0f) j["moe_dropped"] = r.dropped_choices;
   j["counted_tokens"] = r.counted_tokens;
   j["peak_tensor_bytes"] = memory_stats::peak_bytes();
   if (const parallel::Pipeline* pipeline = run.placed.pipeline()) {  // this rank's, stage 0's

@@ -87,11 +87,12 @@ TEST(MoeRouterPeft, WhatCannotCarryATrainedRouterIsOneLine) {
   EXPECT_NE(error_of([] { parse_run_config(default_run_config_toml(), {"lora.train_router=true"}, "<test>"); })
                 .find("lora.train_router"),
             std::string::npos);
-  // A llama.cpp LoRA adapter holds lora_a / lora_b pairs only.
-  const std::string dir = moe_model_dir("qwen3_moe", "router_gguf");
+  // A llama.cpp LoRA adapter holds lora_a / lora_b pairs only (Mixtral's: a family GGUF writes).
+  const std::string dir = moe_model_dir("mixtral", "router_gguf");
   auto model = load_pretrained(dir, Precision::fp32, router_lora(), 3);
   const std::string gguf = fresh_temp_dir("router_gguf_out") + "/adapter.gguf";
-  EXPECT_NE(error_of([&] { export_gguf_lora(*model, gguf, "base"); }).find("lora.train_router"), std::string::npos);
+  const std::string msg = error_of([&] { export_gguf_lora(*model, gguf, "base"); });
+  EXPECT_NE(msg.find("lora.train_router"), std::string::npos) << msg;
   EXPECT_FALSE(std::filesystem::exists(gguf));
 }
 

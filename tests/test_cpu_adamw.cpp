@@ -165,7 +165,8 @@ TEST(CpuSumSquares, BitIdenticalAcrossThreadCountsAndCloseToDouble) {
     for (int threads : {1, 2, 3, 5}) {
       omp_set_num_threads(threads);
       const double again = sum_squares(x.data(), n);
-      EXPECT_EQ(std::memcmp(&again, &first, sizeof first), 0) << n << " elements, " << threads << " threads";
+      EXPECT_EQ(std::memcmp(&again, &first, sizeof first), 0)
+          << n << " elements, " << threads << " threads";
     }
   }
   omp_set_num_threads(saved);

@@ -12,24 +12,25 @@ namespace {
 // vector registers: one running sum is a chain of dependent adds that the compiler may not
 // reorder (no -ffast-math), a scalar add per element. Each product is formed and added in double
 // (exact square of a float, one rounding per add), so the sum is as accurate as a double loop.
-typedef double vd __attribute__((vector_size(64)));
-typedef float vf8 __attribute__((vector_size(32)));
-constexpr int64_t kLanes = 16;
+typedef double SumF64x8 __attribute__((vector_size(64)));
+typedef float SumF32x8 __attribute__((vector_size(32)));
+constexpr int64_t kSumLanes = 16;
 
-double chunk_sum(const float* x, int64_t n) {
-  vd a = {}, b = {};
+double sum_squares_chunk(const float* x, int64_t n) {
+  SumF64x8 a = {}, b = {};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    vf8 lo, hi;
+  for (; i + kSumLanes <= n; i += kSumLanes) {
+    SumF32x8 lo, hi;
     std::memcpy(&lo, x + i, sizeof lo);
     std::memcpy(&hi, x + i + 8, sizeof hi);
-    const vd dlo = __builtin_convertvector(lo, vd), dhi = __builtin_convertvector(hi, vd);
+    const SumF64x8 dlo = __builtin_convertvector(lo, SumF64x8);
+    const SumF64x8 dhi = __builtin_convertvector(hi, SumF64x8);
     a += dlo * dlo;
     b += dhi * dhi;
   }
   // The last n % 16 elements into the first lanes, then the 16 lanes in a fixed order: the order
   // depends on n alone.
-  double lane[kLanes];
+  double lane[kSumLanes];
   std::memcpy(lane, &a, sizeof a);
   std::memcpy(lane + 8, &b, sizeof b);
   for (int64_t j = 0; i < n; ++i, ++j) lane[j] += double(x[i]) * double(x[i]);
@@ -49,7 +50,7 @@ double sum_squares(const float* x, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
   for (int64_t c = 0; c < kChunks; ++c) {
     const int64_t begin = std::min(n, c * per), end = std::min(n, begin + per);
-    partial[c] = chunk_sum(x + begin, end - begin);
+    partial[c] = sum_squares_chunk(x + begin, end - begin);
   }
   double sum = 0.0;
   for (double s : partial) sum += s;

@@ -1,5 +1,7 @@
 // The AdamW update of one tensor (torch.optim.AdamW: decoupled weight decay, bias correction),
 // fused with the gradient's clip scale and the refresh of its bf16 copy: one sweep over memory.
+// Every element goes through the same vector code, so its result does not depend on the thread
+// count or on where a tensor is cut (adamw.cpp).
 #pragma once
 #include <cstdint>
 

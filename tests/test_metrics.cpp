@@ -74,6 +74,22 @@ TEST(MetricsFormat, ValidationLossOnlyOnStepsThatEvaluatedIt) {
   EXPECT_EQ(step_json(m)["val_loss"].get<double>(), 2.5);
 }
 
+// A mixture of experts' routing losses beside the loss, and a capacity factor's drops; neither
+// where the model has none.
+TEST(MetricsFormat, MixtureOfExpertsFiguresOnlyWhereTheModelHasThem) {
+  StepMetrics m;
+  m.step = 4, m.total_steps = 10, m.loss = 2.34561;
+  EXPECT_EQ(format_progress_line(m).find("routing"), std::string::npos);
+  EXPECT_EQ(format_progress_line(m).find("dropped"), std::string::npos);
+  EXPECT_FALSE(step_json(m).contains("routing_loss"));
+  EXPECT_FALSE(step_json(m).contains("moe_dropped"));
+  m.routing_loss = 0.01234, m.moe_dropped = 12;
+  const std::string line = format_progress_line(m);
+  EXPECT_NE(line.find("| loss 2.3456 (+routing 0.0123) | dropped 12 | lr "), std::string::npos) << line;
+  EXPECT_DOUBLE_EQ(step_json(m)["routing_loss"].get<double>(), 0.01234);
+  EXPECT_EQ(step_json(m)["moe_dropped"].get<int64_t>(), 12);
+}
+
 TEST(MetricsJsonl, OneValidJsonObjectPerLine) {
   const auto path = std::filesystem::path(testing::fresh_temp_dir("metrics")) / "sub" / "m.jsonl";
   {

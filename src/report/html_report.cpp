@@ -72,6 +72,9 @@ std::string overview(const RunData& run) {
   std::string t = "<table>\n";
   t += row("steps recorded", std::to_string(run.steps.size()) + " (last: step " + std::to_string(last.step) + ")");
   t += row("final training loss", fixed(last.loss, "%.4f"));
+  // A mixture of experts: its routing losses (beside the tokens' loss) and a capacity's drops.
+  if (std::isfinite(last.routing_loss)) t += row("final routing loss (MoE)", fixed(last.routing_loss, "%.4f"));
+  if (std::isfinite(last.moe_dropped)) t += row("MoE choices dropped (last step)", fixed(last.moe_dropped, "%.0f"));
   t += row("validation loss at step " + std::to_string(first.start_step), fixed(first.val_loss_start, "%.4f"));
   t += row(std::isfinite(last_val) ? "last validation loss (step " + std::to_string(last_val_step) + ")"
                                    : "last validation loss",

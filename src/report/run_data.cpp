@@ -60,6 +60,8 @@ RunData read_run(const std::string& dir) {
     p.peak_mem_bytes = number_or_nan(j, "peak_mem_bytes");
     p.elapsed_s = number_or_nan(j, "elapsed_s");
     p.step_s = number_or_nan(j, "step_s");
+    p.routing_loss = number_or_nan(j, "routing_loss");
+    p.moe_dropped = number_or_nan(j, "moe_dropped");
     const auto start = j.find("segment_start_step");
     const bool marked = start != j.end() && start->is_number_integer();
     // Unmarked, a line whose elapsed time is below the one before it starts a segment (a run

@@ -19,6 +19,7 @@ namespace mt::report {
 struct StepPoint {
   int64_t step = 0;
   double loss, val_loss, lr, tokens_per_s, mfu, peak_mem_bytes, elapsed_s, step_s;
+  double routing_loss, moe_dropped;  // a mixture of experts' (NaN where a line has none)
 };
 
 // One start of the run: the first, and one per resume. The trainer marks a segment's first line

@@ -112,6 +112,8 @@ std::string write_tensorboard_events(const RunData& run, const std::string& dir)
     add_scalar(summary, "train/loss", p.loss);
     add_scalar(summary, "val/loss", p.val_loss);
     add_scalar(summary, "train/lr", p.lr);
+    add_scalar(summary, "train/routing_loss", p.routing_loss);  // a mixture of experts'
+    add_scalar(summary, "moe/dropped_choices", p.moe_dropped);
     add_scalar(summary, "perf/tokens_per_s", p.tokens_per_s);
     add_scalar(summary, "perf/mfu", p.mfu);
     add_scalar(summary, "memory/peak_bytes", p.peak_mem_bytes);

@@ -58,13 +58,19 @@ std::string format_progress_line(const StepMetrics& m) {
   std::snprintf(lr, sizeof lr, "lr %.2e", m.lr);
   std::snprintf(tok, sizeof tok, "%.0f tok/s", std::isfinite(m.tokens_per_s) ? m.tokens_per_s : 0.0);
   std::snprintf(mfu, sizeof mfu, "MFU %.1f%%", 100.0 * m.mfu);
-  std::string val;
+  std::string val, moe;
+  if (m.routing_loss != 0.0) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, " (+routing %.4f)", m.routing_loss);
+    moe = buf;
+  }
   if (std::isfinite(m.val_loss)) {
     char buf[32];
     std::snprintf(buf, sizeof buf, " | val %.4f", m.val_loss);
     val = buf;
   }
-  return std::string(head) + " | " + loss + val + " | " + lr + " | " + tok + " | " + mfu + " | mem " +
+  if (m.moe_dropped >= 0) moe += " | dropped " + std::to_string(m.moe_dropped);
+  return std::string(head) + " | " + loss + moe + val + " | " + lr + " | " + tok + " | " + mfu + " | mem " +
          format_bytes(m.peak_mem_bytes) + " | elapsed " + format_duration(m.elapsed_s) + " | eta " +
          format_duration(m.eta_s);
 }
@@ -81,6 +87,8 @@ nlohmann::json step_json(const StepMetrics& m) {
                     {"elapsed_s", num(m.elapsed_s)},
                     {"eta_s", num(m.eta_s)}};
   if (std::isfinite(m.val_loss)) j["val_loss"] = m.val_loss;
+  if (m.routing_loss != 0.0) j["routing_loss"] = num(m.routing_loss);  // beside the tokens' loss
+  if (m.moe_dropped >= 0) j["moe_dropped"] = m.moe_dropped;
   return j;
 }
 

@@ -24,6 +24,10 @@ struct StepMetrics {
   int64_t peak_mem_bytes = 0;
   double elapsed_s = 0.0;
   double eta_s = 0.0;
+  // A mixture of experts: its routing losses this step (0: none), and the choices its capacity
+  // factor dropped (-1: dropless, nothing to count).
+  double routing_loss = 0.0;
+  int64_t moe_dropped = -1;
 };
 
 // "1.23 GiB", "512 B", "12.0 KiB" (binary units; three significant digits from KiB up).
@@ -32,12 +36,13 @@ std::string format_bytes(int64_t bytes);
 std::string format_duration(double seconds);
 // "step   12/200 | loss 2.3456 | lr 1.20e-03 | 1234 tok/s | MFU 41.2% | mem 1.23 GiB |
 //  elapsed 14s | eta 1m05s" (one line; the step is padded to the width of the total), with
-// "| val 2.4567" after the loss on a step that evaluated the held-out set.
+// "| val 2.4567" after the loss on a step that evaluated the held-out set; a mixture of experts'
+// routing losses as "(+routing 0.0123)" after the loss, its dropped choices as "| dropped 12".
 std::string format_progress_line(const StepMetrics& m);
 
 // The JSON object written for one step (keys: step, total_steps, loss, lr, tokens_per_s, mfu,
 // peak_mem_bytes, elapsed_s, eta_s; a non-finite number becomes null), and val_loss on a step
-// that evaluated the held-out set.
+// that evaluated the held-out set, routing_loss and moe_dropped where a mixture of experts has them.
 nlohmann::json step_json(const StepMetrics& m);
 
 // Appends one JSON object per line to a file and flushes after every line, so the file is valid

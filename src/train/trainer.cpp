@@ -395,6 +395,9 @@ void report_step(TrainingRun& run, int64_t step, const StepResult& r, double dt,
   // peak is per process
   m.mfu = m.tokens_per_s * run.flops.per_token / (run.peak * run.world->size());
   m.peak_mem_bytes = int64_t(memory_stats::peak_rss_bytes());
+  m.routing_loss = r.routing_loss;
+  // With a capacity factor: the choices it dropped this step, over every rank and MoE layer.
+  if (run.placed.model().config().moe_capacity_factor > 0.0f) m.moe_dropped = r.dropped_choices;
   m.elapsed_s = seconds_since(t_start);
   m.eta_s = m.elapsed_s / double(step + 1 - run.start_step) * double(tc.steps - step - 1);
   auto j = step_json(m);
@@ -405,9 +408,6 @@ void report_step(TrainingRun& run, int64_t step, const StepResult& r, double dt,
     j["peak_flops"] = run.peak;
   }
   j["grad_norm"] = r.grad_norm;
-  if (r.routing_loss != 0.0) j["routing_loss"] = r.routing_loss;  // an MoE's, beside the tokens' loss
-  // With a capacity factor: the choices it dropped this step, over every rank and MoE layer.
-  if (run.placed.model().config().moe_capacity_factor > 0.0f) j["moe_dropped"] = r.dropped_choices;
   j["counted_tokens"] = r.counted_tokens;
   j["peak_tensor_bytes"] = memory_stats::peak_bytes();
   if (const parallel::Pipeline* pipeline = run.placed.pipeline()) {  // this rank's, stage 0's

@@ -46,11 +46,11 @@ TEST_P(MoePlanner, PerRankMemoryIsTheEnginesWithinTwoPercent) {
              "--set 'lora.targets=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\"]' "
            : "";
   const std::string plan_lora = lora ? "--mode lora --lora-rank 4 --lora-targets q,k,v,o,gate,up,down " : "";
-  for (const std::string mesh : {"", "fsdp=2", "ep=2"}) {
+  for (const std::string mesh : {"", "fsdp=2", "ep=2", "tp=2"}) {
     if (!mesh.empty() && !have_mpirun()) GTEST_SKIP() << "mpirun not installed";
     SCOPED_TRACE(mesh.empty() ? "one rank" : mesh);
-    const std::string dir =
-        fresh_temp_dir(tag + (mesh.empty() ? "_one" : mesh == "fsdp=2" ? "_fsdp2" : "_ep2")) + "/run";
+    const std::string dir = fresh_temp_dir(tag + "_" + (mesh.empty() ? "one" : tag_of(mesh))) + "/run";
+    const bool batch_split = mesh == "fsdp=2" || mesh == "ep=2";  // tp's ranks share a micro-batch
     const RunAndPlan r = train_then_plan(
         train_command(mesh) + "--set model.path=" + model + " " + train_lora +
             "--set train.seq_len=32 --set train.batch_size=2 --set train.grad_accum=2 --set train.precision=bf16 "
@@ -59,7 +59,7 @@ TEST_P(MoePlanner, PerRankMemoryIsTheEnginesWithinTwoPercent) {
         std::string(MESHTRAIN_BINARY) + " plan --model " + model + " --cluster cpu --mesh " +
             (mesh.empty() ? std::string("dp=1") : mesh) + " " + plan_lora + "--seq 32 --global-batch 4 " +
             // train.batch_size rows a micro-batch, split over fsdp (or ep): 1 row a rank on 2 ranks
-            (mesh.empty() ? "--micro-batch 2" : "--micro-batch 1"));
+            (batch_split ? "--micro-batch 1" : "--micro-batch 2"));
     const auto& m = r.plan.at("memory_bytes");
     const double predicted = m.at("total").get<double>() - m.at("items").value("overhead", 0.0);
     const auto& ranks = r.summary.at("memory_per_rank");
@@ -67,13 +67,15 @@ TEST_P(MoePlanner, PerRankMemoryIsTheEnginesWithinTwoPercent) {
     for (const auto& rank : ranks) {
       const double measured = double(rank.at("peak_tensor_bytes").get<int64_t>());
       EXPECT_NEAR(predicted / measured, 1.0,
-                  mesh.empty() ? 0.02 : mesh == "ep=2" ? GetParam().ep_tolerance : GetParam().fsdp_tolerance)
+                  mesh.empty() || mesh == "tp=2" ? 0.02
+                  : mesh == "ep=2"              ? GetParam().ep_tolerance
+                                                : GetParam().fsdp_tolerance)
           << "predicted " << predicted << ", measured " << measured;
       std::cout << family << " " << GetParam().mode << " " << (mesh.empty() ? "one rank" : mesh) << ": predicted "
                 << predicted << ", measured " << measured << " (" << predicted / measured << ")\n";
     }
-    // The experts' bytes on a rank: half of them on 2 ranks, split over fsdp like any tensor or
-    // held whole by one ep rank each.
+    // The experts' bytes on a rank: half of them on 2 ranks, split over fsdp or tp like any tensor
+    // or held whole by one ep rank each.
     const auto& e = r.plan.at("experts");
     EXPECT_DOUBLE_EQ(e.at("bytes_per_rank").get<double>() * (mesh.empty() ? 1.0 : 2.0),
                      e.at("bytes_total").get<double>());

@@ -371,6 +371,7 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.lora = {true, 16, 7.5f, {"lm_head", "q", "down"}, 0.01f};
   a.lora.base_dtype = "nf4";
   a.lora.dropout = 0.25f;
+  a.lora.train_router = true;
   a.lora_random_base = true;
   a.optim = {3.3e-4f, 1e-7f, 7, 0.0f, 0.85f, 0.999f, 1e-10f, 0.0f, "wsd", 0.3f};
   a.train.steps = 12345;
@@ -387,6 +388,7 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.output.dir = "runs/über";
   a.train.fsdp_prefetch = false;
   a.train.sequence_parallel = false;
+  a.train.moe_capacity_factor = 1.25f;
   a.train.comm_progress = "ops";
   a.train.dp_bucket_mb = 12.5f;
   a.train.peak_gflops = 123.5f;

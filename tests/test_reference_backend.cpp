@@ -96,44 +96,6 @@ TEST_P(BackendOps, MatmulMatchesReference) {
         }
 }
 
-// matmuls (a mixture of experts' per-expert products, one batch): each product as the reference's
-// matmul, whatever order or thread ran it, and the same bits on a second run.
-TEST_P(BackendOps, MatmulsMatchReferenceAndRepeat) {
-  const std::vector<int64_t> group_rows = {37, 1, 16, 300, 9};  // an expert's rows each
-  const int64_t K = 64, N = 24;
-  int64_t R = 0;
-  for (int64_t m : group_rows) R += m;
-  const int64_t G = int64_t(group_rows.size());
-  for (DType ab : {DType::f32, DType::bf16}) {
-    const Vec x = random_normal(R * K, 4), w = random_normal(G * N * K, 5), dy = random_normal(R * N, 6),
-              y0 = random_normal(R * N, 7), dw0 = random_normal(G * N * K, 8);
-    Vec res[3];
-    int s = 0;
-    for (Backend* be : {&tested(), &tested(), &reference_backend()}) {
-      Side side(*be);
-      Tensor X = side.make(ab, R, K, x), W = side.make(ab, G * N, K, w), DY = side.make(ab, R, N, dy);
-      Tensor Y = side.make(ab, R, N, y0), DX = side.make(DType::f32, R, K), DW = side.make(DType::f32, G * N, K, dw0);
-      std::vector<MatmulCall> calls;
-      int64_t r0 = 0;
-      for (int64_t g = 0; g < G; ++g) {
-        const int64_t m = group_rows[size_t(g)];
-        const Tensor Wg = W.rows_slice(g * N, N), x_g = X.rows_slice(r0, m), dy_g = DY.rows_slice(r0, m);
-        calls.push_back({Y.rows_slice(r0, m), x_g, Wg, false, true, 0.5f, g % 2 == 1});  // y (+)= x W^T
-        calls.push_back({DX.rows_slice(r0, m), dy_g, Wg, false, false, 1.0f, false});    // dx = dy W
-        calls.push_back({DW.rows_slice(g * N, N), dy_g, x_g, true, false, 2.0f, true});  // dw += dy^T x
-        r0 += m;
-      }
-      be->matmuls(calls);
-      Vec out = side.get(Y), dx = side.get(DX), dwv = side.get(DW);
-      out.insert(out.end(), dx.begin(), dx.end());
-      out.insert(out.end(), dwv.begin(), dwv.end());
-      res[s++] = out;
-    }
-    expect_equal(res[0], res[1], std::string("matmuls twice, ") + dname(ab));
-    expect_close(res[0], res[2], tol(ab), std::string("matmuls ") + dname(ab));
-  }
-}
-
 struct AttnCase {
   AttentionDims d;
   bool segments;

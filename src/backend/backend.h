@@ -75,14 +75,6 @@ struct BoxCopy {
   TensorBox region;
 };
 
-// One product of Backend::matmul, for matmuls: c = alpha op(a) op(b) (+ c if accumulate).
-struct MatmulCall {
-  Tensor c, a, b;
-  bool trans_a = false, trans_b = false;
-  float alpha = 1.0f;
-  bool accumulate = false;
-};
-
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -128,14 +120,6 @@ class Backend {
   void linear_backward_weight(const Tensor& dw, const Tensor& dy, const Tensor& x,
                               float alpha = 1.0f) {
     matmul(dw, dy, true, x, false, alpha, true);
-  }
-  // Several independent products at once (a mixture of experts' projections, one product per
-  // expert: model/expert_products.h): no call's c may overlap another call's c, a or b, so they
-  // may run in any order, each with matmul's result. This default issues them one by one, which
-  // is what a device backend wants (one stream); the CPU backend runs them concurrently, a GEMM a
-  // thread, as an expert's GEMM is too small to scale over threads.
-  virtual void matmuls(std::span<const MatmulCall> calls) {
-    for (const MatmulCall& m : calls) matmul(m.c, m.a, m.trans_a, m.b, m.trans_b, m.alpha, m.accumulate);
   }
 
   // ---- transformer ops ------------------------------------------------------------------------

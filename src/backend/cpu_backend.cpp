@@ -45,35 +45,16 @@ class CpuBackend final : public HostMemoryBackend {
     progress_hook::poll();  // communication in flight moves between the long ops (comm progress "ops")
     // A 4-bit frozen weight: dequantised into the scratch in a's dtype, then the usual GEMM.
     if (b.dtype == DType::nf4) return matmul(c, a, trans_a, scratch_(*this, b, a.dtype), trans_b, alpha, accumulate);
-    gemm(gemm_args({c, a, b, trans_a, trans_b, alpha, accumulate}));
-  }
-  // Concurrently, a GEMM a thread (kernels/cpu/gemm.h). Every tensor is checked here first, on
-  // the calling thread; a 4-bit weight's dequantisation scratch is one buffer, so a batch with
-  // one runs call by call.
-  void matmuls(std::span<const MatmulCall> calls) override {
-    for (const MatmulCall& m : calls)
-      if (m.b.dtype == DType::nf4) return Backend::matmuls(calls);
-    progress_hook::poll();
-    std::vector<GemmArgs> args;
-    args.reserve(calls.size());
-    for (const MatmulCall& m : calls) {
-      on_device(m.c, "matmuls"), on_device(m.a, "matmuls"), on_device(m.b, "matmuls");
-      args.push_back(gemm_args(m));
-    }
-    gemms(args);
-  }
-
-  static GemmArgs gemm_args(const MatmulCall& m) {
-    const MatmulDims d = matmul_dims(m.c, m.a, m.trans_a, m.b, m.trans_b);
+    const MatmulDims d = matmul_dims(c, a, trans_a, b, trans_b);
     GemmArgs g;
     g.M = d.M, g.N = d.N, g.K = d.K;
-    g.trans_a = m.trans_a, g.trans_b = m.trans_b;
-    g.A = m.a.data, g.lda = m.a.cols;
-    g.B = m.b.data, g.ldb = m.b.cols;
-    g.C = m.c.data, g.ldc = m.c.cols;
-    g.ab_type = m.a.dtype, g.c_type = m.c.dtype;
-    g.alpha = m.alpha, g.accumulate = m.accumulate;
-    return g;
+    g.trans_a = trans_a, g.trans_b = trans_b;
+    g.A = a.data, g.lda = a.cols;
+    g.B = b.data, g.ldb = b.cols;
+    g.C = c.data, g.ldc = c.cols;
+    g.ab_type = a.dtype, g.c_type = c.dtype;
+    g.alpha = alpha, g.accumulate = accumulate;
+    gemm(g);
   }
 
   void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,

@@ -4,7 +4,6 @@
 
 #include "core/error.h"
 #include "core/profile.h"
-#include "model/expert_products.h"
 
 namespace mt {
 
@@ -84,8 +83,11 @@ MoeRoutingConfig routing_config(const ModelConfig& c) {
   return {c.num_experts, c.num_experts_per_tok, c.norm_topk_prob, double(c.moe_capacity_factor)};
 }
 
-// The first R rows of an adapter's saved inner products (empty: the experts have no adapter there).
-Tensor lora_rows(const Tensor& u, int64_t R) { return u ? u.rows_slice(0, R) : Tensor{}; }
+// Local expert j's rows [off[j], off[j + 1]) of a tensor in this rank's expert order.
+Tensor expert_rows(const Tensor& t, const std::vector<int64_t>& off, int64_t j) {
+  return t.rows_slice(off[size_t(j)], off[size_t(j + 1)] - off[size_t(j)]);
+}
+bool no_rows(const std::vector<int64_t>& off, int64_t j) { return off[size_t(j + 1)] == off[size_t(j)]; }
 
 // What expert parallelism moves, decided once a forward: the rows this rank routed to each shard's
 // experts (contiguous in the routing's expert order: shard p holds experts [p L, (p + 1) L)), the
@@ -150,7 +152,7 @@ void moe_forward(Backend& be, const Tensor& delta, const Tensor& n2, const MoeAc
                  const MoeWeights& w, const ModelConfig& c, const MoeScratch& s,
                  const MoeLossContext& loss, ModelParallel& par) {
   MT_CHECK(a.routing, "moe_forward without a routing record");
-  const int64_t N = n2.rows, C = c.hidden_size, E = c.num_experts;
+  const int64_t N = n2.rows, C = c.hidden_size, E = c.num_experts, L = c.local_experts();
   const bool shards = c.expert_shards() > 1;
   MoeRouting& r = *a.routing;
   {
@@ -188,28 +190,32 @@ void moe_forward(Backend& be, const Tensor& delta, const Tensor& n2, const MoeAc
   const Tensor out_e = shards ? rows_of(s.b, R, C) : out;  // the experts' outputs, in their order
   {
     MT_PROFILE("moe experts");
-    const auto& u = a.lora_u;
-    const Tensor u_gate = lora_rows(u[kExpertGate], R), u_up = lora_rows(u[kExpertUp], R);
-    const Tensor u_down = lora_rows(u[kExpertDown], R);
-    ExpertProducts ep(be, w.experts, off);
-    // gate and up with their adapters' inner products: all read x, one batch; then the outer ones.
-    ep.base(kExpertGate, gate, xe), ep.base(kExpertUp, up, xe);
-    if (u_gate) ep.inner(kExpertGate, u_gate, xe);
-    if (u_up) ep.inner(kExpertUp, u_up, xe);
-    ep.run();
-    if (u_gate) ep.outer(kExpertGate, gate, u_gate);
-    if (u_up) ep.outer(kExpertUp, up, u_up);
-    ep.run();
+    auto u = [&](ExpertProj p, int64_t j) {
+      return a.lora_u[p] ? expert_rows(a.lora_u[p].rows_slice(0, R), off, j) : Tensor{};
+    };
+    for (int64_t j = 0; j < L; ++j) {
+      if (no_rows(off, j)) continue;
+      const auto& ew = w.experts[size_t(j)];
+      const Tensor xj = expert_rows(xe, off, j);
+      linear_layer_forward(be, expert_rows(gate, off, j), u(kExpertGate, j), xj, ew[kExpertGate]);
+      linear_layer_forward(be, expert_rows(up, off, j), u(kExpertUp, j), xj, ew[kExpertUp]);
+    }
     if (R > 0) be.swiglu_forward(h, gate, up);
     // down is row-parallel under tensor parallelism: each rank's product is a partial sum (summed
     // after the combine, model/block.cpp), and so is an adapter's inner product, summed here
     // before B applies; B u is then added by one rank, so the sum over the ranks counts it once.
-    ep.base(kExpertDown, out_e, h);
-    if (u_down) ep.inner(kExpertDown, u_down, h);
-    ep.run();
+    const Tensor u_down = a.lora_u[kExpertDown] ? a.lora_u[kExpertDown].rows_slice(0, R) : Tensor{};
+    for (int64_t j = 0; j < L; ++j) {
+      if (no_rows(off, j)) continue;
+      const LinearWeights& down = w.experts[size_t(j)][kExpertDown];
+      const Tensor hj = expert_rows(h, off, j);
+      be.linear_forward(expert_rows(out_e, off, j), hj, down.W);
+      lora_inner(be, u(kExpertDown, j), hj, down);
+    }
     if (u_down) {
       par.reduce_sum(u_down);
-      if (par.leads_tensor_group()) ep.outer(kExpertDown, out_e, u_down), ep.run();
+      for (int64_t j = 0; j < L && par.leads_tensor_group(); ++j)
+        if (!no_rows(off, j)) lora_outer(be, expert_rows(out_e, off, j), u(kExpertDown, j), w.experts[size_t(j)][kExpertDown]);
     }
   }
   if (shards) {
@@ -226,7 +232,7 @@ void moe_backward(Backend& be, const Tensor& dn2, const Tensor& ddelta, const Te
   MT_CHECK(a.routing, "moe_backward without a routing record");
   const MoeRouting& r = *a.routing;
   const int64_t N = n2.rows, C = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
-  const int64_t k = c.num_experts_per_tok, M = r.rows(), R = r.received();
+  const int64_t k = c.num_experts_per_tok, M = r.rows(), R = r.received(), L = c.local_experts();
   const bool shards = c.expert_shards() > 1;
   const std::vector<int64_t>& off = r.local_offsets;
   const Tensor out = a.out.rows_slice(0, M), h = a.h.rows_slice(0, R);
@@ -245,20 +251,21 @@ void moe_backward(Backend& be, const Tensor& dn2, const Tensor& ddelta, const Te
     MT_PROFILE("moe all-to-all");
     dout_e = to_local_experts(be, rows_of(s.a, R, C), rows_of(s.b, R, C), dout, r, a, par);
   }
-  const auto& u = a.lora_u;
-  const Tensor u_gate = lora_rows(u[kExpertGate], R), u_up = lora_rows(u[kExpertUp], R);
-  const Tensor u_down = lora_rows(u[kExpertDown], R);
-  // An adapter's du, [R, r]: one projection's at a time.
-  auto du = [&](const Tensor& u_p) { return rows_of(s.du, R, u_p.cols); };
-  ExpertProducts ep(be, w.experts, off);
+  auto u = [&](ExpertProj p, int64_t j) {
+    return a.lora_u[p] ? expert_rows(a.lora_u[p].rows_slice(0, R), off, j) : Tensor{};
+  };
+  auto du = [&](ExpertProj p, int64_t j) {
+    const LinearWeights& lw = w.experts[size_t(j)][p];
+    return rows_of(s.du, off[size_t(j + 1)] - off[size_t(j)], std::max<int64_t>(lw.rank(), 1));
+  };
   const Tensor dh = rows_of(s.b, R, I), dgate = rows_of(s.dgate, R, I), dup = rows_of(s.dup, R, I);
   {
     MT_PROFILE("moe experts backward");
-    // Each projection as linear_layer_backward: dx = dy W, dW; du = s dy B, dB; then dA, dx += du A.
-    ep.base_backward(kExpertDown, dh, false, dout_e, h);
-    if (u_down) ep.outer_backward(kExpertDown, du(u_down), dout_e, u_down);
-    ep.run();
-    if (u_down) ep.inner_backward(kExpertDown, dh, du(u_down), h), ep.run();
+    for (int64_t j = 0; j < L; ++j) {
+      if (no_rows(off, j)) continue;
+      linear_layer_backward(be, expert_rows(dh, off, j), false, du(kExpertDown, j), expert_rows(dout_e, off, j),
+                            expert_rows(h, off, j), u(kExpertDown, j), w.experts[size_t(j)][kExpertDown]);
+    }
     if (R > 0) be.swiglu_backward(dgate, dup, dh, gate, up);
   }
   const Tensor x = rows_of(s.a, M, C);  // the dispatched rows again (dout is read)
@@ -274,16 +281,15 @@ void moe_backward(Backend& be, const Tensor& dn2, const Tensor& ddelta, const Te
   const Tensor dxe = rows_of(s.b, R, C);  // dh is read; without shards, dx itself
   {
     MT_PROFILE("moe experts backward");
-    // gate's whole backward, then up's accumulated onto dx: each element of dx sums its terms
-    // in linear_layer_backward's order (and du, one buffer, serves one projection at a time).
-    ep.base_backward(kExpertGate, dxe, false, dgate, xe);
-    if (u_gate) ep.outer_backward(kExpertGate, du(u_gate), dgate, u_gate);
-    ep.run();
-    if (u_gate) ep.inner_backward(kExpertGate, dxe, du(u_gate), xe), ep.run();
-    ep.base_backward(kExpertUp, dxe, true, dup, xe);
-    if (u_up) ep.outer_backward(kExpertUp, du(u_up), dup, u_up);
-    ep.run();
-    if (u_up) ep.inner_backward(kExpertUp, dxe, du(u_up), xe), ep.run();
+    for (int64_t j = 0; j < L; ++j) {
+      if (no_rows(off, j)) continue;
+      const auto& ew = w.experts[size_t(j)];
+      const Tensor xj = expert_rows(xe, off, j), dxj = expert_rows(dxe, off, j);
+      linear_layer_backward(be, dxj, false, du(kExpertGate, j), expert_rows(dgate, off, j), xj,
+                            u(kExpertGate, j), ew[kExpertGate]);
+      linear_layer_backward(be, dxj, true, du(kExpertUp, j), expert_rows(dup, off, j), xj,
+                            u(kExpertUp, j), ew[kExpertUp]);
+    }
   }
   Tensor dx = dxe;
   if (shards) {

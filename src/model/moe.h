@@ -4,10 +4,9 @@
 //   x_e    = the rows of n2 routed to expert e, all experts' rows in one expert-ordered tensor
 //   out_e  = down_e(silu(gate_e(x_e)) * up_e(x_e))            (each expert a SwiGLU MLP)
 //   delta[n] = sum over token n's choices j of weight[n, j] * out[its row]
-// The row moves are backend ops (gather_rows, combine_rows); each expert's projections are
-// linear layers over its rows (LoRA adapters and NF4 bases apply to experts as to any projection),
-// issued as grouped products, one backend call per product over all experts
-// (model/expert_products.h). The routing is decided on the host (moe_routing.h says why).
+// The row moves are backend ops (gather_rows, combine_rows); each expert's projections are the
+// model's linear layers over its rows, so LoRA adapters and NF4 bases apply to experts as to any
+// projection. The routing is decided on the host (moe_routing.h says why).
 #pragma once
 #include <array>
 #include <cstdint>

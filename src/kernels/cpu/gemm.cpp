@@ -1,12 +1,7 @@
 #include "kernels/cpu/gemm.h"
 
-#include <omp.h>
-
-#include <algorithm>
 #include <dnnl.hpp>
-#include <exception>
 #include <mutex>
-#include <numeric>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -23,6 +18,7 @@ dnnl::memory::data_type to_dnnl(DType t) {
 
 struct Engine {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
   std::unordered_map<std::string, dnnl::matmul> cache;
   std::mutex mutex;
   int64_t created = 0;
@@ -33,11 +29,8 @@ Engine& engine() {
   return e;
 }
 
-// A primitive is planned for the threads it may use (omp_get_max_threads() when it is made: 1
-// inside gemms' workers), so the thread count is part of its shape.
 std::string key_of(const GemmArgs& a) {
-  return std::to_string(omp_get_max_threads()) + ':' + std::to_string(a.M) + ',' +
-         std::to_string(a.N) + ',' + std::to_string(a.K) + ',' +
+  return std::to_string(a.M) + ',' + std::to_string(a.N) + ',' + std::to_string(a.K) + ',' +
          std::to_string(a.trans_a) + std::to_string(a.trans_b) + ',' + std::to_string(a.lda) + ',' +
          std::to_string(a.ldb) + ',' + std::to_string(a.ldc) + ',' +
          std::to_string(int(a.ab_type)) + std::to_string(int(a.c_type)) + ',' +
@@ -51,9 +44,6 @@ dnnl::matmul make_primitive(const GemmArgs& a, Engine& e) {
   dnnl::memory::desc bmd(dims{a.K, a.N}, ab, a.trans_b ? dims{1, a.ldb} : dims{a.ldb, 1});
   dnnl::memory::desc cmd(dims{a.M, a.N}, to_dnnl(a.c_type), dims{a.ldc, 1});
   dnnl::primitive_attr attr;
-  // The scratchpad is the caller's (run_gemm: one per thread), so that two threads may run
-  // primitives at once whatever oneDNN's own scratchpad sharing.
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (a.alpha != 1.0f) attr.set_output_scales(0, {a.alpha});
   if (a.accumulate) {
     dnnl::post_ops po;
@@ -132,51 +122,11 @@ void run_gemm(const GemmArgs& a) {
   dnnl::memory A(mpd.src_desc(), e.engine, const_cast<void*>(a.A));
   dnnl::memory B(mpd.weights_desc(), e.engine, const_cast<void*>(a.B));
   dnnl::memory C(mpd.dst_desc(), e.engine, a.C);
-  // A stream and a scratchpad per thread: gemms() runs primitives on several threads at once.
-  thread_local dnnl::stream stream{e.engine};
-  thread_local std::vector<char> scratch;
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, A}, {DNNL_ARG_WEIGHTS, B}, {DNNL_ARG_DST, C}};
-  const dnnl::memory::desc sd = mpd.scratchpad_desc();
-  if (sd.get_size() > 0) {
-    if (scratch.size() < sd.get_size()) scratch.resize(sd.get_size());
-    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(sd, e.engine, scratch.data()));
-  }
-  prim->execute(stream, args);
-  stream.wait();
+  prim->execute(e.stream, {{DNNL_ARG_SRC, A}, {DNNL_ARG_WEIGHTS, B}, {DNNL_ARG_DST, C}});
+  e.stream.wait();
 }
 
 }  // namespace
-
-void gemms(std::span<const GemmArgs> args) {
-  const int64_t n = int64_t(args.size());
-  if (n == 1 || omp_get_max_threads() == 1 || omp_in_parallel()) {
-    for (const GemmArgs& a : args) gemm(a);
-    return;
-  }
-  // Largest first, then whichever thread is free takes the next: the threads end close together.
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), int64_t(0));
-  auto work = [&](int64_t i) { const GemmArgs& a = args[size_t(i)]; return a.M * a.N * a.K; };
-  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return work(x) > work(y); });
-  // No exception may leave an OpenMP region (std::terminate): each is kept, the first by index
-  // rethrown here.
-  std::vector<std::exception_ptr> errors(args.size());
-#pragma omp parallel
-  {
-    omp_set_num_threads(1);  // this worker's GEMMs (and the primitives they make) use one thread
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t k = 0; k < n; ++k) {
-      const int64_t i = order[size_t(k)];
-      try {
-        gemm(args[size_t(i)]);
-      } catch (...) {
-        errors[size_t(i)] = std::current_exception();
-      }
-    }
-  }
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
-}
 
 int64_t gemm_primitives_created() { return engine().created; }
 

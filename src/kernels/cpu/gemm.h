@@ -9,7 +9,6 @@
 // call of a shape is slow and every later one is not.
 #pragma once
 #include <cstdint>
-#include <span>
 
 #include "core/dtype.h"
 
@@ -31,13 +30,6 @@ struct GemmArgs {
 };
 
 void gemm(const GemmArgs& args);
-
-// Several independent GEMMs (no C overlapping another's A, B or C), run concurrently over the
-// OpenMP threads, each GEMM on one thread: a mixture of experts' GEMMs ([~128 x 2048] x
-// [2048 x 768] a projection) are too small to scale over threads, and their count hides the
-// imbalance. Each result is the one gemm() gives on one thread, whatever the schedule. An error
-// arrives on the calling thread (the first by index).
-void gemms(std::span<const GemmArgs> args);
 
 // The three products of a linear layer y = x W^T with W stored [out, in] (the HF layout).
 // x: [M, in], y: [M, out].

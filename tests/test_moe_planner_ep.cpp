@@ -152,17 +152,22 @@ TEST(MoePlannerEp, SearchTriesEpForAMixtureOfExpertsOnly) {
   for (const auto& c : plan::search_layouts(dense, 8).ranked) EXPECT_EQ(c.input.mesh.ep, 1);
   PlanInput moe = moe_run("qwen3-30b-a3b", "dp=1");
   moe.global_batch = 8;
-  bool tried_ep = false;
+  bool tried_ep = false, tried_tp = false;
   const plan::SearchResult r = plan::search_layouts(moe, 8);
   for (const auto* v : {&r.ranked, &r.too_big})
-    for (const auto& c : *v) tried_ep = tried_ep || c.input.mesh.ep > 1;
+    for (const auto& c : *v) {
+      tried_ep = tried_ep || c.input.mesh.ep > 1;
+      tried_tp = tried_tp || c.input.mesh.tp > 1;  // expert tensor parallelism, priced and measured
+    }
   EXPECT_TRUE(tried_ep);
+  EXPECT_TRUE(tried_tp);
 }
 
-// Mixtral 8x7B in full training on 16 H100s with its routing losses on (which the trainer does not
-// run under pp, so no pipeline layout is tried) and 74 GB a device: sharding whole experts over fsdp
-// gathers layer units of all 8 experts (their buffers alone about 21 GB a rank), so every ep = 1
-// layout is over; with ep a unit holds the rank's own experts only, and only such layouts fit.
+// Mixtral 8x7B in full training on 16 H100s with its routing losses on and 74 GB a device: sharding
+// whole experts over fsdp gathers layer units of all 8 experts (their buffers alone about 21 GB a
+// rank), so every ep = 1 layout without pipeline stages is over; with ep a unit holds the rank's
+// own experts only, and such layouts fit (and rank first). Pipeline layouts, which hold fewer
+// layers a rank, are tried too now that the routing losses cross the stages.
 TEST(MoePlannerEp, SearchPicksEpWhenMemoryLeavesNothingElse) {
   PlanInput in = moe_run("mixtral-8x7b", "dp=1");
   in.model.config.output_router_logits = true;
@@ -170,11 +175,19 @@ TEST(MoePlannerEp, SearchPicksEpWhenMemoryLeavesNothingElse) {
   in.cluster.memory_bytes = 74e9;
   const plan::SearchResult r = plan::search_layouts(in, 16);
   ASSERT_FALSE(r.ranked.empty());
-  EXPECT_GT(r.ranked.front().input.mesh.ep, 1);
-  for (const auto& c : r.ranked) EXPECT_GT(c.input.mesh.ep, 1) << c.input.mesh.str();
+  EXPECT_GT(r.ranked.front().input.mesh.ep, 1) << r.ranked.front().input.mesh.str();
+  bool pp_tried = false, ep_fits = false;
+  for (const auto& c : r.ranked) {
+    if (c.input.mesh.pp == 1) EXPECT_GT(c.input.mesh.ep, 1) << c.input.mesh.str();
+    ep_fits = ep_fits || c.input.mesh.ep > 1;
+  }
+  EXPECT_TRUE(ep_fits);
   bool ep1_tried = false;
-  for (const auto& c : r.too_big) ep1_tried = ep1_tried || c.input.mesh.ep == 1;
+  for (const auto* v : {&r.ranked, &r.too_big})
+    for (const auto& c : *v) pp_tried = pp_tried || c.input.mesh.pp > 1;
+  for (const auto& c : r.too_big) ep1_tried = ep1_tried || (c.input.mesh.ep == 1 && c.input.mesh.pp == 1);
   EXPECT_TRUE(ep1_tried);
+  EXPECT_TRUE(pp_tried);
   // With room to spare the same search also fits layouts without ep (fsdp=16 needs 79 GB).
   in.cluster.memory_bytes = 80e9;
   bool ep1_fits = false;

@@ -223,9 +223,6 @@ void print_search(std::ostream& os, const SearchResult& r, size_t top) {
     }
   os << r.considered << " layouts evaluated, " << r.ranked.size() << " fit, " << r.too_big.size()
      << " do not fit, " << r.invalid << " meshes skipped (model or batch not divisible)\n";
-  if (r.tp_skipped)
-    os << "tp > 1 not searched: the planner's pricing of a mixture of experts under tensor parallelism is not "
-          "yet measured against the engine, which trains it (the search splits the experts over ep and fsdp)\n";
   os << "\n";
   if (r.ranked.empty()) {
     os << "no layout fits\n";
@@ -317,7 +314,6 @@ nlohmann::json search_json(const SearchResult& r, size_t top) {
   j["fit"] = r.ranked.size();
   j["too_big"] = r.too_big.size();
   j["invalid_meshes"] = r.invalid;
-  if (r.tp_skipped) j["tp_skipped"] = "a mixture of experts under tensor parallelism is not implemented yet";
   j["top"] = nlohmann::json::array();
   for (size_t i = 0; i < std::min(top, r.ranked.size()); ++i) j["top"].push_back(plan_json(r.ranked[i]));
   return j;

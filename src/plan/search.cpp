@@ -60,18 +60,12 @@ SearchResult search_layouts(const PlanInput& base, int64_t devices, const Search
     fail("device count must be in [1, " + std::to_string(kMaxSearchDevices) + "], got " + std::to_string(devices));
   if (space.grad_accum < 0) fail("micro-batches per step must be >= 0, got " + std::to_string(space.grad_accum));
   SearchResult out;
-  // A mixture of experts under tensor parallelism trains (expert tensor parallelism), but its
-  // pricing here is not yet measured against the engine: not searched, its experts split over ep
-  // and fsdp instead; an explicit --mesh with tp is priced.
-  const bool moe = base.model.config.moe();
-  out.tp_skipped = moe;
   // The meshes first, with two of validate()'s rules that cost nothing (tp divides the heads, the
   // data-parallel ranks divide the global batch), so that what is evaluated can be counted and
   // bounded before any of it is priced: a large device count with a large batch had millions.
   const ModelConfig& mc = base.model.config;
   std::vector<parallel::MeshShape> meshes;
   for (int64_t tp : divisors(devices)) {
-    if (moe && tp > 1) continue;
     if (mc.num_attention_heads % tp != 0 || mc.num_key_value_heads % tp != 0) {
       for (int64_t pp : divisors(devices / tp))
         for (int64_t cp : context_splits(base, devices / tp / pp))

@@ -23,7 +23,6 @@ struct SearchResult {
   std::vector<Candidate> too_big;    // layouts that divide but do not fit (for the front's picture)
   int64_t considered = 0;            // (mesh, micro-batch, checkpointing) tuples tried
   int64_t invalid = 0;               // meshes the model or batch did not divide (skipped)
-  bool tp_skipped = false;           // a mixture of experts: no tp > 1 tried (the trainer refuses it)
 };
 
 // What the search varies besides the mesh.

@@ -165,9 +165,10 @@ TEST(MoePlannerEp, SearchTriesEpForAMixtureOfExpertsOnly) {
 
 // Mixtral 8x7B in full training on 16 H100s with its routing losses on and 74 GB a device: sharding
 // whole experts over fsdp gathers layer units of all 8 experts (their buffers alone about 21 GB a
-// rank), so every ep = 1 layout without pipeline stages is over; with ep a unit holds the rank's
-// own experts only, and such layouts fit (and rank first). Pipeline layouts, which hold fewer
-// layers a rank, are tried too now that the routing losses cross the stages.
+// rank), so every ep = 1 layout without pipeline stages or tp is over; with ep a unit holds the
+// rank's own experts only, and such layouts fit (and rank first). Pipeline layouts (fewer layers a
+// rank; tried now that the routing losses cross the stages) and tp layouts (each expert split) fit
+// without ep too.
 TEST(MoePlannerEp, SearchPicksEpWhenMemoryLeavesNothingElse) {
   PlanInput in = moe_run("mixtral-8x7b", "dp=1");
   in.model.config.output_router_logits = true;
@@ -178,14 +179,15 @@ TEST(MoePlannerEp, SearchPicksEpWhenMemoryLeavesNothingElse) {
   EXPECT_GT(r.ranked.front().input.mesh.ep, 1) << r.ranked.front().input.mesh.str();
   bool pp_tried = false, ep_fits = false;
   for (const auto& c : r.ranked) {
-    if (c.input.mesh.pp == 1) EXPECT_GT(c.input.mesh.ep, 1) << c.input.mesh.str();
+    if (c.input.mesh.pp == 1 && c.input.mesh.tp == 1) EXPECT_GT(c.input.mesh.ep, 1) << c.input.mesh.str();
     ep_fits = ep_fits || c.input.mesh.ep > 1;
   }
   EXPECT_TRUE(ep_fits);
   bool ep1_tried = false;
   for (const auto* v : {&r.ranked, &r.too_big})
     for (const auto& c : *v) pp_tried = pp_tried || c.input.mesh.pp > 1;
-  for (const auto& c : r.too_big) ep1_tried = ep1_tried || (c.input.mesh.ep == 1 && c.input.mesh.pp == 1);
+  for (const auto& c : r.too_big)
+    ep1_tried = ep1_tried || (c.input.mesh.ep == 1 && c.input.mesh.pp == 1 && c.input.mesh.tp == 1);
   EXPECT_TRUE(ep1_tried);
   EXPECT_TRUE(pp_tried);
   // With room to spare the same search also fits layouts without ep (fsdp=16 needs 79 GB).
@@ -195,8 +197,10 @@ TEST(MoePlannerEp, SearchPicksEpWhenMemoryLeavesNothingElse) {
   EXPECT_TRUE(ep1_fits);
 }
 
-// `train --mesh auto` makes the same search with the trainer's checks: the same run chooses ep.
-TEST(MoePlannerEp, MeshAutoChoosesEpWhenMemoryLeavesNothingElse) {
+// `train --mesh auto` makes the same search with the trainer's checks: the same run (with
+// checkpointing) chooses a layout that splits each rank's experts, by ep or by tp (each expert split
+// over the node: fsdp=4,tp=4 fits, measured 2026-12-06), never fsdp alone.
+TEST(MoePlannerEp, MeshAutoChoosesALayoutThatSplitsTheExperts) {
   RunConfig cfg;
   cfg.model = plan::model_preset("mixtral-8x7b").config;
   cfg.model.output_router_logits = true;
@@ -205,8 +209,9 @@ TEST(MoePlannerEp, MeshAutoChoosesEpWhenMemoryLeavesNothingElse) {
   plan::Cluster cluster = plan::cluster_preset("dgx-h100");
   cluster.memory_bytes = 74e9;
   const plan::MeshChoice choice = plan::choose_mesh(cfg, cfg.model, cluster, 16);
-  EXPECT_GT(choice.chosen.input.mesh.ep, 1) << plan::describe_choice(choice);
-  EXPECT_NE(plan::describe_choice(choice).find("ep="), std::string::npos);
+  const parallel::MeshShape& m = choice.chosen.input.mesh;
+  EXPECT_TRUE(m.ep > 1 || m.tp > 1) << plan::describe_choice(choice);
+  EXPECT_NE(plan::describe_choice(choice).find("ep="), std::string::npos);  // ep tried, named
 }
 
 }  // namespace

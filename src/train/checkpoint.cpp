@@ -111,6 +111,11 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
     m["tensors"] = tensors;
     m["files"] = files;
     m[kCrc32cManifestKey] = crc32c_manifest_entry(crcs);
+    if (!info.model_identity.empty()) {
+      nlohmann::ordered_json model = nlohmann::ordered_json::object();
+      for (const auto& [name, value] : info.model_identity) model[name] = value;
+      m["model"] = model;
+    }
     m["config"] = info.config_toml;
     const std::string manifest = m.dump(2) + "\n";
     write_file_atomically((tmp / "manifest.json").string(), [&](std::ostream& os) { os << manifest; });

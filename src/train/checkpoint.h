@@ -64,6 +64,9 @@ struct CheckpointInfo {
   // Where the lr schedule's decay started (train/lr_schedule.h), for a resume to continue it;
   // nullopt: not recorded (a resume then takes the recorded config's fresh schedule).
   std::optional<LrDecayStart> lr_decay;
+  // The model and tokenizer the run trains (train/model_identity.h), for a resume to refuse
+  // another; empty: not recorded.
+  std::vector<std::pair<std::string, std::string>> model_identity;
 };
 
 // Collective over `world`: every rank passes the tensors it holds. Writes the checkpoint for

@@ -10,6 +10,7 @@
 #include "core/atomic_file.h"
 #include "core/crc32c.h"
 #include "core/bounded_json.h"
+#include "core/clipped.h"
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "train/run_config.h"
@@ -97,6 +98,15 @@ CheckpointManifest parse_checkpoint_manifest(const std::string& text, const std:
   if (out.sampler.rows_drawn < out.step)
     fail(where + ": the sampler drew " + std::to_string(out.sampler.rows_drawn) + " rows in " +
          std::to_string(out.step) + " steps; every step draws at least one");
+
+  if (m.contains("model")) {  // the model and tokenizer trained (train/model_identity.h)
+    const json& model = m["model"];
+    if (!model.is_object()) fail(where + ": \"model\" must be an object of the model's fields");
+    for (const auto& [name, value] : model.items()) {
+      if (!value.is_string()) fail(where + ": \"model\" field \"" + clipped(name) + "\" must be a string");
+      out.model.push_back({name, value.get<std::string>()});
+    }
+  }
 
   if (m.contains("lr_decay")) {
     const json& decay = m["lr_decay"];

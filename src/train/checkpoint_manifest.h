@@ -30,6 +30,9 @@ struct CheckpointManifest {
   std::map<std::string, std::vector<int64_t>> tensors;
   int64_t tensor_count = 0;  // tensors.size()
   std::string config;        // the run config, TOML
+  // The model and tokenizer it trained (train/model_identity.h), in the manifest's order; empty in
+  // manifests written before it was recorded.
+  std::vector<std::pair<std::string, std::string>> model;
   // Where the lr schedule's decay started (train/lr_schedule.h); absent in manifests written
   // before it was recorded.
   std::optional<LrDecayStart> lr_decay;

@@ -17,8 +17,9 @@ namespace mt {
 void require_same_run_config(const RunConfig& cfg, parallel::Comm& world);
 
 // Collective over `world`: the model each rank resolved (from its config, or from the files at
-// model.path, which each host reads for itself) has the same parameter names and shapes, and the
-// tokenizers the same kind and vocabulary size; otherwise throws on every rank, naming them.
+// model.path, which each host reads for itself) has the same identity (train/model_identity.h:
+// every field of the architecture, the tokenizer's vocabulary) and parameter names and shapes;
+// otherwise throws on every rank, naming them.
 void require_same_model(const ModelConfig& shape, const LoraConfig& lora, const Tokenizer& tok,
                         parallel::Comm& world);
 

@@ -36,6 +36,7 @@
 #include "train/metrics.h"
 #include "train/placed_model.h"
 #include "train/resume_config.h"
+#include "train/model_identity.h"
 #include "train/resumed_run_config.h"
 #include "train/run_agreement.h"
 #include "train/run_directory.h"
@@ -134,6 +135,8 @@ struct TrainingRun {
   RunDirectory run_dir;
   PlacedModel placed;
   AdamW optimizer;
+  // The model and tokenizer trained, as every checkpoint records them (train/model_identity.h).
+  const std::vector<std::pair<std::string, std::string>> identity;
   const FlopCount flops;
   // FLOP/s of one process, the MFU denominator: one per run (resolve_peak), a float number of
   // GFLOP/s so that the checkpoints' record of it (train.peak_gflops) reads back to the same value.
@@ -222,6 +225,7 @@ TrainingRun::TrainingRun(const RunConfig& cfg, const StopSignals& stop, std::ost
       run_dir(cfg, *world, log),
       placed(cfg, mesh, dp, *tok, log, backend),
       optimizer(placed.trainable(), cfg.optim),
+      identity(model_identity(placed.full_config(), *tok)),
       flops(training_flops(placed.full_config(), cfg.lora, tc.seq_len)),
       tokens_per_step(mul_or_fail(mul_or_fail(tc.batch_size, tc.grad_accum, "train.batch_size x train.grad_accum"),
                                   tc.seq_len, "the tokens of a step")),
@@ -329,6 +333,9 @@ float TrainingRun::resume() {
   const CheckpointManifest manifest = read_checkpoint_manifest(dir);
   if (!manifest.unverified.empty()) log << manifest.unverified << "\n";
   require_resumable_config(cfg, manifest.config, dir);
+  // And the model those keys do not name: config.json, the weights' directory, the tokenizer.
+  if (!manifest.model.empty())
+    require_same_model_identity(manifest.model, identity, dir);
   const CheckpointState state = load_checkpoint(dir, placed.held_tensors(optimizer), optimizer,
                                                 cfg.lora.enabled);
   placed.refresh_compute_copies();
@@ -432,7 +439,7 @@ std::string checkpoint(TrainingRun& run, int64_t steps_done, bool best) {
                                           {to_toml(recorded), cfg.mesh.str(), cfg.lora.enabled, best,
                                            run.placed.pipeline() ? run.placed.pipeline()->blocks()
                                                                  : std::vector<int64_t>{},
-                                           run.lr_schedule.decay},
+                                           run.lr_schedule.decay, run.identity},
                                           cfg.output.keep_checkpoints, *run.world);
   run.log << "checkpoint: " << dir << (best ? " (best validation loss so far)" : "") << "\n";
   return dir;

@@ -83,7 +83,7 @@ TEST(RankChecks, DifferentModelFilesUnderFsdpAreRefusedNamingTheShapes) {
                      " : -n 1 --wdir " + (base / "3").string() + " " + MESHTRAIN_BINARY + args, &out);
   EXPECT_NE(rc, 0) << out;
   EXPECT_NE(rc, 124) << "timed out instead of refusing:\n" << out;
-  EXPECT_NE(out.find("ranks disagree on the model's shapes (each rank reads model.path itself): "
+  EXPECT_NE(out.find("ranks disagree on the model and tokenizer (each rank reads model.path itself): "
                      "num_hidden_layers (rank 0: 2, rank 1: 3); model.layers.2."),
             std::string::npos) << out;
   EXPECT_NE(out.find("; and 4 more"), std::string::npos) << out;  // 9 tensors of layer 2, 1 + 5 shown

@@ -86,8 +86,9 @@ TEST(ResumeIdentity, ATokenizerWithTwoIdsSwappedIsAnotherIdentity) {
   json vocab = read_json(shared + "/vocab.json");
   ModelConfig model;
   const auto before = model_identity(model, *load_tokenizer(shared));
-  ASSERT_TRUE(vocab.contains("\xC4\xA0the") && vocab.contains("\xC4\xA0and"));
-  std::swap(vocab["\xC4\xA0the"], vocab["\xC4\xA0and"]);  // "Ġthe" and "Ġand"
+  const std::string the = std::string("\xC4\xA0") + "the", and_ = std::string("\xC4\xA0") + "and";  // "Ġthe", "Ġand"
+  ASSERT_TRUE(vocab.contains(the) && vocab.contains(and_));
+  std::swap(vocab[the], vocab[and_]);
   write_json(dir + "/vocab.json", vocab);
   const auto after = model_identity(model, *load_tokenizer(dir));
   ASSERT_EQ(before.size(), after.size());

@@ -59,7 +59,7 @@ TEST(CheckpointManifest, ReadsWhatSaveWrites) {
   ASSERT_TRUE(m.crc32c.has_value());
   EXPECT_EQ(m.crc32c->at("shard-00000.safetensors"), 0xe3069283u);
   nlohmann::json old = good();
-  old.erase("crc32c");  // written before checksums: loads unverified
+  old.erase("crc32c");  // parsed without them (read_checkpoint_manifest then refuses the manifest)
   EXPECT_FALSE(parse_checkpoint_manifest(old.dump(), kWhere).crc32c.has_value());
 }
 
@@ -109,6 +109,23 @@ TEST(CheckpointManifest, DamagedManifestsAreOneErrorLine) {
   EXPECT_TRUE(has(error_with("crc32c", "x"), "\"crc32c\" must map file names"));
   EXPECT_TRUE(has(error_with("crc32c", {{"shard-00000.safetensors", "e3069283"}}),
                   "no valid CRC32C (8 hex digits) recorded for shard-00001.safetensors"));
+}
+
+// Where the run that wrote it started, which read_checkpoint_manifest checks the rows against.
+TEST(CheckpointManifest, TheSegmentStartIsReadAndChecked) {
+  nlohmann::json m = good();
+  EXPECT_FALSE(parse_checkpoint_manifest(m.dump(), kWhere).segment_start.has_value());  // before it was recorded
+  m["segment_start"] = {{"step", 4}, {"rows_drawn", 8}};
+  const CheckpointManifest read = parse_checkpoint_manifest(m.dump(), kWhere);
+  ASSERT_TRUE(read.segment_start.has_value());
+  EXPECT_EQ(read.segment_start->step, 4);
+  EXPECT_EQ(read.segment_start->rows_drawn, 8);
+  m["segment_start"] = "4";
+  EXPECT_TRUE(has(error_of(m.dump()), "\"segment_start\" must be an object")) << error_of(m.dump());
+  m["segment_start"] = {{"step", 4}, {"rows_drawn", 17}};  // more rows than the checkpoint's 16
+  EXPECT_TRUE(has(error_of(m.dump()), "lies after the checkpoint (step 8, 16 rows)")) << error_of(m.dump());
+  m["segment_start"] = {{"step", -1}, {"rows_drawn", 0}};
+  EXPECT_FALSE(error_of(m.dump()).empty());
 }
 
 // A checkpoint's shards are in its own directory: a name with a path in it used to be read (and

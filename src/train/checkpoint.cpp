@@ -108,6 +108,8 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
     m["mesh"] = info.mesh;
     if (!info.pipeline_blocks.empty()) m["pipeline_blocks"] = info.pipeline_blocks;
     if (info.lr_decay) m["lr_decay"] = {{"step", info.lr_decay->step}, {"lr", info.lr_decay->lr}};
+    if (info.segment_start)
+      m["segment_start"] = {{"step", info.segment_start->step}, {"rows_drawn", info.segment_start->rows_drawn}};
     m["tensors"] = tensors;
     m["files"] = files;
     m[kCrc32cManifestKey] = crc32c_manifest_entry(crcs);

@@ -30,6 +30,7 @@
 #include "core/tensor_box.h"
 #include "model/transformer.h"
 #include "train/adamw.h"
+#include "train/checkpoint_manifest.h"
 #include "train/lr_schedule.h"
 
 namespace mt {
@@ -67,6 +68,10 @@ struct CheckpointInfo {
   // The model and tokenizer the run trains (train/model_identity.h), for a resume to refuse
   // another; empty: not recorded.
   std::vector<std::pair<std::string, std::string>> model_identity;
+  // Where this run started (step 0, or the checkpoint it resumed) and the rows drawn then: the
+  // manifest's rows are checked against the steps since (train/checkpoint_manifest.h). nullopt:
+  // not recorded (a checkpoint of a hand-made state, in tests and tools).
+  std::optional<SegmentStart> segment_start;
 };
 
 // Collective over `world`: every rank passes the tensors it holds. Writes the checkpoint for

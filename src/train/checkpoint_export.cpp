@@ -21,7 +21,6 @@ namespace mt {
 std::vector<std::string> export_checkpoint(const std::string& checkpoint_dir, const std::string& out_dir) {
   namespace fs = std::filesystem;
   const CheckpointManifest m = read_checkpoint_manifest(checkpoint_dir);
-  if (!m.unverified.empty()) std::cerr << "export-checkpoint: " << m.unverified << "\n";
   const std::string manifest_path = (fs::path(checkpoint_dir) / "manifest.json").string();
   // The run's own config says what the tensors are: the model shape (or model.path), LoRA, precision.
   const RunConfig cfg = parse_run_config(m.config, {}, manifest_path);

@@ -21,7 +21,7 @@ std::vector<std::string> verified_shard_files(const std::string& dir, const Chec
   for (const std::string& name : manifest.files) {
     const std::string path = (fs::path(dir) / name).string();
     paths.push_back(path);
-    if (!manifest.crc32c) continue;  // an older checkpoint: nothing recorded to verify against
+    if (!manifest.crc32c) fail(where + ": \"crc32c\" (the shards' checksums) is missing");
     const uint32_t expected = manifest.crc32c->at(name);
     if (!fs::is_regular_file(path)) fail(path + ": missing (listed in " + where + ")");
     const uint32_t actual = crc32c_of_file(path);

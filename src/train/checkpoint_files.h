@@ -3,8 +3,8 @@
 // as a slightly wrong weight and surface steps later as a diverging loss, naming nothing.
 //
 // manifest.json: "files": ["shard-00000.safetensors", ...] and, since checksums were added,
-// "crc32c": {"shard-00000.safetensors": "e3069283", ...}. A manifest without "crc32c" (written
-// before) loads unverified; one with it must give a checksum for every file.
+// "crc32c": {"shard-00000.safetensors": "e3069283", ...}, a checksum for every file (a manifest
+// without them is refused: train/checkpoint_manifest.h).
 #pragma once
 #include <cstdint>
 #include <map>

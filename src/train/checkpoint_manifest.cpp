@@ -13,6 +13,7 @@
 #include "core/clipped.h"
 #include "core/error.h"
 #include "core/regular_file.h"
+#include "train/checkpoint_dir.h"
 #include "train/run_config.h"
 
 namespace mt {
@@ -108,6 +109,16 @@ CheckpointManifest parse_checkpoint_manifest(const std::string& text, const std:
     }
   }
 
+  if (m.contains("segment_start")) {
+    const json& seg = m["segment_start"];
+    if (!seg.is_object()) fail(where + ": \"segment_start\" must be an object {\"step\": ..., \"rows_drawn\": ...}");
+    out.segment_start = SegmentStart{count_field(seg, "step", where), count_field(seg, "rows_drawn", where)};
+    if (out.segment_start->step > out.step || out.segment_start->rows_drawn > out.sampler.rows_drawn)
+      fail(where + ": \"segment_start\" (step " + std::to_string(out.segment_start->step) + ", " +
+           std::to_string(out.segment_start->rows_drawn) + " rows) lies after the checkpoint (step " +
+           std::to_string(out.step) + ", " + std::to_string(out.sampler.rows_drawn) + " rows)");
+  }
+
   if (m.contains("lr_decay")) {
     const json& decay = m["lr_decay"];
     if (!decay.is_object()) fail(where + ": \"lr_decay\" must be an object {\"step\": ..., \"lr\": ...}");
@@ -162,6 +173,35 @@ std::string read_checksum_text(const std::string& path) {
   return text;
 }
 
+// The fields a checksum cannot vouch for (a manifest rewritten with its checksum recomputed, or
+// written by a bug) against what they must equal: the directory's name, the recorded config.
+void check_against_name_and_config(const CheckpointManifest& m, const std::string& dir, const std::string& where) {
+  namespace fs = std::filesystem;
+  // A checkpoint keeps its step-N name wherever it is copied to; another name is not checked.
+  std::string name = fs::path(dir).lexically_normal().filename().string();
+  if (name.empty()) name = fs::path(dir).lexically_normal().parent_path().filename().string();
+  if (name.rfind("step-", 0) == 0 && name.size() > 5 &&
+      name.find_first_not_of("0123456789", 5) == std::string::npos && name != checkpoint_name(m.step))
+    fail(where + ": \"step\" " + std::to_string(m.step) + " is not the step of its directory " + name);
+  const RunConfig saved = parse_run_config(m.config, {}, where + " \"config\"");
+  if (m.sampler.seed != saved.train.seed)
+    fail(where + ": the sampler's seed " + std::to_string(m.sampler.seed) + " is not the recorded train.seed " +
+         std::to_string(saved.train.seed));
+  if (m.segment_start) {
+    // A resume may change the batch (train.batch_size, grad_accum): the steps since this run's
+    // start drew the recorded config's rows each.
+    const SegmentStart& s = *m.segment_start;
+    const int64_t per_step = saved.train.batch_size * saved.train.grad_accum;
+    const int64_t steps = m.step - s.step;
+    if (per_step <= 0 || steps > (INT64_MAX - s.rows_drawn) / per_step ||
+        s.rows_drawn + steps * per_step != m.sampler.rows_drawn)
+      fail(where + ": the sampler drew " + std::to_string(m.sampler.rows_drawn) + " rows by step " +
+           std::to_string(m.step) + ", but the " + std::to_string(steps) + " steps since step " +
+           std::to_string(s.step) + " (" + std::to_string(s.rows_drawn) + " rows) draw " + std::to_string(per_step) +
+           " rows each (train.batch_size x grad_accum)");
+  }
+}
+
 }  // namespace
 
 CheckpointManifest read_checkpoint_manifest(const std::string& dir) {
@@ -172,27 +212,23 @@ CheckpointManifest read_checkpoint_manifest(const std::string& dir) {
   const std::string text = read_json_text(path, JsonKind::checkpoint_manifest);
   // The checksum first: a damaged manifest must be named as such, not read as another step.
   const std::string sum_path = (fs::path(dir) / kManifestChecksumFile).string();
-  std::string unverified;
-  if (fs::exists(fs::symlink_status(sum_path))) {
-    std::string recorded = read_checksum_text(sum_path);
-    if (!recorded.empty() && recorded.back() == '\n') recorded.pop_back();
-    uint32_t expected = 0;
-    if (!parse_crc32c_hex(recorded, expected))
-      fail(sum_path + ": not a CRC32C (8 hex digits and a newline)");
-    const uint32_t actual = crc32c(text.data(), text.size());
-    if (actual != expected)
-      fail(path + " is corrupt: CRC32C " + crc32c_hex(actual) + ", " + kManifestChecksumFile + " records " +
-           crc32c_hex(expected));
-  } else {
-    unverified = dir + ": warning: no " + kManifestChecksumFile +
-                 " (a checkpoint written before manifests were checksummed): manifest.json is not verified";
-  }
+  // Every checkpoint meshtrain writes has the checksum: without it nothing vouches for the
+  // manifest's fields (a hand edit of its step or rows would resume another run).
+  if (!fs::exists(fs::symlink_status(sum_path)))
+    fail(dir + ": no " + kManifestChecksumFile + " beside manifest.json, so the manifest cannot be verified; "
+         "every checkpoint meshtrain writes has one (was it copied without it?)");
+  std::string recorded = read_checksum_text(sum_path);
+  if (!recorded.empty() && recorded.back() == '\n') recorded.pop_back();
+  uint32_t expected = 0;
+  if (!parse_crc32c_hex(recorded, expected)) fail(sum_path + ": not a CRC32C (8 hex digits and a newline)");
+  const uint32_t actual = crc32c(text.data(), text.size());
+  if (actual != expected)
+    fail(path + " is corrupt: CRC32C " + crc32c_hex(actual) + ", " + kManifestChecksumFile + " records " +
+         crc32c_hex(expected));
   CheckpointManifest m = parse_checkpoint_manifest(text, path);
-  // Every checksummed manifest was written with its shards' checksums: without them the shards
-  // would load unverified.
-  if (unverified.empty() && !m.crc32c)
-    fail(path + ": \"" + kCrc32cManifestKey + "\" (the shards' checksums) is missing");
-  m.unverified = std::move(unverified);
+  // Without the shards' checksums the shards would load unverified.
+  if (!m.crc32c) fail(path + ": \"" + kCrc32cManifestKey + "\" (the shards' checksums) is missing");
+  check_against_name_and_config(m, dir, path);
   return m;
 }
 

@@ -21,6 +21,11 @@ inline constexpr const char* kCrc32cManifestKey = "crc32c";
 // hex digits and a newline), written after it and before the checkpoint is renamed into place.
 inline constexpr const char* kManifestChecksumFile = "manifest.json.crc32c";
 
+struct SegmentStart {
+  int64_t step = 0;
+  int64_t rows_drawn = 0;
+};
+
 struct CheckpointManifest {
   int64_t step = 0;             // optimizer steps completed
   int64_t optimizer_steps = 0;  // AdamW's own count (its bias correction)
@@ -38,11 +43,12 @@ struct CheckpointManifest {
   std::optional<LrDecayStart> lr_decay;
   // Shard file names (plain names, in the checkpoint's directory), in the manifest's order.
   std::vector<std::string> files;
-  // File name -> CRC32C, one per file; absent in manifests written before checksums.
+  // File name -> CRC32C, one per file (read_checkpoint_manifest refuses a manifest without them).
   std::optional<std::map<std::string, uint32_t>> crc32c;
-  // Non-empty when the manifest could not be verified (a checkpoint written before manifests were
-  // checksummed): the warning its reader prints.
-  std::string unverified;
+  // Where the run that wrote it started (step 0, or the checkpoint it resumed) and the rows its
+  // sampler had drawn then: every step since drew train.batch_size x grad_accum rows of the
+  // recorded config, which read_checkpoint_manifest checks. Absent in manifests written before.
+  std::optional<SegmentStart> segment_start;
 };
 
 // The manifest's JSON text; `where` (its path) starts every message. Besides each field's form,
@@ -51,7 +57,10 @@ struct CheckpointManifest {
 // rows drawn, and no tensor is listed twice.
 CheckpointManifest parse_checkpoint_manifest(const std::string& text, const std::string& where);
 // <dir>/manifest.json, verified against <dir>/manifest.json.crc32c first (mt::Error naming the
-// manifest when they differ; a missing checksum file is `unverified`).
+// manifest when they differ or the checksum file is missing), then whole or refused: the shards'
+// checksums present, its step the directory's name (step-N), the sampler's seed the recorded
+// config's train.seed, and the rows drawn those of its steps (segment_start). One mt::Error line
+// naming the field otherwise.
 CheckpointManifest read_checkpoint_manifest(const std::string& dir);
 // Writes <dir>/manifest.json.crc32c for the manifest text `text` (atomically).
 void write_manifest_checksum(const std::string& dir, const std::string& text);

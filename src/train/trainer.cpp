@@ -144,6 +144,7 @@ struct TrainingRun {
   const int64_t tokens_per_step;
   std::unique_ptr<JsonlWriter> metrics;  // rank 0's
   int64_t start_step = 0;                // a resumed run's checkpoint step
+  SegmentStart segment_start;            // that step and the rows drawn by then (checkpoints record it)
   // The lr of each step: fresh, or as a resumed run continues its checkpoint's (train/lr_schedule.h).
   LrSchedule lr_schedule;
   // output.keep_best: the lowest validation loss of a checkpoint so far (rank 0's).
@@ -331,7 +332,6 @@ float TrainingRun::resume() {
     if (const std::string note = resume_note(cfg); !note.empty()) log << note << "\n";
   // The config first: a changed model key would otherwise surface as a tensor of another shape.
   const CheckpointManifest manifest = read_checkpoint_manifest(dir);
-  if (!manifest.unverified.empty()) log << manifest.unverified << "\n";
   require_resumable_config(cfg, manifest.config, dir);
   // And the model those keys do not name: config.json, the weights' directory, the tokenizer.
   if (!manifest.model.empty())
@@ -341,6 +341,7 @@ float TrainingRun::resume() {
   placed.refresh_compute_copies();
   data->restore(state.sampler);
   start_step = state.step;
+  segment_start = {state.step, state.sampler.rows_drawn};
   if (start_step >= tc.steps)
     fail(dir + ": checkpoint is at step " + std::to_string(start_step) + ", train.steps is " +
          std::to_string(tc.steps) + ": nothing left to do");
@@ -439,7 +440,7 @@ std::string checkpoint(TrainingRun& run, int64_t steps_done, bool best) {
                                           {to_toml(recorded), cfg.mesh.str(), cfg.lora.enabled, best,
                                            run.placed.pipeline() ? run.placed.pipeline()->blocks()
                                                                  : std::vector<int64_t>{},
-                                           run.lr_schedule.decay, run.identity},
+                                           run.lr_schedule.decay, run.identity, run.segment_start},
                                           cfg.output.keep_checkpoints, *run.world);
   run.log << "checkpoint: " << dir << (best ? " (best validation loss so far)" : "") << "\n";
   return dir;

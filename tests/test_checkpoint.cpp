@@ -13,6 +13,7 @@
 
 #include "core/crc32c.h"
 #include "core/crc32c_io.h"
+#include "checkpoint_edits.h"
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "train/checkpoint.h"
@@ -111,40 +112,10 @@ TEST(Checkpoint, MismatchedOrCorruptCheckpointsAreRefused) {
   }
 }
 
-nlohmann::json read_manifest(const fs::path& dir) {
-  std::ifstream f(dir / "manifest.json");
-  return nlohmann::json::parse(f);
-}
-
-// As a writer would: the manifest and its checksum file.
-void write_manifest(const fs::path& dir, const nlohmann::json& m) {
-  const std::string text = m.dump(2) + "\n";
-  std::ofstream(dir / "manifest.json", std::ios::trunc) << text;
-  write_manifest_checksum(dir.string(), text);
-}
-
-// Overwrites bytes of a file in place.
-void poke(const fs::path& file, uint64_t offset, const void* bytes, size_t n) {
-  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekp(std::streamoff(offset));
-  f.write(static_cast<const char*>(bytes), std::streamsize(n));
-  ASSERT_TRUE(f.good());
-}
-
-// Writes `value` over element 0 of `tensor` in the checkpoint's only shard file, then records the
-// file's new checksum, as a writer that saved a non-finite value would have.
-void plant_value(const fs::path& dir, const std::string& tensor, float value) {
-  const fs::path shard = dir / "shard-00000.safetensors";
-  uint64_t offset = 0;
-  {
-    const SafetensorsFile f(shard.string());
-    offset = f.info(tensor).file_offset;
-  }
-  poke(shard, offset, &value, sizeof value);
-  nlohmann::json m = read_manifest(dir);
-  m["crc32c"]["shard-00000.safetensors"] = crc32c_hex(crc32c_of_file(shard.string()));
-  write_manifest(dir, m);
-}
+using testing::plant_value;
+using testing::poke;
+using testing::read_manifest;
+using testing::write_manifest;
 
 // A copy of `src` at `dst`, replacing what was there.
 fs::path copy_checkpoint(const fs::path& src, const fs::path& dst) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "checkpoint_edits.h"
 #include "mesh_runs.h"
 #include "parallel/flight_recorder.h"
 #include "parallel/watchdog.h"
@@ -130,6 +131,46 @@ TEST(RankChecks, SameShapedDifferentWeightsAreRefusedNamingTheTensorAndRanks) {
   EXPECT_EQ(run("OMP_NUM_THREADS=1 timeout 120 mpirun --allow-run-as-root --oversubscribe -n 1 "
                 "--wdir " + (base / "1").string() + " " + MESHTRAIN_BINARY + args +
                 " : -n 1 --wdir " + (base / "2").string() + " " + MESHTRAIN_BINARY + args, &out), 0) << out;
+}
+
+// Issue 34, item 2. Was: replicas were compared when the model loaded but not after a resume
+// loaded a checkpoint, so ranks resuming from different copies of it (each host its own; here each
+// rank's working directory, one copy's tensor edited and its checksums recomputed) trained apart
+// without a word. Now a resume compares every replicated block, and its AdamW moments, again.
+TEST(RankChecks, AResumeFromDifferingCopiesIsRefusedNamingTheTensorAndRanks) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const fs::path base = mt::testing::fresh_temp_dir("rank_check_resume");
+  std::string out;
+  ASSERT_EQ(run("OMP_NUM_THREADS=1 " + std::string(MESHTRAIN_BINARY) + " train " + kRun +
+                    " --set train.steps=2 --set output.checkpoint_every=1 --set output.dir=" +
+                    (base / "saved" / "run").string(), &out), 0) << out;
+  const std::string ckpt = "run/checkpoints/step-000002";  // relative: each rank its own copy
+  const auto resume_two_copies = [&](const std::string& tensor) {
+    for (const char* rank : {"0", "1"}) {
+      fs::remove_all(base / rank);
+      fs::copy(base / "saved", base / rank, fs::copy_options::recursive);
+    }
+    if (!tensor.empty()) mt::testing::plant_value(base / "1" / ckpt, tensor, 0.5f);
+    const std::string args = " train --mesh dp=2 " + std::string(kRun) +
+                             " --set output.dir=run --set train.resume=" + ckpt + " --set train.steps=3";
+    return run("OMP_NUM_THREADS=1 timeout 120 mpirun --allow-run-as-root --oversubscribe -n 1 --wdir " +
+                   (base / "0").string() + " " + MESHTRAIN_BINARY + args + " : -n 1 --wdir " + (base / "1").string() +
+                   " " + MESHTRAIN_BINARY + args, &out);
+  };
+  for (const std::string tensor : {"model.embed_tokens.weight", "model.norm.weight.exp_avg_sq"}) {
+    SCOPED_TRACE(tensor);
+    const int rc = resume_two_copies(tensor);
+    EXPECT_NE(rc, 0) << out;
+    EXPECT_NE(rc, 124) << "timed out instead of refusing:\n" << out;
+    EXPECT_NE(out.find("ranks hold different values of the same tensor (each rank loads the checkpoint itself, " +
+                       ckpt + ": give every rank the same copy): " + tensor + " [0:"),
+              std::string::npos) << out;
+    EXPECT_NE(out.find("(rank 0: crc32c "), std::string::npos) << out;
+    EXPECT_EQ(out.find("done:"), std::string::npos) << out;
+  }
+  // The same copy on both ranks resumes.
+  EXPECT_EQ(resume_two_copies(""), 0) << out;
+  EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
 }
 
 // The keys about a rank's own host may differ; debug mode checks every collective of a real

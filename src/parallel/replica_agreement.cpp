@@ -35,7 +35,7 @@ std::vector<std::string> gather_texts(Comm& group, const std::string& mine) {
 
 }  // namespace
 
-void require_equal_replicas(Comm& group, const std::vector<HeldBlock>& blocks) {
+void require_equal_replicas(Comm& group, const std::vector<HeldBlock>& blocks, const std::string& what) {
   if (group.size() == 1) return;
   const std::vector<std::string> texts = gather_texts(group, serialise(blocks));
   // "tensor box" -> the checksum each holding rank has, in rank order (and the first-seen order
@@ -85,8 +85,7 @@ void require_equal_replicas(Comm& group, const std::vector<HeldBlock>& blocks) {
   }
   if (differing == 0) return;
   if (differing > shown_blocks) listed += "; and " + std::to_string(differing - shown_blocks) + " more blocks";
-  fail("ranks hold different values of the same tensor (each rank loads model.path itself: give every "
-       "rank the same files): " + listed);
+  fail("ranks hold different values of the same tensor (" + what + "): " + listed);
 }
 
 }  // namespace mt::parallel

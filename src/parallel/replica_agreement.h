@@ -24,11 +24,12 @@ struct HeldBlock {
 
 // Collective over `group`: every block (same tensor, same box) held by more than one rank has the
 // same checksum on all of them; otherwise throws mt::Error, on every rank alike, naming the first
-// few tensors that differ and which ranks hold which checksum:
-//   "ranks hold different values of the same tensor (...): model.norm.weight [0:64]
+// few tensors that differ and which ranks hold which checksum, after `what` (where the values came
+// from):
+//   "ranks hold different values of the same tensor (<what>): model.norm.weight [0:64]
 //    (rank 0: crc32c 1a2b3c4d; rank 1: crc32c 99aa0011)"
 // Every rank's list of (tensor, box, checksum) is gathered (two all-gathers of ~60 bytes per
 // block), so every rank sees every copy of every block, whatever the mesh.
-void require_equal_replicas(Comm& group, const std::vector<HeldBlock>& blocks);
+void require_equal_replicas(Comm& group, const std::vector<HeldBlock>& blocks, const std::string& what);
 
 }  // namespace mt::parallel

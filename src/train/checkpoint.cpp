@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/atomic_file.h"
+#include "core/crc32c.h"
 #include "core/shape_string.h"
 #include "io/box_shards.h"
 #include "train/checkpoint_dir.h"
@@ -42,6 +43,20 @@ std::vector<HeldTensor> whole_tensors(ParamStore& trainable, AdamW& optimizer) {
     if (!p.grad) continue;
     out.push_back({p.name, p.shape, TensorBox::whole(p.shape), p.master_tensor(), optimizer.exp_avg(p),
                    optimizer.exp_avg_sq(p), true});
+  }
+  return out;
+}
+
+std::vector<parallel::HeldBlock> moment_blocks(const std::vector<HeldTensor>& held, AdamW& optimizer) {
+  std::vector<parallel::HeldBlock> out;
+  std::vector<float> host;
+  for (const HeldTensor& t : held) {
+    if (!t.values) continue;  // another stage's tensor
+    for (const auto& [suffix, moment] : {std::pair{".exp_avg", &t.exp_avg}, std::pair{".exp_avg_sq", &t.exp_avg_sq}}) {
+      host.resize(size_t(moment->numel()));
+      optimizer.backend().copy_to_host(host.data(), *moment);
+      out.push_back({t.name + suffix, t.box, crc32c(host.data(), host.size() * sizeof(float))});
+    }
   }
   return out;
 }

@@ -27,6 +27,7 @@
 
 #include "data/text_dataset.h"
 #include "parallel/comm.h"
+#include "parallel/replica_agreement.h"
 #include "core/tensor_box.h"
 #include "model/transformer.h"
 #include "train/adamw.h"
@@ -52,6 +53,10 @@ struct HeldTensor {
   Tensor values, exp_avg, exp_avg_sq;
   bool writer = true;  // this rank saves the block (one rank per distinct block)
 };
+
+// The CRC32C of each held block's AdamW moments ("<name>.exp_avg", "<name>.exp_avg_sq"), for the
+// ranks holding the same block to compare after a load (parallel/replica_agreement.h).
+std::vector<parallel::HeldBlock> moment_blocks(const std::vector<HeldTensor>& held, AdamW& optimizer);
 
 // The trainable tensors of a store the optimizer updates, each whole.
 std::vector<HeldTensor> whole_tensors(ParamStore& trainable, AdamW& optimizer);

@@ -123,7 +123,13 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
     sync_ = std::move(replica);
   }
   // Before any step: replicas that loaded different values would drift apart silently.
-  parallel::require_equal_replicas(mesh.world(), held_blocks());
+  require_equal_replicas("each rank loads model.path itself: give every rank the same files");
+}
+
+void PlacedModel::require_equal_replicas(const std::string& what, const std::vector<parallel::HeldBlock>& more) {
+  std::vector<parallel::HeldBlock> blocks = held_blocks();
+  blocks.insert(blocks.end(), more.begin(), more.end());
+  parallel::require_equal_replicas(mesh_.world(), blocks, what);
 }
 
 std::vector<parallel::HeldBlock> PlacedModel::held_blocks() {

@@ -59,8 +59,12 @@ class PlacedModel {
   // more than one whole tensor.
   std::vector<std::string> export_model(const std::string& dir);
   // Every block of every tensor (base and adapters) this rank holds, with the CRC32C of its
-  // values: what ranks holding the same block compare at start (parallel/replica_agreement.h).
+  // values: what ranks holding the same block compare (parallel/replica_agreement.h).
   std::vector<parallel::HeldBlock> held_blocks();
+  // Collective: the ranks holding the same block hold the same values, after every load (the
+  // start, a resume); otherwise one line naming the tensors and ranks, `what` saying where the
+  // values came from.
+  void require_equal_replicas(const std::string& what, const std::vector<parallel::HeldBlock>& more = {});
   // Seconds blocked waiting for FSDP's collectives and the data-parallel gradient buckets since
   // the last reset (0 on one rank).
   double exposed_comm_seconds() const;

@@ -339,6 +339,10 @@ float TrainingRun::resume() {
   const CheckpointState state = load_checkpoint(dir, placed.held_tensors(optimizer), optimizer,
                                                 cfg.lora.enabled);
   placed.refresh_compute_copies();
+  // Each rank read the checkpoint itself (on several hosts, its own copy): replicas that loaded
+  // different values would drift apart silently.
+  placed.require_equal_replicas("each rank loads the checkpoint itself, " + dir + ": give every rank the same copy",
+                                moment_blocks(placed.held_tensors(optimizer), optimizer));
   data->restore(state.sampler);
   start_step = state.step;
   segment_start = {state.step, state.sampler.rows_drawn};

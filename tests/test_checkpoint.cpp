@@ -117,6 +117,18 @@ using testing::poke;
 using testing::read_manifest;
 using testing::write_manifest;
 
+// run_config(name)'s 8 steps, trained: the config and its last checkpoint (step 8).
+struct SavedRun {
+  RunConfig cfg;
+  fs::path checkpoint;
+};
+SavedRun saved_run(const std::string& name) {
+  RunConfig cfg = run_config(name);
+  std::ostringstream log;
+  train(cfg, log);
+  return {cfg, fs::path(cfg.output.dir) / "checkpoints/step-000008"};
+}
+
 // A copy of `src` at `dst`, replacing what was there.
 fs::path copy_checkpoint(const fs::path& src, const fs::path& dst) {
   fs::remove_all(dst);
@@ -153,10 +165,9 @@ TEST(Checkpoint, ManifestRecordsACrc32cPerShardFile) {
 }
 
 TEST(Checkpoint, CorruptShardFilesAndNonFiniteValuesAreRefusedByName) {
-  RunConfig cfg = run_config("ckpt_integrity");
-  std::ostringstream log;
-  train(cfg, log);
-  const fs::path saved = fs::path(cfg.output.dir) / "checkpoints/step-000008";
+  const SavedRun run = saved_run("ckpt_integrity");
+  const RunConfig& cfg = run.cfg;
+  const fs::path& saved = run.checkpoint;
   const fs::path work = fs::path(cfg.output.dir) / "damaged";
   const std::string tensor = read_manifest(saved)["tensors"][0]["name"].get<std::string>();
 
@@ -209,10 +220,9 @@ TEST(Checkpoint, CorruptShardFilesAndNonFiniteValuesAreRefusedByName) {
 // without "crc32c" as well its shards loaded unverified, so an edited step or a flipped shard bit
 // resumed. Now both are refused in one line.
 TEST(Checkpoint, AManifestWithoutItsChecksumsIsRefused) {
-  RunConfig cfg = run_config("ckpt_no_crc");
-  std::ostringstream log;
-  train(cfg, log);
-  const fs::path saved = fs::path(cfg.output.dir) / "checkpoints/step-000008";
+  const SavedRun run = saved_run("ckpt_no_crc");
+  const RunConfig& cfg = run.cfg;
+  const fs::path& saved = run.checkpoint;
   const fs::path work = fs::path(cfg.output.dir) / "unchecked";
   {
     const fs::path dir = copy_checkpoint(saved, work);
@@ -254,10 +264,9 @@ void edit_manifest_bytes(const fs::path& dir, const std::string& from, const std
 }
 
 TEST(Checkpoint, TheManifestIsChecksummedAndABitFlipInItIsRefused) {
-  RunConfig cfg = run_config("ckpt_manifest_crc");
-  std::ostringstream log;
-  train(cfg, log);
-  const fs::path saved = fs::path(cfg.output.dir) / "checkpoints/step-000008";
+  const SavedRun run = saved_run("ckpt_manifest_crc");
+  const RunConfig& cfg = run.cfg;
+  const fs::path& saved = run.checkpoint;
   const fs::path work = fs::path(cfg.output.dir) / "damaged";
   EXPECT_EQ(file_text(saved / kManifestChecksumFile),
             crc32c_hex(crc32c_of_file((saved / "manifest.json").string())) + "\n");
@@ -296,10 +305,9 @@ TEST(Checkpoint, TheManifestIsChecksummedAndABitFlipInItIsRefused) {
 // A manifest whose checksum matches (written by a faulty or hostile writer) is still checked
 // against its shards and itself.
 TEST(Checkpoint, TheManifestIsCrossCheckedAgainstItsShardsAndItself) {
-  RunConfig cfg = run_config("ckpt_manifest_cross");
-  std::ostringstream log;
-  train(cfg, log);
-  const fs::path saved = fs::path(cfg.output.dir) / "checkpoints/step-000008";
+  const SavedRun run = saved_run("ckpt_manifest_cross");
+  const RunConfig& cfg = run.cfg;
+  const fs::path& saved = run.checkpoint;
   const fs::path work = fs::path(cfg.output.dir) / "inconsistent";
   auto edited = [&](const std::function<void(nlohmann::json&)>& edit) {
     const fs::path dir = copy_checkpoint(saved, work);

@@ -45,6 +45,24 @@ double planned_arena(const ModelConfig& c, Precision precision, bool checkpointi
   return a.per_micro_batch + a.shared + a.logits;
 }
 
+// Each base parameter's gradient in `whole` equals, bit for bit, the one of the model holding its
+// unit (`front`: units up to `cut`, else `back`). Returns the names compared.
+std::vector<std::string> expect_holders_gradients(Transformer& whole, Transformer& front, Transformer& back,
+                                                  const ModelConfig& c, int cut) {
+  std::vector<std::string> compared;
+  for (size_t i = 0; i < whole.base().params().size(); ++i) {
+    const Param& p = whole.base().params()[i];
+    if (!p.grad) continue;
+    Transformer& holder = param_unit(p.name, c) <= cut ? front : back;
+    std::vector<float> want(size_t(p.numel)), have(want.size());
+    cpu_backend().copy_to_host(want.data(), p.grad_tensor());
+    cpu_backend().copy_to_host(have.data(), holder.base().params()[i].grad_tensor());
+    EXPECT_EQ(want, have) << p.name;
+    compared.push_back(p.name);
+  }
+  return compared;
+}
+
 TEST(StageUnits, HalvesOfTheUnitsEqualTheWholeModelWithSmallerArenasThePlannerPrices) {
   const ModelConfig c = tiny();
   const int L = int(c.num_hidden_layers), cut = 1;  // front: embedding and block 0; back: the rest
@@ -68,16 +86,7 @@ TEST(StageUnits, HalvesOfTheUnitsEqualTheWholeModelWithSmallerArenasThePlannerPr
       front.run_units(b.in, UnitSpan{0, cut, {}, {}, dx.tensor(), {}}, true, 1.0f);
       EXPECT_EQ(got.sum, expected.sum);
       EXPECT_EQ(got.count, expected.count);
-      for (size_t i = 0; i < whole.base().params().size(); ++i) {
-        const Param& p = whole.base().params()[i];
-        if (!p.grad) continue;
-        // Each parameter's gradient from the model holding its unit.
-        Transformer& holder = param_unit(p.name, c) <= cut ? front : back;
-        std::vector<float> want(size_t(p.numel)), have(want.size());
-        cpu_backend().copy_to_host(want.data(), p.grad_tensor());
-        cpu_backend().copy_to_host(have.data(), holder.base().params()[i].grad_tensor());
-        EXPECT_EQ(want, have) << p.name;
-      }
+      expect_holders_gradients(whole, front, back, c, cut);
       // The arena: the front holds one block and no head, the back three blocks and the head.
       EXPECT_LT(front.activation_bytes(), back.activation_bytes());
       EXPECT_LT(back.activation_bytes(), whole.activation_bytes());
@@ -125,16 +134,7 @@ TEST(StageUnits, RoutingLossesAcrossACutEqualTheWholeModel) {
   EXPECT_EQ(got.sum, expected.sum);
   EXPECT_EQ(got.routing, expected.routing);
   int routers = 0;
-  for (size_t i = 0; i < whole.base().params().size(); ++i) {
-    const Param& p = whole.base().params()[i];
-    if (!p.grad) continue;
-    Transformer& holder = param_unit(p.name, c) <= cut ? front : back;
-    std::vector<float> want(size_t(p.numel)), have(want.size());
-    cpu_backend().copy_to_host(want.data(), p.grad_tensor());
-    cpu_backend().copy_to_host(have.data(), holder.base().params()[i].grad_tensor());
-    EXPECT_EQ(want, have) << p.name;
-    routers += moe_router_param(p.name);
-  }
+  for (const std::string& name : expect_holders_gradients(whole, front, back, c, cut)) routers += moe_router_param(name);
   EXPECT_EQ(routers, L);
 }
 

@@ -454,6 +454,19 @@ TEST_F(GgufReaderRejects, OverlappingTensorData) {
   expect_error(b, "overlaps tensor '" + parsed.tensors[0].name + "'");
 }
 
+// Issue 34, item 7. Was: a key given twice was read as its first value (llama.cpp may take
+// another). Now refused: llama.rope.freq_base renamed llama.context_length (both 20 characters).
+TEST_F(GgufReaderRejects, DuplicateMetadataKeys) {
+  const std::string name = "llama.rope.freq_base";
+  auto it = std::search(good.begin(), good.end(), name.begin(), name.end());
+  ASSERT_NE(it, good.end());
+  std::vector<char> b = good;
+  const std::string other = "llama.context_length";
+  ASSERT_NE(std::search(good.begin(), good.end(), other.begin(), other.end()), good.end());
+  std::copy(other.begin(), other.end(), b.begin() + (it - good.begin()));
+  expect_error(b, "duplicate metadata key 'llama.context_length'");
+}
+
 // Found by fuzz_gguf: two tensors of one name (the second unreadable by name) are refused.
 TEST_F(GgufReaderRejects, DuplicateTensorNames) {
   const std::string name = "blk.1.attn_q.weight";

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/bf16.h"
+#include "core/clipped.h"
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "core/f16.h"
@@ -155,9 +156,13 @@ GgufFile parse_gguf(std::vector<char> bytes, const std::string& label) {
   if (n_kvs > c.left() / 13) fail(label + ": metadata count " + std::to_string(n_kvs) + " is beyond the file");
   if (n_tensors > c.left() / 32) fail(label + ": tensor count " + std::to_string(n_tensors) + " is beyond the file");
 
+  // A key given twice has no one meaning: which value a reader takes would decide the model
+  // (llama.cpp keeps one, find() here the first), so the file is refused.
+  std::set<std::string> keys;
   for (uint64_t k = 0; k < n_kvs; ++k) {
     GgufKV kv;
     kv.key = c.str("metadata key " + std::to_string(k));
+    if (!keys.insert(kv.key).second) fail(label + ": duplicate metadata key '" + clipped(kv.key) + "'");
     kv.value = read_value(c, kv.key);
     g.kvs.push_back(std::move(kv));
   }

@@ -18,6 +18,7 @@
 #include "core/bounded_json.h"
 #include "core/error.h"
 #include "run_command.h"
+#include "train/checkpoint_manifest.h"
 #include "temp_dirs.h"
 
 namespace mt {
@@ -158,6 +159,8 @@ TEST_F(HostileFiles, EachKindOfJsonFileOf20MBOfBracketsIsRefusedAtOnce) {
   const std::string tok = write("tok/tokenizer.json", n);
   expect_refused("tokenize --tokenizer " + tok + " --text hi", "JSON nested deeper than 128 levels");
   write("ckpt/manifest.json", n);
+  // With its checksum file, as a writer would leave it (without it the manifest is refused first).
+  write_manifest_checksum((dir_ / "ckpt").string(), std::string(n, '['));
   expect_refused("export-checkpoint --checkpoint ckpt --out exported",
                  "ckpt/manifest.json: JSON nested deeper than 128 levels");
   // metrics.jsonl: one 20 MB line is not a step's JSON.

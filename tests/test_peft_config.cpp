@@ -90,6 +90,7 @@ TEST(PeftConfig, KeysThatChangeTheAdapterAreRefusedUnlessDefault) {
       {"modules_to_save", R"(["lm_head"])"},
       {"layer_replication", "[[0, 2], [1, 3]]"},
       {"trainable_token_indices", "[5]"},
+      {"target_parameters", R"(["mlp.experts.gate_up_proj"])"},
   };
   for (const auto& [key, value] : set) {
     SCOPED_TRACE(key + " = " + value);
@@ -103,7 +104,7 @@ TEST(PeftConfig, KeysThatChangeTheAdapterAreRefusedUnlessDefault) {
       {"bias", "\"none\""},          {"alpha_pattern", "{}"},        {"rank_pattern", "{}"},
       {"layers_to_transform", "null"}, {"layers_pattern", "null"},     {"layers_pattern", "[]"},
       {"exclude_modules", "null"},     {"modules_to_save", "null"},    {"layer_replication", "null"},
-      {"trainable_token_indices", "null"}};
+      {"trainable_token_indices", "null"}, {"target_parameters", "null"}, {"target_parameters", "[]"}};
   for (const auto& [key, value] : defaults) {
     SCOPED_TRACE(key + " = " + value);
     EXPECT_NO_THROW(parse_peft_config(config(", \"" + key + "\": " + value), "x"));

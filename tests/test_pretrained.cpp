@@ -13,6 +13,7 @@
 #include "io/peft.h"
 #include "io/peft_config.h"
 #include "io/pretrained.h"
+#include "io/safetensors_index.h"
 #include "io/safetensors_write.h"
 #include "model/generate.h"
 #include "model_fixtures.h"
@@ -111,6 +112,55 @@ std::unique_ptr<Transformer> saved_adapter(const LoraConfig& lora, const std::st
   save_base_model(*m, base);
   save_peft_adapter(*m, adapter, base);
   return m;
+}
+
+// Issue 34, item 7. Was: tensors of a PEFT adapter meshtrain does not read (DoRA's magnitude, an
+// embedding's LoRA, a bias on B, a module saved in full, an adapter on an untargeted module) were
+// skipped, so the adapter loaded as another one. Now each is refused, naming it and what it is.
+TEST(Peft, TensorsMeshtrainDoesNotReadAreRefusedNamingThem) {
+  LoraConfig lora;
+  lora.enabled = true, lora.rank = 4, lora.targets = {"q", "v"};
+  const std::string base = fresh_temp_dir("peft_extra_base"), adapter = fresh_temp_dir("peft_extra_adapter");
+  saved_adapter(lora, base, adapter);
+  const std::string file = adapter + "/adapter_model.safetensors";
+  std::vector<std::pair<std::string, std::vector<int64_t>>> infos;
+  std::vector<std::vector<float>> values;
+  {
+    const SafetensorsCheckpoint saved(file);
+    for (const std::string& name : saved.names()) {
+      infos.push_back({name, saved.info(name).shape});
+      values.emplace_back(size_t(saved.info(name).numel));
+      saved.read_f32(name, values.back().data());
+    }
+  }
+  const LoraConfig read = read_peft_config(adapter);
+  EXPECT_NO_THROW(check_peft_adapter(adapter, testing::tiny_config(), read));
+  const std::vector<float> extra(16, 0.5f);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"base_model.model.model.layers.0.self_attn.q_proj.lora_magnitude_vector", "DoRA's magnitude"},
+      {"base_model.model.model.embed_tokens.lora_embedding_A", "LoRA on an embedding"},
+      {"base_model.model.model.layers.0.self_attn.q_proj.lora_B.bias", "a trained bias on an adapter"},
+      {"base_model.model.lm_head.weight", "a module trained in full (modules_to_save)"},
+      {"base_model.model.model.layers.0.self_attn.k_proj.lora_A.weight", "an adapter on a module the config does not target"},
+  };
+  for (const auto& [name, meaning] : cases) {
+    SCOPED_TRACE(name);
+    std::vector<TensorOut> out;
+    for (size_t i = 0; i < infos.size(); ++i) {
+      int64_t n = 1;
+      for (int64_t d : infos[i].second) n *= d;
+      out.push_back({infos[i].first, "F32", infos[i].second, values[i].data(), size_t(n) * 4});
+    }
+    out.push_back({name, "F32", {16}, extra.data(), extra.size() * 4});
+    write_safetensors(file, out);
+    std::string msg;
+    try {
+      check_peft_adapter(adapter, testing::tiny_config(), read);
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+    EXPECT_NE(msg.find("tensor '" + name + "' (" + meaning + ") is not one meshtrain reads"), std::string::npos) << msg;
+  }
 }
 
 // use_rslora used to be ignored, applying the adapter at alpha / r instead of alpha / sqrt(r).

@@ -47,6 +47,7 @@ constexpr UnsupportedKey kUnsupportedKeys[] = {
     {"exclude_modules", "modules left without adapters"},
     {"layer_replication", "layers repeated to build a deeper model"},
     {"trainable_token_indices", "trained rows of the embedding"},
+    {"target_parameters", "LoRA on parameters rather than modules (PEFT 0.17's, e.g. fused experts)"},
 };
 
 // modules_to_save: modules trained in full and saved with the adapter. meshtrain trains a mixture

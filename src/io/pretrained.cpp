@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <filesystem>
+#include <set>
 #include <vector>
 
 #include "core/error.h"
@@ -166,13 +167,17 @@ void check_peft_adapter(const std::string& dir, const ModelConfig& config, const
     return;
   }
   check_lora_targets(config, lora);
+  std::set<std::string> expected;
   for (const Gpt2AdapterTensor& t : gpt2_peft_of(config, lora)) {
-    const std::string name = "base_model.model." + t.name;
+    const std::string name = kPeftPrefix + t.name;
+    expected.insert(name);
     if (!ckpt.contains(name)) fail(path + ": missing tensor '" + name + "'");
     if (ckpt.info(name).shape != t.shape)
       fail(path + ": tensor '" + name + "' has shape " + shape_string(ckpt.info(name).shape) +
            ", the config gives " + shape_string(t.shape));
   }
+  for (const std::string& name : held_tensors(ckpt).names)
+    if (!expected.count(name)) refuse_unread_adapter_tensor(name, path);
 }
 
 void load_peft_adapter(const std::string& dir, Transformer& model) {

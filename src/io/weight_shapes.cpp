@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <set>
 
+#include "core/clipped.h"
 #include "core/error.h"
 #include "core/shape_string.h"
 #include "io/peft_names.h"
@@ -29,6 +31,18 @@ int64_t layers_in(const std::vector<std::string>& names, const std::string& pref
 
 }  // namespace
 
+void refuse_unread_adapter_tensor(const std::string& name, const std::string& where) {
+  const auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
+  const char* meaning = has("lora_magnitude_vector")                        ? "DoRA's magnitude"
+                        : has("lora_embedding_A") || has("lora_embedding_B") ? "LoRA on an embedding"
+                        : has(".lora_") && has(".bias")                       ? "a trained bias on an adapter"
+                        : has(".lora_")                                      ? "an adapter on a module the config does not target"
+                                                                             : "a module trained in full (modules_to_save)";
+  fail(where + ": tensor '" + clipped(name) + "' (" + meaning +
+       ") is not one meshtrain reads, so the adapter would compute otherwise than PEFT's; meshtrain reads "
+       "LoRA A and B on the targeted modules and a mixture of experts' routers");
+}
+
 void check_held_shapes(const ModelConfig& config, const LoraConfig& lora, bool adapters,
                        const HeldTensors& held, const std::string& prefix, const std::string& where) {
   config.validate();
@@ -41,15 +55,21 @@ void check_held_shapes(const ModelConfig& config, const LoraConfig& lora, bool a
       fail(where + ": the weights hold " + std::to_string(found) +
            " layers, the config gives num_hidden_layers = " + std::to_string(config.num_hidden_layers));
   }
+  std::set<std::string> expected;
   for (const ParamShape& p : llama_param_shapes(config, lora)) {
     if (p.adapter != adapters) continue;
     const std::string name = file_tensor_name(prefix, p.name);
+    expected.insert(name);
     const auto shape = held.shape(name);
     if (!shape) fail(where + ": missing tensor '" + name + "'");
     if (*shape != p.shape)
       fail(where + ": tensor '" + name + "' has shape " + shape_string(*shape) + ", the config gives " +
            shape_string(p.shape));
   }
+  // A PEFT adapter's every tensor changes what it computes: one meshtrain would not read is refused.
+  if (adapters && prefix == kPeftPrefix)
+    for (const std::string& name : held.names)
+      if (!expected.count(name)) refuse_unread_adapter_tensor(name, where);
 }
 
 }  // namespace mt

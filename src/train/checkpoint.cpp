@@ -215,7 +215,8 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
                             int64_t keep) {
   parallel::LocalComm one;
   return save_checkpoint(output_dir, state, whole_tensors(model.trainable(), optimizer), optimizer,
-                         {config_toml, "dp=1", model.has_lora(), false, {}, std::nullopt}, keep, one);
+                         {config_toml, "dp=1", model.has_lora(), false, {}, std::nullopt, {}, std::nullopt}, keep,
+                         one);
 }
 
 CheckpointState load_checkpoint(const std::string& dir, Transformer& model, AdamW& optimizer) {

@@ -179,7 +179,9 @@ TEST(MoePlannerEp, SearchPicksEpWhenMemoryLeavesNothingElse) {
   EXPECT_GT(r.ranked.front().input.mesh.ep, 1) << r.ranked.front().input.mesh.str();
   bool pp_tried = false, ep_fits = false;
   for (const auto& c : r.ranked) {
-    if (c.input.mesh.pp == 1 && c.input.mesh.tp == 1) EXPECT_GT(c.input.mesh.ep, 1) << c.input.mesh.str();
+    if (c.input.mesh.pp == 1 && c.input.mesh.tp == 1) {
+      EXPECT_GT(c.input.mesh.ep, 1) << c.input.mesh.str();
+    }
     ep_fits = ep_fits || c.input.mesh.ep > 1;
   }
   EXPECT_TRUE(ep_fits);

@@ -176,8 +176,7 @@ void check_peft_adapter(const std::string& dir, const ModelConfig& config, const
       fail(path + ": tensor '" + name + "' has shape " + shape_string(ckpt.info(name).shape) +
            ", the config gives " + shape_string(t.shape));
   }
-  for (const std::string& name : held_tensors(ckpt).names)
-    if (!expected.count(name)) refuse_unread_adapter_tensor(name, path);
+  refuse_unread_adapter_tensors(held_tensors(ckpt), expected, path);
 }
 
 void load_peft_adapter(const std::string& dir, Transformer& model) {

@@ -31,6 +31,8 @@ int64_t layers_in(const std::vector<std::string>& names, const std::string& pref
 
 }  // namespace
 
+namespace {
+
 void refuse_unread_adapter_tensor(const std::string& name, const std::string& where) {
   const auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
   const char* meaning = has("lora_magnitude_vector")                        ? "DoRA's magnitude"
@@ -41,6 +43,14 @@ void refuse_unread_adapter_tensor(const std::string& name, const std::string& wh
   fail(where + ": tensor '" + clipped(name) + "' (" + meaning +
        ") is not one meshtrain reads, so the adapter would compute otherwise than PEFT's; meshtrain reads "
        "LoRA A and B on the targeted modules and a mixture of experts' routers");
+}
+
+}  // namespace
+
+void refuse_unread_adapter_tensors(const HeldTensors& held, const std::set<std::string>& read,
+                                   const std::string& where) {
+  for (const std::string& name : held.names)
+    if (!read.count(name)) refuse_unread_adapter_tensor(name, where);
 }
 
 void check_held_shapes(const ModelConfig& config, const LoraConfig& lora, bool adapters,
@@ -67,9 +77,7 @@ void check_held_shapes(const ModelConfig& config, const LoraConfig& lora, bool a
            shape_string(p.shape));
   }
   // A PEFT adapter's every tensor changes what it computes: one meshtrain would not read is refused.
-  if (adapters && prefix == kPeftPrefix)
-    for (const std::string& name : held.names)
-      if (!expected.count(name)) refuse_unread_adapter_tensor(name, where);
+  if (adapters && prefix == kPeftPrefix) refuse_unread_adapter_tensors(held, expected, where);
 }
 
 }  // namespace mt

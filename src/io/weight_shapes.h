@@ -5,6 +5,7 @@
 #pragma once
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,10 +25,11 @@ struct HeldTensors {
 // (adapters = true), each under `prefix` + its name. The layer count is compared first (the
 // highest "model.layers.N." in the file against num_hidden_layers), so a config of 10^9 layers
 // costs nothing to refuse. Tensors the model does not use (rotary inv_freq, say) are allowed.
-// In a PEFT adapter (prefix "base_model.model.", io/peft_names.h) every tensor must be one the
-// adapters of `lora` read: another (DoRA's magnitude, an embedding's LoRA, a bias, a module saved
-// in full) is refused by refuse_unread_adapter_tensor, naming it and what it is.
-void refuse_unread_adapter_tensor(const std::string& name, const std::string& where);
+// A PEFT adapter's tensors beyond those `read` (DoRA's magnitude, an embedding's LoRA, a bias, a
+// module saved in full, an untargeted module's adapter): the first is refused, naming it and what
+// it is. check_held_shapes applies it to a PEFT adapter (prefix "base_model.model.").
+void refuse_unread_adapter_tensors(const HeldTensors& held, const std::set<std::string>& read,
+                                   const std::string& where);
 void check_held_shapes(const ModelConfig& config, const LoraConfig& lora, bool adapters,
                        const HeldTensors& held, const std::string& prefix, const std::string& where);
 

@@ -76,7 +76,7 @@ void add_balance_stats(MoeBalanceStats& s, const MoeRouting& r, const uint8_t* c
 }
 
 std::vector<double> pack_balance_stats(const MoeBalanceStats& s, int64_t E, double extra) {
-  std::vector<double> v(size_t(2 * E + 3), 0.0);
+  std::vector<double> v(size_t(packed_balance_size(E)), 0.0);
   if (!s.choices.empty()) {
     MT_CHECK(int64_t(s.choices.size()) == E, "moe balance statistics of another expert count");
     std::copy(s.choices.begin(), s.choices.end(), v.begin());
@@ -87,7 +87,7 @@ std::vector<double> pack_balance_stats(const MoeBalanceStats& s, int64_t E, doub
 }
 
 double unpack_balance_stats(MoeBalanceStats& s, const std::vector<double>& v, int64_t E) {
-  MT_CHECK(int64_t(v.size()) == 2 * E + 3, "packed moe balance statistics of another expert count");
+  MT_CHECK(int64_t(v.size()) == packed_balance_size(E), "packed moe balance statistics of another expert count");
   s.resize(E);
   std::copy(v.begin(), v.begin() + E, s.choices.begin());
   std::copy(v.begin() + E, v.begin() + 2 * E, s.prob_sum.begin());

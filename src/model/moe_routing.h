@@ -66,6 +66,7 @@ struct MoeBalanceStats {
 // `extra` rides along (the batch's counted tokens, which scale the losses' gradients); an empty
 // `stats` packs as zeros.
 std::vector<double> pack_balance_stats(const MoeBalanceStats& stats, int64_t E, double extra);
+inline int64_t packed_balance_size(int64_t E) { return 2 * E + 3; }  // the packed array's doubles
 // Returns `extra`; refuses an array of another expert count.
 double unpack_balance_stats(MoeBalanceStats& stats, const std::vector<double>& packed, int64_t E);
 // Adds one layer's routing; `counted` [N] (null: every token) says which tokens the losses see

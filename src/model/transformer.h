@@ -226,7 +226,7 @@ std::string expert_param_name(int64_t layer, int64_t expert, ExpertProj p, const
 bool moe_router_param(const std::string& name);
 // A router's trainable copy among the adapters (LoraConfig::train_router): "...gate.modules_to_save.weight",
 // PEFT's name for its copy less the adapter's name. Saved in a PEFT adapter under the router's own
-// name (peft_tensor_name), as PEFT saves it.
+// name (io/peft_names.h file_tensor_name), as PEFT saves it.
 std::string moe_router_copy_name(int64_t layer, const ModelConfig& config);
 bool moe_router_copy_param(const std::string& name);
 // The router a copy was made from.

@@ -396,7 +396,7 @@ LossSum Pipeline::forward_backward(const std::vector<ModelInput>& micro, float g
   // With routing losses, per op: the statistics it received and passes on (the span reads and
   // replaces them), sent right after the op's activations and received right after them.
   const bool routing = model_.config().routing_losses();
-  const int64_t stats_bytes = int64_t((2 * model_.config().num_experts + 3) * sizeof(double));
+  const int64_t stats_bytes = packed_balance_size(model_.config().num_experts) * int64_t(sizeof(double));
   std::vector<std::vector<double>> stats(routing ? order.size() : 0);
   std::vector<Request> stats_sends(stats.size());
   const auto receive_stats = [&](size_t op, int peer, int tag) {
@@ -476,7 +476,7 @@ LossSum Pipeline::forward_loss(const ModelInput& in) {
   // With routing losses, their statistics cross each cut too (as in forward_backward).
   const bool routing = model_.config().routing_losses();
   std::vector<double> stats;
-  const int64_t stats_bytes = int64_t((2 * model_.config().num_experts + 3) * sizeof(double));
+  const int64_t stats_bytes = packed_balance_size(model_.config().num_experts) * int64_t(sizeof(double));
   LossSum ls;
   for (int c = 0; c < v; ++c) {  // chunk c * p + s, after the one before it on the previous rank
     const int chunk = c * p + s;

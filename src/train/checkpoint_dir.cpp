@@ -19,13 +19,6 @@ bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
 }
 
-// step-N with N digits only: the step, else -1.
-int64_t step_of(const std::string& name) {
-  const std::string digits = name.rfind("step-", 0) == 0 ? name.substr(5) : "";
-  if (!all_digits(digits) || digits.size() > 18) return -1;
-  return std::stoll(digits);
-}
-
 bool is_real_directory(const fs::path& p) {
   std::error_code ec;
   return fs::symlink_status(p, ec).type() == fs::file_type::directory;
@@ -40,6 +33,12 @@ bool is_complete(const fs::path& dir) {
 
 fs::path checkpoints_root(const std::string& output_dir) { return fs::path(output_dir) / "checkpoints"; }
 
+int64_t checkpoint_step_of(const std::string& name) {
+  const std::string digits = name.rfind("step-", 0) == 0 ? name.substr(5) : "";
+  if (!all_digits(digits) || digits.size() > 18) return -1;
+  return std::stoll(digits);
+}
+
 std::string checkpoint_name(int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "step-%06lld", static_cast<long long>(step));
@@ -50,7 +49,7 @@ std::vector<StoredCheckpoint> list_checkpoints(const std::string& output_dir) {
   std::vector<StoredCheckpoint> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(checkpoints_root(output_dir), ec)) {
-    const int64_t step = step_of(e.path().filename().string());
+    const int64_t step = checkpoint_step_of(e.path().filename().string());
     if (step >= 0 && is_complete(e.path())) out.push_back({step, e.path()});
   }
   // By number: step-1000000 comes after step-999999 although it sorts before it as text.
@@ -80,7 +79,7 @@ std::string followed_pointer(const std::string& output_dir, const char* pointer,
   std::ifstream f(root / pointer);
   std::string name;
   if (!(f >> name)) return "";
-  if (step_of(name) < 0 || (fs::exists(root / name) && !is_real_directory(root / name)))
+  if (checkpoint_step_of(name) < 0 || (fs::exists(root / name) && !is_real_directory(root / name)))
     fail((root / pointer).string() + " names '" + name +
          "', which is not a checkpoint directory of this run (step-N inside " + root.string() +
          "); remove the file to " + remedy);
@@ -102,7 +101,7 @@ std::string latest_checkpoint(const std::string& output_dir) {
 
 int64_t best_checkpoint_step(const std::string& output_dir) {
   const std::string named = followed_pointer(output_dir, "best", "go on without a best checkpoint");
-  return named.empty() ? -1 : step_of(fs::path(named).filename().string());
+  return named.empty() ? -1 : checkpoint_step_of(fs::path(named).filename().string());
 }
 
 void remove_checkpoint(const fs::path& dir) {
@@ -145,7 +144,7 @@ std::vector<std::string> remove_stale_checkpoint_files(const std::string& output
     const bool ours = name.rfind("step-", 0) == 0 || name.rfind("latest.tmp.", 0) == 0 ||
                       name.rfind("best.tmp.", 0) == 0;
     const bool temporary = name.find(".tmp") != std::string::npos;
-    const bool orphan = step_of(name) >= 0 && !is_complete(e.path()) && is_real_directory(e.path());
+    const bool orphan = checkpoint_step_of(name) >= 0 && !is_complete(e.path()) && is_real_directory(e.path());
     if (ours && (temporary || orphan)) {
       fs::remove_all(e.path());
       removed.push_back(name);

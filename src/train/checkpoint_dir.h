@@ -17,6 +17,7 @@ struct StoredCheckpoint {
 
 std::filesystem::path checkpoints_root(const std::string& output_dir);
 std::string checkpoint_name(int64_t step);  // "step-000050"
+int64_t checkpoint_step_of(const std::string& name);  // "step-N" with N digits only: N, else -1
 
 // Complete checkpoints, oldest (lowest step) first.
 std::vector<StoredCheckpoint> list_checkpoints(const std::string& output_dir);

@@ -180,8 +180,8 @@ void check_against_name_and_config(const CheckpointManifest& m, const std::strin
   // A checkpoint keeps its step-N name wherever it is copied to; another name is not checked.
   std::string name = fs::path(dir).lexically_normal().filename().string();
   if (name.empty()) name = fs::path(dir).lexically_normal().parent_path().filename().string();
-  if (name.rfind("step-", 0) == 0 && name.size() > 5 &&
-      name.find_first_not_of("0123456789", 5) == std::string::npos && name != checkpoint_name(m.step))
+  const int64_t named = checkpoint_step_of(name);
+  if (named >= 0 && named != m.step)
     fail(where + ": \"step\" " + std::to_string(m.step) + " is not the step of its directory " + name);
   const RunConfig saved = parse_run_config(m.config, {}, where + " \"config\"");
   if (m.sampler.seed != saved.train.seed)

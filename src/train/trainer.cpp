@@ -336,13 +336,13 @@ float TrainingRun::resume() {
   // And the model those keys do not name: config.json, the weights' directory, the tokenizer.
   if (!manifest.model.empty())
     require_same_model_identity(manifest.model, identity, dir);
-  const CheckpointState state = load_checkpoint(dir, placed.held_tensors(optimizer), optimizer,
-                                                cfg.lora.enabled);
+  const std::vector<HeldTensor> held = placed.held_tensors(optimizer);
+  const CheckpointState state = load_checkpoint(dir, held, optimizer, cfg.lora.enabled);
   placed.refresh_compute_copies();
   // Each rank read the checkpoint itself (on several hosts, its own copy): replicas that loaded
   // different values would drift apart silently.
   placed.require_equal_replicas("each rank loads the checkpoint itself, " + dir + ": give every rank the same copy",
-                                moment_blocks(placed.held_tensors(optimizer), optimizer));
+                                moment_blocks(held, optimizer));
   data->restore(state.sampler);
   start_step = state.step;
   segment_start = {state.step, state.sampler.rows_drawn};

@@ -20,7 +20,7 @@ CLANGXX=${CLANGXX:-clang++}
 SECONDS_EACH=${FUZZ_SECONDS:-30}
 OUT=${FUZZ_BUILD_DIR:-build-fuzz}
 
-TARGETS=(safetensors_header tokenizers gguf hf_configs run_config safetensors_index checkpoint_manifest examples)
+TARGETS=(safetensors_header tokenizers gguf hf_configs run_config safetensors_index checkpoint_manifest examples preference_pairs)
 SAFETENSORS="src/io/safetensors.cpp src/io/safetensors_header.cpp src/io/safetensors_dtype.cpp"
 declare -A SOURCES=(
   [safetensors_header]="$SAFETENSORS"
@@ -31,6 +31,7 @@ declare -A SOURCES=(
   [safetensors_index]="src/io/safetensors_index.cpp src/io/safetensors_write.cpp $SAFETENSORS"
   [checkpoint_manifest]="src/train/checkpoint_manifest.cpp src/train/checkpoint_files.cpp src/train/checkpoint_dir.cpp"
   [examples]="src/data/example_reader.cpp src/data/templates.cpp src/data/chat_templates.cpp src/data/tokenizer.cpp src/data/longest_match.cpp"
+  [preference_pairs]="src/data/preference_pairs.cpp src/data/templates.cpp src/data/chat_templates.cpp src/data/tokenizer.cpp src/data/longest_match.cpp"
 )
 # A manifest of an older checkpoint is read with its run config (train.batch_size counts its rows).
 SOURCES[checkpoint_manifest]+=" ${SOURCES[run_config]}"

@@ -9,6 +9,7 @@
 #include "data/chat_templates.h"
 #include "data/preference_pairs.h"
 #include "data_fixtures.h"
+#include "mistral_fixture.h"
 
 namespace mt {
 namespace {
@@ -193,6 +194,35 @@ TEST(PreferencePairs, ImplicitPromptQwen3Chatml) {
   MT_REQUIRE_DATA(kQwen3);
   // Qwen3's template opens the final answer with an empty reasoning block, part of the answer.
   expect_implicit_prompt(shared_tokenizer(kQwen3), DataFormat::kChatml, "<think>\n\n</think>\n\n", "<|im_end|>");
+}
+
+// Gemma's and Mistral's templates (the repository's own fixture tokenizers): the prompt's rendering
+// is a prefix of the whole conversation's, and its earlier answer is untrained there too.
+TEST(PreferencePairs, ImplicitPromptGemmaAndMistral) {
+  auto gemma = load_tokenizer(std::string(MESHTRAIN_SOURCE_DIR) + "/tests/data/hf_families/gemma_synthetic");
+  const TempDir dir("pref_mistral");
+  auto mistral = load_tokenizer(mt::testing::mistral::write_mistral_json(dir.path()));
+  const std::vector<ChatMessage> prompt = {
+      {"user", "Hi there."}, {"assistant", "Hello! How can I help?"}, {"user", "Who bakes the bread?"}};
+  for (const auto& [tok, format] : {std::pair{gemma.get(), DataFormat::kGemma}, std::pair{mistral.get(), DataFormat::kMistral}}) {
+    SCOPED_TRACE(std::string(format_name(format)));
+    const PreferenceSet set = parse_preference_pairs(kImplicit, "hh.jsonl", *tok, quiet());
+    EXPECT_EQ(set.format, format);  // the tokenizer's special tokens tell its template
+    ASSERT_EQ(set.pairs(), 1u);
+    const Ids head = conversation_prompt(*tok, prompt, format);
+    std::vector<ChatMessage> full = prompt;
+    full.push_back({"assistant", "Go away."});
+    const Example all = render_conversation(*tok, full, format);
+    Mask want = all.trained;
+    std::fill(want.begin(), want.begin() + std::ptrdiff_t(head.size()), 0);
+    EXPECT_EQ(set.sequences[1].tokens, all.tokens);
+    EXPECT_EQ(prompt_of(set.sequences[1]), head);
+    EXPECT_EQ(set.sequences[1].trained, want);
+    const Ids trained = trained_ids(set.sequences[1]);
+    ASSERT_FALSE(trained.empty());
+    EXPECT_EQ(trained.back(), end_of_turn_id(*tok, format));
+    EXPECT_LT(std::count(trained.begin(), trained.end(), end_of_turn_id(*tok, format)), 2);
+  }
 }
 
 // TRL's datasets: a prompt string with one-message answer lists is one user message; a prompt

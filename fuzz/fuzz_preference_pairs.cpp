@@ -1,0 +1,96 @@
+// libFuzzer target: preference-pair files for DPO-style training (parse_preference_pairs, the text
+// behind read_preference_pairs). Built by scripts/fuzz.sh (clang++, libFuzzer, ASan, UBSan).
+//
+// The first input byte picks the options (format, .json or .jsonl name, length limits, truncation
+// mode, a tokenizer with or without the Llama 3 chat tokens); the rest is the file. Reading must
+// succeed or throw mt::Error, never anything else, and what it returns must be what the preference
+// trainer relies on: two sequences per pair, tokens and mask of one length, ids inside the
+// vocabulary, no sequence longer than the limit, a trained token to predict in each, the chosen and
+// the rejected sequence starting with the same untrained prompt, every record a pair or a skip.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fuzz_support.h"
+#include "core/error.h"
+#include "data/preference_pairs.h"
+
+namespace {
+
+using fuzz::require;
+
+// Bytes as tokens 0..255 plus, when asked, the four Llama 3 chat tokens as 256..259
+// (<|begin_of_text|> doubling as BOS, <|eot_id|> as EOS), so render_chat has what it needs.
+class FuzzTokenizer final : public mt::Tokenizer {
+ public:
+  explicit FuzzTokenizer(bool chat) : chat_(chat) {
+    if (chat)
+      set_special_tokens({{"<|begin_of_text|>", 256}, {"<|start_header_id|>", 257},
+                          {"<|end_header_id|>", 258}, {"<|eot_id|>", 259}});
+  }
+  std::string_view kind() const override { return chat_ ? "fuzz-chat" : "fuzz"; }
+  std::vector<int32_t> encode(std::string_view text) const override {
+    return std::vector<int32_t>(reinterpret_cast<const uint8_t*>(text.data()),
+                                reinterpret_cast<const uint8_t*>(text.data()) + text.size());
+  }
+  std::string decode(const std::vector<int32_t>& ids) const override { return std::string(ids.size(), 'x'); }
+  int64_t vocab_size() const override { return chat_ ? 260 : 256; }
+  int32_t bos_id() const override { return chat_ ? 256 : -1; }
+  int32_t eos_id() const override { return chat_ ? 259 : -1; }
+
+ private:
+  bool chat_;
+};
+
+size_t untrained_prefix(const mt::Example& ex) {
+  size_t n = 0;
+  while (n < ex.trained.size() && !ex.trained[n]) ++n;
+  return n;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  static const FuzzTokenizer chat(true), plain(false);
+  const uint8_t opts = data[0];
+  const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
+  mt::PreferenceOptions o;
+  o.format = opts % 3 == 0 ? mt::DataFormat::kAuto : opts % 3 == 1 ? mt::DataFormat::kAlpaca : mt::DataFormat::kChat;
+  o.truncation = (opts & 4) ? mt::TruncationMode::kKeepStart : mt::TruncationMode::kKeepEnd;
+  o.max_length = (opts >> 3) % 3 == 0 ? 0 : (opts >> 3) % 3 == 1 ? 24 : 200;
+  o.max_prompt_length = (opts & 128) ? 5 : 0;
+  o.quiet = true;
+  const mt::Tokenizer& tok = (opts & 32) ? plain : chat;
+  const std::string name = (opts & 64) ? "fuzz.jsonl" : "fuzz.json";
+  mt::PreferenceSet set;
+  try {
+    set = mt::parse_preference_pairs(text, name, tok, o);
+  } catch (const mt::Error&) {
+    return 0;
+  }
+  require(set.sequences.size() % 2 == 0 && set.pairs() > 0);
+  require(int64_t(set.pairs()) + set.skipped == set.records);
+  require(set.truncated <= int64_t(set.pairs()));
+  require((set.skipped == 0 && set.truncated == 0) == set.warning.empty());
+  for (const mt::Example& ex : set.sequences) {
+    require(ex.tokens.size() == ex.trained.size());
+    require(o.max_length == 0 || int64_t(ex.tokens.size()) <= o.max_length);
+    bool predicts = false;
+    for (size_t i = 0; i < ex.tokens.size(); ++i) {
+      require(ex.tokens[i] >= 0 && ex.tokens[i] < tok.vocab_size());
+      require(ex.trained[i] <= 1);
+      predicts = predicts || (i > 0 && ex.trained[i]);
+    }
+    require(predicts);
+  }
+  for (size_t p = 0; p < set.pairs(); ++p) {
+    const mt::Example& c = set.sequences[2 * p];
+    const mt::Example& r = set.sequences[2 * p + 1];
+    const size_t n = untrained_prefix(c);
+    require(n == untrained_prefix(r) && std::equal(c.tokens.begin(), c.tokens.begin() + std::ptrdiff_t(n), r.tokens.begin()));
+  }
+  return 0;
+}

@@ -274,6 +274,26 @@ TEST(PreferencePairs, EndOfTurnIsTrainedAndItsNewlineIsNot) {
   EXPECT_EQ(ex.trained.back(), 0);
 }
 
+// A ChatML template without Qwen3's reasoning block (Qwen2.5's) encodes "assistant\n" and the answer
+// as one text: an answer starting with a newline merges with the header's, so the prompt's tokens
+// are not a prefix of the conversation's and the prompt cannot be masked: an error naming the record.
+TEST(PreferencePairs, PromptThatIsNotAPrefixIsAnError) {
+  MT_REQUIRE_DATA(kQwen3);
+  auto tok = load_tokenizer(data_dir() + kQwen3);
+  tok->set_chat_template("{{ '<|im_start|>' + message['role'] }}");  // ChatML, no <think>
+  const std::string good =
+      R"({"prompt": "Who rows?", "chosen": [{"role": "assistant", "content": "Odo."}], "rejected": [{"role": "assistant", "content": "Me."}]})";
+  const PreferenceSet set = parse_preference_pairs(good, "q.jsonl", *tok, quiet());
+  EXPECT_EQ(tok->decode(trained_ids(set.sequences[0])), "Odo.<|im_end|>");
+  const std::string bad =
+      R"({"prompt": "Who rows?", "chosen": [{"role": "assistant", "content": "\n\nOdo."}], "rejected": [{"role": "assistant", "content": "Me."}]})";
+  const std::string msg = error_of([&] { parse_preference_pairs(good + "\n" + bad + "\n", "q.jsonl", *tok, quiet()); });
+  EXPECT_NE(msg.find("data file 'q.jsonl': line 2: the chatml rendering of the chosen conversation does not start "
+                     "with the rendering of its prompt"),
+            std::string::npos)
+      << msg;
+}
+
 // TRL's rule on a pair whose prompt + longer answer exceed max_length: the prompt is cut to
 // max_prompt_length (keep_end: its last tokens; keep_start: its first), then each answer longer than
 // max_length - max_prompt_length loses its end. The byte tokenizer makes every token a character.

@@ -182,12 +182,13 @@ Pair render_text_pair(const Tokenizer& tok, DataFormat format, const std::string
   fail("data file '" + path + "': " + where + ": the " + std::string(format_name(format)) +
        " rendering of the " + which + " conversation does not start with the rendering of its prompt (" +
        std::to_string(prompt_size) + " tokens, differing at token " + std::to_string(at) +
-       "), so the prompt's tokens cannot be told from the answer's; the text where the prompt ends and " +
-       which + " answer begins tokenizes differently in the two (e.g. an answer starting with whitespace)");
+       "), so the prompt's tokens cannot be told from the answer's: the text where the prompt ends and the " +
+       which + " answer begins tokenizes differently in the two (e.g. an answer starting with a newline)");
 }
 
 // Conversational pair: prompt messages and the two completions' messages, rendered with `format`.
-// Returns why the record is skipped; the rendering itself fails only on a setup problem.
+// Returns why the record is skipped; mt::Error for a tokenizer lacking the template's special tokens,
+// or (prompt_not_prefix) a rendering whose prompt part cannot be told apart.
 Why render_conversation_pair(const Tokenizer& tok, DataFormat format, const std::vector<ChatMessage>& prompt,
                              const std::vector<ChatMessage>& chosen, const std::vector<ChatMessage>& rejected,
                              const std::string& path, const std::string& where, Pair& out) {
@@ -212,10 +213,8 @@ Why render_conversation_pair(const Tokenizer& tok, DataFormat format, const std:
                                 std::tuple{"rejected", &full_rejected, &out.rejected}}) {
     Example all = render_conversation(tok, *full, format);
     const size_t n = out.prompt.size();
-    const auto [mismatch, unused] =
-        std::mismatch(out.prompt.begin(), out.prompt.end(), all.tokens.begin(), all.tokens.end());
-    (void)unused;
-    if (mismatch != out.prompt.end()) prompt_not_prefix(path, where, format, name, n, size_t(mismatch - out.prompt.begin()));
+    const auto differ = std::mismatch(out.prompt.begin(), out.prompt.end(), all.tokens.begin(), all.tokens.end()).first;
+    if (differ != out.prompt.end()) prompt_not_prefix(path, where, format, name, n, size_t(differ - out.prompt.begin()));
     // The prompt's part (its own assistant turns included) is untrained; the rest keeps the
     // template's mask: assistant text and the token that closes each assistant turn.
     ex->tokens.assign(all.tokens.begin() + std::ptrdiff_t(n), all.tokens.end());

@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
+#include "core/bf16.h"
 #include "kernels/cpu/gemm.h"
 
 namespace mt {
@@ -123,6 +125,53 @@ TEST(Gemm, VaryingRowCountsAreExactAndShareBoundedPrimitives) {
   // 2 x 256 / 16 shapes (a multiple of 256, of 16, the rest), not one per count (100 here).
   const int64_t made = gemm_primitives_created() - before;
   EXPECT_LE(made, 4 * (2 + 15 + 15)) << counts << " row counts";
+}
+
+}  // namespace
+}  // namespace mt
+
+namespace mt {
+namespace {
+
+// The bf16 GEMM of a CPU without a oneDNN bf16 matmul (widened to f32) gives what the native one
+// gives, to the order of its f32 partial sums: every case of the model's (transposes, alpha,
+// accumulation into f32 and into bf16). On such a CPU both runs take the widened path.
+TEST(Gemm, Bf16WidenedToF32IsTheNativeBf16Gemm) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  const int64_t M = 37, N = 29, K = 300;
+  std::vector<bf16> A(size_t(M * K)), B(size_t(K * N)), C0(size_t(M * N));
+  for (auto& x : A) x = float_to_bf16(nd(rng));
+  for (auto& x : B) x = float_to_bf16(nd(rng));
+  for (auto& x : C0) x = float_to_bf16(nd(rng));
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (int acc = 0; acc < 2; ++acc)
+        for (DType out : {DType::f32, DType::bf16}) {
+          std::vector<float> f[2];
+          std::vector<bf16> h[2];
+          for (int widen = 0; widen < 2; ++widen) {
+            force_widened_bf16_gemm(widen == 1);
+            f[widen].assign(size_t(M * N), 0.25f);
+            h[widen] = C0;
+            GemmArgs g;
+            g.M = M, g.N = N, g.K = K, g.trans_a = ta, g.trans_b = tb;
+            g.A = A.data(), g.lda = ta ? M : K;
+            g.B = B.data(), g.ldb = tb ? K : N;
+            g.C = out == DType::f32 ? static_cast<void*>(f[widen].data()) : static_cast<void*>(h[widen].data());
+            g.ldc = N, g.ab_type = DType::bf16, g.c_type = out, g.alpha = 0.5f, g.accumulate = acc;
+            gemm(g);
+          }
+          force_widened_bf16_gemm(false);
+          for (int64_t i = 0; i < M * N; ++i) {
+            const float native = out == DType::f32 ? f[0][size_t(i)] : to_float(h[0][size_t(i)]);
+            const float wide = out == DType::f32 ? f[1][size_t(i)] : to_float(h[1][size_t(i)]);
+            // f32 sums of 300 products in another order; a bf16 output may round to a neighbour.
+            const float tol = out == DType::f32 ? 1e-4f * (1 + std::fabs(native)) : 8e-3f * (1 + std::fabs(native));
+            ASSERT_NEAR(wide, native, tol) << "ta " << ta << " tb " << tb << " acc " << acc << " out "
+                                            << (out == DType::f32 ? "f32" : "bf16") << " element " << i;
+          }
+        }
 }
 
 }  // namespace

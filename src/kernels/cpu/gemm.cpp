@@ -1,11 +1,13 @@
 #include "kernels/cpu/gemm.h"
 
+#include <atomic>
 #include <dnnl.hpp>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "core/bf16.h"
 #include "core/error.h"
 
 namespace mt {
@@ -107,8 +109,58 @@ void gemm(const GemmArgs& a) {
 
 namespace {
 
+// Whether oneDNN has a bf16 matmul on this CPU: it needs AVX-512 (oneDNN 2.6 makes none on an
+// AVX2-only x86, such as an AMD EPYC of the Zen 2/3 generations). Asked once, by making one.
+bool bf16_matmul_available(Engine& e) {
+  static const bool available = [&] {
+    GemmArgs probe;
+    probe.M = probe.N = probe.K = 16;
+    probe.lda = probe.ldb = probe.ldc = 16;
+    probe.ab_type = DType::bf16;
+    try {
+      make_primitive(probe, e);
+      --e.created;  // a probe, not a primitive of the run's (gemm_primitives_created)
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return available;
+}
+
+// The stored block of an operand, `rows` x `cols` with leading dimension ld, widened to a packed
+// f32 copy (exact: every bf16 is a float).
+const float* widened(std::vector<float>& out, const void* src, int64_t rows, int64_t cols, int64_t ld) {
+  out.resize(size_t(rows * cols));
+  const bf16* s = static_cast<const bf16*>(src);
+  for (int64_t r = 0; r < rows; ++r) convert(out.data() + r * cols, s + r * ld, size_t(cols));
+  return out.data();
+}
+
+// A bf16 GEMM where oneDNN has none: the operands widened to f32 and one f32 GEMM, which
+// accumulates in f32 as oneDNN's bf16 GEMM does (only the order of the partial sums may differ);
+// a bf16 output is accumulated in f32 and rounded once, as there.
+void widened_gemm(const GemmArgs& a) {
+  thread_local std::vector<float> wa, wb, wc;
+  GemmArgs f = a;
+  f.ab_type = DType::f32;
+  const int64_t a_cols = a.trans_a ? a.M : a.K, b_cols = a.trans_b ? a.K : a.N;
+  f.A = widened(wa, a.A, a.trans_a ? a.K : a.M, a_cols, a.lda), f.lda = a_cols;
+  f.B = widened(wb, a.B, a.trans_b ? a.N : a.K, b_cols, a.ldb), f.ldb = b_cols;
+  if (a.c_type == DType::f32) return run_gemm(f);
+  wc.assign(size_t(a.M * a.N), 0.0f);
+  if (a.accumulate) widened(wc, a.C, a.M, a.N, a.ldc);
+  f.C = wc.data(), f.ldc = a.N, f.c_type = DType::f32;
+  run_gemm(f);
+  bf16* c = static_cast<bf16*>(a.C);
+  for (int64_t r = 0; r < a.M; ++r) convert(c + r * a.ldc, wc.data() + r * a.N, size_t(a.N));
+}
+
+std::atomic<bool> forced_widening{false};
+
 void run_gemm(const GemmArgs& a) {
   Engine& e = engine();
+  if (a.ab_type == DType::bf16 && (forced_widening || !bf16_matmul_available(e))) return widened_gemm(a);
   dnnl::matmul* prim;
   {
     std::lock_guard<std::mutex> lock(e.mutex);
@@ -129,6 +181,9 @@ void run_gemm(const GemmArgs& a) {
 }  // namespace
 
 int64_t gemm_primitives_created() { return engine().created; }
+
+bool bf16_gemm_native() { return bf16_matmul_available(engine()) && !forced_widening; }
+void force_widened_bf16_gemm(bool on) { forced_widening = on; }
 
 template <class T>
 void linear_forward(T* y, const T* x, const T* w, int64_t M, int64_t out, int64_t in, float alpha,

@@ -47,5 +47,11 @@ void linear_backward_weight(float* dw, const T* dy, const T* x, int64_t M, int64
 
 // Number of primitives created so far (tests check that the cache is used).
 int64_t gemm_primitives_created();
+// Whether bf16 GEMMs run as oneDNN bf16 matmuls (false where this CPU has none: oneDNN 2.6 needs
+// AVX-512; then the operands are widened to f32 and one f32 GEMM accumulates, as oneDNN's bf16
+// GEMM does). force_widened_bf16_gemm(true) takes the widened path even where the matmul exists,
+// for tests that compare the two.
+bool bf16_gemm_native();
+void force_widened_bf16_gemm(bool on);
 
 }  // namespace mt

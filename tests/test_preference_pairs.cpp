@@ -542,6 +542,24 @@ TEST(PreferencePairs, IsPreferenceFile) {
             std::string::npos);
 }
 
+TEST(PreferencePairs, FileFormatWithoutTokenizing) {
+  TempDir dir("pref_file_format");
+  const std::string strings = dir.file("s.jsonl", "[1]\n" + kStringPair + "\n");
+  const std::string chat = dir.file("c.json", "[" + kImplicit + "]");
+  EXPECT_EQ(preference_file_format(strings), DataFormat::kAuto);
+  EXPECT_EQ(preference_file_format(chat), DataFormat::kChat);
+  ByteTokenizer bytes;
+  EXPECT_EQ(preference_file_format(strings, &bytes), read_preference_pairs(strings, bytes, quiet()).format);
+  if (std::filesystem::exists(data_dir() + kQwen3)) {
+    const Tokenizer& qwen = shared_tokenizer(kQwen3);
+    EXPECT_EQ(preference_file_format(chat, &qwen), DataFormat::kChatml);
+    EXPECT_EQ(preference_file_format(chat, &qwen), read_preference_pairs(chat, qwen, quiet()).format);
+  }
+  const std::string alpaca = dir.file("a.jsonl", R"({"instruction": "a", "output": "b"})" "\n");
+  EXPECT_NE(error_of([&] { preference_file_format(alpaca); }).find("a preference record needs"), std::string::npos);
+  EXPECT_NE(error_of([&] { preference_file_format(dir.file("e.json", "")); }).find("is empty"), std::string::npos);
+}
+
 // The bundled example data: village Q&A preference pairs, fit for the byte tokenizer's seq_len 384.
 TEST(PreferencePairs, BundledVillagePrefs) {
   const std::string path = std::string(MESHTRAIN_SOURCE_DIR) + "/examples/village_prefs.jsonl";

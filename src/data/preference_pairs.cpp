@@ -317,6 +317,12 @@ bool truncate_pair(Pair& p, int64_t max_length, int64_t max_prompt, TruncationMo
   return cut;
 }
 
+[[noreturn]] void no_pairs(const std::string& path) {
+  fail("data file '" + path + "': no record is a preference pair: a preference record needs \"chosen\" and "
+       "\"rejected\", either strings with a \"prompt\" string, or message lists ([{\"role\": ..., \"content\": "
+       "...}]) with an optional \"prompt\" (a message list or string)");
+}
+
 PreferenceSet parse(const std::string& text, const std::string& path, const Tokenizer& tok,
                     const PreferenceOptions& opt) {
   const std::string file = "data file '" + path + "'";
@@ -331,10 +337,7 @@ PreferenceSet parse(const std::string& text, const std::string& path, const Toke
   const std::vector<Record> records = parse_records(path, text);
 
   const auto first = std::find_if(records.begin(), records.end(), [](const Record& r) { return is_pair_record(r.value); });
-  if (first == records.end())
-    fail(file + ": no record is a preference pair: a preference record needs \"chosen\" and \"rejected\", "
-         "either strings with a \"prompt\" string, or message lists ([{\"role\": ..., \"content\": ...}]) "
-         "with an optional \"prompt\" (a message list or string)");
+  if (first == records.end()) no_pairs(path);
 
   PreferenceSet set;
   set.format = opt.format;
@@ -397,6 +400,20 @@ bool is_preference(const std::string& path) {
   return found;
 }
 
+DataFormat file_format(const std::string& path, const Tokenizer* tok) {
+  const std::string text = read_whole(path);
+  if (blank(text)) fail("data file '" + path + "' is empty");
+  std::optional<bool> conversational;
+  for_each_record(path, text, [&](const Record& r) {
+    if (!is_pair_record(r.value)) return true;
+    conversational = is_conversational(r.value);
+    return false;
+  });
+  if (!conversational) no_pairs(path);
+  if (!*conversational) return DataFormat::kAuto;
+  return tok ? default_chat_format(*tok) : DataFormat::kChat;
+}
+
 }  // namespace
 }  // namespace preference_reader
 
@@ -420,5 +437,9 @@ PreferenceSet parse_preference_pairs(const std::string& text, const std::string&
 }
 
 bool is_preference_file(const std::string& path) { return preference_reader::is_preference(path); }
+
+DataFormat preference_file_format(const std::string& path, const Tokenizer* tok) {
+  return preference_reader::file_format(path, tok);
+}
 
 }  // namespace mt

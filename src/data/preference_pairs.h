@@ -71,5 +71,10 @@ PreferenceSet parse_preference_pairs(const std::string& text, const std::string&
 // "chosen" and "rejected"); false for other extensions and for files with no object record.
 // mt::Error for a file that cannot be read or whose records before the first object are malformed.
 bool is_preference_file(const std::string& path);
+// The format read_preference_pairs gives the file with format kAuto, from its first preference
+// record alone, nothing tokenized: kAuto (string pairs: plain text), or for message lists
+// default_chat_format(*tok) (kChat without a tokenizer). The same errors as read_preference_pairs
+// for an unusable file (missing, empty, malformed before that record, no preference record).
+DataFormat preference_file_format(const std::string& path, const Tokenizer* tok = nullptr);
 
 }  // namespace mt

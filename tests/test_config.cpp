@@ -51,6 +51,14 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.lora_random_base, b.lora_random_base);
   EXPECT_EQ(a.lora.base_dtype, b.lora.base_dtype);
   EXPECT_EQ(a.lora.dropout, b.lora.dropout);
+  EXPECT_EQ(a.train.method, b.train.method);
+  EXPECT_EQ(a.preference.beta, b.preference.beta);
+  EXPECT_EQ(a.preference.label_smoothing, b.preference.label_smoothing);
+  EXPECT_EQ(a.preference.simpo_gamma, b.preference.simpo_gamma);
+  EXPECT_EQ(a.preference.cpo_alpha, b.preference.cpo_alpha);
+  EXPECT_EQ(a.preference.max_prompt_length, b.preference.max_prompt_length);
+  EXPECT_EQ(a.preference.truncation_mode, b.preference.truncation_mode);
+  EXPECT_EQ(a.preference.reference, b.preference.reference);
   EXPECT_EQ(a.optim.lr, b.optim.lr);
   EXPECT_EQ(a.optim.min_lr, b.optim.min_lr);
   EXPECT_EQ(a.optim.warmup_steps, b.optim.warmup_steps);
@@ -375,7 +383,8 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.lora_random_base = true;
   a.optim = {3.3e-4f, 1e-7f, 7, 0.0f, 0.85f, 0.999f, 1e-10f, 0.0f, "wsd", 0.3f};
   a.train.steps = 12345;
-  a.train.batch_size = 3;
+  a.train.method = "orpo";
+  a.train.batch_size = 6;  // even: a preference method's pairs
   a.train.grad_accum = 5;
   a.train.seq_len = 1000;
   a.train.seed = 987654321012345ull;
@@ -406,6 +415,7 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.train.device_comm = "staged";
   a.train.share_gpu = true;
   a.train.device_comm = "staged";
+  a.preference = {0.25f, 0.125f, 1.5f, 0.75f, 96, "keep_start", "precomputed"};
   a.data.format = "alpaca";
   a.data.tokenizer = "byte";
   a.data.cache_dir = "off";

@@ -124,7 +124,7 @@ TEST(ConfigUnknownKeys, EveryUnknownKeyGetsAHint) {
   EXPECT_EQ(error("", {"optimizer.lr=1e-3"}),
             "--set optimizer.lr=1e-3: unknown section 'optimizer' (did you mean 'optim.lr'?)");
   const std::string section = error("[foo]\nx = 1\n");
-  EXPECT_NE(section.find("(expected model, lora, optim, train, data, output, mesh, partition)"), std::string::npos)
+  EXPECT_NE(section.find("(expected model, lora, optim, train, data, preference, output, mesh, partition)"), std::string::npos)
       << section;
 }
 

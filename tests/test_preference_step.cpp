@@ -179,7 +179,10 @@ TEST(PreferenceModel, EachLossesGradientThroughTheModelMatchesFiniteDifferences)
     m.adapters().zero_grad();
     m.forward_backward(in, 1.0f);
     in.token_weights = nullptr;
-    const float eps = 1e-2f;
+    // Smaller than test_model_gradients.cpp's 1e-2: a pair's loss curves more than a mean token
+    // loss (central differences err by eps^2 x the third derivative), and f32 noise over 2 eps is
+    // still far below the tolerance.
+    const float eps = 2e-3f;
     for (auto& p : m.adapters().params())
       for (int64_t idx : {int64_t(0), p.numel / 2, p.numel - 1}) {
         const float saved = p.master[idx];

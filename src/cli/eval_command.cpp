@@ -23,6 +23,9 @@
 #include "data/packed_sampler.h"
 #include "data/token_cache.h"
 #include "io/pretrained.h"
+#include "train/preference_data.h"
+#include "train/preference_step.h"
+#include "train/reference_logps.h"
 #include "train/run_config.h"
 #include "train/training_data.h"
 
@@ -39,6 +42,10 @@ struct EvalOptions {
   std::string data, format = "auto";
   int64_t seq_len = 256, batch = 8;  // without a run record; with one, the run's
   bool truncate = false;
+  // Preference pairs (--method dpo, ipo, simpo, orpo; a preference run's own): the loss and metrics
+  // training logs, with the run's [preference] keys (or TRL's defaults and --beta).
+  std::string method;
+  float beta = 0.0f;  // 0: the run's, else 0.1
   // Whether each was given on the command line (else a run record may supply it).
   bool seq_len_given = false, batch_given = false, format_given = false;
 };
@@ -191,6 +198,54 @@ void eval_run_validation(const EvalOptions& o, const RunConfig& run, const std::
                total);
 }
 
+// Preference pairs: the loss and what TRL logs of them (as a preference run's validation computes
+// them), over every pair of --data, or with --run the run's held-out pairs. The reference: the base
+// with the adapters off when an adapter is evaluated, or a --run's precomputed log-probabilities.
+void eval_preference(const EvalOptions& o, const std::optional<RunConfig>& run, const std::string& run_dir,
+                     Transformer& model, const Tokenizer& tok, int64_t seq) {
+  RunConfig cfg = run ? *run : RunConfig{};
+  cfg.train.method = o.method;
+  if (o.beta > 0.0f) cfg.preference.beta = o.beta;
+  cfg.train.seq_len = seq;
+  cfg.train.batch_size = std::max<int64_t>(2, o.batch / 2 * 2);
+  const bool held_out = o.data.empty();  // the run's validation pairs
+  if (!held_out) cfg.data.path = o.data, cfg.data.format = o.format, cfg.data.val_fraction = 0.0f;
+  PreferenceLossConfig loss{parse_preference_loss(o.method), cfg.preference.beta, cfg.preference.label_smoothing,
+                            cfg.preference.simpo_gamma, cfg.preference.cpo_alpha};
+  PreferenceData data(cfg, tok, std::cerr);
+  std::vector<CompletionLogp> stored;  // a run's precomputed reference
+  const bool adapters = model.has_lora();
+  if (needs_reference(loss.loss) && !adapters) {
+    if (!held_out || !run)
+      fail("eval: " + o.method + " compares with a reference model: evaluate an adapter (--adapter; the reference "
+           "is its base) or a preference run (--run)");
+    stored = read_reference_logps((fs::path(run_dir) / kReferenceLogpsFile).string(), data.sequences());
+  }
+  if (held_out && !data.has_validation())
+    fail("eval: the run in " + run_dir + " held no pairs out; give --data FILE to evaluate on");
+  const ForwardPass forward = [&](const ModelInput& in) { return model.forward_loss(in); };
+  // Every pair's log-probabilities, then one loss over all of them (as a run's validation).
+  std::vector<CompletionLogp> policy, ref;
+  PackedBatch b;
+  while (held_out ? data.next_validation(b) : data.next_of_all(b, cfg.train.batch_size)) {
+    const std::vector<int64_t> ids = data.last_sequences();
+    const std::vector<ModelInput> in{input_of(b)};
+    for (const CompletionLogp& s : completion_logps(in, b.batch_size, false, true, nullptr, forward)) policy.push_back(s);
+    if (!needs_reference(loss.loss)) continue;
+    if (adapters)
+      for (const CompletionLogp& s : completion_logps(in, b.batch_size, true, true, nullptr, forward)) ref.push_back(s);
+    else
+      for (int64_t id : ids) ref.push_back(stored[size_t(id)]);
+  }
+  const PreferenceResult r = preference_loss(loss, policy, ref);
+  const PreferenceMetrics& m = r.metrics;
+  std::cout << std::setprecision(9) << "eval: " << m.pairs << " pairs (" << o.method << ", beta " << loss.beta
+            << (held_out ? ", the held-out pairs of " + run_dir : "") << "), loss " << r.loss
+            << ", rewards/chosen " << m.rewards_chosen << ", rewards/rejected " << m.rewards_rejected
+            << ", rewards/accuracies " << m.accuracy << ", rewards/margins " << m.margin << ", logps/chosen "
+            << m.logps_chosen << ", logps/rejected " << m.logps_rejected << ", nll_loss " << m.nll << std::endl;
+}
+
 }  // namespace
 
 Action add_eval_command(CLI::App& app) {
@@ -214,6 +269,12 @@ Action add_eval_command(CLI::App& app) {
                       ->check(CLI::PositiveNumber);
   auto* batch = sub->add_option("--batch", o->batch, "windows (rows) per batch; at most the rows there are")
                     ->check(count_in(1));
+  sub->add_option("--method", o->method,
+                  "preference pairs (prompt / chosen / rejected): the loss and rewards training logs for dpo, ipo, "
+                  "simpo or orpo (default: a preference run's own, else none)")
+      ->check(CLI::IsMember({"dpo", "ipo", "simpo", "orpo"}));
+  sub->add_option("--beta", o->beta, "preference training's beta (default: the run's, else 0.1)")
+      ->check(CLI::PositiveNumber);
   sub->add_flag("--truncate", o->truncate,
                 "cut examples longer than --seq-len instead of skipping them, as data.truncate");
   sub->footer("A model or adapter directory a run wrote (RUN/model, RUN/adapter) takes its defaults for "
@@ -233,6 +294,7 @@ Action add_eval_command(CLI::App& app) {
       if (!o->batch_given) o->batch = run->train.batch_size;
       if (!o->format_given) o->format = run->data.format;
       o->truncate = o->truncate || run->data.truncate;
+      if (o->method.empty() && run->train.method != "sft") o->method = run->train.method;
     }
     const DeviceBackend backend = o->device.open();
     // A length the model cannot take is refused before it loads, not cut.
@@ -245,7 +307,8 @@ Action add_eval_command(CLI::App& app) {
     auto model = o->model.load_model(*backend);
     // The run's tokenizer, as it trained with (a model it wrote may carry none: the byte-level one).
     auto tok = run && o->model.tokenizer.empty() ? run_tokenizer(*run) : o->model.load_tokenizer();
-    if (o->data.empty()) eval_run_validation(*o, *run, run_dir, *model, *tok, seq);
+    if (!o->method.empty()) eval_preference(*o, run, run_dir, *model, *tok, seq);
+    else if (o->data.empty()) eval_run_validation(*o, *run, run_dir, *model, *tok, seq);
     else if (is_example_data(o->data, o->format)) eval_examples(*o, *model, *tok, seq);
     else eval_text(*o, *model, *tok, seq);
     return 0;

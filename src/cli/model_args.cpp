@@ -4,6 +4,7 @@
 
 #include "cli/model_tokenizer.h"
 #include "core/error.h"
+#include "data/byte_tokenizer.h"
 #include "io/peft_config.h"
 #include "io/pretrained.h"
 
@@ -15,7 +16,7 @@ void ModelArgs::add_to(CLI::App* sub, bool model_required) {
                       (model_required ? "" : " (default: with --run, the run's)"))
       ->required(model_required);
   sub->add_option("--adapter", adapter, "PEFT LoRA adapter directory to apply (default: none, the model alone)");
-  sub->add_option("--tokenizer", tokenizer, "tokenizer file or directory, or a GGUF file whose tokenizer to use (default: the model's; a GGUF model's own)");
+  sub->add_option("--tokenizer", tokenizer, "tokenizer file or directory, a GGUF file whose tokenizer to use, or \"byte\" (the byte-level one) (default: the model's; a GGUF model's own)");
   sub->add_option("--precision", precision, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
   sub->add_option("--base-dtype", base_dtype,
                   "bf16, or nf4: the base's block matrices in 4-bit NormalFloat as QLoRA trains "
@@ -37,6 +38,7 @@ std::unique_ptr<Transformer> ModelArgs::load_model(Backend& backend) const {
 }
 
 std::unique_ptr<Tokenizer> ModelArgs::load_tokenizer() const {
+  if (tokenizer == "byte") return std::make_unique<ByteTokenizer>();  // as data.tokenizer = "byte"
   if (!tokenizer.empty()) return load_any_tokenizer(tokenizer);
   if (is_gguf_path(model)) return load_any_tokenizer(model);  // a GGUF file carries its own
   namespace fs = std::filesystem;

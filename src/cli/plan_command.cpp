@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "io/family_presets.h"
 #include "plan/report.h"
+#include "plan/run_memory.h"
 
 namespace mt::cli {
 namespace {
@@ -30,6 +31,9 @@ struct PlanOptions {
   bool checkpointing = false, search = false, json = false, no_overlap = false, keep_checkpointing = false;
   bool no_sequence_parallel = false;
   bool list_models = false;
+  // Preference training's method and reference (train.method, preference.reference): the forwards
+  // a step runs besides its training pass.
+  std::string method = "sft", reference = "auto";
 };
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -81,6 +85,7 @@ plan::PlanInput make_input(const PlanOptions& o) {
   if (o.pp_virtual < 1) fail("--pp-virtual must be >= 1, got " + std::to_string(o.pp_virtual));
   in.pp_virtual = o.pp_virtual;
   in.moe_imbalance = o.moe_imbalance;
+  in.extra_forwards = plan::preference_forwards(o.method, in.lora.enabled, o.reference);
   if (o.devices < 0) fail("--devices must be > 0, got " + std::to_string(o.devices));
   if (o.top <= 0) fail("--top must be > 0, got " + std::to_string(o.top));
   if (o.grad_accum < 0) fail("--grad-accum must be > 0, got " + std::to_string(o.grad_accum));
@@ -178,6 +183,14 @@ Action add_plan_command(CLI::App& app) {
                   "a factor on the expert compute every rank waits for (1: balanced routing)")
       ->check(CLI::Range(1.0, 1e6));
   sub->add_option("--mode", o->mode, "full or lora");
+  sub->add_option("--method", o->method,
+                  "sft, or preference training (dpo, ipo, simpo, orpo): a forward of the policy before each "
+                  "training pass, and for dpo and ipo under LoRA one of the reference (adapters off)")
+      ->check(CLI::IsMember({"sft", "dpo", "ipo", "simpo", "orpo"}));
+  sub->add_option("--reference", o->reference,
+                  "dpo and ipo's reference: auto (adapters_off under --mode lora, else precomputed), "
+                  "adapters_off or precomputed (computed once before training: no forward a step)")
+      ->check(CLI::IsMember({"auto", "adapters_off", "precomputed"}));
   sub->add_option("--lora-rank", o->lora_rank, "LoRA rank");
   sub->add_option("--lora-targets", o->lora_targets, "comma-separated: q,k,v,o,gate,up,down,lm_head");
   sub->add_option("--base-dtype", o->base_dtype,

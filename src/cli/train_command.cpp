@@ -154,6 +154,8 @@ constexpr KeyShortcut kKeyShortcuts[] = {
     {"--lr", "optim.lr", "peak learning rate"},
     {"--batch-size", "train.batch_size", "sequences per micro-batch"},
     {"--seq-len", "train.seq_len", "tokens per sequence"},
+    {"--method", "train.method", "sft, or preference training on chosen / rejected pairs: dpo, ipo, simpo, orpo"},
+    {"--beta", "preference.beta", "preference training's beta"},
 };
 
 std::vector<std::string> key_shortcut_overrides(const std::vector<std::string>& values,

@@ -269,6 +269,28 @@ class WholeRows final : public ModelParallel {
   ModelParallel& layer_;
 };
 
+namespace {
+
+// Rows [begin, begin + rows) of a chunk whose tokens share one loss-gradient weight.
+struct WeightRun {
+  int64_t begin = 0, rows = 0;
+  float weight = 1.0f;
+};
+
+// The chunk of rows [n0, n0 + M) as maximal runs of equal weight (ModelInput::token_weights);
+// one run of weight 1 without weights.
+std::vector<WeightRun> weight_runs(const float* weights, int64_t n0, int64_t M) {
+  if (!weights) return {{0, M, 1.0f}};
+  std::vector<WeightRun> runs;
+  for (int64_t i = 0; i < M; ++i) {
+    if (runs.empty() || weights[n0 + i] != runs.back().weight) runs.push_back({i, 0, weights[n0 + i]});
+    ++runs.back().rows;
+  }
+  return runs;
+}
+
+}  // namespace
+
 class Transformer::Runner {
  public:
   explicit Runner(Transformer& m)
@@ -349,6 +371,8 @@ class Transformer::Runner {
   // Parameter units (see ModelParallel): acquire and re-read the unit's views / release.
   void use(int unit, bool grads, bool weights = true);
   void done(int unit, bool grads) { hooks_.release(unit, grads); }
+  // ModelInput::adapters_off: the views without (or again with) the adapters.
+  void set_adapters_off(bool off);
 
   Transformer& m_;
   const ModelConfig& c_;
@@ -363,6 +387,7 @@ class Transformer::Runner {
   Tensor rope_local_cos_, rope_local_sin_;  // ModelConfig::rope_local_theta > 0 only
   float embed_scale_ = 1.0f;                // embedding_scale(): Gemma's sqrt(hidden)
   ModelWeights w_;
+  bool adapters_off_ = false;  // w_ is bound without the adapters (ModelInput::adapters_off)
   std::array<bool, kNumProj> lora_on_{};
   int64_t lora_rank_ = 0;
   // What the arena is planned for (Transformer::units): the blocks of the largest range run at once
@@ -409,9 +434,18 @@ void Transformer::Runner::use(int unit, bool grads, bool weights) {
   hooks_.acquire(unit, grads, weights);
   if (!par_) return;  // views bound once: without a parallel layer the storage never moves
   const int64_t L = c_.num_hidden_layers;
-  if (unit == 0) bind_embedding(w_, m_);
-  else if (unit <= L) w_.blocks[size_t(unit - 1)] = bind_block_weights(m_, unit - 1);
-  else bind_head(w_, m_);
+  const bool adapters = !adapters_off_;
+  if (unit == 0) bind_embedding(w_, m_, adapters);
+  else if (unit <= L) w_.blocks[size_t(unit - 1)] = bind_block_weights(m_, unit - 1, adapters);
+  else bind_head(w_, m_, adapters);
+}
+
+void Transformer::Runner::set_adapters_off(bool off) {
+  if (off == adapters_off_) return;
+  adapters_off_ = off;
+  // Without a parallel layer the views are bound once: bound again, with or without the adapters
+  // (a parallel layer's are bound unit by unit in use()).
+  if (!par_) w_ = bind_model_weights(m_, !off);
 }
 
 void Transformer::Runner::plan(int64_t B, int64_t seq) {
@@ -534,20 +568,34 @@ LossSum Transformer::Runner::head_chunk(int64_t n0, int64_t M, const ModelInput&
   const Tensor dlogits = backward ? logits : Tensor{};
   {
     MT_PROFILE("cross-entropy");
+    // Runs of rows of one gradient weight (ModelInput::token_weights: a sequence each), each
+    // through the kernels with its own scale; one run without weights.
+    const std::vector<WeightRun> runs = weight_runs(backward ? in.token_weights : nullptr, n0, M);
+    const auto part = [](const Tensor& t, const WeightRun& r) {
+      return t ? t.rows_slice(r.begin, r.rows) : Tensor{};
+    };
     if (hooks_.splits_vocabulary()) {  // this rank holds vocabulary columns [v0, v0 + V)
       const int64_t v0 = hooks_.vocab_begin();
       ArenaCursor sc(ce_stats_.tensor());
       const Tensor mx = sc.take(M, 1), sums = sc.take(2 * M, 1);
       be_.cross_entropy_row_max(mx, logits, targets);
       hooks_.reduce_max(mx);
-      be_.cross_entropy_row_sums(sums, logits, targets, mx, v0);
+      // A run's sums [2 rows] sit at 2 x its first row: every run's in one reduction.
+      const auto run_sums = [&](const WeightRun& r) { return sums.rows_slice(2 * r.begin, 2 * r.rows); };
+      for (const WeightRun& r : runs)
+        be_.cross_entropy_row_sums(run_sums(r), part(logits, r), part(targets, r), part(mx, r), v0);
       hooks_.reduce_sum(sums);
-      ls.sum = be_.cross_entropy_finish(losses, dlogits, logits, targets, mx, sums, v0,
-                                        grad_scale);
+      for (const WeightRun& r : runs)
+        ls.sum += be_.cross_entropy_finish(part(losses, r), part(dlogits, r), part(logits, r),
+                                           part(targets, r), part(mx, r), run_sums(r), v0,
+                                           grad_scale * r.weight);
     } else {
-      ls.sum = be_.cross_entropy(losses, dlogits, logits, targets, grad_scale);
+      for (const WeightRun& r : runs)
+        ls.sum += be_.cross_entropy(part(losses, r), part(dlogits, r), part(logits, r),
+                                    part(targets, r), grad_scale * r.weight);
     }
   }
+  if (in.token_losses) be_.copy_to_host(in.token_losses + n0, losses);
   ls.count = count_targets(in.targets + n0, M);
   if (backward) {
     // Gradient of the final norm's output for these rows, into the scratch's t3 rows.
@@ -578,6 +626,8 @@ LossSum Transformer::Runner::run(const ModelInput& in, bool backward, float grad
   MT_CHECK(planned_for(first, last), "units " + std::to_string(first) + "-" + std::to_string(last) +
                                          " are outside those the model was told it runs (Transformer::set_units)");
   check_token_ids(in.tokens, in.targets, N, split_vocab ? hooks_.vocab_size() : c_.vocab_size);
+  MT_CHECK(!(backward && in.adapters_off), "a training pass with the adapters off");
+  set_adapters_off(in.adapters_off);
   upload(in);
   const int64_t v0 = split_vocab ? hooks_.vocab_begin() : 0;
 

@@ -26,6 +26,17 @@ struct ModelInput {
   // count, as HF's attention mask; null: no padding.
   const int32_t* padding = nullptr;
   int64_t B = 0, T = 0;
+  // Preference training (train/preference_step.h) reads and weighs each sequence's tokens:
+  // token_losses (out, host [B*T]): each token's loss, 0 where not counted, written by the pass
+  // that holds the head (a forward or a training pass; a pipeline's last stage);
+  // token_weights (in, host [B*T]): a training pass scales each token's loss gradient by its
+  // weight as well as by grad_scale (one weight on all of a sequence's tokens); null: all 1;
+  // adapters_off: a forward of the base alone, every LoRA adapter off and each MoE router in place
+  // of its trained copy (LoRA's reference model, with no second copy of the weights). Never in a
+  // training pass.
+  float* token_losses = nullptr;
+  const float* token_weights = nullptr;
+  bool adapters_off = false;
   // The randomness of a training pass (LoRA dropout); off in evaluation and generation. Its masks
   // are a function of (seed, step, adapter, a token's row in the step's whole batch, the column),
   // never of how the batch was cut: `first_row` is the sequence of the step's batch that this

@@ -34,7 +34,7 @@ NormWeights norm_weights(Transformer& m, const std::string& prefix) {
 
 }  // namespace
 
-void bind_embedding(ModelWeights& w, Transformer& m) {
+void bind_embedding(ModelWeights& w, Transformer& m, bool adapters) {
   // The lookups read the f32 master, or a frozen table's bf16 copy (its only one under bf16).
   Param& E = m.base().get(kEmbedName);
   w.embed = E.master ? E.master_tensor() : E.compute_tensor(), w.dembed = E.grad_tensor();
@@ -43,11 +43,11 @@ void bind_embedding(ModelWeights& w, Transformer& m) {
     w.positions = P.master ? P.master_tensor() : P.compute_tensor(), w.dpositions = P.grad_tensor();
   }
   if (m.config().tie_word_embeddings)
-    w.head = linear(m, kEmbedName, "lm_head", lora_targets_head(m.lora_config()));
+    w.head = linear(m, kEmbedName, "lm_head", adapters && lora_targets_head(m.lora_config()));
 }
 
-BlockWeights bind_block_weights(Transformer& m, int64_t l) {
-  const auto lora_on = lora_targets_mask(m.lora_config());
+BlockWeights bind_block_weights(Transformer& m, int64_t l, bool adapters) {
+  const auto lora_on = adapters ? lora_targets_mask(m.lora_config()) : std::array<bool, kNumProj>{};
   BlockWeights b;
   const ModelConfig& c = m.config();
   b.norm1 = norm_weights(m, layer_prefix(l) + "input_layernorm");
@@ -75,7 +75,7 @@ BlockWeights bind_block_weights(Transformer& m, int64_t l) {
   }
   if (moe) {
     b.moe.router = linear(m, moe_router_name(l, c), "", false);
-    if (m.lora_config().enabled && m.lora_config().train_router) {  // the trainable copy in its place
+    if (adapters && m.lora_config().enabled && m.lora_config().train_router) {  // the trainable copy in its place
       Param& copy = m.adapters().get(moe_router_copy_name(l, c));
       b.moe.router.W = copy.gemm_tensor(), b.moe.router.dW = copy.grad_tensor();
     }
@@ -93,19 +93,19 @@ BlockWeights bind_block_weights(Transformer& m, int64_t l) {
   return b;
 }
 
-void bind_head(ModelWeights& w, Transformer& m) {
+void bind_head(ModelWeights& w, Transformer& m, bool adapters) {
   const ModelConfig& c = m.config();
   w.final_norm = norm_weights(m, kFinalNormPrefix);
   if (!c.tie_word_embeddings)
-    w.head = linear(m, kHeadName, "lm_head", lora_targets_head(m.lora_config()));
+    w.head = linear(m, kHeadName, "lm_head", adapters && lora_targets_head(m.lora_config()));
 }
 
-ModelWeights bind_model_weights(Transformer& m) {
+ModelWeights bind_model_weights(Transformer& m, bool adapters) {
   ModelWeights w;
-  bind_embedding(w, m);
+  bind_embedding(w, m, adapters);
   for (int64_t l = 0; l < m.config().num_hidden_layers; ++l)
-    w.blocks.push_back(bind_block_weights(m, l));
-  bind_head(w, m);
+    w.blocks.push_back(bind_block_weights(m, l, adapters));
+  bind_head(w, m, adapters);
   return w;
 }
 

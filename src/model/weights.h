@@ -20,10 +20,13 @@ struct ModelWeights {
   LinearWeights head;
 };
 
-ModelWeights bind_model_weights(Transformer& m);
+// `adapters` false binds the base alone, as if the model had no LoRA: no adapter on any layer and
+// each MoE router itself rather than its trained copy (ModelInput::adapters_off, the reference model
+// of preference training).
+ModelWeights bind_model_weights(Transformer& m, bool adapters = true);
 
-void bind_embedding(ModelWeights& w, Transformer& m);  // embed, learned positions (and a tied head)
-BlockWeights bind_block_weights(Transformer& m, int64_t layer);
-void bind_head(ModelWeights& w, Transformer& m);       // final norm and an untied head
+void bind_embedding(ModelWeights& w, Transformer& m, bool adapters = true);  // embed, learned positions (and a tied head)
+BlockWeights bind_block_weights(Transformer& m, int64_t layer, bool adapters = true);
+void bind_head(ModelWeights& w, Transformer& m, bool adapters = true);       // final norm and an untied head
 
 }  // namespace mt

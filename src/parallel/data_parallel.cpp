@@ -42,6 +42,8 @@ double DataParallel::sum_loss(double local) {
   return local;
 }
 
+void DataParallel::sum_losses(double* values, int64_t n) { tokens_.all_reduce_sum(values, n); }
+
 void DataParallel::sum_gradients(ParamStore& params) {
   if (params.trainable_numel() > 0)
     tokens_.device().all_reduce_sum(params.grad_data(), params.trainable_numel());

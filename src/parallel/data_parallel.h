@@ -34,6 +34,7 @@ class DataParallel final : public GradientSync {
 
   int64_t sum_count(int64_t local) override;
   double sum_loss(double local) override;
+  void sum_losses(double* values, int64_t n) override;
   void sum_gradients(ParamStore& params) override;
   double grad_norm(const ParamStore& params) override;  // replicated: the local norm
 

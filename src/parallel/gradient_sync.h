@@ -17,6 +17,9 @@ class GradientSync {
   virtual void begin_step(int64_t micro_batches) {}
   virtual int64_t sum_count(int64_t local) = 0;
   virtual double sum_loss(double local) = 0;
+  // Sums each of n values over the ranks sum_loss sums over, in place (preference training's
+  // per-sequence log-probabilities: each rank adds what its tokens hold, zeros elsewhere).
+  virtual void sum_losses(double* values, int64_t n) = 0;
   // `params` is what the optimizer updates (this rank's shards, or the whole trainable store).
   virtual void sum_gradients(ParamStore& params) = 0;
   // The L2 norm of the whole (global) gradient, each element counted once.

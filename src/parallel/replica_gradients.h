@@ -38,6 +38,7 @@ class ReplicaGradients final : public ModelParallel, public GradientSync {
   void begin_step(int64_t micro_batches) override { buckets_.begin_step(micro_batches); }
   int64_t sum_count(int64_t local) override { return dp_.sum_count(local); }
   double sum_loss(double local) override { return dp_.sum_loss(local); }
+  void sum_losses(double* values, int64_t n) override { dp_.sum_losses(values, n); }
   void sum_gradients(ParamStore& params) override;
   double grad_norm(const ParamStore& params) override { return dp_.grad_norm(params); }
 

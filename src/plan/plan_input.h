@@ -57,6 +57,9 @@ struct PlanInput {
   // set the layer's pace; 1: perfectly balanced. Not applied without ep (a rank then computes
   // every expert over its own N k rows, however they are routed).
   double moe_imbalance = 1.0;
+  // Preference training (train/preference_step.h): forwards each micro-batch runs before its
+  // training pass: 1 (the policy's log-probabilities), 2 with the adapters-off reference; 0: SFT.
+  int64_t extra_forwards = 0;
 
   // The ranks that split a step's rows: dp x fsdp x ep (the ep ranks are data parallel for all but
   // the experts; cp ranks share each row's tokens instead).

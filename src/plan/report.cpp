@@ -21,10 +21,14 @@ std::string fmt(const char* f, double v) {
 }
 
 std::string mode_str(const PlanInput& in) {
-  if (!in.lora.enabled) return "full";
+  // Preference training runs forwards besides the training pass (PlanInput::extra_forwards).
+  const std::string pref = in.extra_forwards == 0 ? ""
+                           : in.extra_forwards == 1 ? ", preference training: +1 forward a step"
+                                                    : ", preference training: +2 forwards a step (policy, reference)";
+  if (!in.lora.enabled) return "full" + pref;
   std::string t;
   for (const auto& s : in.lora.targets) t += (t.empty() ? "" : ",") + s;
-  return "lora r=" + std::to_string(in.lora.rank) + " [" + t + "]";
+  return "lora r=" + std::to_string(in.lora.rank) + " [" + t + "]" + pref;
 }
 
 // The parameters the plan priced: the whole base model, and what the optimizer updates (the
@@ -250,6 +254,7 @@ nlohmann::json plan_json(const Candidate& c) {
   nlohmann::json j;
   j["model"] = in.model.name;
   j["mode"] = in.lora.enabled ? "lora" : "full";
+  j["extra_forwards"] = in.extra_forwards;
   if (in.lora.enabled) j["lora"] = {{"rank", in.lora.rank}, {"targets", in.lora.targets}};
   j["precision"] = precision_name(in.precision);
   j["seq"] = in.seq;

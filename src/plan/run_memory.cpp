@@ -29,6 +29,13 @@ std::string advice(const RunConfig& cfg, const std::string& largest) {
 
 }  // namespace
 
+int64_t preference_forwards(const std::string& method, bool lora, const std::string& reference) {
+  if (method == "sft") return 0;
+  const bool adapters_off = (method == "dpo" || method == "ipo") &&
+                            (reference == "adapters_off" || (reference == "auto" && lora));
+  return adapters_off ? 2 : 1;
+}
+
 PlanInput run_plan_input(const RunConfig& cfg, const ModelConfig& shape, double memory_per_rank) {
   const TrainConfig& tc = cfg.train;
   PlanInput in;
@@ -51,6 +58,7 @@ PlanInput run_plan_input(const RunConfig& cfg, const ModelConfig& shape, double 
                                 tc.grad_accum, "the sequences of a step (train.batch_size x train.grad_accum)");
   in.cluster = cluster_preset("cpu");
   in.cluster.memory_bytes = memory_per_rank;
+  in.extra_forwards = preference_forwards(tc.method, cfg.lora.enabled, cfg.preference.reference);
   return in;
 }
 

@@ -21,6 +21,9 @@ inline constexpr double kUsableMemoryFraction = 0.9;
 // (train.grad_accum of them per step) of train.seq_len tokens, the default partition rules, on
 // this machine (the `cpu` cluster) with `memory_per_rank` bytes for each rank. Under mesh cp > 1
 // the planner prices a rank's seq_len / cp tokens and its K/V exchange (cp_exchange_bytes).
+// Preference training's forwards before each training pass (PlanInput::extra_forwards) for
+// train.method, lora.enabled and preference.reference: 0 for sft.
+int64_t preference_forwards(const std::string& method, bool lora, const std::string& reference);
 PlanInput run_plan_input(const RunConfig& cfg, const ModelConfig& shape, double memory_per_rank);
 
 // A byte count as the memory lines print it ("1.50 GiB"), capped where a double would overflow.

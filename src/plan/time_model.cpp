@@ -168,6 +168,9 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
   double forward_layers = L * (in.checkpointing ? 2.0 : 1.0);
   if (in.mesh.pp > 1)
     forward_layers += L - (s.last ? double(stage_blocks(in).back()) : 0.0);
+  // Preference training's forwards before the training pass (train/preference_step.h).
+  const double extra = double(in.extra_forwards);
+  forward_layers += extra * L;
   r.forward = forward_layers * layer_f;
   r.backward = L * layer_b;
   r.cp = context_parallel_seconds(in, L, forward_layers);
@@ -178,7 +181,7 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
     std::vector<LinearShape> head = {{V, C, !in.lora.enabled}};
     if (lora_targets_head(in.lora)) head.push_back({double(in.lora.rank), C, true}), head.push_back({V, double(in.lora.rank), true});
     auto [hf, hb] = linear_seconds(cl, head, N);
-    r.forward += hf, r.backward += hb;
+    r.forward += (1.0 + extra) * hf, r.backward += hb;
   }
 
   // Tensor parallel: Megatron's two all-reduces per layer forward, two backward, two more when
@@ -189,7 +192,7 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
   if (mesh.tp > 1) {
     const Link link = axis_link(mesh, parallel::Axis::tp, cl);
     const bool sp = in.sequence_shards() > 1;
-    const double per_layer = 4.0 + (sp ? 1.0 : 0.0) + (in.checkpointing ? 2.0 : 0.0);
+    const double per_layer = 4.0 + (sp ? 1.0 : 0.0) + (in.checkpointing ? 2.0 : 0.0) + 2.0 * extra;
     const double count = L * per_layer + (s.first ? (sp ? 2.0 : 1.0) : 0.0) + (s.last ? 1.0 : 0.0);
     r.tp = count * ring_all_reduce(act * N * C, mesh.tp, link);
   }
@@ -204,7 +207,7 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
     const Link link = axis_link(mesh, axis, cl);
     const double extra_latency = (units - 1.0) * double(n - 1) * link.latency;
     const double bytes = wbytes * (gathered - gathered_nf4) + kNf4BytesPerWeight * gathered_nf4;
-    return 2.0 * (ring_all_gather(bytes, n, link) + extra_latency) +
+    return (2.0 + extra) * (ring_all_gather(bytes, n, link) + extra_latency) +
            ring_reduce_scatter(4.0 * gathered_trainable, n, link) + extra_latency;
   };
   r.fsdp = gathers(parallel::Axis::fsdp, mesh.shards(), double(s.params.gathered), double(s.params.gathered_nf4),
@@ -214,7 +217,7 @@ StageMicroBatch stage_micro_batch(const PlanInput& in, const StageParams& s) {
                       double(s.params.local_trainable));
   // An activation forward and its gradient back per chunk, in the compute dtype (pipeline.cpp).
   if (mesh.pp > 1)
-    r.pp = 2.0 * double(in.pp_virtual) * point_to_point(wbytes * N * C, axis_link(mesh, parallel::Axis::pp, cl));
+    r.pp = (2.0 + extra) * double(in.pp_virtual) * point_to_point(wbytes * N * C, axis_link(mesh, parallel::Axis::pp, cl));
   return r;
 }
 

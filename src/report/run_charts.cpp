@@ -74,6 +74,21 @@ std::vector<NamedLineChart> step_charts(const RunData& run) {
   Series val = validation_series(run);
   if (!val.points.empty()) loss.series.push_back(val);
   out.push_back({"loss.png", loss});
+  // Preference training: the pairs' reward margin and accuracy, training and held out.
+  const Series margin = series_of(run, "training", kBlue, [](const StepPoint& p) { return p.margin; });
+  if (!margin.points.empty()) {
+    LineChart m{"Reward margin", "step", "rewards/margins", {margin}};
+    LineChart a{"Reward accuracy", "step", "rewards/accuracies",
+                {series_of(run, "training", kBlue, [](const StepPoint& p) { return p.accuracy; })}};
+    Series val_margin = series_of(run, "validation", kOrange, [](const StepPoint& p) { return p.val_margin; }, true);
+    if (!val_margin.points.empty()) {
+      m.series.push_back(val_margin);
+      a.series.push_back(series_of(run, "validation", kOrange, [](const StepPoint& p) { return p.val_accuracy; }, true));
+    }
+    out.push_back({"margins.png", m});
+    a.y_from_zero = true;
+    out.push_back({"accuracies.png", a});
+  }
   out.push_back({"lr.png", {"Learning rate", "step", "lr",
                             {series_of(run, "lr", kBlue, [](const StepPoint& p) { return p.lr; })}}});
   LineChart tokens{"Tokens/s", "step", "tokens/s",

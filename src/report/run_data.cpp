@@ -62,6 +62,10 @@ RunData read_run(const std::string& dir) {
     p.step_s = number_or_nan(j, "step_s");
     p.routing_loss = number_or_nan(j, "routing_loss");
     p.moe_dropped = number_or_nan(j, "moe_dropped");
+    p.accuracy = number_or_nan(j, "rewards/accuracies");
+    p.margin = number_or_nan(j, "rewards/margins");
+    p.val_accuracy = number_or_nan(j, "eval_rewards/accuracies");
+    p.val_margin = number_or_nan(j, "eval_rewards/margins");
     const auto start = j.find("segment_start_step");
     const bool marked = start != j.end() && start->is_number_integer();
     // Unmarked, a line whose elapsed time is below the one before it starts a segment (a run

@@ -20,6 +20,9 @@ struct StepPoint {
   int64_t step = 0;
   double loss, val_loss, lr, tokens_per_s, mfu, peak_mem_bytes, elapsed_s, step_s;
   double routing_loss, moe_dropped;  // a mixture of experts' (NaN where a line has none)
+  // Preference training's rewards/accuracies and rewards/margins, of the step's pairs and of the
+  // held-out pairs where the step evaluated them (NaN where a line has none).
+  double accuracy, margin, val_accuracy, val_margin;
 };
 
 // One start of the run: the first, and one per resume. The trainer marks a segment's first line

@@ -114,6 +114,10 @@ std::string write_tensorboard_events(const RunData& run, const std::string& dir)
     add_scalar(summary, "train/lr", p.lr);
     add_scalar(summary, "train/routing_loss", p.routing_loss);  // a mixture of experts'
     add_scalar(summary, "moe/dropped_choices", p.moe_dropped);
+    add_scalar(summary, "rewards/accuracies", p.accuracy);  // preference training's, as TRL names them
+    add_scalar(summary, "rewards/margins", p.margin);
+    add_scalar(summary, "eval/rewards/accuracies", p.val_accuracy);
+    add_scalar(summary, "eval/rewards/margins", p.val_margin);
     add_scalar(summary, "perf/tokens_per_s", p.tokens_per_s);
     add_scalar(summary, "perf/mfu", p.mfu);
     add_scalar(summary, "memory/peak_bytes", p.peak_mem_bytes);

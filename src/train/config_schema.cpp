@@ -110,7 +110,12 @@ std::vector<ConfigKey> make_keys() {
                "ceil(epochs x rows of an epoch / (batch_size x grad_accum)), printed at the start "
                "(rows: packed rows of examples, or train tokens / seq_len of plain text); 0: "
                "train.steps gives the length"},
-      {KEY(train.batch_size), .range = kRows, .builtin = "8", .help = "Sequences per micro-batch"},
+      {KEY(train.method), .choices = {"sft", "dpo", "ipo", "simpo", "orpo"},
+       .help = "sft: the next-token loss on the data's trained tokens; dpo, ipo, simpo, orpo: "
+               "preference training on chosen / rejected pairs as TRL computes each loss (keys in "
+               "[preference]; data: prompt / chosen / rejected records; see docs/fine-tuning.md)"},
+      {KEY(train.batch_size), .range = kRows, .builtin = "8",
+       .help = "Sequences per micro-batch (preference training: two per pair, so even)"},
       {KEY(train.grad_accum), .range = kRows, .help = "Micro-batches per optimizer step"},
       {KEY(train.seq_len), .range = kRowsOrZero, .builtin = "0",
        .help = "Tokens per sequence; <= model.max_position_embeddings. 0 (or absent with model.path): "
@@ -216,6 +221,24 @@ std::vector<ConfigKey> make_keys() {
        .help = "Cut examples longer than train.seq_len instead of skipping (and counting) them"},
       {KEY(data.val_fraction), .range = kUnitInterval, .builtin = "0.1",
        .help = "Tail of the text held out for validation"},
+
+      // [preference]
+      {KEY(preference.beta), .range = kPositive,
+       .help = "Preference training's temperature: DPO's and SimPO's beta, IPO's tau, ORPO's lambda"},
+      {KEY(preference.label_smoothing), .range = {.min = 0, .max = 0.5},
+       .help = "dpo and simpo: the probability that a pair's labels are flipped (conservative DPO)"},
+      {KEY(preference.simpo_gamma), .range = kNonNegative, .help = "simpo: the target reward margin"},
+      {KEY(preference.cpo_alpha), .range = kNonNegative,
+       .help = "simpo: weight of the chosen completions' NLL added to the loss (TRL's CPO term)"},
+      {KEY(preference.max_prompt_length), .range = kRowsOrZero,
+       .help = "Longest prompt kept when a pair's prompt and longer completion exceed train.seq_len "
+               "(then the completions are cut to seq_len minus it); 0: train.seq_len / 4"},
+      {KEY(preference.truncation_mode), .choices = {"keep_end", "keep_start"},
+       .help = "Which end of a too-long prompt is kept (TRL's truncation_mode)"},
+      {KEY(preference.reference), .choices = {"auto", "adapters_off", "precomputed"},
+       .help = "dpo and ipo's reference model: adapters_off (LoRA: the base alone, a forward a step), "
+               "precomputed (the starting model's log-probabilities of every pair, one pass before "
+               "training, kept with the run), auto: adapters_off under LoRA, else precomputed"},
 
       // [output]
       {KEY(output.dir), .non_empty = true,

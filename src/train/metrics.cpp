@@ -64,10 +64,16 @@ std::string format_progress_line(const StepMetrics& m) {
     std::snprintf(buf, sizeof buf, " (+routing %.4f)", m.routing_loss);
     moe = buf;
   }
+  const auto pref = [](const PreferenceMetrics& p) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " | acc %.3f margin %.4f", p.accuracy, p.margin);
+    return p.pairs > 0 ? std::string(buf) : std::string();
+  };
+  moe += pref(m.preference);
   if (std::isfinite(m.val_loss)) {
     char buf[32];
     std::snprintf(buf, sizeof buf, " | val %.4f", m.val_loss);
-    val = buf;
+    val = buf + pref(m.val_preference);
   }
   if (m.moe_dropped >= 0) moe += " | dropped " + std::to_string(m.moe_dropped);
   return std::string(head) + " | " + loss + moe + val + " | " + lr + " | " + tok + " | " + mfu + " | mem " +
@@ -89,6 +95,16 @@ nlohmann::json step_json(const StepMetrics& m) {
   if (std::isfinite(m.val_loss)) j["val_loss"] = m.val_loss;
   if (m.routing_loss != 0.0) j["routing_loss"] = num(m.routing_loss);  // beside the tokens' loss
   if (m.moe_dropped >= 0) j["moe_dropped"] = m.moe_dropped;
+  const auto pref = [&](const PreferenceMetrics& p, const std::string& prefix) {
+    if (p.pairs == 0) return;
+    j[prefix + "rewards/chosen"] = num(p.rewards_chosen), j[prefix + "rewards/rejected"] = num(p.rewards_rejected);
+    j[prefix + "rewards/accuracies"] = num(p.accuracy), j[prefix + "rewards/margins"] = num(p.margin);
+    j[prefix + "logps/chosen"] = num(p.logps_chosen), j[prefix + "logps/rejected"] = num(p.logps_rejected);
+    j[prefix + "nll_loss"] = num(p.nll);
+    j[prefix + "pairs"] = p.pairs;
+  };
+  pref(m.preference, "");
+  pref(m.val_preference, "eval_");
   return j;
 }
 

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "train/preference_loss.h"
+
 namespace mt {
 
 struct StepMetrics {
@@ -28,6 +30,9 @@ struct StepMetrics {
   // factor dropped (-1: dropless, nothing to count).
   double routing_loss = 0.0;
   int64_t moe_dropped = -1;
+  // Preference training (train/preference_loss.h): what TRL logs of the step's pairs (pairs 0 in an
+  // SFT step), and of the held-out pairs on a step that evaluated them (pairs 0 otherwise).
+  PreferenceMetrics preference, val_preference;
 };
 
 // "1.23 GiB", "512 B", "12.0 KiB" (binary units; three significant digits from KiB up).
@@ -37,12 +42,17 @@ std::string format_duration(double seconds);
 // "step   12/200 | loss 2.3456 | lr 1.20e-03 | 1234 tok/s | MFU 41.2% | mem 1.23 GiB |
 //  elapsed 14s | eta 1m05s" (one line; the step is padded to the width of the total), with
 // "| val 2.4567" after the loss on a step that evaluated the held-out set; a mixture of experts'
-// routing losses as "(+routing 0.0123)" after the loss, its dropped choices as "| dropped 12".
+// routing losses as "(+routing 0.0123)" after the loss, its dropped choices as "| dropped 12";
+// preference training's accuracy and margin as "| acc 0.750 margin 0.1234" after the loss (and the
+// validation's after "val").
 std::string format_progress_line(const StepMetrics& m);
 
 // The JSON object written for one step (keys: step, total_steps, loss, lr, tokens_per_s, mfu,
 // peak_mem_bytes, elapsed_s, eta_s; a non-finite number becomes null), and val_loss on a step
-// that evaluated the held-out set, routing_loss and moe_dropped where a mixture of experts has them.
+// that evaluated the held-out set, routing_loss and moe_dropped where a mixture of experts has them,
+// and preference training's metrics in TRL's names (rewards/chosen, rewards/rejected,
+// rewards/accuracies, rewards/margins, logps/chosen, logps/rejected, nll_loss where the loss has
+// it; eval_ before each for the held-out pairs).
 nlohmann::json step_json(const StepMetrics& m);
 
 // Appends one JSON object per line to a file and flushes after every line, so the file is valid

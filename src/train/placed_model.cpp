@@ -25,6 +25,7 @@ class ShardedSync final : public GradientSync {
       : dp_(dp), losses_(losses), model_(model) {}
   int64_t sum_count(int64_t local) override { return dp_.sum_count(local); }
   double sum_loss(double local) override { return losses_.sum_loss(local); }
+  void sum_losses(double* values, int64_t n) override { losses_.sum_losses(values, n); }
   void begin_step(int64_t micro_batches) override { model_.begin_step(micro_batches); }
   void sum_gradients(ParamStore&) override { model_.finish_gradients(); }
   double grad_norm(const ParamStore&) override { return model_.grad_norm(); }

@@ -120,18 +120,4 @@ PreferenceResult preference_loss(const PreferenceLossConfig& cfg, std::span<cons
   return out;
 }
 
-PreferenceMetrics combine(std::span<const PreferenceMetrics> batches) {
-  PreferenceMetrics out;
-  for (const PreferenceMetrics& b : batches) out.pairs += b.pairs;
-  if (out.pairs == 0) return out;
-  for (const PreferenceMetrics& b : batches) {
-    const double w = double(b.pairs) / double(out.pairs);
-    out.rewards_chosen += w * b.rewards_chosen, out.rewards_rejected += w * b.rewards_rejected;
-    out.accuracy += w * b.accuracy, out.margin += w * b.margin;
-    out.logps_chosen += w * b.logps_chosen, out.logps_rejected += w * b.logps_rejected;
-    out.nll += w * b.nll;
-  }
-  return out;
-}
-
 }  // namespace mt

@@ -72,7 +72,4 @@ PreferenceResult preference_loss(const PreferenceLossConfig& config,
                                  std::span<const CompletionLogp> policy,
                                  std::span<const CompletionLogp> reference);
 
-// Means of several batches' metrics weighted by their pairs (validation over many batches).
-PreferenceMetrics combine(std::span<const PreferenceMetrics> batches);
-
 }  // namespace mt

@@ -160,6 +160,22 @@ void validate_run(const RunConfig& c, const WhereFor& where_for) {
   if (!tokens || *tokens > kMaxTokensPerStep)
     bad("train.batch_size x train.grad_accum x train.seq_len (" + std::to_string(t.batch_size) + " x " +
         std::to_string(t.grad_accum) + " x " + std::to_string(t.seq_len) + ") must be at most 2^40 tokens a step");
+  // Preference training: two rows a pair, whole in each micro-batch; its keys only with it.
+  const PreferenceConfig& pref = c.preference;
+  if (t.method != "sft" && t.batch_size % 2 != 0)
+    bad("train.batch_size (" + std::to_string(t.batch_size) + ") must be even under train.method = \"" + t.method +
+        "\": a pair's chosen and rejected sequences are two rows of one micro-batch");
+  if (pref.reference == "adapters_off" && !c.lora.enabled)
+    bad("preference.reference = \"adapters_off\" is the base with the LoRA adapters off: it needs lora.enabled "
+        "= true (full fine-tuning: \"precomputed\")");
+  const PreferenceConfig defaults;
+  if (t.method == "sft" &&
+      (pref.beta != defaults.beta || pref.label_smoothing != defaults.label_smoothing ||
+       pref.simpo_gamma != defaults.simpo_gamma || pref.cpo_alpha != defaults.cpo_alpha ||
+       pref.max_prompt_length != defaults.max_prompt_length ||
+       pref.truncation_mode != defaults.truncation_mode || pref.reference != defaults.reference))
+    bad("train.method = \"sft\" does not read [preference]; set train.method = \"dpo\", \"ipo\", \"simpo\" or "
+        "\"orpo\" for preference training");
   if (c.output.keep_best && c.train.eval_every == 0)
     bad("output.keep_best needs train.eval_every > 0 (the best is chosen by validation loss)");
   // The mesh against the world is checked when the ranks are known (Mesh's constructor).

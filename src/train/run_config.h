@@ -37,6 +37,9 @@ inline constexpr int64_t kBuiltinSeqLen = 128;
 inline constexpr int64_t kMaxTokensPerStep = int64_t(1) << 40;
 
 struct TrainConfig {
+  // "sft" (next-token loss on the data's trained tokens), or preference training on chosen /
+  // rejected pairs (train/preference_loss.h): "dpo" (TRL's sigmoid loss), "ipo", "simpo", "orpo".
+  std::string method = "sft";
   int64_t steps = 100;
   // > 0: the run's length in passes over the training data; the trainer computes steps from it.
   float epochs = 0.0f;
@@ -110,6 +113,22 @@ struct DataConfig {
   float val_fraction = 0.05f;
 };
 
+// [preference]: preference training's keys (train.method other than "sft"), TRL's names and defaults.
+struct PreferenceConfig {
+  float beta = 0.1f;             // DPO's beta, IPO's tau, SimPO's beta, ORPO's lambda
+  float label_smoothing = 0.0f;  // dpo and simpo: the conservative loss's label noise
+  float simpo_gamma = 0.5f;      // simpo's target reward margin
+  float cpo_alpha = 0.0f;        // simpo: weight of the chosen sequences' NLL added to the loss
+  // Longest prompt kept when a pair exceeds train.seq_len (TRL 0.11's tokenize_row); 0: seq_len / 4.
+  int64_t max_prompt_length = 0;
+  std::string truncation_mode = "keep_end";  // the prompt's end kept ("keep_end") or its start
+  // Where dpo's and ipo's reference log-probabilities come from: "adapters_off" (LoRA/QLoRA: the
+  // base alone, one forward a step, no second copy), "precomputed" (one pass over the data before
+  // training with the starting model, stored with the run), "auto": adapters_off under LoRA, else
+  // precomputed.
+  std::string reference = "auto";
+};
+
 struct OutputConfig {
   std::string dir = "runs/default";  // metrics.jsonl and the final weights go here
   // Steps between checkpoints in <dir>/checkpoints, and one at the end; 0: none. 500 by default,
@@ -133,6 +152,7 @@ struct RunConfig {
   OptimConfig optim;
   TrainConfig train;
   DataConfig data;
+  PreferenceConfig preference;
   OutputConfig output;
   // [mesh] and [partition] (their syntax as in src/parallel/dist_config.h); the command line's
   // --mesh overrides [mesh].

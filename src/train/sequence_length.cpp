@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "data/examples.h"
+#include "data/preference_pairs.h"
 #include "data/token_cache.h"
 #include "io/pretrained.h"
 #include "train/training_data.h"
@@ -24,13 +25,24 @@ int64_t seq_len_for_longest(int64_t longest, int64_t limit) {
 SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer* tok, int64_t limit) {
   if (cfg.train.seq_len > 0) return {cfg.train.seq_len, ""};
   const std::string limit_text = "the model's max_position_embeddings, " + std::to_string(limit);
-  if (!is_example_data(cfg.data.path, cfg.data.format)) {
+  if (!is_example_data(cfg.data.path, cfg.data.format) && cfg.train.method == "sft") {
     const int64_t len = std::min(kBuiltinSeqLen, limit);
     return {len, "train.seq_len " + std::to_string(len) + ": plain text has no examples to measure, so the built-in " +
                      std::to_string(kBuiltinSeqLen) + (len < kBuiltinSeqLen ? " capped at " + limit_text : "") +
                      " (set train.seq_len to choose)"};
   }
   if (!tok) fail("choose_seq_len: example data needs the run's tokenizer");
+  if (cfg.train.method != "sft") {  // preference pairs: their longest sequence, uncut
+    PreferenceOptions opt;
+    opt.format = cfg.data.format == "auto" || cfg.data.format == "text" ? DataFormat::kAuto : parse_format(cfg.data.format);
+    opt.quiet = true;
+    int64_t longest = 0;
+    for (const Example& e : read_preference_pairs(cfg.data.path, *tok, opt).sequences)
+      longest = std::max(longest, int64_t(e.tokens.size()));
+    const int64_t len = seq_len_for_longest(longest, limit);
+    return {len, "train.seq_len " + std::to_string(len) + " from the data: its longest preference sequence is " +
+                     std::to_string(longest) + " tokens" + (len < longest ? " (longer pairs are truncated)" : "")};
+  }
   // Every example, however long (the cache keeps this reading for the next run).
   ExampleOptions opt;
   opt.format = cfg.data.format == "auto" ? DataFormat::kAuto : parse_format(cfg.data.format);
@@ -56,7 +68,8 @@ std::string settle_seq_len(RunConfig& cfg) {
   // The model first: a path that is not a model is named as such, not as a missing tokenizer.
   const int64_t limit = model_position_limit(cfg);
   // Only examples are measured, and only they need the tokenizer here.
-  const std::unique_ptr<Tokenizer> tok = is_example_data(cfg.data.path, cfg.data.format) ? run_tokenizer(cfg) : nullptr;
+  const bool examples = is_example_data(cfg.data.path, cfg.data.format) || cfg.train.method != "sft";
+  const std::unique_ptr<Tokenizer> tok = examples ? run_tokenizer(cfg) : nullptr;
   const SeqLenChoice choice = choose_seq_len(cfg, tok.get(), limit);
   cfg.train.seq_len = choice.seq_len;
   return choice.reason;

@@ -8,6 +8,7 @@
 
 #include "model/transformer.h"
 #include "train/adamw.h"
+#include "train/preference_loss.h"
 #include "parallel/gradient_sync.h"
 
 namespace mt {
@@ -24,6 +25,9 @@ struct StepResult {
   // The choices a mixture of experts' capacity factor dropped in the step, over its layers, its
   // micro-batches and the ranks (every rank's own tokens and layers); 0 when dropless.
   int64_t dropped_choices = 0;
+  // Preference training (train/preference_step.h): what TRL logs of the step's pairs; pairs 0 in
+  // an SFT step. `loss` is then the preference loss and counted_tokens the completions' tokens.
+  PreferenceMetrics preference;
 };
 
 // How a step runs its micro-batches' forwards and backwards (gradients scaled by grad_scale),
@@ -36,6 +40,16 @@ using RunMicroBatches = std::function<LossSum(const std::vector<ModelInput>& mic
 // Step `step` (0-based, for messages) at learning rate `lr` (train/lr_schedule.h); `cfg` gives the
 // clip. `sync` (may be null: one rank) combines counts, losses and gradients across ranks; the
 // returned loss and norm are then the global ones, identical on every rank.
+// The parts of every kind of step (SFT's train_step, preference training's). run_backward zeroes
+// the gradients, runs `micro` through `run` (empty: model.forward_backward each) with each token's
+// loss gradient scaled by `scale` (and by its ModelInput::token_weights), sums the gradients over
+// the ranks, fills r's routing loss and dropped choices, and returns the tokens' loss sum over the
+// ranks. apply_update measures the global gradient norm, clips by cfg.grad_clip and takes the
+// AdamW step at `lr` (r.grad_norm, r.lr).
+double run_backward(Transformer& model, AdamW& optimizer, const std::vector<ModelInput>& micro, float scale,
+                    GradientSync* sync, const RunMicroBatches& run, StepResult& r);
+void apply_update(AdamW& optimizer, const OptimConfig& cfg, float lr, GradientSync* sync, StepResult& r);
+
 StepResult train_step(Transformer& model, AdamW& optimizer, const std::vector<ModelInput>& micro,
                       const OptimConfig& cfg, int64_t step, float lr,
                       GradientSync* sync = nullptr, const RunMicroBatches& run = {});

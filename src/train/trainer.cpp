@@ -35,6 +35,9 @@
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
 #include "train/placed_model.h"
+#include "train/preference_data.h"
+#include "train/preference_step.h"
+#include "train/reference_logps.h"
 #include "train/resume_config.h"
 #include "train/model_identity.h"
 #include "train/resumed_run_config.h"
@@ -152,6 +155,20 @@ struct TrainingRun {
   // train.eval_every: the validation loss measured after the last step, which the finish reports.
   double last_step_val_loss = std::nan("");
   TrainSummary summary;                  // filled in as the run goes
+  // Preference training (train.method other than sft): its loss, where its reference comes from,
+  // the reference log-probabilities of every sequence of the data when precomputed (indexed as
+  // PreferenceData::last_sequences), and the metrics of the last validation.
+  const bool preference;
+  PreferenceSetup pref;
+  std::vector<CompletionLogp> reference;
+  PreferenceMetrics val_preference;
+
+  PreferenceData& preference_data() { return static_cast<PreferenceData&>(*data); }
+  // A forward of one micro-batch as the model is placed (a pipeline's is collective over its stages).
+  LossSum forward(const ModelInput& in) {
+    parallel::Pipeline* pipeline = placed.pipeline();
+    return pipeline ? pipeline->forward_loss(in) : placed.model().forward_loss(in);
+  }
 
  private:
   void log_header();
@@ -159,7 +176,61 @@ struct TrainingRun {
   float resume();
   void resolve_peak(float recorded_gflops);
   void restore_best();
+  void prepare_reference();
 };
+
+// Preference training's setup from the config: the loss and its keys, the reference model
+// (preference.reference "auto": the adapters off under LoRA, else precomputed), and whether this
+// rank's forwards compute the tokens' losses (a pipeline's last stage holds the head).
+PreferenceSetup preference_setup(const RunConfig& cfg, PlacedModel& placed) {
+  PreferenceSetup s;
+  if (cfg.train.method == "sft") return s;
+  const PreferenceConfig& p = cfg.preference;
+  s.loss = {parse_preference_loss(cfg.train.method), p.beta, p.label_smoothing, p.simpo_gamma, p.cpo_alpha};
+  const std::string how = p.reference != "auto" ? p.reference : cfg.lora.enabled ? "adapters_off" : "precomputed";
+  s.reference = !needs_reference(s.loss.loss) ? ReferenceSource::kNone
+                : how == "adapters_off"        ? ReferenceSource::kAdaptersOff
+                                               : ReferenceSource::kGiven;
+  if (const parallel::Pipeline* pipeline = placed.pipeline())
+    s.holds_loss = pipeline->stage() == int(pipeline->blocks().size()) / pipeline->chunks() - 1;
+  return s;
+}
+
+// Collective: the completion log-probability of each row of batch `b` (every rank's copy of it),
+// its rows split over the data-parallel ranks when they divide, else computed by the group's
+// first rank alone (the others run the forward too: a sharded model's is collective), and summed
+// over the ranks so that every rank returns all of them.
+std::vector<CompletionLogp> batch_logps(TrainingRun& run, const PackedBatch& b, bool adapters_off) {
+  parallel::DataParallel& dp = run.dp;
+  const bool split = b.batch_size % dp.ranks() == 0;
+  const PackedBatch local = split ? dp.slice(b) : dp.sequence(b);
+  ModelInput in = input_of(local);
+  in.noise.first_row = split ? dp.rank() * (b.batch_size / dp.ranks()) : 0;
+  const bool counts = split || dp.rank() == 0;
+  return completion_logps({in}, b.batch_size, adapters_off, run.pref.holds_loss && counts, run.placed.sync(),
+                          [&](const ModelInput& m) { return run.forward(m); });
+}
+
+// Collective: the preference loss over the held-out pairs, all of them as one batch (so that the
+// figure does not depend on how they are cut into batches), their metrics into run.val_preference.
+double preference_validation(TrainingRun& run) {
+  PreferenceData& data = run.preference_data();
+  std::vector<CompletionLogp> policy, ref;
+  PackedBatch b;
+  data.reset_validation();
+  while (data.next_validation(b)) {
+    const std::vector<int64_t> ids = data.last_sequences();
+    for (const CompletionLogp& s : batch_logps(run, b, false)) policy.push_back(s);
+    if (run.pref.reference == ReferenceSource::kAdaptersOff)
+      for (const CompletionLogp& s : batch_logps(run, b, true)) ref.push_back(s);
+    if (run.pref.reference == ReferenceSource::kGiven)
+      for (int64_t id : ids) ref.push_back(run.reference[size_t(id)]);
+  }
+  if (policy.empty()) return std::nan("");
+  const PreferenceResult r = preference_loss(run.pref.loss, policy, needs_reference(run.pref.loss.loss) ? ref : std::vector<CompletionLogp>{});
+  run.val_preference = r.metrics;
+  return r.loss;
+}
 
 // Mean validation loss over the held-out set's first rows, train.eval_tokens of them whatever the
 // batch size (NaN when the data has none), in batches of train.batch_size rows (the memory a
@@ -169,6 +240,7 @@ struct TrainingRun {
 // counts it.
 double validation_loss(TrainingRun& run) {
   if (!run.data->has_validation()) return std::nan("");
+  if (run.preference) return preference_validation(run);
   Transformer& model = run.placed.model();
   parallel::Pipeline* pipeline = run.placed.pipeline();
   const auto forward_loss = [&](const ModelInput& in) {
@@ -230,7 +302,9 @@ TrainingRun::TrainingRun(const RunConfig& cfg, const StopSignals& stop, std::ost
       flops(training_flops(placed.full_config(), cfg.lora, tc.seq_len)),
       tokens_per_step(mul_or_fail(mul_or_fail(tc.batch_size, tc.grad_accum, "train.batch_size x train.grad_accum"),
                                   tc.seq_len, "the tokens of a step")),
-      lr_schedule(fresh_lr_schedule(cfg.optim, tc.steps)) {
+      lr_schedule(fresh_lr_schedule(cfg.optim, tc.steps)),
+      preference(cfg.train.method != "sft"),
+      pref(preference_setup(cfg, placed)) {
   if (tc.epochs > 0) {
     this->cfg.train.steps = steps_for_epochs(tc, data->rows_per_epoch(), log);
     lr_schedule = fresh_lr_schedule(this->cfg.optim, tc.steps);
@@ -241,6 +315,7 @@ TrainingRun::TrainingRun(const RunConfig& cfg, const StopSignals& stop, std::ost
   log_header();
   resolve_peak(tc.resume.empty() ? 0.0f : resume());
   open_outputs();
+  prepare_reference();
   summary.val_loss_before = validation_loss(*this);
   if (data->has_validation()) log << "validation loss before: " << summary.val_loss_before << "\n";
 }
@@ -369,6 +444,41 @@ float TrainingRun::resume() {
 // A resumed run's best so far: the lowest validation loss metrics.jsonl records for a step whose
 // checkpoint is still there (the rewind may have dropped the one `best` named), named in `best`
 // again.
+// Preference training with a precomputed reference: at the run's start, every sequence's completion
+// log-probability under the starting model (one pass over the data, in batches of
+// train.batch_size rows), written with the run; a resumed run reads them back.
+void TrainingRun::prepare_reference() {
+  if (!preference) return;
+  log << "preference: " << tc.method << " (" << preference_loss_name(pref.loss.loss) << " loss as TRL 0.11 computes it), beta "
+      << pref.loss.beta << ", reference: "
+      << (pref.reference == ReferenceSource::kNone          ? "none (the loss needs none)"
+          : pref.reference == ReferenceSource::kAdaptersOff ? "the base with the adapters off, a forward a step"
+                                                            : "precomputed with the starting model")
+      << "\n";
+  if (pref.reference != ReferenceSource::kGiven) return;
+  PreferenceData& pairs = preference_data();
+  const std::string path = cfg.output.dir + "/" + kReferenceLogpsFile;
+  if (!tc.resume.empty()) {
+    reference = read_reference_logps(path, pairs.sequences());
+    log << "reference log-probabilities: " << path << " (computed at the run's start)\n";
+    return;
+  }
+  const auto t0 = Clock::now();
+  reference.assign(size_t(pairs.sequences()), CompletionLogp{});
+  PackedBatch b;
+  while (pairs.next_of_all(b, tc.batch_size)) {
+    const std::vector<int64_t> ids = pairs.last_sequences();
+    const std::vector<CompletionLogp> got = batch_logps(*this, b, false);
+    for (size_t i = 0; i < ids.size(); ++i) reference[size_t(ids[i])] = got[i];
+  }
+  if (leader) {
+    write_reference_logps(path, reference);
+    summary.files_written.push_back(path);
+  }
+  log << "reference log-probabilities: " << reference.size() << " sequences in " << std::round(seconds_since(t0) * 10) / 10
+      << " s -> " << path << "\n";
+}
+
 void TrainingRun::restore_best() {
   const std::map<int64_t, double> val = read_val_losses(cfg.output.dir + "/metrics.jsonl");
   int64_t best_step = -1;
@@ -408,6 +518,8 @@ void report_step(TrainingRun& run, int64_t step, const StepResult& r, double dt,
   m.mfu = m.tokens_per_s * run.flops.per_token / (run.peak * run.world->size());
   m.peak_mem_bytes = int64_t(memory_stats::peak_rss_bytes());
   m.routing_loss = r.routing_loss;
+  m.preference = r.preference;
+  if (std::isfinite(val_loss)) m.val_preference = run.val_preference;
   // With a capacity factor: the choices it dropped this step, over every rank and MoE layer.
   if (run.placed.model().config().moe_capacity_factor > 0.0f) m.moe_dropped = r.dropped_choices;
   m.elapsed_s = seconds_since(t_start);
@@ -521,9 +633,16 @@ StepTiming run_steps(TrainingRun& run) {
     auto t0 = Clock::now();
     std::vector<PackedBatch> micro;
     std::vector<ModelInput> inputs;
+    std::vector<int64_t> sequences;  // preference training: the sequence of each row of the step
     // Every rank draws the same global batch and keeps its own rows.
-    for (int64_t k = 0; k < tc.grad_accum; ++k)
-      micro.push_back(run.dp.splits() ? run.dp.slice(run.data->next()) : run.data->next());
+    for (int64_t k = 0; k < tc.grad_accum; ++k) {
+      PackedBatch b = run.data->next();
+      if (run.preference) {
+        const std::vector<int64_t>& ids = run.preference_data().last_sequences();
+        sequences.insert(sequences.end(), ids.begin(), ids.end());
+      }
+      micro.push_back(run.dp.splits() ? run.dp.slice(b) : std::move(b));
+    }
     for (const PackedBatch& b : micro) inputs.push_back(input_of(b));
     // A training pass: LoRA dropout draws its masks from (seed, step, row of the step's batch,
     // a token's true position in it: a cp rank's share keys by where its tokens sit).
@@ -546,8 +665,18 @@ StepTiming run_steps(TrainingRun& run) {
       through_stages = [pipeline](const std::vector<ModelInput>& micro, float grad_scale) {
         return pipeline->forward_backward(micro, grad_scale);
       };
-    const StepResult r = train_step(run.placed.model(), run.optimizer, inputs, run.cfg.optim, step,
-                                    run.lr_schedule.at(step), run.placed.sync(), through_stages);
+    StepResult r;
+    if (run.preference) {
+      std::vector<CompletionLogp> given;
+      if (run.pref.reference == ReferenceSource::kGiven)
+        for (int64_t id : sequences) given.push_back(run.reference[size_t(id)]);
+      r = preference_step(run.placed.model(), run.optimizer, inputs, int64_t(sequences.size()), run.pref, given,
+                          run.cfg.optim, step, run.lr_schedule.at(step), run.placed.sync(), through_stages,
+                          [&](const ModelInput& in) { return run.forward(in); });
+    } else {
+      r = train_step(run.placed.model(), run.optimizer, inputs, run.cfg.optim, step, run.lr_schedule.at(step),
+                     run.placed.sync(), through_stages);
+    }
     const double dt = seconds_since(t0);
     if (step > run.start_step || tc.steps - run.start_step == 1)
       timed.seconds += dt, timed.tokens += run.tokens_per_step;

@@ -8,6 +8,7 @@
 #include "data/chat_templates.h"
 #include "data/examples.h"
 #include "data/packed_sampler.h"
+#include "train/preference_data.h"
 #include "data/token_cache.h"
 #include "train/sequence_length.h"
 
@@ -124,11 +125,22 @@ std::unique_ptr<TrainingData> open_training_data(const RunConfig& cfg, const Tok
                                                  std::ostream& log) {
   if (cfg.data.path.empty() && cfg.data.format != "auto" && cfg.data.format != "text")
     fail("data.format \"" + cfg.data.format + "\" needs a data.path (the built-in data is plain text)");
+  if (cfg.train.method != "sft") {
+    if (cfg.data.path.empty())
+      fail("train.method = \"" + cfg.train.method + "\" trains on preference pairs: give data.path, a .json/.jsonl "
+           "file of prompt / chosen / rejected records (the built-in data is plain text)");
+    return std::make_unique<PreferenceData>(cfg, tok, log);
+  }
   if (is_example_data(cfg.data.path, cfg.data.format)) return std::make_unique<ExampleData>(cfg, tok, log);
   return std::make_unique<TextData>(cfg, tok);
 }
 
 std::string prompt_template_of(const RunConfig& cfg) {
+  if (cfg.train.method != "sft") {  // the template the pairs were rendered with: read them
+    if (cfg.data.format != "auto" && cfg.data.format != "text") return cfg.data.format;
+    const DataFormat f = preference_file_format(cfg.data.path, run_tokenizer(cfg).get());
+    return f == DataFormat::kAuto ? "none" : std::string(format_name(f));
+  }
   if (!is_example_data(cfg.data.path, cfg.data.format)) return "none";
   if (cfg.data.format != "auto") return cfg.data.format;
   // A chat file's template is the tokenizer's (loaded only then: Alpaca needs none).

@@ -9,7 +9,10 @@ CPO term, orpo) compares `meshtrain eval --method ...`'s loss and metrics (fp32;
 base with the adapter, dpo's and ipo's reference the base alone) with this script's: each
 sequence's completion log-probability from family_reference's float64 forward of the merged
 weights, then the loss of the pairs as TRL 0.11 writes it (DPOTrainer.dpo_loss, CPOTrainer.cpo_loss,
-ORPOTrainer.odds_ratio_loss), within 1e-6 relative.
+ORPOTrainer.odds_ratio_loss), within 1e-6 relative. Then one step of `meshtrain train --method` from
+that adapter (lora.init_adapter; AdamW with eps = 1 so that the update -lr g / (|g| + 1) gives back
+each gradient element) against central differences of this loss in elements of every adapter
+tensor of the first layer, within 1e-4 relative.
 
 Usage: preference_reference.py MESHTRAIN
 Exit 0 when every loss agrees, 1 otherwise (one line per failure), 77 without numpy.
@@ -113,6 +116,55 @@ def trl_loss(method, beta, pol, ref):
             "logps/chosen": float(np.mean(pc)), "logps/rejected": float(np.mean(pr))}
 
 
+def pairs_loss(method, beta, cfg, base, policy_t):
+    pol = [(completion_logp(cfg, policy_t, p, c), completion_logp(cfg, policy_t, p, r)) for p, c, r in PAIRS]
+    ref = [(completion_logp(cfg, base, p, c), completion_logp(cfg, base, p, r)) for p, c, r in PAIRS]
+    return trl_loss(method, beta, pol, ref)["loss"]
+
+
+def check_first_update(meshtrain, work, method, beta, base_dir, adapter_dir, data, cfg, base, deltas_of):
+    """One step of `meshtrain train --method` from the adapter (fp32, every pair in the batch, AdamW
+    with eps = 1, no decay, clip or warm-up: the update -lr g / (|g| + 1) gives back each gradient
+    element g) against central differences of this script's loss in a few elements of each B and
+    A of the first layer."""
+    out = os.path.join(work, "step_" + method + str(beta))
+    lr = 1.0  # an update far above the f32 rounding of the weights it moves (B, A ~ 0.3)
+    r = subprocess.run([meshtrain, "train", "--method", method, "--beta", str(beta), "--model", base_dir,
+                        "--data", data, "--lora", "--out", out, "--set", "data.tokenizer=byte",
+                        "--set", "lora.init_adapter=" + adapter_dir, "--set", "lora.rank=%d" % RANK,
+                        "--set", "lora.alpha=%g" % ALPHA, "--set", 'lora.targets=["q","v","down"]',
+                        "--set", "train.steps=1", "--set", "train.batch_size=%d" % (2 * len(PAIRS)),
+                        "--set", "train.seq_len=64", "--set", "train.precision=fp32", "--set", "data.val_fraction=0",
+                        "--set", "train.peak_gflops=100", "--set", "optim.lr=%g" % lr, "--set", "optim.eps=1",
+                        "--set", "optim.weight_decay=0", "--set", "optim.warmup_steps=0", "--set", "optim.grad_clip=0",
+                        "--set", "optim.schedule=constant", "--set", "preference.reference=adapters_off"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return [f"{method} beta {beta}: meshtrain train failed:\n{r.stdout}{r.stderr}"]
+    before = fr.read_safetensors(os.path.join(adapter_dir, "adapter_model.safetensors"))
+    after = fr.read_safetensors(os.path.join(out, "adapter", "adapter_model.safetensors"))
+    failures = []
+    worst = 0.0
+    for name in sorted(before):
+        if ".layers.0." not in name:
+            continue
+        for idx in [(0, 0), (1, 1), (-1, -1)]:
+            u = (after[name][idx] - before[name][idx]) / -lr  # g / (|g| + 1)
+            got = u / (1.0 - abs(u))
+            h = 1e-6
+            plus, minus = dict(before), dict(before)
+            plus[name] = before[name].copy(); plus[name][idx] += h
+            minus[name] = before[name].copy(); minus[name][idx] -= h
+            lp = pairs_loss(method, beta, cfg, base, {k: v + deltas_of(plus).get(k, 0.0) for k, v in base.items()})
+            lm = pairs_loss(method, beta, cfg, base, {k: v + deltas_of(minus).get(k, 0.0) for k, v in base.items()})
+            want = (lp - lm) / (2 * h)
+            worst = max(worst, abs(got - want) / max(abs(want), 1e-3))
+            if abs(got - want) > 1e-4 * abs(want) + 1e-6:
+                failures.append(f"{method} beta {beta}: first update of {name}{list(idx)}: gradient {got} reference {want}")
+    print(f"{method} beta {beta}: first update, gradient within {worst:.1e} of the float64 reference")
+    return failures
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -133,6 +185,15 @@ def main():
         fr.write_safetensors(os.path.join(base_dir, "model.safetensors"), base)
         deltas = write_adapter(adapter_dir, cfg, np.random.default_rng(36))
         policy_t = {k: v + deltas.get(k, 0.0) for k, v in base.items()}
+
+        def deltas_of(ad):
+            """{module weight name: (alpha / r) B A} of an adapter's tensors."""
+            out = {}
+            for name, A in ad.items():
+                if name.endswith("lora_A.weight"):
+                    module = name[len("base_model.model."):-len(".lora_A.weight")]
+                    out[module + ".weight"] = (ALPHA / RANK) * (ad[name.replace("lora_A", "lora_B")] @ A)
+            return out
         data = os.path.join(work, "pairs.jsonl")
         with open(data, "w") as f:
             for p, c, r in PAIRS:
@@ -159,6 +220,8 @@ def main():
                 if got[key] is None or abs(got[key] - value) > tol:
                     failures.append(f"{method} beta {beta}: {key} meshtrain {got[key]} reference {value}")
             print(f"{method} beta {beta}: loss meshtrain {got['loss']} float64 {want['loss']:.9g}")
+            failures += check_first_update(meshtrain, work, method, beta, base_dir, adapter_dir, data, cfg, base,
+                                           deltas_of)
     for line in failures:
         print("preference_reference: " + line)
     return 1 if failures else 0

@@ -125,7 +125,9 @@ inline std::vector<double> validation_losses(const std::string& output) {
 // and `args_b` with `command_b`, trained alike: their per-step losses (relative 1e-5), gradient
 // norms (relative 1e-5 on the first step, 5e-5 after updates that rounding moved, see below),
 // validation losses before, during and after training, and exported final parameters (absolute
-// `weight_tolerance`: 5e-5 is 1% of the 5e-3 an element can move in six steps) are equal. The runs
+// `weight_tolerance`: 1e-4 is 2% of the 5e-3 an element can move in six steps; 5e-5 held on the
+// AVX-512 machines, and an AVX2-only CPU, whose f32 GEMMs block and sum otherwise, measured up to
+// 8.7e-5 (GPT-2 LoRA on tp = 2, 2026-12-07)) are equal. The runs
 // write to one/ and mesh/ under fresh_temp_dir("mesh_" + tag). (Sums over ranks or micro-batches
 // round differently from one rank's sums; AdamW divides each update by the gradient's own
 // magnitude, so for an element whose gradient is near zero that rounding can move the update by a
@@ -133,7 +135,7 @@ inline std::vector<double> validation_losses(const std::string& output) {
 // agree to ~1e-7: Sharded.WeightsAgreeToRoundingWhenUpdatesAreLinearInTheGradient.)
 inline void expect_same_training(const std::string& tag, const std::string& command_a, const std::string& args_a,
                                  const std::string& command_b, const std::string& args_b,
-                                 const std::string& weights_file, double weight_tolerance = 5e-5) {
+                                 const std::string& weights_file, double weight_tolerance = 1e-4) {
   const std::string base = fresh_temp_dir("mesh_" + tag);
   const std::string one = base + "/one", many = base + "/mesh";
   const std::string what = command_b + args_b;
@@ -172,7 +174,7 @@ inline void expect_same_training(const std::string& tag, const std::string& comm
 
 // The run on `mesh` equals the single-rank run with the same arguments (expect_same_training).
 inline void expect_same_run(const std::string& tag, const std::string& args, const std::string& mesh,
-                            const std::string& weights_file, double weight_tolerance = 5e-5) {
+                            const std::string& weights_file, double weight_tolerance = 1e-4) {
   expect_same_training(tag, train_command(""), args, train_command(mesh), args, weights_file, weight_tolerance);
 }
 

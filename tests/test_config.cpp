@@ -49,6 +49,7 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.lora.targets, b.lora.targets);
   EXPECT_EQ(a.lora.init_std, b.lora.init_std);
   EXPECT_EQ(a.lora_random_base, b.lora_random_base);
+  EXPECT_EQ(a.lora_init_adapter, b.lora_init_adapter);
   EXPECT_EQ(a.lora.base_dtype, b.lora.base_dtype);
   EXPECT_EQ(a.lora.dropout, b.lora.dropout);
   EXPECT_EQ(a.train.method, b.train.method);
@@ -381,6 +382,7 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.lora.dropout = 0.25f;
   a.lora.train_router = true;
   a.lora_random_base = true;
+  a.lora_init_adapter = "/runs/sft/adapter";
   a.optim = {3.3e-4f, 1e-7f, 7, 0.0f, 0.85f, 0.999f, 1e-10f, 0.0f, "wsd", 0.3f};
   a.train.steps = 12345;
   a.train.method = "orpo";

@@ -1,6 +1,7 @@
 // Whole-model gradients against central finite differences, for full and LoRA training.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "model_fixtures.h"
@@ -121,8 +122,13 @@ TEST(ModelFusedQkv, SameLossAndGradientsAsSeparateProjections) {
     auto [la, ga] = run(true);
     auto [lb, gb] = run(false);
     EXPECT_NEAR(la, lb, 1e-5 * std::abs(la));
+    // The fused GEMM sums each element in another order than the three: an element that is a
+    // small difference of larger terms differs by more than its own size allows (5e-4 of it
+    // measured on an AVX2-only CPU), so the bound also scales with the largest element.
+    float largest = 0.0f;
+    for (float g : gb) largest = std::max(largest, std::abs(g));
     for (size_t i = 0; i < ga.size(); ++i)
-      ASSERT_NEAR(ga[i], gb[i], 1e-5 + 1e-4 * std::abs(gb[i])) << "lora=" << lora_on << " " << i;
+      ASSERT_NEAR(ga[i], gb[i], 1e-5 + 1e-4 * std::abs(gb[i]) + 1e-4 * largest) << "lora=" << lora_on << " " << i;
   }
 }
 

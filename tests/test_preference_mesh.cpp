@@ -5,29 +5,16 @@
 // layouts continues the uninterrupted run.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <string>
 
 #include "mesh_runs.h"
+#include "preference_pairs_file.h"
 
 namespace mt::testing {
 namespace {
 
-// Short prompt / chosen / rejected pairs (byte-level tokens: every sequence under 64).
-std::string pairs_file() {
-  const std::string path = fresh_temp_dir("preference_pairs") + "/pairs.jsonl";
-  std::ofstream f(path);
-  const char* words[] = {"river", "baker", "mill", "bread", "green", "boat", "stars", "bell"};
-  for (int i = 0; i < 24; ++i) {
-    const std::string a = words[i % 8], b = words[(i * 3 + 1) % 8];
-    f << R"({"prompt": "Q)" << i << " " << a << R"(? ", "chosen": "The )" << a << " is by the " << b
-      << R"(.", "rejected": ")" << b << " " << b << R"(!"})" << "\n";
-  }
-  return path;
-}
-
 std::string preference_args(const std::string& method, bool lora) {
-  std::string args = "--set train.method=" + method + " --set data.path=" + pairs_file() +
+  std::string args = "--set train.method=" + method + " --set data.path=" + preference_pairs_file() +
                      " --set data.tokenizer=byte --set data.val_fraction=0.25 --set train.eval_every=3 "
                      "--set train.steps=6 --set train.precision=fp32 --set train.peak_gflops=100 "
                      "--set train.batch_size=8 --set train.seq_len=64 --set train.log_every=100 "
@@ -64,12 +51,36 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(info.param.method) + (info.param.lora ? "_lora_" : "_full_") + tag_of(info.param.mesh);
     });
 
+// Three rows a rank on dp = 2: the second pair's chosen on rank 0, its rejected on rank 1. The
+// loss reads every rank's sums, so the step is still one rank's.
+TEST(PreferenceMesh, APairSplitOverTwoRanksIsStillOnePair) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  expect_same_run("pref_split_pair", preference_args("dpo", true) + "--set train.batch_size=6 ", "dp=2",
+                  "/adapter/adapter_model.safetensors", 1e-6);
+}
+
 TEST(PreferenceMesh, QloraOnTensorParallelMatchesOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   // A width tp = 2 leaves whole NF4 blocks of (256 / 2 columns of down_proj).
   expect_same_run("pref_qlora_tp",
                   preference_args("dpo", true) + "--set lora.base_dtype=nf4 --set model.intermediate_size=256 ", "tp=2",
                   "/adapter/adapter_model.safetensors", 1e-6);
+}
+
+// lora.init_adapter (SFT, then DPO on the same adapter): each rank reads its blocks of the adapter
+// it starts from, and a sharded, split run equals one rank's; an adapter of another shape is
+// refused in one line.
+TEST(PreferenceMesh, StartsFromAnAdapterOnEveryLayout) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string dir = fresh_temp_dir("pref_init_adapter");
+  std::string out;
+  ASSERT_EQ(run(train_command("") + preference_args("simpo", true) + "--set train.steps=2 --set output.dir=" + dir + "/first",
+                &out), 0) << out;
+  const std::string args = preference_args("dpo", true) + "--set lora.init_adapter=" + dir + "/first/adapter ";
+  expect_same_run("pref_init_adapter_fsdp_tp", args, "fsdp=2,tp=2", "/adapter/adapter_model.safetensors", 1e-6);
+  ASSERT_NE(run(train_command("") + args + "--set lora.rank=2 --set output.dir=" + dir + "/bad", &out), 0);
+  EXPECT_NE(out.find("is an adapter of r = 4, alpha 16 on [down,gate,k,lm_head,o,q,up,v]: give lora.rank"),
+            std::string::npos) << out;
 }
 
 TEST(PreferenceMesh, ResumesAcrossLayouts) {

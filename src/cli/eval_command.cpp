@@ -239,7 +239,9 @@ void eval_preference(const EvalOptions& o, const std::optional<RunConfig>& run, 
   }
   const PreferenceResult r = preference_loss(loss, policy, ref);
   const PreferenceMetrics& m = r.metrics;
-  std::cout << std::setprecision(9) << "eval: " << m.pairs << " pairs (" << o.method << ", beta " << loss.beta
+  std::ostringstream beta;  // as given (a float's nine digits would show its binary rounding)
+  beta << float(loss.beta);
+  std::cout << std::setprecision(9) << "eval: " << m.pairs << " pairs (" << o.method << ", beta " << beta.str()
             << (held_out ? ", the held-out pairs of " + run_dir : "") << "), loss " << r.loss
             << ", rewards/chosen " << m.rewards_chosen << ", rewards/rejected " << m.rewards_rejected
             << ", rewards/accuracies " << m.accuracy << ", rewards/margins " << m.margin << ", logps/chosen "

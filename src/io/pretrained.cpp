@@ -72,11 +72,6 @@ HeldTensors held_tensors(const SafetensorsCheckpoint& ckpt) {
           }};
 }
 
-std::string adapter_weights_path(const std::string& dir) {
-  const std::string path = (fs::path(dir) / "adapter_model.safetensors").string();
-  if (!fs::exists(path)) fail(path + ": missing (expected a PEFT adapter directory)");
-  return path;
-}
 
 // ORG/NAME with the Hub's characters (letters, digits, '-', '_', '.'), neither part a dot
 // directory: what users of transformers pass as a model name.
@@ -177,6 +172,12 @@ void check_peft_adapter(const std::string& dir, const ModelConfig& config, const
            ", the config gives " + shape_string(t.shape));
   }
   refuse_unread_adapter_tensors(held_tensors(ckpt), expected, path);
+}
+
+std::string adapter_weights_path(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "adapter_model.safetensors").string();
+  if (!fs::exists(path)) fail(path + ": missing (expected a PEFT adapter directory)");
+  return path;
 }
 
 void load_peft_adapter(const std::string& dir, Transformer& model) {

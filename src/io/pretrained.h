@@ -32,6 +32,8 @@ std::unique_ptr<Transformer> load_pretrained(const std::string& path, Precision 
 // Checks adapter_model.safetensors' tensors against `config` and `lora` (read_peft_config) from its
 // header, before the model that would hold them is allocated.
 void check_peft_adapter(const std::string& adapter_dir, const ModelConfig& config, const LoraConfig& lora);
+// <adapter_dir>/adapter_model.safetensors; mt::Error naming it when it is missing.
+std::string adapter_weights_path(const std::string& adapter_dir);
 // Loads adapter_model.safetensors into a model whose LoraConfig matches the directory's.
 void load_peft_adapter(const std::string& adapter_dir, Transformer& model);
 

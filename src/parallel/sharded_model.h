@@ -110,6 +110,9 @@ class ShardedModel final : public ModelParallel {
   // Loads a Hugging Face checkpoint (or a llama2.c file): each rank reads only its blocks (mmap),
   // with a progress line on `progress` (may be null); adapters are initialised from adapter_seed.
   void load_weights(const std::string& path, uint64_t adapter_seed, std::ostream* progress);
+  // Replaces the adapters' values with a PEFT adapter's (checked against the model first:
+  // io/pretrained.h check_peft_adapter), each rank reading the whole tensors of its blocks.
+  void load_adapter(const std::string& adapter_dir);
   // Collective over each replica's fsdp x cp x tp group of a stage holding `name`: the whole tensor on
   // every rank of it (for export, one tensor at a time).
   std::vector<float> gather_whole(const std::string& name);

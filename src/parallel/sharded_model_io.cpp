@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "parallel/sharded_model.h"
 #include "io/box_read.h"
+#include "io/peft_names.h"
 #include "io/pretrained.h"
 #include "io/safetensors_index.h"
 #include "core/normal_init.h"
@@ -61,6 +62,24 @@ void ShardedModel::init_weights(uint64_t seed) {
     set_block_from_whole(s.name, whole.data());
   }
   init_adapters(seed);
+}
+
+void ShardedModel::load_adapter(const std::string& dir) {
+  if (lora_fuses_qkv(lora_))
+    fail(dir + ": a GPT-2 c_attn adapter (q, k and v's rows of one lora_B) is not read into a sharded model; "
+         "start it on one rank or dp only");
+  const std::string path = adapter_weights_path(dir);
+  SafetensorsCheckpoint ckpt(path);
+  std::vector<float> whole;
+  for (const auto& s : slots_) {
+    if (!is_adapter(s)) continue;
+    const std::string file = file_tensor_name(kPeftPrefix, s.name);
+    if (!ckpt.contains(file)) fail(path + ": missing tensor '" + file + "'");
+    if (ckpt.info(file).shape != s.true_shape) fail(path + ": tensor '" + file + "' has another shape than the model's");
+    whole.resize(size_t(ckpt.info(file).numel));
+    ckpt.read_f32(file, whole.data());
+    set_block_from_whole(s.name, whole.data());
+  }
 }
 
 void ShardedModel::init_adapters(uint64_t seed) {

@@ -78,6 +78,12 @@ std::vector<ConfigKey> make_keys() {
        .help = "The frozen base's block matrices: bf16 (as train.precision gives), or nf4 "
                "(QLoRA: 4-bit NormalFloat with double quantisation, about 4.13 bits a weight, "
                "quantised as loaded and dequantised for each GEMM; needs lora.enabled)"},
+      {.name = "lora.init_adapter",
+       .field = [](RunConfig& c) -> ConfigField { return &c.lora_init_adapter; },
+       .help = "A PEFT adapter directory the adapters start from instead of A ~ N(0, init_std), B = 0 (a run "
+               "that trains an adapter further: DPO on an SFT adapter); its r, lora_alpha and target_modules "
+               "must be lora.rank, lora.alpha and lora.targets; needs lora.enabled; in a config file, relative "
+               "to the file"},
       {.name = "lora.random_base",
        .field = [](RunConfig& c) -> ConfigField { return &c.lora_random_base; },
        .help = "Allow LoRA without model.path, on a random base that is never saved (the "

@@ -1,12 +1,15 @@
 #include "train/placed_model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <unordered_map>
 
 #include "core/crc32c.h"
 #include "core/error.h"
 #include "io/model_files.h"
 #include "io/peft.h"
+#include "io/peft_config.h"
 #include "io/pretrained.h"
 #include "model/param_shapes.h"
 #include "parallel/vocab_padding.h"
@@ -123,8 +126,34 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
     replica_ = replica.get();
     sync_ = std::move(replica);
   }
+  if (!cfg.lora_init_adapter.empty()) load_initial_adapter(cfg.lora_init_adapter, cfg.lora, log);
   // Before any step: replicas that loaded different values would drift apart silently.
   require_equal_replicas("each rank loads model.path itself: give every rank the same files");
+}
+
+void PlacedModel::load_initial_adapter(const std::string& dir, const LoraConfig& lora, std::ostream& log) {
+  const LoraConfig given = read_peft_config(dir);
+  std::vector<std::string> a = given.targets, b = lora.targets;
+  std::sort(a.begin(), a.end()), std::sort(b.begin(), b.end());
+  const auto list = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const std::string& t : v) s += (s.empty() ? "" : ",") + t;
+    return s;
+  };
+  if (given.rank != lora.rank || given.alpha != lora.alpha || a != b || given.rank_stabilized != lora.rank_stabilized ||
+      given.train_router != lora.train_router) {
+    std::ostringstream alpha;
+    alpha << given.alpha;
+    fail("lora.init_adapter " + dir + " is an adapter of r = " + std::to_string(given.rank) + ", alpha " + alpha.str() +
+         " on [" + list(a) + "]" + (given.rank_stabilized ? " (rsLoRA)" : "") +
+         (given.train_router ? " with the routers" : "") +
+         ": give lora.rank, lora.alpha and lora.targets as it (the run trains that adapter further)");
+  }
+  check_peft_adapter(dir, full_config(), lora);
+  if (sharded_) sharded_->load_adapter(dir);
+  else load_peft_adapter(dir, *whole_);
+  refresh_compute_copies();
+  log << "adapters: from " << dir << "\n";
 }
 
 void PlacedModel::require_equal_replicas(const std::string& what, const std::vector<parallel::HeldBlock>& more) {

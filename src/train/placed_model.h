@@ -79,6 +79,8 @@ class PlacedModel {
   std::unique_ptr<Transformer> whole_;
   std::unique_ptr<parallel::ShardedModel> sharded_;
   std::unique_ptr<GradientSync> sync_;
+  // lora.init_adapter: the adapters' values from a PEFT adapter whose shape is the run's.
+  void load_initial_adapter(const std::string& dir, const LoraConfig& lora, std::ostream& log);
   parallel::ReplicaGradients* replica_ = nullptr;  // sync_ of whole replicas (dp only)
   std::unique_ptr<parallel::DataParallel> stages_and_replicas_;  // pp x dp x fsdp x ep x cp: sums losses
   std::unique_ptr<parallel::ContextParallel> context_;           // cp > 1: attention over whole rows

@@ -1,8 +1,8 @@
 // Preference pairs as a training run reads them (train.method dpo, ipo, simpo, orpo): the pairs of
 // a preference file (data/preference_pairs.h) split by pair into train and validation, one
 // sequence a row: pair p's chosen at an even row of the batch, its rejected in the row after, so a
-// micro-batch (and each data-parallel share of it, train.batch_size / ranks rows, even) always
-// holds whole pairs. The train pairs are shuffled each epoch (seed + epoch, as the packed
+// micro-batch always holds whole pairs (a data-parallel share of it may hold half of one: the
+// step's loss comes from every rank's sums, train/preference_step.h). The train pairs are shuffled each epoch (seed + epoch, as the packed
 // examples), the stream of rows does not depend on how it is cut into batches, and a checkpoint's
 // sampler state (epoch, row) restores it exactly.
 #pragma once

@@ -143,6 +143,8 @@ void validate_run(const RunConfig& c, const WhereFor& where_for) {
   }
   if (c.lora.enabled && c.lora.targets.empty())
     bad("lora.targets must not be empty when lora.enabled = true");
+  if (!c.lora_init_adapter.empty() && !c.lora.enabled)
+    bad("lora.init_adapter starts the LoRA adapters from a PEFT adapter: it needs lora.enabled = true");
   if (c.lora.train_router && !c.lora.enabled)
     bad("lora.train_router trains a copy of each router beside the adapters: it needs lora.enabled = true "
         "(full training trains the routers anyway)");
@@ -322,8 +324,8 @@ void model_path_replaces_model_section(toml::table& doc, const std::vector<std::
 // so a config works from any directory; on the command line, to the working directory. Their
 // special values are not paths. (output.dir and data.cache_dir are where the run writes: relative
 // to the working directory, like a command's output; train.resume too, as it points into a run.)
-constexpr std::array<std::pair<std::string_view, std::string_view>, 3> kInputPaths = {
-    {{"model.path", ""}, {"data.path", ""}, {"data.tokenizer", "byte"}}};
+constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kInputPaths = {
+    {{"model.path", ""}, {"data.path", ""}, {"data.tokenizer", "byte"}, {"lora.init_adapter", ""}}};
 
 void resolve_input_paths(RunConfig& c, const std::filesystem::path& base,
                          const std::map<std::string, std::string>& overridden) {

@@ -149,6 +149,10 @@ struct RunConfig {
   // [lora] random_base: allow LoRA without model.path, on a randomly initialised base that is not
   // saved (the adapter is useless without it); for tests of the parallel layouts.
   bool lora_random_base = false;
+  // [lora] init_adapter: a PEFT adapter directory whose values the adapters start from (its r,
+  // alpha and targets the run's): a run that trains an adapter further, e.g. DPO on an SFT
+  // adapter. Empty: A ~ N(0, init_std), B = 0.
+  std::string lora_init_adapter;
   OptimConfig optim;
   TrainConfig train;
   DataConfig data;

@@ -411,6 +411,9 @@ float TrainingRun::resume() {
   // And the model those keys do not name: config.json, the weights' directory, the tokenizer.
   if (!manifest.model.empty())
     require_same_model_identity(manifest.model, identity, dir);
+  // A precomputed reference is the starting model's: read back (the trained model cannot give it).
+  if (preference && pref.reference == ReferenceSource::kGiven)
+    reference = read_reference_logps(cfg.output.dir + "/" + kReferenceLogpsFile, preference_data().sequences());
   const std::vector<HeldTensor> held = placed.held_tensors(optimizer);
   const CheckpointState state = load_checkpoint(dir, held, optimizer, cfg.lora.enabled);
   placed.refresh_compute_copies();
@@ -458,8 +461,7 @@ void TrainingRun::prepare_reference() {
   if (pref.reference != ReferenceSource::kGiven) return;
   PreferenceData& pairs = preference_data();
   const std::string path = cfg.output.dir + "/" + kReferenceLogpsFile;
-  if (!tc.resume.empty()) {
-    reference = read_reference_logps(path, pairs.sequences());
+  if (!tc.resume.empty()) {  // read by resume(), before the run's files changed
     log << "reference log-probabilities: " << path << " (computed at the run's start)\n";
     return;
   }

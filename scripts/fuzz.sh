@@ -30,8 +30,8 @@ declare -A SOURCES=(
   [run_config]="src/train/run_config.cpp src/train/config_aliases.cpp src/train/config_schema.cpp src/train/config_values.cpp src/train/config_toml.cpp src/train/config_docs.cpp src/parallel/partition.cpp src/parallel/mesh.cpp src/model/config.cpp src/data/unicode.cpp"
   [safetensors_index]="src/io/safetensors_index.cpp src/io/safetensors_write.cpp $SAFETENSORS"
   [checkpoint_manifest]="src/train/checkpoint_manifest.cpp src/train/checkpoint_files.cpp src/train/checkpoint_dir.cpp"
-  [examples]="src/data/example_reader.cpp src/data/templates.cpp src/data/chat_templates.cpp src/data/tokenizer.cpp src/data/longest_match.cpp"
-  [preference_pairs]="src/data/preference_pairs.cpp src/data/templates.cpp src/data/chat_templates.cpp src/data/tokenizer.cpp src/data/longest_match.cpp"
+  [examples]="src/data/example_reader.cpp src/data/json_records.cpp src/data/templates.cpp src/data/chat_templates.cpp src/data/tokenizer.cpp src/data/longest_match.cpp"
+  [preference_pairs]="src/data/preference_pairs.cpp src/data/json_records.cpp src/data/templates.cpp src/data/chat_templates.cpp src/data/tokenizer.cpp src/data/longest_match.cpp"
 )
 # A manifest of an older checkpoint is read with its run config (train.batch_size counts its rows).
 SOURCES[checkpoint_manifest]+=" ${SOURCES[run_config]}"

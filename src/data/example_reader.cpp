@@ -14,66 +14,14 @@
 #include "core/regular_file.h"
 #include "data/chat_templates.h"
 #include "data/examples.h"
+#include "data/json_records.h"
 
 namespace mt {
 namespace {
 
 using nlohmann::json;
 
-struct Record {
-  json value;
-  std::string where;  // "line 7" (JSONL) or "record 7" (array), 1-based
-};
-
-std::string read_whole(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) fail("data file '" + path + "' does not exist");
-  if (std::filesystem::is_directory(path, ec))
-    fail("data file '" + path + "' is a directory, expected a .json or .jsonl file");
-  require_regular_file(path, "data file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open data file '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) fail("cannot read data file '" + path + "'");
-  return ss.str();
-}
-
-bool is_json_lines(const std::string& path, const std::string& text) {
-  if (std::filesystem::path(path).extension() == ".jsonl") return true;
-  // A .json file is an array of records unless it starts with an object: many tools write
-  // JSON Lines under a .json name.
-  return text[text.find_first_not_of(" \t\r\n")] != '[';
-}
-
-// Each record is parsed on its own (core/bounded_json: a size and a nesting limit per record), so
-// a huge or deeply nested file is refused at its first bad record, in time and memory linear in
-// the file, instead of being handed to the parser whole.
-std::vector<Record> parse_records(const std::string& path, const std::string& text) {
-  std::vector<Record> out;
-  const std::string file = "data file '" + path + "'";
-  if (is_json_lines(path, text)) {
-    std::string_view rest = text;
-    for (int64_t no = 1; !rest.empty(); ++no) {
-      const size_t end = rest.find('\n');
-      const std::string_view line = rest.substr(0, end);
-      rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
-      if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-      const std::string where = "line " + std::to_string(no);
-      out.push_back({parse_json(line, JsonKind::data_record, file + ": " + where), where});
-    }
-    return out;
-  }
-  for_each_json_array_element(text, JsonKind::data_record, file,
-                              [&](std::string_view element, size_t index, size_t offset) {
-                                const std::string where = "record " + std::to_string(index + 1);
-                                out.push_back({parse_json(element, JsonKind::data_record,
-                                                          file + ": malformed JSON at byte offset " +
-                                                              std::to_string(offset) + ": " + where),
-                                               where});
-                              });
-  return out;
-}
+using Record = JsonRecord;
 
 DataFormat detect_format(const std::string& path, const std::vector<Record>& records) {
   for (const Record& r : records) {
@@ -140,13 +88,13 @@ bool has_prediction(const Example& ex) {
 }  // namespace
 
 ExampleSet read_examples(const std::string& path, const Tokenizer& tok, const ExampleOptions& opt) {
-  return parse_examples(read_whole(path), path, tok, opt);
+  return parse_examples(read_data_file(path), path, tok, opt);
 }
 
 DataFormat example_file_format(const std::string& path, const Tokenizer* tok) {
-  const std::string text = read_whole(path);
+  const std::string text = read_data_file(path);
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) fail("data file '" + path + "' is empty");
-  const DataFormat f = detect_format(path, parse_records(path, text));
+  const DataFormat f = detect_format(path, parse_json_records(path, text));
   return f == DataFormat::kChat && tok ? default_chat_format(*tok) : f;
 }
 
@@ -154,7 +102,7 @@ ExampleSet parse_examples(const std::string& text, const std::string& path, cons
                           const ExampleOptions& opt) {
   if (opt.max_tokens < 0) fail("data file '" + path + "': max_tokens must be >= 0");
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) fail("data file '" + path + "' is empty");
-  const std::vector<Record> records = parse_records(path, text);
+  const std::vector<Record> records = parse_json_records(path, text);
   ExampleSet set;
   set.format = opt.format;
   if (set.format == DataFormat::kAuto) {

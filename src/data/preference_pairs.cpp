@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "data/chat_templates.h"
+#include "data/json_records.h"
 
 namespace mt {
 // A named namespace around the file's helpers: in a unity batch (cmake/build_speed.cmake) the other
@@ -26,73 +27,9 @@ namespace {
 
 using nlohmann::json;
 
-struct Record {
-  json value;
-  std::string where;  // "line 7" (JSONL) or "record 7" (array), 1-based
-};
-
-std::string read_whole(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) fail("data file '" + path + "' does not exist");
-  if (std::filesystem::is_directory(path, ec))
-    fail("data file '" + path + "' is a directory, expected a .json or .jsonl file");
-  require_regular_file(path, "data file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open data file '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) fail("cannot read data file '" + path + "'");
-  return ss.str();
-}
+using Record = JsonRecord;
 
 bool blank(std::string_view text) { return text.find_first_not_of(" \t\r\n") == std::string_view::npos; }
-
-// As example_reader.cpp: .jsonl, or a .json file that does not start with '[' (many tools write
-// JSON Lines under a .json name).
-bool is_json_lines(const std::string& path, std::string_view text) {
-  if (std::filesystem::path(path).extension() == ".jsonl") return true;
-  return text[text.find_first_not_of(" \t\r\n")] != '[';
-}
-
-// Calls visit(record) for each record in file order until it returns false. Each record is parsed
-// on its own under core/bounded_json's per-record limits.
-template <class Visit>
-void for_each_record(const std::string& path, std::string_view text, Visit&& visit) {
-  const std::string file = "data file '" + path + "'";
-  if (is_json_lines(path, text)) {
-    std::string_view rest = text;
-    for (int64_t no = 1; !rest.empty(); ++no) {
-      const size_t end = rest.find('\n');
-      const std::string_view line = rest.substr(0, end);
-      rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
-      if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-      const std::string where = "line " + std::to_string(no);
-      if (!visit(Record{parse_json(line, JsonKind::data_record, file + ": " + where), where})) return;
-    }
-    return;
-  }
-  struct Stop {};
-  try {
-    for_each_json_array_element(text, JsonKind::data_record, file,
-                                [&](std::string_view element, size_t index, size_t offset) {
-                                  const std::string where = "record " + std::to_string(index + 1);
-                                  json value = parse_json(element, JsonKind::data_record,
-                                                          file + ": malformed JSON at byte offset " +
-                                                              std::to_string(offset) + ": " + where);
-                                  if (!visit(Record{std::move(value), where})) throw Stop{};
-                                });
-  } catch (const Stop&) {
-  }
-}
-
-std::vector<Record> parse_records(const std::string& path, std::string_view text) {
-  std::vector<Record> out;
-  for_each_record(path, text, [&](Record r) {
-    out.push_back(std::move(r));
-    return true;
-  });
-  return out;
-}
 
 bool is_pair_record(const json& v) { return v.is_object() && v.contains("chosen") && v.contains("rejected"); }
 
@@ -334,7 +271,7 @@ PreferenceSet parse(const std::string& text, const std::string& path, const Toke
     fail(file + ": max_prompt_length " + std::to_string(max_prompt) + " must be less than max_length " +
          std::to_string(opt.max_length) + " (the answers get max_length - max_prompt_length tokens)");
   if (blank(text)) fail(file + " is empty");
-  const std::vector<Record> records = parse_records(path, text);
+  const std::vector<Record> records = parse_json_records(path, text);
 
   const auto first = std::find_if(records.begin(), records.end(), [](const Record& r) { return is_pair_record(r.value); });
   if (first == records.end()) no_pairs(path);
@@ -389,10 +326,10 @@ PreferenceSet parse(const std::string& text, const std::string& path, const Toke
 bool is_preference(const std::string& path) {
   const std::string ext = std::filesystem::path(path).extension().string();
   if (ext != ".json" && ext != ".jsonl") return false;
-  const std::string text = read_whole(path);
+  const std::string text = read_data_file(path);
   if (blank(text)) return false;
   bool found = false;
-  for_each_record(path, text, [&](const Record& r) {
+  for_each_json_record(path, text, [&](const Record& r) {
     if (!r.value.is_object()) return true;
     found = is_pair_record(r.value);
     return false;
@@ -401,10 +338,10 @@ bool is_preference(const std::string& path) {
 }
 
 DataFormat file_format(const std::string& path, const Tokenizer* tok) {
-  const std::string text = read_whole(path);
+  const std::string text = read_data_file(path);
   if (blank(text)) fail("data file '" + path + "' is empty");
   std::optional<bool> conversational;
-  for_each_record(path, text, [&](const Record& r) {
+  for_each_json_record(path, text, [&](const Record& r) {
     if (!is_pair_record(r.value)) return true;
     conversational = is_conversational(r.value);
     return false;
@@ -428,7 +365,7 @@ TruncationMode parse_truncation_mode(std::string_view name) {
 }
 
 PreferenceSet read_preference_pairs(const std::string& path, const Tokenizer& tok, const PreferenceOptions& opt) {
-  return preference_reader::parse(preference_reader::read_whole(path), path, tok, opt);
+  return preference_reader::parse(read_data_file(path), path, tok, opt);
 }
 
 PreferenceSet parse_preference_pairs(const std::string& text, const std::string& path, const Tokenizer& tok,

@@ -141,5 +141,15 @@ TEST(Qlora, ShardCountsNf4BytesAndCutsBetweenRows) {
   EXPECT_NE(r.output.find("nf4 weights per rank"), std::string::npos) << r.output;
 }
 
+// The run's first line says what trains: QLoRA, not plain LoRA, over an NF4 base (issue 33: it read
+// "LoRA training, bf16 mixed" without a word of NF4).
+TEST(Qlora, TheRunSaysItIsQlora) {
+  const std::string dir = fresh_temp_dir("qlora_log");
+  auto r = run_meshtrain("train --set lora.enabled=true --set lora.random_base=true --set lora.base_dtype=nf4 "
+                         "--set train.steps=1 --set train.peak_gflops=100 --out " + dir + "/run");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("meshtrain: QLoRA (an NF4 base) training, bf16 mixed"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace mt::testing

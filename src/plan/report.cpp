@@ -158,13 +158,32 @@ std::string mesh_str(const parallel::MeshShape& m) {
 
 }  // namespace
 
+// What is sharded where: fsdp (over fsdp x cp) is ZeRO-3 by construction; --zero says what dp
+// shards besides. "ZeRO-0" beside fsdp=8 read as if nothing were sharded.
+std::string zero_str(const PlanInput& in) {
+  // The blocks are split over fsdp x cp (parallel/layout.h shard_spec).
+  const std::string over = in.mesh.fsdp > 1 && in.mesh.cp > 1 ? "fsdp x cp" : in.mesh.cp > 1 ? "cp" : "fsdp";
+  const std::string fsdp = in.mesh.shards() > 1 ? "ZeRO-3 over " + over : "";
+  if (!fsdp.empty() && in.mesh.dp == 1) return fsdp;
+  return (fsdp.empty() ? "" : fsdp + ", ") + "ZeRO-" + std::to_string(in.zero) + (in.mesh.dp > 1 ? " over dp" : "");
+}
+
+// "8 devices = 1 node of mi300x-node": the devices and the nodes they fill ("8 x mi300x-node" read
+// as eight nodes).
+std::string devices_str(const PlanInput& in) {
+  const int64_t n = in.mesh.world(), per = std::max<int64_t>(1, in.cluster.devices_per_node);
+  const int64_t nodes = (n + per - 1) / per;
+  return std::to_string(n) + (n == 1 ? " device = " : " devices = ") + std::to_string(nodes) +
+         (nodes == 1 ? " node of " : " nodes of ") + in.cluster.name;
+}
+
 std::string describe_input(const PlanInput& in) {
   return in.model.name + ", " + mode_str(in) + (in.base_dtype == BaseDtype::nf4 ? ", nf4 base" : "") + ", " +
          precision_name(in.precision) +
          ", batch " + std::to_string(in.global_batch) + " x seq " + std::to_string(in.seq) + " (micro-batch " +
          std::to_string(in.micro_batch) + ", " + std::to_string(in.micro_batches()) + " per step)" +
-         (in.checkpointing ? ", checkpointing" : "") + ", ZeRO-" + std::to_string(in.zero) + ", mesh " +
-         mesh_str(in.mesh) + " on " + std::to_string(in.mesh.world()) + " x " + in.cluster.name;
+         (in.checkpointing ? ", checkpointing" : "") + ", " + zero_str(in) + ", mesh " + mesh_str(in.mesh) + " on " +
+         devices_str(in);
 }
 
 void print_plan(std::ostream& os, const Candidate& c) {

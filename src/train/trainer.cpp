@@ -337,7 +337,8 @@ void TrainingRun::log_header() {
     if (const std::string how = placed.describe_gradient_reduction(); !how.empty())
       log << "data-parallel gradients: " << how << " (train.dp_bucket_mb = " << tc.dp_bucket_mb << ")\n";
   }
-  log << "meshtrain: " << (cfg.lora.enabled ? "LoRA" : "full") << " training, "
+  log << "meshtrain: "
+      << (!cfg.lora.enabled ? "full" : cfg.lora.quantized_base() ? "QLoRA (an NF4 base)" : "LoRA") << " training, "
       << (tc.precision == Precision::bf16 ? "bf16 mixed" : "fp32") << ", "
       << (cfg.model_path.empty() ? "new model" : cfg.model_path) << ", "
       << placed.base_numel() << " base parameters, " << placed.trainable_numel() << " trainable"

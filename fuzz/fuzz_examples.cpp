@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "fuzz_tokenizer.h"
+#include "fuzz_data.h"
 #include "core/error.h"
 #include "data/examples.h"
 
@@ -43,16 +43,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   require(set.format != mt::DataFormat::kAuto);
   require(!set.examples.empty() && int64_t(set.examples.size()) + set.skipped == set.records);
   require(set.too_long <= set.skipped && (set.skipped == 0) == set.warning.empty());
-  for (const mt::Example& ex : set.examples) {
-    require(ex.tokens.size() == ex.trained.size());
-    require(o.max_tokens == 0 || int64_t(ex.tokens.size()) <= o.max_tokens);
-    bool predicts = false;
-    for (size_t i = 0; i < ex.tokens.size(); ++i) {
-      require(ex.tokens[i] >= 0 && ex.tokens[i] < tok.vocab_size());
-      require(ex.trained[i] <= 1);
-      predicts = predicts || (i > 0 && ex.trained[i]);
-    }
-    require(predicts);
-  }
+  for (const mt::Example& ex : set.examples) fuzz::require_trainable(ex, o.max_tokens, tok);
   return 0;
 }

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "fuzz_tokenizer.h"
+#include "fuzz_data.h"
 #include "core/error.h"
 #include "data/preference_pairs.h"
 
@@ -54,17 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   require(int64_t(set.pairs()) + set.skipped == set.records);
   require(set.truncated <= int64_t(set.pairs()));
   require((set.skipped == 0 && set.truncated == 0) == set.warning.empty());
-  for (const mt::Example& ex : set.sequences) {
-    require(ex.tokens.size() == ex.trained.size());
-    require(o.max_length == 0 || int64_t(ex.tokens.size()) <= o.max_length);
-    bool predicts = false;
-    for (size_t i = 0; i < ex.tokens.size(); ++i) {
-      require(ex.tokens[i] >= 0 && ex.tokens[i] < tok.vocab_size());
-      require(ex.trained[i] <= 1);
-      predicts = predicts || (i > 0 && ex.trained[i]);
-    }
-    require(predicts);
-  }
+  for (const mt::Example& ex : set.sequences) fuzz::require_trainable(ex, o.max_length, tok);
   for (size_t p = 0; p < set.pairs(); ++p) {
     const mt::Example& c = set.sequences[2 * p];
     const mt::Example& r = set.sequences[2 * p + 1];

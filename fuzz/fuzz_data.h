@@ -1,13 +1,16 @@
-// The tokenizer of the data fuzz targets (examples, preference_pairs): every byte a token, and when
-// asked the four Llama 3 chat tokens, so a chat template has what it needs. Deterministic and
-// trivial, so that a crash is the reader's, not the tokenizer's.
+// What the data fuzz targets (examples, preference_pairs) share: their tokenizer (every byte a
+// token, and when asked the four Llama 3 chat tokens, so a chat template has what it needs;
+// deterministic and trivial, so that a crash is the reader's, not the tokenizer's), and the check
+// of an example a trainer relies on.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "data/examples.h"
 #include "data/tokenizer.h"
+#include "fuzz_support.h"
 
 namespace fuzz {
 
@@ -33,5 +36,19 @@ class FuzzTokenizer final : public mt::Tokenizer {
  private:
   bool chat_;
 };
+
+// Tokens and mask of one length, ids inside the vocabulary, at most max_tokens of them (0: no
+// limit), and a trained token to predict (not the first).
+inline void require_trainable(const mt::Example& ex, int64_t max_tokens, const mt::Tokenizer& tok) {
+  require(ex.tokens.size() == ex.trained.size());
+  require(max_tokens == 0 || int64_t(ex.tokens.size()) <= max_tokens);
+  bool predicts = false;
+  for (size_t i = 0; i < ex.tokens.size(); ++i) {
+    require(ex.tokens[i] >= 0 && ex.tokens[i] < tok.vocab_size());
+    require(ex.trained[i] <= 1);
+    predicts = predicts || (i > 0 && ex.trained[i]);
+  }
+  require(predicts);
+}
 
 }  // namespace fuzz

@@ -23,7 +23,6 @@
 #include "data/packed_sampler.h"
 #include "data/token_cache.h"
 #include "io/pretrained.h"
-#include "train/preference_data.h"
 #include "train/preference_step.h"
 #include "train/reference_logps.h"
 #include "train/run_config.h"
@@ -210,34 +209,28 @@ void eval_preference(const EvalOptions& o, const std::optional<RunConfig>& run, 
   cfg.train.batch_size = std::max<int64_t>(2, o.batch / 2 * 2);
   const bool held_out = o.data.empty();  // the run's validation pairs
   if (!held_out) cfg.data.path = o.data, cfg.data.format = o.format, cfg.data.val_fraction = 0.0f;
-  PreferenceLossConfig loss{parse_preference_loss(o.method), cfg.preference.beta, cfg.preference.label_smoothing,
-                            cfg.preference.simpo_gamma, cfg.preference.cpo_alpha};
+  const PreferenceLossConfig loss = preference_loss_config(cfg);
   PreferenceData data(cfg, tok, std::cerr);
   std::vector<CompletionLogp> stored;  // a run's precomputed reference
   const bool adapters = model.has_lora();
-  if (needs_reference(loss.loss) && !adapters) {
+  const ReferenceSource source = !needs_reference(loss.loss) ? ReferenceSource::kNone
+                                 : adapters                  ? ReferenceSource::kAdaptersOff
+                                                             : ReferenceSource::kGiven;
+  if (source == ReferenceSource::kGiven) {
     if (!held_out || !run)
       fail("eval: " + o.method + " compares with a reference model: evaluate an adapter (--adapter; the reference "
            "is its base) or a preference run (--run)");
-    stored = read_reference_logps((fs::path(run_dir) / kReferenceLogpsFile).string(), data.sequences());
+    stored = read_reference_logps(reference_logps_path(run_dir), data.sequences());
   }
   if (held_out && !data.has_validation())
     fail("eval: the run in " + run_dir + " held no pairs out; give --data FILE to evaluate on");
   const ForwardPass forward = [&](const ModelInput& in) { return model.forward_loss(in); };
-  // Every pair's log-probabilities, then one loss over all of them (as a run's validation).
-  std::vector<CompletionLogp> policy, ref;
-  PackedBatch b;
-  while (held_out ? data.next_validation(b) : data.next_of_all(b, cfg.train.batch_size)) {
-    const std::vector<int64_t> ids = data.last_sequences();
-    const std::vector<ModelInput> in{input_of(b)};
-    for (const CompletionLogp& s : completion_logps(in, b.batch_size, false, true, nullptr, forward)) policy.push_back(s);
-    if (!needs_reference(loss.loss)) continue;
-    if (adapters)
-      for (const CompletionLogp& s : completion_logps(in, b.batch_size, true, true, nullptr, forward)) ref.push_back(s);
-    else
-      for (int64_t id : ids) ref.push_back(stored[size_t(id)]);
-  }
-  const PreferenceResult r = preference_loss(loss, policy, ref);
+  const PreferenceResult r = pairs_loss(
+      data,
+      [&](PackedBatch& b) { return held_out ? data.next_validation(b) : data.next_of_all(b, cfg.train.batch_size); },
+      loss, source, stored, [&](const PackedBatch& b, bool adapters_off) {
+        return completion_logps({input_of(b)}, b.batch_size, adapters_off, true, nullptr, forward);
+      });
   const PreferenceMetrics& m = r.metrics;
   std::ostringstream beta;  // as given (a float's nine digits would show its binary rounding)
   beta << float(loss.beta);
@@ -296,7 +289,7 @@ Action add_eval_command(CLI::App& app) {
       if (!o->batch_given) o->batch = run->train.batch_size;
       if (!o->format_given) o->format = run->data.format;
       o->truncate = o->truncate || run->data.truncate;
-      if (o->method.empty() && run->train.method != "sft") o->method = run->train.method;
+      if (o->method.empty() && run->train.preference()) o->method = run->train.method;
     }
     const DeviceBackend backend = o->device.open();
     // A length the model cannot take is refused before it loads, not cut.

@@ -36,6 +36,29 @@ std::vector<CompletionLogp> completion_logps(const std::vector<ModelInput>& micr
   return out;
 }
 
+PreferenceLossConfig preference_loss_config(const RunConfig& cfg) {
+  const PreferenceConfig& p = cfg.preference;
+  return {parse_preference_loss(cfg.train.method), p.beta, p.label_smoothing, p.simpo_gamma, p.cpo_alpha};
+}
+
+PreferenceResult pairs_loss(PreferenceData& data, const std::function<bool(PackedBatch&)>& next,
+                            const PreferenceLossConfig& loss, ReferenceSource source,
+                            std::span<const CompletionLogp> stored, const BatchLogps& logps) {
+  std::vector<CompletionLogp> policy, ref;
+  const auto append = [](std::vector<CompletionLogp>& to, const std::vector<CompletionLogp>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
+  for (PackedBatch b; next(b);) {
+    append(policy, logps(b, false));
+    if (source == ReferenceSource::kAdaptersOff) append(ref, logps(b, true));
+    if (source == ReferenceSource::kGiven)
+      for (int64_t id : data.last_sequences()) ref.push_back(stored[size_t(id)]);
+  }
+  if (policy.empty()) return {std::nan(""), {}, {}};
+  return preference_loss(loss, policy, needs_reference(loss.loss) ? std::span<const CompletionLogp>(ref)
+                                                                  : std::span<const CompletionLogp>());
+}
+
 StepResult preference_step(Transformer& model, AdamW& optimizer, const std::vector<ModelInput>& micro,
                            int64_t rows, const PreferenceSetup& setup, std::span<const CompletionLogp> given,
                            const OptimConfig& cfg, int64_t step, float lr, GradientSync* sync,

@@ -22,7 +22,9 @@
 #include "model/transformer.h"
 #include "parallel/gradient_sync.h"
 #include "train/adamw.h"
+#include "train/preference_data.h"
 #include "train/preference_loss.h"
+#include "train/run_config.h"
 #include "train/step.h"
 
 namespace mt {
@@ -45,6 +47,21 @@ struct PreferenceSetup {
   // before the last.
   bool holds_loss = true;
 };
+
+// train.method's loss with the run's [preference] keys (train.method other than "sft").
+PreferenceLossConfig preference_loss_config(const RunConfig& cfg);
+
+// The completion log-probabilities of a batch's rows, with or without the adapters, as the model is
+// placed (the trainer's split over data-parallel ranks, or one model's forward).
+using BatchLogps = std::function<std::vector<CompletionLogp>(const PackedBatch& b, bool adapters_off)>;
+
+// The loss of every pair `next` gives (validation's held-out pairs, or every pair of a file), all
+// of them as one batch so that the figure does not depend on how they are cut into batches: the
+// policy's log-probabilities through `logps`, the reference as `source` says (kGiven: `stored`,
+// by PreferenceData::last_sequences). NaN loss and no pairs when `next` gives none.
+PreferenceResult pairs_loss(PreferenceData& data, const std::function<bool(PackedBatch&)>& next,
+                            const PreferenceLossConfig& loss, ReferenceSource source,
+                            std::span<const CompletionLogp> stored, const BatchLogps& logps);
 
 // The completion log-probability of each of the `rows` rows of a step or batch over every rank
 // (an input's row r is row noise.first_row + r of them): a forward of each micro-batch, with the

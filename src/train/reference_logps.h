@@ -14,6 +14,10 @@
 namespace mt {
 
 inline constexpr const char* kReferenceLogpsFile = "reference_logps.bin";
+// Where a run in `output_dir` keeps them.
+inline std::string reference_logps_path(const std::string& output_dir) {
+  return output_dir + "/" + kReferenceLogpsFile;
+}
 
 // Atomic: the old file or the whole new one.
 void write_reference_logps(const std::string& path, const std::vector<CompletionLogp>& values);

@@ -164,14 +164,14 @@ void validate_run(const RunConfig& c, const WhereFor& where_for) {
         std::to_string(t.grad_accum) + " x " + std::to_string(t.seq_len) + ") must be at most 2^40 tokens a step");
   // Preference training: two rows a pair, whole in each micro-batch; its keys only with it.
   const PreferenceConfig& pref = c.preference;
-  if (t.method != "sft" && t.batch_size % 2 != 0)
+  if (t.preference() && t.batch_size % 2 != 0)
     bad("train.batch_size (" + std::to_string(t.batch_size) + ") must be even under train.method = \"" + t.method +
         "\": a pair's chosen and rejected sequences are two rows of one micro-batch");
   if (pref.reference == "adapters_off" && !c.lora.enabled)
     bad("preference.reference = \"adapters_off\" is the base with the LoRA adapters off: it needs lora.enabled "
         "= true (full fine-tuning: \"precomputed\")");
   const PreferenceConfig defaults;
-  if (t.method == "sft" &&
+  if (!t.preference() &&
       (pref.beta != defaults.beta || pref.label_smoothing != defaults.label_smoothing ||
        pref.simpo_gamma != defaults.simpo_gamma || pref.cpo_alpha != defaults.cpo_alpha ||
        pref.max_prompt_length != defaults.max_prompt_length ||

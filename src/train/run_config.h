@@ -40,6 +40,7 @@ struct TrainConfig {
   // "sft" (next-token loss on the data's trained tokens), or preference training on chosen /
   // rejected pairs (train/preference_loss.h): "dpo" (TRL's sigmoid loss), "ipo", "simpo", "orpo".
   std::string method = "sft";
+  bool preference() const { return method != "sft"; }
   int64_t steps = 100;
   // > 0: the run's length in passes over the training data; the trainer computes steps from it.
   float epochs = 0.0f;

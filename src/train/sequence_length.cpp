@@ -25,14 +25,14 @@ int64_t seq_len_for_longest(int64_t longest, int64_t limit) {
 SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer* tok, int64_t limit) {
   if (cfg.train.seq_len > 0) return {cfg.train.seq_len, ""};
   const std::string limit_text = "the model's max_position_embeddings, " + std::to_string(limit);
-  if (!is_example_data(cfg.data.path, cfg.data.format) && cfg.train.method == "sft") {
+  if (!is_example_data(cfg.data.path, cfg.data.format) && !cfg.train.preference()) {
     const int64_t len = std::min(kBuiltinSeqLen, limit);
     return {len, "train.seq_len " + std::to_string(len) + ": plain text has no examples to measure, so the built-in " +
                      std::to_string(kBuiltinSeqLen) + (len < kBuiltinSeqLen ? " capped at " + limit_text : "") +
                      " (set train.seq_len to choose)"};
   }
   if (!tok) fail("choose_seq_len: example data needs the run's tokenizer");
-  if (cfg.train.method != "sft") {  // preference pairs: their longest sequence, uncut
+  if (cfg.train.preference()) {  // preference pairs: their longest sequence, uncut
     PreferenceOptions opt;
     opt.format = cfg.data.format == "auto" || cfg.data.format == "text" ? DataFormat::kAuto : parse_format(cfg.data.format);
     opt.quiet = true;
@@ -68,7 +68,7 @@ std::string settle_seq_len(RunConfig& cfg) {
   // The model first: a path that is not a model is named as such, not as a missing tokenizer.
   const int64_t limit = model_position_limit(cfg);
   // Only examples are measured, and only they need the tokenizer here.
-  const bool examples = is_example_data(cfg.data.path, cfg.data.format) || cfg.train.method != "sft";
+  const bool examples = is_example_data(cfg.data.path, cfg.data.format) || cfg.train.preference();
   const std::unique_ptr<Tokenizer> tok = examples ? run_tokenizer(cfg) : nullptr;
   const SeqLenChoice choice = choose_seq_len(cfg, tok.get(), limit);
   cfg.train.seq_len = choice.seq_len;

@@ -155,10 +155,9 @@ struct TrainingRun {
   // train.eval_every: the validation loss measured after the last step, which the finish reports.
   double last_step_val_loss = std::nan("");
   TrainSummary summary;                  // filled in as the run goes
-  // Preference training (train.method other than sft): its loss, where its reference comes from,
+  // Preference training (TrainConfig::preference): its loss, where its reference comes from,
   // the reference log-probabilities of every sequence of the data when precomputed (indexed as
   // PreferenceData::last_sequences), and the metrics of the last validation.
-  const bool preference;
   PreferenceSetup pref;
   std::vector<CompletionLogp> reference;
   PreferenceMetrics val_preference;
@@ -184,10 +183,10 @@ struct TrainingRun {
 // rank's forwards compute the tokens' losses (a pipeline's last stage holds the head).
 PreferenceSetup preference_setup(const RunConfig& cfg, PlacedModel& placed) {
   PreferenceSetup s;
-  if (cfg.train.method == "sft") return s;
-  const PreferenceConfig& p = cfg.preference;
-  s.loss = {parse_preference_loss(cfg.train.method), p.beta, p.label_smoothing, p.simpo_gamma, p.cpo_alpha};
-  const std::string how = p.reference != "auto" ? p.reference : cfg.lora.enabled ? "adapters_off" : "precomputed";
+  if (!cfg.train.preference()) return s;
+  s.loss = preference_loss_config(cfg);
+  const std::string& given = cfg.preference.reference;
+  const std::string how = given != "auto" ? given : cfg.lora.enabled ? "adapters_off" : "precomputed";
   s.reference = !needs_reference(s.loss.loss) ? ReferenceSource::kNone
                 : how == "adapters_off"        ? ReferenceSource::kAdaptersOff
                                                : ReferenceSource::kGiven;
@@ -211,23 +210,13 @@ std::vector<CompletionLogp> batch_logps(TrainingRun& run, const PackedBatch& b, 
                           [&](const ModelInput& m) { return run.forward(m); });
 }
 
-// Collective: the preference loss over the held-out pairs, all of them as one batch (so that the
-// figure does not depend on how they are cut into batches), their metrics into run.val_preference.
+// Collective: the preference loss over the held-out pairs, their metrics into run.val_preference.
 double preference_validation(TrainingRun& run) {
   PreferenceData& data = run.preference_data();
-  std::vector<CompletionLogp> policy, ref;
-  PackedBatch b;
   data.reset_validation();
-  while (data.next_validation(b)) {
-    const std::vector<int64_t> ids = data.last_sequences();
-    for (const CompletionLogp& s : batch_logps(run, b, false)) policy.push_back(s);
-    if (run.pref.reference == ReferenceSource::kAdaptersOff)
-      for (const CompletionLogp& s : batch_logps(run, b, true)) ref.push_back(s);
-    if (run.pref.reference == ReferenceSource::kGiven)
-      for (int64_t id : ids) ref.push_back(run.reference[size_t(id)]);
-  }
-  if (policy.empty()) return std::nan("");
-  const PreferenceResult r = preference_loss(run.pref.loss, policy, needs_reference(run.pref.loss.loss) ? ref : std::vector<CompletionLogp>{});
+  const PreferenceResult r = pairs_loss(
+      data, [&](PackedBatch& b) { return data.next_validation(b); }, run.pref.loss, run.pref.reference,
+      run.reference, [&](const PackedBatch& b, bool adapters_off) { return batch_logps(run, b, adapters_off); });
   run.val_preference = r.metrics;
   return r.loss;
 }
@@ -240,7 +229,7 @@ double preference_validation(TrainingRun& run) {
 // counts it.
 double validation_loss(TrainingRun& run) {
   if (!run.data->has_validation()) return std::nan("");
-  if (run.preference) return preference_validation(run);
+  if (run.tc.preference()) return preference_validation(run);
   Transformer& model = run.placed.model();
   parallel::Pipeline* pipeline = run.placed.pipeline();
   const auto forward_loss = [&](const ModelInput& in) {
@@ -303,7 +292,6 @@ TrainingRun::TrainingRun(const RunConfig& cfg, const StopSignals& stop, std::ost
       tokens_per_step(mul_or_fail(mul_or_fail(tc.batch_size, tc.grad_accum, "train.batch_size x train.grad_accum"),
                                   tc.seq_len, "the tokens of a step")),
       lr_schedule(fresh_lr_schedule(cfg.optim, tc.steps)),
-      preference(cfg.train.method != "sft"),
       pref(preference_setup(cfg, placed)) {
   if (tc.epochs > 0) {
     this->cfg.train.steps = steps_for_epochs(tc, data->rows_per_epoch(), log);
@@ -413,8 +401,8 @@ float TrainingRun::resume() {
   if (!manifest.model.empty())
     require_same_model_identity(manifest.model, identity, dir);
   // A precomputed reference is the starting model's: read back (the trained model cannot give it).
-  if (preference && pref.reference == ReferenceSource::kGiven)
-    reference = read_reference_logps(cfg.output.dir + "/" + kReferenceLogpsFile, preference_data().sequences());
+  if (tc.preference() && pref.reference == ReferenceSource::kGiven)
+    reference = read_reference_logps(reference_logps_path(cfg.output.dir), preference_data().sequences());
   const std::vector<HeldTensor> held = placed.held_tensors(optimizer);
   const CheckpointState state = load_checkpoint(dir, held, optimizer, cfg.lora.enabled);
   placed.refresh_compute_copies();
@@ -452,7 +440,7 @@ float TrainingRun::resume() {
 // log-probability under the starting model (one pass over the data, in batches of
 // train.batch_size rows), written with the run; a resumed run reads them back.
 void TrainingRun::prepare_reference() {
-  if (!preference) return;
+  if (!tc.preference()) return;
   log << "preference: " << tc.method << " (" << preference_loss_name(pref.loss.loss) << " loss as TRL 0.11 computes it), beta "
       << pref.loss.beta << ", reference: "
       << (pref.reference == ReferenceSource::kNone          ? "none (the loss needs none)"
@@ -461,7 +449,7 @@ void TrainingRun::prepare_reference() {
       << "\n";
   if (pref.reference != ReferenceSource::kGiven) return;
   PreferenceData& pairs = preference_data();
-  const std::string path = cfg.output.dir + "/" + kReferenceLogpsFile;
+  const std::string path = reference_logps_path(cfg.output.dir);
   if (!tc.resume.empty()) {  // read by resume(), before the run's files changed
     log << "reference log-probabilities: " << path << " (computed at the run's start)\n";
     return;
@@ -640,7 +628,7 @@ StepTiming run_steps(TrainingRun& run) {
     // Every rank draws the same global batch and keeps its own rows.
     for (int64_t k = 0; k < tc.grad_accum; ++k) {
       PackedBatch b = run.data->next();
-      if (run.preference) {
+      if (run.tc.preference()) {
         const std::vector<int64_t>& ids = run.preference_data().last_sequences();
         sequences.insert(sequences.end(), ids.begin(), ids.end());
       }
@@ -669,7 +657,7 @@ StepTiming run_steps(TrainingRun& run) {
         return pipeline->forward_backward(micro, grad_scale);
       };
     StepResult r;
-    if (run.preference) {
+    if (run.tc.preference()) {
       std::vector<CompletionLogp> given;
       if (run.pref.reference == ReferenceSource::kGiven)
         for (int64_t id : sequences) given.push_back(run.reference[size_t(id)]);

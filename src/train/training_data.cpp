@@ -125,7 +125,7 @@ std::unique_ptr<TrainingData> open_training_data(const RunConfig& cfg, const Tok
                                                  std::ostream& log) {
   if (cfg.data.path.empty() && cfg.data.format != "auto" && cfg.data.format != "text")
     fail("data.format \"" + cfg.data.format + "\" needs a data.path (the built-in data is plain text)");
-  if (cfg.train.method != "sft") {
+  if (cfg.train.preference()) {
     if (cfg.data.path.empty())
       fail("train.method = \"" + cfg.train.method + "\" trains on preference pairs: give data.path, a .json/.jsonl "
            "file of prompt / chosen / rejected records (the built-in data is plain text)");
@@ -136,7 +136,7 @@ std::unique_ptr<TrainingData> open_training_data(const RunConfig& cfg, const Tok
 }
 
 std::string prompt_template_of(const RunConfig& cfg) {
-  if (cfg.train.method != "sft") {  // the template the pairs were rendered with: read them
+  if (cfg.train.preference()) {  // the template the pairs were rendered with: read them
     if (cfg.data.format != "auto" && cfg.data.format != "text") return cfg.data.format;
     const DataFormat f = preference_file_format(cfg.data.path, run_tokenizer(cfg).get());
     return f == DataFormat::kAuto ? "none" : std::string(format_name(f));

@@ -20,7 +20,7 @@ CLANGXX=${CLANGXX:-clang++}
 SECONDS_EACH=${FUZZ_SECONDS:-30}
 OUT=${FUZZ_BUILD_DIR:-build-fuzz}
 
-TARGETS=(safetensors_header tokenizers gguf hf_configs run_config safetensors_index checkpoint_manifest examples preference_pairs)
+TARGETS=(safetensors_header tokenizers gguf hf_configs run_config safetensors_index checkpoint_manifest examples preference_pairs cli)
 SAFETENSORS="src/io/safetensors.cpp src/io/safetensors_header.cpp src/io/safetensors_dtype.cpp"
 declare -A SOURCES=(
   [safetensors_header]="$SAFETENSORS"
@@ -35,6 +35,12 @@ declare -A SOURCES=(
 )
 # A manifest of an older checkpoint is read with its run config (train.batch_size counts its rows).
 SOURCES[checkpoint_manifest]+=" ${SOURCES[run_config]}"
+# The command line: src/cli/ (all but main.cpp) compiled here, everything below it taken from the
+# g++ build's library (FUZZ_LINK_BUILD, default build/; build it first): the whole library under
+# the sanitizers would cost CI a quarter of an hour of compiling. Its core objects come from there
+# too, so this target links neither the clang-compiled core nor its own copy.
+SOURCES[cli]=$(ls src/cli/*.cpp | grep -v '^src/cli/main\.cpp$' | tr '\n' ' ')
+LINK_BUILD=${FUZZ_LINK_BUILD:-build}
 declare -A SEED_SOURCES=(
   [safetensors_header]="src/io/safetensors_write.cpp src/io/safetensors_dtype.cpp"
   [gguf]="src/io/gguf_writer.cpp src/io/gguf_types.cpp src/io/ggml_quants.cpp"
@@ -45,9 +51,16 @@ declare -A SEED_SOURCES=(
 if [ $# -gt 0 ]; then TARGETS=("$@"); fi
 for t in "${TARGETS[@]}"; do
   if [ -z "${SOURCES[$t]+x}" ]; then echo "fuzz: unknown target '$t' (known: ${!SOURCES[*]})" >&2; exit 2; fi
+  if [ "$t" = cli ] && [ ! -f "$LINK_BUILD/libmeshtrain_lib.a" ]; then
+    echo "fuzz: the cli target links $LINK_BUILD/libmeshtrain_lib.a: build it first (scripts/build.sh), or set FUZZ_LINK_BUILD" >&2
+    exit 2
+  fi
 done
+# libFuzzer options of one target: the command line's allocations are bounded by the counts it
+# checks, so an allocation of 1 GiB is a count let through.
+declare -A RUN_FLAGS=([cli]="-malloc_limit_mb=1024")
 
-COMMON=(-std=c++20 -O1 -g -Isrc -Wall -Wextra -Wno-unused-parameter)
+COMMON=(-std=c++20 -O1 -g -Isrc -I"$LINK_BUILD/generated" -Wall -Wextra -Wno-unused-parameter)
 # Every object is compiled once with the sanitizers and coverage (fuzzer-no-link) and shared by the
 # targets and the seed programs; only the fuzz targets link libFuzzer (and its main).
 # -fno-sanitize=unreachable: toml++ 3.3's is_non_ascii_horizontal_whitespace reaches its
@@ -69,14 +82,31 @@ all_sources=$(for t in "${TARGETS[@]}"; do
 done | tr ' ' '\n' | cat - <(echo "$CORE_SOURCES") | sort -u)
 echo "fuzz: compiling $(echo "$all_sources" | wc -l) sources ($JOBS jobs)"
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)  # absolute: the cli target runs in a scratch directory of its own
+OBJ="$OUT/obj"
 export FUZZ_CC="$LAUNCHER $CLANGXX ${COMMON[*]} ${INSTR[*]}" FUZZ_OBJ="$OBJ"
 echo "$all_sources" | xargs -P "$JOBS" -n 1 bash -c 'o="$FUZZ_OBJ/${1%.cpp}.o"; mkdir -p "${o%/*}"; $FUZZ_CC -c "$1" -o "$o"' _
+
+# The g++ build's library and what it links (the meshtrain binary's link line, from ninja): its
+# archive, oneDNN, OpenMP, MPI, zlib and their rpath.
+library_link_args() {
+  ninja -C "$LINK_BUILD" -t commands meshtrain | tail -n 1 | tr ' ' '\n' |
+    awk -v build="$LINK_BUILD" '/^-Wl,-rpath/ { print; next }
+                                /libmeshtrain_lib\.a$/ { libs = 1 }
+                                libs && /\.(a|so)$/ { print (substr($0, 1, 1) == "/" ? $0 : build "/" $0) }'
+}
 
 failed=()
 for t in "${TARGETS[@]}"; do
   echo "fuzz: linking $t"
-  # shellcheck disable=SC2046,SC2086
-  "$CLANGXX" -fsanitize=fuzzer,"$LINK_SAN" $(obj_of "fuzz/fuzz_$t.cpp" ${SOURCES[$t]} $CORE_SOURCES) -o "$OUT/fuzz_$t"
+  if [ "$t" = cli ]; then
+    # shellcheck disable=SC2046,SC2086
+    "$CLANGXX" -fsanitize=fuzzer,"$LINK_SAN" $(obj_of "fuzz/fuzz_$t.cpp" ${SOURCES[$t]}) $(library_link_args) \
+      -o "$OUT/fuzz_$t"
+  else
+    # shellcheck disable=SC2046,SC2086
+    "$CLANGXX" -fsanitize=fuzzer,"$LINK_SAN" $(obj_of "fuzz/fuzz_$t.cpp" ${SOURCES[$t]} $CORE_SOURCES) -o "$OUT/fuzz_$t"
+  fi
 
   seeds="$OUT/seeds/$t" corpus="$OUT/corpus/$t" artifacts="$OUT/artifacts/$t"
   rm -rf "$seeds"
@@ -88,11 +118,12 @@ for t in "${TARGETS[@]}"; do
     "$OUT/seed_$t" "$seeds"
   fi
   dict=()
-  if [ -f "fuzz/$t.dict" ]; then dict=("-dict=fuzz/$t.dict"); fi
+  if [ -f "fuzz/$t.dict" ]; then dict=("-dict=$PWD/fuzz/$t.dict"); fi
 
   echo "fuzz: running $t for ${SECONDS_EACH}s"
   # New inputs go to the first directory (kept between runs); the seeds are read only.
-  if "$OUT/fuzz_$t" "$corpus" "$seeds" "${dict[@]}" -max_total_time="$SECONDS_EACH" -timeout=10 \
+  # shellcheck disable=SC2086  # RUN_FLAGS: space-separated options
+  if "$OUT/fuzz_$t" "$corpus" "$seeds" "${dict[@]}" ${RUN_FLAGS[$t]:-} -max_total_time="$SECONDS_EACH" -timeout=10 \
        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/" >"$OUT/$t.log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$OUT/$t.log" | grep -o '[0-9]*$' || echo '?')
     echo "fuzz: $t ok: $runs executions in ${SECONDS_EACH}s, corpus $(ls "$corpus" | wc -l) inputs"

@@ -49,6 +49,14 @@ TEST(Cli, MissingFilesAreNamed) {
   EXPECT_NE(r.output.find("/nonexistent/run.toml"), std::string::npos) << r.output;
 }
 
+// Found by the CLI fuzz target (fuzz/fuzz_cli.cpp): an argument with a line break was echoed raw
+// into CLI11's message, and a path with one into an mt::Error, each then two lines. The break is
+// written as \n, the message one line.
+TEST(Cli, AnArgumentWithALineBreakIsEchoedOnOneLine) {
+  expect_one_line_error("train \"$(printf 'stray\\nargument')\"", "stray\\nargument");
+  expect_one_line_error("train --set \"data.path=$(printf 'no\\nsuch\\tfile')\"", "no\\nsuch\\tfile");
+}
+
 // The ping-pong has no peer on one process (its two-rank path runs in the ctest pp_bench_quick).
 TEST(Cli, BenchP2pOnOneRankIsRefused) {
   expect_one_line_error("bench --what p2p", "needs two ranks (mpirun -n 2");

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/device_buffer.h"
+#include "core/work_gate.h"
 #include "model/transformer.h"
 #include "io/family_presets.h"
 #include "model/presets.h"
@@ -347,6 +348,7 @@ Action add_bench_command(CLI::App& app) {
   o->device.add_to(sub, "cpu");
   return [o] {
     const DeviceBackend backend = o->device.open();
+    work_gate::reached("bench");
     auto write_json = [&] {
       if (o->json.empty()) return;
       std::ofstream f(o->json);

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/system_dirs.h"
+#include "core/work_gate.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_files.h"
 #include "io/llama2c.h"
@@ -28,6 +29,7 @@ Action add_convert_command(CLI::App& app) {
   return [o] {
     namespace fs = std::filesystem;
     refuse_system_directory(o->out, "--out");
+    work_gate::reached("convert");
     auto model = load_llama2c(o->llama2c);
     ModelOrigin origin{o->llama2c, {}};  // a .bin has no config.json: the ids come from the tokenizer
     if (!o->tokenizer.empty()) {

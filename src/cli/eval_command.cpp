@@ -20,6 +20,7 @@
 #include "cli/model_args.h"
 #include "core/error.h"
 #include "core/regular_file.h"
+#include "core/work_gate.h"
 #include "data/packed_sampler.h"
 #include "data/token_cache.h"
 #include "io/pretrained.h"
@@ -299,6 +300,7 @@ Action add_eval_command(CLI::App& app) {
            std::to_string(limit) + "); give at most " + std::to_string(limit));
     const int64_t seq = std::min(o->seq_len, limit);
     o->batch = rows_per_forward(o->batch, seq);
+    work_gate::reached("eval");
     auto model = o->model.load_model(*backend);
     // The run's tokenizer, as it trained with (a model it wrote may carry none: the byte-level one).
     auto tok = run && o->model.tokenizer.empty() ? run_tokenizer(*run) : o->model.load_tokenizer();

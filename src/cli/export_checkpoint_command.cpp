@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "core/system_dirs.h"
+#include "core/work_gate.h"
 #include "train/checkpoint_export.h"
 #include "train/run_outputs.h"
 
@@ -22,6 +23,7 @@ Action add_export_checkpoint_command(CLI::App& app) {
   sub->add_option("--out", o->out, "directory to write")->required();
   return [o] {
     refuse_system_directory(o->out, "--out");
+    work_gate::reached("export-checkpoint");
     for (const auto& f : export_checkpoint(o->checkpoint, o->out)) {
       std::cout << "wrote " << f << "\n";
       record_run_output(f, std::cerr);  // train --overwrite of a run directory it lies in removes it

@@ -10,6 +10,7 @@
 #include "cli/model_tokenizer.h"
 #include "core/error.h"
 #include "core/system_dirs.h"
+#include "core/work_gate.h"
 #include "data/ggml_vocab.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_files.h"
@@ -114,6 +115,7 @@ Action add_export_command(CLI::App& app) {
     ModelArgs args = o->model;
     const bool nf4 = args.base_dtype == "nf4";
     args.base_dtype = "bf16";
+    work_gate::reached("export");
     auto model = args.load_model();
     if (nf4) model->round_trip_nf4();
     // The GGUF's vocabulary before anything is written: a tokenizer that does not fit the model

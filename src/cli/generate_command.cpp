@@ -6,6 +6,7 @@
 #include "cli/count_check.h"
 #include "cli/device_option.h"
 #include "cli/model_args.h"
+#include "core/work_gate.h"
 #include "data/chat_templates.h"
 #include "data/examples.h"
 #include "io/adapter_template.h"
@@ -56,6 +57,7 @@ Action add_generate_command(CLI::App& app) {
   return [o] {
     validate_sampling(o->gen);  // before loading the model: a bad option should cost nothing
     const DeviceBackend backend = o->device.open();
+    work_gate::reached("generate");
     auto model = o->model.load_model(*backend);
     auto tok = o->model.load_tokenizer();
     std::string format = o->format;

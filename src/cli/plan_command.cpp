@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/count_check.h"
 #include "core/error.h"
+#include "core/work_gate.h"
 #include "io/family_presets.h"
 #include "plan/report.h"
 #include "plan/run_memory.h"
@@ -140,6 +141,7 @@ int run_plan(const PlanOptions& o) {
     plan::SearchSpace space;
     space.grad_accum = o.grad_accum;
     space.vary_checkpointing = !o.keep_checkpointing;
+    work_gate::reached("plan --search");
     const auto r = plan::search_layouts(in, devices, space);
     if (o.json) std::cout << plan::search_json(r, size_t(o.top)).dump(2) << "\n";
     else plan::print_search(std::cout, r, size_t(o.top));

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "core/work_gate.h"
 #include "report/html_report.h"
 #include "train/run_outputs.h"
 #include "report/run_data.h"
@@ -31,6 +32,7 @@ Action add_report_command(CLI::App& app) {
                   "Also write the metrics as a TensorBoard event file into this directory "
                   "(default: none, not written)");
   return [opt] {
+    work_gate::reached("report");
     const report::RunData run = report::read_run(opt->run_dir);
     const std::string html = opt->out.empty() ? opt->run_dir + "/report.html" : opt->out;
     std::string png_dir = opt->png_dir;

@@ -17,6 +17,7 @@
 #include "core/available_memory.h"
 #include "core/error.h"
 #include "core/host_load.h"
+#include "core/work_gate.h"
 #include "io/pretrained.h"
 #include "parallel/comm.h"
 #include "parallel/launch_env.h"
@@ -282,6 +283,7 @@ Action add_train_command(CLI::App& app) {
     if (cfg.mesh_auto) choose_auto_mesh(cfg, shape, opt->cluster, opt->mesh == "auto", resumed);
     check_before_training(cfg, shape);
     if (!seq_len_choice.empty() && parallel::read_launch_env().rank <= 0) std::cout << seq_len_choice << std::endl;
+    work_gate::reached("train");
     return train(cfg, std::cout, *backend).stopped ? kStoppedExitCode : 0;
   };
 }

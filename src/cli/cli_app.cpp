@@ -1,0 +1,75 @@
+#include "cli/cli_app.h"
+
+#include <iostream>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/help_formatter.h"
+#include "cli/version.h"
+#include "core/error.h"
+#include "core/one_line.h"
+#include "parallel/comm.h"
+
+namespace mt::cli {
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{"meshtrain: LLaMA training and LoRA fine-tuning over a device mesh"};
+  app.require_subcommand(1);
+  show_defaults_in_help(app);
+  // Printed (to stdout, exit 0) before the subcommand is required.
+  app.set_version_flag("--version", [] {
+    std::string text = version_text();
+    text.pop_back();  // CLI11 ends the message with its own newline
+    return text;
+  }, "Print the version, git commit, build type and compiled-in backends, and exit");
+  std::vector<std::pair<CLI::App*, Action>> verbs;
+  auto add = [&](Action (*reg)(CLI::App&)) {
+    size_t before = app.get_subcommands({}).size();
+    auto action = reg(app);
+    verbs.emplace_back(app.get_subcommands({})[before], action);
+  };
+  add(add_train_command);
+  add(add_bench_command);
+  add(add_tokenize_command);
+  add(add_detokenize_command);
+  add(add_convert_command);
+  add(add_generate_command);
+  add(add_eval_command);
+  add(add_export_command);
+  add(add_export_checkpoint_command);
+  add(add_shard_command);
+  add(add_plan_command);
+  add(add_report_command);
+  // A bad option is one line like every other error (CLI11's default adds "Run with --help"), an
+  // argument's line breaks escaped.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "meshtrain: error: " + one_line(e.what()) + " (see --help)\n";
+  });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  // One line per error (control characters of quoted values escaped); under MPI it names the rank, and the whole job is ended so that no rank
+  // waits forever in a collective for the one that failed.
+  auto report = [](const std::string& what) {
+    const std::string rank = parallel::world_rank_label();
+    std::cerr << "meshtrain: error" << (rank.empty() ? "" : " [" + rank + "]") << ": " << one_line(what)
+              << std::endl;
+    parallel::abort_world_after_error(1);
+    return 1;
+  };
+  try {
+    for (auto& [sub, action] : verbs)
+      if (sub->parsed()) return action();
+  } catch (const Error& e) {
+    return report(e.what());
+  } catch (const std::bad_alloc&) {
+    return report("out of memory");
+  } catch (const std::exception& e) {
+    return report(e.what());
+  }
+  return 0;
+}
+
+}  // namespace mt::cli

@@ -6,7 +6,7 @@
 // The input is read as choices (FuzzedDataProvider): a verb, then up to 14 arguments, each an
 // option of that verb (as CLI11 declares it), a value from a list of hostile and ordinary ones
 // (counts at every integer edge, non-finite floats, meshes, the config keys' allowed strings,
-// the fixture files' names), a `--set` of a config key (from the config schema) to such a value,
+// the fixture files' names, a small model directory among them), a `--set` of a config key (from the config schema) to such a value,
 // or fuzzed bytes. Paths cannot leave the scratch directory: fuzzed bytes have their '/' replaced
 // and the fixtures are relative, and the scratch directory sits two levels inside this process's
 // own (a fuzzed ".." stays inside it).
@@ -33,7 +33,9 @@
 #include "cli/commands.h"
 #include "core/work_gate.h"
 #include "fuzz_support.h"
+#include "io/model_files.h"
 #include "model/presets.h"
+#include "model/transformer.h"
 #include "train/config_schema.h"
 #include "train/run_config.h"
 
@@ -82,7 +84,7 @@ std::vector<std::string> values() {
       " ", "auto", "true", "false", "yes", "[]", "{}", "x=1", "=", "a.b=c", "\xff\xfe", "\xc3\x28",
       "dp=2", "fsdp=2", "tp=2", "pp=2", "cp=2", "ep=2", "dp=1,fsdp=1,tp=1,pp=1,cp=1,ep=1",
       "dp=4294967296,fsdp=4294967296", "dp=0", "tp=3,pp=2", "fsdp=16777217", "dp=-1", "tp=2,tp=2",
-      "data.jsonl", "text.txt", "run.toml", "ids.txt", "missing", "out", "..", ".", "run",
+      "data.jsonl", "text.txt", "run.toml", "ids.txt", "model", "model/config.json", "missing", "out", "..", ".", "run",
       "mi300x-node", "frontier", "dgx-h100", "dgx-h200", "cpu", "cuda", "byte", "gemm", "full", "lora",
       "all", "p2p", "1,2,3", "0,-1", "99999999999", std::string(5000, 'a'), std::string(300, '9')};
   for (const mt::ConfigKey& k : mt::config_keys())
@@ -101,6 +103,12 @@ void write_fixtures(const std::string& dir) {
   std::ofstream(d / "text.txt") << "Once upon a time there was a baker.\nShe baked bread.\n";
   std::ofstream(d / "ids.txt") << "72 101 108 108 111\n1 2 3\n";
   std::ofstream(d / "run.toml") << mt::default_run_config_toml();
+  // A model directory of the built-in run's shape (random weights, no tokenizer: --tokenizer byte),
+  // so that the verbs taking --model get to their checks of it.
+  const mt::RunConfig run = mt::parse_run_config(mt::default_run_config_toml(), {}, "built-in");
+  mt::Transformer model(run.model, mt::Precision::fp32, mt::LoraConfig{});
+  model.init_weights(1);
+  mt::save_base_model(model, (d / "model").string());
 }
 
 std::string fuzzed_bytes(FuzzedDataProvider& in) {

@@ -57,6 +57,14 @@ TEST(Cli, AnArgumentWithALineBreakIsEchoedOnOneLine) {
   expect_one_line_error("train --set \"data.path=$(printf 'no\\nsuch\\tfile')\"", "no\\nsuch\\tfile");
 }
 
+// Also the fuzz target's: CLI11 quoted an unexpected argument of 5000 bytes whole.
+TEST(Cli, AnUnexpectedLongArgumentIsQuotedShort) {
+  const Result r = run("shard " + std::string(5000, 'a'));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("aaa... ("), std::string::npos) << r.output;
+  EXPECT_LT(r.output.size(), 500u) << r.output;
+}
+
 // The ping-pong has no peer on one process (its two-rank path runs in the ctest pp_bench_quick).
 TEST(Cli, BenchP2pOnOneRankIsRefused) {
   expect_one_line_error("bench --what p2p", "needs two ranks (mpirun -n 2");

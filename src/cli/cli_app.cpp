@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/help_formatter.h"
 #include "cli/version.h"
+#include "core/clipped.h"
 #include "core/error.h"
 #include "core/one_line.h"
 #include "parallel/comm.h"
@@ -41,9 +42,9 @@ int run_cli(int argc, char** argv) {
   add(add_plan_command);
   add(add_report_command);
   // A bad option is one line like every other error (CLI11's default adds "Run with --help"), an
-  // argument's line breaks escaped.
+  // argument's line breaks escaped, and short: CLI11 quotes the arguments it did not expect whole.
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return "meshtrain: error: " + one_line(e.what()) + " (see --help)\n";
+    return "meshtrain: error: " + clipped(one_line(e.what()), 300) + " (see --help)\n";
   });
   try {
     app.parse(argc, argv);

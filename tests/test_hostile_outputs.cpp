@@ -58,7 +58,7 @@ TEST(HostileOutputs, AFifoAtAnyPathTheRunOpensIsRefused) {
       {"run.lock", "--set train.steps=1", false},
       {"metrics.jsonl", "--set train.steps=1", false},
       {"checkpoints/latest", "--set train.steps=2 --set train.resume=latest", true},
-      {"checkpoints/best", "--set train.steps=2 --set train.resume=latest", true},  // read when pruning
+      {"checkpoints/best", "--set train.steps=2 --set train.resume=latest", true},  // checked at resume
       {"meshtrain_outputs.txt", "--set train.steps=1 --overwrite", true},
   };
   for (const Case& c : cases) {
@@ -76,6 +76,10 @@ TEST(HostileOutputs, AFifoAtAnyPathTheRunOpensIsRefused) {
     EXPECT_NE(r.code, 124) << "blocked: " << r.output;
     EXPECT_NE(r.code, 0) << r.output;
     EXPECT_TRUE(has(r.output, c.path + "' is a FIFO, not a regular file")) << r.output;
+    // Refused before any step ran (a FIFO at checkpoints/best was found only when pruning, after
+    // the run's first step and its checkpoint).
+    EXPECT_FALSE(has(r.output, "step 2")) << r.output;
+    EXPECT_FALSE(fs::exists(dir + "/checkpoints/step-000002")) << r.output;
   }
 }
 

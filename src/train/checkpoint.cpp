@@ -150,6 +150,9 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
 }
 
 std::string resolve_checkpoint(const std::string& spec, const std::string& output_dir) {
+  // The best pointer is read when the run first prunes, after a step: checked now, so that a FIFO
+  // or a name outside the run there is refused before the resume, not once a step has run.
+  best_checkpoint_step(output_dir);
   if (spec != "latest") {
     if (!fs::exists(fs::path(spec) / "manifest.json"))
       fail("train.resume: '" + spec + "' is not a checkpoint directory (no manifest.json)");

@@ -65,6 +65,35 @@ TEST(Cli, AnUnexpectedLongArgumentIsQuotedShort) {
   EXPECT_LT(r.output.size(), 500u) << r.output;
 }
 
+// Under mpirun every rank meets a configuration error before MPI starts; it is said once, by rank 0
+// (it was said by each rank). An error of one rank alone is still said, naming that rank.
+TEST(Cli, UnderMpirunAConfigErrorIsSaidOnceAndAOneRankErrorNamesItsRank) {
+  const std::string mpirun = "OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe -n 2 ";
+  if (mt::testing::run_command("mpirun --version").code != 0) GTEST_SKIP() << "no mpirun";
+  auto error_lines = [](const std::string& output) {
+    std::vector<std::string> found;
+    for (size_t at = output.find("meshtrain: error"); at != std::string::npos;
+         at = output.find("meshtrain: error", at + 1))
+      found.push_back(output.substr(at, output.find('\n', at) - at));
+    return found;
+  };
+  const Result both = mt::testing::run_command(mpirun + MESHTRAIN_BINARY + " train --set train.stpes=3");
+  EXPECT_NE(both.code, 0);
+  const auto said = error_lines(both.output);
+  ASSERT_EQ(said.size(), 1u) << both.output;
+  EXPECT_EQ(said[0].rfind("meshtrain: error [rank 0/2]: --set train.stpes=3: unknown key", 0), 0u) << both.output;
+
+  const std::string scratch = mt::testing::fresh_temp_dir("cli_one_rank_error");
+  const Result one = mt::testing::run_command(
+      mpirun + "sh -c 'if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then exec " + MESHTRAIN_BINARY +
+      " train --set train.stpes=3; else exec " + MESHTRAIN_BINARY + " train --set train.steps=1 --out " + scratch +
+      "/run; fi'");
+  EXPECT_NE(one.code, 0);
+  const auto said_one = error_lines(one.output);
+  ASSERT_EQ(said_one.size(), 1u) << one.output;
+  EXPECT_EQ(said_one[0].rfind("meshtrain: error [rank 1/2]: --set train.stpes=3", 0), 0u) << one.output;
+}
+
 // The ping-pong has no peer on one process (its two-rank path runs in the ctest pp_bench_quick).
 TEST(Cli, BenchP2pOnOneRankIsRefused) {
   expect_one_line_error("bench --what p2p", "needs two ranks (mpirun -n 2");

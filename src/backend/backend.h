@@ -101,6 +101,9 @@ class Backend {
   // The native queue the ops are issued on (a CUDA backend's cudaStream_t), for libraries that
   // issue work in order with the ops (NCCL: parallel/nccl_comm.h); null for the CPU backends.
   virtual void* native_stream() { return nullptr; }
+  // Returns the memory kept between calls for reuse (the CPU's widened bf16 GEMM operands) once
+  // work of unusual size is done (the GEMM peak measurement), so that it is not counted as the run's.
+  virtual void release_scratch() {}
 
   // ---- dense algebra --------------------------------------------------------------------------
   // c = alpha * op(a) op(b) (+ c if accumulate); op transposes when asked. a and b share a dtype;

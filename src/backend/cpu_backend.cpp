@@ -38,6 +38,7 @@ class CpuBackend final : public HostMemoryBackend {
  public:
   const char* name() const override { return "cpu"; }
   Device device() const override { return {DeviceKind::cpu, 0}; }
+  void release_scratch() override { release_widened_gemm_scratch(); }
 
   void matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
               float alpha, bool accumulate) override {

@@ -1,5 +1,7 @@
 #include "core/memory_stats.h"
 
+#include <malloc.h>
+
 #include <atomic>
 #include <fstream>
 #include <string>
@@ -25,6 +27,12 @@ void reset_peak() { g_peak.store(g_current.load()); }
 void reset_peak_rss() {
   std::ofstream f("/proc/self/clear_refs");
   f << "5";
+}
+
+void restart_peaks() {
+  malloc_trim(0);  // else freed buffers stay resident in the heap and in the new window's RSS
+  reset_peak();
+  reset_peak_rss();
 }
 
 size_t peak_rss_bytes() {

@@ -146,7 +146,8 @@ std::vector<ConfigKey> make_keys() {
       {KEY(train.threads), .range = kThreads, .help = "Worker threads; 0 uses all cores"},
       {KEY(train.peak_gflops), .range = kNonNegative,
        .help = "MFU denominator in GFLOP/s; 0 measures the device's bf16 GEMM at the run's first "
-               "start, which its checkpoints record and a resume reuses",
+               "start, before the model loads and outside the run's reported peak memory; its "
+               "checkpoints record it and a resume reuses it",
        .per_rank = true},
       {KEY(train.resume),
        .help = "\"latest\" or a checkpoint directory to continue from (see Checkpoints)"},

@@ -140,8 +140,15 @@ const float* widened(std::vector<float>& out, const void* src, int64_t rows, int
 // A bf16 GEMM where oneDNN has none: the operands widened to f32 and one f32 GEMM, which
 // accumulates in f32 as oneDNN's bf16 GEMM does (only the order of the partial sums may differ);
 // a bf16 output is accumulated in f32 and rounded once, as there.
+struct WidenedScratch {
+  std::vector<float> a, b, c;
+};
+thread_local WidenedScratch widened_scratch;
+
 void widened_gemm(const GemmArgs& a) {
-  thread_local std::vector<float> wa, wb, wc;
+  std::vector<float>& wa = widened_scratch.a;
+  std::vector<float>& wb = widened_scratch.b;
+  std::vector<float>& wc = widened_scratch.c;
   GemmArgs f = a;
   f.ab_type = DType::f32;
   const int64_t a_cols = a.trans_a ? a.M : a.K, b_cols = a.trans_b ? a.K : a.N;
@@ -184,6 +191,7 @@ int64_t gemm_primitives_created() { return engine().created; }
 
 bool bf16_gemm_native() { return bf16_matmul_available(engine()) && !forced_widening; }
 void force_widened_bf16_gemm(bool on) { forced_widening = on; }
+void release_widened_gemm_scratch() { widened_scratch = {}; }
 
 template <class T>
 void linear_forward(T* y, const T* x, const T* w, int64_t M, int64_t out, int64_t in, float alpha,

@@ -53,5 +53,8 @@ int64_t gemm_primitives_created();
 // for tests that compare the two.
 bool bf16_gemm_native();
 void force_widened_bf16_gemm(bool on);
+// Frees the calling thread's widened operands (kept between GEMMs to reuse, grown to the largest
+// seen).
+void release_widened_gemm_scratch();
 
 }  // namespace mt

@@ -219,7 +219,8 @@ void check_run_without_summary(const std::string& run) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("report of 6 steps"), std::string::npos) << r.output;
   const std::string html = read_file(dir + "/report.html");
-  EXPECT_EQ(count_of(html, "not recorded"), 5u) << html;  // memory, ops, collectives, mesh, config
+  // model, data, mode and mesh in the overview; memory, ops, collectives, mesh, config below
+  EXPECT_EQ(count_of(html, "not recorded"), 9u) << html;
   EXPECT_EQ(count_of(html, "<svg"), 5u);
 }
 
@@ -340,6 +341,23 @@ TEST(Report, ResumedRunIsOneRunOfTwoSegments) {
   EXPECT_NE(html.find(fixed_text(peak / 1e9, "%.1f GFLOP/s") + " per process</td>"), std::string::npos) << html;
   EXPECT_NE(html.find("validation loss at step 0</th><td>" + fixed_text(val_start, "%.4f")), std::string::npos) << html;
   EXPECT_NE(html.find("last validation loss (step 6)</th><td>" + fixed_text(val_end, "%.4f")), std::string::npos) << html;
+  // Which run it is: model, data, mode and mesh first.
+  EXPECT_NE(html.find("<tr><th>model</th><td>the [model] of run.toml, random init (4 layers, hidden 128)</td>"),
+            std::string::npos) << html;
+  EXPECT_NE(html.find("<tr><th>data</th><td>" + text + "</td>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<tr><th>mode</th><td>full (every weight trained), fp32</td>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<tr><th>mesh</th><td>dp=1</td>"), std::string::npos) << html;
+  // Peak memory: the highest of every step's, and where the last start's (the log's, the
+  // summary's and the per-rank bars') differs, that one named beside it.
+  double highest = 0.0;
+  for (const auto& l : lines) highest = std::max(highest, l.value("peak_mem_bytes", 0.0));
+  const double last_start = summary["memory_per_rank"][0].value("peak_rss_bytes", 0.0);
+  const std::string highest_text = fixed_text(highest / 1048576.0, "%.2f MiB");
+  const std::string last_text = fixed_text(last_start / 1048576.0, "%.2f MiB");
+  EXPECT_NE(html.find("peak memory (rank 0)</th><td>" + highest_text +
+                      (highest_text == last_text ? "</td>" : " (the highest of its 2 starts; the last start's " + last_text + ")")),
+            std::string::npos) << html;
+  EXPECT_NE(html.find("Peak memory per rank (the last start, from step 4)"), std::string::npos) << html;
   // Every line chart marks the resume; the loss chart's validation points are at steps 0, 4 and 6:
   // the first on the plot's left edge (x = 72), the training line ends on its right edge (x = 544,
   // step 6), not past it.

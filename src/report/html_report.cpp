@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "report/raster_chart.h"
 #include "report/run_charts.h"
+#include "report/run_identity.h"
 #include "report/run_totals.h"
 #include "report/svg_chart.h"
 
@@ -70,6 +71,7 @@ std::string overview(const RunData& run) {
   const RunTotals totals = run_totals(run);
   const bool timed = totals.timed_steps > 0;
   std::string t = "<table>\n";
+  for (const auto& [label, value] : run_identity_rows(run.config_toml, run.summary)) t += row(label, value);
   t += row("steps recorded", std::to_string(run.steps.size()) + " (last: step " + std::to_string(last.step) + ")");
   t += row("final training loss", fixed(last.loss, "%.4f"));
   // A mixture of experts: its routing losses (beside the tokens' loss) and a capacity's drops.
@@ -86,7 +88,17 @@ std::string overview(const RunData& run) {
     t += row(std::string("MFU") + when, fixed(100.0 * (timed ? totals.mfu : run.summary->value("mfu", NAN)), "%.1f%%"));
   }
   t += row("MFU basis", mfu_basis_text(run));
-  t += row("peak memory (rank 0)", bytes_text(peak));
+  // Each start's process has its own peak (the log's and run_summary.json's are the last start's):
+  // a resumed run's row names both when they differ.
+  std::string peak_text = bytes_text(peak);
+  double last_peak = NAN;
+  if (run.summary && run.summary->contains("memory_per_rank") && (*run.summary)["memory_per_rank"].is_array())
+    for (const auto& r : (*run.summary)["memory_per_rank"])
+      if (r.is_object() && r.value("rank", -1) == 0) last_peak = r.value("peak_rss_bytes", NAN);
+  if (run.segments.size() > 1 && std::isfinite(last_peak) && bytes_text(last_peak) != peak_text)
+    peak_text += " (the highest of its " + std::to_string(run.segments.size()) + " starts; the last start's " +
+                 bytes_text(last_peak) + ")";
+  t += row("peak memory (rank 0)", peak_text);
   t += row("elapsed", segments_text(run, totals.elapsed_s));
   return t + "</table>\n";
 }

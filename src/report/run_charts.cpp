@@ -116,6 +116,9 @@ std::vector<NamedLineChart> step_charts(const RunData& run) {
 
 NamedBarChart memory_per_rank_chart(const RunData& run) {
   NamedBarChart c{"memory_per_rank.png", {"Peak memory per rank", {}, kBlue}, ""};
+  // The summary is the last start's: a resumed run's bars are of that start's processes.
+  if (run.segments.size() > 1)
+    c.chart.title += " (the last start, from step " + std::to_string(run.segments.back().start_step) + ")";
   if (!run.summary) return c.missing = kNoSummary, c;
   const auto it = run.summary->find("memory_per_rank");
   if (it == run.summary->end() || !it->is_array() || it->empty())

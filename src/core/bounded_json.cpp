@@ -1,5 +1,6 @@
 #include "core/bounded_json.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -89,6 +90,18 @@ nlohmann::json parse_json(std::string_view text, JsonKind kind, const std::strin
 
 nlohmann::ordered_json parse_ordered_json(std::string_view text, JsonKind kind, const std::string& source) {
   return parse_checked<nlohmann::ordered_json>(text, kind, source);
+}
+
+nlohmann::json parse_json_object(std::string_view text, JsonKind kind, const std::string& source) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) fail(source + ": not a JSON object (the text is empty)");
+  const unsigned char c = static_cast<unsigned char>(text[first]);
+  if (c != '{') {
+    char shown[8];
+    std::snprintf(shown, sizeof shown, c >= 0x20 && c < 0x7f ? "'%c'" : "0x%02x", c);
+    fail(source + ": not a JSON object (it starts with " + shown + ")");
+  }
+  return parse_json(text, kind, source);
 }
 
 nlohmann::json parse_json_or_discarded(std::string_view text, JsonKind kind) {

@@ -38,6 +38,11 @@ const JsonLimits& json_limits(JsonKind kind);
 // deep, "<source>: not valid JSON (at byte N): ..." when nlohmann refuses it (its message cut).
 nlohmann::json parse_json(std::string_view text, JsonKind kind, const std::string& source);
 nlohmann::ordered_json parse_ordered_json(std::string_view text, JsonKind kind, const std::string& source);
+// parse_json for a text that must be one object (tokenizer.json, vocab.json,
+// tokenizer_config.json): a text whose first non-blank byte is not '{' is refused before it is
+// parsed, "<source>: not a JSON object (it starts with '1')",, so a file of 150 MB of numbers costs
+// a look at one byte instead of a parse of gigabytes.
+nlohmann::json parse_json_object(std::string_view text, JsonKind kind, const std::string& source);
 // The same, but a value that fails any check is nlohmann's `discarded` instead of an error: for
 // logs read back line by line (metrics.jsonl), where the caller decides what a bad line means.
 nlohmann::json parse_json_or_discarded(std::string_view text, JsonKind kind);

@@ -126,7 +126,8 @@ TEST_F(HostileFiles, EachKindOfJsonFileOf20MBOfBracketsIsRefusedAtOnce) {
   write("model/config.json", size_t(15) << 20);  // under the size limit: the nesting is refused
   expect_refused("generate -m model -n 1", "model/config.json: JSON nested deeper than 128 levels at byte 128");
   const std::string tok = write("tok/tokenizer.json", n);
-  expect_refused("tokenize --tokenizer " + tok + " --text hi", "JSON nested deeper than 128 levels");
+  // A tokenizer.json must be an object: refused at its first byte, before the nesting is scanned.
+  expect_refused("tokenize --tokenizer " + tok + " --text hi", "not a JSON object (it starts with '[')");
   write("ckpt/manifest.json", n);
   // With its checksum file, as a writer would leave it (without it the manifest is refused first).
   write_manifest_checksum((dir_ / "ckpt").string(), std::string(n, '['));

@@ -75,37 +75,6 @@ TEST(BoundedJson, EveryKindRefusesDeepAndOversizedTextInOneLine) {
   EXPECT_LT(cut.size(), 400u);
 }
 
-TEST(BoundedJson, ArrayElementsAreCutAtTheArraysOwnLevel) {
-  std::vector<std::string> got;
-  std::vector<size_t> offsets;
-  for_each_json_array_element(R"( [ {"a": [1, 2]}, "x,]}", 3 , [] ] )", JsonKind::data_record, "d",
-                              [&](std::string_view e, size_t i, size_t at) {
-                                EXPECT_EQ(i, got.size());
-                                got.emplace_back(e);
-                                offsets.push_back(at);
-                              });
-  EXPECT_EQ(got, (std::vector<std::string>{R"({"a": [1, 2]})", R"("x,]}")", "3", "[]"}));
-  EXPECT_EQ(offsets, (std::vector<size_t>{3, 18, 26, 30}));
-  for_each_json_array_element("[]", JsonKind::data_record, "d", [&](std::string_view, size_t, size_t) {
-    ADD_FAILURE() << "an empty array has no elements";
-  });
-  auto error = [](const std::string& text) {
-    try {
-      for_each_json_array_element(text, JsonKind::data_record, "d", [](std::string_view, size_t, size_t) {});
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
-  EXPECT_NE(error("{}").find("d: expected a JSON array of records"), std::string::npos);
-  EXPECT_NE(error("[1, 2").find("d: malformed JSON at byte offset 5: the array is not closed"), std::string::npos);
-  EXPECT_NE(error("[1,]").find("record 2 is empty"), std::string::npos);
-  EXPECT_NE(error("[1}").find("unexpected '}'"), std::string::npos);
-  EXPECT_NE(error("[1] 2").find("text after the array's end"), std::string::npos);
-  EXPECT_NE(error("[1, " + std::string(1000, '[')).find("d: record 2 is nested deeper than 128 levels at byte 132"),
-            std::string::npos);
-}
-
 // ---------------------------------------------------------------------------------------------
 // The real binary on hostile files, each under `timeout` and an address-space limit of 4 GiB
 // (prlimit --as): the old readers needed 1.5 GB for 20 MB of '[' and 11 GB for 150 MB.
@@ -147,7 +116,7 @@ TEST_F(HostileFiles, DataFileOf150MBOfBracketsIsRefusedAtOnce) {
                  "record 1 is nested deeper than 128 levels at byte 129");
   const std::string lines = write("data.jsonl", size_t(150) << 20);
   expect_refused("train --data " + lines + " --set train.steps=1 --out " + (dir_ / "run").string(),
-                 "line 1: 157286400 bytes is over the 64 MiB limit for a data record");
+                 "line 1 is longer than the 64 MiB limit for a data record");
 }
 
 TEST_F(HostileFiles, EachKindOfJsonFileOf20MBOfBracketsIsRefusedAtOnce) {
@@ -157,7 +126,8 @@ TEST_F(HostileFiles, EachKindOfJsonFileOf20MBOfBracketsIsRefusedAtOnce) {
   write("model/config.json", size_t(15) << 20);  // under the size limit: the nesting is refused
   expect_refused("generate -m model -n 1", "model/config.json: JSON nested deeper than 128 levels at byte 128");
   const std::string tok = write("tok/tokenizer.json", n);
-  expect_refused("tokenize --tokenizer " + tok + " --text hi", "JSON nested deeper than 128 levels");
+  // A tokenizer.json must be an object: refused at its first byte, before the nesting is scanned.
+  expect_refused("tokenize --tokenizer " + tok + " --text hi", "not a JSON object (it starts with '[')");
   write("ckpt/manifest.json", n);
   // With its checksum file, as a writer would leave it (without it the manifest is refused first).
   write_manifest_checksum((dir_ / "ckpt").string(), std::string(n, '['));

@@ -173,7 +173,9 @@ TEST(DatasetBadInput, SkipsAndCountsBadRecords) {
   std::string path = dir.file(
       "bad.jsonl",
       R"({"instruction": "Good.", "input": "", "output": "yes"})"
-      "\n[1, 2, 3]\n"
+      "\n"
+      R"({"instruction": ["not", "a", "string"], "output": "x"})"
+      "\n"
       R"({"instruction": "No output."})"
       "\n"
       R"({"instruction": "Wrong type.", "input": 7, "output": "x"})"
@@ -195,7 +197,7 @@ TEST(DatasetBadInput, SkipsAndCountsBadRecords) {
   EXPECT_EQ(set.warning, "warning: data file '" + path +
                              "': 4 of 6 records skipped (1 longer than the sequence length 160: a "
                              "sequence length of 190 keeps them, or truncate them; "
-                             "first: line 2: not a JSON object)");
+                             "first: line 2: \"instruction\" is not a string)");
   EXPECT_EQ(err, set.warning + "\n");  // printed once
 
   opt.truncate = true;  // now the long one is cut to 160 tokens and kept (its reply starts at 145)
@@ -206,6 +208,40 @@ TEST(DatasetBadInput, SkipsAndCountsBadRecords) {
   ASSERT_EQ(cut.examples.size(), 3u);
   EXPECT_EQ(cut.examples[1].tokens.size(), 160u);
   EXPECT_EQ(cut.examples[1].trained.back(), 1);
+}
+
+// Issue 34: a record that is valid JSON but not an object means the file is not a data file of
+// records; it is refused at that first record (150 MB of numbers used to be parsed to the end
+// before "no record is a JSON object"), in one line naming the file and the record, in both
+// layouts. Objects that do not fit the format stay counted skips (above).
+TEST(DatasetBadInput, TheFirstRecordThatIsNotAnObjectRefusesTheFile) {
+  ByteTokenizer tok;
+  const std::string good = R"({"instruction": "a", "output": "b"})";
+  auto error = [&](const std::string& text, const std::string& name) {
+    return error_of([&] { parse_examples(text, name, tok); });
+  };
+  EXPECT_EQ(error(good + "\n\n[1, 2]\n" + std::string(1000, '{'), "d.jsonl"),
+            "data file 'd.jsonl': line 3 is an array, not a JSON object: a data file holds one object per record");
+  EXPECT_EQ(error("[" + good + ", 7, {]", "d.json"),
+            "data file 'd.json': record 2 is a number, not a JSON object: a data file holds one object per record");
+  EXPECT_NE(error("\"text\"\n", "d.jsonl").find("line 1 is a string, not"), std::string::npos);
+  EXPECT_NE(error("[null]", "d.json").find("record 1 is null, not"), std::string::npos);
+  // Array elements are cut at the array's own level: brackets, commas and quotes in strings and
+  // nested values do not end a record.
+  const ExampleSet set = parse_examples(
+      R"( [ {"instruction": "x,]}\"[", "output": "b", "n": [1, {"m": 2}]} , )" + good + " ] \n", "d.json", tok);
+  EXPECT_EQ(set.records, 2);
+  EXPECT_EQ(set.examples.size(), 2u);
+  EXPECT_NE(error("[" + good + ", {\"instruction\": }]", "d.json")
+                .find("data file 'd.json': malformed JSON at byte offset 38: record 2: not valid JSON (at byte 17)"),
+            std::string::npos);
+  EXPECT_NE(error("[" + good, "d.json").find("malformed JSON at byte offset 36: the array is not closed"),
+            std::string::npos);
+  EXPECT_NE(error("[" + good + ",]", "d.json").find("record 2 is empty"), std::string::npos);
+  EXPECT_NE(error("[" + good + "}", "d.json").find("unexpected '}'"), std::string::npos);
+  EXPECT_NE(error("[" + good + "] 2", "d.json").find("byte offset 38: text after the array's end"), std::string::npos);
+  EXPECT_NE(error("[" + good + ", " + std::string(1000, '['), "d.json").find("record 2 is nested deeper than 128 levels at byte 166"),
+            std::string::npos);
 }
 
 TEST(DatasetBadInput, ReportsMissingFieldAndWrongType) {
@@ -260,14 +296,14 @@ TEST(DatasetBadInput, UnusableFilesAreErrors) {
   std::string msg = error_of([&] { read_examples(dir.file("o.json", R"({"text": "x"})"), tok); });
   EXPECT_NE(msg.find("cannot tell the format"), std::string::npos) << msg;
   msg = error_of([&] { read_examples(dir.file("n.jsonl", "1\n2\n"), tok); });
-  EXPECT_NE(msg.find("no record is a JSON object"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("n.jsonl': line 1 is a number, not a JSON object"), std::string::npos) << msg;
   ExampleOptions opt;
   opt.format = DataFormat::kAlpaca;
   opt.quiet = true;
   msg = error_of([&] { read_examples(dir.file("s.jsonl", "[1]\n[2]\n"), tok, opt); });
-  EXPECT_NE(msg.find("no usable records (2 skipped; first: line 1: not a JSON object)"),
-            std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("s.jsonl': line 1 is an array, not a JSON object"), std::string::npos) << msg;
+  msg = error_of([&] { read_examples(dir.file("a.json", "[]"), tok); });
+  EXPECT_NE(msg.find("a.json': no usable records"), std::string::npos) << msg;
   EXPECT_EQ(parse_format("chat"), DataFormat::kChat);
   EXPECT_NE(error_of([&] { parse_format("sharegpt"); }).find("auto, alpaca or a chat template: chat, chatml, gemma or mistral"), std::string::npos);
 }

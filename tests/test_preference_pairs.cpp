@@ -392,7 +392,7 @@ TEST(PreferencePairs, BadRecordsAreSkippedAndCounted) {
       R"({"prompt": "Q2", "chosen": "good"})" "\n"
       R"({"prompt": "Q3", "chosen": 7, "rejected": "bad"})" "\n"
       R"({"prompt": "Q4", "chosen": "", "rejected": "bad"})" "\n"
-      "[1, 2]\n"
+      R"({"prompt": "Q5", "chosen": "good", "rejected": ["not", "messages"]})" "\n"
       R"({"chosen": "no prompt", "rejected": "bad"})" "\n"
       R"({"prompt": "Q7", "chosen": [{"role": "assistant", "content": "a list"}], "rejected": "bad"})" "\n"
       R"({"prompt": "Q8", "chosen": "fine", "rejected": "also fine, but the longest answer here"})" "\n");
@@ -423,7 +423,9 @@ TEST(PreferencePairs, BadRecordsAreSkippedAndCounted) {
   };
   EXPECT_EQ(first_skip(R"({"prompt": "Q", "chosen": 7, "rejected": "bad"})"), "line 2: \"chosen\" is not a string");
   EXPECT_EQ(first_skip(R"({"prompt": "Q", "chosen": "", "rejected": "bad"})"), "line 2: \"chosen\" is empty");
-  EXPECT_EQ(first_skip("[1, 2]"), "line 2: not a JSON object");
+  // A record that is not an object is not a skip: the file is not one of records.
+  EXPECT_NE(error_of([&] { first_skip("[1, 2]"); }).find("one.jsonl': line 2 is an array, not a JSON object"),
+            std::string::npos);
   EXPECT_EQ(first_skip(R"({"chosen": "x", "rejected": "y"})"), "line 2: \"prompt\" is missing (a pair of strings needs one)");
   EXPECT_NE(first_skip(R"({"prompt": "Q", "chosen": [{"role": "assistant", "content": "x"}], "rejected": "y"})")
                 .find("message lists in a file read as plain text"),
@@ -530,8 +532,10 @@ TEST(PreferencePairs, IsPreferenceFile) {
   EXPECT_TRUE(is_preference_file(dir.file("p.jsonl", kStringPair + "\n")));
   EXPECT_TRUE(is_preference_file(dir.file("p.json", "[" + kStringPair + "]")));
   EXPECT_TRUE(is_preference_file(dir.file("hh.jsonl", kImplicit + "\n")));
-  // The first object record decides: a non-object line before it is passed over.
-  EXPECT_TRUE(is_preference_file(dir.file("late.jsonl", "[1]\n" + kStringPair + "\n")));
+  // The first record decides; one that is not an object means the file is not one of records.
+  EXPECT_NE(error_of([&] { is_preference_file(dir.file("late.jsonl", "[1]\n" + kStringPair + "\n")); })
+                .find("late.jsonl': line 1 is an array, not a JSON object"),
+            std::string::npos);
   EXPECT_FALSE(is_preference_file(dir.file("a.jsonl", R"({"instruction": "a", "output": "b"})" "\n" + kStringPair + "\n")));
   EXPECT_FALSE(is_preference_file(dir.file("c.json", R"([{"messages": [{"role": "user", "content": "hi"}]}])")));
   EXPECT_FALSE(is_preference_file(dir.file("half.jsonl", R"({"prompt": "a", "chosen": "b"})" "\n")));
@@ -544,7 +548,7 @@ TEST(PreferencePairs, IsPreferenceFile) {
 
 TEST(PreferencePairs, FileFormatWithoutTokenizing) {
   TempDir dir("pref_file_format");
-  const std::string strings = dir.file("s.jsonl", "[1]\n" + kStringPair + "\n");
+  const std::string strings = dir.file("s.jsonl", kStringPair + "\n");
   const std::string chat = dir.file("c.json", "[" + kImplicit + "]");
   EXPECT_EQ(preference_file_format(strings), DataFormat::kAuto);
   EXPECT_EQ(preference_file_format(chat), DataFormat::kChat);

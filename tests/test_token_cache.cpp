@@ -38,7 +38,7 @@ int64_t fingerprint_calls(const Tokenizer& inner) {
 
 TEST(DatasetTokenCache, SecondLoadDoesNotTokenise) {
   TempDir dir("cache_hit");
-  const std::string data = dir.file("d.jsonl", good_jsonl(30) + "[1]\n");
+  const std::string data = dir.file("d.jsonl", good_jsonl(30) + R"({"instruction": "no output"})" "\n");
   ByteTokenizer byte;
   CountingTokenizer tok(byte);
   ExampleOptions opt;

@@ -96,7 +96,8 @@ Action add_detokenize_command(CLI::App& app) {
       std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     };
     if (ids->count() > 0) emit(opt->ids, "--ids");
-    else for_each_input_line(opt->input.empty() ? "-" : opt->input, emit);
+    // A line of ids is parsed under a data record's limit (64 MiB): no longer one is read.
+    else for_each_input_line(opt->input.empty() ? "-" : opt->input, json_limits(JsonKind::data_record).max_bytes, emit);
     std::cout.flush();
     return 0;
   };

@@ -9,7 +9,26 @@
 
 namespace mt::cli {
 
-void for_each_input_line(const std::string& path,
+namespace {
+
+// Reads the next line of `in` into `line` (without its '\n'), stopping as soon as it holds more
+// than `cap` bytes: a line is never read whole before its length is checked. False at the end of
+// the input.
+bool read_line(std::streambuf& in, std::string& line, size_t cap, const std::string& where) {
+  line.clear();
+  int c = in.sbumpc();
+  if (c == std::char_traits<char>::eof()) return false;
+  for (; c != std::char_traits<char>::eof() && c != '\n'; c = in.sbumpc()) {
+    if (line.size() == cap)
+      fail(where + " is longer than the " + std::to_string(cap >> 20) + " MiB limit for an input line");
+    line.push_back(char(c));
+  }
+  return true;
+}
+
+}  // namespace
+
+void for_each_input_line(const std::string& path, size_t max_line_bytes,
                          const std::function<void(std::string_view, const std::string&)>& visit) {
   const bool standard_input = path == "-";
   std::ifstream file;
@@ -21,9 +40,11 @@ void for_each_input_line(const std::string& path,
   std::istream& in = standard_input ? std::cin : file;
   const std::string name = standard_input ? "stdin" : path;
   std::string line;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
+  for (int64_t number = 1;; ++number) {
+    const std::string where = name + ":" + std::to_string(number);
+    if (!read_line(*in.rdbuf(), line, max_line_bytes, where)) break;
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    visit(line, name + ":" + std::to_string(number));
+    visit(line, where);
   }
   if (in.bad()) fail("cannot read " + name);
 }

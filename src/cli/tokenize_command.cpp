@@ -2,17 +2,41 @@
 // With --text: the token ids of that text as a JSON list, e.g. [2028, 374, 264, 1296, 11914, 13].
 // With --input (or neither: standard input): one text per line in, one JSON line per text out,
 // {"text": "...", "ids": [...]}, which `meshtrain detokenize` reads back.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/chunked_encode.h"
 #include "cli/commands.h"
 #include "cli/input_lines.h"
 #include "cli/model_tokenizer.h"
 #include "core/error.h"
 
 namespace mt::cli {
+namespace {
+
+// The longest input line: memory is the line, and what encoding a part of it costs. A part is
+// ~1 MiB of prose (chunked_encode.h), but a run without a place to cut it (16 MiB of letters, no
+// space) is one BPE piece, whose merge takes ~40 bytes a byte: 640 MB at this limit.
+constexpr size_t kLineLimit = size_t(16) << 20;
+
+// `text` (valid UTF-8) as a JSON string, escaped a part at a time (parts cut between UTF-8
+// characters), so the escaped copy costs a part, not the text.
+void write_json_string(std::ostream& out, std::string_view text) {
+  out << '"';
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = std::min(text.size(), begin + kEncodeChunkBytes);
+    while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+    const std::string quoted = nlohmann::json(std::string(text.substr(begin, end - begin))).dump();
+    out.write(quoted.data() + 1, std::streamsize(quoted.size() - 2));
+    begin = end;
+  }
+  out << '"';
+}
+
+}  // namespace
 
 Action add_tokenize_command(CLI::App& app) {
   struct Options {
@@ -41,26 +65,38 @@ Action add_tokenize_command(CLI::App& app) {
       if (id < 0) fail(opt->tokenizer + ": this tokenizer has no " + what + " token");
       return id;
     };
-    auto encode = [&](std::string_view s) {
-      std::vector<int32_t> ids;
-      if (opt->bos) ids.push_back(need(tok->bos_id(), "BOS"));
-      auto body = opt->specials ? tok->encode_with_specials(s) : tok->encode(s);
-      ids.insert(ids.end(), body.begin(), body.end());
-      if (opt->eos) ids.push_back(need(tok->eos_id(), "EOS"));
-      return ids;
+    const int32_t bos = opt->bos ? need(tok->bos_id(), "BOS") : -1;
+    const int32_t eos = opt->eos ? need(tok->eos_id(), "EOS") : -1;
+    // The ids of `s` written as `before` + id, `separator` + id, ...: a part of the text at a time
+    // (chunked_encode.h), so a long line never has all its ids in memory at once.
+    auto write_ids = [&](std::string_view s, const char* separator) {
+      const char* before = "";
+      auto write = [&](int32_t id) {
+        std::cout << before << id;
+        before = separator;
+      };
+      if (opt->bos) write(bos);
+      encode_in_chunks(*tok, s, opt->specials, [&](const std::vector<int32_t>& ids) {
+        for (int32_t id : ids) write(id);
+      });
+      if (opt->eos) write(eos);
     };
     if (text->count() > 0) {
-      const std::vector<int32_t> ids = encode(opt->text);
       std::cout << '[';
-      for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? ", " : "") << ids[i];
+      write_ids(opt->text, ", ");
       std::cout << "]\n";
       return 0;
     }
-    for_each_input_line(opt->input.empty() ? "-" : opt->input, [&](std::string_view line, const std::string& where) {
+    const std::string input = opt->input.empty() ? "-" : opt->input;
+    for_each_input_line(input, kLineLimit, [&](std::string_view line, const std::string& where) {
       // JSON carries text as UTF-8: other bytes could not be written back as they are.
       if (!is_valid_utf8(line)) fail(where + ": the text is not valid UTF-8 (JSON lines carry UTF-8 text)");
-      const nlohmann::ordered_json out = {{"text", std::string(line)}, {"ids", encode(line)}};
-      std::cout << out.dump() << '\n';
+      // {"text":"...","ids":[...]}, as nlohmann's dump() of that object writes it.
+      std::cout << "{\"text\":";
+      write_json_string(std::cout, line);
+      std::cout << ",\"ids\":[";
+      write_ids(line, ",");
+      std::cout << "]}\n";
     });
     std::cout.flush();
     return 0;

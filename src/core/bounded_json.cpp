@@ -1,5 +1,6 @@
 #include "core/bounded_json.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -91,6 +92,18 @@ nlohmann::ordered_json parse_ordered_json(std::string_view text, JsonKind kind, 
   return parse_checked<nlohmann::ordered_json>(text, kind, source);
 }
 
+nlohmann::json parse_json_object(std::string_view text, JsonKind kind, const std::string& source) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) fail(source + ": not a JSON object (the text is empty)");
+  const unsigned char c = static_cast<unsigned char>(text[first]);
+  if (c != '{') {
+    char shown[8];
+    std::snprintf(shown, sizeof shown, c >= 0x20 && c < 0x7f ? "'%c'" : "0x%02x", c);
+    fail(source + ": not a JSON object (it starts with " + shown + ")");
+  }
+  return parse_json(text, kind, source);
+}
+
 nlohmann::json parse_json_or_discarded(std::string_view text, JsonKind kind) {
   const JsonLimits& limits = json_limits(kind);
   if (text.size() > limits.max_bytes || json_depth_exceeded_at(text, limits.max_depth) != std::string_view::npos)
@@ -118,72 +131,6 @@ std::string read_json_text(const std::string& path, JsonKind kind) {
 
 nlohmann::json read_json_file(const std::string& path, JsonKind kind) {
   return parse_json(read_json_text(path, kind), kind, path);
-}
-
-void for_each_json_array_element(std::string_view text, JsonKind kind, const std::string& source,
-                                 const std::function<void(std::string_view, size_t, size_t)>& visit) {
-  const JsonLimits& limits = json_limits(kind);
-  auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
-  size_t i = 0;
-  while (i < text.size() && is_space(text[i])) ++i;
-  if (i == text.size() || text[i] != '[') fail(source + ": expected a JSON array of records");
-  ++i;
-  size_t index = 0;
-  for (;;) {
-    while (i < text.size() && is_space(text[i])) ++i;
-    if (i == text.size())
-      fail(source + ": malformed JSON at byte offset " + std::to_string(i) + ": the array is not closed (file truncated?)");
-    if (text[i] == ']' && index == 0) {
-      ++i;
-      break;
-    }
-    // One element: up to the comma or bracket that closes it at the array's own level.
-    const size_t start = i;
-    int depth = 0;
-    bool in_string = false;
-    for (; i < text.size(); ++i) {
-      const char c = text[i];
-      if (i - start > limits.max_bytes)
-        fail(source + ": record " + std::to_string(index + 1) + " (at byte " + std::to_string(start) +
-             ") is longer than the " + std::to_string(limits.max_bytes / kMiB) + " MiB limit for " + limits.name);
-      if (in_string) {
-        if (c == '\\')
-          ++i;
-        else if (c == '"')
-          in_string = false;
-      } else if (c == '"') {
-        in_string = true;
-      } else if (c == '[' || c == '{') {
-        if (++depth > limits.max_depth)
-          fail(source + ": record " + std::to_string(index + 1) + " is nested deeper than " +
-               std::to_string(limits.max_depth) + " levels at byte " + std::to_string(i));
-      } else if (c == ']' || c == '}') {
-        if (depth == 0) break;  // the array's own closing bracket (or a stray one)
-        --depth;
-      } else if (c == ',' && depth == 0) {
-        break;
-      }
-    }
-    if (i >= text.size())
-      fail(source + ": malformed JSON at byte offset " + std::to_string(text.size()) +
-           ": the array is not closed (file truncated?)");
-    if (text[i] == '}') fail(source + ": malformed JSON at byte offset " + std::to_string(i) + ": unexpected '}'");
-    std::string_view element = text.substr(start, i - start);
-    while (!element.empty() && is_space(element.back())) element.remove_suffix(1);
-    if (element.empty())
-      fail(source + ": malformed JSON at byte offset " + std::to_string(start) + ": record " +
-           std::to_string(index + 1) + " is empty");
-    visit(element, index, start);
-    ++index;
-    if (text[i] == ']') {
-      ++i;
-      break;
-    }
-    ++i;  // the comma
-  }
-  while (i < text.size() && is_space(text[i])) ++i;
-  if (i != text.size())
-    fail(source + ": malformed JSON at byte offset " + std::to_string(i) + ": text after the array's end");
 }
 
 std::string json_error_message(const nlohmann::json::exception& e) {

@@ -2,13 +2,12 @@
 // run for minutes or take gigabytes before its error. Each kind of file has a size limit (generous
 // for what that file holds in practice, but finite) and every kind a nesting limit, checked by one
 // linear scan before nlohmann's parser sees the text (nlohmann recurses and allocates per level:
-// 20 MB of '[' cost it ~1.5 GB). Data files are not read as one document: a JSON array of
-// examples is cut into its elements, each parsed on its own under the per-record limit.
+// 20 MB of '[' cost it ~1.5 GB). Data files are not read as one document: data/json_records.h
+// cuts them into records, each parsed here on its own under the per-record limit.
 // Every failure is one mt::Error line naming the file; values are quoted in ~100 characters.
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -39,6 +38,11 @@ const JsonLimits& json_limits(JsonKind kind);
 // deep, "<source>: not valid JSON (at byte N): ..." when nlohmann refuses it (its message cut).
 nlohmann::json parse_json(std::string_view text, JsonKind kind, const std::string& source);
 nlohmann::ordered_json parse_ordered_json(std::string_view text, JsonKind kind, const std::string& source);
+// parse_json for a text that must be one object (tokenizer.json, vocab.json,
+// tokenizer_config.json): a text whose first non-blank byte is not '{' is refused before it is
+// parsed, "<source>: not a JSON object (it starts with '1')",, so a file of 150 MB of numbers costs
+// a look at one byte instead of a parse of gigabytes.
+nlohmann::json parse_json_object(std::string_view text, JsonKind kind, const std::string& source);
 // The same, but a value that fails any check is nlohmann's `discarded` instead of an error: for
 // logs read back line by line (metrics.jsonl), where the caller decides what a bad line means.
 nlohmann::json parse_json_or_discarded(std::string_view text, JsonKind kind);
@@ -52,13 +56,6 @@ nlohmann::json read_json_file(const std::string& path, JsonKind kind);
 // The byte offset at which `text` nests deeper than `max_depth`, or npos. Strings (and escapes in
 // them) are skipped, so brackets inside them do not count. One pass, no allocation.
 size_t json_depth_exceeded_at(std::string_view text, int max_depth);
-
-// Calls `visit(element_text, index, byte_offset)` for each element of the JSON array that `text`
-// holds, in order, without parsing the whole array: each element is checked against `kind`'s
-// limits (and parsed) on its own by the caller. mt::Error "<source>: ..." when the text is not one
-// array, an element is longer or deeper than `kind` allows, or the array is not closed.
-void for_each_json_array_element(std::string_view text, JsonKind kind, const std::string& source,
-                                 const std::function<void(std::string_view, size_t, size_t)>& visit);
 
 // nlohmann's exception message without its "[json.exception.parse_error.101] " prefix, at most
 // ~200 characters (its "last read: '...'" can quote a megabyte-long token).

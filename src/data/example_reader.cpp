@@ -1,17 +1,12 @@
 // Alpaca / chat files -> Examples (declared in examples.h). Broken JSON is an error (the file is
 // damaged as a whole); a bad record is a counted skip (real datasets have a few).
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <optional>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
-#include "core/bounded_json.h"
 #include "core/error.h"
-#include "core/regular_file.h"
 #include "data/chat_templates.h"
 #include "data/examples.h"
 #include "data/json_records.h"
@@ -23,15 +18,12 @@ using nlohmann::json;
 
 using Record = JsonRecord;
 
-DataFormat detect_format(const std::string& path, const std::vector<Record>& records) {
-  for (const Record& r : records) {
-    if (!r.value.is_object()) continue;
-    if (r.value.contains("messages")) return DataFormat::kChat;
-    if (r.value.contains("instruction")) return DataFormat::kAlpaca;
-    fail("data file '" + path + "': cannot tell the format: " + r.where +
-         " has neither \"messages\" (chat) nor \"instruction\" (alpaca); set the format");
-  }
-  fail("data file '" + path + "': no record is a JSON object");
+// The format of a file from its first record (every record is an object).
+DataFormat detect_format(const std::string& path, const Record& first) {
+  if (first.value.contains("messages")) return DataFormat::kChat;
+  if (first.value.contains("instruction")) return DataFormat::kAlpaca;
+  fail("data file '" + path + "': cannot tell the format: " + first.where +
+       " has neither \"messages\" (chat) nor \"instruction\" (alpaca); set the format");
 }
 
 // A string field, or the reason the record is unusable. Optional fields may be absent or null.
@@ -51,7 +43,6 @@ std::optional<std::string> string_field(const json& obj, const char* name, bool 
 // Renders one record into `ex`; returns the reason when the record must be skipped.
 std::optional<std::string> render_record(const json& rec, DataFormat format, const Tokenizer& tok,
                                          Example& ex) {
-  if (!rec.is_object()) return std::string("not a JSON object");
   if (format == DataFormat::kAlpaca) {
     std::string instruction, input, output;
     if (auto e = string_field(rec, "instruction", true, instruction)) return e;
@@ -85,34 +76,21 @@ bool has_prediction(const Example& ex) {
   return false;
 }
 
-}  // namespace
-
-ExampleSet read_examples(const std::string& path, const Tokenizer& tok, const ExampleOptions& opt) {
-  return parse_examples(read_data_file(path), path, tok, opt);
-}
-
-DataFormat example_file_format(const std::string& path, const Tokenizer* tok) {
-  const std::string text = read_data_file(path);
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos) fail("data file '" + path + "' is empty");
-  const DataFormat f = detect_format(path, parse_json_records(path, text));
-  return f == DataFormat::kChat && tok ? default_chat_format(*tok) : f;
-}
-
-ExampleSet parse_examples(const std::string& text, const std::string& path, const Tokenizer& tok,
-                          const ExampleOptions& opt) {
+// The examples of `input`, rendered record by record as the file is read: memory holds the
+// examples kept, not the file.
+ExampleSet read_example_records(const DataInput& input, const Tokenizer& tok, const ExampleOptions& opt) {
+  const std::string& path = input.path;
   if (opt.max_tokens < 0) fail("data file '" + path + "': max_tokens must be >= 0");
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos) fail("data file '" + path + "' is empty");
-  const std::vector<Record> records = parse_json_records(path, text);
   ExampleSet set;
   set.format = opt.format;
-  if (set.format == DataFormat::kAuto) {
-    set.format = detect_format(path, records);
-    if (set.format == DataFormat::kChat) set.format = default_chat_format(tok);
-  }
-  set.records = int64_t(records.size());
   std::string first_skip;
   int64_t longest = 0;  // of the records skipped for length: the sequence length keeping them all
-  for (const Record& r : records) {
+  const bool any = for_each_json_record(input, [&](const Record& r) {
+    if (set.format == DataFormat::kAuto) {
+      set.format = detect_format(path, r);
+      if (set.format == DataFormat::kChat) set.format = default_chat_format(tok);
+    }
+    ++set.records;
     Example ex;
     std::optional<std::string> why;
     try {
@@ -134,10 +112,12 @@ ExampleSet parse_examples(const std::string& text, const std::string& path, cons
     if (!why && !has_prediction(ex)) why = "no response tokens to train on";
     if (why) {
       if (set.skipped++ == 0) first_skip = r.where + ": " + *why;
-      continue;
+      return true;
     }
     set.examples.push_back(std::move(ex));
-  }
+    return true;
+  });
+  if (!any) fail("data file '" + path + "' is empty");
   if (set.skipped > 0) {
     set.warning = "warning: data file '" + path + "': " + std::to_string(set.skipped) + " of " +
                   std::to_string(set.records) + " records skipped (";
@@ -162,6 +142,28 @@ ExampleSet parse_examples(const std::string& text, const std::string& path, cons
                           : std::string()));
   if (!set.warning.empty() && !opt.quiet) std::cerr << set.warning << "\n";
   return set;
+}
+
+}  // namespace
+
+ExampleSet read_examples(const std::string& path, const Tokenizer& tok, const ExampleOptions& opt) {
+  return read_example_records(DataInput{path, std::nullopt}, tok, opt);
+}
+
+ExampleSet parse_examples(const std::string& text, const std::string& path, const Tokenizer& tok,
+                          const ExampleOptions& opt) {
+  return read_example_records(DataInput{path, text}, tok, opt);
+}
+
+DataFormat example_file_format(const std::string& path, const Tokenizer* tok) {
+  std::optional<DataFormat> format;
+  const bool any = for_each_json_record(DataInput{path, std::nullopt}, [&](const Record& r) {
+    format = detect_format(path, r);
+    return false;
+  });
+  if (!any) fail("data file '" + path + "' is empty");
+  if (!format) fail("data file '" + path + "': no usable records");
+  return *format == DataFormat::kChat && tok ? default_chat_format(*tok) : *format;
 }
 
 }  // namespace mt

@@ -76,8 +76,9 @@ struct ExampleSet {
 
 // Reads an Alpaca or chat file: a .json file holding a JSON array of records, or JSON Lines
 // (one object per line; .jsonl, or a .json file whose first character is not '['). Malformed
-// JSON and unusable files: mt::Error naming the file and line (JSONL) or byte offset (array).
-// Records that are not objects, lack a required field, have a wrong type, or are too long are
+// JSON, a record that is not a JSON object, and unusable files: mt::Error naming the file and
+// line (JSONL) or record and byte offset (array). The file is read a record at a time
+// (json_records.h). Records that lack a required field, have a wrong type, or are too long are
 // skipped and counted; one warning line "warning: <file>: N of M records skipped (...)" goes
 // to stderr unless options.quiet.
 ExampleSet read_examples(const std::string& path, const Tokenizer& tok,

@@ -118,7 +118,6 @@ int32_t find_special(const std::vector<Tokenizer::Special>& specials,
 }
 
 std::unique_ptr<Tokenizer> parse_hf(const json& doc, const std::string& name) {
-  if (!doc.is_object()) fail(name + ": not a JSON object");
   if (!doc.contains("model") || !doc["model"].is_object()) fail(name + ": missing model");
   const json& model = doc["model"];
   if (model.value("type", "BPE") != "BPE")
@@ -176,7 +175,7 @@ std::unique_ptr<Tokenizer> parse_hf(const json& doc, const std::string& name) {
 }  // namespace
 
 std::unique_ptr<Tokenizer> read_hf_tokenizer_json(std::string_view content, const std::string& name) {
-  const json doc = parse_json(content, JsonKind::tokenizer, name + ": malformed tokenizer.json");
+  const json doc = parse_json_object(content, JsonKind::tokenizer, name + ": malformed tokenizer.json");
   try {
     return parse_hf(doc, name);
   } catch (const json::exception& e) {
@@ -187,7 +186,7 @@ std::unique_ptr<Tokenizer> read_hf_tokenizer_json(std::string_view content, cons
 std::unique_ptr<Tokenizer> read_gpt2(std::string_view vocab_json, std::string_view merges_txt,
                                      const std::string& name) {
   MappedVocab v;
-  const json vocab = parse_json(vocab_json, JsonKind::tokenizer, name + ": malformed vocab.json");
+  const json vocab = parse_json_object(vocab_json, JsonKind::tokenizer, name + ": malformed vocab.json");
   try {
     v = read_vocab(vocab, {}, name);
   } catch (const json::exception& e) {

@@ -1,33 +1,43 @@
 // Data files of JSON records (Alpaca and chat examples, preference pairs): a .json file holding a
 // JSON array of records, or JSON Lines (one object per line; .jsonl, or a .json file whose first
-// character is not '[': many tools write JSON Lines under a .json name). Each record is parsed on
-// its own (core/bounded_json: a size and a nesting limit per record), so a huge or deeply nested
-// file is refused at its first bad record, in time and memory linear in the file, instead of
-// being handed to the parser whole. Malformed JSON is an mt::Error naming the file and the line
-// (JSON Lines) or the byte offset (array): the file is damaged as a whole.
+// non-blank character is not '[': many tools write JSON Lines under a .json name).
+//
+// Memory is bounded by the record being read, not by the file: the file is read in 1 MiB chunks
+// and one record at a time is cut out of them (a JSON Lines line up to its '\n', an array element
+// up to the comma or bracket that ends it at the array's level) and parsed on its own
+// (core/bounded_json). The per-record limit (64 MiB) is checked while the record is read, so a
+// 2 GB line is refused once 64 MiB of it have been read, never held whole. Malformed JSON is an
+// mt::Error naming the file and the line (JSON Lines) or the byte offset (array): the file is
+// damaged as a whole. So is a record that is valid JSON but not an object (a number, a string, an
+// array, null): such a file is not a data file of records, and it is refused at that first record
+// rather than read to its end; records that are objects but do not fit a format are the callers'
+// to skip and count.
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace mt {
 
 struct JsonRecord {
-  nlohmann::json value;
-  std::string where;  // "line 7" (JSON Lines) or "record 7" (array), 1-based
+  nlohmann::json value;  // always an object
+  std::string where;     // "line 7" (JSON Lines) or "record 7" (array), 1-based
 };
 
-// The whole data file; mt::Error naming it when it is missing, a directory, not a regular file or
-// unreadable.
-std::string read_data_file(const std::string& path);
-// Whether `text` (not all blank) is read as JSON Lines; `path` for its extension.
-bool is_json_lines(const std::string& path, std::string_view text);
-// Calls visit(record) for each record in file order until it returns false.
-void for_each_json_record(const std::string& path, std::string_view text,
-                          const std::function<bool(JsonRecord)>& visit);
-std::vector<JsonRecord> parse_json_records(const std::string& path, std::string_view text);
+// Where a data file's records come from: the file at `path`, read in chunks, or `text` standing in
+// for it (fuzzing, parse_examples); `path` names the file in messages and its extension counts.
+struct DataInput {
+  std::string path;
+  std::optional<std::string_view> text;
+};
+
+// Calls visit(record) for each record in file order until it returns false. Returns false when
+// the input is empty or blank (no record, nothing malformed), true otherwise. mt::Error naming the
+// file when it is missing, a directory, not a regular file or unreadable, malformed, holds a record
+// longer than 64 MiB or one that is not a JSON object.
+bool for_each_json_record(const DataInput& input, const std::function<bool(JsonRecord)>& visit);
 
 }  // namespace mt

@@ -5,17 +5,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <optional>
-#include <sstream>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
 
-#include "core/bounded_json.h"
 #include "core/error.h"
-#include "core/regular_file.h"
 #include "data/chat_templates.h"
 #include "data/json_records.h"
 
@@ -29,9 +25,7 @@ using nlohmann::json;
 
 using Record = JsonRecord;
 
-bool blank(std::string_view text) { return text.find_first_not_of(" \t\r\n") == std::string_view::npos; }
-
-bool is_pair_record(const json& v) { return v.is_object() && v.contains("chosen") && v.contains("rejected"); }
+bool is_pair_record(const json& v) { return v.contains("chosen") && v.contains("rejected"); }
 
 bool has(const json& obj, const char* name) {
   auto it = obj.find(name);
@@ -163,7 +157,6 @@ Why render_conversation_pair(const Tokenizer& tok, DataFormat format, const std:
 // Renders one record into `out`, or says why it is skipped. `format` is the file's resolved format.
 Why render_record(const json& rec, DataFormat format, const Tokenizer& tok, const std::string& path,
                   const std::string& where, Pair& out) {
-  if (!rec.is_object()) return std::string("not a JSON object");
   for (const char* name : {"chosen", "rejected"})
     if (!has(rec, name)) return quoted(name) + " is missing";
   if (!is_conversational(rec)) {
@@ -260,8 +253,23 @@ bool truncate_pair(Pair& p, int64_t max_length, int64_t max_prompt, TruncationMo
        "...}]) with an optional \"prompt\" (a message list or string)");
 }
 
-PreferenceSet parse(const std::string& text, const std::string& path, const Tokenizer& tok,
-                    const PreferenceOptions& opt) {
+// Whether the first pair record of `input` is conversational (it sets the file's format); nullopt
+// when no record is a pair. A first pass that stops there: the first record, in a usable file.
+std::optional<bool> first_pair_is_conversational(const DataInput& input) {
+  std::optional<bool> conversational;
+  const bool any = for_each_json_record(input, [&](const Record& r) {
+    if (!is_pair_record(r.value)) return true;
+    conversational = is_conversational(r.value);
+    return false;
+  });
+  if (!any) fail("data file '" + input.path + "' is empty");
+  return conversational;
+}
+
+// The pairs of `input`, rendered record by record as the file is read: memory holds the sequences
+// kept, not the file.
+PreferenceSet parse(const DataInput& input, const Tokenizer& tok, const PreferenceOptions& opt) {
+  const std::string& path = input.path;
   const std::string file = "data file '" + path + "'";
   if (opt.max_length < 0) fail(file + ": max_length must be >= 0");
   if (opt.max_prompt_length < 0) fail(file + ": max_prompt_length must be >= 0");
@@ -270,18 +278,15 @@ PreferenceSet parse(const std::string& text, const std::string& path, const Toke
   if (opt.max_length > 0 && max_prompt >= opt.max_length)
     fail(file + ": max_prompt_length " + std::to_string(max_prompt) + " must be less than max_length " +
          std::to_string(opt.max_length) + " (the answers get max_length - max_prompt_length tokens)");
-  if (blank(text)) fail(file + " is empty");
-  const std::vector<Record> records = parse_json_records(path, text);
-
-  const auto first = std::find_if(records.begin(), records.end(), [](const Record& r) { return is_pair_record(r.value); });
-  if (first == records.end()) no_pairs(path);
+  const std::optional<bool> conversational = first_pair_is_conversational(input);
+  if (!conversational) no_pairs(path);
 
   PreferenceSet set;
   set.format = opt.format;
-  if (!is_chat_format(set.format) && is_conversational(first->value)) set.format = default_chat_format(tok);
-  set.records = int64_t(records.size());
+  if (!is_chat_format(set.format) && *conversational) set.format = default_chat_format(tok);
   std::string first_skip;
-  for (const Record& r : records) {
+  for_each_json_record(input, [&](const Record& r) {
+    ++set.records;
     Pair pair;
     Why why;
     try {
@@ -301,12 +306,13 @@ PreferenceSet parse(const std::string& text, const std::string& path, const Toke
     }
     if (why) {
       if (set.skipped++ == 0) first_skip = r.where + ": " + *why;
-      continue;
+      return true;
     }
     if (cut) ++set.truncated;
     set.sequences.push_back(joined(pair.prompt, pair.chosen));
     set.sequences.push_back(joined(pair.prompt, pair.rejected));
-  }
+    return true;
+  });
   if (set.sequences.empty())
     fail(file + ": no usable preference pairs (" + std::to_string(set.skipped) + " of " +
          std::to_string(set.records) + " records skipped; first: " + first_skip + ")");
@@ -326,11 +332,8 @@ PreferenceSet parse(const std::string& text, const std::string& path, const Toke
 bool is_preference(const std::string& path) {
   const std::string ext = std::filesystem::path(path).extension().string();
   if (ext != ".json" && ext != ".jsonl") return false;
-  const std::string text = read_data_file(path);
-  if (blank(text)) return false;
   bool found = false;
-  for_each_json_record(path, text, [&](const Record& r) {
-    if (!r.value.is_object()) return true;
+  for_each_json_record(DataInput{path, std::nullopt}, [&](const Record& r) {
     found = is_pair_record(r.value);
     return false;
   });
@@ -338,14 +341,7 @@ bool is_preference(const std::string& path) {
 }
 
 DataFormat file_format(const std::string& path, const Tokenizer* tok) {
-  const std::string text = read_data_file(path);
-  if (blank(text)) fail("data file '" + path + "' is empty");
-  std::optional<bool> conversational;
-  for_each_json_record(path, text, [&](const Record& r) {
-    if (!is_pair_record(r.value)) return true;
-    conversational = is_conversational(r.value);
-    return false;
-  });
+  const std::optional<bool> conversational = first_pair_is_conversational(DataInput{path, std::nullopt});
   if (!conversational) no_pairs(path);
   if (!*conversational) return DataFormat::kAuto;
   return tok ? default_chat_format(*tok) : DataFormat::kChat;
@@ -365,12 +361,12 @@ TruncationMode parse_truncation_mode(std::string_view name) {
 }
 
 PreferenceSet read_preference_pairs(const std::string& path, const Tokenizer& tok, const PreferenceOptions& opt) {
-  return preference_reader::parse(read_data_file(path), path, tok, opt);
+  return preference_reader::parse(DataInput{path, std::nullopt}, tok, opt);
 }
 
 PreferenceSet parse_preference_pairs(const std::string& text, const std::string& path, const Tokenizer& tok,
                                      const PreferenceOptions& options) {
-  return preference_reader::parse(text, path, tok, options);
+  return preference_reader::parse(DataInput{path, text}, tok, options);
 }
 
 bool is_preference_file(const std::string& path) { return preference_reader::is_preference(path); }

@@ -67,9 +67,9 @@ PreferenceSet read_preference_pairs(const std::string& path, const Tokenizer& to
 // tells JSON Lines (.jsonl) as above.
 PreferenceSet parse_preference_pairs(const std::string& text, const std::string& path, const Tokenizer& tok,
                                      const PreferenceOptions& options = {});
-// Whether a .json/.jsonl file's records are preference pairs (its first JSON object record has
-// "chosen" and "rejected"); false for other extensions and for files with no object record.
-// mt::Error for a file that cannot be read or whose records before the first object are malformed.
+// Whether a .json/.jsonl file's records are preference pairs (its first record has "chosen" and
+// "rejected"); false for other extensions and for blank files. mt::Error for a file that cannot
+// be read or whose first record is malformed or not a JSON object.
 bool is_preference_file(const std::string& path);
 // The format read_preference_pairs gives the file with format kAuto, from its first preference
 // record alone, nothing tokenized: kAuto (string pairs: plain text), or for message lists

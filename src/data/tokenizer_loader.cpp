@@ -48,8 +48,8 @@ std::string chat_template_beside(const fs::path& file) {
   const fs::path config = file.parent_path() / "tokenizer_config.json";
   std::error_code ec;
   if (!fs::is_regular_file(config, ec)) return "";
-  const nlohmann::json j = parse_json(read_file(config), JsonKind::tokenizer, config.string() + ": malformed JSON");
-  const auto it = j.is_object() ? j.find("chat_template") : j.end();
+  const nlohmann::json j = parse_json_object(read_file(config), JsonKind::tokenizer, config.string() + ": malformed JSON");
+  const auto it = j.find("chat_template");
   if (it == j.end() || it->is_null()) return "";
   if (it->is_string()) return it->get<std::string>();
   if (it->is_array())

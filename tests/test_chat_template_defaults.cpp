@@ -6,11 +6,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "data/chat_templates.h"
 #include "data/examples.h"
 #include "data/tokenizer.h"
+#include "run_command.h"
+#include "temp_dirs.h"
 
 namespace mt {
 namespace {
@@ -96,7 +99,7 @@ TEST(ChatTemplateDefaults, WhatTheRenderingsCannotReproduceIsNamed) {
       "{% set default_system = 'You are Bob.' %}{% if messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\n' "
       "+ default_system + '<|im_end|>\\n' }}{% endif %}");
   ASSERT_TRUE(variable.has_value());
-  EXPECT_NE(variable->find("the system turn it writes when a conversation has none"), std::string::npos) << *variable;
+  EXPECT_NE(variable->find("a system turn of its own when a conversation has none, not as one string literal"), std::string::npos) << *variable;
   // Another family's default system turn: the chatml rendering is the only one that writes one.
   const auto gemma = chat_template_unreproduced(
       "{% if messages[0][\"role\"] != \"system\" %}{{ 'You are Gemma.' }}{% endif %}<start_of_turn>");
@@ -107,6 +110,44 @@ TEST(ChatTemplateDefaults, WhatTheRenderingsCannotReproduceIsNamed) {
       "{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}{{- \"Cutting Knowledge Date: December 2023\\n\" }}");
   ASSERT_TRUE(llama.has_value());
   EXPECT_NE(llama->find("Cutting Knowledge Date"), std::string::npos) << *llama;
+}
+
+// Through the binary: a chat run whose tokenizer's template writes what the rendering cannot says
+// so once, in one line; with Qwen2.5's template (reproduced) it says nothing.
+TEST(ChatTemplateDefaults, AChatRunWarnsOfWhatItsRenderingLeavesOut) {
+  REQUIRE_QWEN3();
+  const fs::path dir = testing::fresh_temp_dir("chat_template_warning");
+  const std::string data = (dir / "chat.jsonl").string();
+  {
+    std::ofstream f(data);
+    for (int i = 0; i < 4; ++i)
+      f << R"({"messages": [{"role": "user", "content": "Colour )" << i
+        << R"(?"}, {"role": "assistant", "content": "Blue."}]})" << "\n";
+  }
+  auto train_with_template = [&](const std::string& name, const std::string& jinja) {
+    const fs::path tok = dir / name;
+    fs::create_directories(tok);
+    fs::copy_file(kQwen3 + "/tokenizer.json", tok / "tokenizer.json");
+    std::ofstream(tok / "tokenizer_config.json") << nlohmann::json{{"chat_template", jinja}}.dump();
+    return testing::run_meshtrain(
+        "train --out " + (dir / ("run_" + name)).string() + " --data " + data + " --set data.tokenizer=" + tok.string() +
+        " --set model.vocab_size=151669 --set model.hidden_size=32 --set model.intermediate_size=64"
+        " --set model.num_hidden_layers=1 --set model.num_attention_heads=2 --set model.num_key_value_heads=1"
+        " --set train.steps=1 --set train.batch_size=2 --set train.peak_gflops=100"
+        " --set data.cache_dir=off --set data.val_fraction=0");
+  };
+  const testing::CommandResult unread = train_with_template(
+      "variable", "{% set default_system = 'You are Bob.' %}{% if messages[0]['role'] != 'system' %}{{ "
+                  "'<|im_start|>system\\n' + default_system + '<|im_end|>\\n' }}{% endif %}{{ '<|im_start|>' }}");
+  ASSERT_EQ(unread.code, 0) << unread.output;
+  const std::string warning =
+      "warning: the tokenizer's chat_template writes a system turn of its own when a conversation has none, not as "
+      "one string literal meshtrain can read, which meshtrain's built-in chatml rendering does not reproduce";
+  EXPECT_NE(unread.output.find(warning), std::string::npos) << unread.output;
+  EXPECT_EQ(unread.output.find("warning:", unread.output.find(warning) + 1), std::string::npos) << unread.output;
+  const testing::CommandResult qwen25 = train_with_template("qwen25", read_text(kQwen25Template));
+  ASSERT_EQ(qwen25.code, 0) << qwen25.output;
+  EXPECT_EQ(qwen25.output.find("warning:"), std::string::npos) << qwen25.output;
 }
 
 }  // namespace

@@ -238,13 +238,13 @@ std::optional<std::string> chatml_default_system(std::string_view jinja) {
 
 std::optional<std::string> chat_template_unreproduced(std::string_view jinja) {
   if (jinja.find("Cutting Knowledge Date") != std::string_view::npos)
-    return "the date lines it writes into the system turn (\"Cutting Knowledge Date: ...\", Llama 3.1's)";
+    return "date lines in the system turn (\"Cutting Knowledge Date: ...\", Llama 3.1's)";
   const bool defaults_system = jinja.find("!= 'system'") != std::string_view::npos ||
                                jinja.find("!= \"system\"") != std::string_view::npos;
   if (defaults_system && chat_format_of_jinja(jinja) == DataFormat::kChatml && !chatml_default_system(jinja))
-    return "the system turn it writes when a conversation has none (not one string literal meshtrain can read)";
+    return "a system turn of its own when a conversation has none, not as one string literal meshtrain can read";
   if (defaults_system && chat_format_of_jinja(jinja) != DataFormat::kChatml)
-    return "the system turn it writes when a conversation has none (reproduced for ChatML templates only)";
+    return "a system turn of its own when a conversation has none (meshtrain reproduces that for ChatML templates only)";
   return std::nullopt;
 }
 

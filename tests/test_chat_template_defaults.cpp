@@ -112,8 +112,8 @@ TEST(ChatTemplateDefaults, WhatTheRenderingsCannotReproduceIsNamed) {
   EXPECT_NE(llama->find("Cutting Knowledge Date"), std::string::npos) << *llama;
 }
 
-// Through the binary: a chat run whose tokenizer's template writes what the rendering cannot says
-// so once, in one line; with Qwen2.5's template (reproduced) it says nothing.
+// Through the binary: a chat run (and generate) whose tokenizer's template writes what the rendering
+// cannot says so once, in one line; with Qwen2.5's template (reproduced) it says nothing.
 TEST(ChatTemplateDefaults, AChatRunWarnsOfWhatItsRenderingLeavesOut) {
   REQUIRE_QWEN3();
   const fs::path dir = testing::fresh_temp_dir("chat_template_warning");
@@ -145,6 +145,11 @@ TEST(ChatTemplateDefaults, AChatRunWarnsOfWhatItsRenderingLeavesOut) {
       "one string literal meshtrain can read, which meshtrain's built-in chatml rendering does not reproduce";
   EXPECT_NE(unread.output.find(warning), std::string::npos) << unread.output;
   EXPECT_EQ(unread.output.find("warning:", unread.output.find(warning) + 1), std::string::npos) << unread.output;
+  // generate says it too (the tokenizer and its config travel with the model).
+  const testing::CommandResult generated = testing::run_meshtrain(
+      "generate --model " + (dir / "run_variable" / "model").string() + " --prompt Hi -n 1 --template auto");
+  ASSERT_EQ(generated.code, 0) << generated.output;
+  EXPECT_NE(generated.output.find(warning), std::string::npos) << generated.output;
   const testing::CommandResult qwen25 = train_with_template("qwen25", read_text(kQwen25Template));
   ASSERT_EQ(qwen25.code, 0) << qwen25.output;
   EXPECT_EQ(qwen25.output.find("warning:"), std::string::npos) << qwen25.output;

@@ -248,6 +248,15 @@ std::optional<std::string> chat_template_unreproduced(std::string_view jinja) {
   return std::nullopt;
 }
 
+std::optional<std::string> chat_template_warning(const Tokenizer& tok, DataFormat format) {
+  if (!is_chat_format(format)) return std::nullopt;
+  const auto what = chat_template_unreproduced(tok.chat_template());
+  if (!what) return std::nullopt;
+  return "warning: the tokenizer's chat_template writes " + *what + ", which meshtrain's built-in " +
+         std::string(format_name(format)) +
+         " rendering does not reproduce (meshtrain runs no Jinja): conversations are rendered without it";
+}
+
 std::optional<std::string> chat_roles_problem(const std::vector<ChatMessage>& messages, DataFormat format) {
   if (format != DataFormat::kGemma && format != DataFormat::kMistral) return std::nullopt;
   const size_t first = !messages.empty() && messages[0].role == "system" ? 1 : 0;

@@ -36,6 +36,10 @@ std::optional<std::string> chatml_default_system(std::string_view jinja);
 // warning (a default system turn it cannot read, Llama 3.1's date lines); nullopt when nothing
 // meshtrain knows of. Meshtrain runs no Jinja: this is a search for known constructs, not a proof.
 std::optional<std::string> chat_template_unreproduced(std::string_view jinja);
+// The one "warning: ..." line for conversations rendered in `format` with this tokenizer, naming
+// what its chat_template writes that the rendering leaves out; nullopt when nothing is (or `format`
+// is not a chat template). The run's log and generate say it once.
+std::optional<std::string> chat_template_warning(const Tokenizer& tok, DataFormat format);
 // The template for conversations with this tokenizer: its tokenizer_config.json chat_template when
 // one was found beside it and recognised, else the first family whose special tokens it has, else
 // kChat (whose rendering then names the missing tokens).

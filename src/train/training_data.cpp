@@ -128,10 +128,8 @@ namespace {
 std::unique_ptr<TrainingData> warn_unreproduced(std::unique_ptr<TrainingData> data, const Tokenizer& tok,
                                                 std::ostream& log) {
   const std::string format = data->prompt_template();
-  if (format == "none" || !is_chat_format(parse_format(format))) return data;
-  if (const auto what = chat_template_unreproduced(tok.chat_template()))
-    log << "warning: the tokenizer's chat_template writes " << *what << ", which meshtrain's built-in "
-        << format << " rendering does not reproduce (meshtrain runs no Jinja): the data is rendered without it\n";
+  if (format == "none") return data;
+  if (const auto warning = chat_template_warning(tok, parse_format(format))) log << *warning << "\n";
   return data;
 }
 

@@ -118,6 +118,36 @@ TEST(Gpt2Config, RefusesWhatItWouldComputeDifferentlyNamingTheKey) {
   expect_config_error(gpt2_with({{"quantization_config", {{"bits", 4}}}}), "quantization_config");
 }
 
+// Issue 34: transformers reads hidden_size, num_hidden_layers, num_attention_heads and
+// max_position_embeddings as GPT-2's n_embd, n_layer, n_head and n_positions; meshtrain read the
+// GPT-2 names alone, so a config giving both, differently, loaded another model than transformers'.
+TEST(Gpt2Config, TwoNamesForOneSettingThatDisagreeAreRefusedNamingBoth) {
+  expect_config_error(gpt2_with({{"hidden_size", 1024}}), "hidden_size 1024 contradicts n_embd 768");
+  expect_config_error(gpt2_with({{"num_hidden_layers", 24}}), "num_hidden_layers 24 contradicts n_layer 12");
+  expect_config_error(gpt2_with({{"num_attention_heads", 16}}), "num_attention_heads 16 contradicts n_head 12");
+  expect_config_error(gpt2_with({{"max_position_embeddings", 2048}}),
+                      "max_position_embeddings 2048 contradicts n_positions 1024");
+  expect_config_error(gpt2_with({{"intermediate_size", 4096}}), "intermediate_size 4096 contradicts n_inner (4 x n_embd) 3072");
+  expect_config_error(gpt2_with({{"n_inner", 2048}, {"intermediate_size", 3072}}),
+                      "intermediate_size 3072 contradicts n_inner 2048");
+  // Alike, or the HF name alone (transformers' attribute_map), reads as transformers reads it.
+  const ModelConfig same = parse_hf_config(
+      gpt2_with({{"hidden_size", 768}, {"num_hidden_layers", 12}, {"intermediate_size", 3072}}), "config.json");
+  EXPECT_EQ(same.hidden_size, 768);
+  const ModelConfig hf = parse_hf_config(
+      gpt2_with({{"n_embd", "<erase>"}, {"n_layer", "<erase>"}, {"hidden_size", 1024}, {"num_hidden_layers", 24},
+                 {"n_head", "<erase>"}, {"num_attention_heads", 16}}),
+      "config.json");
+  EXPECT_EQ(hf.hidden_size, 1024);
+  EXPECT_EQ(hf.num_hidden_layers, 24);
+  EXPECT_EQ(hf.num_attention_heads, 16);
+  EXPECT_EQ(hf.intermediate_size, 4096);
+  // Written back, a kept HF name follows the value written (and reads back).
+  const json out = json::parse(hf_config_json(hf, "float32", gpt2_with({{"hidden_size", 768}})));
+  EXPECT_EQ(out["hidden_size"], 1024);
+  EXPECT_EQ(parse_hf_config(out.dump(), "written").hidden_size, 1024);
+}
+
 TEST(Gpt2Config, WritesGpt2KeysBack) {
   ModelConfig c = parse_hf_config(kGpt2, "config.json");
   const json out = json::parse(hf_config_json(c, "float32", kGpt2));

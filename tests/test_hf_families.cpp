@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "io/hf_config.h"
@@ -117,6 +118,46 @@ TEST(HfFamilies, WhatAFamilyDoesNotComputeIsRefusedNamingTheKey) {
   // (GPT2LMHeadModel loads since GPT-2 joined the families: test_gpt2_family.cpp.)
   expect_config_error(config_with(kQwen3_06B, {{"model_type", "<erase>"}, {"architectures", {"GPTNeoXForCausalLM"}}}),
                "architectures 'GPTNeoXForCausalLM' is not supported");
+}
+
+// Issue 34: layer_types was read only when a window was on, so with use_sliding_window false (every
+// published Qwen2.5 / Qwen3) a list of the wrong length or unknown kinds passed unread.
+TEST(HfFamilies, LayerTypesAreCheckedWhetherOrNotAWindowIsOn) {
+  const json full27 = json(std::vector<std::string>(27, "full_attention"));
+  const json full28 = json(std::vector<std::string>(28, "full_attention"));
+  json unknown = full28;
+  unknown[5] = "chunked_attention";
+  for (const char* text : {kQwen25_7B, kQwen3_06B}) {
+    expect_config_error(config_with(text, {{"layer_types", full27}}),
+                        "must be a list of num_hidden_layers (28) entries, got 27");
+    expect_config_error(config_with(text, {{"layer_types", "full_attention"}}),
+                        "layer_types must be a list of num_hidden_layers (28) entries, got \"full_attention\"");
+    expect_config_error(config_with(text, {{"layer_types", unknown}}),
+                        "layer_types[5] \"chunked_attention\" is not supported (full_attention or sliding_attention)");
+    // Sliding layers with the window off: transformers gives them full attention.
+    json sliding = full28;
+    sliding[3] = "sliding_attention";
+    expect_config_error(config_with(text, {{"layer_types", sliding}}),
+                        "layer_types marks sliding_attention layers, but use_sliding_window is false");
+    expect_config_error(config_with(text, {{"layer_types", sliding}, {"use_sliding_window", true}, {"sliding_window", nullptr}}),
+                        "layer_types marks sliding_attention layers, but sliding_window is null");
+    // What transformers writes for a model without a window reads as before.
+    EXPECT_TRUE(parse_hf_config(config_with(text, {{"layer_types", full28}}), "config.json").layer_window.empty());
+  }
+}
+
+// transformers reads rope_scaling's rope_type before its older name, type: meshtrain did too, so a
+// config whose two disagreed passed with one of them ignored.
+TEST(HfFamilies, RopeScalingsTwoTypeNamesMustAgree) {
+  const json llama3 = {{"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
+  json both = llama3;
+  both["rope_type"] = "llama3", both["type"] = "linear";
+  expect_config_error(config_with(kQwen25_7B, {{"rope_scaling", both}}),
+                      "rope_scaling rope_type \"llama3\" contradicts its type \"linear\"");
+  both["type"] = "llama3";
+  EXPECT_FLOAT_EQ(parse_hf_config(config_with(kQwen25_7B, {{"rope_scaling", both}}), "config.json").rope_scaling.factor,
+                  8.0f);
 }
 
 TEST(HfFamilies, WritingGivesBackTheFamily) {

@@ -171,7 +171,8 @@ TEST(ShardPipeline, TrainerHoldsWhatShardCounts) {
 // Interleaved 1F1B (train.pp_virtual = 2): each stage holds every pp-th chunk, and a real
 // interleaved run's rank 0 holds what shard counts for it.
 TEST(ShardPipeline, VirtualStagesListEveryChunk) {
-  const std::string model = " --set model.num_hidden_layers=8 --set train.pp_virtual=2";
+  // train.grad_accum 2, as the interleaved schedule needs (train refuses 1, and shard as train).
+  const std::string model = " --set model.num_hidden_layers=8 --set train.pp_virtual=2 --set train.grad_accum=2";
   const json j = shard_json("--mesh pp=2" + model);
   ASSERT_EQ(j["stages"].size(), 2u);
   EXPECT_EQ(j["stages"][0]["chunks"], json::parse("[[0, 2], [5, 6]]"));  // embedding, blocks 0-1; blocks 4-5

@@ -72,6 +72,9 @@ Action add_generate_command(CLI::App& app) {
     if (format.empty()) format = "none";
     // A template whose special tokens the tokenizer lacks is refused before anything is generated.
     if (format != "none" && format != "alpaca") require_chat_tokens(*tok, parse_format(format));
+    // What the tokenizer's own template writes that the built-in rendering leaves out, said once.
+    if (format != "none")
+      if (const auto warning = chat_template_warning(*tok, parse_format(format))) std::cerr << *warning << "\n";
     const std::vector<int32_t> prompt = prompt_ids(*tok, o->prompt, format);
     GenerateOptions gen = o->gen;
     // End of text: EOS, and BOS (a model trained on concatenated documents starts a new one), and

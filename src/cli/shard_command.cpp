@@ -18,7 +18,6 @@
 #include "core/regular_file.h"
 #include "core/shape_string.h"
 #include "parallel/dist_config.h"
-#include "parallel/expert_parallel.h"
 #include "parallel/grid_view.h"
 #include "parallel/pipeline.h"
 #include "parallel/shard_plan.h"
@@ -26,6 +25,7 @@
 #include "io/pretrained.h"
 #include "io/family_presets.h"
 #include "train/run_config.h"
+#include "train/run_layout.h"
 
 namespace mt::cli {
 namespace {
@@ -100,18 +100,6 @@ Inputs resolve(const Options& o) {
   if (!o.mesh.empty()) in.mesh = parallel::MeshShape::parse(o.mesh);
   else if (dist.mesh) in.mesh = *dist.mesh;
   else fail("shard: give the mesh with --mesh (e.g. --mesh dp=1,fsdp=2,tp=2) or [mesh] in --config");
-  // As the trainer refuses it: ep on a model without experts, or not dividing them.
-  parallel::expert_parallel_config(in.run.model, in.mesh.ep, 0);
-  // The trainer's split: train.pp_blocks (--pp-blocks over the config's), or balanced by cost, per
-  // chunk of train.pp_virtual.
-  if (in.mesh.pp > 1) {
-    in.stages.chunks = int(in.run.train.pp_virtual);
-    in.stages.blocks = parallel::pipeline_blocks(in.run.model, in.mesh.pp * in.stages.chunks,
-                                                 o.pp_blocks.empty() ? in.run.train.pp_blocks : o.pp_blocks,
-                                                 in.stages.chunks);
-  }
-  in.stages.config = in.run.model;
-
   // Order of precedence: --rules file, then the config's rules, then the defaults.
   parallel::PartitionConfig user = dist.partition;
   if (!o.rules.empty()) {
@@ -119,6 +107,15 @@ Inputs resolve(const Options& o) {
     user.rules = user.rules.after(file.rules);
     user.replace_defaults = user.replace_defaults || file.replace_defaults;
   }
+  in.run.partition = user;
+  if (!o.pp_blocks.empty()) in.run.train.pp_blocks = o.pp_blocks;  // --pp-blocks over the config's
+  // The model's layout train refuses, shard refuses: one check for both (train/run_layout.h), so
+  // they cannot drift apart. (The batch's splits are train's alone: the listing has no batch.)
+  check_model_layout(in.run, in.run.model, in.mesh);
+  // The trainer's split: train.pp_blocks, or balanced by cost, per chunk of train.pp_virtual.
+  if (in.mesh.pp > 1) in.stages.chunks = int(in.run.train.pp_virtual);
+  in.stages.blocks = run_stage_blocks(in.run.train, in.run.model, in.mesh);
+  in.stages.config = in.run.model;
   in.rules = user.effective();
   return in;
 }
@@ -211,13 +208,10 @@ void print_context_parallel(const Inputs& in) {
   const auto& m = in.mesh;
   const int64_t seq = in.run.train.seq_len, chunks = 2 * m.cp;
   std::cout << "context parallel (cp=" << m.cp << "): each sequence of train.seq_len " << seq << " tokens is cut into "
-            << chunks << " chunks";
-  if (seq % chunks == 0) std::cout << " of " << seq / chunks << " tokens";
-  else std::cout << " (refused by train: " << seq << " is not divisible by " << chunks << ")";
+            << chunks << " chunks of " << seq / chunks << " tokens";  // check_model_layout: they divide
   std::cout << "; cp rank r holds chunks r and " << chunks - 1 << "-r (" ;
   for (int64_t r = 0; r < m.cp; ++r) std::cout << (r ? ", " : "") << "cp " << r << ": " << r << "," << chunks - 1 - r;
-  std::cout << "), " << (seq % chunks == 0 ? std::to_string(seq / m.cp) : "seq_len / cp")
-            << " tokens a rank with their true positions; attention all-gathers the keys and values of the "
+  std::cout << "), " << seq / m.cp << " tokens a rank with their true positions; attention all-gathers the keys and values of the "
                "whole sequence over the cp group. Every tensor a rule splits over fsdp is split over fsdp x cp "
                "(" << m.shards() << " blocks; torchtitan's dp_shard x cp): weights, gradients and optimizer state "
                "below, the cp ranks' gradient partials summed by the reduce-scatter over fsdp x cp.\n\n";
@@ -359,8 +353,7 @@ void print_json(const Inputs& in, const std::vector<parallel::ShardedParam>& par
     json shares = json::array();
     for (int64_t r = 0; r < m.cp; ++r) shares.push_back({{"cp", r}, {"chunks", {r, chunks - 1 - r}}});
     j["context_parallel"] = {{"seq_len", seq}, {"chunks", chunks},
-                             {"chunk_tokens", seq % chunks == 0 ? json(seq / chunks) : json(nullptr)},
-                             {"tokens_per_rank", seq % chunks == 0 ? json(seq / m.cp) : json(nullptr)},
+                             {"chunk_tokens", seq / chunks}, {"tokens_per_rank", seq / m.cp},
                              {"shares", shares}, {"weights", "sharded over fsdp x cp"}};
   }
   j["world"] = m.world();

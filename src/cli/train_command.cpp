@@ -27,6 +27,7 @@
 #include "train/config_docs.h"
 #include "train/resumed_run_config.h"
 #include "train/run_config.h"
+#include "train/run_layout.h"
 #include "train/sequence_length.h"
 #include "train/stop_signals.h"
 #include "train/trainer.h"
@@ -281,6 +282,9 @@ Action add_train_command(CLI::App& app) {
     const std::string seq_len_choice = settle_seq_len(cfg);
     const ModelConfig shape = run_model_shape(cfg);
     if (cfg.mesh_auto) choose_auto_mesh(cfg, shape, opt->cluster, opt->mesh == "auto", resumed);
+    // A layout the trainer cannot build is refused here, in one line, before the memory check and
+    // the ranks start: the check `meshtrain shard` makes too (train/run_layout.h), so the two agree.
+    check_run_layout(cfg, shape, cfg.mesh);
     check_before_training(cfg, shape);
     if (!seq_len_choice.empty() && parallel::read_launch_env().rank <= 0) std::cout << seq_len_choice << std::endl;
     work_gate::reached("train");

@@ -121,16 +121,33 @@ void require_alternating(const std::vector<ChatMessage>& messages, DataFormat fo
   if (auto why = chat_roles_problem(messages, format)) fail(*why);
 }
 
-// Qwen3's template (its Jinja writes <think>) opens the last message, when it is an answer after
-// the last user message, with an empty reasoning block: "<think>\n\n</think>\n\n". It is part
-// of the answer, so trained. Qwen2.5's and other ChatML templates write the answer alone.
-void render_chatml(Rendering& r, const std::vector<ChatMessage>& messages, bool empty_think_block) {
+// What a ChatML tokenizer's own template adds to the plain turns.
+struct ChatmlStyle {
+  // Qwen3's template (its Jinja writes <think>) opens the last message, when it is an answer after
+  // the last user message, with an empty reasoning block: "<think>\n\n</think>\n\n". It is part
+  // of the answer, so trained. Qwen2.5's and other ChatML templates write the answer alone.
+  bool empty_think_block = false;
+  // The system turn written when the conversation opens without one (Qwen2.5's), untrained.
+  std::optional<std::string> default_system;
+};
+
+ChatmlStyle chatml_style(const Tokenizer& tok) {
+  return {tok.chat_template().find("<think>") != std::string::npos, chatml_default_system(tok.chat_template())};
+}
+
+void render_chatml(Rendering& r, const std::vector<ChatMessage>& messages, const ChatmlStyle& style) {
+  if (style.default_system && (messages.empty() || messages[0].role != "system")) {
+    r.special("<|im_start|>");
+    r.text("system\n" + *style.default_system);
+    r.special("<|im_end|>");
+    r.text("\n");
+  }
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     const bool assistant = m.role == "assistant";
     r.special("<|im_start|>");
     r.text(m.role + "\n");
-    if (assistant && empty_think_block && i + 1 == messages.size()) {
+    if (assistant && style.empty_think_block && i + 1 == messages.size()) {
       // Qwen3 has <think> and </think> as added tokens; HF's tokenization of the text finds them.
       r.special_or_text("<think>", true);
       r.text("\n\n", true);
@@ -187,11 +204,58 @@ void render_mistral(Rendering& r, const std::vector<ChatMessage>& messages) {
   }
 }
 
-bool writes_think_blocks(const Tokenizer& tok) {
-  return tok.chat_template().find("<think>") != std::string::npos;
+// A character after a backslash in a Jinja string literal (Python's escapes).
+char unescaped(char c) {
+  switch (c) {
+    case 'n': return '\n';
+    case 't': return '\t';
+    case 'r': return '\r';
+    default: return c;  // a quote or a backslash, as itself
+  }
 }
 
 }  // namespace
+
+std::optional<std::string> chatml_default_system(std::string_view jinja) {
+  constexpr std::string_view open = "<|im_start|>system", close = "<|im_end|>";
+  for (size_t at = jinja.find(open); at != std::string_view::npos; at = jinja.find(open, at + 1)) {
+    // A system turn written by one string literal: its quote just before the token.
+    const char quote = at > 0 ? jinja[at - 1] : 0;
+    if (quote != '\'' && quote != '"') continue;
+    size_t i = at + open.size();
+    if (jinja.substr(i, 2) == "\\n") i += 2;
+    else if (i < jinja.size() && jinja[i] == '\n') i += 1;
+    else continue;
+    std::string text;
+    for (; i < jinja.size() && jinja[i] != quote; ++i) {
+      if (jinja.substr(i, close.size()) == close) return text;
+      text += jinja[i] == '\\' && i + 1 < jinja.size() ? unescaped(jinja[++i]) : jinja[i];
+    }
+    // The literal ended before <|im_end|>: the turn's text comes from elsewhere (messages[0]).
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> chat_template_unreproduced(std::string_view jinja) {
+  if (jinja.find("Cutting Knowledge Date") != std::string_view::npos)
+    return "date lines in the system turn (\"Cutting Knowledge Date: ...\", Llama 3.1's)";
+  const bool defaults_system = jinja.find("!= 'system'") != std::string_view::npos ||
+                               jinja.find("!= \"system\"") != std::string_view::npos;
+  if (defaults_system && chat_format_of_jinja(jinja) == DataFormat::kChatml && !chatml_default_system(jinja))
+    return "a system turn of its own when a conversation has none, not as one string literal meshtrain can read";
+  if (defaults_system && chat_format_of_jinja(jinja) != DataFormat::kChatml)
+    return "a system turn of its own when a conversation has none (meshtrain reproduces that for ChatML templates only)";
+  return std::nullopt;
+}
+
+std::optional<std::string> chat_template_warning(const Tokenizer& tok, DataFormat format) {
+  if (!is_chat_format(format)) return std::nullopt;
+  const auto what = chat_template_unreproduced(tok.chat_template());
+  if (!what) return std::nullopt;
+  return "warning: the tokenizer's chat_template writes " + *what + ", which meshtrain's built-in " +
+         std::string(format_name(format)) +
+         " rendering does not reproduce (meshtrain runs no Jinja): conversations are rendered without it";
+}
 
 std::optional<std::string> chat_roles_problem(const std::vector<ChatMessage>& messages, DataFormat format) {
   if (format != DataFormat::kGemma && format != DataFormat::kMistral) return std::nullopt;
@@ -231,7 +295,7 @@ Example render_conversation(const Tokenizer& tok, const std::vector<ChatMessage>
   require_chat_tokens(tok, format);
   Rendering r(tok, format);
   switch (format) {
-    case DataFormat::kChatml: render_chatml(r, messages, writes_think_blocks(tok)); break;
+    case DataFormat::kChatml: render_chatml(r, messages, chatml_style(tok)); break;
     case DataFormat::kGemma: render_gemma(r, messages, false); break;
     case DataFormat::kMistral: render_mistral(r, messages); break;
     default: family_of(format);  // fails: not a chat template
@@ -246,7 +310,7 @@ std::vector<int32_t> conversation_prompt(const Tokenizer& tok, const std::vector
   Rendering r(tok, format);
   switch (format) {
     case DataFormat::kChatml:
-      render_chatml(r, messages, writes_think_blocks(tok));
+      render_chatml(r, messages, chatml_style(tok));
       r.special("<|im_start|>");
       r.text("assistant\n");
       break;

@@ -3,7 +3,9 @@
 // reproduces the text that family's Hugging Face chat_template renders:
 //   chat     Llama 3.1:  <|begin_of_text|> then <|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>
 //   chatml   Qwen:       <|im_start|>{role}\n{content}<|im_end|>\n; where the tokenizer's own template is
-//                        Qwen3's (it writes <think>), a final answer starts with "<think>\n\n</think>\n\n"
+//                        Qwen3's (it writes <think>), a final answer starts with "<think>\n\n</think>\n\n";
+//                        where it writes a default system prompt (Qwen2.5's), a conversation without
+//                        a system message starts with it
 //   gemma    Gemma 3:    <bos> then <start_of_turn>{user|model}\n{content, trimmed}<end_of_turn>\n, a system
 //                        message becoming the start of the first user turn ("{system}\n\n")
 //   mistral  Mistral v0.3: <s> then [INST] {user}[/INST] per user turn and " {assistant, trimmed}</s>" per
@@ -24,6 +26,20 @@ namespace mt {
 // The chat template whose text `jinja` (a tokenizer_config.json chat_template) renders, recognised
 // by the special tokens it writes; nullopt for none of the four.
 std::optional<DataFormat> chat_format_of_jinja(std::string_view jinja);
+// The system prompt a ChatML template writes when a conversation opens without a system message:
+// the text of a string literal '<|im_start|>system\n{text}<|im_end|>' in `jinja` (Qwen2.5's "You are
+// Qwen, created by Alibaba Cloud. You are a helpful assistant.", Qwen2's "You are a helpful
+// assistant."), its escapes undone. nullopt when every system turn it writes is messages[0]'s
+// (Qwen3's). The chatml rendering inserts it, untrained, as HF's rendering does.
+std::optional<std::string> chatml_default_system(std::string_view jinja);
+// What the built-in rendering of `jinja`'s family does not reproduce, in a phrase for a one-line
+// warning (a default system turn it cannot read, Llama 3.1's date lines); nullopt when nothing
+// meshtrain knows of. Meshtrain runs no Jinja: this is a search for known constructs, not a proof.
+std::optional<std::string> chat_template_unreproduced(std::string_view jinja);
+// The one "warning: ..." line for conversations rendered in `format` with this tokenizer, naming
+// what its chat_template writes that the rendering leaves out; nullopt when nothing is (or `format`
+// is not a chat template). The run's log and generate say it once.
+std::optional<std::string> chat_template_warning(const Tokenizer& tok, DataFormat format);
 // The template for conversations with this tokenizer: its tokenizer_config.json chat_template when
 // one was found beside it and recognised, else the first family whose special tokens it has, else
 // kChat (whose rendering then names the missing tokens).

@@ -20,8 +20,9 @@ constexpr char kMagic[8] = {'M', 'T', 'T', 'O', 'K', 'E', 'N', '1'};
 // Bump when the rendering (templates, masking, skip rules) or the file layout changes, so old
 // caches are not reused.
 // 2: the skip warning names the length that keeps them; 3: never one above the model's limit;
-// 4: a record that is not a JSON object refuses the file (it was a skip)
-constexpr uint32_t kVersion = 4;
+// 4: a record that is not a JSON object refuses the file (it was a skip); 5: a ChatML template's
+// default system prompt rendered
+constexpr uint32_t kVersion = 5;
 
 struct Header {
   char magic[8];

@@ -1,5 +1,6 @@
 #include "io/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -113,18 +114,17 @@ std::vector<int64_t> layer_windows(const json& j, const std::string& family, int
     return window > 0 ? std::vector<int64_t>(size_t(layers), window) : std::vector<int64_t>{};
   bool use = false;
   read_key(j, "use_sliding_window", use, src, false);
+  const std::vector<bool> sliding = hf_json::read_layer_types(j, layers, src);
+  const bool marks_sliding = std::find(sliding.begin(), sliding.end(), true) != sliding.end();
+  // transformers gives such layers no window (sliding_window becomes None): the two keys disagree.
+  if (marks_sliding && !(use && window > 0))
+    fail(src + ": layer_types marks sliding_attention layers, but " +
+         (use ? "sliding_window is null" : "use_sliding_window is false") +
+         " (transformers would give them full attention; mark them full_attention or turn the window on)");
   if (!use || window <= 0) return {};
   std::vector<int64_t> w(size_t(layers), 0);
-  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
-    const json& types = j["layer_types"];
-    if (!types.is_array() || int64_t(types.size()) != layers)
-      fail(src + ": layer_types must be a list of num_hidden_layers (" + std::to_string(layers) + ") entries");
-    for (size_t l = 0; l < types.size(); ++l) {
-      if (types[l] == "sliding_attention") w[l] = window;
-      else if (types[l] != "full_attention")
-        fail(src + ": layer_types[" + std::to_string(l) + "] " + clipped(types[l].dump()) +
-             " is not supported (full_attention or sliding_attention)");
-    }
+  if (!sliding.empty()) {
+    for (size_t l = 0; l < sliding.size(); ++l) w[l] = sliding[l] ? window : 0;
     return w;
   }
   int64_t from = 28;  // transformers' default max_window_layers
@@ -160,6 +160,10 @@ ModelConfig parse_hf_config(const std::string& text, const std::string& src) {
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     const json& rs = j["rope_scaling"];
     if (!rs.is_object()) fail(src + ": rope_scaling must be an object or null");
+    // transformers reads rope_type and falls back to the older type: two that differ contradict.
+    if (rs.contains("rope_type") && rs.contains("type") && rs["rope_type"] != rs["type"])
+      fail(src + ": rope_scaling rope_type " + clipped(rs["rope_type"].dump()) + " contradicts its type " +
+           clipped(rs["type"].dump()) + " (two names for one setting; give one, or both alike)");
     const char* type_key = rs.contains("rope_type") ? "rope_type" : "type";
     if (rs.contains(type_key) && !rs[type_key].is_string())
       fail(src + ": rope_scaling " + type_key + " must be a string");

@@ -28,17 +28,10 @@ std::vector<int64_t> gemma3_windows(const nlohmann::json& j, int64_t layers, con
     fail(src + ": sliding_window null is not supported for gemma3_text (its sliding layers need a window)");
   hf_json::read_key(j, "sliding_window", window, src, false);
   if (window <= 0) fail(src + ": sliding_window must be > 0, got " + std::to_string(window));
+  const std::vector<bool> sliding = hf_json::read_layer_types(j, layers, src);
   std::vector<int64_t> w(size_t(layers), 0);
-  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
-    const nlohmann::json& types = j["layer_types"];
-    if (!types.is_array() || int64_t(types.size()) != layers)
-      fail(src + ": layer_types must be a list of num_hidden_layers (" + std::to_string(layers) + ") entries");
-    for (size_t l = 0; l < types.size(); ++l) {
-      if (types[l] == "sliding_attention") w[l] = window;
-      else if (types[l] != "full_attention")
-        fail(src + ": layer_types[" + std::to_string(l) + "] " + clipped(types[l].dump()) +
-             " is not supported (full_attention or sliding_attention)");
-    }
+  if (!sliding.empty()) {
+    for (size_t l = 0; l < sliding.size(); ++l) w[l] = sliding[l] ? window : 0;
     return w;
   }
   int64_t pattern = kGemma3SlidingWindowPattern;

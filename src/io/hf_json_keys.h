@@ -1,6 +1,6 @@
 // Reading one key of a Hugging Face config.json with the checks a user needs: a wrong type or a
 // missing required key is one line naming the key. Shared by the family readers (hf_config.cpp,
-// hf_gemma3.cpp).
+// hf_gemma3.cpp, gpt2_config.cpp).
 #pragma once
 #include <charconv>
 #include <cmath>
@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <type_traits>
+#include <vector>
 
+#include "core/clipped.h"
 #include "core/error.h"
 
 namespace mt::hf_json {
@@ -32,6 +34,27 @@ void read_key(const nlohmann::json& j, const char* key, V& out, const std::strin
     if (!std::isfinite(it->get<V>())) fail(src + ": key '" + key + "' is out of range: " + it->dump());
   }
   out = it->get<V>();
+}
+
+// layer_types (Qwen2 / Qwen3, Gemma 3): whether each layer is "sliding_attention" (else
+// "full_attention"); empty when absent or null. Checked whenever it is given, whether or not the
+// config turns a window on: a list of another length than num_hidden_layers (`layers`) or another
+// kind is a mistake that a reader using no window would otherwise pass over.
+inline std::vector<bool> read_layer_types(const nlohmann::json& j, int64_t layers, const std::string& src) {
+  auto it = j.find("layer_types");
+  if (it == j.end() || it->is_null()) return {};
+  if (!it->is_array() || int64_t(it->size()) != layers)
+    fail(src + ": layer_types must be a list of num_hidden_layers (" + std::to_string(layers) + ") entries, got " +
+         (it->is_array() ? std::to_string(it->size()) + ": " : "") + clipped(it->dump()));
+  std::vector<bool> sliding(it->size());
+  for (size_t l = 0; l < it->size(); ++l) {
+    const nlohmann::json& kind = (*it)[l];
+    if (kind != "sliding_attention" && kind != "full_attention")
+      fail(src + ": layer_types[" + std::to_string(l) + "] " + clipped(kind.dump()) +
+           " is not supported (full_attention or sliding_attention)");
+    sliding[l] = kind == "sliding_attention";
+  }
+  return sliding;
 }
 
 // Whether j[key] claims something: present and neither null nor false.

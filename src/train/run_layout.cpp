@@ -57,12 +57,9 @@ void check_moe_layout(const ModelConfig& shape, const parallel::MeshShape& mesh)
   parallel::expert_parallel_config(shape, mesh.ep, 0);  // ep needs experts, and must divide them
 }
 
-void check_run_layout(const RunConfig& cfg, const ModelConfig& shape, const parallel::MeshShape& mesh) {
+void check_model_layout(const RunConfig& cfg, const ModelConfig& shape, const parallel::MeshShape& mesh) {
   check_moe_layout(shape, mesh);
-  check_moe_capacity(cfg.train, shape);
-  check_batch_split(cfg.train.batch_size, mesh.batch_ranks());
   check_context_split(cfg, mesh.cp);
-  check_sequence_split(cfg, mesh);
   run_stage_blocks(cfg.train, shape, mesh);
   // A mesh without fsdp, tp, pp, cp or ep keeps whole replicas: the sharded model, whose checks
   // follow, is not built (train/placed_model.cpp).
@@ -74,6 +71,13 @@ void check_run_layout(const RunConfig& cfg, const ModelConfig& shape, const para
                              cfg.lora.enabled, cfg.partition.effective(), mesh, cfg.lora.quantized_base());
   for (const parallel::ShardedParam& sp : sharded)
     for (int64_t rank = 0; rank < mesh.world(); ++rank) parallel::check_rank_block(sp, mesh, rank);
+}
+
+void check_run_layout(const RunConfig& cfg, const ModelConfig& shape, const parallel::MeshShape& mesh) {
+  check_model_layout(cfg, shape, mesh);
+  check_moe_capacity(cfg.train, shape);
+  check_batch_split(cfg.train.batch_size, mesh.batch_ranks());
+  check_sequence_split(cfg, mesh);
 }
 
 }  // namespace mt

@@ -1,8 +1,9 @@
 // Whether the trainer can lay a run out on a mesh, asked before any rank starts: the same checks
 // the trainer makes as it builds the mesh's groups, the sharded model and the pipeline, on shapes
 // alone (no ranks, no weights). `train --mesh auto` keeps only the planner's layouts that pass
-// (plan/auto_mesh.h), so it never picks one the trainer would then refuse; the trainer calls the
-// pieces below itself, so the two cannot drift apart.
+// (plan/auto_mesh.h), so it never picks one the trainer would then refuse; `train` asks
+// check_run_layout before its memory check, and `shard` check_model_layout, so shard lays out no
+// model train refuses; the trainer calls the pieces below itself, so none can drift apart.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -34,11 +35,16 @@ void check_moe_capacity(const TrainConfig& tc, const ModelConfig& shape);
 std::vector<int64_t> run_stage_blocks(const TrainConfig& tc, const ModelConfig& shape,
                                       const parallel::MeshShape& mesh);
 
-// Every refusal above, then tensor parallelism's split of the model (parallel::tensor_parallel_config:
-// heads, KV heads, the MLP and the vocabulary over tp), the partition rules' layout of each tensor
-// (parallel::shard_params: dimensions that do not divide) and each rank's block of it
-// (parallel::check_rank_block: fsdp tiling, QLoRA's NF4 blocks). mt::Error, one line, for the first
-// that fails. `shape` is the run's model (cfg.model or model.path's config).
+// The model's layout on the mesh, whatever the batch: expert parallelism, the sequence over cp, the
+// pipeline's split (run_stage_blocks), tensor parallelism's split of the model
+// (parallel::tensor_parallel_config: heads, KV heads, the MLP and the vocabulary over tp), the
+// partition rules' layout of each tensor (parallel::shard_params: dimensions that do not divide) and
+// each rank's block of it (parallel::check_rank_block: fsdp tiling, QLoRA's NF4 blocks). mt::Error,
+// one line, for the first that fails. `meshtrain shard` makes this check, so it lays out nothing
+// train refuses. `shape` is the run's model (cfg.model or model.path's config).
+void check_model_layout(const RunConfig& cfg, const ModelConfig& shape, const parallel::MeshShape& mesh);
+// check_model_layout, then the run's batch: train.moe_capacity_factor, the micro-batch's split over
+// dp x fsdp x ep and sequence parallelism's over tp (check_batch_split, check_sequence_split).
 void check_run_layout(const RunConfig& cfg, const ModelConfig& shape, const parallel::MeshShape& mesh);
 
 }  // namespace mt

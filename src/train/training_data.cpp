@@ -121,8 +121,19 @@ bool is_example_data(const std::string& path, const std::string& format) {
   return ext == ".json" || ext == ".jsonl";
 }
 
-std::unique_ptr<TrainingData> open_training_data(const RunConfig& cfg, const Tokenizer& tok,
-                                                 std::ostream& log) {
+namespace {
+
+// Chat data is rendered by hand (data/chat_templates.h): what the tokenizer's own chat_template
+// writes that the rendering leaves out is named once, in rank 0's log, before training starts.
+std::unique_ptr<TrainingData> warn_unreproduced(std::unique_ptr<TrainingData> data, const Tokenizer& tok,
+                                                std::ostream& log) {
+  const std::string format = data->prompt_template();
+  if (format == "none") return data;
+  if (const auto warning = chat_template_warning(tok, parse_format(format))) log << *warning << "\n";
+  return data;
+}
+
+std::unique_ptr<TrainingData> open_data(const RunConfig& cfg, const Tokenizer& tok, std::ostream& log) {
   if (cfg.data.path.empty() && cfg.data.format != "auto" && cfg.data.format != "text")
     fail("data.format \"" + cfg.data.format + "\" needs a data.path (the built-in data is plain text)");
   if (cfg.train.preference()) {
@@ -133,6 +144,13 @@ std::unique_ptr<TrainingData> open_training_data(const RunConfig& cfg, const Tok
   }
   if (is_example_data(cfg.data.path, cfg.data.format)) return std::make_unique<ExampleData>(cfg, tok, log);
   return std::make_unique<TextData>(cfg, tok);
+}
+
+}  // namespace
+
+std::unique_ptr<TrainingData> open_training_data(const RunConfig& cfg, const Tokenizer& tok,
+                                                 std::ostream& log) {
+  return warn_unreproduced(open_data(cfg, tok, log), tok, log);
 }
 
 std::string prompt_template_of(const RunConfig& cfg) {

@@ -125,6 +125,28 @@ TEST(EvalRun, LoraRunOnExamplesIsReproducedByEvalRunAndByItsAdapterDirectory) {
   EXPECT_NE(whole.output.find("82 examples (alpaca, 18 skipped)"), std::string::npos) << whole.output;
 }
 
+// eval --run of a bf16 run computes in bf16, as the run's validation did, and says so (it computed
+// in fp32 and did not say: 0.187034 against the run's 0.186820); --precision still chooses.
+TEST(EvalRun, EvaluatesInTheRunsPrecisionAndSaysSo) {
+  const std::string dir = fresh_temp_dir("evalrun_precision");
+  const CommandResult r = testing::run_command(testing::train_command("") + "--out " + dir +
+                                               "/bf16 --set train.steps=2 --set train.eval_every=2 --set "
+                                               "train.seq_len=64 --set train.precision=bf16 --set train.peak_gflops=100");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const CommandResult e = run_meshtrain("eval --run " + dir + "/bf16");
+  ASSERT_EQ(e.code, 0) << e.output;
+  EXPECT_NE(e.output.find("eval: computed in the run's precision, bf16 (train.precision; --precision fp32 for the other)"),
+            std::string::npos) << e.output;
+  // Near, not equal: bf16 activations round the sums of another batch shape (15 rows at once here,
+  // the run's batches of 4) differently; measured 2.7e-5 of the loss (fp32: 3.2e-5), AMD EPYC.
+  const double val = last_val_loss(dir + "/bf16");
+  EXPECT_NEAR(eval_loss(e), val, 2e-4 * val) << e.output;
+  const CommandResult f = run_meshtrain("eval --run " + dir + "/bf16 --precision fp32");
+  ASSERT_EQ(f.code, 0) << f.output;
+  EXPECT_EQ(f.output.find("in the run's precision"), std::string::npos) << f.output;
+  EXPECT_TRUE(std::isfinite(eval_loss(f))) << f.output;
+}
+
 TEST(EvalRun, WhatCannotBeEvaluatedIsRefusedInOneLine) {
   MT_REQUIRE_DATA("stories260K/stories260K.bin");
   const std::string dir = fresh_temp_dir("evalrun_refused");

@@ -16,6 +16,7 @@
 #include "mesh_runs.h"
 #include "run_command.h"
 #include "temp_dirs.h"
+#include "text_files.h"
 
 namespace mt::testing {
 namespace {
@@ -149,6 +150,10 @@ TEST(Qlora, TheRunSaysItIsQlora) {
                          "--set train.steps=1 --set train.peak_gflops=100 --out " + dir + "/run");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("meshtrain: QLoRA (an NF4 base) training, bf16 mixed"), std::string::npos) << r.output;
+  // And its closing line and summary, where the figures are read.
+  EXPECT_NE(r.output.find("done: 1 steps of QLoRA (an NF4 base) training, final loss"), std::string::npos) << r.output;
+  const nlohmann::json s = nlohmann::json::parse(read_file(dir + "/run/run_summary.json"));
+  EXPECT_EQ(s.value("mode", ""), "QLoRA (an NF4 base)") << s.dump(1);
 }
 
 }  // namespace

@@ -274,9 +274,10 @@ Action add_eval_command(CLI::App& app) {
   sub->add_flag("--truncate", o->truncate,
                 "cut examples longer than --seq-len instead of skipping them, as data.truncate");
   sub->footer("A model or adapter directory a run wrote (RUN/model, RUN/adapter) takes its defaults for "
-              "--seq-len, --batch, --format and --truncate from RUN/run.toml, and without --data is "
-              "evaluated on the run's held-out set, as with --run.\n");
-  return [o, format, seq_len, batch] {
+              "--seq-len, --batch, --format, --truncate and --precision (the run's train.precision) from "
+              "RUN/run.toml, and without --data is evaluated on the run's held-out set, as with --run.\n");
+  CLI::Option* precision = sub->get_option("--precision");
+  return [o, format, seq_len, batch, precision] {
     o->format_given = format->count() > 0;
     o->seq_len_given = seq_len->count() > 0;
     o->batch_given = batch->count() > 0;
@@ -291,6 +292,8 @@ Action add_eval_command(CLI::App& app) {
       if (!o->format_given) o->format = run->data.format;
       o->truncate = o->truncate || run->data.truncate;
       if (o->method.empty() && run->train.preference()) o->method = run->train.method;
+      // As the run computed its validation loss, and said after the result, which depends on it.
+      if (precision->count() == 0) o->model.precision = precision_name(run->train.precision);
     }
     const DeviceBackend backend = o->device.open();
     // A length the model cannot take is refused before it loads, not cut.
@@ -308,6 +311,9 @@ Action add_eval_command(CLI::App& app) {
     else if (o->data.empty()) eval_run_validation(*o, *run, run_dir, *model, *tok, seq);
     else if (is_example_data(o->data, o->format)) eval_examples(*o, *model, *tok, seq);
     else eval_text(*o, *model, *tok, seq);
+    if (run && precision->count() == 0)
+      std::cout << "eval: computed in the run's precision, " << o->model.precision << " (train.precision; --precision "
+                << (o->model.precision == "bf16" ? "fp32" : "bf16") << " for the other)\n";
     return 0;
   };
 }

@@ -28,6 +28,7 @@ void write_run_summary(const std::string& path, const RunSummaryRecord& r) {
                            {"seconds", t.seconds}});
   nlohmann::json j{{"format", "meshtrain run summary 1"},
                          {"mesh", r.mesh},
+                         {"mode", r.mode},
                          {"world_size", r.world_size},
                          {"timed_steps", r.timed_steps},
                          {"timed_seconds", r.timed_seconds},

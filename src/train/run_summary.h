@@ -16,6 +16,7 @@ namespace mt {
 
 struct RunSummaryRecord {
   std::string mesh;                     // "dp=2,fsdp=1,..." as the run was laid out
+  std::string mode;                     // "full", "LoRA" or "QLoRA (an NF4 base)"
   int64_t world_size = 1;
   int64_t timed_steps = 0;              // the steps the op and collective times are summed over
   double timed_seconds = 0.0;           // their wall-clock time

@@ -60,6 +60,11 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// What the run trains, as its first and last log lines and run_summary.json name it.
+const char* training_mode(const RunConfig& cfg) {
+  return !cfg.lora.enabled ? "full" : cfg.lora.quantized_base() ? "QLoRA (an NF4 base)" : "LoRA";
+}
+
 // The square GEMM that measures this machine's bf16 FLOP/s, the MFU basis.
 int64_t gemm_measure_size(Backend& backend) { return &backend == &cpu_backend() ? 2048 : 4096; }
 
@@ -345,8 +350,7 @@ void TrainingRun::log_header() {
     if (const std::string how = placed.describe_gradient_reduction(); !how.empty())
       log << "data-parallel gradients: " << how << " (train.dp_bucket_mb = " << tc.dp_bucket_mb << ")\n";
   }
-  log << "meshtrain: "
-      << (!cfg.lora.enabled ? "full" : cfg.lora.quantized_base() ? "QLoRA (an NF4 base)" : "LoRA") << " training, "
+  log << "meshtrain: " << training_mode(cfg) << " training, "
       << (tc.precision == Precision::bf16 ? "bf16 mixed" : "fp32") << ", "
       << (cfg.model_path.empty() ? "new model" : cfg.model_path) << ", "
       << placed.base_numel() << " base parameters, " << placed.trainable_numel() << " trainable"
@@ -733,7 +737,8 @@ void export_trained_model(TrainingRun& run) {
 void log_summary(TrainingRun& run) {
   const TrainSummary& summary = run.summary;
   std::ostream& log = run.log;
-  log << "done: " << run.tc.steps << " steps, final loss " << summary.losses.back();
+  log << "done: " << run.tc.steps << " steps of " << training_mode(run.cfg) << " training, final loss "
+      << summary.losses.back();
   if (run.data->has_validation())
     log << ", validation loss " << summary.val_loss_before << " -> " << summary.val_loss_after;
   log << "\n"
@@ -789,6 +794,7 @@ void write_summary_file(TrainingRun& run, const StepTiming& timed, const std::ve
   if (!run.leader) return;
   RunSummaryRecord r;
   r.mesh = run.cfg.mesh.str();
+  r.mode = training_mode(run.cfg);
   r.world_size = run.world->size();
   r.timed_steps = std::max<int64_t>(0, run.tc.steps - run.start_step - 1);
   r.timed_seconds = timed.seconds;

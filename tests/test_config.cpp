@@ -419,6 +419,7 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.train.device_comm = "staged";
   a.preference = {0.25f, 0.125f, 1.5f, 0.75f, 96, "keep_start", "precomputed"};
   a.data.format = "alpaca";
+  a.data.columns = {"prompt=question", "completion=answer"};
   a.data.tokenizer = "byte";
   a.data.cache_dir = "off";
   a.data.truncate = true;

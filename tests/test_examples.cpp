@@ -293,7 +293,7 @@ TEST(DatasetBadInput, UnusableFilesAreErrors) {
             std::string::npos);
   EXPECT_NE(error_of([&] { read_examples(dir.file("e.json", "  \n"), tok); }).find("is empty"),
             std::string::npos);
-  std::string msg = error_of([&] { read_examples(dir.file("o.json", R"({"text": "x"})"), tok); });
+  std::string msg = error_of([&] { read_examples(dir.file("o.json", R"({"note": "x"})"), tok); });
   EXPECT_NE(msg.find("cannot tell the format"), std::string::npos) << msg;
   msg = error_of([&] { read_examples(dir.file("n.jsonl", "1\n2\n"), tok); });
   EXPECT_NE(msg.find("n.jsonl': line 1 is a number, not a JSON object"), std::string::npos) << msg;
@@ -305,7 +305,11 @@ TEST(DatasetBadInput, UnusableFilesAreErrors) {
   msg = error_of([&] { read_examples(dir.file("a.json", "[]"), tok); });
   EXPECT_NE(msg.find("a.json': no usable records"), std::string::npos) << msg;
   EXPECT_EQ(parse_format("chat"), DataFormat::kChat);
-  EXPECT_NE(error_of([&] { parse_format("sharegpt"); }).find("auto, alpaca or a chat template: chat, chatml, gemma or mistral"), std::string::npos);
+  msg = error_of([&] { parse_format("sharegpt"); });
+  EXPECT_NE(msg.find("auto, alpaca, completion, text_records or a chat template: chat, chatml, gemma or mistral; "
+                     "ShareGPT conversations are chat records"),
+            std::string::npos)
+      << msg;
 }
 
 }  // namespace

@@ -255,11 +255,12 @@ Action add_eval_command(CLI::App& app) {
                   "a run directory (output.dir): its model on its held-out rows as its validation reads them, "
                   "with its sequence length, data, template, split and train.eval_tokens (default: none)");
   sub->add_option("--data,-d", o->data,
-                  "plain-text file, or an Alpaca / chat .json or .jsonl file (default: with --run, the run's held-out set)");
+                  "plain-text file, or an Alpaca / chat / ShareGPT / prompt-completion .json or .jsonl file (default: with "
+                  "--run, the run's held-out set)");
   auto* format = sub->add_option("--format", o->format,
                                  "as data.format: auto (.json/.jsonl are examples, anything else text), text, alpaca, "
-                                 "or a chat template: chat (Llama 3.1), chatml, gemma or mistral")
-                     ->check(CLI::IsMember({"auto", "text", "alpaca", "chat", "chatml", "gemma", "mistral"}));
+                                 "completion, or a chat template: chat (Llama 3.1), chatml, gemma or mistral")
+                     ->check(CLI::IsMember({"auto", "text", "alpaca", "completion", "chat", "chatml", "gemma", "mistral"}));
   auto* seq_len = sub->add_option("--seq-len", o->seq_len,
                                   "tokens per window; for examples the row length and the longest example kept, as train.seq_len")
                       ->check(CLI::PositiveNumber);
@@ -303,6 +304,7 @@ Action add_eval_command(CLI::App& app) {
            std::to_string(limit) + "); give at most " + std::to_string(limit));
     const int64_t seq = std::min(o->seq_len, limit);
     o->batch = rows_per_forward(o->batch, seq);
+    if (o->method.empty()) refuse_text_format_on_records(o->data, o->format);  // before the model loads
     work_gate::reached("eval");
     auto model = o->model.load_model(*backend);
     // The run's tokenizer, as it trained with (a model it wrote may carry none: the byte-level one).

@@ -1,5 +1,6 @@
-// Alpaca / chat files -> Examples (declared in examples.h). Broken JSON is an error (the file is
-// damaged as a whole); a bad record is a counted skip (real datasets have a few).
+// Files of records (Alpaca, chat and ShareGPT, completion, text) -> Examples (declared in
+// examples.h). Broken JSON is an error (the file is damaged as a whole); a bad record is a
+// counted skip (real datasets have a few).
 #include <algorithm>
 #include <iostream>
 #include <optional>
@@ -18,12 +19,36 @@ using nlohmann::json;
 
 using Record = JsonRecord;
 
+// What data.format = "auto" reads, for the refusal of a record that fits none of it.
+constexpr const char* kFormatsRead =
+    "alpaca {\"instruction\", \"input\" (optional), \"output\"}; chat {\"messages\": [{\"role\", "
+    "\"content\"}]} or ShareGPT {\"conversations\": [{\"from\", \"value\"}]}, with the tokenizer's chat "
+    "template or the one named (chat, chatml, gemma, mistral); completion {\"prompt\", \"completion\"} or "
+    "{\"input\", \"output\"}; text_records {\"text\"}";
+
+// The first few field names of a record (in nlohmann::json's sorted order), for messages:
+// "\"answer\", \"question\"".
+std::string field_names(const json& rec) {
+  std::string names;
+  int shown = 0;
+  for (auto it = rec.begin(); it != rec.end(); ++it) {
+    if (shown++ == 6) return names + ", ...";
+    names += (names.empty() ? "\"" : ", \"") + it.key() + "\"";
+  }
+  return names.empty() ? "no fields" : names;
+}
+
 // The format of a file from its first record (every record is an object).
 DataFormat detect_format(const std::string& path, const Record& first) {
-  if (first.value.contains("messages")) return DataFormat::kChat;
-  if (first.value.contains("instruction")) return DataFormat::kAlpaca;
-  fail("data file '" + path + "': cannot tell the format: " + first.where +
-       " has neither \"messages\" (chat) nor \"instruction\" (alpaca); set the format");
+  const json& v = first.value;
+  if (v.contains("messages") || v.contains("conversations")) return DataFormat::kChat;
+  if (v.contains("instruction")) return DataFormat::kAlpaca;
+  if ((v.contains("prompt") && v.contains("completion")) || (v.contains("input") && v.contains("output")))
+    return DataFormat::kCompletion;
+  if (v.contains("text")) return DataFormat::kTextRecords;
+  fail("data file '" + path + "': cannot tell the format: " + first.where + " has " + field_names(v) +
+       ", which fit no format: " + kFormatsRead +
+       "; set data.format to one of them, or map the file's fields with data.columns (e.g. \"prompt=question\")");
 }
 
 // A string field, or the reason the record is unusable. Optional fields may be absent or null.
@@ -40,6 +65,44 @@ std::optional<std::string> string_field(const json& obj, const char* name, bool 
   return std::nullopt;
 }
 
+// The chat role of a ShareGPT "from": its own names (human, gpt) or the chat ones; tool turns
+// (LLaMA-Factory's function_call and observation) have no place in the templates rendered here.
+std::optional<std::string> sharegpt_role(std::string& role) {
+  if (role == "human") role = "user";
+  else if (role == "gpt") role = "assistant";
+  if (role == "system" || role == "user" || role == "assistant") return std::nullopt;
+  if (role == "function_call" || role == "observation" || role == "tool")
+    return "ShareGPT turn from \"" + role + "\": tool calls and results are not supported (the chat "
+           "templates render system, human/user and gpt/assistant turns only)";
+  return "unknown ShareGPT \"from\" \"" + role + "\" (expected system, human, gpt, user or assistant)";
+}
+
+// The turns of a chat record: {"messages": [{"role", "content"}]}, or ShareGPT's
+// {"conversations": [{"from", "value"}]} read into the same messages, so that both shapes of a
+// conversation render to the same tokens.
+std::optional<std::string> conversation_of(const json& rec, std::vector<ChatMessage>& messages) {
+  const bool sharegpt = !rec.contains("messages") && rec.contains("conversations");
+  const std::string list = sharegpt ? "conversations" : "messages";
+  const char* role_field = sharegpt ? "from" : "role";
+  const char* text_field = sharegpt ? "value" : "content";
+  auto it = rec.find(list);
+  if (it == rec.end()) return "\"" + list + "\" is missing";
+  if (!it->is_array() || it->empty()) return "\"" + list + "\" is not a non-empty array";
+  for (const json& m : *it) {
+    if (!m.is_object()) return std::string("a message is not a JSON object");
+    ChatMessage cm;
+    if (auto e = string_field(m, role_field, true, cm.role)) return "message " + *e;
+    if (sharegpt) {
+      if (auto e = sharegpt_role(cm.role)) return e;
+    } else if (cm.role != "system" && cm.role != "user" && cm.role != "assistant") {
+      return "unknown role \"" + cm.role + "\" (expected system, user or assistant)";
+    }
+    if (auto e = string_field(m, text_field, true, cm.content)) return "message " + *e;
+    messages.push_back(std::move(cm));
+  }
+  return std::nullopt;
+}
+
 // Renders one record into `ex`; returns the reason when the record must be skipped.
 std::optional<std::string> render_record(const json& rec, DataFormat format, const Tokenizer& tok,
                                          Example& ex) {
@@ -51,22 +114,50 @@ std::optional<std::string> render_record(const json& rec, DataFormat format, con
     ex = render_alpaca(tok, instruction, input, output);
     return std::nullopt;
   }
-  auto it = rec.find("messages");
-  if (it == rec.end()) return std::string("\"messages\" is missing");
-  if (!it->is_array() || it->empty()) return std::string("\"messages\" is not a non-empty array");
-  std::vector<ChatMessage> messages;
-  for (const json& m : *it) {
-    if (!m.is_object()) return std::string("a message is not a JSON object");
-    ChatMessage cm;
-    if (auto e = string_field(m, "role", true, cm.role)) return "message " + *e;
-    if (cm.role != "system" && cm.role != "user" && cm.role != "assistant")
-      return "unknown role \"" + cm.role + "\" (expected system, user or assistant)";
-    if (auto e = string_field(m, "content", true, cm.content)) return "message " + *e;
-    messages.push_back(std::move(cm));
+  if (format == DataFormat::kCompletion) {
+    // TRL's names, else the input / output pair of many instruction sets without an instruction.
+    const bool trl = rec.contains("prompt") || rec.contains("completion");
+    std::string prompt, completion;
+    if (auto e = string_field(rec, trl ? "prompt" : "input", true, prompt)) return e;
+    if (auto e = string_field(rec, trl ? "completion" : "output", true, completion)) return e;
+    ex = render_completion(tok, prompt, completion);
+    return std::nullopt;
   }
+  if (format == DataFormat::kTextRecords) {
+    std::string text;
+    if (auto e = string_field(rec, "text", true, text)) return e;
+    ex = render_document(tok, text);
+    return std::nullopt;
+  }
+  std::vector<ChatMessage> messages;
+  if (auto why = conversation_of(rec, messages)) return why;
   if (auto why = chat_roles_problem(messages, format)) return why;
   ex = render_conversation(tok, messages, format);
   return std::nullopt;
+}
+
+// data.columns as (field, column) pairs; check_columns has refused what is malformed.
+std::vector<std::pair<std::string, std::string>> column_pairs(const std::vector<std::string>& columns) {
+  check_columns(columns);
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (const std::string& c : columns) {
+    const size_t eq = c.find('=');
+    pairs.emplace_back(c.substr(0, eq), c.substr(eq + 1));
+  }
+  return pairs;
+}
+
+// The record with its columns under the format's names: a mapped column replaces the field, so
+// that a file holding both reads the one data.columns names.
+void rename_columns(json& rec, const std::vector<std::pair<std::string, std::string>>& pairs) {
+  std::vector<std::pair<std::string, json>> moved;
+  for (const auto& [field, column] : pairs) {
+    auto it = rec.find(column);
+    if (it == rec.end()) continue;
+    moved.emplace_back(field, std::move(*it));
+    rec.erase(it);
+  }
+  for (auto& [field, value] : moved) rec[field] = std::move(value);
 }
 
 // True when some token after the first is trained, i.e. the example contributes to the loss.
@@ -85,7 +176,9 @@ ExampleSet read_example_records(const DataInput& input, const Tokenizer& tok, co
   set.format = opt.format;
   std::string first_skip;
   int64_t longest = 0;  // of the records skipped for length: the sequence length keeping them all
-  const bool any = for_each_json_record(input, [&](const Record& r) {
+  const auto columns = column_pairs(opt.columns);
+  const bool any = for_each_json_record(input, [&](Record r) {
+    rename_columns(r.value, columns);
     if (set.format == DataFormat::kAuto) {
       set.format = detect_format(path, r);
       if (set.format == DataFormat::kChat) set.format = default_chat_format(tok);
@@ -98,7 +191,9 @@ ExampleSet read_example_records(const DataInput& input, const Tokenizer& tok, co
     } catch (const Error& e) {  // a setup problem (tokenizer without chat specials), not the record's
       fail("data file '" + path + "': " + e.what());
     }
-    if (!why && opt.max_tokens > 0 && int64_t(ex.tokens.size()) > opt.max_tokens) {
+    // Documents are cut into windows once joined, however long; an example must fit a row.
+    const bool fits_any_length = set.format == DataFormat::kTextRecords;
+    if (!why && !fits_any_length && opt.max_tokens > 0 && int64_t(ex.tokens.size()) > opt.max_tokens) {
       if (opt.truncate) {
         ex.tokens.resize(size_t(opt.max_tokens));
         ex.trained.resize(size_t(opt.max_tokens));
@@ -146,6 +241,27 @@ ExampleSet read_example_records(const DataInput& input, const Tokenizer& tok, co
 
 }  // namespace
 
+void check_columns(const std::vector<std::string>& columns) {
+  std::vector<std::string> fields, sources;
+  for (const std::string& c : columns) {
+    const size_t eq = c.find('=');
+    const std::string field = c.substr(0, eq), column = eq == std::string::npos ? "" : c.substr(eq + 1);
+    auto bad = [&](const std::string& why) {
+      fail("data.columns entry \"" + c + "\": " + why +
+           " (entries are \"field=column\": the format's field read from the file's column, e.g. "
+           "\"prompt=question\"; fields: instruction, input, output, prompt, completion, text, messages, "
+           "conversations)");
+    };
+    if (field.empty() || column.empty() || column.find('=') != std::string::npos) bad("not field=column");
+    if (std::find(std::begin(kRenamableFields), std::end(kRenamableFields), field) == std::end(kRenamableFields))
+      bad("\"" + field + "\" is not a field of a format");
+    if (std::find(fields.begin(), fields.end(), field) != fields.end()) bad("\"" + field + "\" is mapped twice");
+    if (std::find(sources.begin(), sources.end(), column) != sources.end()) bad("\"" + column + "\" is read twice");
+    fields.push_back(field);
+    sources.push_back(column);
+  }
+}
+
 ExampleSet read_examples(const std::string& path, const Tokenizer& tok, const ExampleOptions& opt) {
   return read_example_records(DataInput{path, std::nullopt}, tok, opt);
 }
@@ -155,9 +271,12 @@ ExampleSet parse_examples(const std::string& text, const std::string& path, cons
   return read_example_records(DataInput{path, text}, tok, opt);
 }
 
-DataFormat example_file_format(const std::string& path, const Tokenizer* tok) {
+DataFormat example_file_format(const std::string& path, const Tokenizer* tok,
+                               const std::vector<std::string>& columns) {
   std::optional<DataFormat> format;
-  const bool any = for_each_json_record(DataInput{path, std::nullopt}, [&](const Record& r) {
+  const auto pairs = column_pairs(columns);
+  const bool any = for_each_json_record(DataInput{path, std::nullopt}, [&](Record r) {
+    rename_columns(r.value, pairs);
     format = detect_format(path, r);
     return false;
   });

@@ -19,11 +19,19 @@ struct Example {
 };
 
 // kChat is the Llama 3.1 template; kChatml, kGemma and kMistral are the other chat templates
-// (chat_templates.h). A chat file read with kAuto gets its tokenizer's template.
-enum class DataFormat { kAuto, kAlpaca, kChat, kChatml, kGemma, kMistral };
-std::string_view format_name(DataFormat f);  // "auto", "alpaca", "chat", "chatml", "gemma", "mistral"
+// (chat_templates.h), each reading `messages` or ShareGPT `conversations` records. A chat file read
+// with kAuto gets its tokenizer's template. kCompletion: {"prompt", "completion"} or {"input",
+// "output"} records, the two texts back to back. kTextRecords: {"text"} records, each a document,
+// cut into windows like plain text (train/training_data.cpp). New values go last: the token
+// cache stores the number.
+enum class DataFormat { kAuto, kAlpaca, kChat, kChatml, kGemma, kMistral, kCompletion, kTextRecords };
+// "auto", "alpaca", "chat", "chatml", "gemma", "mistral", "completion", "text_records"
+std::string_view format_name(DataFormat f);
 bool is_chat_format(DataFormat f);
 DataFormat parse_format(std::string_view name);  // mt::Error listing the choices
+// The prompt template generate's --template names for data of this format: "alpaca", a chat
+// template, or "none" (completion and text records have no template around the text).
+std::string_view prompt_template_name(DataFormat f);
 
 struct ChatMessage {
   std::string role;  // "system", "user" or "assistant"
@@ -39,6 +47,14 @@ std::string alpaca_prompt(std::string_view instruction, std::string_view input);
 Example render_alpaca(const Tokenizer& tok, std::string_view instruction, std::string_view input,
                       std::string_view output);
 
+// BOS (when the tokenizer has one) + prompt + completion + EOS (when it has one), the prompt
+// untrained: the prompt / completion records, with no template between the two texts (as TRL
+// joins non-conversational prompt-completion data). Encoded separately, as render_alpaca.
+Example render_completion(const Tokenizer& tok, std::string_view prompt, std::string_view completion);
+// BOS + text + EOS (each when the tokenizer has one), every token trained: one document of
+// {"text"} records, whose tokens are later joined into one stream like a plain-text file.
+Example render_document(const Tokenizer& tok, std::string_view text);
+
 // The Llama 3.1 chat template:
 //   <|begin_of_text|> then per message
 //   <|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>
@@ -52,17 +68,24 @@ std::vector<int32_t> chat_generation_prompt(const Tokenizer& tok,
                                             const std::vector<ChatMessage>& messages);
 
 struct ExampleOptions {
-  // kAuto: "instruction" -> alpaca, "messages" -> the tokenizer's chat template
+  // kAuto: from the first record's fields: "messages" or "conversations" -> the tokenizer's chat
+  // template, "instruction" -> alpaca, "prompt" + "completion" or "input" + "output" ->
+  // completion, "text" -> text_records; none of them: mt::Error listing the formats.
   DataFormat format = DataFormat::kAuto;
   // Longest example kept (normally train.seq_len); 0: no limit. A longer example is skipped and
   // counted, or cut to max_tokens when `truncate` is set (then skipped only if no trained token
-  // is left to predict).
+  // is left to predict). Not for kTextRecords: a document longer than a row is cut into windows
+  // later, never skipped.
   int64_t max_tokens = 0;
   bool truncate = false;
   // The model's max_position_embeddings (0: not known): the skip warning never suggests a longer
   // sequence length than this.
   int64_t model_limit = 0;
   bool quiet = false;  // do not print the skip warning (it is still returned)
+  // data.columns: "field=column" entries, each reading a record's `column` as the format's
+  // top-level `field` (instruction, input, output, prompt, completion, text, messages,
+  // conversations), for files that name their fields otherwise. Part of the token cache key.
+  std::vector<std::string> columns;
 };
 
 struct ExampleSet {
@@ -74,7 +97,13 @@ struct ExampleSet {
   std::string warning;   // the one-line summary printed for skips; empty when none
 };
 
-// Reads an Alpaca or chat file: a .json file holding a JSON array of records, or JSON Lines
+// The fields data.columns may rename, and the check of its entries: mt::Error naming a bad one
+// (not "field=column", an unknown field, a field or column given twice).
+inline constexpr const char* kRenamableFields[] = {"instruction", "input",  "output",        "prompt",
+                                                   "completion",  "text",   "messages",      "conversations"};
+void check_columns(const std::vector<std::string>& columns);
+
+// Reads a file of records (Alpaca, chat, ShareGPT, completion or text): a .json file holding a JSON array of records, or JSON Lines
 // (one object per line; .jsonl, or a .json file whose first character is not '['). Malformed
 // JSON, a record that is not a JSON object, and unusable files: mt::Error naming the file and
 // line (JSONL) or record and byte offset (array). The file is read a record at a time
@@ -83,10 +112,13 @@ struct ExampleSet {
 // to stderr unless options.quiet.
 ExampleSet read_examples(const std::string& path, const Tokenizer& tok,
                          const ExampleOptions& options = {});
-// The format read_examples gives a file with format kAuto, from its records alone: alpaca, or
-// for a chat file default_chat_format(*tok) (kChat without a tokenizer). Nothing is tokenized.
+// The format read_examples gives a file with format kAuto, from its first record alone: alpaca,
+// completion, text_records, or for a chat file default_chat_format(*tok) (kChat without a
+// tokenizer). Nothing is tokenized.
 // The same errors as read_examples for an unusable file.
-DataFormat example_file_format(const std::string& path, const Tokenizer* tok = nullptr);
+// `columns` as ExampleOptions::columns.
+DataFormat example_file_format(const std::string& path, const Tokenizer* tok = nullptr,
+                               const std::vector<std::string>& columns = {});
 // The same on the file's text already in memory; `path` names it in messages, and its extension
 // tells JSON Lines (.jsonl) as above.
 ExampleSet parse_examples(const std::string& text, const std::string& path, const Tokenizer& tok,

@@ -35,6 +35,8 @@ std::string_view format_name(DataFormat f) {
     case DataFormat::kChatml: return "chatml";
     case DataFormat::kGemma: return "gemma";
     case DataFormat::kMistral: return "mistral";
+    case DataFormat::kCompletion: return "completion";
+    case DataFormat::kTextRecords: return "text_records";
     case DataFormat::kAuto: break;
   }
   return "auto";
@@ -42,10 +44,21 @@ std::string_view format_name(DataFormat f) {
 
 DataFormat parse_format(std::string_view name) {
   if (name == "auto" || name.empty()) return DataFormat::kAuto;
-  if (name == "alpaca") return DataFormat::kAlpaca;
-  for (DataFormat f : {DataFormat::kChat, DataFormat::kChatml, DataFormat::kGemma, DataFormat::kMistral})
+  for (DataFormat f : {DataFormat::kAlpaca, DataFormat::kChat, DataFormat::kChatml, DataFormat::kGemma,
+                       DataFormat::kMistral, DataFormat::kCompletion, DataFormat::kTextRecords})
     if (name == format_name(f)) return f;
-  fail("unknown data format '" + std::string(name) + "' (expected auto, alpaca or a chat template: chat, chatml, gemma or mistral)");
+  // ShareGPT is a shape of chat records, not a template: the name tools such as Axolotl use for it.
+  const std::string hint = name == "sharegpt"
+                               ? "; ShareGPT conversations are chat records: auto reads them with the tokenizer's "
+                                 "template, a template name with that one"
+                               : "";
+  fail("unknown data format '" + std::string(name) +
+       "' (expected auto, alpaca, completion, text_records or a chat template: chat, chatml, gemma or mistral" +
+       hint + ")");
+}
+
+std::string_view prompt_template_name(DataFormat f) {
+  return f == DataFormat::kAlpaca || is_chat_format(f) ? format_name(f) : "none";
 }
 
 bool is_chat_format(DataFormat f) {
@@ -70,14 +83,27 @@ std::string alpaca_prompt(std::string_view instruction, std::string_view input) 
   return s;
 }
 
-Example render_alpaca(const Tokenizer& tok, std::string_view instruction, std::string_view input,
-                      std::string_view output) {
+Example render_completion(const Tokenizer& tok, std::string_view prompt, std::string_view completion) {
   Example ex;
   if (tok.bos_id() >= 0) append(ex, tok.bos_id(), false);
-  append(ex, tok.encode(alpaca_prompt(instruction, input)), false);
-  append(ex, tok.encode(output), true);
+  append(ex, tok.encode(prompt), false);
+  append(ex, tok.encode(completion), true);
   // Training on EOS teaches the model to stop after the response; a tokenizer without one
   // (the byte tokenizer) has no way to say it.
+  if (tok.eos_id() >= 0) append(ex, tok.eos_id(), true);
+  return ex;
+}
+
+Example render_alpaca(const Tokenizer& tok, std::string_view instruction, std::string_view input,
+                      std::string_view output) {
+  return render_completion(tok, alpaca_prompt(instruction, input), output);
+}
+
+Example render_document(const Tokenizer& tok, std::string_view text) {
+  Example ex;
+  // The marks tell the model where one document ends and the next begins once they are joined.
+  if (tok.bos_id() >= 0) append(ex, tok.bos_id(), true);
+  append(ex, tok.encode(text), true);
   if (tok.eos_id() >= 0) append(ex, tok.eos_id(), true);
   return ex;
 }

@@ -74,14 +74,25 @@ TextDataset TextDataset::from_text(std::string_view text, double val_fraction, i
   return d;
 }
 
+TextDataset TextDataset::from_tokens(std::vector<int32_t> tokens, double val_fraction, int64_t seq_len,
+                                     const std::string& name) {
+  TextDataset d;
+  d.name_ = name;
+  d.split(std::move(tokens), val_fraction, seq_len);
+  return d;
+}
+
 void TextDataset::init(std::string_view text, double val_fraction, int64_t seq_len,
                        const Tokenizer* tokenizer) {
+  split(tokenizer ? tokenizer->encode(text) : ByteTokenizer().encode(text), val_fraction, seq_len);
+}
+
+void TextDataset::split(std::vector<int32_t> tokens, double val_fraction, int64_t seq_len) {
   if (seq_len <= 0) fail("data '" + name_ + "': seq_len must be > 0, got " + std::to_string(seq_len));
   if (!(val_fraction >= 0.0 && val_fraction < 1.0))
     fail("data '" + name_ + "': data.val_fraction must be in [0, 1), got " +
          std::to_string(val_fraction));
   seq_len_ = seq_len;
-  std::vector<int32_t> tokens = tokenizer ? tokenizer->encode(text) : ByteTokenizer().encode(text);
   const int64_t n = int64_t(tokens.size());
   const int64_t n_val = int64_t(std::floor(double(n) * val_fraction));
   const int64_t n_train = n - n_val;

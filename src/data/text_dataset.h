@@ -47,6 +47,10 @@ class TextDataset {
   static TextDataset from_text(std::string_view text, double val_fraction, int64_t seq_len,
                                const std::string& name = "<text>",
                                const Tokenizer* tokenizer = nullptr);
+  // Same, from tokens already encoded (the documents of {"text"} records, joined); `name` is
+  // used in error messages.
+  static TextDataset from_tokens(std::vector<int32_t> tokens, double val_fraction, int64_t seq_len,
+                                 const std::string& name);
 
   const std::vector<int32_t>& train_tokens() const { return train_; }
   const std::vector<int32_t>& val_tokens() const { return val_; }
@@ -56,6 +60,7 @@ class TextDataset {
  private:
   TextDataset() = default;
   void init(std::string_view text, double val_fraction, int64_t seq_len, const Tokenizer* tokenizer);
+  void split(std::vector<int32_t> tokens, double val_fraction, int64_t seq_len);
 
   std::vector<int32_t> train_, val_;
   int64_t seq_len_ = 0;

@@ -80,6 +80,11 @@ std::string cache_key(const std::string& path, const Tokenizer& tok, const Examp
     key += '|';
     key += part;
   }
+  // Only when given, so that the files of runs without data.columns keep their names.
+  for (const std::string& column : opt.columns) {
+    key += "|column ";
+    key += column;
+  }
   return key;
 }
 
@@ -125,7 +130,7 @@ std::optional<LoadedExamples> read_cache(const std::string& file, uint64_t key, 
   if (std::memcmp(h.magic, kMagic, 8) != 0) return bad("bad magic");
   if (h.version != kVersion) return bad("version " + std::to_string(h.version));
   if (h.key != key) return bad("written for other data or options");
-  if (h.format < uint32_t(DataFormat::kAlpaca) || h.format > uint32_t(DataFormat::kMistral))
+  if (h.format < uint32_t(DataFormat::kAlpaca) || h.format > uint32_t(DataFormat::kTextRecords))
     return bad("bad format field");
   // Sizes first, with overflow-safe bounds, so no view can reach past the mapping.
   const uint64_t avail = bytes.size() - sizeof(Header);

@@ -1,6 +1,6 @@
 // A tokenised cache on disk, so a second run over the same data does not re-tokenise it.
 // One file per (data file path, size, mtime, tokenizer fingerprint, format, max_tokens,
-// truncate, model_limit, cache version), named "<data file stem>-<16 hex digits of the key hash>.tokens":
+// truncate, model_limit, data.columns, cache version), named "<data file stem>-<16 hex digits of the key hash>.tokens":
 //   header (80 bytes: magic "MTTOKEN1", version, format, key hash, counts, checksum)
 //   uint64 offsets[n + 1] | uint32 tokens[offsets[n]] | uint8 trained[offsets[n]] | warning text
 // in host byte order (little-endian machines). Written atomically (tmp + rename) and read back

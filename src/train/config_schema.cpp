@@ -213,11 +213,18 @@ std::vector<ConfigKey> make_keys() {
 
       // [data]
       {KEY(data.path),
-       .help = "Training file (plain text, Alpaca JSON/JSONL or chat JSONL); empty uses the "
-               "built-in demo text; in a config file, relative to the file"},
-      {KEY(data.format), .choices = {"auto", "text", "alpaca", "chat", "chatml", "gemma", "mistral"},
-       .help = "auto: .json/.jsonl files are examples (a chat file in its tokenizer's chat template), anything "
-               "else plain text; chat: Llama 3.1, chatml: Qwen, gemma, mistral (see Training data)"},
+       .help = "Training file (plain text, or JSON/JSONL records: Alpaca, chat or ShareGPT, "
+               "prompt/completion, text); empty uses the built-in demo text; in a config file, relative to the file"},
+      {KEY(data.format),
+       .choices = {"auto", "text", "alpaca", "chat", "chatml", "gemma", "mistral", "completion", "text_records"},
+       .help = "auto: .json/.jsonl files are records, their format told by the first record's fields (a chat "
+               "file in its tokenizer's chat template), anything else plain text; text: plain text (refused "
+               "on .json/.jsonl); chat: Llama 3.1, chatml: Qwen, gemma, mistral; completion: prompt + "
+               "completion; text_records: {\"text\"} documents (see Training data)"},
+      {KEY(data.columns),
+       .help = "Record fields under other names: \"field=column\" entries (e.g. [\"prompt=question\", "
+               "\"completion=answer\"]), each reading the file's column as the format's field (instruction, "
+               "input, output, prompt, completion, text, messages, conversations)"},
       {KEY(data.tokenizer),
        .help = "Tokenizer file or directory; empty: the model's own (model.path), else the "
                "byte-level tokenizer; \"byte\": byte-level; in a config file, relative to the file"},

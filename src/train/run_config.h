@@ -102,10 +102,13 @@ struct TrainConfig {
 
 struct DataConfig {
   std::string path;  // training file; empty: the built-in demo text
-  // "auto": .json/.jsonl files are examples (alpaca or chat, told apart by their fields; chat in
-  // the tokenizer's chat template), anything else plain text. Or "text", "alpaca", or a chat
-  // template: "chat" (Llama 3.1), "chatml", "gemma", "mistral" (data/chat_templates.h).
+  // "auto": .json/.jsonl files are records (alpaca, chat or ShareGPT, completion, text_records,
+  // told apart by the first record's fields; chat in the tokenizer's chat template), anything
+  // else plain text. Or "text", "alpaca", "completion", "text_records", or a chat template:
+  // "chat" (Llama 3.1), "chatml", "gemma", "mistral" (data/chat_templates.h).
   std::string format = "auto";
+  // "field=column" entries: the file's column read as the format's field (ExampleOptions::columns).
+  std::vector<std::string> columns;
   // Tokenizer file or directory. Empty: the model's own (model.path) or, without a model path,
   // the byte-level tokenizer. "byte": the byte-level tokenizer.
   std::string tokenizer;

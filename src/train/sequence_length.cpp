@@ -25,12 +25,14 @@ int64_t seq_len_for_longest(int64_t longest, int64_t limit) {
 SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer* tok, int64_t limit) {
   if (cfg.train.seq_len > 0) return {cfg.train.seq_len, ""};
   const std::string limit_text = "the model's max_position_embeddings, " + std::to_string(limit);
-  if (!is_example_data(cfg.data.path, cfg.data.format) && !cfg.train.preference()) {
+  // Windows of a token stream fit any length: the built-in one.
+  auto unmeasured = [&](const std::string& what) -> SeqLenChoice {
     const int64_t len = std::min(kBuiltinSeqLen, limit);
-    return {len, "train.seq_len " + std::to_string(len) + ": plain text has no examples to measure, so the built-in " +
+    return {len, "train.seq_len " + std::to_string(len) + ": " + what + " has no examples to measure, so the built-in " +
                      std::to_string(kBuiltinSeqLen) + (len < kBuiltinSeqLen ? " capped at " + limit_text : "") +
                      " (set train.seq_len to choose)"};
-  }
+  };
+  if (!is_example_data(cfg.data.path, cfg.data.format) && !cfg.train.preference()) return unmeasured("plain text");
   if (!tok) fail("choose_seq_len: example data needs the run's tokenizer");
   if (cfg.train.preference()) {  // preference pairs: their longest sequence, uncut
     PreferenceOptions opt;
@@ -47,7 +49,9 @@ SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer* tok, int64_t 
   ExampleOptions opt;
   opt.format = cfg.data.format == "auto" ? DataFormat::kAuto : parse_format(cfg.data.format);
   opt.quiet = true;
+  opt.columns = cfg.data.columns;
   const LoadedExamples ex = load_examples(cfg.data.path, *tok, opt, cfg.data.cache_dir);
+  if (ex.format == DataFormat::kTextRecords) return unmeasured("text records (documents cut into windows)");
   int64_t longest = 0;
   for (size_t i = 0; i < ex.table.size(); ++i) longest = std::max(longest, ex.table.length(i));
   const int64_t len = seq_len_for_longest(longest, limit);

@@ -27,13 +27,16 @@ PackedBatch packed_from(const Batch& b) {
   return p;
 }
 
+// Random windows of one token stream: a plain-text file, or the documents of {"text"} records
+// joined (`kind` says which in the log line).
 class TextData : public TrainingData {
  public:
-  TextData(const RunConfig& cfg, const Tokenizer& tok)
-      : data_(cfg.data.path, cfg.data.val_fraction, cfg.train.seq_len, &tok),
+  TextData(TextDataset data, const RunConfig& cfg, std::string kind)
+      : data_(std::move(data)),
         sampler_(data_, cfg.train.batch_size, cfg.train.seed),
         val_(data_, cfg.train.batch_size, validation_rows(cfg.train)),
-        seq_len_(cfg.train.seq_len) {}
+        seq_len_(cfg.train.seq_len),
+        kind_(std::move(kind)) {}
   PackedBatch next() override { return packed_from(sampler_.next()); }
   SamplerState state() const override { return sampler_.state(); }
   void restore(const SamplerState& s) override { sampler_.restore(s); }
@@ -47,7 +50,7 @@ class TextData : public TrainingData {
   void reset_validation() override { val_.reset(); }
   int64_t num_validation_rows() const override { return val_.num_windows(); }
   std::string describe() const override {
-    return data_.name() + " (plain text: " + std::to_string(data_.train_tokens().size()) +
+    return data_.name() + " (" + kind_ + ": " + std::to_string(data_.train_tokens().size()) +
            " train / " + std::to_string(data_.val_tokens().size()) + " validation tokens)";
   }
   std::string prompt_template() const override { return "none"; }
@@ -60,22 +63,37 @@ class TextData : public TrainingData {
   BatchSampler sampler_;
   ValidationBatches val_;
   int64_t seq_len_;
+  std::string kind_;
 };
+
+// The options a run reads its records with.
+ExampleOptions run_example_options(const RunConfig& cfg) {
+  ExampleOptions opt;
+  opt.format = cfg.data.format == "auto" ? DataFormat::kAuto : parse_format(cfg.data.format);
+  opt.max_tokens = cfg.train.seq_len;
+  opt.truncate = cfg.data.truncate;
+  opt.model_limit = model_position_limit(cfg);
+  opt.quiet = true;  // logged by the caller, on rank 0 only
+  opt.columns = cfg.data.columns;
+  return opt;
+}
+
+// The skip warning and the cache use, once, in rank 0's log (every rank reads the data), before
+// the model loads and training starts.
+void log_loaded(const LoadedExamples& loaded, std::ostream& log) {
+  if (!loaded.warning.empty()) log << loaded.warning << "\n";
+  if (!loaded.cache_path.empty())
+    log << "token cache: " << loaded.cache_path << (loaded.from_cache ? " (hit)" : " (written)") << "\n";
+}
 
 class ExampleData : public TrainingData {
  public:
-  ExampleData(const RunConfig& cfg, const Tokenizer& tok, std::ostream& log)
-      : loaded_(load(cfg, tok)),
+  ExampleData(const RunConfig& cfg, LoadedExamples loaded)
+      : loaded_(std::move(loaded)),
         split_(split_examples(loaded_.table.size(), cfg.data.val_fraction, cfg.train.seed)),
         sampler_(loaded_.table, split_.train, cfg.train.seq_len, cfg.train.batch_size, cfg.train.seed),
         val_(loaded_.table, split_.val, cfg.train.seq_len, cfg.train.batch_size, validation_rows(cfg.train)),
-        path_(cfg.data.path) {
-    // Once, in rank 0's log (every rank reads the data), before the model loads and training starts.
-    if (!loaded_.warning.empty()) log << loaded_.warning << "\n";
-    if (!loaded_.cache_path.empty())
-      log << "token cache: " << loaded_.cache_path << (loaded_.from_cache ? " (hit)" : " (written)")
-          << "\n";
-  }
+        path_(cfg.data.path) {}
   PackedBatch next() override { return sampler_.next(); }
   SamplerState state() const override { return sampler_.sampler_state(); }
   void restore(const SamplerState& s) override { sampler_.restore(s); }
@@ -89,20 +107,10 @@ class ExampleData : public TrainingData {
            " validation, " + std::to_string(loaded_.skipped) + " skipped; packed " +
            std::to_string(sampler_.rows_in_epoch()) + " rows per epoch)";
   }
-  std::string prompt_template() const override { return std::string(format_name(loaded_.format)); }
+  std::string prompt_template() const override { return std::string(prompt_template_name(loaded_.format)); }
   int64_t rows_per_epoch() const override { return sampler_.rows_in_epoch(); }
 
  private:
-  static LoadedExamples load(const RunConfig& cfg, const Tokenizer& tok) {
-    ExampleOptions opt;
-    opt.format = cfg.data.format == "auto" ? DataFormat::kAuto : parse_format(cfg.data.format);
-    opt.max_tokens = cfg.train.seq_len;
-    opt.truncate = cfg.data.truncate;
-    opt.model_limit = model_position_limit(cfg);
-    opt.quiet = true;  // the constructor logs the warning, on rank 0 only
-    return load_examples(cfg.data.path, tok, opt, cfg.data.cache_dir);
-  }
-
   LoadedExamples loaded_;
   ExampleSplit split_;
   PackedSampler sampler_;
@@ -114,11 +122,25 @@ class ExampleData : public TrainingData {
 
 int64_t validation_rows(const TrainConfig& tc) { return (tc.eval_tokens + tc.seq_len - 1) / tc.seq_len; }
 
-bool is_example_data(const std::string& path, const std::string& format) {
-  if (format == "text" || path.empty()) return false;
-  if (format != "auto") return true;
+namespace {
+
+bool is_json_file(const std::string& path) {
   const std::string ext = fs::path(path).extension().string();
   return ext == ".json" || ext == ".jsonl";
+}
+
+}  // namespace
+
+bool is_example_data(const std::string& path, const std::string& format) {
+  if (format == "text" || path.empty()) return false;
+  return format != "auto" || is_json_file(path);
+}
+
+void refuse_text_format_on_records(const std::string& path, const std::string& format) {
+  if (format == "text" && is_json_file(path))
+    fail("data.format = \"text\" reads '" + path + "' as plain text, braces and field names included: for "
+         "a file of {\"text\": ...} records set data.format = \"text_records\" (or \"auto\", which also "
+         "reads the other record formats); rename the file (.txt) if it is meant as plain text");
 }
 
 namespace {
@@ -142,8 +164,19 @@ std::unique_ptr<TrainingData> open_data(const RunConfig& cfg, const Tokenizer& t
            "file of prompt / chosen / rejected records (the built-in data is plain text)");
     return std::make_unique<PreferenceData>(cfg, tok, log);
   }
-  if (is_example_data(cfg.data.path, cfg.data.format)) return std::make_unique<ExampleData>(cfg, tok, log);
-  return std::make_unique<TextData>(cfg, tok);
+  refuse_text_format_on_records(cfg.data.path, cfg.data.format);
+  if (!is_example_data(cfg.data.path, cfg.data.format))
+    return std::make_unique<TextData>(
+        TextDataset(cfg.data.path, cfg.data.val_fraction, cfg.train.seq_len, &tok), cfg, "plain text");
+  LoadedExamples loaded = load_examples(cfg.data.path, tok, run_example_options(cfg), cfg.data.cache_dir);
+  log_loaded(loaded, log);
+  if (loaded.format != DataFormat::kTextRecords) return std::make_unique<ExampleData>(cfg, std::move(loaded));
+  const std::string kind = "text records: " + std::to_string(loaded.table.size()) + " documents";
+  const auto joined = loaded.table.all_tokens();
+  return std::make_unique<TextData>(
+      TextDataset::from_tokens({joined.begin(), joined.end()}, cfg.data.val_fraction, cfg.train.seq_len,
+                               cfg.data.path),
+      cfg, kind);
 }
 
 }  // namespace
@@ -160,10 +193,10 @@ std::string prompt_template_of(const RunConfig& cfg) {
     return f == DataFormat::kAuto ? "none" : std::string(format_name(f));
   }
   if (!is_example_data(cfg.data.path, cfg.data.format)) return "none";
-  if (cfg.data.format != "auto") return cfg.data.format;
+  if (cfg.data.format != "auto") return std::string(prompt_template_name(parse_format(cfg.data.format)));
   // A chat file's template is the tokenizer's (loaded only then: Alpaca needs none).
-  const DataFormat f = example_file_format(cfg.data.path);
-  return std::string(format_name(f == DataFormat::kChat ? default_chat_format(*run_tokenizer(cfg)) : f));
+  const DataFormat f = example_file_format(cfg.data.path, nullptr, cfg.data.columns);
+  return std::string(prompt_template_name(f == DataFormat::kChat ? default_chat_format(*run_tokenizer(cfg)) : f));
 }
 
 std::string tokenizer_source(const RunConfig& cfg) {

@@ -1,5 +1,6 @@
-// The data of a training run, whatever its form: plain text cut into random windows, or
-// instruction / chat examples packed into rows (with per-example positions and segments and loss
+// The data of a training run, whatever its form: plain text (a file, or the documents of
+// {"text"} records) cut into random windows, or instruction / chat / completion examples packed
+// into rows (with per-example positions and segments and loss
 // only on responses). Both come out as PackedBatch so the loop has one shape to handle.
 #pragma once
 #include <memory>
@@ -41,6 +42,9 @@ int64_t validation_rows(const TrainConfig& tc);
 // Whether a data file is read as instruction / chat examples rather than plain text, given
 // data.format ("auto": a .json or .jsonl file is examples).
 bool is_example_data(const std::string& path, const std::string& format);
+// mt::Error when data.format = "text" names a .json / .jsonl file: read as plain text, its braces
+// and field names would be trained on; the message names text_records.
+void refuse_text_format_on_records(const std::string& path, const std::string& format);
 // Opens cfg.data with `tok`; progress and warnings (skipped records, cache use) go to `log`.
 std::unique_ptr<TrainingData> open_training_data(const RunConfig& cfg, const Tokenizer& tok,
                                                  std::ostream& log);

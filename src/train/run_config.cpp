@@ -39,6 +39,14 @@ std::string suggestion(const std::string& key) {
   for (const ConfigKey& k : config_keys()) names.push_back(k.name);
   for (const ConfigAlias& a : config_aliases()) names.push_back(a.name);
   if (std::string hint = did_you_mean(key, names); !hint.empty()) return hint;
+  // A section of another spelling ("optimizer.lr"): the key in the section it names.
+  if (const size_t first = key.find('.'); first != std::string::npos && !is_config_table(key.substr(0, first))) {
+    std::vector<std::string_view> sections;
+    for (const std::string& t : config_tables())
+      if (t.find('.') == std::string::npos) sections.push_back(t);
+    const std::string in = std::string(closest_name(key.substr(0, first), sections)) + key.substr(first);
+    if (find_config_key(in) || find_config_alias(in)) return " (did you mean '" + in + "'?)";
+  }
   const size_t dot = key.rfind('.');
   if (dot == std::string::npos) return "";
   const std::string_view table = std::string_view(key).substr(0, dot);

@@ -54,7 +54,7 @@ void KeyOptions::add_to(CLI::App* sub) {
     const std::string what = a.refusal ? "refused, saying what to give instead (default: none)"
                                        : "--set " + std::string(a.name) + "=..., that is " + key +
                                              "; refused beside a --set of it (default: the config's " + key + ")";
-    o.option = sub->add_option(names, o.value, std::string(a.origin) + "'s name: " + what)
+    o.option = sub->add_option(names, o.value, "the name in " + std::string(a.origin) + ": " + what)
                    ->expected(0, 1)
                    ->group("Other tools' names");
   }

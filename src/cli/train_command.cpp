@@ -257,12 +257,15 @@ Action add_train_command(CLI::App& app) {
     check_before_training(cfg, shape);
     const bool leader = parallel::read_launch_env().rank <= 0;
     if (!seq_len_choice.empty() && leader) std::cout << seq_len_choice << std::endl;
-    // A run by epochs counts its steps once its data is open; one by steps is warned here.
-    if (const std::string w = warmup_warning(fresh_lr_schedule(cfg.optim, cfg.train.steps));
-        leader && cfg.train.epochs == 0 && !w.empty())
-      std::cout << w << std::endl;
+    // A run by steps whose warm-up reaches its end is warned when it ends, so that a refusal of
+    // its data (in train) stays one line. A run by epochs counts its steps in train: not warned.
+    const std::string warmup = leader && cfg.train.epochs == 0
+                                   ? warmup_warning(fresh_lr_schedule(cfg.optim, cfg.train.steps))
+                                   : "";
     work_gate::reached("train");
-    return train(cfg, std::cout, *backend).stopped ? kStoppedExitCode : 0;
+    const bool stopped = train(cfg, std::cout, *backend).stopped;
+    if (!warmup.empty()) std::cout << warmup << std::endl;
+    return stopped ? kStoppedExitCode : 0;
   };
 }
 

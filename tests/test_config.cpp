@@ -70,6 +70,7 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.optim.grad_clip, b.optim.grad_clip);
   EXPECT_EQ(a.optim.schedule, b.optim.schedule);
   EXPECT_EQ(a.optim.decay_fraction, b.optim.decay_fraction);
+  EXPECT_EQ(a.optim.warmup_ratio, b.optim.warmup_ratio);
   EXPECT_EQ(a.train.steps, b.train.steps);
   EXPECT_EQ(a.train.epochs, b.train.epochs);
   EXPECT_EQ(a.train.batch_size, b.train.batch_size);
@@ -434,16 +435,22 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.partition.rules.add(R"(mlp\.down_proj\.weight$)", {{Axis::fsdp, Axis::tp}, {}});
   a.partition.rules.add("norm", {});
   a.partition.rules.add(R"(^lm_head\.weight$)", {{Axis::tp}, {Axis::dp, Axis::fsdp}});
-  // Every key of the schema differs from its default here (model.path and train.epochs, which
-  // replaces train.steps in run.toml, have their own tests), so a key added to the schema without
-  // a change here fails this check.
+  // Every key of the schema differs from its default here (model.path; train.epochs, which
+  // replaces train.steps in run.toml, and optim.warmup_ratio, which replaces optim.warmup_steps, are
+  // changed below), so a key added to the schema without a change here fails this check.
   const RunConfig defaults;
   for (const ConfigKey& key : config_keys()) {
-    if (key.name == "model.path" || key.name == "train.epochs") continue;
+    if (key.name == "model.path" || key.name == "train.epochs" || key.name == "optim.warmup_ratio") continue;
     EXPECT_NE(config_value_toml(key, a), config_value_toml(key, defaults))
         << key.name << " is not changed from its default in this test";
   }
   RunConfig b = parse_run_config(to_toml(a), {}, "roundtrip");
+  expect_same(a, b);
+  EXPECT_EQ(to_toml(a), to_toml(b));
+  // The warm-up as a ratio: run.toml then records no warmup_steps, which reads back as the default.
+  a.optim.warmup_ratio = 0.25f;
+  a.optim.warmup_steps = OptimConfig{}.warmup_steps;
+  b = parse_run_config(to_toml(a), {}, "roundtrip");
   expect_same(a, b);
   EXPECT_EQ(to_toml(a), to_toml(b));
 }

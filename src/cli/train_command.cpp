@@ -1,6 +1,7 @@
 // meshtrain train [--config run.toml] [--model DIR] [--data FILE] [--lora] [--out DIR] [--device cpu|cuda]
 //                 [--mesh dp=..,fsdp=..,tp=..,pp=..,cp=..|auto [--cluster NAME|FILE]]
-//                 [--steps N] [--epochs E] [--lr LR] [--batch-size N] [--seq-len N]
+//                 [--steps N] [--epochs E] [--lr LR] [--batch-size N] [--seq-len N] [--seed N]
+//                 [--tokenizer PATH|byte] [--learning_rate LR ...: other tools' names, cli/key_options.h]
 //                 [--resume RUN_DIR] [--set section.key=value ...]
 #include <cmath>
 #include <cstdlib>
@@ -14,7 +15,9 @@
 
 #include "cli/commands.h"
 #include "cli/device_option.h"
+#include "cli/key_options.h"
 #include "core/available_memory.h"
+#include "core/clipped.h"
 #include "core/error.h"
 #include "core/host_load.h"
 #include "core/work_gate.h"
@@ -23,8 +26,8 @@
 #include "parallel/launch_env.h"
 #include "plan/auto_mesh.h"
 #include "plan/run_memory.h"
-#include "train/config_aliases.h"
 #include "train/config_docs.h"
+#include "train/lr_schedule.h"
 #include "train/resumed_run_config.h"
 #include "train/run_config.h"
 #include "train/run_layout.h"
@@ -142,42 +145,6 @@ void check_before_training(const RunConfig& cfg, const ModelConfig& shape) {
   plan::check_run_memory(cfg, shape, available_memory(), parallel::ranks_on_this_host());
 }
 
-// The shortcuts for the keys one most often changes, each a --set of its key. Unlike --model or
-// --out (which a --set of the same key overrides), one given with a --set of its key (by any
-// name: train.max_steps is train.steps) is refused: the two name the same value twice.
-struct KeyShortcut {
-  const char* flag;
-  const char* key;
-  const char* what;
-};
-constexpr KeyShortcut kKeyShortcuts[] = {
-    {"--steps", "train.steps", "optimizer steps"},
-    {"--epochs", "train.epochs", "passes over the training data instead of steps"},
-    {"--lr", "optim.lr", "peak learning rate"},
-    {"--batch-size", "train.batch_size", "sequences per micro-batch"},
-    {"--seq-len", "train.seq_len", "tokens per sequence"},
-    {"--method", "train.method", "sft, or preference training on chosen / rejected pairs: dpo, ipo, simpo, orpo"},
-    {"--beta", "preference.beta", "preference training's beta"},
-};
-
-std::vector<std::string> key_shortcut_overrides(const std::vector<std::string>& values,
-                                                const std::vector<std::string>& sets) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < std::size(kKeyShortcuts); ++i) {
-    if (values[i].empty()) continue;
-    const KeyShortcut& k = kKeyShortcuts[i];
-    for (const std::string& set : sets) {
-      std::string path = set.substr(0, set.find('='));
-      path.erase(0, path.find_first_not_of(' '));
-      path.erase(path.find_last_not_of(' ') + 1);
-      if (canonical_config_key(path) == k.key)
-        fail(std::string(k.flag) + " " + values[i] + " and --set " + set + " both set " + k.key + ": give one");
-    }
-    out.push_back(std::string(k.key) + "=" + values[i]);
-  }
-  return out;
-}
-
 }  // namespace
 
 Action add_train_command(CLI::App& app) {
@@ -191,7 +158,7 @@ Action add_train_command(CLI::App& app) {
     bool print_config_table = false;
     bool print_default_config = false;
     DeviceOption device;
-    std::vector<std::string> key_shortcuts = std::vector<std::string>(std::size(kKeyShortcuts));
+    KeyOptions keys;
   };
   auto opt = std::make_shared<Options>();
   auto* sub = app.add_subcommand(
@@ -221,12 +188,7 @@ Action add_train_command(CLI::App& app) {
                   "mi300x-node|frontier|dgx-h100|dgx-h200|cpu or a .toml file (default: this machine, its "
                   "memory shared by the ranks on it)");
   opt->device.add_to(sub, "the config's train.device");
-  for (size_t i = 0; i < std::size(kKeyShortcuts); ++i) {
-    const KeyShortcut& k = kKeyShortcuts[i];
-    sub->add_option(k.flag, opt->key_shortcuts[i],
-                    std::string(k.what) + " (--set " + k.key + "=...; refused beside a --set of that key) "
-                    "(default: the config's " + k.key + ")");
-  }
+  opt->keys.add_to(sub);
   sub->add_flag("--overwrite", opt->overwrite,
                 "replace another run's files in output.dir (--set output.overwrite=true)");
   // The generated documents, so they can be regenerated (scripts/update_config_docs.sh).
@@ -235,13 +197,20 @@ Action add_train_command(CLI::App& app) {
   sub->add_flag("--print-default-config", opt->print_default_config,
                 "print the built-in default run's TOML (configs/tiny.toml) and exit");
   sub->footer(config_keys_help());
-  return [opt, out_option, resume_option] {
+  // What train does not take is refused below, with the option it misspells (CLI11 would only say
+  // that the arguments were not expected).
+  sub->allow_extras();
+  return [opt, sub, out_option, resume_option] {
+    if (!sub->remaining().empty()) {
+      const std::string arg = sub->remaining().front();
+      fail("train: unknown option '" + clipped(arg) + "'" + option_hint(*sub, arg));
+    }
     if (opt->print_config_table || opt->print_default_config) {
       std::cout << (opt->print_config_table ? config_keys_markdown() : default_run_config_toml());
       return 0;
     }
     // The shorthands first, so that a --set of the same key, more specific, wins.
-    std::vector<std::string> shorthands = key_shortcut_overrides(opt->key_shortcuts, opt->overrides);
+    std::vector<std::string> shorthands = opt->keys.overrides(opt->overrides);
     if (!opt->model.empty()) shorthands.push_back("model.path=" + opt->model);
     if (!opt->data.empty()) shorthands.push_back("data.path=" + opt->data);
     if (opt->lora) shorthands.push_back("lora.enabled=true");
@@ -286,9 +255,17 @@ Action add_train_command(CLI::App& app) {
     // the ranks start: the check `meshtrain shard` makes too (train/run_layout.h), so the two agree.
     check_run_layout(cfg, shape, cfg.mesh);
     check_before_training(cfg, shape);
-    if (!seq_len_choice.empty() && parallel::read_launch_env().rank <= 0) std::cout << seq_len_choice << std::endl;
+    const bool leader = parallel::read_launch_env().rank <= 0;
+    if (!seq_len_choice.empty() && leader) std::cout << seq_len_choice << std::endl;
+    // A run by steps whose warm-up reaches its end is warned when it ends, so that a refusal of
+    // its data (in train) stays one line. A run by epochs counts its steps in train: not warned.
+    const std::string warmup = leader && cfg.train.epochs == 0
+                                   ? warmup_warning(fresh_lr_schedule(cfg.optim, cfg.train.steps))
+                                   : "";
     work_gate::reached("train");
-    return train(cfg, std::cout, *backend).stopped ? kStoppedExitCode : 0;
+    const bool stopped = train(cfg, std::cout, *backend).stopped;
+    if (!warmup.empty()) std::cout << warmup << std::endl;
+    return stopped ? kStoppedExitCode : 0;
   };
 }
 

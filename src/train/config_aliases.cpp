@@ -7,6 +7,7 @@
 #include "core/clipped.h"
 #include "core/did_you_mean.h"
 #include "core/error.h"
+#include "train/config_values.h"
 
 namespace mt {
 namespace {
@@ -68,6 +69,29 @@ void translate_scheduler(toml::table& table, std::string_view leaf, const std::s
        "constant_with_warmup or warmup_stable_decay)");
 }
 
+// The HF Trainer's bf16 switch: true is train.precision = "bf16", false is fp32 (the Trainer's
+// precision without bf16 or fp16).
+void translate_bf16(toml::table& table, std::string_view leaf, const std::string& where) {
+  const auto* b = table.get(leaf)->as_boolean();
+  if (!b) fail(where + ": train.bf16 must be true or false, got " + toml_type_name(*table.get(leaf)));
+  table.insert_or_assign(leaf, std::string(b->get() ? "bf16" : "fp32"));
+}
+
+std::string refuse_fp16(const toml::node& value) {
+  if (const auto* b = value.as_boolean(); b && !b->get()) return "";
+  return "train.fp16: meshtrain trains in bf16 (train.precision = \"bf16\", mixed with fp32 master weights) or "
+         "fp32, never fp16: fp16's narrow exponent range needs loss scaling to keep small gradients from "
+         "underflowing, which bf16's fp32 range makes unnecessary; give train.bf16 = true (or leave it out: "
+         "bf16 is the default)";
+}
+
+std::string refuse_per_device_batch(const toml::node& value) {
+  const std::string n = value.as_integer() ? std::to_string(value.as_integer()->get()) : "N";
+  return "train.per_device_train_batch_size: meshtrain's train.batch_size is the micro-batch of all "
+         "data-parallel ranks together (split over mesh dp x fsdp x ep), not of one device: give "
+         "train.batch_size = " + n + " x dp x fsdp x ep (" + n + " on one rank)";
+}
+
 std::vector<ConfigAlias> make_aliases() {
   return {
       {.name = "lora.r", .key = "lora.rank", .origin = "PEFT"},
@@ -84,6 +108,7 @@ std::vector<ConfigAlias> make_aliases() {
       {.name = "train.gradient_accumulation_steps", .key = "train.grad_accum",
        .origin = "HF Trainer, torchtune"},
       {.name = "train.warmup_steps", .key = "optim.warmup_steps", .origin = "HF Trainer"},
+      {.name = "train.warmup_ratio", .key = "optim.warmup_ratio", .origin = "HF Trainer"},
       {.name = "train.weight_decay", .key = "optim.weight_decay", .origin = "HF Trainer"},
       {.name = "train.max_grad_norm", .key = "optim.grad_clip", .origin = "HF Trainer"},
       {.name = "train.adam_beta1", .key = "optim.beta1", .origin = "HF Trainer"},
@@ -93,6 +118,24 @@ std::vector<ConfigAlias> make_aliases() {
        .translate = translate_scheduler,
        .note = "cosine, cosine_with_min_lr -> cosine; linear; constant, constant_with_warmup -> "
                "constant; warmup_stable_decay -> wsd"},
+      {.name = "train.logging_steps", .key = "train.log_every", .origin = "HF Trainer"},
+      {.name = "train.log_every_n_steps", .key = "train.log_every", .origin = "torchtune"},
+      {.name = "train.eval_steps", .key = "train.eval_every", .origin = "HF Trainer"},
+      {.name = "train.save_steps", .key = "output.checkpoint_every", .origin = "HF Trainer"},
+      {.name = "train.save_total_limit", .key = "output.keep_checkpoints", .origin = "HF Trainer"},
+      {.name = "train.gradient_checkpointing", .key = "train.activation_checkpointing", .origin = "HF Trainer"},
+      {.name = "train.enable_activation_checkpointing", .key = "train.activation_checkpointing",
+       .origin = "torchtune"},
+      {.name = "train.bf16", .key = "train.precision", .origin = "HF Trainer", .translate = translate_bf16,
+       .note = "true -> \"bf16\"; false -> \"fp32\""},
+      {.name = "train.fp16", .key = "train.precision", .origin = "HF Trainer",
+       .note = "refused: meshtrain trains bf16 or fp32 (fp16 needs loss scaling, bf16 does not); "
+               "false is accepted and changes nothing",
+       .refusal = refuse_fp16},
+      {.name = "train.per_device_train_batch_size", .key = "train.batch_size", .origin = "HF Trainer",
+       .note = "refused: train.batch_size counts the rows of all data-parallel ranks together; give "
+               "train.batch_size = per_device_train_batch_size x dp x fsdp x ep",
+       .refusal = refuse_per_device_batch},
   };
 }
 
@@ -119,6 +162,25 @@ std::string_view leaf_of(std::string_view dotted) { return dotted.substr(dotted.
 
 }  // namespace
 
+// lora.targets in PEFT's spelling, as lora.target_modules takes it: each PEFT module name among
+// meshtrain's (GPT-2's c_attn, ... are both) becomes meshtrain's, "all-linear" the list it means;
+// anything else is left for the reader to check.
+void spell_lora_targets(toml::table& table, std::string_view leaf) {
+  toml::node* value = table.get(leaf);
+  if (const auto* s = value->as_string(); s && s->get() == "all-linear") {
+    toml::array targets;
+    for (const auto& [module, target] : kPeftModules)
+      if (module != "lm_head") targets.push_back(std::string(target));
+    table.insert_or_assign(leaf, std::move(targets));
+    return;
+  }
+  if (auto* list = value->as_array())
+    for (toml::node& e : *list)
+      if (auto* name = e.as_string())
+        for (const auto& [module, target] : kPeftModules)
+          if (module == name->get()) name->get() = std::string(target);
+}
+
 const std::vector<ConfigAlias>& config_aliases() {
   static const std::vector<ConfigAlias> aliases = make_aliases();
   return aliases;
@@ -140,6 +202,11 @@ void rename_config_aliases(toml::table& doc, const std::string& where, std::vect
   for (const ConfigAlias& a : config_aliases()) {
     toml::table* from = parent_of(doc, a.name, /*create=*/false);
     if (!from || !from->get(leaf_of(a.name))) continue;
+    if (a.refusal) {
+      if (std::string why = a.refusal(*from->get(leaf_of(a.name))); !why.empty()) fail(where + ": " + why);
+      from->erase(leaf_of(a.name));
+      continue;
+    }
     if (auto it = alias_of_key.find(a.key); it != alias_of_key.end())
       fail(where + ": " + std::string(a.name) + " and " + std::string(it->second) + " both give " +
            std::string(a.key) + ": give one");
@@ -156,6 +223,8 @@ void rename_config_aliases(toml::table& doc, const std::string& where, std::vect
     alias_of_key[a.key] = a.name;
     renamed.push_back(std::string(a.name) + " -> " + std::string(a.key));
   }
+  if (toml::table* lora = doc.get("lora") ? doc.get("lora")->as_table() : nullptr; lora && lora->get("targets"))
+    spell_lora_targets(*lora, "targets");
 }
 
 std::string config_aliases_markdown() {

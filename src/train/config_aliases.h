@@ -4,7 +4,8 @@
 // know. An alias is accepted in a config file and in --set, renamed to its key before anything
 // else reads the document (so run.toml records the key), and reported once ("lora.r ->
 // lora.rank"). Giving an alias beside its key, or two aliases of one key, is refused: which one
-// was meant is not ours to guess.
+// was meant is not ours to guess. A few names are known only to be refused with the reason (the HF
+// Trainer's fp16, per_device_train_batch_size), so that a user learns what to give instead.
 #pragma once
 #include "core/toml.h"
 
@@ -23,6 +24,9 @@ struct ConfigAlias {
   // meaning here in one line starting with `where`. Null: the value as given.
   void (*translate)(toml::table& table, std::string_view leaf, const std::string& where) = nullptr;
   std::string_view note = "";  // how the values map, for the documentation
+  // A name meshtrain cannot honour: why, in one line, for the value given; "" for a value that asks
+  // for nothing meshtrain does not do anyway (fp16 = false), which is then dropped. Null: accepted.
+  std::string (*refusal)(const toml::node& value) = nullptr;
 };
 
 // Every alias, in the order they are documented.
@@ -35,6 +39,10 @@ std::string_view canonical_config_key(std::string_view name);
 // `renamed` for each; refuses an alias given beside its key or beside another alias of the same
 // key, naming both and `where`.
 void rename_config_aliases(toml::table& doc, const std::string& where, std::vector<std::string>& renamed);
+
+// lora.targets (table[leaf]) given in PEFT's module names (q_proj, ..., or "all-linear") rewritten in
+// meshtrain's (q, ...), as lora.target_modules takes them; rename_config_aliases does it for a document.
+void spell_lora_targets(toml::table& table, std::string_view leaf);
 
 // The Markdown table of aliases (under the key table in docs/configuration.md).
 std::string config_aliases_markdown();

@@ -63,7 +63,9 @@ std::string config_keys_help() {
   }
   out += "Aliases (PEFT, HF Trainer and torchtune names, accepted for their keys):\n";
   for (const ConfigAlias& a : config_aliases())
-    out += "  " + std::string(a.name) + " -> " + std::string(a.key) + " (" + std::string(a.origin) + ")\n";
+    out += "  " + std::string(a.name) +
+           (a.refusal ? " (" + std::string(a.origin) + "; refused, saying what to give instead)"
+                      : " -> " + std::string(a.key) + " (" + std::string(a.origin) + ")") + "\n";
   return out;
 }
 
@@ -75,9 +77,11 @@ std::string config_keys_markdown() {
     out += "| `" + std::string(key.name) + "` | " + config_type_name(key) + " | " +
            markdown_value(default_text(key)) + " | " + markdown_value(std::string(key.builtin)) +
            " | " + markdown_text(config_key_description(key)) + " |\n";
-  out += "\nAliases: other tools' names for keys, accepted in a config file and in `--set`; the run's log "
-         "names each one used (`config: lora.r -> lora.rank`) and `run.toml` records the key. An alias "
-         "given beside its key (or beside another alias of it) is refused.\n\n" +
+  out += "\nAliases: other tools' names for keys, accepted in a config file, in `--set` and as options of "
+         "`train` by their last part (`--learning_rate 1e-4` or `--learning-rate 1e-4` is `--set "
+         "train.learning_rate=1e-4`); the run's log names each one used (`config: lora.r -> lora.rank`) and "
+         "`run.toml` records the key. An alias given beside its key (or beside another alias of it) is "
+         "refused; so are the two marked refused, with the reason and what to give instead.\n\n" +
          config_aliases_markdown();
   return out;
 }

@@ -94,7 +94,13 @@ std::vector<ConfigKey> make_keys() {
       {KEY(optim.min_lr), .range = kNonNegative, .builtin = "2e-4",
        .help = "The schedule decays from lr to min_lr (above lr is allowed: it then rises); "
                "constant ignores it"},
-      {KEY(optim.warmup_steps), .range = kStepsOrZero, .builtin = "20", .help = "Linear warm-up steps"},
+      {KEY(optim.warmup_steps), .range = kStepsOrZero, .builtin = "20",
+       .help = "Linear warm-up steps (unless optim.warmup_ratio > 0)"},
+      {KEY(optim.warmup_ratio), .range = {.min = 0, .max = 1},
+       .help = "The warm-up as a share of the run's steps, as the HF Trainer's warmup_ratio: > 0: "
+               "ceil(warmup_ratio x train.steps) steps (of a run by epochs, its steps once counted) "
+               "instead of optim.warmup_steps, which is then left out (a --set of either replaces the "
+               "other; both in one file are refused); 0: optim.warmup_steps gives the warm-up"},
       {KEY(optim.schedule), .choices = {"cosine", "linear", "constant", "wsd"},
        .help = "The lr after warm-up, to train.steps: cosine (half a cosine from lr to min_lr), "
                "linear (a straight line from lr to min_lr), constant (lr), wsd (warmup-stable-decay: "

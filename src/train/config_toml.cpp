@@ -61,6 +61,8 @@ std::string to_toml(const RunConfig& cfg) {
                if (model_key && !cfg.model_path.empty()) return std::nullopt;
                // A run by epochs has its steps from the data: the two together are refused.
                if (key.name == "train.steps" && cfg.train.epochs > 0) return std::nullopt;
+               // Likewise a warm-up given as a share of the steps has no steps of its own.
+               if (key.name == "optim.warmup_steps" && cfg.optim.warmup_ratio > 0) return std::nullopt;
                return config_value_toml(key, cfg);
              },
              /*with_help=*/false);

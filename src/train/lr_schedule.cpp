@@ -27,14 +27,36 @@ float LrSchedule::at(int64_t step) const {
   fail("optim.schedule must be \"cosine\", \"linear\", \"constant\" or \"wsd\", got \"" + kind + "\"");
 }
 
+int64_t warmup_steps_of(const OptimConfig& optim, int64_t total_steps) {
+  if (optim.warmup_ratio <= 0) return optim.warmup_steps;
+  // Rounded up, but not for the error of a float: 0.1f x 30 is 3.0000000447, whose warm-up is 3
+  // steps (the HF Trainer, in doubles, makes 0.1 x 30 four).
+  return int64_t(std::ceil(double(optim.warmup_ratio) * double(total_steps) * (1.0 - 1e-6)));
+}
+
 LrSchedule fresh_lr_schedule(const OptimConfig& optim, int64_t total_steps) {
+  const int64_t warmup = warmup_steps_of(optim, total_steps);
   return {.kind = optim.schedule,
           .decay_fraction = optim.decay_fraction,
-          .warmup_steps = optim.warmup_steps,
+          .warmup_steps = warmup,
           .peak_lr = optim.lr,
           .min_lr = optim.min_lr,
           .total_steps = total_steps,
-          .decay = {optim.warmup_steps, optim.lr}};
+          .decay = {warmup, optim.lr}};
+}
+
+std::string warmup_warning(const LrSchedule& s) {
+  if (s.warmup_steps < s.total_steps) return "";
+  std::ostringstream os;
+  os << "warning: the warm-up (" << s.warmup_steps << " steps) ";
+  if (s.warmup_steps == s.total_steps)
+    os << "takes the whole run (" << s.total_steps << " steps): the lr reaches optim.lr only at the last step, "
+       << "with no decay";
+  else
+    os << "is longer than the run (" << s.total_steps << " steps): it ends at "
+       << int(std::lround(100.0 * double(s.total_steps) / double(s.warmup_steps))) << "% of optim.lr, with no decay";
+  os << "; set optim.warmup_steps below train.steps, or optim.warmup_ratio (e.g. 0.1)";
+  return os.str();
 }
 
 float lr_at(int64_t step, int64_t total_steps, const OptimConfig& cfg) {

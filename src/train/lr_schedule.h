@@ -40,8 +40,14 @@ struct LrSchedule {
   float at(int64_t step) const;
 };
 
-// A fresh run's schedule: the decay starts at optim.warmup_steps from optim.lr.
+// The warm-up steps of a run of `total_steps`: optim.warmup_ratio's share of them, rounded up (as
+// the HF Trainer does), when > 0; else optim.warmup_steps.
+int64_t warmup_steps_of(const OptimConfig& optim, int64_t total_steps);
+// A fresh run's schedule: the decay starts at the end of the warm-up, from optim.lr.
 LrSchedule fresh_lr_schedule(const OptimConfig& optim, int64_t total_steps);
+// One line when the warm-up reaches the run's end (the built-in 20 warm-up steps on a 6-step run
+// end at 30% of optim.lr): the lr the run ends at and the keys that fix it; else "".
+std::string warmup_warning(const LrSchedule& schedule);
 // fresh_lr_schedule(cfg, total_steps).at(step).
 float lr_at(int64_t step, int64_t total_steps, const OptimConfig& cfg);
 

@@ -13,7 +13,7 @@ const std::vector<std::string_view> kResumeMayChange = {
     "model.path", "data.path", "data.tokenizer", "data.cache_dir",
     // The schedule and the step's size: the run's length, the lr, warm-up, decay, clipping; rows
     // per step (the sampler counts rows, so the same sequences follow).
-    "train.steps", "optim.lr", "optim.min_lr", "optim.warmup_steps", "optim.schedule", "optim.decay_fraction",
+    "train.steps", "optim.lr", "optim.min_lr", "optim.warmup_steps", "optim.warmup_ratio", "optim.schedule", "optim.decay_fraction",
     "optim.weight_decay", "optim.grad_clip", "train.epochs",
     "train.batch_size", "train.grad_accum",
     // How the same math is computed and reported.

@@ -39,6 +39,14 @@ std::string suggestion(const std::string& key) {
   for (const ConfigKey& k : config_keys()) names.push_back(k.name);
   for (const ConfigAlias& a : config_aliases()) names.push_back(a.name);
   if (std::string hint = did_you_mean(key, names); !hint.empty()) return hint;
+  // A section of another spelling ("optimizer.lr"): the key in the section it names.
+  if (const size_t first = key.find('.'); first != std::string::npos && !is_config_table(key.substr(0, first))) {
+    std::vector<std::string_view> sections;
+    for (const std::string& t : config_tables())
+      if (t.find('.') == std::string::npos) sections.push_back(t);
+    const std::string in = std::string(closest_name(key.substr(0, first), sections)) + key.substr(first);
+    if (find_config_key(in) || find_config_alias(in)) return " (did you mean '" + in + "'?)";
+  }
   const size_t dot = key.rfind('.');
   if (dot == std::string::npos) return "";
   const std::string_view table = std::string_view(key).substr(0, dot);
@@ -61,6 +69,10 @@ std::string section_list() {
 
 // " (did you mean 'optim'?)" for [optimizer], else the list of sections.
 std::string section_hint(const std::string& section) {
+  // The HF Trainer's arguments are one flat list; a run config's are in sections, its names in
+  // [train]: warmup_ratio = 0.1 at the top is answered with train.warmup_ratio.
+  const std::string in_train = "train." + section;
+  if (find_config_alias(in_train) || find_config_key(in_train)) return " (did you mean '" + in_train + "'?)";
   std::vector<std::string_view> sections;
   for (const std::string& t : config_tables())
     if (t.find('.') == std::string::npos) sections.push_back(t);
@@ -280,8 +292,15 @@ std::string apply_override(toml::table& doc, const std::string& ov) {
   toml::table v = parse_override_value(raw);
   // For a string-valued key the raw text is the string, even when it happens to be valid TOML of
   // another type (--set output.dir=2024, --set data.path=inf).
-  if (!v.get("v")->is_string() && is_string_key(*key)) v.insert_or_assign("v", raw);
-  if (alias && alias->translate) alias->translate(v, "v", where);
+  // An alias that translates its values reads them as TOML (train.bf16=true is a boolean).
+  const bool translated = alias && alias->translate;
+  if (!v.get("v")->is_string() && is_string_key(*key) && !translated) v.insert_or_assign("v", raw);
+  if (alias && alias->refusal) {
+    if (std::string why = alias->refusal(*v.get("v")); !why.empty()) fail(where + ": " + why);
+    return path;  // a value that asks for nothing (train.fp16=false): the document is unchanged
+  }
+  if (translated) alias->translate(v, "v", where);
+  if (path == "lora.targets") spell_lora_targets(v, "v");
   v.get("v")->visit([&](auto& node) { tbl->insert_or_assign(parts.back(), node); });
 
   // Type-check the value on its own now, so a bad value is blamed on this --set, not the file.
@@ -354,27 +373,30 @@ void refuse_two_names_for_one_key(const std::vector<std::string>& overrides) {
   }
 }
 
-// train.steps and train.epochs both give the run's length, so an override of either replaces the
-// other in the document (the built-in run's steps = 200, a file's); both given in one place are
-// refused. run.toml of a run by epochs leaves steps out, and of a run by steps has epochs = 0.
-void one_run_length(toml::table& doc, const std::vector<std::string>& overrides, const std::string& where) {
-  bool steps = false, epochs = false;
+// Two keys of one table that give one thing two ways, the second only when not 0: train.steps or
+// train.epochs (the run's length), optim.warmup_steps or optim.warmup_ratio (the warm-up). An
+// override of either replaces the other in the document (the built-in run's steps = 200, a file's);
+// both given in one place are refused. run.toml leaves the first out when the second is not 0
+// (a run by epochs records no steps), and records the second as 0 otherwise.
+void one_of_two(toml::table& doc, const std::vector<std::string>& overrides, const std::string& where,
+                std::string_view table, std::string_view first, std::string_view second, std::string_view what) {
+  const std::string first_key = std::string(table) + "." + std::string(first);
+  const std::string second_key = std::string(table) + "." + std::string(second);
+  const std::string both = first_key + " and " + second_key + " both give " + std::string(what) + ": give one";
+  bool first_set = false, second_set = false;
   for (const auto& ov : overrides) {
     const std::string key(canonical_config_key(override_path(ov)));
-    steps |= key == "train.steps";
-    epochs |= key == "train.epochs";
+    first_set |= key == first_key;
+    second_set |= key == second_key;
   }
-  if (steps && epochs)
-    fail("--set: train.steps and train.epochs both give the run's length: give one");
-  toml::table* train = doc["train"].as_table();
-  if (!train) return;
-  if (steps) train->erase("epochs");
-  if (epochs) train->erase("steps");
-  if (steps || epochs) return;
-  const toml::node* e = train->get("epochs");
-  const bool by_epochs = e && e->value<double>().value_or(0.0) != 0.0;
-  if (by_epochs && train->get("steps"))
-    fail(where + ": train.steps and train.epochs both give the run's length: give one");
+  if (first_set && second_set) fail("--set: " + both);
+  toml::table* t = doc[table].as_table();
+  if (!t) return;
+  if (first_set) t->erase(second);
+  if (second_set) t->erase(first);
+  if (first_set || second_set) return;
+  const toml::node* e = t->get(second);
+  if (e && e->value<double>().value_or(0.0) != 0.0 && t->get(first)) fail(where + ": " + both);
 }
 
 // `doc` (read from `source_name`, its aliases renamed and its unknown keys already refused) with
@@ -385,14 +407,16 @@ void one_run_length(toml::table& doc, const std::vector<std::string>& overrides,
 RunConfig parse(toml::table doc, const std::vector<std::string>& overrides, const std::string& source_name,
                 const std::filesystem::path* file_dir, std::map<std::string, std::string> given = {},
                 std::vector<std::string> aliases_used = {}, std::vector<std::string>* renamed = nullptr) {
-  one_run_length(doc, overrides, source_name);
+  one_of_two(doc, overrides, source_name, "train", "steps", "epochs", "the run's length");
+  one_of_two(doc, overrides, source_name, "optim", "warmup_steps", "warmup_ratio", "the warm-up");
   refuse_two_names_for_one_key(overrides);
   model_path_replaces_model_section(doc, overrides);
   for (const auto& ov : overrides) {
     const std::string key = apply_override(doc, ov);
     given[key] = "--set " + clipped(ov);  // the last one wins; quoted short, as the value may be megabytes
     const std::string path = override_path(ov);
-    if (path != key) aliases_used.push_back(path + " -> " + key);
+    const ConfigAlias* alias = find_config_alias(path);
+    if (alias && !alias->refusal) aliases_used.push_back(path + " -> " + key);
   }
   if (renamed)
     for (const std::string& r : aliases_used)

@@ -27,6 +27,9 @@ struct OptimConfig {
   // (warmup-stable-decay, which decays over the last decay_fraction of the steps after warm-up).
   std::string schedule = "cosine";
   float decay_fraction = 0.1f;
+  // > 0: the warm-up is this share of the run's steps instead of warmup_steps (train/lr_schedule.h),
+  // as the HF Trainer's warmup_ratio: a run by epochs knows its steps only once its data is open.
+  float warmup_ratio = 0.0f;
 };
 
 // train.seq_len of a run without model.path that does not give one (the built-in run's); with a

@@ -110,7 +110,9 @@ TEST(SequenceParallel, RowsThatDoNotDivideAreRefusedForTrainingAndRunWholeForVal
   EXPECT_NE(out.find("divisible by tp (2) for sequence parallelism; or set train.sequence_parallel = false"),
             std::string::npos)
       << out;
-  EXPECT_EQ(out.find("terminate"), std::string::npos) << out;
+  // No std::terminate (mpirun's own "Primary job terminated normally" may appear: it ends the job
+  // one rank left).
+  EXPECT_EQ(out.find("terminate called"), std::string::npos) << out;
   // Two sequences of 33 divide; a validation batch of one does not and runs whole: the same
   // validation losses as tp alone.
   const std::string even = "--set train.steps=2 --set train.batch_size=2 --set train.seq_len=33 --set train.peak_gflops=100 "

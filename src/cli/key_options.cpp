@@ -36,7 +36,7 @@ std::string trimmed(std::string s) {
 
 void KeyOptions::add_to(CLI::App* sub) {
   for (const KeyShortcut& k : kKeyShortcuts) {
-    Option& o = options_.emplace_back(Option{k.flag, k.key});
+    Option& o = options_.emplace_back(Option{k.flag, k.key, {}, nullptr});
     o.option = sub->add_option(k.flag, o.value,
                                std::string(k.what) + " (--set " + k.key + "=...; refused beside a --set of that key) "
                                "(default: the config's " + k.key + ")");
@@ -48,7 +48,7 @@ void KeyOptions::add_to(CLI::App* sub) {
     if (leaf.size() < 2) continue;
     std::string dashed = leaf;
     std::replace(dashed.begin(), dashed.end(), '_', '-');
-    Option& o = options_.emplace_back(Option{"--" + leaf, std::string(a.name)});
+    Option& o = options_.emplace_back(Option{"--" + leaf, std::string(a.name), {}, nullptr});
     const std::string names = "--" + leaf + (dashed == leaf ? "" : ",--" + dashed);
     const std::string key(a.key);
     const std::string what = a.refusal ? "refused, saying what to give instead (default: none)"

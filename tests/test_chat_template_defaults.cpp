@@ -133,7 +133,7 @@ TEST(ChatTemplateDefaults, AChatRunWarnsOfWhatItsRenderingLeavesOut) {
         "train --out " + (dir / ("run_" + name)).string() + " --data " + data + " --set data.tokenizer=" + tok.string() +
         " --set model.vocab_size=151669 --set model.hidden_size=32 --set model.intermediate_size=64"
         " --set model.num_hidden_layers=1 --set model.num_attention_heads=2 --set model.num_key_value_heads=1"
-        " --set train.steps=1 --set train.batch_size=2 --set train.peak_gflops=100"
+        " --set train.steps=1 --set train.batch_size=2 --set train.peak_gflops=100 --set optim.warmup_steps=0"
         " --set data.cache_dir=off --set data.val_fraction=0");
   };
   const testing::CommandResult unread = train_with_template(

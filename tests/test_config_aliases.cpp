@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "config_error.h"
 #include "error_of.h"
 #include "plan/hardware.h"
 #include "train/config_aliases.h"
@@ -14,18 +15,12 @@
 namespace mt {
 namespace {
 
-RunConfig parse(const std::string& text, const std::vector<std::string>& overrides = {},
-                std::vector<std::string>* renamed = nullptr) {
-  return parse_run_config(text, overrides, "run.toml", renamed);
-}
-
-std::string error(const std::string& text, const std::vector<std::string>& overrides = {}) {
-  return error_of([&] { parse(text, overrides); });
-}
+using testing::config_text_error;
+using testing::parse_config_text;
 
 TEST(ConfigAliases, PeftAndTrainerNamesInAFileSetTheirKeys) {
   std::vector<std::string> renamed;
-  const RunConfig c = parse(
+  const RunConfig c = parse_config_text(
       "[lora]\nr = 32\nlora_alpha = 64\nlora_dropout = 0.05\ntarget_modules = [\"q_proj\", \"v_proj\", \"down_proj\"]\n"
       "[train]\nlearning_rate = 1e-4\ngradient_accumulation_steps = 4\nmax_steps = 77\nwarmup_steps = 3\n"
       "weight_decay = 0.0\nmax_grad_norm = 0.5\nadam_beta1 = 0.8\nadam_beta2 = 0.9\nadam_epsilon = 1e-6\n"
@@ -54,12 +49,12 @@ TEST(ConfigAliases, PeftAndTrainerNamesInAFileSetTheirKeys) {
   EXPECT_NE(recorded.find("targets = [\"q\", \"v\", \"down\"]"), std::string::npos) << recorded;
   for (const char* alias : {"lora_alpha", "target_modules", "learning_rate", "lr_scheduler_type", "\nr = "})
     EXPECT_EQ(recorded.find(alias), std::string::npos) << alias;
-  EXPECT_EQ(to_toml(parse(recorded)), recorded);
+  EXPECT_EQ(to_toml(parse_config_text(recorded)), recorded);
 }
 
 TEST(ConfigAliases, AcceptedInSetAndNamedOnce) {
   std::vector<std::string> renamed;
-  const RunConfig c = parse("", {"lora.r=4", "lora.target_modules=all-linear", "train.num_train_epochs=2.5",
+  const RunConfig c = parse_config_text("", {"lora.r=4", "lora.target_modules=all-linear", "train.num_train_epochs=2.5",
                                  "train.lr_scheduler_type=constant_with_warmup"},
                             &renamed);
   EXPECT_EQ(c.lora.rank, 4);
@@ -71,34 +66,34 @@ TEST(ConfigAliases, AcceptedInSetAndNamedOnce) {
                                                "train.lr_scheduler_type -> optim.schedule"}));
   // A later --set of the same alias replaces the earlier one, as for keys, and is named once.
   renamed.clear();
-  EXPECT_EQ(parse("", {"lora.r=4", "lora.r=16"}, &renamed).lora.rank, 16);
+  EXPECT_EQ(parse_config_text("", {"lora.r=4", "lora.r=16"}, &renamed).lora.rank, 16);
   EXPECT_EQ(renamed, std::vector<std::string>{"lora.r -> lora.rank"});
   // The alias's value is checked as its key's, and blamed on the --set.
-  EXPECT_EQ(error("", {"lora.r=0"}), "--set lora.r=0: lora.rank must be > 0, got 0");
+  EXPECT_EQ(config_text_error("", {"lora.r=0"}), "--set lora.r=0: lora.rank must be > 0, got 0");
 }
 
 TEST(ConfigAliases, AnAliasBesideItsKeyIsRefused) {
-  EXPECT_EQ(error("[lora]\nr = 4\nrank = 8\n"),
+  EXPECT_EQ(config_text_error("[lora]\nr = 4\nrank = 8\n"),
             "run.toml: lora.r (PEFT's name for lora.rank) and lora.rank are both given: give one");
-  EXPECT_EQ(error("[lora]\nr = 4\nlora_rank = 8\n"), "run.toml: lora.lora_rank and lora.r both give lora.rank: give one");
-  EXPECT_EQ(error("[train]\nlearning_rate = 1e-4\n[optim]\nlr = 1e-3\n"),
+  EXPECT_EQ(config_text_error("[lora]\nr = 4\nlora_rank = 8\n"), "run.toml: lora.lora_rank and lora.r both give lora.rank: give one");
+  EXPECT_EQ(config_text_error("[train]\nlearning_rate = 1e-4\n[optim]\nlr = 1e-3\n"),
             "run.toml: train.learning_rate (HF Trainer's name for optim.lr) and optim.lr are both given: give one");
-  EXPECT_EQ(error("", {"lora.rank=8", "lora.r=4"}),
+  EXPECT_EQ(config_text_error("", {"lora.rank=8", "lora.r=4"}),
             "--set lora.r=4: lora.r and lora.rank (also given) both set lora.rank: give one");
   // A --set of the key over a file's alias (or the other way) is an override, as always.
-  EXPECT_EQ(parse("[lora]\nr = 4\n", {"lora.rank=8"}).lora.rank, 8);
-  EXPECT_EQ(parse("[lora]\nrank = 4\n", {"lora.r=8"}).lora.rank, 8);
+  EXPECT_EQ(parse_config_text("[lora]\nr = 4\n", {"lora.rank=8"}).lora.rank, 8);
+  EXPECT_EQ(parse_config_text("[lora]\nrank = 4\n", {"lora.r=8"}).lora.rank, 8);
 }
 
 TEST(ConfigAliases, PeftModuleNamesAreTranslatedOrRefused) {
-  EXPECT_EQ(parse("[lora]\ntarget_modules = [\"lm_head\", \"gate_proj\"]\n").lora.targets,
+  EXPECT_EQ(parse_config_text("[lora]\ntarget_modules = [\"lm_head\", \"gate_proj\"]\n").lora.targets,
             (std::vector<std::string>{"lm_head", "gate"}));
-  EXPECT_EQ(error("[lora]\ntarget_modules = [\"q_prj\"]\n"),
+  EXPECT_EQ(config_text_error("[lora]\ntarget_modules = [\"q_prj\"]\n"),
             "run.toml: lora.target_modules: unknown module 'q_prj' (did you mean 'q_proj'?) (expected some of "
             "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head)");
-  EXPECT_NE(error("[lora]\ntarget_modules = \".*proj\"\n").find("a string is a regular expression in PEFT"),
+  EXPECT_NE(config_text_error("[lora]\ntarget_modules = \".*proj\"\n").find("a string is a regular expression in PEFT"),
             std::string::npos);
-  EXPECT_NE(error("", {"train.lr_scheduler_type=polynomial"}).find("has no meshtrain schedule"), std::string::npos);
+  EXPECT_NE(config_text_error("", {"train.lr_scheduler_type=polynomial"}).find("has no meshtrain schedule"), std::string::npos);
 }
 
 // Every alias names a real key, and no alias is itself a key.
@@ -113,17 +108,17 @@ TEST(ConfigAliases, TheTableIsConsistent) {
 // The cases: lora.r and train.epochs once got "unknown key" without a suggestion; now
 // they are names, and every unknown key gets a suggestion or the keys of its section.
 TEST(ConfigUnknownKeys, EveryUnknownKeyGetsAHint) {
-  EXPECT_EQ(error("[lora]\nrnak = 4\n"), "run.toml: unknown key 'lora.rnak' (did you mean 'lora.rank'?)");
-  EXPECT_EQ(error("", {"lora.lora_alph=4"}),
+  EXPECT_EQ(config_text_error("[lora]\nrnak = 4\n"), "run.toml: unknown key 'lora.rnak' (did you mean 'lora.rank'?)");
+  EXPECT_EQ(config_text_error("", {"lora.lora_alph=4"}),
             "--set lora.lora_alph=4: unknown key 'lora.lora_alph' (did you mean 'lora.lora_alpha'?)");
-  const std::string far = error("[lora]\nbias = \"none\"\n");
+  const std::string far = config_text_error("[lora]\nbias = \"none\"\n");
   EXPECT_EQ(far.rfind("run.toml: unknown key 'lora.bias' (the keys of [lora] are enabled, rank, alpha, targets, ", 0),
             0u) << far;
-  EXPECT_NE(error("", {"train.foo=1"}).find("(the keys of [train] are steps, epochs, "), std::string::npos);
-  EXPECT_EQ(error("[optimizer]\nlr = 1e-3\n"), "run.toml: unknown section 'optimizer' (did you mean 'optim'?)");
-  EXPECT_EQ(error("", {"optimizer.lr=1e-3"}),
+  EXPECT_NE(config_text_error("", {"train.foo=1"}).find("(the keys of [train] are steps, epochs, "), std::string::npos);
+  EXPECT_EQ(config_text_error("[optimizer]\nlr = 1e-3\n"), "run.toml: unknown section 'optimizer' (did you mean 'optim'?)");
+  EXPECT_EQ(config_text_error("", {"optimizer.lr=1e-3"}),
             "--set optimizer.lr=1e-3: unknown section 'optimizer' (did you mean 'optim.lr'?)");
-  const std::string section = error("[foo]\nx = 1\n");
+  const std::string section = config_text_error("[foo]\nx = 1\n");
   EXPECT_NE(section.find("(expected model, lora, optim, train, data, preference, output, mesh, partition)"), std::string::npos)
       << section;
 }
@@ -145,31 +140,31 @@ TEST(ConfigEpochs, EpochsReplaceTheStepsOfTheDocumentAndAreRecordedAlone) {
   const std::string recorded = to_toml(c);
   EXPECT_EQ(recorded.find("\nsteps = "), std::string::npos) << recorded;  // computed from the data
   EXPECT_NE(recorded.find("epochs = 3.0"), std::string::npos) << recorded;
-  EXPECT_EQ(parse(recorded).train.epochs, 3.0f);
+  EXPECT_EQ(parse_config_text(recorded).train.epochs, 3.0f);
   // run.toml of a run by steps has epochs = 0, which a --set of either replaces.
-  const std::string by_steps = to_toml(parse("", {"train.steps=40"}));
+  const std::string by_steps = to_toml(parse_config_text("", {"train.steps=40"}));
   EXPECT_NE(by_steps.find("epochs = 0.0"), std::string::npos) << by_steps;
-  EXPECT_EQ(parse(by_steps, {"train.epochs=1"}).train.epochs, 1.0f);
-  EXPECT_EQ(parse(recorded, {"train.steps=9"}).train.steps, 9);
-  EXPECT_EQ(parse(recorded, {"train.steps=9"}).train.epochs, 0.0f);
+  EXPECT_EQ(parse_config_text(by_steps, {"train.epochs=1"}).train.epochs, 1.0f);
+  EXPECT_EQ(parse_config_text(recorded, {"train.steps=9"}).train.steps, 9);
+  EXPECT_EQ(parse_config_text(recorded, {"train.steps=9"}).train.epochs, 0.0f);
 }
 
 TEST(ConfigEpochs, StepsAndEpochsTogetherAreRefused) {
-  EXPECT_EQ(error("[train]\nsteps = 10\nepochs = 2\n"),
+  EXPECT_EQ(config_text_error("[train]\nsteps = 10\nepochs = 2\n"),
             "run.toml: train.steps and train.epochs both give the run's length: give one");
-  EXPECT_EQ(error("[train]\nmax_steps = 10\nnum_train_epochs = 2\n"),
+  EXPECT_EQ(config_text_error("[train]\nmax_steps = 10\nnum_train_epochs = 2\n"),
             "run.toml: train.steps and train.epochs both give the run's length: give one");
-  EXPECT_EQ(error("", {"train.steps=10", "train.num_train_epochs=2"}),
+  EXPECT_EQ(config_text_error("", {"train.steps=10", "train.num_train_epochs=2"}),
             "--set: train.steps and train.epochs both give the run's length: give one");
-  EXPECT_NE(error("", {"train.epochs=-1"}).find("train.epochs must be in [0, 1000000], got -1"), std::string::npos);
+  EXPECT_NE(config_text_error("", {"train.epochs=-1"}).find("train.epochs must be in [0, 1000000], got -1"), std::string::npos);
 }
 
 TEST(ConfigSchedule, ChoicesAndDecayFraction) {
-  EXPECT_EQ(parse("[optim]\nschedule = \"linear\"\n").optim.schedule, "linear");
-  EXPECT_EQ(error("", {"optim.schedule=step"}),
+  EXPECT_EQ(parse_config_text("[optim]\nschedule = \"linear\"\n").optim.schedule, "linear");
+  EXPECT_EQ(config_text_error("", {"optim.schedule=step"}),
             "--set optim.schedule=step: optim.schedule must be \"cosine\", \"linear\", \"constant\" or \"wsd\", got \"step\"");
-  EXPECT_NE(error("", {"optim.decay_fraction=0"}).find("optim.decay_fraction must be in (0, 1]"), std::string::npos);
-  EXPECT_NE(error("", {"lora.dropout=1"}).find("lora.dropout must be in [0, 1), got 1"), std::string::npos);
+  EXPECT_NE(config_text_error("", {"optim.decay_fraction=0"}).find("optim.decay_fraction must be in (0, 1]"), std::string::npos);
+  EXPECT_NE(config_text_error("", {"lora.dropout=1"}).find("lora.dropout must be in [0, 1), got 1"), std::string::npos);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/did_you_mean.h"
+#include "config_error.h"
 #include "error_of.h"
 #include "train/config_aliases.h"
 #include "train/config_schema.h"
@@ -18,14 +19,8 @@
 namespace mt {
 namespace {
 
-RunConfig parse(const std::string& text, const std::vector<std::string>& overrides = {},
-                std::vector<std::string>* renamed = nullptr) {
-  return parse_run_config(text, overrides, "run.toml", renamed);
-}
-
-std::string error(const std::string& text, const std::vector<std::string>& overrides = {}) {
-  return error_of([&] { parse(text, overrides); });
-}
+using testing::config_text_error;
+using testing::parse_config_text;
 
 // The HF Trainer's names in a file's [train] and as --set, each to its key.
 TEST(ConfigTrainerNames, EveryNameInAFileAndInSetSetsItsKey) {
@@ -35,7 +30,7 @@ TEST(ConfigTrainerNames, EveryNameInAFileAndInSetSetsItsKey) {
       "logging_steps = 7\neval_steps = 11\nsave_steps = 13\nsave_total_limit = 4\nbf16 = false\nfp16 = false\n"
       "seed = 42\ngradient_checkpointing = true\n";
   std::vector<std::string> renamed;
-  const RunConfig c = parse(file, {}, &renamed);
+  const RunConfig c = parse_config_text(file, {}, &renamed);
   EXPECT_FLOAT_EQ(c.optim.lr, 1e-4f);
   EXPECT_EQ(c.train.epochs, 2.0f);
   EXPECT_EQ(c.train.grad_accum, 3);
@@ -56,9 +51,9 @@ TEST(ConfigTrainerNames, EveryNameInAFileAndInSetSetsItsKey) {
   for (const char* alias : {"save_steps", "logging_steps", "warmup_ratio = 0.1", "bf16 = ", "fp16"})
     EXPECT_EQ(alias == std::string("warmup_ratio = 0.1") ? std::string::npos : recorded.find(alias),
               std::string::npos) << alias;
-  EXPECT_EQ(to_toml(parse(recorded)), recorded);
+  EXPECT_EQ(to_toml(parse_config_text(recorded)), recorded);
 
-  const RunConfig s = parse("", {"train.max_steps=9", "train.save_steps=3", "train.eval_steps=2", "train.logging_steps=5",
+  const RunConfig s = parse_config_text("", {"train.max_steps=9", "train.save_steps=3", "train.eval_steps=2", "train.logging_steps=5",
                                  "train.save_total_limit=1", "train.bf16=true", "train.gradient_checkpointing=true",
                                  "train.warmup_steps=4", "train.max_grad_norm=0"});
   EXPECT_EQ(s.train.steps, 9);
@@ -74,24 +69,24 @@ TEST(ConfigTrainerNames, EveryNameInAFileAndInSetSetsItsKey) {
 
 TEST(ConfigTrainerNames, TheOnesMeshtrainCannotHonourAreRefusedWithWhy) {
   for (const std::string& given : {std::string("[train]\nfp16 = true\n"), std::string()}) {
-    const std::string e = given.empty() ? error("", {"train.fp16=true"}) : error(given);
+    const std::string e = given.empty() ? config_text_error("", {"train.fp16=true"}) : config_text_error(given);
     EXPECT_NE(e.find("train.fp16: meshtrain trains in bf16"), std::string::npos) << e;
     EXPECT_NE(e.find("loss scaling"), std::string::npos) << e;
   }
-  const std::string e = error("[train]\nper_device_train_batch_size = 8\n");
+  const std::string e = config_text_error("[train]\nper_device_train_batch_size = 8\n");
   EXPECT_EQ(e.rfind("run.toml: train.per_device_train_batch_size: meshtrain's train.batch_size is the micro-batch of "
                     "all data-parallel ranks together", 0), 0u) << e;
   EXPECT_NE(e.find("give train.batch_size = 8 x dp x fsdp x ep"), std::string::npos) << e;
-  EXPECT_NE(error("", {"train.per_device_train_batch_size=8"}).find("give train.batch_size = 8 x dp"), std::string::npos);
-  EXPECT_NE(error("[train]\nbf16 = \"yes\"\n").find("train.bf16 must be true or false"), std::string::npos);
+  EXPECT_NE(config_text_error("", {"train.per_device_train_batch_size=8"}).find("give train.batch_size = 8 x dp"), std::string::npos);
+  EXPECT_NE(config_text_error("[train]\nbf16 = \"yes\"\n").find("train.bf16 must be true or false"), std::string::npos);
   // bf16 is train.precision: both given is refused as every alias beside its key is.
-  EXPECT_NE(error("[train]\nbf16 = true\nprecision = \"fp32\"\n").find("are both given: give one"), std::string::npos);
+  EXPECT_NE(config_text_error("[train]\nbf16 = true\nprecision = \"fp32\"\n").find("are both given: give one"), std::string::npos);
 }
 
 // A flat name, as the HF Trainer's arguments are, is answered with its name in [train].
 TEST(ConfigTrainerNames, ABareNameIsAnsweredWithItsTrainName) {
-  EXPECT_EQ(error("warmup_ratio = 0.1\n"), "run.toml: unknown section 'warmup_ratio' (did you mean 'train.warmup_ratio'?)");
-  EXPECT_EQ(error("", {"learning_rate=1e-4"}),
+  EXPECT_EQ(config_text_error("warmup_ratio = 0.1\n"), "run.toml: unknown section 'warmup_ratio' (did you mean 'train.warmup_ratio'?)");
+  EXPECT_EQ(config_text_error("", {"learning_rate=1e-4"}),
             "--set learning_rate=1e-4: unknown section 'learning_rate' (did you mean 'train.learning_rate'?)");
 }
 
@@ -102,15 +97,15 @@ TEST(ConfigWarmupRatio, IsAShareOfTheStepsAndReplacesWarmupSteps) {
   EXPECT_EQ(warmup_steps_of(c.optim, 25), 3);  // rounded up, as the HF Trainer does
   const std::string recorded = to_toml(c);
   EXPECT_EQ(recorded.find("warmup_steps"), std::string::npos) << recorded;
-  EXPECT_EQ(parse(recorded).optim.warmup_ratio, c.optim.warmup_ratio);
+  EXPECT_EQ(parse_config_text(recorded).optim.warmup_ratio, c.optim.warmup_ratio);
   // A --set of the steps replaces the ratio, and the other way round; both in one file are refused.
-  EXPECT_EQ(parse(recorded, {"optim.warmup_steps=5"}).optim.warmup_ratio, 0.0f);
-  EXPECT_EQ(parse(recorded, {"optim.warmup_steps=5"}).optim.warmup_steps, 5);
-  EXPECT_EQ(error("[optim]\nwarmup_steps = 5\nwarmup_ratio = 0.1\n"),
+  EXPECT_EQ(parse_config_text(recorded, {"optim.warmup_steps=5"}).optim.warmup_ratio, 0.0f);
+  EXPECT_EQ(parse_config_text(recorded, {"optim.warmup_steps=5"}).optim.warmup_steps, 5);
+  EXPECT_EQ(config_text_error("[optim]\nwarmup_steps = 5\nwarmup_ratio = 0.1\n"),
             "run.toml: optim.warmup_steps and optim.warmup_ratio both give the warm-up: give one");
-  EXPECT_EQ(error("", {"optim.warmup_steps=5", "train.warmup_ratio=0.1"}),
+  EXPECT_EQ(config_text_error("", {"optim.warmup_steps=5", "train.warmup_ratio=0.1"}),
             "--set: optim.warmup_steps and optim.warmup_ratio both give the warm-up: give one");
-  EXPECT_NE(error("", {"optim.warmup_ratio=1.5"}).find("optim.warmup_ratio must be in [0, 1]"), std::string::npos);
+  EXPECT_NE(config_text_error("", {"optim.warmup_ratio=1.5"}).find("optim.warmup_ratio must be in [0, 1]"), std::string::npos);
   // The schedule warms up over the ratio's steps.
   OptimConfig o;
   o.warmup_ratio = 0.5f;
@@ -129,13 +124,13 @@ TEST(ConfigWarmupRatio, AWarmUpThatReachesTheRunsEndIsWarned) {
 }
 
 TEST(ConfigLoraTargets, TakePeftsModuleNamesAsTargetModulesDoes) {
-  EXPECT_EQ(parse("[lora]\ntargets = [\"q_proj\", \"v\", \"down_proj\"]\n").lora.targets,
+  EXPECT_EQ(parse_config_text("[lora]\ntargets = [\"q_proj\", \"v\", \"down_proj\"]\n").lora.targets,
             (std::vector<std::string>{"q", "v", "down"}));
-  EXPECT_EQ(parse("", {"lora.targets=[\"k_proj\",\"lm_head\"]"}).lora.targets,
+  EXPECT_EQ(parse_config_text("", {"lora.targets=[\"k_proj\",\"lm_head\"]"}).lora.targets,
             (std::vector<std::string>{"k", "lm_head"}));
-  EXPECT_EQ(parse("[lora]\ntargets = \"all-linear\"\n").lora.targets,
+  EXPECT_EQ(parse_config_text("[lora]\ntargets = \"all-linear\"\n").lora.targets,
             (std::vector<std::string>{"q", "k", "v", "o", "gate", "up", "down"}));
-  EXPECT_NE(error("[lora]\ntargets = [\"qq_proj\"]\n").find("lora.targets"), std::string::npos);
+  EXPECT_NE(config_text_error("[lora]\ntargets = [\"qq_proj\"]\n").find("lora.targets"), std::string::npos);
 }
 
 // Every known name: the keys and the aliases, with what each means (its key).

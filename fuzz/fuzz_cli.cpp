@@ -30,7 +30,6 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/cli_app.h"
-#include "cli/commands.h"
 #include "core/work_gate.h"
 #include "fuzz_support.h"
 #include "io/model_files.h"
@@ -43,27 +42,22 @@ namespace {
 
 constexpr size_t kMaxErrorLine = 2000;  // a message quotes at most 200 characters of any one value
 
-const char* const kVerbs[] = {"train", "bench", "tokenize", "detokenize", "convert", "generate", "eval",
-                              "export", "export-checkpoint", "shard", "plan", "report"};
+// Each verb's name and options as CLI11 declares them, from the verbs run_cli registers.
+struct Verb {
+  std::string name;
+  std::vector<std::string> options;
+};
 
-// Each verb's options as CLI11 declares them, from an app built the way run_cli builds it.
-std::vector<std::vector<std::string>> verb_options() {
+std::vector<Verb> verbs() {
   CLI::App app;
-  mt::cli::Action (*const add[])(CLI::App&) = {
-      mt::cli::add_train_command,    mt::cli::add_bench_command,  mt::cli::add_tokenize_command,
-      mt::cli::add_detokenize_command, mt::cli::add_convert_command, mt::cli::add_generate_command,
-      mt::cli::add_eval_command,     mt::cli::add_export_command, mt::cli::add_export_checkpoint_command,
-      mt::cli::add_shard_command,    mt::cli::add_plan_command,   mt::cli::add_report_command};
-  std::vector<std::vector<std::string>> out;
-  for (auto reg : add) {
-    reg(app);
-    CLI::App* sub = app.get_subcommands({}).back();
-    std::vector<std::string> names = {"--help"};
+  std::vector<Verb> out;
+  for (const auto& [sub, action] : mt::cli::add_verbs(app)) {
+    Verb v{sub->get_name(), {"--help"}};
     for (const CLI::Option* o : sub->get_options()) {
-      for (const std::string& l : o->get_lnames()) names.push_back("--" + l);
-      for (const std::string& s : o->get_snames()) names.push_back("-" + s);
+      for (const std::string& l : o->get_lnames()) v.options.push_back("--" + l);
+      for (const std::string& s : o->get_snames()) v.options.push_back("-" + s);
     }
-    out.push_back(names);
+    out.push_back(std::move(v));
   }
   return out;
 }
@@ -119,7 +113,7 @@ std::string fuzzed_bytes(FuzzedDataProvider& in) {
 }
 
 struct Tables {
-  std::vector<std::vector<std::string>> options = verb_options();
+  std::vector<Verb> verbs = ::verbs();
   std::vector<std::string> keys = config_key_names();
   std::vector<std::string> values = ::values();
 };
@@ -147,14 +141,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const Tables tables;
   FuzzedDataProvider in(data, size);
   std::vector<std::string> args = {"meshtrain"};
-  const size_t verb = in.ConsumeIntegralInRange<size_t>(0, std::size(kVerbs));  // the last: no verb
-  if (verb < std::size(kVerbs)) args.push_back(kVerbs[verb]);
+  const size_t verb = in.ConsumeIntegralInRange<size_t>(0, tables.verbs.size());  // the last: no verb
+  if (verb < tables.verbs.size()) args.push_back(tables.verbs[verb].name);
   const size_t count = in.ConsumeIntegralInRange<size_t>(0, 14);
   for (size_t i = 0; i < count && in.remaining_bytes() > 0; ++i) {
     switch (in.ConsumeIntegralInRange<int>(0, 4)) {
       case 0:
       case 1:
-        if (verb < std::size(kVerbs)) args.push_back(pick(in, tables.options[verb]));
+        if (verb < tables.verbs.size()) args.push_back(pick(in, tables.verbs[verb].options));
         break;
       case 2: args.push_back(pick(in, tables.values)); break;
       case 3:

@@ -38,6 +38,18 @@ std::string rank_of_error() {
 
 }  // namespace
 
+std::vector<std::pair<CLI::App*, Action>> add_verbs(CLI::App& app) {
+  std::vector<std::pair<CLI::App*, Action>> verbs;
+  for (Action (*reg)(CLI::App&) :
+       {add_train_command, add_bench_command, add_tokenize_command, add_detokenize_command, add_convert_command,
+        add_generate_command, add_eval_command, add_export_command, add_export_checkpoint_command,
+        add_shard_command, add_plan_command, add_report_command}) {
+    Action action = reg(app);
+    verbs.emplace_back(app.get_subcommands({}).back(), std::move(action));
+  }
+  return verbs;
+}
+
 int run_cli(int argc, char** argv) {
   CLI::App app{"meshtrain: LLaMA training and LoRA fine-tuning over a device mesh"};
   app.require_subcommand(1);
@@ -48,24 +60,7 @@ int run_cli(int argc, char** argv) {
     text.pop_back();  // CLI11 ends the message with its own newline
     return text;
   }, "Print the version, git commit, build type and compiled-in backends, and exit");
-  std::vector<std::pair<CLI::App*, Action>> verbs;
-  auto add = [&](Action (*reg)(CLI::App&)) {
-    size_t before = app.get_subcommands({}).size();
-    auto action = reg(app);
-    verbs.emplace_back(app.get_subcommands({})[before], action);
-  };
-  add(add_train_command);
-  add(add_bench_command);
-  add(add_tokenize_command);
-  add(add_detokenize_command);
-  add(add_convert_command);
-  add(add_generate_command);
-  add(add_eval_command);
-  add(add_export_command);
-  add(add_export_checkpoint_command);
-  add(add_shard_command);
-  add(add_plan_command);
-  add(add_report_command);
+  const std::vector<std::pair<CLI::App*, Action>> verbs = add_verbs(app);
   // A bad option is one line like every other error (CLI11's default adds "Run with --help"), an
   // argument's line breaks escaped, and short: CLI11 quotes the arguments it did not expect whole.
   app.failure_message([](const CLI::App*, const CLI::Error& e) {

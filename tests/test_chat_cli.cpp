@@ -131,6 +131,8 @@ TEST(ChatCli, SystemGoesBeforeTheUsersMessage) {
   EXPECT_EQ(prompt_tokens(sys.output, "generate:"), prompt_tokens(plain.output, "generate:") + 8) << sys.output;
   // The template's end of turn and the tokenizer_config.json's eos_token are stop ids.
   EXPECT_NE(plain.output.find("151645 (the chatml template's end of turn)"), std::string::npos) << plain.output;
+  EXPECT_NE(plain.output.find("151645 (eos_token of " + model + "/tokenizer_config.json)"), std::string::npos)
+      << plain.output;
   expect_one_line_error("generate -m " + model + " -p Hi --template none --system x", "--system needs a chat template");
   expect_one_line_error("generate -m " + model + " -p Hi --system x", "--system needs a chat template");
 }

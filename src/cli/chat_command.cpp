@@ -16,11 +16,11 @@ namespace mt::cli {
 
 namespace {
 
-constexpr const char* kCommands = "/reset forgets the conversation, /system TEXT sets the system message "
+constexpr const char* kChatCommands = "/reset forgets the conversation, /system TEXT sets the system message "
                                    "(/system alone removes it), /exit ends (as does end of input)";
 
 // The conversation: the system message (when there is one) and the turns since the last /reset.
-struct Conversation {
+struct ChatConversation {
   std::string system;
   bool has_system = false;
   std::vector<ChatMessage> turns;
@@ -34,7 +34,7 @@ struct Conversation {
 };
 
 // Handles a line starting with '/'; false for /exit.
-bool command(const std::string& line, Conversation& c) {
+bool chat_command(const std::string& line, ChatConversation& c) {
   const std::string name = line.substr(0, line.find(' '));
   const std::string rest = name.size() < line.size() ? line.substr(name.size() + 1) : "";
   if (name == "/exit" || name == "/quit") return false;
@@ -46,7 +46,7 @@ bool command(const std::string& line, Conversation& c) {
     c.has_system = !rest.empty();
     std::cerr << "chat: " << (c.has_system ? "system message set" : "system message removed") << "\n";
   } else {
-    std::cerr << "chat: unknown command " << name << " (" << kCommands << ")\n";
+    std::cerr << "chat: unknown command " << name << " (" << kChatCommands << ")\n";
   }
   return true;
 }
@@ -60,9 +60,9 @@ Action add_chat_command(CLI::App& app) {
   o->add_to(sub);
   return [o] {
     Generator g = load_generator(*o, "chat", "auto", true);
-    Conversation c{o->system, o->has_system(), {}};
+    ChatConversation c{o->system, o->has_system(), {}};
     const bool terminal = isatty(STDIN_FILENO);
-    std::cerr << "chat: " << g.format << " template, context " << g.context() << " tokens; " << kCommands << "\n";
+    std::cerr << "chat: " << g.format << " template, context " << g.context() << " tokens; " << kChatCommands << "\n";
     std::string line;
     while (true) {
       if (terminal) std::cout << "> " << std::flush;
@@ -70,7 +70,7 @@ Action add_chat_command(CLI::App& app) {
       if (!line.empty() && line.back() == '\r') line.pop_back();  // a line from a Windows file
       if (line.empty()) continue;
       if (line[0] == '/') {
-        if (!command(line, c)) break;
+        if (!chat_command(line, c)) break;
         continue;
       }
       c.turns.push_back({"user", line});

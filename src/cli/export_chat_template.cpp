@@ -1,6 +1,7 @@
 #include "cli/export_chat_template.h"
 
 #include <filesystem>
+#include <ostream>
 
 #include "core/atomic_file.h"
 #include "core/bounded_json.h"

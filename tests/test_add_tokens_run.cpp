@@ -232,6 +232,15 @@ TEST(AddTokens, ResumeIsExact) {
   EXPECT_EQ(losses_of(fs::path(out) / "metrics.jsonl"), losses_of(r.dir / "run/metrics.jsonl"));
   EXPECT_EQ(read_file(fs::path(out) / "adapter/adapter_model.safetensors"),
             read_file(r.dir / "run/adapter/adapter_model.safetensors"));
+  // export-checkpoint, from another working directory, writes the same adapter with the run's
+  // grown tokenizer (read from the checkpoint's run directory, nothing written elsewhere).
+  const fs::path exported = fs::absolute(r.dir / "exported");
+  c = mt::testing::run_command("cd / && " + std::string(MESHTRAIN_BINARY) + " export-checkpoint --checkpoint " +
+                               fs::absolute(fs::path(out) / "checkpoints/step-000012").string() + " --out " +
+                               exported.string());
+  ASSERT_EQ(c.code, 0) << c.output;
+  EXPECT_EQ(read_file(exported / "adapter_model.safetensors"), read_file(r.dir / "run/adapter/adapter_model.safetensors"));
+  EXPECT_EQ(added_id(exported / "tokenizer.json", "<|im_end|>"), 513);
 }
 
 // Without data.add_tokens the chatml file is refused for lacking the markers; a token the

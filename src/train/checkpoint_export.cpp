@@ -24,7 +24,13 @@ std::vector<std::string> export_checkpoint(const std::string& checkpoint_dir, co
   const CheckpointManifest m = read_checkpoint_manifest(checkpoint_dir);
   const std::string manifest_path = (fs::path(checkpoint_dir) / "manifest.json").string();
   // The run's own config says what the tensors are: the model shape (or model.path), LoRA, precision.
-  const RunConfig cfg = parse_run_config(m.config, {}, manifest_path);
+  RunConfig cfg = parse_run_config(m.config, {}, manifest_path);
+  // The run's directory is the checkpoint's (<dir>/checkpoints/step-N), wherever this runs from:
+  // its grown tokenizer (data.add_tokens) is read from there, never written under the working
+  // directory's copy of a relative output.dir.
+  fs::path step = fs::absolute(checkpoint_dir).lexically_normal();
+  if (!step.has_filename()) step = step.parent_path();  // "step-N/"
+  cfg.output.dir = step.parent_path().parent_path().string();
   ModelConfig shape = cfg.model_path.empty() ? cfg.model : pretrained_config(cfg.model_path);
   // data.add_tokens grew the run's vocabulary past the model's (train/added_vocab.h).
   if (!cfg.data.add_tokens.empty())

@@ -267,6 +267,16 @@ TEST(AddTokens, RefusalsAndNotes) {
   EXPECT_NE(c.output.find("'<s>' is already the tokenizer's special token 1"), std::string::npos) << c.output;
   EXPECT_EQ(added_id(dir / "c/adapter/tokenizer.json", "<|im_start|>"), 512);
 
+  // A tokenizer directory left in output.dir by something else (here Qwen3's, which has both
+  // markers) is replaced by this run's, not read in its place.
+  const fs::path stale = dir / "e/tokenizer";
+  fs::create_directories(stale);
+  fs::copy_file(kShared + "tokenizers/qwen3/tokenizer.json", stale / "tokenizer.json");
+  c = run_meshtrain(base + kAddChatml + " --out " + (dir / "e").string());
+  ASSERT_EQ(c.code, 0) << c.output;
+  EXPECT_EQ(added_id(dir / "e/adapter/tokenizer.json", "<|im_start|>"), 512);
+  EXPECT_EQ(added_id(stale / "tokenizer.json", "<|im_start|>"), 512);
+
   c = run_meshtrain(base + " --set 'lora.targets=[\"q\", \"lm_head\"]'" + kAddChatml + " --out " + (dir / "d").string());
   EXPECT_NE(c.code, 0);
   EXPECT_NE(c.output.find("leave lm_head out of lora.targets"), std::string::npos) << c.output;

@@ -14,8 +14,8 @@ namespace mt {
 std::string added_tokens_dir(const RunConfig& cfg);
 
 // The run's tokenizer with data.add_tokens added to the one at `given_source`: written into
-// added_tokens_dir once (another process finding it there reads it; one without every token
-// is written again), then read from there. Skipped tokens (already special) are said on stderr.
+// added_tokens_dir (replacing what differs there), then read from there. Skipped tokens (already
+// special) are said on stderr when it is first written.
 std::unique_ptr<Tokenizer> tokenizer_with_added_tokens(const RunConfig& cfg, const std::string& given_source);
 
 // The run's model vocabulary: the model's `model_vocab`, or the tokenizer's size where

@@ -115,6 +115,11 @@ TEST(PeftConfig, KeysThatChangeTheAdapterAreRefusedUnlessDefault) {
   EXPECT_FALSE(parse_peft_config(config(", \"modules_to_save\": []"), "x").train_router);
   EXPECT_FALSE(parse_peft_config(config(""), "x").train_router);
   EXPECT_NE(error_of(config(R"(, "modules_to_save": ["gate", "lm_head"])")).find("is not supported"), std::string::npos);
+  // A grown vocabulary's embedding and head (data.add_tokens), both or neither.
+  const LoraConfig grown = parse_peft_config(config(R"(, "modules_to_save": ["embed_tokens", "lm_head"])"), "x");
+  EXPECT_TRUE(grown.train_embeddings);
+  EXPECT_FALSE(grown.train_router);
+  EXPECT_NE(error_of(config(R"(, "modules_to_save": ["embed_tokens"])")).find("together"), std::string::npos);
   // A value is quoted in at most ~100 characters, however long it is.
   const std::string msg = error_of(config(R"(, "modules_to_save": [")" + std::string(100000, 'x') + "\"]"));
   EXPECT_LT(msg.size(), 400u);

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/adapter_vocab.h"
 #include "cli/export_chat_template.h"
 #include "cli/model_args.h"
 #include "cli/model_tokenizer.h"
@@ -57,6 +58,8 @@ ExportTokenizer resolve_tokenizer(const ModelArgs& m, bool as_tokenizer) {
   }
   if (!m.tokenizer.empty()) {
     t.file = find_tokenizer_file(m.tokenizer);
+  } else if (const std::string own = adapter_tokenizer_dir(m.adapter); !own.empty()) {
+    t.file = find_tokenizer_file(own);  // an adapter that added tokens carries the tokenizer with them
   } else {
     const fs::path dir = fs::is_directory(m.model) ? fs::path(m.model) : fs::path(m.model).parent_path();
     t.looked = (dir.empty() ? std::string(".") : dir.string()) +

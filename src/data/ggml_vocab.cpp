@@ -214,11 +214,23 @@ TokenizerInfo ggml_vocab_of(const Tokenizer& tok, int64_t vocab_size) {
   return info;
 }
 
-std::unique_ptr<Tokenizer> tokenizer_of_ggml_vocab(const TokenizerInfo& info, const std::string& source) {
-  if (!info.token_types.empty() && info.token_types.size() != info.tokens.size())
+std::unique_ptr<Tokenizer> tokenizer_of_ggml_vocab(const TokenizerInfo& padded, const std::string& source) {
+  if (!padded.token_types.empty() && padded.token_types.size() != padded.tokens.size())
     fail(source + ": tokenizer token types must have one entry per token");
-  if (!info.scores.empty() && info.scores.size() != info.tokens.size())
+  if (!padded.scores.empty() && padded.scores.size() != padded.tokens.size())
     fail(source + ": tokenizer scores must have one entry per token");
+  // The unused "[PAD<id>]" ids at the end are the padding up to the model's vocab_size that
+  // pad_to and llama.cpp's converters write, not the tokenizer's: its size ends before them, so a
+  // model's rows past it are padding that generation never produces (Transformer::set_emittable_vocab).
+  TokenizerInfo info = padded;
+  const int64_t last_named = std::max({info.bos, info.eos, info.unk, info.pad});  // kept, if padding
+  while (!info.token_types.empty() && info.token_types.back() == kTokenUnused &&
+         int64_t(info.tokens.size()) - 1 > last_named &&
+         info.tokens.back() == "[PAD" + std::to_string(info.tokens.size() - 1) + "]") {
+    info.tokens.pop_back();
+    info.token_types.pop_back();
+    if (!info.scores.empty()) info.scores.pop_back();
+  }
   if (info.model == "llama") return sentencepiece_of(info, source);
   if (info.model == "gpt2") return byte_level_of(info, source);
   fail(source + ": tokenizer.ggml.model '" + info.model + "' is not one meshtrain reads (llama, gpt2)");

@@ -292,6 +292,10 @@ void export_gguf_lora(Transformer& model, const std::string& path, const std::st
   if (model.lora_config().train_router)
     fail(path + ": the adapter trains the routers (lora.train_router, PEFT's modules_to_save), and a "
          "llama.cpp LoRA adapter holds lora_a / lora_b pairs only; export the merged model with --gguf");
+  if (model.lora_config().train_embeddings)
+    fail(path + ": the adapter trains the embedding and head of a grown vocabulary (data.add_tokens, "
+         "PEFT's modules_to_save), and a llama.cpp LoRA adapter holds lora_a / lora_b pairs only and "
+         "cannot add tokens; export the merged model with --gguf");
   std::vector<GgufKV> kvs = {
       {"general.architecture", GgufValue::str(arch.name)},  // llama.cpp refuses an adapter of another
       {"general.type", GgufValue::str("adapter")},

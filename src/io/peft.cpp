@@ -1,5 +1,6 @@
 #include "io/peft.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
@@ -40,7 +41,12 @@ std::string peft_adapter_config_json(const LoraConfig& lora, const std::string& 
   // A trained router (lora.train_router) is PEFT's modules_to_save: "gate" matches each MoE
   // layer's router module (mlp.gate, Mixtral's block_sparse_moe.gate) by the end of its name, and
   // no other module (gate_proj, w1 end otherwise).
-  if (lora.train_router) j["modules_to_save"] = {"gate"};
+  // A grown vocabulary's embedding and head (lora.train_embeddings) are modules_to_save too; a
+  // tied head is listed and saved as well, since PEFT's copy of the embedding would not tie.
+  std::vector<std::string> saved;
+  if (lora.train_router) saved.push_back("gate");
+  if (lora.train_embeddings) saved.insert(saved.end(), {"embed_tokens", "lm_head"});
+  if (!saved.empty()) j["modules_to_save"] = saved;
   else j["modules_to_save"] = nullptr;
   return j.dump(2) + "\n";
 }
@@ -75,6 +81,15 @@ std::vector<std::string> save_peft_adapter(const LoraConfig& lora, const std::ve
   std::vector<ExportTensor> adapters = ours;
   FetchValues fetch = ours_fetch;
   if (gpt2_lora_targets(lora.targets)) as_gpt2_peft(adapters, fetch);
+  // A tied head trained through the embedding's copy: PEFT's lm_head copy gets the same values.
+  const auto has = [&](const char* name) {
+    return std::any_of(adapters.begin(), adapters.end(), [&](const ExportTensor& a) { return a.name == name; });
+  };
+  if (lora.train_embeddings && has(kEmbedCopyName) && !has(kHeadCopyName)) {
+    for (const auto& a : ours)
+      if (a.name == kEmbedCopyName) adapters.push_back({kHeadCopyName, a.shape});
+    fetch = [inner = fetch](const std::string& name) { return inner(name == kHeadCopyName ? kEmbedCopyName : name); };
+  }
   std::vector<TensorOut> specs;
   for (const auto& a : adapters) {
     int64_t n = 1;

@@ -54,17 +54,35 @@ constexpr UnsupportedKey kUnsupportedKeys[] = {
 // of experts' routers so (lora.train_router): "gate", which PEFT matches against the end of each
 // module's name, so each layer's router (mlp.gate, Mixtral's block_sparse_moe.gate) and nothing
 // else; those longer forms too. Anything else is refused, naming it.
-bool routers_to_save(const json& j, const std::string& source) {
-  if (!j.contains("modules_to_save") || j["modules_to_save"].is_null()) return false;
+// The embedding and head are saved so when data.add_tokens grew the vocabulary
+// (lora.train_embeddings): "embed_tokens" and "lm_head", both or neither (a tied head is listed
+// too).
+void modules_to_save(const json& j, const std::string& source, LoraConfig& lora) {
+  if (!j.contains("modules_to_save") || j["modules_to_save"].is_null()) return;
   const json& m = j["modules_to_save"];
   if (!m.is_array()) fail(source + ": \"modules_to_save\" must be a list of module names, got " + quoted(m));
-  for (const json& name : m)
+  bool embed = false, head = false;
+  for (const json& name : m) {
+    if (name == "embed_tokens" || name == "model.embed_tokens") {
+      embed = true;
+      continue;
+    }
+    if (name == "lm_head") {
+      head = true;
+      continue;
+    }
     if (!name.is_string() ||
         (name != "gate" && name != "mlp.gate" && name != "block_sparse_moe.gate"))
       fail(source + ": \"modules_to_save\": " + quoted(m) +
            " (modules trained in full) is not supported; meshtrain trains a mixture of experts' routers "
-           "so (\"gate\") and no other module");
-  return !m.empty();
+           "so (\"gate\"), and the embedding with the head (\"embed_tokens\", \"lm_head\"), and no other module");
+    lora.train_router = true;
+  }
+  if (embed != head)
+    fail(source + ": \"modules_to_save\": " + quoted(m) +
+         " (modules trained in full) is not supported: meshtrain trains embed_tokens and lm_head together "
+         "(data.add_tokens) or neither");
+  lora.train_embeddings = embed;
 }
 
 bool is_default(const json& v, const char* key) {
@@ -94,7 +112,7 @@ LoraConfig parse_peft_config(const std::string& text, const std::string& source)
   refuse_unsupported_keys(j, source);
   LoraConfig lora;
   lora.enabled = true;
-  lora.train_router = routers_to_save(j, source);
+  modules_to_save(j, source, lora);
   lora.rank_stabilized = peft_flag(j, "use_rslora", source);
 
   if (!j.contains("r") || !j["r"].is_number_integer()) fail(source + ": \"r\" must be an integer");

@@ -10,7 +10,8 @@ inline constexpr const char* kPeftPrefix = "base_model.model.";
 // kPeftPrefix) a trained router's copy (moe_router_copy_name, "...gate.modules_to_save.weight") is
 // saved under the router's own name, "base_model.model....gate.weight", as PEFT's
 // get_peft_model_state_dict saves a modules_to_save copy; set_peft_model_state_dict reads it back
-// into the copy.
+// into the copy. So are the embedding's and head's copies (LoraConfig::train_embeddings):
+// "base_model.model.model.embed_tokens.weight", "base_model.model.lm_head.weight".
 std::string file_tensor_name(const std::string& prefix, const std::string& ours);
 
 }  // namespace mt

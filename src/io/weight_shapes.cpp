@@ -76,6 +76,12 @@ void check_held_shapes(const ModelConfig& config, const LoraConfig& lora, bool a
       fail(where + ": tensor '" + name + "' has shape " + shape_string(*shape) + ", the config gives " +
            shape_string(p.shape));
   }
+  // A tied head's copy, saved beside the embedding's with the same values (io/peft.cpp): PEFT
+  // reads it, meshtrain's tied head is the embedding's copy.
+  if (adapters && prefix == kPeftPrefix && lora.train_embeddings && config.tie_word_embeddings) {
+    const std::string head = file_tensor_name(prefix, kHeadCopyName);
+    if (held.shape(head)) expected.insert(head);
+  }
   // A PEFT adapter's every tensor changes what it computes: one meshtrain would not read is refused.
   if (adapters && prefix == kPeftPrefix) refuse_unread_adapter_tensors(held, expected, where);
 }

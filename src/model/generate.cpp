@@ -39,8 +39,15 @@ std::vector<int32_t> generate(Transformer& model, const std::vector<int32_t>& pr
   const std::vector<float>* logits = nullptr;
   for (int32_t t : prompt) logits = &dec.step(t);
   std::vector<int32_t> out;
+  // Rows past the tokenizer's ids are padding (Transformer::set_emittable_vocab): never sampled.
+  const size_t emittable = size_t(std::min<int64_t>(model.emittable_vocab(), model.config().vocab_size));
+  std::vector<float> head;
   while (int64_t(out.size()) < opt.max_new_tokens) {
     double u = double(gen() >> 11) * (1.0 / 9007199254740992.0);
+    if (emittable < logits->size()) {
+      head.assign(logits->begin(), logits->begin() + std::ptrdiff_t(emittable));
+      logits = &head;
+    }
     int32_t next = pick_token(*logits, opt.temperature, opt.top_p, u);
     if (std::find(opt.stop_ids.begin(), opt.stop_ids.end(), next) != opt.stop_ids.end()) {
       if (stopped_by) *stopped_by = next;

@@ -31,6 +31,11 @@ struct LoraConfig {
   // layer's router gets a trainable copy among the adapters, started from the frozen router and
   // used in its place; the base router stays as loaded. false: routers frozen, as the experts.
   bool train_router = false;
+  // The embedding (and an untied head) trained in full beside the adapters (PEFT's
+  // modules_to_save = ["embed_tokens", "lm_head"]): set when data.add_tokens grows the vocabulary,
+  // whose new rows must learn. A trainable copy of each, started from the base and used in its
+  // place (a tied head reads the embedding's copy); the base stays as loaded.
+  bool train_embeddings = false;
 
   // Training refuses nf4 without adapters (a 4-bit base is frozen); evaluation may use it alone.
   bool quantized_base() const { return base_dtype == "nf4"; }

@@ -8,6 +8,11 @@ namespace mt {
 void check_lora_targets(const ModelConfig& c, const LoraConfig& lora) {
   if (lora.train_router && !c.moe())
     fail("lora.train_router: the " + c.model_type + " model has no router to train (not a mixture of experts)");
+  // The head trained in full and by an adapter at once has no one PEFT form (the copy wraps the
+  // module the adapter sits on).
+  if (lora.train_embeddings && lora_targets_head(lora))
+    fail("lora.targets: lm_head cannot take an adapter while the embedding and head are trained in full "
+         "(data.add_tokens under LoRA); leave lm_head out of lora.targets");
   // GPT-2's adapters are PEFT's on its modules (c_attn fused): they are named so, and only GPT-2's
   // modules are named so. (The names, not the math, depend on model_type: the HF layout does.)
   const bool gpt2 = c.model_type == "gpt2";
@@ -93,6 +98,10 @@ std::vector<ParamShape> llama_param_shapes(const ModelConfig& c, const LoraConfi
         out.push_back({name + ".lora_A.weight", {lora.rank, i}, true, e, c.num_experts});
         out.push_back({name + ".lora_B.weight", {o, lora.rank}, true, e, c.num_experts});
       }
+  }
+  if (lora.train_embeddings) {  // the embedding's (and an untied head's) trained copies
+    out.push_back({kEmbedCopyName, {c.vocab_size, C}, true});
+    if (!c.tie_word_embeddings) out.push_back({kHeadCopyName, {c.vocab_size, C}, true});
   }
   if (lora_targets_head(lora)) {
     out.push_back({"lm_head.lora_A.weight", {lora.rank, C}, true});

@@ -21,7 +21,7 @@ std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_strin
 int param_unit(const std::string& name, const ModelConfig& config) {
   const std::string layers = "model.layers.";
   if (name.rfind(layers, 0) == 0) return std::stoi(name.substr(layers.size())) + 1;
-  if (name == kEmbedName || name == kPositionEmbedName) return 0;
+  if (name == kEmbedName || name == kPositionEmbedName || name == kEmbedCopyName) return 0;
   if (name.rfind("lm_head.", 0) == 0 && config.tie_word_embeddings) return 0;
   return int(config.num_hidden_layers) + 1;
 }
@@ -62,6 +62,14 @@ bool moe_router_copy_param(const std::string& name) { return name.ends_with(kRou
 std::string router_of_copy(const std::string& copy) {
   MT_CHECK(moe_router_copy_param(copy), copy + " is not a router's copy");
   return copy.substr(0, copy.size() - std::strlen(kRouterCopyTail)) + ".gate.weight";
+}
+
+bool embedding_copy_param(const std::string& name) { return name == kEmbedCopyName || name == kHeadCopyName; }
+
+std::string module_of_copy(const std::string& copy) {
+  const std::string tail = ".modules_to_save.weight";
+  MT_CHECK(copy.ends_with(tail), copy + " is not a module's copy");
+  return copy.substr(0, copy.size() - tail.size()) + ".weight";
 }
 
 bool moe_router_param(const std::string& name) {
@@ -158,6 +166,7 @@ void Transformer::init_adapters(uint64_t seed) {
     if (p.name.find("lora_A") != std::string::npos)
       fill_normal(tmp.data(), p.numel, lora_.init_std, seed, p.name);
     if (moe_router_copy_param(p.name)) base_.get_values(base_.get(router_of_copy(p.name)), tmp.data());
+    if (embedding_copy_param(p.name)) base_.get_values(base_.get(module_of_copy(p.name)), tmp.data());
     adapters_.set_values(p, tmp.data());
   }
 }
@@ -218,14 +227,14 @@ void Transformer::merge_adapters() {
     }
   if (lora_targets_head(lora_))
     merge(config_.tie_word_embeddings ? kEmbedName : kHeadName, "lm_head", "lm_head.lora_A.weight");
-  // A trained router's copy becomes the router, as PEFT's merge_and_unload puts the copy in the
-  // original module's place.
+  // A trained router's or embedding's copy becomes the module, as PEFT's merge_and_unload puts
+  // the copy in the original module's place (a tied head is the embedding's).
   std::vector<float> values;
   for (const Param& p : adapters_.params()) {
-    if (!moe_router_copy_param(p.name)) continue;
+    if (!moe_router_copy_param(p.name) && !embedding_copy_param(p.name)) continue;
     values.resize(size_t(p.numel));
     adapters_.get_values(p, values.data());
-    base_.set_values(base_.get(router_of_copy(p.name)), values.data());
+    base_.set_values(base_.get(module_of_copy(p.name)), values.data());
   }
   adapters_.sync_compute();
 }

@@ -128,6 +128,10 @@ class Transformer {
   void init_adapters(uint64_t seed);
 
   void set_activation_checkpointing(bool on) { checkpointing_ = on; }
+  // The ids generation may produce: those the tokenizer can decode (0: every row of the head). A
+  // vocabulary larger than the tokenizer is padding, never sampled (model/generate.h).
+  void set_emittable_vocab(int64_t n) { emittable_vocab_ = n; }
+  int64_t emittable_vocab() const { return emittable_vocab_ > 0 ? emittable_vocab_ : config_.vocab_size; }
   // A training run's capacity factor for a mixture of experts (ModelConfig::moe_capacity_factor;
   // 0: dropless): a routing policy, not the architecture, so it comes with the run, not the
   // checkpoint. Only for a mixture of experts.
@@ -207,6 +211,7 @@ class Transformer {
   ParamStore base_;
   ParamStore adapters_;
   bool checkpointing_ = false;
+  int64_t emittable_vocab_ = 0;  // set_emittable_vocab
   bool fuse_qkv_ = true;
   ModelParallel* parallel_ = nullptr;
   ContextAttention* context_ = nullptr;
@@ -242,6 +247,15 @@ std::string moe_router_copy_name(int64_t layer, const ModelConfig& config);
 bool moe_router_copy_param(const std::string& name);
 // The router a copy was made from.
 std::string router_of_copy(const std::string& copy_name);
+// The embedding's and an untied head's trainable copies among the adapters
+// (LoraConfig::train_embeddings): "model.embed_tokens.modules_to_save.weight",
+// "lm_head.modules_to_save.weight", saved in a PEFT adapter under the module's own name as PEFT
+// saves a modules_to_save copy.
+inline constexpr const char* kEmbedCopyName = "model.embed_tokens.modules_to_save.weight";
+inline constexpr const char* kHeadCopyName = "lm_head.modules_to_save.weight";
+bool embedding_copy_param(const std::string& name);
+// The base parameter a copy (a router's or the embedding's) was made from: "X.modules_to_save.weight" -> "X.weight".
+std::string module_of_copy(const std::string& copy_name);
 // The norm before the MLP, after layer_prefix: LLaMA's "post_attention_layernorm.weight" or, in a
 // model with post norms (Gemma), "pre_feedforward_layernorm.weight" (Gemma's
 // post_attention_layernorm is the norm of the attention's output).

@@ -36,14 +36,18 @@ NormWeights norm_weights(Transformer& m, const std::string& prefix) {
 
 void bind_embedding(ModelWeights& w, Transformer& m, bool adapters) {
   // The lookups read the f32 master, or a frozen table's bf16 copy (its only one under bf16).
-  Param& E = m.base().get(kEmbedName);
+  // A trained embedding (LoraConfig::train_embeddings) reads and trains its copy in the base's place.
+  const bool copy = adapters && m.lora_config().enabled && m.lora_config().train_embeddings;
+  Param& E = copy ? m.adapters().get(kEmbedCopyName) : m.base().get(kEmbedName);
   w.embed = E.master ? E.master_tensor() : E.compute_tensor(), w.dembed = E.grad_tensor();
   if (m.config().learned_positions()) {
     Param& P = m.base().get(kPositionEmbedName);
     w.positions = P.master ? P.master_tensor() : P.compute_tensor(), w.dpositions = P.grad_tensor();
   }
-  if (m.config().tie_word_embeddings)
+  if (m.config().tie_word_embeddings) {
     w.head = linear(m, kEmbedName, "lm_head", adapters && lora_targets_head(m.lora_config()));
+    if (copy) w.head.W = E.gemm_tensor(), w.head.dW = E.grad_tensor();  // tied to the copy
+  }
 }
 
 BlockWeights bind_block_weights(Transformer& m, int64_t l, bool adapters) {
@@ -96,8 +100,13 @@ BlockWeights bind_block_weights(Transformer& m, int64_t l, bool adapters) {
 void bind_head(ModelWeights& w, Transformer& m, bool adapters) {
   const ModelConfig& c = m.config();
   w.final_norm = norm_weights(m, kFinalNormPrefix);
-  if (!c.tie_word_embeddings)
+  if (!c.tie_word_embeddings) {
     w.head = linear(m, kHeadName, "lm_head", adapters && lora_targets_head(m.lora_config()));
+    if (adapters && m.lora_config().enabled && m.lora_config().train_embeddings) {
+      Param& copy = m.adapters().get(kHeadCopyName);
+      w.head.W = copy.gemm_tensor(), w.head.dW = copy.grad_tensor();
+    }
+  }
 }
 
 ModelWeights bind_model_weights(Transformer& m, bool adapters) {

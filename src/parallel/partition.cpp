@@ -64,7 +64,8 @@ PartitionRules default_llama_rules() {
   r.add(R"((\.(q|k|v|gate|up)_proj|\.experts\.\d+\.(w1|w3)|^lm_head)\.lora_B\.weight$)", {tp_fsdp});
   r.add(R"((\.(o|down)_proj|\.experts\.\d+\.w2)\.lora_A\.weight$)", {{}, tp_fsdp});
   r.add(R"((\.(o|down)_proj|\.experts\.\d+\.w2)\.lora_B\.weight$)", {fsdp});
-  r.add(R"(^model\.embed_tokens\.weight$)", {tp, fsdp});                    // [vocab, hidden]
+  // The embedding's and head's trained copies (lora.train_embeddings) as the modules.
+  r.add(R"(^model\.embed_tokens(\.modules_to_save)?\.weight$)", {tp, fsdp});  // [vocab, hidden]
   r.add(R"(\.self_attn\.(q|k|v)_proj\.weight$)", {tp, fsdp});              // column-parallel
   r.add(R"(\.mlp\.(gate|up)_proj\.weight$)", {tp, fsdp});                  // column-parallel
   r.add(R"(\.self_attn\.o_proj\.weight$)", {fsdp, tp});                    // row-parallel
@@ -87,7 +88,7 @@ PartitionRules default_llama_rules() {
   // every tensor-parallel rank (each rank adds a token's position row), rows over fsdp.
   r.add(R"((input_layernorm|post_attention_layernorm|^model\.norm)\.bias$)", {});
   r.add(R"(^model\.embed_positions\.weight$)", {fsdp});                  // [positions, hidden]
-  r.add(R"(^lm_head\.weight$)", {tp, fsdp});                               // [vocab, hidden]
+  r.add(R"(^lm_head(\.modules_to_save)?\.weight$)", {tp, fsdp});           // [vocab, hidden]
   return r;
 }
 

@@ -12,6 +12,7 @@
 #include "io/pretrained.h"
 #include "io/weight_shapes.h"
 #include "model/param_shapes.h"
+#include "train/added_vocab.h"
 #include "train/checkpoint_files.h"
 #include "train/run_config.h"
 #include "train/training_data.h"
@@ -23,8 +24,17 @@ std::vector<std::string> export_checkpoint(const std::string& checkpoint_dir, co
   const CheckpointManifest m = read_checkpoint_manifest(checkpoint_dir);
   const std::string manifest_path = (fs::path(checkpoint_dir) / "manifest.json").string();
   // The run's own config says what the tensors are: the model shape (or model.path), LoRA, precision.
-  const RunConfig cfg = parse_run_config(m.config, {}, manifest_path);
-  const ModelConfig shape = cfg.model_path.empty() ? cfg.model : pretrained_config(cfg.model_path);
+  RunConfig cfg = parse_run_config(m.config, {}, manifest_path);
+  // The run's directory is the checkpoint's (<dir>/checkpoints/step-N), wherever this runs from:
+  // its grown tokenizer (data.add_tokens) is read from there, never written under the working
+  // directory's copy of a relative output.dir.
+  fs::path step = fs::absolute(checkpoint_dir).lexically_normal();
+  if (!step.has_filename()) step = step.parent_path();  // "step-N/"
+  cfg.output.dir = step.parent_path().parent_path().string();
+  ModelConfig shape = cfg.model_path.empty() ? cfg.model : pretrained_config(cfg.model_path);
+  // data.add_tokens grew the run's vocabulary past the model's (train/added_vocab.h).
+  if (!cfg.data.add_tokens.empty())
+    shape.vocab_size = run_vocab_size(cfg, *run_tokenizer(cfg), shape.vocab_size, cfg.model_path);
   const BoxShardSet shards(verified_shard_files(checkpoint_dir, m));
   // Every tensor the export writes against the config, before any is read or written: the files
   // and the config that describes them must agree on each shape.
@@ -46,6 +56,9 @@ std::vector<std::string> export_checkpoint(const std::string& checkpoint_dir, co
   if (cfg.lora.enabled) {
     std::vector<std::string> written =
         save_peft_adapter(cfg.lora, tensors, read_whole, out_dir, cfg.model_path);
+    // The grown tokenizer goes with an adapter whose embedding has its rows.
+    if (!cfg.data.add_tokens.empty())
+      for (auto& f : save_tokenizer_files(tokenizer_source(cfg), out_dir)) written.push_back(f);
     // The adapter stands without it (generate then uses no template unless told): a data file
     // that has moved since the run only costs the record.
     try {

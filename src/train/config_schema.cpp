@@ -234,6 +234,11 @@ std::vector<ConfigKey> make_keys() {
       {KEY(data.tokenizer),
        .help = "Tokenizer file or directory; empty: the model's own (model.path), else the "
                "byte-level tokenizer; \"byte\": byte-level; in a config file, relative to the file"},
+      {KEY(data.add_tokens),
+       .help = "Special tokens added to the tokenizer after its last id (e.g. [\"<|im_start|>\", "
+               "\"<|im_end|>\"] for the chatml template on a base model); the model's embedding and "
+               "head grow to match, new rows the mean of the others, and under LoRA train in full "
+               "(PEFT's modules_to_save); one the tokenizer has is skipped with a note"},
       {KEY(data.cache_dir),
        .help = "Tokenised-example cache; empty: ~/.cache/meshtrain/tokens; \"off\": none",
        .per_rank = true},

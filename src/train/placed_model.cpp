@@ -12,7 +12,9 @@
 #include "io/peft_config.h"
 #include "io/pretrained.h"
 #include "model/param_shapes.h"
+#include "model/vocab_growth.h"
 #include "parallel/vocab_padding.h"
+#include "train/added_vocab.h"
 #include "train/run_agreement.h"
 #include "train/run_layout.h"
 
@@ -42,15 +44,13 @@ class ShardedSync final : public GradientSync {
 ModelConfig model_shape(const RunConfig& cfg, const Tokenizer& tok) {
   const auto& tc = cfg.train;
   // Checked against the weights' headers here too: a sharded model is allocated before it loads.
-  const ModelConfig shape = cfg.model_path.empty() ? cfg.model : checked_pretrained_config(cfg.model_path);
+  ModelConfig shape = cfg.model_path.empty() ? cfg.model : checked_pretrained_config(cfg.model_path);
   const std::string where = cfg.model_path.empty() ? "model" : cfg.model_path;
   if (tc.seq_len > shape.max_position_embeddings)
     fail("train.seq_len (" + std::to_string(tc.seq_len) + ") exceeds max_position_embeddings (" +
          std::to_string(shape.max_position_embeddings) + ") of " + where);
-  if (tok.vocab_size() > shape.vocab_size)
-    fail("the " + std::string(tok.kind()) + " tokenizer has " + std::to_string(tok.vocab_size()) +
-         " tokens but " + where + " has vocab_size " + std::to_string(shape.vocab_size) +
-         (cfg.model_path.empty() && tok.kind() == "byte" ? " (the byte-level tokenizer needs 256)" : ""));
+  // data.add_tokens past the model's vocabulary grows it (train/added_vocab.h).
+  shape.vocab_size = run_vocab_size(cfg, tok, shape.vocab_size, where);
   return shape;
 }
 
@@ -80,6 +80,10 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
   // blocks over fsdp x cp, parallel/layout.h shard_spec) or ep (the experts); otherwise whole
   // replicas over dp.
   if (m.fsdp > 1 || m.tp > 1 || m.pp > 1 || m.cp > 1 || m.ep > 1) {
+    if (cfg.lora.train_embeddings || (!cfg.model_path.empty() && !cfg.data.add_tokens.empty() &&
+                                      shape.vocab_size != checked_pretrained_config(cfg.model_path).vocab_size))
+      fail("data.add_tokens: a grown vocabulary is trained on whole replicas only (data parallelism); "
+           "this mesh splits the model (fsdp, tp, pp, cp or ep > 1)");
     sharded_ = std::make_unique<parallel::ShardedModel>(
         mesh, shape, tc.precision, cfg.lora, cfg.partition.effective(),
         m.pp > 1 ? parallel::stage_holds(shape, stage_blocks, stage, chunks) : std::vector<bool>{}, backend);
@@ -93,6 +97,8 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
   } else {
     if (!cfg.model_path.empty()) {
       whole_ = load_pretrained(cfg.model_path, tc.precision, cfg.lora, tc.seed, backend);
+      // New rows for data.add_tokens' tokens past the model's vocabulary, the mean of the others.
+      whole_ = grow_vocabulary(std::move(whole_), shape.vocab_size, tc.seed);
     } else {
       whole_ = std::make_unique<Transformer>(shape, tc.precision, cfg.lora, /*own_storage=*/true, backend);
       whole_->init_weights(tc.seed);

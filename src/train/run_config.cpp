@@ -4,6 +4,8 @@
 // walks the document, applies --set overrides and checks the rules that join several keys.
 #include "train/run_config.h"
 
+#include "data/added_tokens.h"
+
 #include "core/toml.h"
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include "core/did_you_mean.h"
 #include "core/error.h"
 #include "core/regular_file.h"
+#include "data/added_tokens.h"
 #include "data/unicode.h"
 #include "train/config_aliases.h"
 #include "train/config_schema.h"
@@ -160,6 +163,14 @@ void validate_run(const RunConfig& c, const WhereFor& where_for) {
   if (c.lora.train_router && !c.lora.enabled)
     bad("lora.train_router trains a copy of each router beside the adapters: it needs lora.enabled = true "
         "(full training trains the routers anyway)");
+  // The tokens themselves; what they are added to (a tokenizer file, not the byte-level one) is
+  // checked when the run writes its tokenizer (train/added_vocab.h), lm_head's adapter beside the
+  // trained head with the model (model/param_shapes.h).
+  try {
+    check_added_tokens(c.data.add_tokens);
+  } catch (const Error& e) {
+    bad(e.what());
+  }
   if (c.lora.base_dtype == "nf4" && !c.lora.enabled)
     bad("lora.base_dtype = \"nf4\" quantises a frozen base: it needs lora.enabled = true");
   if (c.model_path.empty() && c.train.seq_len > c.model.max_position_embeddings)
@@ -431,6 +442,8 @@ RunConfig parse(toml::table doc, const std::vector<std::string>& overrides, cons
     auto it = given.find(key);
     return it == given.end() ? source_name : it->second;
   });
+  // The grown vocabulary's rows must learn: under LoRA the embedding and head train in full.
+  c.lora.train_embeddings = c.lora.enabled && !c.data.add_tokens.empty();
   return c;
 }
 

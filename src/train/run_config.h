@@ -115,6 +115,9 @@ struct DataConfig {
   // Tokenizer file or directory. Empty: the model's own (model.path) or, without a model path,
   // the byte-level tokenizer. "byte": the byte-level tokenizer.
   std::string tokenizer;
+  // Special tokens appended to the tokenizer after its last id (a chat template's markers on a
+  // base model); the model's embedding (and head) grows to match (data/added_tokens.h).
+  std::vector<std::string> add_tokens;
   std::string cache_dir;  // tokenised-example cache; empty: ~/.cache/meshtrain/tokens, "off": none
   bool truncate = false;  // examples longer than seq_len: cut (true) or skip with a count (false)
   float val_fraction = 0.05f;

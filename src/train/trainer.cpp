@@ -728,8 +728,10 @@ void export_trained_model(TrainingRun& run) {
   // The template the adapter was trained with, for generate --adapter (io/adapter_template.h).
   if (run.leader && cfg.lora.enabled)
     run.summary.files_written.push_back(write_adapter_template(dir, run.data->prompt_template()));
-  if (run.leader && !cfg.lora.enabled) {
-    for (auto& f : save_tokenizer_files(tokenizer_source(cfg), cfg.output.dir + "/model"))
+  // An adapter of a grown vocabulary (data.add_tokens) carries the tokenizer with the new tokens:
+  // its embedding's rows are theirs, and generate / export --adapter read it from there.
+  if (run.leader && (!cfg.lora.enabled || !cfg.data.add_tokens.empty())) {
+    for (auto& f : save_tokenizer_files(tokenizer_source(cfg), dir))
       run.summary.files_written.push_back(f);
   }
 }

@@ -8,6 +8,7 @@
 #include "data/chat_templates.h"
 #include "data/examples.h"
 #include "data/packed_sampler.h"
+#include "train/added_vocab.h"
 #include "train/preference_data.h"
 #include "data/token_cache.h"
 #include "train/sequence_length.h"
@@ -199,7 +200,10 @@ std::string prompt_template_of(const RunConfig& cfg) {
   return std::string(prompt_template_name(f == DataFormat::kChat ? default_chat_format(*run_tokenizer(cfg)) : f));
 }
 
-std::string tokenizer_source(const RunConfig& cfg) {
+namespace {
+
+// The tokenizer given (data.tokenizer or the model's), before data.add_tokens.
+std::string given_tokenizer_source(const RunConfig& cfg) {
   if (cfg.data.tokenizer == "byte") return "";
   if (!cfg.data.tokenizer.empty()) return cfg.data.tokenizer;
   if (cfg.model_path.empty()) return "";
@@ -207,7 +211,15 @@ std::string tokenizer_source(const RunConfig& cfg) {
   return (fs::is_directory(p) ? p : p.parent_path()).string();
 }
 
+}  // namespace
+
+// With data.add_tokens the run's tokenizer is the grown one it writes (train/added_vocab.h).
+std::string tokenizer_source(const RunConfig& cfg) {
+  return cfg.data.add_tokens.empty() ? given_tokenizer_source(cfg) : added_tokens_dir(cfg);
+}
+
 std::unique_ptr<Tokenizer> run_tokenizer(const RunConfig& cfg) {
+  if (!cfg.data.add_tokens.empty()) return tokenizer_with_added_tokens(cfg, given_tokenizer_source(cfg));
   const std::string source = tokenizer_source(cfg);
   if (source.empty()) return std::make_unique<ByteTokenizer>();
   return load_tokenizer(source);

@@ -234,6 +234,10 @@ std::vector<ConfigKey> make_keys() {
       {KEY(data.tokenizer),
        .help = "Tokenizer file or directory; empty: the model's own (model.path), else the "
                "byte-level tokenizer; \"byte\": byte-level; in a config file, relative to the file"},
+      {KEY(data.chat_template),
+       .help = "A Jinja chat template file (a tokenizer_config.json chat_template's text) that renders the "
+               "run's conversations in place of the tokenizer's own; empty: the tokenizer's, else the built-in "
+               "template of data.format; in a config file, relative to the file"},
       {KEY(data.cache_dir),
        .help = "Tokenised-example cache; empty: ~/.cache/meshtrain/tokens; \"off\": none",
        .per_rank = true},

@@ -115,6 +115,9 @@ struct DataConfig {
   // Tokenizer file or directory. Empty: the model's own (model.path) or, without a model path,
   // the byte-level tokenizer. "byte": the byte-level tokenizer.
   std::string tokenizer;
+  // A Jinja chat template file that renders the run's conversations instead of the tokenizer's own
+  // chat_template (data/chat_jinja.h). Empty: the tokenizer's, else the built-in template.
+  std::string chat_template;
   std::string cache_dir;  // tokenised-example cache; empty: ~/.cache/meshtrain/tokens, "off": none
   bool truncate = false;  // examples longer than seq_len: cut (true) or skip with a count (false)
   float val_fraction = 0.05f;

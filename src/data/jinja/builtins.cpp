@@ -252,7 +252,22 @@ Value attr_or_item(const Value& v, const std::string& attr, int line) {
   return x;
 }
 
+const char* const kFilters[] = {"trim", "length", "count", "tojson", "items", "string", "safe", "default", "d",
+                               "upper", "lower", "title", "capitalize", "replace", "list", "first", "last", "reverse",
+                               "join", "selectattr", "rejectattr", "select", "reject", "map", "unique", "int", "float",
+                               "abs", "indent", "dictsort"};
+const char* const kTests[] = {"defined", "undefined", "none", "string", "number", "integer", "float", "boolean",
+                             "true", "false", "mapping", "iterable", "sequence", "callable", "equalto", "eq", "==",
+                             "sameas", "ne", "!=", "odd", "even", "divisibleby", "in", "lower", "upper"};
+
 }  // namespace
+
+bool known_filter(const std::string& name) {
+  return std::find(std::begin(kFilters), std::end(kFilters), name) != std::end(kFilters);
+}
+bool known_test(const std::string& name) {
+  return std::find(std::begin(kTests), std::end(kTests), name) != std::end(kTests);
+}
 
 List iterate(const Value& v, int line) {
   switch (v.kind) {

@@ -10,6 +10,9 @@ namespace mt::jinja {
 
 [[noreturn]] void fail_line(int line, const std::string& msg);
 
+// Whether `name` is a filter / test apply_filter / apply_test know (templates are checked when parsed).
+bool known_filter(const std::string& name);
+bool known_test(const std::string& name);
 // `subject | name(args)`.
 Value apply_filter(const std::string& name, const Value& subject, const Args& args, int line);
 // `subject is name(args)`.

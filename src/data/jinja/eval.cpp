@@ -317,9 +317,32 @@ bool uses_generation(const Body& body) {
   return false;
 }
 
+// Filters and tests are looked up when a template is parsed, so that one meshtrain lacks is named
+// before anything is rendered (a model's template then falls back to the built-in rendering).
+void check_names(const Expr& e) {
+  if (e.k == Expr::kFilter && !known_filter(e.name)) fail_line(e.line, "unsupported filter '" + e.name + "'");
+  if (e.k == Expr::kTest && !known_test(e.name)) fail_line(e.line, "unsupported test 'is " + e.name + "'");
+  for (const auto& k : e.kids)
+    if (k) check_names(*k);
+  for (const auto& [name, k] : e.kwargs)
+    if (k) check_names(*k);
+}
+void check_names(const Body& body) {
+  for (const auto& st : body) {
+    for (const Expr* e : {st->expr.get(), st->filter.get()})
+      if (e) check_names(*e);
+    for (const auto& c : st->conditions) check_names(*c);
+    for (const auto& [name, d] : st->params)
+      if (d) check_names(*d);
+    for (const Body& b : st->bodies) check_names(b);
+  }
+}
+
 }  // namespace
 
-Template::Template(std::string_view source) : body_(parse_template(source)), has_generation_(uses_generation(body_)) {}
+Template::Template(std::string_view source) : body_(parse_template(source)), has_generation_(uses_generation(body_)) {
+  check_names(body_);
+}
 
 Rendered Template::render(const Dict& context) const {
   Rendered out;

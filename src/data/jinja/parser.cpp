@@ -60,6 +60,8 @@ std::vector<Segment> segments_of(std::string_view src) {
       ++open;
     }
     std::string text(src.substr(pos, open == std::string_view::npos ? std::string_view::npos : open - pos));
+    // Whether the text's last line starts a source line (for lstrip_blocks), before trimming.
+    const bool line_start = text.find('\n') != std::string::npos || pos == 0 || src[pos - 1] == '\n';
     const int text_line = line;
     line += lines_in(text);
     if (strip_next) {
@@ -82,8 +84,6 @@ std::vector<Segment> segments_of(std::string_view src) {
     } else if (kind != '{' && mark != '+') {
       // lstrip_blocks: spaces and tabs from the start of the line to a block or comment tag.
       const size_t nl = text.rfind('\n');
-      const bool line_start = nl != std::string::npos || (out.empty() && pos == 0) ||
-                              (pos > 0 && src[pos - 1] == '\n');
       const size_t from = nl == std::string::npos ? 0 : nl + 1;
       if (line_start && text.find_first_not_of(" \t", from) == std::string::npos) text.erase(from);
     }
@@ -128,6 +128,15 @@ std::vector<Tok> tokenize(const std::string& src, int line) {
         real = true;
         ++e;
         while (e < src.size() && std::isdigit(static_cast<unsigned char>(src[e]))) ++e;
+      }
+      if (e < src.size() && (src[e] == 'e' || src[e] == 'E')) {  // 2.5e-7, 1e20
+        size_t x = e + 1;
+        if (x < src.size() && (src[x] == '+' || src[x] == '-')) ++x;
+        if (x < src.size() && std::isdigit(static_cast<unsigned char>(src[x]))) {
+          real = true;
+          e = x;
+          while (e < src.size() && std::isdigit(static_cast<unsigned char>(src[e]))) ++e;
+        }
       }
       std::string num;
       for (size_t k = i; k < e; ++k)

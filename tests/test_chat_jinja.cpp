@@ -6,6 +6,7 @@
 // through the binary.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "data/jinja/template.h"
 #include "data/tokenizer.h"
 #include "error_of.h"
+#include "mistral_fixture.h"
 #include "run_command.h"
 #include "temp_dirs.h"
 
@@ -155,6 +157,61 @@ TEST(ChatJinja, DataNeverBecomesSpecialTokensAndOnlyAnswersAreTrained) {
   EXPECT_EQ(std::count(ex.tokens.begin(), ex.tokens.end(), 151644), 4);  // <|im_start|>
   EXPECT_EQ(std::count(ex.tokens.begin(), ex.tokens.end(), 151667), 1);  // <think>: the template's only
   EXPECT_EQ(trained_text(tok, ex), "No <think> here.<|im_end|><think>\n\n</think>\n\nFine.<|im_end|>");
+}
+
+// Published templates through render_conversation: the ids of HF's rendering and the answers
+// trained. Mistral v0.3's puts the system message before the last message only when that is a
+// user turn, so a training conversation (ending with an answer) loses it, as in HF (meshtrain's
+// built-in mistral rendering keeps it); its answers are found without their prompt prefixes.
+// Qwen2.5's writes its default system prompt; Llama 3.1's its date lines, where
+// MESHTRAIN_CHAT_TEMPLATES holds it (its licence keeps it out of the repository).
+TEST(ChatJinja, PublishedTemplatesTrainTheAnswers) {
+  const std::string root = MESHTRAIN_SOURCE_DIR;
+  const fs::path dir = testing::fresh_temp_dir("chat_jinja_published");
+  const std::vector<ChatMessage> msgs = {{"system", "sys"}, {"user", "hello"}, {"assistant", "world "},
+                                         {"user", "hello world"}, {"assistant", "hello"}};
+  {
+    SCOPED_TRACE("mistral v0.3");
+    const std::string file = testing::mistral::write_mistral_json(dir);
+    auto own = load_tokenizer(file);
+    own->set_chat_template(read_text(root + "/tests/data/chat_templates/mistral_v0.3.jinja"));
+    const Example got = render_conversation(*own, msgs, DataFormat::kMistral);
+    EXPECT_EQ(got.tokens, own->encode_with_specials("<s>[INST] hello[/INST] world</s>[INST] hello world[/INST] hello</s>"));
+    Ids trained;
+    for (size_t i = 0; i < got.tokens.size(); ++i)
+      if (got.trained[i]) trained.push_back(got.tokens[i]);
+    EXPECT_EQ(trained, (Ids{1027, 1063, 2, 1027, 1058, 2}));  // "▁" "▁world" </s> "▁" "▁hello" </s>
+    // A prompt (ending with the user's turn) has the system message.
+    EXPECT_EQ(conversation_prompt(*own, {{"system", "sys"}, {"user", "hello"}}, DataFormat::kMistral),
+              own->encode_with_specials("<s>[INST] sys\n\nhello[/INST]"));
+  }
+  if (fs::exists(kQwen3 + "/tokenizer.json")) {
+    SCOPED_TRACE("qwen2.5");
+    auto tok = load_tokenizer(kQwen3);
+    tok->set_chat_template(read_text(root + "/tests/data/hf_families/qwen2.5_chat_template.jinja"));
+    const std::vector<ChatMessage> no_system(msgs.begin() + 1, msgs.end());
+    const Example got = render_conversation(*tok, no_system, DataFormat::kChatml);
+    EXPECT_EQ(got.tokens, tok->encode_with_specials(
+                              "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+                              "<|im_end|>\n<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\nworld <|im_end|>\n"
+                              "<|im_start|>user\nhello world<|im_end|>\n<|im_start|>assistant\nhello<|im_end|>\n"));
+    EXPECT_EQ(trained_text(*tok, got), "world <|im_end|>hello<|im_end|>");
+  }
+  const char* extra = std::getenv("MESHTRAIN_CHAT_TEMPLATES");
+  const std::string llama3 = root + "/../shared/data/tokenizers/llama3";
+  if (extra && fs::exists(std::string(extra) + "/llama3.1.jinja") && fs::exists(llama3)) {
+    SCOPED_TRACE("llama3.1");
+    auto tok = load_tokenizer(llama3);
+    tok->set_chat_template(read_text(std::string(extra) + "/llama3.1.jinja"));
+    const Example got = render_conversation(*tok, msgs, DataFormat::kChat);
+    EXPECT_EQ(got.tokens, tok->encode_with_specials(
+                              "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
+                              "December 2023\nToday Date: 26 Jul 2024\n\nsys<|eot_id|><|start_header_id|>user"
+                              "<|end_header_id|>\n\nhello<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+                              "world<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nhello world<|eot_id|>"
+                              "<|start_header_id|>assistant<|end_header_id|>\n\nhello<|eot_id|>"));
+    EXPECT_EQ(trained_text(*tok, got), "world<|eot_id|>hello<|eot_id|>");
+  }
 }
 
 // {% generation %} blocks, where a template has them, are what is trained.

@@ -3,7 +3,7 @@
 // from the template's text, the assistant mask is read from the rendering, constructs the
 // interpreter lacks are named in one line (a model's template then falls back to the built-in
 // rendering with a warning, a user's template is refused), and a user's data.chat_template trains
-// through the binary.
+// through the binary and goes with the model to generate.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -279,6 +279,11 @@ TEST(ChatJinja, AUsersTemplateFileTrainsThroughTheBinary) {
   const Example ex = render_conversation(*tok, {{"user", "Colour 0?"}, {"assistant", "Blue."}}, default_chat_format(*tok));
   EXPECT_EQ(trained_text(*tok, ex), " Blue.<|im_end|>");
   EXPECT_EQ(ex.tokens, tok->encode_with_specials("<|im_start|>Q: Colour 0?<|im_end|><|im_start|>A: Blue.<|im_end|>"));
+
+  // The template went with the model: generate prompts with it.
+  r = testing::run_meshtrain("generate --model " + run + "/model --prompt Hi -n 1 --temperature 0 --template auto");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("<|im_start|>Q: Hi<|im_end|><|im_start|>A: ", 0), 0u) << r.output;
 
   const std::string broken = (dir / "broken.jinja").string();
   std::ofstream(broken) << "{% for m in messages %}\n{% include 'turn.jinja' %}\n{% endfor %}";

@@ -1,11 +1,13 @@
 #include "data/chat_jinja.h"
 
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/bounded_json.h"
 #include "core/error.h"
 #include "core/regular_file.h"
@@ -128,6 +130,18 @@ std::string read_chat_template_file(const std::string& path) {
   text << f.rdbuf();
   if (!f.good() && !f.eof()) fail(path + ": cannot read the chat template");
   return text.str();
+}
+
+std::string write_chat_template_beside(const std::string& dir, const std::string& jinja) {
+  const std::string path = dir + "/tokenizer_config.json";
+  nlohmann::ordered_json config = nlohmann::ordered_json::object();
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec))
+    config = parse_ordered_json(read_json_text(path, JsonKind::tokenizer), JsonKind::tokenizer, path);
+  if (!config.is_object()) fail(path + ": not a JSON object");
+  config["chat_template"] = jinja;
+  write_file_atomically(path, [&](std::ostream& out) { out << config.dump(2) << "\n"; });
+  return path;
 }
 
 std::shared_ptr<const jinja::Template> parsed_chat_template(const Tokenizer& tok, std::string* unsupported) {

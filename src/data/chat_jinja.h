@@ -24,6 +24,10 @@ class Template;
 // The text of a user's chat template file (data.chat_template): a .jinja file's text, or a
 // tokenizer_config.json's "chat_template" string. mt::Error naming the path when it cannot be read.
 std::string read_chat_template_file(const std::string& path);
+// Sets `jinja` as the "chat_template" of dir/tokenizer_config.json (written when missing), so that a
+// model saved with a run's data.chat_template is prompted with it (generate reads it from there).
+// Returns the file's path.
+std::string write_chat_template_beside(const std::string& dir, const std::string& jinja);
 // The tokenizer's chat_template parsed (cached by its text); nullptr when it has none or when the
 // interpreter cannot run it, then *unsupported (when given) gets the error naming the construct.
 std::shared_ptr<const jinja::Template> parsed_chat_template(const Tokenizer& tok, std::string* unsupported = nullptr);

@@ -163,8 +163,9 @@ TEST(ChatJinja, DataNeverBecomesSpecialTokensAndOnlyAnswersAreTrained) {
 // trained. Mistral v0.3's puts the system message before the last message only when that is a
 // user turn, so a training conversation (ending with an answer) loses it, as in HF (meshtrain's
 // built-in mistral rendering keeps it); its answers are found without their prompt prefixes.
-// Qwen2.5's writes its default system prompt; Llama 3.1's its date lines, where
-// MESHTRAIN_CHAT_TEMPLATES holds it (its licence keeps it out of the repository).
+// Qwen2.5's writes its default system prompt; Llama 3.1's its date lines and Gemma 3's gives what
+// the built-in gemma rendering gives, where MESHTRAIN_CHAT_TEMPLATES holds them (their licences
+// keep them out of the repository).
 TEST(ChatJinja, PublishedTemplatesTrainTheAnswers) {
   const std::string root = MESHTRAIN_SOURCE_DIR;
   const fs::path dir = testing::fresh_temp_dir("chat_jinja_published");
@@ -211,6 +212,21 @@ TEST(ChatJinja, PublishedTemplatesTrainTheAnswers) {
                               "world<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nhello world<|eot_id|>"
                               "<|start_header_id|>assistant<|end_header_id|>\n\nhello<|eot_id|>"));
     EXPECT_EQ(trained_text(*tok, got), "world<|eot_id|>hello<|eot_id|>");
+  }
+  if (extra && fs::exists(std::string(extra) + "/gemma3.jinja")) {  // as the built-in gemma rendering
+    SCOPED_TRACE("gemma3");
+    const std::string gemma = root + "/tests/data/hf_families/gemma_synthetic";
+    auto builtin = load_tokenizer(gemma);
+    auto own = load_tokenizer(gemma);
+    own->set_chat_template(read_text(std::string(extra) + "/gemma3.jinja"));
+    const std::vector<ChatMessage> turns = {{"system", "Sys."}, {"user", "Hi"}, {"assistant", " Hello there \n"},
+                                            {"user", "Again"}, {"assistant", "Bye."}};
+    const Example want = render_conversation(*builtin, turns, DataFormat::kGemma);
+    const Example got = render_conversation(*own, turns, DataFormat::kGemma);
+    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_EQ(got.trained, want.trained);
+    EXPECT_EQ(conversation_prompt(*own, {{"user", "Hi"}}, DataFormat::kGemma),
+              conversation_prompt(*builtin, {{"user", "Hi"}}, DataFormat::kGemma));
   }
 }
 

@@ -77,6 +77,23 @@ TEST(ChatJinja, UnsupportedConstructsAreNamedWithTheirLine) {
   EXPECT_EQ(error_of([&] { refuse.render({}); }), "the chat template refuses this conversation: Roles must alternate");
 }
 
+// A tokenizer_config.json is data from anywhere: a template that nests past any real one, recurses
+// or asks for huge ranges is one error line, not a stack overflow or a hang.
+TEST(ChatJinja, HostileTemplatesFailInOneLine) {
+  EXPECT_EQ(parse_error("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}"),
+            "chat template line 1: nested more than 100 levels deep");
+  std::string ifs;
+  for (int i = 0; i < 1000; ++i) ifs += "{% if true %}";
+  EXPECT_EQ(parse_error(ifs), "chat template line 1: nested more than 100 levels deep");
+  EXPECT_EQ(parse_error("{{ " + std::string(5000, '-') + "1 }}"), "chat template line 1: nested more than 100 levels deep");
+  const jinja::Template recursive("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}");
+  EXPECT_EQ(error_of([&] { recursive.render({}); }), "chat template line 1: macro 'f' calls nested more than 50 deep");
+  const jinja::Template huge("{% for i in range(1000000000) %}x{% endfor %}");
+  EXPECT_EQ(error_of([&] { huge.render({}); }), "chat template: range() of more than 100000 items");
+  const jinja::Template repeat("{{ 'x' * 100000000 }}");
+  EXPECT_EQ(error_of([&] { repeat.render({}); }), "chat template line 1: a string repeated to more than 16 MiB");
+}
+
 // Whitespace control (trim_blocks, lstrip_blocks, -, +), printing, operators, slices, string
 // methods and filters as Python's jinja2 renders them with transformers' settings (the expected
 // texts were rendered by jinja2 3.1.6 that way).

@@ -564,6 +564,9 @@ Value global_function(const std::string& name) {
         if (a.pos.size() > 2) step = need_int(a.pos[2], "range", 0);
       }
       if (step == 0) fail("chat template: range() step cannot be zero");
+      // transformers' sandbox refuses ranges longer than this (jinja2's MAX_RANGE).
+      const double n = (static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step);
+      if (n > 100000) fail("chat template: range() of more than 100000 items");
       List out;
       for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(Value::integer(i));
       return Value::make_list(std::move(out));

@@ -144,6 +144,8 @@ class Evaluator {
     const Scope* home = &scope;
     Evaluator* self = this;
     scope.vars[st.targets[0]] = Value::function([def, home, self](Args& a) {
+      if (self->calls_ >= 50) fail_line(def->line, "macro '" + def->targets[0] + "' calls nested more than 50 deep");
+      ++self->calls_;
       Scope call;
       call.parent = home;
       for (size_t i = 0; i < def->params.size(); ++i) {
@@ -156,6 +158,7 @@ class Evaluator {
       self->sink_ = &captured;
       self->exec(def->bodies[0], call);
       self->sink_ = saved;
+      --self->calls_;
       return Value::string(captured);
     });
   }
@@ -268,6 +271,8 @@ class Evaluator {
       return Value::make_list(std::move(items));
     }
     if (op == "*" && l.is(Kind::kString) && r.is(Kind::kInt)) {
+      if (r.i > 0 && l.str.s.size() * static_cast<uint64_t>(r.i) > (uint64_t{1} << 24))
+        fail_line(e.line, "a string repeated to more than 16 MiB");
       Text t;
       for (int64_t i = 0; i < r.i; ++i) t.append(l.str);
       return Value::string(t);
@@ -306,6 +311,7 @@ class Evaluator {
 
   Rendered& out_;
   Text* sink_;
+  int calls_ = 0;  // macro calls in progress
 };
 
 bool uses_generation(const Body& body) {

@@ -188,12 +188,30 @@ std::vector<Tok> tokenize(const std::string& src, int line) {
   return out;
 }
 
+// How deep expressions and blocks may nest: far beyond any template's, and short of the stack.
+constexpr int kMaxNesting = 100;
+
+// Counts one level of nesting while it lives; past kMaxNesting, one error instead of a stack overflow.
+class Nesting {
+ public:
+  Nesting(int& depth, int line) : depth_(depth) {
+    if (++depth_ > kMaxNesting) fail_at(line, "nested more than " + std::to_string(kMaxNesting) + " levels deep");
+  }
+  ~Nesting() { --depth_; }
+  Nesting(const Nesting&) = delete;
+  Nesting& operator=(const Nesting&) = delete;
+
+ private:
+  int& depth_;
+};
+
 // Recursive descent over one tag's tokens, in Jinja's precedence order.
 class ExprParser {
  public:
   ExprParser(const std::string& src, int line) : toks_(tokenize(src, line)), line_(line) {}
 
   ExprPtr expression() {
+    const Nesting nest(depth_, line_);
     ExprPtr e = or_expr();
     if (name_is("if")) {
       ++at_;
@@ -263,6 +281,7 @@ class ExprParser {
     return e;
   }
   ExprPtr not_expr() {
+    const Nesting nest(depth_, line_);
     if (name_is("not")) {
       ++at_;
       auto e = node(Expr::kNot);
@@ -335,6 +354,7 @@ class ExprParser {
     return filters(postfix(primary()));
   }
   ExprPtr unary_no_filter() {
+    const Nesting nest(depth_, line_);
     if (op_is("-")) {
       ++at_;
       auto e = node(Expr::kNeg);
@@ -531,6 +551,7 @@ class ExprParser {
   std::vector<Tok> toks_;
   size_t at_ = 0;
   int line_;
+  int depth_ = 0;
 };
 
 // Statements, read from the segments; each block parses until one of its end tags.
@@ -554,6 +575,7 @@ class StmtParser {
   }
   // Statements until a statement tag whose first word is in `ends` (left unconsumed).
   Body body(const std::vector<std::string_view>& ends) {
+    const Nesting nest(depth_, at_ < segs_.size() ? segs_[at_].line : 1);
     Body out;
     while (at_ < segs_.size()) {
       const Segment& s = segs_[at_];
@@ -720,6 +742,7 @@ class StmtParser {
 
   std::vector<Segment> segs_;
   size_t at_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -98,6 +98,7 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.data.format, b.data.format);
   EXPECT_EQ(a.data.tokenizer, b.data.tokenizer);
   EXPECT_EQ(a.data.add_tokens, b.data.add_tokens);
+  EXPECT_EQ(a.data.chat_template, b.data.chat_template);
   EXPECT_EQ(a.data.cache_dir, b.data.cache_dir);
   EXPECT_EQ(a.data.truncate, b.data.truncate);
   EXPECT_EQ(a.data.val_fraction, b.data.val_fraction);
@@ -424,6 +425,7 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.data.columns = {"prompt=question", "completion=answer"};
   a.data.tokenizer = "byte";
   a.data.add_tokens = {"<|im_start|>", "<|im_end|>"};
+  a.data.chat_template = "/templates/mine.jinja";
   a.data.cache_dir = "off";
   a.data.truncate = true;
   a.output.checkpoint_every = 9;

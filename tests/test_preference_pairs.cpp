@@ -280,7 +280,9 @@ TEST(PreferencePairs, EndOfTurnIsTrainedAndItsNewlineIsNot) {
 TEST(PreferencePairs, PromptThatIsNotAPrefixIsAnError) {
   MT_REQUIRE_DATA(kQwen3);
   auto tok = load_tokenizer(data_dir() + kQwen3);
-  tok->set_chat_template("{{ '<|im_start|>' + message['role'] }}");  // ChatML, no <think>
+  tok->set_chat_template(  // ChatML, no <think>
+      "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+      "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}");
   const std::string good =
       R"({"prompt": "Who rows?", "chosen": [{"role": "assistant", "content": "Odo."}], "rejected": [{"role": "assistant", "content": "Me."}]})";
   const PreferenceSet set = parse_preference_pairs(good, "q.jsonl", *tok, quiet());

@@ -4,6 +4,8 @@
 #include <string>
 
 #include "core/error.h"
+#include "data/chat_jinja.h"
+#include "data/chat_rendering.h"
 
 namespace mt {
 namespace {
@@ -36,12 +38,17 @@ const Family& family_of(DataFormat format) {
   fail(msg + "' is not a chat template (expected chat, chatml, gemma or mistral)");
 }
 
-// One piece of a rendered conversation: a special token, or text to encode.
-struct Part {
-  int32_t special = -1;
-  std::string text;
-  bool trained = false;
-};
+// The tokenizer's own chat_template, when it renders conversations in `format`: a template of
+// that family (by the special tokens it writes), or of none of the four when `format` is the one
+// chosen for the tokenizer. nullptr when there is none or it uses what the interpreter lacks
+// (chat_template_warning names it; the built-in rendering is used).
+std::shared_ptr<const jinja::Template> own_template(const Tokenizer& tok, DataFormat format,
+                                                    std::string* unsupported = nullptr) {
+  if (tok.chat_template().empty() || !is_chat_format(format)) return nullptr;
+  const auto family = chat_format_of_jinja(tok.chat_template());
+  if (family ? *family != format : format != default_chat_format(tok)) return nullptr;
+  return parsed_chat_template(tok, unsupported);
+}
 
 class Rendering {
  public:
@@ -59,54 +66,12 @@ class Rendering {
   void text(std::string s, bool trained = false) {
     if (!s.empty()) parts_.push_back({-1, std::move(s), trained});
   }
-  Example encode() const {
-    Example ex;
-    for (size_t i = 0; i < parts_.size();) {
-      if (parts_[i].special >= 0) {
-        ex.tokens.push_back(parts_[i].special);
-        ex.trained.push_back(parts_[i].trained ? 1 : 0);
-        ++i;
-        continue;
-      }
-      size_t end = i;
-      while (end < parts_.size() && parts_[end].special < 0) ++end;
-      encode_run(i, end, i > 0, ex);
-      i = end;
-    }
-    return ex;
-  }
+  Example encode() const { return encode_chat_parts(tok_, parts_); }
 
  private:
-  // Text parts [begin, end) between special tokens are encoded as one string, as HF tokenizes the
-  // rendered text; a token is trained when the part it starts in (or, straddling a boundary, the
-  // part it reaches into) is. The parts' token boundaries come from encoding each prefix: the ids
-  // it shares with the whole run belong to the parts before.
-  void encode_run(size_t begin, size_t end, bool after_special, Example& ex) const {
-    std::string run;
-    std::vector<size_t> starts;
-    for (size_t i = begin; i < end; ++i) {
-      starts.push_back(run.size());
-      run += parts_[i].text;
-    }
-    const std::vector<int32_t> ids = tok_.encode_segment(run, after_special);
-    std::vector<size_t> first_token(starts.size(), 0);
-    for (size_t p = 1; p < starts.size(); ++p) {
-      const std::vector<int32_t> prefix = tok_.encode_segment(std::string_view(run).substr(0, starts[p]), after_special);
-      size_t k = 0;
-      while (k < prefix.size() && k < ids.size() && prefix[k] == ids[k]) ++k;
-      first_token[p] = std::max(k, first_token[p - 1]);
-    }
-    size_t part = 0;
-    for (size_t t = 0; t < ids.size(); ++t) {
-      while (part + 1 < first_token.size() && first_token[part + 1] <= t) ++part;
-      ex.tokens.push_back(ids[t]);
-      ex.trained.push_back(parts_[begin + part].trained ? 1 : 0);
-    }
-  }
-
   const Tokenizer& tok_;
   DataFormat format_;
-  std::vector<Part> parts_;
+  std::vector<ChatPart> parts_;
 };
 
 // Jinja's `trim`: Python's str.strip() of whitespace (ASCII whitespace here).
@@ -250,11 +215,16 @@ std::optional<std::string> chat_template_unreproduced(std::string_view jinja) {
 
 std::optional<std::string> chat_template_warning(const Tokenizer& tok, DataFormat format) {
   if (!is_chat_format(format)) return std::nullopt;
+  std::string unsupported;
+  if (own_template(tok, format, &unsupported)) return std::nullopt;  // it runs as the model defines it
+  if (!unsupported.empty())
+    return "warning: the tokenizer's chat_template uses what meshtrain's Jinja interpreter lacks (" + unsupported +
+           "): conversations are rendered with meshtrain's built-in " + std::string(format_name(format)) + " template";
   const auto what = chat_template_unreproduced(tok.chat_template());
   if (!what) return std::nullopt;
   return "warning: the tokenizer's chat_template writes " + *what + ", which meshtrain's built-in " +
          std::string(format_name(format)) +
-         " rendering does not reproduce (meshtrain runs no Jinja): conversations are rendered without it";
+         " rendering does not reproduce: conversations are rendered without it";
 }
 
 std::optional<std::string> chat_roles_problem(const std::vector<ChatMessage>& messages, DataFormat format) {
@@ -291,6 +261,10 @@ void require_chat_tokens(const Tokenizer& tok, DataFormat format) {
 }
 
 Example render_conversation(const Tokenizer& tok, const std::vector<ChatMessage>& messages, DataFormat format) {
+  if (const auto own = own_template(tok, format)) {
+    require_alternating(messages, format);  // gemma's and mistral's templates refuse the same, less clearly
+    return render_with_template(tok, *own, messages, false);
+  }
   if (format == DataFormat::kChat) return render_chat(tok, messages);
   require_chat_tokens(tok, format);
   Rendering r(tok, format);
@@ -305,6 +279,10 @@ Example render_conversation(const Tokenizer& tok, const std::vector<ChatMessage>
 
 std::vector<int32_t> conversation_prompt(const Tokenizer& tok, const std::vector<ChatMessage>& messages,
                                          DataFormat format) {
+  if (const auto own = own_template(tok, format)) {
+    require_alternating(messages, format);
+    return render_with_template(tok, *own, messages, true).tokens;
+  }
   if (format == DataFormat::kChat) return chat_generation_prompt(tok, messages);
   require_chat_tokens(tok, format);
   Rendering r(tok, format);

@@ -1,6 +1,14 @@
 // Chat templates: how a conversation becomes tokens for each model family, and which template a
-// tokenizer's model was trained with. Four are implemented by hand (meshtrain runs no Jinja); each
-// reproduces the text that family's Hugging Face chat_template renders:
+// tokenizer's model was trained with.
+//
+// A tokenizer with a chat_template (its tokenizer_config.json's, or the user's data.chat_template
+// file) renders conversations in its family's format with that template, run by meshtrain's Jinja
+// interpreter (data/jinja/template.h) as transformers runs it; special tokens and the trained
+// (assistant) tokens are found from the rendering (data/chat_jinja.h). The built-in renderings
+// below are the fallback: for a tokenizer without a template, for a format other than its
+// template's family, and for a model's template that uses what the interpreter lacks (then
+// chat_template_warning names the construct). Each reproduces what that family's Hugging Face
+// chat_template renders for plain user/assistant conversations:
 //   chat     Llama 3.1:  <|begin_of_text|> then <|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>
 //   chatml   Qwen:       <|im_start|>{role}\n{content}<|im_end|>\n; where the tokenizer's own template is
 //                        Qwen3's (it writes <think>), a final answer starts with "<think>\n\n</think>\n\n";
@@ -34,7 +42,8 @@ std::optional<DataFormat> chat_format_of_jinja(std::string_view jinja);
 std::optional<std::string> chatml_default_system(std::string_view jinja);
 // What the built-in rendering of `jinja`'s family does not reproduce, in a phrase for a one-line
 // warning (a default system turn it cannot read, Llama 3.1's date lines); nullopt when nothing
-// meshtrain knows of. Meshtrain runs no Jinja: this is a search for known constructs, not a proof.
+// meshtrain knows of (for a template the built-in rendering stands in for: one of another family than
+// the data's format, or one the interpreter cannot run). A search for known constructs, not a proof.
 std::optional<std::string> chat_template_unreproduced(std::string_view jinja);
 // The one "warning: ..." line for conversations rendered in `format` with this tokenizer, naming
 // what its chat_template writes that the rendering leaves out; nullopt when nothing is (or `format`

@@ -21,8 +21,8 @@ constexpr char kMagic[8] = {'M', 'T', 'T', 'O', 'K', 'E', 'N', '1'};
 // caches are not reused.
 // 2: the skip warning names the length that keeps them; 3: never one above the model's limit;
 // 4: a record that is not a JSON object refuses the file (it was a skip); 5: a ChatML template's
-// default system prompt rendered
-constexpr uint32_t kVersion = 5;
+// default system prompt rendered; 6: chat rendered by the tokenizer's own Jinja chat_template
+constexpr uint32_t kVersion = 6;
 
 struct Header {
   char magic[8];

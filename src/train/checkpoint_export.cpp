@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "io/adapter_template.h"
 #include "io/box_shards.h"
+#include "data/chat_jinja.h"
 #include "data/tokenizer_files.h"
 #include "io/model_files.h"
 #include "io/peft.h"
@@ -73,6 +74,8 @@ std::vector<std::string> export_checkpoint(const std::string& checkpoint_dir, co
   std::vector<std::string> written =
       save_base_model(shape, cfg.train.precision, tensors, read_whole, out_dir, origin);
   for (auto& f : save_tokenizer_files(tokenizer_source(cfg), out_dir)) written.push_back(f);
+  if (!cfg.data.chat_template.empty())  // the user's template goes with the model (trainer.cpp)
+    written.push_back(write_chat_template_beside(out_dir, read_chat_template_file(cfg.data.chat_template)));
   return written;
 }
 

@@ -239,6 +239,10 @@ std::vector<ConfigKey> make_keys() {
                "\"<|im_end|>\"] for the chatml template on a base model); the model's embedding and "
                "head grow to match, new rows the mean of the others, and under LoRA train in full "
                "(PEFT's modules_to_save); one the tokenizer has is skipped with a note"},
+      {KEY(data.chat_template),
+       .help = "A Jinja chat template file (a tokenizer_config.json chat_template's text) that renders the "
+               "run's conversations in place of the tokenizer's own; empty: the tokenizer's, else the built-in "
+               "template of data.format; in a config file, relative to the file"},
       {KEY(data.cache_dir),
        .help = "Tokenised-example cache; empty: ~/.cache/meshtrain/tokens; \"off\": none",
        .per_rank = true},

@@ -354,8 +354,8 @@ void model_path_replaces_model_section(toml::table& doc, const std::vector<std::
 // so a config works from any directory; on the command line, to the working directory. Their
 // special values are not paths. (output.dir and data.cache_dir are where the run writes: relative
 // to the working directory, like a command's output; train.resume too, as it points into a run.)
-constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kInputPaths = {
-    {{"model.path", ""}, {"data.path", ""}, {"data.tokenizer", "byte"}, {"lora.init_adapter", ""}}};
+constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kInputPaths = {
+    {{"model.path", ""}, {"data.path", ""}, {"data.tokenizer", "byte"}, {"data.chat_template", ""}, {"lora.init_adapter", ""}}};
 
 void resolve_input_paths(RunConfig& c, const std::filesystem::path& base,
                          const std::map<std::string, std::string>& overridden) {

@@ -118,6 +118,9 @@ struct DataConfig {
   // Special tokens appended to the tokenizer after its last id (a chat template's markers on a
   // base model); the model's embedding (and head) grows to match (data/added_tokens.h).
   std::vector<std::string> add_tokens;
+  // A Jinja chat template file that renders the run's conversations instead of the tokenizer's own
+  // chat_template (data/chat_jinja.h). Empty: the tokenizer's, else the built-in template.
+  std::string chat_template;
   std::string cache_dir;  // tokenised-example cache; empty: ~/.cache/meshtrain/tokens, "off": none
   bool truncate = false;  // examples longer than seq_len: cut (true) or skip with a count (false)
   float val_fraction = 0.05f;

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "core/profile.h"
+#include "data/chat_jinja.h"
 #include "data/tokenizer_files.h"
 #include "io/adapter_template.h"
 #include "model/transformer.h"
@@ -733,6 +734,10 @@ void export_trained_model(TrainingRun& run) {
   if (run.leader && (!cfg.lora.enabled || !cfg.data.add_tokens.empty())) {
     for (auto& f : save_tokenizer_files(tokenizer_source(cfg), dir))
       run.summary.files_written.push_back(f);
+    // The user's chat template goes with the model, so generate prompts it as it was trained.
+    if (!cfg.data.chat_template.empty())
+      run.summary.files_written.push_back(
+          write_chat_template_beside(cfg.output.dir + "/model", read_chat_template_file(cfg.data.chat_template)));
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "data/byte_tokenizer.h"
+#include "data/chat_jinja.h"
 #include "data/chat_templates.h"
 #include "data/examples.h"
 #include "data/packed_sampler.h"
@@ -221,8 +222,15 @@ std::string tokenizer_source(const RunConfig& cfg) {
 std::unique_ptr<Tokenizer> run_tokenizer(const RunConfig& cfg) {
   if (!cfg.data.add_tokens.empty()) return tokenizer_with_added_tokens(cfg, given_tokenizer_source(cfg));
   const std::string source = tokenizer_source(cfg);
-  if (source.empty()) return std::make_unique<ByteTokenizer>();
-  return load_tokenizer(source);
+  std::unique_ptr<Tokenizer> tok = source.empty() ? std::make_unique<ByteTokenizer>() : load_tokenizer(source);
+  // The user's template replaces the tokenizer's own; unlike a model's template that meshtrain
+  // cannot run (a warning, then the built-in one), it must run: refused here, before any data.
+  if (!cfg.data.chat_template.empty()) {
+    tok->set_chat_template(read_chat_template_file(cfg.data.chat_template));
+    std::string why;
+    if (!parsed_chat_template(*tok, &why)) fail("data.chat_template " + cfg.data.chat_template + ": " + why);
+  }
+  return tok;
 }
 
 ModelInput input_of(const PackedBatch& b) {

@@ -1,0 +1,40 @@
+// Conversations rendered by a model's own chat_template (tokenizer_config.json's Jinja, or the
+// user's data.chat_template file), run by meshtrain's interpreter (data/jinja/template.h).
+//
+// Special tokens: the rendered text becomes ids as HF tokenizes it, except that a special token's
+// text becomes its id only where every byte of it was written by the template (its literals,
+// bos_token, eos_token), never where it came from a message, so data cannot inject control tokens.
+// Trained tokens: where the template marks {% generation %} blocks, what they write. Otherwise each
+// assistant message's turn as the template's own structure shows it: from the end of the rendering
+// of the messages before it with add_generation_prompt (what a model is prompted with) to the last
+// byte read from the message, then on through the template's text to the first end-of-turn token
+// it writes (<|im_end|>, <|eot_id|>, <end_of_turn>, eos_token, ...).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/examples.h"
+
+namespace mt {
+namespace jinja {
+class Template;
+}
+
+// The text of a user's chat template file (data.chat_template): a .jinja file's text, or a
+// tokenizer_config.json's "chat_template" string. mt::Error naming the path when it cannot be read.
+std::string read_chat_template_file(const std::string& path);
+// Sets `jinja` as the "chat_template" of dir/tokenizer_config.json (written when missing), so that a
+// model saved with a run's data.chat_template is prompted with it (generate reads it from there).
+// Returns the file's path.
+std::string write_chat_template_beside(const std::string& dir, const std::string& jinja);
+// The tokenizer's chat_template parsed (cached by its text); nullptr when it has none or when the
+// interpreter cannot run it, then *unsupported (when given) gets the error naming the construct.
+std::shared_ptr<const jinja::Template> parsed_chat_template(const Tokenizer& tok, std::string* unsupported = nullptr);
+// The conversation as `tmpl` renders it (messages' role and content; bos_token and eos_token from
+// the tokenizer's BOS and EOS; strftime_now the current time). mt::Error when the template refuses
+// the conversation (raise_exception) or fails while running.
+Example render_with_template(const Tokenizer& tok, const jinja::Template& tmpl, const std::vector<ChatMessage>& messages,
+                             bool add_generation_prompt);
+
+}  // namespace mt

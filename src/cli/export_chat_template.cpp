@@ -1,11 +1,10 @@
 #include "cli/export_chat_template.h"
 
 #include <filesystem>
-#include <ostream>
 
-#include "core/atomic_file.h"
 #include "core/bounded_json.h"
 #include "core/error.h"
+#include "data/chat_jinja.h"
 #include "data/chat_templates.h"
 #include "data/examples.h"
 #include "io/adapter_template.h"
@@ -44,9 +43,7 @@ std::string record_chat_template(const std::string& dir, const std::string& jinj
       for (const auto& entry : had)
         if (entry.is_object() && entry.contains("template") && entry["template"] == jinja) return "";
   }
-  config["chat_template"] = jinja;
-  write_file_atomically(path, [&](std::ostream& os) { os << config.dump(2) << "\n"; });
-  return path;
+  return write_chat_template_beside(dir, jinja);
 }
 
 }  // namespace mt::cli

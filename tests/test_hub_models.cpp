@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "hub_server.h"
 #include "io/hub_cache.h"
 #include "io/hub_download.h"
+#include "io/hub_sha256.h"
 #include "run_command.h"
 #include "temp_dirs.h"
 
@@ -328,4 +330,22 @@ TEST(HubModels, TrainRecordsTheSnapshotItRead) {
   const fs::path snap = dir / "cache" / "models--org--tiny" / "snapshots" / kCommit;
   EXPECT_NE(read_file(dir / "run" / "run.toml").find("path = \"" + snap.string() + "\""), std::string::npos)
       << read_file(dir / "run" / "run.toml");
+}
+
+// The digest blobs are checked with, against FIPS 180-4's examples (one block, two blocks, and a
+// million bytes fed in uneven pieces across block boundaries).
+TEST(HubModels, Sha256MatchesTheStandardsExamples) {
+  EXPECT_EQ(FakeHub::sha256(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(FakeHub::sha256("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(FakeHub::sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  mt::hub::Sha256 million;
+  const std::string piece(977, 'a');
+  size_t fed = 0;
+  while (fed < 1000000) {
+    const size_t n = std::min(piece.size(), 1000000 - fed);
+    million.update(piece.data(), n);
+    fed += n;
+  }
+  EXPECT_EQ(million.hex(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }

@@ -17,6 +17,8 @@
 #include "io/hub_cache.h"
 #include "io/hub_download.h"
 #include "io/hub_sha256.h"
+#include "io/safetensors_index.h"
+#include "io/safetensors_write.h"
 #include "run_command.h"
 #include "temp_dirs.h"
 
@@ -245,6 +247,53 @@ TEST(HubModels, ADroppedConnectionIsResumedWithARangeRequest) {
   const auto reqs = hub.requests();
   EXPECT_NE(std::find(reqs.begin(), reqs.end(), resumed), reqs.end()) << "no " << resumed;
   expect_hub_layout(dir / "cache" / "models--org--flaky", kCommit);
+}
+
+// A sharded checkpoint: the index and every shard it names are fetched (LFS, each checked), and a
+// snapshot missing a shard is completed, not taken for the model.
+TEST(HubModels, AShardedModelIsFetchedWithEveryShardItsIndexNames) {
+  NEED_TINY_MODEL();
+  const fs::path dir = mt::testing::fresh_temp_dir("hub_sharded");
+  const mt::SafetensorsCheckpoint ckpt(tiny().dir);
+  std::vector<std::vector<float>> values;
+  std::vector<mt::TensorOut> tensors;
+  size_t total = 0;
+  for (const std::string& name : ckpt.names()) {
+    values.emplace_back(size_t(ckpt.info(name).numel));
+    ckpt.read_f32(name, values.back().data());
+    total += values.back().size() * sizeof(float);
+  }
+  size_t i = 0;
+  for (const std::string& name : ckpt.names()) {
+    tensors.push_back({name, "F32", ckpt.info(name).shape, values[i].data(), values[i].size() * sizeof(float)});
+    ++i;
+  }
+  const std::vector<std::string> written = mt::write_sharded_safetensors((dir / "sharded").string(), tensors, total / 3);
+  ASSERT_GE(written.size(), 3u);  // two shards or more, and the index
+  FakeHub::Repo sharded = repo("org/sharded");
+  sharded.files.erase("model.safetensors");
+  sharded.files.erase("pytorch_model.bin");
+  std::vector<std::string> shards;
+  for (const std::string& w : written) {
+    const std::string name = fs::path(w).filename().string();
+    sharded.files[name] = read_file(w);
+    if (FakeHub::is_lfs(name)) shards.push_back(name);
+  }
+  FakeHub hub;
+  hub.add(sharded);
+  HubRun r = meshtrain(hub.endpoint(), dir / "cache", "generate --model org/sharded" + kGenerate);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, local_generation());
+  const fs::path snap = dir / "cache" / "models--org--sharded" / "snapshots" / kCommit;
+  EXPECT_TRUE(fs::is_symlink(snap / "model.safetensors.index.json"));
+  for (const std::string& s : shards)
+    EXPECT_EQ(fs::read_symlink(snap / s), fs::path("../../blobs") / FakeHub::sha256(sharded.files[s])) << s;
+  // A shard gone from the snapshot: fetched again, not read as a model without it.
+  fs::remove(snap / shards.back());
+  r = meshtrain(hub.endpoint(), dir / "cache", "generate --model org/sharded" + kGenerate);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, local_generation());
+  EXPECT_TRUE(fs::is_symlink(snap / shards.back()));
 }
 
 // A cache huggingface_hub filled (laid out here by hand as it does it, under HF_HOME), read without

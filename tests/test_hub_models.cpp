@@ -249,6 +249,29 @@ TEST(HubModels, ADroppedConnectionIsResumedWithARangeRequest) {
   expect_hub_layout(dir / "cache" / "models--org--flaky", kCommit);
 }
 
+// A run stopped mid-download (killed, or out of retries) leaves blobs/<etag>.incomplete: the next
+// run asks for the rest only.
+TEST(HubModels, TheNextRunResumesWhatAnEarlierOneLeftIncomplete) {
+  NEED_TINY_MODEL();
+  const fs::path dir = mt::testing::fresh_temp_dir("hub_incomplete");
+  FakeHub hub;
+  hub.add(repo("org/tiny"));
+  const std::string& weights = tiny().files.at("model.safetensors");
+  const std::string sha = FakeHub::sha256(weights);
+  const fs::path blobs = dir / "cache" / "models--org--tiny" / "blobs";
+  fs::create_directories(blobs);
+  const size_t had = weights.size() / 3;
+  std::ofstream(blobs / (sha + ".incomplete"), std::ios::binary) << weights.substr(0, had);
+  const HubRun r = meshtrain(hub.endpoint(), dir / "cache", "generate --model org/tiny" + kGenerate);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, local_generation());
+  const auto reqs = hub.requests();
+  const std::string rest = "GET /cdn/" + sha + " range=bytes=" + std::to_string(had) + "-";
+  EXPECT_NE(std::find(reqs.begin(), reqs.end(), rest), reqs.end()) << "no " << rest;
+  EXPECT_EQ(std::find(reqs.begin(), reqs.end(), "GET /cdn/" + sha), reqs.end()) << "the whole file was asked for";
+  expect_hub_layout(dir / "cache" / "models--org--tiny", kCommit);
+}
+
 // A sharded checkpoint: the index and every shard it names are fetched (LFS, each checked), and a
 // snapshot missing a shard is completed, not taken for the model.
 TEST(HubModels, AShardedModelIsFetchedWithEveryShardItsIndexNames) {

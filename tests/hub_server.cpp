@@ -118,6 +118,11 @@ std::vector<std::string> FakeHub::requests() const {
   return log_;
 }
 
+std::vector<std::string> FakeHub::authorized() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return authorized_;
+}
+
 void FakeHub::serve() {
   while (!stop_) {
     pollfd p{listener_, POLLIN, 0};
@@ -157,6 +162,7 @@ void FakeHub::answer(int fd) {
   const std::string range = headers.count("range") ? headers["range"] : "";
   std::lock_guard<std::mutex> lock(mutex_);
   log_.push_back(method + " " + target + (range.empty() ? "" : " range=" + range));
+  if (headers.count("authorization")) authorized_.push_back(method + " " + target);
   const std::string path = target.substr(0, target.find('?'));
 
   auto repo_of = [&](const std::string& rest, std::string* tail) -> Repo* {

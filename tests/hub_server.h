@@ -41,6 +41,8 @@ class FakeHub {
   std::string endpoint() const;
   // "METHOD TARGET[ range=R]" of every request so far, in order.
   std::vector<std::string> requests() const;
+  // "METHOD TARGET" of the requests that carried an Authorization header.
+  std::vector<std::string> authorized() const;
 
   // The Hub's names for a file: a small one's git-style blob id, a large one's SHA-256.
   static std::string sha256(const std::string& bytes);
@@ -59,7 +61,7 @@ class FakeHub {
   std::map<std::string, Repo> repos_;
   std::map<std::string, std::pair<std::string, std::string>> cdn_;  // sha256 -> (repo id, file)
   std::set<std::string> cut_done_;
-  std::vector<std::string> log_;
+  std::vector<std::string> log_, authorized_;
 };
 
 }  // namespace mt::testing

@@ -101,7 +101,9 @@ const std::string& local_generation() {
 // snapshots/<commit>/<file> is a relative symlink to ../../blobs/<etag>, a small file's etag its
 // blob id and a large one's its SHA-256; nothing left half done, nothing else fetched.
 void expect_hub_layout(const fs::path& repo, const std::string& commit, bool with_ref = true) {
-  if (with_ref) EXPECT_EQ(read_file(repo / "refs" / "main"), commit);  // no newline, as huggingface_hub writes it
+  if (with_ref) {
+    EXPECT_EQ(read_file(repo / "refs" / "main"), commit);  // no newline, as huggingface_hub writes it
+  }
   const fs::path snap = repo / "snapshots" / commit;
   for (const auto& [name, bytes] : tiny().files) {
     const fs::path link = snap / name;
@@ -203,9 +205,31 @@ TEST(HubModels, AGatedModelNeedsHfToken) {
   r = meshtrain(hub.endpoint(), dir / "cache", "generate --model org/gated -n 1", "HF_TOKEN=hf_wrong");
   EXPECT_NE(r.err.find("the token in HF_TOKEN was refused"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir / "cache" / "models--org--gated" / "snapshots"));
-  r = meshtrain(hub.endpoint(), dir / "cache", "generate --model org/gated" + kGenerate, "HF_TOKEN=hf_test_token");
+  // The Hub named "localhost" sends the weights to 127.0.0.1, another host as libcurl sees it, as
+  // the real Hub sends them to its CDN: the token goes to the Hub alone.
+  const std::string port = hub.endpoint().substr(hub.endpoint().rfind(':'));
+  r = meshtrain("http://localhost" + port, dir / "cache", "generate --model org/gated" + kGenerate,
+                "HF_TOKEN=hf_test_token");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, local_generation());
+  const auto with_token = hub.authorized();
+  EXPECT_FALSE(with_token.empty());
+  for (const std::string& req : with_token) EXPECT_EQ(req.find("/cdn/"), std::string::npos) << req;
+}
+
+// On a terminal each file's download shows a bar (elsewhere a line per file: the tests above).
+TEST(HubModels, ATerminalShowsAProgressBar) {
+  NEED_TINY_MODEL();
+  const fs::path dir = mt::testing::fresh_temp_dir("hub_bar");
+  FakeHub hub;
+  hub.add(repo("org/tiny"));
+  const std::string cmd = "env -u HF_TOKEN -u HF_HUB_OFFLINE HF_ENDPOINT=" + hub.endpoint() + " HF_HUB_CACHE=" +
+                          (dir / "cache").string() + " " + MESHTRAIN_BINARY + " generate --model org/tiny -n 1";
+  const CommandResult r = run_command("script -qec '" + cmd + "' /dev/null");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("\rmeshtrain: org/tiny model.safetensors ["), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" MB"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("meshtrain: downloaded"), std::string::npos) << r.output;
 }
 
 TEST(HubModels, ACorruptedFileIsRefusedAndNothingOfItKept) {

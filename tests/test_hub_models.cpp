@@ -94,8 +94,11 @@ const std::string& local_generation() {
 
 #define NEED_TINY_MODEL()                                                                    \
   if (!fs::exists(kShared + "stories260K/stories260K.bin")) GTEST_SKIP() << "shared data not present"; \
-  if (!mt::hub::download_compiled_in()) GTEST_SKIP() << "built without libcurl";             \
   ASSERT_FALSE(tiny().dir.empty())
+// A download needs libcurl; reading the cache does not.
+#define NEED_DOWNLOADS()                                                                 \
+  if (!mt::hub::download_compiled_in()) GTEST_SKIP() << "built without libcurl";         \
+  NEED_TINY_MODEL()
 
 // Every file meshtrain reads is in huggingface_hub's layout: refs/main names the commit,
 // snapshots/<commit>/<file> is a relative symlink to ../../blobs/<etag>, a small file's etag its
@@ -123,7 +126,7 @@ void expect_hub_layout(const fs::path& repo, const std::string& commit, bool wit
 }  // namespace
 
 TEST(HubModels, DownloadsIntoTheHubCacheLayoutAndGeneratesAsTheLocalDirectory) {
-  NEED_TINY_MODEL();
+  NEED_DOWNLOADS();
   const fs::path dir = mt::testing::fresh_temp_dir("hub_download");
   FakeHub hub;
   hub.add(repo("org/tiny"));
@@ -146,7 +149,7 @@ TEST(HubModels, DownloadsIntoTheHubCacheLayoutAndGeneratesAsTheLocalDirectory) {
 }
 
 TEST(HubModels, OfflineOrUnreachableWithoutTheModelNamesTheIdAndTheCachePath) {
-  NEED_TINY_MODEL();
+  NEED_DOWNLOADS();
   const fs::path dir = mt::testing::fresh_temp_dir("hub_offline");
   const std::string where = (dir / "cache" / "models--org--tiny").string();
   FakeHub hub;
@@ -165,7 +168,7 @@ TEST(HubModels, OfflineOrUnreachableWithoutTheModelNamesTheIdAndTheCachePath) {
 }
 
 TEST(HubModels, RevisionTakesACommitAndAnUnknownOneIsRefused) {
-  NEED_TINY_MODEL();
+  NEED_DOWNLOADS();
   const fs::path dir = mt::testing::fresh_temp_dir("hub_revision");
   FakeHub hub;
   hub.add(repo("org/tiny"));
@@ -191,7 +194,7 @@ TEST(HubModels, RevisionTakesACommitAndAnUnknownOneIsRefused) {
 }
 
 TEST(HubModels, AGatedModelNeedsHfToken) {
-  NEED_TINY_MODEL();
+  NEED_DOWNLOADS();
   const fs::path dir = mt::testing::fresh_temp_dir("hub_gated");
   FakeHub hub;
   FakeHub::Repo gated = repo("org/gated");
@@ -219,7 +222,7 @@ TEST(HubModels, AGatedModelNeedsHfToken) {
 
 // On a terminal each file's download shows a bar (elsewhere a line per file: the tests above).
 TEST(HubModels, ATerminalShowsAProgressBar) {
-  NEED_TINY_MODEL();
+  NEED_DOWNLOADS();
   const fs::path dir = mt::testing::fresh_temp_dir("hub_bar");
   FakeHub hub;
   hub.add(repo("org/tiny"));
@@ -233,7 +236,7 @@ TEST(HubModels, ATerminalShowsAProgressBar) {
 }
 
 TEST(HubModels, ACorruptedFileIsRefusedAndNothingOfItKept) {
-  NEED_TINY_MODEL();
+  NEED_DOWNLOADS();
   const fs::path dir = mt::testing::fresh_temp_dir("hub_corrupt");
   FakeHub hub;
   FakeHub::Repo bad = repo("org/corrupt");
@@ -254,7 +257,7 @@ TEST(HubModels, ACorruptedFileIsRefusedAndNothingOfItKept) {
 }
 
 TEST(HubModels, ADroppedConnectionIsResumedWithARangeRequest) {
-  NEED_TINY_MODEL();
+  NEED_DOWNLOADS();
   const fs::path dir = mt::testing::fresh_temp_dir("hub_resume");
   FakeHub hub;
   FakeHub::Repo flaky = repo("org/flaky");
@@ -276,7 +279,7 @@ TEST(HubModels, ADroppedConnectionIsResumedWithARangeRequest) {
 // A run stopped mid-download (killed, or out of retries) leaves blobs/<etag>.incomplete: the next
 // run asks for the rest only.
 TEST(HubModels, TheNextRunResumesWhatAnEarlierOneLeftIncomplete) {
-  NEED_TINY_MODEL();
+  NEED_DOWNLOADS();
   const fs::path dir = mt::testing::fresh_temp_dir("hub_incomplete");
   FakeHub hub;
   hub.add(repo("org/tiny"));
@@ -299,7 +302,7 @@ TEST(HubModels, TheNextRunResumesWhatAnEarlierOneLeftIncomplete) {
 // A sharded checkpoint: the index and every shard it names are fetched (LFS, each checked), and a
 // snapshot missing a shard is completed, not taken for the model.
 TEST(HubModels, AShardedModelIsFetchedWithEveryShardItsIndexNames) {
-  NEED_TINY_MODEL();
+  NEED_DOWNLOADS();
   const fs::path dir = mt::testing::fresh_temp_dir("hub_sharded");
   const mt::SafetensorsCheckpoint ckpt(tiny().dir);
   std::vector<std::vector<float>> values;
@@ -396,7 +399,7 @@ TEST(HubModels, TheCacheDirectoryFollowsHuggingfaceHubsVariables) {
 // The planner reads a model's shape: config.json alone is fetched (named as given); a later run
 // of the whole model completes the same snapshot.
 TEST(HubModels, PlanFetchesConfigJsonAloneAndGenerateCompletesTheSnapshot) {
-  NEED_TINY_MODEL();
+  NEED_DOWNLOADS();
   const fs::path dir = mt::testing::fresh_temp_dir("hub_plan");
   FakeHub hub;
   hub.add(repo("org/tiny"));
@@ -414,7 +417,7 @@ TEST(HubModels, PlanFetchesConfigJsonAloneAndGenerateCompletesTheSnapshot) {
 
 // A run of a Hub model records its snapshot, so that a resume reads the same files offline.
 TEST(HubModels, TrainRecordsTheSnapshotItRead) {
-  NEED_TINY_MODEL();
+  NEED_DOWNLOADS();
   const fs::path dir = mt::testing::fresh_temp_dir("hub_train");
   FakeHub hub;
   hub.add(repo("org/tiny"));

@@ -279,6 +279,10 @@ std::string fetch_blob(const std::string& id, const std::string& commit, const f
   if (meta.code != CURLE_OK) unreachable(id, repo, meta);
   if (meta.status / 100 != 2 && meta.status / 100 != 3) refused(id, commit, f.name, meta);
   const auto header = [&](const char* n) { return meta.headers.count(n) ? meta.headers.at(n) : std::string(); };
+  // Asked by commit, the Hub answers for that commit; another is a proxy or mirror out of step.
+  if (!header("x-repo-commit").empty() && header("x-repo-commit") != commit)
+    fail("'" + id + "': " + endpoint() + " answered for " + f.name + " at commit " + header("x-repo-commit") +
+         ", not the " + commit + " it listed");
   const std::string etag = bare_etag(!header("x-linked-etag").empty() ? header("x-linked-etag") : header("etag"));
   if (etag.empty() || etag.find('/') != std::string::npos || etag.front() == '.')
     fail("'" + id + "': " + endpoint() + " gave no usable ETag for " + f.name);

@@ -58,7 +58,7 @@ std::vector<HelpOption> options_of(const std::string& help) {
 
 TEST(CliHelp, EveryOptionShowsItsDefault) {
   const std::vector<std::string> listed = verbs();
-  for (const char* expected : {"train", "eval", "generate", "export", "export-checkpoint", "shard", "plan",
+  for (const char* expected : {"train", "eval", "generate", "chat", "export", "export-checkpoint", "shard", "plan",
                                "tokenize", "convert", "bench", "report"})
     EXPECT_NE(std::find(listed.begin(), listed.end(), expected), listed.end()) << expected;
   for (const std::string& verb : listed) {

@@ -42,7 +42,7 @@ std::vector<std::pair<CLI::App*, Action>> add_verbs(CLI::App& app) {
   std::vector<std::pair<CLI::App*, Action>> verbs;
   for (Action (*reg)(CLI::App&) :
        {add_train_command, add_bench_command, add_tokenize_command, add_detokenize_command, add_convert_command,
-        add_generate_command, add_eval_command, add_export_command, add_export_checkpoint_command,
+        add_generate_command, add_chat_command, add_eval_command, add_export_command, add_export_checkpoint_command,
         add_shard_command, add_plan_command, add_report_command}) {
     Action action = reg(app);
     verbs.emplace_back(app.get_subcommands({}).back(), std::move(action));

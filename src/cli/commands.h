@@ -12,6 +12,7 @@ Action add_bench_command(CLI::App& app);
 Action add_tokenize_command(CLI::App& app);
 Action add_detokenize_command(CLI::App& app);
 Action add_generate_command(CLI::App& app);
+Action add_chat_command(CLI::App& app);
 Action add_eval_command(CLI::App& app);
 Action add_convert_command(CLI::App& app);
 Action add_export_command(CLI::App& app);

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/export_chat_template.h"
 #include "cli/model_args.h"
 #include "cli/model_tokenizer.h"
 #include "core/error.h"
@@ -14,6 +15,7 @@
 #include "data/ggml_vocab.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_files.h"
+#include "io/adapter_template.h"
 #include "io/gguf_export.h"
 #include "io/model_files.h"
 #include "train/run_outputs.h"
@@ -109,6 +111,11 @@ Action add_export_command(CLI::App& app) {
     o->model.resolve();  // a Hub id: its snapshot, whose files the tokenizer is looked for in
     ExportTokenizer tok;
     if (!o->no_tokenizer) tok = resolve_tokenizer(o->model, !o->merged.empty());
+    // The template the adapter was trained with, read before anything is written: the merged
+    // model's tokenizer_config.json records it.
+    const std::string trained = o->model.adapter.empty() || o->merged.empty() || o->no_tokenizer
+                                    ? std::string()
+                                    : read_adapter_template(o->model.adapter);
     if (!o->gguf.empty() && !o->no_tokenizer && !tok.tok && !tok.gguf)
       fail("export: no tokenizer for " + o->gguf + ": none in " + tok.looked +
            "; give --tokenizer PATH, or --no-tokenizer to write a GGUF file llama.cpp cannot load alone");
@@ -142,6 +149,10 @@ Action add_export_command(CLI::App& app) {
         for (const auto& f : save_tokenizer_files(tok.file, o->merged)) wrote(f);
       else if (tok.tok)
         for (const auto& f : save_tokenizer_files(*tok.tok, o->merged)) wrote(f);
+      std::string source;
+      const std::string jinja = tok.tok ? export_chat_template(trained, tok.tok.get(), source) : std::string();
+      if (!jinja.empty())
+        if (const std::string f = record_chat_template(o->merged, jinja); !f.empty()) wrote(f, " (chat_template: " + source + ")");
     }
     if (!o->gguf.empty()) {
       const GgufDtype dt = parse_gguf_dtype(o->gguf_dtype);

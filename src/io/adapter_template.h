@@ -19,5 +19,9 @@ std::string write_adapter_template(const std::string& adapter_dir, const std::st
 // The recorded name, or "" when the directory has no such file (an adapter from PEFT, or from an
 // older meshtrain). mt::Error, one line naming the file, when it is malformed or names no template.
 std::string read_adapter_template(const std::string& adapter_dir);
+// The Jinja chat_template (HF tokenizer_config.json's) that renders what meshtrain's built-in
+// chat template `name` ("chat", "chatml", "gemma", "mistral") renders, for a merged export to
+// record; "" for "none", "alpaca" and any other name.
+std::string builtin_template_jinja(const std::string& name);
 
 }  // namespace mt

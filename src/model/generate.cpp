@@ -20,7 +20,9 @@ void validate_sampling(const GenerateOptions& opt) {
 }
 
 std::vector<int32_t> generate(Transformer& model, const std::vector<int32_t>& prompt,
-                              const GenerateOptions& opt, const std::function<void(int32_t)>& on_token) {
+                              const GenerateOptions& opt, const std::function<void(int32_t)>& on_token,
+                              int32_t* stopped_by) {
+  if (stopped_by) *stopped_by = -1;
   if (prompt.empty()) fail("generation needs at least one prompt token (e.g. BOS)");
   validate_sampling(opt);
   if (opt.max_new_tokens < 0) fail("max_new_tokens must be >= 0, got " + std::to_string(opt.max_new_tokens));
@@ -40,7 +42,10 @@ std::vector<int32_t> generate(Transformer& model, const std::vector<int32_t>& pr
   while (int64_t(out.size()) < opt.max_new_tokens) {
     double u = double(gen() >> 11) * (1.0 / 9007199254740992.0);
     int32_t next = pick_token(*logits, opt.temperature, opt.top_p, u);
-    if (std::find(opt.stop_ids.begin(), opt.stop_ids.end(), next) != opt.stop_ids.end()) break;
+    if (std::find(opt.stop_ids.begin(), opt.stop_ids.end(), next) != opt.stop_ids.end()) {
+      if (stopped_by) *stopped_by = next;
+      break;
+    }
     out.push_back(next);
     if (on_token) on_token(next);
     if (dec.position() >= limit) break;

@@ -24,9 +24,10 @@ struct GenerateOptions {
 void validate_sampling(const GenerateOptions& opt);
 
 // Runs the prompt through the model, then produces up to max_new_tokens tokens. `on_token` (may
-// be empty) is called with each new token as it is produced. Returns the new tokens.
+// be empty) is called with each new token as it is produced. Returns the new tokens; `stopped_by`
+// (may be null) is set to the stop id that ended generation, or -1 when the length did.
 std::vector<int32_t> generate(Transformer& model, const std::vector<int32_t>& prompt,
                               const GenerateOptions& opt,
-                              const std::function<void(int32_t)>& on_token = {});
+                              const std::function<void(int32_t)>& on_token = {}, int32_t* stopped_by = nullptr);
 
 }  // namespace mt

@@ -79,6 +79,7 @@ std::vector<std::string> values() {
       "dp=2", "fsdp=2", "tp=2", "pp=2", "cp=2", "ep=2", "dp=1,fsdp=1,tp=1,pp=1,cp=1,ep=1",
       "dp=4294967296,fsdp=4294967296", "dp=0", "tp=3,pp=2", "fsdp=16777217", "dp=-1", "tp=2,tp=2",
       "data.jsonl", "text.txt", "run.toml", "ids.txt", "model", "model/config.json", "missing", "out", "..", ".", "run",
+      "org/model",  // a Hugging Face Hub id: refused from the empty, offline cache
       "mi300x-node", "frontier", "dgx-h100", "dgx-h200", "cpu", "cuda", "byte", "gemm", "full", "lora",
       "all", "p2p", "1,2,3", "0,-1", "99999999999", std::string(5000, 'a'), std::string(300, '9')};
   for (const mt::ConfigKey& k : mt::config_keys())
@@ -132,6 +133,10 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   setenv("OMP_NUM_THREADS", "1", 1);
   if (!std::freopen("/dev/null", "r", stdin)) std::abort();
   const std::string& dir = fuzz::scratch_dir("fuzz_cli", write_fixtures);
+  // A Hub id (--model ORG/NAME) never reaches the network: it is looked for in an empty cache of
+  // the scratch directory's, offline, and refused.
+  setenv("HF_HUB_OFFLINE", "1", 1);
+  setenv("HF_HUB_CACHE", (dir + "/hf_cache").c_str(), 1);
   std::filesystem::current_path(std::filesystem::path(dir) / "a" / "b");
   mt::work_gate::close();
   return 0;

@@ -12,6 +12,7 @@ PACKAGES=(
   slurm-wlm munge libpmix-dev  # scripts/slurm_test.sh: slurmctld, slurmd, srun; srun --mpi=pmix loads libpmix.so
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang++ with libFuzzer and the sanitizers
   chromium  # tests/test_report.cpp: renders `meshtrain report`'s page headless
+  libcurl4-openssl-dev  # io/hub_download.cpp: models fetched from the Hugging Face Hub (--model ORG/NAME)
   zlib1g-dev  # the report's PNG charts are deflated with zlib; the report test inflates them
   python3-numpy  # scripts/family_reference.py: the model families' float64 reference forward
   libboost-context-dev  # the CUDA-on-CPU build (-DMESHTRAIN_CUDA_ON_CPU=ON): GPU threads as fibers

@@ -1,6 +1,6 @@
 // Friendly inputs: `eval` on an Alpaca / chat file evaluates the examples as training computes
 // them (template, loss only on responses), and a Hugging Face Hub id given as a model path is
-// answered with how to get a local directory.
+// looked up in the Hub's cache by every verb (tests/test_hub_models.cpp downloads them).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,30 +25,40 @@ using mt::testing::run_meshtrain;
 
 size_t lines_of(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
 
-void expect_hub_answer(const std::string& args, const std::string& id) {
-  const CommandResult r = run_meshtrain(args);
+// `meshtrain ARGS` offline with an empty Hub cache in `dir`: the id is looked for there and refused
+// in one line naming it and the cache's directory for it (nothing is downloaded).
+void expect_hub_answer(const std::string& args, const std::string& id, const std::string& dir) {
+  const std::string cache = dir + "/hf_cache";
+  const CommandResult r = mt::testing::run_command("env HF_HUB_OFFLINE=1 HF_HUB_CACHE=" + cache + " " +
+                                                   MESHTRAIN_BINARY + " " + args);
   EXPECT_NE(r.code, 0) << args;
-  EXPECT_NE(r.output.find("'" + id + "' is not a local directory: meshtrain reads local model directories"),
+  std::string folder = "models--" + id;
+  folder.replace(folder.find('/'), 1, "--");
+  EXPECT_NE(r.output.find("meshtrain: error: '" + id + "' (revision main) is not in the Hugging Face cache at " +
+                          cache + "/" + folder + ", and HF_HUB_OFFLINE is set"),
             std::string::npos)
       << args << "\n" << r.output;
-  EXPECT_NE(r.output.find("huggingface-cli download " + id + " --local-dir"), std::string::npos) << r.output;
   EXPECT_EQ(lines_of(r.output), 1u) << args << "\n" << r.output;
 }
 
-TEST(CliInputs, HubIdAsModelPathSaysHowToDownload) {
+TEST(CliInputs, HubIdAsModelPathIsLookedUpInTheHubCache) {
   const std::string dir = mt::testing::fresh_temp_dir("cli_hub");
   // Every entry that takes a model path: the loading verbs, plan, shard and a run's model.path.
-  expect_hub_answer("generate -m meta-llama/Llama-3.2-1B -n 1", "meta-llama/Llama-3.2-1B");
+  expect_hub_answer("generate -m meta-llama/Llama-3.2-1B -n 1", "meta-llama/Llama-3.2-1B", dir);
   expect_hub_answer("eval -m TinyLlama/TinyLlama-1.1B-Chat-v1.0 -d " + dir + "/none.txt",
-                    "TinyLlama/TinyLlama-1.1B-Chat-v1.0");
-  expect_hub_answer("export -m meta-llama/Llama-3.2-1B --merged " + dir + "/merged", "meta-llama/Llama-3.2-1B");
-  expect_hub_answer("plan --model meta-llama/Llama-3.2-1B --mesh dp=1", "meta-llama/Llama-3.2-1B");
-  expect_hub_answer("shard --model meta-llama/Llama-3.2-1B --mesh dp=1", "meta-llama/Llama-3.2-1B");
+                    "TinyLlama/TinyLlama-1.1B-Chat-v1.0", dir);
+  expect_hub_answer("export -m meta-llama/Llama-3.2-1B --merged " + dir + "/merged", "meta-llama/Llama-3.2-1B", dir);
+  expect_hub_answer("plan --model meta-llama/Llama-3.2-1B --mesh dp=1", "meta-llama/Llama-3.2-1B", dir);
+  expect_hub_answer("shard --model meta-llama/Llama-3.2-1B --mesh dp=1", "meta-llama/Llama-3.2-1B", dir);
   const std::string run = dir + "/run.toml";
-  // model.path from the command line (a path in a config file may be read relative to the file).
   std::ofstream(run) << "[output]\ndir = \"" << dir << "/out\"\n";
   expect_hub_answer("train --config " + run + " --set model.path=TinyLlama/TinyLlama-1.1B-Chat-v1.0",
-                    "TinyLlama/TinyLlama-1.1B-Chat-v1.0");
+                    "TinyLlama/TinyLlama-1.1B-Chat-v1.0", dir);
+  // In a config file, an id with no such path beside the file stays an id (not made relative to it).
+  const std::string hub_run = dir + "/hub_run.toml";
+  std::ofstream(hub_run) << "[model]\npath = \"TinyLlama/TinyLlama-1.1B-Chat-v1.0\"\n[output]\ndir = \"" << dir
+                         << "/out2\"\n";
+  expect_hub_answer("train --config " + hub_run, "TinyLlama/TinyLlama-1.1B-Chat-v1.0", dir);
   // A missing path that is not shaped like ORG/NAME keeps the plain answer.
   const CommandResult r = run_meshtrain("generate -m " + dir + "/no/such/model -n 1");
   EXPECT_NE(r.code, 0);

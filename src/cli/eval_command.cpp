@@ -286,6 +286,7 @@ Action add_eval_command(CLI::App& app) {
     const std::optional<RunConfig> run = run_record(*o, run_dir);
     if (run && !o->run.empty()) take_model_from_run(*o, *run, run_dir);
     if (o->model.model.empty()) fail("eval: give --model MODEL (or --run RUN_DIR)");
+    o->model.resolve();  // a Hub id: its snapshot, read below before the model loads
     if (o->data.empty() && !run) fail("eval: give --data FILE (or --run RUN_DIR: the run's held-out set)");
     if (run) {  // the run's settings, where the command line gives none
       if (!o->seq_len_given) o->seq_len = run->train.seq_len;

@@ -102,6 +102,8 @@ Action add_export_command(CLI::App& app) {
   return [o] {
     if (o->merged.empty() && o->gguf.empty() && o->gguf_adapter.empty())
       fail("export: nothing to do; give --merged, --gguf and/or --gguf-adapter");
+    // The model's name for the GGUF adapter: a Hub id's NAME, not its snapshot's commit.
+    const std::string model_name = fs::path(o->model.model).filename().string();
     if (!o->merged.empty()) refuse_system_directory(o->merged, "--merged");
     if (!o->gguf_adapter.empty() && o->model.adapter.empty())
       fail("export: --gguf-adapter needs --adapter");
@@ -109,6 +111,7 @@ Action add_export_command(CLI::App& app) {
       fail("export: --tokenizer and --no-tokenizer contradict each other; give one");
     if (!o->model.tokenizer.empty() && o->merged.empty() && o->gguf.empty())
       fail("export: --tokenizer applies to --merged and --gguf; a GGUF LoRA adapter carries no tokenizer");
+    o->model.resolve();  // a Hub id: its snapshot, whose files the tokenizer is looked for in
     ExportTokenizer tok;
     if (!o->no_tokenizer) tok = resolve_tokenizer(o->model, !o->merged.empty());
     // The template the adapter was trained with, read before anything is written: the merged
@@ -137,7 +140,7 @@ Action add_export_command(CLI::App& app) {
       fail("export: the tokenizer of " + o->model.tokenizer + " has " + std::to_string(vocab->tokens.size()) +
            " tokens but the model's vocab_size is " + std::to_string(model->config().vocab_size));
     if (!o->gguf_adapter.empty()) {
-      export_gguf_lora(*model, o->gguf_adapter, fs::path(o->model.model).filename().string());
+      export_gguf_lora(*model, o->gguf_adapter, model_name);
       wrote(o->gguf_adapter, " (GGUF LoRA adapter)");
     }
     model->merge_adapters();

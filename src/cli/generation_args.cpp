@@ -140,8 +140,9 @@ Generator load_generator(const GenerationArgs& args, const char* verb, const std
   add_stop(stops, g.tok->bos_id(), "the tokenizer's BOS: a new text");
   add_stop(stops, g.tok->token_to_id("<|eot_id|>"), "Llama 3's end of turn");
   if (g.chat()) add_stop(stops, end_of_turn_id(*g.tok, parse_format(format)), "the " + format + " template's end of turn");
-  add_generation_config_stops(side_file_dir(args.model.model), stops);
-  add_tokenizer_config_stop(side_file_dir(args.model.tokenizer.empty() ? args.model.model : args.model.tokenizer),
+  // path(): a Hub id's snapshot, where its generation_config.json and tokenizer_config.json are.
+  add_generation_config_stops(side_file_dir(args.model.path()), stops);
+  add_tokenizer_config_stop(side_file_dir(args.model.tokenizer.empty() ? args.model.path() : args.model.tokenizer),
                             *g.tok, stops);
   for (const StopToken& s : stops)
     if (std::find(g.gen.stop_ids.begin(), g.gen.stop_ids.end(), s.id) == g.gen.stop_ids.end())

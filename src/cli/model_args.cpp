@@ -6,6 +6,7 @@
 #include "cli/model_tokenizer.h"
 #include "core/error.h"
 #include "data/byte_tokenizer.h"
+#include "io/hub_model.h"
 #include "io/peft_config.h"
 #include "io/pretrained.h"
 #include "model/vocab_growth.h"
@@ -14,9 +15,12 @@ namespace mt::cli {
 
 void ModelArgs::add_to(CLI::App* sub, bool model_required) {
   sub->add_option("--model,-m", model,
-                  std::string("HF model directory, llama2.c .bin or GGUF .gguf") +
+                  std::string("HF model directory, llama2.c .bin, GGUF .gguf, or a Hugging Face Hub id ORG/NAME "
+                              "(from the HF cache, downloaded into it when absent)") +
                       (model_required ? "" : " (default: with --run, the run's)"))
       ->required(model_required);
+  sub->add_option("--revision", revision,
+                  "with a Hub id: the branch, tag or commit to use (default: main)");
   sub->add_option("--adapter", adapter, "PEFT LoRA adapter directory to apply (default: none, the model alone)");
   sub->add_option("--tokenizer", tokenizer, "tokenizer file or directory, a GGUF file whose tokenizer to use, or \"byte\" (the byte-level one) (default: the model's; a GGUF model's own)");
   sub->add_option("--precision", precision, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
@@ -26,7 +30,18 @@ void ModelArgs::add_to(CLI::App* sub, bool model_required) {
       ->check(CLI::IsMember({"bf16", "nf4"}));
 }
 
+const std::string& ModelArgs::path() const {
+  if (resolved_.empty()) resolved_ = hub::resolve_model_path(model, revision);
+  return resolved_;
+}
+
+void ModelArgs::resolve() {
+  model = path();
+  revision.clear();
+}
+
 std::unique_ptr<Transformer> ModelArgs::load_model(Backend& backend) const {
+  const std::string& model = path();
   LoraConfig lora;
   int64_t vocab = 0;  // an adapter's grown vocabulary (data.add_tokens), else the model's
   if (!adapter.empty()) {
@@ -52,6 +67,7 @@ std::unique_ptr<Transformer> ModelArgs::load_model(Backend& backend) const {
 }
 
 std::unique_ptr<Tokenizer> ModelArgs::load_tokenizer() const {
+  const std::string& model = path();
   if (tokenizer == "byte") return std::make_unique<ByteTokenizer>();  // as data.tokenizer = "byte"
   if (!tokenizer.empty()) return load_any_tokenizer(tokenizer);
   // An adapter that added tokens carries the tokenizer that has them.

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/work_gate.h"
 #include "io/family_presets.h"
+#include "io/hub_model.h"
 #include "plan/report.h"
 #include "plan/run_memory.h"
 
@@ -19,7 +20,7 @@ namespace mt::cli {
 namespace {
 
 struct PlanOptions {
-  std::string model = "llama3-8b", cluster = "mi300x-node", mesh, mode = "full", precision = "bf16";
+  std::string model = "llama3-8b", revision, cluster = "mi300x-node", mesh, mode = "full", precision = "bf16";
   std::string base_dtype = "bf16", pp_blocks, pp_schedule = "1f1b";
   std::string lora_targets = "q,k,v,o,gate,up,down", svg;
   int64_t devices = 0, lora_rank = 8, seq = 2048, global_batch = 8, micro_batch = 1, top = 10;
@@ -47,7 +48,11 @@ std::vector<std::string> split_commas(const std::string& s) {
 
 plan::PlanInput make_input(const PlanOptions& o) {
   plan::PlanInput in;
-  in.model = plan::resolve_model(o.model);
+  // A Hub id: its config.json from the Hugging Face cache (downloaded alone when absent), the
+  // model named as given rather than by its snapshot's commit.
+  const std::string local = hub::resolve_model_path(o.model, o.revision, hub::HubFiles::config_only);
+  in.model = plan::resolve_model(local);
+  if (local != o.model) in.model.name = o.model;
   in.cluster = plan::resolve_cluster(o.cluster);
   if (o.host_load >= 0.0) {
     if (in.cluster.host_cores <= 0)
@@ -164,7 +169,9 @@ Action add_plan_command(CLI::App& app) {
   auto* sub = app.add_subcommand("plan", "Predict memory per device and time per step of a run, or search layouts");
   sub->add_option("--model", o->model,
                   "a preset (llama3-8b, qwen3-8b, mistral-7b, gpt-175b, ...: --list-models), a config.json "
-                  "or a model directory");
+                  "or a model directory, or a Hugging Face Hub id ORG/NAME (its config.json only)");
+  sub->add_option("--revision", o->revision,
+                  "with a Hub id: its branch, tag or commit (default: main)");
   sub->add_flag("--list-models", o->list_models, "print the presets --model takes, with their parameter counts");
   sub->add_option("--cluster", o->cluster,
                   "mi300x-node|frontier|dgx-h100|dgx-h200|cpu or a .toml file (cpu: this machine, one host whose "

@@ -22,6 +22,7 @@
 #include "parallel/pipeline.h"
 #include "parallel/shard_plan.h"
 #include "parallel/vocab_padding.h"
+#include "io/hub_model.h"
 #include "io/pretrained.h"
 #include "io/family_presets.h"
 #include "train/run_config.h"
@@ -31,7 +32,7 @@ namespace mt::cli {
 namespace {
 
 struct Options {
-  std::string mesh, config, model, preset, rules, pp_blocks;
+  std::string mesh, config, model, revision, preset, rules, pp_blocks;
   std::vector<std::string> overrides;
   bool json = false, all = false;
 };
@@ -95,7 +96,9 @@ Inputs resolve(const Options& o) {
     in.run = parse_run_config(text, o.overrides, "<shard>");
     if (!o.preset.empty()) in.run.model = with_family_parts(in.run.model, base.model, o.preset);
   }
-  if (!in.run.model_path.empty()) in.run.model = pretrained_config(in.run.model_path);
+  // A Hub id: its config.json from the Hugging Face cache (downloaded alone when absent).
+  if (!in.run.model_path.empty())
+    in.run.model = pretrained_config(hub::resolve_model_path(in.run.model_path, o.revision, hub::HubFiles::config_only));
 
   if (!o.mesh.empty()) in.mesh = parallel::MeshShape::parse(o.mesh);
   else if (dist.mesh) in.mesh = *dist.mesh;
@@ -434,7 +437,9 @@ Action add_shard_command(CLI::App& app) {
   auto* cfg = sub->add_option("--config,-c", o->config,
                   "TOML run configuration (default: none, the built-in run)")->check(CLI::ExistingFile);
   auto* mdl = sub->add_option("--model,-m", o->model,
-                  "HF model directory or llama2.c .bin, only its config is read (default: none, the config's model)");
+                  "HF model directory, llama2.c .bin or a Hugging Face Hub id ORG/NAME, only its config is read (default: none, the config's model)");
+  sub->add_option("--revision", o->revision,
+                  "with a Hugging Face Hub id as the model: its branch, tag or commit (default: main)");
   auto* pre = sub->add_option("--preset", o->preset, "published architecture (default: none, the config's model)")
                   ->check(CLI::IsMember(published_preset_names()));
   cfg->excludes(mdl)->excludes(pre);

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/host_load.h"
 #include "core/work_gate.h"
+#include "io/hub_model.h"
 #include "io/pretrained.h"
 #include "parallel/comm.h"
 #include "parallel/launch_env.h"
@@ -151,7 +152,7 @@ Action add_train_command(CLI::App& app) {
   struct Options {
     std::string config;
     std::vector<std::string> overrides;
-    std::string model, data, out, resume;
+    std::string model, revision, data, out, resume;
     bool lora = false;
     std::string mesh, cluster;
     bool overwrite = false;
@@ -171,6 +172,8 @@ Action add_train_command(CLI::App& app) {
   // Shorthands for the keys of a fine-tuning run, so a model and a data file need no config file.
   sub->add_option("--model,-m", opt->model,
                   "model to start from: HF directory or llama2.c .bin (--set model.path=...) (default: the config's model.path)");
+  sub->add_option("--revision", opt->revision,
+                  "with a Hugging Face Hub id as the model: its branch, tag or commit (default: main)");
   sub->add_option("--data,-d", opt->data, "training file (--set data.path=...) (default: the config's data.path)");
   sub->add_flag("--lora", opt->lora, "train LoRA adapters (--set lora.enabled=true)");
   CLI::Option* out_option = sub->add_option(
@@ -248,6 +251,9 @@ Action add_train_command(CLI::App& app) {
     if (opt->device.given()) cfg.train.device = opt->device.name;  // run.toml records the device used
     // A length not given, chosen from the data before the memory check that depends on it (and
     // said once the run is known to go ahead, so that a refusal stays one line).
+    // A Hub id (ORG/NAME) as model.path is its snapshot in the Hugging Face cache, downloaded when
+    // absent; run.toml then names the very files the run read (a resume needs no network).
+    cfg.model_path = hub::resolve_model_path(cfg.model_path, opt->revision);
     const std::string seq_len_choice = settle_seq_len(cfg);
     const ModelConfig shape = run_model_shape(cfg);
     if (cfg.mesh_auto) choose_auto_mesh(cfg, shape, opt->cluster, opt->mesh == "auto", resumed);

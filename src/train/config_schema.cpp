@@ -31,8 +31,9 @@ std::vector<ConfigKey> make_keys() {
       // [model]
       {.name = "model.path",
        .field = [](RunConfig& c) -> ConfigField { return &c.model_path; },
-       .help = "A model to start from: an HF directory (config.json + safetensors) or a llama2.c "
-               ".bin; then no other [model] key may be given (--set model.path replaces the "
+       .help = "A model to start from: an HF directory (config.json + safetensors), a llama2.c "
+               ".bin, or a Hugging Face Hub id ORG/NAME (from the HF cache, downloaded into it when "
+               "absent; run.toml records its snapshot directory); then no other [model] key may be given (--set model.path replaces the "
                "config's [model] section); in a config file, relative to the file"},
       {KEY(model.hidden_size), .range = kPositive, .builtin = "128",
        .help = "Model width; divisible by model.num_attention_heads"},

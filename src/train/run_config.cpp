@@ -24,6 +24,7 @@
 #include "core/regular_file.h"
 #include "data/added_tokens.h"
 #include "data/unicode.h"
+#include "io/hub_cache.h"
 #include "train/config_aliases.h"
 #include "train/config_schema.h"
 #include "train/config_values.h"
@@ -357,12 +358,19 @@ void model_path_replaces_model_section(toml::table& doc, const std::vector<std::
 constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kInputPaths = {
     {{"model.path", ""}, {"data.path", ""}, {"data.tokenizer", "byte"}, {"data.chat_template", ""}, {"lora.init_adapter", ""}}};
 
+// A model.path that is a Hugging Face Hub id (ORG/NAME) and no file beside the config stays an id:
+// the train verb resolves it in the Hub's cache (io/hub_model.h).
+bool stays_as_given(std::string_view name, const std::string& value, const std::filesystem::path& base) {
+  return name == "model.path" && hub::is_hub_id(value) && !std::filesystem::exists(base / value);
+}
+
 void resolve_input_paths(RunConfig& c, const std::filesystem::path& base,
                          const std::map<std::string, std::string>& overridden) {
   for (const auto& [name, special] : kInputPaths) {
     if (overridden.count(std::string(name))) continue;
     std::string& value = *std::get<std::string*>(field_of(*find_config_key(name), c));
     if (value.empty() || value == special || std::filesystem::path(value).is_absolute()) continue;
+    if (stays_as_given(name, value, base)) continue;
     value = std::filesystem::absolute(base / value).lexically_normal().string();
   }
 }
@@ -488,6 +496,7 @@ void resolve_doc_input_paths(toml::table& doc, const std::filesystem::path& base
     if (!value) continue;
     std::string& path = value->get();
     if (path.empty() || path == special || std::filesystem::path(path).is_absolute()) continue;
+    if (stays_as_given(name, path, base)) continue;
     path = std::filesystem::absolute(base / path).lexically_normal().string();
   }
 }

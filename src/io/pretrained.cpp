@@ -91,9 +91,10 @@ bool looks_like_hub_id(const std::string& path) {
 
 void reject_hub_id(const std::string& path) {
   if (fs::exists(path) || !looks_like_hub_id(path)) return;
-  const std::string name = path.substr(path.find('/') + 1);
-  fail("'" + path + "' is not a local directory: meshtrain reads local model directories; download it first, "
-       "e.g. `huggingface-cli download " + path + " --local-dir " + name + "`, and give that directory");
+  // Every command resolves a Hub id through io/hub_model.h before it reads a directory: reaching
+  // here means a caller skipped that, so say what to give rather than how to download.
+  fail("'" + path + "' is not a local directory; give the model's directory, or the Hub id as --model or "
+       "model.path, which meshtrain looks up in the Hugging Face cache (docs/fine-tuning.md)");
 }
 
 ModelConfig pretrained_config(const std::string& path) {

@@ -241,6 +241,10 @@ std::vector<ConfigKey> make_keys() {
        .help = "Cut examples longer than train.seq_len instead of skipping (and counting) them"},
       {KEY(data.val_fraction), .range = kUnitInterval, .builtin = "0.1",
        .help = "Tail of the text held out for validation"},
+      {KEY(data.sources),
+       .help = "Several files mixed by weight instead of data.path: [[data.sources]] tables of path, format "
+               "(as data.format), weight (> 0, relative: a source's share of the training rows), split "
+               "(\"train\") and columns (as data.columns); see Mixing datasets"},
 
       // [preference]
       {KEY(preference.beta), .range = kPositive,

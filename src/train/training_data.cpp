@@ -8,6 +8,7 @@
 #include "data/chat_templates.h"
 #include "data/examples.h"
 #include "data/packed_sampler.h"
+#include "train/mixed_data.h"
 #include "train/preference_data.h"
 #include "data/token_cache.h"
 #include "train/sequence_length.h"
@@ -156,6 +157,8 @@ std::unique_ptr<TrainingData> warn_unreproduced(std::unique_ptr<TrainingData> da
 }
 
 std::unique_ptr<TrainingData> open_data(const RunConfig& cfg, const Tokenizer& tok, std::ostream& log) {
+  if (!cfg.data.sources.empty())  // each source read as one file is, below
+    return open_mixed_data(cfg, log, [&](const RunConfig& one) { return open_data(one, tok, log); });
   if (cfg.data.path.empty() && cfg.data.format != "auto" && cfg.data.format != "text")
     fail("data.format \"" + cfg.data.format + "\" needs a data.path (the built-in data is plain text)");
   if (cfg.train.preference()) {
@@ -187,6 +190,9 @@ std::unique_ptr<TrainingData> open_training_data(const RunConfig& cfg, const Tok
 }
 
 std::string prompt_template_of(const RunConfig& cfg) {
+  for (size_t i = 0; i < cfg.data.sources.size(); ++i)  // the first source's that has one
+    if (const std::string t = prompt_template_of(source_config(cfg, i, 1.0)); t != "none") return t;
+  if (!cfg.data.sources.empty()) return "none";
   if (cfg.train.preference()) {  // the template the pairs were rendered with: read them
     if (cfg.data.format != "auto" && cfg.data.format != "text") return cfg.data.format;
     const DataFormat f = preference_file_format(cfg.data.path, run_tokenizer(cfg).get());

@@ -230,7 +230,7 @@ std::vector<ConfigKey> make_keys() {
       {KEY(data.columns),
        .help = "Record fields under other names: \"field=column\" entries (e.g. [\"prompt=question\", "
                "\"completion=answer\"]), each reading the file's column as the format's field (instruction, "
-               "input, output, prompt, completion, text, messages, conversations)"},
+               "input, output, prompt, completion, text, messages, conversations; chosen, rejected of preference pairs)"},
       {KEY(data.tokenizer),
        .help = "Tokenizer file or directory; empty: the model's own (model.path), else the "
                "byte-level tokenizer; \"byte\": byte-level; in a config file, relative to the file"},

@@ -47,6 +47,7 @@ SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer* tok, int64_t 
     PreferenceOptions opt;
     opt.format = cfg.data.format == "auto" || cfg.data.format == "text" ? DataFormat::kAuto : parse_format(cfg.data.format);
     opt.quiet = true;
+    opt.columns = cfg.data.columns;
     int64_t longest = 0;
     for (const Example& e : read_preference_pairs(cfg.data.path, *tok, opt).sequences)
       longest = std::max(longest, int64_t(e.tokens.size()));

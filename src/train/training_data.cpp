@@ -195,7 +195,7 @@ std::string prompt_template_of(const RunConfig& cfg) {
   if (!cfg.data.sources.empty()) return "none";
   if (cfg.train.preference()) {  // the template the pairs were rendered with: read them
     if (cfg.data.format != "auto" && cfg.data.format != "text") return cfg.data.format;
-    const DataFormat f = preference_file_format(cfg.data.path, run_tokenizer(cfg).get());
+    const DataFormat f = preference_file_format(cfg.data.path, run_tokenizer(cfg).get(), cfg.data.columns);
     return f == DataFormat::kAuto ? "none" : std::string(format_name(f));
   }
   if (!is_example_data(cfg.data.path, cfg.data.format)) return "none";

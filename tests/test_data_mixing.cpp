@@ -1,12 +1,14 @@
 // [[data.sources]]: several files mixed by weight (docs/data.md, "Mixing datasets"). The schedule's
 // shares and determinism; the sources in the config (read, written back, refused); and through the
 // binary: a completion file and a text-records file trained together with their shares in the log,
-// a stop + resume mid-epoch that repeats the uninterrupted run, and two data-parallel ranks that
-// consume the same global order as one rank.
+// a stop + resume mid-epoch that repeats the uninterrupted run, a token-cache file per source,
+// eval --run giving the mixed validation loss again, and two data-parallel ranks that consume the
+// same global order as one rank.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -19,6 +21,7 @@
 #include "temp_dirs.h"
 #include "text_files.h"
 #include "train/config_schema.h"
+#include "train/metrics.h"
 #include "train/mixed_data.h"
 
 namespace mt {
@@ -245,6 +248,50 @@ TEST(MixRun, ResumeMidEpochRepeatsTheRun) {
                     dir.path("b"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(loss_texts(fs::path(dir.path("b")) / "metrics.jsonl"), loss);
+}
+
+// Each source has a token-cache file of its own (its path, format and columns in the key): the
+// first run writes two, the second reads both back and trains alike.
+TEST(MixRun, EachSourceHasItsOwnTokenCache) {
+  TempDir dir("mix_run_cache");
+  const std::string run = kRun + two_sources(dir) + " --set train.steps=2 --set data.cache_dir=" + dir.path("cache");
+  const std::regex cache_line(R"(token cache: (\S+) \((written|hit)\))");
+  auto caches = [&](const std::string& output, const std::string& how) {
+    std::vector<std::string> files;
+    for (auto it = std::sregex_iterator(output.begin(), output.end(), cache_line); it != std::sregex_iterator(); ++it)
+      if ((*it)[2] == how) files.push_back((*it)[1]);
+    return files;
+  };
+  const CommandResult first = run_meshtrain(run + " --out " + dir.path("a"));
+  ASSERT_EQ(first.code, 0) << first.output;
+  const std::vector<std::string> written = caches(first.output, "written");
+  ASSERT_EQ(written.size(), 2u) << first.output;
+  EXPECT_NE(written[0], written[1]);
+  EXPECT_NE(written[0].find("c-"), std::string::npos) << written[0];
+  EXPECT_NE(written[1].find("t-"), std::string::npos) << written[1];
+  const CommandResult second = run_meshtrain(run + " --out " + dir.path("b"));
+  ASSERT_EQ(second.code, 0) << second.output;
+  EXPECT_EQ(caches(second.output, "hit"), written) << second.output;
+  EXPECT_EQ(loss_texts(fs::path(dir.path("b")) / "metrics.jsonl"), loss_texts(fs::path(dir.path("a")) / "metrics.jsonl"));
+}
+
+// eval --run reads a mixed run's held-out rows as its validation did: the run's last validation
+// loss again (fp32).
+TEST(MixRun, EvalRunGivesTheMixedValidationLossAgain) {
+  TempDir dir("mix_run_eval");
+  const CommandResult r =
+      run_meshtrain(kRun + two_sources(dir) + " --set data.val_fraction=0.2 --set train.steps=2 --set train.eval_every=2 "
+                    "--set train.precision=fp32 --out " + dir.path("run"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("validation: "), std::string::npos) << r.output;
+  const std::map<int64_t, double> val = read_val_losses(dir.path("run") + "/metrics.jsonl");
+  ASSERT_FALSE(val.empty()) << r.output;
+  const CommandResult e = run_meshtrain("eval --run " + dir.path("run"));
+  ASSERT_EQ(e.code, 0) << e.output;
+  const size_t at = e.output.rfind("mean loss ");
+  ASSERT_NE(at, std::string::npos) << e.output;
+  const double loss = std::stod(e.output.substr(at + 10));
+  EXPECT_NEAR(loss, val.rbegin()->second, 1e-6 * loss) << e.output;
 }
 
 TEST(MixRun, PathAndSourcesTogetherAreRefused) {

@@ -233,8 +233,22 @@ TEST(MixRun, TwoSourcesTrainWithTheirSharesInTheLog) {
   EXPECT_NE(toml.find("format = \"text_records\", weight = 1.0"), std::string::npos) << toml;
 }
 
+// A completion file and a text-records file under `sub`, weights 3 : `second_weight`, as a --set.
+std::string two_sources_in(const TempDir& dir, const std::string& sub, const std::string& second_weight) {
+  fs::create_directories(dir.path(sub));
+  std::string set = two_sources(dir);
+  for (const char* name : {"c.jsonl", "t.jsonl"}) {
+    fs::copy_file(dir.path(name), dir.path(sub + "/" + name), fs::copy_options::overwrite_existing);
+    set.replace(set.find(dir.path(name)), dir.path(name).size(), dir.path(sub + "/" + name));
+  }
+  const std::string weight = "weight = 1}";
+  set.replace(set.find(weight), weight.size(), "weight = " + second_weight + "}");
+  return set;
+}
+
 // Stopped at step 4 of 8 (16 of the mix's ~70 rows a pass: mid-epoch for both sources) and
-// resumed: the same losses as the run that went straight through.
+// resumed: the same losses as the run that went straight through, with the files moved
+// meanwhile; a resume with another weight is refused.
 TEST(MixRun, ResumeMidEpochRepeatsTheRun) {
   TempDir dir("mix_run_resume");
   const std::string run = kRun + two_sources(dir);
@@ -244,8 +258,12 @@ TEST(MixRun, ResumeMidEpochRepeatsTheRun) {
   ASSERT_EQ(loss.size(), 8u) << r.output;
   r = run_meshtrain(run + " --set train.steps=4 --set output.checkpoint_every=4 --out " + dir.path("b"));
   ASSERT_EQ(r.code, 0) << r.output;
-  r = run_meshtrain(run + " --set train.steps=8 --set output.checkpoint_every=4 --set train.resume=latest --out " +
-                    dir.path("b"));
+  const std::string resume = " --set train.steps=8 --set output.checkpoint_every=4 --set train.resume=latest --out " +
+                             dir.path("b");
+  r = run_meshtrain(kRun + two_sources_in(dir, "other", "2") + resume);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("what its weights and state mean: data.sources ["), std::string::npos) << r.output;
+  r = run_meshtrain(kRun + two_sources_in(dir, "moved", "1") + resume);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(loss_texts(fs::path(dir.path("b")) / "metrics.jsonl"), loss);
 }

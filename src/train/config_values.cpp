@@ -125,8 +125,9 @@ std::vector<DataSource> read_sources(const toml::node& n, const std::string& whe
     const toml::table* t = e.as_table();
     if (!t) fail(which + " must be a table, got " + toml_type_name(e));
     DataSource s;
-    for (auto&& [k, v] : *t) {
+    for (auto&& [k, value] : *t) {
       const std::string key(k.str());
+      const toml::node& v = value;  // a structured binding cannot be captured (clang, which builds the fuzzers)
       auto string_of = [&](std::string& field) {
         if (!v.is_string()) fail(which + ": " + key + " must be a string, got " + toml_type_name(v));
         field = v.as_string()->get();

@@ -2,11 +2,23 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 #include "core/clipped.h"
 #include "train/config_schema.h"
 
 namespace mt {
+
+namespace {
+
+// "0", "-2.5", "nan": as the user wrote it, not std::to_string's "0.000000".
+std::string weight_text(float w) {
+  std::ostringstream s;
+  s << w;
+  return s.str();
+}
+
+}  // namespace
 
 std::string check_data_sources(const std::vector<DataSource>& sources) {
   const std::vector<std::string_view>& formats = find_config_key("data.format")->choices;
@@ -23,7 +35,7 @@ std::string check_data_sources(const std::vector<DataSource>& sources) {
     }
     if (!std::isfinite(s.weight) || !(s.weight > 0))
       return which + "weight must be a finite number > 0 (a share relative to the other sources' weights), got " +
-             std::to_string(s.weight);
+             weight_text(s.weight);
     if (s.split != "train")
       return which + "split must be \"train\" (the file less its held-out tail, data.val_fraction), got \"" +
              clipped(s.split) + "\"";

@@ -45,6 +45,8 @@ PackedBatch join_source_rows(const std::vector<PackedBatch>& rows) {
   return out;
 }
 
+std::string source_count(size_t n) { return std::to_string(n) + (n == 1 ? " source" : " sources"); }
+
 std::string percent(double share) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * share);
@@ -106,7 +108,7 @@ class MixedData : public TrainingData {
   }
   std::string describe() const override {
     // Each source's own description is its line above the run's header (open_mixed_data).
-    std::string out = std::to_string(parts_.size()) + " sources mixed by weight (";
+    std::string out = source_count(parts_.size()) + " mixed by weight (";
     for (size_t i = 0; i < parts_.size(); ++i)
       out += (i ? ", " : "") + percent(schedule_.share(i)) + " " + sources_[i].path;
     return out + ")";
@@ -175,7 +177,7 @@ std::unique_ptr<TrainingData> open_mixed_data(const RunConfig& cfg, std::ostream
          "[[data.sources]] mixes training files for sft");
   MixSchedule schedule(source_weights(cfg));
   std::vector<std::unique_ptr<TrainingData>> parts;
-  log << "data: " << cfg.data.sources.size() << " sources mixed by weight (shares of the training rows):\n";
+  log << "data: " << source_count(cfg.data.sources.size()) << " mixed by weight (shares of the training rows):\n";
   for (size_t i = 0; i < cfg.data.sources.size(); ++i) {
     parts.push_back(open_one(source_config(cfg, i, schedule.share(i))));
     log << "  source " << i + 1 << ": weight " << cfg.data.sources[i].weight << ", " << percent(schedule.share(i))

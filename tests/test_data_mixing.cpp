@@ -152,7 +152,10 @@ TEST(MixConfig, BadSourcesAreRefusedInOneLine) {
            {one + "weight = \"heavy\"\n", "data.sources: source 1: weight must be a number, got a string"},
            {"[[data.sources]]\nweight = 1\n", "data.sources: source 1: path is missing"},
            {one + "format = \"sharegpt4\"\n", "unknown format \"sharegpt4\" (expected one of auto, text, alpaca"},
-           {one + "split = \"test\"\n", "split must be \"train\""},
+           {one + "split = \"test\"\n", "split must be \"train\" (the whole file) or a slice of it"},
+           {one + "split = \"train[50%:10%]\"\n", "got \"train[50%:10%]\""},
+           {one + "split = \"train[:120%]\"\n", "got \"train[:120%]\""},
+           {one + "split = \"train[:50]\"\n", "got \"train[:50]\""},
            {one + "wieght = 2\n", "data.sources: source 1: unknown key 'wieght' (a source has path, format, weight, split, columns)"},
            {one + one, "data.sources: source 2 ('/d/a.jsonl'): the same file read the same way as source 1"},
            {"[data]\nsources = \"a.jsonl\"\n", "data.sources must be an array of tables"},
@@ -160,8 +163,33 @@ TEST(MixConfig, BadSourcesAreRefusedInOneLine) {
     const std::string msg = config_text_error(text);
     EXPECT_NE(msg.find(why), std::string::npos) << text << "\n -> " << msg;
   }
-  // The same file read two ways is two sources.
+  // The same file read two ways is two sources, and so are two slices of it.
   EXPECT_EQ(config_text_error(one + one + "format = \"text\"\n"), "");
+  EXPECT_EQ(config_text_error(one + "split = \"train[:50%]\"\n" + one + "split = \"train[50%:]\"\n"), "");
+}
+
+TEST(MixConfig, SplitSlicesAsHfDatasetsWritesThem) {
+  const auto r = [](const std::string& s) { return parse_split(s); };
+  ASSERT_TRUE(r("train"));
+  EXPECT_TRUE(r("train")->whole());
+  EXPECT_TRUE(r("train[:]") && r("train[:]")->whole());
+  ASSERT_TRUE(r("train[:90%]"));
+  EXPECT_EQ(r("train[:90%]")->begin, 0.0);
+  EXPECT_EQ(r("train[:90%]")->end, 90.0);
+  ASSERT_TRUE(r("train[12.5%:]"));
+  EXPECT_EQ(r("train[12.5%:]")->begin, 12.5);
+  EXPECT_EQ(r("train[12.5%:]")->end, 100.0);
+  for (const char* bad : {"", "test", "train[]", "train[90%:10%]", "train[:101%]", "train[:-5%]",
+                          "train[10:20]", "train[:50%", "train[1%:2%:3%]", "validation[:10%]"})
+    EXPECT_FALSE(r(bad)) << bad;
+  // Complementary slices share no item and miss none.
+  const SplitRange head = *r("train[:30%]"), tail = *r("train[30%:]");
+  for (size_t n : {0, 1, 7, 10, 33, 1000}) {
+    EXPECT_EQ(head.first(n), 0u);
+    EXPECT_EQ(head.last(n), tail.first(n)) << n;
+    EXPECT_EQ(tail.last(n), n);
+  }
+  EXPECT_EQ(head.last(10), 3u);
 }
 
 TEST(MixConfig, SourceConfigIsTheSourcesFileOneRowAtATime) {
@@ -310,6 +338,27 @@ TEST(MixRun, EvalRunGivesTheMixedValidationLossAgain) {
   ASSERT_NE(at, std::string::npos) << e.output;
   const double loss = std::stod(e.output.substr(at + 10));
   EXPECT_NEAR(loss, val.rbegin()->second, 1e-6 * loss) << e.output;
+}
+
+// Two halves of one file, as two sources: each trains on its own slice of the examples.
+TEST(MixRun, SlicesOfOneFileAreSourcesOfTheirOwn) {
+  TempDir dir("mix_run_slices");
+  std::string completions;
+  for (int i = 0; i < 40; ++i)
+    completions += R"({"prompt": "count )" + std::to_string(i) + R"( then", "completion": " )" + std::to_string(i + 1) +
+                   "\"}\n";
+  const std::string c = dir.file("c.jsonl", completions);
+  const CommandResult r = run_meshtrain(kRun + " --set train.steps=2 --set 'data.sources=[{path = \"" + c +
+                                        "\", split = \"train[:25%]\"}, {path = \"" + c +
+                                        "\", split = \"train[25%:]\", weight = 3}]' --out " + dir.path("run"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("(completion examples: 10 train / 0 validation"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("split train[:25%]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(completion examples: 30 train / 0 validation"), std::string::npos) << r.output;
+  const CommandResult none = run_meshtrain(kRun + " --set train.steps=2 --set 'data.sources=[{path = \"" + c +
+                                           "\", split = \"train[:1%]\"}]' --out " + dir.path("none"));
+  EXPECT_NE(none.code, 0);
+  EXPECT_NE(none.output.find("of 40 examples holds none"), std::string::npos) << none.output;
 }
 
 TEST(MixRun, PathAndSourcesTogetherAreRefused) {

@@ -179,10 +179,11 @@ std::unique_ptr<TrainingData> open_mixed_data(const RunConfig& cfg, std::ostream
   std::vector<std::unique_ptr<TrainingData>> parts;
   log << "data: " << source_count(cfg.data.sources.size()) << " mixed by weight (shares of the training rows):\n";
   for (size_t i = 0; i < cfg.data.sources.size(); ++i) {
-    parts.push_back(open_one(source_config(cfg, i, schedule.share(i))));
-    log << "  source " << i + 1 << ": weight " << cfg.data.sources[i].weight << ", " << percent(schedule.share(i))
-        << " of the rows, " << parts.back()->rows_per_epoch() << " rows per pass: " << parts.back()->describe()
-        << "\n";
+    const DataSource& s = cfg.data.sources[i];
+    parts.push_back(open_one(source_config(cfg, i, schedule.share(i)), *parse_split(s.split)));
+    log << "  source " << i + 1 << ": weight " << s.weight << ", " << percent(schedule.share(i)) << " of the rows, "
+        << parts.back()->rows_per_epoch() << " rows per pass: " << parts.back()->describe()
+        << (s.split == "train" ? "" : ", split " + s.split) << "\n";
   }
   return std::make_unique<MixedData>(cfg, std::move(parts), std::move(schedule));
 }

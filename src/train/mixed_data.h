@@ -14,8 +14,8 @@
 namespace mt {
 
 // Opens one file as the single-file path does (training_data.cpp), for a config whose data.path,
-// data.format and data.columns are the source's.
-using OpenOneSource = std::function<std::unique_ptr<TrainingData>(const RunConfig&)>;
+// data.format and data.columns are the source's, keeping the part of it the source's split names.
+using OpenOneSource = std::function<std::unique_ptr<TrainingData>(const RunConfig&, const SplitRange&)>;
 
 // The config source `i` of cfg.data.sources is read with: cfg with the source's path, format and
 // columns (data.columns when it gives none), batches of one row, its own seed (source_seed), and

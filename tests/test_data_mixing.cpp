@@ -372,8 +372,8 @@ TEST(MixRun, PathAndSourcesTogetherAreRefused) {
       << r.output;
 }
 
-// Two data-parallel ranks take their halves of the one global order: the losses, validation
-// losses and weights of one rank's run (mesh_runs.h's expect_same_run).
+// Two data-parallel (or FSDP) ranks take their halves of the one global order: the losses,
+// validation losses and weights of one rank's run (mesh_runs.h's expect_same_run).
 TEST(MixRun, TwoRanksConsumeTheSameGlobalOrder) {
   if (!mt::testing::have_mpirun()) GTEST_SKIP() << "no mpirun";
   TempDir dir("mix_run_ranks");
@@ -383,6 +383,7 @@ TEST(MixRun, TwoRanksConsumeTheSameGlobalOrder) {
       "--set model.intermediate_size=160 --set model.num_hidden_layers=2 " +
       two_sources(dir) + " ";
   mt::testing::expect_same_run("mix_dp2", args, "dp=2", "/model/model.safetensors");
+  mt::testing::expect_same_run("mix_fsdp2", args, "fsdp=2", "/model/model.safetensors");
 }
 
 }  // namespace

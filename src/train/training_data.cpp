@@ -215,8 +215,11 @@ std::unique_ptr<TrainingData> open_data(const RunConfig& cfg, const Tokenizer& t
   const std::string kind = "text records: " + (range.whole() ? std::to_string(n) + " documents"
                                                              : "documents " + std::to_string(first) + " to " +
                                                                    std::to_string(last) + " of " + std::to_string(n));
-  const auto offsets = loaded.table.offsets();
-  const auto joined = loaded.table.all_tokens().subspan(offsets[first], offsets[last] - offsets[first]);
+  // (A whole table may be empty, with no offsets: TextDataset names the file then.)
+  const auto joined = range.whole() ? loaded.table.all_tokens()
+                                    : loaded.table.all_tokens().subspan(loaded.table.offsets()[first],
+                                                                        loaded.table.offsets()[last] -
+                                                                            loaded.table.offsets()[first]);
   return std::make_unique<TextData>(
       TextDataset::from_tokens({joined.begin(), joined.end()}, cfg.data.val_fraction, cfg.train.seq_len,
                                cfg.data.path),

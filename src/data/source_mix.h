@@ -1,7 +1,7 @@
 // The order in which a mixture of training sources gives its rows (train/mixed_data.h, docs/data.md
 // "Mixing datasets"): row r of the mixed stream comes from the source that is furthest behind its
 // share at that point (smooth weighted round robin, ties to the earlier source). So every prefix
-// of the stream holds each source's share of its rows to within one row per source, the order
+// of the stream holds each source's share of its rows to within (sources - 1) rows, the order
 // depends on nothing but the weights, and the rows each source has given after r rows follow from
 // r alone: a resumed run needs only the count of rows drawn.
 #pragma once

@@ -1,7 +1,7 @@
 // [[data.sources]]: several training files, each read in its own format, mixed into one stream of
 // rows by weight (docs/data.md, "Mixing datasets"). A source's share of the training rows is its
-// weight over the sum of the weights, held in every prefix of the stream to within a row
-// (data/source_mix.h); each source is read by its own sampler (shuffled per epoch with a seed of
+// weight over the sum of the weights, held in every prefix of the stream to within (sources - 1)
+// rows (data/source_mix.h); each source is read by its own sampler (shuffled per epoch with a seed of
 // its own, its epochs repeating as often as its share asks), and the stream's state is the one
 // count of rows drawn, as a single file's.
 #pragma once

@@ -102,6 +102,8 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.data.cache_dir, b.data.cache_dir);
   EXPECT_EQ(a.data.truncate, b.data.truncate);
   EXPECT_EQ(a.data.val_fraction, b.data.val_fraction);
+  EXPECT_EQ(a.data.columns, b.data.columns);
+  EXPECT_TRUE(a.data.sources == b.data.sources);
   EXPECT_EQ(a.output.dir, b.output.dir);
   EXPECT_EQ(a.output.checkpoint_every, b.output.checkpoint_every);
   EXPECT_EQ(a.output.keep_checkpoints, b.output.keep_checkpoints);
@@ -428,6 +430,8 @@ TEST(ConfigRoundTrip, EveryFieldChanged) {
   a.data.chat_template = "/templates/mine.jinja";
   a.data.cache_dir = "off";
   a.data.truncate = true;
+  a.data.sources = {{"/data/a.jsonl", "alpaca", 2.5f, "train", {"instruction=question"}},
+                    {"corpus \"b\".txt", "text", 1.0f, "train", {}}};
   a.output.checkpoint_every = 9;
   a.output.keep_checkpoints = 4;
   a.output.overwrite = true;

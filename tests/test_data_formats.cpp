@@ -281,5 +281,35 @@ TEST(DataFormatRun, TextFormatOnAJsonFileIsRefused) {
   EXPECT_NE(r.output.find("data.format = \"text_records\""), std::string::npos) << r.output;
 }
 
+// eval --data on {"text"} documents reads them as training does, one stream of windows: the same
+// tokens and loss as the plain text they join into (the byte tokenizer puts no marks between them).
+TEST(DataFormatRun, EvalReadsTextRecordsAsTrainingDoes) {
+  TempDir dir("formats_eval_text");
+  std::string records, text;
+  for (int i = 0; i < 20; ++i) {
+    const std::string doc = "Document " + std::to_string(i) + " says hello. ";
+    records += R"({"text": ")" + doc + "\"}\n";
+    text += doc;
+  }
+  const std::string jsonl = dir.file("d.jsonl", records), txt = dir.file("d.txt", text);
+  const CommandResult r =
+      run_meshtrain(kRun + " --set train.steps=1 --set data.path=" + txt + " --out " + dir.path("run"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string eval = "eval -m " + dir.path("run") + "/model --seq-len 32 --batch 2 -d ";
+  const CommandResult records_auto = run_meshtrain(eval + jsonl);
+  const CommandResult records_given = run_meshtrain(eval + jsonl + " --format text_records");
+  const CommandResult plain = run_meshtrain(eval + txt);
+  const std::regex result(R"(\d+ tokens, mean loss \S+)");
+  std::smatch a, b, c;
+  ASSERT_TRUE(std::regex_search(records_auto.output, a, result)) << records_auto.output;
+  ASSERT_TRUE(std::regex_search(records_given.output, b, result)) << records_given.output;
+  ASSERT_TRUE(std::regex_search(plain.output, c, result)) << plain.output;
+  EXPECT_EQ(a.str(), c.str());
+  EXPECT_EQ(b.str(), c.str());
+  EXPECT_NE(records_auto.output.find("eval: 20 documents (text_records, joined as training joins them)"),
+            std::string::npos)
+      << records_auto.output;
+}
+
 }  // namespace
 }  // namespace mt

@@ -200,6 +200,29 @@ TEST(PreferenceCli, ResumeOnTheSameLayoutIsBitExact) {
   for (size_t i = 3; i < 6; ++i) EXPECT_EQ(a[i], b[i]) << "step " << i + 1;
 }
 
+// A pairs file with its own field names trains once data.columns maps them (as an SFT file's).
+TEST(PreferenceCli, ColumnsMapAPairsFilesFields) {
+  const std::string dir = fresh_temp_dir("pref_cli_columns");
+  std::ifstream in(kPairs);
+  std::string renamed;
+  for (std::string line; std::getline(in, line);) {
+    for (const auto& [from, to] : {std::pair<std::string, std::string>{"\"prompt\":", "\"question\":"},
+                                   {"\"chosen\":", "\"good\":"}, {"\"rejected\":", "\"bad\":"}})
+      line.replace(line.find(from), from.size(), to);
+    renamed += line + "\n";
+  }
+  const std::string data = dir + "/renamed.jsonl";
+  std::ofstream(data) << renamed;
+  const std::string run = "train --method dpo --data " + data + " --set train.steps=1 --set train.batch_size=2 "
+                          "--set train.peak_gflops=100 --set data.cache_dir=off --out " + dir + "/run";
+  CommandResult r = run_meshtrain(run);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("no record is a preference pair"), std::string::npos) << r.output;
+  r = run_meshtrain(run + " --set 'data.columns=[\"prompt=question\", \"chosen=good\", \"rejected=bad\"]'");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("pairs"), std::string::npos) << r.output;
+}
+
 TEST(PreferenceCli, WhatCannotRunIsRefusedInOneLine) {
   const std::string dir = fresh_temp_dir("pref_cli_refused");
   const auto refused = [](const CommandResult& r, const std::string& what) {

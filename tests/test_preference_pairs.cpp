@@ -58,6 +58,29 @@ PreferenceOptions quiet(DataFormat format = DataFormat::kAuto) {
 const std::string kStringPair =
     R"({"prompt": "What is the capital of France?", "chosen": " Paris is the capital.", "rejected": " Rome, I think."})";
 
+// data.columns reads a file's own field names as prompt / chosen / rejected: the same sequences as
+// the standard names give; without the mapping the file holds no pair.
+TEST(PreferencePairs, ColumnsMapAFilesFields) {
+  const ByteTokenizer tok;
+  const std::string renamed =
+      R"({"question": "What is the capital of France?", "good": " Paris is the capital.", "bad": " Rome, I think."})";
+  PreferenceOptions opt = quiet();
+  EXPECT_NE(error_of([&] { parse_preference_pairs(renamed, "p.jsonl", tok, opt); }).find("no record is a preference pair"),
+            std::string::npos);
+  opt.columns = {"prompt=question", "chosen=good", "rejected=bad"};
+  const PreferenceSet set = parse_preference_pairs(renamed, "p.jsonl", tok, opt);
+  const PreferenceSet standard = parse_preference_pairs(kStringPair, "p.jsonl", tok, quiet());
+  ASSERT_EQ(set.pairs(), 1u);
+  ASSERT_EQ(standard.pairs(), 1u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(set.sequences[i].tokens, standard.sequences[i].tokens) << i;
+    EXPECT_EQ(set.sequences[i].trained, standard.sequences[i].trained) << i;
+  }
+  EXPECT_NE(error_of([&] { opt.columns = {"chosen=good", "rejected=good"}; parse_preference_pairs(renamed, "p.jsonl", tok, opt); })
+                .find("\"good\" is read twice"),
+            std::string::npos);
+}
+
 // Standard records as plain text: BOS + prompt untrained, then the answer and EOS trained.
 TEST(PreferencePairs, StringPairIsPlainTextWithBosAndEos) {
   for (const char* name : {kGpt2, kLlama3}) {

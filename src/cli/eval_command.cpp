@@ -107,17 +107,10 @@ void take_model_from_run(EvalOptions& o, const RunConfig& run, const std::string
          "with meshtrain export-checkpoint and evaluate that)");
 }
 
-// The whole file as one token stream (BOS first), cut into consecutive windows of seq + 1 tokens;
-// each token after the first is predicted once.
-void eval_text(const EvalOptions& o, Transformer& model, const Tokenizer& tok, int64_t seq) {
-  require_regular_file(o.data, "data file");
-  std::ifstream f(o.data, std::ios::binary);
-  if (!f) fail(o.data + ": cannot open data file");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::vector<int32_t> tokens;
-  if (tok.bos_id() >= 0) tokens.push_back(tok.bos_id());
-  for (int32_t id : tok.encode(ss.str())) tokens.push_back(id);
+// One token stream cut into consecutive windows of seq + 1 tokens; each token after the first is
+// predicted once. `what` starts the result line.
+void eval_windows(const EvalOptions& o, Transformer& model, const std::vector<int32_t>& tokens, int64_t seq,
+                  const std::string& what) {
   LossSum total;
   std::vector<int32_t> inputs, targets;
   for (size_t start = 0; start + 1 < tokens.size();) {
@@ -136,7 +129,20 @@ void eval_text(const EvalOptions& o, Transformer& model, const Tokenizer& tok, i
     total.sum += s.sum, total.count += s.count;
   }
   if (total.count == 0) fail(o.data + ": too short for one window of " + std::to_string(seq) + " tokens");
-  print_result("", total);
+  print_result(what, total);
+}
+
+// The whole file as one token stream (BOS first).
+void eval_text(const EvalOptions& o, Transformer& model, const Tokenizer& tok, int64_t seq) {
+  require_regular_file(o.data, "data file");
+  std::ifstream f(o.data, std::ios::binary);
+  if (!f) fail(o.data + ": cannot open data file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::vector<int32_t> tokens;
+  if (tok.bos_id() >= 0) tokens.push_back(tok.bos_id());
+  for (int32_t id : tok.encode(ss.str())) tokens.push_back(id);
+  eval_windows(o, model, tokens, seq, "");
 }
 
 // Every example of the file, rendered with its template (only response / assistant tokens
@@ -152,6 +158,14 @@ void eval_examples(const EvalOptions& o, Transformer& model, const Tokenizer& to
   opt.model_limit = limit;
   // No token cache: an evaluation is a one-off, and should leave no files behind.
   const LoadedExamples ex = load_examples(o.data, tok, opt, "off");
+  // {"text"} documents train as one stream of windows (joined, each with the BOS / EOS the reader
+  // gives it), not as packed examples: evaluated the same way.
+  if (ex.format == DataFormat::kTextRecords) {
+    const auto joined = ex.table.all_tokens();
+    eval_windows(o, model, {joined.begin(), joined.end()}, seq,
+                 std::to_string(ex.table.size()) + " documents (text_records, joined as training joins them), ");
+    return;
+  }
   if (ex.table.size() == 0)
     fail(o.data + ": no example fits " + std::to_string(seq) + " tokens (" + std::to_string(ex.records) +
          " records; " + (seq < limit ? "raise --seq-len (at most " + std::to_string(limit) + ") or " : "") +
@@ -259,8 +273,10 @@ Action add_eval_command(CLI::App& app) {
                   "--run, the run's held-out set)");
   auto* format = sub->add_option("--format", o->format,
                                  "as data.format: auto (.json/.jsonl are examples, anything else text), text, alpaca, "
-                                 "completion, or a chat template: chat (Llama 3.1), chatml, gemma or mistral")
-                     ->check(CLI::IsMember({"auto", "text", "alpaca", "completion", "chat", "chatml", "gemma", "mistral"}));
+                                 "completion, text_records ({\"text\"} documents, evaluated in windows as training "
+                                 "reads them), or a chat template: chat (Llama 3.1), chatml, gemma or mistral")
+                     ->check(CLI::IsMember({"auto", "text", "alpaca", "completion", "text_records", "chat", "chatml",
+                                            "gemma", "mistral"}));
   auto* seq_len = sub->add_option("--seq-len", o->seq_len,
                                   "tokens per window; for examples the row length and the longest example kept, as train.seq_len")
                       ->check(CLI::PositiveNumber);

@@ -136,30 +136,6 @@ std::optional<std::string> render_record(const json& rec, DataFormat format, con
   return std::nullopt;
 }
 
-// data.columns as (field, column) pairs; check_columns has refused what is malformed.
-std::vector<std::pair<std::string, std::string>> column_pairs(const std::vector<std::string>& columns) {
-  check_columns(columns);
-  std::vector<std::pair<std::string, std::string>> pairs;
-  for (const std::string& c : columns) {
-    const size_t eq = c.find('=');
-    pairs.emplace_back(c.substr(0, eq), c.substr(eq + 1));
-  }
-  return pairs;
-}
-
-// The record with its columns under the format's names: a mapped column replaces the field, so
-// that a file holding both reads the one data.columns names.
-void rename_columns(json& rec, const std::vector<std::pair<std::string, std::string>>& pairs) {
-  std::vector<std::pair<std::string, json>> moved;
-  for (const auto& [field, column] : pairs) {
-    auto it = rec.find(column);
-    if (it == rec.end()) continue;
-    moved.emplace_back(field, std::move(*it));
-    rec.erase(it);
-  }
-  for (auto& [field, value] : moved) rec[field] = std::move(value);
-}
-
 // True when some token after the first is trained, i.e. the example contributes to the loss.
 bool has_prediction(const Example& ex) {
   for (size_t i = 1; i < ex.trained.size(); ++i)
@@ -250,7 +226,7 @@ void check_columns(const std::vector<std::string>& columns) {
       fail("data.columns entry \"" + c + "\": " + why +
            " (entries are \"field=column\": the format's field read from the file's column, e.g. "
            "\"prompt=question\"; fields: instruction, input, output, prompt, completion, text, messages, "
-           "conversations)");
+           "conversations, and chosen, rejected of preference pairs)");
     };
     if (field.empty() || column.empty() || column.find('=') != std::string::npos) bad("not field=column");
     if (std::find(std::begin(kRenamableFields), std::end(kRenamableFields), field) == std::end(kRenamableFields))
@@ -260,6 +236,28 @@ void check_columns(const std::vector<std::string>& columns) {
     fields.push_back(field);
     sources.push_back(column);
   }
+}
+
+std::vector<std::pair<std::string, std::string>> column_pairs(const std::vector<std::string>& columns) {
+  check_columns(columns);
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (const std::string& c : columns) {
+    const size_t eq = c.find('=');
+    pairs.emplace_back(c.substr(0, eq), c.substr(eq + 1));
+  }
+  return pairs;
+}
+
+// A mapped column replaces the field, so that a file holding both reads the one data.columns names.
+void rename_columns(json& rec, const std::vector<std::pair<std::string, std::string>>& pairs) {
+  std::vector<std::pair<std::string, json>> moved;
+  for (const auto& [field, column] : pairs) {
+    auto it = rec.find(column);
+    if (it == rec.end()) continue;
+    moved.emplace_back(field, std::move(*it));
+    rec.erase(it);
+  }
+  for (auto& [field, value] : moved) rec[field] = std::move(value);
 }
 
 ExampleSet read_examples(const std::string& path, const Tokenizer& tok, const ExampleOptions& opt) {

@@ -97,10 +97,12 @@ struct ExampleSet {
   std::string warning;   // the one-line summary printed for skips; empty when none
 };
 
-// The fields data.columns may rename, and the check of its entries: mt::Error naming a bad one
-// (not "field=column", an unknown field, a field or column given twice).
-inline constexpr const char* kRenamableFields[] = {"instruction", "input",  "output",        "prompt",
-                                                   "completion",  "text",   "messages",      "conversations"};
+// The fields data.columns may rename (chosen and rejected: preference pairs', data/preference_pairs.h),
+// and the check of its entries: mt::Error naming a bad one (not "field=column", an unknown field,
+// a field or column given twice).
+inline constexpr const char* kRenamableFields[] = {"instruction", "input",    "output",        "prompt",
+                                                   "completion",  "text",     "messages",      "conversations",
+                                                   "chosen",      "rejected"};
 void check_columns(const std::vector<std::string>& columns);
 
 // Reads a file of records (Alpaca, chat, ShareGPT, completion or text): a .json file holding a JSON array of records, or JSON Lines

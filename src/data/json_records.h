@@ -17,6 +17,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -39,5 +41,12 @@ struct DataInput {
 // file when it is missing, a directory, not a regular file or unreadable, malformed, holds a record
 // longer than 64 MiB or one that is not a JSON object.
 bool for_each_json_record(const DataInput& input, const std::function<bool(JsonRecord)>& visit);
+
+// data.columns ("field=column" entries) as (field, column) pairs, refused as check_columns
+// (data/examples.h) refuses them; and a record with each pair's column moved to its field's name,
+// replacing a field of that name. Every reader of records applies them before it looks at a
+// record's fields (defined beside check_columns, in example_reader.cpp).
+std::vector<std::pair<std::string, std::string>> column_pairs(const std::vector<std::string>& columns);
+void rename_columns(nlohmann::json& record, const std::vector<std::pair<std::string, std::string>>& pairs);
 
 }  // namespace mt

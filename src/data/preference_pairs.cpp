@@ -255,9 +255,11 @@ bool truncate_pair(Pair& p, int64_t max_length, int64_t max_prompt, TruncationMo
 
 // Whether the first pair record of `input` is conversational (it sets the file's format); nullopt
 // when no record is a pair. A first pass that stops there: the first record, in a usable file.
-std::optional<bool> first_pair_is_conversational(const DataInput& input) {
+std::optional<bool> first_pair_is_conversational(const DataInput& input,
+                                                 const std::vector<std::pair<std::string, std::string>>& columns) {
   std::optional<bool> conversational;
-  const bool any = for_each_json_record(input, [&](const Record& r) {
+  const bool any = for_each_json_record(input, [&](Record r) {
+    rename_columns(r.value, columns);
     if (!is_pair_record(r.value)) return true;
     conversational = is_conversational(r.value);
     return false;
@@ -278,14 +280,16 @@ PreferenceSet parse(const DataInput& input, const Tokenizer& tok, const Preferen
   if (opt.max_length > 0 && max_prompt >= opt.max_length)
     fail(file + ": max_prompt_length " + std::to_string(max_prompt) + " must be less than max_length " +
          std::to_string(opt.max_length) + " (the answers get max_length - max_prompt_length tokens)");
-  const std::optional<bool> conversational = first_pair_is_conversational(input);
+  const auto columns = column_pairs(opt.columns);
+  const std::optional<bool> conversational = first_pair_is_conversational(input, columns);
   if (!conversational) no_pairs(path);
 
   PreferenceSet set;
   set.format = opt.format;
   if (!is_chat_format(set.format) && *conversational) set.format = default_chat_format(tok);
   std::string first_skip;
-  for_each_json_record(input, [&](const Record& r) {
+  for_each_json_record(input, [&](Record r) {
+    rename_columns(r.value, columns);
     ++set.records;
     Pair pair;
     Why why;
@@ -340,8 +344,9 @@ bool is_preference(const std::string& path) {
   return found;
 }
 
-DataFormat file_format(const std::string& path, const Tokenizer* tok) {
-  const std::optional<bool> conversational = first_pair_is_conversational(DataInput{path, std::nullopt});
+DataFormat file_format(const std::string& path, const Tokenizer* tok, const std::vector<std::string>& columns) {
+  const std::optional<bool> conversational =
+      first_pair_is_conversational(DataInput{path, std::nullopt}, column_pairs(columns));
   if (!conversational) no_pairs(path);
   if (!*conversational) return DataFormat::kAuto;
   return tok ? default_chat_format(*tok) : DataFormat::kChat;
@@ -371,8 +376,9 @@ PreferenceSet parse_preference_pairs(const std::string& text, const std::string&
 
 bool is_preference_file(const std::string& path) { return preference_reader::is_preference(path); }
 
-DataFormat preference_file_format(const std::string& path, const Tokenizer* tok) {
-  return preference_reader::file_format(path, tok);
+DataFormat preference_file_format(const std::string& path, const Tokenizer* tok,
+                                  const std::vector<std::string>& columns) {
+  return preference_reader::file_format(path, tok, columns);
 }
 
 }  // namespace mt

@@ -40,6 +40,9 @@ struct PreferenceOptions {
   int64_t max_prompt_length = 0;  // 0: max_length / 4 (TRL's 128 of 512); must be < max_length
   TruncationMode truncation = TruncationMode::kKeepEnd;
   bool quiet = false;  // no warning to stderr (it is still returned)
+  // data.columns: "field=column" entries, each reading a record's `column` as the pair's `field`
+  // (prompt, chosen, rejected), as for examples (check_columns in data/examples.h).
+  std::vector<std::string> columns;
 };
 
 struct PreferenceSet {
@@ -75,6 +78,8 @@ bool is_preference_file(const std::string& path);
 // record alone, nothing tokenized: kAuto (string pairs: plain text), or for message lists
 // default_chat_format(*tok) (kChat without a tokenizer). The same errors as read_preference_pairs
 // for an unusable file (missing, empty, malformed before that record, no preference record).
-DataFormat preference_file_format(const std::string& path, const Tokenizer* tok = nullptr);
+// `columns` as PreferenceOptions::columns.
+DataFormat preference_file_format(const std::string& path, const Tokenizer* tok = nullptr,
+                                  const std::vector<std::string>& columns = {});
 
 }  // namespace mt

@@ -1,5 +1,7 @@
 #include "report/run_identity.h"
 
+#include <cstdio>
+
 #include "core/toml.h"
 
 namespace mt::report {
@@ -28,7 +30,28 @@ std::string model_of(const toml::table& t) {
          std::to_string(*hidden) + ")";
 }
 
+// [[data.sources]]: each file with its format, weight and share of the training rows (the weight
+// over the sum: data/source_mix.h's schedule holds it).
+std::string sources_of(const toml::array& sources) {
+  double total = 0;
+  for (const toml::node& s : sources) total += s.as_table() ? (*s.as_table())["weight"].value_or(1.0) : 0.0;
+  std::string out = std::to_string(sources.size()) + " sources mixed by weight: ";
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const toml::table* s = sources[i].as_table();
+    if (!s) continue;
+    const double weight = (*s)["weight"].value_or(1.0);
+    const std::string format = (*s)["format"].value_or(std::string("auto"));
+    char share[64];
+    std::snprintf(share, sizeof share, "weight %g, %.1f%% of the rows", weight, total > 0 ? 100.0 * weight / total : 0.0);
+    out += (i ? "; " : "") + (*s)["path"].value_or(std::string("?")) + (format == "auto" ? "" : " (" + format + ")") +
+           " " + share;
+  }
+  return out;
+}
+
 std::string data_of(const toml::table& t) {
+  if (const toml::array* sources = t["data"]["sources"].as_array(); sources && !sources->empty())
+    return sources_of(*sources);
   const auto path = t["data"]["path"].value<std::string>();
   if (!path) return kNotRecorded;
   const std::string format = t["data"]["format"].value_or(std::string("auto"));

@@ -231,7 +231,7 @@ std::vector<ConfigKey> make_keys() {
       {KEY(data.columns),
        .help = "Record fields under other names: \"field=column\" entries (e.g. [\"prompt=question\", "
                "\"completion=answer\"]), each reading the file's column as the format's field (instruction, "
-               "input, output, prompt, completion, text, messages, conversations)"},
+               "input, output, prompt, completion, text, messages, conversations; chosen, rejected of preference pairs)"},
       {KEY(data.tokenizer),
        .help = "Tokenizer file or directory; empty: the model's own (model.path), else the "
                "byte-level tokenizer; \"byte\": byte-level; in a config file, relative to the file"},
@@ -251,6 +251,10 @@ std::vector<ConfigKey> make_keys() {
        .help = "Cut examples longer than train.seq_len instead of skipping (and counting) them"},
       {KEY(data.val_fraction), .range = kUnitInterval, .builtin = "0.1",
        .help = "Tail of the text held out for validation"},
+      {KEY(data.sources),
+       .help = "Several files mixed by weight instead of data.path: [[data.sources]] tables of path, format "
+               "(as data.format), weight (> 0, relative: a source's share of the training rows), split "
+               "(\"train\", or a slice: \"train[:90%]\") and columns (as data.columns); see Mixing datasets"},
 
       // [preference]
       {KEY(preference.beta), .range = kPositive,

@@ -24,7 +24,7 @@ namespace mt {
 
 using ConfigField =
     std::variant<int64_t*, uint64_t*, float*, bool*, std::string*, std::vector<std::string>*,
-                 Precision*, parallel::PartitionRules*>;
+                 Precision*, parallel::PartitionRules*, std::vector<DataSource>*>;
 
 // Bounds for a number (NaN is never allowed). "open" excludes the bound itself.
 struct ValueRange {

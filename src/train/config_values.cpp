@@ -100,6 +100,64 @@ std::string fmt_rules(const parallel::PartitionRules& rules) {
   return out + "]";
 }
 
+// One source per line, as inline tables with every key: [[data.sources]] blocks written as a plain
+// `sources = [...]` value, as the partition rules are.
+std::string fmt_sources(const std::vector<DataSource>& sources) {
+  if (sources.empty()) return "[]";
+  std::string out = "[\n";
+  for (const DataSource& s : sources)
+    out += "  { path = " + fmt_string(s.path) + ", format = " + fmt_string(s.format) + ", weight = " +
+           fmt_float(s.weight) + ", split = " + fmt_string(s.split) + ", columns = " + fmt_string_list(s.columns) +
+           " },\n";
+  return out + "]";
+}
+
+// [[data.sources]] tables as DataSource values; a key outside kDataSourceKeys or a value of the
+// wrong type is refused naming the source.
+std::vector<DataSource> read_sources(const toml::node& n, const std::string& where) {
+  const toml::array* a = n.as_array();
+  if (!a)
+    fail(where + ": data.sources must be an array of tables ([[data.sources]] with path, format, weight, split), got " +
+         toml_type_name(n));
+  std::vector<DataSource> out;
+  for (const toml::node& e : *a) {
+    const std::string which = where + ": data.sources: source " + std::to_string(out.size() + 1);
+    const toml::table* t = e.as_table();
+    if (!t) fail(which + " must be a table, got " + toml_type_name(e));
+    DataSource s;
+    for (auto&& [k, value] : *t) {
+      const std::string key(k.str());
+      const toml::node& v = value;  // a structured binding cannot be captured (clang, which builds the fuzzers)
+      auto string_of = [&](std::string& field) {
+        if (!v.is_string()) fail(which + ": " + key + " must be a string, got " + toml_type_name(v));
+        field = v.as_string()->get();
+      };
+      if (key == "path") string_of(s.path);
+      else if (key == "format") string_of(s.format);
+      else if (key == "split") string_of(s.split);
+      else if (key == "weight") {
+        if (v.is_floating_point()) s.weight = float(v.as_floating_point()->get());
+        else if (v.is_integer()) s.weight = float(v.as_integer()->get());
+        else fail(which + ": weight must be a number, got " + toml_type_name(v));
+      } else if (key == "columns") {
+        const toml::array* c = v.as_array();
+        if (!c) fail(which + ": columns must be an array of strings, got " + toml_type_name(v));
+        for (const toml::node& col : *c) {
+          if (!col.is_string()) fail(which + ": columns must be an array of strings, got an element that is " +
+                                     toml_type_name(col));
+          s.columns.push_back(col.as_string()->get());
+        }
+      } else {
+        std::string keys;
+        for (const char* known : kDataSourceKeys) keys += (keys.empty() ? "" : ", ") + std::string(known);
+        fail(which + ": unknown key '" + clipped(key) + "' (a source has " + keys + ")");
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 bool in_range(double v, const ValueRange& r) {
   if (std::isnan(v)) return false;
   if (r.min_open ? !(v > r.min) : !(v >= r.min)) return false;
@@ -234,6 +292,7 @@ void read_config_value(const toml::node& n, const ConfigKey& key, RunConfig& c,
             text << doc;
             *out = parallel::parse_partition_toml(text.str(), where).rules;
           },
+          [&](std::vector<DataSource>* out) { *out = read_sources(n, where); },
       },
       field_of(key, c));
 }
@@ -282,6 +341,7 @@ std::string check_config_value(const ConfigKey& key, const RunConfig& c) {
           },
           [&](Precision*) { return std::string(); },  // checked when read
           [&](parallel::PartitionRules*) { return std::string(); },  // checked when read
+          [&](std::vector<DataSource>* v) { return check_data_sources(*v); },
       },
       field_of(key, c));
 }
@@ -299,6 +359,7 @@ std::string config_value_toml(const ConfigKey& key, const RunConfig& c) {
           [](std::vector<std::string>* v) { return fmt_string_list(*v); },
           [](Precision* v) { return fmt_string(precision_name(*v)); },
           [](parallel::PartitionRules* v) { return fmt_rules(*v); },
+          [](std::vector<DataSource>* v) { return fmt_sources(*v); },
       },
       field_of(key, c));
 }
@@ -314,6 +375,7 @@ std::string config_type_name(const ConfigKey& key) {
                         [](std::vector<std::string>*) { return "array of strings"; },
                         [](Precision*) { return "string"; },
                         [](parallel::PartitionRules*) { return "array of tables"; },
+                        [](std::vector<DataSource>*) { return "array of tables"; },
                     },
                     field_of(key, probe));
 }

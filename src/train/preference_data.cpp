@@ -18,6 +18,7 @@ PreferenceSet read_pairs(const RunConfig& cfg, const Tokenizer& tok) {
   opt.max_prompt_length = cfg.preference.max_prompt_length;
   opt.truncation = parse_truncation_mode(cfg.preference.truncation_mode);
   opt.quiet = true;  // the constructor logs the warning, on rank 0 only
+  opt.columns = cfg.data.columns;
   return read_preference_pairs(cfg.data.path, tok, opt);
 }
 

@@ -30,6 +30,15 @@ const std::vector<std::string_view> kResumeMayChange = {
     "mesh.auto", "mesh.dp", "mesh.fsdp", "mesh.tp", "mesh.pp", "mesh.cp", "mesh.ep", "partition.replace_defaults", "partition.rules",
 };
 
+namespace {
+
+std::string sources_but_paths(RunConfig c) {
+  for (DataSource& s : c.data.sources) s.path.clear();
+  return config_value_toml(*find_config_key("data.sources"), c);
+}
+
+}  // namespace
+
 void require_resumable_config(const RunConfig& now, const std::string& saved_toml, const std::string& where) {
   const RunConfig saved = parse_run_config(saved_toml, {}, where + " (its recorded config)");
   std::string changed;
@@ -37,12 +46,16 @@ void require_resumable_config(const RunConfig& now, const std::string& saved_tom
   for (const ConfigKey& key : config_keys()) {
     if (std::find(kResumeMayChange.begin(), kResumeMayChange.end(), key.name) != kResumeMayChange.end()) continue;
     const std::string before = config_value_toml(key, saved), after = config_value_toml(key, now);
+    // [[data.sources]]: the files may move, as data.path may; their formats, weights, splits and
+    // columns change what the run trains on.
+    if (key.name == "data.sources" && sources_but_paths(saved) == sources_but_paths(now)) continue;
     if (before == after) continue;
     changed += std::string(count++ ? ", " : "") + std::string(key.name) + " " + before + " -> " + after;
   }
   if (count == 0) return;
   std::string may;
   for (std::string_view k : kResumeMayChange) may += std::string(may.empty() ? "" : ", ") + std::string(k);
+  may += ", the path of each [[data.sources]]";
   fail(where + ": the checkpoint was trained with other values of " + std::to_string(count) +
        (count == 1 ? " key that changes" : " keys that change") + " what its weights and state mean: " + changed +
        "; resume with the checkpoint's values (a resumed run may change only " + may + ")");

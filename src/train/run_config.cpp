@@ -373,6 +373,11 @@ void resolve_input_paths(RunConfig& c, const std::filesystem::path& base,
     if (stays_as_given(name, value, base)) continue;
     value = std::filesystem::absolute(base / value).lexically_normal().string();
   }
+  // Each [[data.sources]] path likewise (a --set of the sources: relative to the working directory).
+  if (!overridden.count("data.sources"))
+    for (DataSource& s : c.data.sources)
+      if (!s.path.empty() && !std::filesystem::path(s.path).is_absolute())
+        s.path = std::filesystem::absolute(base / s.path).lexically_normal().string();
 }
 
 // Two overrides that name one key by different names (an alias and its key, or two aliases) are
@@ -499,6 +504,14 @@ void resolve_doc_input_paths(toml::table& doc, const std::filesystem::path& base
     if (stays_as_given(name, path, base)) continue;
     path = std::filesystem::absolute(base / path).lexically_normal().string();
   }
+  if (toml::array* sources = doc.at_path("data.sources").as_array())
+    for (toml::node& source : *sources)
+      if (toml::table* t = source.as_table())
+        if (toml::value<std::string>* value = t->get_as<std::string>("path")) {
+          std::string& path = value->get();
+          if (!path.empty() && !std::filesystem::path(path).is_absolute())
+            path = std::filesystem::absolute(base / path).lexically_normal().string();
+        }
 }
 
 // Copies every key of `over` into `doc` (tables merged key by key; values, lists and the

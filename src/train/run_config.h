@@ -11,6 +11,7 @@
 #include "parallel/partition.h"
 #include "model/config.h"
 #include "model/lora_config.h"
+#include "train/data_sources.h"
 
 namespace mt {
 
@@ -124,6 +125,8 @@ struct DataConfig {
   std::string cache_dir;  // tokenised-example cache; empty: ~/.cache/meshtrain/tokens, "off": none
   bool truncate = false;  // examples longer than seq_len: cut (true) or skip with a count (false)
   float val_fraction = 0.05f;
+  // [[data.sources]]: several files mixed by weight instead of data.path (train/mixed_data.h).
+  std::vector<DataSource> sources;
 };
 
 // [preference]: preference training's keys (train.method other than "sft"), TRL's names and defaults.

@@ -8,6 +8,7 @@
 #include "data/preference_pairs.h"
 #include "data/token_cache.h"
 #include "io/pretrained.h"
+#include "train/mixed_data.h"
 #include "train/training_data.h"
 
 namespace mt {
@@ -32,12 +33,21 @@ SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer* tok, int64_t 
                      std::to_string(kBuiltinSeqLen) + (len < kBuiltinSeqLen ? " capped at " + limit_text : "") +
                      " (set train.seq_len to choose)"};
   };
+  if (!cfg.data.sources.empty()) {  // the longest the sources ask for
+    SeqLenChoice longest{0, ""};
+    for (size_t i = 0; i < cfg.data.sources.size(); ++i) {
+      const SeqLenChoice c = choose_seq_len(source_config(cfg, i, 1.0), tok, limit);
+      if (c.seq_len > longest.seq_len) longest = {c.seq_len, "source " + std::to_string(i + 1) + ": " + c.reason};
+    }
+    return longest;
+  }
   if (!is_example_data(cfg.data.path, cfg.data.format) && !cfg.train.preference()) return unmeasured("plain text");
   if (!tok) fail("choose_seq_len: example data needs the run's tokenizer");
   if (cfg.train.preference()) {  // preference pairs: their longest sequence, uncut
     PreferenceOptions opt;
     opt.format = cfg.data.format == "auto" || cfg.data.format == "text" ? DataFormat::kAuto : parse_format(cfg.data.format);
     opt.quiet = true;
+    opt.columns = cfg.data.columns;
     int64_t longest = 0;
     for (const Example& e : read_preference_pairs(cfg.data.path, *tok, opt).sequences)
       longest = std::max(longest, int64_t(e.tokens.size()));
@@ -72,7 +82,8 @@ std::string settle_seq_len(RunConfig& cfg) {
   // The model first: a path that is not a model is named as such, not as a missing tokenizer.
   const int64_t limit = model_position_limit(cfg);
   // Only examples are measured, and only they need the tokenizer here.
-  const bool examples = is_example_data(cfg.data.path, cfg.data.format) || cfg.train.preference();
+  const bool examples =
+      is_example_data(cfg.data.path, cfg.data.format) || cfg.train.preference() || !cfg.data.sources.empty();
   const std::unique_ptr<Tokenizer> tok = examples ? run_tokenizer(cfg) : nullptr;
   const SeqLenChoice choice = choose_seq_len(cfg, tok.get(), limit);
   cfg.train.seq_len = choice.seq_len;

@@ -10,6 +10,7 @@
 #include "data/examples.h"
 #include "data/packed_sampler.h"
 #include "train/added_vocab.h"
+#include "train/mixed_data.h"
 #include "train/preference_data.h"
 #include "data/token_cache.h"
 #include "train/sequence_length.h"
@@ -88,11 +89,22 @@ void log_loaded(const LoadedExamples& loaded, std::ostream& log) {
     log << "token cache: " << loaded.cache_path << (loaded.from_cache ? " (hit)" : " (written)") << "\n";
 }
 
+// The examples [first, last) of the table, as a train/validation split (split_examples's, moved
+// to start at `first`).
+ExampleSplit split_slice(size_t first, size_t last, double val_fraction, uint64_t seed) {
+  ExampleSplit s = split_examples(last - first, val_fraction, seed);
+  for (auto* ids : {&s.train, &s.val})
+    for (uint32_t& id : *ids) id += uint32_t(first);
+  return s;
+}
+
 class ExampleData : public TrainingData {
  public:
-  ExampleData(const RunConfig& cfg, LoadedExamples loaded)
+  // `range`: the part of the file's examples the data is ([[data.sources]] split).
+  ExampleData(const RunConfig& cfg, LoadedExamples loaded, const SplitRange& range = {})
       : loaded_(std::move(loaded)),
-        split_(split_examples(loaded_.table.size(), cfg.data.val_fraction, cfg.train.seed)),
+        split_(split_slice(range.first(loaded_.table.size()), range.last(loaded_.table.size()), cfg.data.val_fraction,
+                           cfg.train.seed)),
         sampler_(loaded_.table, split_.train, cfg.train.seq_len, cfg.train.batch_size, cfg.train.seed),
         val_(loaded_.table, split_.val, cfg.train.seq_len, cfg.train.batch_size, validation_rows(cfg.train)),
         path_(cfg.data.path) {}
@@ -147,8 +159,9 @@ void refuse_text_format_on_records(const std::string& path, const std::string& f
 
 namespace {
 
-// Chat data is rendered by hand (data/chat_templates.h): what the tokenizer's own chat_template
-// writes that the rendering leaves out is named once, in rank 0's log, before training starts.
+// Chat data is rendered by the tokenizer's own chat_template where the interpreter can run it, else
+// by the built-in rendering (data/chat_templates.h): what that fallback leaves out of the
+// tokenizer's template is named once, in rank 0's log, before training starts.
 std::unique_ptr<TrainingData> warn_unreproduced(std::unique_ptr<TrainingData> data, const Tokenizer& tok,
                                                 std::ostream& log) {
   const std::string format = data->prompt_template();
@@ -157,7 +170,20 @@ std::unique_ptr<TrainingData> warn_unreproduced(std::unique_ptr<TrainingData> da
   return data;
 }
 
-std::unique_ptr<TrainingData> open_data(const RunConfig& cfg, const Tokenizer& tok, std::ostream& log) {
+// `n` items cut to `range`, refused in one line when none is left.
+void require_some(const std::string& path, const SplitRange& range, size_t n, const char* what) {
+  if (range.last(n) <= range.first(n))
+    fail("data file '" + path + "': its slice [" + std::to_string(range.begin) + "%, " + std::to_string(range.end) +
+         "%) of " + std::to_string(n) + " " + what + " holds none");
+}
+
+// `range`: the part of the file a [[data.sources]] split names (the whole file otherwise).
+std::unique_ptr<TrainingData> open_data(const RunConfig& cfg, const Tokenizer& tok, std::ostream& log,
+                                        const SplitRange& range = {}) {
+  if (!cfg.data.sources.empty())  // each source read as one file is, below
+    return open_mixed_data(cfg, log, [&](const RunConfig& one, const SplitRange& part) {
+      return open_data(one, tok, log, part);
+    });
   if (cfg.data.path.empty() && cfg.data.format != "auto" && cfg.data.format != "text")
     fail("data.format \"" + cfg.data.format + "\" needs a data.path (the built-in data is plain text)");
   if (cfg.train.preference()) {
@@ -167,14 +193,36 @@ std::unique_ptr<TrainingData> open_data(const RunConfig& cfg, const Tokenizer& t
     return std::make_unique<PreferenceData>(cfg, tok, log);
   }
   refuse_text_format_on_records(cfg.data.path, cfg.data.format);
-  if (!is_example_data(cfg.data.path, cfg.data.format))
+  if (!is_example_data(cfg.data.path, cfg.data.format)) {
+    if (range.whole())
+      return std::make_unique<TextData>(
+          TextDataset(cfg.data.path, cfg.data.val_fraction, cfg.train.seq_len, &tok), cfg, "plain text");
+    // A slice of the file's tokens, then split as the whole file would be.
+    const TextDataset whole(cfg.data.path, 0.0, cfg.train.seq_len, &tok);
+    const std::vector<int32_t>& all = whole.train_tokens();
+    require_some(cfg.data.path, range, all.size(), "tokens");
     return std::make_unique<TextData>(
-        TextDataset(cfg.data.path, cfg.data.val_fraction, cfg.train.seq_len, &tok), cfg, "plain text");
+        TextDataset::from_tokens({all.begin() + std::ptrdiff_t(range.first(all.size())),
+                                  all.begin() + std::ptrdiff_t(range.last(all.size()))},
+                                 cfg.data.val_fraction, cfg.train.seq_len, cfg.data.path),
+        cfg, "plain text, tokens " + std::to_string(range.first(all.size())) + " to " +
+                 std::to_string(range.last(all.size())) + " of " + std::to_string(all.size()));
+  }
   LoadedExamples loaded = load_examples(cfg.data.path, tok, run_example_options(cfg), cfg.data.cache_dir);
   log_loaded(loaded, log);
-  if (loaded.format != DataFormat::kTextRecords) return std::make_unique<ExampleData>(cfg, std::move(loaded));
-  const std::string kind = "text records: " + std::to_string(loaded.table.size()) + " documents";
-  const auto joined = loaded.table.all_tokens();
+  const size_t n = loaded.table.size();
+  if (!range.whole())
+    require_some(cfg.data.path, range, n, loaded.format == DataFormat::kTextRecords ? "documents" : "examples");
+  if (loaded.format != DataFormat::kTextRecords) return std::make_unique<ExampleData>(cfg, std::move(loaded), range);
+  const size_t first = range.first(n), last = range.last(n);
+  const std::string kind = "text records: " + (range.whole() ? std::to_string(n) + " documents"
+                                                             : "documents " + std::to_string(first) + " to " +
+                                                                   std::to_string(last) + " of " + std::to_string(n));
+  // (A whole table may be empty, with no offsets: TextDataset names the file then.)
+  const auto joined = range.whole() ? loaded.table.all_tokens()
+                                    : loaded.table.all_tokens().subspan(loaded.table.offsets()[first],
+                                                                        loaded.table.offsets()[last] -
+                                                                            loaded.table.offsets()[first]);
   return std::make_unique<TextData>(
       TextDataset::from_tokens({joined.begin(), joined.end()}, cfg.data.val_fraction, cfg.train.seq_len,
                                cfg.data.path),
@@ -189,9 +237,12 @@ std::unique_ptr<TrainingData> open_training_data(const RunConfig& cfg, const Tok
 }
 
 std::string prompt_template_of(const RunConfig& cfg) {
+  for (size_t i = 0; i < cfg.data.sources.size(); ++i)  // the first source's that has one
+    if (const std::string t = prompt_template_of(source_config(cfg, i, 1.0)); t != "none") return t;
+  if (!cfg.data.sources.empty()) return "none";
   if (cfg.train.preference()) {  // the template the pairs were rendered with: read them
     if (cfg.data.format != "auto" && cfg.data.format != "text") return cfg.data.format;
-    const DataFormat f = preference_file_format(cfg.data.path, run_tokenizer(cfg).get());
+    const DataFormat f = preference_file_format(cfg.data.path, run_tokenizer(cfg).get(), cfg.data.columns);
     return f == DataFormat::kAuto ? "none" : std::string(format_name(f));
   }
   if (!is_example_data(cfg.data.path, cfg.data.format)) return "none";

@@ -16,6 +16,7 @@
 // with f_e taken from the top-k before any capacity drop (as HF). The router z-loss (ST-MoE): the
 // mean over the layers' counted tokens of logsumexp(logits)^2.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

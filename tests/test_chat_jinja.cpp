@@ -328,5 +328,56 @@ TEST(ChatJinja, AUsersTemplateFileTrainsThroughTheBinary) {
       << r.output;
 }
 
+// An adapter carries no tokenizer: a LoRA run with the user's template records its text beside
+// the adapter (meshtrain_template.json), and generate --adapter and a merged export use it, not
+// the base tokenizer's own (Qwen3's) template.
+TEST(ChatJinja, ALoraAdapterCarriesTheUsersTemplate) {
+  REQUIRE_QWEN3();
+  const fs::path dir = testing::fresh_temp_dir("chat_jinja_adapter_template");
+  const std::string data = (dir / "chat.jsonl").string();
+  {
+    std::ofstream f(data);
+    for (int i = 0; i < 6; ++i)
+      f << R"({"messages": [{"role": "user", "content": "Colour )" << i
+        << R"(?"}, {"role": "assistant", "content": "Blue."}]})" << "\n";
+  }
+  const std::string mine_text = "{%- for m in messages %}{{- '<|im_start|>' + ('Q: ' if m.role == 'user' else 'A: ') + "
+                                "m.content | trim + '<|im_end|>' }}{%- endfor %}"
+                                "{%- if add_generation_prompt %}{{ '<|im_start|>A: ' }}{% endif %}";
+  const std::string mine = (dir / "mine.jinja").string();
+  std::ofstream(mine) << mine_text;
+  const std::string train = " --data " + data +
+                            " --set train.steps=1 --set train.batch_size=2 --set train.peak_gflops=100"
+                            " --set optim.warmup_steps=0 --set data.cache_dir=off --set data.val_fraction=0";
+  const std::string base = (dir / "base").string();
+  testing::CommandResult r = testing::run_meshtrain(
+      "train --out " + base + train + " --set data.tokenizer=" + kQwen3 +
+      " --set model.vocab_size=151669 --set model.hidden_size=32 --set model.intermediate_size=64"
+      " --set model.num_hidden_layers=1 --set model.num_attention_heads=2 --set model.num_key_value_heads=1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string lora = (dir / "lora").string();
+  r = testing::run_meshtrain("train --out " + lora + train + " --set model.path=" + base +
+                             "/model --set lora.enabled=true --set data.chat_template=" + mine);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream recorded(lora + "/adapter/meshtrain_template.json");
+  const nlohmann::json j = nlohmann::json::parse(recorded);
+  EXPECT_EQ(j.value("template", ""), "chatml");
+  EXPECT_EQ(j.value("chat_template", ""), mine_text);
+  EXPECT_FALSE(fs::exists(lora + "/model")) << "a LoRA run writes no model directory";
+
+  r = testing::run_meshtrain("generate --model " + base + "/model --adapter " + lora +
+                             "/adapter --prompt Hi -n 1 --temperature 0");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("rendering with the chat_template the adapter was trained with"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("<|im_start|>Q: Hi<|im_end|><|im_start|>A: "), std::string::npos) << r.output;
+
+  const std::string merged = (dir / "merged").string();
+  r = testing::run_meshtrain("export --model " + base + "/model --adapter " + lora + "/adapter --merged " + merged);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream config(merged + "/tokenizer_config.json");
+  EXPECT_EQ(nlohmann::json::parse(config).value("chat_template", ""), mine_text);
+}
+
 }  // namespace
 }  // namespace mt

@@ -11,7 +11,12 @@
 
 namespace mt::cli {
 
-std::string export_chat_template(const std::string& trained, const Tokenizer* tok, std::string& source) {
+std::string export_chat_template(const std::string& trained, const std::string& trained_jinja, const Tokenizer* tok,
+                                 std::string& source) {
+  if (!trained_jinja.empty()) {
+    source = "the chat_template the adapter was trained with (its data.chat_template)";
+    return trained_jinja;
+  }
   const std::string own = tok ? tok->chat_template() : std::string();
   const std::string builtin = builtin_template_jinja(trained);
   if (builtin.empty()) {  // no chat template trained: the tokenizer's own travels as it is

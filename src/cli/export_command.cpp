@@ -119,6 +119,7 @@ Action add_export_command(CLI::App& app) {
     const std::string trained = o->model.adapter.empty() || o->merged.empty() || o->no_tokenizer
                                     ? std::string()
                                     : read_adapter_template(o->model.adapter);
+    const std::string trained_jinja = trained.empty() ? std::string() : read_adapter_chat_template(o->model.adapter);
     if (!o->gguf.empty() && !o->no_tokenizer && !tok.tok && !tok.gguf)
       fail("export: no tokenizer for " + o->gguf + ": none in " + tok.looked +
            "; give --tokenizer PATH, or --no-tokenizer to write a GGUF file llama.cpp cannot load alone");
@@ -153,7 +154,7 @@ Action add_export_command(CLI::App& app) {
       else if (tok.tok)
         for (const auto& f : save_tokenizer_files(*tok.tok, o->merged)) wrote(f);
       std::string source;
-      const std::string jinja = tok.tok ? export_chat_template(trained, tok.tok.get(), source) : std::string();
+      const std::string jinja = tok.tok ? export_chat_template(trained, trained_jinja, tok.tok.get(), source) : std::string();
       if (!jinja.empty())
         if (const std::string f = record_chat_template(o->merged, jinja); !f.empty()) wrote(f, " (chat_template: " + source + ")");
     }

@@ -124,6 +124,13 @@ Generator load_generator(const GenerationArgs& args, const char* verb, const std
          (args.model.adapter.empty() ? "without --template the prompt is plain text"
                                      : "the adapter " + args.model.adapter + " was trained with " + format) +
          " (give --template chat, chatml, gemma, mistral or auto)");
+  // An adapter trained with the user's own template (data.chat_template) carries its text, since
+  // it carries no tokenizer: the prompt is rendered with it, as the training conversations were.
+  if (g.chat() && !args.model.adapter.empty() && format == read_adapter_template(args.model.adapter))
+    if (std::string jinja = read_adapter_chat_template(args.model.adapter); !jinja.empty()) {
+      g.tok->set_chat_template(std::move(jinja));
+      std::cerr << v << ": rendering with the chat_template the adapter was trained with (its data.chat_template)\n";
+    }
   // A template whose special tokens the tokenizer lacks is refused before anything is generated.
   if (g.chat()) require_chat_tokens(*g.tok, parse_format(format));
   // What the tokenizer's own template writes that the built-in rendering leaves out, said once.

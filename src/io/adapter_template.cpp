@@ -102,11 +102,13 @@ std::string builtin_template_jinja(const std::string& name) {
   return "";
 }
 
-std::string write_adapter_template(const std::string& adapter_dir, const std::string& name) {
+std::string write_adapter_template(const std::string& adapter_dir, const std::string& name,
+                                   const std::string& jinja) {
   if (!known_template(name)) fail("unknown prompt template '" + name + "' (expected none, alpaca, chat, chatml, gemma or mistral)");
   const std::string path = template_path(adapter_dir);
   nlohmann::ordered_json j;
   j["template"] = name;
+  if (!jinja.empty()) j["chat_template"] = jinja;
   write_file_atomically(path, [&](std::ostream& os) { os << j.dump(2) << "\n"; });
   return path;
 }
@@ -118,6 +120,17 @@ std::string read_adapter_template(const std::string& adapter_dir) {
   const auto it = j.is_object() ? j.find("template") : j.end();
   if (it == j.end() || !it->is_string() || !known_template(it->get<std::string>()))
     fail(path + ": expected {\"template\": \"none\" | \"alpaca\" | \"chat\" | \"chatml\" | \"gemma\" | \"mistral\"}");
+  return it->get<std::string>();
+}
+
+std::string read_adapter_chat_template(const std::string& adapter_dir) {
+  if (read_adapter_template(adapter_dir).empty()) return "";  // no file; a malformed one refused there
+  const std::string path = template_path(adapter_dir);
+  const nlohmann::json j = read_json_file(path, JsonKind::adapter_config);
+  const auto it = j.find("chat_template");
+  if (it == j.end()) return "";
+  if (!it->is_string() || it->get<std::string>().empty())
+    fail(path + ": \"chat_template\" must be the template's Jinja text, a non-empty string");
   return it->get<std::string>();
 }
 

@@ -58,12 +58,15 @@ std::vector<std::string> export_checkpoint(const std::string& checkpoint_dir, co
     std::vector<std::string> written =
         save_peft_adapter(cfg.lora, tensors, read_whole, out_dir, cfg.model_path);
     // The grown tokenizer goes with an adapter whose embedding has its rows.
-    if (!cfg.data.add_tokens.empty())
+    if (!cfg.data.add_tokens.empty()) {
       for (auto& f : save_tokenizer_files(tokenizer_source(cfg), out_dir)) written.push_back(f);
+      if (!cfg.data.chat_template.empty())
+        written.push_back(write_chat_template_beside(out_dir, user_chat_template(cfg)));
+    }
     // The adapter stands without it (generate then uses no template unless told): a data file
     // that has moved since the run only costs the record.
     try {
-      written.push_back(write_adapter_template(out_dir, prompt_template_of(cfg)));
+      written.push_back(write_adapter_template(out_dir, prompt_template_of(cfg), user_chat_template(cfg)));
     } catch (const Error& e) {
       std::cerr << "export-checkpoint: warning: the prompt template is not recorded: " << e.what() << "\n";
     }
@@ -75,7 +78,7 @@ std::vector<std::string> export_checkpoint(const std::string& checkpoint_dir, co
       save_base_model(shape, cfg.train.precision, tensors, read_whole, out_dir, origin);
   for (auto& f : save_tokenizer_files(tokenizer_source(cfg), out_dir)) written.push_back(f);
   if (!cfg.data.chat_template.empty())  // the user's template goes with the model (trainer.cpp)
-    written.push_back(write_chat_template_beside(out_dir, read_chat_template_file(cfg.data.chat_template)));
+    written.push_back(write_chat_template_beside(out_dir, user_chat_template(cfg)));
   return written;
 }
 

@@ -728,16 +728,15 @@ void export_trained_model(TrainingRun& run) {
     run.summary.files_written.push_back(f);
   // The template the adapter was trained with, for generate --adapter (io/adapter_template.h).
   if (run.leader && cfg.lora.enabled)
-    run.summary.files_written.push_back(write_adapter_template(dir, run.data->prompt_template()));
+    run.summary.files_written.push_back(write_adapter_template(dir, run.data->prompt_template(), user_chat_template(cfg)));
   // An adapter of a grown vocabulary (data.add_tokens) carries the tokenizer with the new tokens:
   // its embedding's rows are theirs, and generate / export --adapter read it from there.
   if (run.leader && (!cfg.lora.enabled || !cfg.data.add_tokens.empty())) {
     for (auto& f : save_tokenizer_files(tokenizer_source(cfg), dir))
       run.summary.files_written.push_back(f);
-    // The user's chat template goes with the model, so generate prompts it as it was trained.
+    // The user's chat template goes with the tokenizer, so generate prompts as the run trained.
     if (!cfg.data.chat_template.empty())
-      run.summary.files_written.push_back(
-          write_chat_template_beside(cfg.output.dir + "/model", read_chat_template_file(cfg.data.chat_template)));
+      run.summary.files_written.push_back(write_chat_template_beside(dir, user_chat_template(cfg)));
   }
 }
 

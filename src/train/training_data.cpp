@@ -270,6 +270,10 @@ std::string tokenizer_source(const RunConfig& cfg) {
   return cfg.data.add_tokens.empty() ? given_tokenizer_source(cfg) : added_tokens_dir(cfg);
 }
 
+std::string user_chat_template(const RunConfig& cfg) {
+  return cfg.data.chat_template.empty() ? std::string() : read_chat_template_file(cfg.data.chat_template);
+}
+
 std::unique_ptr<Tokenizer> run_tokenizer(const RunConfig& cfg) {
   if (!cfg.data.add_tokens.empty()) return tokenizer_with_added_tokens(cfg, given_tokenizer_source(cfg));
   const std::string source = tokenizer_source(cfg);

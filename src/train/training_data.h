@@ -54,6 +54,10 @@ std::string prompt_template_of(const RunConfig& cfg);
 // Where a run's tokenizer comes from (see DataConfig::tokenizer): a file or directory, or empty
 // for the byte-level tokenizer.
 std::string tokenizer_source(const RunConfig& cfg);
+// The Jinja text of data.chat_template, the user's template the run renders conversations with;
+// "" when the run uses the tokenizer's own or a built-in one. It goes with what the run saves: a
+// model's or a grown adapter's tokenizer_config.json, an adapter's meshtrain_template.json.
+std::string user_chat_template(const RunConfig& cfg);
 // The tokenizer a run uses.
 std::unique_ptr<Tokenizer> run_tokenizer(const RunConfig& cfg);
 // The model's input view of a batch (null positions/segments when the batch has none).

@@ -3,7 +3,6 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -38,14 +37,6 @@ void write_json(const fs::path& path, const ojson& j) {
 }
 
 }  // namespace
-
-void check_added_tokens(const std::vector<std::string>& tokens) {
-  std::set<std::string> seen;
-  for (const std::string& t : tokens) {
-    if (t.empty()) fail("data.add_tokens: an empty token cannot be added");
-    if (!seen.insert(t).second) fail("data.add_tokens: '" + t + "' is listed twice");
-  }
-}
 
 std::vector<std::string> write_tokenizer_with_added_tokens(const std::string& source,
                                                            const std::vector<std::string>& tokens,

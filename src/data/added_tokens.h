@@ -4,8 +4,11 @@
 // tokenizer_config.json ("added_tokens_decoder"), so meshtrain, transformers and llama.cpp's
 // converters read the grown tokenizer from the same files.
 #pragma once
+#include <set>
 #include <string>
 #include <vector>
+
+#include "core/error.h"
 
 namespace mt {
 
@@ -17,7 +20,14 @@ std::vector<std::string> write_tokenizer_with_added_tokens(const std::string& so
                                                            const std::vector<std::string>& tokens,
                                                            const std::string& dir);
 
-// Refuses (mt::Error naming the key) a list with an empty or repeated token.
-void check_added_tokens(const std::vector<std::string>& tokens);
+// Refuses (mt::Error naming the key) a list with an empty or repeated token. Inline: the run
+// config's check calls it, and the config fuzz target links no tokenizer code.
+inline void check_added_tokens(const std::vector<std::string>& tokens) {
+  std::set<std::string> seen;
+  for (const std::string& t : tokens) {
+    if (t.empty()) fail("data.add_tokens: an empty token cannot be added");
+    if (!seen.insert(t).second) fail("data.add_tokens: '" + t + "' is listed twice");
+  }
+}
 
 }  // namespace mt

@@ -22,6 +22,10 @@ OUT=${FUZZ_BUILD_DIR:-build-fuzz}
 
 TARGETS=(safetensors_header tokenizers gguf hf_configs run_config safetensors_index checkpoint_manifest examples preference_pairs cli)
 SAFETENSORS="src/io/safetensors.cpp src/io/safetensors_header.cpp src/io/safetensors_dtype.cpp"
+# chat_templates.cpp renders through a tokenizer's own chat_template with the Jinja interpreter, so
+# the targets that read conversations link it; their fuzz tokenizers carry no template, so the
+# interpreter itself is not fuzzed here (its hostile-template limits: tests/test_chat_jinja.cpp).
+CHAT="src/data/chat_jinja.cpp src/data/chat_rendering.cpp $(ls src/data/jinja/*.cpp | tr '\n' ' ')"
 declare -A SOURCES=(
   [safetensors_header]="$SAFETENSORS"
   [tokenizers]="src/data/unicode.cpp src/data/pretokenize.cpp src/data/bpe.cpp src/data/bpe_tokenizer.cpp src/data/byte_level.cpp src/data/tokenizer.cpp src/data/longest_match.cpp src/data/tiktoken_reader.cpp src/data/hf_bpe_reader.cpp src/data/sentencepiece_tokenizer.cpp src/data/llama2c_tokenizer_reader.cpp src/data/sentencepiece_model_reader.cpp src/data/hf_sentencepiece_reader.cpp src/data/tokenizer_loader.cpp src/data/byte_tokenizer.cpp"
@@ -30,8 +34,8 @@ declare -A SOURCES=(
   [run_config]="src/train/run_config.cpp src/train/config_aliases.cpp src/train/config_schema.cpp src/train/config_values.cpp src/train/config_toml.cpp src/train/config_docs.cpp src/parallel/partition.cpp src/parallel/mesh.cpp src/model/config.cpp src/data/unicode.cpp src/io/hub_cache.cpp src/train/data_sources.cpp"
   [safetensors_index]="src/io/safetensors_index.cpp src/io/safetensors_write.cpp $SAFETENSORS"
   [checkpoint_manifest]="src/train/checkpoint_manifest.cpp src/train/checkpoint_files.cpp src/train/checkpoint_dir.cpp"
-  [examples]="src/data/example_reader.cpp src/data/json_records.cpp src/data/templates.cpp src/data/chat_templates.cpp src/data/tokenizer.cpp src/data/longest_match.cpp"
-  [preference_pairs]="src/data/preference_pairs.cpp src/data/json_records.cpp src/data/templates.cpp src/data/chat_templates.cpp src/data/tokenizer.cpp src/data/longest_match.cpp"
+  [examples]="$CHAT src/data/example_reader.cpp src/data/json_records.cpp src/data/templates.cpp src/data/chat_templates.cpp src/data/tokenizer.cpp src/data/longest_match.cpp"
+  [preference_pairs]="$CHAT src/data/preference_pairs.cpp src/data/example_reader.cpp src/data/json_records.cpp src/data/templates.cpp src/data/chat_templates.cpp src/data/tokenizer.cpp src/data/longest_match.cpp"
 )
 # A manifest of an older checkpoint is read with its run config (train.batch_size counts its rows).
 SOURCES[checkpoint_manifest]+=" ${SOURCES[run_config]}"

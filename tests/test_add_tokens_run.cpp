@@ -63,15 +63,6 @@ std::string lora_run(const std::string& model, const std::string& chat) {
          kAddChatml + kQuick;
 }
 
-std::vector<double> losses_of(const fs::path& metrics) {
-  std::vector<double> out;
-  std::istringstream in(read_file(metrics));
-  const std::regex loss(R"("loss":\s*([-0-9.eE+]+))");
-  for (std::string line; std::getline(in, line);)
-    if (std::smatch m; std::regex_search(line, m, loss)) out.push_back(std::stod(m[1]));
-  return out;
-}
-
 nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(read_file(p)); }
 
 // The id an added token has in an HF tokenizer.json, -1 if none.
@@ -140,7 +131,7 @@ TEST(AddTokens, LoraChatRunGrowsTheVocabularyAndTrainsTheNewRows) {
   if (!have_stories()) GTEST_SKIP() << "shared data not present";
   const ChatRun& r = chat_run();
   ASSERT_TRUE(r.ok) << r.output;
-  const std::vector<double> loss = losses_of(r.dir / "run/metrics.jsonl");
+  const std::vector<double> loss = mt::testing::metric_losses(r.dir / "run/metrics.jsonl");
   ASSERT_EQ(loss.size(), 12u) << r.output;
   EXPECT_LT((loss[9] + loss[10] + loss[11]) / 3, (loss[0] + loss[1] + loss[2]) / 3 - 0.05) << r.output;
   // The tokenizer the run wrote and the adapter carries: the markers after stories260K's 512 ids.
@@ -229,7 +220,7 @@ TEST(AddTokens, ResumeIsExact) {
   ASSERT_EQ(c.code, 0) << c.output;
   c = run_meshtrain(run + " --steps 12 --set output.checkpoint_every=6 --set train.resume=latest --out " + out);
   ASSERT_EQ(c.code, 0) << c.output;
-  EXPECT_EQ(losses_of(fs::path(out) / "metrics.jsonl"), losses_of(r.dir / "run/metrics.jsonl"));
+  EXPECT_EQ(mt::testing::metric_losses(fs::path(out) / "metrics.jsonl"), mt::testing::metric_losses(r.dir / "run/metrics.jsonl"));
   EXPECT_EQ(read_file(fs::path(out) / "adapter/adapter_model.safetensors"),
             read_file(r.dir / "run/adapter/adapter_model.safetensors"));
   // export-checkpoint, from another working directory, writes the same adapter with the run's

@@ -30,15 +30,6 @@ const std::string kBinary = MESHTRAIN_BINARY;
 
 fs::path fresh(const std::string& name) { return mt::testing::fresh_temp_dir("vocab_" + name); }
 
-std::vector<double> losses_of(const fs::path& metrics) {
-  std::vector<double> out;
-  std::istringstream in(read_file(metrics));
-  const std::regex loss(R"("loss":\s*([-0-9.eE+]+))");
-  for (std::string line; std::getline(in, line);)
-    if (std::smatch m; std::regex_search(line, m, loss)) out.push_back(std::stod(m[1]));
-  return out;
-}
-
 const std::string kQuick = " --set train.log_every=1 --set train.peak_gflops=100 --set data.cache_dir=off";
 
 TEST(CliVersion, PrintsVersionCommitBuildTypeAndBackends) {
@@ -77,7 +68,7 @@ TEST(CliShortcuts, EachIsASetOfItsKeyAndTheSameKeyTwiceIsRefused) {
   const std::string recorded = read_file(dir / "a/run.toml");
   for (const char* line : {"\nsteps = 3\n", "\nlr = 0.001\n", "\nbatch_size = 2\n", "\nseq_len = 32\n"})
     EXPECT_NE(recorded.find(line), std::string::npos) << line << recorded;
-  EXPECT_EQ(losses_of(dir / "a/metrics.jsonl").size(), 3u);
+  EXPECT_EQ(mt::testing::metric_losses(dir / "a/metrics.jsonl").size(), 3u);
   for (const std::string twice : {"--steps 3 --set train.steps=4", "--steps 3 --set train.max_steps=4",
                                   "--lr 1e-3 --set train.learning_rate=1e-3", "--seq-len 32 --set train.seq_len=64"}) {
     r = run_meshtrain("train " + twice + " --out " + (dir / "b").string() + kQuick);
@@ -123,7 +114,7 @@ TEST(CliEpochs, StepsComeFromTheDataAndArePrinted) {
   const int64_t rows = std::stoll(m[1]), steps = std::stoll(m[2]);
   EXPECT_GT(rows, 10000);  // ~1 MB of text at ~1 byte a token, 64 a row, less the held-out tail
   EXPECT_EQ(steps, int64_t(std::ceil(double(0.004f) * double(rows) / 4.0)));
-  EXPECT_EQ(int64_t(losses_of(dir / "run/metrics.jsonl").size()), steps);
+  EXPECT_EQ(int64_t(mt::testing::metric_losses(dir / "run/metrics.jsonl").size()), steps);
   const std::string recorded = read_file(dir / "run/run.toml");
   EXPECT_NE(recorded.find("epochs = 0.004\n"), std::string::npos) << recorded;
   EXPECT_EQ(recorded.find("\nsteps = "), std::string::npos) << recorded;
@@ -141,7 +132,7 @@ TEST(CliLoraDropout, TrainsRepeatsAndResumesExactly) {
                           "--set optim.schedule=constant --set optim.warmup_steps=0 --set train.seed=3" + kQuick;
   CommandResult r = run_meshtrain(run + " --steps 12 --set lora.dropout=0.2 --out " + (dir / "a").string());
   ASSERT_EQ(r.code, 0) << r.output;
-  const std::vector<double> loss = losses_of(dir / "a/metrics.jsonl");
+  const std::vector<double> loss = mt::testing::metric_losses(dir / "a/metrics.jsonl");
   ASSERT_EQ(loss.size(), 12u);
   EXPECT_LT((loss[9] + loss[10] + loss[11]) / 3, (loss[0] + loss[1] + loss[2]) / 3 - 0.05) << r.output;
   const std::string adapter = read_file(dir / "a/adapter/adapter_model.safetensors");
@@ -162,7 +153,7 @@ TEST(CliLoraDropout, TrainsRepeatsAndResumesExactly) {
                     (dir / "b").string());
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(read_file(dir / "b/adapter/adapter_model.safetensors"), adapter);
-  EXPECT_EQ(losses_of(dir / "b/metrics.jsonl"), loss);
+  EXPECT_EQ(mt::testing::metric_losses(dir / "b/metrics.jsonl"), loss);
 }
 
 // tokenize: one text per line from a file or stdin, JSON lines out; detokenize turns them (or

@@ -210,15 +210,6 @@ const std::string kRun =
     "--set data.cache_dir=off --set data.val_fraction=0 --set model.hidden_size=64 --set model.intermediate_size=160 "
     "--set model.num_hidden_layers=2 --set optim.schedule=constant --set optim.warmup_steps=0";
 
-std::vector<std::string> losses_of(const fs::path& metrics) {
-  std::vector<std::string> out;
-  std::istringstream in(read_file(metrics));
-  const std::regex loss(R"("loss":\s*([-0-9.eE+]+))");
-  for (std::string line; std::getline(in, line);)
-    if (std::smatch m; std::regex_search(line, m, loss)) out.push_back(m[1]);
-  return out;
-}
-
 // Trains `data` 8 steps straight, then 4 + a resume to 8 from the step-4 checkpoint: the same
 // losses, so the order of the data resumes where it stopped (mid-epoch: the file holds more rows
 // than 4 steps read).
@@ -227,14 +218,14 @@ void expect_resume_repeats_the_run(const fs::path& dir, const std::string& data,
   CommandResult r = run_meshtrain(run + " --set train.steps=8 --out " + (dir / "a").string());
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find(expect_in_log), std::string::npos) << r.output;
-  const std::vector<std::string> loss = losses_of(dir / "a/metrics.jsonl");
+  const std::vector<std::string> loss = mt::testing::metric_loss_texts(dir / "a/metrics.jsonl");
   ASSERT_EQ(loss.size(), 8u) << r.output;
   r = run_meshtrain(run + " --set train.steps=4 --set output.checkpoint_every=4 --out " + (dir / "b").string());
   ASSERT_EQ(r.code, 0) << r.output;
   r = run_meshtrain(run + " --set train.steps=8 --set output.checkpoint_every=4 --set train.resume=latest --out " +
                     (dir / "b").string());
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_EQ(losses_of(dir / "b/metrics.jsonl"), loss);
+  EXPECT_EQ(mt::testing::metric_loss_texts(dir / "b/metrics.jsonl"), loss);
 }
 
 TEST(DataFormatRun, CompletionRecordsTrainAndResumeMidEpoch) {

@@ -225,15 +225,6 @@ const std::string kRun =
     "--set data.cache_dir=off --set data.val_fraction=0 --set model.hidden_size=64 --set model.intermediate_size=160 "
     "--set model.num_hidden_layers=2 --set optim.schedule=constant --set optim.warmup_steps=0";
 
-std::vector<std::string> loss_texts(const fs::path& metrics) {
-  std::vector<std::string> out;
-  std::istringstream in(read_file(metrics));
-  const std::regex loss(R"("loss":\s*([-0-9.eE+]+))");
-  for (std::string line; std::getline(in, line);)
-    if (std::smatch m; std::regex_search(line, m, loss)) out.push_back(m[1]);
-  return out;
-}
-
 // A completion file and a text-records file, weights 3 : 1, as a --set.
 std::string two_sources(const TempDir& dir) {
   std::string completions, documents;
@@ -282,7 +273,7 @@ TEST(MixRun, ResumeMidEpochRepeatsTheRun) {
   const std::string run = kRun + two_sources(dir);
   CommandResult r = run_meshtrain(run + " --set train.steps=8 --out " + dir.path("a"));
   ASSERT_EQ(r.code, 0) << r.output;
-  const std::vector<std::string> loss = loss_texts(fs::path(dir.path("a")) / "metrics.jsonl");
+  const std::vector<std::string> loss = mt::testing::metric_loss_texts(fs::path(dir.path("a")) / "metrics.jsonl");
   ASSERT_EQ(loss.size(), 8u) << r.output;
   r = run_meshtrain(run + " --set train.steps=4 --set output.checkpoint_every=4 --out " + dir.path("b"));
   ASSERT_EQ(r.code, 0) << r.output;
@@ -293,7 +284,7 @@ TEST(MixRun, ResumeMidEpochRepeatsTheRun) {
   EXPECT_NE(r.output.find("what its weights and state mean: data.sources ["), std::string::npos) << r.output;
   r = run_meshtrain(kRun + two_sources_in(dir, "moved", "1") + resume);
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_EQ(loss_texts(fs::path(dir.path("b")) / "metrics.jsonl"), loss);
+  EXPECT_EQ(mt::testing::metric_loss_texts(fs::path(dir.path("b")) / "metrics.jsonl"), loss);
 }
 
 // Each source has a token-cache file of its own (its path, format and columns in the key): the
@@ -318,7 +309,7 @@ TEST(MixRun, EachSourceHasItsOwnTokenCache) {
   const CommandResult second = run_meshtrain(run + " --out " + dir.path("b"));
   ASSERT_EQ(second.code, 0) << second.output;
   EXPECT_EQ(caches(second.output, "hit"), written) << second.output;
-  EXPECT_EQ(loss_texts(fs::path(dir.path("b")) / "metrics.jsonl"), loss_texts(fs::path(dir.path("a")) / "metrics.jsonl"));
+  EXPECT_EQ(mt::testing::metric_loss_texts(fs::path(dir.path("b")) / "metrics.jsonl"), mt::testing::metric_loss_texts(fs::path(dir.path("a")) / "metrics.jsonl"));
 }
 
 // eval --run reads a mixed run's held-out rows as its validation did: the run's last validation

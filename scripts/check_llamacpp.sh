@@ -34,8 +34,13 @@
 #      and on the mixtral a LoRA adapter on every expert alone (20 steps): llama.cpp base
 #      + GGUF adapter (the experts' adapters stacked) = llama.cpp merged GGUF = meshtrain
 #
+#   6. data.add_tokens (case added_tokens): stories260K grown by <|im_start|> / <|im_end|> in a LoRA
+#      chatml run, merged, exported to GGUF: llama.cpp reads the markers as single control tokens,
+#      tokenizes the chat prompt (special tokens on) as meshtrain renders it, and gives meshtrain's
+#      greedy answer, ending at <|im_end|>
+#
 #   scripts/check_llamacpp.sh [--stories DIR] [--data alpaca.json] [--work DIR] [--families-only]
-#                             [--case NAME ...]   (step 5's cases by name, e.g. --case gpt2; default all)
+#                             [--case NAME ...]   (step 5's and 6's cases by name, e.g. --case gpt2; default all)
 # Needs node >= 20 and npm (and /usr/bin/python3 with numpy for step 5). Exits 0 when everything matches, 1 on a mismatch, 2 on bad setup.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -394,6 +399,75 @@ TOML
   echo "  llama.cpp + adapter: $(head -c 300 "$dir/lc-lora.txt")"
 }
 family_lora_case mixtral "In the village by the"
+
+# added_tokens_case: data.add_tokens on stories260K (whose tokenizer has no chat markers): a LoRA
+# run on chatml data adds <|im_start|> and <|im_end|> (embedding and head rows grown, trained in
+# full as PEFT's modules_to_save), merged and exported to GGUF. llama.cpp must read the grown
+# vocabulary: the markers as control tokens (parsed from text only when special tokens are asked
+# for, as meshtrain's template writes them), the same prompt ids as meshtrain's chat rendering,
+# and the same greedy answer as meshtrain generate on the merged directory and on the GGUF.
+added_tokens_case() {
+  local name=added_tokens dir=$WORK/added_tokens
+  if [ -n "$CASES" ] && [[ " $CASES " != *" $name "* ]]; then return 0; fi
+  echo "--- $name (stories260K + <|im_start|>, <|im_end|>)"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  "$MT" convert --llama2c "$STORIES/stories260K.bin" --tokenizer "$STORIES/tok512.bin" --out "$dir/base" >/dev/null
+  /usr/bin/python3 - "$dir/chat.jsonl" <<'PY'
+import json, sys
+names = ["Lily", "Tom", "Sue", "Max", "Ben", "Mia", "Sam", "Amy"]
+things = ["ball", "cat", "tree", "cake", "dog", "boat"]
+with open(sys.argv[1], "w") as f:
+    for i in range(48):
+        n, t = names[i % 8], things[i % 6]
+        f.write(json.dumps({"messages": [{"role": "user", "content": f"Who has the {t}?"},
+                                         {"role": "assistant", "content": f"{n} has the {t}. {n} is happy."}]}) + "\n")
+PY
+  "$MT" train --model "$dir/base" --lora --data "$dir/chat.jsonl" --set data.format=chatml --seq-len 64 \
+    --batch-size 4 --steps 60 --lr 5e-3 --set optim.schedule=constant --set optim.warmup_steps=0 \
+    --set 'data.add_tokens=["<|im_start|>", "<|im_end|>"]' --set data.val_fraction=0 --set train.log_every=30 \
+    --set train.peak_gflops=100 --set data.cache_dir=off --out "$dir/run" | grep -E '^done' || true
+  "$MT" export -m "$dir/base" --adapter "$dir/run/adapter" --merged "$dir/merged" >/dev/null
+  "$MT" export -m "$dir/merged" --gguf "$dir/merged.gguf" --gguf-dtype f32 | sed 's/^/  /'
+  # The markers' ids in the grown tokenizer.json (meshtrain tokenize reads text, never markers).
+  added_id() {
+    /usr/bin/python3 -c 'import json, sys
+print(next(a["id"] for a in json.load(open(sys.argv[1]))["added_tokens"] if a["content"] == sys.argv[2]))' \
+      "$dir/merged/tokenizer.json" "$1"
+  }
+  local start_id end_id
+  start_id=$(added_id "<|im_start|>") end_id=$(added_id "<|im_end|>")
+  echo "$start_id $end_id" > "$dir/markers-mt.txt"
+  { LC --model "$dir/merged.gguf" -n 0 --tokenize-special "<|im_start|>"
+    LC --model "$dir/merged.gguf" -n 0 --tokenize-special "<|im_end|>"; } | sed 's/^tokens: //' | paste -sd' ' > "$dir/markers-lc.txt"
+  same "$name: llama.cpp reads each marker as one token with meshtrain's id ($(cat "$dir/markers-lc.txt"))" \
+    "$dir/markers-mt.txt" "$dir/markers-lc.txt"
+  local ask=(--template chatml --prompt "Who has the cake?" -n 24 -v)
+  "$MT" generate -m "$dir/merged" "${ask[@]}" > "$dir/answer-mt.txt" 2> "$dir/answer-mt.log"
+  sed -n 's/^generate: prompt of [0-9]* tokens: //p' "$dir/answer-mt.log" | tr -d '[],' > "$dir/prompt-mt.txt"
+  local prompt=$'<|im_start|>user\nWho has the cake?<|im_end|>\n<|im_start|>assistant\n'
+  LC --model "$dir/merged.gguf" -n 0 --tokenize-special "$prompt" | sed 's/^tokens: //' > "$dir/prompt-lc.txt"
+  same "$name: llama.cpp's tokenization of the chatml prompt (special tokens on) = meshtrain's rendering" \
+    "$dir/prompt-mt.txt" "$dir/prompt-lc.txt"
+  "$MT" generate -m "$dir/merged.gguf" "${ask[@]}" > "$dir/answer-mtg.txt" 2> /dev/null
+  same "$name: meshtrain on the GGUF = on the merged directory" "$dir/answer-mt.txt" "$dir/answer-mtg.txt"
+  grep -q "stopped at id $end_id " "$dir/answer-mt.log" ||
+    { echo "  FAIL  $name: meshtrain's answer did not end at <|im_end|>: $(tail -1 "$dir/answer-mt.log")"; FAIL=1; }
+  # Both print the prompt and the answer without the markers. The prompt starts with a control
+  # token, not BOS, so llama.cpp's detokenizer keeps the first word's leading space, which
+  # meshtrain's (as at the start of any text) drops: one leading space is taken off.
+  LC --model "$dir/merged.gguf" --prompt-ids "$(cat "$dir/prompt-mt.txt")" --stop-id "$end_id" -n 24 \
+    --text-out "$dir/answer-lc-raw.txt" > "$dir/answer-lc.ids"
+  sed '1s/^ //' "$dir/answer-lc-raw.txt" > "$dir/answer-lc.txt"
+  same "$name: llama.cpp greedy answer = meshtrain's" "$dir/answer-mt.txt" "$dir/answer-lc.txt"
+  # node-llama-cpp ends at an end-of-generation token without yielding it (llama.cpp marks
+  # <|im_end|> as one), or yields --stop-id's: either way fewer than the 24 tokens asked for.
+  if [ "$(sed 's/^ids: //' "$dir/answer-lc.ids" | wc -w)" -lt 24 ]; then
+    echo "  ok    $name: llama.cpp ended the answer at the end of turn ($(sed 's/^ids: //' "$dir/answer-lc.ids" | wc -w) tokens), as meshtrain did"
+  else echo "  FAIL  $name: llama.cpp ran on to 24 tokens: $(cat "$dir/answer-lc.ids")"; FAIL=1; fi
+  echo "  llama.cpp: $(head -c 300 "$dir/answer-lc.txt")"
+}
+added_tokens_case
 
 if [ "$FAIL" = 0 ]; then echo "=== all match"; else echo "=== MISMATCH" >&2; fi
 exit "$FAIL"

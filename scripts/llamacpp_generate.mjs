@@ -2,13 +2,17 @@
 // binaries (used by scripts/check_llamacpp.sh, which copies this file next to its node_modules).
 //
 //   node llamacpp_generate.mjs --model M.gguf [--lora A.gguf] [-n 60] [--text-out FILE]
-//                              [--prompt-ids "1 403 407"] [--tokenize TEXT] [--info]
+//                              [--prompt-ids "1 403 407"] [--tokenize TEXT] [--tokenize-special TEXT]
+//                              [--stop-id N] [--info]
 //
 // Generation starts from BOS alone, or from the ids of --prompt-ids (as meshtrain tokenized the
 // prompt, so both programs start from the same tokens), temperature 0 (greedy), and stops after n
 // tokens or at EOS. Prints "ids: ..." (the new tokens; and "tokens: ..." for --tokenize); the
 // detokenized text (with a prompt: of the prompt and the new tokens) goes to --text-out (or to
 // stdout as "text: ...").
+// --tokenize-special parses special tokens written in the text (a chat template's markers) as the
+// tokens they are, as a chat prompt is tokenized; --tokenize leaves them as text. --stop-id N ends
+// generation at that id too (a chat template's end of turn).
 import {writeFileSync} from "node:fs";
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
 
@@ -21,6 +25,8 @@ for (let i = 0; i < args.length; ++i) {
   else if (a === "-n") opt.n = Number(args[++i]);
   else if (a === "--text-out") opt.textOut = args[++i];
   else if (a === "--tokenize") opt.tokenize = args[++i];
+  else if (a === "--tokenize-special") opt.tokenizeSpecial = args[++i];
+  else if (a === "--stop-id") opt.stopId = Number(args[++i]);
   else if (a === "--prompt-ids") opt.promptIds = args[++i].trim().split(/\s+/).filter((x) => x !== "").map(Number);
   else if (a === "--info") opt.info = true;
   else { console.error("llamacpp_generate: unknown argument " + a); process.exit(2); }
@@ -38,6 +44,7 @@ if (!opt.model) process.exit(opt.info ? 0 : 2);
 
 const model = await llama.loadModel({modelPath: opt.model});
 if (opt.tokenize !== undefined) console.log("tokens: " + model.tokenize(opt.tokenize).join(" "));
+if (opt.tokenizeSpecial !== undefined) console.log("tokens: " + model.tokenize(opt.tokenizeSpecial, true).join(" "));
 if (opt.n > 0) {
   const lora = opt.lora ? {lora: {adapters: [{filePath: opt.lora, scale: 1}]}} : {};
   const ctx = await model.createContext({contextSize: 256, batchSize: 256, threads: 1, ...lora});
@@ -46,7 +53,7 @@ if (opt.n > 0) {
   const start = opt.promptIds ?? [model.tokens.bos];
   for await (const t of seq.evaluate(start, {temperature: 0})) {
     out.push(t);
-    if (out.length >= opt.n || t === model.tokens.eos) break;
+    if (out.length >= opt.n || t === model.tokens.eos || t === opt.stopId) break;
   }
   // A leading BOS is left out, as without a prompt: llama.cpp then drops the first piece's word-
   // marker space (sentencepiece), as meshtrain's decoder does.

@@ -1,6 +1,7 @@
 // The HF Trainer's names on train's command line (cli/key_options.h), through the binary: each a
 // --set of its alias with '_' or '-', refused beside a --set of its key; an unknown option answered
-// with the one it misspells; --tokenizer; the warning for a warm-up that reaches the run's end.
+// with the one it misspells; --tokenizer; the warning for a warm-up that reaches the run's end (by
+// steps or by epochs).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -63,6 +64,17 @@ TEST(CliTrainerNames, AWarmUpLongerThanTheRunIsWarned) {
   EXPECT_NE(r.output.find("warning: the warm-up (20 steps) is longer than the run (6 steps): it ends at 30% of "
                           "optim.lr"), std::string::npos) << r.output;
   r = run_meshtrain("train --steps 6 --warmup_ratio 0.5 --out " + (dir / "b").string() + kSmall);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("warning: the warm-up"), std::string::npos) << r.output;
+}
+
+// A run by epochs knows its steps once its data is open: the trainer warns then.
+TEST(CliTrainerNames, AWarmUpLongerThanARunByEpochsIsWarned) {
+  const fs::path dir = mt::testing::fresh_temp_dir("trainer_names_warmup_epochs");
+  CommandResult r = run_meshtrain("train --epochs 0.01 --out " + (dir / "a").string() + kSmall);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: the warm-up (20 steps) is longer than the run ("), std::string::npos) << r.output;
+  r = run_meshtrain("train --epochs 0.01 --warmup_ratio 0.1 --out " + (dir / "b").string() + kSmall);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(r.output.find("warning: the warm-up"), std::string::npos) << r.output;
 }

@@ -264,7 +264,7 @@ Action add_train_command(CLI::App& app) {
     const bool leader = parallel::read_launch_env().rank <= 0;
     if (!seq_len_choice.empty() && leader) std::cout << seq_len_choice << std::endl;
     // A run by steps whose warm-up reaches its end is warned when it ends, so that a refusal of
-    // its data (in train) stays one line. A run by epochs counts its steps in train: not warned.
+    // its data (in train) stays one line. A run by epochs counts its steps in train, which warns.
     const std::string warmup = leader && cfg.train.epochs == 0
                                    ? warmup_warning(fresh_lr_schedule(cfg.optim, cfg.train.steps))
                                    : "";

@@ -322,6 +322,8 @@ TrainingRun::TrainingRun(const RunConfig& cfg, const StopSignals& stop, std::ost
   if (tc.epochs > 0) {
     this->cfg.train.steps = steps_for_epochs(tc, data->rows_per_epoch(), log);
     lr_schedule = fresh_lr_schedule(this->cfg.optim, tc.steps);
+    // A run by steps is warned by the train command; this one's steps are known only now.
+    if (const std::string w = warmup_warning(lr_schedule); !w.empty() && tc.resume.empty()) log << w << "\n";
   }
   if (tc.eval_every > 0 && !data->has_validation())
     fail("train.eval_every = " + std::to_string(tc.eval_every) +

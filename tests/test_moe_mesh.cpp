@@ -201,6 +201,33 @@ TEST_P(MoeOneSidedRouting, EveryTokenOnTheSameExpertsMatchesOneRank) {
 INSTANTIATE_TEST_SUITE_P(Meshes, MoeOneSidedRouting, ::testing::Values("ep=2", "ep=4", "fsdp=2,ep=2"),
                          [](const auto& info) { return tag_of(info.param); });
 
+// A capacity factor's worst case under ep: every token of both ranks chooses experts 0 and 1 (zero
+// routers), both on rank 0, and each rank keeps ceil(1.5 N k / E) choices an expert of its N k, so
+// rank 0 receives exactly E times that: the most moe_expert_rows planned room for (model/moe.h).
+// The run trains, counts its drops, and rank 0's arena holds what it received.
+TEST(MoeMesh, ACapacityFactorsWorstCaseFitsAnEpRanksRoom) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string tag = "moe_capacity_one_sided";
+  const std::string dir = moe_model_dir("qwen3_moe", tag, {}, [](Transformer& m) {
+    const ModelConfig& c = m.config();
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      const std::string router = moe_router_name(l, c);
+      m.base().set_values(router, std::vector<float>(size_t(m.base().get(router).numel), 0.0f).data());
+    }
+  });
+  std::ofstream(dir + ".toml") << "[model]\npath = \"" << dir << "\"\n";
+  const std::string out_dir = fresh_temp_dir("mesh_" + tag) + "/run";
+  std::string out;
+  ASSERT_EQ(run(train_command("ep=2") + "--config " + dir + ".toml " + kRun +
+                    "--set train.moe_capacity_factor=1.5 --set output.dir=" + out_dir + " 2>&1",
+                &out),
+            0)
+      << out;
+  const auto dropped = metric(out_dir, "moe_dropped");
+  ASSERT_FALSE(dropped.empty()) << out;
+  for (double d : dropped) EXPECT_GT(d, 0.0);
+}
+
 // Sequence parallelism beside tp: the MoE layer's input gathered whole and its output summed and
 // scattered back to each rank's rows, as the MLP's; with LoRA on the experts' row-parallel down.
 TEST(MoeMesh, SequenceParallelWithLoraOnTheExpertsMatchesOneRank) {

@@ -270,6 +270,30 @@ TEST_P(MoeGradients, ACapacityFactorDropsCountsAndMatchesFiniteDifferences) {
   check_store(m, m.base(), in);
 }
 
+// The rows an ep rank's experts hold room for: dropless, ep x its own N k (any shard's tokens may
+// all choose them); with a capacity factor, E x ceil(f N k / E) (each shard keeps that many choices
+// an expert), never below its own N k, never above dropless; without ep, N k.
+TEST(MoeModel, ExpertRowsUnderACapacityFactor) {
+  ModelConfig c = moe_config();  // k = 2 of E = 4
+  ASSERT_EQ(c.num_experts, 4);
+  ASSERT_EQ(c.num_experts_per_tok, 2);
+  EXPECT_EQ(moe_expert_rows(c, 32), 64);
+  c.moe_capacity_factor = 1.5f;
+  EXPECT_EQ(moe_expert_rows(c, 32), 64);  // one shard: its own N k
+  c.moe_local_experts = 2;                // ep = 2
+  EXPECT_EQ(moe_expert_rows(c, 32), 4 * 24);  // ceil(1.5 x 64 / 4) = 24 an expert
+  c.moe_capacity_factor = 0.5f;
+  EXPECT_EQ(moe_expert_rows(c, 32), 64);  // E x 8 = 32, but its own 64 rows are sent from here
+  c.moe_capacity_factor = 3.0f;
+  EXPECT_EQ(moe_expert_rows(c, 32), 128);  // E x 48 > dropless
+  c.moe_capacity_factor = 0.0f;
+  EXPECT_EQ(moe_expert_rows(c, 32), 128);
+  c.moe_local_experts = 1;  // ep = 4: dropless 4 x 64
+  EXPECT_EQ(moe_expert_rows(c, 32), 256);
+  c.moe_capacity_factor = 1.0f;
+  EXPECT_EQ(moe_expert_rows(c, 33), 4 * 17);  // ceil(66 / 4) = 17
+}
+
 INSTANTIATE_TEST_SUITE_P(Moe, MoeGradients, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "Renormalised" : "Plain"; });
 

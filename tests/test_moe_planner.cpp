@@ -87,6 +87,42 @@ TEST_P(MoePlanner, PerRankMemoryIsTheEnginesWithinTwoPercent) {
   }
 }
 
+// train.moe_capacity_factor under ep: each rank keeps at most ceil(f N k / E) of its choices for an
+// expert, so an ep rank receives at most E times that (model/moe.h moe_expert_rows), not ep x its
+// own N k: its activations shrink, and `plan --moe-capacity-factor` prices what the engine holds.
+// At f = 1.5 (k = 2 of E = 4, 32 tokens a rank) an ep = 2 rank's experts hold 96 rows, not 128.
+TEST(MoePlannerCapacity, AnEpRanksExpertRowsUnderACapacityFactorAreTheEngines) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string tag = "moe_plan_capacity";
+  const std::string model = moe_model_dir("qwen3_moe", tag);
+  const std::string dir = fresh_temp_dir(tag + "_ep_2") + "/run";
+  const std::string plan = std::string(MESHTRAIN_BINARY) + " plan --model " + model +
+                           " --cluster cpu --mesh ep=2 --seq 32 --global-batch 4 --micro-batch 1";
+  const RunAndPlan r = train_then_plan(
+      train_command("ep=2") + "--set model.path=" + model +
+          " --set train.seq_len=32 --set train.batch_size=2 --set train.grad_accum=2 --set train.precision=bf16 "
+          "--set train.steps=2 --set train.peak_gflops=100 --set train.moe_capacity_factor=1.5",
+      dir, plan + " --moe-capacity-factor 1.5 --moe-imbalance 4");
+  const auto& m = r.plan.at("memory_bytes");
+  const double predicted = m.at("total").get<double>() - m.at("items").value("overhead", 0.0);
+  for (const auto& rank : r.summary.at("memory_per_rank")) {
+    const double measured = double(rank.at("peak_tensor_bytes").get<int64_t>());
+    EXPECT_NEAR(predicted / measured, 1.0, 0.02) << "predicted " << predicted << ", measured " << measured;
+  }
+  EXPECT_DOUBLE_EQ(r.plan.at("experts").at("capacity_factor").get<double>(), 1.5);
+  // The busiest rank's share is capped too: 96 rows over the mean 64, not the 4 asked.
+  EXPECT_DOUBLE_EQ(r.plan.at("experts").at("imbalance").get<double>(), 1.5);
+  // Dropless, the same plan holds more activations.
+  std::string out;
+  ASSERT_EQ(run(plan + " --moe-imbalance 4 --json 2>&1", &out), 0) << out;
+  const nlohmann::json dropless = nlohmann::json::parse(out);
+  EXPECT_GT(dropless.at("memory_bytes").at("items").at("activations").get<double>(),
+            m.at("items").at("activations").get<double>());
+  EXPECT_DOUBLE_EQ(dropless.at("experts").at("imbalance").get<double>(), 4.0);
+  ASSERT_NE(run(std::string(MESHTRAIN_BINARY) + " plan --model llama3-8b --mesh dp=1 --moe-capacity-factor 1.5 2>&1", &out), 0);
+  EXPECT_NE(out.find("--moe-capacity-factor caps a mixture of experts' experts"), std::string::npos) << out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, MoePlanner,
                          ::testing::Values(Case{"qwen3_moe", "full", 0.02, 0.02, 0.02},
                                            Case{"mixtral", "full", 0.03, 0.02, 0.03},

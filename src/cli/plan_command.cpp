@@ -30,6 +30,7 @@ struct PlanOptions {
   double dp_bucket_mb = 25.0;  // as train.dp_bucket_mb
   double host_load = -1.0;     // >= 0: a shared host's background load (--host-load); < 0: the cluster's
   double moe_imbalance = 1.0;  // the busiest ep rank's expert rows over the mean (PlanInput::moe_imbalance)
+  float moe_capacity_factor = 0.0f;  // train.moe_capacity_factor (0: dropless)
   bool checkpointing = false, search = false, json = false, no_overlap = false, keep_checkpointing = false;
   bool no_sequence_parallel = false;
   bool list_models = false;
@@ -91,6 +92,11 @@ plan::PlanInput make_input(const PlanOptions& o) {
   if (o.pp_virtual < 1) fail("--pp-virtual must be >= 1, got " + std::to_string(o.pp_virtual));
   in.pp_virtual = o.pp_virtual;
   in.moe_imbalance = o.moe_imbalance;
+  if (o.moe_capacity_factor > 0.0f) {
+    if (!in.model.config.moe())
+      fail("--moe-capacity-factor caps a mixture of experts' experts; " + in.model.name + " is dense");
+    in.model.config.moe_capacity_factor = o.moe_capacity_factor;
+  }
   in.extra_forwards = plan::preference_forwards(o.method, in.lora.enabled, o.reference);
   if (o.devices < 0) fail("--devices must be > 0, got " + std::to_string(o.devices));
   if (o.top <= 0) fail("--top must be > 0, got " + std::to_string(o.top));
@@ -191,6 +197,11 @@ Action add_plan_command(CLI::App& app) {
                   "a mixture of experts under ep: the rows the busiest ep rank's experts compute over the mean, "
                   "a factor on the expert compute every rank waits for (1: balanced routing)")
       ->check(CLI::Range(1.0, 1e6));
+  sub->add_option("--moe-capacity-factor", o->moe_capacity_factor,
+                  "a mixture of experts' train.moe_capacity_factor: each expert takes at most ceil(factor N k / E) "
+                  "of a rank's choices, which bounds the rows an ep rank receives (its activations) and the "
+                  "imbalance (default: 0, dropless)")
+      ->check(CLI::Range(0.0, 1e6));
   sub->add_option("--mode", o->mode, "full or lora");
   sub->add_option("--method", o->method,
                   "sft, or preference training (dpo, ipo, simpo, orpo): a forward of the policy before each "

@@ -88,7 +88,7 @@ BlockActivationSizes block_activation_sizes(const ModelConfig& c, int64_t lora_r
   if (c.post_norms) f += 2 * C + 2;  // attn_raw mlp_raw rstd_post_attn rstd_post_mlp
   // On the residual stream's rows: n1 n2; rstd1 rstd2 (mean1 mean2) x2 (the post norms' four).
   const int64_t f_split = 2 * norm_saved_per_token(c) + C + (c.post_norms ? 2 * C + 2 : 0);
-  return {t, f, 2 * C, f_split};
+  return {t, f, 2 * C, f_split, moe.t_per_expert_row, moe.f_per_expert_row};
 }
 
 BlockActivations carve_block_activations(ArenaCursor& t, ArenaCursor& f, int64_t N,

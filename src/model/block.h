@@ -92,8 +92,8 @@ struct BlockActivations {
   MoeActivations moe;
 };
 
-// Per-token element counts of BlockActivations, so an arena can be planned up front (the memory
-// planner reads them too).
+// Element counts of BlockActivations (per token, and per expert row), so an arena can be planned
+// up front (the memory planner reads them too).
 struct BlockActivationSizes {
   int64_t t_elems;  // elements of the compute dtype
   int64_t f_elems;  // f32 elements
@@ -101,6 +101,9 @@ struct BlockActivationSizes {
   // residual after attention, the post norms' inputs), which sequence parallelism holds for its
   // share of the rows only (ModelParallel::sequence_shards).
   int64_t t_split = 0, f_split = 0;
+  // Besides those per token, a mixture of experts' tensors per row this rank's experts compute:
+  // moe_expert_rows(c, N) of them for N tokens (model/moe.h), no multiple of N under a capacity.
+  int64_t t_per_expert_row = 0, f_per_expert_row = 0;
 };
 BlockActivationSizes block_activation_sizes(const ModelConfig& c, int64_t lora_rank,
                                             const std::array<bool, kNumProj>& lora_on);

@@ -33,8 +33,10 @@ class DecoderImpl : public Decoder::Impl {
     std::vector<float> cos(size_t(len * D / 2)), sin(size_t(len * D / 2));
     const bool local = c_.rope_local_theta > 0.0f;  // a second pair of tables (Gemma)
     const auto sizes = block_activation_sizes(c_, rank, lora_on);
+    const int64_t expert_rows = moe_expert_rows(c_, 1);  // one token's
     f32_.resize(be_, DType::f32, (local ? 2 : 1) * len * D + 2 * L * len * kv + 3 * C + 2 + V +
-                                     sizes.f_elems + block_scratch_f32_elems(c_, 1));
+                                     sizes.f_elems + expert_rows * sizes.f_per_expert_row +
+                                     block_scratch_f32_elems(c_, 1));
     ArenaCursor f(f32_.tensor());
     rope_cos_ = f.take(len, D / 2), rope_sin_ = f.take(len, D / 2);
     if (local) {
@@ -52,7 +54,7 @@ class DecoderImpl : public Decoder::Impl {
     be_.copy_from_host(rope_sin_, sin.data());
 
     const int64_t r = std::max<int64_t>(rank, 1);
-    compute_.resize(be_, ct, sizes.t_elems + C + V + r);
+    compute_.resize(be_, ct, sizes.t_elems + expert_rows * sizes.t_per_expert_row + C + V + r);
     ArenaCursor t(compute_.tensor());
     acts_ = carve_block_activations(t, f, 1, c_, rank, lora_on);
     acts_.moe.routing = &routing_;

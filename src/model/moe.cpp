@@ -1,6 +1,7 @@
 #include "model/moe.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "core/profile.h"
@@ -13,7 +14,12 @@ std::pair<int64_t, int64_t> expert_proj_dims(ExpertProj p, const ModelConfig& c)
 }
 
 int64_t moe_expert_rows(const ModelConfig& c, int64_t N) {
-  return c.moe() ? N * c.num_experts_per_tok * c.expert_shards() : 0;
+  if (!c.moe()) return 0;
+  const int64_t own = N * c.num_experts_per_tok, dropless = own * c.expert_shards();
+  if (c.moe_capacity_factor <= 0.0f || c.expert_shards() == 1) return dropless;
+  // The capacity as moe_routing.cpp computes it from a shard's own N k choices.
+  const auto capacity = int64_t(std::ceil(double(c.moe_capacity_factor) * double(own) / double(c.num_experts)));
+  return std::min(dropless, std::max(own, c.num_experts * capacity));
 }
 
 MoeActivationSizes moe_activation_sizes(const ModelConfig& c, int64_t lora_rank,
@@ -21,11 +27,11 @@ MoeActivationSizes moe_activation_sizes(const ModelConfig& c, int64_t lora_rank,
   if (!c.moe()) return {};
   const int64_t k = c.num_experts_per_tok, I = c.moe_intermediate_size, C = c.hidden_size;
   const int64_t S = c.expert_shards();
-  // Per expert row (k S a token): gate up h (lora u x 3); per choice (k): out, weights, slots,
-  // token_rows; under expert parallelism the two row orders per expert row.
+  // Per expert row: gate up h (lora u x 3), under expert parallelism the two row orders; per
+  // choice (k a token): out, weights, slots, token_rows.
   int64_t adapters = 0;
   for (bool on : experts_lora) adapters += on ? lora_rank : 0;
-  return {k * (S * (3 * I + adapters) + C), 3 * k + (S > 1 ? 2 * k * S : 0)};
+  return {k * C, 3 * k, 3 * I + adapters, S > 1 ? 2 : 0};
 }
 
 MoeActivations carve_moe_activations(ArenaCursor& t, ArenaCursor& f, int64_t N, const ModelConfig& c,
@@ -112,7 +118,9 @@ void plan_exchange(Backend& be, MoeRouting& r, const MoeActivations& a, const Mo
     }
   for (int64_t j = 0; j < L; ++j) r.local_offsets[size_t(j + 1)] += r.local_offsets[size_t(j)];
   const int64_t R = r.local_offsets.back();
-  MT_CHECK(R <= a.to_expert.rows, "expert parallelism: more rows received than every shard's tokens choose");
+  MT_CHECK(R <= a.to_expert.rows,
+           "expert parallelism: more rows received than planned for (moe_expert_rows: every shard's choices, or "
+           "what a capacity factor lets through)");
   std::vector<int32_t> to(static_cast<size_t>(R)), from(static_cast<size_t>(R));
   std::vector<int64_t> next(r.local_offsets.begin(), r.local_offsets.end() - 1);  // per expert
   int64_t arrived = 0;  // shard q's block for expert j starts here among the received rows

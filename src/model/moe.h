@@ -34,7 +34,9 @@ struct MoeWeights {
 
 // The rows this rank's experts may compute for N tokens of its own: their N k choices, times the
 // config's expert_shards() under expert parallelism (dropless: every token of every shard may
-// choose this rank's experts).
+// choose this rank's experts). With a capacity factor each shard keeps at most
+// ceil(factor N k / E) of its choices for any one expert, so this rank receives at most E times
+// that (each of its L experts from each of the E / L shards), and never fewer than its own N k.
 int64_t moe_expert_rows(const ModelConfig& c, int64_t N);
 
 // The forward's saved tensors for N tokens, of the compute dtype unless marked: per routed choice
@@ -53,10 +55,13 @@ struct MoeActivations {
   MoeRouting* routing = nullptr;  // the host's decisions, owned by the model's runner
 };
 
-// Per-token element counts of MoeActivations (0 for a dense model): of the compute dtype, and
-// f32 (the i32 indices counted among them: the same size).
+// Element counts of MoeActivations (0 for a dense model): of the compute dtype, and f32 (the i32
+// indices counted among them: the same size); per token (the N k choices' tensors), and per row
+// this rank's experts compute (moe_expert_rows of them, which a capacity factor makes no multiple
+// of N).
 struct MoeActivationSizes {
   int64_t t_elems = 0, f_elems = 0;
+  int64_t t_per_expert_row = 0, f_per_expert_row = 0;
 };
 MoeActivationSizes moe_activation_sizes(const ModelConfig& c, int64_t lora_rank,
                                             const std::array<bool, kNumExpertProj>& experts_lora);

@@ -178,6 +178,7 @@ void Transformer::set_moe_capacity_factor(float factor) {
   c.moe_capacity_factor = factor;
   c.validate();  // its range
   config_ = c;
+  runner_.reset();  // its arenas hold the experts' rows the factor allows (moe_expert_rows): planned again
 }
 
 void Transformer::sync_compute_weights() {
@@ -479,9 +480,11 @@ void Transformer::Runner::plan(int64_t B, int64_t seq) {
   const int64_t head = holds_head_ ? 1 : 0, recompute = ckpt ? 1 : 0;
   auto sizes = block_activation_sizes(c_, lora_rank_, lora_on_);
 
-  // A block's activations: the residual stream's part for R rows, the rest for all N.
-  const int64_t block_t = N * (sizes.t_elems - sizes.t_split) + R * sizes.t_split;
-  const int64_t block_f = N * (sizes.f_elems - sizes.f_split) + R * sizes.f_split;
+  // A block's activations: the residual stream's part for R rows, the rest for all N, and the
+  // experts' rows of a mixture of experts.
+  const int64_t expert_rows = moe_expert_rows(c_, N);
+  const int64_t block_t = N * (sizes.t_elems - sizes.t_split) + R * sizes.t_split + expert_rows * sizes.t_per_expert_row;
+  const int64_t block_f = N * (sizes.f_elems - sizes.f_split) + R * sizes.f_split + expert_rows * sizes.f_per_expert_row;
   // The final norm's output whole (the head reads every row: gathered under sequence parallelism).
   t_arena_.resize(be_, ct_, stored_blocks * block_t + head * N * C);
   // residuals (blocks + 1), dx, y_tmp (checkpointing), the final norm's rstd (and mean) and

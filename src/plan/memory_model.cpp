@@ -42,7 +42,8 @@ ModelConfig tp_local_block(const ModelConfig& c, int64_t tp) {
 // residuals) over the tp ranks. The attention keeps its log-sum-exp per query and head only, never
 // scores, so a sliding window changes no memory. Under ep the sizes are those of an ep rank's model
 // (parallel::expert_parallel_config, as the sharded model builds it): its MoE activations and
-// scratch keep room for ep x its own tokens' routed rows (model/moe.h moe_expert_rows).
+// scratch keep room for ep x its own tokens' routed rows, or what a capacity factor lets an ep
+// rank receive (model/moe.h moe_expert_rows).
 ActivationBytes block_activations(const PlanInput& in, int64_t layers, bool first, bool last) {
   const ModelConfig c = parallel::expert_parallel_config(in.model.config, in.mesh.ep, 0);
   const double tp = double(in.mesh.tp), N = double(in.micro_tokens());
@@ -61,7 +62,11 @@ ActivationBytes block_activations(const PlanInput& in, int64_t layers, bool firs
                          double(all.t_elems - whole.t_elems) / tp;
   const double f_elems = double(whole.f_elems - whole.f_split) + double(whole.f_split) / S +
                          double(all.f_elems - whole.f_elems) / tp;
-  const double block = N * (t * t_elems + 4.0 * f_elems);
+  // The experts' rows (whole, as their per-token tensors were): moe_expert_rows of N, which a
+  // capacity factor bounds under ep.
+  const double expert_rows = double(moe_expert_rows(c, int64_t(N)));
+  const double block = N * (t * t_elems + 4.0 * f_elems) +
+                       expert_rows * (t * double(all.t_per_expert_row) + 4.0 * double(all.f_per_expert_row));
   // The residual stream into and out of each block, its gradient, the recompute target under
   // checkpointing (a share of the rows under sequence parallelism); with the head, the final
   // norm's output (whole: the head reads every row), its rstd (and a LayerNorm's mean) and the

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "model/moe.h"
+#include "parallel/expert_parallel.h"
 #include "parallel/shard_plan.h"
 #include "parallel/vocab_padding.h"
 #include "train/run_layout.h"
@@ -16,6 +18,14 @@ BaseDtype parse_base_dtype(const std::string& name) {
 }
 
 const char* base_dtype_name(BaseDtype d) { return d == BaseDtype::nf4 ? "nf4" : "bf16"; }
+
+double PlanInput::expert_load() const {
+  const ModelConfig& c = model.config;
+  if (!c.moe() || mesh.ep <= 1 || c.moe_capacity_factor <= 0.0f) return moe_imbalance;
+  const int64_t N = micro_tokens();
+  const ModelConfig held = parallel::expert_parallel_config(c, mesh.ep, 0);
+  return std::min(moe_imbalance, double(moe_expert_rows(held, N)) / double(N * c.num_experts_per_tok));
+}
 
 void validate(const PlanInput& in) {
   auto positive = [](int64_t v, const char* what) {

@@ -72,6 +72,10 @@ struct PlanInput {
   int64_t sequence_shards() const {
     return sequence_parallel && micro_tokens() % mesh.tp == 0 ? mesh.tp : 1;
   }
+  // moe_imbalance as the run can have it: under ep a capacity factor (the model config's
+  // moe_capacity_factor) caps the rows an ep rank's experts receive (model/moe.h moe_expert_rows),
+  // and so the busiest rank's share over the mean N k.
+  double expert_load() const;
 };
 
 // Throws one line for a non-positive size, a ZeRO level outside 0-3, a batch the data-parallel

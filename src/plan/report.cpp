@@ -113,7 +113,10 @@ std::string all_to_all_line(const PlanInput& in) {
          fmt("%.3f ms", x.seconds * 1e3) + "), " + fmt("%.0f", kExpertExchangesForward) + " forward + " +
          fmt("%.0f", kExpertExchangesBackward) + " backward a MoE layer, on the " +
          (x.intra_node ? "intra-node" : "inter-node") + " link; expert compute imbalance x" +
-         fmt("%.2f", in.moe_imbalance);
+         fmt("%.2f", in.expert_load()) +
+         (in.model.config.moe_capacity_factor > 0.0f
+              ? " (capacity factor " + fmt("%.2f", in.model.config.moe_capacity_factor) + ")"
+              : std::string());
 }
 
 // "base weights: 215.73 GB (nf4: ...)": the figure QLoRA is about.
@@ -293,7 +296,8 @@ nlohmann::json plan_json(const Candidate& c) {
     j["experts"] = {{"num_experts", in.model.config.num_experts},
                     {"per_token", in.model.config.num_experts_per_tok},
                     {"bytes_per_rank", e.per_rank}, {"bytes_total", e.total},
-                    {"per_ep_rank", in.model.config.num_experts / in.mesh.ep}, {"imbalance", in.moe_imbalance}};
+                    {"per_ep_rank", in.model.config.num_experts / in.mesh.ep}, {"imbalance", in.expert_load()},
+                    {"capacity_factor", in.model.config.moe_capacity_factor}};
     if (in.mesh.ep > 1) {
       const ExpertExchange x = expert_exchange(in);
       j["experts"]["all_to_all"] = {{"bytes_per_exchange", x.bytes}, {"seconds_per_exchange", x.seconds},

@@ -40,6 +40,9 @@ PlanInput run_plan_input(const RunConfig& cfg, const ModelConfig& shape, double 
   const TrainConfig& tc = cfg.train;
   PlanInput in;
   in.model = {cfg.model_path.empty() ? "model" : cfg.model_path, shape};
+  // A run key the trainer sets on the model (Transformer::set_moe_capacity_factor): it bounds the
+  // rows an ep rank's experts receive, and so their activations.
+  if (shape.moe()) in.model.config.moe_capacity_factor = tc.moe_capacity_factor;
   in.lora = cfg.lora;
   if (cfg.lora.enabled) in.base_dtype = parse_base_dtype(cfg.lora.base_dtype);
   in.precision = tc.precision;

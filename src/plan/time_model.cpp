@@ -52,7 +52,7 @@ std::vector<LinearShape> layer_linears(const PlanInput& in, bool moe) {
   if (moe) {
     const double E = double(c.num_experts), ep = double(in.mesh.ep);
     const double share = double(c.num_experts_per_tok) * ep / E, held = E / ep;
-    const double load = in.mesh.ep > 1 ? in.moe_imbalance : 1.0;
+    const double load = in.mesh.ep > 1 ? in.expert_load() : 1.0;
     const double Ie = double(c.moe_intermediate_size) / tp;
     proj[kGate] = {Ie, C, base_trains, share, held, load};
     proj[kUp] = {Ie, C, base_trains, share, held, load};

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "add_tokens_fixtures.h"
 #include "io/gguf_reader.h"
 #include "io/safetensors.h"
 #include "model/vocab_growth.h"
@@ -40,21 +41,7 @@ fs::path fresh(const std::string& name) { return mt::testing::fresh_temp_dir("ad
 
 bool have_stories() { return fs::exists(kShared + "stories260K/stories260K.bin"); }
 
-// A small chat file: short user questions, short assistant answers in TinyStories' words.
-std::string write_chat(const fs::path& dir) {
-  const std::string path = (dir / "chat.jsonl").string();
-  std::ofstream out(path);
-  const char* names[] = {"Lily", "Tom", "Sue", "Max", "Ben", "Mia", "Sam", "Amy"};
-  const char* things[] = {"ball", "cat", "tree", "cake", "dog", "boat"};
-  for (int i = 0; i < 48; ++i) {
-    const std::string name = names[i % 8], thing = things[i % 6];
-    nlohmann::json rec = {{"messages",
-                           {{{"role", "user"}, {"content", "Who has the " + thing + "?"}},
-                            {{"role", "assistant"}, {"content", name + " has the " + thing + ". " + name + " is happy."}}}}};
-    out << rec.dump() << "\n";
-  }
-  return path;
-}
+std::string write_chat(const fs::path& dir) { return mt::testing::write_tiny_chat(dir); }
 
 std::string lora_run(const std::string& model, const std::string& chat) {
   return "train --model " + model + " --lora --data " + chat +
@@ -104,6 +91,36 @@ TEST(VocabGrowth, NewRowsAreTheMeanOfTheOldAndTheCopiesStartThere) {
   std::vector<float> norm_now(static_cast<size_t>(C));
   grown->base().get_values(grown->base().get("model.norm.weight"), norm_now.data());
   EXPECT_EQ(norm_now, norm);
+}
+
+// An NF4 (QLoRA) base grows too: its embedding and head are not 4-bit, and its projections' NF4
+// records are carried over byte for byte (never quantised again from their dequantised values).
+TEST(VocabGrowth, AnNf4BaseKeepsItsRecords) {
+  mt::ModelConfig c = mt::testing::tiny_config(/*tied=*/false);
+  c.hidden_size = 64, c.intermediate_size = 128;  // whole NF4 blocks of 64
+  mt::LoraConfig lora;
+  lora.enabled = true;
+  lora.train_embeddings = true;
+  lora.base_dtype = "nf4";
+  auto m = std::make_unique<mt::Transformer>(c, mt::Precision::fp32, lora);  // f32 tables: exact means
+  m->init_weights(7);
+  const std::string q = "model.layers.1.self_attn.q_proj.weight";
+  const auto records = [&q](mt::Transformer& t) {
+    const mt::Param& p = t.base().get(q);
+    EXPECT_NE(p.quant, nullptr);
+    std::vector<uint8_t> out(p.quant_tensor().bytes());
+    t.backend().copy_to_host(out.data(), p.quant_tensor());
+    return out;
+  };
+  const std::vector<uint8_t> had = records(*m);
+  std::vector<float> embed(size_t(c.vocab_size * c.hidden_size));
+  m->base().get_values(m->base().get(mt::kEmbedName), embed.data());
+  auto grown = mt::grow_vocabulary(std::move(m), c.vocab_size + 2, 7);
+  EXPECT_EQ(records(*grown), had);
+  std::vector<float> now(size_t((c.vocab_size + 2) * c.hidden_size));
+  grown->adapters().get_values(grown->adapters().get(mt::kEmbedCopyName), now.data());
+  const std::vector<float> mean = mt::mean_row(embed.data(), c.vocab_size, c.hidden_size);
+  EXPECT_TRUE(std::equal(mean.begin(), mean.end(), now.begin() + (c.vocab_size + 1) * c.hidden_size));
 }
 
 // The run is shared by the tests below (built once: a LoRA run of 12 steps).

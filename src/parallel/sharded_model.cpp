@@ -167,7 +167,9 @@ void ShardedModel::build_slots(const PartitionRules& rules) {
       }
     s.model = &mp;
     s.gather_compute = mp.compute_offset >= 0;
-    s.gather_master = mp.master_offset >= 0 && (!s.gather_compute || s.name == kEmbedName);
+    // The lookups read an embedding's f32 master (model/weights.cpp bind_embedding), a trained
+    // copy's (lora.train_embeddings) too.
+    s.gather_master = mp.master_offset >= 0 && (!s.gather_compute || s.name == kEmbedName || s.name == kEmbedCopyName);
     s.gather_quant = mp.quant_offset >= 0;
     // The adapter's down-projection A of a column-parallel layer (rows over tp) sees the whole
     // input but only this rank's rows of the output gradient: its gradient is a partial sum.

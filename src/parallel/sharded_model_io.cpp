@@ -1,6 +1,8 @@
 // Filling and reading a ShardedModel's blocks: initialisation, Hugging Face loading (each rank
 // reads only its blocks), and gathering whole tensors for export.
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <ostream>
 
 #include "core/error.h"
@@ -10,6 +12,7 @@
 #include "io/pretrained.h"
 #include "io/safetensors_index.h"
 #include "core/normal_init.h"
+#include "model/vocab_growth.h"
 
 namespace mt::parallel {
 
@@ -46,9 +49,11 @@ void ShardedModel::set_block_from_whole(const std::string& name, const float* wh
 }
 
 namespace {
-// LoRA's A and B, and a trained router's copy (LoraConfig::train_router).
+// LoRA's A and B, a trained router's copy (LoraConfig::train_router) and the embedding's and head's
+// trained copies (LoraConfig::train_embeddings).
 bool is_adapter(const ShardSlot& s) {
-  return s.name.find(".lora_") != std::string::npos || moe_router_copy_param(s.name);
+  return s.name.find(".lora_") != std::string::npos || moe_router_copy_param(s.name) ||
+         embedding_copy_param(s.name);
 }
 }  // namespace
 
@@ -86,9 +91,12 @@ void ShardedModel::init_adapters(uint64_t seed) {
   std::vector<float> whole;
   for (const auto& s : slots_) {
     if (!is_adapter(s)) continue;
-    if (moe_router_copy_param(s.name)) {  // the router as this rank holds it: the same block
-      const ShardSlot& router = slot(router_of_copy(s.name));
-      MT_CHECK(router.box == s.box, s.name + " is not laid out as its router (parallel/partition.cpp)");
+    // A trained copy starts as its module (the router, the embedding or the head) as this rank
+    // holds it: the same block.
+    if (moe_router_copy_param(s.name) || embedding_copy_param(s.name)) {
+      const ShardSlot& router =
+          slot(moe_router_copy_param(s.name) ? router_of_copy(s.name) : module_of_copy(s.name));
+      MT_CHECK(router.box == s.box, s.name + " is not laid out as its module (parallel/partition.cpp)");
       whole.resize(size_t(s.box.numel()));
       get_param_values(backend_, *router.shard, whole.data());
       set_block(s.name, whole.data());
@@ -100,6 +108,42 @@ void ShardedModel::init_adapters(uint64_t seed) {
     set_block_from_whole(s.name, whole.data());
   }
 }
+
+namespace {
+
+// Rows [begin, end) of the file's tensor, this block's columns, row-major.
+using RowReader = std::function<void(int64_t begin, int64_t end, float* out)>;
+
+// A vocabulary grown past the file's `file_rows` (data.add_tokens): this rank's block `s` of the
+// embedding or head, the new rows the mean of the file's (model/vocab_growth.h).
+void set_grown_block(ShardedModel& model, const ShardSlot& s, int64_t file_rows, const RowReader& read) {
+  // The mean is over every row the file has, of this block's columns, as the block's store holds
+  // them (a frozen bf16 table's rounded values): what grow_vocabulary takes the mean of in the
+  // whole model, summed in the same order (add_rows), so every layout grows the same rows. The
+  // file's rows pass through this block's store a block of rows at a time.
+  const int64_t rows = s.box.shape()[0], cols = s.box.shape()[1];
+  MT_CHECK(rows > 0 && s.true_box.numel() > 0, s.name + ": a grown vocabulary's block without rows");
+  std::vector<double> sum(size_t(cols), 0.0);
+  std::vector<float> block(size_t(s.box.numel()));
+  for (int64_t r = 0; r < file_rows; r += rows) {
+    const int64_t n = std::min(rows, file_rows - r);
+    std::fill(block.begin(), block.end(), 0.0f);
+    read(r, r + n, block.data());
+    model.set_block(s.name, block.data());
+    model.shard_base().get_values(*s.shard, block.data());
+    add_rows(sum, block.data(), n, cols);
+  }
+  const std::vector<float> mean = mean_of_sum(sum, file_rows);
+  // This block's own rows: the file's, then the mean; a padded vocabulary's rows stay zero.
+  std::fill(block.begin(), block.end(), 0.0f);
+  const int64_t begin = s.true_box.begin[0], end = s.true_box.end[0], held = std::min(end, file_rows);
+  if (held > begin) read(begin, held, block.data());
+  for (int64_t r = std::max(begin, file_rows); r < end; ++r)
+    std::copy(mean.begin(), mean.end(), block.begin() + (r - s.box.begin[0]) * cols);
+  model.set_block(s.name, block.data());
+}
+
+}  // namespace
 
 void ShardedModel::load_weights(const std::string& path, uint64_t adapter_seed, std::ostream* progress) {
   namespace fs = std::filesystem;
@@ -114,28 +158,53 @@ void ShardedModel::load_weights(const std::string& path, uint64_t adapter_seed, 
       if (!holds(p.name)) continue;
       values.resize(size_t(p.numel));
       whole->base().get_values(p, values.data());
-      set_block_from_whole(p.name, values.data());
+      const ShardSlot& s = slot(p.name);
+      if (!has_vocab_rows(p.name) || p.shape[0] == full_.vocab_size) {
+        set_block_from_whole(p.name, values.data());
+        continue;
+      }
+      // data.add_tokens past the file's vocabulary: rows grown as from a safetensors file.
+      set_grown_block(*this, s, p.shape[0], [&](int64_t begin, int64_t end, float* out) {
+        const int64_t C = p.shape[1], c0 = s.true_box.begin[1], c1 = s.true_box.end[1];
+        for (int64_t r = begin; r < end; ++r)
+          std::copy(values.begin() + r * C + c0, values.begin() + r * C + c1, out + (r - begin) * (c1 - c0));
+      });
     }
     init_adapters(adapter_seed);  // after the base: a trained router's copy starts as the router
     return;
   }
   SafetensorsCheckpoint ckpt(path);
+  // data.add_tokens took the run's vocabulary past the file's: the embedding's and head's rows
+  // from there on are grown (set_grown_block).
+  const int64_t file_vocab = pretrained_config(path).vocab_size;
   std::vector<float> block;
   int64_t done = 0, total = 0, bytes = 0;
   for (const auto& s : slots_) total += !is_adapter(s);
   for (const auto& s : slots_) {
     if (is_adapter(s)) continue;
     if (!ckpt.contains(s.name)) fail(path + ": missing tensor '" + s.name + "'");
-    if (ckpt.info(s.name).shape != s.true_shape)
+    const bool grown = has_vocab_rows(s.name) && file_vocab < full_.vocab_size;
+    std::vector<int64_t> expect = s.true_shape;
+    if (grown) expect[0] = file_vocab;
+    if (ckpt.info(s.name).shape != expect)
       fail(path + ": tensor '" + s.name + "' has another shape than the config gives");
-    // An NF4 block is quantised from whole rows (the statistics of tp's column split). A block of
-    // a padded vocabulary reads its true rows, a prefix; the padding stays zero.
-    const TensorBox read = s.shard->quant ? whole_rows(s.box, s.full_shape) : s.true_box;
-    block.assign(size_t(s.shard->quant ? read.numel() : s.box.numel()), 0.0f);
-    if (read.numel() > 0) read_box_f32(ckpt, s.name, read, block.data());
-    if (s.shard->quant) set_quant_block(s.name, block.data());
-    else set_block(s.name, block.data());
-    bytes += read.numel() * int64_t(dtype_size(ckpt.info(s.name).dtype));
+    if (grown) {
+      set_grown_block(*this, s, file_vocab, [&](int64_t begin, int64_t end, float* out) {
+        TensorBox rows = s.true_box;
+        rows.begin[0] = begin, rows.end[0] = end;
+        read_box_f32(ckpt, s.name, rows, out);
+      });
+      bytes += file_vocab * (s.true_box.end[1] - s.true_box.begin[1]) * int64_t(dtype_size(ckpt.info(s.name).dtype));
+    } else {
+      // An NF4 block is quantised from whole rows (the statistics of tp's column split). A block
+      // of a padded vocabulary reads its true rows, a prefix; the padding stays zero.
+      const TensorBox read = s.shard->quant ? whole_rows(s.box, s.full_shape) : s.true_box;
+      block.assign(size_t(s.shard->quant ? read.numel() : s.box.numel()), 0.0f);
+      if (read.numel() > 0) read_box_f32(ckpt, s.name, read, block.data());
+      if (s.shard->quant) set_quant_block(s.name, block.data());
+      else set_block(s.name, block.data());
+      bytes += read.numel() * int64_t(dtype_size(ckpt.info(s.name).dtype));
+    }
     ++done;
     if (progress && (done == total || done % 8 == 0)) {
       const int width = 30, filled = int(width * done / total);

@@ -31,9 +31,11 @@ inline int64_t padded_vocab_size(int64_t vocab, int64_t tp) {
   return (vocab + tp - 1) / tp * tp;
 }
 
-// Whether `name` is a tensor whose rows are the vocabulary (embedding, head, the head's lora_B).
+// Whether `name` is a tensor whose rows are the vocabulary (embedding, head, the head's lora_B, and
+// the embedding's and head's trained copies of lora.train_embeddings).
 inline bool has_vocab_rows(const std::string& name) {
-  return name == kEmbedName || name == kHeadName || name == "lm_head.lora_B.weight";
+  return name == kEmbedName || name == kHeadName || name == "lm_head.lora_B.weight" || name == kEmbedCopyName ||
+         name == kHeadCopyName;
 }
 
 // The shapes the layout places: `params` with the vocabulary rows padded for `tp`. The same shapes

@@ -80,13 +80,11 @@ PlacedModel::PlacedModel(const RunConfig& cfg, parallel::Mesh& mesh, parallel::D
   // blocks over fsdp x cp, parallel/layout.h shard_spec) or ep (the experts); otherwise whole
   // replicas over dp.
   if (m.fsdp > 1 || m.tp > 1 || m.pp > 1 || m.cp > 1 || m.ep > 1) {
-    if (cfg.lora.train_embeddings || (!cfg.model_path.empty() && !cfg.data.add_tokens.empty() &&
-                                      shape.vocab_size != checked_pretrained_config(cfg.model_path).vocab_size))
-      fail("data.add_tokens: a grown vocabulary is trained on whole replicas only (data parallelism); "
-           "this mesh splits the model (fsdp, tp, pp, cp or ep > 1)");
     sharded_ = std::make_unique<parallel::ShardedModel>(
         mesh, shape, tc.precision, cfg.lora, cfg.partition.effective(),
         m.pp > 1 ? parallel::stage_holds(shape, stage_blocks, stage, chunks) : std::vector<bool>{}, backend);
+    // A vocabulary data.add_tokens grew past the file's gets its new rows as the loader reads
+    // each block (the mean of the file's rows, as grow_vocabulary gives the whole model).
     if (cfg.model_path.empty()) sharded_->init_weights(tc.seed);
     else sharded_->load_weights(cfg.model_path, tc.seed, mesh.rank() == 0 ? &log : nullptr);
     sharded_->set_prefetch(tc.fsdp_prefetch);
@@ -294,7 +292,16 @@ std::vector<std::string> PlacedModel::export_model(const std::string& dir) {
     for (const auto& t : tensors) gather(t.name);
     return {};
   }
-  return lora ? save_peft_adapter(cfg_.lora, tensors, gather, dir, cfg_.model_path)
+  // A tied head's PEFT copy is written with the embedding copy's values (io/peft.cpp), which the
+  // writer asks for twice: gathered once, as the other ranks gather it.
+  std::vector<float> embed_copy;
+  bool embed_copy_held = false;
+  const FetchValues once = [&](const std::string& name) {
+    if (name != kEmbedCopyName) return gather(name);
+    if (!embed_copy_held) embed_copy = gather(name), embed_copy_held = true;
+    return embed_copy;
+  };
+  return lora ? save_peft_adapter(cfg_.lora, tensors, once, dir, cfg_.model_path)
               : save_base_model(full, cfg_.train.precision, tensors, gather, dir, origin_);
 }
 

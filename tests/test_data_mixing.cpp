@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <utility>
 #include <regex>
 #include <sstream>
 
@@ -155,7 +156,8 @@ TEST(MixConfig, BadSourcesAreRefusedInOneLine) {
            {one + "split = \"test\"\n", "split must be \"train\" (the whole file) or a slice of it"},
            {one + "split = \"train[50%:10%]\"\n", "got \"train[50%:10%]\""},
            {one + "split = \"train[:120%]\"\n", "got \"train[:120%]\""},
-           {one + "split = \"train[:50]\"\n", "got \"train[:50]\""},
+           {one + "split = \"train[200:100]\"\n", "got \"train[200:100]\""},
+           {one + "split = \"train[:10%]+train[-5:]\"\n", "joins slices with '+': give each slice as a source"},
            {one + "wieght = 2\n", "data.sources: source 1: unknown key 'wieght' (a source has path, format, weight, split, columns)"},
            {one + one, "data.sources: source 2 ('/d/a.jsonl'): the same file read the same way as source 1"},
            {"[data]\nsources = \"a.jsonl\"\n", "data.sources must be an array of tables"},
@@ -179,8 +181,9 @@ TEST(MixConfig, SplitSlicesAsHfDatasetsWritesThem) {
   ASSERT_TRUE(r("train[12.5%:]"));
   EXPECT_EQ(r("train[12.5%:]")->begin, 12.5);
   EXPECT_EQ(r("train[12.5%:]")->end, 100.0);
-  for (const char* bad : {"", "test", "train[]", "train[90%:10%]", "train[:101%]", "train[:-5%]",
-                          "train[10:20]", "train[:50%", "train[1%:2%:3%]", "validation[:10%]"})
+  for (const char* bad : {"", "test", "train[]", "train[90%:10%]", "train[:101%]", "train[:-101%]", "train[20:10]",
+                          "train[-5:-10]", "train[1.5:]", "train[--5:]", "train[5%:-95%]", "train[:50%",
+                          "train[1%:2%:3%]", "validation[:10%]", "train[:10]+train[20:]"})
     EXPECT_FALSE(r(bad)) << bad;
   // Complementary slices share no item and miss none.
   const SplitRange head = *r("train[:30%]"), tail = *r("train[30%:]");
@@ -190,6 +193,26 @@ TEST(MixConfig, SplitSlicesAsHfDatasetsWritesThem) {
     EXPECT_EQ(tail.last(n), n);
   }
   EXPECT_EQ(head.last(10), 3u);
+  // Counts of rows, negative from the end, as HF datasets reads them; a percentage from the end too.
+  const auto items = [&](const std::string& s, size_t n) {
+    const SplitRange range = *r(s);
+    EXPECT_EQ(range.misfit(n, "examples"), "") << s;
+    return std::pair{range.first(n), range.last(n)};
+  };
+  EXPECT_EQ(items("train[:1000]", 1500), (std::pair<size_t, size_t>{0, 1000}));
+  EXPECT_EQ(items("train[100:200]", 1500), (std::pair<size_t, size_t>{100, 200}));
+  EXPECT_EQ(items("train[-500:]", 1500), (std::pair<size_t, size_t>{1000, 1500}));
+  EXPECT_EQ(items("train[:-100]", 1500), (std::pair<size_t, size_t>{0, 1400}));
+  EXPECT_EQ(items("train[-10%:]", 1500), (std::pair<size_t, size_t>{1350, 1500}));
+  EXPECT_EQ(items("train[10%:200]", 1500), (std::pair<size_t, size_t>{150, 200}));
+  EXPECT_EQ(items("train[:1500]", 1500), (std::pair<size_t, size_t>{0, 1500}));
+  EXPECT_FALSE(r("train[:1000]")->whole());
+  // Against the file: counts past its rows, or ends that cross, in one line naming the count.
+  EXPECT_EQ(r("train[:1000]")->misfit(600, "examples"),
+            "split \"train[:1000]\" reaches item 1000 of 600 examples (give at most 600, or a percentage)");
+  EXPECT_EQ(r("train[-700:]")->misfit(600, "examples"),
+            "split \"train[-700:]\" starts 700 items before the end of 600 examples (give at most 600, or a percentage)");
+  EXPECT_EQ(r("train[50%:40]")->misfit(100, "pairs"), "split \"train[50%:40]\" of 100 pairs holds none");
 }
 
 TEST(MixConfig, SourceConfigIsTheSourcesFileOneRowAtATime) {
@@ -210,12 +233,18 @@ TEST(MixConfig, SourceConfigIsTheSourcesFileOneRowAtATime) {
 
 // The report's "data" row names each source with its share (from run.toml, as run_identity reads it).
 TEST(MixConfig, ReportNamesEachSourceWithItsShare) {
-  const RunConfig c = parse_config_text(kSources);
-  std::string data;
-  for (const auto& [label, value] : report::run_identity_rows(to_toml(c), std::nullopt))
-    if (label == "data") data = value;
-  EXPECT_EQ(data, "2 sources mixed by weight: /d/a.jsonl weight 3, 85.7% of the rows; "
-                  "/d/b.jsonl (text_records) weight 0.5, 14.3% of the rows");
+  RunConfig c = parse_config_text(kSources);
+  const auto data_row = [](const RunConfig& config) {
+    for (const auto& [label, value] : report::run_identity_rows(to_toml(config), std::nullopt))
+      if (label == "data") return value;
+    return std::string();
+  };
+  EXPECT_EQ(data_row(c), "2 sources mixed by weight: /d/a.jsonl weight 3, 85.7% of the rows; "
+                         "/d/b.jsonl (text_records) weight 0.5, 14.3% of the rows");
+  // A source's split is named with it.
+  c.data.sources[0].split = "train[-500:]";
+  EXPECT_EQ(data_row(c), "2 sources mixed by weight: /d/a.jsonl train[-500:] weight 3, 85.7% of the rows; "
+                         "/d/b.jsonl (text_records) weight 0.5, 14.3% of the rows");
 }
 
 // --- through the binary ---

@@ -223,7 +223,10 @@ void eval_preference(const EvalOptions& o, const std::optional<RunConfig>& run, 
   cfg.train.seq_len = seq;
   cfg.train.batch_size = std::max<int64_t>(2, o.batch / 2 * 2);
   const bool held_out = o.data.empty();  // the run's validation pairs
-  if (!held_out) cfg.data.path = o.data, cfg.data.format = o.format, cfg.data.val_fraction = 0.0f;
+  if (!held_out) {  // --data: that file alone, in place of the run's data (a mix's sources too)
+    cfg.data.path = o.data, cfg.data.format = o.format, cfg.data.val_fraction = 0.0f;
+    cfg.data.sources.clear();
+  }
   const PreferenceLossConfig loss = preference_loss_config(cfg);
   PreferenceData data(cfg, tok, std::cerr);
   std::vector<CompletionLogp> stored;  // a run's precomputed reference

@@ -30,8 +30,8 @@ std::string model_of(const toml::table& t) {
          std::to_string(*hidden) + ")";
 }
 
-// [[data.sources]]: each file with its format, weight and share of the training rows (the weight
-// over the sum: data/source_mix.h's schedule holds it).
+// [[data.sources]]: each file with its format, split, weight and share of the training rows (the
+// weight over the sum: data/source_mix.h's schedule holds it; a preference run's pairs alike).
 std::string sources_of(const toml::array& sources) {
   double total = 0;
   for (const toml::node& s : sources) total += s.as_table() ? (*s.as_table())["weight"].value_or(1.0) : 0.0;
@@ -41,10 +41,11 @@ std::string sources_of(const toml::array& sources) {
     if (!s) continue;
     const double weight = (*s)["weight"].value_or(1.0);
     const std::string format = (*s)["format"].value_or(std::string("auto"));
+    const std::string split = (*s)["split"].value_or(std::string("train"));
     char share[64];
     std::snprintf(share, sizeof share, "weight %g, %.1f%% of the rows", weight, total > 0 ? 100.0 * weight / total : 0.0);
     out += (i ? "; " : "") + (*s)["path"].value_or(std::string("?")) + (format == "auto" ? "" : " (" + format + ")") +
-           " " + share;
+           (split == "train" ? "" : " " + split) + " " + share;
   }
   return out;
 }

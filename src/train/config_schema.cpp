@@ -254,7 +254,8 @@ std::vector<ConfigKey> make_keys() {
       {KEY(data.sources),
        .help = "Several files mixed by weight instead of data.path: [[data.sources]] tables of path, format "
                "(as data.format), weight (> 0, relative: a source's share of the training rows), split "
-               "(\"train\", or a slice: \"train[:90%]\") and columns (as data.columns); see Mixing datasets"},
+               "(\"train\", or a slice: \"train[:90%]\", \"train[:1000]\", \"train[-500:]\") and columns (as "
+               "data.columns); also for preference pairs; see Mixing datasets"},
 
       // [preference]
       {KEY(preference.beta), .range = kPositive,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 
 #include "core/error.h"
 #include "data/source_mix.h"
@@ -172,19 +173,23 @@ std::unique_ptr<TrainingData> open_mixed_data(const RunConfig& cfg, std::ostream
   if (!cfg.data.path.empty())
     fail("data.path ('" + cfg.data.path + "') and [[data.sources]] both name the training data: give one "
          "(a single file is data.path, or one [[data.sources]] table)");
-  if (cfg.train.preference())
-    fail("train.method = \"" + cfg.train.method + "\" trains on one file of preference pairs (data.path): "
-         "[[data.sources]] mixes training files for sft");
   MixSchedule schedule(source_weights(cfg));
   std::vector<std::unique_ptr<TrainingData>> parts;
-  log << "data: " << source_count(cfg.data.sources.size()) << " mixed by weight (shares of the training rows):\n";
+  // Written once every source opened: a source refused is then the run's one line.
+  std::ostringstream lines;
+  lines << "data: " << source_count(cfg.data.sources.size()) << " mixed by weight (shares of the training rows):\n";
   for (size_t i = 0; i < cfg.data.sources.size(); ++i) {
     const DataSource& s = cfg.data.sources[i];
-    parts.push_back(open_one(source_config(cfg, i, schedule.share(i)), *parse_split(s.split)));
-    log << "  source " << i + 1 << ": weight " << s.weight << ", " << percent(schedule.share(i)) << " of the rows, "
-        << parts.back()->rows_per_epoch() << " rows per pass: " << parts.back()->describe()
-        << (s.split == "train" ? "" : ", split " + s.split) << "\n";
+    try {
+      parts.push_back(open_one(source_config(cfg, i, schedule.share(i)), *parse_split(s.split)));
+    } catch (const Error& e) {  // which source the file's own message is about
+      fail("data.sources: source " + std::to_string(i + 1) + ": " + e.what());
+    }
+    lines << "  source " << i + 1 << ": weight " << s.weight << ", " << percent(schedule.share(i)) << " of the rows, "
+          << parts.back()->rows_per_epoch() << " rows per pass: " << parts.back()->describe()
+          << (s.split == "train" ? "" : ", split " + s.split) << "\n";
   }
+  log << lines.str();
   return std::make_unique<MixedData>(cfg, std::move(parts), std::move(schedule));
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "data/examples.h"
@@ -23,7 +25,21 @@ int64_t seq_len_for_longest(int64_t longest, int64_t limit) {
   return std::min({rounded, limit, kSeqLenCeiling});
 }
 
-SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer* tok, int64_t limit) {
+namespace {
+
+// The items [first, last) of n that `range` keeps, refused in one line as opening the data would.
+std::pair<size_t, size_t> split_items_kept(const RunConfig& cfg, const SplitRange& range, size_t n,
+                                           const char* items) {
+  if (const std::string why = range.misfit(n, items); !why.empty()) fail("data file '" + cfg.data.path + "': " + why);
+  return {range.first(n), range.last(n)};
+}
+
+// " in split train[:10%]", or "" for the whole file.
+std::string in_split_text(const SplitRange& range) { return range.whole() ? "" : " in split " + range.text; }
+
+// As choose_seq_len, measuring only the part of the file `range` keeps (a [[data.sources]] split):
+// the length is the longest the run trains on, not the longest of a file it takes a slice of.
+SeqLenChoice choose_seq_len_in(const RunConfig& cfg, const Tokenizer* tok, int64_t limit, const SplitRange& range) {
   if (cfg.train.seq_len > 0) return {cfg.train.seq_len, ""};
   const std::string limit_text = "the model's max_position_embeddings, " + std::to_string(limit);
   // Windows of a token stream fit any length: the built-in one.
@@ -36,7 +52,12 @@ SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer* tok, int64_t 
   if (!cfg.data.sources.empty()) {  // the longest the sources ask for
     SeqLenChoice longest{0, ""};
     for (size_t i = 0; i < cfg.data.sources.size(); ++i) {
-      const SeqLenChoice c = choose_seq_len(source_config(cfg, i, 1.0), tok, limit);
+      SeqLenChoice c;
+      try {
+        c = choose_seq_len_in(source_config(cfg, i, 1.0), tok, limit, *parse_split(cfg.data.sources[i].split));
+      } catch (const Error& e) {  // which source the file's own message is about
+        fail("data.sources: source " + std::to_string(i + 1) + ": " + e.what());
+      }
       if (c.seq_len > longest.seq_len) longest = {c.seq_len, "source " + std::to_string(i + 1) + ": " + c.reason};
     }
     return longest;
@@ -48,12 +69,14 @@ SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer* tok, int64_t 
     opt.format = cfg.data.format == "auto" || cfg.data.format == "text" ? DataFormat::kAuto : parse_format(cfg.data.format);
     opt.quiet = true;
     opt.columns = cfg.data.columns;
+    const std::vector<Example> seqs = read_preference_pairs(cfg.data.path, *tok, opt).sequences;
+    const auto [first, last] = split_items_kept(cfg, range, seqs.size() / 2, "preference pairs");
     int64_t longest = 0;
-    for (const Example& e : read_preference_pairs(cfg.data.path, *tok, opt).sequences)
-      longest = std::max(longest, int64_t(e.tokens.size()));
+    for (size_t i = 2 * first; i < 2 * last; ++i) longest = std::max(longest, int64_t(seqs[i].tokens.size()));
     const int64_t len = seq_len_for_longest(longest, limit);
-    return {len, "train.seq_len " + std::to_string(len) + " from the data: its longest preference sequence is " +
-                     std::to_string(longest) + " tokens" + (len < longest ? " (longer pairs are truncated)" : "")};
+    return {len, "train.seq_len " + std::to_string(len) + " from the data: its longest preference sequence" +
+                     in_split_text(range) + " is " + std::to_string(longest) + " tokens" +
+                     (len < longest ? " (longer pairs are truncated)" : "")};
   }
   // Every example, however long (the cache keeps this reading for the next run).
   ExampleOptions opt;
@@ -62,11 +85,12 @@ SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer* tok, int64_t 
   opt.columns = cfg.data.columns;
   const LoadedExamples ex = load_examples(cfg.data.path, *tok, opt, cfg.data.cache_dir);
   if (ex.format == DataFormat::kTextRecords) return unmeasured("text records (documents cut into windows)");
+  const auto [first, last] = split_items_kept(cfg, range, ex.table.size(), "examples");
   int64_t longest = 0;
-  for (size_t i = 0; i < ex.table.size(); ++i) longest = std::max(longest, ex.table.length(i));
+  for (size_t i = first; i < last; ++i) longest = std::max(longest, ex.table.length(i));
   const int64_t len = seq_len_for_longest(longest, limit);
-  std::string why = "train.seq_len " + std::to_string(len) + " from the data: its longest example is " +
-                    std::to_string(longest) + " tokens";
+  std::string why = "train.seq_len " + std::to_string(len) + " from the data: its longest example" +
+                    in_split_text(range) + " is " + std::to_string(longest) + " tokens";
   if (len >= longest)
     why += len > longest ? ", rounded up to a multiple of " + std::to_string(kSeqLenMultiple) : "";
   else if (len == limit)
@@ -75,6 +99,12 @@ SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer* tok, int64_t 
     why += ", capped at meshtrain's ceiling of " + std::to_string(kSeqLenCeiling) +
            " for a length not given (set train.seq_len for more)";
   return {len, why};
+}
+
+}  // namespace
+
+SeqLenChoice choose_seq_len(const RunConfig& cfg, const Tokenizer* tok, int64_t limit) {
+  return choose_seq_len_in(cfg, tok, limit, SplitRange{});
 }
 
 std::string settle_seq_len(RunConfig& cfg) {

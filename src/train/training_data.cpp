@@ -170,16 +170,16 @@ std::unique_ptr<TrainingData> warn_unreproduced(std::unique_ptr<TrainingData> da
   return data;
 }
 
-// `n` items cut to `range`, refused in one line when none is left.
+// `n` items cut to `range`, refused in one line when a count reaches past them or none is left.
 void require_some(const std::string& path, const SplitRange& range, size_t n, const char* what) {
-  if (range.last(n) <= range.first(n))
-    fail("data file '" + path + "': its slice [" + std::to_string(range.begin) + "%, " + std::to_string(range.end) +
-         "%) of " + std::to_string(n) + " " + what + " holds none");
+  if (const std::string why = range.misfit(n, what); !why.empty()) fail("data file '" + path + "': " + why);
 }
 
 // `range`: the part of the file a [[data.sources]] split names (the whole file otherwise).
 std::unique_ptr<TrainingData> open_data(const RunConfig& cfg, const Tokenizer& tok, std::ostream& log,
                                         const SplitRange& range = {}) {
+  // Preference pairs, from one file or a mix of them (a mix's pairs stay whole: PreferenceData).
+  if (cfg.train.preference() && !cfg.data.sources.empty()) return std::make_unique<PreferenceData>(cfg, tok, log);
   if (!cfg.data.sources.empty())  // each source read as one file is, below
     return open_mixed_data(cfg, log, [&](const RunConfig& one, const SplitRange& part) {
       return open_data(one, tok, log, part);
@@ -194,6 +194,9 @@ std::unique_ptr<TrainingData> open_data(const RunConfig& cfg, const Tokenizer& t
   }
   refuse_text_format_on_records(cfg.data.path, cfg.data.format);
   if (!is_example_data(cfg.data.path, cfg.data.format)) {
+    if (range.begin_rows || range.end_rows)
+      fail("data file '" + cfg.data.path + "' is plain text, sliced by percentages of its tokens: split \"" +
+           range.text + "\" counts records (give percentages, or a file of records)");
     if (range.whole())
       return std::make_unique<TextData>(
           TextDataset(cfg.data.path, cfg.data.val_fraction, cfg.train.seq_len, &tok), cfg, "plain text");

@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <chrono>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "io/hub_sha256.h"
 
@@ -32,9 +34,11 @@ std::string reason(int status) {
     case 200: return "OK";
     case 206: return "Partial Content";
     case 302: return "Found";
+    case 307: return "Temporary Redirect";
     case 401: return "Unauthorized";
     case 404: return "Not Found";
     case 416: return "Range Not Satisfiable";
+    case 503: return "Service Unavailable";
     default: return "Status";
   }
 }
@@ -101,6 +105,7 @@ FakeHub::FakeHub() {
 FakeHub::~FakeHub() {
   stop_ = true;
   thread_.join();
+  for (std::thread& t : connections_) t.join();
   ::close(listener_);
 }
 
@@ -131,9 +136,25 @@ void FakeHub::serve() {
     if (fd < 0) continue;
     timeval tv{5, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    answer(fd);
-    ::close(fd);
+    connections_.emplace_back([this, fd] {
+      answer(fd);
+      ::close(fd);
+    });
   }
+}
+
+FakeHub::Repo* FakeHub::repo_of(const std::string& rest, std::string* tail, bool* renamed) {
+  const size_t a = rest.find('/');
+  const size_t b = a == std::string::npos ? a : rest.find('/', a + 1);
+  if (b == std::string::npos) return nullptr;
+  const std::string id = rest.substr(0, b);
+  *tail = rest.substr(b + 1);
+  *renamed = false;
+  auto it = repos_.find(id);
+  if (it != repos_.end()) return &it->second;
+  for (auto& [name, r] : repos_)
+    if (!r.renamed_from.empty() && r.renamed_from == id) return *renamed = true, &r;
+  return nullptr;
 }
 
 void FakeHub::answer(int fd) {
@@ -160,29 +181,39 @@ void FakeHub::answer(int fd) {
   }
   const bool head = method == "HEAD";
   const std::string range = headers.count("range") ? headers["range"] : "";
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   log_.push_back(method + " " + target + (range.empty() ? "" : " range=" + range));
   if (headers.count("authorization")) authorized_.push_back(method + " " + target);
   const std::string path = target.substr(0, target.find('?'));
 
-  auto repo_of = [&](const std::string& rest, std::string* tail) -> Repo* {
-    // rest = ORG/NAME/...: the repository and what follows it.
-    const size_t a = rest.find('/');
-    const size_t b = a == std::string::npos ? a : rest.find('/', a + 1);
-    if (b == std::string::npos) return nullptr;
-    auto it = repos_.find(rest.substr(0, b));
-    *tail = rest.substr(b + 1);
-    return it == repos_.end() ? nullptr : &it->second;
-  };
   auto commit_of = [](const Repo& r, const std::string& rev) {
-    return rev == "main" || rev == r.commit ? r.commit : std::string();
+    if (rev == "main" || rev == r.commit) return r.commit;
+    for (const auto& [name, commit] : r.refs)
+      if (rev == name || rev == commit) return commit;
+    return std::string();
+  };
+  // A renamed repository's old id: a redirect to the same place under the new one, relative.
+  auto moved = [&](const Repo& r, const std::string& prefix, const std::string& rest) {
+    return respond(fd, 307, {"Location: " + prefix + r.id + "/" + rest + (target.find('?') == std::string::npos ? "" : target.substr(target.find('?')))},
+                   "", head);
+  };
+  // The first `unavailable` requests of a repository: the Hub overloaded.
+  auto busy = [&](Repo& r) {
+    if (r.unavailable <= 0) return false;
+    --r.unavailable;
+    respond(fd, 503, {}, "Service Unavailable", head);
+    return true;
   };
 
   std::string tail;
+  bool renamed = false;
   if (starts_with(path, "/api/models/")) {
-    Repo* r = repo_of(path.substr(12), &tail);
+    Repo* r = repo_of(path.substr(12), &tail, &renamed);
     if (!r || !starts_with(tail, "revision/"))
       return respond(fd, 404, {"X-Error-Code: RepoNotFound"}, "{\"error\":\"Repository not found\"}", head);
+    if (renamed) return moved(*r, "/api/models/", tail);
+    if (busy(*r)) return;
+    if (!r->api_body.empty()) return respond(fd, 200, {"Content-Type: application/json"}, r->api_body, head);
     const std::string commit = commit_of(*r, url_decoded(tail.substr(9)));
     if (commit.empty())
       return respond(fd, 404, {"X-Error-Code: RevisionNotFound"}, "{\"error\":\"Invalid rev id\"}", head);
@@ -192,8 +223,9 @@ void FakeHub::answer(int fd) {
       if (is_lfs(name)) s["lfs"] = {{"sha256", sha256(bytes)}, {"size", bytes.size()}, {"pointerSize", 134}};
       siblings.push_back(s);
     }
-    const nlohmann::json info = {{"id", r->id}, {"sha", commit}, {"gated", r->token.empty() ? false : true},
-                                 {"siblings", siblings}};
+    nlohmann::json info = {{"id", r->id}, {"sha", commit}, {"gated", r->token.empty() ? false : true},
+                           {"siblings", siblings}};
+    if (r->api_padding) info["padding"] = std::string(r->api_padding, ' ');
     return respond(fd, 200, {"Content-Type: application/json"}, info.dump(), head);
   }
   if (starts_with(path, "/cdn/")) {
@@ -213,6 +245,17 @@ void FakeHub::answer(int fd) {
       send_all(fd, out + bytes.substr(0, bytes.size() / 2));
       return;
     }
+    if (r.slow.count(file) && from == 0 && !head) {
+      // Twenty pieces 100 ms apart, the lock released: another client is answered meanwhile.
+      lock.unlock();
+      send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(bytes.size()) + "\r\nConnection: close\r\n\r\n");
+      const size_t piece = bytes.size() / 20 + 1;
+      for (size_t at = 0; at < bytes.size(); at += piece) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        send_all(fd, bytes.substr(at, piece));
+      }
+      return;
+    }
     if (from > 0)
       return respond(fd, 206,
                      {"Content-Range: bytes " + std::to_string(from) + "-" + std::to_string(bytes.size() - 1) + "/" +
@@ -220,8 +263,10 @@ void FakeHub::answer(int fd) {
                      bytes.substr(from), head);
     return respond(fd, 200, {}, bytes, head);
   }
-  Repo* r = path.size() > 1 ? repo_of(path.substr(1), &tail) : nullptr;
+  Repo* r = path.size() > 1 ? repo_of(path.substr(1), &tail, &renamed) : nullptr;
   if (!r || !starts_with(tail, "resolve/")) return respond(fd, 404, {"X-Error-Code: RepoNotFound"}, "not found", head);
+  if (renamed) return moved(*r, "/", tail);
+  if (busy(*r)) return;
   const std::string rest = tail.substr(8);
   const size_t slash = rest.find('/');
   const std::string commit = commit_of(*r, url_decoded(rest.substr(0, slash)));
@@ -232,7 +277,8 @@ void FakeHub::answer(int fd) {
   const std::string file = url_decoded(rest.substr(slash + 1));
   auto f = r->files.find(file);
   if (f == r->files.end()) return respond(fd, 404, {"X-Error-Code: EntryNotFound"}, "no such file", head);
-  const std::vector<std::string> common = {"X-Repo-Commit: " + commit};
+  const std::vector<std::string> common = {
+      "X-Repo-Commit: " + (r->other_commit.count(file) ? std::string(40, 'e') : commit)};
   if (is_lfs(file)) {
     std::vector<std::string> h = common;
     h.push_back("Location: " + endpoint() + "/cdn/" + sha256(f->second));

@@ -8,7 +8,11 @@
 //   GET  /cdn/<sha256>  the bytes, with Range requests (206)
 // A gated repository answers its files 401 (X-Error-Code GatedRepo) without "Authorization: Bearer
 // <token>"; a file can be served corrupted (one byte changed, the Hub's SHA-256 unchanged) or have
-// its first download cut off halfway (the connection closed). Nothing leaves the loopback.
+// its first download cut off halfway (the connection closed). Switches for the rest of what a
+// client meets: a repository renamed (its old id answers a relative redirect, as the Hub does),
+// revisions besides main (refs/pr/1), 503 answers, a HEAD answering for another commit than the
+// API listed, a slow CDN, and an API answer padded or replaced. Each connection is answered on a
+// thread of its own, so that two clients can download at once. Nothing leaves the loopback.
 #pragma once
 #include <atomic>
 #include <map>
@@ -29,6 +33,13 @@ class FakeHub {
     std::string token;                         // non-empty: gated, this bearer token opens it
     std::set<std::string> corrupt;             // served with one byte changed
     std::set<std::string> cut_once;            // the first full download stops halfway
+    std::string renamed_from;                  // an old ORG/NAME answered with 307 to this id
+    std::map<std::string, std::string> refs;   // other revisions (a branch, "refs/pr/1") -> commit
+    int unavailable = 0;                       // this many requests answered 503 first
+    std::set<std::string> other_commit;        // files whose HEAD names another X-Repo-Commit
+    std::set<std::string> slow;                // served from the CDN in pieces over ~2 s
+    size_t api_padding = 0;                    // bytes of padding added to the API's answer
+    std::string api_body;                      // non-empty: the API's answer, as it is
   };
 
   FakeHub();
@@ -52,6 +63,8 @@ class FakeHub {
  private:
   void serve();
   void answer(int fd);
+  // The repository ORG/NAME at the start of `rest` (by its id or an old one), and what follows it.
+  Repo* repo_of(const std::string& rest, std::string* tail, bool* renamed);
 
   int listener_ = -1;
   int port_ = 0;
@@ -61,6 +74,7 @@ class FakeHub {
   std::map<std::string, Repo> repos_;
   std::map<std::string, std::pair<std::string, std::string>> cdn_;  // sha256 -> (repo id, file)
   std::set<std::string> cut_done_;
+  std::vector<std::thread> connections_;  // touched by the serving thread alone
   std::vector<std::string> log_, authorized_;
 };
 

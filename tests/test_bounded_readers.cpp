@@ -53,7 +53,7 @@ TEST(BoundedJson, EveryKindRefusesDeepAndOversizedTextInOneLine) {
   for (JsonKind kind : {JsonKind::hf_config, JsonKind::tokenizer, JsonKind::adapter_config,
                         JsonKind::checkpoint_manifest, JsonKind::safetensors_index,
                         JsonKind::safetensors_metadata, JsonKind::run_summary, JsonKind::metrics_line,
-                        JsonKind::data_record}) {
+                        JsonKind::data_record, JsonKind::hub_api}) {
     const JsonLimits& limits = json_limits(kind);
     SCOPED_TRACE(limits.name);
     const std::string msg = error_of_parse(std::string_view(deep).substr(0, std::min(deep.size(), limits.max_bytes)), kind);

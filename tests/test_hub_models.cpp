@@ -13,6 +13,7 @@
 #include <optional>
 #include <sstream>
 
+#include "core/bounded_json.h"
 #include "hub_server.h"
 #include "io/hub_cache.h"
 #include "io/hub_download.h"
@@ -79,7 +80,8 @@ HubRun meshtrain(const std::string& endpoint, const fs::path& cache, const std::
   const fs::path err = cache.parent_path() / ("stderr." + std::to_string(::getpid()));
   const std::string cmd = "(env -u HF_TOKEN -u HUGGING_FACE_HUB_TOKEN -u HF_HUB_OFFLINE -u HF_HOME -u HUGGINGFACE_HUB_CACHE "
                           "HF_TOKEN_PATH=" + (cache.parent_path() / "no-token").string() + " HF_ENDPOINT=" + endpoint +
-                          " HF_HUB_CACHE=" + cache.string() + " " + env + " " + MESHTRAIN_BINARY + " " + args +
+                          " HF_HUB_CACHE=" + cache.string() + " MESHTRAIN_HUB_RETRY_WAIT=0.01 " + env + " " +
+                          MESHTRAIN_BINARY + " " + args +
                           " 2>" + err.string() + ")";
   const CommandResult r = run_command(cmd);
   return {r.code, r.output, read_file(err)};
@@ -164,6 +166,9 @@ TEST(HubModels, OfflineOrUnreachableWithoutTheModelNamesTheIdAndTheCachePath) {
   EXPECT_NE(r.code, 0);
   EXPECT_EQ(r.err.rfind("meshtrain: error: 'org/tiny' is not in the Hugging Face cache at " + where +
                             ", and http://127.0.0.1:1 cannot be reached to download it (", 0), 0u) << r.err;
+  // A closed port: said at once (no retries), with what to check.
+  EXPECT_NE(r.err.find("): is the server HF_ENDPOINT names running, on that port? (unset HF_ENDPOINT to use "
+                       "huggingface.co)\n"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
@@ -185,9 +190,11 @@ TEST(HubModels, RevisionTakesACommitAndAnUnknownOneIsRefused) {
 
   r = meshtrain(hub.endpoint(), dir / "cache", "generate --model org/tiny --revision v9 -n 1");
   EXPECT_NE(r.code, 0);
-  EXPECT_EQ(r.err, "meshtrain: error: 'org/tiny' has no revision 'v9' on " + hub.endpoint() + "\n");
+  EXPECT_EQ(r.err, "meshtrain: error: 'org/tiny' has no revision 'v9' on " + hub.endpoint() +
+                       ": --revision takes a branch, a tag, a commit or refs/pr/N of that repository\n");
   r = meshtrain(hub.endpoint(), dir / "cache", "generate --model org/missing -n 1");
-  EXPECT_EQ(r.err, "meshtrain: error: 'org/missing': no such model on " + hub.endpoint() + " (HTTP 404)\n");
+  EXPECT_EQ(r.err, "meshtrain: error: 'org/missing': no such model on " + hub.endpoint() +
+                       " (HTTP 404): check the id's spelling (ORG/NAME as its page on the Hub shows it)\n");
   r = meshtrain(hub.endpoint(), dir / "cache", "generate --model " + tiny().dir + " --revision main -n 1");
   EXPECT_EQ(r.err, "meshtrain: error: --revision main is for a Hugging Face Hub id (ORG/NAME); '" + tiny().dir +
                        "' is a local path\n");
@@ -267,7 +274,7 @@ TEST(HubModels, ADroppedConnectionIsResumedWithARangeRequest) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, local_generation());
   EXPECT_NE(r.err.find("meshtrain: org/flaky model.safetensors: "), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("; resuming\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("; resuming in 0.01 s (try 2 of 5)\n"), std::string::npos) << r.err;
   const std::string& weights = tiny().files.at("model.safetensors");
   const std::string cdn = "GET /cdn/" + FakeHub::sha256(weights);
   const std::string resumed = cdn + " range=bytes=" + std::to_string(weights.size() / 2) + "-";
@@ -447,4 +454,191 @@ TEST(HubModels, Sha256MatchesTheStandardsExamples) {
     fed += n;
   }
   EXPECT_EQ(million.hex(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+namespace {
+
+size_t count_of(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// The lines of `text` that start "meshtrain: error:".
+size_t error_lines(const std::string& text) { return count_of("\n" + text, "\nmeshtrain: error: "); }
+
+}  // namespace
+
+// A HEAD answering for another commit than the API listed (a mirror or proxy mid-update) is refused
+// before any file's bytes are asked for: the cache is left as it was.
+TEST(HubModels, AFileAnsweredForAnotherCommitIsRefusedBeforeAnythingIsDownloaded) {
+  NEED_DOWNLOADS();
+  const fs::path dir = mt::testing::fresh_temp_dir("hub_other_commit");
+  FakeHub hub;
+  FakeHub::Repo r = repo("org/skewed");
+  r.other_commit = {"model.safetensors"};
+  hub.add(r);
+  const HubRun run = meshtrain(hub.endpoint(), dir / "cache", "generate --model org/skewed -n 1");
+  EXPECT_NE(run.code, 0);
+  EXPECT_EQ(run.err, "meshtrain: error: 'org/skewed': " + hub.endpoint() + " answered for model.safetensors at commit " +
+                         std::string(40, 'e') + ", not the " + kCommit + " it listed (a mirror or proxy out of step?): "
+                         "nothing was downloaded; run again later, or unset HF_ENDPOINT\n");
+  const fs::path cached = dir / "cache" / "models--org--skewed";
+  EXPECT_FALSE(fs::exists(cached / "snapshots"));
+  EXPECT_FALSE(fs::exists(cached / "refs"));
+  EXPECT_TRUE(!fs::exists(cached / "blobs") || fs::is_empty(cached / "blobs"));
+  for (const std::string& req : hub.requests())
+    EXPECT_TRUE(req.rfind("HEAD ", 0) == 0 || req.rfind("GET /api/", 0) == 0) << "asked for bytes: " << req;
+}
+
+// 503s are tried again, waits doubling from MESHTRAIN_HUB_RETRY_WAIT (0.01 s here), up to 5 tries;
+// then one error line. A closed port at the first request is not retried (the test above).
+TEST(HubModels, ServerErrorsAreRetriedWithBackOffThenGivenUpInOneLine) {
+  NEED_DOWNLOADS();
+  const fs::path dir = mt::testing::fresh_temp_dir("hub_retry");
+  FakeHub hub;
+  FakeHub::Repo busy = repo("org/busy");
+  busy.unavailable = 3;
+  hub.add(busy);
+  HubRun r = meshtrain(hub.endpoint(), dir / "cache", "generate --model org/busy" + kGenerate);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, local_generation());
+  EXPECT_NE(r.err.find("meshtrain: org/busy its file list: HTTP 503; trying again in 0.01 s (try 2 of 5)\n"
+                       "meshtrain: org/busy its file list: HTTP 503; trying again in 0.02 s (try 3 of 5)\n"
+                       "meshtrain: org/busy its file list: HTTP 503; trying again in 0.04 s (try 4 of 5)\n"),
+            std::string::npos) << r.err;
+  expect_hub_layout(dir / "cache" / "models--org--busy", kCommit);
+
+  FakeHub::Repo down = repo("org/down");
+  down.unavailable = 1000;
+  hub.add(down);
+  r = meshtrain(hub.endpoint(), dir / "cache", "generate --model org/down -n 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(count_of(r.err, "HTTP 503; trying again in "), 4u) << r.err;
+  EXPECT_NE(r.err.find("(try 5 of 5)\nmeshtrain: error: 'org/down': " + hub.endpoint() + " failed 5 times in a row "
+                       "for its file list (HTTP 503, the last time): the server is down or overloaded; run again "
+                       "later (what was downloaded is kept and resumed)\n"), std::string::npos) << r.err;
+  EXPECT_EQ(error_lines(r.err), 1u) << r.err;
+  const auto reqs = hub.requests();
+  EXPECT_EQ(std::count(reqs.begin(), reqs.end(), "GET /api/models/org/down/revision/main?blobs=true"), 5);
+  EXPECT_FALSE(fs::exists(dir / "cache" / "models--org--down" / "snapshots"));
+
+  r = meshtrain(hub.endpoint(), dir / "cache", "generate --model org/down -n 1", "MESHTRAIN_HUB_RETRY_WAIT=soon");
+  EXPECT_NE(r.err.find("meshtrain: error: MESHTRAIN_HUB_RETRY_WAIT='soon' is not a number of seconds from 0 to "
+                       "3600\n"), std::string::npos) << r.err;
+}
+
+// A renamed repository's old id answers relative redirects (Location: /NEW/...), followed for the
+// API, the HEADs and the downloads; the cache keeps the id asked for, as huggingface_hub does.
+TEST(HubModels, ARenamedRepositorysRelativeRedirectsAreFollowed) {
+  NEED_DOWNLOADS();
+  const fs::path dir = mt::testing::fresh_temp_dir("hub_renamed");
+  FakeHub hub;
+  FakeHub::Repo moved = repo("org/tiny");
+  moved.renamed_from = "old/tiny";
+  hub.add(moved);
+  const HubRun r = meshtrain(hub.endpoint(), dir / "cache", "generate --model old/tiny" + kGenerate);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, local_generation());
+  const auto reqs = hub.requests();
+  for (const std::string& want : std::vector<std::string>{"GET /api/models/old/tiny/revision/main?blobs=true",
+                                  "GET /api/models/org/tiny/revision/main?blobs=true",
+                                  "HEAD /old/tiny/resolve/" + kCommit + "/config.json",
+                                  "HEAD /org/tiny/resolve/" + kCommit + "/config.json",
+                                  "GET /org/tiny/resolve/" + kCommit + "/model.safetensors"})
+    EXPECT_NE(std::find(reqs.begin(), reqs.end(), want), reqs.end()) << "no " << want;
+  expect_hub_layout(dir / "cache" / "models--old--tiny", kCommit);
+}
+
+// --revision refs/pr/1: the API is asked for it as one path segment, and its ref is stored as
+// huggingface_hub's file_download.py stores it, refs/<revision> as a path: refs/refs/pr/1.
+TEST(HubModels, APullRequestRevisionIsStoredWhereHuggingfaceHubStoresIt) {
+  NEED_DOWNLOADS();
+  const fs::path dir = mt::testing::fresh_temp_dir("hub_pr");
+  const std::string pr_commit = "fedcba9876543210fedcba9876543210fedcba98";
+  FakeHub hub;
+  FakeHub::Repo r = repo("org/tiny");
+  r.refs = {{"refs/pr/1", pr_commit}};
+  hub.add(r);
+  HubRun run = meshtrain(hub.endpoint(), dir / "cache", "generate --model org/tiny --revision refs/pr/1" + kGenerate);
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_EQ(run.out, local_generation());
+  const auto reqs = hub.requests();
+  EXPECT_NE(std::find(reqs.begin(), reqs.end(), "GET /api/models/org/tiny/revision/refs%2Fpr%2F1?blobs=true"),
+            reqs.end());
+  const fs::path cached = dir / "cache" / "models--org--tiny";
+  EXPECT_EQ(read_file(cached / "refs" / "refs" / "pr" / "1"), pr_commit);
+  EXPECT_FALSE(fs::exists(cached / "refs" / "main"));
+  expect_hub_layout(cached, pr_commit, /*with_ref=*/false);
+  run = meshtrain(hub.endpoint(), dir / "cache", "generate --model org/tiny --revision refs/pr/1" + kGenerate,
+                  "HF_HUB_OFFLINE=1");
+  EXPECT_EQ(run.code, 0) << run.err;
+  // A revision that would name a file outside refs/ is refused before the cache or the Hub is asked.
+  const size_t asked = hub.requests().size();
+  for (const std::string bad : {"../../x", "refs//pr", "/etc", "refs/pr/."}) {
+    run = meshtrain(hub.endpoint(), dir / "cache", "generate --model org/tiny -n 1 --revision '" + bad + "'");
+    EXPECT_EQ(run.err, "meshtrain: error: --revision '" + bad + "' is not a branch, tag, commit or refs/pr/N name "
+                       "(no empty, '.' or '..' parts, spaces or backslashes)\n");
+  }
+  EXPECT_EQ(hub.requests().size(), asked);
+}
+
+// Two runs downloading one model at once (two jobs, or ranks on one host): the second waits on the
+// first's lock for each file and then uses its blob; the weights are fetched once.
+TEST(HubModels, TwoProcessesDownloadingOneModelShareEachFile) {
+  NEED_DOWNLOADS();
+  const fs::path dir = mt::testing::fresh_temp_dir("hub_two");
+  FakeHub hub;
+  FakeHub::Repo r = repo("org/tiny");
+  r.slow = {"model.safetensors"};  // ~2 s
+  hub.add(r);
+  auto cmd = [&](const std::string& name) {
+    return "env -u HF_TOKEN -u HF_HUB_OFFLINE HF_ENDPOINT=" + hub.endpoint() + " HF_HUB_CACHE=" +
+           (dir / "cache").string() + " " + MESHTRAIN_BINARY + " generate --model org/tiny" + kGenerate + " >" +
+           (dir / (name + ".out")).string() + " 2>" + (dir / (name + ".err")).string() + "; echo $? >" +
+           (dir / (name + ".rc")).string();
+  };
+  const CommandResult both = run_command("(" + cmd("a") + ") & sleep 0.5; " + cmd("b") + "; wait");
+  ASSERT_EQ(both.code, 0) << both.output;
+  for (const std::string name : {"a", "b"}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(read_file(dir / (name + ".rc")), "0\n") << read_file(dir / (name + ".err"));
+    EXPECT_EQ(read_file(dir / (name + ".out")), local_generation());
+  }
+  // Which one waits is the scheduler's choice (b starts 0.5 s later; the weights take ~2 s).
+  const std::string a_err = read_file(dir / "a.err"), b_err = read_file(dir / "b.err");
+  const std::string& waited = b_err.find("waiting for it") != std::string::npos ? b_err : a_err;
+  const std::string& fetched = &waited == &b_err ? a_err : b_err;
+  EXPECT_NE(waited.find("meshtrain: org/tiny model.safetensors: the download of model.safetensors is in use by "),
+            std::string::npos) << waited;
+  EXPECT_NE(waited.find("; waiting for it\nmeshtrain: org/tiny model.safetensors: downloaded by the other process\n"),
+            std::string::npos) << waited;
+  EXPECT_NE(fetched.find("meshtrain: downloaded org/tiny model.safetensors"), std::string::npos) << fetched;
+  const std::string cdn = "GET /cdn/" + FakeHub::sha256(tiny().files.at("model.safetensors"));
+  const auto reqs = hub.requests();
+  EXPECT_EQ(std::count(reqs.begin(), reqs.end(), cdn), 1);
+  expect_hub_layout(dir / "cache" / "models--org--tiny", kCommit);
+}
+
+// The API's answer is read under its own JSON limit and named as what it is.
+TEST(HubModels, AMalformedOrOversizedApiAnswerIsRefusedAsTheHubsAnswer) {
+  NEED_DOWNLOADS();
+  const fs::path dir = mt::testing::fresh_temp_dir("hub_api_json");
+  FakeHub hub;
+  FakeHub::Repo bad = repo("org/bad");
+  bad.api_body = "{\"sha\": [1,";
+  hub.add(bad);
+  FakeHub::Repo big = repo("org/big");
+  big.api_padding = 33 << 20;
+  hub.add(big);
+  HubRun r = meshtrain(hub.endpoint(), dir / "cache", "generate --model org/bad -n 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(r.err.rfind("meshtrain: error: " + hub.endpoint() + "'s answer for org/bad: not valid JSON (at byte ", 0),
+            0u) << r.err;
+  EXPECT_EQ(error_lines(r.err), 1u) << r.err;
+  r = meshtrain(hub.endpoint(), dir / "cache", "generate --model org/big -n 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(r.err, "meshtrain: error: 'org/big': " + hub.endpoint() + "'s answer for its file list is over the 32 MiB "
+                   "limit for the Hub API's answers: is HF_ENDPOINT a Hugging Face Hub?\n");
+  EXPECT_EQ(mt::json_limits(mt::JsonKind::hub_api).max_bytes, size_t(32) << 20);
 }

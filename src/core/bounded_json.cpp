@@ -59,6 +59,9 @@ const JsonLimits& json_limits(JsonKind kind) {
       {"run_summary.json", 64 * kMiB, kMaxDepth},
       {"a metrics.jsonl line", 1 * kMiB, kMaxDepth},
       {"a data record", 64 * kMiB, kMaxDepth},
+      // ~250 bytes a file with ?blobs=true: 32 MiB lists over 100,000 files, where the largest
+      // model repositories hold a few thousand.
+      {"the Hub API's answers", 32 * kMiB, kMaxDepth},
   };
   return kLimits[static_cast<size_t>(kind)];
 }

@@ -25,6 +25,7 @@ enum class JsonKind {
   run_summary,        // run_summary.json
   metrics_line,       // one line of metrics.jsonl
   data_record,        // one example of a data file (a JSONL line or an element of a JSON array)
+  hub_api,            // the Hub API's answer for a model revision (its commit and file list)
 };
 
 struct JsonLimits {

@@ -29,6 +29,7 @@ std::string download_snapshot(const std::string& id, const std::string&, const s
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "core/atomic_file.h"
@@ -100,6 +101,7 @@ struct Response {
   std::string body;                            // a page's text, or an error's
   CURLcode code = CURLE_OK;
   std::string error;                           // curl's words when `code` is not OK
+  bool too_large = false;                      // the page passed max_page() and was cut off
 };
 
 // One request. `file`: where a 2xx body goes (else into `body`), `offset` bytes of it already there.
@@ -137,7 +139,9 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 
-constexpr size_t kMaxPage = 64 << 20;  // an API answer or an error page; a model's files go to disk
+// An API answer or an error page is held in memory up to the Hub API's JSON limit (a model's
+// files go to disk); a longer one is cut off there and refused, never parsed.
+size_t max_page() { return json_limits(JsonKind::hub_api).max_bytes; }
 
 size_t on_body(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
@@ -151,7 +155,10 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
     }
     return fwrite(data, 1, size * n, t->req->file);
   }
-  if (t->resp->body.size() + size * n > kMaxPage) return 0;
+  if (t->resp->body.size() + size * n > max_page()) {
+    t->resp->too_large = true;
+    return 0;
+  }
   t->resp->body.append(data, size * n);
   return size * n;
 }
@@ -214,9 +221,80 @@ Response perform(const Request& req) {
   return resp;
 }
 
+// "HTTP 503", or curl's words for a transfer that got no answer.
+std::string described(const Response& r) {
+  return r.code != CURLE_OK ? r.error : "HTTP " + std::to_string(r.status);
+}
+
+// Tries of one request before giving up: huggingface_hub's count. The waits between them double
+// from $MESHTRAIN_HUB_RETRY_WAIT seconds (default 1) up to 8 times that: 1+2+4+8 s in all.
+constexpr int kTries = 5;
+
+double first_wait_s() {
+  const std::string v = env("MESHTRAIN_HUB_RETRY_WAIT");
+  if (v.empty()) return 1.0;
+  char* end = nullptr;
+  const double s = std::strtod(v.c_str(), &end);
+  if (end == v.c_str() || *end != '\0' || !(s >= 0 && s <= 3600))
+    fail("MESHTRAIN_HUB_RETRY_WAIT='" + v.substr(0, 40) + "' is not a number of seconds from 0 to 3600");
+  return s;
+}
+
+// After failed try `tried` (1-based): says so and waits.
+void wait_to_retry(const std::string& id, const std::string& what, const Response& r, int tried,
+                   const char* again = "trying again") {
+  const double s = first_wait_s() * double(1 << std::min(tried - 1, 3));
+  std::fprintf(stderr, "meshtrain: %s %s: %s; %s in %g s (try %d of %d)\n", id.c_str(), what.c_str(),
+               described(r).c_str(), again, s, tried + 1, kTries);
+  std::this_thread::sleep_for(std::chrono::duration<double>(s));
+}
+
+// Worth another try: a server error or rate limit (5xx, 429), or a transfer cut short. Cannot
+// connect / cannot resolve count only when `connect_errors` (the server answered moments ago):
+// at the first request they mean the network or HF_ENDPOINT is wrong, said at once.
+bool transient(const Response& r, bool connect_errors) {
+  if (r.too_large) return false;
+  if (r.code == CURLE_OK) return r.status / 100 == 5 || r.status == 429;
+  switch (r.code) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+      return connect_errors;
+    case CURLE_PARTIAL_FILE:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_SSL_CONNECT_ERROR:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A request with no file to write, tried up to kTries times while it fails transiently.
+Response perform_retrying(const Request& req, const std::string& id, const std::string& what, bool connect_errors) {
+  for (int tried = 1;; ++tried) {
+    Response r = perform(req);
+    if (tried == kTries || !transient(r, connect_errors)) return r;
+    wait_to_retry(id, what, r, tried);
+  }
+}
+
+[[noreturn]] void gave_up(const std::string& id, const std::string& what, const Response& r) {
+  fail("'" + id + "': " + endpoint() + " failed " + std::to_string(kTries) + " times in a row for " + what + " (" +
+       described(r) + ", the last time): the server is down or overloaded; run again later (what was downloaded "
+       "is kept and resumed)");
+}
+
 // The id's error for a refused request: gated, missing, or the server's own status.
 [[noreturn]] void refused(const std::string& id, const std::string& revision, const std::string& what,
                           const Response& r) {
+  if (r.too_large)
+    fail("'" + id + "': " + endpoint() + "'s answer for " + what + " is over the " +
+         std::to_string(max_page() >> 20) + " MiB limit for " + json_limits(JsonKind::hub_api).name +
+         ": is HF_ENDPOINT a Hugging Face Hub?");
   const std::string code = r.headers.count("x-error-code") ? r.headers.at("x-error-code") : "";
   if (r.status == 401 || r.status == 403) {
     fail("'" + id + "': the Hub refused access (HTTP " + std::to_string(r.status) + ") to " + what + ": " +
@@ -226,15 +304,26 @@ Response perform(const Request& req) {
                             "this gated model?"));
   }
   if (r.status == 404 && code == "RevisionNotFound")
-    fail("'" + id + "' has no revision '" + revision + "' on " + endpoint());
+    fail("'" + id + "' has no revision '" + revision + "' on " + endpoint() +
+         ": --revision takes a branch, a tag, a commit or refs/pr/N of that repository");
   if (r.status == 404 && (code == "RepoNotFound" || what == "its file list"))
-    fail("'" + id + "': no such model on " + endpoint() + " (HTTP 404)");
+    fail("'" + id + "': no such model on " + endpoint() + " (HTTP 404): check the id's spelling (ORG/NAME as " +
+         "its page on the Hub shows it)");
   fail("'" + id + "': " + endpoint() + " answered HTTP " + std::to_string(r.status) + " for " + what);
 }
 
 [[noreturn]] void unreachable(const std::string& id, const fs::path& repo, const Response& r) {
+  const bool custom = !env("HF_ENDPOINT").empty();
+  std::string advice;
+  if (r.code == CURLE_COULDNT_RESOLVE_HOST)
+    advice = custom ? "is HF_ENDPOINT's host name right? (unset HF_ENDPOINT to use huggingface.co)"
+                    : "check the network's DNS, or set HF_ENDPOINT to a mirror";
+  else if (r.code == CURLE_COULDNT_CONNECT && custom)
+    advice = "is the server HF_ENDPOINT names running, on that port? (unset HF_ENDPOINT to use huggingface.co)";
+  else
+    advice = "connect to the network, or set HF_ENDPOINT to a mirror";
   fail("'" + id + "' is not in the Hugging Face cache at " + repo.string() + ", and " + endpoint() +
-       " cannot be reached to download it (" + r.error + "): connect to the network, or set HF_ENDPOINT to a mirror");
+       " cannot be reached to download it (" + r.error + "): " + advice);
 }
 
 struct RemoteFile {
@@ -264,97 +353,144 @@ void write_text(const fs::path& p, const std::string& text) {
 
 std::string bar_label(const std::string& id, const std::string& name) { return "meshtrain: " + id + " " + name; }
 
-// Brings the blob of `f` into `repo`/blobs/<etag> (a no-op when it is there); returns its etag.
-std::string fetch_blob(const std::string& id, const std::string& commit, const fs::path& repo, const RemoteFile& f) {
-  const std::string url = endpoint() + "/" + id + "/resolve/" + commit + "/" + quoted(f.name, true);
+// "http://host:port" of "http://host:port/some/path": what a Location of "/path" is relative to.
+std::string origin(const std::string& url) {
+  const size_t scheme = url.find("://");
+  const size_t path = url.find('/', scheme == std::string::npos ? 0 : scheme + 3);
+  return path == std::string::npos ? url : url.substr(0, path);
+}
+
+// A file as its HEAD described it: where to get it and what it must be.
+struct Located {
+  std::string name, commit, url, etag, sha;
+  int64_t size = -1;
+};
+
+// The HEAD of one file at `commit`: its etag, size and (large files) SHA-256. Every file is located
+// before any is downloaded, so a refusal (gated, a server out of step) leaves the cache as it was.
+Located locate(const std::string& id, const std::string& commit, const fs::path& repo, const RemoteFile& f) {
+  Located at;
+  at.name = f.name, at.commit = commit;
+  at.url = endpoint() + "/" + id + "/resolve/" + commit + "/" + quoted(f.name, true);
   Request head;
-  head.url = url, head.head = true, head.follow = false;
-  Response meta = perform(head);
-  // A relative redirect is the Hub's for a renamed repository: follow it for the metadata.
-  if (meta.code == CURLE_OK && meta.status / 100 == 3 && !meta.headers.count("x-linked-etag") &&
-      meta.headers.count("location") && meta.headers.at("location").rfind("/", 0) == 0) {
-    head.url = endpoint() + meta.headers.at("location");
-    meta = perform(head);
+  head.url = at.url, head.head = true, head.follow = false;
+  Response meta = perform_retrying(head, id, f.name, true);
+  // A relative redirect is the Hub's for a renamed repository: followed for the metadata (a few
+  // hops at most). An absolute one is a large file's, to its CDN: its headers are the metadata.
+  for (int hops = 0; hops < 5 && meta.code == CURLE_OK && meta.status / 100 == 3 &&
+                     !meta.headers.count("x-linked-etag") && meta.headers.count("location") &&
+                     meta.headers.at("location").rfind("/", 0) == 0;
+       ++hops) {
+    head.url = origin(head.url) + meta.headers.at("location");
+    meta = perform_retrying(head, id, f.name, true);
   }
+  if (meta.too_large) refused(id, commit, f.name, meta);
+  if (transient(meta, false)) gave_up(id, f.name, meta);  // out of tries; cannot connect is said below
   if (meta.code != CURLE_OK) unreachable(id, repo, meta);
   if (meta.status / 100 != 2 && meta.status / 100 != 3) refused(id, commit, f.name, meta);
   const auto header = [&](const char* n) { return meta.headers.count(n) ? meta.headers.at(n) : std::string(); };
   // Asked by commit, the Hub answers for that commit; another is a proxy or mirror out of step.
   if (!header("x-repo-commit").empty() && header("x-repo-commit") != commit)
     fail("'" + id + "': " + endpoint() + " answered for " + f.name + " at commit " + header("x-repo-commit") +
-         ", not the " + commit + " it listed");
-  const std::string etag = bare_etag(!header("x-linked-etag").empty() ? header("x-linked-etag") : header("etag"));
-  if (etag.empty() || etag.find('/') != std::string::npos || etag.front() == '.')
+         ", not the " + commit + " it listed (a mirror or proxy out of step?): nothing was downloaded; run again "
+         "later, or unset HF_ENDPOINT");
+  at.etag = bare_etag(!header("x-linked-etag").empty() ? header("x-linked-etag") : header("etag"));
+  if (at.etag.empty() || at.etag.find('/') != std::string::npos || at.etag.front() == '.')
     fail("'" + id + "': " + endpoint() + " gave no usable ETag for " + f.name);
-  int64_t size = f.size;
-  if (!header("x-linked-size").empty()) size = std::stoll(header("x-linked-size"));
-  else if (meta.status / 100 == 2 && !header("content-length").empty()) size = std::stoll(header("content-length"));
+  at.size = f.size;
+  try {
+    if (!header("x-linked-size").empty()) at.size = std::stoll(header("x-linked-size"));
+    else if (meta.status / 100 == 2 && !header("content-length").empty()) at.size = std::stoll(header("content-length"));
+  } catch (const std::exception&) {
+    fail("'" + id + "': " + endpoint() + " gave no usable size for " + f.name);
+  }
   // A large file is named by its SHA-256 (the etag, and the API's lfs.sha256).
-  std::string sha = f.sha256;
-  if (sha.empty() && !header("x-linked-etag").empty() && etag.size() == 64) sha = etag;
-  if (!f.sha256.empty() && etag.size() == 64 && etag != f.sha256)
-    fail("'" + id + "': " + f.name + ": the Hub's ETag " + etag + " and its file list's SHA-256 " + f.sha256 + " differ");
+  at.sha = f.sha256;
+  if (at.sha.empty() && !header("x-linked-etag").empty() && at.etag.size() == 64) at.sha = at.etag;
+  if (!f.sha256.empty() && at.etag.size() == 64 && at.etag != f.sha256)
+    fail("'" + id + "': " + f.name + ": the Hub's ETag " + at.etag + " and its file list's SHA-256 " + f.sha256 +
+         " differ");
+  return at;
+}
 
-  const fs::path blob = repo / "blobs" / etag;
-  if (fs::exists(blob) && (size < 0 || int64_t(fs::file_size(blob)) == size)) return etag;
+bool have_blob(const fs::path& blob, int64_t size) {
+  return fs::exists(blob) && (size < 0 || int64_t(fs::file_size(blob)) == size);
+}
+
+// Brings the blob of `f` into `repo`/blobs/<etag> (a no-op when it is there); returns its etag.
+std::string fetch_blob(const std::string& id, const fs::path& repo, const Located& f) {
+  const fs::path blob = repo / "blobs" / f.etag;
+  if (have_blob(blob, f.size)) return f.etag;
   fs::create_directories(repo / "blobs");
   const fs::path locks = repo.parent_path() / ".locks" / repo.filename();
   fs::create_directories(locks);
-  // Another process downloading the same blob (ranks of one job on one node) is waited for.
+  // Another process downloading the same blob (ranks of one job on one node, or two runs) is
+  // waited for, an hour at most, and its blob then used: huggingface_hub's lock file, so its
+  // downloads and meshtrain's exclude each other too.
   std::unique_ptr<FileLock> lock;
-  for (int tries = 0;; ++tries) {
+  const auto give_up_at = std::chrono::steady_clock::now() + std::chrono::hours(1);
+  for (bool said = false;;) {
     try {
-      lock = std::make_unique<FileLock>((locks / (etag + ".lock")).string(), "the download of " + f.name);
+      lock = std::make_unique<FileLock>((locks / (f.etag + ".lock")).string(), "the download of " + f.name);
       break;
-    } catch (const Error&) {
-      if (tries >= 3600) throw;
-      sleep(1);
+    } catch (const Error& e) {
+      if (std::string(e.what()).find(" is in use by ") == std::string::npos ||
+          std::chrono::steady_clock::now() > give_up_at)
+        throw;
+      if (!said) std::fprintf(stderr, "meshtrain: %s %s: %s; waiting for it\n", id.c_str(), f.name.c_str(), e.what());
+      said = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   }
-  if (fs::exists(blob) && (size < 0 || int64_t(fs::file_size(blob)) == size)) return etag;
+  if (have_blob(blob, f.size)) {
+    std::fprintf(stderr, "meshtrain: %s %s: downloaded by the other process\n", id.c_str(), f.name.c_str());
+    return f.etag;
+  }
 
-  const fs::path part = repo / "blobs" / (etag + ".incomplete");
+  const fs::path part = repo / "blobs" / (f.etag + ".incomplete");
   Response r;
-  for (int attempt = 0; attempt < 5; ++attempt) {
+  for (int tried = 1;; ++tried) {
     const int64_t have = fs::exists(part) ? int64_t(fs::file_size(part)) : 0;
-    if (size >= 0 && have == size) break;  // complete: a run stopped between the last byte and the rename
+    if (f.size >= 0 && have == f.size) break;  // complete: a run stopped between the last byte and the rename
     FILE* out = std::fopen(part.c_str(), have > 0 ? "r+b" : "wb");
     if (!out) fail(part.string() + ": cannot be written");
     std::fseek(out, 0, SEEK_END);
     Request get;
-    get.url = url, get.file = out, get.offset = size >= 0 && have > size ? 0 : have;
-    get.label = bar_label(id, f.name), get.total = size;
+    get.url = f.url, get.file = out, get.offset = f.size >= 0 && have > f.size ? 0 : have;
+    get.label = bar_label(id, f.name), get.total = f.size;
     if (get.offset == 0 && have > 0) (void)!ftruncate(fileno(out), 0), std::fseek(out, 0, SEEK_SET);
     r = perform(get);
-    const bool wrote = std::fclose(out) == 0;
+    const bool wrote = !std::ferror(out) && std::fclose(out) == 0;
     if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
-    if (!wrote) fail(part.string() + ": write error (is the disk full?)");
+    if (r.too_large) refused(id, f.commit, f.name, r);  // an error page past the limit, not the file
+    if (!wrote || r.code == CURLE_WRITE_ERROR) fail(part.string() + ": write error (is the disk full?)");
     if (r.code == CURLE_OK && r.status / 100 == 2) break;
     if (r.code == CURLE_OK && r.status == 416) break;  // nothing left to send: the size check decides
-    if (r.code == CURLE_OK && r.status / 100 != 5) refused(id, commit, f.name, r);
+    if (r.code == CURLE_OK && !transient(r, true)) refused(id, f.commit, f.name, r);
+    if (tried == kTries || !transient(r, true)) {
+      if (transient(r, false)) gave_up(id, f.name, r);
+      unreachable(id, repo, r);
+    }
     // A dropped connection, a stall or a server error: again, from where it stopped.
-    std::fprintf(stderr, "meshtrain: %s %s: %s; resuming\n", id.c_str(), f.name.c_str(),
-                 r.code != CURLE_OK ? r.error.c_str() : ("HTTP " + std::to_string(r.status)).c_str());
+    wait_to_retry(id, f.name, r, tried, "resuming");
   }
-  if (r.code != CURLE_OK) unreachable(id, repo, r);
-  if (r.status / 100 == 5) refused(id, commit, f.name, r);
   const int64_t got = int64_t(fs::file_size(part));
-  if (size >= 0 && got != size) {
+  if (f.size >= 0 && got != f.size) {
     fs::remove(part);
     fail("'" + id + "': " + f.name + ": received " + std::to_string(got) + " bytes, the Hub says it has " +
-         std::to_string(size) + ": nothing was kept; run again");
+         std::to_string(f.size) + ": nothing was kept; run again");
   }
-  if (!sha.empty()) {
+  if (!f.sha.empty()) {
     const std::string actual = sha256_of_file(part.string());
-    if (actual != sha) {
+    if (actual != f.sha) {
       fs::remove(part);
-      fail("'" + id + "': " + f.name + ": the downloaded bytes' SHA-256 is " + actual + ", the Hub's is " + sha +
+      fail("'" + id + "': " + f.name + ": the downloaded bytes' SHA-256 is " + actual + ", the Hub's is " + f.sha +
            ": the transfer was corrupted and nothing was kept; run again");
     }
   }
   fs::rename(part, blob);
   if (!isatty(STDERR_FILENO)) std::fprintf(stderr, "meshtrain: downloaded %s %s (%s)\n", id.c_str(), f.name.c_str(), megabytes(got).c_str());
-  return etag;
+  return f.etag;
 }
 
 }  // namespace
@@ -366,10 +502,12 @@ std::string download_snapshot(const std::string& id, const std::string& revision
   // The commit and the file list, with each file's size and a large file's SHA-256.
   Request api;
   api.url = endpoint() + "/api/models/" + id + "/revision/" + quoted(revision, false) + "?blobs=true";
-  const Response r = perform(api);
+  const Response r = perform_retrying(api, id, "its file list", false);
+  if (r.too_large) refused(id, revision, "its file list", r);
+  if (transient(r, false)) gave_up(id, "its file list", r);
   if (r.code != CURLE_OK) unreachable(id, repo, r);
   if (r.status != 200) refused(id, revision, "its file list", r);
-  const nlohmann::json info = parse_json(r.body, JsonKind::safetensors_index, endpoint() + "'s answer for " + id);
+  const nlohmann::json info = parse_json(r.body, JsonKind::hub_api, endpoint() + "'s answer for " + id);
   if (!info.contains("sha") || !info["sha"].is_string() || !is_commit_hash(info["sha"].get<std::string>()))
     fail("'" + id + "': " + endpoint() + "'s answer names no commit (no \"sha\")");
   const std::string commit = info["sha"];
@@ -396,8 +534,10 @@ std::string download_snapshot(const std::string& id, const std::string& revision
     fail("'" + id + "' (" + commit + ") has no model*.safetensors weights (meshtrain reads safetensors, not "
          ".bin, .pt or .gguf files of a Hub repository)");
 
+  std::vector<Located> located;
+  for (const RemoteFile& f : files) located.push_back(locate(id, commit, repo, f));
   std::vector<std::pair<std::string, std::string>> links;  // file, etag
-  for (const RemoteFile& f : files) links.push_back({f.name, fetch_blob(id, commit, repo, f)});
+  for (const Located& f : located) links.push_back({f.name, fetch_blob(id, repo, f)});
   // Every blob is in: now the snapshot, and the ref that names it.
   const fs::path snap = repo / "snapshots" / commit;
   fs::create_directories(snap);

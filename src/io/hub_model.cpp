@@ -1,5 +1,6 @@
 #include "io/hub_model.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/bounded_json.h"
@@ -28,6 +29,22 @@ bool snapshot_complete(const fs::path& snap, HubFiles files) {
   return true;
 }
 
+// A revision is a path under refs/ in the cache (huggingface_hub stores refs/pr/1 as
+// refs/refs/pr/1): one that could name a file outside it, or none, is refused before it is used.
+void check_revision(const std::string& rev) {
+  bool ok = !rev.empty() && rev.size() <= 256 && rev.front() != '/' && rev.back() != '/';
+  for (size_t at = 0; ok && at <= rev.size();) {
+    const size_t slash = std::min(rev.find('/', at), rev.size());
+    const std::string part = rev.substr(at, slash - at);
+    ok = !part.empty() && part != "." && part != "..";
+    at = slash + 1;
+  }
+  for (unsigned char c : rev) ok = ok && c > ' ' && c != 0x7f && c != '\\';
+  if (!ok)
+    fail("--revision '" + rev.substr(0, 100) + "' is not a branch, tag, commit or refs/pr/N name (no empty, '.' or "
+         "'..' parts, spaces or backslashes)");
+}
+
 }  // namespace
 
 std::string resolve_model_path(const std::string& model, const std::string& revision, HubFiles files) {
@@ -38,6 +55,7 @@ std::string resolve_model_path(const std::string& model, const std::string& revi
     return model;
   }
   const std::string rev = revision.empty() ? "main" : revision;
+  check_revision(rev);
   const fs::path repo = repo_dir(cache_dir(), model);
   if (const auto commit = cached_commit(repo, rev)) {
     const fs::path snap = repo / "snapshots" / *commit;

@@ -282,8 +282,13 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
   auto proj = [&](Proj p, const Tensor& out, const Tensor& inp) {
     static const char* names[kNumProj] = {"gemm fwd q", "gemm fwd k", "gemm fwd v", "gemm fwd o",
                                           "gemm fwd gate", "gemm fwd up", "gemm fwd down"};
-    MT_PROFILE(names[p]);
-    linear_layer_forward(be, out, a.lora_u[p], inp, w.proj[p], drops[p]);
+    {
+      MT_PROFILE(names[p]);
+      be.linear_forward(out, inp, w.proj[p].W);
+      bias_forward(be, out, w.proj[p]);
+    }
+    MT_PROFILE("lora adapters");  // the adapter's own row in the bench's breakdown
+    lora_forward(be, out, a.lora_u[p], inp, w.proj[p], drops[p]);
   };
   // o and down are row-parallel under tensor parallelism: each rank holds some input columns, so
   // its product is a partial sum. The adapter's inner product x A^T is partial too and is summed
@@ -295,12 +300,18 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
     {
       MT_PROFILE(p == kO ? "gemm fwd o" : "gemm fwd down");
       be.linear_forward(partial, inp, lw.W);
+    }
+    {
+      MT_PROFILE("lora adapters");
       lora_inner(be, a.lora_u[p], inp, lw, drops[p]);
     }
     const Tensor out = seq.sum(partial, s.t3);
     if (lw.A) par.reduce_sum(a.lora_u[p]);
-    MT_PROFILE(p == kO ? "gemm fwd o" : "gemm fwd down");
-    bias_forward(be, out, lw);  // once, after the sum (Megatron): every rank holds the whole bias
+    {
+      MT_PROFILE(p == kO ? "gemm fwd o" : "gemm fwd down");
+      bias_forward(be, out, lw);  // once, after the sum (Megatron): every rank holds the whole bias
+    }
+    MT_PROFILE("lora adapters");
     lora_outer(be, out, seq.own(a.lora_u[p]), lw);
     return out;
   };
@@ -311,14 +322,17 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
   }
   const Tensor n1 = seq.whole(a.n1, s.whole);
   if (w.qkv) {
-    MT_PROFILE("gemm fwd qkv");
-    const Tensor qkv = rows_of(s.qkv, N, w.qkv.rows);
-    be.linear_forward(qkv, n1, w.qkv);
-    const Tensor parts[] = {a.q, a.k, a.v};
-    be.split_columns(qkv, parts);
-    bias_forward(be, a.q, w.proj[kQ]);
-    bias_forward(be, a.k, w.proj[kK]);
-    bias_forward(be, a.v, w.proj[kV]);
+    {
+      MT_PROFILE("gemm fwd qkv");
+      const Tensor qkv = rows_of(s.qkv, N, w.qkv.rows);
+      be.linear_forward(qkv, n1, w.qkv);
+      const Tensor parts[] = {a.q, a.k, a.v};
+      be.split_columns(qkv, parts);
+      bias_forward(be, a.q, w.proj[kQ]);
+      bias_forward(be, a.k, w.proj[kK]);
+      bias_forward(be, a.v, w.proj[kV]);
+    }
+    MT_PROFILE("lora adapters");
     lora_forward(be, a.q, a.lora_u[kQ], n1, w.proj[kQ], drops[kQ]);
     lora_forward(be, a.k, a.lora_u[kK], n1, w.proj[kK], drops[kK]);
     lora_forward(be, a.v, a.lora_u[kV], n1, w.proj[kV], drops[kV]);
@@ -410,9 +424,13 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
                        const Tensor& inp) {
     static const char* names[kNumProj] = {"gemm bwd q", "gemm bwd k", "gemm bwd v", "gemm bwd o",
                                           "gemm bwd gate", "gemm bwd up", "gemm bwd down"};
-    MT_PROFILE(names[p]);
+    {
+      MT_PROFILE(names[p]);
+      linear_base_backward(be, dinp, accumulate, dout, inp, w.proj[p]);
+    }
+    MT_PROFILE("lora adapters");
     const Tensor du = rows_of(s.du, N, std::max<int64_t>(w.proj[p].rank(), 1));
-    linear_layer_backward(be, dinp, accumulate, du, dout, inp, a.lora_u[p], w.proj[p], drops[p]);
+    lora_backward(be, dinp, du, dout, inp, a.lora_u[p], w.proj[p], drops[p]);
   };
   // dy in the compute dtype, for the GEMMs (this rank's rows under sequence parallelism: they are
   // gathered whole for the tensor-parallel region, whose input gradient is summed and scattered
@@ -492,15 +510,18 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   const Tensor dn1 = rows_of(s.t0, N, C);
   const Tensor n1 = seq.whole(a.n1, s.whole);  // over the gathered dy, read
   if (w.qkv) {
-    MT_PROFILE("gemm bwd qkv");
-    const Tensor dqkv = rows_of(s.qkv, N, qd + 2 * kv);
-    const Tensor parts[] = {dq, dk, dv};
-    be.concat_columns(dqkv, parts);
-    be.linear_backward_input(dn1, dqkv, w.qkv);
-    if (w.dqkv) be.linear_backward_weight(w.dqkv, dqkv, n1);
-    bias_backward(be, dq, w.proj[kQ]);
-    bias_backward(be, dk, w.proj[kK]);
-    bias_backward(be, dv, w.proj[kV]);
+    {
+      MT_PROFILE("gemm bwd qkv");
+      const Tensor dqkv = rows_of(s.qkv, N, qd + 2 * kv);
+      const Tensor parts[] = {dq, dk, dv};
+      be.concat_columns(dqkv, parts);
+      be.linear_backward_input(dn1, dqkv, w.qkv);
+      if (w.dqkv) be.linear_backward_weight(w.dqkv, dqkv, n1);
+      bias_backward(be, dq, w.proj[kQ]);
+      bias_backward(be, dk, w.proj[kK]);
+      bias_backward(be, dv, w.proj[kV]);
+    }
+    MT_PROFILE("lora adapters");
     for (Proj p : {kQ, kK, kV}) {
       const Tensor du = rows_of(s.du, N, std::max<int64_t>(w.proj[p].rank(), 1));
       lora_backward(be, dn1, du, p == kQ ? dq : p == kK ? dk : dv, n1, a.lora_u[p], w.proj[p], drops[p]);

@@ -61,12 +61,17 @@ void linear_layer_forward(Backend& be, const Tensor& y, const Tensor& u, const T
   lora_forward(be, y, u, x, w, drop);
 }
 
-void linear_layer_backward(Backend& be, const Tensor& dx, bool accumulate_dx, const Tensor& du,
-                           const Tensor& dy, const Tensor& x, const Tensor& u,
-                           const LinearWeights& w, const AdapterDropout* drop) {
+void linear_base_backward(Backend& be, const Tensor& dx, bool accumulate_dx, const Tensor& dy,
+                          const Tensor& x, const LinearWeights& w) {
   be.linear_backward_input(dx, dy, w.W, 1.0f, accumulate_dx);
   if (w.dW) be.linear_backward_weight(w.dW, dy, x);
   bias_backward(be, dy, w);
+}
+
+void linear_layer_backward(Backend& be, const Tensor& dx, bool accumulate_dx, const Tensor& du,
+                           const Tensor& dy, const Tensor& x, const Tensor& u,
+                           const LinearWeights& w, const AdapterDropout* drop) {
+  linear_base_backward(be, dx, accumulate_dx, dy, x, w);
   lora_backward(be, dx, du, dy, x, u, w, drop);
 }
 

@@ -33,6 +33,11 @@ void linear_layer_backward(Backend& be, const Tensor& dx, bool accumulate_dx, co
                            const Tensor& dy, const Tensor& x, const Tensor& u,
                            const LinearWeights& w, const AdapterDropout* drop = nullptr);
 
+// dx (+)= dy W, dW and db accumulated where present: linear_layer_backward without the adapter,
+// for callers that run the adapter apart (lora_group.h, or in a profile row of its own).
+void linear_base_backward(Backend& be, const Tensor& dx, bool accumulate_dx, const Tensor& dy,
+                          const Tensor& x, const LinearWeights& w);
+
 // The bias alone (no-ops without one), for callers that run the base product themselves.
 void bias_forward(Backend& be, const Tensor& y, const LinearWeights& w);   // y += b
 void bias_backward(Backend& be, const Tensor& dy, const LinearWeights& w);  // db += column sums of dy

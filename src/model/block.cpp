@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include "core/bf16.h"
 #include "core/profile.h"
@@ -72,6 +73,17 @@ class LoraDropouts {
   std::array<AdapterDropout, kNumProj> d_{};
 };
 
+// Projections that read one input, as lora_group_* (model/linear.h) take them.
+struct ProjGroup {
+  ProjGroup(std::initializer_list<Proj> ps, const BlockWeights& w, const LoraDropouts& drops) {
+    for (Proj p : ps) ws[n] = &w.proj[p], ds[n] = drops[p], ++n;
+  }
+  LoraGroup group() const { return {{ws.data(), n}, {ds.data(), n}}; }
+  std::array<const LinearWeights*, 3> ws{};
+  std::array<const AdapterDropout*, 3> ds{};
+  size_t n = 0;
+};
+
 }  // namespace
 
 BlockActivationSizes block_activation_sizes(const ModelConfig& c, int64_t lora_rank,
@@ -126,7 +138,7 @@ int64_t block_scratch_elems(const ModelConfig& c, int64_t N, int64_t lora_rank, 
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), wide = widest(c);
   return N * ((lora_dropout ? 4 : 3) * wide + (sequence_split ? 2 : 1) * C + qd + 4 * kv +
               std::max<int64_t>(lora_rank, 1)) +
-         moe_scratch_elems(c, N, lora_rank);
+         (lora_dropout ? 0 : lora_group_scratch_elems(N, C, lora_rank, 3)) + moe_scratch_elems(c, N, lora_rank);
 }
 
 BlockScratch carve_block_scratch(const Tensor& arena, const ModelConfig& c, int64_t N,
@@ -140,6 +152,7 @@ BlockScratch carve_block_scratch(const Tensor& arena, const ModelConfig& c, int6
   s.qkv = cur.take(1, N * (qd + 2 * kv));
   s.du = cur.take(1, N * std::max<int64_t>(lora_rank, 1));
   if (lora_dropout) s.dropped = cur.take(1, N * wide);
+  else if (lora_rank > 0) s.lora_group = cur.take(1, lora_group_scratch_elems(N, C, lora_rank, 3));
   if (sequence_split) s.whole = cur.take(1, N * C);
   s.moe = carve_moe_scratch(cur, c, N, lora_rank);
   return s;
@@ -282,8 +295,20 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
   auto proj = [&](Proj p, const Tensor& out, const Tensor& inp) {
     static const char* names[kNumProj] = {"gemm fwd q", "gemm fwd k", "gemm fwd v", "gemm fwd o",
                                           "gemm fwd gate", "gemm fwd up", "gemm fwd down"};
+    {
+      MT_PROFILE(names[p]);
+      be.linear_forward(out, inp, w.proj[p].W);
+      bias_forward(be, out, w.proj[p]);
+    }
+    MT_PROFILE("lora adapters");  // the adapter's own row in the bench's breakdown
+    lora_forward(be, out, a.lora_u[p], inp, w.proj[p], drops[p]);
+  };
+  auto base = [&](Proj p, const Tensor& out, const Tensor& inp) {  // without the adapter
+    static const char* names[kNumProj] = {"gemm fwd q", "gemm fwd k", "gemm fwd v", "gemm fwd o",
+                                          "gemm fwd gate", "gemm fwd up", "gemm fwd down"};
     MT_PROFILE(names[p]);
-    linear_layer_forward(be, out, a.lora_u[p], inp, w.proj[p], drops[p]);
+    be.linear_forward(out, inp, w.proj[p].W);
+    bias_forward(be, out, w.proj[p]);
   };
   // o and down are row-parallel under tensor parallelism: each rank holds some input columns, so
   // its product is a partial sum. The adapter's inner product x A^T is partial too and is summed
@@ -295,12 +320,18 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
     {
       MT_PROFILE(p == kO ? "gemm fwd o" : "gemm fwd down");
       be.linear_forward(partial, inp, lw.W);
+    }
+    {
+      MT_PROFILE("lora adapters");
       lora_inner(be, a.lora_u[p], inp, lw, drops[p]);
     }
     const Tensor out = seq.sum(partial, s.t3);
     if (lw.A) par.reduce_sum(a.lora_u[p]);
-    MT_PROFILE(p == kO ? "gemm fwd o" : "gemm fwd down");
-    bias_forward(be, out, lw);  // once, after the sum (Megatron): every rank holds the whole bias
+    {
+      MT_PROFILE(p == kO ? "gemm fwd o" : "gemm fwd down");
+      bias_forward(be, out, lw);  // once, after the sum (Megatron): every rank holds the whole bias
+    }
+    MT_PROFILE("lora adapters");
     lora_outer(be, out, seq.own(a.lora_u[p]), lw);
     return out;
   };
@@ -310,22 +341,39 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
     norm_forward(be, c, a.n1, a.mean1, a.rstd1, x, w.norm1);
   }
   const Tensor n1 = seq.whole(a.n1, s.whole);
+  // q, k and v's adapters as one product where they can (model/linear.h, lora_group_*).
+  const ProjGroup qkv_lora({kQ, kK, kV}, w, drops);
+  const bool qkv_batched = lora_group_batches(qkv_lora.group(), s.lora_group, N);
   if (w.qkv) {
-    MT_PROFILE("gemm fwd qkv");
-    const Tensor qkv = rows_of(s.qkv, N, w.qkv.rows);
-    be.linear_forward(qkv, n1, w.qkv);
-    const Tensor parts[] = {a.q, a.k, a.v};
-    be.split_columns(qkv, parts);
-    bias_forward(be, a.q, w.proj[kQ]);
-    bias_forward(be, a.k, w.proj[kK]);
-    bias_forward(be, a.v, w.proj[kV]);
-    lora_forward(be, a.q, a.lora_u[kQ], n1, w.proj[kQ], drops[kQ]);
-    lora_forward(be, a.k, a.lora_u[kK], n1, w.proj[kK], drops[kK]);
-    lora_forward(be, a.v, a.lora_u[kV], n1, w.proj[kV], drops[kV]);
+    {
+      MT_PROFILE("gemm fwd qkv");
+      const Tensor qkv = rows_of(s.qkv, N, w.qkv.rows);
+      be.linear_forward(qkv, n1, w.qkv);
+      const Tensor parts[] = {a.q, a.k, a.v};
+      be.split_columns(qkv, parts);
+      bias_forward(be, a.q, w.proj[kQ]);
+      bias_forward(be, a.k, w.proj[kK]);
+      bias_forward(be, a.v, w.proj[kV]);
+    }
+    if (!qkv_batched) {
+      MT_PROFILE("lora adapters");
+      lora_forward(be, a.q, a.lora_u[kQ], n1, w.proj[kQ], drops[kQ]);
+      lora_forward(be, a.k, a.lora_u[kK], n1, w.proj[kK], drops[kK]);
+      lora_forward(be, a.v, a.lora_u[kV], n1, w.proj[kV], drops[kV]);
+    }
+  } else if (qkv_batched) {
+    base(kQ, a.q, n1);
+    base(kK, a.k, n1);
+    base(kV, a.v, n1);
   } else {
     proj(kQ, a.q, n1);
     proj(kK, a.k, n1);
     proj(kV, a.v, n1);
+  }
+  if (qkv_batched) {
+    MT_PROFILE("lora adapters");
+    const Tensor ys[] = {a.q, a.k, a.v}, us[] = {a.lora_u[kQ], a.lora_u[kK], a.lora_u[kV]};
+    lora_group_forward(be, ys, us, n1, qkv_lora.group(), s.lora_group);
   }
   if (c.qk_norm) {
     MT_PROFILE("q/k norm forward");
@@ -380,16 +428,25 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
     proj(kUp, a.up, n2);
     MT_PROFILE("gelu forward");
     be.gelu_forward(a.h, a.up);
-  } else if (c.geglu) {
-    proj(kGate, a.gate, n2);
-    proj(kUp, a.up, n2);
-    MT_PROFILE("geglu forward");
-    be.geglu_forward(a.h, a.gate, a.up);
   } else {
-    proj(kGate, a.gate, n2);
-    proj(kUp, a.up, n2);
-    MT_PROFILE("swiglu forward");
-    be.swiglu_forward(a.h, a.gate, a.up);
+    const ProjGroup gate_up({kGate, kUp}, w, drops);  // gate and up's adapters as one product
+    if (lora_group_batches(gate_up.group(), s.lora_group, N)) {
+      base(kGate, a.gate, n2);
+      base(kUp, a.up, n2);
+      MT_PROFILE("lora adapters");
+      const Tensor ys[] = {a.gate, a.up}, us[] = {a.lora_u[kGate], a.lora_u[kUp]};
+      lora_group_forward(be, ys, us, n2, gate_up.group(), s.lora_group);
+    } else {
+      proj(kGate, a.gate, n2);
+      proj(kUp, a.up, n2);
+    }
+    if (c.geglu) {
+      MT_PROFILE("geglu forward");
+      be.geglu_forward(a.h, a.gate, a.up);
+    } else {
+      MT_PROFILE("swiglu forward");
+      be.swiglu_forward(a.h, a.gate, a.up);
+    }
   }
   const Tensor delta = row_parallel(kDown, a.h);
   MT_PROFILE("residual/norm forward");
@@ -410,9 +467,20 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
                        const Tensor& inp) {
     static const char* names[kNumProj] = {"gemm bwd q", "gemm bwd k", "gemm bwd v", "gemm bwd o",
                                           "gemm bwd gate", "gemm bwd up", "gemm bwd down"};
-    MT_PROFILE(names[p]);
+    {
+      MT_PROFILE(names[p]);
+      linear_base_backward(be, dinp, accumulate, dout, inp, w.proj[p]);
+    }
+    MT_PROFILE("lora adapters");
     const Tensor du = rows_of(s.du, N, std::max<int64_t>(w.proj[p].rank(), 1));
-    linear_layer_backward(be, dinp, accumulate, du, dout, inp, a.lora_u[p], w.proj[p], drops[p]);
+    lora_backward(be, dinp, du, dout, inp, a.lora_u[p], w.proj[p], drops[p]);
+  };
+  auto base_back = [&](Proj p, const Tensor& dinp, bool accumulate, const Tensor& dout,
+                       const Tensor& inp) {  // without the adapter
+    static const char* names[kNumProj] = {"gemm bwd q", "gemm bwd k", "gemm bwd v", "gemm bwd o",
+                                          "gemm bwd gate", "gemm bwd up", "gemm bwd down"};
+    MT_PROFILE(names[p]);
+    linear_base_backward(be, dinp, accumulate, dout, inp, w.proj[p]);
   };
   // dy in the compute dtype, for the GEMMs (this rank's rows under sequence parallelism: they are
   // gathered whole for the tensor-parallel region, whose input gradient is summed and scattered
@@ -452,8 +520,17 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
         MT_PROFILE("swiglu backward");
         be.swiglu_backward(dgate, dup, dh, a.gate, a.up);
       }
-      proj_back(kGate, dn2, false, dgate, n2);
-      proj_back(kUp, dn2, true, dup, n2);
+      const ProjGroup gate_up({kGate, kUp}, w, drops);
+      if (lora_group_batches(gate_up.group(), s.lora_group, N)) {
+        base_back(kGate, dn2, false, dgate, n2);
+        base_back(kUp, dn2, true, dup, n2);
+        MT_PROFILE("lora adapters");  // dn2 += du_cat A_cat: onto the base products' sum
+        const Tensor dys[] = {dgate, dup}, us[] = {a.lora_u[kGate], a.lora_u[kUp]};
+        lora_group_backward(be, dn2, dys, n2, us, gate_up.group(), s.lora_group);
+      } else {
+        proj_back(kGate, dn2, false, dgate, n2);
+        proj_back(kUp, dn2, true, dup, n2);
+      }
     }
   }
   const Tensor dn2_sum = seq.sum(dn2, s.t3);  // column-parallel: each rank's dn2 is a partial sum
@@ -491,24 +568,40 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   }
   const Tensor dn1 = rows_of(s.t0, N, C);
   const Tensor n1 = seq.whole(a.n1, s.whole);  // over the gathered dy, read
+  const ProjGroup qkv_lora({kQ, kK, kV}, w, drops);
+  const bool qkv_batched = lora_group_batches(qkv_lora.group(), s.lora_group, N);
   if (w.qkv) {
-    MT_PROFILE("gemm bwd qkv");
-    const Tensor dqkv = rows_of(s.qkv, N, qd + 2 * kv);
-    const Tensor parts[] = {dq, dk, dv};
-    be.concat_columns(dqkv, parts);
-    be.linear_backward_input(dn1, dqkv, w.qkv);
-    if (w.dqkv) be.linear_backward_weight(w.dqkv, dqkv, n1);
-    bias_backward(be, dq, w.proj[kQ]);
-    bias_backward(be, dk, w.proj[kK]);
-    bias_backward(be, dv, w.proj[kV]);
-    for (Proj p : {kQ, kK, kV}) {
-      const Tensor du = rows_of(s.du, N, std::max<int64_t>(w.proj[p].rank(), 1));
-      lora_backward(be, dn1, du, p == kQ ? dq : p == kK ? dk : dv, n1, a.lora_u[p], w.proj[p], drops[p]);
+    {
+      MT_PROFILE("gemm bwd qkv");
+      const Tensor dqkv = rows_of(s.qkv, N, qd + 2 * kv);
+      const Tensor parts[] = {dq, dk, dv};
+      be.concat_columns(dqkv, parts);
+      be.linear_backward_input(dn1, dqkv, w.qkv);
+      if (w.dqkv) be.linear_backward_weight(w.dqkv, dqkv, n1);
+      bias_backward(be, dq, w.proj[kQ]);
+      bias_backward(be, dk, w.proj[kK]);
+      bias_backward(be, dv, w.proj[kV]);
     }
+    if (!qkv_batched) {
+      MT_PROFILE("lora adapters");
+      for (Proj p : {kQ, kK, kV}) {
+        const Tensor du = rows_of(s.du, N, std::max<int64_t>(w.proj[p].rank(), 1));
+        lora_backward(be, dn1, du, p == kQ ? dq : p == kK ? dk : dv, n1, a.lora_u[p], w.proj[p], drops[p]);
+      }
+    }
+  } else if (qkv_batched) {
+    base_back(kQ, dn1, false, dq, n1);
+    base_back(kK, dn1, true, dk, n1);
+    base_back(kV, dn1, true, dv, n1);
   } else {
     proj_back(kQ, dn1, false, dq, n1);
     proj_back(kK, dn1, true, dk, n1);
     proj_back(kV, dn1, true, dv, n1);
+  }
+  if (qkv_batched) {
+    MT_PROFILE("lora adapters");  // dn1 += du_cat A_cat: onto the base products' sum
+    const Tensor dys[] = {dq, dk, dv}, us[] = {a.lora_u[kQ], a.lora_u[kK], a.lora_u[kV]};
+    lora_group_backward(be, dn1, dys, n1, us, qkv_lora.group(), s.lora_group);
   }
   const Tensor dn1_sum = seq.sum(dn1, s.t3);  // column-parallel: dn1 likewise
   MT_PROFILE("residual/norm backward");

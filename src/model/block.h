@@ -123,6 +123,9 @@ struct BlockScratch {
   Tensor t4, t5;      // [N * kv]
   Tensor qkv;         // [N * (qd + 2kv)]
   Tensor du;          // [N * max(r, 1)]
+  // With adapters and no LoRA dropout: the batched adapters' staging (model/linear.h, lora_group_*), for
+  // q, k and v at most; else empty.
+  Tensor lora_group;
   Tensor dropped;     // [N * max(C, qd, I)] with LoRA dropout (an adapter's input), else empty
   // f32, with q/k norms only (else empty): the gradient of q or k before its norm, and a norm
   // weight's gradient before it is summed over tensor-parallel ranks (each holds some heads).

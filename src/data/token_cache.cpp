@@ -2,12 +2,14 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <span>
 
 #include "core/error.h"
 #include "core/regular_file.h"
+#include "data/chat_jinja.h"
 #include "data/shuffle.h"
 #include "core/atomic_file.h"
 
@@ -21,8 +23,9 @@ constexpr char kMagic[8] = {'M', 'T', 'T', 'O', 'K', 'E', 'N', '1'};
 // caches are not reused.
 // 2: the skip warning names the length that keeps them; 3: never one above the model's limit;
 // 4: a record that is not a JSON object refuses the file (it was a skip); 5: a ChatML template's
-// default system prompt rendered; 6: chat rendered by the tokenizer's own Jinja chat_template
-constexpr uint32_t kVersion = 6;
+// default system prompt rendered; 6: chat rendered by the tokenizer's own Jinja chat_template;
+// 7: messages' tool calls, tool results, reasoning_content and a record's tools rendered
+constexpr uint32_t kVersion = 7;
 
 struct Header {
   char magic[8];
@@ -84,6 +87,13 @@ std::string cache_key(const std::string& path, const Tokenizer& tok, const Examp
   for (const std::string& column : opt.columns) {
     key += "|column ";
     key += column;
+  }
+  // A template that writes today's date (strftime_now) renders differently tomorrow: the day is
+  // part of the key, so yesterday's tokens are not reused (only for such templates).
+  if (const std::string day = chat_template_day(tok.chat_template(), static_cast<long long>(std::time(nullptr)));
+      !day.empty()) {
+    key += "|day ";
+    key += day;
   }
   return key;
 }

@@ -191,5 +191,32 @@ TEST(ChatToolUse, TheDayKeysTheCacheOfATemplateThatWritesTheDate) {
   EXPECT_EQ(chat_template_day("{{ messages[0].content }}", dec7), "");
 }
 
+// Templates get tokenizer_config.json's bos_token / eos_token strings (a string or an AddedToken
+// object), not the text of the tokenizer's BOS / EOS ids: Qwen3's eos_token is <|im_end|>, its EOS
+// id <|endoftext|>. Where the config names none (absent or null), the ids' text stands in.
+TEST(ChatToolUse, TemplatesGetTheConfigsBosAndEosTokens) {
+  REQUIRE_QWEN3();
+  const std::string tmpl = "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+                           "{%- endfor %}[{{ bos_token }}|{{ eos_token }}]";
+  const std::vector<ChatMessage> conv = {{"user", "Hi"}, {"assistant", "Yo"}};
+  auto rendered = [&](const std::string& dir) {
+    std::unique_ptr<Tokenizer> tok = load_tokenizer(dir);
+    tok->set_chat_template(tmpl);
+    const Example ex = render_conversation(*tok, conv, DataFormat::kChatml);
+    const std::string text = tok->decode(ex.tokens);
+    return text.substr(text.rfind('['));
+  };
+  // Its config: "bos_token": null (meshtrain's BOS id is <|endoftext|>), "eos_token": "<|im_end|>".
+  EXPECT_EQ(rendered(kQwen3), "[<|endoftext|>|<|im_end|>]");
+  testing::TempDir dir("chat_tool_use_config_tokens");
+  fs::create_symlink(kQwen3 + "/tokenizer.json", dir.path("tokenizer.json"));
+  dir.file("tokenizer_config.json", R"({"bos_token": {"content": "<|im_start|>", "special": true}, "eos_token": {"content": "<|endoftext|>"}})");
+  EXPECT_EQ(rendered(dir.path()), "[<|im_start|>|<|endoftext|>]");
+  dir.file("tokenizer_config.json", "{}");
+  const std::unique_ptr<Tokenizer> plain = load_tokenizer(dir.path());
+  auto text_of = [&](int32_t id) { return id >= 0 ? plain->decode({id}) : std::string(); };
+  EXPECT_EQ(rendered(dir.path()), "[" + text_of(plain->bos_id()) + "|" + text_of(plain->eos_id()) + "]");
+}
+
 }  // namespace
 }  // namespace mt

@@ -51,8 +51,12 @@ jinja::Rendered run(const Tokenizer& tok, const jinja::Template& tmpl, const std
   if (!tools.empty()) ctx.set("tools", jinja::from_json(parse_ordered_json(tools, JsonKind::data_record, "tools"),
                                                         jinja::kData));
   ctx.set("add_generation_prompt", jinja::Value::boolean(add_generation_prompt));
-  ctx.set("bos_token", jinja::Value::string(special_text(tok, tok.bos_id()), jinja::kLiteral));
-  ctx.set("eos_token", jinja::Value::string(special_text(tok, tok.eos_id()), jinja::kLiteral));
+  // tokenizer_config.json's strings, as transformers passes its special tokens; the ids' text for a
+  // tokenizer whose config names none.
+  const std::string& bos = tok.config_bos_token();
+  const std::string& eos = tok.config_eos_token();
+  ctx.set("bos_token", jinja::Value::string(bos.empty() ? special_text(tok, tok.bos_id()) : bos, jinja::kLiteral));
+  ctx.set("eos_token", jinja::Value::string(eos.empty() ? special_text(tok, tok.eos_id()) : eos, jinja::kLiteral));
   ctx.set("strftime_now", jinja::strftime_now_at(std::time(nullptr)));
   return tmpl.render(ctx);
 }

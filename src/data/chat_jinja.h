@@ -34,7 +34,8 @@ std::shared_ptr<const jinja::Template> parsed_chat_template(const Tokenizer& tok
 // The conversation as `tmpl` renders it. Each message is its JSON object (ChatMessage::json, every
 // key as the record gives it: tool_calls, tool_call_id, name, reasoning_content, ...) or {role,
 // content}; `tools` (JSON text of a list, "" for none) is the template's `tools`; bos_token and
-// eos_token the text of the tokenizer's BOS and EOS; strftime_now the current time (UTC). mt::Error when the template refuses the conversation
+// eos_token are tokenizer_config.json's strings (Tokenizer::config_eos_token; else the text of the
+// tokenizer's BOS and EOS ids); strftime_now the current time (UTC). mt::Error when the template refuses the conversation
 // (raise_exception) or fails while running, or a message's JSON or `tools` is malformed.
 Example render_with_template(const Tokenizer& tok, const jinja::Template& tmpl, const std::vector<ChatMessage>& messages,
                              bool add_generation_prompt, const std::string& tools = "");

@@ -98,6 +98,26 @@ export const tools = [
       { role: "tool", tool_call_id: "call12345", content: "{\"temp\": 21, \"sky\": \"clear\"}" },
     ],
   },
+  {
+    // A training record of agent data (tests/test_chat_tool_use.cpp reads it from a JSONL file):
+    // arguments whose keys are not in sorted order, the tool's name and call id, and
+    // reasoning_content on both answers. (Qwen3's template needs a string content beside the call.)
+    name: "tool use to train on",
+    add_generation_prompt: false,
+    tools: [weather],
+    messages: [
+      { role: "system", content: "You help with the weather." },
+      { role: "user", content: "Weather in Bern tomorrow?" },
+      {
+        role: "assistant",
+        content: "",
+        reasoning_content: "The user wants tomorrow's weather in Bern: call the tool.",
+        tool_calls: [{ id: "call98765", type: "function", function: { name: "get_weather", arguments: { days: 1, city: "Bern" } } }],
+      },
+      { role: "tool", tool_call_id: "call98765", name: "get_weather", content: "{\"temp\": 4, \"sky\": \"fog\"}" },
+      { role: "assistant", content: "Foggy and 4 °C in Bern tomorrow.", reasoning_content: "The tool says fog and 4 degrees." },
+    ],
+  },
 ];
 
 // Qwen3's reasoning: a <think> block in the content, reasoning_content, and enable_thinking.

@@ -184,6 +184,23 @@ TEST(ChatCli, ResetAndSystemCommands) {
   expect_one_line_error("chat -m " + model + " --template alpaca", "chat: needs a chat template");
 }
 
+// A line ending in a backslash goes on with the next: one user message of three lines, the
+// backslashes become line breaks; a backslash on the last line of the input ends the message there.
+TEST(ChatCli, ABackslashAtTheEndOfALineContinuesTheMessage) {
+  REQUIRE_QWEN_MODEL();
+  const CommandResult r = chat(model, "First line\\\nsecond line\\\r\nthird\nNext\nEnds \\\n");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::vector<std::string> prompts = chat_prompts(r.output);
+  ASSERT_EQ(prompts.size(), 3u) << r.output;
+  EXPECT_NE(prompts[0].find("<|im_start|>user\nFirst line\nsecond line\nthird<|im_end|>\n<|im_start|>assistant\n"),
+            std::string::npos)
+      << prompts[0];
+  EXPECT_NE(prompts[1].find("<|im_start|>user\nNext<|im_end|>\n<|im_start|>assistant\n"), std::string::npos)
+      << prompts[1];
+  EXPECT_NE(prompts[2].find("<|im_start|>user\nEnds <|im_end|>\n<|im_start|>assistant\n"), std::string::npos)
+      << prompts[2];
+}
+
 // The model's context is 64 tokens: a message that does not fit is refused with the way on, and
 // the conversation goes on after /reset.
 TEST(ChatCli, AConversationPastTheContextIsRefused) {

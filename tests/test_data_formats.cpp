@@ -73,9 +73,9 @@ TEST(DataFormatShareGpt, RendersAsTheSameConversationInMessages) {
   EXPECT_EQ(example_file_format(sharegpt, tok.get()), DataFormat::kGemma);
 }
 
-// Tool turns (LLaMA-Factory's function_call / observation) and unknown speakers are skipped and
-// counted with the reason, as any record that does not fit.
-TEST(DataFormatShareGpt, ToolTurnsAndUnknownSpeakersAreSkippedWithTheReason) {
+// A function_call turn whose value is not a call (LLaMA-Factory's {"name", "arguments"}) and unknown
+// speakers are skipped and counted with the reason, as any record that does not fit.
+TEST(DataFormatShareGpt, BadToolCallTurnsAndUnknownSpeakersAreSkippedWithTheReason) {
   const std::unique_ptr<Tokenizer> tok = load_tokenizer(kGemma);
   TempDir dir("formats_sharegpt_tools");
   const std::string path = dir.file(
@@ -90,7 +90,7 @@ TEST(DataFormatShareGpt, ToolTurnsAndUnknownSpeakersAreSkippedWithTheReason) {
   EXPECT_EQ(set.records, 3);
   EXPECT_EQ(set.skipped, 2);
   EXPECT_EQ(set.examples.size(), 1u);
-  EXPECT_NE(set.warning.find("line 1: ShareGPT turn from \"function_call\": tool calls and results are not supported"),
+  EXPECT_NE(set.warning.find("line 1: a function_call turn's value is not JSON {\"name\", \"arguments\"}"),
             std::string::npos)
       << set.warning;
 }

@@ -1,5 +1,6 @@
 // meshtrain chat --model DIR [--adapter DIR]: a conversation in the terminal. Each line read from
-// stdin is a user turn (a pipe works as well as a terminal); the whole conversation is rendered
+// stdin is a user turn, a line ending in a backslash going on with the next one (a pipe works as
+// well as a terminal); the whole conversation is rendered
 // with the chat template again each turn, as HF's apply_chat_template does, and the answer is
 // streamed until the template's end of turn or another stop id.
 #include <unistd.h>
@@ -17,7 +18,8 @@ namespace mt::cli {
 namespace {
 
 constexpr const char* kChatCommands = "/reset forgets the conversation, /system TEXT sets the system message "
-                                   "(/system alone removes it), /exit ends (as does end of input)";
+                                   "(/system alone removes it), /exit ends (as does end of input); a line ending in \\ goes on "
+                                   "with the next";
 
 // The conversation: the system message (when there is one) and the turns since the last /reset.
 struct ChatConversation {
@@ -32,6 +34,28 @@ struct ChatConversation {
     return m;
   }
 };
+
+// One line of input without its line end (a Windows file's '\r' too); false at the end of input.
+bool read_line(std::string& line) {
+  if (!std::getline(std::cin, line)) return false;
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  return true;
+}
+
+// A user message: lines ending in a backslash go on with the next line, the backslash becoming
+// the line break (a message ends where a line does not; or at the end of input).
+void read_continuations(std::string& message, bool terminal) {
+  while (!message.empty() && message.back() == '\\') {
+    message.back() = '\n';
+    if (terminal) std::cout << ". " << std::flush;
+    std::string more;
+    if (!read_line(more)) {
+      message.pop_back();  // the input ended mid-message: the lines so far are the message
+      return;
+    }
+    message += more;
+  }
+}
 
 // Handles a line starting with '/'; false for /exit.
 bool chat_command(const std::string& line, ChatConversation& c) {
@@ -56,7 +80,9 @@ bool chat_command(const std::string& line, ChatConversation& c) {
 Action add_chat_command(CLI::App& app) {
   auto o = std::make_shared<GenerationArgs>();
   auto* sub = app.add_subcommand(
-      "chat", "Talk with a chat model: each line of stdin is a user turn, the history is kept");
+      "chat",
+      "Talk with a chat model: each line of stdin is a user turn (a line ending in \\ goes on with the next), "
+      "the history is kept");
   o->add_to(sub);
   return [o] {
     Generator g = load_generator(*o, "chat", "auto", true);
@@ -66,13 +92,13 @@ Action add_chat_command(CLI::App& app) {
     std::string line;
     while (true) {
       if (terminal) std::cout << "> " << std::flush;
-      if (!std::getline(std::cin, line)) break;
-      if (!line.empty() && line.back() == '\r') line.pop_back();  // a line from a Windows file
+      if (!read_line(line)) break;
       if (line.empty()) continue;
       if (line[0] == '/') {
         if (!chat_command(line, c)) break;
         continue;
       }
+      read_continuations(line, terminal);
       c.turns.push_back({"user", line});
       const std::vector<int32_t> prompt = g.conversation_prompt(c.messages());
       // The answer needs room for at least one token: a conversation past that is refused, and the

@@ -25,22 +25,38 @@ std::string special_text(const Tokenizer& tok, int32_t id) {
   return "";
 }
 
+// Message i as the template sees it: the record's object, every value carrying origin i (so its
+// bytes are found as the message's and never become special tokens), or {role, content}.
+jinja::Value message_value(const ChatMessage& m, size_t i) {
+  const int32_t origin = static_cast<int32_t>(i);
+  if (!m.json.empty())
+    return jinja::from_json(parse_ordered_json(m.json, JsonKind::data_record, "message " + std::to_string(i + 1)),
+                            origin);
+  jinja::Dict d;
+  d.set("role", jinja::Value::string(m.role, origin));
+  d.set("content", jinja::Value::string(m.content, origin));
+  jinja::Value v = jinja::Value::make_dict(std::move(d));
+  v.origin = origin;
+  return v;
+}
+
 jinja::Rendered run(const Tokenizer& tok, const jinja::Template& tmpl, const std::vector<ChatMessage>& messages,
-                    size_t count, bool add_generation_prompt) {
+                    size_t count, bool add_generation_prompt, const std::string& tools) {
   jinja::Dict ctx;
   jinja::List list;
-  for (size_t i = 0; i < count; ++i) {
-    jinja::Dict m;
-    m.set("role", jinja::Value::string(messages[i].role, static_cast<int32_t>(i)));
-    m.set("content", jinja::Value::string(messages[i].content, static_cast<int32_t>(i)));
-    jinja::Value v = jinja::Value::make_dict(std::move(m));
-    v.origin = static_cast<int32_t>(i);
-    list.push_back(std::move(v));
-  }
+  for (size_t i = 0; i < count; ++i) list.push_back(message_value(messages[i], i));
   ctx.set("messages", jinja::Value::make_list(std::move(list)));
+  // transformers passes tools=None when there are none: the variable is then undefined or none,
+  // which templates test with `if tools`.
+  if (!tools.empty()) ctx.set("tools", jinja::from_json(parse_ordered_json(tools, JsonKind::data_record, "tools"),
+                                                        jinja::kData));
   ctx.set("add_generation_prompt", jinja::Value::boolean(add_generation_prompt));
-  ctx.set("bos_token", jinja::Value::string(special_text(tok, tok.bos_id()), jinja::kLiteral));
-  ctx.set("eos_token", jinja::Value::string(special_text(tok, tok.eos_id()), jinja::kLiteral));
+  // tokenizer_config.json's strings, as transformers passes its special tokens; the ids' text for a
+  // tokenizer whose config names none.
+  const std::string& bos = tok.config_bos_token();
+  const std::string& eos = tok.config_eos_token();
+  ctx.set("bos_token", jinja::Value::string(bos.empty() ? special_text(tok, tok.bos_id()) : bos, jinja::kLiteral));
+  ctx.set("eos_token", jinja::Value::string(eos.empty() ? special_text(tok, tok.eos_id()) : eos, jinja::kLiteral));
   ctx.set("strftime_now", jinja::strftime_now_at(std::time(nullptr)));
   return tmpl.render(ctx);
 }
@@ -69,7 +85,8 @@ bool ends_turn(const Tokenizer& tok, const Tokenizer::Special& s) {
 
 // Which bytes of the rendering are trained (see chat_jinja.h).
 std::vector<uint8_t> trained_bytes(const Tokenizer& tok, const jinja::Template& tmpl,
-                                   const std::vector<ChatMessage>& messages, const jinja::Rendered& r) {
+                                   const std::vector<ChatMessage>& messages, const std::string& tools,
+                                   const jinja::Rendered& r) {
   const jinja::Text& t = r.text;
   std::vector<uint8_t> trained(t.s.size(), 0);
   if (tmpl.has_generation()) {
@@ -86,7 +103,7 @@ std::vector<uint8_t> trained_bytes(const Tokenizer& tok, const jinja::Template& 
         last = k + 1;
       }
     // Where the answer starts: after the prompt the template writes for it.
-    const std::string prompt = run(tok, tmpl, messages, i, true).text.s;
+    const std::string prompt = run(tok, tmpl, messages, i, true, tools).text.s;
     size_t begin;
     if (t.s.compare(0, prompt.size(), prompt) == 0) {
       begin = prompt.size();
@@ -169,11 +186,11 @@ std::shared_ptr<const jinja::Template> parsed_chat_template(const Tokenizer& tok
 }
 
 Example render_with_template(const Tokenizer& tok, const jinja::Template& tmpl, const std::vector<ChatMessage>& messages,
-                             bool add_generation_prompt) {
-  const jinja::Rendered r = run(tok, tmpl, messages, messages.size(), add_generation_prompt);
+                             bool add_generation_prompt, const std::string& tools) {
+  const jinja::Rendered r = run(tok, tmpl, messages, messages.size(), add_generation_prompt, tools);
   const jinja::Text& t = r.text;
   const std::vector<uint8_t> trained = add_generation_prompt ? std::vector<uint8_t>(t.s.size(), 0)
-                                                             : trained_bytes(tok, tmpl, messages, r);
+                                                             : trained_bytes(tok, tmpl, messages, tools, r);
   std::vector<ChatPart> parts;
   for (size_t k = 0; k < t.s.size();) {
     if (const Tokenizer::Special* s = special_at(tok, t, k)) {
@@ -187,6 +204,15 @@ Example render_with_template(const Tokenizer& tok, const jinja::Template& tmpl, 
     ++k;
   }
   return encode_chat_parts(tok, parts);
+}
+
+std::string chat_template_day(const std::string& jinja, long long now) {
+  if (jinja.find("strftime_now") == std::string::npos) return "";
+  const std::time_t t = static_cast<std::time_t>(now);
+  std::tm tm{};
+  gmtime_r(&t, &tm);  // the clock strftime_now_at formats
+  char day[32];
+  return std::string(day, std::strftime(day, sizeof day, "%Y-%m-%d", &tm));
 }
 
 }  // namespace mt

@@ -31,10 +31,17 @@ std::string write_chat_template_beside(const std::string& dir, const std::string
 // The tokenizer's chat_template parsed (cached by its text); nullptr when it has none or when the
 // interpreter cannot run it, then *unsupported (when given) gets the error naming the construct.
 std::shared_ptr<const jinja::Template> parsed_chat_template(const Tokenizer& tok, std::string* unsupported = nullptr);
-// The conversation as `tmpl` renders it (messages' role and content; bos_token and eos_token from
-// the tokenizer's BOS and EOS; strftime_now the current time). mt::Error when the template refuses
-// the conversation (raise_exception) or fails while running.
+// The conversation as `tmpl` renders it. Each message is its JSON object (ChatMessage::json, every
+// key as the record gives it: tool_calls, tool_call_id, name, reasoning_content, ...) or {role,
+// content}; `tools` (JSON text of a list, "" for none) is the template's `tools`; bos_token and
+// eos_token are tokenizer_config.json's strings (Tokenizer::config_eos_token; else the text of the
+// tokenizer's BOS and EOS ids); strftime_now the current time (UTC). mt::Error when the template refuses the conversation
+// (raise_exception) or fails while running, or a message's JSON or `tools` is malformed.
 Example render_with_template(const Tokenizer& tok, const jinja::Template& tmpl, const std::vector<ChatMessage>& messages,
-                             bool add_generation_prompt);
+                             bool add_generation_prompt, const std::string& tools = "");
+// The day a template that calls strftime_now renders on at `now` ("2026-12-07", UTC, as
+// strftime_now), "" for one that does not: part of the token cache's key, since such a template
+// (Llama 3.1's "Today Date") renders differently on another day.
+std::string chat_template_day(const std::string& jinja, long long now);
 
 }  // namespace mt

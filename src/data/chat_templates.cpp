@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "core/bounded_json.h"
 #include "core/error.h"
 #include "data/chat_jinja.h"
 #include "data/chat_rendering.h"
@@ -260,11 +263,42 @@ void require_chat_tokens(const Tokenizer& tok, DataFormat format) {
            std::string(tok.kind()) + " tokenizer lacks (choose the template of the model's family, or Alpaca data)");
 }
 
-Example render_conversation(const Tokenizer& tok, const std::vector<ChatMessage>& messages, DataFormat format) {
+std::optional<std::string> builtin_chat_problem(const std::vector<ChatMessage>& messages, const std::string& tools) {
+  if (!tools.empty()) return std::string("the record has tools");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    const std::string which = "message " + std::to_string(i + 1);
+    if (m.role == "tool") return which + " is a tool message";
+    if (m.json.empty()) continue;
+    // Only the keys that carry text of the conversation: others (name, ids, metadata) are ignored
+    // by these templates as by the families' own for plain turns.
+    const nlohmann::ordered_json j = parse_ordered_json(m.json, JsonKind::data_record, which);
+    for (const char* key : {"tool_calls", "reasoning_content"})
+      if (j.contains(key) && !j[key].is_null()) return which + " has " + key;
+    if (j.contains("content") && !j["content"].is_null() && !j["content"].is_string())
+      return which + "'s content is not a string";
+  }
+  return std::nullopt;
+}
+
+namespace {
+// The built-in renderings write role and content only: refuse, in one line, what they would drop.
+void require_builtin_renders(const std::vector<ChatMessage>& messages, const std::string& tools, DataFormat format) {
+  if (auto why = builtin_chat_problem(messages, tools))
+    fail("meshtrain's built-in " + std::string(format_name(format)) +
+         " template renders role and content only, and " + *why +
+         ": tool use and reasoning need the model's own chat_template (the tokenizer's tokenizer_config.json, "
+         "or data.chat_template)");
+}
+}  // namespace
+
+Example render_conversation(const Tokenizer& tok, const std::vector<ChatMessage>& messages, DataFormat format,
+                            const std::string& tools) {
   if (const auto own = own_template(tok, format)) {
     require_alternating(messages, format);  // gemma's and mistral's templates refuse the same, less clearly
-    return render_with_template(tok, *own, messages, false);
+    return render_with_template(tok, *own, messages, false, tools);
   }
+  require_builtin_renders(messages, tools, format);
   if (format == DataFormat::kChat) return render_chat(tok, messages);
   require_chat_tokens(tok, format);
   Rendering r(tok, format);
@@ -278,11 +312,12 @@ Example render_conversation(const Tokenizer& tok, const std::vector<ChatMessage>
 }
 
 std::vector<int32_t> conversation_prompt(const Tokenizer& tok, const std::vector<ChatMessage>& messages,
-                                         DataFormat format) {
+                                         DataFormat format, const std::string& tools) {
   if (const auto own = own_template(tok, format)) {
     require_alternating(messages, format);
-    return render_with_template(tok, *own, messages, true).tokens;
+    return render_with_template(tok, *own, messages, true, tools).tokens;
   }
+  require_builtin_renders(messages, tools, format);
   if (format == DataFormat::kChat) return chat_generation_prompt(tok, messages);
   require_chat_tokens(tok, format);
   Rendering r(tok, format);

@@ -60,14 +60,21 @@ void require_chat_tokens(const Tokenizer& tok, DataFormat format);
 // alternating from a user turn after an optional first system message: why these messages are
 // refused by `format`, or nullopt.
 std::optional<std::string> chat_roles_problem(const std::vector<ChatMessage>& messages, DataFormat format);
-// A conversation in `format` (kChat, kChatml, kGemma or kMistral). mt::Error when the tokenizer
+// A conversation in `format` (kChat, kChatml, kGemma or kMistral); `tools` is the record's tools
+// list as JSON text ("" for none), the template's `tools` variable. mt::Error when the tokenizer
 // lacks the template's special tokens, or (gemma, mistral) when the roles after an optional first
-// system message do not alternate user/assistant starting with user, as those templates require.
-Example render_conversation(const Tokenizer& tok, const std::vector<ChatMessage>& messages, DataFormat format);
+// system message do not alternate user/assistant starting with user, as those templates require;
+// and when a built-in rendering (no model template runs) is given what it cannot write: tools, a
+// tool message, tool_calls or reasoning_content (builtin_chat_problem).
+Example render_conversation(const Tokenizer& tok, const std::vector<ChatMessage>& messages, DataFormat format,
+                            const std::string& tools = "");
 // The conversation, then what opens an assistant turn (HF's add_generation_prompt): the prompt a
 // model fine-tuned on such data continues with its answer.
 std::vector<int32_t> conversation_prompt(const Tokenizer& tok, const std::vector<ChatMessage>& messages,
-                                         DataFormat format);
+                                         DataFormat format, const std::string& tools = "");
+// What of the conversation the built-in renderings cannot write (they know role and content only),
+// in a phrase: "message 3 has tool_calls", "a tool message (message 4)", ...; nullopt for nothing.
+std::optional<std::string> builtin_chat_problem(const std::vector<ChatMessage>& messages, const std::string& tools);
 // The token that ends an assistant turn in `format` (<|eot_id|>, <|im_end|>, <end_of_turn>, </s>), or -1.
 int32_t end_of_turn_id(const Tokenizer& tok, DataFormat format);
 

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/bounded_json.h"
 #include "core/error.h"
 #include "data/chat_templates.h"
 #include "data/examples.h"
@@ -16,6 +17,7 @@ namespace mt {
 namespace {
 
 using nlohmann::json;
+using nlohmann::ordered_json;
 
 using Record = JsonRecord;
 
@@ -65,22 +67,87 @@ std::optional<std::string> string_field(const json& obj, const char* name, bool 
   return std::nullopt;
 }
 
-// The chat role of a ShareGPT "from": its own names (human, gpt) or the chat ones; tool turns
-// (LLaMA-Factory's function_call and observation) have no place in the templates rendered here.
+// The chat role of a ShareGPT "from": its own names (human, gpt, and LLaMA-Factory's observation
+// for a tool's result) or the chat ones; function_call is handled by sharegpt_tool_call.
 std::optional<std::string> sharegpt_role(std::string& role) {
   if (role == "human") role = "user";
   else if (role == "gpt") role = "assistant";
-  if (role == "system" || role == "user" || role == "assistant") return std::nullopt;
-  if (role == "function_call" || role == "observation" || role == "tool")
-    return "ShareGPT turn from \"" + role + "\": tool calls and results are not supported (the chat "
-           "templates render system, human/user and gpt/assistant turns only)";
-  return "unknown ShareGPT \"from\" \"" + role + "\" (expected system, human, gpt, user or assistant)";
+  else if (role == "observation") role = "tool";
+  if (role == "system" || role == "user" || role == "assistant" || role == "tool") return std::nullopt;
+  return "unknown ShareGPT \"from\" \"" + role +
+         "\" (expected system, human, gpt, user, assistant, function_call, observation or tool)";
 }
 
-// The turns of a chat record: {"messages": [{"role", "content"}]}, or ShareGPT's
+// JSON text parsed with its keys in order (a tools list or a function call given as a string),
+// or nullopt when it is not JSON.
+std::optional<ordered_json> parse_embedded(const std::string& text) {
+  try {
+    return parse_ordered_json(text, JsonKind::data_record, "");
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+// LLaMA-Factory's ShareGPT {"from": "function_call", "value": "{\"name\": ..., \"arguments\": ...}"}
+// (or a list of such calls) as the assistant message of the messages format that makes it.
+std::optional<std::string> sharegpt_tool_call(const std::string& value, ordered_json& message) {
+  std::optional<ordered_json> calls = parse_embedded(value);
+  if (calls && calls->is_object()) calls = ordered_json::array({*calls});
+  const char* bad = "a function_call turn's value is not JSON {\"name\", \"arguments\"} (or a list of them)";
+  if (!calls || !calls->is_array() || calls->empty()) return std::string(bad);
+  ordered_json tool_calls = ordered_json::array();
+  for (const ordered_json& c : *calls) {
+    if (!c.is_object() || !c.contains("name") || !c["name"].is_string()) return std::string(bad);
+    ordered_json function = {{"name", c["name"]}};
+    if (c.contains("arguments")) function["arguments"] = c["arguments"];
+    tool_calls.push_back({{"type", "function"}, {"function", std::move(function)}});
+  }
+  message = {{"role", "assistant"}, {"content", ""}, {"tool_calls", std::move(tool_calls)}};
+  return std::nullopt;
+}
+
+// A message that is no more than a string role and a string content (the fast path: no re-parse
+// in the file's key order, no JSON object for the template).
+bool plain_message(const json& m, const char* role_field, const char* text_field) {
+  for (auto it = m.begin(); it != m.end(); ++it)
+    if (it.key() != role_field && it.key() != text_field) return false;
+  const auto c = m.find(text_field);
+  return c != m.end() && c->is_string();
+}
+
+// Why a messages-format message's tool fields cannot be what chat templates read, or nullopt:
+// tool_calls a list of {"function": {"name", "arguments" (an object or a JSON string)}}.
+std::optional<std::string> tool_calls_problem(const json& m) {
+  const auto it = m.find("tool_calls");
+  if (it == m.end() || it->is_null()) return std::nullopt;
+  if (!it->is_array()) return std::string("\"tool_calls\" is not a list");
+  for (const json& c : *it) {
+    const auto f = c.is_object() ? c.find("function") : c.end();
+    if (!c.is_object() || f == c.end() || !f->is_object() || !f->contains("name") || !(*f)["name"].is_string())
+      return std::string("a tool call is not {\"type\": \"function\", \"function\": {\"name\", \"arguments\"}}");
+    const auto a = f->find("arguments");
+    if (a != f->end() && !a->is_object() && !a->is_string())
+      return std::string("a tool call's \"arguments\" is neither an object nor a JSON string");
+  }
+  return std::nullopt;
+}
+
+// The record's key that holds `field` after data.columns: the column mapped to it, or itself.
+std::string source_key(const std::string& field, const std::vector<std::pair<std::string, std::string>>& pairs) {
+  for (const auto& [f, column] : pairs)
+    if (f == field) return column;
+  return field;
+}
+
+// The turns of a chat record: {"messages": [{"role", "content", ...}]}, or ShareGPT's
 // {"conversations": [{"from", "value"}]} read into the same messages, so that both shapes of a
-// conversation render to the same tokens.
-std::optional<std::string> conversation_of(const json& rec, std::vector<ChatMessage>& messages) {
+// conversation render to the same tokens; and the record's "tools" (a list, or LLaMA-Factory's
+// JSON string of one) as JSON text, "" for none. A message with more than a string role and
+// content keeps its whole object (ChatMessage::json), its keys in the file's order (read again
+// from the record's text: nlohmann::json sorts keys, and templates' tojson writes them in order).
+std::optional<std::string> conversation_of(const Record& r, const std::vector<std::pair<std::string, std::string>>& pairs,
+                                           std::vector<ChatMessage>& messages, std::string& tools) {
+  const json& rec = r.value;
   const bool sharegpt = !rec.contains("messages") && rec.contains("conversations");
   const std::string list = sharegpt ? "conversations" : "messages";
   const char* role_field = sharegpt ? "from" : "role";
@@ -88,24 +155,73 @@ std::optional<std::string> conversation_of(const json& rec, std::vector<ChatMess
   auto it = rec.find(list);
   if (it == rec.end()) return "\"" + list + "\" is missing";
   if (!it->is_array() || it->empty()) return "\"" + list + "\" is not a non-empty array";
-  for (const json& m : *it) {
+  // The record in the file's key order, parsed only when a message or the tools need it.
+  std::optional<ordered_json> ordered;
+  auto in_order = [&]() -> const ordered_json& {
+    if (!ordered) ordered = parse_ordered_json(r.text, JsonKind::data_record, r.where);
+    return *ordered;
+  };
+  tools.clear();
+  if (const auto t = rec.find("tools"); t != rec.end() && !t->is_null()) {
+    std::optional<ordered_json> list_of_tools;
+    if (t->is_string()) list_of_tools = parse_embedded(t->get<std::string>());
+    else if (t->is_array()) list_of_tools = in_order()["tools"];
+    if (!list_of_tools || !list_of_tools->is_array())
+      return std::string("\"tools\" is not a list of tools (or a JSON string of one)");
+    if (!list_of_tools->empty()) tools = list_of_tools->dump();
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
     if (!m.is_object()) return std::string("a message is not a JSON object");
     ChatMessage cm;
     if (auto e = string_field(m, role_field, true, cm.role)) return "message " + *e;
     if (sharegpt) {
+      const std::string from = cm.role;
+      if (from == "function_call") {
+        if (auto e = string_field(m, text_field, true, cm.content)) return "message " + *e;
+        ordered_json call;
+        if (auto e = sharegpt_tool_call(cm.content, call)) return e;
+        cm.role = "assistant";
+        cm.content.clear();
+        cm.json = call.dump();
+        messages.push_back(std::move(cm));
+        continue;
+      }
       if (auto e = sharegpt_role(cm.role)) return e;
-    } else if (cm.role != "system" && cm.role != "user" && cm.role != "assistant") {
-      return "unknown role \"" + cm.role + "\" (expected system, user or assistant)";
+      if (auto e = string_field(m, text_field, true, cm.content)) return "message " + *e;
+      messages.push_back(std::move(cm));
+      continue;
     }
-    if (auto e = string_field(m, text_field, true, cm.content)) return "message " + *e;
+    if (cm.role != "system" && cm.role != "user" && cm.role != "assistant" && cm.role != "tool")
+      return "unknown role \"" + cm.role + "\" (expected system, user, assistant or tool)";
+    if (plain_message(m, role_field, text_field)) {
+      cm.content = m[text_field].get<std::string>();
+      messages.push_back(std::move(cm));
+      continue;
+    }
+    // Content may be null or absent where the message carries tool calls (OpenAI's shape).
+    const bool calls = m.contains("tool_calls") && !m["tool_calls"].is_null();
+    const auto c = m.find(text_field);
+    if (c == m.end() || c->is_null()) {
+      if (!calls) return "message \"" + std::string(text_field) + "\" is missing";
+    } else if (!c->is_string()) {
+      return "message \"" + std::string(text_field) + "\" is not a string";
+    } else {
+      cm.content = c->get<std::string>();
+    }
+    if (auto e = tool_calls_problem(m)) return "message " + std::to_string(i + 1) + ": " + *e;
+    if (const auto rc = m.find("reasoning_content"); rc != m.end() && !rc->is_null() && !rc->is_string())
+      return "message " + std::to_string(i + 1) + ": \"reasoning_content\" is not a string";
+    cm.json = in_order()[source_key(list, pairs)][i].dump();
     messages.push_back(std::move(cm));
   }
   return std::nullopt;
 }
 
 // Renders one record into `ex`; returns the reason when the record must be skipped.
-std::optional<std::string> render_record(const json& rec, DataFormat format, const Tokenizer& tok,
-                                         Example& ex) {
+std::optional<std::string> render_record(const Record& r, const std::vector<std::pair<std::string, std::string>>& pairs,
+                                         DataFormat format, const Tokenizer& tok, Example& ex) {
+  const json& rec = r.value;
   if (format == DataFormat::kAlpaca) {
     std::string instruction, input, output;
     if (auto e = string_field(rec, "instruction", true, instruction)) return e;
@@ -130,9 +246,10 @@ std::optional<std::string> render_record(const json& rec, DataFormat format, con
     return std::nullopt;
   }
   std::vector<ChatMessage> messages;
-  if (auto why = conversation_of(rec, messages)) return why;
+  std::string tools;
+  if (auto why = conversation_of(r, pairs, messages, tools)) return why;
   if (auto why = chat_roles_problem(messages, format)) return why;
-  ex = render_conversation(tok, messages, format);
+  ex = render_conversation(tok, messages, format, tools);
   return std::nullopt;
 }
 
@@ -163,7 +280,7 @@ ExampleSet read_example_records(const DataInput& input, const Tokenizer& tok, co
     Example ex;
     std::optional<std::string> why;
     try {
-      why = render_record(r.value, set.format, tok, ex);
+      why = render_record(r, columns, set.format, tok, ex);
     } catch (const Error& e) {  // a setup problem (tokenizer without chat specials), not the record's
       fail("data file '" + path + "': " + e.what());
     }

@@ -34,8 +34,14 @@ DataFormat parse_format(std::string_view name);  // mt::Error listing the choice
 std::string_view prompt_template_name(DataFormat f);
 
 struct ChatMessage {
-  std::string role;  // "system", "user" or "assistant"
-  std::string content;
+  std::string role;     // "system", "user", "assistant" or "tool"
+  std::string content;  // "" where the record's content is null or absent (a turn of only tool calls)
+  // The record's message as a JSON object, its keys in the file's order, when it holds more than a
+  // string role and content: tool_calls, tool_call_id, name, reasoning_content or any other key. A
+  // model's own chat template gets this object as the message, as transformers' apply_chat_template
+  // passes the dict (data/chat_jinja.h); the built-in templates refuse what they cannot render.
+  // "" for a plain message.
+  std::string json = {};
 };
 
 // The Stanford Alpaca prompt (everything before the response), with or without the input block.

@@ -87,13 +87,13 @@ std::string mib(size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
 // Refuses a record that is valid JSON but not an object: the file is not a file of records
 // (150 MB of numbers used to be parsed to its end before "no record is a JSON object").
-JsonRecord checked_record(nlohmann::json value, std::string where, const std::string& file) {
+JsonRecord checked_record(nlohmann::json value, std::string where, const std::string& file, std::string_view text) {
   if (!value.is_object()) {
     const std::string type = value.type_name();  // "number", "array", "null", ...
     fail(file + ": " + where + " is " + (type == "null" ? "" : type == "array" ? "an " : "a ") + type +
          ", not a JSON object: a data file holds one object per record");
   }
-  return JsonRecord{std::move(value), std::move(where)};
+  return JsonRecord{std::move(value), std::move(where), text};
 }
 
 // JSON Lines from the start of the line numbered `first_line` (blank lines before it are read).
@@ -107,7 +107,7 @@ void for_each_line(Bytes& in, int64_t first_line, const std::function<bool(JsonR
       fail(in.name() + ": " + where + " is longer than the " + mib(limits.max_bytes) + " limit for " + limits.name);
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     nlohmann::json value = parse_json(line, JsonKind::data_record, in.name() + ": " + where);
-    if (!visit(checked_record(std::move(value), where, in.name()))) return;
+    if (!visit(checked_record(std::move(value), where, in.name(), line))) return;
   }
 }
 
@@ -169,7 +169,7 @@ void for_each_element(Bytes& in, const std::function<bool(JsonRecord)>& visit) {
       fail(file + ": malformed JSON at byte offset " + std::to_string(start) + ": " + where + " is empty");
     nlohmann::json value = parse_json(element, JsonKind::data_record,
                                       file + ": malformed JSON at byte offset " + std::to_string(start) + ": " + where);
-    if (!visit(checked_record(std::move(value), where, file))) return;
+    if (!visit(checked_record(std::move(value), where, file, element))) return;
     in.get();  // the comma or the closing bracket
     if (c == ']') break;
   }

@@ -27,6 +27,9 @@ namespace mt {
 struct JsonRecord {
   nlohmann::json value;  // always an object
   std::string where;     // "line 7" (JSON Lines) or "record 7" (array), 1-based
+  // The record's JSON text, valid during the visit only: for readers that need the keys in the
+  // file's order (nlohmann::json sorts them), as chat templates' tojson writes tool schemas.
+  std::string_view text;
 };
 
 // Where a data file's records come from: the file at `path`, read in chunks, or `text` standing in

@@ -2,12 +2,14 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <span>
 
 #include "core/error.h"
 #include "core/regular_file.h"
+#include "data/chat_jinja.h"
 #include "data/shuffle.h"
 #include "core/atomic_file.h"
 
@@ -21,8 +23,10 @@ constexpr char kMagic[8] = {'M', 'T', 'T', 'O', 'K', 'E', 'N', '1'};
 // caches are not reused.
 // 2: the skip warning names the length that keeps them; 3: never one above the model's limit;
 // 4: a record that is not a JSON object refuses the file (it was a skip); 5: a ChatML template's
-// default system prompt rendered; 6: chat rendered by the tokenizer's own Jinja chat_template
-constexpr uint32_t kVersion = 6;
+// default system prompt rendered; 6: chat rendered by the tokenizer's own Jinja chat_template;
+// 7: messages' tool calls, tool results, reasoning_content and a record's tools rendered, and
+// tokenizer_config.json's bos_token / eos_token given to templates
+constexpr uint32_t kVersion = 7;
 
 struct Header {
   char magic[8];
@@ -84,6 +88,13 @@ std::string cache_key(const std::string& path, const Tokenizer& tok, const Examp
   for (const std::string& column : opt.columns) {
     key += "|column ";
     key += column;
+  }
+  // A template that writes today's date (strftime_now) renders differently tomorrow: the day is
+  // part of the key, so yesterday's tokens are not reused (only for such templates).
+  if (const std::string day = chat_template_day(tok.chat_template(), static_cast<long long>(std::time(nullptr)));
+      !day.empty()) {
+    key += "|day ";
+    key += day;
   }
   return key;
 }
@@ -177,6 +188,8 @@ uint64_t tokenizer_fingerprint(const Tokenizer& tok) {
   std::string id = std::string(tok.kind()) + "|" + std::to_string(tok.vocab_size()) + "|" +
                    std::to_string(tok.bos_id()) + "|" + std::to_string(tok.eos_id());
   for (const auto& s : tok.special_tokens()) id += "|" + s.text + "=" + std::to_string(s.id);
+  // What chat templates get as bos_token / eos_token (tokenizer_config.json's strings).
+  id += "|bos_token " + tok.config_bos_token() + "|eos_token " + tok.config_eos_token();
   uint64_t h = hash_string(id);
   // The chat template beside the tokenizer decides how a chat file renders with format "auto".
   h = hash_bytes(tok.chat_template().data(), tok.chat_template().size(), h);

@@ -49,6 +49,15 @@ class Tokenizer {
   // none): read only to recognise the model family's chat template (chat_templates.h).
   const std::string& chat_template() const { return chat_template_; }
   void set_chat_template(std::string jinja) { chat_template_ = std::move(jinja); }
+  // What a chat template gets as bos_token / eos_token: tokenizer_config.json's strings, which may
+  // differ from the text of bos_id() / eos_id() (Qwen3's eos_token is <|im_end|>, its EOS id
+  // <|endoftext|>); "" when the config names none (then the ids' text stands in: chat_jinja.cpp).
+  const std::string& config_bos_token() const { return config_bos_; }
+  const std::string& config_eos_token() const { return config_eos_; }
+  void set_config_tokens(std::string bos, std::string eos) {
+    config_bos_ = std::move(bos);
+    config_eos_ = std::move(eos);
+  }
 
  protected:
   void set_special_tokens(std::vector<Special> specials);
@@ -66,6 +75,7 @@ class Tokenizer {
   std::unordered_map<std::string, int32_t> by_text_;
   std::unordered_map<int32_t, size_t> by_id_;  // index into specials_
   std::string chat_template_;
+  std::string config_bos_, config_eos_;
 };
 
 // Detects the format and loads it (see docs/tokenizers.md):

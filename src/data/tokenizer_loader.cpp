@@ -42,21 +42,33 @@ std::unique_ptr<Tokenizer> load_file(const fs::path& p) {
        "a sentencepiece .model, tokenizer.json, vocab.json/merges.txt or a llama2.c .bin)");
 }
 
-// The chat_template of the tokenizer_config.json next to a tokenizer file: a string, or HF's list
-// of {"name", "template"} whose "default" entry is the chat template. "" when there is none.
-std::string chat_template_beside(const fs::path& file) {
+// A special token of tokenizer_config.json ("bos_token", "eos_token"): a string, or an AddedToken
+// object {"content": ...}. "" when absent or null.
+std::string config_token(const nlohmann::json& config, const char* key) {
+  const auto it = config.find(key);
+  if (it == config.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
+    return (*it)["content"].get<std::string>();
+  return "";
+}
+
+// From the tokenizer_config.json next to a tokenizer file: its chat_template (a string, or HF's
+// list of {"name", "template"} whose "default" entry is the chat template) and the bos_token /
+// eos_token strings templates get. Left unset when there is no such file.
+void read_config_beside(const fs::path& file, Tokenizer& tok) {
   const fs::path config = file.parent_path() / "tokenizer_config.json";
   std::error_code ec;
-  if (!fs::is_regular_file(config, ec)) return "";
+  if (!fs::is_regular_file(config, ec)) return;
   const nlohmann::json j = parse_json_object(read_file(config), JsonKind::tokenizer, config.string() + ": malformed JSON");
+  tok.set_config_tokens(config_token(j, "bos_token"), config_token(j, "eos_token"));
   const auto it = j.find("chat_template");
-  if (it == j.end() || it->is_null()) return "";
-  if (it->is_string()) return it->get<std::string>();
+  if (it == j.end() || it->is_null()) return;
+  if (it->is_string()) tok.set_chat_template(it->get<std::string>());
   if (it->is_array())
     for (const auto& t : *it)
       if (t.is_object() && t.value("name", "") == "default" && t.contains("template") && t["template"].is_string())
-        return t["template"].get<std::string>();
-  return "";
+        tok.set_chat_template(t["template"].get<std::string>());
 }
 
 }  // namespace
@@ -87,7 +99,7 @@ std::string find_tokenizer_file(const std::string& path) {
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   const fs::path file = find_tokenizer_file(path);
   std::unique_ptr<Tokenizer> tok = load_file(file);
-  tok->set_chat_template(chat_template_beside(file));
+  read_config_beside(file, *tok);
   return tok;
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "add_tokens_fixtures.h"
+#include "family_model_dir.h"
 #include "mesh_runs.h"
 #include "run_command.h"
 #include "temp_dirs.h"
@@ -98,6 +99,28 @@ TEST(AddTokensMeshUntied, UntiedHeadOnTensorParallelAsOnOneRank) {
   f.read_f32("base_model.model.model.embed_tokens.weight", embed.data());
   f.read_f32("base_model.model.lm_head.weight", head.data());
   EXPECT_NE(embed, head);  // two tables, each trained
+}
+
+// ep = 2: expert parallelism splits only the experts, so each ep rank holds the embedding and head
+// whole and grows them itself, as dp's replicas do. A tiny Qwen3-MoE-like model (4 experts, 2 a
+// token) with stories260K's tokenizer, untied: its LoRA run adding tokens equals the one-rank run.
+TEST(AddTokensMeshEp, GrownVocabularyOnExpertParallelAsOnOneRank) {
+  if (!have_mpirun() || !have_stories()) GTEST_SKIP() << "mpirun or the shared data missing";
+  ASSERT_FALSE(inputs().model.empty());
+  const std::string model = mt::testing::family_model_dir(
+      "add_tokens_moe",
+      "--set data.tokenizer=" + std::string(MESHTRAIN_SOURCE_DIR) +
+          "/../shared/data/stories260K/tok512.bin --set model.vocab_size=512 --set model.num_hidden_layers=2 "
+          "--set train.seq_len=32 --set train.batch_size=2 --set data.cache_dir=off",
+      [](mt::ModelConfig& c) {
+        c.model_type = "qwen3_moe";
+        c.num_experts = 4, c.num_experts_per_tok = 2, c.moe_intermediate_size = 64;
+        c.qk_norm = true;
+      });
+  mt::testing::expect_same_run("add_tokens_ep_2", args("", model), "ep=2", kAdapter, 1e-6);
+  const mt::SafetensorsFile f(mt::testing::temp_dir_of("mesh_add_tokens_ep_2") + "/mesh" + kAdapter);
+  for (const char* name : {"base_model.model.model.embed_tokens.weight", "base_model.model.lm_head.weight"})
+    EXPECT_EQ(f.info(name).shape, (std::vector<int64_t>{515, 128})) << name;
 }
 
 // Checkpointed on tp = 2 (a padded vocabulary), resumed on fsdp = 2: the steps after the resume

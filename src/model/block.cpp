@@ -138,7 +138,7 @@ int64_t block_scratch_elems(const ModelConfig& c, int64_t N, int64_t lora_rank, 
   const int64_t C = c.hidden_size, qd = c.q_dim(), kv = c.kv_dim(), wide = widest(c);
   return N * ((lora_dropout ? 4 : 3) * wide + (sequence_split ? 2 : 1) * C + qd + 4 * kv +
               std::max<int64_t>(lora_rank, 1)) +
-         (lora_dropout ? 0 : lora_group_scratch_elems(N, C, lora_rank, 3)) + moe_scratch_elems(c, N, lora_rank);
+         lora_group_scratch_elems(N, C, lora_rank, 3) + moe_scratch_elems(c, N, lora_rank);
 }
 
 BlockScratch carve_block_scratch(const Tensor& arena, const ModelConfig& c, int64_t N,
@@ -152,7 +152,9 @@ BlockScratch carve_block_scratch(const Tensor& arena, const ModelConfig& c, int6
   s.qkv = cur.take(1, N * (qd + 2 * kv));
   s.du = cur.take(1, N * std::max<int64_t>(lora_rank, 1));
   if (lora_dropout) s.dropped = cur.take(1, N * wide);
-  else if (lora_rank > 0) s.lora_group = cur.take(1, lora_group_scratch_elems(N, C, lora_rank, 3));
+  // Beside dropout too: a pass without noise (evaluation) then batches the adapters as a model
+  // without dropout does, so its numbers are the same bits.
+  if (lora_rank > 0) s.lora_group = cur.take(1, lora_group_scratch_elems(N, C, lora_rank, 3));
   if (sequence_split) s.whole = cur.take(1, N * C);
   s.moe = carve_moe_scratch(cur, c, N, lora_rank);
   return s;

@@ -176,14 +176,9 @@ TEST(MoeMesh, QloraWithTheExpertsInNf4MatchesOneRank) {
                   "/adapter/adapter_model.safetensors", 1e-4);
 }
 
-// Every token choosing the same experts: zero routers give every expert the same logit, so the
-// tie goes to experts 0 and 1 (the lower indices) for every token, and LoRA keeps the routers
-// frozen. On ep=2 one rank computes every row of every rank, on ep=4 two ranks compute nothing.
-class MoeOneSidedRouting : public ::testing::TestWithParam<const char*> {};
-
-TEST_P(MoeOneSidedRouting, EveryTokenOnTheSameExpertsMatchesOneRank) {
-  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  const std::string tag = std::string("moe_one_sided_") + tag_of(GetParam());
+// A Qwen3-MoE-like model whose routers are zero (every expert the same logit, so the tie goes to
+// experts 0 and 1 for every token), and a run config <dir>.toml naming it.
+std::string zero_router_model(const std::string& tag) {
   const std::string dir = moe_model_dir("qwen3_moe", tag, {}, [](Transformer& m) {
     const ModelConfig& c = m.config();
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -192,6 +187,18 @@ TEST_P(MoeOneSidedRouting, EveryTokenOnTheSameExpertsMatchesOneRank) {
     }
   });
   std::ofstream(dir + ".toml") << "[model]\npath = \"" << dir << "\"\n";
+  return dir;
+}
+
+// Every token choosing the same experts: zero routers give every expert the same logit, so the
+// tie goes to experts 0 and 1 (the lower indices) for every token, and LoRA keeps the routers
+// frozen. On ep=2 one rank computes every row of every rank, on ep=4 two ranks compute nothing.
+class MoeOneSidedRouting : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MoeOneSidedRouting, EveryTokenOnTheSameExpertsMatchesOneRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string tag = std::string("moe_one_sided_") + tag_of(GetParam());
+  const std::string dir = zero_router_model(tag);
   const std::string lora =
       "--set lora.enabled=true --set lora.rank=4 --set optim.lr=1e-2 "
       "--set 'lora.targets=[\"q\",\"v\",\"gate\",\"up\",\"down\"]' ";
@@ -208,14 +215,7 @@ INSTANTIATE_TEST_SUITE_P(Meshes, MoeOneSidedRouting, ::testing::Values("ep=2", "
 TEST(MoeMesh, ACapacityFactorsWorstCaseFitsAnEpRanksRoom) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   const std::string tag = "moe_capacity_one_sided";
-  const std::string dir = moe_model_dir("qwen3_moe", tag, {}, [](Transformer& m) {
-    const ModelConfig& c = m.config();
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-      const std::string router = moe_router_name(l, c);
-      m.base().set_values(router, std::vector<float>(size_t(m.base().get(router).numel), 0.0f).data());
-    }
-  });
-  std::ofstream(dir + ".toml") << "[model]\npath = \"" << dir << "\"\n";
+  const std::string dir = zero_router_model(tag);
   const std::string out_dir = fresh_temp_dir("mesh_" + tag) + "/run";
   std::string out;
   ASSERT_EQ(run(train_command("ep=2") + "--config " + dir + ".toml " + kRun +

@@ -83,7 +83,6 @@ void linear_layer_backward(Backend& be, const Tensor& dx, bool accumulate_dx, co
 
 // ---- adapters batched over projections that share an input
 
-
 namespace {
 
 constexpr size_t kMaxGroup = 4;  // q, k, v (gate, up): more never share an input

@@ -94,11 +94,11 @@ void ShardedModel::init_adapters(uint64_t seed) {
     // A trained copy starts as its module (the router, the embedding or the head) as this rank
     // holds it: the same block.
     if (moe_router_copy_param(s.name) || embedding_copy_param(s.name)) {
-      const ShardSlot& router =
+      const ShardSlot& module =
           slot(moe_router_copy_param(s.name) ? router_of_copy(s.name) : module_of_copy(s.name));
-      MT_CHECK(router.box == s.box, s.name + " is not laid out as its module (parallel/partition.cpp)");
+      MT_CHECK(module.box == s.box, s.name + " is not laid out as its module (parallel/partition.cpp)");
       whole.resize(size_t(s.box.numel()));
-      get_param_values(backend_, *router.shard, whole.data());
+      get_param_values(backend_, *module.shard, whole.data());
       set_block(s.name, whole.data());
       continue;
     }

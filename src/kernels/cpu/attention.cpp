@@ -14,17 +14,24 @@
 // (b, KV head) pairs than threads are the key tiles split into chunks, each item then keeps its
 // partial dQ and the partials are summed in chunk order afterwards. Results are therefore
 // bit-identical run to run for a fixed thread count (the chunk count depends on it).
+//
+// bf16 tensors may take bf16 tile products instead (attention_bf16.h: AVX512-BF16 where the CPU
+// has it, an exact emulation on request): the same items and loops, the operands packed as bf16
+// pairs instead of widened to f32, P and dS rounded to bf16 for the products they feed.
 #include "kernels/cpu/attention.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "core/buffer.h"
 #include "core/error.h"
+#include "kernels/cpu/attention_bf16.h"
+#include "kernels/cpu/attention_bf16_tiles.h"
 #include "kernels/cpu/attention_tiles.h"
 #include "kernels/device_math/cp_positions.h"
 
@@ -154,7 +161,22 @@ constexpr int kTV = kTile / kVL;  // vectors per score row
 struct FwdScratch {
   Buffer<float> buf;
   float *kt, *v, *s, *alpha, *q, *o, *m, *l;
-  explicit FwdScratch(const Geo& g) {
+  // bf16 path only (mm set): Q rows of the group's heads, K rows, K^T and V as bf16 pairs, and
+  // P rounded to bf16 (attention_bf16_tiles.h layouts).
+  Bf16Mm mm = nullptr;
+  Buffer<uint32_t> wbuf;
+  uint32_t *qw = nullptr, *krows = nullptr, *ktw = nullptr, *vw = nullptr, *pw = nullptr;
+  FwdScratch(const Geo& g, Bf16Mm bf16_mm) : mm(bf16_mm) {
+    if (mm) {
+      const int64_t tw = kTile * g.Dp / 2;
+      wbuf.resize(g.nrep * tw + 3 * tw + kTile * kTile / 2);
+      uint32_t* w = wbuf.data();
+      qw = w, w += g.nrep * tw;
+      krows = w, w += tw;
+      ktw = w, w += tw;
+      vw = w, w += tw;
+      pw = w;
+    }
     const int64_t tile = kTile * g.Dp;
     buf.resize(2 * tile + kTile * kTile + kTile + g.nrep * (2 * tile + 2 * kTile));
     float* p = buf.data();
@@ -192,9 +214,72 @@ void softmax_tile(float* s, float* m, float* l, float* alpha, int64_t rows, floa
   }
 }
 
+// The end of a forward item: out = O / l and lse of every row of the group's heads.
+template <class T>
+void finish_forward_item(T* out, float* lse, const Geo& g, const FwdScratch& sc, int64_t b,
+                         int64_t kvh, int64_t i0, int64_t mq) {
+  const int64_t tile = kTile * g.Dp;
+  for (int64_t r = 0; r < g.nrep; ++r) {
+    const int64_t h = kvh * g.nrep + r;
+    for (int64_t i = 0; i < mq; ++i) {
+      const float l = sc.l[r * kTile + i], m = sc.m[r * kTile + i];
+      // l == 0 only if a row saw no key (impossible with a causal mask): output 0, lse -inf.
+      store_row(out + (b * g.T + i0 + i) * g.qs + h * g.D, sc.o + r * tile + i * g.Dp, g.D,
+                l > 0.0f ? 1.0f / l : 0.0f);
+      lse[(b * g.Hq + h) * g.T + i0 + i] = l > 0.0f ? (m + std::log2(l)) * kLn2 : kNegInf;
+    }
+  }
+}
+
+// forward_item with bf16 tile products: the same loop, Q, K and V packed as bf16 pairs, P
+// rounded to bf16 for P V. Scores, the online softmax and the output accumulator stay f32.
+void forward_item_bf16(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
+                       const int32_t* seg, const Geo& g, FwdScratch& sc, int64_t b, int64_t kvh,
+                       int64_t qt) {
+  const int64_t i0 = qt * kTile, mq = std::min<int64_t>(kTile, g.T - i0);
+  const int64_t tile = kTile * g.Dp, dw = g.Dp / 2, tw = kTile * dw;
+  const int64_t kd = (g.D + 1) / 2;  // pairs of the head dimension that are not all padding
+  const float c2 = g.scale * kLog2e;
+  const int32_t* segb = seg ? seg + b * g.Tk : nullptr;
+  const QuerySpan span = query_span(g, i0, mq);
+  for (int64_t r = 0; r < g.nrep; ++r) {
+    const int64_t h = kvh * g.nrep + r;
+    pack_rows(sc.qw + r * tw, dw, q + (b * g.T + i0) * g.qs + h * g.D, g.qs, mq, mq, g.D);
+    std::memset(sc.o + r * tile, 0, sizeof(float) * mq * g.Dp);
+    for (int64_t i = 0; i < mq; ++i) sc.m[r * kTile + i] = kNegInf, sc.l[r * kTile + i] = 0.0f;
+  }
+  for (int64_t kt = 0; kt <= span.last / kTile; ++kt) {
+    const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.Tk - j0);
+    if (tile_before_window(g, span, j0, nk)) continue;
+    if (segb && !tile_has_pair(g, segb, i0, mq, j0, nk)) continue;
+    const int64_t row0 = (b * g.Tk + j0) * g.ks + kvh * g.D;
+    pack_rows(sc.krows, dw, k + row0, g.ks, nk, kTile, g.D);
+    transpose_words(sc.ktw, sc.krows, dw, kTile);
+    pack_row_pairs(sc.vw, g.Dp, v + row0, g.ks, nk, kTile, g.D);
+    const bool masked = tile_needs_mask(g, span, j0, nk, segb);
+    for (int64_t r = 0; r < g.nrep; ++r) {
+      float* o = sc.o + r * tile;
+      sc.mm(sc.s, kTile, sc.qw + r * tw, dw, sc.ktw, kTile, mq, kTile, kd, false);  // S = Q K^T
+      if (masked)
+        for (int64_t i = 0; i < mq; ++i)
+          mask_row(sc.s + i * kTile, g.pos(i0 + i), j0, nk, segb, g.window);
+      softmax_tile(sc.s, sc.m + r * kTile, sc.l + r * kTile, sc.alpha, mq, c2);
+      for (int64_t i = 0; i < mq; ++i)
+        if (sc.alpha[i] != 1.0f)
+          for (int64_t d = 0; d < g.Dp; ++d) o[i * g.Dp + d] *= sc.alpha[i];
+      // l sums the f32 P (above); P V reads P rounded to bf16 (relative error <= 2^-9 a weight).
+      round_rows(sc.pw, sc.s, kTile, mq, kTile);
+      sc.mm(o, g.Dp, sc.pw, kTile / 2, sc.vw, g.Dp, mq, g.Dp, (nk + 1) / 2, true);  // O += P V
+    }
+  }
+  finish_forward_item(out, lse, g, sc, b, kvh, i0, mq);
+}
+
 template <class T>
 void forward_item(T* out, float* lse, const T* q, const T* k, const T* v, const int32_t* seg,
                   const Geo& g, FwdScratch& sc, int64_t b, int64_t kvh, int64_t qt) {
+  if constexpr (std::is_same_v<T, bf16>)
+    if (sc.mm) return forward_item_bf16(out, lse, q, k, v, seg, g, sc, b, kvh, qt);
   const int64_t i0 = qt * kTile, mq = std::min<int64_t>(kTile, g.T - i0);
   const int64_t tile = kTile * g.Dp;
   const float c2 = g.scale * kLog2e;
@@ -229,23 +314,27 @@ void forward_item(T* out, float* lse, const T* q, const T* k, const T* v, const 
       mm<true>(o, g.Dp, sc.s, kTile, 1, sc.v, g.Dp, mq, g.Dp, nk);
     }
   }
-  for (int64_t r = 0; r < g.nrep; ++r) {
-    const int64_t h = kvh * g.nrep + r;
-    for (int64_t i = 0; i < mq; ++i) {
-      const float l = sc.l[r * kTile + i], m = sc.m[r * kTile + i];
-      // l == 0 only if a row saw no key (impossible with a causal mask): output 0, lse -inf.
-      store_row(out + (b * g.T + i0 + i) * g.qs + h * g.D, sc.o + r * tile + i * g.Dp, g.D,
-                l > 0.0f ? 1.0f / l : 0.0f);
-      lse[(b * g.Hq + h) * g.T + i0 + i] = l > 0.0f ? (m + std::log2(l)) * kLn2 : kNegInf;
-    }
-  }
+  finish_forward_item(out, lse, g, sc, b, kvh, i0, mq);
 }
 
 // Per-thread backward scratch.
 struct BwdScratch {
   Buffer<float> buf;
   float *k, *kt, *vt, *dk, *dv, *q, *dout, *p, *ds;
-  explicit BwdScratch(const Geo& g) {
+  // bf16 path only (mm set), attention_bf16_tiles.h layouts. Per key tile: K and V rows, K^T and
+  // V^T, K as row pairs; per step: Q and dO rows and row pairs, P^T, dS^T and dS in bf16.
+  Bf16Mm mm = nullptr;
+  Buffer<uint32_t> wbuf;
+  uint32_t *krows, *ktw, *kpairs, *vrows, *vtw, *qw, *qpairs, *dow, *dopairs, *ptw, *dstw, *dsw;
+  BwdScratch(const Geo& g, Bf16Mm bf16_mm) : mm(bf16_mm) {
+    if (mm) {
+      const int64_t tw = kTile * g.Dp / 2, sw = kTile * kTile / 2;
+      wbuf.resize(9 * tw + 3 * sw);
+      uint32_t* w = wbuf.data();
+      for (uint32_t** t : {&krows, &ktw, &kpairs, &vrows, &vtw, &qw, &qpairs, &dow, &dopairs})
+        *t = w, w += tw;
+      for (uint32_t** t : {&ptw, &dstw, &dsw}) *t = w, w += sw;
+    }
     const int64_t tile = kTile * g.Dp;
     buf.resize(7 * tile + 2 * kTile * kTile);
     float* x = buf.data();
@@ -255,19 +344,13 @@ struct BwdScratch {
   }
 };
 
-// One (query tile, key tile) step of the backward for query head h: recompute P, form dS, and
-// accumulate dV, dK (item-owned tiles) and dQ (the item's f32 accumulator).
-template <class T>
-void backward_step(const T* dout, const float* lse, const float* drow, const T* q,
-                   const int32_t* segb, const Geo& g, BwdScratch& sc, float* dq_acc, int64_t b,
-                   int64_t h, int64_t qt, int64_t kt) {
-  const int64_t i0 = qt * kTile, mq = std::min<int64_t>(kTile, g.T - i0);
-  const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.Tk - j0);
+// Recompute P from the scores in sc.p and turn the dP in sc.ds into dS, for rows 0..mq of a
+// (query tile, key tile) block of head h: P = exp2(S c2 - lse log2 e) (masked entries 0) and
+// dS = P (dP - Drow) scale (the softmax scale folded in: both dQ and dK need it).
+void probs_and_score_grads(const float* lse, const float* drow, const int32_t* segb, const Geo& g,
+                           BwdScratch& sc, int64_t b, int64_t h, int64_t i0, int64_t mq,
+                           int64_t j0, int64_t nk) {
   const float c2 = g.scale * kLog2e;
-  load_rows(sc.q, g.Dp, q + (b * g.T + i0) * g.qs + h * g.D, g.qs, mq, mq, g.D);
-  load_rows(sc.dout, g.Dp, dout + (b * g.T + i0) * g.qs + h * g.D, g.qs, mq, mq, g.D);
-  mm<false>(sc.p, kTile, sc.q, g.Dp, 1, sc.kt, kTile, mq, kTile, g.D);      // S = Q K^T
-  mm<false>(sc.ds, kTile, sc.dout, g.Dp, 1, sc.vt, kTile, mq, kTile, g.D);  // dP = dO V^T
   const bool masked = tile_needs_mask(g, query_span(g, i0, mq), j0, nk, segb);
   const float* lse_h = lse + (b * g.Hq + h) * g.T + i0;
   const float* drow_h = drow + (b * g.Hq + h) * g.T + i0;
@@ -281,10 +364,64 @@ void backward_step(const T* dout, const float* lse, const float* drow, const T* 
     for (int v = 0; v < kTV; ++v) {
       vf p = vexp2(vload(s + v * kVL) * c2 - ref);
       vstore(s + v * kVL, p);
-      // dS = P (dP - D) with the softmax scale folded in (both dQ and dK need it).
       vstore(dp + v * kVL, p * (vload(dp + v * kVL) - dr) * g.scale);
     }
   }
+}
+
+// A key tile's K and V for the bf16 backward: rows, transposed (K^T, V^T) and K as row pairs.
+void load_key_tile_bf16(const bf16* k, const bf16* v, const Geo& g, BwdScratch& sc, int64_t row0,
+                        int64_t nk) {
+  const int64_t dw = g.Dp / 2;
+  pack_rows(sc.krows, dw, k + row0, g.ks, nk, kTile, g.D);
+  transpose_words(sc.ktw, sc.krows, dw, kTile);
+  pack_row_pairs(sc.kpairs, g.Dp, k + row0, g.ks, nk, kTile, g.D);
+  pack_rows(sc.vrows, dw, v + row0, g.ks, nk, kTile, g.D);
+  transpose_words(sc.vtw, sc.vrows, dw, kTile);
+}
+
+// backward_step with bf16 tile products: Q, dO, K and V packed as bf16 pairs; P and dS computed
+// in f32 as in the fp32 path, then rounded to bf16 for the products they feed (dV, dK, dQ).
+void backward_step_bf16(const bf16* dout, const float* lse, const float* drow, const bf16* q,
+                        const int32_t* segb, const Geo& g, BwdScratch& sc, float* dq_acc,
+                        int64_t b, int64_t h, int64_t qt, int64_t kt) {
+  const int64_t i0 = qt * kTile, mq = std::min<int64_t>(kTile, g.T - i0);
+  const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.Tk - j0);
+  const int64_t dw = g.Dp / 2, kd = (g.D + 1) / 2;
+  const int64_t mq2 = mq + (mq & 1);  // queries (the summed k of dV and dK) padded to pairs
+  const bf16* qrow = q + (b * g.T + i0) * g.qs + h * g.D;
+  const bf16* drow_o = dout + (b * g.T + i0) * g.qs + h * g.D;
+  pack_rows(sc.qw, dw, qrow, g.qs, mq, mq, g.D);
+  pack_rows(sc.dow, dw, drow_o, g.qs, mq, mq, g.D);
+  pack_row_pairs(sc.qpairs, g.Dp, qrow, g.qs, mq, mq2, g.D);
+  pack_row_pairs(sc.dopairs, g.Dp, drow_o, g.qs, mq, mq2, g.D);
+  sc.mm(sc.p, kTile, sc.qw, dw, sc.ktw, kTile, mq, kTile, kd, false);    // S = Q K^T
+  sc.mm(sc.ds, kTile, sc.dow, dw, sc.vtw, kTile, mq, kTile, kd, false);  // dP = dO V^T
+  probs_and_score_grads(lse, drow, segb, g, sc, b, h, i0, mq, j0, nk);
+  round_transposed(sc.ptw, sc.p, kTile, mq, mq2, nk);
+  round_transposed(sc.dstw, sc.ds, kTile, mq, mq2, nk);
+  round_rows(sc.dsw, sc.ds, kTile, mq, kTile);
+  sc.mm(sc.dv, g.Dp, sc.ptw, mq2 / 2, sc.dopairs, g.Dp, nk, g.Dp, mq2 / 2, true);  // dV += P^T dO
+  sc.mm(sc.dk, g.Dp, sc.dstw, mq2 / 2, sc.qpairs, g.Dp, nk, g.Dp, mq2 / 2, true);  // dK += dS^T Q
+  sc.mm(dq_acc + i0 * g.Dp, g.Dp, sc.dsw, kTile / 2, sc.kpairs, g.Dp, mq, g.Dp, (nk + 1) / 2,
+        true);  // dQ += dS K
+}
+
+// One (query tile, key tile) step of the backward for query head h: recompute P, form dS, and
+// accumulate dV, dK (item-owned tiles) and dQ (the item's f32 accumulator).
+template <class T>
+void backward_step(const T* dout, const float* lse, const float* drow, const T* q,
+                   const int32_t* segb, const Geo& g, BwdScratch& sc, float* dq_acc, int64_t b,
+                   int64_t h, int64_t qt, int64_t kt) {
+  if constexpr (std::is_same_v<T, bf16>)
+    if (sc.mm) return backward_step_bf16(dout, lse, drow, q, segb, g, sc, dq_acc, b, h, qt, kt);
+  const int64_t i0 = qt * kTile, mq = std::min<int64_t>(kTile, g.T - i0);
+  const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.Tk - j0);
+  load_rows(sc.q, g.Dp, q + (b * g.T + i0) * g.qs + h * g.D, g.qs, mq, mq, g.D);
+  load_rows(sc.dout, g.Dp, dout + (b * g.T + i0) * g.qs + h * g.D, g.qs, mq, mq, g.D);
+  mm<false>(sc.p, kTile, sc.q, g.Dp, 1, sc.kt, kTile, mq, kTile, g.D);      // S = Q K^T
+  mm<false>(sc.ds, kTile, sc.dout, g.Dp, 1, sc.vt, kTile, mq, kTile, g.D);  // dP = dO V^T
+  probs_and_score_grads(lse, drow, segb, g, sc, b, h, i0, mq, j0, nk);
   mm<true>(sc.dv, g.Dp, sc.p, 1, kTile, sc.dout, g.Dp, nk, g.Dp, mq);  // dV += P^T dO
   mm<true>(sc.dk, g.Dp, sc.ds, 1, kTile, sc.q, g.Dp, nk, g.Dp, mq);    // dK += dS^T Q
   mm<true>(dq_acc + i0 * g.Dp, g.Dp, sc.ds, kTile, 1, sc.k, g.Dp, mq, g.Dp, nk);  // dQ += dS K
@@ -301,10 +438,15 @@ void backward_item(G* dk, G* dv, const T* dout, const float* lse, const float* d
     if (std::min(kt, g.nkt - 1 - kt) % nchunks != chunk) continue;
     const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.Tk - j0);
     const int64_t row0 = (b * g.Tk + j0) * g.ks + kvh * g.D;
-    load_rows(sc.k, g.Dp, k + row0, g.ks, nk, kTile, g.D);
-    transpose_tile(sc.kt, sc.k, g.Dp);
-    load_rows(sc.dv, g.Dp, v + row0, g.ks, nk, kTile, g.D);  // V rows, staged in dv's space
-    transpose_tile(sc.vt, sc.dv, g.Dp);
+    bool loaded = false;
+    if constexpr (std::is_same_v<T, bf16>)
+      if (sc.mm) load_key_tile_bf16(k, v, g, sc, row0, nk), loaded = true;
+    if (!loaded) {
+      load_rows(sc.k, g.Dp, k + row0, g.ks, nk, kTile, g.D);
+      transpose_tile(sc.kt, sc.k, g.Dp);
+      load_rows(sc.dv, g.Dp, v + row0, g.ks, nk, kTile, g.D);  // V rows, staged in dv's space
+      transpose_tile(sc.vt, sc.dv, g.Dp);
+    }
     std::memset(sc.dk, 0, sizeof(float) * kTile * g.Dp);
     std::memset(sc.dv, 0, sizeof(float) * kTile * g.Dp);
     for (int64_t r = 0; r < g.nrep; ++r) {
@@ -333,6 +475,7 @@ void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v,
                        const int32_t* segment, const AttentionShape& s) {
   check_shape(s);
   const Geo g(s);
+  const Bf16Mm bf16_products = std::is_same_v<T, bf16> ? bf16_mm(bf16_path()) : nullptr;
   // Causal work per query tile grows with its index (qt + 1 key tiles), so an item is the pair
   // of tiles (u, nt-1-u): every item then costs nt + 1 tile products (the middle tile of an odd
   // nt alone costs about half), and a plain static schedule is balanced for any thread count.
@@ -341,7 +484,7 @@ void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v,
   const int64_t items = g.B * g.Hkv * halves;
 #pragma omp parallel
   {
-    FwdScratch sc(g);
+    FwdScratch sc(g, bf16_products);
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < items; ++it) {
       const int64_t u = it % halves, kvh = it / halves % g.Hkv, b = it / (halves * g.Hkv);
@@ -357,6 +500,7 @@ void attention_backward(T* dq, G* dk, G* dv, const T* dout, const T* out, const 
                         const AttentionShape& s) {
   check_shape(s);
   const Geo g(s);
+  const Bf16Mm bf16_products = std::is_same_v<T, bf16> ? bf16_mm(bf16_path()) : nullptr;
   // Split a (b, KV head) into key chunks only when there are too few pairs to feed the threads.
   const int64_t pairs = g.B * g.Hkv;
   const int64_t nchunks = std::min<int64_t>(
@@ -384,7 +528,7 @@ void attention_backward(T* dq, G* dk, G* dv, const T* dout, const T* out, const 
   const int64_t items = pairs * nchunks;
 #pragma omp parallel
   {
-    BwdScratch sc(g);
+    BwdScratch sc(g, bf16_products);
     Buffer<float> own(nchunks == 1 ? size_t(group) : 0);  // this thread's dQ accumulator
 #pragma omp for schedule(static)  // items cost the same (see the chunk rule in backward_item)
     for (int64_t it = 0; it < items; ++it) {

@@ -1,6 +1,8 @@
 // Times attention_forward / attention_backward (bf16 by default) and prints ms and GFLOP/s.
 // Usage: bench_attention [B T Hq Hkv D [iters [f32]]]; default is the reference shape
 // B=4 T=512 Hq=12 Hkv=4 D=64. Run with OMP_NUM_THREADS set to the thread count of interest.
+// bf16 runs take the tile products MESHTRAIN_ATTENTION_BF16 picks (kernels/cpu/attention_bf16.h),
+// named on the first line.
 #include <omp.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 
 #include "core/bf16.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_bf16.h"
 
 namespace {
 
@@ -57,9 +60,11 @@ void run(const mt::AttentionShape& s, int iters) {
   // Causal: half of the T x T products are done.
   const double f_fwd = 2.0 * 2.0 * double(s.B * s.Hq) * double(s.T) * double(s.T) * double(s.D) / 2;
   const double f_bwd = 2.5 * f_fwd;
-  std::printf("B=%lld T=%lld Hq=%lld Hkv=%lld D=%lld %s threads=%d (best of %d)\n",
+  std::printf("B=%lld T=%lld Hq=%lld Hkv=%lld D=%lld %s products=%s threads=%d (best of %d)\n",
               (long long)s.B, (long long)s.T, (long long)s.Hq, (long long)s.Hkv, (long long)s.D,
-              sizeof(T) == 2 ? "bf16" : "f32", omp_get_max_threads(), iters);
+              sizeof(T) == 2 ? "bf16" : "f32",
+              sizeof(T) == 2 ? mt::attn::bf16_path_name(mt::attn::bf16_path()) : "fp32",
+              omp_get_max_threads(), iters);
   const double nt = omp_get_max_threads();
   auto line = [&](const char* what, double ms, double cpu, double flop) {
     std::printf("%-8s %8.2f ms wall %7.1f GFLOP/s | %8.2f ms cpu/thread %7.1f GFLOP/s\n", what, ms,

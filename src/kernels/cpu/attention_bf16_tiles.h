@@ -19,16 +19,15 @@ inline uint32_t pair_word(uint16_t lo, uint16_t hi) { return uint32_t(lo) | uint
 inline uint16_t bf16_bits(float x) { return float_to_bf16(x).bits; }
 
 // A-operand rows of a bf16 tile: dst[r * dw + p] = (src[r][2p], src[r][2p+1]) for r < rows,
-// zero past d and in rows rows..rows_total. dw = padded d / 2.
+// zero past d and in rows rows..rows_total. dw = padded d / 2. On a little-endian CPU a row's
+// words are its bf16 values as they lie in memory: a byte copy.
 inline void pack_rows(uint32_t* dst, int64_t dw, const bf16* src, int64_t stride, int64_t rows,
                       int64_t rows_total, int64_t d) {
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "pair words assume little-endian");
   for (int64_t r = 0; r < rows; ++r) {
-    const bf16* s = src + r * stride;
-    uint32_t* o = dst + r * dw;
-    for (int64_t p = 0; p < dw; ++p) {
-      const int64_t e = 2 * p;
-      o[p] = pair_word(e < d ? s[e].bits : 0, e + 1 < d ? s[e + 1].bits : 0);
-    }
+    char* o = reinterpret_cast<char*>(dst + r * dw);
+    std::memcpy(o, src + r * stride, size_t(d) * 2);
+    std::memset(o + d * 2, 0, size_t(dw * 2 - d) * 2);
   }
   if (rows_total > rows) std::memset(dst + rows * dw, 0, sizeof(uint32_t) * (rows_total - rows) * dw);
 }
@@ -57,12 +56,16 @@ inline void transpose_words(uint32_t* dst, const uint32_t* rows, int64_t dw, int
 }
 
 // P or dS (f32 [rows x ld]) rounded to bf16 as an A operand: dst[i * (cols/2) + p] =
-// (s[i][2p], s[i][2p+1]), cols even.
+// (s[i][2p], s[i][2p+1]), cols even (<= 64): each row rounded in a simple loop the compiler can
+// vectorise, then copied in as bytes (little-endian, as pack_rows).
 inline void round_rows(uint32_t* dst, const float* s, int64_t ld, int64_t rows, int64_t cols) {
   const int64_t cw = cols / 2;
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t p = 0; p < cw; ++p)
-      dst[i * cw + p] = pair_word(bf16_bits(s[i * ld + 2 * p]), bf16_bits(s[i * ld + 2 * p + 1]));
+  uint16_t row[64];
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* x = s + i * ld;
+    for (int64_t j = 0; j < cols; ++j) row[j] = bf16_bits(x[j]);
+    std::memcpy(dst + i * cw, row, size_t(cols) * 2);
+  }
 }
 
 // P^T or dS^T rounded to bf16 as an A operand, pairs along the rows of s: dst[j * rw + p] =

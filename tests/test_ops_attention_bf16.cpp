@@ -3,12 +3,15 @@
 // The build and CI machines have AVX2 only, so the AVX512-BF16 products cannot run here. What is
 // tested instead: (1) the software model of VDPBF16PS (bf16_dot.h) against hand-worked answers
 // on the cases where an emulation could go wrong (the order of the two products, ties, DAZ, FTZ,
-// NaN, inf); (2) the blocked tile product over that model against a plain triple loop over the
+// NaN, inf), and against this CPU's own FMA run with MXCSR's DAZ and FTZ set, an independent
+// oracle for the flush rules (a mutation check: without the model's tininess-after-rounding
+// case, 6 of its 204840 cases differ); (2) the blocked tile product over that model against a plain triple loop over the
 // same lane model, bit for bit; (3) the whole bf16 attention path, forward and backward, run on
 // the model (MESHTRAIN_ATTENTION_BF16=emulate) against the reference backend's attention in
 // double; (4) the path choice. Where the CPU does have AVX512-BF16, one more test checks the
 // native products equal the model's bit for bit (skipped here).
 #include <gtest/gtest.h>
+#include <immintrin.h>
 #include <omp.h>
 
 #include <cfloat>
@@ -110,6 +113,70 @@ TEST(Bf16DotModel, InfinitiesAndNaNs) {
   // Overflow: 2^127 * 2^127 is +inf under round to nearest.
   EXPECT_EQ(dpbf16_lane(0.0f, pair(0x1p127f, 0.0f), pair(0x1p127f, 0.0f)), inf);
 }
+
+#if defined(__FMA__) && defined(__SSE__)
+// This CPU's own FMA with MXCSR's DAZ and FTZ set (and round to nearest): x86 hardware's flush
+// rules, an oracle for the model's that shares no code with it. VDPBF16PS ignores MXCSR and
+// always works this way; an ordinary FMA does so only when asked. noinline, inputs from memory:
+// the arithmetic stays between the two MXCSR writes.
+__attribute__((noinline)) void hardware_daz_ftz_lanes(const float* acc, const uint32_t* a,
+                                                      const uint32_t* b, float* out, size_t n) {
+  const unsigned saved = _mm_getcsr();
+  _mm_setcsr((saved & ~0x6000u) | 0x8040u);  // RC = nearest, FTZ (bit 15), DAZ (bit 6)
+  asm volatile("" ::: "memory");
+  for (size_t i = 0; i < n; ++i) {
+    auto f = [](uint32_t h) { return _mm_set_ss(attn::f32_bits((h & 0xffffu) << 16)); };
+    __m128 r = _mm_fmadd_ss(f(a[i] >> 16), f(b[i] >> 16), _mm_set_ss(acc[i]));
+    r = _mm_fmadd_ss(f(a[i]), f(b[i]), r);
+    out[i] = _mm_cvtss_f32(r);
+  }
+  asm volatile("" ::: "memory");
+  _mm_setcsr(saved);
+}
+
+TEST(Bf16DotModel, AgreesWithThisCpusFmaUnderDazFtz) {
+  // Edge values (zeros, the underflow boundary, denormals, inf, NaN, the largest finite) in every
+  // combination, then random pairs whose products land near 2^-126, where the flush rules act.
+  const float vals[] = {0.0f, -0.0f, 1.0f, -1.0f, 0x1p-75f, -0x1p-75f, 0x1p-76f, 0x1p-63f,
+                        0x1p-64f, 0x1p-65f, 0x1p-12f, 0x1.02p-12f, 0x1p127f, INFINITY, -INFINITY};
+  std::vector<uint16_t> h;
+  for (float v : vals) h.push_back(bits_of(v));
+  for (uint16_t x : {0x0001, 0x8001, 0x007f, 0x0080, 0x7f7f, 0xff7f, 0x7fc0}) h.push_back(x);
+  const float accs[] = {0.0f, -0.0f, FLT_MIN, -FLT_MIN, 0x1p-140f, FLT_MIN * (1 + 0x1p-23f),
+                        1.0f, 0x1p24f, INFINITY, NAN};
+  std::vector<float> acc;
+  std::vector<uint32_t> a, b;
+  for (float c : accs)
+    for (uint16_t x : h)
+      for (uint16_t y : h) acc.push_back(c), a.push_back(pair_bits(x, y)), b.push_back(pair_bits(y, x));
+  std::mt19937 rng(9);
+  auto near_boundary = [&](int lo, int hi) {  // a bf16 of random sign, mantissa, exponent in [lo, hi]
+    const int e = std::uniform_int_distribution<int>(lo, hi)(rng);
+    const uint32_t m = rng() & 0x7f, sign = rng() & 1;
+    return uint16_t(sign << 15 | uint32_t(e + 127) << 7 | m);
+  };
+  for (int i = 0; i < 200000; ++i) {
+    float c;
+    const uint32_t cm = rng() & 0x7fffff, ce = std::uniform_int_distribution<uint32_t>(0, 3)(rng);
+    const uint32_t cb = (rng() & 1) << 31 | ce << 23 | cm;  // denormal or near 2^-126
+    std::memcpy(&c, &cb, 4);
+    acc.push_back(c);
+    a.push_back(pair_bits(near_boundary(-70, -56), near_boundary(-70, -56)));
+    b.push_back(pair_bits(near_boundary(-70, -56), near_boundary(-70, -56)));
+  }
+  std::vector<float> hw(acc.size());
+  hardware_daz_ftz_lanes(acc.data(), a.data(), b.data(), hw.data(), acc.size());
+  int bad = 0;
+  for (size_t i = 0; i < acc.size(); ++i) {
+    const float m = dpbf16_lane(acc[i], a[i], b[i]);
+    const bool ok = std::isnan(m) ? std::isnan(hw[i]) : same_bits(m, hw[i]);
+    if (!ok && ++bad <= 5)
+      ADD_FAILURE() << std::hexfloat << "acc " << acc[i] << " a " << a[i] << " b " << b[i]
+                    << ": model " << m << ", cpu " << hw[i];
+  }
+  EXPECT_EQ(bad, 0) << "of " << acc.size();
+}
+#endif
 
 // ---- (2) the tile product over the model -----------------------------------------------------
 

@@ -13,7 +13,9 @@
 // FTZ detail: x86 detects tininess after rounding (as for an unbounded exponent range), so an
 // exact result in [2^-126 - 2^-151, 2^-126) rounds to 2^-126 and stays, while a gradual-underflow
 // fmaf would also round 2^-126 - 2^-150 (a tie on the denormal grid) up to 2^-126: that one case
-// is recomputed exactly. NaN payloads are not modelled (a NaN stays a NaN).
+// is recomputed exactly (tests/test_ops_attention_bf16.cpp checks the model against this CPU's
+// FMA under MXCSR DAZ+FTZ, which flushes exactly so). NaN payloads are not modelled (a NaN stays
+// a NaN).
 #pragma once
 #include <cfloat>
 #include <cmath>

@@ -11,8 +11,10 @@
 // double; (4) the path choice. Where the CPU does have AVX512-BF16, one more test checks the
 // native products equal the model's bit for bit (skipped here).
 #include <gtest/gtest.h>
-#include <immintrin.h>
 #include <omp.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <cfloat>
 #include <cmath>
@@ -114,7 +116,7 @@ TEST(Bf16DotModel, InfinitiesAndNaNs) {
   EXPECT_EQ(dpbf16_lane(0.0f, pair(0x1p127f, 0.0f), pair(0x1p127f, 0.0f)), inf);
 }
 
-#if defined(__FMA__) && defined(__SSE__)
+#if defined(__x86_64__) && defined(__FMA__)
 // This CPU's own FMA with MXCSR's DAZ and FTZ set (and round to nearest): x86 hardware's flush
 // rules, an oracle for the model's that shares no code with it. VDPBF16PS ignores MXCSR and
 // always works this way; an ordinary FMA does so only when asked. noinline, inputs from memory:

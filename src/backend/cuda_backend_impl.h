@@ -64,6 +64,13 @@ class CudaBackend final : public Backend {
                        float eps, float weight_offset = 0.0f) override;
   void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dout, const Tensor& x,
                         const Tensor& w, const Tensor& rstd, float weight_offset = 0.0f) override;
+  void rmsnorm_row_dots(const Tensor& dots, const Tensor& x, const Tensor& y, const Tensor& w,
+                        float weight_offset = 0.0f) override;
+  void rmsnorm_forward_summed(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                              int64_t width, float eps, float weight_offset = 0.0f) override;
+  void rmsnorm_backward_summed(const Tensor& dx, const Tensor& dw, const Tensor& dout, const Tensor& x,
+                               const Tensor& w, const Tensor& rstd, const Tensor& dots, int64_t width,
+                               float weight_offset = 0.0f) override;
   void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
                          const Tensor& x, const Tensor& w, const Tensor& b, float eps) override;
   void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout,

@@ -28,6 +28,7 @@ ModelConfig tp_local_block(const ModelConfig& c, int64_t tp) {
   local.num_attention_heads = std::max<int64_t>(1, c.num_attention_heads / tp);
   local.num_key_value_heads = std::max<int64_t>(1, c.num_key_value_heads / tp);
   local.intermediate_size = std::max<int64_t>(1, c.intermediate_size / tp);
+  local.head_shards = tp;  // a whole-projection q/k norm's weight gradient and row sums (model/split_qk_norm.h)
   return local;
 }
 

@@ -78,7 +78,8 @@ TEST_P(MoePlanner, PerRankMemoryIsTheEnginesWithinOnePercent) {
 // train.moe_capacity_factor under ep: each rank keeps at most ceil(f N k / E) of its choices for an
 // expert, so an ep rank receives at most E times that (model/moe.h moe_expert_rows), not ep x its
 // own N k: its activations shrink, and `plan --moe-capacity-factor` prices what the engine holds.
-// At f = 1.5 (k = 2 of E = 4, 32 tokens a rank) an ep = 2 rank's experts hold 96 rows, not 128.
+// At f = 1.5 (k = 2 of E = 4, 32 tokens a rank) an ep = 2 rank's experts hold 96 rows, not 128
+// (plan / measured peak 1.0065, 2026-12-07).
 TEST(MoePlannerCapacity, AnEpRanksExpertRowsUnderACapacityFactorAreTheEngines) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   const std::string tag = "moe_plan_capacity";
@@ -95,7 +96,7 @@ TEST(MoePlannerCapacity, AnEpRanksExpertRowsUnderACapacityFactorAreTheEngines) {
   const double predicted = m.at("total").get<double>() - m.at("items").value("overhead", 0.0);
   for (const auto& rank : r.summary.at("memory_per_rank")) {
     const double measured = double(rank.at("peak_tensor_bytes").get<int64_t>());
-    EXPECT_NEAR(predicted / measured, 1.0, 0.02) << "predicted " << predicted << ", measured " << measured;
+    EXPECT_NEAR(predicted / measured, 1.0, kTolerance) << "predicted " << predicted << ", measured " << measured;
   }
   EXPECT_DOUBLE_EQ(r.plan.at("experts").at("capacity_factor").get<double>(), 1.5);
   // The busiest rank's share is capped too: 96 rows over the mean 64, not the 4 asked.

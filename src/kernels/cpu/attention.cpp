@@ -154,9 +154,13 @@ constexpr int kTV = kTile / kVL;  // vectors per score row
 struct FwdScratch {
   Buffer<float> buf;
   float *kt, *v, *s, *alpha, *q, *o, *m, *l;
+  static int64_t floats(const Geo& g) {
+    const int64_t tile = kTile * g.Dp;
+    return 2 * tile + kTile * kTile + kTile + g.nrep * (2 * tile + 2 * kTile);
+  }
   explicit FwdScratch(const Geo& g) {
     const int64_t tile = kTile * g.Dp;
-    buf.resize(2 * tile + kTile * kTile + kTile + g.nrep * (2 * tile + 2 * kTile));
+    buf.resize(size_t(floats(g)));
     float* p = buf.data();
     kt = p, p += tile;
     v = p, p += tile;
@@ -245,9 +249,10 @@ void forward_item(T* out, float* lse, const T* q, const T* k, const T* v, const 
 struct BwdScratch {
   Buffer<float> buf;
   float *k, *kt, *vt, *dk, *dv, *q, *dout, *p, *ds;
+  static int64_t floats(const Geo& g) { return 7 * kTile * g.Dp + 2 * kTile * kTile; }
   explicit BwdScratch(const Geo& g) {
     const int64_t tile = kTile * g.Dp;
-    buf.resize(7 * tile + 2 * kTile * kTile);
+    buf.resize(size_t(floats(g)));
     float* x = buf.data();
     for (float** t : {&k, &kt, &vt, &dk, &dv, &q, &dout}) *t = x, x += tile;
     p = x, x += kTile * kTile;
@@ -326,6 +331,12 @@ void backward_item(G* dk, G* dv, const T* dout, const float* lse, const float* d
   }
 }
 
+// Split a (b, KV head) into key chunks only when there are too few pairs to feed the threads.
+int64_t key_chunks(const Geo& g, int64_t threads) {
+  const int64_t pairs = g.B * g.Hkv;
+  return std::min<int64_t>((g.nkt + 1) / 2, std::max<int64_t>(1, (threads + pairs - 1) / pairs));
+}
+
 }  // namespace
 
 template <class T>
@@ -357,10 +368,7 @@ void attention_backward(T* dq, G* dk, G* dv, const T* dout, const T* out, const 
                         const AttentionShape& s) {
   check_shape(s);
   const Geo g(s);
-  // Split a (b, KV head) into key chunks only when there are too few pairs to feed the threads.
-  const int64_t pairs = g.B * g.Hkv;
-  const int64_t nchunks = std::min<int64_t>(
-      (g.nkt + 1) / 2, std::max<int64_t>(1, (omp_get_max_threads() + pairs - 1) / pairs));
+  const int64_t pairs = g.B * g.Hkv, nchunks = key_chunks(g, omp_get_max_threads());
   const int64_t group = g.nrep * g.T * g.Dp;  // f32 dQ of one (b, KV head): [nrep, T, Dp]
   Buffer<float> drow(size_t(g.B * g.Hq * g.T));
   // Chunk partials [b, KV head, chunk, nrep, T, Dp], only when keys are split.
@@ -430,5 +438,14 @@ MT_INSTANTIATE(float, float)
 MT_INSTANTIATE(bf16, bf16)
 MT_INSTANTIATE(bf16, float)  // f32 key gradients of bf16 keys (context parallelism's partials)
 #undef MT_INSTANTIATE
+
+int64_t attention_scratch_bytes(const AttentionShape& s, int64_t threads, bool backward) {
+  const Geo g(s);
+  const auto buffer = [](int64_t floats) { return floats > 0 ? (4 * floats + 63) / 64 * 64 : 0; };  // Buffer's
+  if (!backward) return threads * buffer(FwdScratch::floats(g));
+  const int64_t pairs = g.B * g.Hkv, nchunks = key_chunks(g, threads), group = g.nrep * g.T * g.Dp;
+  return buffer(g.B * g.Hq * g.T) + buffer(nchunks > 1 ? pairs * nchunks * group : 0) +
+         threads * (buffer(BwdScratch::floats(g)) + buffer(nchunks == 1 ? group : 0));
+}
 
 }  // namespace mt

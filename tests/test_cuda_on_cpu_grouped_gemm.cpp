@@ -15,10 +15,13 @@
 
 #if MESHTRAIN_CUDA_ON_CPU
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "available_backends.h"
 #include "backend/cuda_backend_options.h"
@@ -27,6 +30,7 @@
 #include "finite_diff.h"
 #include "model/transformer.h"
 #include "model_fixtures.h"
+#include "run_command.h"
 
 namespace mt {
 namespace {
@@ -50,9 +54,10 @@ enum class Kind { forward, input_grad, weight_grad };
 
 // The results of one kind on one backend: the outputs of every expert, concatenated.
 // `group`: one matmul_group call, else one matmul per expert. The inputs are written by an
-// asynchronous copy on the backend's stream just before, and the outputs read through another
-// just after, so both sides of the group's ordering are exercised.
-Vec run(Backend& be, Kind kind, DType dt, bool group) {
+// asynchronous copy on the backend's stream just before (or, with `slow_k`, by a product over
+// slow_k terms: slow to emulate), and the outputs read through another just after, so both sides
+// of the group's ordering are exercised.
+Vec run(Backend& be, Kind kind, DType dt, bool group, int64_t slow_k = 0) {
   BackendTensors t(be);
   const int64_t R = total_rows(), E = int64_t(kRows.size());
   const bool fwd = kind == Kind::forward;
@@ -69,6 +74,11 @@ Vec run(Backend& be, Kind kind, DType dt, bool group) {
                                 kind == Kind::forward ? Vec{} : random_normal(size_t((kind == Kind::weight_grad ? E * kOut : R) * out_cols), 3));
   for (int64_t j = 0; j < E; ++j) w.push_back(t.make(dt, kOut, kIn, random_normal(size_t(kOut * kIn), 10 + uint32_t(j))));
   be.copy(act, staged), be.copy(dy, dy_staged);  // issued, not waited for
+  if (slow_k > 0) {
+    const Tensor p = t.make(dt, R, slow_k, random_normal(size_t(R * slow_k), 4, 0.01f));
+    const Tensor q = t.make(dt, slow_k, act_cols, random_normal(size_t(slow_k * act_cols), 5));
+    be.matmul(act, p, false, q, false, 1.0f, false);
+  }
   std::vector<MatmulProduct> ps;
   int64_t at = 0;
   for (int64_t j = 0; j < E; ++j) {
@@ -114,6 +124,28 @@ TEST(CudaGroupedGemm, EqualsOneByOneAndTheReference) {
       const Vec ref_group = run(reference_backend(), kind, dt, true);
       EXPECT_EQ(std::memcmp(ref_group.data(), ref.data(), ref.size() * sizeof(float)), 0) << what;
     }
+}
+
+// With MESHTRAIN_CUDA_ON_CPU_EAGER=1 the emulator runs each stream's work as soon as it is issued
+// (streams.h), as a GPU may: side streams not forked from the backend's stream would start their
+// products while the product writing their inputs still runs there (0.3 s emulated on an idle
+// 2-core machine),
+// and read zeros. Run in a child process, as eagerness is chosen once a process.
+TEST(CudaGroupedGemm, SideStreamsWaitForEarlierWorkWhenStreamsRunEagerly) {
+  if (!std::getenv("MESHTRAIN_CUDA_ON_CPU_EAGER")) {
+    const testing::CommandResult r = testing::run_command(
+        "MESHTRAIN_CUDA_ON_CPU_EAGER=1 /proc/" + std::to_string(::getpid()) +
+        "/exe --gtest_filter=CudaGroupedGemm.SideStreamsWaitForEarlierWorkWhenStreamsRunEagerly");
+    EXPECT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("[  PASSED  ] 1 test"), std::string::npos) << r.output;
+    return;
+  }
+  const test::AvailableBackend cuda = test::available_backend("cuda");
+  ASSERT_NE(cuda.backend, nullptr) << cuda.why_not;
+  run(*cuda.backend, Kind::forward, DType::f32, true);  // the side streams made, their workspaces zeroed
+  const Vec grouped = run(*cuda.backend, Kind::forward, DType::f32, true, 100000);
+  const Vec single = run(*cuda.backend, Kind::forward, DType::f32, false, 100000);
+  EXPECT_EQ(std::memcmp(grouped.data(), single.data(), grouped.size() * sizeof(float)), 0);
 }
 
 // ---- a whole MoE layer --------------------------------------------------------------------------

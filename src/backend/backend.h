@@ -75,6 +75,11 @@ struct BoxCopy {
   TensorBox region;
 };
 
+// One product of Backend::matmul_group.
+struct MatmulProduct {
+  Tensor c, a, b;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -110,6 +115,17 @@ class Backend {
   // c is f32 or a's dtype. Accumulation is f32 or wider.
   virtual void matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
                       bool trans_b, float alpha, bool accumulate) = 0;
+  // Independent products c_i = alpha op(a_i) op(b_i) (+ c_i if accumulate), each as matmul with
+  // the group's transposes, alpha and accumulate; the shapes may differ (an MoE layer's experts:
+  // one projection's weights, each expert its own rows). No c may overlap another product's
+  // operands: the products may run in any order or at once (the CUDA backend spreads them over
+  // a few streams, joined back into its own before the call returns). This default runs them one
+  // by one in order, what the CPU backends do (a concurrent grouped GEMM did not pay there:
+  // docs/benchmarks.md).
+  virtual void matmul_group(std::span<const MatmulProduct> products, bool trans_a, bool trans_b,
+                            float alpha, bool accumulate) {
+    for (const MatmulProduct& p : products) matmul(p.c, p.a, trans_a, p.b, trans_b, alpha, accumulate);
+  }
   // The three products of a linear layer y = x W^T, W stored [out, in] (the HF layout).
   void linear_forward(const Tensor& y, const Tensor& x, const Tensor& w, float alpha = 1.0f,
                       bool accumulate = false) {

@@ -73,11 +73,7 @@ void CudaBackend::matmul(const Tensor& c, const Tensor& a, bool trans_a, const T
   // A 4-bit frozen weight: dequantised into the scratch in a's dtype, then the usual GEMM.
   if (b.dtype == DType::nf4)
     return matmul(c, a, trans_a, dequant_(*this, b, a.dtype), trans_b, alpha, accumulate);
-  const MatmulDims d = matmul_dims(c, a, trans_a, b, trans_b);
-  cuda::RowMajorGemm g;
-  g.M = d.M, g.N = d.N, g.K = d.K, g.trans_a = trans_a, g.trans_b = trans_b;
-  g.lda = a.cols, g.ldb = b.cols, g.ldc = c.cols;
-  gemm_->gemm(g, {a.data, b.data, c.data, a.dtype, c.dtype, alpha, accumulate ? 1.0f : 0.0f});
+  matmul_on(*gemm_, c, a, trans_a, b, trans_b, alpha, accumulate);
 }
 
 void CudaBackend::attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q,

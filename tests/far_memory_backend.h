@@ -135,6 +135,23 @@ class FarMemoryBackend : public Backend {
     inner_.rmsnorm_backward(near(dx, op), near(dw, op), near(dout, op), near(x, op), near(w, op), near(rstd, op),
                             weight_offset);
   }
+  void rmsnorm_row_dots(const Tensor& dots, const Tensor& x, const Tensor& y, const Tensor& w,
+                        float weight_offset = 0.0f) override {
+    const char* op = "rmsnorm_row_dots";
+    inner_.rmsnorm_row_dots(near(dots, op), near(x, op), near(y, op), near(w, op), weight_offset);
+  }
+  void rmsnorm_forward_summed(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                              int64_t width, float eps, float weight_offset = 0.0f) override {
+    const char* op = "rmsnorm_forward_summed";
+    inner_.rmsnorm_forward_summed(near(out, op), near(rstd, op), near(x, op), near(w, op), width, eps, weight_offset);
+  }
+  void rmsnorm_backward_summed(const Tensor& dx, const Tensor& dw, const Tensor& dout, const Tensor& x,
+                               const Tensor& w, const Tensor& rstd, const Tensor& dots, int64_t width,
+                               float weight_offset = 0.0f) override {
+    const char* op = "rmsnorm_backward_summed";
+    inner_.rmsnorm_backward_summed(near(dx, op), near(dw, op), near(dout, op), near(x, op), near(w, op),
+                                   near(rstd, op), near(dots, op), width, weight_offset);
+  }
   void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                          const Tensor& w, const Tensor& b, float eps) override {
     const char* op = "layernorm_forward";

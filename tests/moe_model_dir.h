@@ -1,6 +1,8 @@
 // A tiny mixture-of-experts model in its family's HF layout (family_model_dir.h), for the tests
 // that train one from model.path: the built-in run's model with 4 experts, 2 a token (Mixtral's
-// intermediate_size wide, the others' 64), renormalised for Mixtral only, Qwen3-MoE's q/k norms.
+// intermediate_size wide, the others' 64: OLMoE's intermediate_size, which its experts take),
+// renormalised for Mixtral only, Qwen3-MoE's q/k norms (per head) and OLMoE's (over the whole
+// projections).
 #pragma once
 #include <functional>
 #include <string>
@@ -22,6 +24,10 @@ inline std::string moe_model_dir(const std::string& family, const std::string& t
         c.moe_intermediate_size = family == "mixtral" ? c.intermediate_size : 64;
         c.norm_topk_prob = family == "mixtral";
         if (family == "qwen3_moe") c.qk_norm = true;
+        if (family == "olmoe") {  // its experts are intermediate_size wide (hf_moe.cpp)
+          c.intermediate_size = 64;
+          c.qk_norm = c.qk_norm_whole = true;  // over the whole projections
+        }
         if (more) more(c);
       },
       /*seed=*/5, values);

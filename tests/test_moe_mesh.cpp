@@ -5,7 +5,8 @@
 // the expert-parallel ep=2, ep=4, fsdp=2 x ep=2, pp=2 x ep=2 and ep=2 x cp=2, give the one-rank
 // run's losses and final parameters (fp32), the routing losses on fsdp, dp, cp, ep, pp and pp x ep
 // too; so do tp=2 (every expert split as the MLP; with sequence parallelism too), ep=2 x tp=2 and
-// fsdp=2 x tp=2; a run resumes across ep layouts. An ep that does not divide the experts, or a
+// fsdp=2 x tp=2, and an OLMoE-like one (q/k norms over the whole projections) on tp=2 (with and
+// without sequence parallelism) and ep=2 x tp=2; a run resumes across ep layouts. An ep that does not divide the experts, or a
 // dense model on ep, is refused in one line.
 #include <gtest/gtest.h>
 
@@ -80,7 +81,10 @@ INSTANTIATE_TEST_SUITE_P(Meshes, MoeMeshEquality,
                                            // MLP, alone, beside ep and beside fsdp.
                                            MoeMeshCase{"qwen3_moe", "tp=2"}, MoeMeshCase{"mixtral", "tp=2"},
                                            MoeMeshCase{"qwen3_moe", "ep=2,tp=2"},
-                                           MoeMeshCase{"qwen3_moe", "fsdp=2,tp=2"}),
+                                           MoeMeshCase{"qwen3_moe", "fsdp=2,tp=2"},
+                                           // OLMoE's q/k norms span every tp rank's heads: their
+                                           // row statistics summed over the ranks.
+                                           MoeMeshCase{"olmoe", "tp=2"}, MoeMeshCase{"olmoe", "ep=2,tp=2"}),
                          [](const auto& info) { return std::string(info.param.family) + "_" + tag_of(info.param.mesh); });
 
 // The routing losses' statistics summed over the ranks of the batch's tokens: the gradients, and
@@ -238,6 +242,16 @@ TEST(MoeMesh, SequenceParallelWithLoraOnTheExpertsMatchesOneRank) {
       "--set 'lora.targets=[\"q\",\"o\",\"gate\",\"up\",\"down\"]' ";
   expect_same_run(tag, "--config " + moe_model("qwen3_moe", tag) + " " + kRun + lora, "tp=2",
                   "/adapter/adapter_model.safetensors");
+}
+
+// OLMoE's whole-projection q/k norms on tp without sequence parallelism (the tp=2 cases above run
+// with it, the default): q and k are whole rows inside the tensor-parallel region either way, so
+// the norms' row sums add over the tp ranks alike.
+TEST(MoeMesh, OlmoeWithoutSequenceParallelismMatchesOneRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string tag = "moe_olmoe_tp_no_sp";
+  expect_same_run(tag, "--config " + moe_model("olmoe", tag) + " " + kRun + "--set train.sequence_parallel=false ",
+                  "tp=2", "/model/model.safetensors");
 }
 
 // The experts in NF4 split over ep, each rank quantising its own experts.

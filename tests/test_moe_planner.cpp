@@ -1,8 +1,8 @@
 // The planner on a mixture of experts against the engine: the per-rank memory `meshtrain plan`
 // predicts for a tiny Qwen3-MoE-like and Mixtral-like model (every layer sparse, as the published
 // configs; k = 2 of 4 experts) in their HF layout, less its runtime overhead, is every rank's
-// measured peak of tensor memory within 2%, on one rank, on fsdp = 2, on ep = 2 and on tp = 2 (full
-// training of the Qwen3-MoE-like model; the others' bounds are in Case). The planner reads the
+// measured peak of tensor memory within 1%, on one rank, on fsdp = 2, on ep = 2, on tp = 2 and on
+// fsdp = 2 x ep = 2 (4 ranks), in full training and LoRA on every expert. The planner reads the
 // engine's own sizes (model/block.h block_activation_sizes and block_scratch_elems, which count the
 // experts' saved rows and scratch, model/moe.h) and the trainer's partition rules for the experts.
 #include <gtest/gtest.h>
@@ -20,27 +20,20 @@ namespace {
 struct Case {
   const char* family;
   const char* mode;  // "full" or "lora"
-  // The bound on fsdp = 2 (one rank: 2% in every case). Two cases are not yet within 2% there and
-  // are held to what they measured, so that a change is seen (docs/planner.md "Mixtures of
-  // experts" lists them as open): the Mixtral-like model's fsdp = 2 peak is over-predicted by 2.8%
-  // (not explained yet), and LoRA under fsdp = 2 under-predicted by 7.1% (measured 2026-12-06).
-  // The LoRA shortfall is not the experts': with the adapters on q, k, v, o only it is the same,
-  // and a dense model of the same shape, loaded from model.path the same way, falls short by as
-  // much (one rank 2.1%, fsdp = 2 11%) — a gap of the planner's LoRA pricing on tiny models loaded
-  // from a directory, to be looked at apart from the experts.
-  double fsdp_tolerance;
-  // The bound on ep = 2 (issue 32 item 8: the planner's ep-rank sizes against the engine's): 2%,
-  // but LoRA's 3% (2.7% short, measured 2026-12-06: the same shortfall as on one rank, above).
-  double ep_tolerance;
-  // The bound on tp = 2 (expert tensor parallelism, with sequence parallelism): 2%, but the
-  // Mixtral-like model's 3% (2.9% over, measured 2026-12-06: the same over-prediction as its
-  // fsdp = 2; Qwen3-MoE-like full 1.1% over, LoRA 1.8% short).
-  double tp_tolerance;
 };
+
+// Every case on one rank, fsdp = 2, ep = 2 and tp = 2 within 1% (measured 2026-12-07: within
+// 0.15% but tp's, see docs/planner.md "Mixtures of experts"). Until then the Mixtral-like model's
+// fsdp = 2 peak was over-predicted by 2.8% (the planner priced the reduce-scatter's receive as a
+// block of its own: it lands in the one the unit's weights hand back) and LoRA's under by 7.1%
+// (the embedding's gather blocks, which no larger request can take, and the send staging of units
+// whose base and adapters lie in two stores, were not priced; nor the CPU attention kernels'
+// scratch): the planner now replays the pool's requests with its own rule (plan/gather_pool.h).
+constexpr double kTolerance = 0.01;
 
 class MoePlanner : public ::testing::TestWithParam<Case> {};
 
-TEST_P(MoePlanner, PerRankMemoryIsTheEnginesWithinTwoPercent) {
+TEST_P(MoePlanner, PerRankMemoryIsTheEnginesWithinOnePercent) {
   const std::string family = GetParam().family;
   const bool lora = std::string(GetParam().mode) == "lora";
   const std::string tag = "moe_plan_" + family + "_" + GetParam().mode;
@@ -70,12 +63,7 @@ TEST_P(MoePlanner, PerRankMemoryIsTheEnginesWithinTwoPercent) {
     ASSERT_EQ(ranks.size(), mesh.empty() ? 1u : 2u);
     for (const auto& rank : ranks) {
       const double measured = double(rank.at("peak_tensor_bytes").get<int64_t>());
-      EXPECT_NEAR(predicted / measured, 1.0,
-                  mesh.empty()     ? 0.02
-                  : mesh == "ep=2" ? GetParam().ep_tolerance
-                  : mesh == "tp=2" ? GetParam().tp_tolerance
-                                   : GetParam().fsdp_tolerance)
-          << "predicted " << predicted << ", measured " << measured;
+      EXPECT_NEAR(predicted / measured, 1.0, kTolerance) << "predicted " << predicted << ", measured " << measured;
       std::cout << family << " " << GetParam().mode << " " << (mesh.empty() ? "one rank" : mesh) << ": predicted "
                 << predicted << ", measured " << measured << " (" << predicted / measured << ")\n";
     }
@@ -90,7 +78,8 @@ TEST_P(MoePlanner, PerRankMemoryIsTheEnginesWithinTwoPercent) {
 // train.moe_capacity_factor under ep: each rank keeps at most ceil(f N k / E) of its choices for an
 // expert, so an ep rank receives at most E times that (model/moe.h moe_expert_rows), not ep x its
 // own N k: its activations shrink, and `plan --moe-capacity-factor` prices what the engine holds.
-// At f = 1.5 (k = 2 of E = 4, 32 tokens a rank) an ep = 2 rank's experts hold 96 rows, not 128.
+// At f = 1.5 (k = 2 of E = 4, 32 tokens a rank) an ep = 2 rank's experts hold 96 rows, not 128
+// (plan / measured peak 1.0065, 2026-12-07).
 TEST(MoePlannerCapacity, AnEpRanksExpertRowsUnderACapacityFactorAreTheEngines) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   const std::string tag = "moe_plan_capacity";
@@ -107,7 +96,7 @@ TEST(MoePlannerCapacity, AnEpRanksExpertRowsUnderACapacityFactorAreTheEngines) {
   const double predicted = m.at("total").get<double>() - m.at("items").value("overhead", 0.0);
   for (const auto& rank : r.summary.at("memory_per_rank")) {
     const double measured = double(rank.at("peak_tensor_bytes").get<int64_t>());
-    EXPECT_NEAR(predicted / measured, 1.0, 0.02) << "predicted " << predicted << ", measured " << measured;
+    EXPECT_NEAR(predicted / measured, 1.0, kTolerance) << "predicted " << predicted << ", measured " << measured;
   }
   EXPECT_DOUBLE_EQ(r.plan.at("experts").at("capacity_factor").get<double>(), 1.5);
   // The busiest rank's share is capped too: 96 rows over the mean 64, not the 4 asked.
@@ -123,10 +112,39 @@ TEST(MoePlannerCapacity, AnEpRanksExpertRowsUnderACapacityFactorAreTheEngines) {
   EXPECT_NE(out.find("--moe-capacity-factor caps a mixture of experts' experts"), std::string::npos) << out;
 }
 
+// fsdp x ep on 4 ranks (issue 32 item 8): each rank gathers its fsdp units of its ep rank's experts
+// and sums the non-expert gradients over ep in a block of the same pool. Batches of 4 rows, 1 a
+// rank; the held-out set's 31 rows end in a batch of 3, which every rank once ran whole (3 rows'
+// activations: the peak was 27% over the plan); now a rank runs 1 of them (or a stand-in row).
+TEST(MoePlannerFsdpEp, FourRanksPeakIsTheEngines) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string tag = "moe_plan_fsdp_ep";
+  const std::string model = moe_model_dir("qwen3_moe", tag);
+  const std::string dir = fresh_temp_dir(tag + "_run") + "/run";
+  const RunAndPlan r = train_then_plan(
+      train_command("fsdp=2,ep=2") + "--set model.path=" + model +
+          " --set train.seq_len=32 --set train.batch_size=4 --set train.grad_accum=2 --set train.precision=bf16 "
+          "--set train.steps=2 --set train.peak_gflops=100",
+      dir,
+      std::string(MESHTRAIN_BINARY) + " plan --model " + model +
+          " --cluster cpu --mesh fsdp=2,ep=2 --seq 32 --global-batch 8 --micro-batch 1");
+  const auto& m = r.plan.at("memory_bytes");
+  const double predicted = m.at("total").get<double>() - m.at("items").value("overhead", 0.0);
+  const auto& ranks = r.summary.at("memory_per_rank");
+  ASSERT_EQ(ranks.size(), 4u);
+  for (const auto& rank : ranks) {
+    const double measured = double(rank.at("peak_tensor_bytes").get<int64_t>());
+    EXPECT_NEAR(predicted / measured, 1.0, kTolerance) << "predicted " << predicted << ", measured " << measured;
+    std::cout << "qwen3_moe full fsdp=2,ep=2: predicted " << predicted << ", measured " << measured << " ("
+              << predicted / measured << ")\n";
+  }
+  // The ep sum's block is one the gathers' blocks cannot hold here: priced apart.
+  EXPECT_GT(m.at("items").at("ep gradient sum").get<double>(), 0.0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, MoePlanner,
-                         ::testing::Values(Case{"qwen3_moe", "full", 0.02, 0.02, 0.02},
-                                           Case{"mixtral", "full", 0.03, 0.02, 0.03},
-                                           Case{"qwen3_moe", "lora", 0.08, 0.03, 0.02}),
+                         ::testing::Values(Case{"qwen3_moe", "full"}, Case{"mixtral", "full"},
+                                           Case{"qwen3_moe", "lora"}),
                          [](const auto& info) { return std::string(info.param.family) + "_" + info.param.mode; });
 
 }  // namespace

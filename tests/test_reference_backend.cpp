@@ -271,6 +271,77 @@ TEST_P(BackendOps, RmsNormMatchesReference) {
     }
 }
 
+// The columns of each row split over two devices (OLMoE's whole-projection q/k norm under tensor
+// parallelism): each half's partial row dots, summed between the halves as reduce_sum would, then
+// the summed forms give the unsplit reference norm's output, rstd and gradients (the reference's
+// own backward is checked against finite differences below).
+TEST_P(BackendOps, SplitRmsNormMatchesTheWholeRowsReference) {
+  const int64_t N = 7, C = 45, halves[2] = {20, 25};  // uneven halves: the width, not a half's, is the mean's
+  const Vec x = random_normal(N * C, 131), w = random_normal(C, 132), g = random_normal(N * C, 133),
+            dx0 = random_normal(N * C, 134), dw0 = random_normal(C, 135);
+  auto columns = [&](const Vec& v, int64_t rows, int64_t first, int64_t cols) {
+    Vec out;
+    for (int64_t n = 0; n < rows; ++n)
+      out.insert(out.end(), v.begin() + n * C + first, v.begin() + n * C + first + cols);
+    return out;
+  };
+  auto place = [&](Vec& whole, const Vec& part, int64_t rows, int64_t first, int64_t cols) {
+    for (int64_t n = 0; n < rows; ++n)
+      std::copy(part.begin() + n * cols, part.begin() + (n + 1) * cols, whole.begin() + n * C + first);
+  };
+  for (DType dt : {DType::f32, DType::bf16})
+    for (bool frozen : {false, true}) {
+      // The whole rows on the reference.
+      Side ref(reference_backend());
+      Tensor X = ref.make(DType::f32, N, C, x), W = ref.make(DType::f32, 1, C, w);
+      Tensor O = ref.make(dt, N, C), R = ref.make(DType::f32, 1, N);
+      Tensor G = ref.make(dt, N, C, g), dX = ref.make(DType::f32, N, C, dx0);
+      Tensor dW = frozen ? Tensor{} : ref.make(DType::f32, 1, C, dw0);
+      reference_backend().rmsnorm_forward(O, R, X, W, 1e-5f, 0.5f);
+      reference_backend().rmsnorm_backward(dX, dW, G, X, W, R, 0.5f);
+      const Vec g_rounded = ref.get(G);  // bf16's dout as the halves receive it
+      for (Backend* be : {&tested(), &reference_backend()}) {
+        Side side(*be);
+        Tensor parts_x[2], parts_w[2], parts_r[2], parts_g[2];
+        Vec sums(size_t(N), 0.0f), dots(size_t(N), 0.0f);
+        int64_t first = 0;
+        for (int h = 0; h < 2; ++h) {
+          const int64_t c = halves[h];
+          parts_x[h] = side.make(DType::f32, N, c, columns(x, N, first, c));
+          parts_w[h] = side.make(DType::f32, 1, c, columns(w, 1, first, c));
+          parts_g[h] = side.make(dt, N, c, columns(g_rounded, N, first, c));
+          parts_r[h] = side.make(DType::f32, 1, N);
+          be->rmsnorm_row_dots(parts_r[h], parts_x[h], parts_x[h], Tensor{});
+          Tensor D = side.make(DType::f32, 1, N);
+          be->rmsnorm_row_dots(D, parts_x[h], parts_g[h], parts_w[h], 0.5f);
+          const Vec s = side.get(parts_r[h]), d = side.get(D);
+          for (int64_t n = 0; n < N; ++n) sums[size_t(n)] += s[size_t(n)], dots[size_t(n)] += d[size_t(n)];
+          first += c;
+        }
+        Vec out(static_cast<size_t>(N * C)), dx(static_cast<size_t>(N * C)), dw(static_cast<size_t>(C)), rstd;
+        first = 0;
+        for (int h = 0; h < 2; ++h) {
+          const int64_t c = halves[h];
+          Tensor R2 = side.make(DType::f32, 1, N, sums), D = side.make(DType::f32, 1, N, dots);
+          Tensor O2 = side.make(dt, N, c), dX2 = side.make(DType::f32, N, c, columns(dx0, N, first, c));
+          Tensor dW2 = frozen ? Tensor{} : side.make(DType::f32, 1, c, columns(dw0, 1, first, c));
+          be->rmsnorm_forward_summed(O2, R2, parts_x[h], parts_w[h], C, 1e-5f, 0.5f);
+          be->rmsnorm_backward_summed(dX2, dW2, parts_g[h], parts_x[h], parts_w[h], R2, D, C, 0.5f);
+          place(out, side.get(O2), N, first, c);
+          place(dx, side.get(dX2), N, first, c);
+          if (!frozen) place(dw, side.get(dW2), 1, first, c);
+          rstd = side.get(R2);
+          first += c;
+        }
+        const std::string what = std::string("split rmsnorm on ") + be->name() + " " + dname(dt);
+        expect_close(out, ref.get(O), tol(dt), what + " out");
+        expect_close(rstd, ref.get(R), kF32, what + " rstd");
+        expect_close(dx, ref.get(dX), kF32, what + " dx");
+        if (!frozen) expect_close(dw, ref.get(dW), kF32, what + " dw");
+      }
+    }
+}
+
 TEST_P(BackendOps, RopeMatchesReference) {
   const int64_t N = 9, heads = 3, D = 10, max_pos = 32;  // D/2 = 5: no power of two
   Vec cos(size_t(max_pos * D / 2)), sin(cos.size());

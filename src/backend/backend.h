@@ -75,6 +75,11 @@ struct BoxCopy {
   TensorBox region;
 };
 
+// One product of Backend::matmul_group.
+struct MatmulProduct {
+  Tensor c, a, b;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -110,6 +115,17 @@ class Backend {
   // c is f32 or a's dtype. Accumulation is f32 or wider.
   virtual void matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
                       bool trans_b, float alpha, bool accumulate) = 0;
+  // Independent products c_i = alpha op(a_i) op(b_i) (+ c_i if accumulate), each as matmul with
+  // the group's transposes, alpha and accumulate; the shapes may differ (an MoE layer's experts:
+  // one projection's weights, each expert its own rows). No c may overlap another product's
+  // operands: the products may run in any order or at once (the CUDA backend spreads them over
+  // a few streams, joined back into its own before the call returns). This default runs them one
+  // by one in order, what the CPU backends do (a concurrent grouped GEMM did not pay there:
+  // docs/benchmarks.md).
+  virtual void matmul_group(std::span<const MatmulProduct> products, bool trans_a, bool trans_b,
+                            float alpha, bool accumulate) {
+    for (const MatmulProduct& p : products) matmul(p.c, p.a, trans_a, p.b, trans_b, alpha, accumulate);
+  }
   // The three products of a linear layer y = x W^T, W stored [out, in] (the HF layout).
   void linear_forward(const Tensor& y, const Tensor& x, const Tensor& w, float alpha = 1.0f,
                       bool accumulate = false) {
@@ -155,6 +171,28 @@ class Backend {
   virtual void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dout,
                                 const Tensor& x, const Tensor& w, const Tensor& rstd,
                                 float weight_offset = 0.0f) = 0;
+
+  // RMSNorm over rows whose columns are split over devices (OLMoE's whole-projection q/k norm under
+  // tensor parallelism): x [N, C] f32 is this device's columns of rows `width` wide in all, w f32
+  // [C] its columns of the weight. The row statistics span every device's columns: each device
+  // computes its partial sums (rmsnorm_row_dots), the caller sums them over the devices, and the
+  // summed forms below finish the norm. On one device they give rmsnorm_forward/backward's result
+  // up to rounding.
+  // dots f32 [N] = per row, sum over c of x * y * (weight_offset + w) (w empty: x * y), in f32 or
+  // wider; y [N, C] f32 or bf16. rmsnorm_row_dots(s, x, x, {}) is the sums of squares,
+  // rmsnorm_row_dots(d, x, dout, w, offset) the backward's dots.
+  virtual void rmsnorm_row_dots(const Tensor& dots, const Tensor& x, const Tensor& y, const Tensor& w,
+                                float weight_offset = 0.0f) = 0;
+  // rstd (f32 [N]) holds on entry each row's sum of squares over all `width` columns and on exit
+  // 1 / sqrt(sum / width + eps); out = x * rstd * (weight_offset + w), as rmsnorm_forward.
+  virtual void rmsnorm_forward_summed(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                                      int64_t width, float eps, float weight_offset = 0.0f) = 0;
+  // rmsnorm_backward with the row dots (rmsnorm_row_dots of x, dout, w summed over all `width`
+  // columns) given: dx += rstd * (g - x * rstd^2 * dots / width) for g = dout * (offset + w), and
+  // dw += the sum over rows of dout * x * rstd unless dw is empty.
+  virtual void rmsnorm_backward_summed(const Tensor& dx, const Tensor& dw, const Tensor& dout, const Tensor& x,
+                                       const Tensor& w, const Tensor& rstd, const Tensor& dots, int64_t width,
+                                       float weight_offset = 0.0f) = 0;
 
   // LayerNorm with weight and bias (GPT-2): out = (x - mean) * rstd * w + b, x f32 [N, C], w and b
   // f32 [1, C] (or [C, 1]), mean and rstd f32 [N] saved; out of the compute dtype.

@@ -26,6 +26,7 @@
 #include "kernels/cpu/nf4.h"
 #include "kernels/cpu/residual.h"
 #include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rmsnorm_split.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/sum_squares.h"
 #include "kernels/cpu/swiglu.h"
@@ -111,6 +112,36 @@ class CpuBackend final : public HostMemoryBackend {
     float_dispatch(dout.dtype, [&]<class T>(T) {
       mt::rmsnorm_backward(dx.as<float>(), dw.as<float>(), dout.as<T>(), x.as<float>(),
                            w.as<float>(), rstd.as<float>(), x.rows, x.cols, weight_offset);
+    });
+  }
+
+  void rmsnorm_row_dots(const Tensor& dots, const Tensor& x, const Tensor& y, const Tensor& w,
+                        float weight_offset = 0.0f) override {
+    check_rmsnorm_row_dots(dots, x, y, w, device(), "rmsnorm_row_dots");
+    float_dispatch(y.dtype, [&]<class T>(T) {
+      mt::rmsnorm_row_dots(dots.as<float>(), x.as<float>(), y.as<T>(), w ? w.as<float>() : nullptr, x.rows,
+                           x.cols, weight_offset);
+    });
+  }
+  void rmsnorm_forward_summed(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                              int64_t width, float eps, float weight_offset = 0.0f) override {
+    check_rmsnorm_summed(out, rstd, x, w, width, device(), "rmsnorm_forward_summed");
+    float_dispatch(out.dtype, [&]<class T>(T) {
+      mt::rmsnorm_forward_summed(out.as<T>(), rstd.as<float>(), x.as<float>(), w.as<float>(), x.rows, x.cols,
+                                 width, eps, weight_offset);
+    });
+  }
+  void rmsnorm_backward_summed(const Tensor& dx, const Tensor& dw, const Tensor& dout, const Tensor& x,
+                               const Tensor& w, const Tensor& rstd, const Tensor& dots, int64_t width,
+                               float weight_offset = 0.0f) override {
+    const char* op = "rmsnorm_backward_summed";
+    check_rmsnorm_summed(dout, rstd, x, w, width, device(), op);
+    check_numel(dots, x.rows, DType::f32, device(), op);
+    same_layout(dx, x, op), on_device(dx, op);
+    if (dw) same_numel(dw, w, op), on_device(dw, op);
+    float_dispatch(dout.dtype, [&]<class T>(T) {
+      mt::rmsnorm_backward_summed(dx.as<float>(), dw.as<float>(), dout.as<T>(), x.as<float>(), w.as<float>(),
+                                  rstd.as<float>(), dots.as<float>(), x.rows, x.cols, width, weight_offset);
     });
   }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/cuda_backend.h"
+#include "backend/cuda_backend_options.h"
 #include "backend/cuda_backend_impl.h"
 #include "backend/tensor_checks.h"
 #include "core/memory_stats.h"
@@ -52,10 +53,13 @@ std::string why_unusable(int index) {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(int device_index) {
+std::unique_ptr<Backend> make_cuda_backend(int device_index) { return make_cuda_backend(device_index, {}); }
+
+std::unique_ptr<Backend> make_cuda_backend(int device_index, const CudaBackendOptions& options) {
+  MT_CHECK(options.group_streams >= 1, "CudaBackendOptions: group_streams must be at least 1");
   const std::string why = why_unusable(device_index);
   if (!why.empty()) fail("device cuda:" + std::to_string(device_index) + ": no usable GPU: " + why);
-  return std::make_unique<CudaBackend>(device_index);
+  return std::make_unique<CudaBackend>(device_index, options);
 }
 
 CudaStream::CudaStream(int device) {
@@ -68,7 +72,8 @@ CudaStream::~CudaStream() {
   cudaStreamDestroy(stream_);
 }
 
-CudaBackend::CudaBackend(int device_index) : index_(device_index), stream_(device_index) {
+CudaBackend::CudaBackend(int device_index, const CudaBackendOptions& options)
+    : index_(device_index), group_streams_(size_t(options.group_streams)), stream_(device_index) {
   // Memory policy. cudaMallocAsync draws on the device's default pool, which caches freed blocks
   // for the next allocation up to its release threshold and returns what it holds beyond that to
   // the driver at the next synchronisation. The threshold is never "keep everything" (ranks that
@@ -90,6 +95,7 @@ CudaBackend::CudaBackend(int device_index) : index_(device_index), stream_(devic
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream());
   for (auto& [id, e] : events_) cudaEventDestroy(e);
+  if (group_fork_) cudaEventDestroy(group_fork_);
 }
 
 void CudaBackend::on_device(const Tensor& t, const char* op) const {

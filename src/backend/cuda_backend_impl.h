@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda_backend_options.h"
 #include "backend/dequant_scratch.h"
 #include "backend/device_buffer.h"
 #include "kernels/cuda/cublaslt_gemm.h"
@@ -30,7 +32,7 @@ class CudaStream {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device_index);
+  explicit CudaBackend(int device_index, const CudaBackendOptions& options = {});
   ~CudaBackend() override;
 
   const char* name() const override { return "cuda"; }
@@ -50,6 +52,8 @@ class CudaBackend final : public Backend {
 
   void matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
               float alpha, bool accumulate) override;
+  void matmul_group(std::span<const MatmulProduct> products, bool trans_a, bool trans_b,
+                    float alpha, bool accumulate) override;  // cuda_backend_group.cu
   void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                          const Tensor& v, const Tensor& segments,
                          const AttentionDims& d) override;
@@ -64,6 +68,13 @@ class CudaBackend final : public Backend {
                        float eps, float weight_offset = 0.0f) override;
   void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dout, const Tensor& x,
                         const Tensor& w, const Tensor& rstd, float weight_offset = 0.0f) override;
+  void rmsnorm_row_dots(const Tensor& dots, const Tensor& x, const Tensor& y, const Tensor& w,
+                        float weight_offset = 0.0f) override;
+  void rmsnorm_forward_summed(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                              int64_t width, float eps, float weight_offset = 0.0f) override;
+  void rmsnorm_backward_summed(const Tensor& dx, const Tensor& dw, const Tensor& dout, const Tensor& x,
+                               const Tensor& w, const Tensor& rstd, const Tensor& dots, int64_t width,
+                               float weight_offset = 0.0f) override;
   void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
                          const Tensor& x, const Tensor& w, const Tensor& b, float eps) override;
   void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout,
@@ -131,7 +142,26 @@ class CudaBackend final : public Backend {
   // to what is in use plus that cache.
   void grow_pool_threshold();
 
+  // One of the side streams matmul_group spreads products over (cuda_backend_group.cu): its own
+  // cuBLASLt handle and workspace (a workspace is never used by two streams at once) and the
+  // event it records for the main stream to join on. Made on the first group.
+  struct GroupLane {
+    explicit GroupLane(CudaBackend& be);
+    ~GroupLane();
+    GroupLane(const GroupLane&) = delete;
+    GroupLane& operator=(const GroupLane&) = delete;
+    CudaStream stream;  // first: destroyed last, after its work has finished
+    DeviceBuffer workspace;
+    std::unique_ptr<cuda::CublasLt> gemm;
+    cudaEvent_t done = nullptr;
+  };
+  void make_group_lanes();
+  // matmul's product (b not packed) issued through `gemm`, on that handle's stream.
+  void matmul_on(cuda::CublasLt& gemm, const Tensor& c, const Tensor& a, bool trans_a,
+                 const Tensor& b, bool trans_b, float alpha, bool accumulate);
+
   int index_;
+  size_t group_streams_;  // CudaBackendOptions::group_streams
   CudaStream stream_;
   cudaMemPool_t pool_ = nullptr;  // the device's default pool, which cudaMallocAsync draws on
   size_t pool_cache_ = 0;         // free bytes the pool may keep beyond what is in use
@@ -143,6 +173,8 @@ class CudaBackend final : public Backend {
   DeviceBuffer scratch_;
   std::unordered_map<uint64_t, cudaEvent_t> events_;
   uint64_t next_event_ = 0;
+  cudaEvent_t group_fork_ = nullptr;  // recorded on the stream before a group's side work
+  std::vector<std::unique_ptr<GroupLane>> lanes_;
 };
 
 }  // namespace mt

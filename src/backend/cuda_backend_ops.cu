@@ -24,6 +24,7 @@
 #include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/moe_rows.h"
 #include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/rmsnorm_split.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/sum_squares.h"
 #include "kernels/cuda/swiglu.h"
@@ -72,11 +73,7 @@ void CudaBackend::matmul(const Tensor& c, const Tensor& a, bool trans_a, const T
   // A 4-bit frozen weight: dequantised into the scratch in a's dtype, then the usual GEMM.
   if (b.dtype == DType::nf4)
     return matmul(c, a, trans_a, dequant_(*this, b, a.dtype), trans_b, alpha, accumulate);
-  const MatmulDims d = matmul_dims(c, a, trans_a, b, trans_b);
-  cuda::RowMajorGemm g;
-  g.M = d.M, g.N = d.N, g.K = d.K, g.trans_a = trans_a, g.trans_b = trans_b;
-  g.lda = a.cols, g.ldb = b.cols, g.ldc = c.cols;
-  gemm_->gemm(g, {a.data, b.data, c.data, a.dtype, c.dtype, alpha, accumulate ? 1.0f : 0.0f});
+  matmul_on(*gemm_, c, a, trans_a, b, trans_b, alpha, accumulate);
 }
 
 void CudaBackend::attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
@@ -149,6 +146,41 @@ void CudaBackend::rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Ten
     cuda::rmsnorm_backward<T>(ptr<float>(dx), ptr<float>(dw), ptr<const T>(dout),
                               ptr<const float>(x), ptr<const float>(w), ptr<const float>(rstd),
                               x.rows, x.cols, weight_offset, w_scratch, bytes, stream());
+  });
+}
+
+void CudaBackend::rmsnorm_row_dots(const Tensor& dots, const Tensor& x, const Tensor& y, const Tensor& w,
+                                   float weight_offset) {
+  check_rmsnorm_row_dots(dots, x, y, w, device(), "rmsnorm_row_dots");
+  gpu_float_dispatch(y.dtype, [&]<class T>(T) {
+    cuda::rmsnorm_row_dots<T>(ptr<float>(dots), ptr<const float>(x), ptr<const T>(y),
+                              w ? ptr<const float>(w) : nullptr, x.rows, x.cols, weight_offset, stream());
+  });
+}
+
+void CudaBackend::rmsnorm_forward_summed(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                                         int64_t width, float eps, float weight_offset) {
+  check_rmsnorm_summed(out, rstd, x, w, width, device(), "rmsnorm_forward_summed");
+  gpu_float_dispatch(out.dtype, [&]<class T>(T) {
+    cuda::rmsnorm_forward_summed<T>(ptr<T>(out), ptr<float>(rstd), ptr<const float>(x), ptr<const float>(w), x.rows,
+                                    x.cols, width, eps, weight_offset, stream());
+  });
+}
+
+void CudaBackend::rmsnorm_backward_summed(const Tensor& dx, const Tensor& dw, const Tensor& dout, const Tensor& x,
+                                          const Tensor& w, const Tensor& rstd, const Tensor& dots, int64_t width,
+                                          float weight_offset) {
+  const char* op = "rmsnorm_backward_summed";
+  check_rmsnorm_summed(dout, rstd, x, w, width, device(), op);
+  check_numel(dots, x.rows, DType::f32, device(), op);
+  same_layout(dx, x, op), on_device(dx, op);
+  if (dw) check_numel(dw, w.numel(), DType::f32, device(), op);
+  const size_t bytes = cuda::rmsnorm_backward_summed_scratch_bytes(x.rows, x.cols, bool(dw));
+  void* w_scratch = bytes ? scratch(bytes) : nullptr;
+  gpu_float_dispatch(dout.dtype, [&]<class T>(T) {
+    cuda::rmsnorm_backward_summed<T>(ptr<float>(dx), ptr<float>(dw), ptr<const T>(dout), ptr<const float>(x),
+                                     ptr<const float>(w), ptr<const float>(rstd), ptr<const float>(dots), x.rows,
+                                     x.cols, width, weight_offset, w_scratch, bytes, stream());
   });
 }
 

@@ -21,6 +21,7 @@
 #include "kernels/reference/gelu.h"
 #include "kernels/reference/layernorm.h"
 #include "kernels/reference/rmsnorm.h"
+#include "kernels/reference/rmsnorm_split.h"
 #include "kernels/reference/rope.h"
 #include "kernels/reference/swiglu.h"
 
@@ -89,6 +90,29 @@ class ReferenceBackend final : public HostMemoryBackend {
     same_layout(dx, x, op), on_device(dx, op);
     if (dw) check_numel(dw, w.numel(), DType::f32, device(), op);
     ref::rmsnorm_backward(dx, dw, dout, x, w, rstd, weight_offset);
+  }
+
+  void rmsnorm_row_dots(const Tensor& dots, const Tensor& x, const Tensor& y, const Tensor& w,
+                        float weight_offset = 0.0f) override {
+    check_rmsnorm_row_dots(dots, x, y, w, device(), "rmsnorm_row_dots");
+    ref::rmsnorm_row_dots(dots, x, y, w, weight_offset);
+  }
+  void rmsnorm_forward_summed(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                              int64_t width, float eps, float weight_offset = 0.0f) override {
+    check_rmsnorm_summed(out, rstd, x, w, width, device(), "rmsnorm_forward_summed");
+    float_only(out, "rmsnorm_forward_summed");
+    ref::rmsnorm_forward_summed(out, rstd, x, w, width, eps, weight_offset);
+  }
+  void rmsnorm_backward_summed(const Tensor& dx, const Tensor& dw, const Tensor& dout, const Tensor& x,
+                               const Tensor& w, const Tensor& rstd, const Tensor& dots, int64_t width,
+                               float weight_offset = 0.0f) override {
+    const char* op = "rmsnorm_backward_summed";
+    check_rmsnorm_summed(dout, rstd, x, w, width, device(), op);
+    float_only(dout, op);
+    check_numel(dots, x.rows, DType::f32, device(), op);
+    same_layout(dx, x, op), on_device(dx, op);
+    if (dw) check_numel(dw, w.numel(), DType::f32, device(), op);
+    ref::rmsnorm_backward_summed(dx, dw, dout, x, w, rstd, dots, width, weight_offset);
   }
 
   void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,

@@ -107,6 +107,21 @@ void check_rmsnorm(const Tensor& out, const Tensor& rstd, const Tensor& x, const
   same_numel(out, x, op), check_device(out, device, op);
 }
 
+void check_rmsnorm_row_dots(const Tensor& dots, const Tensor& x, const Tensor& y, const Tensor& w, Device device,
+                            const char* op) {
+  check_numel(x, x.numel(), DType::f32, device, op);
+  same_numel(y, x, op), check_device(y, device, op);
+  if (y.dtype != DType::f32 && y.dtype != DType::bf16) fail_op(op, "no kernel for " + desc(y));
+  if (w) check_numel(w, x.cols, DType::f32, device, op);
+  check_numel(dots, x.rows, DType::f32, device, op);
+}
+
+void check_rmsnorm_summed(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w, int64_t width,
+                          Device device, const char* op) {
+  check_rmsnorm(out, rstd, x, w, device, op);
+  if (width < x.cols) fail_op(op, "rows of " + std::to_string(width) + " values are narrower than " + desc(x));
+}
+
 void check_layernorm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                      const Tensor& w, const Tensor& b, Device device, const char* op) {
   check_rmsnorm(out, rstd, x, w, device, op);

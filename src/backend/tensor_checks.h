@@ -37,6 +37,12 @@ int64_t check_decode(const Tensor& out, const Tensor& q, const Tensor& k_cache,
                      Device device);  // returns D
 void check_rmsnorm(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w,
                    Device device, const char* op);
+// Backend::rmsnorm_row_dots: x f32 [N, C], y of a float dtype like it, w f32 [C] or empty, dots f32 [N].
+void check_rmsnorm_row_dots(const Tensor& dots, const Tensor& x, const Tensor& y, const Tensor& w, Device device,
+                            const char* op);
+// The summed RMSNorm's (Backend::rmsnorm_forward_summed): check_rmsnorm's, and rows at least as wide as x's.
+void check_rmsnorm_summed(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w, int64_t width,
+                          Device device, const char* op);
 // LayerNorm: x f32 [N, C], w and b f32 of C elements, mean and rstd f32 [N], out like x.
 void check_layernorm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                      const Tensor& w, const Tensor& b, Device device, const char* op);

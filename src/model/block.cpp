@@ -6,6 +6,7 @@
 
 #include "core/bf16.h"
 #include "core/profile.h"
+#include "model/split_qk_norm.h"
 
 namespace mt {
 
@@ -160,9 +161,14 @@ BlockScratch carve_block_scratch(const Tensor& arena, const ModelConfig& c, int6
   return s;
 }
 
+namespace {
+// OLMoE's q/k norm on one share of the heads (model/split_qk_norm.h).
+bool split_qk_norm(const ModelConfig& c) { return c.qk_norm && c.qk_norm_whole && c.head_shards > 1; }
+}  // namespace
+
 int64_t block_scratch_f32_elems(const ModelConfig& c, int64_t N) {
-  return (c.qk_norm ? N * c.q_dim() + c.q_norm_width() : 0) + (c.post_norms ? N * c.hidden_size : 0) +
-         moe_scratch_f32_elems(c, N);
+  return (c.qk_norm ? N * c.q_dim() + c.q_norm_width() : 0) + (split_qk_norm(c) ? N : 0) +
+         (c.post_norms ? N * c.hidden_size : 0) + moe_scratch_f32_elems(c, N);
 }
 
 void carve_block_scratch_f32(BlockScratch& s, ArenaCursor& f32, const ModelConfig& c, int64_t N) {
@@ -170,6 +176,7 @@ void carve_block_scratch_f32(BlockScratch& s, ArenaCursor& f32, const ModelConfi
     s.dqk_raw = f32.take(1, N * c.q_dim());
     s.dnorm_part = f32.take(1, c.q_norm_width());  // >= the k norm's
   }
+  if (split_qk_norm(c)) s.dnorm_rows = f32.take(1, N);
   if (c.post_norms) s.dpost_raw = f32.take(1, N * c.hidden_size);
   carve_moe_scratch_f32(s.moe, f32, c, N);
 }
@@ -377,7 +384,11 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
     const Tensor ys[] = {a.q, a.k, a.v}, us[] = {a.lora_u[kQ], a.lora_u[kK], a.lora_u[kV]};
     lora_group_forward(be, ys, us, n1, qkv_lora.group(), s.lora_group);
   }
-  if (c.qk_norm) {
+  if (split_qk_norm(c)) {
+    MT_PROFILE("q/k norm forward");
+    split_qk_norm_forward(be, par, a.q, a.q_raw, a.rstd_q, w.q_norm, c);
+    split_qk_norm_forward(be, par, a.k, a.k_raw, a.rstd_k, w.k_norm, c);
+  } else if (c.qk_norm) {
     MT_PROFILE("q/k norm forward");
     const int64_t qg = c.qk_norm_whole ? 1 : Hq, kg = c.qk_norm_whole ? 1 : Hkv;  // groups a row
     head_norm_forward(be, a.q, a.q_raw, a.rstd_q, w.q_norm, qg, a.q.cols / qg, c);
@@ -562,7 +573,12 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
     be.rope_backward(dq, rope_cos, rope_sin, in.positions, Hq);
     be.rope_backward(dk, rope_cos, rope_sin, in.positions, Hkv);
   }
-  if (c.qk_norm) {
+  if (split_qk_norm(c)) {
+    MT_PROFILE("q/k norm backward");
+    const SplitQkNormScratch ns{s.dqk_raw, s.dnorm_part, s.dnorm_rows};
+    split_qk_norm_backward(be, par, dq, a.q_raw, a.rstd_q, w.q_norm, w.dq_norm, ns, c);
+    split_qk_norm_backward(be, par, dk, a.k_raw, a.rstd_k, w.k_norm, w.dk_norm, ns, c);
+  } else if (c.qk_norm) {
     MT_PROFILE("q/k norm backward");
     const int64_t qg = c.qk_norm_whole ? 1 : Hq, kg = c.qk_norm_whole ? 1 : Hkv;
     head_norm_backward(be, par, dq, a.q_raw, a.rstd_q, w.q_norm, w.dq_norm, qg, dq.cols / qg, s, c.norm_weight_offset);

@@ -131,6 +131,7 @@ struct BlockScratch {
   // weight's gradient before it is summed over tensor-parallel ranks (each holds some heads).
   Tensor dqk_raw;     // [N * qd]
   Tensor dnorm_part;  // [D]
+  Tensor dnorm_rows;  // [N]: a split whole-projection q/k norm's row dots (ModelConfig::head_shards > 1)
   // f32, with post norms only (else empty): the gradient of an output before its post norm.
   Tensor dpost_raw;   // [N * C]
   // Under sequence parallelism only (else empty): a norm's output or the residual's gradient

@@ -102,6 +102,15 @@ struct ModelConfig {
   // others' with expert_shards() - 1 other ranks. 0: every expert here.
   int64_t moe_expert_begin = 0;
   int64_t moe_local_experts = 0;
+  // Tensor parallelism (set by the parallel layer on the model of one rank, never read from a
+  // file; parallel/tensor_parallel.h): the attention's heads are split into head_shards equal
+  // shares and this model computes share head_shard (its num_attention_heads and
+  // num_key_value_heads are one share's). Only a whole-projection q/k norm (qk_norm_whole) looks
+  // past its share: it normalises over every share's columns, so its weights are whole (this
+  // model reads its columns from head_shard's on) and its row statistics are summed over the
+  // shares (ModelParallel::reduce_sum). 1: every head here.
+  int64_t head_shards = 1;
+  int64_t head_shard = 0;
 
   bool moe() const { return num_experts > 0; }
   int64_t local_experts() const { return moe_local_experts > 0 ? moe_local_experts : num_experts; }
@@ -121,9 +130,9 @@ struct ModelConfig {
   int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden_size / num_attention_heads; }
   int64_t q_dim() const { return head_dim() * num_attention_heads; }  // query / attention width
   // The widths the q and k norms normalise over (their weights' sizes): a head's, or with
-  // qk_norm_whole the whole projection's.
-  int64_t q_norm_width() const { return qk_norm_whole ? q_dim() : head_dim(); }
-  int64_t k_norm_width() const { return qk_norm_whole ? kv_dim() : head_dim(); }
+  // qk_norm_whole the whole projection's, every head share's together (head_shards).
+  int64_t q_norm_width() const { return qk_norm_whole ? q_dim() * head_shards : head_dim(); }
+  int64_t k_norm_width() const { return qk_norm_whole ? kv_dim() * head_shards : head_dim(); }
   int64_t kv_dim() const { return head_dim() * num_key_value_heads; }
   bool layer_norm() const { return norm == Norm::layer; }
   bool gelu_mlp() const { return mlp == Mlp::gelu; }

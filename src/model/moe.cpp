@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/profile.h"
+#include "model/expert_products.h"
 
 namespace mt {
 
@@ -201,25 +202,28 @@ void moe_forward(Backend& be, const Tensor& delta, const Tensor& n2, const MoeAc
     auto u = [&](ExpertProj p, int64_t j) {
       return a.lora_u[p] ? expert_rows(a.lora_u[p].rows_slice(0, R), off, j) : Tensor{};
     };
+    // Each projection's products over the experts as one group (model/expert_products.h).
+    std::vector<ExpertLayer> group;
     for (int64_t j = 0; j < L; ++j) {
       if (no_rows(off, j)) continue;
       const auto& ew = w.experts[size_t(j)];
       const Tensor xj = expert_rows(xe, off, j);
-      linear_layer_forward(be, expert_rows(gate, off, j), u(kExpertGate, j), xj, ew[kExpertGate]);
-      linear_layer_forward(be, expert_rows(up, off, j), u(kExpertUp, j), xj, ew[kExpertUp]);
+      group.push_back(forward_layer(expert_rows(gate, off, j), u(kExpertGate, j), xj, ew[kExpertGate]));
+      group.push_back(forward_layer(expert_rows(up, off, j), u(kExpertUp, j), xj, ew[kExpertUp]));
     }
+    expert_layers_forward(be, group);
     if (R > 0) be.swiglu_forward(h, gate, up);
     // down is row-parallel under tensor parallelism: each rank's product is a partial sum (summed
     // after the combine, model/block.cpp), and so is an adapter's inner product, summed here
     // before B applies; B u is then added by one rank, so the sum over the ranks counts it once.
     const Tensor u_down = a.lora_u[kExpertDown] ? a.lora_u[kExpertDown].rows_slice(0, R) : Tensor{};
-    for (int64_t j = 0; j < L; ++j) {
-      if (no_rows(off, j)) continue;
-      const LinearWeights& down = w.experts[size_t(j)][kExpertDown];
-      const Tensor hj = expert_rows(h, off, j);
-      be.linear_forward(expert_rows(out_e, off, j), hj, down.W);
-      lora_inner(be, u(kExpertDown, j), hj, down);
-    }
+    group.clear();
+    for (int64_t j = 0; j < L; ++j)
+      if (!no_rows(off, j))
+        group.push_back(forward_layer(expert_rows(out_e, off, j), u(kExpertDown, j), expert_rows(h, off, j),
+                                      w.experts[size_t(j)][kExpertDown]));
+    expert_products_forward(be, group);
+    for (const ExpertLayer& l : group) lora_inner(be, l.u, l.x, *l.w);
     if (u_down) {
       par.reduce_sum(u_down);
       for (int64_t j = 0; j < L && par.leads_tensor_group(); ++j)
@@ -269,11 +273,12 @@ void moe_backward(Backend& be, const Tensor& dn2, const Tensor& ddelta, const Te
   const Tensor dh = rows_of(s.b, R, I), dgate = rows_of(s.dgate, R, I), dup = rows_of(s.dup, R, I);
   {
     MT_PROFILE("moe experts backward");
-    for (int64_t j = 0; j < L; ++j) {
-      if (no_rows(off, j)) continue;
-      linear_layer_backward(be, expert_rows(dh, off, j), false, du(kExpertDown, j), expert_rows(dout_e, off, j),
-                            expert_rows(h, off, j), u(kExpertDown, j), w.experts[size_t(j)][kExpertDown]);
-    }
+    std::vector<ExpertLayer> group;  // one projection's products over the experts as one group
+    for (int64_t j = 0; j < L; ++j)
+      if (!no_rows(off, j))
+        group.push_back(backward_layer(expert_rows(dh, off, j), du(kExpertDown, j), expert_rows(dout_e, off, j),
+                                       expert_rows(h, off, j), u(kExpertDown, j), w.experts[size_t(j)][kExpertDown]));
+    expert_layers_backward(be, group, false);
     if (R > 0) be.swiglu_backward(dgate, dup, dh, gate, up);
   }
   const Tensor x = rows_of(s.a, M, C);  // the dispatched rows again (dout is read)
@@ -289,14 +294,16 @@ void moe_backward(Backend& be, const Tensor& dn2, const Tensor& ddelta, const Te
   const Tensor dxe = rows_of(s.b, R, C);  // dh is read; without shards, dx itself
   {
     MT_PROFILE("moe experts backward");
-    for (int64_t j = 0; j < L; ++j) {
-      if (no_rows(off, j)) continue;
-      const auto& ew = w.experts[size_t(j)];
-      const Tensor xj = expert_rows(xe, off, j), dxj = expert_rows(dxe, off, j);
-      linear_layer_backward(be, dxj, false, du(kExpertGate, j), expert_rows(dgate, off, j), xj,
-                            u(kExpertGate, j), ew[kExpertGate]);
-      linear_layer_backward(be, dxj, true, du(kExpertUp, j), expert_rows(dup, off, j), xj,
-                            u(kExpertUp, j), ew[kExpertUp]);
+    // The gates' products first, then the ups' adding to the same dx: each expert's dx sums its
+    // terms in the order linear_layer_backward gave them one expert at a time.
+    for (const ExpertProj p : {kExpertGate, kExpertUp}) {
+      const Tensor& dy = p == kExpertGate ? dgate : dup;
+      std::vector<ExpertLayer> group;
+      for (int64_t j = 0; j < L; ++j)
+        if (!no_rows(off, j))
+          group.push_back(backward_layer(expert_rows(dxe, off, j), du(p, j), expert_rows(dy, off, j),
+                                         expert_rows(xe, off, j), u(p, j), w.experts[size_t(j)][p]));
+      expert_layers_backward(be, group, p == kExpertUp);
     }
   }
   Tensor dx = dxe;

@@ -1,6 +1,7 @@
 #include "parallel/scratch_pool.h"
 
 #include "core/error.h"
+#include "parallel/best_fit_blocks.h"
 
 namespace mt::parallel {
 
@@ -8,13 +9,12 @@ void* ScratchPool::take_bytes(size_t bytes) {
   if (bytes == 0) return nullptr;
   // Best fit: the smallest free block that is large enough, so blocks freed by one kind of
   // unit (the vocabulary-sized head) serve the smaller ones (blocks) instead of sitting idle.
-  Block* best = nullptr;
-  for (auto& b : blocks_)
-    if (!b->in_use && b->bytes.bytes() >= bytes && (!best || b->bytes.bytes() < best->bytes.bytes()))
-      best = b.get();
-  if (best) {
-    best->in_use = true;
-    return best->bytes.data();
+  // The rule is best_fit's, which the planner replays (plan/gather_pool.h).
+  const size_t i = best_fit(
+      blocks_, bytes, [](const auto& b) { return size_t(b->bytes.bytes()); }, [](const auto& b) { return !b->in_use; });
+  if (i < blocks_.size()) {
+    blocks_[i]->in_use = true;
+    return blocks_[i]->bytes.data();
   }
   blocks_.push_back(std::make_unique<Block>());
   // i32 elements: any dtype's view fits a whole number of them (4-byte aligned sizes).

@@ -12,8 +12,6 @@ namespace mt::parallel {
 ModelConfig tensor_parallel_config(const ModelConfig& full, int64_t tp, int64_t tp_rank) {
   full.validate();
   if (tp == 1) return full;
-  if (full.qk_norm_whole)  // its statistics span every head, which tp splits over the ranks
-    fail("tensor parallelism: a q/k norm over the whole projection (" + full.model_type + "'s) is not implemented under tp");
   auto divide = [&](int64_t size, const char* key) {
     if (size % tp != 0)
       fail("tensor parallelism: model." + std::string(key) + " (" + std::to_string(size) +
@@ -25,6 +23,9 @@ ModelConfig tensor_parallel_config(const ModelConfig& full, int64_t tp, int64_t 
   local.num_attention_heads = divide(full.num_attention_heads, "num_attention_heads");
   local.num_key_value_heads = divide(full.num_key_value_heads, "num_key_value_heads");
   local.intermediate_size = divide(full.intermediate_size, "intermediate_size");
+  // A q/k norm over the whole projection (OLMoE's) spans every rank's heads: the model sums its row
+  // statistics over the ranks and keeps the whole weight (model/split_qk_norm.h).
+  local.head_shards = tp, local.head_shard = tp_rank;
   // A mixture of experts' experts are split as the MLP is (Megatron's expert tensor parallelism):
   // every expert's gate and up by rows, down by columns; the router is whole on every rank.
   if (full.moe()) local.moe_intermediate_size = divide(full.moe_intermediate_size, "moe_intermediate_size");

@@ -14,7 +14,8 @@
 namespace mt::parallel {
 
 // The config tp rank `tp_rank` of `tp` computes with: num_attention_heads, num_key_value_heads,
-// intermediate_size and moe_intermediate_size divided by tp, hidden_size and head_dim kept, and vocab_size the rank's true
+// intermediate_size and moe_intermediate_size divided by tp, hidden_size and head_dim kept, head_shards = tp and
+// head_shard = tp_rank (a whole-projection q/k norm's weights whole), and vocab_size the rank's true
 // rows of the vocabulary padded to a multiple of tp (parallel/vocab_padding.h: the last rank's are
 // fewer when tp does not divide it). Throws one line naming the size that does not divide (each
 // rank must hold whole heads).

@@ -2,10 +2,14 @@
 
 #include <algorithm>
 
+#include "backend/cpu_attention_scratch.h"
 #include "model/block.h"
 #include "model/norm.h"
 #include "model/transformer.h"
 #include "parallel/expert_parallel.h"
+#include "parallel/shard_plan.h"
+#include "parallel/vocab_padding.h"
+#include "plan/gather_pool.h"
 #include "plan/pipeline_peak.h"
 
 namespace mt::plan {
@@ -28,6 +32,9 @@ ModelConfig tp_local_block(const ModelConfig& c, int64_t tp) {
   local.num_attention_heads = std::max<int64_t>(1, c.num_attention_heads / tp);
   local.num_key_value_heads = std::max<int64_t>(1, c.num_key_value_heads / tp);
   local.intermediate_size = std::max<int64_t>(1, c.intermediate_size / tp);
+  local.head_shards = tp;  // a whole-projection q/k norm's weight gradient and row sums (model/split_qk_norm.h)
+  // Every expert split as the MLP is (expert tensor parallelism: tensor_parallel_config).
+  if (c.moe()) local.moe_intermediate_size = std::max<int64_t>(1, c.moe_intermediate_size / tp);
   return local;
 }
 
@@ -62,11 +69,13 @@ ActivationBytes block_activations(const PlanInput& in, int64_t layers, bool firs
                          double(all.t_elems - whole.t_elems) / tp;
   const double f_elems = double(whole.f_elems - whole.f_split) + double(whole.f_split) / S +
                          double(all.f_elems - whole.f_elems) / tp;
-  // The experts' rows (whole, as their per-token tensors were): moe_expert_rows of N, which a
-  // capacity factor bounds under ep.
+  // The experts' rows: moe_expert_rows of N, which a capacity factor bounds under ep, each at the
+  // tp-local expert's widths (its gate, up and h split over tp like the MLP's; measured: pricing
+  // them whole put a tp = 2 rank's peak 2.9% over on the Mixtral-like test model).
   const double expert_rows = double(moe_expert_rows(c, int64_t(N)));
+  const BlockActivationSizes row = block_activation_sizes(tp_local_block(c, in.mesh.tp), in.lora.rank, on);
   const double block = N * (t * t_elems + 4.0 * f_elems) +
-                       expert_rows * (t * double(all.t_per_expert_row) + 4.0 * double(all.f_per_expert_row));
+                       expert_rows * (t * double(row.t_per_expert_row) + 4.0 * double(row.f_per_expert_row));
   // The residual stream into and out of each block, its gradient, the recompute target under
   // checkpointing (a share of the rows under sequence parallelism); with the head, the final
   // norm's output (whole: the head reads every row), its rstd (and a LayerNorm's mean) and the
@@ -91,6 +100,105 @@ ActivationBytes block_activations(const PlanInput& in, int64_t layers, bool firs
                            (lora_dropout ? C : 0.0));
   }
   return a;
+}
+
+// A unit's requests of the sharded model's pool (plan/gather_pool.h) from its elements on this rank
+// and gathered: what fsdp x cp splits, whole (the gathered less the local elements are the other
+// ranks' blocks of it), in the dtypes parallel/sharded_model.cpp gathers them in: under mixed
+// precision a matrix's bf16 copy, a trained embedding's f32 master (its lookup reads the master; a
+// tied one also its bf16 copy, for the head), NF4 records as they are; f32 masters in fp32. The
+// rank's blocks are sent from the shard store itself unless they lie in more than one store or
+// kind (LoRA's frozen base beside its adapters, NF4 records beside bf16 copies, a tied embedding's
+// two copies), which a send buffer then stages.
+GatherUnit gather_unit(const PlanInput& in, const ElemCount& u, bool embedding, int64_t ranks) {
+  GatherUnit g;
+  if (ranks <= 1 || u.gathered == u.local) return g;
+  const auto whole = [&](int64_t gathered, int64_t local) { return (gathered - local) / (ranks - 1) * ranks; };
+  const int64_t trained = whole(u.gathered_trainable, u.local_trainable), nf4 = whole(u.gathered_nf4, u.local_nf4);
+  const int64_t plain = whole(u.gathered, u.local) - trained - nf4;  // frozen, in the compute dtype
+  const bool bf16 = in.precision == Precision::bf16, tied = in.model.config.tie_word_embeddings;
+  if (!bf16) {
+    g.master = 4 * (trained + plain);
+  } else if (embedding) {
+    g.master = 4 * trained;
+    g.compute = 2 * plain + (tied ? 2 * trained : 0);
+  } else {
+    g.compute = 2 * (trained + plain);
+  }
+  g.quant = int64_t(kNf4BytesPerWeight * double(nf4) + 0.5);
+  g.direct_send = int(trained > 0) + int(plain > 0) + int(nf4 > 0) + int(bf16 && embedding && tied && trained > 0) <= 1;
+  g.grad = 4 * trained;
+  return g;
+}
+
+// Of `ps` on a tp rank, the trained elements whose gradient is a partial sum over tp, which
+// finish_gradients sums in one packed block (parallel/sharded_model.cpp marks them): a LoRA A
+// whose base's rows tp splits (it sees this rank's rows of the output gradient only) and, under
+// sequence parallelism, the sequence-split ones (the norms').
+int64_t tp_partial_elems(const PlanInput& in, const std::vector<ParamShape>& ps) {
+  if (in.mesh.tp <= 1) return 0;
+  const auto sharded = parallel::shard_params(parallel::laid_out_shapes(ps, in.mesh.tp), in.lora.enabled,
+                                              model_rules(), in.mesh);
+  const auto rows_split = [&](const std::string& name) {
+    for (const auto& b : sharded)
+      if (b.param.name == name && !b.layout.spec.dims.empty()) {
+        const auto& axes = b.layout.spec.dims[0];
+        return std::find(axes.begin(), axes.end(), parallel::Axis::tp) != axes.end();
+      }
+    return false;
+  };
+  int64_t n = 0;
+  for (const auto& p : sharded) {
+    if (!p.trainable || !p.layout.held_by(0)) continue;
+    const std::string& name = p.param.name;
+    bool partial = in.sequence_parallel && sequence_split_gradient(name);
+    if (const size_t a = name.find(".lora_A.weight"); a != std::string::npos) {
+      std::string base = name.substr(0, a) + ".weight";
+      if (base == "lm_head.weight" && in.model.config.tie_word_embeddings) base = kEmbedName;
+      if (const size_t fused = base.find("self_attn.c_attn."); fused != std::string::npos)
+        base = base.substr(0, fused) + "self_attn.q_proj.weight";  // GPT-2's shared A: q's rows
+      partial = rows_split(base);
+    }
+    if (!partial) continue;
+    int64_t e = 1;
+    for (size_t d = 0; d < p.layout.shape.size(); ++d) e *= p.layout.range(0, d).size();
+    n += e;
+  }
+  return n;
+}
+
+// The pool of the stage's rank over a run: its units in forward order (the embedding's and the
+// head's where it holds them, else none), and the gradients finish_gradients packs at the end of a
+// step, one block at a time (parallel/fsdp_units.cpp): those not split over fsdp x cp, summed over
+// the shard ranks and ep (the experts' assumed split), under ep the split non-expert ones, under tp
+// the partial sums.
+GatherPoolBytes gather_pool(const PlanInput& in, const StageParams& s) {
+  const ModelParts parts = model_parts(in.model, in.lora);
+  const int64_t ranks = in.mesh.shards();
+  GatherPoolRun run;
+  run.ranks = ranks;
+  run.tied_head = in.model.config.tie_word_embeddings && s.first && s.last;
+  run.micro_batches = std::clamp<int64_t>(in.micro_batches(), 1, 2);  // the pool is settled after two
+  run.units.push_back(s.first ? gather_unit(in, count_elems(parts.first, in), true, ranks) : GatherUnit{});
+  const GatherUnit layer = gather_unit(in, s.layer_unit, false, ranks);
+  for (int64_t l = 0; l < s.chunk_layers; ++l) run.units.push_back(layer);
+  if (s.last) {
+    ElemCount head = count_elems(parts.last, in);
+    if (!s.first) head += count_elems(parts.head_copy, in);
+    run.units.push_back(gather_unit(in, head, false, ranks));
+  } else {
+    run.units.push_back(GatherUnit{});
+  }
+  const ElemCount& e = s.params;
+  const int64_t split = ranks > 1 ? (e.gathered_trainable - e.local_trainable) / (ranks - 1) : 0;
+  const int64_t unsplit = e.local_trainable - split;
+  const int64_t unsplit_dense = unsplit - (ranks > 1 ? 0 : e.local_expert_trainable);
+  if (ranks * in.mesh.ep > 1 && unsplit_dense > 0) run.sums.push_back(4 * unsplit_dense);
+  if (in.mesh.ep > 1 && ranks > 1 && split > e.local_expert_trainable) run.sums.push_back(4 * (split - e.local_expert_trainable));
+  const int64_t partial = tp_partial_elems(in, parts.layer) * s.layers + (s.first ? tp_partial_elems(in, parts.first) : 0) +
+                          (s.last ? tp_partial_elems(in, parts.last) : 0);
+  if (partial > 0) run.sums.push_back(4 * partial);
+  return gather_pool_bytes(run);
 }
 
 }  // namespace
@@ -144,6 +252,10 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
     add("lora params", wbytes * train / z(3) + master);
     add("lora grads+optimizer", 4.0 * train / z(2) + 8.0 * train / z(1));
   } else {
+    // Counted as `meshtrain shard` counts them (parallel::bytes_per_rank): a bf16 copy of every
+    // trained tensor. The engine keeps none of the norms' and an untied trained embedding's (read
+    // in f32): 68 KB over on the tiny MoE test models (0.5%), not corrected here so that the two
+    // counts stay one.
     add("weights", wbytes * train / z(3));
     add("grads", 4.0 * train / z(2));
     add("master", master);
@@ -179,28 +291,34 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
   const auto& mc = in.model.config;
   const double rope_pairs = mc.rope_local_theta > 0.0f ? 2.0 : 1.0;
   add("rope tables", rope_pairs * 4.0 * double(mc.max_position_embeddings) * double(mc.head_dim()));
+  // On a CPU host (the CPU backend) the attention kernels allocate their tiles and the backward's
+  // accumulators beside the arenas, while the rest is held: the kernels' own count, for one thread
+  // (each further OpenMP thread of a rank adds its tiles and dQ accumulator again: the planner
+  // does not know a rank's threads; the MoePlanner tests run one). On a GPU cluster not priced.
+  if (in.cluster.host_cores > 0) {
+    AttentionShape a{in.micro_batch, in.seq / in.mesh.cp, std::max<int64_t>(1, mc.num_attention_heads / in.mesh.tp),
+                     std::max<int64_t>(1, mc.num_key_value_heads / in.mesh.tp), mc.head_dim()};
+    a.cp = in.mesh.cp;
+    add("attention scratch", double(cpu_attention_scratch_bytes(a, 1)));
+  }
 
-  // Gather buffers, as src/parallel/sharded_model.cpp holds them at the largest unit: the unit in
-  // use and the receive staging of its gather (bf16 each, the largest unit's), the next unit
-  // prefetched beside them (a block: the embedding's and the head's neighbours are blocks, and a
-  // block's are no larger than the largest), the unit's f32 gradients and their reduce-scatter
-  // staging (f32 each); the tp all-reduce's staging. With blocks the largest unit this is three
-  // blocks; a vocabulary-heavy model's embedding or head is never prefetched beside its like.
+  // The sharded model's pool (fsdp x cp gathers, unit gradients, their collectives' staging, the
+  // end-of-step sums), replayed with its own rule: plan/gather_pool.h. Under ZeRO-3 (no trainer
+  // runs it) the gathers over dp are priced as the largest unit's weights twice (received,
+  // unpacked), the next one prefetched, its f32 gradients and their reduce-scatter's staging.
   double comm = 0.0;
-  const bool gathers = in.mesh.shards() > 1 || (in.zero >= 3 && in.mesh.dp > 1);
-  // An NF4 unit is gathered in its 4-bit blocks.
-  const auto unit_bytes = [&](const ElemCount& u) {
-    const double all = double(u.gathered), trained = double(u.gathered_trainable);
-    return frozen_bytes(all - trained, double(u.gathered_nf4)) + wbytes * trained;
-  };
+  const bool zero3 = in.zero >= 3 && in.mesh.dp > 1;
+  const GatherPoolBytes pool = zero3 ? GatherPoolBytes{} : gather_pool(in, s);
+  comm += pool.total - (in.mesh.ep > 1 ? pool.sums : 0.0);  // ep's sum is an item of its own (below)
   const double unit_train = double(s.max_unit.gathered_trainable);
-  // Beside the staging, the reduce-scatter's f32 receive of this rank's block of the unit's
-  // gradients (PendingScatter::recv in parallel/fsdp_units.h): 1/ranks of the unit, which at
-  // fsdp x cp = 2 on a small model is the 2-3% the measured peaks showed beyond the rest.
-  const double scatter_ranks = double(in.mesh.shards()) * (in.zero >= 3 ? double(in.mesh.dp) : 1.0);
-  if (gathers)
+  if (zero3) {
+    const auto unit_bytes = [&](const ElemCount& u) {
+      const double all = double(u.gathered), trained = double(u.gathered_trainable);
+      return frozen_bytes(all - trained, double(u.gathered_nf4)) + wbytes * trained;
+    };
     comm += 2.0 * unit_bytes(s.max_unit) + std::min(unit_bytes(s.layer_unit), unit_bytes(s.max_unit)) +
-            8.0 * unit_train + 4.0 * unit_train / scatter_ranks;
+            8.0 * unit_train + 4.0 * unit_train / double(in.mesh.shards() * in.mesh.dp);
+  }
   // Under sequence parallelism a bf16 reduce-scatter also receives its share in f32 beside it.
   if (in.mesh.tp > 1) comm += 2.0 * 2.0 * N * h + (bf16 && in.sequence_shards() > 1 ? 4.0 * N * h / double(in.mesh.tp) : 0.0);
   // The dp gradient buckets' staging (parallel/mpi_comm.cpp): up to three buckets in flight,
@@ -217,13 +335,10 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
   add("comm buffers", comm);
   // Under ep the ep ranks are replicas of every tensor but the experts: once the backward has ended
   // the sharded model sums those gradients over ep, packed into one f32 block of its scratch pool
-  // (parallel/fsdp_units.cpp finish_gradients). A new block, unless one of the fsdp unit gradients'
-  // blocks handed back by then (4 B a trainable element of the largest unit) holds it. The
-  // MoePlanner test measures it on ep = 2: without it the peak fell 4-10% short.
-  if (in.mesh.ep > 1) {
-    const double staging = 4.0 * double(e.local_trainable - e.local_expert_trainable);
-    if (!(gathers && staging <= 4.0 * unit_train)) add("ep gradient sum", staging);
-  }
+  // (parallel/fsdp_units.cpp finish_gradients): what that block adds to the pool, priced by the
+  // replay above (none where a block the gathers left free can hold it). The MoePlanner test
+  // measures it on ep = 2: without it the peak fell 4-10% short.
+  if (in.mesh.ep > 1) add("ep gradient sum", pool.sums);
   // Parameters, gradients and optimizer state are sharded over fsdp x cp (the state items above,
   // from count_elems); a cp rank's activations are those of its seq / cp tokens (micro_tokens),
   // plus the exchange of the whole rows' K/V.

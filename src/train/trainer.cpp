@@ -246,12 +246,46 @@ double preference_validation(TrainingRun& run) {
   return r.loss;
 }
 
+// This rank's rows of a batch whose rows the data-parallel ranks do not divide (a validation set's
+// last, partial one): ceil(B / n) rows on every rank, rank r's [r * m, (r + 1) * m) of the B, then
+// stand-ins (copies of row 0 whose targets count nothing) up to m. So no rank runs more rows than
+// a whole batch's share (the memory a training micro-batch has), and every rank runs as many as
+// its peers: an ep group's ranks receive rows sized by their own tokens (model/moe.h
+// moe_expert_rows). Under cp each row is then split as DataParallel::slice's are.
+PackedBatch padded_slice(const parallel::DataParallel& dp, const PackedBatch& full) {
+  const int64_t n = dp.ranks(), B = full.batch_size, T = full.seq_len;
+  const int64_t rows = (B + n - 1) / n, first = std::min<int64_t>(B, dp.rank() * rows);
+  const int64_t own = std::min<int64_t>(B, first + rows) - first;
+  auto cut = [&](const std::vector<int32_t>& v, bool targets) {
+    if (v.empty()) return v;
+    std::vector<int32_t> out(v.begin() + first * T, v.begin() + (first + own) * T);
+    for (int64_t r = own; r < rows; ++r) {  // a stand-in: row 0 again, no target counted
+      if (targets)
+        out.insert(out.end(), size_t(T), -1);
+      else
+        out.insert(out.end(), v.begin(), v.begin() + T);
+    }
+    return out;
+  };
+  PackedBatch out;
+  out.tokens = cut(full.tokens, false);
+  out.targets = cut(full.targets, true);
+  out.positions = cut(full.positions, false);
+  out.segments = cut(full.segments, false);
+  out.padding = cut(full.padding, false);
+  out.batch_size = rows;
+  out.seq_len = T;
+  return dp.sequence(out);
+}
+
 // Mean validation loss over the held-out set's first rows, train.eval_tokens of them whatever the
 // batch size (NaN when the data has none), in batches of train.batch_size rows (the memory a
-// training micro-batch has), each split over the data-parallel ranks like training batches; a batch whose rows do not divide (the last,
-// partial one) is counted by the group's first rank alone, so every token counts once. A sharded
-// model's forward is collective, so there every rank runs that batch and only the first one
-// counts it.
+// training micro-batch has), each split over the data-parallel ranks like training batches; a batch
+// whose rows do not divide (the last, partial one) is shared out too, ceil(rows / ranks) a rank with
+// stand-in rows that count nothing (padded_slice), so every token counts once and no
+// rank holds more activations than a training micro-batch's. (Run whole on every rank, as it was,
+// 3 rows of a 4-row batch made a 4-rank fsdp x ep run's peak 3 rows' activations, 21% over the
+// plan: docs/planner.md.) A sharded model's forward is collective: every rank runs every batch.
 double validation_loss(TrainingRun& run) {
   if (!run.data->has_validation()) return std::nan("");
   if (run.tc.preference()) return preference_validation(run);
@@ -261,19 +295,11 @@ double validation_loss(TrainingRun& run) {
     return pipeline ? pipeline->forward_loss(in) : model.forward_loss(in);
   };
   parallel::DataParallel& dp = run.dp;
-  // A pipeline's forward is collective over its stages, which share the dp rank.
-  const bool collective = run.placed.sharded();
   LossSum total;
   PackedBatch b;
   run.data->reset_validation();
   while (run.data->next_validation(b)) {
-    LossSum s;
-    if (b.batch_size % dp.ranks() == 0) {
-      s = forward_loss(input_of(dp.slice(b)));
-    } else if (dp.rank() == 0 || collective) {
-      s = forward_loss(input_of(dp.sequence(b)));
-      if (dp.rank() != 0) s = LossSum{};  // ran only to keep the collectives in step
-    }
+    const LossSum s = forward_loss(input_of(b.batch_size % dp.ranks() == 0 ? dp.slice(b) : padded_slice(dp, b)));
     total.sum += s.sum, total.count += s.count;
   }
   total.sum = dp.sum_loss(total.sum);

@@ -161,15 +161,23 @@ constexpr int kTV = kTile / kVL;  // vectors per score row
 struct FwdScratch {
   Buffer<float> buf;
   float *kt, *v, *s, *alpha, *q, *o, *m, *l;
+  static int64_t floats(const Geo& g) {
+    const int64_t tile = kTile * g.Dp;
+    return 2 * tile + kTile * kTile + kTile + g.nrep * (2 * tile + 2 * kTile);
+  }
   // bf16 path only (mm set): Q rows of the group's heads, K rows, K^T and V as bf16 pairs, and
   // P rounded to bf16 (attention_bf16_tiles.h layouts).
   Bf16Mm mm = nullptr;
   Buffer<uint32_t> wbuf;
   uint32_t *qw = nullptr, *krows = nullptr, *ktw = nullptr, *vw = nullptr, *pw = nullptr;
+  static int64_t words(const Geo& g) {
+    const int64_t tw = kTile * g.Dp / 2;
+    return g.nrep * tw + 3 * tw + kTile * kTile / 2;
+  }
   FwdScratch(const Geo& g, Bf16Mm bf16_mm) : mm(bf16_mm) {
     if (mm) {
       const int64_t tw = kTile * g.Dp / 2;
-      wbuf.resize(g.nrep * tw + 3 * tw + kTile * kTile / 2);
+      wbuf.resize(size_t(words(g)));
       uint32_t* w = wbuf.data();
       qw = w, w += g.nrep * tw;
       krows = w, w += tw;
@@ -178,7 +186,7 @@ struct FwdScratch {
       pw = w;
     }
     const int64_t tile = kTile * g.Dp;
-    buf.resize(2 * tile + kTile * kTile + kTile + g.nrep * (2 * tile + 2 * kTile));
+    buf.resize(size_t(floats(g)));
     float* p = buf.data();
     kt = p, p += tile;
     v = p, p += tile;
@@ -321,22 +329,24 @@ void forward_item(T* out, float* lse, const T* q, const T* k, const T* v, const 
 struct BwdScratch {
   Buffer<float> buf;
   float *k, *kt, *vt, *dk, *dv, *q, *dout, *p, *ds;
+  static int64_t floats(const Geo& g) { return 7 * kTile * g.Dp + 2 * kTile * kTile; }
   // bf16 path only (mm set), attention_bf16_tiles.h layouts. Per key tile: K and V rows, K^T and
   // V^T, K as row pairs; per step: Q and dO rows and row pairs, P^T, dS^T and dS in bf16.
   Bf16Mm mm = nullptr;
   Buffer<uint32_t> wbuf;
   uint32_t *krows, *ktw, *kpairs, *vrows, *vtw, *qw, *qpairs, *dow, *dopairs, *ptw, *dstw, *dsw;
+  static int64_t words(const Geo& g) { return 9 * (kTile * g.Dp / 2) + 3 * (kTile * kTile / 2); }
   BwdScratch(const Geo& g, Bf16Mm bf16_mm) : mm(bf16_mm) {
     if (mm) {
       const int64_t tw = kTile * g.Dp / 2, sw = kTile * kTile / 2;
-      wbuf.resize(9 * tw + 3 * sw);
+      wbuf.resize(size_t(words(g)));
       uint32_t* w = wbuf.data();
       for (uint32_t** t : {&krows, &ktw, &kpairs, &vrows, &vtw, &qw, &qpairs, &dow, &dopairs})
         *t = w, w += tw;
       for (uint32_t** t : {&ptw, &dstw, &dsw}) *t = w, w += sw;
     }
     const int64_t tile = kTile * g.Dp;
-    buf.resize(7 * tile + 2 * kTile * kTile);
+    buf.resize(size_t(floats(g)));
     float* x = buf.data();
     for (float** t : {&k, &kt, &vt, &dk, &dv, &q, &dout}) *t = x, x += tile;
     p = x, x += kTile * kTile;
@@ -468,6 +478,12 @@ void backward_item(G* dk, G* dv, const T* dout, const float* lse, const float* d
   }
 }
 
+// Split a (b, KV head) into key chunks only when there are too few pairs to feed the threads.
+int64_t key_chunks(const Geo& g, int64_t threads) {
+  const int64_t pairs = g.B * g.Hkv;
+  return std::min<int64_t>((g.nkt + 1) / 2, std::max<int64_t>(1, (threads + pairs - 1) / pairs));
+}
+
 }  // namespace
 
 template <class T>
@@ -501,10 +517,7 @@ void attention_backward(T* dq, G* dk, G* dv, const T* dout, const T* out, const 
   check_shape(s);
   const Geo g(s);
   const Bf16Mm bf16_products = std::is_same_v<T, bf16> ? bf16_mm(bf16_path()) : nullptr;
-  // Split a (b, KV head) into key chunks only when there are too few pairs to feed the threads.
-  const int64_t pairs = g.B * g.Hkv;
-  const int64_t nchunks = std::min<int64_t>(
-      (g.nkt + 1) / 2, std::max<int64_t>(1, (omp_get_max_threads() + pairs - 1) / pairs));
+  const int64_t pairs = g.B * g.Hkv, nchunks = key_chunks(g, omp_get_max_threads());
   const int64_t group = g.nrep * g.T * g.Dp;  // f32 dQ of one (b, KV head): [nrep, T, Dp]
   Buffer<float> drow(size_t(g.B * g.Hq * g.T));
   // Chunk partials [b, KV head, chunk, nrep, T, Dp], only when keys are split.
@@ -574,5 +587,19 @@ MT_INSTANTIATE(float, float)
 MT_INSTANTIATE(bf16, bf16)
 MT_INSTANTIATE(bf16, float)  // f32 key gradients of bf16 keys (context parallelism's partials)
 #undef MT_INSTANTIATE
+
+int64_t attention_scratch_bytes(const AttentionShape& s, int64_t threads, bool backward) {
+  const Geo g(s);
+  const auto buffer = [](int64_t floats) { return floats > 0 ? (4 * floats + 63) / 64 * 64 : 0; };  // Buffer's
+  // The bf16 products' word buffers (4 bytes each, as a float) whenever that path is chosen:
+  // this count does not know the tensors' type, so an f32 model is over-counted by them then.
+  const bool bf16 = bf16_path() != Bf16Path::kFp32;
+  if (!backward)
+    return threads * (buffer(FwdScratch::floats(g)) + (bf16 ? buffer(FwdScratch::words(g)) : 0));
+  const int64_t pairs = g.B * g.Hkv, nchunks = key_chunks(g, threads), group = g.nrep * g.T * g.Dp;
+  return buffer(g.B * g.Hq * g.T) + buffer(nchunks > 1 ? pairs * nchunks * group : 0) +
+         threads * (buffer(BwdScratch::floats(g)) + buffer(nchunks == 1 ? group : 0) +
+                    (bf16 ? buffer(BwdScratch::words(g)) : 0));
+}
 
 }  // namespace mt

@@ -34,4 +34,9 @@ void attention_backward(T* dq, G* dk, G* dv, const T* dout, const T* out, const 
                         const T* q, const T* k, const T* v, const int32_t* segment,
                         const AttentionShape& s);
 
+// The bytes the kernels above allocate beside their arguments on `threads` threads (each one's
+// tiles; the backward's row terms and dQ accumulators): memory the model's arenas do not hold,
+// which the planner prices (backend/cpu_attention_scratch.h).
+int64_t attention_scratch_bytes(const AttentionShape& s, int64_t threads, bool backward);
+
 }  // namespace mt

@@ -12,6 +12,9 @@
 
 #include "core/bf16.h"
 #include "finite_diff.h"
+#include <omp.h>
+
+#include "kernels/cpu/fast_exp_block.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/gelu_sigmoid.h"
 #include "kernels/cpu/layernorm.h"
@@ -140,6 +143,58 @@ TEST(OpsGelu, SigmoidFormWithinStatedError) {
   EXPECT_EQ(gelu_tanh_derivative_vectorisable(100.0f), 1.0f);
   EXPECT_LE(std::fabs(gelu_tanh_vectorisable(-100.0f)), 1e-30f);
   EXPECT_LE(std::fabs(gelu_tanh_derivative_vectorisable(-100.0f)), 1e-30f);
+}
+
+// fast_exp_inplace's eight-lane arithmetic (fast_exp_block.h) gives the scalar fast_exp's bits:
+// every 4099th float bit pattern (both signs, NaN and inf included) and the clamp edges, in a
+// buffer whose length leaves a scalar tail.
+TEST(FastExpBlock, LanesMatchTheScalarFunctionBitForBit) {
+  std::vector<float> x = {0.0f, -0.0f, -87.0f, 88.0f, std::nextafter(-87.0f, -100.0f),
+                          std::nextafter(88.0f, 100.0f), 1e-45f, -1e-45f};
+  for (uint64_t bits = 0; bits <= 0xffffffffull; bits += 4099)
+    x.push_back(std::bit_cast<float>(uint32_t(bits)));
+  x.push_back(0.5f);  // length not a multiple of 8: the tail goes through fast_exp itself
+  ASSERT_NE(x.size() % 8, 0u);
+  std::vector<float> y = x;
+  fast_exp_inplace(y.data(), int64_t(y.size()));
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(fast_exp(x[i])))
+        << i << " x = " << x[i];
+}
+
+// The GeLU kernels run the exp over blocks, threads taking whole blocks: each output is the
+// per-element formula's bits (gelu_sigmoid.h), with one thread or two, at a length that is not a
+// multiple of the block or of 8.
+TEST(OpsGelu, BlockedKernelsGiveThePerElementBitsAtAnyThreadCount) {
+  const int64_t n = (1 << 16) + 13;  // above the kernels' threading threshold
+  std::vector<float> xf = random_normal(n, 21, 4.0f), dh = random_normal(n, 22);
+  std::vector<bf16> xb(n), dhb(n);
+  convert(xb.data(), xf.data(), n);
+  convert(dhb.data(), dh.data(), n);
+  const int threads = omp_get_max_threads();
+  for (int t : {1, 2}) {
+    omp_set_num_threads(t);
+    std::vector<float> h(n), dx(n);
+    std::vector<bf16> hb(n), dxb(n);
+    gelu_forward(h.data(), xf.data(), n);
+    gelu_backward(dx.data(), dh.data(), xf.data(), n);
+    gelu_forward(hb.data(), xb.data(), n);
+    gelu_backward(dxb.data(), dhb.data(), xb.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(h[i]),
+                std::bit_cast<uint32_t>(gelu_tanh_vectorisable(xf[i])))
+          << i << " threads " << t;
+      ASSERT_EQ(std::bit_cast<uint32_t>(dx[i]),
+                std::bit_cast<uint32_t>(dh[i] * gelu_tanh_derivative_vectorisable(xf[i])))
+          << i << " threads " << t;
+      const float xi = to_float(xb[i]);
+      ASSERT_EQ(hb[i].bits, float_to_bf16(gelu_tanh_vectorisable(xi)).bits) << i;
+      ASSERT_EQ(dxb[i].bits,
+                float_to_bf16(to_float(dhb[i]) * gelu_tanh_derivative_vectorisable(xi)).bits)
+          << i;
+    }
+  }
+  omp_set_num_threads(threads);
 }
 
 }  // namespace

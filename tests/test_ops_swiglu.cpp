@@ -1,11 +1,17 @@
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
+
+#include <omp.h>
 
 #include "core/bf16.h"
 #include "finite_diff.h"
+#include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/swiglu.h"
+#include "kernels/device_math/swiglu_element.h"
 
 namespace mt {
 namespace {
@@ -71,6 +77,32 @@ TEST(OpsSwiglu, Bf16MatchesF32) {
     ASSERT_NEAR(to_float(dgb[i]), dgf[i], 1e-2 * std::fabs(dgf[i]) + 1e-6) << i;
     ASSERT_NEAR(to_float(dub[i]), duf[i], 1e-2 * std::fabs(duf[i]) + 1e-6) << i;
   }
+}
+
+// The kernels run the sigmoid's exp over blocks (fast_exp_block.h), threads taking whole blocks:
+// each output is the per-element arithmetic's bits, with one thread or two, at a length that is
+// not a multiple of the block or of 8.
+TEST(OpsSwiglu, BlockedKernelsGiveThePerElementBitsAtAnyThreadCount) {
+  const int64_t n = (1 << 16) + 13;  // above the kernels' threading threshold
+  std::vector<float> gate = random_normal(n, 31, 4.0f), up = random_normal(n, 32),
+                     dh = random_normal(n, 33);
+  const int threads = omp_get_max_threads();
+  for (int t : {1, 2}) {
+    omp_set_num_threads(t);
+    std::vector<float> h(n), dg(n), du(n);
+    swiglu_forward(h.data(), gate.data(), up.data(), n);
+    swiglu_backward(dg.data(), du.data(), dh.data(), gate.data(), up.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const float s = 1.0f / (1.0f + fast_exp(-gate[i]));
+      const dm::SwigluGrads r = dm::swiglu_grads(gate[i], up[i], dh[i], s);
+      ASSERT_EQ(std::bit_cast<uint32_t>(h[i]),
+                std::bit_cast<uint32_t>(dm::swiglu_value(gate[i], up[i], s)))
+          << i << " threads " << t;
+      ASSERT_EQ(std::bit_cast<uint32_t>(dg[i]), std::bit_cast<uint32_t>(r.dgate)) << i;
+      ASSERT_EQ(std::bit_cast<uint32_t>(du[i]), std::bit_cast<uint32_t>(r.dup)) << i;
+    }
+  }
+  omp_set_num_threads(threads);
 }
 
 }  // namespace

@@ -45,9 +45,7 @@ double cross_entropy_forward_backward(float* losses, T* dlogits, const T* logits
     losses[n] = float(std::log(sum) + double(m) - double(xt));
     if (!d) continue;
     const float k = float(double(grad_scale) / sum);  // softmax * grad_scale = exp(x - m) * k
-    // omp simd: d[v] depends on x[v] only, which stays valid when d == x.
-#pragma omp simd
-    for (int64_t v = 0; v < V; ++v) d[v] = from_float<T>(fast_exp(to_float(x[v]) - m) * k);
+    scaled_exp_row(d, x, V, m, k);  // d == x is allowed
     d[t] = from_float<T>(fast_exp(xt - m) * k - grad_scale);
   }
 

@@ -58,8 +58,7 @@ double vp_ce_finish(float* losses, T* dlogits, const T* logits, const int32_t* t
     const float k = float(double(grad_scale) / sum);
     const bool mine = t >= v0 && t < v0 + V;
     const float xt = mine ? to_float(x[t - v0]) : 0.0f;  // read before the in-place write
-#pragma omp simd
-    for (int64_t v = 0; v < V; ++v) d[v] = from_float<T>(fast_exp(to_float(x[v]) - m[n]) * k);
+    scaled_exp_row(d, x, V, m[n], k);
     if (mine) d[t - v0] = from_float<T>(fast_exp(xt - m[n]) * k - grad_scale);
   }
   double total = 0.0;  // serial, in row order: deterministic

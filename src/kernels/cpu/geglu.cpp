@@ -1,32 +1,63 @@
 #include "kernels/cpu/geglu.h"
 
+#include <algorithm>
+
 #include "core/bf16.h"
+#include "kernels/cpu/fast_exp_block.h"
 #include "kernels/cpu/gelu_sigmoid.h"
 
 namespace mt {
 
 namespace {
 constexpr int64_t kGegluParallelMin = 1 << 15;  // elements; below this a thread team costs more
+// Elements per block, as in gelu.cpp: threads take whole blocks, the exps stay in L1.
+constexpr int64_t kGegluBlock = 256;
+
+// e[j] = e^-2u of gate[j] (gelu_sigmoid.h), j < len, the exp eight lanes at a time.
+template <class T>
+void geglu_exp_block(float* e, const T* gate, int64_t len) {
+#pragma omp simd
+  for (int64_t j = 0; j < len; ++j) e[j] = gelu_exp_argument(to_float(gate[j]));
+  fast_exp_inplace(e, len);
 }
+}  // namespace
 
 template <class T>
 void geglu_forward(T* h, const T* gate, const T* up, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > kGegluParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = to_float(gate[i]), u = to_float(up[i]);
-    h[i] = from_float<T>(gelu_tanh_vectorisable(g) * u);
+  const int64_t blocks = (n + kGegluBlock - 1) / kGegluBlock;
+#pragma omp parallel for schedule(static) if (n > kGegluParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t i0 = b * kGegluBlock, len = std::min(kGegluBlock, n - i0);
+    float e[kGegluBlock];
+    geglu_exp_block(e, gate + i0, len);
+#pragma omp simd
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t i = i0 + j;
+      const float g = to_float(gate[i]), u = to_float(up[i]);
+      h[i] = from_float<T>(g * gelu_sigmoid_from_exp(e[j]).s * u);
+    }
   }
 }
 
 // dgate = dh * up * gelu'(gate), dup = dh * gelu(gate).
 template <class T>
 void geglu_backward(T* dgate, T* dup, const T* dh, const T* gate, const T* up, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > kGegluParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = to_float(gate[i]), u = to_float(up[i]), d = to_float(dh[i]);
-    const GeluSigmoid sg = gelu_sigmoid(g);
-    dgate[i] = from_float<T>(d * u * gelu_tanh_derivative_vectorisable(g, sg));
-    dup[i] = from_float<T>(d * g * sg.s);
+  const int64_t blocks = (n + kGegluBlock - 1) / kGegluBlock;
+#pragma omp parallel for schedule(static) if (n > kGegluParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t i0 = b * kGegluBlock, len = std::min(kGegluBlock, n - i0);
+    float e[kGegluBlock];
+    geglu_exp_block(e, gate + i0, len);
+#pragma omp simd
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t i = i0 + j;
+      const float g = to_float(gate[i]), u = to_float(up[i]), d = to_float(dh[i]);
+      // sg made twice from e[j], not kept in a local struct: with one, g++ left this loop scalar.
+      const float ej = e[j];
+      dgate[i] =
+          from_float<T>(d * u * gelu_tanh_derivative_vectorisable(g, gelu_sigmoid_from_exp(ej)));
+      dup[i] = from_float<T>(d * g * gelu_sigmoid_from_exp(ej).s);
+    }
   }
 }
 

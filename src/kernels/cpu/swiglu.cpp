@@ -1,37 +1,67 @@
 #include "kernels/cpu/swiglu.h"
 
+#include <algorithm>
+
 #include "core/bf16.h"
-#include "kernels/cpu/fast_exp.h"
+#include "kernels/cpu/fast_exp_block.h"
 #include "kernels/device_math/swiglu_element.h"
 
 namespace mt {
 
 namespace {
 constexpr int64_t kSwigluParallelMin = 1 << 15;
-// The GPU computes the sigmoid with expf (dm::sigmoid); here fast_exp keeps the loop vectorised.
-inline float sigmoid(float a) { return 1.0f / (1.0f + fast_exp(-a)); }
+// Elements per block: the sigmoids of one block stay in L1 (1 KiB) between the passes. Threads
+// take whole blocks, so an element's arithmetic never depends on the thread count.
+constexpr int64_t kSwigluBlock = 256;
+
+// s[j] = sigmoid(gate[j]) = 1 / (1 + fast_exp(-gate[j])), j < len. The GPU computes the sigmoid
+// with expf (dm::sigmoid); fast_exp_inplace runs eight lanes at a time on any x86-64 (a loop
+// calling fast_exp does not vectorise on AVX2, see fast_exp_block.h).
+template <class T>
+void sigmoid_block(float* s, const T* gate, int64_t len) {
+#pragma omp simd
+  for (int64_t j = 0; j < len; ++j) s[j] = -to_float(gate[j]);
+  fast_exp_inplace(s, len);
+#pragma omp simd
+  for (int64_t j = 0; j < len; ++j) s[j] = 1.0f / (1.0f + s[j]);
+}
 }  // namespace
 
 // Each element's inputs are read before its outputs are written, so outputs may alias inputs
-// element for element (the simd pragma promises no cross-element overlap, nothing more).
+// element for element (the simd pragmas promise no cross-element overlap, nothing more).
 template <class T>
 void swiglu_forward(T* h, const T* gate, const T* up, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > kSwigluParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = to_float(gate[i]), u = to_float(up[i]);
-    h[i] = from_float<T>(dm::swiglu_value(g, u, sigmoid(g)));
+  const int64_t blocks = (n + kSwigluBlock - 1) / kSwigluBlock;
+#pragma omp parallel for schedule(static) if (n > kSwigluParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t i0 = b * kSwigluBlock, len = std::min(kSwigluBlock, n - i0);
+    float s[kSwigluBlock];
+    sigmoid_block(s, gate + i0, len);
+#pragma omp simd
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t i = i0 + j;
+      h[i] = from_float<T>(dm::swiglu_value(to_float(gate[i]), to_float(up[i]), s[j]));
+    }
   }
 }
 
 // The arithmetic after the sigmoid is kernels/device_math/swiglu_element.h, shared with the GPU.
 template <class T>
 void swiglu_backward(T* dgate, T* dup, const T* dh, const T* gate, const T* up, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > kSwigluParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = to_float(gate[i]), u = to_float(up[i]), d = to_float(dh[i]);
-    const dm::SwigluGrads r = dm::swiglu_grads(g, u, d, sigmoid(g));
-    dgate[i] = from_float<T>(r.dgate);
-    dup[i] = from_float<T>(r.dup);
+  const int64_t blocks = (n + kSwigluBlock - 1) / kSwigluBlock;
+#pragma omp parallel for schedule(static) if (n > kSwigluParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t i0 = b * kSwigluBlock, len = std::min(kSwigluBlock, n - i0);
+    float s[kSwigluBlock];
+    sigmoid_block(s, gate + i0, len);
+#pragma omp simd
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t i = i0 + j;
+      const float g = to_float(gate[i]), u = to_float(up[i]), d = to_float(dh[i]);
+      const dm::SwigluGrads r = dm::swiglu_grads(g, u, d, s[j]);
+      dgate[i] = from_float<T>(r.dgate);
+      dup[i] = from_float<T>(r.dup);
+    }
   }
 }
 

@@ -26,9 +26,11 @@ MoeRouting route_tokens(const float* logits, int64_t N, const MoeRoutingConfig& 
     r.lse[size_t(n)] = top + std::log(sum);
     float* p = r.probs.data() + n * E;
     for (int64_t e = 0; e < E; ++e) p[e] = float(std::exp(double(z[e]) - top) / sum);
-    // The k largest, the lower index first among equals (a stable sort by descending p).
+    // The k largest, the lower index first among equals (what a stable sort by descending p puts
+    // first; only the k are sorted: 8 of Qwen3-MoE's 128 experts, a quarter of the time).
     for (int64_t e = 0; e < E; ++e) order[size_t(e)] = int32_t(e);
-    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[a] > p[b]; });
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
     double chosen = 0.0;
     for (int64_t j = 0; j < k; ++j) chosen += double(p[order[size_t(j)]]);
     for (int64_t j = 0; j < k; ++j) {

@@ -78,12 +78,17 @@ std::vector<int64_t> cached_sizes(int64_t n) {
 }
 
 void run_gemm(const GemmArgs& a);
+bool widens(const GemmArgs& a);
+void widened_gemm(const GemmArgs& a);
 
 }  // namespace
 
 void gemm(const GemmArgs& a) {
   MT_CHECK(a.M > 0 && a.N > 0 && a.K > 0, "gemm sizes must be positive");
   MT_CHECK(a.c_type == DType::f32 || a.ab_type == DType::bf16, "bf16 output needs bf16 inputs");
+  // Widened before any cut: one f32 GEMM of any shape, so each operand is widened (and a
+  // weight streamed) once, not once per piece.
+  if (widens(a)) return widened_gemm(a);
   const int64_t ab = int64_t(dtype_size(a.ab_type)), c = int64_t(dtype_size(a.c_type));
   const std::vector<int64_t> ms = a.trans_a ? std::vector<int64_t>{a.M} : cached_sizes(a.M);
   const std::vector<int64_t> ks = a.trans_a ? cached_sizes(a.K) : std::vector<int64_t>{a.K};
@@ -129,17 +134,28 @@ bool bf16_matmul_available(Engine& e) {
 }
 
 // The stored block of an operand, `rows` x `cols` with leading dimension ld, widened to a packed
-// f32 copy (exact: every bf16 is a float).
+// f32 copy (exact: every bf16 is a float). Only a block of 4M elements or more (a dense layer's
+// weight or a 2048-token input) is split over the threads: an expert's 1.5M-element weight stays on
+// one, since every parallel region waits for all the threads, and on a loaded machine for one
+// descheduled; two more regions a product made a mixture of experts' products 3x slower at load 12
+// (docs/benchmarks.md, "On an AVX2 machine").
+constexpr int64_t kParallelWidening = int64_t(1) << 22;
 const float* widened(std::vector<float>& out, const void* src, int64_t rows, int64_t cols, int64_t ld) {
   out.resize(size_t(rows * cols));
   const bf16* s = static_cast<const bf16*>(src);
-  for (int64_t r = 0; r < rows; ++r) convert(out.data() + r * cols, s + r * ld, size_t(cols));
-  return out.data();
+  float* d = out.data();
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelWidening)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) d[r * cols + c] = to_float(s[r * ld + c]);
+  return d;
 }
 
 // A bf16 GEMM where oneDNN has none: the operands widened to f32 and one f32 GEMM, which
 // accumulates in f32 as oneDNN's bf16 GEMM does (only the order of the partial sums may differ);
-// a bf16 output is accumulated in f32 and rounded once, as there.
+// a bf16 output is accumulated in f32 and rounded once, as there. The f32 GEMM is oneDNN's
+// sgemm, which takes its sizes at run time: a mixture of experts' row counts, which change every
+// step, need neither a primitive each nor the cut into cached sizes (which widened and streamed
+// an expert's weight once per piece: a 137-row product took two passes over it).
 struct WidenedScratch {
   std::vector<float> a, b, c;
 };
@@ -149,25 +165,34 @@ void widened_gemm(const GemmArgs& a) {
   std::vector<float>& wa = widened_scratch.a;
   std::vector<float>& wb = widened_scratch.b;
   std::vector<float>& wc = widened_scratch.c;
-  GemmArgs f = a;
-  f.ab_type = DType::f32;
   const int64_t a_cols = a.trans_a ? a.M : a.K, b_cols = a.trans_b ? a.K : a.N;
-  f.A = widened(wa, a.A, a.trans_a ? a.K : a.M, a_cols, a.lda), f.lda = a_cols;
-  f.B = widened(wb, a.B, a.trans_b ? a.N : a.K, b_cols, a.ldb), f.ldb = b_cols;
-  if (a.c_type == DType::f32) return run_gemm(f);
-  wc.assign(size_t(a.M * a.N), 0.0f);
-  if (a.accumulate) widened(wc, a.C, a.M, a.N, a.ldc);
-  f.C = wc.data(), f.ldc = a.N, f.c_type = DType::f32;
-  run_gemm(f);
+  const float* A = widened(wa, a.A, a.trans_a ? a.K : a.M, a_cols, a.lda);
+  const float* B = widened(wb, a.B, a.trans_b ? a.N : a.K, b_cols, a.ldb);
+  float* C = static_cast<float*>(a.C);
+  int64_t ldc = a.ldc;
+  if (a.c_type == DType::bf16) {
+    if (a.accumulate) widened(wc, a.C, a.M, a.N, a.ldc);
+    else wc.resize(size_t(a.M * a.N));
+    C = wc.data(), ldc = a.N;
+  }
+  const dnnl_status_t st = dnnl_sgemm(a.trans_a ? 'T' : 'N', a.trans_b ? 'T' : 'N', a.M, a.N, a.K, a.alpha, A,
+                                      a_cols, B, b_cols, a.accumulate ? 1.0f : 0.0f, C, ldc);
+  MT_CHECK(st == dnnl_success, "oneDNN sgemm failed");
+  if (a.c_type == DType::f32) return;
   bf16* c = static_cast<bf16*>(a.C);
-  for (int64_t r = 0; r < a.M; ++r) convert(c + r * a.ldc, wc.data() + r * a.N, size_t(a.N));
+#pragma omp parallel for schedule(static) if (a.M * a.N >= kParallelWidening)
+  for (int64_t r = 0; r < a.M; ++r)
+    for (int64_t j = 0; j < a.N; ++j) c[r * a.ldc + j] = float_to_bf16(wc[size_t(r * a.N + j)]);
 }
 
 std::atomic<bool> forced_widening{false};
 
+bool widens(const GemmArgs& a) {
+  return a.ab_type == DType::bf16 && (forced_widening || !bf16_matmul_available(engine()));
+}
+
 void run_gemm(const GemmArgs& a) {
   Engine& e = engine();
-  if (a.ab_type == DType::bf16 && (forced_widening || !bf16_matmul_available(e))) return widened_gemm(a);
   dnnl::matmul* prim;
   {
     std::lock_guard<std::mutex> lock(e.mutex);

@@ -57,7 +57,9 @@ void combine_rows_backward(TSrc* dsrc, float* dweights, const TOut* dout, const 
     const TSrc* s = src + r * C;
     TSrc* ds = dsrc + r * C;
     const float w = weights[i];
+    // Vectorised (the reduction in lanes): a scalar sum's chain made this the slowest row move.
     float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
     for (int64_t c = 0; c < C; ++c) {
       const float gc = to_float(g[c]);
       ds[c] = from_float<TSrc>(w * gc);

@@ -272,7 +272,16 @@ PackedBatch padded_slice(const parallel::DataParallel& dp, const PackedBatch& fu
   out.targets = cut(full.targets, true);
   out.positions = cut(full.positions, false);
   out.segments = cut(full.segments, false);
-  out.padding = cut(full.padding, false);
+  // A stand-in is padding throughout, so a mixture of experts' routing losses (which count the
+  // tokens that are not padding, as HF's attention mask) do not see it either.
+  if (own < rows) {
+    out.padding = full.padding.empty() ? std::vector<int32_t>(size_t(own * T), 0)
+                                       : std::vector<int32_t>(full.padding.begin() + first * T,
+                                                              full.padding.begin() + (first + own) * T);
+    out.padding.resize(size_t(rows * T), 1);
+  } else {
+    out.padding = cut(full.padding, false);
+  }
   out.batch_size = rows;
   out.seq_len = T;
   return dp.sequence(out);

@@ -7,6 +7,7 @@
 // order, so a lane gives the scalar fast_exp's bits (tests/test_fast_exp_block.cpp checks it);
 // the tail (n mod 8) uses the scalar function, and where a buffer is cut does not matter.
 #pragma once
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -64,5 +65,19 @@ inline void fast_exp_inplace(float* x, int64_t n) {
   for (; i < n; ++i) x[i] = fast_exp(x[i]);
 }
 #pragma GCC diagnostic pop
+
+// The elementwise kernels that take their exps a block at a time (SwiGLU, GeLU, GeGLU): elements
+// in blocks of kExpBlock, whose exps stay in L1 (1 KiB) between a kernel's passes, and threads
+// taking whole blocks, so an element's arithmetic never depends on the thread count; below
+// kExpBlockParallelMin elements a thread team costs more than it saves. f(i0, len) does one block,
+// elements [i0, i0 + len), len <= kExpBlock.
+constexpr int64_t kExpBlock = 256;
+constexpr int64_t kExpBlockParallelMin = 1 << 15;
+template <class F>
+void for_each_exp_block(int64_t n, F&& f) {
+  const int64_t blocks = (n + kExpBlock - 1) / kExpBlock;
+#pragma omp parallel for schedule(static) if (n > kExpBlockParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) f(b * kExpBlock, std::min(kExpBlock, n - b * kExpBlock));
+}
 
 }  // namespace mt

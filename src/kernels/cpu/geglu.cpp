@@ -9,10 +9,6 @@
 namespace mt {
 
 namespace {
-constexpr int64_t kGegluParallelMin = 1 << 15;  // elements; below this a thread team costs more
-// Elements per block, as in gelu.cpp: threads take whole blocks, the exps stay in L1.
-constexpr int64_t kGegluBlock = 256;
-
 // e[j] = e^-2u of gate[j] (gelu_sigmoid.h), j < len, the exp eight lanes at a time.
 template <class T>
 void geglu_exp_block(float* e, const T* gate, int64_t len) {
@@ -24,11 +20,8 @@ void geglu_exp_block(float* e, const T* gate, int64_t len) {
 
 template <class T>
 void geglu_forward(T* h, const T* gate, const T* up, int64_t n) {
-  const int64_t blocks = (n + kGegluBlock - 1) / kGegluBlock;
-#pragma omp parallel for schedule(static) if (n > kGegluParallelMin)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t i0 = b * kGegluBlock, len = std::min(kGegluBlock, n - i0);
-    float e[kGegluBlock];
+  for_each_exp_block(n, [&](int64_t i0, int64_t len) {
+    float e[kExpBlock];
     geglu_exp_block(e, gate + i0, len);
 #pragma omp simd
     for (int64_t j = 0; j < len; ++j) {
@@ -36,17 +29,14 @@ void geglu_forward(T* h, const T* gate, const T* up, int64_t n) {
       const float g = to_float(gate[i]), u = to_float(up[i]);
       h[i] = from_float<T>(g * gelu_sigmoid_from_exp(e[j]).s * u);
     }
-  }
+  });
 }
 
 // dgate = dh * up * gelu'(gate), dup = dh * gelu(gate).
 template <class T>
 void geglu_backward(T* dgate, T* dup, const T* dh, const T* gate, const T* up, int64_t n) {
-  const int64_t blocks = (n + kGegluBlock - 1) / kGegluBlock;
-#pragma omp parallel for schedule(static) if (n > kGegluParallelMin)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t i0 = b * kGegluBlock, len = std::min(kGegluBlock, n - i0);
-    float e[kGegluBlock];
+  for_each_exp_block(n, [&](int64_t i0, int64_t len) {
+    float e[kExpBlock];
     geglu_exp_block(e, gate + i0, len);
 #pragma omp simd
     for (int64_t j = 0; j < len; ++j) {
@@ -58,7 +48,7 @@ void geglu_backward(T* dgate, T* dup, const T* dh, const T* gate, const T* up, i
           from_float<T>(d * u * gelu_tanh_derivative_vectorisable(g, gelu_sigmoid_from_exp(ej)));
       dup[i] = from_float<T>(d * g * gelu_sigmoid_from_exp(ej).s);
     }
-  }
+  });
 }
 
 #define MT_INSTANTIATE(T)                                                    \

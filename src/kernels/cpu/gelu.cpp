@@ -9,11 +9,6 @@
 namespace mt {
 
 namespace {
-constexpr int64_t kGeluParallelMin = 1 << 15;  // elements; below this a thread team costs more
-// Elements per block: the exps of one block stay in L1 between the passes. Threads take whole
-// blocks, so an element's arithmetic never depends on the thread count.
-constexpr int64_t kGeluBlock = 256;
-
 // e[j] = e^-2u of x[j] (gelu_sigmoid.h), j < len, the exp eight lanes at a time.
 template <class T>
 void gelu_exp_block(float* e, const T* x, int64_t len) {
@@ -26,25 +21,19 @@ void gelu_exp_block(float* e, const T* x, int64_t len) {
 // gelu_sigmoid.h's form of the tanh GeLU: fast_exp instead of tanhf, so each loop vectorises.
 template <class T>
 void gelu_forward(T* h, const T* x, int64_t n) {
-  const int64_t blocks = (n + kGeluBlock - 1) / kGeluBlock;
-#pragma omp parallel for schedule(static) if (n > kGeluParallelMin)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t i0 = b * kGeluBlock, len = std::min(kGeluBlock, n - i0);
-    float e[kGeluBlock];
+  for_each_exp_block(n, [&](int64_t i0, int64_t len) {
+    float e[kExpBlock];
     gelu_exp_block(e, x + i0, len);
 #pragma omp simd
     for (int64_t j = 0; j < len; ++j)
       h[i0 + j] = from_float<T>(to_float(x[i0 + j]) * gelu_sigmoid_from_exp(e[j]).s);
-  }
+  });
 }
 
 template <class T>
 void gelu_backward(T* dx, const T* dh, const T* x, int64_t n) {
-  const int64_t blocks = (n + kGeluBlock - 1) / kGeluBlock;
-#pragma omp parallel for schedule(static) if (n > kGeluParallelMin)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t i0 = b * kGeluBlock, len = std::min(kGeluBlock, n - i0);
-    float e[kGeluBlock];
+  for_each_exp_block(n, [&](int64_t i0, int64_t len) {
+    float e[kExpBlock];
     gelu_exp_block(e, x + i0, len);
 #pragma omp simd
     for (int64_t j = 0; j < len; ++j) {
@@ -53,7 +42,7 @@ void gelu_backward(T* dx, const T* dh, const T* x, int64_t n) {
       dx[i] = from_float<T>(to_float(dh[i]) *
                             gelu_tanh_derivative_vectorisable(xi, gelu_sigmoid_from_exp(e[j])));
     }
-  }
+  });
 }
 
 #define MT_INSTANTIATE(T)                                    \

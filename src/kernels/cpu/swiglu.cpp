@@ -9,11 +9,6 @@
 namespace mt {
 
 namespace {
-constexpr int64_t kSwigluParallelMin = 1 << 15;
-// Elements per block: the sigmoids of one block stay in L1 (1 KiB) between the passes. Threads
-// take whole blocks, so an element's arithmetic never depends on the thread count.
-constexpr int64_t kSwigluBlock = 256;
-
 // s[j] = sigmoid(gate[j]) = 1 / (1 + fast_exp(-gate[j])), j < len. The GPU computes the sigmoid
 // with expf (dm::sigmoid); fast_exp_inplace runs eight lanes at a time on any x86-64 (a loop
 // calling fast_exp does not vectorise on AVX2, see fast_exp_block.h).
@@ -31,28 +26,22 @@ void sigmoid_block(float* s, const T* gate, int64_t len) {
 // element for element (the simd pragmas promise no cross-element overlap, nothing more).
 template <class T>
 void swiglu_forward(T* h, const T* gate, const T* up, int64_t n) {
-  const int64_t blocks = (n + kSwigluBlock - 1) / kSwigluBlock;
-#pragma omp parallel for schedule(static) if (n > kSwigluParallelMin)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t i0 = b * kSwigluBlock, len = std::min(kSwigluBlock, n - i0);
-    float s[kSwigluBlock];
+  for_each_exp_block(n, [&](int64_t i0, int64_t len) {
+    float s[kExpBlock];
     sigmoid_block(s, gate + i0, len);
 #pragma omp simd
     for (int64_t j = 0; j < len; ++j) {
       const int64_t i = i0 + j;
       h[i] = from_float<T>(dm::swiglu_value(to_float(gate[i]), to_float(up[i]), s[j]));
     }
-  }
+  });
 }
 
 // The arithmetic after the sigmoid is kernels/device_math/swiglu_element.h, shared with the GPU.
 template <class T>
 void swiglu_backward(T* dgate, T* dup, const T* dh, const T* gate, const T* up, int64_t n) {
-  const int64_t blocks = (n + kSwigluBlock - 1) / kSwigluBlock;
-#pragma omp parallel for schedule(static) if (n > kSwigluParallelMin)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t i0 = b * kSwigluBlock, len = std::min(kSwigluBlock, n - i0);
-    float s[kSwigluBlock];
+  for_each_exp_block(n, [&](int64_t i0, int64_t len) {
+    float s[kExpBlock];
     sigmoid_block(s, gate + i0, len);
 #pragma omp simd
     for (int64_t j = 0; j < len; ++j) {
@@ -62,7 +51,7 @@ void swiglu_backward(T* dgate, T* dup, const T* dh, const T* gate, const T* up, 
       dgate[i] = from_float<T>(r.dgate);
       dup[i] = from_float<T>(r.dup);
     }
-  }
+  });
 }
 
 #define MT_INSTANTIATE(T)                                                     \

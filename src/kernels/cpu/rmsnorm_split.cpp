@@ -1,12 +1,9 @@
 #include "kernels/cpu/rmsnorm_split.h"
 
 #include <cmath>
-#include <vector>
-
-#include <omp.h>
 
 #include "core/bf16.h"
-#include "kernels/cpu/col_range.h"
+#include "kernels/cpu/rmsnorm_weight_grad.h"
 
 namespace mt {
 
@@ -63,21 +60,7 @@ void rmsnorm_backward_summed(float* dx, float* dw, const T* dout, const float* x
 #pragma omp simd
       for (int64_t c = 0; c < C; ++c) d[c] += r * (to_float(gr[c]) * (offset + w[c]) - xr[c] * k);
     }
-    // dw: every row adds to the same C sums, so threads split the columns (col_range.h) and add
-    // in double in row order, as rmsnorm_backward does.
-    if (dw) {
-      const ColRange cr = col_range(C, omp_get_thread_num(), omp_get_num_threads());
-      std::vector<double> acc(size_t(cr.end - cr.begin), 0.0);
-      double* a = acc.data();
-      for (int64_t n = 0; n < N; ++n) {
-        const float* xr = x + n * C + cr.begin;
-        const T* gr = dout + n * C + cr.begin;
-        const float r = rstd[n];
-#pragma omp simd
-        for (int64_t c = 0; c < cr.end - cr.begin; ++c) a[c] += double(to_float(gr[c])) * double(xr[c] * r);
-      }
-      for (int64_t c = 0; c < cr.end - cr.begin; ++c) dw[cr.begin + c] += float(a[c]);
-    }
+    if (dw) rmsnorm_weight_grad_columns(dw, dout, x, rstd, N, C);  // rmsnorm_weight_grad.h
   }
 }
 

@@ -96,21 +96,26 @@ void rmsnorm_backward(float* dx, float* dw, const T* dout, const float* x, const
   if (N <= 0 || C <= 0) return;
   MT_LAUNCH(backward_dx_rows, row_blocks(N), row_threads_pow2(C), 0, stream)(dx, dout, x, w, rstd, N, C, offset);
   check_launch("rmsnorm_backward (dx)");
-  if (!dw) return;
+  if (dw) rmsnorm_weight_grad(dw, dout, x, rstd, N, C, scratch, scratch_bytes, "rmsnorm_backward", stream);
+}
+
+template <class T>
+void rmsnorm_weight_grad(float* dw, const T* dout, const float* x, const float* rstd, int64_t N, int64_t C,
+                         void* scratch, size_t scratch_bytes, const char* op, cudaStream_t stream) {
+  const std::string name(op);
   const size_t need = rmsnorm_backward_scratch_bytes(N, C, true);
   if (scratch_bytes < need)
-    throw Error("rmsnorm_backward: scratch of " + std::to_string(scratch_bytes) +
-                " bytes, expected at least " + std::to_string(need));
+    throw Error(name + ": scratch of " + std::to_string(scratch_bytes) + " bytes, expected at least " +
+                std::to_string(need));
   const int64_t tiles = (C + kThreads - 1) / kThreads;
   if (tiles > 65535)
-    throw Error("rmsnorm_backward: " + std::to_string(C) + " columns, expected at most " +
-                std::to_string(65535LL * kThreads));
+    throw Error(name + ": " + std::to_string(C) + " columns, expected at most " + std::to_string(65535LL * kThreads));
   auto* partial = static_cast<double*>(scratch);
   const dim3 grid(unsigned(chunks_of(N)), unsigned(tiles));
   MT_LAUNCH(backward_dw_chunks, grid, kThreads, 0, stream)(partial, dout, x, rstd, N, C);
-  check_launch("rmsnorm_backward (dw chunks)");
+  check_launch((name + " (dw chunks)").c_str());
   MT_LAUNCH(backward_dw_total, grid_for(C), kThreads, 0, stream)(dw, partial, chunks_of(N), C);
-  check_launch("rmsnorm_backward (dw total)");
+  check_launch((name + " (dw total)").c_str());
 }
 
 #define MT_INSTANTIATE(T)                                                                      \
@@ -118,7 +123,9 @@ void rmsnorm_backward(float* dx, float* dw, const T* dout, const float* x, const
                                    float, float, cudaStream_t);                                \
   template void rmsnorm_backward<T>(float*, float*, const T*, const float*, const float*,      \
                                     const float*, int64_t, int64_t, float, void*, size_t,      \
-                                    cudaStream_t);
+                                    cudaStream_t);                                              \
+  template void rmsnorm_weight_grad<T>(float*, const T*, const float*, const float*, int64_t, int64_t, void*, \
+                                       size_t, const char*, cudaStream_t);
 MT_INSTANTIATE(float)
 MT_INSTANTIATE(bf16_t)
 #undef MT_INSTANTIATE

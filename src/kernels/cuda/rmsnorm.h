@@ -23,5 +23,11 @@ template <class T>
 void rmsnorm_backward(float* dx, float* dw, const T* dout, const float* x, const float* w,
                       const float* rstd, int64_t N, int64_t C, float offset, void* scratch,
                       size_t scratch_bytes, cudaStream_t stream);
+// dw += sum over rows of dout * x * rstd in rmsnorm_backward's fixed order, for the backwards that
+// end in that weight gradient (rmsnorm_backward, rmsnorm_split.h's): scratch of
+// rmsnorm_backward_scratch_bytes(N, C, true); `op` names the caller in the errors.
+template <class T>
+void rmsnorm_weight_grad(float* dw, const T* dout, const float* x, const float* rstd, int64_t N, int64_t C,
+                         void* scratch, size_t scratch_bytes, const char* op, cudaStream_t stream);
 
 }  // namespace mt::cuda

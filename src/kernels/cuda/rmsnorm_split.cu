@@ -1,7 +1,5 @@
 #include "kernels/cuda/rmsnorm_split.h"
 
-#include <string>
-
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/rmsnorm.h"
@@ -56,29 +54,6 @@ __global__ void backward_summed_dx_rows(float* dx, const T* dout, const float* x
   }
 }
 
-// partial[chunk, c] = sum over the chunk's rows, in row order, of dout * x * rstd.
-template <class T>
-__global__ void summed_dw_chunks(double* partial, const T* dout, const float* x, const float* rstd, int64_t N,
-                                 int64_t C) {
-  const int64_t chunk = blockIdx.x, c = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  const int64_t n0 = chunk * kRmsnormRowsPerChunk;
-  const int64_t n1 = n0 + kRmsnormRowsPerChunk < N ? n0 + kRmsnormRowsPerChunk : N;
-  double a = 0.0;
-  for (int64_t n = n0; n < n1; ++n) a += double(load(dout[n * C + c])) * double(x[n * C + c] * rstd[n]);
-  partial[chunk * C + c] = a;
-}
-
-__global__ void summed_dw_total(float* dw, const double* partial, int64_t chunks, int64_t C) {
-  for (int64_t c = global_index(); c < C; c += global_stride()) {
-    double a = 0.0;
-    for (int64_t k = 0; k < chunks; ++k) a += partial[k * C + c];
-    dw[c] += float(a);
-  }
-}
-
-int64_t summed_chunks_of(int64_t N) { return (N + kRmsnormRowsPerChunk - 1) / kRmsnormRowsPerChunk; }
-
 }  // namespace
 
 template <class T>
@@ -99,7 +74,7 @@ void rmsnorm_forward_summed(T* out, float* rstd, const float* x, const float* w,
 }
 
 size_t rmsnorm_backward_summed_scratch_bytes(int64_t N, int64_t C, bool with_dw) {
-  return with_dw ? size_t(summed_chunks_of(N) * C) * sizeof(double) : 0;
+  return rmsnorm_backward_scratch_bytes(N, C, with_dw);  // rmsnorm_weight_grad's
 }
 
 template <class T>
@@ -110,21 +85,7 @@ void rmsnorm_backward_summed(float* dx, float* dw, const T* dout, const float* x
   MT_LAUNCH(backward_summed_dx_rows, split_row_blocks(N), row_threads_pow2(C), 0, stream)(dx, dout, x, w, rstd, dots,
                                                                                           N, C, width, offset);
   check_launch("rmsnorm_backward_summed (dx)");
-  if (!dw) return;
-  const size_t need = rmsnorm_backward_summed_scratch_bytes(N, C, true);
-  if (scratch_bytes < need)
-    throw Error("rmsnorm_backward_summed: scratch of " + std::to_string(scratch_bytes) + " bytes, expected at least " +
-                std::to_string(need));
-  const int64_t tiles = (C + kThreads - 1) / kThreads;
-  if (tiles > 65535)
-    throw Error("rmsnorm_backward_summed: " + std::to_string(C) + " columns, expected at most " +
-                std::to_string(65535LL * kThreads));
-  auto* partial = static_cast<double*>(scratch);
-  const dim3 grid(unsigned(summed_chunks_of(N)), unsigned(tiles));
-  MT_LAUNCH(summed_dw_chunks, grid, kThreads, 0, stream)(partial, dout, x, rstd, N, C);
-  check_launch("rmsnorm_backward_summed (dw chunks)");
-  MT_LAUNCH(summed_dw_total, grid_for(C), kThreads, 0, stream)(dw, partial, summed_chunks_of(N), C);
-  check_launch("rmsnorm_backward_summed (dw total)");
+  if (dw) rmsnorm_weight_grad(dw, dout, x, rstd, N, C, scratch, scratch_bytes, "rmsnorm_backward_summed", stream);
 }
 
 #define MT_INSTANTIATE(T)                                                                                     \

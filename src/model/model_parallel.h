@@ -6,6 +6,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -69,11 +70,28 @@ class ModelParallel {
   virtual void exchange_expert_counts(const int64_t* counts, int64_t* received, int64_t n) {
     std::copy(counts, counts + n, received);
   }
-  // recv = the rows every rank sends this one, in rank order: send_rows[p] consecutive rows of
-  // `send` (from its first) go to rank p, recv_rows[q] arrive from rank q. Both tensors have the
-  // same columns and dtype; device memory.
-  virtual void exchange_expert_rows(const Tensor& recv, const std::vector<int64_t>& recv_rows, const Tensor& send,
-                                    const std::vector<int64_t>& send_rows) {}
+  // An exchange of rows in flight (start_expert_rows): wait() completes it (the buffers may be
+  // read and reused after it); the destructor waits too, so an early return cannot leave a
+  // transfer writing into reused memory.
+  class ExpertRowsInFlight {
+   public:
+    virtual ~ExpertRowsInFlight() = default;
+    virtual void wait() {}
+  };
+  // Starts moving rows between the ranks and returns at once, so the caller computes while they
+  // travel (model/moe.cpp computes its experts on the rows it routed to itself meanwhile):
+  // send_rows[p] consecutive rows of `send` (from its first) go to rank p, recv_rows[q] rows from
+  // rank q land in `recv` in rank order. This rank's own block (send_rows[me] == recv_rows[me]
+  // rows) is not moved: the caller reads it where it is in `send`, and recv's block for it is
+  // left untouched. Until wait(), `recv`'s other blocks must not be read nor `send`'s other
+  // blocks written. Both tensors have the same columns and dtype; device memory. Several
+  // exchanges may be in flight at once; every rank starts them in the same order.
+  virtual std::unique_ptr<ExpertRowsInFlight> start_expert_rows(const Tensor& recv,
+                                                                const std::vector<int64_t>& recv_rows,
+                                                                const Tensor& send,
+                                                                const std::vector<int64_t>& send_rows) {
+    return std::make_unique<ExpertRowsInFlight>();
+  }
   // Whether this rank adds the terms every tensor-parallel rank could compute alike to a partial
   // sum that reduce_sum or sum_scatter_rows then adds over the ranks (an MoE router's input
   // gradient, an expert's row-parallel adapter output): one rank adds them, so they count once.

@@ -41,7 +41,9 @@ int64_t moe_expert_rows(const ModelConfig& c, int64_t N);
 
 // The forward's saved tensors for N tokens, of the compute dtype unless marked: per routed choice
 // (N k rows, of which the routing's rows() are used), and per row an expert of this rank computes
-// (R = moe_expert_rows: N k, or more under expert parallelism).
+// (R = moe_expert_rows: N k, or more under expert parallelism), in the order the rows arrive
+// (MoeRouting::local_offsets: by source rank, then expert; this rank's own rows where its block
+// falls).
 struct MoeActivations {
   Tensor gate, up, h;  // [R, I]
   Tensor out;          // [N k, C] the experts' outputs (the combine's backward reads them)
@@ -49,9 +51,6 @@ struct MoeActivations {
   Tensor weights;      // f32 [N k] the combine weights
   Tensor slots;        // i32 [N k] each choice's expert-ordered row (-1: dropped)
   Tensor token_rows;   // i32 [N k] the token each expert-ordered row holds
-  // Under expert parallelism, i32 [R]: the received rows in this rank's expert order (row i of it
-  // is received row to_expert[i]) and back (received row i is expert-ordered row from_expert[i]).
-  Tensor to_expert, from_expert;
   MoeRouting* routing = nullptr;  // the host's decisions, owned by the model's runner
 };
 
@@ -76,6 +75,9 @@ struct MoeScratch {
   Tensor du;          // [R * max(r, 1)]
   Tensor logits;      // f32 [N E] the router's logits, then their gradient
   Tensor dweights;    // f32 [N k]
+  // Under expert parallelism, [3 R max(C, I, E)] more: the buffers that let the exchanges travel
+  // while the experts compute (the backward's second send buffer and receive buffer, its dh).
+  Tensor ep;
 };
 int64_t moe_scratch_elems(const ModelConfig& c, int64_t N, int64_t lora_rank);  // compute dtype
 int64_t moe_scratch_f32_elems(const ModelConfig& c, int64_t N);

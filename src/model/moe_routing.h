@@ -42,9 +42,10 @@ struct MoeRouting {
   std::vector<int32_t> token_of_row;  // [M] the token each expert-ordered row holds
   std::vector<int64_t> offsets;    // [E + 1] expert e's rows are [offsets[e], offsets[e + 1])
   int64_t dropped = 0;             // choices a capacity limit dropped
-  // Under expert parallelism (model/moe.cpp): the rows sent to and received from each expert
-  // shard, and the offsets of this rank's L experts' rows among those received, once in expert
-  // order ([L + 1]).
+  // The rows sent to and received from each expert shard under expert parallelism, and where
+  // this rank's L experts' rows lie among those it computes ([S L + 1]: shard q's rows for local
+  // expert j are [local_offsets[q L + j], local_offsets[q L + j + 1]), the order they arrive in;
+  // without expert parallelism S = 1 and they are `offsets`). model/moe.cpp.
   std::vector<int64_t> send_rows, recv_rows, local_offsets;
   int64_t rows() const { return offsets.empty() ? 0 : offsets.back(); }
   int64_t received() const { return local_offsets.empty() ? rows() : local_offsets.back(); }

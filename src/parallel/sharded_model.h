@@ -167,9 +167,10 @@ class ShardedModel final : public ModelParallel {
   void exchange_expert_counts(const int64_t* counts, int64_t* received, int64_t n) override {
     ep_->exchange_counts(counts, received, n);
   }
-  void exchange_expert_rows(const Tensor& recv, const std::vector<int64_t>& recv_rows, const Tensor& send,
-                            const std::vector<int64_t>& send_rows) override {
-    ep_->exchange_rows(recv, recv_rows, send, send_rows);
+  std::unique_ptr<ExpertRowsInFlight> start_expert_rows(const Tensor& recv, const std::vector<int64_t>& recv_rows,
+                                                        const Tensor& send,
+                                                        const std::vector<int64_t>& send_rows) override {
+    return ep_->start_rows(recv, recv_rows, send, send_rows);
   }
   void gather_rows(const Tensor& whole, const Tensor& part) override { tp_->gather_rows(whole, part); }
   void sum_scatter_rows(const Tensor& part, const Tensor& whole) override { tp_->sum_scatter_rows(part, whole); }

@@ -254,7 +254,12 @@ TEST(MoeMesh, OlmoeWithoutSequenceParallelismMatchesOneRank) {
                   "tp=2", "/model/model.safetensors");
 }
 
-// The experts in NF4 split over ep, each rank quantising its own experts.
+// The experts in NF4 split over ep, each rank quantising its own experts. The default weight
+// tolerance (1e-4, mesh_runs.h): ep computes an expert's rows in blocks by source rank (its own
+// first, overlapping the exchanges: docs/mesh.md), so an adapter's weight gradient sums them in
+// other pieces than one rank's single product, and at lr 1e-2 an element whose gradient is noise
+// around zero moves by a visible fraction of lr (7.1e-5 seen on 2026-12-07, AVX2; 5e-5 held
+// while ep computed each expert's rows in one product, as one rank does).
 TEST(MoeMesh, QloraWithTheExpertsSplitOverEpMatchesOneRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   const std::string qlora =
@@ -262,7 +267,7 @@ TEST(MoeMesh, QloraWithTheExpertsSplitOverEpMatchesOneRank) {
       "--set 'lora.targets=[\"q\",\"v\",\"gate\",\"up\",\"down\"]' ";
   const std::string tag = "moe_qlora_ep";
   expect_same_run(tag, "--config " + moe_model("qwen3_moe", tag) + " " + kRun + qlora, "ep=2",
-                  "/adapter/adapter_model.safetensors", 5e-5);
+                  "/adapter/adapter_model.safetensors");
 }
 
 // A checkpoint holds every expert whole whatever the layout that wrote it: a run saved with the

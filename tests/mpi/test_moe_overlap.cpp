@@ -52,8 +52,8 @@ class RecordingEp final : public ModelParallel {
    public:
     Recorded(std::unique_ptr<ExpertRowsInFlight> inner, std::vector<int64_t>& log, size_t index)
         : inner_(std::move(inner)), log_(log), index_(index), start_(g_gemms) {}
-    void wait() override {
-      log_[index_] = g_gemms - start_;
+    void wait() override {  // the first wait ends the exchange (a later one finds it done)
+      if (log_[index_] < 0) log_[index_] = g_gemms - start_;
       inner_->wait();
     }
 

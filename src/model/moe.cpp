@@ -223,11 +223,10 @@ void moe_forward(Backend& be, const Tensor& delta, const Tensor& n2, const MoeAc
         group.push_back(forward_layer(expert_rows(out_e, off, j), u(kExpertDown, j), expert_rows(h, off, j),
                                       w.experts[size_t(j)][kExpertDown]));
     expert_products_forward(be, group);
-    for (const ExpertLayer& l : group) lora_inner(be, l.u, l.x, *l.w);
+    expert_adapters_inner(be, group);
     if (u_down) {
       par.reduce_sum(u_down);
-      for (int64_t j = 0; j < L && par.leads_tensor_group(); ++j)
-        if (!no_rows(off, j)) lora_outer(be, expert_rows(out_e, off, j), u(kExpertDown, j), w.experts[size_t(j)][kExpertDown]);
+      if (par.leads_tensor_group()) expert_adapters_outer(be, group);
     }
   }
   if (shards) {
@@ -266,9 +265,11 @@ void moe_backward(Backend& be, const Tensor& dn2, const Tensor& ddelta, const Te
   auto u = [&](ExpertProj p, int64_t j) {
     return a.lora_u[p] ? expert_rows(a.lora_u[p].rows_slice(0, R), off, j) : Tensor{};
   };
+  // Each expert's du at its own rows of the scratch: a projection's adapters run as groups
+  // (expert_layers_backward), so no two experts may share one.
   auto du = [&](ExpertProj p, int64_t j) {
-    const LinearWeights& lw = w.experts[size_t(j)][p];
-    return rows_of(s.du, off[size_t(j + 1)] - off[size_t(j)], std::max<int64_t>(lw.rank(), 1));
+    const int64_t r = std::max<int64_t>(w.experts[size_t(j)][p].rank(), 1);
+    return s.du.flat_slice(off[size_t(j)] * r, (off[size_t(j + 1)] - off[size_t(j)]) * r).view(off[size_t(j + 1)] - off[size_t(j)], r);
   };
   const Tensor dh = rows_of(s.b, R, I), dgate = rows_of(s.dgate, R, I), dup = rows_of(s.dup, R, I);
   {

@@ -119,9 +119,9 @@ class Backend {
   // the group's transposes, alpha and accumulate; the shapes may differ (an MoE layer's experts:
   // one projection's weights, each expert its own rows). No c may overlap another product's
   // operands: the products may run in any order or at once (the CUDA backend spreads them over
-  // a few streams, joined back into its own before the call returns). This default runs them one
-  // by one in order, what the CPU backends do (a concurrent grouped GEMM did not pay there:
-  // docs/benchmarks.md).
+  // a few streams, joined back into its own before the call returns; the CPU backend side by side,
+  // one product a thread: docs/benchmarks.md). This default runs them one by one in order (the
+  // reference backend).
   virtual void matmul_group(std::span<const MatmulProduct> products, bool trans_a, bool trans_b,
                             float alpha, bool accumulate) {
     for (const MatmulProduct& p : products) matmul(p.c, p.a, trans_a, p.b, trans_b, alpha, accumulate);

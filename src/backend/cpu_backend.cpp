@@ -26,6 +26,7 @@
 #include "kernels/cpu/nf4.h"
 #include "kernels/cpu/residual.h"
 #include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rmsnorm_fused.h"
 #include "kernels/cpu/rmsnorm_split.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/sum_squares.h"
@@ -131,6 +132,24 @@ class CpuBackend final : public HostMemoryBackend {
     float_dispatch(dout.dtype, [&]<class T>(T) {
       mt::rmsnorm_backward(dx.as<float>(), dw.as<float>(), dout.as<T>(), x.as<float>(),
                            w.as<float>(), rstd.as<float>(), x.rows, x.cols, weight_offset);
+    });
+  }
+
+  void residual_rmsnorm_forward(const Tensor& y, const Tensor& out, const Tensor& rstd, const Tensor& x,
+                                const Tensor& delta, const Tensor& w, float eps, float weight_offset = 0.0f) override {
+    check_residual_rmsnorm(y, out, rstd, x, delta, w, device(), "residual_rmsnorm_forward");
+    float_dispatch(out.dtype, [&]<class T>(T) {
+      mt::residual_rmsnorm_forward(y.as<float>(), out.as<T>(), rstd.as<float>(), x.as<float>(), delta.as<T>(),
+                                   w.as<float>(), x.rows, x.cols, eps, weight_offset);
+    });
+  }
+  void rmsnorm_backward_convert(const Tensor& dx, const Tensor& dx_c, const Tensor& dw, const Tensor& dout,
+                                const Tensor& x, const Tensor& w, const Tensor& rstd,
+                                float weight_offset = 0.0f) override {
+    check_rmsnorm_backward_convert(dx, dx_c, dw, dout, x, w, rstd, device(), "rmsnorm_backward_convert");
+    float_dispatch(dout.dtype, [&]<class T>(T) {
+      mt::rmsnorm_backward_convert(dx.as<float>(), dx_c.as<T>(), dw.as<float>(), dout.as<T>(), x.as<float>(),
+                                   w.as<float>(), rstd.as<float>(), x.rows, x.cols, weight_offset);
     });
   }
 

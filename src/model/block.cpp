@@ -421,8 +421,7 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
   {
     MT_PROFILE("residual/norm forward");
     if (c.post_norms) post_norm_forward(be, attn_out, a.attn_raw, a.rstd_post_attn, w.post_attn_norm, c);
-    be.residual_add(a.x2, x, attn_out);
-    norm_forward(be, c, a.n2, a.mean2, a.rstd2, a.x2, w.norm2);
+    residual_norm_forward(be, c, a.x2, a.n2, a.mean2, a.rstd2, x, attn_out, w.norm2);  // one pass (norm.h)
   }
   const Tensor n2 = seq.whole(a.n2, s.whole);
   if (w.moe) {  // a mixture-of-experts layer (model/moe.h)
@@ -549,9 +548,14 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   const Tensor dn2_sum = seq.sum(dn2, s.t3);  // column-parallel: each rank's dn2 is a partial sum
   {
     MT_PROFILE("residual/norm backward");
-    norm_backward(be, c, dy, dn2_sum, a.x2, w.norm2, a.mean2, a.rstd2);  // dy = dL/dx2
-    if (c.post_norms) post_norm_backward(be, dy_c, dy, a.attn_raw, a.rstd_post_attn, w.post_attn_norm, c, s);
-    else be.convert(dy_c, dy);
+    // dy = dL/dx2. Without post norms dy_c is dy in the compute dtype, written in the norm's pass
+    // (norm.h); under sequence parallelism dn2_sum is dy_c's own rows, which that pass allows.
+    if (c.post_norms) {
+      norm_backward(be, c, dy, dn2_sum, a.x2, w.norm2, a.mean2, a.rstd2);
+      post_norm_backward(be, dy_c, dy, a.attn_raw, a.rstd_post_attn, w.post_attn_norm, c, s);
+    } else {
+      norm_backward_convert(be, c, dy, dy_c, dn2_sum, a.x2, w.norm2, a.mean2, a.rstd2);
+    }
   }
 
   // Attention half.

@@ -135,6 +135,18 @@ class FarMemoryBackend : public Backend {
     inner_.rmsnorm_backward(near(dx, op), near(dw, op), near(dout, op), near(x, op), near(w, op), near(rstd, op),
                             weight_offset);
   }
+  void residual_rmsnorm_forward(const Tensor& y, const Tensor& out, const Tensor& rstd, const Tensor& x,
+                                const Tensor& delta, const Tensor& w, float eps, float weight_offset = 0.0f) override {
+    const char* op = "residual_rmsnorm_forward";
+    inner_.residual_rmsnorm_forward(near(y, op), near(out, op), near(rstd, op), near(x, op), near(delta, op),
+                                    near(w, op), eps, weight_offset);
+  }
+  void rmsnorm_backward_convert(const Tensor& dx, const Tensor& dx_c, const Tensor& dw, const Tensor& dout,
+                                const Tensor& x, const Tensor& w, const Tensor& rstd, float weight_offset = 0.0f) override {
+    const char* op = "rmsnorm_backward_convert";
+    inner_.rmsnorm_backward_convert(near(dx, op), near(dx_c, op), near(dw, op), near(dout, op), near(x, op),
+                                    near(w, op), near(rstd, op), weight_offset);
+  }
   void rmsnorm_row_dots(const Tensor& dots, const Tensor& x, const Tensor& y, const Tensor& w,
                         float weight_offset = 0.0f) override {
     const char* op = "rmsnorm_row_dots";

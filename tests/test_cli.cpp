@@ -99,6 +99,28 @@ TEST(Cli, BenchP2pOnOneRankIsRefused) {
   expect_one_line_error("bench --what p2p", "needs two ranks (mpirun -n 2");
 }
 
+// bench's training path on a small cut (given a peak, so no GEMM sweep): it trains, prints its
+// figures and the GEMM roofline, and writes them to --json, the roofline's share consistent with
+// the tokens/s and the GEMMs' time (a share of the step, so at most the whole of it).
+TEST(Cli, BenchTrainsAndReportsItsGemmRoofline) {
+  const std::string json = mt::testing::fresh_temp_dir("cli_bench") + "/bench.json";
+  Result r = run("bench --what lora --preset qwen3-0.6b --layers 1 --batch 1 --seq 32 --steps 1 --peak-gflops 100 --json " +
+                 json);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("GEMM roofline: the GEMMs took"), std::string::npos) << r.output;
+  std::ifstream f(json);
+  const auto j = nlohmann::json::parse(f);
+  const auto& lora = j.at("lora");
+  const double tps = lora.at("tokens_per_s"), roof = lora.at("gemm_roofline_tokens_per_s");
+  const double share = lora.at("share_of_gemm_roofline"), gemm_ms = lora.at("gemm_ms_per_step");
+  EXPECT_GT(tps, 0.0);
+  EXPECT_GT(gemm_ms, 0.0);
+  EXPECT_LE(gemm_ms, double(lora.at("ms_per_step")));
+  EXPECT_GE(roof, tps);
+  EXPECT_NEAR(share, tps / roof, 1e-9);
+  EXPECT_NEAR(roof, 32.0 / (gemm_ms / 1e3), 1e-6 * roof);
+}
+
 TEST(Cli, TrainsAndSummarises) {
   Result r = run("train --set train.steps=3 --set train.log_every=1 --set train.peak_gflops=100 "
                  "--set output.dir=" + mt::testing::fresh_temp_dir("cli_run") + "/run");

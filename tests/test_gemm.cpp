@@ -1,7 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <cmath>
+#include <cstring>
+#include <stdexcept>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/bf16.h"
@@ -172,6 +177,99 @@ TEST(Gemm, Bf16WidenedToF32IsTheNativeBf16Gemm) {
                                             << (out == DType::f32 ? "f32" : "bf16") << " element " << i;
           }
         }
+}
+
+
+// A group of independent GEMMs (an MoE projection's experts), run side by side one product a
+// thread: every case the model issues (the forward's x W^T, the input gradient's dy W, the weight
+// gradient's dW += dy^T x; f32 and bf16, bf16 and f32 outputs, accumulating and not), uneven sizes
+// from 1 row up. Each result equals the same product alone on one thread (bit for bit where both
+// take oneDNN's sgemm: a widened bf16 product), the float64 product to rounding, and the same bits
+// on a second run; a failing product's error leaves the call (none escapes the parallel region).
+TEST(GemmGroup, EqualsEachProductAloneAndRepeatsBitForBit) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd;
+  const std::vector<int64_t> rows = {37, 1, 130, 8, 64, 3, 99};
+  const int64_t N = 24, K = 40;
+  for (DType ab : {DType::f32, DType::bf16})
+    for (DType out : {DType::f32, DType::bf16}) {
+      if (ab == DType::f32 && out == DType::bf16) continue;
+      for (int kind = 0; kind < 3; ++kind) {  // forward (tb), input gradient, weight gradient (ta)
+        const bool ta = kind == 2, tb = kind == 0, acc = kind != 0;
+        const size_t ab_size = dtype_size(ab), c_size = dtype_size(out);
+        std::vector<std::vector<float>> As, Bs;  // exact in bf16
+        std::vector<std::vector<char>> Ab, Bb, C0;
+        std::vector<GemmArgs> g;
+        for (int64_t m : rows) {
+          const int64_t M = ta ? N : m, Kp = ta ? m : K, Nn = ta ? K : N;
+          As.emplace_back(size_t(M * Kp)), Bs.emplace_back(size_t(Kp * Nn));
+          for (auto& x : As.back()) x = to_float(float_to_bf16(nd(rng)));
+          for (auto& x : Bs.back()) x = to_float(float_to_bf16(nd(rng)));
+          auto stored = [&](const std::vector<float>& v) {
+            std::vector<char> b(v.size() * ab_size);
+            if (ab == DType::bf16) convert(reinterpret_cast<bf16*>(b.data()), v.data(), v.size());
+            else std::memcpy(b.data(), v.data(), b.size());
+            return b;
+          };
+          Ab.push_back(stored(As.back())), Bb.push_back(stored(Bs.back()));
+          std::vector<char> c(size_t(M * Nn) * c_size);
+          for (int64_t i = 0; i < M * Nn; ++i) {
+            const float v = to_float(float_to_bf16(nd(rng)));
+            if (out == DType::bf16) reinterpret_cast<bf16*>(c.data())[i] = float_to_bf16(v);
+            else reinterpret_cast<float*>(c.data())[i] = v;
+          }
+          C0.push_back(c);
+          GemmArgs a;
+          a.M = M, a.N = Nn, a.K = Kp, a.trans_a = ta, a.trans_b = tb;
+          a.lda = ta ? M : Kp, a.ldb = tb ? Kp : Nn, a.ldc = Nn;
+          a.ab_type = ab, a.c_type = out, a.alpha = 0.75f, a.accumulate = acc;
+          g.push_back(a);
+        }
+        // op(B) is [K, N]: stored [N, K] when transposed, which the fill above does not care about.
+        auto run = [&](bool group) {
+          std::vector<std::vector<char>> C = C0;
+          std::vector<GemmArgs> args = g;
+          for (size_t i = 0; i < args.size(); ++i) args[i].A = Ab[i].data(), args[i].B = Bb[i].data(), args[i].C = C[i].data();
+          if (group) {
+            gemm_group(args);
+          } else {
+            const int threads = omp_get_max_threads();
+            omp_set_num_threads(1);
+            for (const GemmArgs& a : args) gemm(a);
+            omp_set_num_threads(threads);
+          }
+          return C;
+        };
+        const auto grouped = run(true), again = run(true), alone = run(false);
+        const std::string what = std::string(ab == DType::f32 ? "f32" : "bf16") + " -> " +
+                                 (out == DType::f32 ? "f32" : "bf16") + ", kind " + std::to_string(kind);
+        for (size_t i = 0; i < g.size(); ++i) {
+          ASSERT_EQ(grouped[i], again[i]) << what << ": product " << i << " differs run to run";
+          if (ab == DType::bf16 && !bf16_gemm_native()) {  // both oneDNN's sgemm on one thread
+            ASSERT_EQ(grouped[i], alone[i]) << what << ": product " << i << " differs from itself alone";
+          }
+          const GemmArgs& a = g[i];
+          const auto R = reference(As[i], Bs[i], int(a.M), int(a.N), int(a.K), ta, tb);
+          for (int64_t e = 0; e < a.M * a.N; ++e) {
+            auto at = [&](const std::vector<char>& c) {
+              return out == DType::bf16 ? to_float(reinterpret_cast<const bf16*>(c.data())[e])
+                                        : reinterpret_cast<const float*>(c.data())[e];
+            };
+            const double want = 0.75 * R[size_t(e)] + (acc ? at(C0[i]) : 0.0);
+            const double tol = out == DType::bf16 ? 8e-3 * (1 + std::fabs(want)) : 1e-4 * (1 + std::fabs(want));
+            ASSERT_NEAR(at(grouped[i]), want, tol) << what << ": product " << i << " element " << e;
+          }
+        }
+      }
+    }
+  GemmArgs bad = {};  // no rows: gemm()'s error, thrown by whichever thread ran it
+  std::vector<float> x(32);
+  GemmArgs good;
+  good.M = good.N = good.K = 4, good.lda = good.ldb = good.ldc = 4;
+  good.A = good.B = x.data(), good.C = x.data() + 16;
+  bad.N = bad.K = 4, bad.A = bad.B = bad.C = x.data();
+  const std::vector<GemmArgs> group = {good, bad, good};
+  EXPECT_THROW(gemm_group(group), std::exception);
 }
 
 }  // namespace

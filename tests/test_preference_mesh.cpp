@@ -5,7 +5,10 @@
 // layouts continues the uninterrupted run.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "mesh_runs.h"
 #include "preference_pairs_file.h"
@@ -21,6 +24,17 @@ std::string preference_args(const std::string& method, bool lora) {
                      "--set optim.warmup_steps=2 --set optim.eps=1.0 --set optim.lr=0.5 --set preference.beta=0.5 ";
   if (lora) args += kLoraAllTargets;
   return args;
+}
+
+// One key of the metrics.jsonl lines that have it (the held-out pairs' metrics: evaluated steps).
+std::vector<double> logged(const std::string& dir, const std::string& key) {
+  std::vector<double> out;
+  std::ifstream f(dir + "/metrics.jsonl");
+  for (std::string line; std::getline(f, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains(key)) out.push_back(j[key].get<double>());
+  }
+  return out;
 }
 
 struct MeshCase {
@@ -57,6 +71,27 @@ TEST(PreferenceMesh, APairSplitOverTwoRanksIsStillOnePair) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   expect_same_run("pref_split_pair", preference_args("dpo", true) + "--set train.batch_size=6 ", "dp=2",
                   "/adapter/adapter_model.safetensors", 1e-6);
+}
+
+// A validation set whose last batch the data-parallel ranks do not divide: 4 held-out pairs (8
+// rows) in batches of 6 leave a batch of 2 rows for 3 ranks, shared out as plain validation's
+// partial batch is (a row a rank, the third rank's a stand-in that counts nothing), where each
+// rank ran it whole before. Two ranks cannot see one: the rows come in pairs, so every batch has
+// an even number. The validation losses (before, during, after: expect_same_training) and the
+// held-out pairs' metrics equal one rank's.
+TEST(PreferenceMesh, APartialValidationBatchIsSharedOverTheRanksAndMatchesOneRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const std::string tag = "pref_partial_validation";
+  expect_same_run(tag, preference_args("dpo", true) + "--set train.batch_size=6 --set data.val_fraction=0.17 ", "dp=3",
+                  "/adapter/adapter_model.safetensors", 1e-6);
+  const std::string base = temp_dir_of("mesh_" + tag);
+  for (const char* key : {"eval_rewards/chosen", "eval_rewards/margins", "eval_logps/rejected", "eval_pairs"}) {
+    const auto one = logged(base + "/one", key), many = logged(base + "/mesh", key);
+    ASSERT_EQ(one.size(), 2u) << key;  // steps 3 and 6
+    ASSERT_EQ(many.size(), one.size()) << key;
+    for (size_t i = 0; i < one.size(); ++i) EXPECT_NEAR(many[i], one[i], 1e-5 * (1.0 + std::abs(one[i]))) << key;
+  }
+  EXPECT_EQ(logged(base + "/one", "eval_pairs"), (std::vector<double>{4.0, 4.0}));
 }
 
 TEST(PreferenceMesh, QloraOnTensorParallelMatchesOneRank) {

@@ -119,9 +119,9 @@ class Backend {
   // the group's transposes, alpha and accumulate; the shapes may differ (an MoE layer's experts:
   // one projection's weights, each expert its own rows). No c may overlap another product's
   // operands: the products may run in any order or at once (the CUDA backend spreads them over
-  // a few streams, joined back into its own before the call returns). This default runs them one
-  // by one in order, what the CPU backends do (a concurrent grouped GEMM did not pay there:
-  // docs/benchmarks.md).
+  // a few streams, joined back into its own before the call returns; the CPU backend side by side,
+  // one product a thread: docs/benchmarks.md). This default runs them one by one in order (the
+  // reference backend).
   virtual void matmul_group(std::span<const MatmulProduct> products, bool trans_a, bool trans_b,
                             float alpha, bool accumulate) {
     for (const MatmulProduct& p : products) matmul(p.c, p.a, trans_a, p.b, trans_b, alpha, accumulate);
@@ -171,6 +171,22 @@ class Backend {
   virtual void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dout,
                                 const Tensor& x, const Tensor& w, const Tensor& rstd,
                                 float weight_offset = 0.0f) = 0;
+
+  // The block's residual add and the RMSNorm after it in one pass over each row, each row read from
+  // memory once (the unfused pair writes the sum, then reads it back to normalise it):
+  // y = x + delta (y, x f32 [N, C], y may be x; delta of out's dtype), then out, rstd as
+  // rmsnorm_forward(out, rstd, y, w, eps, weight_offset). Each backend gives the bits of its own
+  // residual_add followed by its rmsnorm_forward.
+  virtual void residual_rmsnorm_forward(const Tensor& y, const Tensor& out, const Tensor& rstd,
+                                        const Tensor& x, const Tensor& delta, const Tensor& w,
+                                        float eps, float weight_offset = 0.0f) = 0;
+  // rmsnorm_backward followed by the conversion of the accumulated dx into dx_c (dout's dtype: the
+  // compute-dtype copy of the residual stream's gradient that the next GEMMs read), in one pass
+  // over each row. dx_c may be dout itself: every read of dout (dw's included) comes before dx_c is
+  // written. Each backend gives the bits of its own rmsnorm_backward followed by convert.
+  virtual void rmsnorm_backward_convert(const Tensor& dx, const Tensor& dx_c, const Tensor& dw,
+                                        const Tensor& dout, const Tensor& x, const Tensor& w,
+                                        const Tensor& rstd, float weight_offset = 0.0f) = 0;
 
   // RMSNorm over rows whose columns are split over devices (OLMoE's whole-projection q/k norm under
   // tensor parallelism): x [N, C] f32 is this device's columns of rows `width` wide in all, w f32

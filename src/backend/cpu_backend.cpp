@@ -26,6 +26,7 @@
 #include "kernels/cpu/nf4.h"
 #include "kernels/cpu/residual.h"
 #include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rmsnorm_fused.h"
 #include "kernels/cpu/rmsnorm_split.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/sum_squares.h"
@@ -34,6 +35,20 @@
 namespace mt {
 
 namespace {
+
+GemmArgs gemm_args(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, float alpha,
+                   bool accumulate) {
+  const MatmulDims d = matmul_dims(c, a, trans_a, b, trans_b);
+  GemmArgs g;
+  g.M = d.M, g.N = d.N, g.K = d.K;
+  g.trans_a = trans_a, g.trans_b = trans_b;
+  g.A = a.data, g.lda = a.cols;
+  g.B = b.data, g.ldb = b.cols;
+  g.C = c.data, g.ldc = c.cols;
+  g.ab_type = a.dtype, g.c_type = c.dtype;
+  g.alpha = alpha, g.accumulate = accumulate;
+  return g;
+}
 
 class CpuBackend final : public HostMemoryBackend {
  public:
@@ -47,16 +62,21 @@ class CpuBackend final : public HostMemoryBackend {
     progress_hook::poll();  // communication in flight moves between the long ops (comm progress "ops")
     // A 4-bit frozen weight: dequantised into the scratch in a's dtype, then the usual GEMM.
     if (b.dtype == DType::nf4) return matmul(c, a, trans_a, scratch_(*this, b, a.dtype), trans_b, alpha, accumulate);
-    const MatmulDims d = matmul_dims(c, a, trans_a, b, trans_b);
-    GemmArgs g;
-    g.M = d.M, g.N = d.N, g.K = d.K;
-    g.trans_a = trans_a, g.trans_b = trans_b;
-    g.A = a.data, g.lda = a.cols;
-    g.B = b.data, g.ldb = b.cols;
-    g.C = c.data, g.ldc = c.cols;
-    g.ab_type = a.dtype, g.c_type = c.dtype;
-    g.alpha = alpha, g.accumulate = accumulate;
-    gemm(g);
+    gemm(gemm_args(c, a, trans_a, b, trans_b, alpha, accumulate));
+  }
+  // Side by side, each product on one thread (kernels/cpu/gemm.h gemm_group). A group with a 4-bit
+  // weight runs one by one: its dequantisation shares one scratch.
+  void matmul_group(std::span<const MatmulProduct> products, bool trans_a, bool trans_b, float alpha,
+                    bool accumulate) override {
+    std::vector<GemmArgs> group;
+    group.reserve(products.size());
+    for (const MatmulProduct& p : products) {
+      on_device(p.c, "matmul"), on_device(p.a, "matmul"), on_device(p.b, "matmul");
+      if (p.b.dtype == DType::nf4) return Backend::matmul_group(products, trans_a, trans_b, alpha, accumulate);
+      group.push_back(gemm_args(p.c, p.a, trans_a, p.b, trans_b, alpha, accumulate));
+    }
+    progress_hook::poll();
+    gemm_group(group);
   }
 
   void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
@@ -112,6 +132,24 @@ class CpuBackend final : public HostMemoryBackend {
     float_dispatch(dout.dtype, [&]<class T>(T) {
       mt::rmsnorm_backward(dx.as<float>(), dw.as<float>(), dout.as<T>(), x.as<float>(),
                            w.as<float>(), rstd.as<float>(), x.rows, x.cols, weight_offset);
+    });
+  }
+
+  void residual_rmsnorm_forward(const Tensor& y, const Tensor& out, const Tensor& rstd, const Tensor& x,
+                                const Tensor& delta, const Tensor& w, float eps, float weight_offset = 0.0f) override {
+    check_residual_rmsnorm(y, out, rstd, x, delta, w, device(), "residual_rmsnorm_forward");
+    float_dispatch(out.dtype, [&]<class T>(T) {
+      mt::residual_rmsnorm_forward(y.as<float>(), out.as<T>(), rstd.as<float>(), x.as<float>(), delta.as<T>(),
+                                   w.as<float>(), x.rows, x.cols, eps, weight_offset);
+    });
+  }
+  void rmsnorm_backward_convert(const Tensor& dx, const Tensor& dx_c, const Tensor& dw, const Tensor& dout,
+                                const Tensor& x, const Tensor& w, const Tensor& rstd,
+                                float weight_offset = 0.0f) override {
+    check_rmsnorm_backward_convert(dx, dx_c, dw, dout, x, w, rstd, device(), "rmsnorm_backward_convert");
+    float_dispatch(dout.dtype, [&]<class T>(T) {
+      mt::rmsnorm_backward_convert(dx.as<float>(), dx_c.as<T>(), dw.as<float>(), dout.as<T>(), x.as<float>(),
+                                   w.as<float>(), rstd.as<float>(), x.rows, x.cols, weight_offset);
     });
   }
 

@@ -68,6 +68,12 @@ class CudaBackend final : public Backend {
                        float eps, float weight_offset = 0.0f) override;
   void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dout, const Tensor& x,
                         const Tensor& w, const Tensor& rstd, float weight_offset = 0.0f) override;
+  void residual_rmsnorm_forward(const Tensor& y, const Tensor& out, const Tensor& rstd, const Tensor& x,
+                                const Tensor& delta, const Tensor& w, float eps,
+                                float weight_offset = 0.0f) override;
+  void rmsnorm_backward_convert(const Tensor& dx, const Tensor& dx_c, const Tensor& dw, const Tensor& dout,
+                                const Tensor& x, const Tensor& w, const Tensor& rstd,
+                                float weight_offset = 0.0f) override;
   void rmsnorm_row_dots(const Tensor& dots, const Tensor& x, const Tensor& y, const Tensor& w,
                         float weight_offset = 0.0f) override;
   void rmsnorm_forward_summed(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w,

@@ -149,6 +149,29 @@ void CudaBackend::rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Ten
   });
 }
 
+void CudaBackend::residual_rmsnorm_forward(const Tensor& y, const Tensor& out, const Tensor& rstd, const Tensor& x,
+                                           const Tensor& delta, const Tensor& w, float eps, float weight_offset) {
+  check_residual_rmsnorm(y, out, rstd, x, delta, w, device(), "residual_rmsnorm_forward");
+  gpu_float_dispatch(out.dtype, [&]<class T>(T) {
+    cuda::residual_rmsnorm_forward<T>(ptr<float>(y), ptr<T>(out), ptr<float>(rstd), ptr<const float>(x),
+                                      ptr<const T>(delta), ptr<const float>(w), x.rows, x.cols, eps,
+                                      weight_offset, stream());
+  });
+}
+
+void CudaBackend::rmsnorm_backward_convert(const Tensor& dx, const Tensor& dx_c, const Tensor& dw,
+                                           const Tensor& dout, const Tensor& x, const Tensor& w,
+                                           const Tensor& rstd, float weight_offset) {
+  check_rmsnorm_backward_convert(dx, dx_c, dw, dout, x, w, rstd, device(), "rmsnorm_backward_convert");
+  const size_t bytes = cuda::rmsnorm_backward_scratch_bytes(x.rows, x.cols, bool(dw));
+  void* w_scratch = bytes ? scratch(bytes) : nullptr;
+  gpu_float_dispatch(dout.dtype, [&]<class T>(T) {
+    cuda::rmsnorm_backward_convert<T>(ptr<float>(dx), ptr<T>(dx_c), ptr<float>(dw), ptr<const T>(dout),
+                                      ptr<const float>(x), ptr<const float>(w), ptr<const float>(rstd), x.rows,
+                                      x.cols, weight_offset, w_scratch, bytes, stream());
+  });
+}
+
 void CudaBackend::rmsnorm_row_dots(const Tensor& dots, const Tensor& x, const Tensor& y, const Tensor& w,
                                    float weight_offset) {
   check_rmsnorm_row_dots(dots, x, y, w, device(), "rmsnorm_row_dots");

@@ -92,6 +92,23 @@ class ReferenceBackend final : public HostMemoryBackend {
     ref::rmsnorm_backward(dx, dw, dout, x, w, rstd, weight_offset);
   }
 
+  // The fused ops are defined as the pairs they replace, run one after the other.
+  void residual_rmsnorm_forward(const Tensor& y, const Tensor& out, const Tensor& rstd, const Tensor& x,
+                                const Tensor& delta, const Tensor& w, float eps, float weight_offset = 0.0f) override {
+    check_residual_rmsnorm(y, out, rstd, x, delta, w, device(), "residual_rmsnorm_forward");
+    float_only(out, "residual_rmsnorm_forward");
+    ref::residual_add(y, x, delta);
+    ref::rmsnorm_forward(out, rstd, y, w, eps, weight_offset);
+  }
+  void rmsnorm_backward_convert(const Tensor& dx, const Tensor& dx_c, const Tensor& dw, const Tensor& dout,
+                                const Tensor& x, const Tensor& w, const Tensor& rstd,
+                                float weight_offset = 0.0f) override {
+    check_rmsnorm_backward_convert(dx, dx_c, dw, dout, x, w, rstd, device(), "rmsnorm_backward_convert");
+    float_only(dout, "rmsnorm_backward_convert");
+    ref::rmsnorm_backward(dx, dw, dout, x, w, rstd, weight_offset);  // reads all of dout first
+    convert(dx_c, dx);
+  }
+
   void rmsnorm_row_dots(const Tensor& dots, const Tensor& x, const Tensor& y, const Tensor& w,
                         float weight_offset = 0.0f) override {
     check_rmsnorm_row_dots(dots, x, y, w, device(), "rmsnorm_row_dots");

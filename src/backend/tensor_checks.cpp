@@ -107,6 +107,22 @@ void check_rmsnorm(const Tensor& out, const Tensor& rstd, const Tensor& x, const
   same_numel(out, x, op), check_device(out, device, op);
 }
 
+void check_residual_rmsnorm(const Tensor& y, const Tensor& out, const Tensor& rstd, const Tensor& x,
+                            const Tensor& delta, const Tensor& w, Device device, const char* op) {
+  check_rmsnorm(out, rstd, x, w, device, op);
+  same_layout(y, x, op), check_device(y, device, op);
+  same_layout(delta, out, op), check_device(delta, device, op);
+}
+
+void check_rmsnorm_backward_convert(const Tensor& dx, const Tensor& dx_c, const Tensor& dw, const Tensor& dout,
+                                    const Tensor& x, const Tensor& w, const Tensor& rstd, Device device,
+                                    const char* op) {
+  check_rmsnorm(dout, rstd, x, w, device, op);
+  same_layout(dx, x, op), check_device(dx, device, op);
+  same_layout(dx_c, dout, op), check_device(dx_c, device, op);
+  if (dw) check_numel(dw, w.numel(), DType::f32, device, op);
+}
+
 void check_rmsnorm_row_dots(const Tensor& dots, const Tensor& x, const Tensor& y, const Tensor& w, Device device,
                             const char* op) {
   check_numel(x, x.numel(), DType::f32, device, op);

@@ -40,6 +40,15 @@ void check_rmsnorm(const Tensor& out, const Tensor& rstd, const Tensor& x, const
 // Backend::rmsnorm_row_dots: x f32 [N, C], y of a float dtype like it, w f32 [C] or empty, dots f32 [N].
 void check_rmsnorm_row_dots(const Tensor& dots, const Tensor& x, const Tensor& y, const Tensor& w, Device device,
                             const char* op);
+// Backend::residual_rmsnorm_forward: check_rmsnorm's on (out, rstd, x, w); y f32 like x; delta of
+// out's dtype and x's element count.
+void check_residual_rmsnorm(const Tensor& y, const Tensor& out, const Tensor& rstd, const Tensor& x,
+                            const Tensor& delta, const Tensor& w, Device device, const char* op);
+// Backend::rmsnorm_backward_convert: check_rmsnorm's on (dout, rstd, x, w); dx f32 like x; dx_c of
+// dout's dtype and size; dw (unless empty) f32 of w's size.
+void check_rmsnorm_backward_convert(const Tensor& dx, const Tensor& dx_c, const Tensor& dw, const Tensor& dout,
+                                    const Tensor& x, const Tensor& w, const Tensor& rstd, Device device,
+                                    const char* op);
 // The summed RMSNorm's (Backend::rmsnorm_forward_summed): check_rmsnorm's, and rows at least as wide as x's.
 void check_rmsnorm_summed(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& w, int64_t width,
                           Device device, const char* op);

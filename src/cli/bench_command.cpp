@@ -89,6 +89,20 @@ double mlp_seconds(const std::map<std::string, double>& totals) {
   return s;
 }
 
+// Seconds a step spends in its GEMMs, from the per-op profile: the projections' products
+// ("gemm fwd/bwd ..."), the LM head's, the adapters', and an MoE layer's experts (whose ops hold
+// their SwiGLU too, a few percent of them). The step's "GEMM roofline" is its tokens over this
+// time: what it would reach were its GEMMs, at the speed they ran, all it did (issue 36's measure:
+// a step within ~90% of it).
+double gemm_seconds(const std::map<std::string, double>& totals) {
+  double s = 0.0;
+  for (const auto& [name, t] : totals)
+    if (name.rfind("gemm ", 0) == 0 || name.rfind("lm_head ", 0) == 0 || name == "lora adapters" ||
+        name == "moe experts" || name == "moe experts backward")
+      s += t;
+  return s;
+}
+
 struct TrainingFigures {
   double ms_per_step = 0.0, mlp_ms_per_step = 0.0;
 };
@@ -205,6 +219,13 @@ TrainingFigures bench_training(const BenchOptions& o, const ModelConfig& c, cons
               format_bytes(int64_t(model->activation_bytes())).c_str(),
               format_bytes(int64_t(std::max(memory_stats::peak_rss_bytes(), rss_before))).c_str());
   std::printf("  time per step by op:\n%s", profile::table(dt, o.steps).c_str());
+  const double gemm_s = gemm_seconds(profile::totals());
+  const double roofline_tps = gemm_s > 0.0 ? double(o.steps * o.batch * o.seq) / gemm_s : 0.0;
+  if (gemm_s > 0.0)
+    std::printf("  GEMM roofline: the GEMMs took %.0f of the %.0f ms a step (%.1f%%): %.0f tokens/s were they the "
+                "whole step; the step reaches %.1f%% of that\n",
+                1e3 * gemm_s / double(o.steps), 1e3 * dt / double(o.steps), 100.0 * gemm_s / dt, roofline_tps,
+                100.0 * tps / roofline_tps);
   const TrainingFigures out{1e3 * dt / double(o.steps), 1e3 * mlp_seconds(profile::totals()) / double(o.steps)};
   nlohmann::json gemms = bench_step_gemms(model->backend(), c, o.batch * o.seq, 0.5);
   figures[key] = {
@@ -212,7 +233,9 @@ TrainingFigures bench_training(const BenchOptions& o, const ModelConfig& c, cons
       {"tokens_per_s", tps}, {"ms_per_step", 1e3 * dt / double(o.steps)},
       {"mfu", tps * flops.per_token / peak}, {"peak_gflops", peak / 1e9},
       {"peak_tensor_bytes", memory_stats::peak_bytes()}, {"gemms_at_step_shapes", gemms},
-      {"profile", profile::table(dt, o.steps)}, {"mlp_ms_per_step", out.mlp_ms_per_step}};
+      {"profile", profile::table(dt, o.steps)}, {"mlp_ms_per_step", out.mlp_ms_per_step},
+      {"gemm_ms_per_step", 1e3 * gemm_s / double(o.steps)}, {"gemm_roofline_tokens_per_s", roofline_tps},
+      {"share_of_gemm_roofline", roofline_tps > 0.0 ? tps / roofline_tps : 0.0}};
   return out;
 }
 

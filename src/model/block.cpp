@@ -85,6 +85,8 @@ struct ProjGroup {
   size_t n = 0;
 };
 
+// OLMoE's q/k norm on one share of the heads (model/split_qk_norm.h).
+bool split_qk_norm(const ModelConfig& c) { return c.qk_norm && c.qk_norm_whole && c.head_shards > 1; }
 }  // namespace
 
 BlockActivationSizes block_activation_sizes(const ModelConfig& c, int64_t lora_rank,
@@ -125,7 +127,10 @@ BlockActivations carve_block_activations(ArenaCursor& t, ArenaCursor& f, int64_t
   a.x2 = f.take(R, C);
   if (c.qk_norm) {
     a.q_raw = f.take(N, qd), a.k_raw = f.take(N, kv);
-    a.rstd_q = f.take(N, c.num_attention_heads), a.rstd_k = f.take(N, c.num_key_value_heads);
+    if (split_qk_norm(c))  // one buffer of q's row statistics then k's, summed over tp at once (>= 2N)
+      a.rstd_q = f.take(N, c.num_attention_heads + c.num_key_value_heads);
+    else
+      a.rstd_q = f.take(N, c.num_attention_heads), a.rstd_k = f.take(N, c.num_key_value_heads);
   }
   if (c.post_norms) {
     a.attn_raw = f.take(R, C), a.mlp_raw = f.take(R, C);
@@ -161,22 +166,18 @@ BlockScratch carve_block_scratch(const Tensor& arena, const ModelConfig& c, int6
   return s;
 }
 
-namespace {
-// OLMoE's q/k norm on one share of the heads (model/split_qk_norm.h).
-bool split_qk_norm(const ModelConfig& c) { return c.qk_norm && c.qk_norm_whole && c.head_shards > 1; }
-}  // namespace
-
 int64_t block_scratch_f32_elems(const ModelConfig& c, int64_t N) {
-  return (c.qk_norm ? N * c.q_dim() + c.q_norm_width() : 0) + (split_qk_norm(c) ? N : 0) +
+  return (c.qk_norm ? N * c.q_dim() + c.q_norm_width() : 0) + (split_qk_norm(c) ? 2 * N + c.k_norm_width() : 0) +
          (c.post_norms ? N * c.hidden_size : 0) + moe_scratch_f32_elems(c, N);
 }
 
 void carve_block_scratch_f32(BlockScratch& s, ArenaCursor& f32, const ModelConfig& c, int64_t N) {
   if (c.qk_norm) {
     s.dqk_raw = f32.take(1, N * c.q_dim());
-    s.dnorm_part = f32.take(1, c.q_norm_width());  // >= the k norm's
+    // >= the k norm's; split, both side by side (one sum over tp: model/split_qk_norm.h)
+    s.dnorm_part = f32.take(1, c.q_norm_width() + (split_qk_norm(c) ? c.k_norm_width() : 0));
   }
-  if (split_qk_norm(c)) s.dnorm_rows = f32.take(1, N);
+  if (split_qk_norm(c)) s.dnorm_rows = f32.take(1, 2 * N);  // q's rows, then k's
   if (c.post_norms) s.dpost_raw = f32.take(1, N * c.hidden_size);
   carve_moe_scratch_f32(s.moe, f32, c, N);
 }
@@ -386,8 +387,7 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
   }
   if (split_qk_norm(c)) {
     MT_PROFILE("q/k norm forward");
-    split_qk_norm_forward(be, par, a.q, a.q_raw, a.rstd_q, w.q_norm, c);
-    split_qk_norm_forward(be, par, a.k, a.k_raw, a.rstd_k, w.k_norm, c);
+    split_qk_norm_forward(be, par, {a.q, a.q_raw, w.q_norm, {}}, {a.k, a.k_raw, w.k_norm, {}}, a.rstd_q, c);
   } else if (c.qk_norm) {
     MT_PROFILE("q/k norm forward");
     const int64_t qg = c.qk_norm_whole ? 1 : Hq, kg = c.qk_norm_whole ? 1 : Hkv;  // groups a row
@@ -421,8 +421,7 @@ void block_forward(Backend& be, const Tensor& y, const Tensor& x, const BlockAct
   {
     MT_PROFILE("residual/norm forward");
     if (c.post_norms) post_norm_forward(be, attn_out, a.attn_raw, a.rstd_post_attn, w.post_attn_norm, c);
-    be.residual_add(a.x2, x, attn_out);
-    norm_forward(be, c, a.n2, a.mean2, a.rstd2, a.x2, w.norm2);
+    residual_norm_forward(be, c, a.x2, a.n2, a.mean2, a.rstd2, x, attn_out, w.norm2);  // one pass (norm.h)
   }
   const Tensor n2 = seq.whole(a.n2, s.whole);
   if (w.moe) {  // a mixture-of-experts layer (model/moe.h)
@@ -549,9 +548,14 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   const Tensor dn2_sum = seq.sum(dn2, s.t3);  // column-parallel: each rank's dn2 is a partial sum
   {
     MT_PROFILE("residual/norm backward");
-    norm_backward(be, c, dy, dn2_sum, a.x2, w.norm2, a.mean2, a.rstd2);  // dy = dL/dx2
-    if (c.post_norms) post_norm_backward(be, dy_c, dy, a.attn_raw, a.rstd_post_attn, w.post_attn_norm, c, s);
-    else be.convert(dy_c, dy);
+    // dy = dL/dx2. Without post norms dy_c is dy in the compute dtype, written in the norm's pass
+    // (norm.h); under sequence parallelism dn2_sum is dy_c's own rows, which that pass allows.
+    if (c.post_norms) {
+      norm_backward(be, c, dy, dn2_sum, a.x2, w.norm2, a.mean2, a.rstd2);
+      post_norm_backward(be, dy_c, dy, a.attn_raw, a.rstd_post_attn, w.post_attn_norm, c, s);
+    } else {
+      norm_backward_convert(be, c, dy, dy_c, dn2_sum, a.x2, w.norm2, a.mean2, a.rstd2);
+    }
   }
 
   // Attention half.
@@ -576,8 +580,8 @@ void block_backward(Backend& be, const Tensor& dy, const Tensor& x, const BlockA
   if (split_qk_norm(c)) {
     MT_PROFILE("q/k norm backward");
     const SplitQkNormScratch ns{s.dqk_raw, s.dnorm_part, s.dnorm_rows};
-    split_qk_norm_backward(be, par, dq, a.q_raw, a.rstd_q, w.q_norm, w.dq_norm, ns, c);
-    split_qk_norm_backward(be, par, dk, a.k_raw, a.rstd_k, w.k_norm, w.dk_norm, ns, c);
+    split_qk_norm_backward(be, par, {dq, a.q_raw, w.q_norm, w.dq_norm}, {dk, a.k_raw, w.k_norm, w.dk_norm}, a.rstd_q,
+                           ns, c);
   } else if (c.qk_norm) {
     MT_PROFILE("q/k norm backward");
     const int64_t qg = c.qk_norm_whole ? 1 : Hq, kg = c.qk_norm_whole ? 1 : Hkv;

@@ -1,6 +1,9 @@
 // An MoE layer's local experts' products of one projection issued as groups
-// (Backend::matmul_group), which a device backend may run at once (the CUDA backend: over a few
-// streams) and the CPU backends run one by one in order. Each layer's results are those of
+// (Backend::matmul_group), which a backend may run at once (the CUDA backend over a few streams,
+// the CPU backend side by side, one product a thread; the reference one by one in order), the
+// adapters' products too, a group for each of lora_forward's and lora_backward's products (each
+// expert a few rank-r products of ~100 rows: one by one, each was a parallel region too short to
+// pay for itself). Each layer's results are those of
 // linear_layer_forward / linear_layer_backward (model/linear.h): every output sees the same
 // operations in the same order, only independent products of different experts are reordered.
 #pragma once
@@ -32,12 +35,17 @@ inline ExpertLayer backward_layer(const Tensor& dx, const Tensor& du, const Tens
 
 // y = x W^T for each layer, one group (no bias, no adapter).
 void expert_products_forward(Backend& be, std::span<const ExpertLayer> layers);
-// linear_layer_forward of each layer: the base products as one group, then each layer's bias and
-// adapter in order.
+// lora_inner (u = x A^T) of each layer with an adapter, one group; lora_outer (y += s u B^T), one
+// group per run of layers of equal scale.
+void expert_adapters_inner(Backend& be, std::span<const ExpertLayer> layers);
+void expert_adapters_outer(Backend& be, std::span<const ExpertLayer> layers);
+// linear_layer_forward of each layer: the base products as one group, each layer's bias, then the
+// adapters' two products as groups.
 void expert_layers_forward(Backend& be, std::span<const ExpertLayer> layers);
-// linear_layer_backward of each layer: dx (+)= dy W as one group, dW += dy^T x as another, then
-// each layer's bias gradient and adapter in order. The layers' dx must be distinct tensors (an
-// expert's gate and up share theirs: one call for the gates, then one for the ups accumulating).
+// linear_layer_backward of each layer (adapters without dropout): dx (+)= dy W as one group,
+// dW += dy^T x as another, each layer's bias gradient, then lora_backward's four products, each
+// kind as a group. The layers' dx must be distinct tensors (an expert's gate and up share theirs:
+// one call for the gates, then one for the ups accumulating), and so must their du.
 void expert_layers_backward(Backend& be, std::span<const ExpertLayer> layers, bool accumulate_dx);
 
 }  // namespace mt

@@ -178,21 +178,22 @@ void experts_down(Backend& be, const LocalRows& at, int64_t q, const Placed& out
                                     w.experts[size_t(j)][kExpertDown]));
   }
   expert_products_forward(be, group);
-  for (const ExpertLayer& l : group) lora_inner(be, l.u, l.x, *l.w);
+  expert_adapters_inner(be, group);
   // down is row-parallel under tensor parallelism: each rank's product is a partial sum (summed
   // after the combine, model/block.cpp), and so is an adapter's inner product, summed here
   // before B applies; B u is then added by one rank, so the sum over the ranks counts it once.
   const int64_t b = at.shard_begin(q), n = at.shard_rows(q);
   if (a.lora_u[kExpertDown] && n > 0) {
     par.reduce_sum(a.lora_u[kExpertDown].rows_slice(b, n));
-    if (par.leads_tensor_group())
-      for (const ExpertLayer& l : group) lora_outer(be, l.y, l.u, *l.w);
+    if (par.leads_tensor_group()) expert_adapters_outer(be, group);
   }
 }
 
-// An adapter's du scratch for n rows (every expert of a group reuses it, as the products run).
-Tensor adapter_scratch(const MoeScratch& s, const LinearWeights& w, int64_t n) {
-  return rows_of(s.du, n, std::max<int64_t>(w.rank(), 1));
+// An adapter's du scratch for local rows [b, + n), at those rows of the scratch: a projection's
+// adapters run as groups (expert_layers_backward), so no two experts may share one.
+Tensor adapter_scratch(const MoeScratch& s, const LinearWeights& w, int64_t b, int64_t n) {
+  const int64_t r = std::max<int64_t>(w.rank(), 1);
+  return s.du.flat_slice(b * r, n * r).view(n, r);
 }
 
 // Shard q's rows back through down (dout placed as LocalRows says; dh [R, I] in the local order)
@@ -206,7 +207,7 @@ void experts_down_backward(Backend& be, const LocalRows& at, int64_t q, const Pl
     const int64_t b = at.begin(q, j), n = at.rows(q, j);
     if (n == 0) continue;
     const LinearWeights& lw = w.experts[size_t(j)][kExpertDown];
-    group.push_back(backward_layer(dh.rows_slice(b, n), adapter_scratch(s, lw, n), dout.rows(b, n),
+    group.push_back(backward_layer(dh.rows_slice(b, n), adapter_scratch(s, lw, b, n), dout.rows(b, n),
                                    a.h.rows_slice(b, n), saved_rows(a.lora_u[kExpertDown], b, n), lw));
   }
   expert_layers_backward(be, group, false);
@@ -230,7 +231,7 @@ void experts_up_backward(Backend& be, const LocalRows& at, int64_t q, const Plac
       const int64_t b = at.begin(q, j), n = at.rows(q, j);
       if (n == 0) continue;
       const LinearWeights& lw = w.experts[size_t(j)][p];
-      group.push_back(backward_layer(dx.rows(b, n), adapter_scratch(s, lw, n), dy.rows_slice(b, n), x.rows(b, n),
+      group.push_back(backward_layer(dx.rows(b, n), adapter_scratch(s, lw, b, n), dy.rows_slice(b, n), x.rows(b, n),
                                      saved_rows(a.lora_u[p], b, n), lw));
     }
     expert_layers_backward(be, group, p == kExpertUp);

@@ -3,6 +3,9 @@
 // columns, so its statistics are this model's partial row sums added over the shares with
 // ModelParallel::reduce_sum before the norm is finished (Backend::rmsnorm_row_dots and the summed
 // forms). The weight is whole on every share; this model reads and trains its columns of it.
+// q's and k's norms run as one pair: their row sums lie side by side, so one reduce_sum adds both
+// (the forward's sums of squares, the backward's dots, and the backward's weight gradients): a
+// layer pays three small all-reduces over tp, not six.
 #pragma once
 #include "backend/backend.h"
 #include "model/config.h"
@@ -10,22 +13,30 @@
 
 namespace mt {
 
-// x [N, cols] (compute dtype, this model's columns) is widened into raw (f32, saved) and
-// normalised back into x; rstd (f32, >= N entries) keeps each row's 1/rms over the whole width.
-// w f32: the whole weight, cols * head_shards values.
-void split_qk_norm_forward(Backend& be, ModelParallel& par, const Tensor& x, const Tensor& raw, const Tensor& rstd,
-                           const Tensor& w, const ModelConfig& c);
+// One of the pair. x [N, cols] (compute dtype, this model's columns: q's or k's); raw f32 [N,
+// cols] saved by the forward; w f32: the whole weight, cols * head_shards values; dw: its gradient
+// (the backward's; may hold earlier micro-batches' sums; empty: frozen).
+struct SplitQkNormSide {
+  Tensor x, raw, w, dw;
+};
 
-// Scratch the backward uses: f32 rows [N * cols] (the input gradient before rounding), the weight
-// gradient of the whole width (before the shares' columns are added together), row dots [N].
+// x is widened into raw and normalised back into x, for q and k. rows (f32, >= 2N entries, N =
+// q.x.rows = k.x.rows) keeps each row's 1/rms over the whole width: q's rows in [0, N), k's in
+// [N, 2N).
+void split_qk_norm_forward(Backend& be, ModelParallel& par, const SplitQkNormSide& q, const SplitQkNormSide& k,
+                           const Tensor& rows, const ModelConfig& c);
+
+// Scratch the backward uses: f32 rows [N * max(cols)] (an input gradient before rounding, one side
+// at a time), both weights' gradients of the whole width side by side before the shares' columns
+// are added together (q_norm_width + k_norm_width), row dots [2N].
 struct SplitQkNormScratch {
   Tensor draw, dw_whole, dots;
 };
 
-// On entry dx holds the gradient of the normalised x; on exit that of x before the norm. dw (the
-// whole weight's gradient, may hold earlier micro-batches' sums; empty: frozen) += every share's
-// columns, summed over the shares.
-void split_qk_norm_backward(Backend& be, ModelParallel& par, const Tensor& dx, const Tensor& raw, const Tensor& rstd,
-                            const Tensor& w, const Tensor& dw, const SplitQkNormScratch& s, const ModelConfig& c);
+// On entry each side's x holds the gradient of the normalised x; on exit that of x before the
+// norm. Each side's dw (unless empty) += every share's columns, summed over the shares. rows: the
+// forward's.
+void split_qk_norm_backward(Backend& be, ModelParallel& par, const SplitQkNormSide& q, const SplitQkNormSide& k,
+                            const Tensor& rows, const SplitQkNormScratch& s, const ModelConfig& c);
 
 }  // namespace mt

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backend/cpu_attention_scratch.h"
+#include "backend/cuda_group_streams.h"
 #include "model/block.h"
 #include "model/norm.h"
 #include "model/transformer.h"
@@ -343,6 +344,14 @@ MemoryBreakdown memory_per_device(const PlanInput& in, const StageParams& s) {
   // from count_elems); a cp rank's activations are those of its seq / cp tokens (micro_tokens),
   // plus the exchange of the whole rows' K/V.
   if (in.mesh.cp > 1) add("cp K/V exchange", cp_exchange_bytes(in));
+  // On an accelerator (the CUDA backend, and its HIP build) an MoE layer's expert products run as
+  // groups over side streams, whose cuBLASLt workspaces (3 x 32 MiB) the first group makes, before
+  // the step's peak, and which stay (backend/cuda_group_streams.h). None where a rank's products
+  // never group: one expert a rank (ep = the experts), or 4-bit experts (QLoRA: such a product
+  // runs on the backend's stream). On a CPU host the products run one by one.
+  const bool groups =
+      mc.moe() && mc.num_experts / in.mesh.ep >= 2 && !(in.lora.enabled && in.base_dtype == BaseDtype::nf4);
+  if (in.cluster.host_cores == 0 && groups) add("expert stream workspaces", cuda_group_workspace_bytes());
   add("overhead", in.cluster.runtime_overhead_bytes);
   for (const auto& i : m.items) m.total += i.bytes;
   return m;

@@ -220,32 +220,6 @@ PreferenceSetup preference_setup(const RunConfig& cfg, PlacedModel& placed) {
   return s;
 }
 
-// Collective: the completion log-probability of each row of batch `b` (every rank's copy of it),
-// its rows split over the data-parallel ranks when they divide, else computed by the group's
-// first rank alone (the others run the forward too: a sharded model's is collective), and summed
-// over the ranks so that every rank returns all of them.
-std::vector<CompletionLogp> batch_logps(TrainingRun& run, const PackedBatch& b, bool adapters_off) {
-  parallel::DataParallel& dp = run.dp;
-  const bool split = b.batch_size % dp.ranks() == 0;
-  const PackedBatch local = split ? dp.slice(b) : dp.sequence(b);
-  ModelInput in = input_of(local);
-  in.noise.first_row = split ? dp.rank() * (b.batch_size / dp.ranks()) : 0;
-  const bool counts = split || dp.rank() == 0;
-  return completion_logps({in}, b.batch_size, adapters_off, run.pref.holds_loss && counts, run.placed.sync(),
-                          [&](const ModelInput& m) { return run.forward(m); });
-}
-
-// Collective: the preference loss over the held-out pairs, their metrics into run.val_preference.
-double preference_validation(TrainingRun& run) {
-  PreferenceData& data = run.preference_data();
-  data.reset_validation();
-  const PreferenceResult r = pairs_loss(
-      data, [&](PackedBatch& b) { return data.next_validation(b); }, run.pref.loss, run.pref.reference,
-      run.reference, [&](const PackedBatch& b, bool adapters_off) { return batch_logps(run, b, adapters_off); });
-  run.val_preference = r.metrics;
-  return r.loss;
-}
-
 // This rank's rows of a batch whose rows the data-parallel ranks do not divide (a validation set's
 // last, partial one): ceil(B / n) rows on every rank, rank r's [r * m, (r + 1) * m) of the B, then
 // stand-ins (copies of row 0 whose targets count nothing) up to m. So no rank runs more rows than
@@ -285,6 +259,37 @@ PackedBatch padded_slice(const parallel::DataParallel& dp, const PackedBatch& fu
   out.batch_size = rows;
   out.seq_len = T;
   return dp.sequence(out);
+}
+
+// Collective: the completion log-probability of each row of batch `b` (every rank's copy of it),
+// its rows split over the data-parallel ranks, and summed over the ranks so that every rank
+// returns all of them. A batch the ranks do not divide (validation's last, partial one; the
+// reference pass's last) is shared out as plain validation's is, ceil(B / n) rows a rank with
+// stand-ins after the batch's last row (padded_slice): they count no token, and their places past
+// the B rows are dropped. (Run whole on every rank, as it was, such a batch held B rows'
+// activations on each, more than a training micro-batch's share.)
+std::vector<CompletionLogp> batch_logps(TrainingRun& run, const PackedBatch& b, bool adapters_off) {
+  parallel::DataParallel& dp = run.dp;
+  const int64_t n = dp.ranks(), share = (b.batch_size + n - 1) / n;
+  const PackedBatch local = b.batch_size % n == 0 ? dp.slice(b) : padded_slice(dp, b);
+  ModelInput in = input_of(local);
+  in.noise.first_row = dp.rank() * share;
+  std::vector<CompletionLogp> all =
+      completion_logps({in}, share * n, adapters_off, run.pref.holds_loss, run.placed.sync(),
+                       [&](const ModelInput& m) { return run.forward(m); });
+  all.resize(size_t(b.batch_size));
+  return all;
+}
+
+// Collective: the preference loss over the held-out pairs, their metrics into run.val_preference.
+double preference_validation(TrainingRun& run) {
+  PreferenceData& data = run.preference_data();
+  data.reset_validation();
+  const PreferenceResult r = pairs_loss(
+      data, [&](PackedBatch& b) { return data.next_validation(b); }, run.pref.loss, run.pref.reference,
+      run.reference, [&](const PackedBatch& b, bool adapters_off) { return batch_logps(run, b, adapters_off); });
+  run.val_preference = r.metrics;
+  return r.loss;
 }
 
 // Mean validation loss over the held-out set's first rows, train.eval_tokens of them whatever the

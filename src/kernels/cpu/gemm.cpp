@@ -1,7 +1,11 @@
 #include "kernels/cpu/gemm.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <atomic>
 #include <dnnl.hpp>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -210,13 +214,56 @@ void run_gemm(const GemmArgs& a) {
   e.stream.wait();
 }
 
+// A product on the calling thread alone: oneDNN's sgemm runs on one thread inside a parallel
+// region, and so do widened()'s loops (a nested region of one).
+void one_thread_gemm(const GemmArgs& a) {
+  MT_CHECK(a.M > 0 && a.N > 0 && a.K > 0, "gemm sizes must be positive");
+  if (a.ab_type == DType::bf16) return widened_gemm(a);
+  const dnnl_status_t st = dnnl_sgemm(a.trans_a ? 'T' : 'N', a.trans_b ? 'T' : 'N', a.M, a.N, a.K, a.alpha,
+                                      static_cast<const float*>(a.A), a.lda, static_cast<const float*>(a.B), a.ldb,
+                                      a.accumulate ? 1.0f : 0.0f, static_cast<float*>(a.C), a.ldc);
+  MT_CHECK(st == dnnl_success, "oneDNN sgemm failed");
+}
+
 }  // namespace
+
+void gemm_group(std::span<const GemmArgs> group) {
+  const bool side_by_side = group.size() > 1 && omp_get_max_threads() > 1 && !omp_in_parallel() &&
+                            std::all_of(group.begin(), group.end(), [](const GemmArgs& a) {
+                              return a.ab_type == DType::f32 || widens(a);
+                            });
+  if (!side_by_side) {
+    for (const GemmArgs& a : group) gemm(a);
+    return;
+  }
+  // Largest first, so that the last products to start are the small ones and the threads finish
+  // together (the order changes no result: each product is whole on one thread).
+  std::vector<size_t> order(group.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto work = [&](size_t i) { return double(group[i].M) * double(group[i].N) * double(group[i].K); };
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return work(x) > work(y); });
+  std::exception_ptr failed;  // an exception must not leave the parallel region
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t i = 0; i < order.size(); ++i) {
+    try {
+      one_thread_gemm(group[order[i]]);
+    } catch (...) {
+#pragma omp critical(mt_gemm_group_failure)
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
+}
 
 int64_t gemm_primitives_created() { return engine().created; }
 
 bool bf16_gemm_native() { return bf16_matmul_available(engine()) && !forced_widening; }
 void force_widened_bf16_gemm(bool on) { forced_widening = on; }
-void release_widened_gemm_scratch() { widened_scratch = {}; }
+void release_widened_gemm_scratch() {
+  // gemm_group widens on every OpenMP thread, and the runtime keeps its threads: each frees its own.
+#pragma omp parallel
+  widened_scratch = {};
+}
 
 template <class T>
 void linear_forward(T* y, const T* x, const T* w, int64_t M, int64_t out, int64_t in, float alpha,

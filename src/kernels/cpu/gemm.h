@@ -9,6 +9,7 @@
 // call of a shape is slow and every later one is not.
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "core/dtype.h"
 
@@ -30,6 +31,16 @@ struct GemmArgs {
 };
 
 void gemm(const GemmArgs& args);
+
+// Independent GEMMs (no C overlapping another's operands), such as one projection of a mixture of
+// experts' experts, each of ~100 rows: run side by side, each product whole on one thread (oneDNN's
+// sgemm, single-threaded inside the parallel region; a bf16 product widened by that thread), the
+// largest first, so that a pass over the experts is one parallel region instead of one a product
+// that every thread must join (docs/benchmarks.md, "A mixture of experts against its dense twin").
+// Each C equals what a single-threaded gemm() computes; run to run the bits are the same. Runs the
+// products one by one through gemm() instead where a bf16 product has oneDNN's native matmul
+// (its primitives share one stream), with one thread, or inside a parallel region.
+void gemm_group(std::span<const GemmArgs> group);
 
 // The three products of a linear layer y = x W^T with W stored [out, in] (the HF layout).
 // x: [M, in], y: [M, out].
@@ -53,8 +64,8 @@ int64_t gemm_primitives_created();
 // for tests that compare the two.
 bool bf16_gemm_native();
 void force_widened_bf16_gemm(bool on);
-// Frees the calling thread's widened operands (kept between GEMMs to reuse, grown to the largest
-// seen).
+// Frees the widened operands every OpenMP thread keeps between GEMMs to reuse (grown to the
+// largest seen).
 void release_widened_gemm_scratch();
 
 }  // namespace mt

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "core/dtype.h"
+#include "kernels/cuda/cublaslt_workspace.h"
 #include "kernels/cuda/gemm_layout.h"
 #include "kernels/cuda/gpu_runtime.h"
 
@@ -33,8 +34,9 @@ class CublasLt {
 
   void gemm(const RowMajorGemm& g, const GemmOperands& o);
 
-  // A workspace of this size lets cuBLASLt use its split-K algorithms on Hopper.
-  static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+  // A workspace of this size lets cuBLASLt use its split-K algorithms on Hopper (its own header:
+  // the planner prices it).
+  static constexpr size_t kWorkspaceBytes = kCublasLtWorkspaceBytes;
 
  private:
   struct Impl;

@@ -13,14 +13,27 @@ namespace {
 constexpr int64_t kMaxRowBlocks = 65535LL * 8;
 unsigned row_blocks(int64_t N) { return unsigned(N < kMaxRowBlocks ? N : kMaxRowBlocks); }
 
+// With delta (residual_rmsnorm_forward): y = x + delta first, each thread its own columns, and the
+// norm of y; without (delta and y null), the norm of x.
 template <class T>
-__global__ void forward_rows(T* out, float* rstd, const float* x, const float* w, int64_t N,
-                             int64_t C, float eps, float offset) {
+__global__ void forward_rows(T* out, float* rstd, float* y, const float* x, const T* delta, const float* w,
+                             int64_t N, int64_t C, float eps, float offset) {
   __shared__ double scratch[kThreads];
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const float* xr = x + n * C;
     double ss = 0.0;  // double: the mean of squares feeds every output of the row
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ss += double(xr[c]) * double(xr[c]);
+    if (delta) {
+      float* yr = y + n * C;
+      const T* dr = delta + n * C;
+      for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+        const float v = xr[c] + load(dr[c]);  // residual_add's arithmetic
+        yr[c] = v;
+        ss += double(v) * double(v);
+      }
+      xr = yr;  // the values normalised below: each thread reads back only its own columns
+    } else {
+      for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ss += double(xr[c]) * double(xr[c]);
+    }
     ss = block_reduce(ss, scratch, Sum{});
     const float r = float(1.0 / sqrt(ss / double(C) + double(eps)));
     if (threadIdx.x == 0) rstd[n] = r;
@@ -30,9 +43,10 @@ __global__ void forward_rows(T* out, float* rstd, const float* x, const float* w
 }
 
 // dx += rstd * (g w' - x k) with w' = offset + w, k = rstd^2 * sum(g w' x) / C (the CPU kernel's
-// arithmetic).
+// arithmetic); with dx_c (rmsnorm_backward_convert) also dx_c = the new dx in T. dx_c may be dout:
+// a thread writes only the columns it has just read, after the block has read the row for its dot.
 template <class T>
-__global__ void backward_dx_rows(float* dx, const T* dout, const float* x, const float* w,
+__global__ void backward_dx_rows(float* dx, T* dx_c, const T* dout, const float* x, const float* w,
                                  const float* rstd, int64_t N, int64_t C, float offset) {
   __shared__ double scratch[kThreads];
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
@@ -45,8 +59,16 @@ __global__ void backward_dx_rows(float* dx, const T* dout, const float* x, const
     dot = block_reduce(dot, scratch, Sum{});
     const float k = float(dot * double(r) * double(r) / double(C));
     float* d = dx + n * C;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-      d[c] += r * (load(gr[c]) * (offset + w[c]) - xr[c] * k);
+    if (dx_c) {
+      T* o = dx_c + n * C;
+      for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+        d[c] += r * (load(gr[c]) * (offset + w[c]) - xr[c] * k);
+        o[c] = store<T>(d[c]);
+      }
+    } else {
+      for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+        d[c] += r * (load(gr[c]) * (offset + w[c]) - xr[c] * k);
+    }
   }
 }
 
@@ -81,8 +103,19 @@ template <class T>
 void rmsnorm_forward(T* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C,
                      float eps, float offset, cudaStream_t stream) {
   if (N <= 0) return;
-  MT_LAUNCH(forward_rows, row_blocks(N), row_threads_pow2(C), 0, stream)(out, rstd, x, w, N, C, eps, offset);
+  MT_LAUNCH(forward_rows, row_blocks(N), row_threads_pow2(C), 0, stream)(out, rstd, static_cast<float*>(nullptr), x,
+                                                                          static_cast<const T*>(nullptr), w, N, C,
+                                                                          eps, offset);
   check_launch("rmsnorm_forward");
+}
+
+template <class T>
+void residual_rmsnorm_forward(float* y, T* out, float* rstd, const float* x, const T* delta, const float* w,
+                              int64_t N, int64_t C, float eps, float offset, cudaStream_t stream) {
+  if (N <= 0) return;
+  MT_LAUNCH(forward_rows, row_blocks(N), row_threads_pow2(C), 0, stream)(out, rstd, y, x, delta, w, N, C, eps,
+                                                                          offset);
+  check_launch("residual_rmsnorm_forward");
 }
 
 size_t rmsnorm_backward_scratch_bytes(int64_t N, int64_t C, bool with_dw) {
@@ -94,9 +127,22 @@ void rmsnorm_backward(float* dx, float* dw, const T* dout, const float* x, const
                       const float* rstd, int64_t N, int64_t C, float offset, void* scratch,
                       size_t scratch_bytes, cudaStream_t stream) {
   if (N <= 0 || C <= 0) return;
-  MT_LAUNCH(backward_dx_rows, row_blocks(N), row_threads_pow2(C), 0, stream)(dx, dout, x, w, rstd, N, C, offset);
+  MT_LAUNCH(backward_dx_rows, row_blocks(N), row_threads_pow2(C), 0, stream)(dx, static_cast<T*>(nullptr), dout, x,
+                                                                              w, rstd, N, C, offset);
   check_launch("rmsnorm_backward (dx)");
   if (dw) rmsnorm_weight_grad(dw, dout, x, rstd, N, C, scratch, scratch_bytes, "rmsnorm_backward", stream);
+}
+
+template <class T>
+void rmsnorm_backward_convert(float* dx, T* dx_c, float* dw, const T* dout, const float* x, const float* w,
+                              const float* rstd, int64_t N, int64_t C, float offset, void* scratch,
+                              size_t scratch_bytes, cudaStream_t stream) {
+  if (N <= 0 || C <= 0) return;
+  // dw first, in stream order before the kernel that may overwrite dout with dx_c.
+  if (dw) rmsnorm_weight_grad(dw, dout, x, rstd, N, C, scratch, scratch_bytes, "rmsnorm_backward_convert", stream);
+  MT_LAUNCH(backward_dx_rows, row_blocks(N), row_threads_pow2(C), 0, stream)(dx, dx_c, dout, x, w, rstd, N, C,
+                                                                              offset);
+  check_launch("rmsnorm_backward_convert (dx)");
 }
 
 template <class T>
@@ -124,6 +170,10 @@ void rmsnorm_weight_grad(float* dw, const T* dout, const float* x, const float* 
   template void rmsnorm_backward<T>(float*, float*, const T*, const float*, const float*,      \
                                     const float*, int64_t, int64_t, float, void*, size_t,      \
                                     cudaStream_t);                                              \
+  template void residual_rmsnorm_forward<T>(float*, T*, float*, const float*, const T*, const float*, int64_t,   \
+                                            int64_t, float, float, cudaStream_t);                               \
+  template void rmsnorm_backward_convert<T>(float*, T*, float*, const T*, const float*, const float*,              \
+                                            const float*, int64_t, int64_t, float, void*, size_t, cudaStream_t); \
   template void rmsnorm_weight_grad<T>(float*, const T*, const float*, const float*, int64_t, int64_t, void*, \
                                        size_t, const char*, cudaStream_t);
 MT_INSTANTIATE(float)

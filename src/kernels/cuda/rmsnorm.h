@@ -23,6 +23,17 @@ template <class T>
 void rmsnorm_backward(float* dx, float* dw, const T* dout, const float* x, const float* w,
                       const float* rstd, int64_t N, int64_t C, float offset, void* scratch,
                       size_t scratch_bytes, cudaStream_t stream);
+// The fused forms (Backend::residual_rmsnorm_forward / rmsnorm_backward_convert), with the same
+// per-thread arithmetic as residual_add + rmsnorm_forward and rmsnorm_backward + convert, so the
+// same bits. y may be x; dx_c may be dout (dw is summed first, in stream order). Scratch as
+// rmsnorm_backward's.
+template <class T>
+void residual_rmsnorm_forward(float* y, T* out, float* rstd, const float* x, const T* delta, const float* w,
+                              int64_t N, int64_t C, float eps, float offset, cudaStream_t stream);
+template <class T>
+void rmsnorm_backward_convert(float* dx, T* dx_c, float* dw, const T* dout, const float* x, const float* w,
+                              const float* rstd, int64_t N, int64_t C, float offset, void* scratch,
+                              size_t scratch_bytes, cudaStream_t stream);
 // dw += sum over rows of dout * x * rstd in rmsnorm_backward's fixed order, for the backwards that
 // end in that weight gradient (rmsnorm_backward, rmsnorm_split.h's): scratch of
 // rmsnorm_backward_scratch_bytes(N, C, true); `op` names the caller in the errors.

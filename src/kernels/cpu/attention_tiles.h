@@ -17,15 +17,24 @@
 namespace mt::attn {
 
 // Vector width in floats for the build target.
+// kRows x kColVecs is the micro-tile of mm: its accumulators, the kColVecs B vectors of one k
+// and the A broadcast must all stay in registers, or the accumulators are spilled and every FMA
+// chain runs through a store and a reload.
 #if defined(__AVX512F__)
 constexpr int kVL = 16;
 constexpr int kRows = 4;  // 4 rows x 4 vectors = 16 accumulators of the 32 zmm registers
+constexpr int kColVecs = 4;
 #elif defined(__AVX2__)
 constexpr int kVL = 8;
-constexpr int kRows = 2;
+// 6 rows x 2 vectors: 12 accumulators + 2 B vectors + 1 broadcast of the 16 ymm registers, and
+// 12 independent FMA chains cover the FMA latency of both pipes. (2 x 8 spilled: 16 accumulators
+// alone fill the register file.)
+constexpr int kRows = 6;
+constexpr int kColVecs = 2;
 #else
 constexpr int kVL = 4;
 constexpr int kRows = 2;
+constexpr int kColVecs = 64 / kVL;
 #endif
 typedef float vf __attribute__((vector_size(kVL * 4)));
 typedef int32_t vi __attribute__((vector_size(kVL * 4)));
@@ -105,11 +114,22 @@ inline void mm_block(float* c, int64_t ldc, const float* a, int64_t ars, int64_t
 template <int R, bool kAcc>
 inline void mm_rows(float* c, int64_t ldc, const float* a, int64_t ars, int64_t aks,
                     const float* b, int64_t ldb, int64_t N, int64_t K) {
-  constexpr int kWide = 64 / kVL;  // a 64-float column block per pass
+  constexpr int kWide = kColVecs;  // a kColVecs-vector column block per pass
   int64_t n = 0;
   for (; n + kWide * kVL <= N; n += kWide * kVL)
     mm_block<R, kWide, kAcc>(c + n, ldc, a, ars, aks, b + n, ldb, K);
   for (; n < N; n += kVL) mm_block<R, 1, kAcc>(c + n, ldc, a, ars, aks, b + n, ldb, K);
+}
+
+// The last rows (< kRows of them) of mm as one block of that many rows, not row by row: a 64-row
+// tile leaves 4 rows after ten blocks of 6.
+template <int R, bool kAcc>
+inline void mm_tail(float* c, int64_t ldc, const float* a, int64_t ars, int64_t aks,
+                    const float* b, int64_t ldb, int64_t rows, int64_t N, int64_t K) {
+  if constexpr (R > 0) {
+    if (rows == R) return mm_rows<R, kAcc>(c, ldc, a, ars, aks, b, ldb, N, K);
+    mm_tail<R - 1, kAcc>(c, ldc, a, ars, aks, b, ldb, rows, N, K);
+  }
 }
 
 // C[M x N] (+)= A[M x K] * B[K x N]; B and C row-major, N a multiple of kVL. The summation order
@@ -120,7 +140,7 @@ inline void mm(float* c, int64_t ldc, const float* a, int64_t ars, int64_t aks, 
   int64_t i = 0;
   for (; i + kRows <= M; i += kRows)
     mm_rows<kRows, kAcc>(c + i * ldc, ldc, a + i * ars, ars, aks, b, ldb, N, K);
-  for (; i < M; ++i) mm_rows<1, kAcc>(c + i * ldc, ldc, a + i * ars, ars, aks, b, ldb, N, K);
+  if (i < M) mm_tail<kRows - 1, kAcc>(c + i * ldc, ldc, a + i * ars, ars, aks, b, ldb, M - i, N, K);
 }
 
 // dst[r, 0:dp] = f32(src[r*stride + 0:d]) for r < rows, zero in the padding columns and in rows

@@ -113,6 +113,20 @@ bool tile_has_pair(const Geo& g, const int32_t* seg, int64_t i0, int64_t mq, int
   return false;
 }
 
+// The causal cut of a (query tile i0, key tile j0) block's products (tile products skip what
+// the mask makes zero: in a diagonal tile about half). Query rows [i, i + rows) see keys before
+// key_end: the position of their last row, + 1, relative to j0.
+int64_t key_end(const Geo& g, int64_t i0, int64_t j0, int64_t nk, int64_t i, int64_t rows) {
+  return std::clamp<int64_t>(g.pos(i0 + i + rows - 1) - j0 + 1, 0, nk);
+}
+// Key rows [j, j + rows) are seen by queries from query_begin on: the first whose position
+// reaches key j0 + j (positions increase with the query).
+int64_t query_begin(const Geo& g, int64_t i0, int64_t mq, int64_t j0, int64_t j) {
+  int64_t q = 0;
+  while (q < mq && g.pos(i0 + q) < j0 + j) ++q;
+  return q;
+}
+
 // Set the masked entries of one score row to -inf: keys after the query's position qi (causal),
 // keys past the row (partial tile padding), keys of another segment and keys at or before
 // qi - window.
@@ -311,7 +325,11 @@ void forward_item(T* out, float* lse, const T* q, const T* k, const T* v, const 
     const bool masked = tile_needs_mask(g, span, j0, nk, segb);
     for (int64_t r = 0; r < g.nrep; ++r) {
       float* o = sc.o + r * tile;
-      mm<false>(sc.s, kTile, sc.q + r * tile, g.Dp, 1, sc.kt, kTile, mq, kTile, g.D);
+      // S = Q K^T; columns past a row block's last key are left stale: the mask overwrites them.
+      mm<false>(sc.s, kTile, sc.q + r * tile, g.Dp, 1, sc.kt, kTile, mq, kTile,
+                [&](int64_t i, int64_t rows) {
+                  return Bounds{key_end(g, i0, j0, nk, i, rows), 0, g.D};
+                });
       if (masked)
         for (int64_t i = 0; i < mq; ++i)
           mask_row(sc.s + i * kTile, g.pos(i0 + i), j0, nk, segb, g.window);
@@ -319,7 +337,10 @@ void forward_item(T* out, float* lse, const T* q, const T* k, const T* v, const 
       for (int64_t i = 0; i < mq; ++i)
         if (sc.alpha[i] != 1.0f)
           for (int64_t d = 0; d < g.Dp; ++d) o[i * g.Dp + d] *= sc.alpha[i];
-      mm<true>(o, g.Dp, sc.s, kTile, 1, sc.v, g.Dp, mq, g.Dp, nk);
+      // O += P V over the keys each row block sees (the rest of P is 0).
+      mm<true>(o, g.Dp, sc.s, kTile, 1, sc.v, g.Dp, mq, g.Dp, [&](int64_t i, int64_t rows) {
+        return Bounds{g.Dp, 0, key_end(g, i0, j0, nk, i, rows)};
+      });
     }
   }
   finish_forward_item(out, lse, g, sc, b, kvh, i0, mq);
@@ -429,12 +450,24 @@ void backward_step(const T* dout, const float* lse, const float* drow, const T* 
   const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.Tk - j0);
   load_rows(sc.q, g.Dp, q + (b * g.T + i0) * g.qs + h * g.D, g.qs, mq, mq, g.D);
   load_rows(sc.dout, g.Dp, dout + (b * g.T + i0) * g.qs + h * g.D, g.qs, mq, mq, g.D);
-  mm<false>(sc.p, kTile, sc.q, g.Dp, 1, sc.kt, kTile, mq, kTile, g.D);      // S = Q K^T
-  mm<false>(sc.ds, kTile, sc.dout, g.Dp, 1, sc.vt, kTile, mq, kTile, g.D);  // dP = dO V^T
+  // The causal cut (key_end, query_begin) skips products the mask makes zero. Columns of S and dP
+  // past a row block's keys are left stale: the mask sets P there to 0, so dS = 0 (dP - Drow) is
+  // 0 too (stale dP is a finite earlier value: the scratch starts zeroed).
+  const auto keys = [&](int64_t i, int64_t rows) {
+    return Bounds{key_end(g, i0, j0, nk, i, rows), 0, g.D};
+  };
+  const auto queries = [&](int64_t j, int64_t) {
+    return Bounds{g.Dp, query_begin(g, i0, mq, j0, j), mq};
+  };
+  mm<false>(sc.p, kTile, sc.q, g.Dp, 1, sc.kt, kTile, mq, kTile, keys);      // S = Q K^T
+  mm<false>(sc.ds, kTile, sc.dout, g.Dp, 1, sc.vt, kTile, mq, kTile, keys);  // dP = dO V^T
   probs_and_score_grads(lse, drow, segb, g, sc, b, h, i0, mq, j0, nk);
-  mm<true>(sc.dv, g.Dp, sc.p, 1, kTile, sc.dout, g.Dp, nk, g.Dp, mq);  // dV += P^T dO
-  mm<true>(sc.dk, g.Dp, sc.ds, 1, kTile, sc.q, g.Dp, nk, g.Dp, mq);    // dK += dS^T Q
-  mm<true>(dq_acc + i0 * g.Dp, g.Dp, sc.ds, kTile, 1, sc.k, g.Dp, mq, g.Dp, nk);  // dQ += dS K
+  mm<true>(sc.dv, g.Dp, sc.p, 1, kTile, sc.dout, g.Dp, nk, g.Dp, queries);  // dV += P^T dO
+  mm<true>(sc.dk, g.Dp, sc.ds, 1, kTile, sc.q, g.Dp, nk, g.Dp, queries);    // dK += dS^T Q
+  mm<true>(dq_acc + i0 * g.Dp, g.Dp, sc.ds, kTile, 1, sc.k, g.Dp, mq, g.Dp,
+           [&](int64_t i, int64_t rows) {
+             return Bounds{g.Dp, 0, key_end(g, i0, j0, nk, i, rows)};
+           });  // dQ += dS K
 }
 
 template <class T, class G>

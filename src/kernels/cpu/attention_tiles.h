@@ -84,17 +84,17 @@ inline vf vexp2(vf x) {
   return p * scale;
 }
 
-// C[R x (NV*kVL)] (+)= A[R x K] * B[K x (NV*kVL)], accumulators held in registers.
+// C[R x (NV*kVL)] (+)= A[R x k0:k1] * B[k0:k1 x (NV*kVL)], accumulators held in registers.
 // A(i, k) is read at a[i*ars + k*aks], so a transposed A (P^T, dS^T) costs nothing extra.
 template <int R, int NV, bool kAcc>
 inline void mm_block(float* c, int64_t ldc, const float* a, int64_t ars, int64_t aks,
-                     const float* b, int64_t ldb, int64_t K) {
+                     const float* b, int64_t ldb, int64_t k0, int64_t k1) {
   vf acc[R][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[r][v] = kAcc ? vload(c + r * ldc + v * kVL) : vf{};
-  for (int64_t k = 0; k < K; ++k) {
+  for (int64_t k = k0; k < k1; ++k) {
     vf bv[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) bv[v] = vload(b + k * ldb + v * kVL);
@@ -113,34 +113,56 @@ inline void mm_block(float* c, int64_t ldc, const float* a, int64_t ars, int64_t
 
 template <int R, bool kAcc>
 inline void mm_rows(float* c, int64_t ldc, const float* a, int64_t ars, int64_t aks,
-                    const float* b, int64_t ldb, int64_t N, int64_t K) {
+                    const float* b, int64_t ldb, int64_t N, int64_t k0, int64_t k1) {
   constexpr int kWide = kColVecs;  // a kColVecs-vector column block per pass
   int64_t n = 0;
   for (; n + kWide * kVL <= N; n += kWide * kVL)
-    mm_block<R, kWide, kAcc>(c + n, ldc, a, ars, aks, b + n, ldb, K);
-  for (; n < N; n += kVL) mm_block<R, 1, kAcc>(c + n, ldc, a, ars, aks, b + n, ldb, K);
+    mm_block<R, kWide, kAcc>(c + n, ldc, a, ars, aks, b + n, ldb, k0, k1);
+  for (; n < N; n += kVL) mm_block<R, 1, kAcc>(c + n, ldc, a, ars, aks, b + n, ldb, k0, k1);
 }
 
-// The last rows (< kRows of them) of mm as one block of that many rows, not row by row: a 64-row
-// tile leaves 4 rows after ten blocks of 6.
+// A block of `rows` (<= R) rows as one register block of that many rows: a 64-row tile is ten
+// blocks of 6 and one of 4 on AVX2, not 4 single rows at the end.
 template <int R, bool kAcc>
-inline void mm_tail(float* c, int64_t ldc, const float* a, int64_t ars, int64_t aks,
-                    const float* b, int64_t ldb, int64_t rows, int64_t N, int64_t K) {
+inline void mm_rows_n(float* c, int64_t ldc, const float* a, int64_t ars, int64_t aks,
+                      const float* b, int64_t ldb, int64_t rows, int64_t N, int64_t k0,
+                      int64_t k1) {
   if constexpr (R > 0) {
-    if (rows == R) return mm_rows<R, kAcc>(c, ldc, a, ars, aks, b, ldb, N, K);
-    mm_tail<R - 1, kAcc>(c, ldc, a, ars, aks, b, ldb, rows, N, K);
+    if (rows == R) return mm_rows<R, kAcc>(c, ldc, a, ars, aks, b, ldb, N, k0, k1);
+    mm_rows_n<R - 1, kAcc>(c, ldc, a, ars, aks, b, ldb, rows, N, k0, k1);
   }
 }
 
-// C[M x N] (+)= A[M x K] * B[K x N]; B and C row-major, N a multiple of kVL. The summation order
-// over k is fixed (k ascending), so results do not depend on threads or tiling of M and N.
+// What one row block [i, i + rows) of a product needs: its columns [0, n_end) and the terms
+// k0..k1 of its sums. A causal tile's products only need part of the tile: the keys up to a
+// query block's last position, the queries from a key block's first position on.
+struct Bounds {
+  int64_t n_end, k0, k1;
+};
+
+// C[M x N] (+)= A[M x K] * B[K x N]; B and C row-major, N a multiple of kVL, with each row block's
+// columns and terms cut to bounds(i, rows). Columns past n_end (rounded up to a vector) are not
+// written; terms outside k0..k1 are skipped, so the caller must know them to be zero products.
+// The summation order over k is fixed (k ascending), so results do not depend on threads or on
+// the tiling of M and N.
+template <bool kAcc, class F>
+inline void mm(float* c, int64_t ldc, const float* a, int64_t ars, int64_t aks, const float* b,
+               int64_t ldb, int64_t M, int64_t N, F&& bounds) {
+  for (int64_t i = 0; i < M; i += kRows) {
+    const int64_t rows = M - i < kRows ? M - i : kRows;
+    const Bounds bd = bounds(i, rows);
+    const int64_t n = (bd.n_end + kVL - 1) / kVL * kVL;
+    if (n <= 0) continue;
+    mm_rows_n<kRows, kAcc>(c + i * ldc, ldc, a + i * ars, ars, aks, b, ldb, rows, n < N ? n : N,
+                           bd.k0, bd.k1);
+  }
+}
+
+// The whole product: C[M x N] (+)= A[M x K] * B[K x N].
 template <bool kAcc>
 inline void mm(float* c, int64_t ldc, const float* a, int64_t ars, int64_t aks, const float* b,
                int64_t ldb, int64_t M, int64_t N, int64_t K) {
-  int64_t i = 0;
-  for (; i + kRows <= M; i += kRows)
-    mm_rows<kRows, kAcc>(c + i * ldc, ldc, a + i * ars, ars, aks, b, ldb, N, K);
-  if (i < M) mm_tail<kRows - 1, kAcc>(c + i * ldc, ldc, a + i * ars, ars, aks, b, ldb, M - i, N, K);
+  mm<kAcc>(c, ldc, a, ars, aks, b, ldb, M, N, [N, K](int64_t, int64_t) { return Bounds{N, 0, K}; });
 }
 
 // dst[r, 0:dp] = f32(src[r*stride + 0:d]) for r < rows, zero in the padding columns and in rows

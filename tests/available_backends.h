@@ -3,6 +3,8 @@
 // comes with the reason, which the test prints as its skip message ("built without CUDA", "no GPU:
 // ..."), so a CPU-only run says plainly what it did not check.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,5 +43,20 @@ inline AvailableBackend available_backend(const std::string& name) {
   return {nullptr, "built without CUDA (configure with -DMESHTRAIN_CUDA=ON)"};
 #endif
 }
+
+// A suite whose parameter is a backend's name: each test runs on tested(), or is skipped with the
+// reason that backend is not there.
+class BackendParamTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const AvailableBackend a = available_backend(GetParam());
+    if (!a.backend) GTEST_SKIP() << GetParam() << ": " << a.why_not;
+    tested_ = a.backend;
+  }
+  Backend& tested() { return *tested_; }
+
+ private:
+  Backend* tested_ = nullptr;
+};
 
 }  // namespace mt::test

@@ -37,18 +37,7 @@ struct Shape {
 // is over the CPU kernels' threading threshold (the weight gradient's column split, then the rows).
 constexpr Shape kShapes[] = {{7, 45}, {5, 600}, {64, 600}};
 
-class BackendOpsFusedNorm : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    const test::AvailableBackend a = test::available_backend(GetParam());
-    if (!a.backend) GTEST_SKIP() << GetParam() << ": " << a.why_not;
-    tested_ = a.backend;
-  }
-  Backend& tested() { return *tested_; }
-
- private:
-  Backend* tested_ = nullptr;
-};
+class BackendOpsFusedNorm : public test::BackendParamTest {};
 
 TEST_P(BackendOpsFusedNorm, ResidualRmsNormMatchesReferenceAndTheUnfusedPair) {
   for (const Shape& sh : kShapes)

@@ -128,18 +128,7 @@ INSTANTIATE_TEST_SUITE_P(Backends, GemmaOpsFiniteDifferences, ::testing::Values(
 
 // ---- each available backend against the reference ----------------------------------------------
 
-class GemmaBackendOps : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    const test::AvailableBackend a = test::available_backend(GetParam());
-    if (!a.backend) GTEST_SKIP() << GetParam() << ": " << a.why_not;
-    tested_ = a.backend;
-  }
-  Backend& tested() { return *tested_; }
-
- private:
-  Backend* tested_ = nullptr;
-};
+class GemmaBackendOps : public test::BackendParamTest {};
 
 TEST_P(GemmaBackendOps, GeGluMatchesReference) {
   const int64_t R = 13, C = 29;

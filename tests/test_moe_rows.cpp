@@ -80,18 +80,7 @@ std::string name(DType t) { return dtype_name(t); }
 
 // The backend under test is the parameter; one that this build or machine lacks is skipped, the
 // skip message saying why.
-class MoeRows : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    const test::AvailableBackend a = test::available_backend(GetParam());
-    if (!a.backend) GTEST_SKIP() << GetParam() << ": " << a.why_not;
-    tested_ = a.backend;
-  }
-  Backend& tested() { return *tested_; }
-
- private:
-  Backend* tested_ = nullptr;
-};
+class MoeRows : public test::BackendParamTest {};
 
 TEST_P(MoeRows, GatherMatchesReference) {
   // C odd: a bf16 row is not a whole number of 4-byte words. Indices past either end give zeros.

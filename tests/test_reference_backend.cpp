@@ -57,18 +57,7 @@ const char* dname(DType t) { return dtype_name(t); }
 
 // The backend under test is the parameter; one that this build or machine lacks is skipped, the
 // skip message saying why.
-class BackendOps : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    const test::AvailableBackend a = test::available_backend(GetParam());
-    if (!a.backend) GTEST_SKIP() << GetParam() << ": " << a.why_not;
-    tested_ = a.backend;
-  }
-  Backend& tested() { return *tested_; }
-
- private:
-  Backend* tested_ = nullptr;
-};
+class BackendOps : public test::BackendParamTest {};
 
 TEST_P(BackendOps, MatmulMatchesReference) {
   const int64_t M = 37, N = 23, K = 129;

@@ -8,25 +8,17 @@
 
 #include <barrier>
 #include <exception>
-#include <random>
 #include <thread>
 #include <vector>
 
 #include "backend/reference_backend.h"
+#include "finite_diff.h"
 #include "model/split_qk_norm.h"
 
 namespace mt {
 namespace {
 
 using Vec = std::vector<float>;
-
-Vec random_values(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  Vec v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 // Host memory as the reference backend tags its own (it is stateless: two threads may share it).
 Tensor host(Vec& v, int64_t rows, int64_t cols) {
@@ -83,10 +75,10 @@ TEST(SplitQkNorm, TwoSharesGiveTheWholeRowsNormWithOneSumForQAndK) {
     // The whole rows on the reference backend.
     Backend& be = reference_backend();
     const int64_t Wq = 2 * Cq, Wk = 2 * Ck;
-    Vec xq = random_values(size_t(N * Wq), 1), xk = random_values(size_t(N * Wk), 2);
-    Vec wq = random_values(size_t(Wq), 3), wk = random_values(size_t(Wk), 4);
-    Vec gq = random_values(size_t(N * Wq), 5), gk = random_values(size_t(N * Wk), 6);
-    Vec dwq0 = random_values(size_t(Wq), 7), dwk0 = random_values(size_t(Wk), 8);  // earlier micro-batches'
+    Vec xq = test::random_normal(size_t(N * Wq), 1), xk = test::random_normal(size_t(N * Wk), 2);
+    Vec wq = test::random_normal(size_t(Wq), 3), wk = test::random_normal(size_t(Wk), 4);
+    Vec gq = test::random_normal(size_t(N * Wq), 5), gk = test::random_normal(size_t(N * Wk), 6);
+    Vec dwq0 = test::random_normal(size_t(Wq), 7), dwk0 = test::random_normal(size_t(Wk), 8);  // earlier micro-batches'
     Vec oq(xq.size()), ok(xk.size()), rq(static_cast<size_t>(N)), rk(static_cast<size_t>(N));
     Vec dxq(xq.size(), 0.0f), dxk(xk.size(), 0.0f), dwq = dwq0, dwk = dwk0;
     be.rmsnorm_forward(host(oq, N, Wq), host(rq, 1, N), host(xq, N, Wq), host(wq, 1, Wq), kEps, kOffset);

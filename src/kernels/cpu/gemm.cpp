@@ -160,6 +160,14 @@ const float* widened(std::vector<float>& out, const void* src, int64_t rows, int
 // sgemm, which takes its sizes at run time: a mixture of experts' row counts, which change every
 // step, need neither a primitive each nor the cut into cached sizes (which widened and streamed
 // an expert's weight once per piece: a 137-row product took two passes over it).
+// a's product in f32 by oneDNN's sgemm (sizes at run time; one thread inside a parallel region),
+// on the given operands, which may be a's own or widened copies of them.
+void sgemm(const GemmArgs& a, const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc) {
+  const dnnl_status_t st = dnnl_sgemm(a.trans_a ? 'T' : 'N', a.trans_b ? 'T' : 'N', a.M, a.N, a.K, a.alpha, A, lda, B,
+                                      ldb, a.accumulate ? 1.0f : 0.0f, C, ldc);
+  MT_CHECK(st == dnnl_success, "oneDNN sgemm failed");
+}
+
 struct WidenedScratch {
   std::vector<float> a, b, c;
 };
@@ -179,9 +187,7 @@ void widened_gemm(const GemmArgs& a) {
     else wc.resize(size_t(a.M * a.N));
     C = wc.data(), ldc = a.N;
   }
-  const dnnl_status_t st = dnnl_sgemm(a.trans_a ? 'T' : 'N', a.trans_b ? 'T' : 'N', a.M, a.N, a.K, a.alpha, A,
-                                      a_cols, B, b_cols, a.accumulate ? 1.0f : 0.0f, C, ldc);
-  MT_CHECK(st == dnnl_success, "oneDNN sgemm failed");
+  sgemm(a, A, a_cols, B, b_cols, C, ldc);
   if (a.c_type == DType::f32) return;
   bf16* c = static_cast<bf16*>(a.C);
 #pragma omp parallel for schedule(static) if (a.M * a.N >= kParallelWidening)
@@ -219,10 +225,7 @@ void run_gemm(const GemmArgs& a) {
 void one_thread_gemm(const GemmArgs& a) {
   MT_CHECK(a.M > 0 && a.N > 0 && a.K > 0, "gemm sizes must be positive");
   if (a.ab_type == DType::bf16) return widened_gemm(a);
-  const dnnl_status_t st = dnnl_sgemm(a.trans_a ? 'T' : 'N', a.trans_b ? 'T' : 'N', a.M, a.N, a.K, a.alpha,
-                                      static_cast<const float*>(a.A), a.lda, static_cast<const float*>(a.B), a.ldb,
-                                      a.accumulate ? 1.0f : 0.0f, static_cast<float*>(a.C), a.ldc);
-  MT_CHECK(st == dnnl_success, "oneDNN sgemm failed");
+  sgemm(a, static_cast<const float*>(a.A), a.lda, static_cast<const float*>(a.B), a.ldb, static_cast<float*>(a.C), a.ldc);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "core/bf16.h"
 #include "core/error.h"
+#include "kernels/cpu/gemm_skinny.h"
 
 namespace mt {
 
@@ -83,6 +84,7 @@ std::vector<int64_t> cached_sizes(int64_t n) {
 
 void run_gemm(const GemmArgs& a);
 bool widens(const GemmArgs& a);
+bool direct_skinny(const GemmArgs& a);
 void widened_gemm(const GemmArgs& a);
 
 }  // namespace
@@ -90,6 +92,7 @@ void widened_gemm(const GemmArgs& a);
 void gemm(const GemmArgs& a) {
   MT_CHECK(a.M > 0 && a.N > 0 && a.K > 0, "gemm sizes must be positive");
   MT_CHECK(a.c_type == DType::f32 || a.ab_type == DType::bf16, "bf16 output needs bf16 inputs");
+  if (direct_skinny(a)) return;
   // Widened before any cut: one f32 GEMM of any shape, so each operand is widened (and a
   // weight streamed) once, not once per piece.
   if (widens(a)) return widened_gemm(a);
@@ -138,12 +141,14 @@ bool bf16_matmul_available(Engine& e) {
 }
 
 // The stored block of an operand, `rows` x `cols` with leading dimension ld, widened to a packed
-// f32 copy (exact: every bf16 is a float). Only a block of 4M elements or more (a dense layer's
-// weight or a 2048-token input) is split over the threads: an expert's 1.5M-element weight stays on
-// one, since every parallel region waits for all the threads, and on a loaded machine for one
-// descheduled; two more regions a product made a mixture of experts' products 3x slower at load 12
-// (docs/benchmarks.md, "On an AVX2 machine").
-constexpr int64_t kParallelWidening = int64_t(1) << 22;
+// f32 copy (exact: every bf16 is a float). A block of 256K elements or more (a dense layer's
+// weight or input: 1.5M at hidden 768 and 2048 tokens) is split over the threads: the pass is
+// memory-bound and one thread of two left the other idle for about 8% of a widened product's time
+// (docs/benchmarks.md, "The widening on both threads"). An MoE expert's products, which stayed on
+// one thread here because every parallel region waits for a descheduled thread on a loaded machine
+// (3x slower at load 12, "On an AVX2 machine"), run inside gemm_group's region now, where this
+// one is a team of one.
+constexpr int64_t kParallelWidening = int64_t(1) << 18;
 const float* widened(std::vector<float>& out, const void* src, int64_t rows, int64_t cols, int64_t ld) {
   out.resize(size_t(rows * cols));
   const bf16* s = static_cast<const bf16*>(src);
@@ -201,6 +206,11 @@ bool widens(const GemmArgs& a) {
   return a.ab_type == DType::bf16 && (forced_widening || !bf16_matmul_available(engine()));
 }
 
+// A skinny product (a LoRA adapter's: gemm_skinny.h) by the direct kernels, where oneDNN would run
+// it as an f32 sgemm, widened or not; a native bf16 matmul (AVX-512, AMX) keeps it. Returns
+// whether it ran.
+bool direct_skinny(const GemmArgs& a) { return (a.ab_type == DType::f32 || widens(a)) && skinny_gemm(a); }
+
 void run_gemm(const GemmArgs& a) {
   Engine& e = engine();
   dnnl::matmul* prim;
@@ -224,6 +234,7 @@ void run_gemm(const GemmArgs& a) {
 // region, and so do widened()'s loops (a nested region of one).
 void one_thread_gemm(const GemmArgs& a) {
   MT_CHECK(a.M > 0 && a.N > 0 && a.K > 0, "gemm sizes must be positive");
+  if (direct_skinny(a)) return;
   if (a.ab_type == DType::bf16) return widened_gemm(a);
   sgemm(a, static_cast<const float*>(a.A), a.lda, static_cast<const float*>(a.B), a.ldb, static_cast<float*>(a.C), a.ldc);
 }
@@ -265,7 +276,10 @@ void force_widened_bf16_gemm(bool on) { forced_widening = on; }
 void release_widened_gemm_scratch() {
   // gemm_group widens on every OpenMP thread, and the runtime keeps its threads: each frees its own.
 #pragma omp parallel
-  widened_scratch = {};
+  {
+    widened_scratch = {};
+    release_skinny_gemm_scratch();
+  }
 }
 
 template <class T>

@@ -5,8 +5,8 @@
 // shapes that do not match, a row or column past a tile), so a tiling bug fails a test here
 // instead of only on a Sapphire Rapids.
 //
-// What is modelled (Intel SDM vol. 2, TDPBF16PS "Operation"; checked against the SDM text
-// 2026-12-07), for each row m of the destination and each output column n:
+// What is modelled (Intel SDM vol. 2, TDPBF16PS "Operation", read 2026-12-07 in public copies of
+// that page's pseudo-code), for each row m of the destination and each output column n:
 //     t0 = +0, t1 = +0
 //     for k in 0 .. tsrc1.colsb/4 - 1 (the pairs, ascending):
 //         t0 = fma(f32(A[m].pair[k].even), f32(B[k].pair[n].even), t0)

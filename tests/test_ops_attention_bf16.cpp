@@ -7,9 +7,11 @@
 // oracle for the flush rules (a mutation check: without the model's tininess-after-rounding
 // case, 6 of its 204840 cases differ); (2) the blocked tile product over that model against a plain triple loop over the
 // same lane model, bit for bit; (3) the whole bf16 attention path, forward and backward, run on
-// the model (MESHTRAIN_ATTENTION_BF16=emulate) against the reference backend's attention in
-// double; (4) the path choice. Where the CPU does have AVX512-BF16, one more test checks the
-// native products equal the model's bit for bit (skipped here).
+// the model (MESHTRAIN_ATTENTION_BF16=emulate), and again with the AMX tile product on the model
+// of TDPBF16PS (emulate-amx; the model itself: test_ops_attention_amx.cpp), against the reference
+// backend's attention in double and against the fp32 path; (4) the path choice. Where the CPU
+// does have AVX512-BF16 or AMX, one more test each checks the native products equal the model's
+// bit for bit (skipped here: nothing in this file runs a native product on a CPU without it).
 #include <gtest/gtest.h>
 #include <omp.h>
 #if defined(__x86_64__)
@@ -314,15 +316,30 @@ double worst(const std::vector<G>& got, const std::vector<float>& want) {
 // fp32 path's dV uses P unrounded and is stored in f32 here) -- about 2x inside these.
 constexpr double kTolOut = 6e-3, kTolLse = 1e-5, kTolGrad = 1.6e-2;
 
-void check_case(const Case& c, const char* what) {
+// One case on an emulated bf16 path ("emulate" or "emulate-amx") against the reference and, with
+// the same tolerances, against the fp32 path on the same bf16 tensors.
+void check_case(const Case& c, const char* what, const char* path) {
   SCOPED_TRACE(what);
   const Inputs in(c);
   const Want w = run_reference(c, in);
-  Got g;
+  Got g, f;
   {
-    PathEnv env("emulate");
+    PathEnv env(path);
     g = run_kernel(c, in);
   }
+  {
+    PathEnv env("fp32");
+    f = run_kernel(c, in);
+  }
+  auto widen = [](const auto& v) {
+    std::vector<float> r(v.size());
+    for (size_t i = 0; i < v.size(); ++i) r[i] = to_float(v[i]);
+    return r;
+  };
+  EXPECT_LE(worst(g.out, widen(f.out)), kTolOut);
+  EXPECT_LE(worst(g.dq, widen(f.dq)), kTolGrad);
+  EXPECT_LE(worst(g.dk, f.dk), kTolGrad);
+  EXPECT_LE(worst(g.dv, f.dv), kTolGrad);
   // lse: the kernel's [B, Hq, T] against the reference's [B, T, Hq].
   double lse_err = 0;
   for (int64_t b = 0; b < c.s.B; ++b)
@@ -346,35 +363,44 @@ std::vector<int32_t> two_docs(int64_t B, int64_t T, int64_t cut) {
   return seg;
 }
 
-TEST(OpsAttentionBf16Emulated, MatchesReferenceCausalAndGqa) {
+// The emulated paths: VDPBF16PS's model (bmm) and TDPBF16PS's (the AMX tiling).
+class OpsAttentionBf16Emulated : public testing::TestWithParam<const char*> {};
+INSTANTIATE_TEST_SUITE_P(Paths, OpsAttentionBf16Emulated, testing::Values("emulate", "emulate-amx"),
+                         [](const auto& info) {
+                           return std::string(info.param) == "emulate" ? "vdpbf16ps" : "amx";
+                         });
+
+TEST_P(OpsAttentionBf16Emulated, MatchesReferenceCausalAndGqa) {
+  const char* path = GetParam();
   // {B, T, Hq, Hkv, D}: GQA over 3 tiles with a partial last one; MHA; odd T and a head dim
   // that needs padding to 16 (24) and an odd one (7: a pair half-padded); a single token.
-  check_case(Case{{2, 150, 4, 2, 64}, {}}, "GQA, T=150, D=64");
-  check_case(Case{{1, 130, 4, 4, 32}, {}}, "MHA, T=130, D=32");
-  check_case(Case{{2, 65, 6, 2, 24}, {}}, "GQA 3:1, T=65, D=24");
-  check_case(Case{{1, 37, 2, 1, 7}, {}}, "T=37, D=7");
-  check_case(Case{{1, 1, 2, 2, 8}, {}}, "one token");
+  check_case(Case{{2, 150, 4, 2, 64}, {}}, "GQA, T=150, D=64", path);
+  check_case(Case{{1, 130, 4, 4, 32}, {}}, "MHA, T=130, D=32", path);
+  check_case(Case{{2, 65, 6, 2, 24}, {}}, "GQA 3:1, T=65, D=24", path);
+  check_case(Case{{1, 37, 2, 1, 7}, {}}, "T=37, D=7", path);
+  check_case(Case{{1, 1, 2, 2, 8}, {}}, "one token", path);
 }
 
-TEST(OpsAttentionBf16Emulated, MatchesReferenceMasks) {
+TEST_P(OpsAttentionBf16Emulated, MatchesReferenceMasks) {
+  const char* path = GetParam();
   // Packed documents, sliding windows (narrower and wider than a tile), both, and context
   // parallelism (rank 1 of 2: queries are chunks 1 and 2 of 4).
-  check_case(Case{{2, 150, 4, 2, 24}, two_docs(2, 150, 90)}, "two documents");
-  check_case(Case{{1, 200, 4, 1, 16, 40}, {}}, "window 40");
-  check_case(Case{{2, 150, 4, 2, 8, 70}, two_docs(2, 150, 100)}, "window 70 and documents");
+  check_case(Case{{2, 150, 4, 2, 24}, two_docs(2, 150, 90)}, "two documents", path);
+  check_case(Case{{1, 200, 4, 1, 16, 40}, {}}, "window 40", path);
+  check_case(Case{{2, 150, 4, 2, 8, 70}, two_docs(2, 150, 100)}, "window 70 and documents", path);
   AttentionShape cp{1, 66, 4, 2, 16};
   cp.cp = 2, cp.cp_rank = 1;
-  check_case(Case{cp, {}}, "context parallel rank 1 of 2");
+  check_case(Case{cp, {}}, "context parallel rank 1 of 2", path);
 }
 
-TEST(OpsAttentionBf16Emulated, KeyChunksAndThreadsGiveSameBits) {
+TEST_P(OpsAttentionBf16Emulated, KeyChunksAndThreadsGiveSameBits) {
   // One (b, KV head) pair: the backward splits keys into chunks when threads outnumber pairs.
   // Within the bf16 path, results are bit-identical run to run for a thread count, and within
   // tolerance across counts.
   const Case c{{1, 200, 3, 1, 16}, {}};
   const Inputs in(c);
   const Want w = run_reference(c, in);
-  PathEnv env("emulate");
+  PathEnv env(GetParam());
   const int saved = omp_get_max_threads();
   for (int threads : {1, 3}) {
     SCOPED_TRACE(testing::Message() << threads << " threads");
@@ -394,30 +420,50 @@ TEST(OpsAttentionBf16Emulated, KeyChunksAndThreadsGiveSameBits) {
 
 TEST(OpsAttentionBf16Path, Choice) {
   using P = Bf16Path;
-  EXPECT_EQ(attn::choose_bf16_path(nullptr, false), P::kFp32);
-  EXPECT_EQ(attn::choose_bf16_path(nullptr, true), P::kAvx512Bf16);
-  EXPECT_EQ(attn::choose_bf16_path("", true), P::kAvx512Bf16);
-  EXPECT_EQ(attn::choose_bf16_path("auto", false), P::kFp32);
-  EXPECT_EQ(attn::choose_bf16_path("fp32", true), P::kFp32);
-  EXPECT_EQ(attn::choose_bf16_path("off", true), P::kFp32);
-  EXPECT_EQ(attn::choose_bf16_path("emulate", false), P::kEmulated);
-  EXPECT_EQ(attn::choose_bf16_path("emulate", true), P::kEmulated);
-  EXPECT_EQ(attn::choose_bf16_path("native", true), P::kAvx512Bf16);
-  EXPECT_THROW(attn::choose_bf16_path("native", false), Error);
-  EXPECT_THROW(attn::choose_bf16_path("bf16", true), Error);
+  // Every setting on the four kinds of CPU: (AVX512-BF16, AMX) each present or not. Only the
+  // choice is made here; nothing runs.
+  for (const bool avx : {false, true})
+    for (const bool amx : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "avx512bf16 " << avx << ", amx " << amx);
+      const P best = amx ? P::kAmx : avx ? P::kAvx512Bf16 : P::kFp32;
+      EXPECT_EQ(attn::choose_bf16_path(nullptr, avx, amx), best);  // auto: AMX > AVX512 > fp32
+      EXPECT_EQ(attn::choose_bf16_path("", avx, amx), best);
+      EXPECT_EQ(attn::choose_bf16_path("auto", avx, amx), best);
+      EXPECT_EQ(attn::choose_bf16_path("fp32", avx, amx), P::kFp32);
+      EXPECT_EQ(attn::choose_bf16_path("off", avx, amx), P::kFp32);
+      EXPECT_EQ(attn::choose_bf16_path("emulate", avx, amx), P::kEmulated);
+      EXPECT_EQ(attn::choose_bf16_path("emulate-amx", avx, amx), P::kEmulatedAmx);
+      if (avx) EXPECT_EQ(attn::choose_bf16_path("native", avx, amx), P::kAvx512Bf16);
+      else EXPECT_THROW(attn::choose_bf16_path("native", avx, amx), Error);
+      if (amx) EXPECT_EQ(attn::choose_bf16_path("amx", avx, amx), P::kAmx);
+      else EXPECT_THROW(attn::choose_bf16_path("amx", avx, amx), Error);
+      EXPECT_THROW(attn::choose_bf16_path("bf16", avx, amx), Error);
+      EXPECT_THROW(attn::choose_bf16_path("AMX", avx, amx), Error);
+    }
+  try {
+    attn::choose_bf16_path("amx", true, false);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("MESHTRAIN_ATTENTION_BF16=amx"), std::string::npos) << e.what();
+  }
   EXPECT_EQ(attn::bf16_mm(P::kFp32), nullptr);
   EXPECT_NE(attn::bf16_mm(P::kEmulated), nullptr);
+  EXPECT_NE(attn::bf16_mm(P::kEmulatedAmx), nullptr);
+  EXPECT_EQ(attn::bf16_mm(P::kAmx), &attn::bf16_mm_amx);
+  EXPECT_STREQ(attn::bf16_path_name(P::kEmulatedAmx), "emulated-amx");
+  EXPECT_STREQ(attn::bf16_path_name(P::kAmx), "amx");
 }
 
 TEST(OpsAttentionBf16Path, DefaultOnThisCpuAndTheSwitchReachesTheKernel) {
   const Case c{{1, 70, 2, 1, 16}, {}};
   const Inputs in(c);
-  Got dflt, fp32, emul;
+  Got dflt, fp32, emul, emul_amx;
   {
     PathEnv env(nullptr);
-    // Without the instruction the default is fp32, never the native products.
+    // Without the instructions the default is fp32, never a native product.
     const Bf16Path p = attn::bf16_path();
-    EXPECT_EQ(p, attn::cpu_has_avx512bf16() ? Bf16Path::kAvx512Bf16 : Bf16Path::kFp32);
+    EXPECT_EQ(p, attn::cpu_has_amx_bf16()     ? Bf16Path::kAmx
+                 : attn::cpu_has_avx512bf16() ? Bf16Path::kAvx512Bf16
+                                              : Bf16Path::kFp32);
     dflt = run_kernel(c, in);
   }
   {
@@ -428,16 +474,31 @@ TEST(OpsAttentionBf16Path, DefaultOnThisCpuAndTheSwitchReachesTheKernel) {
     PathEnv env("emulate");
     emul = run_kernel(c, in);
   }
+  {
+    PathEnv env("emulate-amx");
+    emul_amx = run_kernel(c, in);
+  }
   auto same = [](const Got& a, const Got& b) {
     return std::memcmp(a.out.data(), b.out.data(), a.out.size() * 2) == 0 &&
            std::memcmp(a.dq.data(), b.dq.data(), a.dq.size() * 2) == 0 &&
            std::memcmp(a.dk.data(), b.dk.data(), a.dk.size() * 4) == 0;
   };
-  if (!attn::cpu_has_avx512bf16()) {
+  if (!attn::cpu_has_avx512bf16() && !attn::cpu_has_amx_bf16()) {
     EXPECT_TRUE(same(dflt, fp32));
   }
-  // P rounded to bf16 moves some output bits: the switch did reach the kernel.
+  // P rounded to bf16 moves some output bits: the switch did reach the kernel. The two models
+  // sum in different orders, so they differ too.
   EXPECT_FALSE(same(emul, fp32));
+  EXPECT_FALSE(same(emul_amx, fp32));
+  EXPECT_FALSE(same(emul_amx, emul));
+  if (!attn::cpu_has_amx_bf16()) {  // "amx" on a CPU or OS without it: an error, nothing runs
+    PathEnv env("amx");
+    std::vector<bf16> out(c.nq());
+    std::vector<float> lse(size_t(c.s.Hq * c.s.T));
+    EXPECT_THROW(attention_forward(out.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(),
+                                   nullptr, c.s),
+                 Error);
+  }
   {
     PathEnv env("sideways");
     std::vector<bf16> out(c.nq());
@@ -459,6 +520,27 @@ TEST(OpsAttentionBf16Native, EqualsTheModelBitForBit) {
   }
   {
     PathEnv env("emulate");
+    emul = run_kernel(c, in);
+  }
+  EXPECT_EQ(std::memcmp(native.out.data(), emul.out.data(), native.out.size() * 2), 0);
+  EXPECT_EQ(std::memcmp(native.lse.data(), emul.lse.data(), native.lse.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(native.dq.data(), emul.dq.data(), native.dq.size() * 2), 0);
+  EXPECT_EQ(std::memcmp(native.dk.data(), emul.dk.data(), native.dk.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(native.dv.data(), emul.dv.data(), native.dv.size() * 4), 0);
+}
+
+TEST(OpsAttentionBf16Amx, EqualsTheModelBitForBit) {
+  // Runs tile instructions: only where cpuid, XCR0 and the Linux permission all say AMX works.
+  if (!attn::cpu_has_amx_bf16()) GTEST_SKIP() << "this CPU or OS offers no AMX-BF16";
+  const Case c{{2, 150, 4, 2, 24}, two_docs(2, 150, 90)};
+  const Inputs in(c);
+  Got native, emul;
+  {
+    PathEnv env("amx");
+    native = run_kernel(c, in);
+  }
+  {
+    PathEnv env("emulate-amx");
     emul = run_kernel(c, in);
   }
   EXPECT_EQ(std::memcmp(native.out.data(), emul.out.data(), native.out.size() * 2), 0);

@@ -225,6 +225,18 @@ struct FwdScratch {
   }
 };
 
+// s * c2, rounded, for the exp loop's s * c2 - m: the empty asm, which takes the product in a
+// register, keeps g++ from fusing the two into an FMA. It never fused them while the loop shared
+// the max pass's products (a fully unrolled row); keeping the rounding keeps P's bits, and
+// recomputing beats holding eight products across the row max (they spill).
+inline vf scaled_scores(const float* s, float c2) {
+  vf x = vload(s) * c2;
+#if defined(__x86_64__) || defined(__i386__)
+  asm("" : "+v"(x));
+#endif
+  return x;
+}
+
 // Online-softmax update of one row of raw scores s (already masked): turns s into
 // P = exp2(s*c2 - m_new), updates the row's max m and sum l, and sets the factor alpha the output
 // row must be rescaled by. -inf - -inf cannot occur: a row that saw only masked keys so far uses 0
@@ -233,9 +245,8 @@ struct FwdScratch {
 template <bool kCut>
 inline void softmax_row(float* s, float& m, float& l, float& alpha, float c2, int nv) {
   const int n = kCut ? nv : kTV;
-  vf x[kTV];
   vf mx = vsplat(kNegInf);
-  for (int v = 0; v < n; ++v) x[v] = vload(s + v * kVL) * c2, mx = vmax(mx, x[v]);
+  for (int v = 0; v < n; ++v) mx = vmax(mx, vload(s + v * kVL) * c2);
   // max(mx, -inf) of the skipped vectors changes only a NaN lane (to -inf).
   if (kCut && n < kTV) mx = vmax(mx, vsplat(kNegInf));
   const float tmax = hmax(mx);
@@ -243,7 +254,7 @@ inline void softmax_row(float* s, float& m, float& l, float& alpha, float c2, in
   const float ref = m_new == kNegInf ? 0.0f : m_new;
   vf sum = vf{};
   for (int v = 0; v < n; ++v) {
-    vf p = vexp2(x[v] - ref);
+    vf p = vexp2(scaled_scores(s + v * kVL, c2) - ref);
     vstore(s + v * kVL, p);
     sum += p;
   }
@@ -368,13 +379,12 @@ void forward_item(T* out, float* lse, const T* q, const T* k, const T* v, const 
           mask_row(sc.s + i * kTile, g.pos(i0 + i), j0, nk, segb, g.window, live[i] * kVL);
       softmax_tile(sc.s, sc.m + r * kTile, sc.l + r * kTile, sc.alpha, mq, c2,
                    masked ? live : nullptr);
-      for (int64_t i = 0; i < mq; ++i)
-        if (sc.alpha[i] != 1.0f)
-          for (int64_t d = 0; d < g.Dp; ++d) o[i * g.Dp + d] *= sc.alpha[i];
-      // O += P V over the keys each row block sees (the rest of P is 0).
-      mm<true>(o, g.Dp, sc.s, kTile, 1, sc.v, g.Dp, mq, g.Dp, [&](int64_t i, int64_t rows) {
-        return Bounds{g.Dp, 0, key_end(g, i0, j0, nk, i, rows)};
-      });
+      // O = alpha O + P V over the keys each row block sees (the rest of P is 0); O's rows are
+      // rescaled as the product loads them (x 1 where alpha is 1: the same bits).
+      mm<true>(
+          o, g.Dp, sc.s, kTile, 1, sc.v, g.Dp, mq, g.Dp,
+          [&](int64_t i, int64_t rows) { return Bounds{g.Dp, 0, key_end(g, i0, j0, nk, i, rows)}; },
+          sc.alpha);
     }
   }
   finish_forward_item(out, lse, g, sc, b, kvh, i0, mq);

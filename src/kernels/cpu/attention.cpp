@@ -13,7 +13,9 @@
 // covers all key tiles of a (b, KV head) and writes dQ itself; only when there are fewer
 // (b, KV head) pairs than threads are the key tiles split into chunks, each item then keeps its
 // partial dQ and the partials are summed in chunk order afterwards. Results are therefore
-// bit-identical run to run for a fixed thread count (the chunk count depends on it).
+// bit-identical run to run for a fixed thread count (the chunk count depends on it). The fp32
+// path takes an item's key tiles two at a time, so each Q and dO tile it widens to f32 serves
+// both (the sums keep their order: see backward_item).
 //
 // bf16 tensors may take bf16 tile products instead (attention_bf16.h: AVX512-BF16 where the CPU
 // has it, an exact emulation on request): the same items and loops, the operands packed as bf16
@@ -129,18 +131,20 @@ int64_t query_begin(const Geo& g, int64_t i0, int64_t mq, int64_t j0, int64_t j)
 
 // Set the masked entries of one score row to -inf: keys after the query's position qi (causal),
 // keys past the row (partial tile padding), keys of another segment and keys at or before
-// qi - window.
-void mask_row(float* s, int64_t qi, int64_t j0, int64_t nk, const int32_t* seg, int64_t window) {
+// qi - window. Only the first `width` entries: the callers skip the rest (see live_vectors).
+void mask_row(float* s, int64_t qi, int64_t j0, int64_t nk, const int32_t* seg, int64_t window,
+              int64_t width = kTile) {
+  const int64_t n = std::min(nk, width);
   if (window > 0)
-    for (int64_t j = 0; j < nk && j0 + j <= qi - window; ++j) s[j] = kNegInf;
+    for (int64_t j = 0; j < n && j0 + j <= qi - window; ++j) s[j] = kNegInf;
   if (seg) {
     const int32_t sq = seg[qi];
     const int32_t* sk = seg + j0;
-    for (int64_t j = 0; j < nk; ++j) s[j] = (j0 + j > qi || sk[j] != sq) ? kNegInf : s[j];
+    for (int64_t j = 0; j < n; ++j) s[j] = (j0 + j > qi || sk[j] != sq) ? kNegInf : s[j];
   } else {
-    for (int64_t j = 0; j < nk; ++j) s[j] = (j0 + j > qi) ? kNegInf : s[j];
+    for (int64_t j = 0; j < n; ++j) s[j] = (j0 + j > qi) ? kNegInf : s[j];
   }
-  for (int64_t j = nk; j < kTile; ++j) s[j] = kNegInf;
+  for (int64_t j = nk; j < width; ++j) s[j] = kNegInf;
 }
 
 // Horizontal max / sum of one vector by a shuffle tree (log2 steps, fixed order, so
@@ -170,6 +174,14 @@ float hmax(vf v) { return tree_max<kVL / 2>(v)[0]; }
 float hsum(vf v) { return tree_sum<kVL / 2>(v)[0]; }
 
 constexpr int kTV = kTile / kVL;  // vectors per score row
+
+// The vectors of query row i's scores in a masked (query tile i0, key tile j0) block that may
+// hold a key the query sees: every key from its key_end on is masked (after the query's position,
+// or past a partial tile), so the vectors wholly past it hold only -inf, their P is exactly 0
+// (vexp2 of -inf), and their exps are skipped. On the diagonal tiles that is 44% of the exps.
+int live_vectors(const Geo& g, int64_t i0, int64_t i, int64_t j0, int64_t nk) {
+  return int((key_end(g, i0, j0, nk, i, 1) + kVL - 1) / kVL);
+}
 
 // Per-thread forward scratch, sized for one work item.
 struct FwdScratch {
@@ -213,26 +225,55 @@ struct FwdScratch {
   }
 };
 
-// Online-softmax update of a tile of raw scores s (already masked), row by row: turns s into
-// P = exp2(s*c2 - m_new), updates each row's max m and sum l, and writes the factor alpha the
-// output row must be rescaled by. -inf - -inf cannot occur: a row that saw only masked keys so
-// far uses 0 as its reference max. One call per tile keeps the exp constants in registers.
-void softmax_tile(float* s, float* m, float* l, float* alpha, int64_t rows, float c2) {
+// s * c2, rounded, for the exp loop's s * c2 - m: the empty asm, which takes the product in a
+// register, keeps g++ from fusing the two into an FMA. It never fused them while the loop shared
+// the max pass's products (a fully unrolled row); keeping the rounding keeps P's bits, and
+// recomputing beats holding eight products across the row max (they spill).
+inline vf scaled_scores(const float* s, float c2) {
+  vf x = vload(s) * c2;
+#if defined(__x86_64__) || defined(__i386__)
+  asm("" : "+v"(x));
+#endif
+  return x;
+}
+
+// Online-softmax update of one row of raw scores s (already masked): turns s into
+// P = exp2(s*c2 - m_new), updates the row's max m and sum l, and sets the factor alpha the output
+// row must be rescaled by. -inf - -inf cannot occur: a row that saw only masked keys so far uses 0
+// as its reference max. With kCut only the first nv vectors are read (live_vectors: the rest are
+// -inf) and the rest are set to P = 0; every other value is the uncut row's, bit for bit.
+template <bool kCut>
+inline void softmax_row(float* s, float& m, float& l, float& alpha, float c2, int nv) {
+  const int n = kCut ? nv : kTV;
+  vf mx = vsplat(kNegInf);
+  for (int v = 0; v < n; ++v) mx = vmax(mx, vload(s + v * kVL) * c2);
+  // max(mx, -inf) of the skipped vectors changes only a NaN lane (to -inf).
+  if (kCut && n < kTV) mx = vmax(mx, vsplat(kNegInf));
+  const float tmax = hmax(mx);
+  const float m_new = tmax > m ? tmax : m;
+  const float ref = m_new == kNegInf ? 0.0f : m_new;
+  vf sum = vf{};
+  for (int v = 0; v < n; ++v) {
+    vf p = vexp2(scaled_scores(s + v * kVL, c2) - ref);
+    vstore(s + v * kVL, p);
+    sum += p;
+  }
+  // P of a skipped vector is +0; adding it to the sum (lanes >= +0) would change nothing.
+  for (int v = n; v < kTV; ++v) vstore(s + v * kVL, vf{});
+  alpha = m == m_new ? 1.0f : vexp2(vsplat(m - ref))[0];
+  l = l * alpha + hsum(sum);
+  m = m_new;
+}
+
+// softmax_row over the rows of a tile, all vectors, or only the live ones of each row (live
+// set). One call per tile keeps the exp constants in registers.
+void softmax_tile(float* s, float* m, float* l, float* alpha, int64_t rows, float c2,
+                  const int* live = nullptr) {
   for (int64_t i = 0; i < rows; ++i, s += kTile) {
-    vf mx = vsplat(kNegInf);
-    for (int v = 0; v < kTV; ++v) mx = vmax(mx, vload(s + v * kVL) * c2);
-    const float tmax = hmax(mx);
-    const float m_new = tmax > m[i] ? tmax : m[i];
-    const float ref = m_new == kNegInf ? 0.0f : m_new;
-    vf sum = vf{};
-    for (int v = 0; v < kTV; ++v) {
-      vf p = vexp2(vload(s + v * kVL) * c2 - ref);
-      vstore(s + v * kVL, p);
-      sum += p;
-    }
-    alpha[i] = m[i] == m_new ? 1.0f : vexp2(vsplat(m[i] - ref))[0];
-    l[i] = l[i] * alpha[i] + hsum(sum);
-    m[i] = m_new;
+    if (live)
+      softmax_row<true>(s, m[i], l[i], alpha[i], c2, live[i]);
+    else
+      softmax_row<false>(s, m[i], l[i], alpha[i], c2, kTV);
   }
 }
 
@@ -323,6 +364,9 @@ void forward_item(T* out, float* lse, const T* q, const T* k, const T* v, const 
     transpose_tile(sc.kt, sc.v, g.Dp);
     load_rows(sc.v, g.Dp, v + (b * g.Tk + j0) * g.ks + kvh * g.D, g.ks, nk, kTile, g.D);
     const bool masked = tile_needs_mask(g, span, j0, nk, segb);
+    int live[kTile];
+    if (masked)
+      for (int64_t i = 0; i < mq; ++i) live[i] = live_vectors(g, i0, i, j0, nk);
     for (int64_t r = 0; r < g.nrep; ++r) {
       float* o = sc.o + r * tile;
       // S = Q K^T; columns past a row block's last key are left stale: the mask overwrites them.
@@ -332,25 +376,32 @@ void forward_item(T* out, float* lse, const T* q, const T* k, const T* v, const 
                 });
       if (masked)
         for (int64_t i = 0; i < mq; ++i)
-          mask_row(sc.s + i * kTile, g.pos(i0 + i), j0, nk, segb, g.window);
-      softmax_tile(sc.s, sc.m + r * kTile, sc.l + r * kTile, sc.alpha, mq, c2);
-      for (int64_t i = 0; i < mq; ++i)
-        if (sc.alpha[i] != 1.0f)
-          for (int64_t d = 0; d < g.Dp; ++d) o[i * g.Dp + d] *= sc.alpha[i];
-      // O += P V over the keys each row block sees (the rest of P is 0).
-      mm<true>(o, g.Dp, sc.s, kTile, 1, sc.v, g.Dp, mq, g.Dp, [&](int64_t i, int64_t rows) {
-        return Bounds{g.Dp, 0, key_end(g, i0, j0, nk, i, rows)};
-      });
+          mask_row(sc.s + i * kTile, g.pos(i0 + i), j0, nk, segb, g.window, live[i] * kVL);
+      softmax_tile(sc.s, sc.m + r * kTile, sc.l + r * kTile, sc.alpha, mq, c2,
+                   masked ? live : nullptr);
+      // O = alpha O + P V over the keys each row block sees (the rest of P is 0); O's rows are
+      // rescaled as the product loads them (x 1 where alpha is 1: the same bits).
+      mm<true>(
+          o, g.Dp, sc.s, kTile, 1, sc.v, g.Dp, mq, g.Dp,
+          [&](int64_t i, int64_t rows) { return Bounds{g.Dp, 0, key_end(g, i0, j0, nk, i, rows)}; },
+          sc.alpha);
     }
   }
   finish_forward_item(out, lse, g, sc, b, kvh, i0, mq);
 }
 
+// The fp32 backward runs kKeyBlock key tiles side by side (backward_item): each Q and dO tile it
+// widens then serves that many key tiles. Each key tile has its own K, K^T, V^T, dK and dV.
+constexpr int64_t kKeyBlock = 2;
+
 // Per-thread backward scratch.
 struct BwdScratch {
   Buffer<float> buf;
+  // k, kt, vt, dk, dv: kKeyBlock tiles each (slot x at x * kTile * Dp); the bf16 path uses slot 0
   float *k, *kt, *vt, *dk, *dv, *q, *dout, *p, *ds;
-  static int64_t floats(const Geo& g) { return 7 * kTile * g.Dp + 2 * kTile * kTile; }
+  static int64_t floats(const Geo& g) {
+    return (5 * kKeyBlock + 2) * kTile * g.Dp + 2 * kTile * kTile;
+  }
   // bf16 path only (mm set), attention_bf16_tiles.h layouts. Per key tile: K and V rows, K^T and
   // V^T, K as row pairs; per step: Q and dO rows and row pairs, P^T, dS^T and dS in bf16.
   Bf16Mm mm = nullptr;
@@ -369,7 +420,8 @@ struct BwdScratch {
     const int64_t tile = kTile * g.Dp;
     buf.resize(size_t(floats(g)));
     float* x = buf.data();
-    for (float** t : {&k, &kt, &vt, &dk, &dv, &q, &dout}) *t = x, x += tile;
+    for (float** t : {&k, &kt, &vt, &dk, &dv}) *t = x, x += kKeyBlock * tile;
+    for (float** t : {&q, &dout}) *t = x, x += tile;
     p = x, x += kTile * kTile;
     ds = x;
   }
@@ -388,12 +440,20 @@ void probs_and_score_grads(const float* lse, const float* drow, const int32_t* s
   for (int64_t i = 0; i < mq; ++i) {
     float* s = sc.p + i * kTile;
     float* dp = sc.ds + i * kTile;
-    if (masked) mask_row(s, g.pos(i0 + i), j0, nk, segb, g.window);
+    // Only the live vectors need exps; P of the rest is exactly +0 (live_vectors).
+    const int n = masked ? live_vectors(g, i0, i, j0, nk) : kTV;
+    if (masked) mask_row(s, g.pos(i0 + i), j0, nk, segb, g.window, n * kVL);
     // A row without keys has lse = -inf; +inf as reference makes its P exactly 0, not NaN.
     const float ref = lse_h[i] == kNegInf ? -kNegInf : lse_h[i] * kLog2e;
     const float dr = drow_h[i];
-    for (int v = 0; v < kTV; ++v) {
+    for (int v = 0; v < n; ++v) {
       vf p = vexp2(vload(s + v * kVL) * c2 - ref);
+      vstore(s + v * kVL, p);
+      vstore(dp + v * kVL, p * (vload(dp + v * kVL) - dr) * g.scale);
+    }
+    // dS there is still formed as P (dP - Drow) scale: 0 times a stale dP keeps its sign bit.
+    for (int v = n; v < kTV; ++v) {
+      const vf p = vf{};
       vstore(s + v * kVL, p);
       vstore(dp + v * kVL, p * (vload(dp + v * kVL) - dr) * g.scale);
     }
@@ -440,16 +500,24 @@ void backward_step_bf16(const bf16* dout, const float* lse, const float* drow, c
 
 // One (query tile, key tile) step of the backward for query head h: recompute P, form dS, and
 // accumulate dV, dK (item-owned tiles) and dQ (the item's f32 accumulator).
+// In the fp32 path the key tile is the one in slot `slot` of the scratch, and the Q and dO tiles
+// are widened only when `staged` is false (then set): the key tiles of a block share them.
 template <class T>
 void backward_step(const T* dout, const float* lse, const float* drow, const T* q,
                    const int32_t* segb, const Geo& g, BwdScratch& sc, float* dq_acc, int64_t b,
-                   int64_t h, int64_t qt, int64_t kt) {
+                   int64_t h, int64_t qt, int64_t kt, int64_t slot, bool& staged) {
   if constexpr (std::is_same_v<T, bf16>)
     if (sc.mm) return backward_step_bf16(dout, lse, drow, q, segb, g, sc, dq_acc, b, h, qt, kt);
   const int64_t i0 = qt * kTile, mq = std::min<int64_t>(kTile, g.T - i0);
   const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.Tk - j0);
-  load_rows(sc.q, g.Dp, q + (b * g.T + i0) * g.qs + h * g.D, g.qs, mq, mq, g.D);
-  load_rows(sc.dout, g.Dp, dout + (b * g.T + i0) * g.qs + h * g.D, g.qs, mq, mq, g.D);
+  if (!staged) {
+    load_rows(sc.q, g.Dp, q + (b * g.T + i0) * g.qs + h * g.D, g.qs, mq, mq, g.D);
+    load_rows(sc.dout, g.Dp, dout + (b * g.T + i0) * g.qs + h * g.D, g.qs, mq, mq, g.D);
+    staged = true;
+  }
+  const int64_t tile = kTile * g.Dp;
+  const float *sk = sc.k + slot * tile, *skt = sc.kt + slot * tile, *svt = sc.vt + slot * tile;
+  float *sdk = sc.dk + slot * tile, *sdv = sc.dv + slot * tile;
   // The causal cut (key_end, query_begin) skips products the mask makes zero. Columns of S and dP
   // past a row block's keys are left stale: the mask sets P there to 0, so dS = 0 (dP - Drow) is
   // 0 too (stale dP is a finite earlier value: the scratch starts zeroed).
@@ -459,54 +527,76 @@ void backward_step(const T* dout, const float* lse, const float* drow, const T* 
   const auto queries = [&](int64_t j, int64_t) {
     return Bounds{g.Dp, query_begin(g, i0, mq, j0, j), mq};
   };
-  mm<false>(sc.p, kTile, sc.q, g.Dp, 1, sc.kt, kTile, mq, kTile, keys);      // S = Q K^T
-  mm<false>(sc.ds, kTile, sc.dout, g.Dp, 1, sc.vt, kTile, mq, kTile, keys);  // dP = dO V^T
+  mm<false>(sc.p, kTile, sc.q, g.Dp, 1, skt, kTile, mq, kTile, keys);      // S = Q K^T
+  mm<false>(sc.ds, kTile, sc.dout, g.Dp, 1, svt, kTile, mq, kTile, keys);  // dP = dO V^T
   probs_and_score_grads(lse, drow, segb, g, sc, b, h, i0, mq, j0, nk);
-  mm<true>(sc.dv, g.Dp, sc.p, 1, kTile, sc.dout, g.Dp, nk, g.Dp, queries);  // dV += P^T dO
-  mm<true>(sc.dk, g.Dp, sc.ds, 1, kTile, sc.q, g.Dp, nk, g.Dp, queries);    // dK += dS^T Q
-  mm<true>(dq_acc + i0 * g.Dp, g.Dp, sc.ds, kTile, 1, sc.k, g.Dp, mq, g.Dp,
+  mm<true>(sdv, g.Dp, sc.p, 1, kTile, sc.dout, g.Dp, nk, g.Dp, queries);  // dV += P^T dO
+  mm<true>(sdk, g.Dp, sc.ds, 1, kTile, sc.q, g.Dp, nk, g.Dp, queries);    // dK += dS^T Q
+  mm<true>(dq_acc + i0 * g.Dp, g.Dp, sc.ds, kTile, 1, sk, g.Dp, mq, g.Dp,
            [&](int64_t i, int64_t rows) {
              return Bounds{g.Dp, 0, key_end(g, i0, j0, nk, i, rows)};
            });  // dQ += dS K
 }
 
+// An item's key tiles (those of its chunk) in ascending order, kKeyBlock at a time in the fp32
+// path (one at a time in the bf16 path): the block's K and V are staged, then for every query head
+// and query tile the Q and dO tiles are widened once and meet each key tile of the block. Every
+// dK/dV tile still sums its terms in (head, query tile) order and every dQ tile in ascending key
+// tile order, as one key tile at a time would, so the results are the same bit for bit.
 template <class T, class G>
 void backward_item(G* dk, G* dv, const T* dout, const float* lse, const float* drow, const T* q,
                    const T* k, const T* v, const int32_t* seg, const Geo& g, BwdScratch& sc,
                    float* dq_acc, int64_t b, int64_t kvh, int64_t chunk, int64_t nchunks) {
   const int32_t* segb = seg ? seg + b * g.Tk : nullptr;
-  for (int64_t kt = 0; kt < g.nkt; ++kt) {
+  const int64_t tile = kTile * g.Dp;
+  int64_t block = kKeyBlock;
+  if constexpr (std::is_same_v<T, bf16>)
+    if (sc.mm) block = 1;  // its packed key tiles have one slot
+  int64_t kts[kKeyBlock];
+  for (int64_t kt_next = 0; kt_next < g.nkt;) {
     // Key tile kt meets nt - kt query tiles (without context parallelism); tiles kt and nkt-1-kt
     // go to the same chunk so chunks get equal work.
-    if (std::min(kt, g.nkt - 1 - kt) % nchunks != chunk) continue;
-    const int64_t j0 = kt * kTile, nk = std::min<int64_t>(kTile, g.Tk - j0);
-    const int64_t row0 = (b * g.Tk + j0) * g.ks + kvh * g.D;
-    bool loaded = false;
-    if constexpr (std::is_same_v<T, bf16>)
-      if (sc.mm) load_key_tile_bf16(k, v, g, sc, row0, nk), loaded = true;
-    if (!loaded) {
-      load_rows(sc.k, g.Dp, k + row0, g.ks, nk, kTile, g.D);
-      transpose_tile(sc.kt, sc.k, g.Dp);
-      load_rows(sc.dv, g.Dp, v + row0, g.ks, nk, kTile, g.D);  // V rows, staged in dv's space
-      transpose_tile(sc.vt, sc.dv, g.Dp);
+    int64_t n = 0;
+    for (; kt_next < g.nkt && n < block; ++kt_next)
+      if (std::min(kt_next, g.nkt - 1 - kt_next) % nchunks == chunk) kts[n++] = kt_next;
+    for (int64_t x = 0; x < n; ++x) {
+      const int64_t j0 = kts[x] * kTile, nk = std::min<int64_t>(kTile, g.Tk - j0);
+      const int64_t row0 = (b * g.Tk + j0) * g.ks + kvh * g.D;
+      bool loaded = false;
+      if constexpr (std::is_same_v<T, bf16>)
+        if (sc.mm) load_key_tile_bf16(k, v, g, sc, row0, nk), loaded = true;
+      if (!loaded) {
+        load_rows(sc.k + x * tile, g.Dp, k + row0, g.ks, nk, kTile, g.D);
+        transpose_tile(sc.kt + x * tile, sc.k + x * tile, g.Dp);
+        load_rows(sc.dv + x * tile, g.Dp, v + row0, g.ks, nk, kTile, g.D);  // V rows, in dv's space
+        transpose_tile(sc.vt + x * tile, sc.dv + x * tile, g.Dp);
+      }
+      std::memset(sc.dk + x * tile, 0, sizeof(float) * tile);
+      std::memset(sc.dv + x * tile, 0, sizeof(float) * tile);
     }
-    std::memset(sc.dk, 0, sizeof(float) * kTile * g.Dp);
-    std::memset(sc.dv, 0, sizeof(float) * kTile * g.Dp);
     for (int64_t r = 0; r < g.nrep; ++r) {
       const int64_t h = kvh * g.nrep + r;
       float* dq_h = dq_acc + r * g.T * g.Dp;
       for (int64_t qt = 0; qt < g.nt; ++qt) {
         const int64_t i0 = qt * kTile, mq = std::min<int64_t>(kTile, g.T - i0);
         const QuerySpan span = query_span(g, i0, mq);
-        if (span.last < j0) continue;  // every query before the tile's first key
-        if (tile_before_window(g, span, j0, nk)) break;  // later query tiles are further away
-        if (segb && !tile_has_pair(g, segb, i0, mq, j0, nk)) continue;
-        backward_step(dout, lse, drow, q, segb, g, sc, dq_h, b, h, qt, kt);
+        bool staged = false;  // this (head, query tile)'s Q and dO in sc.q and sc.dout
+        for (int64_t x = 0; x < n; ++x) {
+          const int64_t j0 = kts[x] * kTile, nk = std::min<int64_t>(kTile, g.Tk - j0);
+          if (span.last < j0) continue;  // every query before the tile's first key
+          if (tile_before_window(g, span, j0, nk)) continue;  // so are later query tiles
+          if (segb && !tile_has_pair(g, segb, i0, mq, j0, nk)) continue;
+          backward_step(dout, lse, drow, q, segb, g, sc, dq_h, b, h, qt, kts[x], x, staged);
+        }
       }
     }
-    for (int64_t j = 0; j < nk; ++j) {
-      store_row(dk + row0 + j * g.ks, sc.dk + j * g.Dp, g.D, 1.0f);
-      store_row(dv + row0 + j * g.ks, sc.dv + j * g.Dp, g.D, 1.0f);
+    for (int64_t x = 0; x < n; ++x) {
+      const int64_t j0 = kts[x] * kTile, nk = std::min<int64_t>(kTile, g.Tk - j0);
+      const int64_t row0 = (b * g.Tk + j0) * g.ks + kvh * g.D;
+      for (int64_t j = 0; j < nk; ++j) {
+        store_row(dk + row0 + j * g.ks, sc.dk + x * tile + j * g.Dp, g.D, 1.0f);
+        store_row(dv + row0 + j * g.ks, sc.dv + x * tile + j * g.Dp, g.D, 1.0f);
+      }
     }
   }
 }

@@ -12,6 +12,10 @@
 #include <limits>
 #include <utility>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include "core/bf16.h"
 
 namespace mt::attn {
@@ -58,7 +62,16 @@ inline void vstore(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
 // x - (+0) is exactly x for every x (also -0), so the compiler folds it to a bare broadcast;
 // vf{} + x would keep an add to turn -0 into +0.
 inline vf vsplat(float x) { return x - vf{}; }
+#if defined(__AVX2__) && !defined(__AVX512F__)  // kVL == 8
+// a > b ? a : b and a < b ? a : b, NaNs included (either one NaN gives b), are what vmaxps and
+// vminps compute; g++ turns the vector ?: in vexp2's clamps into a compare and a blend instead,
+// two instructions each on a path with ~20.
+inline vf vmax(vf a, vf b) { return (vf)_mm256_max_ps((__m256)a, (__m256)b); }
+inline vf vmin(vf a, vf b) { return (vf)_mm256_min_ps((__m256)a, (__m256)b); }
+#else
 inline vf vmax(vf a, vf b) { return a > b ? a : b; }
+inline vf vmin(vf a, vf b) { return a < b ? a : b; }
+#endif
 
 // 2^x for a vector. Range reduction x = n + r with n = round(x), |r| <= 1/2, then a degree-7
 // Taylor polynomial of 2^r (relative error < 1e-8, below f32 rounding) and 2^n put into the
@@ -66,7 +79,7 @@ inline vf vmax(vf a, vf b) { return a > b ? a : b; }
 // score) gives exactly 0, which the online softmax relies on.
 inline vf vexp2(vf x) {
   x = vmax(x, vsplat(-127.0f));
-  x = x < 127.0f ? x : vsplat(127.0f);
+  x = vmin(x, vsplat(127.0f));
   const float magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer (ties to even)
   vf t = x + magic;
   vf n = t - magic;
@@ -86,14 +99,21 @@ inline vf vexp2(vf x) {
 
 // C[R x (NV*kVL)] (+)= A[R x k0:k1] * B[k0:k1 x (NV*kVL)], accumulators held in registers.
 // A(i, k) is read at a[i*ars + k*aks], so a transposed A (P^T, dS^T) costs nothing extra.
+// With cs (accumulating only), row r of C is multiplied by cs[r] as it is loaded: the online
+// softmax's rescale of O, which then costs no pass of its own.
 template <int R, int NV, bool kAcc>
 inline void mm_block(float* c, int64_t ldc, const float* a, int64_t ars, int64_t aks,
-                     const float* b, int64_t ldb, int64_t k0, int64_t k1) {
+                     const float* b, int64_t ldb, int64_t k0, int64_t k1, const float* cs) {
   vf acc[R][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[r][v] = kAcc ? vload(c + r * ldc + v * kVL) : vf{};
+  if (kAcc && cs)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] *= cs[r];
   for (int64_t k = k0; k < k1; ++k) {
     vf bv[NV];
 #pragma GCC unroll 8
@@ -113,12 +133,13 @@ inline void mm_block(float* c, int64_t ldc, const float* a, int64_t ars, int64_t
 
 template <int R, bool kAcc>
 inline void mm_rows(float* c, int64_t ldc, const float* a, int64_t ars, int64_t aks,
-                    const float* b, int64_t ldb, int64_t N, int64_t k0, int64_t k1) {
+                    const float* b, int64_t ldb, int64_t N, int64_t k0, int64_t k1,
+                    const float* cs) {
   constexpr int kWide = kColVecs;  // a kColVecs-vector column block per pass
   int64_t n = 0;
   for (; n + kWide * kVL <= N; n += kWide * kVL)
-    mm_block<R, kWide, kAcc>(c + n, ldc, a, ars, aks, b + n, ldb, k0, k1);
-  for (; n < N; n += kVL) mm_block<R, 1, kAcc>(c + n, ldc, a, ars, aks, b + n, ldb, k0, k1);
+    mm_block<R, kWide, kAcc>(c + n, ldc, a, ars, aks, b + n, ldb, k0, k1, cs);
+  for (; n < N; n += kVL) mm_block<R, 1, kAcc>(c + n, ldc, a, ars, aks, b + n, ldb, k0, k1, cs);
 }
 
 // A block of `rows` (<= R) rows as one register block of that many rows: a 64-row tile is ten
@@ -126,10 +147,10 @@ inline void mm_rows(float* c, int64_t ldc, const float* a, int64_t ars, int64_t 
 template <int R, bool kAcc>
 inline void mm_rows_n(float* c, int64_t ldc, const float* a, int64_t ars, int64_t aks,
                       const float* b, int64_t ldb, int64_t rows, int64_t N, int64_t k0,
-                      int64_t k1) {
+                      int64_t k1, const float* cs) {
   if constexpr (R > 0) {
-    if (rows == R) return mm_rows<R, kAcc>(c, ldc, a, ars, aks, b, ldb, N, k0, k1);
-    mm_rows_n<R - 1, kAcc>(c, ldc, a, ars, aks, b, ldb, rows, N, k0, k1);
+    if (rows == R) return mm_rows<R, kAcc>(c, ldc, a, ars, aks, b, ldb, N, k0, k1, cs);
+    mm_rows_n<R - 1, kAcc>(c, ldc, a, ars, aks, b, ldb, rows, N, k0, k1, cs);
   }
 }
 
@@ -144,17 +165,18 @@ struct Bounds {
 // columns and terms cut to bounds(i, rows). Columns past n_end (rounded up to a vector) are not
 // written; terms outside k0..k1 are skipped, so the caller must know them to be zero products.
 // The summation order over k is fixed (k ascending), so results do not depend on threads or on
-// the tiling of M and N.
+// the tiling of M and N. With row_scale (accumulating only), C's row i is first multiplied by
+// row_scale[i] (every row, also one whose terms are all cut).
 template <bool kAcc, class F>
 inline void mm(float* c, int64_t ldc, const float* a, int64_t ars, int64_t aks, const float* b,
-               int64_t ldb, int64_t M, int64_t N, F&& bounds) {
+               int64_t ldb, int64_t M, int64_t N, F&& bounds, const float* row_scale = nullptr) {
   for (int64_t i = 0; i < M; i += kRows) {
     const int64_t rows = M - i < kRows ? M - i : kRows;
     const Bounds bd = bounds(i, rows);
     const int64_t n = (bd.n_end + kVL - 1) / kVL * kVL;
     if (n <= 0) continue;
     mm_rows_n<kRows, kAcc>(c + i * ldc, ldc, a + i * ars, ars, aks, b, ldb, rows, n < N ? n : N,
-                           bd.k0, bd.k1);
+                           bd.k0, bd.k1, row_scale ? row_scale + i : nullptr);
   }
 }
 

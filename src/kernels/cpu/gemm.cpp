@@ -141,14 +141,12 @@ bool bf16_matmul_available(Engine& e) {
 }
 
 // The stored block of an operand, `rows` x `cols` with leading dimension ld, widened to a packed
-// f32 copy (exact: every bf16 is a float). A block of 256K elements or more (a dense layer's
-// weight or input: 1.5M at hidden 768 and 2048 tokens) is split over the threads: the pass is
-// memory-bound and one thread of two left the other idle for about 8% of a widened product's time
-// (docs/benchmarks.md, "The widening on both threads"). An MoE expert's products, which stayed on
-// one thread here because every parallel region waits for a descheduled thread on a loaded machine
-// (3x slower at load 12, "On an AVX2 machine"), run inside gemm_group's region now, where this
-// one is a team of one.
-constexpr int64_t kParallelWidening = int64_t(1) << 18;
+// f32 copy (exact: every bf16 is a float). Only a block of 4M elements or more (a dense layer's
+// weight or a 2048-token input) is split over the threads: an expert's 1.5M-element weight stays on
+// one, since every parallel region waits for all the threads, and on a loaded machine for one
+// descheduled; two more regions a product made a mixture of experts' products 3x slower at load 12
+// (docs/benchmarks.md, "On an AVX2 machine").
+constexpr int64_t kParallelWidening = int64_t(1) << 22;
 const float* widened(std::vector<float>& out, const void* src, int64_t rows, int64_t cols, int64_t ld) {
   out.resize(size_t(rows * cols));
   const bf16* s = static_cast<const bf16*>(src);

@@ -425,8 +425,8 @@ TEST(OpsAttentionBf16Path, Choice) {
   for (const bool avx : {false, true})
     for (const bool amx : {false, true}) {
       SCOPED_TRACE(testing::Message() << "avx512bf16 " << avx << ", amx " << amx);
-      const P best = amx ? P::kAmx : avx ? P::kAvx512Bf16 : P::kFp32;
-      EXPECT_EQ(attn::choose_bf16_path(nullptr, avx, amx), best);  // auto: AMX > AVX512 > fp32
+      const P best = avx ? P::kAvx512Bf16 : P::kFp32;  // auto: AVX512 > fp32, AMX only by name
+      EXPECT_EQ(attn::choose_bf16_path(nullptr, avx, amx), best);
       EXPECT_EQ(attn::choose_bf16_path("", avx, amx), best);
       EXPECT_EQ(attn::choose_bf16_path("auto", avx, amx), best);
       EXPECT_EQ(attn::choose_bf16_path("fp32", avx, amx), P::kFp32);
@@ -459,11 +459,9 @@ TEST(OpsAttentionBf16Path, DefaultOnThisCpuAndTheSwitchReachesTheKernel) {
   Got dflt, fp32, emul, emul_amx;
   {
     PathEnv env(nullptr);
-    // Without the instructions the default is fp32, never a native product.
+    // Without the instructions the default is fp32, never a native product; never AMX.
     const Bf16Path p = attn::bf16_path();
-    EXPECT_EQ(p, attn::cpu_has_amx_bf16()     ? Bf16Path::kAmx
-                 : attn::cpu_has_avx512bf16() ? Bf16Path::kAvx512Bf16
-                                              : Bf16Path::kFp32);
+    EXPECT_EQ(p, attn::cpu_has_avx512bf16() ? Bf16Path::kAvx512Bf16 : Bf16Path::kFp32);
     dflt = run_kernel(c, in);
   }
   {
@@ -529,7 +527,12 @@ TEST(OpsAttentionBf16Native, EqualsTheModelBitForBit) {
   EXPECT_EQ(std::memcmp(native.dv.data(), emul.dv.data(), native.dv.size() * 4), 0);
 }
 
+// The check to run by hand on a host with AMX (MESHTRAIN_TEST_NATIVE_AMX=1, docs/engine.md): the
+// tiles have never executed on one, and whether TDPBF16PS rounds as amx_tile_model.h reads the SDM
+// only such a CPU can say; a CI host that happens to have AMX must not fail the build on that.
 TEST(OpsAttentionBf16Amx, EqualsTheModelBitForBit) {
+  const char* asked = std::getenv("MESHTRAIN_TEST_NATIVE_AMX");
+  if (!asked || std::string(asked) != "1") GTEST_SKIP() << "set MESHTRAIN_TEST_NATIVE_AMX=1 on an AMX host";
   // Runs tile instructions: only where cpuid, XCR0 and the Linux permission all say AMX works.
   if (!attn::cpu_has_amx_bf16()) GTEST_SKIP() << "this CPU or OS offers no AMX-BF16";
   const Case c{{2, 150, 4, 2, 24}, two_docs(2, 150, 90)};

@@ -7,8 +7,8 @@
 // as FlashAttention-2 does on GPUs; the online softmax (max, sum, rescaling) stays f32.
 //
 // The choice, MESHTRAIN_ATTENTION_BF16 in the environment:
-//   unset, "" or "auto": AMX where the CPU and the OS allow it, else AVX512-BF16 where the CPU
-//     has it, else fp32;
+//   unset, "" or "auto": AVX512-BF16 where the CPU has it, else fp32 (never AMX, until its tiles
+//     have run on a CPU with it: ask for them by name);
 //   "fp32" or "off": the fp32 path always;
 //   "emulate": the bf16 path with the exact software model of VDPBF16PS (bf16_dot.h), slow,
 //     for testing the path on CPUs without the instruction;
@@ -33,7 +33,7 @@ bool cpu_has_avx512bf16();
 // no tile instruction may run before that permission. false on other CPUs and systems.
 bool cpu_has_amx_bf16();
 // choose_bf16_path(getenv("MESHTRAIN_ATTENTION_BF16"), ...) on this CPU; asks for the AMX
-// permission only for settings that may pick AMX (unset, auto, amx).
+// permission only for the setting that picks AMX (amx).
 Bf16Path bf16_path();
 const char* bf16_path_name(Bf16Path p);
 

@@ -22,20 +22,16 @@
 #include "kernels/cpu/amx_tile_model.h"
 #include "kernels/cpu/amx_tile_product.h"
 #include "kernels/cpu/attention_bf16.h"
+#include "bf16_pair_bits.h"
 
 namespace mt {
 namespace {
 
 using attn::tdpbf16ps_element;
 
-uint16_t bits_of(float x) {  // x must be a bf16 value
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  EXPECT_EQ(u & 0xffffu, 0u) << x << " is not a bf16 value";
-  return uint16_t(u >> 16);
-}
-uint32_t pair(float even, float odd) { return uint32_t(bits_of(even)) | uint32_t(bits_of(odd)) << 16; }
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
+using test::bits_of;
+using test::pair;  // (even, odd): a pair's lower element is the even one
+using test::same_bits;
 
 float element(float c, std::vector<uint32_t> a, std::vector<uint32_t> b) {
   return tdpbf16ps_element(c, a.data(), b.data(), 1, int64_t(a.size()));

@@ -34,6 +34,7 @@
 #include "kernels/cpu/bf16_dot.h"
 #include "kernels/cpu/bf16_tile_product.h"
 #include "kernels/reference/attention.h"
+#include "bf16_pair_bits.h"
 
 namespace mt {
 namespace {
@@ -43,15 +44,10 @@ using attn::dpbf16_lane;
 
 // ---- (1) the lane model ----------------------------------------------------------------------
 
-uint16_t bits_of(float x) {  // x must be a bf16 value
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  EXPECT_EQ(u & 0xffffu, 0u) << x << " is not a bf16 value";
-  return uint16_t(u >> 16);
-}
-uint32_t pair(float lo, float hi) { return uint32_t(bits_of(lo)) | uint32_t(bits_of(hi)) << 16; }
+using test::bits_of;
+using test::pair;
+using test::same_bits;
 uint32_t pair_bits(uint16_t lo, uint16_t hi) { return uint32_t(lo) | uint32_t(hi) << 16; }
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 
 TEST(Bf16DotModel, SumsBothPairs) {
   // 1 + 3*5 + 2*4
@@ -507,17 +503,17 @@ TEST(OpsAttentionBf16Path, DefaultOnThisCpuAndTheSwitchReachesTheKernel) {
   }
 }
 
-TEST(OpsAttentionBf16Native, EqualsTheModelBitForBit) {
-  if (!attn::cpu_has_avx512bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+// The kernel on a native path and on its model, the same case: every output the same bits.
+void expect_native_equals_model(const char* native_path, const char* model_path) {
   const Case c{{2, 150, 4, 2, 24}, two_docs(2, 150, 90)};
   const Inputs in(c);
   Got native, emul;
   {
-    PathEnv env("native");
+    PathEnv env(native_path);
     native = run_kernel(c, in);
   }
   {
-    PathEnv env("emulate");
+    PathEnv env(model_path);
     emul = run_kernel(c, in);
   }
   EXPECT_EQ(std::memcmp(native.out.data(), emul.out.data(), native.out.size() * 2), 0);
@@ -525,6 +521,11 @@ TEST(OpsAttentionBf16Native, EqualsTheModelBitForBit) {
   EXPECT_EQ(std::memcmp(native.dq.data(), emul.dq.data(), native.dq.size() * 2), 0);
   EXPECT_EQ(std::memcmp(native.dk.data(), emul.dk.data(), native.dk.size() * 4), 0);
   EXPECT_EQ(std::memcmp(native.dv.data(), emul.dv.data(), native.dv.size() * 4), 0);
+}
+
+TEST(OpsAttentionBf16Native, EqualsTheModelBitForBit) {
+  if (!attn::cpu_has_avx512bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  expect_native_equals_model("native", "emulate");
 }
 
 // The check to run by hand on a host with AMX (MESHTRAIN_TEST_NATIVE_AMX=1, docs/engine.md): the
@@ -535,22 +536,7 @@ TEST(OpsAttentionBf16Amx, EqualsTheModelBitForBit) {
   if (!asked || std::string(asked) != "1") GTEST_SKIP() << "set MESHTRAIN_TEST_NATIVE_AMX=1 on an AMX host";
   // Runs tile instructions: only where cpuid, XCR0 and the Linux permission all say AMX works.
   if (!attn::cpu_has_amx_bf16()) GTEST_SKIP() << "this CPU or OS offers no AMX-BF16";
-  const Case c{{2, 150, 4, 2, 24}, two_docs(2, 150, 90)};
-  const Inputs in(c);
-  Got native, emul;
-  {
-    PathEnv env("amx");
-    native = run_kernel(c, in);
-  }
-  {
-    PathEnv env("emulate-amx");
-    emul = run_kernel(c, in);
-  }
-  EXPECT_EQ(std::memcmp(native.out.data(), emul.out.data(), native.out.size() * 2), 0);
-  EXPECT_EQ(std::memcmp(native.lse.data(), emul.lse.data(), native.lse.size() * 4), 0);
-  EXPECT_EQ(std::memcmp(native.dq.data(), emul.dq.data(), native.dq.size() * 2), 0);
-  EXPECT_EQ(std::memcmp(native.dk.data(), emul.dk.data(), native.dk.size() * 4), 0);
-  EXPECT_EQ(std::memcmp(native.dv.data(), emul.dv.data(), native.dv.size() * 4), 0);
+  expect_native_equals_model("amx", "emulate-amx");
 }
 
 }  // namespace
